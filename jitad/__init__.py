@@ -1,0 +1,9 @@
+"""jitad: JIT-compiled differentiable programs through LLVM."""
+from .api import jit, trace
+from .errors import ArgumentError, JitadError, ResourceError, ShapeError, StagingError
+from .numeric import *  # noqa: F401,F403
+from .pytree import tree_leaves, tree_map
+from .staging import FOR, FUN, IF, TREE, WHILE, ShapeDtype
+from .tree import Tree
+
+__version__ = "0.1.0"

@@ -1,0 +1,185 @@
+"""The user-facing transformations and the per-signature compile cache."""
+import functools
+import inspect
+import time
+
+import numpy as np
+
+from .errors import ArgumentError
+from .ir.types import TreeType
+from .ir.verify import verify
+from .lower import runtime
+from .lower.entry import add_entry
+from .lower.llvm import lower_program
+from .pytree import flatten, unflatten
+from .staging import Staged, StagedTree, arg_type, current_frame, trace_program
+from .tree import Tree
+
+PLACEHOLDER = "JITAD_PREFIX_"
+
+
+class Compiled:
+    """One signature's compiled code."""
+
+    def __init__(self, program, out_td, in_types, direct):
+        self.program, self.out_td, self.direct = program, out_td, direct
+        self.in_types = in_types
+        self.ir = str(program)
+
+
+def _canonical(x):
+    """A flat argument as the exact Python type the entry expects."""
+    if isinstance(x, Tree):
+        return x.address
+    if isinstance(x, (bool, np.bool_)):
+        return bool(x)
+    if isinstance(x, (int, np.integer)):
+        return int(x)
+    if isinstance(x, np.ndarray):
+        return x.item()
+    return float(x)
+
+
+def _layout(td, counter):
+    if td.kind == "leaf":
+        return next(counter)
+    return [_layout(c, counter) for c in td.children]
+
+
+def compile_program(program, out_td, in_types, name, fallback):
+    """Lower, compile and wrap a traced program; return a `Compiled`."""
+    verify(program)
+    n_out = len(program.main.outputs)
+    direct = out_td.is_tuple_nest
+    layout = _layout(out_td, iter(range(n_out))) if direct else list(range(n_out))
+    module = runtime.new_module(name)
+    main = lower_program(module, program, PLACEHOLDER)
+    out_types = program.main.out_types
+    for suffix, budget in (("shallow", runtime.SHALLOW_STACK), ("deep", runtime.DEEP_STACK - (1 << 20))):
+        add_entry(module, main, in_types, out_types, layout, f"{PLACEHOLDER}{suffix}", budget)
+    prefix, llvm_ir, loaded = runtime.compile_module(str(module), PLACEHOLDER)
+    c = Compiled(program, out_td, in_types, direct)
+    c.llvm_ir, c.loaded_from_cache = llvm_ir, loaded
+    deep = runtime.python_function(runtime.address(prefix + "deep"), name, fallback, runtime.stack_exhausted)
+    on_exhausted = functools.partial(runtime.run_with_deep_stack, deep)
+    c.entry = runtime.python_function(runtime.address(prefix + "shallow"), name, fallback, on_exhausted)
+    return c
+
+
+class Jitted:
+    """A function compiled per input signature; see `jitad.jit`."""
+
+    def __init__(self, fn, static_argnums=()):
+        self.fn = fn
+        self.static_argnums = tuple(sorted({static_argnums} if isinstance(static_argnums, int)
+                                           else set(static_argnums)))
+        self._signature = inspect.signature(fn) if callable(fn) else None
+        self._compiled = {}
+        self._last = None
+        self._fallback = functools.partial(Jitted.__call__, self)
+        functools.update_wrapper(self, fn, updated=())
+
+    def _bind(self, args, kwargs):
+        if self._signature is None:
+            return args
+        try:
+            bound = self._signature.bind(*args, **kwargs)
+        except TypeError as e:
+            raise ArgumentError(f"{getattr(self.fn, '__name__', 'function')}: {e}") from None
+        bound.apply_defaults()
+        if bound.kwargs:
+            raise ArgumentError(f"{self.fn.__name__}: keyword-only arguments are not supported; "
+                                "pass them positionally")
+        return bound.args
+
+    def __call__(self, *args, **kwargs):
+        """The dispatcher: find or compile this signature's code and run it.
+
+        Once a signature of plain scalars is compiled, its native entry is installed as
+        this object's `__call__`, so later calls skip this method altogether.
+        """
+        args = self._bind(args, kwargs)
+        if current_frame() is not None and any(isinstance(x, (Staged, StagedTree))
+                                               for x in flatten(args)[0]):
+            return self.fn(*args)   # called inside a trace: inline
+        key, dynamic, leaves = self._key(args)
+        compiled = self._compiled.get(key)
+        if compiled is None:
+            compiled = self._compile(args, dynamic, leaves, key)
+        self._last = compiled
+        simple_args = not kwargs and len(leaves) == len(args) and not any(isinstance(t, TreeType) for t in compiled.in_types)
+        if compiled.direct and simple_args:
+            type(self).__call__ = compiled.entry
+        else:
+            type(self).__call__ = Jitted.__call__
+        result = compiled.entry(*map(_canonical, leaves))
+        return result if compiled.direct else unflatten(compiled.out_td, result)
+
+    def _key(self, args):
+        static = tuple(args[i] for i in self.static_argnums if i < len(args))
+        dynamic = tuple(a for i, a in enumerate(args) if i not in self.static_argnums)
+        leaves, td = flatten(dynamic)
+        try:
+            hash(static)
+        except TypeError:
+            raise ArgumentError("static arguments must be hashable") from None
+        return (len(args), static, td, tuple(map(arg_type, leaves))), dynamic, leaves
+
+    def _compile(self, args, dynamic, leaves, key):
+        start = time.perf_counter()
+        _, static, in_td, types = key
+
+        def staged_fn(*dyn):
+            it = iter(dyn)
+            full = [args[i] if i in self.static_argnums else next(it) for i in range(len(args))]
+            return self.fn(*full)
+
+        program, out_td = trace_program(staged_fn, dynamic, in_td, list(types))
+        compiled = compile_program(program, out_td, list(types), getattr(self.fn, "__name__", "f"),
+                                   self._fallback)
+        compiled.compile_seconds = time.perf_counter() - start
+        self._compiled[key] = compiled
+        return compiled
+
+    def _latest(self, what):
+        if self._last is None:
+            raise AttributeError(f"`{what}` is available after the first call")
+        return self._last
+
+    @property
+    def ir(self):
+        """The staged graph of the signature last called, as text."""
+        return self._latest("ir").ir
+
+    @property
+    def llvm_ir(self):
+        """The optimized LLVM IR of the signature last called."""
+        return self._latest("llvm_ir").llvm_ir
+
+    @property
+    def compile_seconds(self):
+        """Seconds spent tracing and compiling (or loading) the signature last called."""
+        return self._latest("compile_seconds").compile_seconds
+
+
+def jit(fn=None, static_argnums=()):
+    """Compile `fn` per input signature.
+
+    >>> f = jitad.jit(lambda x, y: x * y + 1.0)
+    >>> f(3.0, 4.0)
+    13.0
+    """
+    if fn is None:
+        return lambda f: jit(f, static_argnums)
+    cls = type(f"jit_{getattr(fn, '__name__', 'f')}", (Jitted,), {})   # its own __call__ slot
+    return cls(fn, static_argnums)
+
+
+def trace(fn, *args):
+    """The staged program of `fn` at `args`; `str()` prints it.
+
+    >>> print(jitad.trace(lambda x: x * 2.0, 1.0))
+    """
+    leaves, td = flatten(args)
+    program, _ = trace_program(fn, args, td, [arg_type(x) for x in leaves])
+    return verify(program)

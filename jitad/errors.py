@@ -1,0 +1,49 @@
+"""The errors jitad raises for user mistakes; internal invariants stay plain asserts."""
+import linecache
+import os
+import sys
+
+_PKG_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def user_location():
+    """`file:line: source` of the innermost stack frame outside jitad, or ''."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not os.path.abspath(filename).startswith(_PKG_DIR + os.sep):
+            line = linecache.getline(filename, frame.f_lineno).strip()
+            return f"{filename}:{frame.f_lineno}: {line}" if line else f"{filename}:{frame.f_lineno}"
+        frame = frame.f_back
+    return ""
+
+
+class JitadError(Exception):
+    """Base class of every error jitad raises for a user mistake."""
+
+    def __init__(self, message, *, where=True):
+        if where:
+            loc = user_location()
+            if loc:
+                message = f"{message}\n  at {loc}"
+        super().__init__(message)
+
+
+class StagingError(JitadError):
+    """Python control flow or conversion on a staged value, or a malformed combinator."""
+
+
+class ShapeError(JitadError, ValueError):
+    """Shapes that do not broadcast or multiply."""
+
+
+class ArgumentError(JitadError, TypeError):
+    """Wrong number or kind of arguments to a jitted or differentiated function."""
+
+
+class ResourceError(JitadError):
+    """A computation needed more stack or memory than jitad allows."""
+
+
+class IndexError_(JitadError, IndexError):
+    """An index outside an array or tree."""

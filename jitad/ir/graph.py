@@ -1,0 +1,75 @@
+"""The SSA graph: values, nodes, (sub)graphs, staged functions and the program.
+
+A `Var` is an SSA value identified by object identity; names are assigned by the
+printer. A `Node` is one operation: an opcode, input vars, output vars, static
+attributes and, for control flow, sub-graphs. A `Graph` is a first-order body:
+its params are the only values from outside it that it may use.
+"""
+from dataclasses import dataclass, field
+
+
+class Var:
+    __slots__ = ("type",)
+
+    def __init__(self, type):
+        self.type = type
+
+    def __repr__(self):
+        return f"Var({self.type})"
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Node:
+    op: "Op"
+    inputs: tuple
+    outputs: tuple
+    attrs: dict = field(default_factory=dict)
+    bodies: tuple = ()
+
+
+@dataclass(slots=True, eq=False)
+class Graph:
+    params: list
+    nodes: list = field(default_factory=list)
+    outputs: list = field(default_factory=list)
+
+    @property
+    def in_types(self):
+        return [v.type for v in self.params]
+
+    @property
+    def out_types(self):
+        return [v.type for v in self.outputs]
+
+
+@dataclass(slots=True, eq=False)
+class FunDef:
+    """A staged function (`FUN`): called by `call` nodes, possibly recursively.
+
+    `body.params` are the function's flattened arguments followed by the values it
+    captures from its callers' scopes (`n_captures` of them).
+    """
+    name: str
+    in_types: list
+    out_types: list = None
+    body: Graph = None
+    n_captures: int = 0
+
+
+@dataclass(slots=True, eq=False)
+class Program:
+    """A traced function: its main graph and every staged function it calls."""
+    main: Graph
+    funs: list
+
+    def __str__(self):
+        from .printer import format_program
+        return format_program(self)
+
+
+def walk(graph):
+    """Every node of `graph` and of its sub-graphs, depth first (not into FUN bodies)."""
+    for node in graph.nodes:
+        yield node
+        for body in node.bodies:
+            yield from walk(body)

@@ -1,0 +1,83 @@
+"""A stable text form of programs: `%3:f64 = mul %1 %2`.
+
+Names are assigned here, in order of definition: params first, then node outputs;
+staged functions print as `fun @name(...)` blocks before `main`.
+"""
+
+
+class _Namer:
+    def __init__(self, funs):
+        self.names = {}
+        self.fun_names = {}
+        for fun in funs:
+            base, k = fun.name, 1
+            while f"@{base}" in self.fun_names.values():
+                k += 1
+                base = f"{fun.name}{k}"
+            self.fun_names[fun] = f"@{base}"
+
+    def define(self, var):
+        self.names[var] = f"%{len(self.names)}"
+        return f"{self.names[var]}:{var.type}"
+
+    def use(self, var):
+        return self.names.get(var, "%?")
+
+
+def _attr_text(value, namer):
+    from .graph import FunDef
+    if isinstance(value, FunDef):
+        return namer.fun_names.get(value, f"@{value.name}")
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def _format_body(graph, namer, indent, header):
+    params = " ".join(namer.define(v) for v in graph.params)
+    lines = [f"{indent}{header}({params}) {{"]
+    lines += _format_nodes(graph, namer, indent + "  ")
+    lines.append(f"{indent}  return {' '.join(namer.use(v) for v in graph.outputs)}")
+    lines.append(f"{indent}}}")
+    return lines
+
+
+def _format_nodes(graph, namer, indent):
+    lines = []
+    for node in graph.nodes:
+        outs = " ".join(namer.define(v) for v in node.outputs)
+        attrs = {k: v for k, v in node.attrs.items() if k not in ("fun", "type", "value")}
+        text = node.op.value
+        if "value" in node.attrs:
+            text += " " + _attr_text(node.attrs["value"], namer)
+        if "fun" in node.attrs:
+            text += " " + _attr_text(node.attrs["fun"], namer)
+        if attrs:
+            text += "[" + ", ".join(f"{k}={_attr_text(v, namer)}" for k, v in sorted(attrs.items())) + "]"
+        ins = " ".join(namer.use(v) for v in node.inputs)
+        lines.append(f"{indent}{outs} = {text}" + (f" {ins}" if ins else ""))
+        for label, body in zip(_BODY_LABELS.get(node.op.value, ()), node.bodies):
+            lines += _format_body(body, namer, indent + "  ", label)
+    return lines
+
+
+_BODY_LABELS = {"if": ("then", "else"), "while": ("cond", "body"), "for": ("body",),
+                "tree": ("combine",)}
+
+
+def format_graph(graph, namer=None, header="main"):
+    namer = namer or _Namer([])
+    return "\n".join(_format_body(graph, namer, "", header))
+
+
+def format_program(program):
+    namer = _Namer(program.funs)
+    parts = []
+    for fun in program.funs:
+        outs = ", ".join(map(str, fun.out_types or ()))
+        header = f"fun {namer.fun_names[fun]}"
+        text = _format_body(fun.body, namer, "", header)
+        text[0] = text[0][:-1] + f"-> ({outs}) {{"
+        parts.append("\n".join(text))
+    parts.append(format_graph(program.main, namer))
+    return "\n".join(parts)

@@ -1,0 +1,60 @@
+"""Types of SSA values: scalars and static-shape tensors of a dtype, and tree handles."""
+from dataclasses import dataclass
+
+import numpy as np
+
+DTYPES = ("bool", "i64", "f32", "f64")
+FLOATS = ("f32", "f64")
+NUMPY = {"bool": np.bool_, "i64": np.int64, "f32": np.float32, "f64": np.float64}
+
+
+@dataclass(frozen=True, slots=True)
+class Type:
+    dtype: str
+    shape: tuple = ()
+
+    def __str__(self):
+        if not self.shape:
+            return self.dtype
+        return f"{self.dtype}[{','.join(map(str, self.shape))}]"
+
+    @property
+    def is_float(self):
+        return self.dtype in FLOATS
+
+
+@dataclass(frozen=True, slots=True)
+class TreeType:
+    """A `jitad.Tree` input: child arrays plus named per-node fields (name, dtype)."""
+    fields: tuple
+
+    def __str__(self):
+        return "tree{" + ",".join(f"{n}:{d}" for n, d in self.fields) + "}"
+
+    def field_dtype(self, name):
+        return dict(self.fields).get(name)
+
+
+F64, I64, BOOL = Type("f64"), Type("i64"), Type("bool")
+
+
+def dtype_of_numpy(dt):
+    """jitad dtype name for a numpy dtype, or None."""
+    dt = np.dtype(dt)
+    if dt == np.bool_:
+        return "bool"
+    if dt.kind in "iu":
+        return "i64"
+    if dt == np.float32:
+        return "f32"
+    if dt.kind == "f":
+        return "f64"
+    return None
+
+
+def promote(a, b):
+    """The common dtype of two dtypes (bool < i64 < f32 < f64, as NumPy)."""
+    order = {"bool": 0, "i64": 1, "f32": 2, "f64": 3}
+    if {a, b} == {"i64", "f32"}:
+        return "f64"
+    return a if order[a] >= order[b] else b

@@ -1,0 +1,61 @@
+"""The IR verifier: SSA, scoping (bodies see only their params) and types."""
+from .ops import infer_types
+from .printer import _Namer, _format_nodes
+
+
+class VerifyError(AssertionError):
+    """The IR is malformed: a bug in jitad, not in the user's program."""
+
+
+def verify(program):
+    """Check `program` (a `Program`); raise `VerifyError` showing the bad node."""
+    seen = set()
+    for fun in program.funs:
+        if fun.body is None:
+            raise VerifyError(f"fun @{fun.name} has no body")
+        _verify_graph(fun.body, seen, f"fun @{fun.name}")
+        if fun.body.out_types != list(fun.out_types):
+            raise VerifyError(f"fun @{fun.name} returns {fun.body.out_types}, declared {fun.out_types}")
+    _verify_graph(program.main, seen, "main")
+    return program
+
+
+def _verify_graph(graph, seen, where):
+    scope = set()
+    for v in graph.params:
+        _define(v, scope, seen, where)
+    for k, node in enumerate(graph.nodes):
+        try:
+            for v in node.inputs:
+                if v not in scope:
+                    raise VerifyError(f"uses a value not defined in this body ({v})")
+            for i, body in enumerate(node.bodies):
+                _verify_graph(body, seen, f"{where} / {node.op.value} body {i}")
+            expected = infer_types(node.op, [v.type for v in node.inputs], node.attrs, node.bodies)
+            got = [v.type for v in node.outputs]
+            if expected != got:
+                raise VerifyError(f"result types {got}, the type rule gives {expected}")
+        except VerifyError:
+            raise
+        except (AssertionError, KeyError) as e:
+            raise VerifyError(f"in {where}, node {k} ({node.op.value}): {e}\n{_context(graph, k)}") from None
+        for v in node.outputs:
+            _define(v, scope, seen, where)
+    for v in graph.outputs:
+        if v not in scope:
+            raise VerifyError(f"in {where}: returns a value not defined in this body")
+
+
+def _define(var, scope, seen, where):
+    if var in seen:
+        raise VerifyError(f"in {where}: value {var} defined twice (not SSA)")
+    seen.add(var)
+    scope.add(var)
+
+
+def _context(graph, k, radius=2):
+    from .graph import Graph
+    lo = max(0, k - radius)
+    window = Graph(params=[], nodes=graph.nodes[lo:k + radius + 1])
+    lines = _format_nodes(window, _Namer([]), "    ")
+    return "\n".join(lines)

@@ -1,0 +1,449 @@
+"""Lowering a traced program to LLVM IR with llvmlite, table-driven.
+
+Each staged function becomes an LLVM function `{outs} f(ptr ctx, args..., captures...)`;
+the main graph becomes `void main(ptr ctx, params..., ptr out)`; `TREE` nodes become
+recursive functions over node indices. Control flow inside a graph is lowered in line
+(branches and phis). `ctx` points to `{i64 stack_limit, i32 status}`: recursive
+functions check the stack pointer against the limit on entry and, past it, set the
+status and unwind (every call is followed by a status check), so deep recursion never
+overflows the machine stack. `entry.py` adds the CPython entry points.
+"""
+import llvmlite.ir as ir
+
+from ..ir.ops import Op
+from ..ir.types import FLOATS, TreeType
+
+F64, F32, I64, I32, I1, I8 = (ir.DoubleType(), ir.FloatType(), ir.IntType(64), ir.IntType(32),
+                             ir.IntType(1), ir.IntType(8))
+PTR = ir.PointerType()
+CTX = ir.LiteralStructType([I64, I32])
+LL = {"f64": F64, "f32": F32, "i64": I64, "bool": I1}
+
+
+def alloca(builder, t):
+    """An entry-block stack slot as an opaque pointer (types go on each gep/load/store)."""
+    with builder.goto_entry_block():
+        slot = builder.alloca(t)
+    slot.type = PTR
+    return slot
+
+
+def ll_type(t):
+    return PTR if isinstance(t, TreeType) else LL[t.dtype]
+
+
+def ret_type(types):
+    return ir.LiteralStructType([ll_type(t) for t in types])
+
+
+# -- the tables ----------------------------------------------------------------
+FLOAT_BINARY = {Op.ADD: "fadd", Op.SUB: "fsub", Op.MUL: "fmul", Op.DIV: "fdiv"}
+INT_BINARY = {Op.ADD: "add", Op.SUB: "sub", Op.MUL: "mul", Op.AND: "and_", Op.OR: "or_"}
+COMPARE = {Op.LT: "<", Op.LE: "<=", Op.GT: ">", Op.GE: ">=", Op.EQ: "==", Op.NE: "!="}
+INTRINSIC = {Op.EXP: "llvm.exp", Op.LOG: "llvm.log", Op.SQRT: "llvm.sqrt", Op.SIN: "llvm.sin",
+             Op.COS: "llvm.cos", Op.TANH: "llvm.tanh", Op.ABS: "llvm.fabs", Op.POW: "llvm.pow"}
+LIBM = {Op.LOG1P: "log1p", Op.EXPM1: "expm1"}   # float variants get an "f" suffix
+LOWER = {}   # op -> fn(lowerer, node, input values) -> list of output values
+
+
+def rule(*ops):
+    def register(fn):
+        for op in ops:
+            LOWER[op] = fn
+        return fn
+    return register
+
+
+def _is_float(node):
+    return node.inputs[0].type.dtype in FLOATS
+
+
+@rule(*set(FLOAT_BINARY) | set(INT_BINARY))
+def _binary(lo, node, ins):
+    name = FLOAT_BINARY[node.op] if _is_float(node) else INT_BINARY[node.op]
+    return [getattr(lo.b, name)(*ins)]
+
+
+@rule(*COMPARE)
+def _compare(lo, node, ins):
+    op = COMPARE[node.op]
+    if not _is_float(node):
+        return [lo.b.icmp_signed(op, *ins)]
+    if node.op == Op.NE:   # NaN != NaN is true
+        return [lo.b.fcmp_unordered(op, *ins)]
+    return [lo.b.fcmp_ordered(op, *ins)]
+
+
+@rule(*INTRINSIC)
+def _intrinsic(lo, node, ins):
+    if node.op == Op.ABS and not _is_float(node):
+        x = ins[0]
+        return [lo.b.select(lo.b.icmp_signed("<", x, x.type(0)), lo.b.neg(x), x)]
+    if node.op == Op.POW and not _is_float(node):
+        return [lo.int_pow(*ins)]
+    fn = lo.module.declare_intrinsic(INTRINSIC[node.op], [ins[0].type])
+    return [lo.b.call(fn, ins)]
+
+
+@rule(*LIBM)
+def _libm(lo, node, ins):
+    t = ins[0].type
+    name = LIBM[node.op] + ("f" if t == F32 else "")
+    return [lo.b.call(lo.extern(name, ir.FunctionType(t, [t])), ins)]
+
+
+@rule(Op.NEG)
+def _neg(lo, node, ins):
+    return [lo.b.fneg(ins[0]) if _is_float(node) else lo.b.neg(ins[0])]
+
+
+@rule(Op.NOT)
+def _not(lo, node, ins):
+    return [lo.b.not_(ins[0])]
+
+
+@rule(Op.SQUARE)
+def _square(lo, node, ins):
+    return [lo.b.fmul(ins[0], ins[0]) if _is_float(node) else lo.b.mul(ins[0], ins[0])]
+
+
+@rule(Op.RELU)
+def _relu(lo, node, ins):
+    x = ins[0]
+    neg = lo.b.fcmp_ordered("<", x, x.type(0)) if _is_float(node) else lo.b.icmp_signed("<", x, x.type(0))
+    return [lo.b.select(neg, x.type(0), x)]
+
+
+@rule(Op.SIGMOID)
+def _sigmoid(lo, node, ins):
+    x = ins[0]
+    e = lo.b.call(lo.module.declare_intrinsic("llvm.exp", [x.type]), [lo.b.fneg(x)])
+    return [lo.b.fdiv(x.type(1.0), lo.b.fadd(x.type(1.0), e))]
+
+
+@rule(Op.MAXIMUM, Op.MINIMUM)
+def _extremum(lo, node, ins):
+    a, b = ins
+    rel = ">=" if node.op == Op.MAXIMUM else "<="
+    if not _is_float(node):
+        return [lo.b.select(lo.b.icmp_signed(rel, a, b), a, b)]
+    pick_a = lo.b.or_(lo.b.fcmp_ordered(rel, a, b), lo.b.fcmp_unordered("uno", a, a))
+    return [lo.b.select(pick_a, a, b)]   # NaN in either operand propagates, as NumPy
+
+
+@rule(Op.MOD, Op.FLOORDIV)
+def _divmod(lo, node, ins):
+    div, mod = lo.float_divmod(*ins) if _is_float(node) else lo.int_divmod(*ins)
+    return [div if node.op == Op.FLOORDIV else mod]
+
+
+@rule(Op.SELECT)
+def _select(lo, node, ins):
+    return [lo.b.select(*ins)]
+
+
+@rule(Op.CONST)
+def _const(lo, node, ins):
+    t = node.attrs["type"]
+    return [LL[t.dtype](node.attrs["value"])]
+
+
+@rule(Op.CONVERT)
+def _convert(lo, node, ins):
+    return [lo.convert(ins[0], node.inputs[0].type.dtype, node.attrs["dtype"])]
+
+
+@rule(Op.TREE_GET)
+def _tree_get(lo, node, ins):
+    desc, index = ins
+    ttype = node.inputs[0].type
+    field = node.attrs["field"]
+    slot = {"left": 2, "right": 3}.get(field)
+    if slot is None:
+        slot = 4 + [name for name, _ in ttype.fields].index(field)
+    array = lo.b.load(lo.b.gep(desc, [I64(slot)], source_etype=I64), typ=PTR)
+    elt = ll_type(node.outputs[0].type)
+    return [lo.b.load(lo.b.gep(array, [index], source_etype=elt), typ=elt)]
+
+
+@rule(Op.IF)
+def _if(lo, node, ins):
+    b = lo.b
+    then_bb, else_bb, merge_bb = (lo.func.append_basic_block(n) for n in ("then", "else", "endif"))
+    b.cbranch(ins[0], then_bb, else_bb)
+    incoming = []
+    for bb, body in ((then_bb, node.bodies[0]), (else_bb, node.bodies[1])):
+        b.position_at_end(bb)
+        outs = lo.lower(body, ins[1:])
+        incoming.append((outs, b.block))
+        b.branch(merge_bb)
+    b.position_at_end(merge_bb)
+    return lo.phis([v.type for v in node.outputs], incoming)
+
+
+def _loop(lo, init, cond, step):
+    """A loop with state phis; `cond(phis) -> i1`, `step(phis) -> next state`."""
+    b = lo.b
+    header, body_bb, exit_bb = (lo.func.append_basic_block(n) for n in ("loop", "body", "endloop"))
+    pre = b.block
+    b.branch(header)
+    b.position_at_end(header)
+    state = [b.phi(v.type) for v in init]
+    for phi, v in zip(state, init):
+        phi.add_incoming(v, pre)
+    b.cbranch(cond(state), body_bb, exit_bb)
+    b.position_at_end(body_bb)
+    new = step(state)
+    for phi, v in zip(state, new):
+        phi.add_incoming(v, b.block)
+    b.branch(header)
+    b.position_at_end(exit_bb)
+    return state
+
+
+@rule(Op.WHILE)
+def _while(lo, node, ins):
+    n = node.attrs["n_state"]
+    init, caps = ins[:n], ins[n:]
+    cond, body = node.bodies
+    return _loop(lo, init, lambda s: lo.lower(cond, s + caps)[0], lambda s: lo.lower(body, s + caps))
+
+
+@rule(Op.FOR)
+def _for(lo, node, ins):
+    n = node.attrs["n_state"]
+    lower, upper, init, caps = ins[0], ins[1], ins[2:2 + n], ins[2 + n:]
+    (body,) = node.bodies
+
+    def step(s):
+        return [lo.b.add(s[0], I64(1))] + lo.lower(body, s + caps)
+    state = _loop(lo, [lower] + init, lambda s: lo.b.icmp_signed("<", s[0], upper), step)
+    return state[1:]
+
+
+@rule(Op.CALL)
+def _call(lo, node, ins):
+    return lo.call_checked(lo.functions[node.attrs["fun"]], ins, len(node.outputs))
+
+
+@rule(Op.TREE)
+def _tree(lo, node, ins):
+    fn = lo.tree_function(node)
+    root = lo.b.load(lo.b.gep(ins[0], [I64(1)], source_etype=I64), typ=I64)
+    return lo.call_checked(fn, [ins[0], root] + ins[1:], len(node.outputs))
+
+
+# -- the lowerer ----------------------------------------------------------------
+
+class Lowerer:
+    """Emits the LLVM functions of one program into `module`."""
+
+    def __init__(self, module, program, prefix):
+        self.module, self.program, self.prefix = module, program, prefix
+        self.functions = {}
+        self.n_trees = 0
+        for k, fun in enumerate(program.funs):
+            fnty = ir.FunctionType(ret_type(fun.out_types), [PTR] + [ll_type(t) for t in fun.body.in_types])
+            f = ir.Function(module, fnty, name=f"{prefix}fun{k}_{fun.name}")
+            f.linkage = "internal"
+            self.functions[fun] = f
+        for fun in program.funs:
+            self.define(self.functions[fun], fun.body, recursive=True)
+        main = program.main
+        fnty = ir.FunctionType(ir.VoidType(), [PTR] + [ll_type(t) for t in main.in_types] + [PTR])
+        self.main = ir.Function(module, fnty, name=f"{prefix}main")
+        self.main.linkage = "internal"
+        self._begin(self.main)
+        outs = self.lower(main, list(self.main.args[1:-1]))
+        out_ptr = self.main.args[-1]
+        rt = ret_type(main.out_types)
+        for k, v in enumerate(outs):
+            self.b.store(v, self.b.gep(out_ptr, [I32(0), I32(k)], source_etype=rt))
+        self.b.ret_void()
+
+    def _begin(self, func):
+        self.func = func
+        self.ctx = func.args[0]
+        self.bail = None
+        self.b = ir.IRBuilder(func.append_basic_block("entry"))
+
+    def define(self, func, graph, recursive, prologue=None):
+        saved = (self.func, self.ctx, self.bail, self.b) if hasattr(self, "b") else None
+        self._begin(func)
+        if recursive:
+            self.stack_check()
+        args = list(func.args[1:])
+        if prologue:
+            args = prologue(args)
+        if args is not None:
+            outs = self.lower(graph, args)
+            self.ret(outs)
+        if saved:
+            self.func, self.ctx, self.bail, self.b = saved
+
+    def ret(self, outs):
+        rt = self.func.function_type.return_type
+        agg = ir.Constant(rt, None)
+        for k, v in enumerate(outs):
+            agg = self.b.insert_value(agg, v, k)
+        self.b.ret(agg)
+
+    def lower(self, graph, args):
+        env = dict(zip(graph.params, args))
+        for node in graph.nodes:
+            outs = LOWER[node.op](self, node, [env[v] for v in node.inputs])
+            env.update(zip(node.outputs, outs))
+        return [env[v] for v in graph.outputs]
+
+    def phis(self, types, incoming):
+        out = []
+        for k, t in enumerate(types):
+            phi = self.b.phi(ll_type(t))
+            for vals, block in incoming:
+                phi.add_incoming(vals[k], block)
+            out.append(phi)
+        return out
+
+    def extern(self, name, fnty):
+        try:
+            return self.module.get_global(name)
+        except KeyError:
+            return ir.Function(self.module, fnty, name=name)
+
+    # -- stack discipline: check on entry, unwind on failure ------------------
+    def status_ptr(self):
+        return self.b.gep(self.ctx, [I32(0), I32(1)], source_etype=CTX)
+
+    def bail_block(self):
+        if self.bail is None:
+            here = self.b.block
+            self.bail = self.func.append_basic_block("bail")
+            self.b.position_at_end(self.bail)
+            rt = self.func.function_type.return_type
+            self.b.ret_void() if isinstance(rt, ir.VoidType) else self.b.ret(ir.Constant(rt, None))
+            self.b.position_at_end(here)
+        return self.bail
+
+    def stack_check(self):
+        frameaddress = self.extern("llvm.frameaddress.p0", ir.FunctionType(PTR, [I32]))
+        sp = self.b.ptrtoint(self.b.call(frameaddress, [I32(0)]), I64)
+        limit = self.b.load(self.b.gep(self.ctx, [I32(0), I32(0)], source_etype=CTX), typ=I64)
+        overflow = self.b.icmp_unsigned("<", sp, limit)
+        with self.b.if_then(overflow, likely=False):
+            self.b.store(I32(1), self.status_ptr())
+            self.b.branch(self.bail_block())
+
+    def call_checked(self, fn, args, n_out):
+        result = self.b.call(fn, [self.ctx] + list(args))
+        status = self.b.load(self.status_ptr(), typ=I32)
+        cont = self.func.append_basic_block("ok")
+        self.b.cbranch(self.b.icmp_unsigned("!=", status, I32(0)), self.bail_block(), cont)
+        self.b.position_at_end(cont)
+        return [self.b.extract_value(result, k) for k in range(n_out)]
+
+    def tree_function(self, node):
+        """`{state} rec(ctx, desc, index, init..., captures...)`: the TREE recursion."""
+        n = node.attrs["n_state"]
+        (combine,) = node.bodies
+        arg_types = [PTR, PTR, I64] + [ll_type(v.type) for v in node.inputs[1:]]
+        fn = ir.Function(self.module, ir.FunctionType(ret_type([v.type for v in node.outputs]), arg_types),
+                         name=f"{self.prefix}tree{self.n_trees}")
+        fn.linkage = "internal"
+        self.n_trees += 1
+
+        def prologue(args):
+            desc, index, init, caps = args[0], args[1], args[2:2 + n], args[2 + n:]
+            b = self.b
+            with b.if_then(b.icmp_signed("<", index, I64(0)), likely=False):
+                self.ret(init)
+            kids = []
+            for slot in (2, 3):
+                array = b.load(b.gep(desc, [I64(slot)], source_etype=I64), typ=PTR)
+                child = b.load(b.gep(array, [index], source_etype=I64), typ=I64)
+                kids += self.call_checked(fn, [desc, child] + init + caps, n)
+            return [index] + kids + caps
+
+        self.define(fn, combine, recursive=True, prologue=prologue)
+        return fn
+
+    # -- arithmetic helpers shared by several rules ---------------------------
+    def convert(self, x, src, dst):
+        b = self.b
+        if src == dst:
+            return x
+        if dst == "bool":
+            return b.fcmp_unordered("!=", x, x.type(0)) if src in FLOATS else b.icmp_signed("!=", x, x.type(0))
+        if dst in FLOATS:
+            if src in FLOATS:
+                return b.fpext(x, LL[dst]) if dst == "f64" else b.fptrunc(x, LL[dst])
+            return b.uitofp(x, LL[dst]) if src == "bool" else b.sitofp(x, LL[dst])
+        if src == "bool":
+            return b.zext(x, I64)
+        sat = self.extern(f"llvm.fptosi.sat.i64.{'f64' if src == 'f64' else 'f32'}",
+                          ir.FunctionType(I64, [x.type]))
+        return b.call(sat, [x])   # saturating: NaN -> 0, never poison
+
+    def int_divmod(self, a, b_):
+        """Python's floor division and modulo; x // 0 == x % 0 == 0 and no INT_MIN // -1 trap."""
+        b = self.b
+        zero, one, minus1 = I64(0), I64(1), I64(-1)
+        special = b.or_(b.icmp_signed("==", b_, zero), b.icmp_signed("==", b_, minus1))
+        d = b.select(special, one, b_)
+        q, r = b.sdiv(a, d), b.srem(a, d)
+        adjust = b.and_(b.icmp_signed("!=", r, zero), b.icmp_signed("<", b.xor(r, d), zero))
+        q = b.select(adjust, b.sub(q, one), q)
+        r = b.select(adjust, b.add(r, d), r)
+        is_m1 = b.icmp_signed("==", b_, minus1)
+        q = b.select(is_m1, b.sub(zero, a), b.select(special, zero, q))
+        r = b.select(special, zero, r)
+        return q, r
+
+    def float_divmod(self, a, b_):
+        """NumPy's floor_divide and remainder for floats (npy_divmod)."""
+        b = self.b
+        t = a.type
+        zero = t(0.0)
+        copysign = self.module.declare_intrinsic("llvm.copysign", [t])
+        floor = self.module.declare_intrinsic("llvm.floor", [t])
+        mod = b.frem(a, b_)
+        div = b.fdiv(b.fsub(a, mod), b_)
+        nonzero = b.fcmp_unordered("!=", mod, zero)
+        sign_differs = b.xor(b.fcmp_ordered("<", b_, zero), b.fcmp_ordered("<", mod, zero))
+        adjust = b.and_(b.fcmp_ordered("!=", mod, zero), sign_differs)
+        mod = b.select(adjust, b.fadd(mod, b_), mod)
+        div = b.select(adjust, b.fsub(div, t(1.0)), div)
+        mod = b.select(nonzero, mod, b.call(copysign, [zero, b_]))
+        fl = b.call(floor, [div])
+        fl = b.select(b.fcmp_ordered(">", b.fsub(div, fl), t(0.5)), b.fadd(fl, t(1.0)), fl)
+        quotient = b.fdiv(a, b_)
+        fl = b.select(b.fcmp_unordered("!=", div, zero), fl, b.call(copysign, [zero, quotient]))
+        b_zero = b.fcmp_ordered("==", b_, zero)
+        fl = b.select(b_zero, quotient, fl)
+        mod = b.select(b_zero, b.frem(a, b_), mod)
+        return fl, mod
+
+    def int_pow(self, base, exp):
+        """Exponentiation by squaring; a negative exponent gives 0."""
+        b = self.b
+        pre = b.block
+        head, body, done = (self.func.append_basic_block(n) for n in ("pow", "powbody", "powdone"))
+        b.branch(head)
+        b.position_at_end(head)
+        acc, x, e = b.phi(I64), b.phi(I64), b.phi(I64)
+        acc.add_incoming(I64(1), pre)
+        x.add_incoming(base, pre)
+        e.add_incoming(exp, pre)
+        b.cbranch(b.icmp_signed(">", e, I64(0)), body, done)
+        b.position_at_end(body)
+        odd = b.trunc(e, I1)
+        acc.add_incoming(b.select(odd, b.mul(acc, x), acc), body)
+        x.add_incoming(b.mul(x, x), body)
+        e.add_incoming(b.ashr(e, I64(1)), body)
+        b.branch(head)
+        b.position_at_end(done)
+        return b.select(b.icmp_signed("<", exp, I64(0)), I64(0), acc)
+
+
+def lower_program(module, program, prefix):
+    """Add `program`'s functions to `module`; return the LLVM function of its main graph."""
+    return Lowerer(module, program, prefix).main

@@ -1,0 +1,188 @@
+"""The process-wide JIT: one MCJIT engine, symbol registration, the object-code disk
+cache, and turning entry addresses into Python callables."""
+import ctypes
+import hashlib
+import os
+import sys
+import tempfile
+import threading
+
+import llvmlite
+import llvmlite.binding as llvm
+import llvmlite.ir as llvm_ir
+
+from ..errors import ResourceError
+from .entry import PY_API, PY_DATA
+
+CACHE_FORMAT = 1
+SHALLOW_STACK = 1 << 20          # bytes of the caller's stack compiled code may use
+DEEP_STACK = 512 << 20           # stack of the thread that retries deep recursions
+STATS = {"compiled": 0, "loaded": 0}   # modules compiled here / loaded from the disk cache
+
+_lock = threading.RLock()
+_engine = None
+_modules = {}       # cache key -> True once its object code is in the engine
+_keep_alive = []    # PyMethodDef structs must outlive their functions
+
+
+class _Jit:
+    def __init__(self):
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+        target = llvm.Target.from_triple(llvm.get_process_triple())
+        self.cpu, self.features = llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
+
+        def machine():
+            return target.create_target_machine(cpu=self.cpu, features=self.features, opt=3, jit=True)
+        self.tm = machine()
+        self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), machine())  # owns its machine
+        self.fingerprint = "|".join([str(CACHE_FORMAT), llvmlite.__version__, str(llvm.llvm_version_info),
+                                     llvm.get_process_triple(), self.cpu, self.features,
+                                     sys.implementation.cache_tag])
+        for name in PY_API:
+            llvm.add_symbol(name, ctypes.cast(getattr(ctypes.pythonapi, name), ctypes.c_void_p).value)
+        for pyname, symbol in PY_DATA.items():
+            llvm.add_symbol(symbol, id({"float": float, "int": int, "bool": bool, "True": True}[pyname]))
+        libm = ctypes.CDLL("libm.so.6")
+        for name in ("log1p", "expm1", "log1pf", "expm1f"):
+            llvm.add_symbol(name, ctypes.cast(getattr(libm, name), ctypes.c_void_p).value)
+
+    def optimize(self, ir_text):
+        mod = llvm.parse_assembly(ir_text)
+        mod.verify()
+        pto = llvm.create_pipeline_tuning_options(speed_level=3)
+        pto.loop_vectorization = pto.slp_vectorization = True
+        pb = llvm.create_pass_builder(self.tm, pto)
+        pb.getModulePassManager().run(mod, pb)
+        return mod
+
+
+def jit():
+    global _engine
+    with _lock:
+        if _engine is None:
+            _engine = _Jit()
+        return _engine
+
+
+def new_module(name):
+    module = llvm_ir.Module(name=name)
+    module.triple = llvm.get_process_triple()
+    return module
+
+
+def cache_dir():
+    """`$JITAD_CACHE_DIR`, else `$XDG_CACHE_HOME/jitad` or `~/.cache/jitad`; '' disables."""
+    path = os.environ.get("JITAD_CACHE_DIR")
+    if path is None:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        path = os.path.join(base, "jitad")
+    return path or None
+
+
+def _read_cache(path):
+    """(object code, LLVM IR text) from a cache file, or None if absent or damaged."""
+    try:
+        with open(path, "rb") as f:
+            blob = f.read()
+    except OSError:
+        return None
+    digest, payload = blob[:32], blob[32:]
+    if len(blob) < 40 or hashlib.sha256(payload).digest() != digest:
+        return None
+    n = int.from_bytes(payload[:8], "little")
+    return payload[8 + n:], payload[8:8 + n].decode()
+
+
+def _write_cache(path, obj, ir_text):
+    text = ir_text.encode()
+    payload = len(text).to_bytes(8, "little") + text + obj
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(hashlib.sha256(payload).digest() + payload)
+        os.replace(tmp, path)   # atomic: concurrent writers each replace a whole file
+    except OSError:
+        pass   # an unwritable cache only costs a recompile
+
+
+def compile_module(ir_text, placeholder):
+    """Compile (or load from the disk cache) LLVM IR whose symbol names start with
+    `placeholder`; return (prefix that replaced it, optimized IR text, loaded_from_disk)."""
+    j = jit()
+    key = hashlib.sha256((j.fingerprint + "\n" + ir_text).encode()).hexdigest()[:32]
+    prefix = f"jitad_{key}_"
+    with _lock:
+        if key in _modules:
+            return prefix, _modules[key], False
+        directory = cache_dir()
+        path = os.path.join(directory, key + ".jitobj") if directory else None
+        cached = _read_cache(path) if path else None
+        if cached is None:
+            mod = j.optimize(ir_text.replace(placeholder, prefix))
+            optimized = str(mod)
+            obj = j.tm.emit_object(mod)
+            if path:
+                _write_cache(path, obj, optimized)
+            STATS["compiled"] += 1
+        else:
+            obj, optimized = cached
+            STATS["loaded"] += 1
+        j.engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
+        j.engine.finalize_object()
+        _modules[key] = optimized
+        return prefix, optimized, cached is not None
+
+
+def address(name):
+    return jit().engine.get_function_address(name)
+
+
+class _MethodDef(ctypes.Structure):
+    _fields_ = [("ml_name", ctypes.c_char_p), ("ml_meth", ctypes.c_void_p),
+                ("ml_flags", ctypes.c_int), ("ml_doc", ctypes.c_char_p)]
+
+
+_METH_FASTCALL_KEYWORDS = 0x80 | 0x02
+_new_cfunction = ctypes.pythonapi.PyCFunction_NewEx
+_new_cfunction.restype = ctypes.py_object
+_new_cfunction.argtypes = [ctypes.POINTER(_MethodDef), ctypes.py_object, ctypes.py_object]
+
+
+def python_function(addr, name, fallback, on_exhausted):
+    """A builtin function object calling the entry at `addr` with `self = (fallback, on_exhausted)`."""
+    md = _MethodDef(name.encode(), addr, _METH_FASTCALL_KEYWORDS, None)
+    _keep_alive.append(md)
+    return _new_cfunction(ctypes.byref(md), (fallback, on_exhausted), None)
+
+
+def run_with_deep_stack(fn, *args):
+    """Call `fn(*args)` on a fresh thread whose stack is `DEEP_STACK` bytes."""
+    result = []
+
+    def target():
+        try:
+            result.append((True, fn(*args)))
+        except BaseException as e:   # re-raised in the caller's thread
+            result.append((False, e))
+
+    thread = threading.Thread(target=target, name="jitad-deep-stack")
+    with _lock:   # the size is read when the thread starts
+        old = threading.stack_size(DEEP_STACK)
+        try:
+            thread.start()
+        finally:
+            threading.stack_size(old)
+    thread.join()
+    ok, value = result[0]
+    if not ok:
+        raise value
+    return value
+
+
+def stack_exhausted(*args):
+    raise ResourceError(
+        f"the compiled function recursed deeper than its {DEEP_STACK >> 20} MiB stack allows "
+        "(a FUN or TREE recursion too deep, or one that never ends: is the tree cyclic?); "
+        "reduce the recursion depth or restructure it as a WHILE loop")

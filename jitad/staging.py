@@ -1,0 +1,620 @@
+"""Staging: run the user's Python on proxies that record an SSA graph.
+
+A `Staged` value holds a `Var`; every operation on it appends a node to the graph of
+the current `Frame`. Control-flow combinators trace their bodies in child frames;
+a body that uses a value of an enclosing frame *captures* it, which makes the value
+an explicit param of the body and an explicit operand of the control-flow node.
+"""
+import threading
+from contextlib import contextmanager
+from functools import reduce
+
+import numpy as np
+
+from .errors import ArgumentError, StagingError
+from .ir.graph import FunDef, Graph, Node, Program, Var
+from .ir.ops import FLOAT_ONLY, IMPLS, Op, infer_types
+from .ir.types import FLOATS, I64, Type, TreeType, dtype_of_numpy, promote
+from .pytree import LEAF, flatten, unflatten
+
+_local = threading.local()
+
+
+class Frame:
+    """A graph under construction and the values in scope in it."""
+
+    def __init__(self, parent, param_types):
+        self.parent = parent
+        self.graph = Graph(params=[Var(t) for t in param_types])
+        self.n_explicit = len(param_types)
+        self.scope = set(self.graph.params)
+        self.captures = {}   # var of an enclosing frame -> param of this frame
+
+    def resolve(self, var):
+        if var in self.scope:
+            return var
+        param = self.captures.get(var)
+        if param is None:
+            if self.parent is None:
+                raise StagingError(
+                    "a staged value is used outside the function or combinator body that "
+                    "created it (was it stored in a Python variable and used later?); return "
+                    "it from the body instead")
+            self.parent.resolve(var)
+            param = Var(var.type)
+            self.graph.params.append(param)
+            self.scope.add(param)
+            self.captures[var] = param
+        return param
+
+    def align_captures(self, order):
+        """Make the capture params of this body follow `order` (vars of the parent)."""
+        explicit = self.graph.params[:self.n_explicit]
+        self.graph.params = explicit + [self.captures.get(v) or Var(v.type) for v in order]
+
+
+class _Trace:
+    def __init__(self):
+        self.funs = {}      # (FUN object, signature) -> FunDef
+        self.fun_list = []
+
+
+def _frames():
+    if not hasattr(_local, "frames"):
+        _local.frames = []
+    return _local.frames
+
+
+def current_frame():
+    frames = _frames()
+    return frames[-1] if frames else None
+
+
+@contextmanager
+def _entered(frame):
+    _frames().append(frame)
+    try:
+        yield frame
+    finally:
+        _frames().pop()
+
+
+def emit(op, inputs, attrs=None, bodies=()):
+    """Append a node to the current graph; return its output vars."""
+    frame = current_frame()
+    attrs = attrs or {}
+    ins = tuple(frame.resolve(v) for v in inputs)
+    outs = tuple(Var(t) for t in infer_types(op, [v.type for v in ins], attrs, bodies))
+    frame.graph.nodes.append(Node(op, ins, outs, attrs, tuple(bodies)))
+    frame.scope.update(outs)
+    return outs
+
+
+# -- staged values --------------------------------------------------------------
+
+def _staging_error(what, fix):
+    return StagingError(f"{what} on a staged value cannot be traced: its value is only "
+                        f"known when the compiled code runs. {fix}")
+
+
+_BOOL_FIX = ("For `if`, use `jitad.IF(pred, then_fn, else_fn, *operands)`; for `while`, "
+             "`jitad.WHILE(cond_fn, body_fn, init)`; `and`/`or`/`not` become `&`, `|`, `~`.")
+
+
+class Staged:
+    """A staged scalar: arithmetic on it records graph nodes."""
+    __slots__ = ("var",)
+    __array_ufunc__ = None   # numpy defers to our operators
+    __hash__ = object.__hash__
+
+    def __init__(self, var):
+        self.var = var
+
+    @property
+    def dtype(self):
+        return self.var.type.dtype
+
+    @property
+    def shape(self):
+        return self.var.type.shape
+
+    def __repr__(self):
+        return f"Staged({self.var.type})"
+
+    def __bool__(self):
+        raise _staging_error("Python `if`, `while`, `and`, `or`, `not` or `bool()`", _BOOL_FIX)
+
+    def __int__(self):
+        raise _staging_error("`int()`", "Use `jitad.convert(x, 'i64')` to stay staged.")
+
+    def __float__(self):
+        raise _staging_error("`float()`", "Use `jitad.convert(x, 'f64')` to stay staged.")
+
+    def __index__(self):
+        raise _staging_error("Using it as a Python index or `range()` bound",
+                             "Use `jitad.FOR(lower, upper, body_fn, init)` for a staged loop bound.")
+
+    def __iter__(self):
+        raise _staging_error("Iterating", "Scalars cannot be iterated.")
+
+    __add__ = lambda a, b: binary(Op.ADD, a, b)
+    __radd__ = lambda a, b: binary(Op.ADD, b, a)
+    __sub__ = lambda a, b: binary(Op.SUB, a, b)
+    __rsub__ = lambda a, b: binary(Op.SUB, b, a)
+    __mul__ = lambda a, b: binary(Op.MUL, a, b)
+    __rmul__ = lambda a, b: binary(Op.MUL, b, a)
+    __truediv__ = lambda a, b: binary(Op.DIV, a, b)
+    __rtruediv__ = lambda a, b: binary(Op.DIV, b, a)
+    __pow__ = lambda a, b: binary(Op.POW, a, b)
+    __rpow__ = lambda a, b: binary(Op.POW, b, a)
+    __mod__ = lambda a, b: binary(Op.MOD, a, b)
+    __rmod__ = lambda a, b: binary(Op.MOD, b, a)
+    __floordiv__ = lambda a, b: binary(Op.FLOORDIV, a, b)
+    __rfloordiv__ = lambda a, b: binary(Op.FLOORDIV, b, a)
+    __lt__ = lambda a, b: binary(Op.LT, a, b)
+    __le__ = lambda a, b: binary(Op.LE, a, b)
+    __gt__ = lambda a, b: binary(Op.GT, a, b)
+    __ge__ = lambda a, b: binary(Op.GE, a, b)
+    __eq__ = lambda a, b: binary(Op.EQ, a, b)
+    __ne__ = lambda a, b: binary(Op.NE, a, b)
+    __and__ = lambda a, b: logical(Op.AND, a, b)
+    __rand__ = lambda a, b: logical(Op.AND, b, a)
+    __or__ = lambda a, b: logical(Op.OR, a, b)
+    __ror__ = lambda a, b: logical(Op.OR, b, a)
+    __invert__ = lambda a: unary(Op.NOT, a) if a.dtype in ("bool", "i64") else _bad_logical("~", a)
+    __neg__ = lambda a: unary(Op.NEG, a)
+    __pos__ = lambda a: a
+    __abs__ = lambda a: unary(Op.ABS, a)
+
+
+class StagedTree:
+    """A staged `jitad.Tree` input; use it with `TREE`."""
+    __slots__ = ("var",)
+
+    def __init__(self, var):
+        self.var = var
+
+    def __repr__(self):
+        return f"StagedTree({self.var.type})"
+
+
+def is_staged(x):
+    return isinstance(x, Staged)
+
+
+def _kind(x):
+    """(dtype, weak): Python and NumPy scalars are weakly typed, as in JAX."""
+    if isinstance(x, Staged):
+        return x.dtype, False
+    if isinstance(x, (bool, np.bool_)):
+        return "bool", True
+    if isinstance(x, (int, np.integer)):
+        return "i64", True
+    if isinstance(x, np.float32):
+        return "f32", True
+    if isinstance(x, (float, np.floating)):
+        return "f64", True
+    raise ArgumentError(f"cannot use a value of type {type(x).__name__} in staged arithmetic; "
+                        "use numbers or staged values")
+
+
+_CATEGORY = {"bool": 0, "i64": 1, "f32": 2, "f64": 2}
+
+
+def result_dtype(*xs):
+    kinds = [_kind(x) for x in xs]
+    strong = [d for d, weak in kinds if not weak]
+    dtype = reduce(promote, strong or [d for d, _ in kinds])
+    for d, weak in kinds:
+        if weak and _CATEGORY[d] > _CATEGORY[dtype]:
+            dtype = d
+    return dtype
+
+
+def as_var(x, dtype=None):
+    """The var of `x` (a staged value or a Python number) converted to `dtype`."""
+    if isinstance(x, Staged):
+        if dtype is None or x.dtype == dtype:
+            return x.var
+        return emit(Op.CONVERT, [x.var], {"dtype": dtype})[0]
+    dtype = dtype or _kind(x)[0]
+    value = {"bool": bool, "i64": int, "f32": float, "f64": float}[dtype](x)
+    return emit(Op.CONST, [], {"value": value, "type": Type(dtype)})[0]
+
+
+def _eager(op, *xs):
+    with np.errstate(all="ignore"):
+        return IMPLS[op](*[np.asarray(x)[()] for x in xs])
+
+
+def binary(op, a, b):
+    if not (is_staged(a) or is_staged(b)):
+        return _eager(op, a, b)
+    dtype = result_dtype(a, b)
+    if op in FLOAT_ONLY and dtype not in FLOATS:
+        dtype = "f64"
+    return Staged(emit(op, [as_var(a, dtype), as_var(b, dtype)])[0])
+
+
+def unary(op, x):
+    if not is_staged(x):
+        return _eager(op, x)
+    dtype = x.dtype
+    if op in FLOAT_ONLY and dtype not in FLOATS:
+        dtype = "f64"
+    if op in (Op.NEG, Op.ABS, Op.SQUARE, Op.RELU) and dtype == "bool":
+        dtype = "i64"
+    return Staged(emit(op, [as_var(x, dtype)])[0])
+
+
+def _bad_logical(name, *xs):
+    raise ArgumentError(f"`{name}` takes bool or int operands, got "
+                        f"{', '.join(_kind(x)[0] for x in xs)}; compare first (e.g. `x > 0`)")
+
+
+def logical(op, a, b):
+    if not (is_staged(a) or is_staged(b)):
+        return _eager(op, a, b)
+    dtype = result_dtype(a, b)
+    if dtype not in ("bool", "i64"):
+        _bad_logical({Op.AND: "&", Op.OR: "|"}[op], a, b)
+    return Staged(emit(op, [as_var(a, dtype), as_var(b, dtype)])[0])
+
+
+def to_bool(x, what):
+    """A staged bool var from a staged value (non-zero is true) or a Python value."""
+    if not is_staged(x):
+        return as_var(bool(x), "bool")
+    if x.dtype == "bool":
+        return x.var
+    return binary(Op.NE, x, 0).var
+
+
+# -- bodies ------------------------------------------------------------------
+
+def _leaf_type(x, what):
+    if isinstance(x, Staged):
+        return x.var.type
+    if isinstance(x, StagedTree):
+        raise StagingError(f"{what}: a Tree cannot be a loop state or result; use it with TREE")
+    return Type(_kind(x)[0])
+
+
+def _literal(x):
+    return not isinstance(x, (Staged, StagedTree))
+
+
+def coerce(x, type, what):
+    """`x` as a var of `type` in the current frame: Python numbers become constants."""
+    if isinstance(x, Staged):
+        if x.var.type != type:
+            raise StagingError(f"{what} is {x.var.type} where {type} is expected; "
+                               f"convert it (e.g. `jitad.convert(x, '{type.dtype}')`) or change the "
+                               "initial value's type (e.g. `0.0` instead of `0`)")
+        return x.var
+    kind = _kind(x)[0]
+    if _CATEGORY[kind] > _CATEGORY[type.dtype]:
+        raise StagingError(f"{what} is the Python {kind} value {x!r} where {type} is expected")
+    return as_var(x, type.dtype)
+
+
+def trace_body(fn, args_treedef, param_types, make_args=None):
+    """Trace `fn` on fresh params in a child frame; return (frame, raw Python result)."""
+    frame = Frame(current_frame(), param_types)
+    with _entered(frame):
+        params = [Staged(v) for v in frame.graph.params]
+        args = make_args(params) if make_args else unflatten(args_treedef, params)
+        out = fn(*args)
+    return frame, out
+
+
+def finish_body(frame, leaves, types, what):
+    with _entered(frame):
+        frame.graph.outputs = [coerce(x, t, f"{what} output {k}") for k, (x, t) in
+                               enumerate(zip(leaves, types))]
+
+
+def _control_node(op, operands, frames, attrs):
+    """Emit a control-flow node whose bodies (in `frames`) share one capture list."""
+    order = []
+    for fr in frames:
+        order += [v for v in fr.captures if v not in order]
+    for fr in frames:
+        fr.align_captures(order)
+    return emit(op, list(operands) + order, attrs, [fr.graph for fr in frames])
+
+
+def _check_structure(td_a, td_b, what):
+    if td_a != td_b:
+        raise StagingError(f"{what} return different structures: {_describe(td_a)} vs "
+                           f"{_describe(td_b)}; both must return the same pytree")
+
+
+def _describe(td):
+    if td.kind == "leaf":
+        return "a value"
+    if td.kind == "none":
+        return "None"
+    return f"a {td.kind} of {len(td.children)}"
+
+
+# -- the combinators (SPEC §1) -------------------------------------------------
+
+def IF(pred, then_fn, else_fn, *operands):
+    """`then_fn(*operands)` if `pred` else `else_fn(*operands)`, staged.
+
+    >>> jitad.jit(lambda x: IF(x > 0, lambda: x * x, lambda: -x))(3.0)
+    9.0
+    """
+    if not is_staged(pred):
+        return then_fn(*operands) if pred else else_fn(*operands)
+    pred_var = to_bool(pred, "IF")
+    leaves, td = flatten(operands)
+    in_types = [_leaf_type(x, "IF operand") for x in leaves]
+    in_vars = [coerce(x, t, "IF operand") for x, t in zip(leaves, in_types)]
+    then_fr, then_out = trace_body(then_fn, td, in_types)
+    else_fr, else_out = trace_body(else_fn, td, in_types)
+    t_leaves, t_td = flatten(then_out)
+    e_leaves, e_td = flatten(else_out)
+    _check_structure(t_td, e_td, "the IF branches")
+    out_types = []
+    for k, (a, b) in enumerate(zip(t_leaves, e_leaves)):
+        ta = None if _literal(a) else _leaf_type(a, "IF branch")
+        tb = None if _literal(b) else _leaf_type(b, "IF branch")
+        if ta is not None and tb is not None and ta != tb:
+            raise StagingError(f"the IF branches return different types for output {k}: "
+                               f"{ta} (then) vs {tb} (else); convert one so both match")
+        out_types.append(ta or tb or Type(result_dtype(a, b)))
+    finish_body(then_fr, t_leaves, out_types, "the IF then-branch")
+    finish_body(else_fr, e_leaves, out_types, "the IF else-branch")
+    outs = _control_node(Op.IF, [pred_var] + in_vars, [then_fr, else_fr], {})
+    return unflatten(t_td, [Staged(v) for v in outs])
+
+
+def _state(init, what):
+    leaves, td = flatten(init)
+    types = [_leaf_type(x, what) for x in leaves]
+    return [coerce(x, t, what) for x, t in zip(leaves, types)], types, td
+
+
+def WHILE(cond_fn, body_fn, init):
+    """`state = init; while cond_fn(state): state = body_fn(state)`, staged.
+
+    >>> jitad.jit(lambda x: WHILE(lambda t: t > 1.0, lambda t: t * 0.5, x))(10.0)
+    0.625
+    """
+    init_vars, types, td = _state(init, "WHILE init")
+    state_arg = lambda ps: (unflatten(td, ps),)
+    cond_fr, cond_out = trace_body(cond_fn, td, types, state_arg)
+    with _entered(cond_fr):
+        cond_fr.graph.outputs = [to_bool(cond_out, "WHILE cond")]
+    body_fr, body_out = trace_body(body_fn, td, types, state_arg)
+    b_leaves, b_td = flatten(body_out)
+    _check_structure(td, b_td, "WHILE's init and body")
+    finish_body(body_fr, b_leaves, types, "the WHILE body")
+    outs = _control_node(Op.WHILE, init_vars, [cond_fr, body_fr], {"n_state": len(types)})
+    return unflatten(td, [Staged(v) for v in outs])
+
+
+def FOR(lower, upper, body_fn, init):
+    """`for i in range(lower, upper): state = body_fn(i, state)`, staged.
+
+    >>> jitad.jit(lambda n: FOR(0, n, lambda i, s: s + i, 0))(5)
+    10
+    """
+    for b in (lower, upper):
+        if (b.dtype != "i64") if is_staged(b) else (
+                isinstance(b, (bool, np.bool_)) or not isinstance(b, (int, np.integer))):
+            raise StagingError(f"FOR bounds must be ints (Python ints or staged i64 values), "
+                               f"got {b!r}")
+    bounds = [as_var(b, "i64") for b in (lower, upper)]
+    init_vars, types, td = _state(init, "FOR init")
+    body_fr, body_out = trace_body(
+        body_fn, None, [I64] + types, lambda ps: (ps[0], unflatten(td, ps[1:])))
+    b_leaves, b_td = flatten(body_out)
+    _check_structure(td, b_td, "FOR's init and body")
+    finish_body(body_fr, b_leaves, types, "the FOR body")
+    outs = _control_node(Op.FOR, bounds + init_vars, [body_fr], {"n_state": len(types)})
+    return unflatten(td, [Staged(v) for v in outs])
+
+
+class ShapeDtype:
+    """The type of a value, for `FUN(out=...)`: `ShapeDtype((), 'f64')`."""
+
+    def __init__(self, shape, dtype):
+        self.shape = tuple(shape)
+        self.dtype = dtype if dtype in ("bool", "i64", "f32", "f64") else dtype_of_numpy(dtype)
+        if self.dtype is None:
+            raise ArgumentError(f"ShapeDtype: unsupported dtype {dtype!r}")
+
+    def __repr__(self):
+        return f"ShapeDtype({self.shape}, {self.dtype!r})"
+
+
+def _spec_types(spec):
+    leaves, td = flatten(spec)
+    types = []
+    for x in leaves:
+        if isinstance(x, ShapeDtype):
+            types.append(Type(x.dtype, x.shape))
+        elif isinstance(x, np.ndarray):
+            types.append(Type(dtype_of_numpy(x.dtype), x.shape))
+        else:
+            types.append(Type(_kind(x)[0]))
+    return types, td
+
+
+class FUN:
+    """A staged function: calls emit a `call` node, so it may recurse.
+
+    >>> @FUN(out=0)
+    ... def fact(n):
+    ...     return IF(n <= 1, lambda: 1, lambda: n * fact(n - 1))
+    """
+
+    def __new__(cls, fn=None, out=None):
+        if fn is None:
+            return lambda f: FUN(f, out=out)
+        return super().__new__(cls)
+
+    def __init__(self, fn=None, out=None):
+        self.fn = fn
+        self.out = _spec_types(out) if out is not None else None
+        self.__name__ = getattr(fn, "__name__", "fun")
+        self.__doc__ = getattr(fn, "__doc__", None)
+
+    def __call__(self, *args):
+        if current_frame() is None:
+            return self.fn(*args)
+        leaves, td = flatten(args)
+        types = [_leaf_type(x, f"argument of FUN {self.__name__}") for x in leaves]
+        in_vars = [coerce(x, t, "FUN argument") for x, t in zip(leaves, types)]
+        trace = _local.trace
+        key = (self, td, tuple(types))
+        fun = trace.funs.get(key)
+        if fun is None:
+            fun = self._define(trace, key, td, types)
+        elif fun.out_types is None:
+            raise StagingError(
+                f"FUN `{self.__name__}` calls itself, so its output type must be given before "
+                f"its body is traced: write `@FUN(out=...)` with a `jitad.ShapeDtype`, an example "
+                f"value like `0.0`, or a pytree of them")
+        frame = current_frame()
+        captures = [frame.resolve(v) for v in fun.captures]
+        outs = emit(Op.CALL, in_vars + captures, {"fun": fun.fundef})
+        return unflatten(fun.out_td, [Staged(v) for v in outs])
+
+    def _define(self, trace, key, td, types):
+        fun = _FunState(FunDef(name=self.__name__, in_types=types), td)
+        if self.out is not None:
+            fun.fundef.out_types, fun.out_td = self.out
+        trace.funs[key] = fun
+        while True:   # retrace until the set of captured outer values is stable
+            seen = list(fun.captures)
+            frame = Frame(current_frame(), types)
+            for v in seen:
+                frame.resolve(v)
+            with _entered(frame):
+                out = self.fn(*unflatten(td, [Staged(v) for v in frame.graph.params[:len(types)]]))
+            new = [v for v in frame.captures if v not in seen]
+            if not new:
+                break
+            fun.captures = seen + new
+        leaves, out_td = flatten(out)
+        if self.out is not None:
+            _check_structure(fun.out_td, out_td, f"FUN `{self.__name__}`'s out= and its body")
+            out_types = fun.fundef.out_types
+        else:
+            out_types = [_leaf_type(x, f"FUN {self.__name__} result") for x in leaves]
+            fun.fundef.out_types, fun.out_td = out_types, out_td
+        finish_body(frame, leaves, out_types, f"FUN `{self.__name__}`")
+        frame.align_captures(fun.captures)
+        fun.fundef.body = frame.graph
+        fun.fundef.n_captures = len(fun.captures)
+        trace.fun_list.append(fun.fundef)
+        return fun
+
+
+class _FunState:
+    def __init__(self, fundef, in_td):
+        self.fundef, self.in_td = fundef, in_td
+        self.captures = []
+        self.out_td = None
+
+    @property
+    def out_types(self):
+        return self.fundef.out_types
+
+
+class NodeView:
+    """The staged fields of one tree node inside a `TREE` combine function."""
+
+    def __init__(self, tree, index):
+        self._tree, self.index = tree, index
+
+    @property
+    def is_leaf(self):
+        return (self.left == -1) & (self.right == -1)
+
+    def __getattr__(self, name):
+        ttype = self._tree.var.type
+        if name not in ("left", "right") and ttype.field_dtype(name) is None:
+            raise StagingError(f"tree nodes have no field `{name}`; they have index, is_leaf, "
+                               f"left, right{''.join(', ' + n for n, _ in ttype.fields)}")
+        return Staged(emit(Op.TREE_GET, [self._tree.var, self.index.var], {"field": name})[0])
+
+
+def TREE(tree, init, combine):
+    """Recursion over a binary tree: `f(n) = init if n is empty else combine(node, f(n.left), f(n.right))`.
+
+    >>> jitad.jit(lambda t: TREE(t, 1.0, lambda node, l, r: l * r * node.value))(tree)
+    """
+    if callable(init):
+        init = init()
+    if not isinstance(tree, StagedTree):
+        from .tree import Tree
+        if not isinstance(tree, Tree):
+            raise ArgumentError(f"TREE takes a jitad.Tree, got {type(tree).__name__}")
+        return _tree_eager(tree, init, combine)
+    init_vars, types, td = _state(init, "TREE init")
+    n = len(types)
+    frame, out = trace_body(
+        combine, None, [I64] + types + types,
+        lambda ps: (NodeView(tree, ps[0]), unflatten(td, ps[1:1 + n]), unflatten(td, ps[1 + n:])))
+    o_leaves, o_td = flatten(out)
+    _check_structure(td, o_td, "TREE's init and combine")
+    finish_body(frame, o_leaves, types, "the TREE combine function")
+    outs = _control_node(Op.TREE, [tree.var] + init_vars, [frame], {"n_state": n})
+    return unflatten(td, [Staged(v) for v in outs])
+
+
+class _EagerNode:
+    def __init__(self, tree, k):
+        self.index, self.left, self.right = k, int(tree.left[k]), int(tree.right[k])
+        self.is_leaf = self.left == -1 and self.right == -1
+        for name, arr in tree.fields.items():
+            setattr(self, name, arr[k])
+
+
+def _tree_eager(tree, init, combine):
+    def rec(k):
+        if k < 0:
+            return init
+        node = _EagerNode(tree, k)
+        return combine(node, rec(node.left), rec(node.right))
+    return rec(tree.root)
+
+
+# -- tracing a whole function ----------------------------------------------------
+
+def arg_type(x):
+    """The IR type of one flattened argument, or raise `ArgumentError`."""
+    from .tree import Tree
+    if isinstance(x, Tree):
+        return x.type
+    if isinstance(x, (bool, int, float, np.number, np.bool_)):
+        if isinstance(x, int) and not isinstance(x, bool) and not -2**63 <= x < 2**63:
+            raise ArgumentError(f"the int {x} does not fit in 64 bits")
+        return Type(_kind(x)[0])
+    if isinstance(x, np.ndarray) and x.ndim == 0 and dtype_of_numpy(x.dtype):
+        return Type(dtype_of_numpy(x.dtype))
+    raise ArgumentError(f"unsupported argument of type {type(x).__name__}: jitad takes floats, "
+                        "ints, bools, jitad.Tree and tuples/lists/dicts of them")
+
+
+def trace_program(fn, args, in_td, types):
+    """Trace `fn(*args)` where the flat leaves of `args` have `types`; return (Program, out treedef)."""
+    root = Frame(None, types)
+    outer_trace, outer_frames = getattr(_local, "trace", None), _frames()
+    _local.trace, _local.frames = _Trace(), []
+    try:
+        with _entered(root):
+            proxies = [StagedTree(v) if isinstance(v.type, TreeType) else Staged(v)
+                       for v in root.graph.params]
+            out = fn(*unflatten(in_td, proxies))
+            leaves, out_td = flatten(out)
+            root.graph.outputs = [coerce(x, _leaf_type(x, "the function's result"), "result")
+                                  for x in leaves]
+        return Program(root.graph, _local.trace.fun_list), out_td
+    finally:
+        _local.trace, _local.frames = outer_trace, outer_frames

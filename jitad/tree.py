@@ -1,0 +1,81 @@
+"""`jitad.Tree`: a binary tree as arrays, a runtime input of compiled functions."""
+import numpy as np
+
+from .errors import ArgumentError
+from .ir.types import TreeType, dtype_of_numpy
+
+_NUMPY_OF = {"i64": np.int64, "f64": np.float64, "f32": np.float32}
+
+
+class Tree:
+    """A binary tree: child index arrays `left`/`right` (-1 = none) and per-node fields.
+
+    >>> t = Tree([1, -1, -1], [2, -1, -1], value=[1.0, 2.0, 3.0])
+    >>> t = Tree.from_nested((1.0, (2.0, None, None), (3.0, None, None)))
+
+    Arrays are copied once, here, to contiguous read-only arrays; a compiled function
+    reads them in place. One compiled function serves every tree with the same field
+    names and dtypes, whatever its shape and size.
+    """
+
+    def __init__(self, left, right, root=0, **fields):
+        left = np.array(left, dtype=np.int64).reshape(-1)
+        right = np.array(right, dtype=np.int64).reshape(-1)
+        n = left.shape[0]
+        if right.shape[0] != n:
+            raise ArgumentError(f"Tree: `left` has {n} entries but `right` has {right.shape[0]}")
+        for name, arr in (("left", left), ("right", right)):
+            if n and (arr.min() < -1 or arr.max() >= n):
+                raise ArgumentError(f"Tree: `{name}` holds an index outside [-1, {n}); "
+                                    "children are node indices, -1 for no child")
+        children = np.concatenate([left[left >= 0], right[right >= 0]])
+        if len(np.unique(children)) != len(children):
+            raise ArgumentError("Tree: some node is the child of two parents (or twice of one); "
+                                "every node needs a single parent")
+        root = int(root) if n else -1
+        if n and not 0 <= root < n:
+            raise ArgumentError(f"Tree: root {root} is outside [0, {n})")
+        if n and root in children:
+            raise ArgumentError(f"Tree: the root {root} is also a child: the tree has a cycle")
+        self.left, self.right, self.root, self.size = left, right, root, n
+        self.fields = {}
+        for name in sorted(fields):
+            if name in ("left", "right", "index", "is_leaf") or name.startswith("_"):
+                raise ArgumentError(f"Tree: `{name}` is reserved; choose another field name")
+            arr = np.asarray(fields[name])
+            kind = dtype_of_numpy(arr.dtype)
+            if kind is None or arr.shape != (n,):
+                raise ArgumentError(f"Tree: field `{name}` must be a numeric array of shape ({n},), "
+                                    f"got dtype {arr.dtype} and shape {arr.shape}")
+            kind = "i64" if kind == "bool" else kind
+            self.fields[name] = np.ascontiguousarray(arr, dtype=_NUMPY_OF[kind])
+        for arr in (self.left, self.right, *self.fields.values()):
+            arr.flags.writeable = False
+        self.type = TreeType(tuple((name, dtype_of_numpy(a.dtype)) for name, a in self.fields.items()))
+        # the runtime descriptor: [n, root, &left, &right, &field...] (fields sorted by name)
+        self._descriptor = np.array([n, root] + [a.ctypes.data for a in
+                                    (self.left, self.right, *self.fields.values())], dtype=np.int64)
+        self.address = self._descriptor.ctypes.data
+
+    @classmethod
+    def from_nested(cls, obj):
+        """Build from `(value, left_subtree, right_subtree)` tuples, `None` = empty."""
+        left, right, values = [], [], []
+
+        def add(node):
+            if node is None:
+                return -1
+            value, l, r = node
+            k = len(values)
+            values.append(value)
+            left.append(-1)
+            right.append(-1)
+            left[k] = add(l)
+            right[k] = add(r)
+            return k
+
+        add(obj)
+        return cls(left, right, root=0, value=np.array(values, dtype=np.float64))
+
+    def __repr__(self):
+        return f"Tree(size={self.size}, fields={list(self.fields)})"
