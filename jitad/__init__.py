@@ -1,5 +1,5 @@
 """jitad: JIT-compiled differentiable programs through LLVM."""
-from .api import jit, trace
+from .api import grad, jit, jit_grad, trace, value_and_grad
 from .errors import ArgumentError, JitadError, ResourceError, ShapeError, StagingError
 from .numeric import *  # noqa: F401,F403
 from .pytree import tree_leaves, tree_map

@@ -57,6 +57,12 @@ class _Trace:
     def __init__(self):
         self.funs = {}      # (FUN object, signature) -> FunDef
         self.fun_list = []
+        self.memo = {}      # per-trace caches of transformations (e.g. a FunDef's CPS version)
+
+
+def trace_memo():
+    """A dict living as long as the current trace."""
+    return _local.trace.memo
 
 
 def _frames():
@@ -182,6 +188,48 @@ def is_staged(x):
     return isinstance(x, Staged)
 
 
+def wrap(var):
+    """The proxy of a var: `StagedTree` for trees, else `Staged`."""
+    return StagedTree(var) if isinstance(var.type, TreeType) else Staged(var)
+
+
+# -- slots and continuations (emitted by reverse mode) -------------------------
+
+def new_slot(dtype):
+    """A mutable zero-initialized scalar slot."""
+    return Staged(emit(Op.SLOT, [], {"dtype": dtype})[0])
+
+
+def slot_get(slot):
+    return Staged(emit(Op.SLOT_GET, [slot.var])[0])
+
+
+def slot_set(slot, value):
+    emit(Op.SLOT_SET, [slot.var, as_var(value, slot.var.type.dtype)])
+
+
+def slot_add(slot, value):
+    emit(Op.SLOT_ADD, [slot.var, as_var(value, slot.var.type.dtype)])
+
+
+def make_closure(fn, param_types, name="k"):
+    """Trace `fn(*params)` (returning nothing) as a continuation closing over the
+    values it uses from the current scope; return the staged continuation."""
+    fundef = FunDef(name=name, in_types=list(param_types), out_types=[])
+    frame = Frame(current_frame(), param_types)
+    with _entered(frame):
+        fn(*[wrap(v) for v in frame.graph.params])
+    order = list(frame.captures)
+    frame.align_captures(order)
+    fundef.body, fundef.n_captures = frame.graph, len(order)
+    _local.trace.fun_list.append(fundef)
+    return Staged(emit(Op.CLOSURE, order, {"fun": fundef})[0])
+
+
+def apply(cont, args):
+    emit(Op.APPLY, [cont.var] + [a.var for a in args])
+
+
 def _kind(x):
     """(dtype, weak): Python and NumPy scalars are weakly typed, as in JAX."""
     if isinstance(x, Staged):
@@ -272,8 +320,8 @@ def to_bool(x, what):
 
 # -- bodies ------------------------------------------------------------------
 
-def _leaf_type(x, what):
-    if isinstance(x, Staged):
+def _leaf_type(x, what, allow_tree=False):
+    if isinstance(x, Staged) or (allow_tree and isinstance(x, StagedTree)):
         return x.var.type
     if isinstance(x, StagedTree):
         raise StagingError(f"{what}: a Tree cannot be a loop state or result; use it with TREE")
@@ -286,7 +334,7 @@ def _literal(x):
 
 def coerce(x, type, what):
     """`x` as a var of `type` in the current frame: Python numbers become constants."""
-    if isinstance(x, Staged):
+    if isinstance(x, (Staged, StagedTree)):
         if x.var.type != type:
             raise StagingError(f"{what} is {x.var.type} where {type} is expected; "
                                f"convert it (e.g. `jitad.convert(x, '{type.dtype}')`) or change the "
@@ -302,7 +350,7 @@ def trace_body(fn, args_treedef, param_types, make_args=None):
     """Trace `fn` on fresh params in a child frame; return (frame, raw Python result)."""
     frame = Frame(current_frame(), param_types)
     with _entered(frame):
-        params = [Staged(v) for v in frame.graph.params]
+        params = [wrap(v) for v in frame.graph.params]
         args = make_args(params) if make_args else unflatten(args_treedef, params)
         out = fn(*args)
     return frame, out
@@ -310,7 +358,7 @@ def trace_body(fn, args_treedef, param_types, make_args=None):
 
 def finish_body(frame, leaves, types, what):
     with _entered(frame):
-        frame.graph.outputs = [coerce(x, t, f"{what} output {k}") for k, (x, t) in
+        frame.graph.outputs = [frame.resolve(coerce(x, t, f"{what} output {k}")) for k, (x, t) in
                                enumerate(zip(leaves, types))]
 
 
@@ -350,7 +398,7 @@ def IF(pred, then_fn, else_fn, *operands):
         return then_fn(*operands) if pred else else_fn(*operands)
     pred_var = to_bool(pred, "IF")
     leaves, td = flatten(operands)
-    in_types = [_leaf_type(x, "IF operand") for x in leaves]
+    in_types = [_leaf_type(x, "IF operand", allow_tree=True) for x in leaves]
     in_vars = [coerce(x, t, "IF operand") for x, t in zip(leaves, in_types)]
     then_fr, then_out = trace_body(then_fn, td, in_types)
     else_fr, else_out = trace_body(else_fn, td, in_types)
@@ -387,7 +435,7 @@ def WHILE(cond_fn, body_fn, init):
     state_arg = lambda ps: (unflatten(td, ps),)
     cond_fr, cond_out = trace_body(cond_fn, td, types, state_arg)
     with _entered(cond_fr):
-        cond_fr.graph.outputs = [to_bool(cond_out, "WHILE cond")]
+        cond_fr.graph.outputs = [cond_fr.resolve(to_bool(cond_out, "WHILE cond"))]
     body_fr, body_out = trace_body(body_fn, td, types, state_arg)
     b_leaves, b_td = flatten(body_out)
     _check_structure(td, b_td, "WHILE's init and body")
@@ -467,7 +515,7 @@ class FUN:
         if current_frame() is None:
             return self.fn(*args)
         leaves, td = flatten(args)
-        types = [_leaf_type(x, f"argument of FUN {self.__name__}") for x in leaves]
+        types = [_leaf_type(x, f"argument of FUN {self.__name__}", allow_tree=True) for x in leaves]
         in_vars = [coerce(x, t, "FUN argument") for x, t in zip(leaves, types)]
         trace = _local.trace
         key = (self, td, tuple(types))
@@ -495,7 +543,7 @@ class FUN:
             for v in seen:
                 frame.resolve(v)
             with _entered(frame):
-                out = self.fn(*unflatten(td, [Staged(v) for v in frame.graph.params[:len(types)]]))
+                out = self.fn(*unflatten(td, [wrap(v) for v in frame.graph.params[:len(types)]]))
             new = [v for v in frame.captures if v not in seen]
             if not new:
                 break
@@ -609,11 +657,10 @@ def trace_program(fn, args, in_td, types):
     _local.trace, _local.frames = _Trace(), []
     try:
         with _entered(root):
-            proxies = [StagedTree(v) if isinstance(v.type, TreeType) else Staged(v)
-                       for v in root.graph.params]
+            proxies = [wrap(v) for v in root.graph.params]
             out = fn(*unflatten(in_td, proxies))
             leaves, out_td = flatten(out)
-            root.graph.outputs = [coerce(x, _leaf_type(x, "the function's result"), "result")
+            root.graph.outputs = [root.resolve(coerce(x, _leaf_type(x, "the function's result"), "result"))
                                   for x in leaves]
         return Program(root.graph, _local.trace.fun_list), out_td
     finally:

@@ -9,7 +9,7 @@ import enum
 import numpy as np
 
 from ..errors import ShapeError
-from .types import BOOL, FLOATS, I64, Type
+from .types import BOOL, FLOATS, I64, ContType, RefType, Type
 
 
 class Op(enum.Enum):
@@ -24,20 +24,26 @@ class Op(enum.Enum):
     AND = "and"; OR = "or"; NOT = "not"
     SELECT = "select"; CONVERT = "convert"; CONST = "const"
     # trees
-    TREE_GET = "tree_get"
+    TREE_GET = "tree_get"; TREE_ROOT = "tree_root"
+    # mutable slots and continuations (what reverse mode emits)
+    SLOT = "slot"; SLOT_GET = "slot_get"; SLOT_SET = "slot_set"; SLOT_ADD = "slot_add"
+    CLOSURE = "closure"; APPLY = "apply"
     # control flow
     IF = "if"; WHILE = "while"; FOR = "for"; CALL = "call"; TREE = "tree"
 
 
 TYPE_RULES = {}   # op -> rule(in_types, attrs, bodies) -> list of out types
+VJPS = {}         # op -> vjp(g, *inputs, out) -> cotangent per input (staged)
 IMPLS = {}        # op -> numpy function of the input values (attrs as keywords)
 FLOAT_ONLY = set()  # ops whose integer inputs staging converts to f64 first
 
 
-def declare(op, rule, impl=None, float_only=False):
+def declare(op, rule, impl=None, float_only=False, vjp=None):
     TYPE_RULES[op] = rule
     if impl is not None:
         IMPLS[op] = impl
+    if vjp is not None:
+        VJPS[op] = vjp
     if float_only:
         FLOAT_ONLY.add(op)
 
@@ -129,21 +135,43 @@ def _relu(x):
     return np.where(x < 0, x.dtype.type(0), x)[()]
 
 
-for _op, _impl in [(Op.ADD, np.add), (Op.SUB, np.subtract), (Op.MUL, np.multiply),
-                   (Op.MAXIMUM, np.maximum), (Op.MINIMUM, np.minimum)]:
-    declare(_op, elementwise, _impl)
-declare(Op.DIV, floating, np.true_divide, float_only=True)
-declare(Op.POW, elementwise, _pick(_int_pow, np.power))
-declare(Op.MOD, elementwise, _pick(_int_mod, np.mod))
-declare(Op.FLOORDIV, elementwise, _pick(_int_floordiv, np.floor_divide))
-declare(Op.NEG, elementwise, np.negative)
-declare(Op.ABS, elementwise, np.abs)
-declare(Op.SQUARE, elementwise, lambda x: x * x)
-declare(Op.RELU, elementwise, _relu)
-for _op, _impl in [(Op.EXP, np.exp), (Op.LOG, np.log), (Op.LOG1P, np.log1p),
-                   (Op.EXPM1, np.expm1), (Op.SQRT, np.sqrt), (Op.SIN, np.sin),
-                   (Op.COS, np.cos), (Op.TANH, np.tanh), (Op.SIGMOID, _sigmoid)]:
-    declare(_op, floating, _impl, float_only=True)
+def _n():
+    """Staged math for the derivative rules (imported late: staging imports this module)."""
+    from .. import numeric
+    return numeric
+
+
+# Each declaration: op, type rule, NumPy meaning, and the VJP `vjp(g, *inputs, out)`
+# giving one cotangent per input (None: no gradient flows to that input).
+declare(Op.ADD, elementwise, np.add, vjp=lambda g, x, y, out: (g, g))
+declare(Op.SUB, elementwise, np.subtract, vjp=lambda g, x, y, out: (g, -g))
+declare(Op.MUL, elementwise, np.multiply, vjp=lambda g, x, y, out: (g * y, g * x))
+declare(Op.DIV, floating, np.true_divide, float_only=True,
+        vjp=lambda g, x, y, out: (g / y, -g * out / y))
+declare(Op.MAXIMUM, elementwise, np.maximum,
+        vjp=lambda g, x, y, out: (_n().where(x >= y, g, 0.0), _n().where(x >= y, 0.0, g)))
+declare(Op.MINIMUM, elementwise, np.minimum,
+        vjp=lambda g, x, y, out: (_n().where(x <= y, g, 0.0), _n().where(x <= y, 0.0, g)))
+declare(Op.POW, elementwise, _pick(_int_pow, np.power),
+        vjp=lambda g, x, y, out: (g * y * x ** (y - 1.0), g * out * _n().log(x)))
+declare(Op.MOD, elementwise, _pick(_int_mod, np.mod),
+        vjp=lambda g, x, y, out: (g, -g * (x // y)))
+declare(Op.FLOORDIV, elementwise, _pick(_int_floordiv, np.floor_divide),
+        vjp=lambda g, x, y, out: (None, None))
+declare(Op.NEG, elementwise, np.negative, vjp=lambda g, x, out: (-g,))
+declare(Op.ABS, elementwise, np.abs, vjp=lambda g, x, out: (_n().where(x >= 0.0, g, -g),))
+declare(Op.SQUARE, elementwise, lambda x: x * x, vjp=lambda g, x, out: (2.0 * g * x,))
+declare(Op.RELU, elementwise, _relu, vjp=lambda g, x, out: (_n().where(x > 0.0, g, 0.0),))
+declare(Op.EXP, floating, np.exp, float_only=True, vjp=lambda g, x, out: (g * out,))
+declare(Op.LOG, floating, np.log, float_only=True, vjp=lambda g, x, out: (g / x,))
+declare(Op.LOG1P, floating, np.log1p, float_only=True, vjp=lambda g, x, out: (g / (1.0 + x),))
+declare(Op.EXPM1, floating, np.expm1, float_only=True, vjp=lambda g, x, out: (g * (out + 1.0),))
+declare(Op.SQRT, floating, np.sqrt, float_only=True, vjp=lambda g, x, out: (g * 0.5 / out,))
+declare(Op.SIN, floating, np.sin, float_only=True, vjp=lambda g, x, out: (g * _n().cos(x),))
+declare(Op.COS, floating, np.cos, float_only=True, vjp=lambda g, x, out: (-g * _n().sin(x),))
+declare(Op.TANH, floating, np.tanh, float_only=True, vjp=lambda g, x, out: (g * (1.0 - out * out),))
+declare(Op.SIGMOID, floating, _sigmoid, float_only=True,
+        vjp=lambda g, x, out: (g * out * (1.0 - out),))
 for _op, _impl in [(Op.LT, np.less), (Op.LE, np.less_equal), (Op.GT, np.greater),
                    (Op.GE, np.greater_equal), (Op.EQ, np.equal), (Op.NE, np.not_equal)]:
     declare(_op, comparison, _impl)
@@ -158,9 +186,10 @@ def _select_rule(op, types, attrs, bodies):
     return [Type(a.dtype, broadcast_shapes(op, cond.shape, a.shape, b.shape))]
 
 
-declare(Op.SELECT, _select_rule, lambda c, a, b: np.where(c, a, b)[()])
+declare(Op.SELECT, _select_rule, lambda c, a, b: np.where(c, a, b)[()],
+        vjp=lambda g, c, x, y, out: (None, _n().where(c, g, 0.0), _n().where(c, 0.0, g)))
 declare(Op.CONVERT, lambda op, types, attrs, bodies: [Type(attrs["dtype"], types[0].shape)],
-        _convert)
+        _convert, vjp=lambda g, x, out: (_n().convert(g, x.dtype) if x.dtype in FLOATS else None,))
 declare(Op.CONST, lambda op, types, attrs, bodies: [attrs["type"]],
         lambda value, type: _convert(value, type.dtype))
 
@@ -174,6 +203,37 @@ def _tree_get_rule(op, types, attrs, bodies):
 
 
 declare(Op.TREE_GET, _tree_get_rule)
+declare(Op.TREE_ROOT, lambda op, types, attrs, bodies: [I64])
+
+
+# -- slots and continuations -----------------------------------------------------
+
+def _slot_update_rule(op, types, attrs, bodies):
+    ref, value = types
+    assert isinstance(ref, RefType) and value == Type(ref.dtype), f"{ref} <- {value}"
+    return []
+
+
+def _closure_rule(op, types, attrs, bodies):
+    fun = attrs["fun"]
+    assert fun.out_types == [] and fun.n_captures == len(types)
+    params = fun.in_types
+    assert fun.body is None or fun.body.in_types == list(params) + list(types)
+    return [ContType(tuple(params))]
+
+
+def _apply_rule(op, types, attrs, bodies):
+    cont, *args = types
+    assert isinstance(cont, ContType) and list(cont.params) == args, f"{cont} applied to {args}"
+    return []
+
+
+declare(Op.SLOT, lambda op, types, attrs, bodies: [RefType(attrs["dtype"])])
+declare(Op.SLOT_GET, lambda op, types, attrs, bodies: [Type(types[0].dtype)])
+declare(Op.SLOT_SET, _slot_update_rule)
+declare(Op.SLOT_ADD, _slot_update_rule)
+declare(Op.CLOSURE, _closure_rule)
+declare(Op.APPLY, _apply_rule)
 
 
 # -- control flow: the types come from the bodies --------------------------------

@@ -37,7 +37,7 @@ def _format_body(graph, namer, indent, header):
     params = " ".join(namer.define(v) for v in graph.params)
     lines = [f"{indent}{header}({params}) {{"]
     lines += _format_nodes(graph, namer, indent + "  ")
-    lines.append(f"{indent}  return {' '.join(namer.use(v) for v in graph.outputs)}")
+    lines.append(f"{indent}  return" + "".join(" " + namer.use(v) for v in graph.outputs))
     lines.append(f"{indent}}}")
     return lines
 
@@ -55,7 +55,7 @@ def _format_nodes(graph, namer, indent):
         if attrs:
             text += "[" + ", ".join(f"{k}={_attr_text(v, namer)}" for k, v in sorted(attrs.items())) + "]"
         ins = " ".join(namer.use(v) for v in node.inputs)
-        lines.append(f"{indent}{outs} = {text}" + (f" {ins}" if ins else ""))
+        lines.append(f"{indent}{outs + ' = ' if outs else ''}{text}" + (f" {ins}" if ins else ""))
         for label, body in zip(_BODY_LABELS.get(node.op.value, ()), node.bodies):
             lines += _format_body(body, namer, indent + "  ", label)
     return lines

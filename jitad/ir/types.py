@@ -35,6 +35,24 @@ class TreeType:
         return dict(self.fields).get(name)
 
 
+@dataclass(frozen=True, slots=True)
+class RefType:
+    """A mutable scalar slot (an adjoint or a result): an `alloca` when lowered."""
+    dtype: str
+
+    def __str__(self):
+        return f"ref<{self.dtype}>"
+
+
+@dataclass(frozen=True, slots=True)
+class ContType:
+    """A continuation: a closure taking `params` and returning nothing."""
+    params: tuple
+
+    def __str__(self):
+        return "cont(" + ",".join(map(str, self.params)) + ")"
+
+
 F64, I64, BOOL = Type("f64"), Type("i64"), Type("bool")
 
 

@@ -8,10 +8,12 @@ functions check the stack pointer against the limit on entry and, past it, set t
 status and unwind (every call is followed by a status check), so deep recursion never
 overflows the machine stack. `entry.py` adds the CPython entry points.
 """
+import re
+
 import llvmlite.ir as ir
 
 from ..ir.ops import Op
-from ..ir.types import FLOATS, TreeType
+from ..ir.types import FLOATS, ContType, RefType, TreeType
 
 F64, F32, I64, I32, I1, I8 = (ir.DoubleType(), ir.FloatType(), ir.IntType(64), ir.IntType(32),
                              ir.IntType(1), ir.IntType(8))
@@ -28,8 +30,19 @@ def alloca(builder, t):
     return slot
 
 
+CLOSURE = ir.LiteralStructType([PTR, PTR])   # {code, environment in the creator's frame}
+
+
 def ll_type(t):
-    return PTR if isinstance(t, TreeType) else LL[t.dtype]
+    if isinstance(t, (TreeType, RefType)):
+        return PTR
+    if isinstance(t, ContType):
+        return CLOSURE
+    return LL[t.dtype]
+
+
+def cont_fnty(cont_type):
+    return ir.FunctionType(ret_type([]), [PTR, PTR] + [ll_type(t) for t in cont_type.params])
 
 
 def ret_type(types):
@@ -166,6 +179,56 @@ def _tree_get(lo, node, ins):
     return [lo.b.load(lo.b.gep(array, [index], source_etype=elt), typ=elt)]
 
 
+@rule(Op.TREE_ROOT)
+def _tree_root(lo, node, ins):
+    return [lo.b.load(lo.b.gep(ins[0], [I64(1)], source_etype=I64), typ=I64)]
+
+
+@rule(Op.SLOT)
+def _slot(lo, node, ins):
+    t = LL[node.attrs["dtype"]]
+    slot = alloca(lo.b, t)
+    lo.b.store(t(0), slot)
+    return [slot]
+
+
+@rule(Op.SLOT_GET)
+def _slot_get(lo, node, ins):
+    return [lo.b.load(ins[0], typ=LL[node.outputs[0].type.dtype])]
+
+
+@rule(Op.SLOT_SET)
+def _slot_set(lo, node, ins):
+    lo.b.store(ins[1], ins[0])
+    return []
+
+
+@rule(Op.SLOT_ADD)
+def _slot_add(lo, node, ins):
+    slot, value = ins
+    lo.b.store(lo.b.fadd(lo.b.load(slot, typ=value.type), value), slot)
+    return []
+
+
+@rule(Op.CLOSURE)
+def _closure(lo, node, ins):
+    env_type = ir.LiteralStructType([v.type for v in ins])
+    env = alloca(lo.b, env_type)
+    for k, v in enumerate(ins):
+        lo.b.store(v, lo.b.gep(env, [I32(0), I32(k)], source_etype=env_type))
+    code = lo.trampoline(node.attrs["fun"], env_type)
+    closure = lo.b.insert_value(ir.Constant(CLOSURE, None), code, 0)
+    return [lo.b.insert_value(closure, env, 1)]
+
+
+@rule(Op.APPLY)
+def _apply(lo, node, ins):
+    cont, args = ins[0], ins[1:]
+    code = lo.b.extract_value(cont, 0)
+    code.type = cont_fnty(node.inputs[0].type).as_pointer()   # lets llvmlite emit the indirect call
+    return lo.call_checked(code, [lo.b.extract_value(cont, 1)] + args, 0)
+
+
 @rule(Op.IF)
 def _if(lo, node, ins):
     b = lo.b
@@ -241,10 +304,10 @@ class Lowerer:
     def __init__(self, module, program, prefix):
         self.module, self.program, self.prefix = module, program, prefix
         self.functions = {}
-        self.n_trees = 0
+        self.n_trees = self.n_codes = 0
         for k, fun in enumerate(program.funs):
             fnty = ir.FunctionType(ret_type(fun.out_types), [PTR] + [ll_type(t) for t in fun.body.in_types])
-            f = ir.Function(module, fnty, name=f"{prefix}fun{k}_{fun.name}")
+            f = ir.Function(module, fnty, name=f"{prefix}fun{k}_" + re.sub(r"\W", "_", fun.name))
             f.linkage = "internal"
             self.functions[fun] = f
         for fun in program.funs:
@@ -340,6 +403,21 @@ class Lowerer:
         self.b.cbranch(self.b.icmp_unsigned("!=", status, I32(0)), self.bail_block(), cont)
         self.b.position_at_end(cont)
         return [self.b.extract_value(result, k) for k in range(n_out)]
+
+    def trampoline(self, fun, env_type):
+        """`void code(ctx, env, args...)`: unpack a closure's environment and call `fun`."""
+        n = len(fun.in_types)
+        cont_type = ContType(tuple(fun.in_types))
+        fn = ir.Function(self.module, cont_fnty(cont_type), name=f"{self.prefix}code{self.n_codes}")
+        self.n_codes += 1
+        fn.linkage = "internal"
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        ctx, env, args = fn.args[0], fn.args[1], list(fn.args[2:])
+        caps = [b.load(b.gep(env, [I32(0), I32(k)], source_etype=env_type), typ=t)
+                for k, t in enumerate(env_type.elements)]
+        b.ret(b.call(self.functions[fun], [ctx] + args + caps))
+        assert len(args) == n
+        return fn
 
     def tree_function(self, node):
         """`{state} rec(ctx, desc, index, init..., captures...)`: the TREE recursion."""

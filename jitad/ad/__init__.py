@@ -1,0 +1,1 @@
+"""Program transformations: restaging (copy) and reverse mode by CPS."""

@@ -1,0 +1,67 @@
+"""Re-emit a traced graph through staging, node by node, into the current trace.
+
+This is the identity transformation; reverse mode uses it for the parts of a program
+that carry no gradient, and the other transformations follow its shape.
+"""
+from ..ir.ops import Op
+from ..staging import FOR, FUN, IF, TREE, WHILE, ShapeDtype, emit, trace_memo, wrap
+
+
+def restage(graph, args):
+    """Run `graph` on staged `args`, emitting its nodes; return the staged outputs."""
+    env = dict(zip(graph.params, args))
+    for node in graph.nodes:
+        outs = restage_node(node, [env[v] for v in node.inputs])
+        env.update(zip(node.outputs, outs))
+    return [env[v] for v in graph.outputs]
+
+
+def restage_node(node, ins):
+    rule = CONTROL.get(node.op)
+    if rule is not None:
+        return list(rule(node, ins))
+    return [wrap(v) for v in emit(node.op, [x.var for x in ins], node.attrs)]
+
+
+def _if(node, ins):
+    then_body, else_body = node.bodies
+    return IF(ins[0], lambda *a: tuple(restage(then_body, list(a))),
+              lambda *a: tuple(restage(else_body, list(a))), *ins[1:])
+
+
+def _while(node, ins):
+    n = node.attrs["n_state"]
+    init, caps = ins[:n], ins[n:]
+    cond, body = node.bodies
+    return WHILE(lambda s: restage(cond, list(s) + caps)[0],
+                 lambda s: tuple(restage(body, list(s) + caps)), tuple(init))
+
+
+def _for(node, ins):
+    n = node.attrs["n_state"]
+    init, caps = ins[2:2 + n], ins[2 + n:]
+    (body,) = node.bodies
+    return FOR(ins[0], ins[1], lambda i, s: tuple(restage(body, [i] + list(s) + caps)), tuple(init))
+
+
+def _call(node, ins):
+    fundef = node.attrs["fun"]
+    memo = trace_memo()
+    fun = memo.get(("restage", fundef))
+    if fun is None:
+        out = tuple(ShapeDtype(t.shape, t.dtype) for t in fundef.out_types)
+        fun = FUN(lambda *a: tuple(restage(fundef.body, list(a))), out=out)
+        fun.__name__ = fundef.name
+        memo[("restage", fundef)] = fun
+    return fun(*ins)
+
+
+def _tree(node, ins):
+    n = node.attrs["n_state"]
+    init, caps = ins[1:1 + n], ins[1 + n:]
+    (combine,) = node.bodies
+    return TREE(ins[0], tuple(init),
+                lambda nd, l, r: tuple(restage(combine, [nd.index] + list(l) + list(r) + caps)))
+
+
+CONTROL = {Op.IF: _if, Op.WHILE: _while, Op.FOR: _for, Op.CALL: _call, Op.TREE: _tree}

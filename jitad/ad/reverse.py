@@ -1,0 +1,258 @@
+"""Reverse mode by continuation-passing style (the Lantern design).
+
+`cps(graph, duals, k)` runs a traced graph on *duals* — a staged primal and, when
+the value carries a gradient, a staged adjoint slot — and emits, into the current
+trace, code that computes the graph forward, calls the continuation `k` on the
+outputs, and then propagates adjoints backwards through the graph's nodes:
+
+- straight-line nodes: forward in order, `k`, then each node's VJP in reverse order,
+  accumulating into adjoint slots (allocas, promoted to registers by LLVM);
+- `IF`: the rest of the graph is reified once as a closure, applied from both branches;
+- `WHILE`/`FOR`: a recursive function; each iteration's values live in its frame and
+  its adjoints are propagated when the recursive call has returned;
+- `FUN` (`call`): a CPS version of the function taking its continuation as a closure;
+- `TREE`: a recursive CPS function over node indices with nested continuations.
+
+Nodes without any gradient-carrying input are re-staged unchanged.
+"""
+import sys
+
+from ..ir.ops import VJPS, Op
+from ..ir.types import FLOATS, RefType, Type
+from ..staging import (FUN, IF, Staged, apply, emit, make_closure, new_slot, slot_add, slot_get,
+                       trace_memo)
+from .restage import restage, restage_node
+
+
+class Dual:
+    """A staged primal value and its adjoint slot (None when no gradient flows)."""
+    __slots__ = ("primal", "adj")
+
+    def __init__(self, primal, adj=None):
+        self.primal, self.adj = primal, adj
+
+
+def differentiable(t):
+    return isinstance(t, Type) and t.dtype in FLOATS
+
+
+# -- flattening duals for closures and recursive functions ------------------------
+
+def dual_types(types):
+    out = []
+    for t in types:
+        out.append(t)
+        if differentiable(t):
+            out.append(RefType(t.dtype))
+    return out
+
+
+def pack(duals, types):
+    """Flat staged values for `duals` of `types`; a missing adjoint becomes a fresh slot."""
+    flat = []
+    for d, t in zip(duals, types):
+        flat.append(d.primal)
+        if differentiable(t):
+            flat.append(d.adj if d.adj is not None else new_slot(t.dtype))
+    return flat
+
+
+def unpack(flat, types):
+    duals, k = [], 0
+    for t in types:
+        if differentiable(t):
+            duals.append(Dual(flat[k], flat[k + 1]))
+            k += 2
+        else:
+            duals.append(Dual(flat[k]))
+            k += 1
+    return duals, list(flat[k:])
+
+
+def closure(k, types, name):
+    """Reify the continuation `k` (a Python function of duals) as a staged closure."""
+    return make_closure(lambda *flat: k(unpack(flat, types)[0]), dual_types(types), name)
+
+
+def resume(cont, types):
+    """A Python continuation that applies the staged continuation `cont`."""
+    return lambda outs: apply(cont, pack(outs, types))
+
+
+# -- the CPS interpreter ---------------------------------------------------------
+
+def cps(graph, duals, k):
+    _run(graph.nodes, dict(zip(graph.params, duals)), graph.outputs, k)
+
+
+def _run(nodes, env, outputs, k):
+    tape = []
+    for i, node in enumerate(nodes):
+        ins = [env[v] for v in node.inputs]
+        if all(d.adj is None for d in ins):
+            outs = restage_node(node, [d.primal for d in ins])
+            env.update((v, Dual(o)) for v, o in zip(node.outputs, outs))
+            continue
+        if node.op in CONTROL:
+            rest = nodes[i + 1:]
+
+            def k_rest(outs, node=node):
+                env_rest = dict(env)
+                env_rest.update(zip(node.outputs, outs))
+                _run(rest, env_rest, outputs, k)
+            CONTROL[node.op](node, ins, k_rest)
+            break
+        outs = restage_node(node, [d.primal for d in ins])
+        duals = [Dual(o, new_slot(v.type.dtype) if differentiable(v.type) else None)
+                 for v, o in zip(node.outputs, outs)]
+        env.update(zip(node.outputs, duals))
+        tape.append((node, ins, duals))
+    else:
+        k([env[v] for v in outputs])
+    for node, ins, outs in reversed(tape):
+        _backprop(node, ins, outs)
+
+
+def _backprop(node, ins, outs):
+    (out,) = outs
+    if out.adj is None:
+        return
+    rule = VJPS.get(node.op)
+    assert rule is not None, f"no VJP rule for {node.op.value}"
+    cts = rule(slot_get(out.adj), *[d.primal for d in ins], out.primal)
+    for d, ct in zip(ins, cts):
+        if d.adj is not None and ct is not None:
+            slot_add(d.adj, ct)
+
+
+def _types(vars_):
+    return [v.type for v in vars_]
+
+
+def _if(node, ins, k):
+    types = _types(node.outputs)
+    kc = closure(k, types, "k_if")
+
+    def branch(body):
+        return lambda: cps(body, ins[1:], resume(kc, types))
+    IF(ins[0].primal, branch(node.bodies[0]), branch(node.bodies[1]))
+
+
+def _loop(name, types, cap_types, step):
+    """A recursive staged function `loop(*extra, *state, *caps, k)`; `step(extra, state,
+    caps, k, loop)` emits one iteration (or the exit)."""
+    def body(*flat):
+        n_extra = len(flat) - len(dual_types(types)) - len(dual_types(cap_types)) - 1
+        extra = list(flat[:n_extra])
+        state, rest = unpack(flat[n_extra:], types)
+        caps, rest = unpack(rest, cap_types)
+        step(extra, state, caps, rest[0], loop)
+        return ()
+    loop = FUN(body, out=())
+    loop.__name__ = name
+    return loop
+
+
+def _while(node, ins, k):
+    n = node.attrs["n_state"]
+    types, cap_types = _types(node.outputs), _types(node.inputs[n:])
+    cond, body = node.bodies
+
+    def step(extra, state, caps, kk, loop):
+        primals = [d.primal for d in state + caps]
+        go_on = restage(cond, primals)[0]
+        IF(go_on,
+           lambda: cps(body, state + caps,
+                       lambda new: loop(*pack(new, types), *pack(caps, cap_types), kk)),
+           lambda: apply(kk, pack(state, types)))
+
+    loop = _loop("while_rev", types, cap_types, step)
+    loop(*pack(ins[:n], types), *pack(ins[n:], cap_types), closure(k, types, "k_while"))
+
+
+def _for(node, ins, k):
+    n = node.attrs["n_state"]
+    types, cap_types = _types(node.outputs), _types(node.inputs[2 + n:])
+    (body,) = node.bodies
+
+    def step(extra, state, caps, kk, loop):
+        i, upper = extra
+        IF(i < upper,
+           lambda: cps(body, [Dual(i)] + state + caps,
+                       lambda new: loop(i + 1, upper, *pack(new, types), *pack(caps, cap_types), kk)),
+           lambda: apply(kk, pack(state, types)))
+
+    loop = _loop("for_rev", types, cap_types, step)
+    loop(ins[0].primal, ins[1].primal, *pack(ins[2:2 + n], types), *pack(ins[2 + n:], cap_types),
+         closure(k, types, "k_for"))
+
+
+def _call(node, ins, k):
+    fundef = node.attrs["fun"]
+    in_types, out_types = fundef.body.in_types, list(fundef.out_types)
+    memo = trace_memo()
+    fun = memo.get(("cps", fundef))
+    if fun is None:
+        def body(*flat):
+            args, rest = unpack(flat, in_types)
+            cps(fundef.body, args, resume(rest[0], out_types))
+            return ()
+        fun = FUN(body, out=())
+        fun.__name__ = fundef.name + "_rev"
+        memo[("cps", fundef)] = fun
+    fun(*pack(ins, in_types), closure(k, out_types, "k_" + fundef.name))
+
+
+def _tree(node, ins, k):
+    n = node.attrs["n_state"]
+    types, cap_types = _types(node.outputs), _types(node.inputs[1 + n:])
+    (combine,) = node.bodies
+
+    def step(extra, init, caps, kk, rec):
+        index, tree = extra
+
+        def visit():
+            kids = [Staged(emit(Op.TREE_GET, [tree.var, index.var], {"field": f})[0])
+                    for f in ("left", "right")]
+
+            def after_left(left):
+                def after_right(right):
+                    cps(combine, [Dual(index)] + left + right + caps, resume(kk, types))
+                rec(kids[1], tree, *pack(init, types), *pack(caps, cap_types),
+                    closure(after_right, types, "k_right"))
+            rec(kids[0], tree, *pack(init, types), *pack(caps, cap_types),
+                closure(after_left, types, "k_left"))
+        IF(index < 0, lambda: apply(kk, pack(init, types)), visit)
+
+    rec = _loop("tree_rev", types, cap_types, step)
+    tree = ins[0].primal
+    root = Staged(emit(Op.TREE_ROOT, [tree.var])[0])
+    rec(root, tree, *pack(ins[1:1 + n], types), *pack(ins[1 + n:], cap_types),
+        closure(k, types, "k_tree"))
+
+
+CONTROL = {Op.IF: _if, Op.WHILE: _while, Op.FOR: _for, Op.CALL: _call, Op.TREE: _tree}
+
+
+def value_and_grad_staged(program, args, wrt, seed_output=0):
+    """Emit, into the current trace, `program.main` on the staged flat `args` with
+    reverse mode w.r.t. the flat indices `wrt`; return (outputs, gradients) staged."""
+    main = program.main
+    duals = [Dual(a, new_slot(p.type.dtype) if k in wrt else None)
+             for k, (a, p) in enumerate(zip(args, main.params))]
+    results = [new_slot(v.type.dtype) for v in main.outputs]
+
+    def finish(outs):
+        for slot, d in zip(results, outs):
+            emit(Op.SLOT_SET, [slot.var, d.primal.var])
+        seed = outs[seed_output]
+        if seed.adj is not None:
+            slot_add(seed.adj, 1.0)
+
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 20000))   # one Python level per sequential control node
+    try:
+        cps(main, duals, finish)
+    finally:
+        sys.setrecursionlimit(limit)
+    return [slot_get(s) for s in results], [slot_get(duals[k].adj) for k in wrt]

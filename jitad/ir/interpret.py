@@ -1,0 +1,96 @@
+"""A reference interpreter of the IR in plain NumPy: the semantics the compiled code
+must reproduce, used by the tests to check lowering (and, later, derivatives)."""
+import numpy as np
+
+from .ops import IMPLS, Op
+from .types import NUMPY, ContType, RefType, TreeType
+
+_CONTROL = {}
+
+
+def interpret(program, args):
+    """Run `program` on flat arguments (numbers, `jitad.Tree`s); return the flat outputs."""
+    vals = [a if isinstance(p.type, TreeType) else NUMPY[p.type.dtype](a)
+            for p, a in zip(program.main.params, args)]
+    with np.errstate(all="ignore"):
+        return run_graph(program.main, vals)
+
+
+def run_graph(graph, args):
+    env = dict(zip(graph.params, args))
+    for node in graph.nodes:
+        ins = [env[v] for v in node.inputs]
+        if node.op in _CONTROL:
+            outs = _CONTROL[node.op](node, ins)
+        elif node.op in _EFFECTS:
+            outs = _EFFECTS[node.op](node, *ins)
+        elif node.op == Op.TREE_GET:
+            tree, k = ins
+            field = node.attrs["field"]
+            arr = getattr(tree, field) if field in ("left", "right") else tree.fields[field]
+            outs = [arr[k]]
+        else:
+            outs = [IMPLS[node.op](*ins, **node.attrs)]
+        for var, value in zip(node.outputs, outs):
+            plain = isinstance(var.type, (TreeType, RefType, ContType))
+            env[var] = value if plain else NUMPY[var.type.dtype](value)
+    return [env[v] for v in graph.outputs]
+
+
+_EFFECTS = {
+    Op.TREE_ROOT: lambda node, tree: [tree.root],
+    Op.SLOT: lambda node: [[NUMPY[node.attrs["dtype"]](0)]],
+    Op.SLOT_GET: lambda node, slot: [slot[0]],
+    Op.SLOT_SET: lambda node, slot, v: slot.__setitem__(0, v) or [],
+    Op.SLOT_ADD: lambda node, slot, v: slot.__setitem__(0, slot[0] + v) or [],
+    Op.CLOSURE: lambda node, *caps: [lambda *args: run_graph(node.attrs["fun"].body, list(args) + list(caps))],
+    Op.APPLY: lambda node, cont, *args: cont(*args) or [],
+}
+
+
+def control(op):
+    def register(fn):
+        _CONTROL[op] = fn
+        return fn
+    return register
+
+
+@control(Op.IF)
+def _if(node, ins):
+    return run_graph(node.bodies[0] if ins[0] else node.bodies[1], ins[1:])
+
+
+@control(Op.WHILE)
+def _while(node, ins):
+    n = node.attrs["n_state"]
+    state, caps = ins[:n], ins[n:]
+    cond, body = node.bodies
+    while run_graph(cond, state + caps)[0]:
+        state = run_graph(body, state + caps)
+    return state
+
+
+@control(Op.FOR)
+def _for(node, ins):
+    n = node.attrs["n_state"]
+    lower, upper, state, caps = ins[0], ins[1], ins[2:2 + n], ins[2 + n:]
+    for i in range(int(lower), int(upper)):
+        state = run_graph(node.bodies[0], [np.int64(i)] + state + caps)
+    return state
+
+
+@control(Op.CALL)
+def _call(node, ins):
+    return run_graph(node.attrs["fun"].body, ins)
+
+
+@control(Op.TREE)
+def _tree(node, ins):
+    n = node.attrs["n_state"]
+    tree, init, caps = ins[0], ins[1:1 + n], ins[1 + n:]
+
+    def rec(k):
+        if k < 0:
+            return init
+        return run_graph(node.bodies[0], [np.int64(k)] + rec(tree.left[k]) + rec(tree.right[k]) + caps)
+    return rec(tree.root)
