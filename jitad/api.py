@@ -86,7 +86,6 @@ class Jitted:
             bound = self._signature.bind(*args, **kwargs)
         except TypeError as e:
             raise ArgumentError(f"{getattr(self.fn, '__name__', 'function')}: {e}") from None
-        bound.apply_defaults()
         if bound.kwargs:
             raise ArgumentError(f"{self.fn.__name__}: keyword-only arguments are not supported; "
                                 "pass them positionally")

@@ -37,6 +37,7 @@ RTOL = 1e-12
 KNOWN_BUGS = {
     "float_divmod",        # f64 `%` and `//` fail to compile (llvm.copysign declared unary)
     "convert_saturation",  # convert(f64 >= 2**63, 'i64'): compiled 2**63-1, interpreter 2**63-1024
+    "fun_returns_capture",   # a FUN body returning a captured value as is fails to verify
 }
 
 CONSTS = {
@@ -49,10 +50,10 @@ LIBM_FUNCTIONS = ["exp", "log", "log1p", "expm1", "sqrt", "sin", "cos", "tanh", 
 FLOAT_OPS = ["+", "-", "*", "/", "**"] + ([] if "float_divmod" in KNOWN_BUGS else ["%", "//"])
 INT_OPS = ["+", "-", "*", "//", "%", "**", "&", "|"]
 COMPARISONS = ["<", "<=", ">", ">=", "==", "!="]
-COMPOUND = {
-    "f64": ["arith", "math", "extremum", "where", "convert"],
-    "i64": ["arith", "int_unary", "extremum", "where", "convert"],
-    "bool": ["compare", "logic", "where", "convert"],
+COMPOUND = {   # repeated names are drawn more often
+    "f64": ["arith"] * 4 + ["math"] * 3 + ["extremum", "where", "convert"],
+    "i64": ["arith"] * 4 + ["int_unary", "extremum", "where", "convert"],
+    "bool": ["compare"] * 3 + ["logic"] * 2 + ["where", "convert"],
 }
 CONTROL = ["if", "while", "for", "fun", "rec"]
 EXAMPLE = {"f64": "0.0", "i64": "0", "bool": "False"}
@@ -174,12 +175,10 @@ class ProgramGen:
             v, tv = self.fresh("v"), self.pick(["f64", "i64", "bool"])
             operand, _ = self.expr(tv, depth, scope)
             inner = scope + [(v, tv)]
-            a, sa = self.expr(ty, depth, inner)
-            b, sb = self.expr(ty, depth, inner)
-            return f"IF({c}, lambda {v}: {a}, lambda {v}: {b}, {operand})", sc or (sa and sb)
-        a, sa = self.expr(ty, depth, scope)
-        b, sb = self.expr(ty, depth, scope)
-        return f"IF({c}, lambda: {a}, lambda: {b})", sc or (sa and sb)
+            a, b = self.expr(ty, depth, inner)[0], self.expr(ty, depth, inner)[0]
+            return f"IF({c}, lambda {v}: {a}, lambda {v}: {b}, {operand})", sc
+        a, b = self.expr(ty, depth, scope)[0], self.expr(ty, depth, scope)[0]
+        return f"IF({c}, lambda: {a}, lambda: {b})", sc
 
     def _while(self, ty, depth, scope):
         s = self.fresh("s")
@@ -206,14 +205,17 @@ class ProgramGen:
         a, ta = self.fresh("a"), self.pick(["f64", "i64", "bool"])
         arg, _ = self.expr(ta, depth, scope)
         body, _ = self.expr(ty, depth, scope + [(a, ta)])   # may capture outer values
+        if "fun_returns_capture" in KNOWN_BUGS:
+            body = f"jitad.where(True, {body}, {EXAMPLE[ty]})"
         return f"FUN(lambda {a}: {body})({arg})", True
 
     def _rec(self, ty, depth, scope):
         r = self.fresh("r")
         k, a = f"{r}_k", f"{r}_acc"
         body, _ = self.expr(ty, depth, list(PARAMS) + [(k, "i64"), (a, ty)])
+        done, _ = self.expr(ty, -1, [(a, ty)])
         self.defs.append(f"@FUN(out={EXAMPLE[ty]})\ndef {r}({k}, {a}):\n"
-                         f"    return IF({k} <= 0, lambda: {a}, lambda: {r}({k} - 1, {body}))")
+                         f"    return IF({k} <= 0, lambda: {done}, lambda: {r}({k} - 1, {body}))")
         trips, _ = self.expr("i64", depth, scope)
         init, _ = self.expr(ty, depth, scope)
         return f"{r}(jitad.clip({trips}, 0, 5), {init})", True
@@ -284,7 +286,7 @@ def fresh_cache_dir(tmp_path_factory):
         yield
 
 
-@settings(max_examples=60, deadline=None, derandomize=True, database=None,
+@settings(max_examples=100, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(programs(), st.lists(ARGS, min_size=3, max_size=3))
 def test_compiled_matches_interpreter(program, arg_sets):
@@ -328,3 +330,18 @@ def test_float_mod_and_floordiv_compile(op):
 def test_float_to_int_saturation_agrees(x):
     f = lambda v: jitad.convert(v, "i64")
     assert jitad.jit(f)(x) == interpret(jitad.trace(f, 1.0), [x])[0] == INT_MAX
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: a FUN body that returns a captured outer value "
+                   "as is (no node) fails to verify: FUN._define settles its captures before "
+                   "finish_body resolves the output, so align_captures drops the new capture")
+def test_fun_may_return_captured_value():
+    f = lambda x, y: FUN(lambda a: y)(x)
+    assert jitad.jit(f)(1.0, 2.0) == interpret(jitad.trace(f, 1.0, 2.0), [1.0, 2.0])[0] == 2.0
+
+
+def test_bodies_may_return_captured_values():
+    for f in [lambda x, y, p: IF(p, lambda: x, lambda: y),
+              lambda x, y, p: WHILE(lambda s: s[0] < 3, lambda s: (s[0] + 1, y), (0, x))[1],
+              lambda x, y, p: FOR(0, 3, lambda i, a: y, x)]:
+        assert jitad.jit(f)(1.0, 2.0, False) == interpret(jitad.trace(f, 1.0, 2.0, False), [1.0, 2.0, False])[0] == 2.0

@@ -481,7 +481,8 @@ class Lowerer:
         b = self.b
         t = a.type
         zero = t(0.0)
-        copysign = self.module.declare_intrinsic("llvm.copysign", [t])
+        suffix = "f64" if t == F64 else "f32"
+        copysign = self.extern(f"llvm.copysign.{suffix}", ir.FunctionType(t, [t, t]))
         floor = self.module.declare_intrinsic("llvm.floor", [t])
         mod = b.frem(a, b_)
         div = b.fdiv(b.fsub(a, mod), b_)

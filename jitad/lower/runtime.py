@@ -3,6 +3,7 @@ cache, and turning entry addresses into Python callables."""
 import ctypes
 import hashlib
 import os
+import queue
 import sys
 import tempfile
 import threading
@@ -157,32 +158,55 @@ def python_function(addr, name, fallback, on_exhausted):
     return _new_cfunction(ctypes.byref(md), (fallback, on_exhausted), None)
 
 
-def run_with_deep_stack(fn, *args):
-    """Call `fn(*args)` on a fresh thread whose stack is `DEEP_STACK` bytes."""
-    result = []
+class _DeepStackWorker:
+    """One long-lived thread with a `DEEP_STACK`-byte stack that runs deep recursions
+    (its stack pages stay mapped, so repeated deep calls do not fault them in again)."""
 
-    def target():
+    def __init__(self):
+        self.jobs = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self._serve, name="jitad-deep-stack", daemon=True)
+        old = threading.stack_size(DEEP_STACK)   # read when the thread starts
         try:
-            result.append((True, fn(*args)))
-        except BaseException as e:   # re-raised in the caller's thread
-            result.append((False, e))
-
-    thread = threading.Thread(target=target, name="jitad-deep-stack")
-    with _lock:   # the size is read when the thread starts
-        old = threading.stack_size(DEEP_STACK)
-        try:
-            thread.start()
+            self.thread.start()
         finally:
             threading.stack_size(old)
-    thread.join()
-    ok, value = result[0]
-    if not ok:
-        raise value
-    return value
+
+    def _serve(self):
+        while True:
+            fn, args, result, done = self.jobs.get()
+            try:
+                result.append((True, fn(*args)))
+            except BaseException as e:   # re-raised in the caller's thread
+                result.append((False, e))
+            done.set()
+
+    def run(self, fn, args):
+        if threading.current_thread() is self.thread:
+            stack_exhausted()
+        result, done = [], threading.Event()
+        self.jobs.put((fn, args, result, done))
+        done.wait()
+        ok, value = result[0]
+        if not ok:
+            raise value
+        return value
+
+
+_worker = None
+
+
+def run_with_deep_stack(fn, *args):
+    """Call `fn(*args)` on the deep-stack thread and return its result."""
+    global _worker
+    with _lock:
+        if _worker is None:
+            _worker = _DeepStackWorker()
+    return _worker.run(fn, args)
 
 
 def stack_exhausted(*args):
     raise ResourceError(
         f"the compiled function recursed deeper than its {DEEP_STACK >> 20} MiB stack allows "
-        "(a FUN or TREE recursion too deep, or one that never ends: is the tree cyclic?); "
+        "(a FUN or TREE recursion too deep or endless, or reverse mode through a WHILE/FOR "
+        "loop with more iterations than fit: each iteration keeps a stack frame); "
         "reduce the recursion depth or restructure it as a WHILE loop")
