@@ -305,7 +305,7 @@ def test_tree_copies_its_arrays_and_is_read_only():
     assert f(tree) == 3.0
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: Tree does not copy a field that is already a contiguous "
+@pytest.mark.xfail(strict=True, raises=ValueError, reason="BUG: Tree does not copy a field that is already a contiguous "
                    "array of its dtype: it freezes the caller's array (and later writes through "
                    "another view of it change the tree)")
 def test_tree_copies_numpy_field_arrays():
