@@ -176,9 +176,16 @@ def test_division_and_modulo_corner_cases_of_ints():
     assert f(-2**63, -1) == (-2**63, 0)     # wraps as NumPy, never traps
 
 
-@pytest.mark.parametrize("a,b", [(7.5, 2.0), (-7.5, 2.0), (7.5, -2.0), (-7.5, -2.0), (0.5, 0.25)])
+@pytest.mark.parametrize("a,b", [(7.5, 2.0), (-7.5, 2.0), (7.5, -2.0), (-7.5, -2.0), (0.5, 0.25),
+                                 (1e300, 3.0), (-1e-300, 7.0), (math.inf, 2.0), (5.0, math.inf),
+                                 (-5.0, math.inf), (3.0, 0.0), (-3.0, 0.0)])
 def test_float_floor_division_and_modulo(a, b):
-    check(lambda a, b: (a // b, a % b), (a, b), (a // b, a % b))
+    """Python's floor semantics for floats (NumPy's divmod), IEEE results for inf and zero divisors."""
+    fn = lambda a, b: (a // b, a % b)
+    want = numpy_ref(fn, a, b)
+    if b != 0.0 and not math.isinf(a):
+        assert want == (a // b, a % b)        # Python agrees where it does not raise
+    check(fn, (a, b), want)
 
 
 def test_logical_ops_refuse_floats():
