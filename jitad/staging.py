@@ -195,9 +195,9 @@ def wrap(var):
 
 # -- slots and continuations (emitted by reverse mode) -------------------------
 
-def new_slot(dtype):
-    """A mutable zero-initialized scalar slot."""
-    return Staged(emit(Op.SLOT, [], {"dtype": dtype})[0])
+def new_slot(type):
+    """A mutable zero-initialized slot for a value of `type`."""
+    return Staged(emit(Op.SLOT, [], {"type": type})[0])
 
 
 def slot_get(slot):
@@ -272,7 +272,14 @@ def as_var(x, dtype=None):
 
 def _eager(op, *xs):
     with np.errstate(all="ignore"):
-        return IMPLS[op](*[np.asarray(x)[()] for x in xs])
+        values = [np.asarray(x)[()] for x in xs]
+        if op in FLOAT_ONLY:   # as when staged: ints and bools compute in f64
+            values = [v if np.asarray(v).dtype.kind == "f" else np.float64(v) for v in values]
+        return IMPLS[op](*values)
+
+
+_BOOL_ARITH = {Op.ADD: Op.OR, Op.MUL: Op.AND, Op.MAXIMUM: Op.OR, Op.MINIMUM: Op.AND}
+_ARITH = {Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.POW, Op.MOD, Op.FLOORDIV, Op.MAXIMUM, Op.MINIMUM}
 
 
 def binary(op, a, b):
@@ -281,6 +288,14 @@ def binary(op, a, b):
     dtype = result_dtype(a, b)
     if op in FLOAT_ONLY and dtype not in FLOATS:
         dtype = "f64"
+    if dtype == "bool" and op in _ARITH:   # as NumPy: + is or, * is and, the rest on ints
+        if op == Op.SUB:
+            raise ArgumentError("`-` on two bools is not supported (as in NumPy); use `^`-like "
+                                "logic with `&`, `|`, `~`, or convert to int first")
+        if op in _BOOL_ARITH:
+            op = _BOOL_ARITH[op]
+        else:
+            dtype = "i64"
     return Staged(emit(op, [as_var(a, dtype), as_var(b, dtype)])[0])
 
 
@@ -431,6 +446,11 @@ def WHILE(cond_fn, body_fn, init):
     >>> jitad.jit(lambda x: WHILE(lambda t: t > 1.0, lambda t: t * 0.5, x))(10.0)
     0.625
     """
+    if current_frame() is None:   # not staging: run in Python
+        state = init
+        while cond_fn(state):
+            state = body_fn(state)
+        return state
     init_vars, types, td = _state(init, "WHILE init")
     state_arg = lambda ps: (unflatten(td, ps),)
     cond_fr, cond_out = trace_body(cond_fn, td, types, state_arg)
@@ -450,6 +470,11 @@ def FOR(lower, upper, body_fn, init):
     >>> jitad.jit(lambda n: FOR(0, n, lambda i, s: s + i, 0))(5)
     10
     """
+    if current_frame() is None:   # not staging: run in Python
+        state = init
+        for i in range(lower, upper):
+            state = body_fn(i, state)
+        return state
     for b in (lower, upper):
         if (b.dtype != "i64") if is_staged(b) else (
                 isinstance(b, (bool, np.bool_)) or not isinstance(b, (int, np.integer))):

@@ -19,8 +19,11 @@ class Tree:
     """
 
     def __init__(self, left, right, root=0, **fields):
-        left = np.array(left, dtype=np.int64).reshape(-1)
-        right = np.array(right, dtype=np.int64).reshape(-1)
+        left, right = np.asarray(left).reshape(-1), np.asarray(right).reshape(-1)
+        for name, arr in (("left", left), ("right", right)):
+            if arr.size and arr.dtype.kind not in "iu":
+                raise ArgumentError(f"Tree: `{name}` must hold integer node indices, got dtype {arr.dtype}")
+        left, right = left.astype(np.int64), right.astype(np.int64)
         n = left.shape[0]
         if right.shape[0] != n:
             raise ArgumentError(f"Tree: `left` has {n} entries but `right` has {right.shape[0]}")
@@ -48,7 +51,7 @@ class Tree:
                 raise ArgumentError(f"Tree: field `{name}` must be a numeric array of shape ({n},), "
                                     f"got dtype {arr.dtype} and shape {arr.shape}")
             kind = "i64" if kind == "bool" else kind
-            self.fields[name] = np.ascontiguousarray(arr, dtype=_NUMPY_OF[kind])
+            self.fields[name] = np.array(arr, dtype=_NUMPY_OF[kind], order="C", copy=True)
         for arr in (self.left, self.right, *self.fields.values()):
             arr.flags.writeable = False
         self.type = TreeType(tuple((name, dtype_of_numpy(a.dtype)) for name, a in self.fields.items()))

@@ -85,11 +85,6 @@ BINARY = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a 
           ">": lambda a, b: a > b, ">=": lambda a, b: a >= b, "==": lambda a, b: a == b,
           "!=": lambda a, b: a != b, "&": lambda a, b: a & b, "|": lambda a, b: a | b}
 
-BUG_BOOL_ADD = "BUG: staged bool + bool wraps in i1: True + True gives False (NumPy/JAX/PyTorch: True)"
-BUG_BOOL_ORDER = ("BUG: ordered comparisons (and maximum/minimum) of two staged bools compare "
-                  "i1 values as signed, where True is -1: False < True gives False")
-BUG_BOOL_DIVMOD = ("BUG: `%`, `//`, `**` on two staged bools raise a bare AssertionError or an "
-                   "LLVM parse error instead of computing (NumPy: integer result)")
 
 
 def _binary_cases():
@@ -98,14 +93,7 @@ def _binary_cases():
             continue            # logical ops take bools and ints only (tested below)
         if op == "-" and ka == kb == "b":
             continue            # NumPy refuses bool - bool
-        marks = []
-        if op == "+" and ka == kb == "b":
-            marks = [pytest.mark.xfail(strict=True, raises=AssertionError, reason=BUG_BOOL_ADD)]
-        elif op in ("%", "//", "**") and ka == kb == "b":
-            marks = [pytest.mark.xfail(strict=True, reason=BUG_BOOL_DIVMOD)]
-        elif op in ("<", "<=", ">", ">=") and ka == kb == "b":
-            marks = [pytest.mark.xfail(strict=True, raises=AssertionError, reason=BUG_BOOL_ORDER)]
-        yield pytest.param(op, ka, kb, marks=marks, id=f"{ka}{op}{kb}")
+        yield pytest.param(op, ka, kb, id=f"{ka}{op}{kb}")
 
 
 @pytest.mark.parametrize("op,ka,kb", list(_binary_cases()))
@@ -232,9 +220,6 @@ def test_float_function_of_a_staged_bool_promotes_to_f64(name):
     assert_same(compiled(fn)(True), py(UNARY_REFERENCE[name](np.float64(1.0))), rel=1e-14)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: eagerly, on a Python bool, the float functions compute "
-                   "in float16 (NumPy's bool loop): jitad.exp(True) == float16(2.719), and "
-                   "jitad.sigmoid(True) raises TypeError; compiled code gives f64 2.718281828459045")
 @pytest.mark.parametrize("name", ["exp", "sigmoid"])
 def test_float_function_of_a_python_bool_eagerly_matches_compiled(name):
     fn = getattr(jitad, name)
@@ -248,7 +233,6 @@ def test_maximum_minimum(a, b):
     check(fn, (a, b), want)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=BUG_BOOL_ORDER)
 def test_maximum_minimum_of_bools():
     check(lambda a, b: (jitad.maximum(a, b), jitad.minimum(a, b)), (False, True), (True, False))
 
@@ -285,8 +269,6 @@ def test_convert_float_eager_and_interpreter(x):
     assert_same(jitad.convert(x, "i64"), _to_int(x))
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: convert(1e30, 'i64') saturates to 2**63-1 compiled but to "
-                   "2**63-1024 eagerly and in the reference interpreter (ops._convert clips in float)")
 def test_convert_large_float_eager_matches_compiled():
     f = compiled(lambda x: jitad.convert(x, "i64"))
     assert jitad.convert(1e30, "i64") == f(1e30)
@@ -525,12 +507,8 @@ def test_while_body_returning_a_captured_value():
     check(lambda x, y: WHILE(lambda s: s < y, lambda s: y, x), (0.5, 3.0), 3.0)
 
 
-BUG_EAGER_LOOPS = ("BUG: WHILE and FOR called outside of jit on Python values crash with "
-                   "AttributeError 'NoneType' object has no attribute 'graph' (IF, FUN and TREE "
-                   "run eagerly there; JAX's while_loop/fori_loop do too)")
 
 
-@pytest.mark.xfail(strict=True, raises=AttributeError, reason=BUG_EAGER_LOOPS)
 def test_while_runs_eagerly_outside_jit():
     assert WHILE(lambda t: t > 1.0, lambda t: t * 0.5, 10.0) == 0.625
 
@@ -659,7 +637,6 @@ def test_for_body_returning_a_captured_value():
     check(lambda x, n: FOR(0, n, lambda i, s: x, 0.0), (2.5, 3), 2.5)
 
 
-@pytest.mark.xfail(strict=True, raises=AttributeError, reason=BUG_EAGER_LOOPS)
 def test_for_runs_eagerly_outside_jit():
     assert FOR(0, 5, lambda i, s: s + i, 0) == 10
 

@@ -272,8 +272,6 @@ def test_verify_error_is_an_internal_assertion_not_a_user_error():
     assert not issubclass(VerifyError, jitad.JitadError)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: verify accepts a binary op with three operands "
-                   "(elementwise type rules broadcast any number of inputs; no arity check)")
 def test_verify_rejects_a_wrong_number_of_operands():
     program = straight_line()
     mul = program.main.nodes[1]
@@ -282,9 +280,6 @@ def test_verify_rejects_a_wrong_number_of_operands():
         verify(program)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: for an undefined input or a wrong result type, "
-                   "VerifyError names neither the body, the node nor its op, and shows no "
-                   "surrounding nodes (STYLE: 'on failure, prints the nodes around the bad one')")
 def test_verify_error_for_a_bad_node_says_where():
     program = straight_line()
     replace_node(program.main, 1, outputs=(Var(Type("i64")),))

@@ -305,9 +305,6 @@ def test_tree_copies_its_arrays_and_is_read_only():
     assert f(tree) == 3.0
 
 
-@pytest.mark.xfail(strict=True, raises=ValueError, reason="BUG: Tree does not copy a field that is already a contiguous "
-                   "array of its dtype: it freezes the caller's array (and later writes through "
-                   "another view of it change the tree)")
 def test_tree_copies_numpy_field_arrays():
     value = np.array([1.0, 2.0])
     tree = Tree([1, -1], [-1, -1], value=value)
@@ -350,8 +347,6 @@ def test_bad_tree_raises_argument_error(make):
     assert str(info.value).startswith("Tree")
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: float child indexes are silently truncated: "
-                   "Tree([1.5, -1], [-1, -1]) is accepted as left=[1, -1]")
 def test_non_integer_child_index_raises_argument_error():
     with pytest.raises(jitad.ArgumentError):
         Tree([1.5, -1], [-1, -1])

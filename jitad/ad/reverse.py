@@ -17,10 +17,10 @@ Nodes without any gradient-carrying input are re-staged unchanged.
 """
 import sys
 
-from ..ir.ops import VJPS, Op
+from ..ir.ops import VJPS, Op, Sparse, _unbroadcast as unbroadcast
 from ..ir.types import FLOATS, RefType, Type
-from ..staging import (FUN, IF, Staged, apply, emit, make_closure, new_slot, slot_add, slot_get,
-                       trace_memo)
+from ..staging import (FUN, IF, Staged, apply, as_var, emit, make_closure, new_slot, slot_add,
+                       slot_get, trace_memo)
 from .restage import restage, restage_node
 
 
@@ -43,7 +43,7 @@ def dual_types(types):
     for t in types:
         out.append(t)
         if differentiable(t):
-            out.append(RefType(t.dtype))
+            out.append(RefType(t.dtype, t.shape))
     return out
 
 
@@ -53,7 +53,7 @@ def pack(duals, types):
     for d, t in zip(duals, types):
         flat.append(d.primal)
         if differentiable(t):
-            flat.append(d.adj if d.adj is not None else new_slot(t.dtype))
+            flat.append(d.adj if d.adj is not None else new_slot(t))
     return flat
 
 
@@ -103,7 +103,7 @@ def _run(nodes, env, outputs, k):
             CONTROL[node.op](node, ins, k_rest)
             break
         outs = restage_node(node, [d.primal for d in ins])
-        duals = [Dual(o, new_slot(v.type.dtype) if differentiable(v.type) else None)
+        duals = [Dual(o, new_slot(v.type) if differentiable(v.type) else None)
                  for v, o in zip(node.outputs, outs)]
         env.update(zip(node.outputs, duals))
         tape.append((node, ins, duals))
@@ -119,10 +119,15 @@ def _backprop(node, ins, outs):
         return
     rule = VJPS.get(node.op)
     assert rule is not None, f"no VJP rule for {node.op.value}"
-    cts = rule(slot_get(out.adj), *[d.primal for d in ins], out.primal)
+    cts = rule(slot_get(out.adj), *[d.primal for d in ins], out.primal, **node.attrs)
     for d, ct in zip(ins, cts):
-        if d.adj is not None and ct is not None:
-            slot_add(d.adj, ct)
+        if d.adj is None or ct is None:
+            continue
+        if isinstance(ct, Sparse):
+            op = Op.SLOT_ADD_AT if ct.index.shape == () else Op.SLOT_SCATTER_ADD
+            emit(op, [d.adj.var, ct.index.var, as_var(ct.value, d.adj.var.type.dtype)])
+        else:
+            slot_add(d.adj, unbroadcast(ct, d.primal.shape))
 
 
 def _types(vars_):
@@ -238,9 +243,9 @@ def value_and_grad_staged(program, args, wrt, seed_output=0):
     """Emit, into the current trace, `program.main` on the staged flat `args` with
     reverse mode w.r.t. the flat indices `wrt`; return (outputs, gradients) staged."""
     main = program.main
-    duals = [Dual(a, new_slot(p.type.dtype) if k in wrt else None)
+    duals = [Dual(a, new_slot(p.type) if k in wrt else None)
              for k, (a, p) in enumerate(zip(args, main.params))]
-    results = [new_slot(v.type.dtype) for v in main.outputs]
+    results = [new_slot(v.type) for v in main.outputs]
 
     def finish(outs):
         for slot, d in zip(results, outs):

@@ -10,7 +10,7 @@ _CONTROL = {}
 
 def interpret(program, args):
     """Run `program` on flat arguments (numbers, `jitad.Tree`s); return the flat outputs."""
-    vals = [a if isinstance(p.type, TreeType) else NUMPY[p.type.dtype](a)
+    vals = [a if isinstance(p.type, TreeType) else np.asarray(a, NUMPY[p.type.dtype])[()]
             for p, a in zip(program.main.params, args)]
     with np.errstate(all="ignore"):
         return run_graph(program.main, vals)
@@ -33,19 +33,26 @@ def run_graph(graph, args):
             outs = [IMPLS[node.op](*ins, **node.attrs)]
         for var, value in zip(node.outputs, outs):
             plain = isinstance(var.type, (TreeType, RefType, ContType))
-            env[var] = value if plain else NUMPY[var.type.dtype](value)
+            env[var] = value if plain else np.asarray(value, NUMPY[var.type.dtype])[()]
     return [env[v] for v in graph.outputs]
 
 
 _EFFECTS = {
     Op.TREE_ROOT: lambda node, tree: [tree.root],
-    Op.SLOT: lambda node: [[NUMPY[node.attrs["dtype"]](0)]],
+    Op.SLOT: lambda node: [[np.zeros(node.attrs["type"].shape, NUMPY[node.attrs["type"].dtype])[()]]],
     Op.SLOT_GET: lambda node, slot: [slot[0]],
     Op.SLOT_SET: lambda node, slot, v: slot.__setitem__(0, v) or [],
     Op.SLOT_ADD: lambda node, slot, v: slot.__setitem__(0, slot[0] + v) or [],
+    Op.SLOT_ADD_AT: lambda node, slot, i, v: _add_at(slot, i, v),
+    Op.SLOT_SCATTER_ADD: lambda node, slot, i, v: _add_at(slot, i, v),
     Op.CLOSURE: lambda node, *caps: [lambda *args: run_graph(node.attrs["fun"].body, list(args) + list(caps))],
     Op.APPLY: lambda node, cont, *args: cont(*args) or [],
 }
+
+
+def _add_at(slot, index, value):
+    np.add.at(slot[0], np.clip(index, 0, max(slot[0].shape[0] - 1, 0)), value)
+    return []
 
 
 def control(op):

@@ -23,10 +23,15 @@ class Op(enum.Enum):
     LT = "lt"; LE = "le"; GT = "gt"; GE = "ge"; EQ = "eq"; NE = "ne"
     AND = "and"; OR = "or"; NOT = "not"
     SELECT = "select"; CONVERT = "convert"; CONST = "const"
+    # tensors
+    BROADCAST = "broadcast"; SUM = "sum"; MAX = "max"; RESHAPE = "reshape"
+    TRANSPOSE = "transpose"; MATMUL = "matmul"; INDEX = "index"; GATHER = "gather"
+    SLICE = "slice"; UNSLICE = "unslice"; CONCAT = "concat"; RANDOM = "random"
     # trees
     TREE_GET = "tree_get"; TREE_ROOT = "tree_root"
     # mutable slots and continuations (what reverse mode emits)
     SLOT = "slot"; SLOT_GET = "slot_get"; SLOT_SET = "slot_set"; SLOT_ADD = "slot_add"
+    SLOT_ADD_AT = "slot_add_at"; SLOT_SCATTER_ADD = "slot_scatter_add"
     CLOSURE = "closure"; APPLY = "apply"
     # control flow
     IF = "if"; WHILE = "while"; FOR = "for"; CALL = "call"; TREE = "tree"
@@ -36,6 +41,9 @@ TYPE_RULES = {}   # op -> rule(in_types, attrs, bodies) -> list of out types
 VJPS = {}         # op -> vjp(g, *inputs, out) -> cotangent per input (staged)
 IMPLS = {}        # op -> numpy function of the input values (attrs as keywords)
 FLOAT_ONLY = set()  # ops whose integer inputs staging converts to f64 first
+
+
+ARITY = {}        # op -> number of operands, for ops with a fixed count
 
 
 def declare(op, rule, impl=None, float_only=False, vjp=None):
@@ -120,10 +128,12 @@ def _pick(int_fn, float_fn):
 
 
 def _convert(x, dtype):
-    if dtype == "i64" and isinstance(x, (float, np.floating)):
-        if np.isnan(x):
-            return np.int64(0)     # like llvm.fptosi.sat
-        return np.int64(np.clip(np.trunc(x), -2.0**63, 2.0**63 - 1024))
+    if dtype == "i64" and np.asarray(x).dtype.kind == "f":   # like llvm.fptosi.sat
+        x = np.asarray(x, np.float64)
+        big = 2.0 ** 63
+        inside = np.trunc(np.where(np.isnan(x) | (x >= big) | (x < -big), 0.0, x)).astype(np.int64)
+        info = np.iinfo(np.int64)
+        return np.where(x >= big, info.max, np.where(x < -big, info.min, inside))[()]
     return np.dtype({"bool": np.bool_, "i64": np.int64, "f32": np.float32, "f64": np.float64}[dtype]).type(x)
 
 
@@ -189,9 +199,135 @@ def _select_rule(op, types, attrs, bodies):
 declare(Op.SELECT, _select_rule, lambda c, a, b: np.where(c, a, b)[()],
         vjp=lambda g, c, x, y, out: (None, _n().where(c, g, 0.0), _n().where(c, 0.0, g)))
 declare(Op.CONVERT, lambda op, types, attrs, bodies: [Type(attrs["dtype"], types[0].shape)],
-        _convert, vjp=lambda g, x, out: (_n().convert(g, x.dtype) if x.dtype in FLOATS else None,))
+        _convert, vjp=lambda g, x, out, dtype: (_n().convert(g, x.dtype) if x.dtype in FLOATS else None,))
 declare(Op.CONST, lambda op, types, attrs, bodies: [attrs["type"]],
         lambda value, type: _convert(value, type.dtype))
+
+
+# -- tensors ---------------------------------------------------------------------
+
+class Sparse:
+    """A cotangent that adds `value` into rows `index` of its input (a VJP result for
+    `index`/`gather`): reverse mode turns it into `slot_add_at`/`slot_scatter_add`."""
+
+    def __init__(self, index, value):
+        self.index, self.value = index, value
+
+
+def _shape_rule(fn):
+    return lambda op, types, attrs, bodies: [Type(types[0].dtype, tuple(fn(types, **attrs)))]
+
+
+def reduced_shape(shape, axes, keepdims):
+    return tuple(1 if d in axes else n for d, n in enumerate(shape) if keepdims or d not in axes)
+
+
+def _unbroadcast(g, shape):
+    """Sum `g` down to `shape` (the reverse of NumPy broadcasting)."""
+    if g.shape == tuple(shape):
+        return g
+    lead = len(g.shape) - len(shape)
+    axes = tuple(range(lead)) + tuple(lead + d for d, n in enumerate(shape) if n == 1 and g.shape[lead + d] != 1)
+    return _n().reshape(_n().sum(g, axis=axes), shape)
+
+
+def _broadcast_impl(x, shape):
+    return np.broadcast_to(x, shape).copy()
+
+
+def _max_vjp(g, x, out, axes, keepdims):
+    N = _n()
+    keep = reduced_shape(x.shape, axes, True)
+    hit = N.convert(x == N.broadcast_to(N.reshape(out, keep), x.shape), x.dtype)
+    share = hit / N.broadcast_to(N.reshape(N.sum(hit, axis=axes), keep), x.shape)
+    return (share * N.broadcast_to(N.reshape(g, keep), x.shape),)
+
+
+def _slices(shape, starts, stops, steps):
+    return tuple(slice(a, b, c) for a, b, c in zip(starts, stops, steps))
+
+
+def _unslice_impl(g, shape, starts, stops, steps):
+    out = np.zeros(shape, dtype=g.dtype)
+    out[_slices(shape, starts, stops, steps)] = g
+    return out
+
+
+def _concat_vjp(g, *args, axis):
+    cuts, start = [], 0
+    for x in args[:-1]:
+        n = x.shape[axis]
+        cuts.append(_n().take_slice(g, axis, start, start + n))
+        start += n
+    return tuple(cuts)
+
+
+def _random_impl(key, shape):
+    from ..random import uniform_numpy
+    return uniform_numpy(key, shape)
+
+
+declare(Op.BROADCAST, _shape_rule(lambda types, shape: shape), _broadcast_impl,
+        vjp=lambda g, x, out, shape: (_unbroadcast(g, x.shape),))
+declare(Op.SUM, _shape_rule(lambda types, axes, keepdims: reduced_shape(types[0].shape, axes, keepdims)),
+        lambda x, axes, keepdims: np.sum(x, axis=axes, keepdims=keepdims),
+        vjp=lambda g, x, out, axes, keepdims: (_n().broadcast_to(
+            _n().reshape(g, reduced_shape(x.shape, axes, True)), x.shape),))
+declare(Op.MAX, _shape_rule(lambda types, axes, keepdims: reduced_shape(types[0].shape, axes, keepdims)),
+        lambda x, axes, keepdims: np.max(x, axis=axes, keepdims=keepdims), vjp=_max_vjp)
+declare(Op.RESHAPE, _shape_rule(lambda types, shape: shape), lambda x, shape: np.reshape(x, shape),
+        vjp=lambda g, x, out, shape: (_n().reshape(g, x.shape),))
+declare(Op.TRANSPOSE, _shape_rule(lambda types, perm: [types[0].shape[p] for p in perm]),
+        lambda x, perm: np.ascontiguousarray(np.transpose(x, perm)),
+        vjp=lambda g, x, out, perm: (_n().transpose(g, tuple(np.argsort(perm))),))
+
+
+def _matmul_rule(op, types, attrs, bodies):
+    a, b = types
+    _same_dtype(op, types)
+    if len(a.shape) != 2 or len(b.shape) != 2 or a.shape[1] != b.shape[0]:
+        raise ShapeError(f"`matmul`: shapes {a.shape} and {b.shape} do not multiply "
+                         "(need (m, k) @ (k, n))")
+    return [Type(a.dtype, (a.shape[0], b.shape[1]))]
+
+
+declare(Op.MATMUL, _matmul_rule, np.matmul,
+        vjp=lambda g, x, y, out: (g @ _n().transpose(y), _n().transpose(x) @ g))
+
+
+def _clip_index(i, n):
+    return np.clip(i, 0, max(n - 1, 0))
+
+
+declare(Op.INDEX, _shape_rule(lambda types: types[0].shape[1:]),
+        lambda x, i: x[_clip_index(i, x.shape[0])].copy(),
+        vjp=lambda g, x, i, out: (Sparse(i, g), None))
+declare(Op.GATHER, _shape_rule(lambda types: types[1].shape + types[0].shape[1:]),
+        lambda x, idx: x[_clip_index(idx, x.shape[0])],
+        vjp=lambda g, x, idx, out: (Sparse(idx, g), None))
+declare(Op.SLICE, _shape_rule(lambda types, starts, stops, steps: [
+            len(range(a, b, c)) for a, b, c in zip(starts, stops, steps)]),
+        lambda x, starts, stops, steps: x[_slices(x.shape, starts, stops, steps)].copy(),
+        vjp=lambda g, x, out, starts, stops, steps: (_n().unslice(g, x.shape, starts, stops, steps),))
+declare(Op.UNSLICE, _shape_rule(lambda types, shape, starts, stops, steps: shape), _unslice_impl,
+        vjp=lambda g, x, out, shape, starts, stops, steps: (
+            _n().slice_static(g, starts, stops, steps),))
+
+
+def _concat_rule(op, types, attrs, bodies):
+    axis = attrs["axis"]
+    _same_dtype(op, types)
+    first = types[0].shape
+    for t in types[1:]:
+        if len(t.shape) != len(first) or any(a != b for d, (a, b) in enumerate(zip(first, t.shape)) if d != axis):
+            raise ShapeError(f"`concatenate`: shapes {first} and {t.shape} differ off axis {axis}")
+    shape = list(first)
+    shape[axis] = sum(t.shape[axis] for t in types)
+    return [Type(types[0].dtype, tuple(shape))]
+
+
+declare(Op.CONCAT, _concat_rule, lambda *xs, axis: np.concatenate(xs, axis=axis), vjp=_concat_vjp)
+declare(Op.RANDOM, lambda op, types, attrs, bodies: [Type("f64", attrs["shape"])], _random_impl)
 
 
 def _tree_get_rule(op, types, attrs, bodies):
@@ -210,7 +346,7 @@ declare(Op.TREE_ROOT, lambda op, types, attrs, bodies: [I64])
 
 def _slot_update_rule(op, types, attrs, bodies):
     ref, value = types
-    assert isinstance(ref, RefType) and value == Type(ref.dtype), f"{ref} <- {value}"
+    assert isinstance(ref, RefType) and value == ref.value_type, f"{ref} <- {value}"
     return []
 
 
@@ -228,8 +364,17 @@ def _apply_rule(op, types, attrs, bodies):
     return []
 
 
-declare(Op.SLOT, lambda op, types, attrs, bodies: [RefType(attrs["dtype"])])
-declare(Op.SLOT_GET, lambda op, types, attrs, bodies: [Type(types[0].dtype)])
+def _slot_sparse_rule(op, types, attrs, bodies):
+    ref, index, value = types
+    assert isinstance(ref, RefType) and index.dtype == "i64"
+    assert value == Type(ref.dtype, index.shape + ref.shape[1:]), f"{ref}[{index}] += {value}"
+    return []
+
+
+declare(Op.SLOT, lambda op, types, attrs, bodies: [RefType(attrs["type"].dtype, attrs["type"].shape)])
+declare(Op.SLOT_GET, lambda op, types, attrs, bodies: [types[0].value_type])
+declare(Op.SLOT_ADD_AT, _slot_sparse_rule)
+declare(Op.SLOT_SCATTER_ADD, _slot_sparse_rule)
 declare(Op.SLOT_SET, _slot_update_rule)
 declare(Op.SLOT_ADD, _slot_update_rule)
 declare(Op.CLOSURE, _closure_rule)
@@ -283,6 +428,17 @@ declare(Op.WHILE, _while_rule)
 declare(Op.FOR, _for_rule)
 declare(Op.CALL, _call_rule)
 declare(Op.TREE, _tree_rule)
+
+
+ARITY.update({op: 2 for op in (
+    Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.POW, Op.MOD, Op.FLOORDIV, Op.MAXIMUM, Op.MINIMUM, Op.LT,
+    Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE, Op.AND, Op.OR, Op.MATMUL, Op.INDEX, Op.GATHER, Op.TREE_GET,
+    Op.SLOT_SET, Op.SLOT_ADD)})
+ARITY.update({op: 1 for op in (
+    Op.NEG, Op.ABS, Op.SQUARE, Op.RELU, Op.EXP, Op.LOG, Op.LOG1P, Op.EXPM1, Op.SQRT, Op.SIN,
+    Op.COS, Op.TANH, Op.SIGMOID, Op.NOT, Op.CONVERT, Op.BROADCAST, Op.SUM, Op.MAX, Op.RESHAPE,
+    Op.TRANSPOSE, Op.SLICE, Op.UNSLICE, Op.RANDOM, Op.TREE_ROOT, Op.SLOT_GET)})
+ARITY.update({Op.SELECT: 3, Op.SLOT_ADD_AT: 3, Op.SLOT_SCATTER_ADD: 3, Op.CONST: 0, Op.SLOT: 0})
 
 
 def infer_types(op, in_types, attrs, bodies=()):

@@ -37,11 +37,17 @@ class TreeType:
 
 @dataclass(frozen=True, slots=True)
 class RefType:
-    """A mutable scalar slot (an adjoint or a result): an `alloca` when lowered."""
+    """A mutable slot holding a value of `Type(dtype, shape)` (an adjoint or a result):
+    an `alloca` for a scalar, an arena buffer for a tensor."""
     dtype: str
+    shape: tuple = ()
 
     def __str__(self):
-        return f"ref<{self.dtype}>"
+        return f"ref<{Type(self.dtype, self.shape)}>"
+
+    @property
+    def value_type(self):
+        return Type(self.dtype, self.shape)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,5 +1,5 @@
 """The IR verifier: SSA, scoping (bodies see only their params) and types."""
-from .ops import infer_types
+from .ops import ARITY, infer_types
 from .printer import _Namer, _format_nodes
 
 
@@ -28,13 +28,16 @@ def _verify_graph(graph, seen, where):
         try:
             for v in node.inputs:
                 if v not in scope:
-                    raise VerifyError(f"uses a value not defined in this body ({v})")
+                    raise AssertionError(f"uses a value not defined in this body ({v})")
+            arity = ARITY.get(node.op)
+            if arity is not None and len(node.inputs) != arity:
+                raise AssertionError(f"takes {arity} operands, got {len(node.inputs)}")
             for i, body in enumerate(node.bodies):
                 _verify_graph(body, seen, f"{where} / {node.op.value} body {i}")
             expected = infer_types(node.op, [v.type for v in node.inputs], node.attrs, node.bodies)
             got = [v.type for v in node.outputs]
             if expected != got:
-                raise VerifyError(f"result types {got}, the type rule gives {expected}")
+                raise AssertionError(f"result types {got}, the type rule gives {expected}")
         except VerifyError:
             raise
         except (AssertionError, KeyError) as e:

@@ -80,6 +80,8 @@ def _binary(lo, node, ins):
 @rule(*COMPARE)
 def _compare(lo, node, ins):
     op = COMPARE[node.op]
+    if node.inputs[0].type.dtype == "bool":   # i1: True is 1, not -1
+        return [lo.b.icmp_unsigned(op, *ins)]
     if not _is_float(node):
         return [lo.b.icmp_signed(op, *ins)]
     if node.op == Op.NE:   # NaN != NaN is true
@@ -186,7 +188,7 @@ def _tree_root(lo, node, ins):
 
 @rule(Op.SLOT)
 def _slot(lo, node, ins):
-    t = LL[node.attrs["dtype"]]
+    t = LL[node.attrs["type"].dtype]
     slot = alloca(lo.b, t)
     lo.b.store(t(0), slot)
     return [slot]
