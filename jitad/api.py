@@ -6,7 +6,7 @@ import time
 import numpy as np
 
 from .errors import ArgumentError
-from .ir.types import TreeType
+from .ir.types import NUMPY, TreeType
 from .ir.verify import verify
 from .lower import runtime
 from .lower.entry import add_entry
@@ -26,17 +26,33 @@ class Compiled:
         self.in_types = in_types
         self.ir = str(program)
 
+    def run(self, leaves):
+        """Call the entry on flat argument leaves; return the result pytree."""
+        keep = []
+        flat = [_canonical(x, t, keep) for x, t in zip(leaves, self.in_types)]
+        if self.direct:
+            return self.entry(*flat)
+        arrays = {k: np.empty(t.shape, NUMPY[t.dtype]) for k, t in enumerate(self.out_types) if t.shape}
+        scalars = iter(self.entry(*flat, *[a.ctypes.data for a in arrays.values()]))
+        out = [arrays[k] if k in arrays else next(scalars) for k in range(len(self.out_types))]
+        return unflatten(self.out_td, out)
 
-def _canonical(x):
-    """A flat argument as the exact Python type the entry expects."""
+
+def _canonical(x, t, keep):
+    """A flat argument as the exact Python object the entry expects; arrays become
+    addresses of contiguous copies of the right dtype (kept alive in `keep`)."""
     if isinstance(x, Tree):
         return x.address
-    if isinstance(x, (bool, np.bool_)):
-        return bool(x)
-    if isinstance(x, (int, np.integer)):
-        return int(x)
+    if t.shape:
+        arr = np.ascontiguousarray(x, dtype=NUMPY[t.dtype])
+        keep.append(arr)
+        return arr.ctypes.data
     if isinstance(x, np.ndarray):
-        return x.item()
+        x = x.item()
+    if t.dtype == "bool":
+        return bool(x)
+    if t.dtype == "i64":
+        return int(x)
     return float(x)
 
 
@@ -49,16 +65,18 @@ def _layout(td, counter):
 def compile_program(program, out_td, in_types, name, fallback):
     """Lower, compile and wrap a traced program; return a `Compiled`."""
     verify(program)
-    n_out = len(program.main.outputs)
-    direct = out_td.is_tuple_nest
-    layout = _layout(out_td, iter(range(n_out))) if direct else list(range(n_out))
-    module = runtime.new_module(name)
-    main = lower_program(module, program, PLACEHOLDER)
     out_types = program.main.out_types
+    scalar_outs = [k for k, t in enumerate(out_types) if not t.shape]
+    direct = out_td.is_tuple_nest and len(scalar_outs) == len(out_types)
+    layout = _layout(out_td, iter(range(len(out_types)))) if direct else scalar_outs
+    module = runtime.new_module(name)
+    main, constants = lower_program(module, program, PLACEHOLDER)
+    runtime.register_constants(constants)
     for suffix, budget in (("shallow", runtime.SHALLOW_STACK), ("deep", runtime.DEEP_STACK - (1 << 20))):
         add_entry(module, main, in_types, out_types, layout, f"{PLACEHOLDER}{suffix}", budget)
     prefix, llvm_ir, loaded = runtime.compile_module(str(module), PLACEHOLDER)
     c = Compiled(program, out_td, in_types, direct)
+    c.out_types = out_types
     c.llvm_ir, c.loaded_from_cache = llvm_ir, loaded
     deep = runtime.python_function(runtime.address(prefix + "deep"), name, fallback, runtime.stack_exhausted)
     on_exhausted = functools.partial(runtime.run_with_deep_stack, deep)
@@ -106,13 +124,13 @@ class Jitted:
         if compiled is None:
             compiled = self._compile(args, dynamic, leaves, key)
         self._last = compiled
-        simple_args = not kwargs and len(leaves) == len(args) and not any(isinstance(t, TreeType) for t in compiled.in_types)
+        simple_args = not kwargs and len(leaves) == len(args) and not any(
+            isinstance(t, TreeType) or t.shape for t in compiled.in_types)
         if compiled.direct and simple_args:
             type(self).__call__ = compiled.entry
         else:
             type(self).__call__ = Jitted.__call__
-        result = compiled.entry(*map(_canonical, leaves))
-        return result if compiled.direct else unflatten(compiled.out_td, result)
+        return compiled.run(leaves)
 
     def _key(self, args):
         static = tuple(args[i] for i in self.static_argnums if i < len(args))

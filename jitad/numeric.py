@@ -3,12 +3,21 @@
 On Python or NumPy numbers they compute eagerly with NumPy; on staged values they
 record a node. `jitad.exp(x)` is to jitad what `jnp.exp(x)` is to JAX.
 """
-from .errors import ArgumentError
-from .ir.ops import Op
+import builtins
+
+import numpy as np
+
+from .errors import ArgumentError, IndexError_, ShapeError
+from .ir.ops import IMPLS, Op
+from .ir.types import FLOATS
 from .staging import Staged, as_var, binary, emit, is_staged, result_dtype, to_bool, unary
 
 __all__ = ["exp", "log", "log1p", "expm1", "sqrt", "sin", "cos", "tanh", "sigmoid", "relu",
-           "abs", "square", "maximum", "minimum", "where", "clip", "convert"]
+           "abs", "square", "maximum", "minimum", "where", "clip", "convert",
+           "sum", "mean", "max", "min", "dot", "matmul", "outer", "transpose", "reshape",
+           "broadcast_to", "concatenate", "stack", "zeros", "zeros_like", "ones", "ones_like",
+           "full", "softmax", "log_softmax", "logsumexp", "one_hot", "take", "cross_entropy",
+           "nll_loss", "conv2d", "max_pool2d", "avg_pool2d", "dropout"]
 
 
 def _unary(op, doc):
@@ -72,3 +81,350 @@ def convert(x, dtype):
         from .ir.ops import IMPLS
         return IMPLS[Op.CONVERT](x, dtype=name)
     return Staged(as_var(x, name))
+
+
+# -- tensors ---------------------------------------------------------------------
+
+def _shape(x):
+    return x.shape if is_staged(x) else np.shape(x)
+
+
+def _prim(op, *xs, **attrs):
+    """Apply primitive `op`: eagerly with NumPy on plain values, else staged."""
+    if not builtins.any(is_staged(x) for x in xs):
+        return IMPLS[op](*[np.asarray(x) for x in xs], **attrs)
+    return Staged(emit(op, [as_var(x) for x in xs], attrs)[0])
+
+
+def _axes(x, axis):
+    ndim = len(_shape(x))
+    if axis is None:
+        return tuple(range(ndim))
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    for a in axes:
+        if not -ndim <= a < builtins.max(ndim, 1):
+            raise ShapeError(f"axis {a} is out of range for shape {_shape(x)}")
+    return tuple(sorted(a % builtins.max(ndim, 1) for a in axes))
+
+
+def sum(x, axis=None, keepdims=False):
+    """Sum over `axis` (an int, a tuple, or None for all): `jitad.sum(x, 0)`."""
+    return _prim(Op.SUM, x, axes=_axes(x, axis), keepdims=keepdims)
+
+
+def mean(x, axis=None, keepdims=False):
+    """Mean over `axis`: `jitad.mean(x)`."""
+    axes = _axes(x, axis)
+    count = int(np.prod([_shape(x)[a] for a in axes], dtype=np.int64))
+    return sum(x, axes, keepdims) / float(builtins.max(count, 1)) if count else sum(x, axes, keepdims) * np.nan
+
+
+def max(x, axis=None, keepdims=False):
+    """Maximum over `axis`; its gradient is shared among tied maxima: `jitad.max(x, -1)`."""
+    if not builtins.all(_shape(x)[a] for a in _axes(x, axis)):
+        raise ShapeError(f"max of an empty axis (shape {_shape(x)})")
+    return _prim(Op.MAX, x, axes=_axes(x, axis), keepdims=keepdims)
+
+
+def min(x, axis=None, keepdims=False):
+    """Minimum over `axis`: `jitad.min(x)`."""
+    return -max(-x, axis, keepdims)
+
+
+def reshape(x, shape):
+    """`x` with a new shape of the same size (one entry may be -1): `jitad.reshape(x, (2, -1))`."""
+    shape = (shape,) if isinstance(shape, int) else tuple(int(n) for n in shape)
+    size = int(np.prod(_shape(x), dtype=np.int64))
+    if shape.count(-1) == 1:
+        rest = int(np.prod([n for n in shape if n != -1], dtype=np.int64))
+        shape = tuple(size // rest if n == -1 and rest else n for n in shape)
+    if int(np.prod(shape, dtype=np.int64)) != size:
+        raise ShapeError(f"`reshape`: cannot reshape {_shape(x)} to {shape}")
+    if tuple(_shape(x)) == shape:
+        return x
+    return _prim(Op.RESHAPE, x, shape=shape)
+
+
+def transpose(x, axes=None):
+    """Permute axes (reverse them by default): `jitad.transpose(x)`, `x.T`."""
+    perm = tuple(reversed(range(len(_shape(x))))) if axes is None else tuple(axes)
+    if perm == tuple(range(len(perm))):
+        return x
+    return _prim(Op.TRANSPOSE, x, perm=perm)
+
+
+def broadcast_to(x, shape):
+    """`x` broadcast to `shape` (NumPy rules): `jitad.broadcast_to(b, (4, 3))`."""
+    shape = tuple(shape)
+    if tuple(_shape(x)) == shape:
+        return x
+    if not is_staged(x):
+        return np.broadcast_to(x, shape)
+    try:
+        np.broadcast_shapes(_shape(x), shape)
+    except ValueError:
+        raise ShapeError(f"`broadcast_to`: shape {_shape(x)} does not broadcast to {shape}") from None
+    return _prim(Op.BROADCAST, x, shape=shape)
+
+
+def _promoted(*xs):
+    dtype = result_dtype(*xs)
+    return [convert(x, dtype) if is_staged(x) else np.asarray(x, dtype=NUMPY_OF[dtype]) for x in xs]
+
+
+NUMPY_OF = {"bool": np.bool_, "i64": np.int64, "f32": np.float32, "f64": np.float64}
+
+
+def matmul(a, b):
+    """Matrix product with NumPy's rules for 1-D operands: `a @ b`."""
+    sa, sb = _shape(a), _shape(b)
+    if len(sa) == 0 or len(sb) == 0 or len(sa) > 2 or len(sb) > 2:
+        raise ShapeError(f"`matmul`: shapes {sa} and {sb}: need 1-D or 2-D operands")
+    a, b = _promoted(a, b)
+    a2 = reshape(a, (1, sa[0])) if len(sa) == 1 else a
+    b2 = reshape(b, (sb[0], 1)) if len(sb) == 1 else b
+    if _shape(a2)[1] != _shape(b2)[0]:
+        raise ShapeError(f"`matmul`: shapes {sa} and {sb} do not multiply")
+    out = _prim(Op.MATMUL, a2, b2)
+    shape = tuple(sa[:-1]) + tuple(sb[1:])
+    return reshape(out, shape)
+
+
+def dot(a, b):
+    """Inner product of vectors, or `matmul` for matrices: `jitad.dot(a, b)`."""
+    if len(_shape(a)) == 1 and len(_shape(b)) == 1:
+        if _shape(a) != _shape(b):
+            raise ShapeError(f"`dot`: shapes {_shape(a)} and {_shape(b)} differ")
+        return sum(a * b)
+    return matmul(a, b)
+
+
+def outer(a, b):
+    """Outer product of two vectors: `jitad.outer(a, b)[i, j] == a[i] * b[j]`."""
+    return reshape(a, (-1, 1)) * reshape(b, (1, -1))
+
+
+def take_slice(x, axis, start, stop):
+    """`x[..., start:stop, ...]` along `axis` (static bounds)."""
+    shape = _shape(x)
+    starts = tuple(start if d == axis else 0 for d in range(len(shape)))
+    stops = tuple(stop if d == axis else n for d, n in enumerate(shape))
+    return slice_static(x, starts, stops, (1,) * len(shape))
+
+
+def slice_static(x, starts, stops, steps):
+    return _prim(Op.SLICE, x, starts=tuple(starts), stops=tuple(stops), steps=tuple(steps))
+
+
+def unslice(g, shape, starts, stops, steps):
+    """Zeros of `shape` with `g` placed at the static slice (the adjoint of slicing)."""
+    return _prim(Op.UNSLICE, g, shape=tuple(shape), starts=tuple(starts), stops=tuple(stops),
+                 steps=tuple(steps))
+
+
+def getitem(x, key):
+    """`x[key]`: static ints, slices, `None`; a staged int or int tensor on the first axis."""
+    shape = _shape(x)
+    if not isinstance(key, tuple):
+        key = (key,)
+    if key and is_staged(key[0]) or (key and isinstance(key[0], np.ndarray)):
+        first, rest = key[0], key[1:]
+        if not shape:
+            raise IndexError_("cannot index a scalar")
+        if first.dtype not in ("i64",) and not (isinstance(first, np.ndarray) and first.dtype.kind in "iu"):
+            raise ArgumentError(f"index arrays must be ints, got {first.dtype}")
+        if _shape(first) == ():
+            out = _prim(Op.INDEX, x, first)
+        else:
+            out = _prim(Op.GATHER, x, first)
+            if rest:
+                raise ArgumentError("after an index array only the first axis may be indexed")
+        return getitem(out, rest) if rest else out
+    if builtins.any(is_staged(k) for k in key):
+        raise ArgumentError("a staged index is supported on the first axis only (x[i] or x[i, ...])")
+    if Ellipsis in key:
+        k = key.index(Ellipsis)
+        n_fill = len(shape) - (len(key) - 1 - key.count(None))
+        key = key[:k] + (slice(None),) * n_fill + key[k + 1:]
+    starts, stops, steps, out_shape = [], [], [], []
+    d = 0
+    for k in key:
+        if k is None:
+            out_shape.append(("new",))
+            continue
+        if d >= len(shape):
+            raise IndexError_(f"too many indices for shape {shape}")
+        n = shape[d]
+        if isinstance(k, (int, np.integer)):
+            if not -n <= k < n:
+                raise IndexError_(f"index {k} is out of range for axis {d} of size {n}")
+            k = int(k) % n
+            starts.append(k), stops.append(k + 1), steps.append(1)
+        elif isinstance(k, slice):
+            a, b, c = k.indices(n)
+            if c < 0:
+                raise ArgumentError("negative slice steps are not supported")
+            starts.append(a), stops.append(builtins.max(a, b)), steps.append(c)
+            out_shape.append(("axis", d))
+        else:
+            raise ArgumentError(f"unsupported index {k!r}")
+        d += 1
+    for n in shape[d:]:
+        starts.append(0), stops.append(n), steps.append(1)
+        out_shape.append(("axis", len(starts) - 1))
+    full = (starts == [0] * len(shape) and stops == list(shape) and steps == [1] * len(shape))
+    out = x if full else slice_static(x, starts, stops, steps)
+    sliced = _shape(out)
+    final = tuple(1 if o == ("new",) else sliced[o[1]] for o in out_shape)
+    return reshape(out, final)
+
+
+def concatenate(xs, axis=0):
+    """Join arrays along `axis`: `jitad.concatenate([a, b], axis=0)`."""
+    xs = list(xs)
+    if not builtins.any(is_staged(x) for x in xs):
+        return np.concatenate(xs, axis=axis)
+    xs = _promoted(*xs)
+    ndim = len(_shape(xs[0]))
+    return _prim(Op.CONCAT, *xs, axis=axis % builtins.max(ndim, 1))
+
+
+def stack(xs, axis=0):
+    """Stack arrays along a new `axis`: `jitad.stack([a, b])`."""
+    xs = list(xs)
+    shape = _shape(xs[0])
+    axis = axis % (len(shape) + 1)
+    new = tuple(shape[:axis]) + (1,) + tuple(shape[axis:])
+    return concatenate([reshape(x, new) for x in xs], axis)
+
+
+def zeros(shape, dtype="f64"):
+    """An array of zeros (a constant): `jitad.zeros((2, 3))`."""
+    return np.zeros(shape, NUMPY_OF[_DTYPE_NAMES.get(getattr(dtype, "__name__", dtype), "f64")])
+
+
+def ones(shape, dtype="f64"):
+    """An array of ones (a constant): `jitad.ones(3)`."""
+    return np.ones(shape, NUMPY_OF[_DTYPE_NAMES.get(getattr(dtype, "__name__", dtype), "f64")])
+
+
+def full(shape, value, dtype="f64"):
+    """An array filled with `value`: `jitad.full((2, 2), 0.5)`."""
+    return np.full(shape, value, NUMPY_OF[_DTYPE_NAMES.get(getattr(dtype, "__name__", dtype), "f64")])
+
+
+def zeros_like(x):
+    """Zeros of `x`'s shape and dtype."""
+    return np.zeros(_shape(x), NUMPY_OF[x.dtype] if is_staged(x) else np.asarray(x).dtype)
+
+
+def ones_like(x):
+    """Ones of `x`'s shape and dtype."""
+    return np.ones(_shape(x), NUMPY_OF[x.dtype] if is_staged(x) else np.asarray(x).dtype)
+
+
+def logsumexp(x, axis=-1, keepdims=False):
+    """log(sum(exp(x))) along `axis`, computed stably: `jitad.logsumexp(x)`."""
+    m = max(x, axis, keepdims=True)
+    out = log(sum(exp(x - m), axis, keepdims=True)) + m
+    return out if keepdims else reshape(out, tuple(n for d, n in enumerate(_shape(x)) if d not in _axes(x, axis)))
+
+
+def log_softmax(x, axis=-1):
+    """x - logsumexp(x) along `axis`: `jitad.log_softmax(logits)`."""
+    return x - logsumexp(x, axis, keepdims=True)
+
+
+def softmax(x, axis=-1):
+    """exp(x) / sum(exp(x)) along `axis`, computed stably: `jitad.softmax(logits)`."""
+    e = exp(x - max(x, axis, keepdims=True))
+    return e / sum(e, axis, keepdims=True)
+
+
+def one_hot(labels, n, dtype="f64"):
+    """`one_hot(labels, n)[..., k] == (labels[...] == k)` as floats."""
+    labels_2 = reshape(labels, tuple(_shape(labels)) + (1,))
+    return convert(labels_2 == np.arange(n, dtype=np.int64), dtype)
+
+
+def take(a, indices, axis=0):
+    """Rows of `a` at integer `indices` along axis 0: `jitad.take(E, words)`."""
+    if axis != 0:
+        raise ArgumentError("take: only axis=0 is supported; transpose first")
+    return getitem(a, np.asarray(indices) if not is_staged(indices) else indices)
+
+
+def nll_loss(logp, labels):
+    """Mean of `-logp[..., label]`: the loss for log-probabilities `logp` (…, C)."""
+    n = _shape(logp)[-1]
+    return -mean(sum(logp * one_hot(labels, n, logp.dtype if is_staged(logp) else "f64"), -1))
+
+
+def cross_entropy(logits, labels):
+    """Mean of `-log_softmax(logits)[..., label]`: `jitad.cross_entropy(logits, labels)`."""
+    return nll_loss(log_softmax(logits), labels)
+
+
+def _im2col_indices(c, h, w, kh, kw, stride, padding):
+    """For each output pixel and patch element, the flat index into the padded (c, h, w) image."""
+    hp, wp = h + 2 * padding, w + 2 * padding
+    oh, ow = (hp - kh) // stride + 1, (wp - kw) // stride + 1
+    ci, ki, kj = np.meshgrid(np.arange(c), np.arange(kh), np.arange(kw), indexing="ij")
+    oi, oj = np.meshgrid(np.arange(oh), np.arange(ow), indexing="ij")
+    rows = (oi.reshape(-1, 1) * stride + ki.reshape(1, -1))
+    cols = (oj.reshape(-1, 1) * stride + kj.reshape(1, -1))
+    return (ci.reshape(1, -1) * hp * wp + rows * wp + cols).astype(np.int64), oh, ow
+
+
+def _pad(x, padding):
+    if not padding:
+        return x
+    n, c, h, w = _shape(x)
+    return unslice(x, (n, c, h + 2 * padding, w + 2 * padding), (0, 0, padding, padding),
+                   (n, c, h + padding, w + padding), (1, 1, 1, 1))
+
+
+def conv2d(x, w, b=None, stride=1, padding=0):
+    """2-D convolution, NCHW input (N, C, H, W) and OIHW weights (O, C, kh, kw), as im2col + GEMM."""
+    n, c, h, wd = _shape(x)
+    o, c2, kh, kw = _shape(w)
+    if c != c2:
+        raise ShapeError(f"`conv2d`: input has {c} channels but the weights expect {c2}")
+    idx, oh, ow = _im2col_indices(c, h, wd, kh, kw, stride, padding)
+    xp = _pad(x, padding)
+    flat = reshape(xp, (n * c * (h + 2 * padding) * (wd + 2 * padding), 1))
+    offsets = (np.arange(n) * c * (h + 2 * padding) * (wd + 2 * padding)).reshape(n, 1, 1)
+    cols = reshape(getitem(flat, (offsets + idx[None]).reshape(-1)), (n * oh * ow, c * kh * kw))
+    out = matmul(cols, transpose(reshape(w, (o, c * kh * kw))))          # (n*oh*ow, o)
+    if b is not None:
+        out = out + b
+    return transpose(reshape(out, (n, oh, ow, o)), (0, 3, 1, 2))
+
+
+def _pool_windows(x, k, stride):
+    n, c, h, w = _shape(x)
+    stride = stride or k
+    idx, oh, ow = _im2col_indices(1, h, w, k, k, stride, 0)
+    flat = reshape(x, (n * c * h * w, 1))
+    offsets = (np.arange(n * c) * h * w).reshape(n * c, 1, 1)
+    windows = reshape(getitem(flat, (offsets + idx[None]).reshape(-1)), (n, c, oh, ow, k * k))
+    return windows
+
+
+def max_pool2d(x, k, stride=None):
+    """Max over k×k windows (stride defaults to k), NCHW."""
+    return max(_pool_windows(x, k, stride), -1)
+
+
+def avg_pool2d(x, k, stride=None):
+    """Mean over k×k windows (stride defaults to k), NCHW."""
+    return mean(_pool_windows(x, k, stride), -1)
+
+
+def dropout(x, rate, key):
+    """Zero each element with probability `rate` and scale the rest by 1/(1-rate)."""
+    from . import random
+    if rate <= 0.0:
+        return x
+    keep = random.uniform(key, _shape(x)) >= rate
+    return where(keep, x / (1.0 - rate), 0.0)

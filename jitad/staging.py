@@ -14,7 +14,7 @@ import numpy as np
 from .errors import ArgumentError, StagingError
 from .ir.graph import FunDef, Graph, Node, Program, Var
 from .ir.ops import FLOAT_ONLY, IMPLS, Op, infer_types
-from .ir.types import FLOATS, I64, Type, TreeType, dtype_of_numpy, promote
+from .ir.types import FLOATS, I64, NUMPY, Type, TreeType, dtype_of_numpy, promote
 from .pytree import LEAF, flatten, unflatten
 
 _local = threading.local()
@@ -141,7 +141,39 @@ class Staged:
                              "Use `jitad.FOR(lower, upper, body_fn, init)` for a staged loop bound.")
 
     def __iter__(self):
-        raise _staging_error("Iterating", "Scalars cannot be iterated.")
+        if not self.shape:
+            raise _staging_error("Iterating", "Scalars cannot be iterated.")
+        return (self[i] for i in range(self.shape[0]))
+
+    def __len__(self):
+        if not self.shape:
+            raise ArgumentError("len() of a staged scalar")
+        return self.shape[0]
+
+    ndim = property(lambda self: len(self.shape))
+    size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
+    T = property(lambda self: _numeric().transpose(self))
+
+    def sum(self, axis=None, keepdims=False):
+        return _numeric().sum(self, axis, keepdims)
+
+    def mean(self, axis=None, keepdims=False):
+        return _numeric().mean(self, axis, keepdims)
+
+    def max(self, axis=None, keepdims=False):
+        return _numeric().max(self, axis, keepdims)
+
+    def min(self, axis=None, keepdims=False):
+        return _numeric().min(self, axis, keepdims)
+
+    def reshape(self, *shape):
+        return _numeric().reshape(self, shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape)
+
+    def __getitem__(self, key):
+        return _numeric().getitem(self, key)
+
+    __matmul__ = lambda a, b: _numeric().matmul(a, b)
+    __rmatmul__ = lambda a, b: _numeric().matmul(b, a)
 
     __add__ = lambda a, b: binary(Op.ADD, a, b)
     __radd__ = lambda a, b: binary(Op.ADD, b, a)
@@ -171,6 +203,11 @@ class Staged:
     __neg__ = lambda a: unary(Op.NEG, a)
     __pos__ = lambda a: a
     __abs__ = lambda a: unary(Op.ABS, a)
+
+
+def _numeric():
+    from . import numeric
+    return numeric
 
 
 class StagedTree:
@@ -242,6 +279,8 @@ def _kind(x):
         return "f32", True
     if isinstance(x, (float, np.floating)):
         return "f64", True
+    if isinstance(x, np.ndarray) and dtype_of_numpy(x.dtype):
+        return dtype_of_numpy(x.dtype), x.ndim == 0
     raise ArgumentError(f"cannot use a value of type {type(x).__name__} in staged arithmetic; "
                         "use numbers or staged values")
 
@@ -266,6 +305,10 @@ def as_var(x, dtype=None):
             return x.var
         return emit(Op.CONVERT, [x.var], {"dtype": dtype})[0]
     dtype = dtype or _kind(x)[0]
+    if isinstance(x, np.ndarray) and x.ndim:
+        value = np.array(x, dtype=NUMPY[dtype], order="C")
+        value.flags.writeable = False
+        return emit(Op.CONST, [], {"value": value, "type": Type(dtype, value.shape)})[0]
     value = {"bool": bool, "i64": int, "f32": float, "f64": float}[dtype](x)
     return emit(Op.CONST, [], {"value": value, "type": Type(dtype)})[0]
 
@@ -669,10 +712,14 @@ def arg_type(x):
         if isinstance(x, int) and not isinstance(x, bool) and not -2**63 <= x < 2**63:
             raise ArgumentError(f"the int {x} does not fit in 64 bits")
         return Type(_kind(x)[0])
-    if isinstance(x, np.ndarray) and x.ndim == 0 and dtype_of_numpy(x.dtype):
-        return Type(dtype_of_numpy(x.dtype))
+    if isinstance(x, np.ndarray):
+        dtype = dtype_of_numpy(x.dtype)
+        if dtype is None:
+            raise ArgumentError(f"unsupported array dtype {x.dtype}: jitad takes float64, float32, "
+                                "integer (as int64) and bool arrays")
+        return Type(dtype, x.shape)
     raise ArgumentError(f"unsupported argument of type {type(x).__name__}: jitad takes floats, "
-                        "ints, bools, jitad.Tree and tuples/lists/dicts of them")
+                        "ints, bools, numpy arrays, jitad.Tree and tuples/lists/dicts of them")
 
 
 def trace_program(fn, args, in_td, types):

@@ -8,17 +8,21 @@ functions check the stack pointer against the limit on entry and, past it, set t
 status and unwind (every call is followed by a status check), so deep recursion never
 overflows the machine stack. `entry.py` adds the CPython entry points.
 """
+import hashlib
 import re
 
 import llvmlite.ir as ir
+import numpy as np
 
 from ..ir.ops import Op
-from ..ir.types import FLOATS, ContType, RefType, TreeType
+from ..ir.types import FLOATS, ContType, RefType, TreeType, Type
 
 F64, F32, I64, I32, I1, I8 = (ir.DoubleType(), ir.FloatType(), ir.IntType(64), ir.IntType(32),
                              ir.IntType(1), ir.IntType(8))
 PTR = ir.PointerType()
-CTX = ir.LiteralStructType([I64, I32])
+CTX = ir.LiteralStructType([I64, I32, PTR, PTR])   # stack limit, status, arena top, arena end
+STACK_EXHAUSTED, ARENA_EXHAUSTED = 1, 2
+ELEMENT_BYTES = {"f64": 8, "f32": 4, "i64": 8, "bool": 1}
 LL = {"f64": F64, "f32": F32, "i64": I64, "bool": I1}
 
 
@@ -30,14 +34,15 @@ def alloca(builder, t):
     return slot
 
 
+I64_T = Type("i64")
 CLOSURE = ir.LiteralStructType([PTR, PTR])   # {code, environment in the creator's frame}
 
 
 def ll_type(t):
-    if isinstance(t, (TreeType, RefType)):
-        return PTR
     if isinstance(t, ContType):
         return CLOSURE
+    if isinstance(t, (TreeType, RefType)) or t.shape:
+        return PTR
     return LL[t.dtype]
 
 
@@ -57,6 +62,7 @@ INTRINSIC = {Op.EXP: "llvm.exp", Op.LOG: "llvm.log", Op.SQRT: "llvm.sqrt", Op.SI
              Op.COS: "llvm.cos", Op.TANH: "llvm.tanh", Op.ABS: "llvm.fabs", Op.POW: "llvm.pow"}
 LIBM = {Op.LOG1P: "log1p", Op.EXPM1: "expm1"}   # float variants get an "f" suffix
 LOWER = {}   # op -> fn(lowerer, node, input values) -> list of output values
+ELEMENTWISE = set()   # ops whose scalar rule also serves tensors, applied per element
 
 
 def rule(*ops):
@@ -67,17 +73,39 @@ def rule(*ops):
     return register
 
 
+def elementwise(*ops):
+    """Register a scalar rule; on tensors it runs inside a loop nest over the output
+    with NumPy broadcasting of the inputs."""
+    def register(fn):
+        def lower(lo, node, ins):
+            out_t = node.outputs[0].type
+            if not out_t.shape and not any(v.type.shape for v in node.inputs):
+                return fn(lo, node, ins)
+            out = lo.alloc(out_t)
+
+            def body(idx):
+                elems = [lo.load_at(x, v.type, idx, out_t.shape) for x, v in zip(ins, node.inputs)]
+                lo.b.store(fn(lo, node, elems)[0], lo.elem_ptr(out, out_t, idx))
+            lo.loop_nest(out_t.shape, body)
+            return [out]
+        for op in ops:
+            LOWER[op] = lower
+            ELEMENTWISE.add(op)
+        return fn
+    return register
+
+
 def _is_float(node):
     return node.inputs[0].type.dtype in FLOATS
 
 
-@rule(*set(FLOAT_BINARY) | set(INT_BINARY))
+@elementwise(*set(FLOAT_BINARY) | set(INT_BINARY))
 def _binary(lo, node, ins):
     name = FLOAT_BINARY[node.op] if _is_float(node) else INT_BINARY[node.op]
     return [getattr(lo.b, name)(*ins)]
 
 
-@rule(*COMPARE)
+@elementwise(*COMPARE)
 def _compare(lo, node, ins):
     op = COMPARE[node.op]
     if node.inputs[0].type.dtype == "bool":   # i1: True is 1, not -1
@@ -89,7 +117,7 @@ def _compare(lo, node, ins):
     return [lo.b.fcmp_ordered(op, *ins)]
 
 
-@rule(*INTRINSIC)
+@elementwise(*INTRINSIC)
 def _intrinsic(lo, node, ins):
     if node.op == Op.ABS and not _is_float(node):
         x = ins[0]
@@ -100,43 +128,43 @@ def _intrinsic(lo, node, ins):
     return [lo.b.call(fn, ins)]
 
 
-@rule(*LIBM)
+@elementwise(*LIBM)
 def _libm(lo, node, ins):
     t = ins[0].type
     name = LIBM[node.op] + ("f" if t == F32 else "")
     return [lo.b.call(lo.extern(name, ir.FunctionType(t, [t])), ins)]
 
 
-@rule(Op.NEG)
+@elementwise(Op.NEG)
 def _neg(lo, node, ins):
     return [lo.b.fneg(ins[0]) if _is_float(node) else lo.b.neg(ins[0])]
 
 
-@rule(Op.NOT)
+@elementwise(Op.NOT)
 def _not(lo, node, ins):
     return [lo.b.not_(ins[0])]
 
 
-@rule(Op.SQUARE)
+@elementwise(Op.SQUARE)
 def _square(lo, node, ins):
     return [lo.b.fmul(ins[0], ins[0]) if _is_float(node) else lo.b.mul(ins[0], ins[0])]
 
 
-@rule(Op.RELU)
+@elementwise(Op.RELU)
 def _relu(lo, node, ins):
     x = ins[0]
     neg = lo.b.fcmp_ordered("<", x, x.type(0)) if _is_float(node) else lo.b.icmp_signed("<", x, x.type(0))
     return [lo.b.select(neg, x.type(0), x)]
 
 
-@rule(Op.SIGMOID)
+@elementwise(Op.SIGMOID)
 def _sigmoid(lo, node, ins):
     x = ins[0]
     e = lo.b.call(lo.module.declare_intrinsic("llvm.exp", [x.type]), [lo.b.fneg(x)])
     return [lo.b.fdiv(x.type(1.0), lo.b.fadd(x.type(1.0), e))]
 
 
-@rule(Op.MAXIMUM, Op.MINIMUM)
+@elementwise(Op.MAXIMUM, Op.MINIMUM)
 def _extremum(lo, node, ins):
     a, b = ins
     rel = ">=" if node.op == Op.MAXIMUM else "<="
@@ -146,13 +174,13 @@ def _extremum(lo, node, ins):
     return [lo.b.select(pick_a, a, b)]   # NaN in either operand propagates, as NumPy
 
 
-@rule(Op.MOD, Op.FLOORDIV)
+@elementwise(Op.MOD, Op.FLOORDIV)
 def _divmod(lo, node, ins):
     div, mod = lo.float_divmod(*ins) if _is_float(node) else lo.int_divmod(*ins)
     return [div if node.op == Op.FLOORDIV else mod]
 
 
-@rule(Op.SELECT)
+@elementwise(Op.SELECT)
 def _select(lo, node, ins):
     return [lo.b.select(*ins)]
 
@@ -160,10 +188,12 @@ def _select(lo, node, ins):
 @rule(Op.CONST)
 def _const(lo, node, ins):
     t = node.attrs["type"]
+    if t.shape:
+        return [lo.constant_array(node.attrs["value"])]
     return [LL[t.dtype](node.attrs["value"])]
 
 
-@rule(Op.CONVERT)
+@elementwise(Op.CONVERT)
 def _convert(lo, node, ins):
     return [lo.convert(ins[0], node.inputs[0].type.dtype, node.attrs["dtype"])]
 
@@ -188,27 +218,41 @@ def _tree_root(lo, node, ins):
 
 @rule(Op.SLOT)
 def _slot(lo, node, ins):
-    t = LL[node.attrs["type"].dtype]
-    slot = alloca(lo.b, t)
-    lo.b.store(t(0), slot)
+    t = node.attrs["type"]
+    if t.shape:   # a tensor slot is an arena buffer of the creating frame
+        buf = lo.alloc(t)
+        lo.fill(buf, t, LL[t.dtype](0))
+        return [buf]
+    slot = alloca(lo.b, LL[t.dtype])
+    lo.b.store(LL[t.dtype](0), slot)
     return [slot]
 
 
 @rule(Op.SLOT_GET)
 def _slot_get(lo, node, ins):
-    return [lo.b.load(ins[0], typ=LL[node.outputs[0].type.dtype])]
+    t = node.outputs[0].type
+    return [ins[0] if t.shape else lo.b.load(ins[0], typ=LL[t.dtype])]
 
 
 @rule(Op.SLOT_SET)
 def _slot_set(lo, node, ins):
-    lo.b.store(ins[1], ins[0])
+    t = node.inputs[1].type
+    if t.shape:
+        lo.copy(ins[0], ins[1], t)
+    else:
+        lo.b.store(ins[1], ins[0])
     return []
 
 
 @rule(Op.SLOT_ADD)
 def _slot_add(lo, node, ins):
     slot, value = ins
-    lo.b.store(lo.b.fadd(lo.b.load(slot, typ=value.type), value), slot)
+    t = node.inputs[1].type
+
+    def add(idx):
+        ptr = lo.elem_ptr(slot, t, idx)
+        lo.b.store(lo.b.fadd(lo.b.load(ptr, typ=LL[t.dtype]), lo.load_at(value, t, idx, t.shape)), ptr)
+    lo.loop_nest(t.shape, add)
     return []
 
 
@@ -246,21 +290,43 @@ def _if(lo, node, ins):
     return lo.phis([v.type for v in node.outputs], incoming)
 
 
-def _loop(lo, init, cond, step):
-    """A loop with state phis; `cond(phis) -> i1`, `step(phis) -> next state`."""
+def _loop(lo, types, init, cond, step):
+    """A loop with state phis; `cond(phis) -> i1`, `step(phis) -> next state`.
+
+    Tensor state lives in two buffers allocated before the loop: each iteration copies
+    its new state into the spare one and releases everything else it allocated, so a
+    loop's memory does not grow with its trip count.
+    """
     b = lo.b
+    tensors = [k for k, t in enumerate(types) if t.shape]
+    init, spare_init = list(init), {}
+    for k in tensors:
+        first, spare_init[k] = lo.alloc(types[k]), lo.alloc(types[k])
+        lo.copy(first, init[k], types[k])
+        init[k] = first
     header, body_bb, exit_bb = (lo.func.append_basic_block(n) for n in ("loop", "body", "endloop"))
     pre = b.block
     b.branch(header)
     b.position_at_end(header)
     state = [b.phi(v.type) for v in init]
+    spare = {k: b.phi(PTR) for k in tensors}
     for phi, v in zip(state, init):
         phi.add_incoming(v, pre)
+    for k in tensors:
+        spare[k].add_incoming(spare_init[k], pre)
+    mark = lo.mark()
     b.cbranch(cond(state), body_bb, exit_bb)
     b.position_at_end(body_bb)
-    new = step(state)
+    new = list(step(state))
+    for k in tensors:
+        lo.copy(spare[k], new[k], types[k])
+        new[k] = spare[k]
+    if tensors:
+        lo.release(mark)
     for phi, v in zip(state, new):
         phi.add_incoming(v, b.block)
+    for k in tensors:
+        spare[k].add_incoming(state[k], b.block)
     b.branch(header)
     b.position_at_end(exit_bb)
     return state
@@ -271,7 +337,8 @@ def _while(lo, node, ins):
     n = node.attrs["n_state"]
     init, caps = ins[:n], ins[n:]
     cond, body = node.bodies
-    return _loop(lo, init, lambda s: lo.lower(cond, s + caps)[0], lambda s: lo.lower(body, s + caps))
+    return _loop(lo, [v.type for v in node.outputs], init, lambda s: lo.lower(cond, s + caps)[0],
+                 lambda s: lo.lower(body, s + caps))
 
 
 @rule(Op.FOR)
@@ -282,7 +349,8 @@ def _for(lo, node, ins):
 
     def step(s):
         return [lo.b.add(s[0], I64(1))] + lo.lower(body, s + caps)
-    state = _loop(lo, [lower] + init, lambda s: lo.b.icmp_signed("<", s[0], upper), step)
+    state = _loop(lo, [I64_T] + [v.type for v in node.outputs], [lower] + init,
+                  lambda s: lo.b.icmp_signed("<", s[0], upper), step)
     return state[1:]
 
 
@@ -306,6 +374,7 @@ class Lowerer:
     def __init__(self, module, program, prefix):
         self.module, self.program, self.prefix = module, program, prefix
         self.functions = {}
+        self.external_constants = {}   # symbol -> array, registered by the runtime
         self.n_trees = self.n_codes = 0
         for k, fun in enumerate(program.funs):
             fnty = ir.FunctionType(ret_type(fun.out_types), [PTR] + [ll_type(t) for t in fun.body.in_types])
@@ -313,7 +382,7 @@ class Lowerer:
             f.linkage = "internal"
             self.functions[fun] = f
         for fun in program.funs:
-            self.define(self.functions[fun], fun.body, recursive=True)
+            self.define(self.functions[fun], fun.body, recursive=True, out_types=fun.out_types)
         main = program.main
         fnty = ir.FunctionType(ir.VoidType(), [PTR] + [ll_type(t) for t in main.in_types] + [PTR])
         self.main = ir.Function(module, fnty, name=f"{prefix}main")
@@ -326,15 +395,17 @@ class Lowerer:
             self.b.store(v, self.b.gep(out_ptr, [I32(0), I32(k)], source_etype=rt))
         self.b.ret_void()
 
-    def _begin(self, func):
+    def _begin(self, func, release=False):
         self.func = func
         self.ctx = func.args[0]
         self.bail = None
         self.b = ir.IRBuilder(func.append_basic_block("entry"))
+        self.arena_mark = self.mark() if release else None
 
-    def define(self, func, graph, recursive, prologue=None):
-        saved = (self.func, self.ctx, self.bail, self.b) if hasattr(self, "b") else None
-        self._begin(func)
+    def define(self, func, graph, recursive, prologue=None, out_types=()):
+        saved = (self.func, self.ctx, self.bail, self.b, self.arena_mark) if hasattr(self, "b") else None
+        # a function returning no tensor releases what it allocated when it returns
+        self._begin(func, release=not any(t.shape for t in out_types if isinstance(t, Type)))
         if recursive:
             self.stack_check()
         args = list(func.args[1:])
@@ -344,9 +415,11 @@ class Lowerer:
             outs = self.lower(graph, args)
             self.ret(outs)
         if saved:
-            self.func, self.ctx, self.bail, self.b = saved
+            self.func, self.ctx, self.bail, self.b, self.arena_mark = saved
 
     def ret(self, outs):
+        if self.arena_mark is not None:
+            self.release(self.arena_mark)
         rt = self.func.function_type.return_type
         agg = ir.Constant(rt, None)
         for k, v in enumerate(outs):
@@ -374,6 +447,101 @@ class Lowerer:
             return self.module.get_global(name)
         except KeyError:
             return ir.Function(self.module, fnty, name=name)
+
+    # -- tensors: arena buffers and loop nests ---------------------------------
+    def ctx_field(self, k):
+        return self.b.gep(self.ctx, [I32(0), I32(k)], source_etype=CTX)
+
+    def alloc(self, t):
+        """A buffer for a value of tensor type `t` from the arena (bump allocation)."""
+        nbytes = (max(1, int(np.prod(t.shape, dtype=np.int64))) * ELEMENT_BYTES[t.dtype] + 63) // 64 * 64
+        b = self.b
+        top = b.load(self.ctx_field(2), typ=PTR)
+        new = b.gep(top, [I64(nbytes)], source_etype=I8)
+        end = b.load(self.ctx_field(3), typ=PTR)
+        with b.if_then(b.icmp_unsigned(">", b.ptrtoint(new, I64), b.ptrtoint(end, I64)), likely=False):
+            b.store(I32(ARENA_EXHAUSTED), self.status_ptr())
+            b.branch(self.bail_block())
+        b.store(new, self.ctx_field(2))
+        return top
+
+    def mark(self):
+        return self.b.load(self.ctx_field(2), typ=PTR)
+
+    def release(self, mark):
+        self.b.store(mark, self.ctx_field(2))
+
+    def loop_nest(self, shape, body, idx=()):
+        """Emit `for i0 in range(shape[0]): for i1 ...: body([i0, i1, ...])`."""
+        if len(idx) == len(shape):
+            body(list(idx))
+            return
+        b = self.b
+        pre = b.block
+        head, inner, after = (self.func.append_basic_block(n) for n in ("nest", "nestbody", "nestend"))
+        b.branch(head)
+        b.position_at_end(head)
+        i = b.phi(I64)
+        i.add_incoming(I64(0), pre)
+        b.cbranch(b.icmp_signed("<", i, I64(shape[len(idx)])), inner, after)
+        b.position_at_end(inner)
+        self.loop_nest(shape, body, idx + (i,))
+        i.add_incoming(b.add(i, I64(1)), b.block)
+        b.branch(head)
+        b.position_at_end(after)
+
+    def offset(self, shape, idx, steps=None, starts=None):
+        """Row-major element offset of `idx` in `shape` (broadcast dims of size 1 give 0)."""
+        off = I64(0)
+        stride = 1
+        for d in reversed(range(len(shape))):
+            if shape[d] != 1:
+                i = idx[d]
+                if steps is not None:
+                    i = self.b.add(self.b.mul(i, I64(steps[d])), I64(starts[d]))
+                off = self.b.add(off, self.b.mul(i, I64(stride)))
+            stride *= shape[d]
+        return off
+
+    def elem_ptr(self, buf, t, idx, **kw):
+        return self.b.gep(buf, [self.offset(t.shape, idx, **kw)], source_etype=LL[t.dtype])
+
+    def load_at(self, x, t, idx, out_shape):
+        """Element `idx` of the output of a broadcast: `x` is a scalar or a tensor of type `t`."""
+        if not t.shape:
+            return x
+        lead = len(out_shape) - len(t.shape)
+        return self.b.load(self.elem_ptr(x, t, idx[lead:]), typ=LL[t.dtype])
+
+    def fill(self, buf, t, value):
+        self.loop_nest(t.shape, lambda idx: self.b.store(value, self.elem_ptr(buf, t, idx)))
+
+    def copy(self, dst, src, t):
+        nbytes = int(np.prod(t.shape, dtype=np.int64)) * ELEMENT_BYTES[t.dtype]
+        memmove = self.extern("llvm.memmove.p0.p0.i64", ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I1]))
+        self.b.call(memmove, [dst, src, I64(nbytes), I1(0)])
+
+    def constant_array(self, value):
+        """A pointer to constant data: in the module when small, else a named external
+        symbol the runtime points at the array (registered in every process)."""
+        data = np.ascontiguousarray(value)
+        name = "jitad_const_" + hashlib.sha256(data.tobytes() + str(data.dtype).encode()).hexdigest()[:24]
+        try:
+            return self.module.get_global(name)
+        except KeyError:
+            pass
+        raw = bytearray(data.astype(np.uint8) if data.dtype == np.bool_ else data.tobytes())
+        if len(raw) <= 1 << 14:
+            g = ir.GlobalVariable(self.module, ir.ArrayType(I8, max(len(raw), 1)), name=name)
+            g.initializer = ir.Constant(ir.ArrayType(I8, max(len(raw), 1)), raw or bytearray(1))
+            g.global_constant = True
+            g.linkage = "internal"
+            g.align = 64
+        else:
+            g = ir.GlobalVariable(self.module, I8, name=name)
+            g.linkage = "external"
+            self.external_constants[name] = data
+        return g
 
     # -- stack discipline: check on entry, unwind on failure ------------------
     def status_ptr(self):
@@ -443,7 +611,7 @@ class Lowerer:
                 kids += self.call_checked(fn, [desc, child] + init + caps, n)
             return [index] + kids + caps
 
-        self.define(fn, combine, recursive=True, prologue=prologue)
+        self.define(fn, combine, recursive=True, prologue=prologue, out_types=[v.type for v in node.outputs])
         return fn
 
     # -- arithmetic helpers shared by several rules ---------------------------
@@ -526,5 +694,10 @@ class Lowerer:
 
 
 def lower_program(module, program, prefix):
-    """Add `program`'s functions to `module`; return the LLVM function of its main graph."""
-    return Lowerer(module, program, prefix).main
+    """Add `program`'s functions to `module`; return the LLVM function of its main graph
+    and the large constants ({symbol: array}) the runtime must register."""
+    lo = Lowerer(module, program, prefix)
+    return lo.main, lo.external_constants
+
+
+from . import tensor  # noqa: E402,F401  (registers the tensor rules in LOWER)

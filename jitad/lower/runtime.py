@@ -11,6 +11,7 @@ import threading
 import llvmlite
 import llvmlite.binding as llvm
 import llvmlite.ir as llvm_ir
+import numpy as np
 
 from ..errors import ResourceError
 from .entry import PY_API, PY_DATA
@@ -47,6 +48,16 @@ class _Jit:
         libm = ctypes.CDLL("libm.so.6")
         for name in ("log1p", "expm1", "log1pf", "expm1f"):
             llvm.add_symbol(name, ctypes.cast(getattr(libm, name), ctypes.c_void_p).value)
+        mb = int(os.environ.get("JITAD_ARENA_MB", "1024"))
+        self.arena = np.empty(mb << 20, dtype=np.uint8)   # pages are committed when touched
+        self.arena_bounds = np.array([self.arena.ctypes.data, self.arena.ctypes.data + self.arena.size],
+                                     dtype=np.uint64)
+        llvm.add_symbol("jitad_arena", self.arena_bounds.ctypes.data)
+        blas = _numpy_openblas()
+        for name in ("scipy_cblas_dgemm64_", "scipy_cblas_sgemm64_"):
+            if blas is not None and hasattr(blas, name):
+                llvm.add_symbol(name, ctypes.cast(getattr(blas, name), ctypes.c_void_p).value)
+        self.constants = {}   # symbol -> array kept alive for compiled code
 
     def optimize(self, ir_text):
         mod = llvm.parse_assembly(ir_text)
@@ -56,6 +67,27 @@ class _Jit:
         pb = llvm.create_pass_builder(self.tm, pto)
         pb.getModulePassManager().run(mod, pb)
         return mod
+
+
+def _numpy_openblas():
+    """numpy's bundled OpenBLAS (loaded privately by numpy; found by its file name)."""
+    import glob
+    libs = os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs")
+    for path in sorted(glob.glob(os.path.join(libs, "libscipy_openblas64_*.so*"))):
+        try:
+            return ctypes.CDLL(path)
+        except OSError:
+            continue
+    return None
+
+
+def register_constants(constants):
+    """Point the symbols of large constant arrays at their data (in every process)."""
+    j = jit()
+    for name, array in constants.items():
+        if name not in j.constants:
+            j.constants[name] = array
+            llvm.add_symbol(name, array.ctypes.data)
 
 
 def jit():
@@ -152,10 +184,11 @@ _new_cfunction.argtypes = [ctypes.POINTER(_MethodDef), ctypes.py_object, ctypes.
 
 
 def python_function(addr, name, fallback, on_exhausted):
-    """A builtin function object calling the entry at `addr` with `self = (fallback, on_exhausted)`."""
+    """A builtin function object calling the entry at `addr`; its `self` holds the
+    handlers the entry forwards to: (dispatcher, stack exhausted, arena exhausted)."""
     md = _MethodDef(name.encode(), addr, _METH_FASTCALL_KEYWORDS, None)
     _keep_alive.append(md)
-    return _new_cfunction(ctypes.byref(md), (fallback, on_exhausted), None)
+    return _new_cfunction(ctypes.byref(md), (fallback, on_exhausted, arena_exhausted), None)
 
 
 class _DeepStackWorker:
@@ -202,6 +235,13 @@ def run_with_deep_stack(fn, *args):
         if _worker is None:
             _worker = _DeepStackWorker()
     return _worker.run(fn, args)
+
+
+def arena_exhausted(*args):
+    raise ResourceError(
+        f"the compiled function needed more tensor memory than the {jit().arena.size >> 20} MiB "
+        "arena holds; set JITAD_ARENA_MB to a larger size (before importing jitad) or use "
+        "smaller batches")
 
 
 def stack_exhausted(*args):

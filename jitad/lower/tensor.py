@@ -1,0 +1,255 @@
+"""LLVM lowering of the tensor primitives: loop nests over arena buffers.
+
+Elementwise ops reuse their scalar rules inside a loop nest (`llvm.elementwise`);
+this module holds the rest, one rule per primitive. Matrix products call numpy's
+bundled OpenBLAS above `BLAS_MIN_FLOPS` and use a vectorizable loop nest below.
+"""
+import llvmlite.ir as ir
+import numpy as np
+
+from ..ir.ops import Op
+from .llvm import F32, F64, I1, I32, I64, LL, PTR, alloca, rule
+
+BLAS_MIN_FLOPS = 32 ** 3
+BLAS_SYMBOLS = {"f64": "scipy_cblas_dgemm64_", "f32": "scipy_cblas_sgemm64_"}
+
+
+def _scalar_or_buffer(lo, t):
+    """Where a result of type `t` accumulates: an alloca for a scalar, else a buffer."""
+    return alloca(lo.b, LL[t.dtype]) if not t.shape else lo.alloc(t)
+
+
+def _finish(lo, out, t):
+    return lo.b.load(out, typ=LL[t.dtype]) if not t.shape else out
+
+
+@rule(Op.BROADCAST)
+def _broadcast(lo, node, ins):
+    out_t = node.outputs[0].type
+    out = lo.alloc(out_t)
+    src_t = node.inputs[0].type
+    lo.loop_nest(out_t.shape, lambda idx: lo.b.store(lo.load_at(ins[0], src_t, idx, out_t.shape),
+                                                     lo.elem_ptr(out, out_t, idx)))
+    return [out]
+
+
+def _reduce(lo, node, ins, init, combine):
+    x_t, out_t = node.inputs[0].type, node.outputs[0].type
+    axes, keep = node.attrs["axes"], node.attrs["keepdims"]
+    out = _scalar_or_buffer(lo, out_t)
+    if out_t.shape:
+        lo.fill(out, out_t, init)
+    else:
+        lo.b.store(init, out)
+
+    def body(idx):
+        if keep:
+            out_idx = [I64(0) if d in axes else i for d, i in enumerate(idx)]
+        else:
+            out_idx = [i for d, i in enumerate(idx) if d not in axes]
+        ptr = lo.elem_ptr(out, out_t, out_idx) if out_t.shape else out
+        value = lo.b.load(lo.elem_ptr(ins[0], x_t, idx), typ=LL[x_t.dtype])
+        lo.b.store(combine(lo.b.load(ptr, typ=LL[x_t.dtype]), value), ptr)
+    lo.loop_nest(x_t.shape, body)
+    return [_finish(lo, out, out_t)]
+
+
+@rule(Op.SUM)
+def _sum(lo, node, ins):
+    t = LL[node.inputs[0].type.dtype]
+    add = lo.b.fadd if t in (F64, F32) else lo.b.add
+    return _reduce(lo, node, ins, t(0), lambda acc, v: add(acc, v))
+
+
+@rule(Op.MAX)
+def _max(lo, node, ins):
+    dtype = node.inputs[0].type.dtype
+    t = LL[dtype]
+    b = lo.b
+    if t in (F64, F32):
+        def combine(acc, v):   # NaN propagates, as NumPy
+            return b.select(b.or_(b.fcmp_ordered(">=", acc, v), b.fcmp_unordered("uno", acc, acc)), acc, v)
+        return _reduce(lo, node, ins, t(float("-inf")), combine)
+    low = I1(0) if dtype == "bool" else I64(np.iinfo(np.int64).min)
+    op = b.icmp_unsigned if dtype == "bool" else b.icmp_signed
+    return _reduce(lo, node, ins, low, lambda acc, v: b.select(op(">=", acc, v), acc, v))
+
+
+@rule(Op.RESHAPE)
+def _reshape(lo, node, ins):
+    return [ins[0]]   # same row-major buffer
+
+
+@rule(Op.TRANSPOSE)
+def _transpose(lo, node, ins):
+    x_t, out_t = node.inputs[0].type, node.outputs[0].type
+    perm = node.attrs["perm"]
+    out = lo.alloc(out_t)
+
+    def body(idx):
+        src = [None] * len(perm)
+        for d, p in enumerate(perm):
+            src[p] = idx[d]
+        lo.b.store(lo.b.load(lo.elem_ptr(ins[0], x_t, src), typ=LL[x_t.dtype]), lo.elem_ptr(out, out_t, idx))
+    lo.loop_nest(out_t.shape, body)
+    return [out]
+
+
+@rule(Op.MATMUL)
+def _matmul(lo, node, ins):
+    a, bm = ins
+    (m, k), (_, n) = node.inputs[0].type.shape, node.inputs[1].type.shape
+    out_t = node.outputs[0].type
+    out = lo.alloc(out_t)
+    b = lo.b
+    if m * n * k >= BLAS_MIN_FLOPS and out_t.dtype in BLAS_SYMBOLS:
+        t = LL[out_t.dtype]
+        gemm = lo.extern(BLAS_SYMBOLS[out_t.dtype], ir.FunctionType(ir.VoidType(), [
+            I32, I32, I32, I64, I64, I64, t, PTR, I64, PTR, I64, t, PTR, I64]))
+        # row-major, no transposes: C = 1 * A @ B + 0 * C
+        b.call(gemm, [I32(101), I32(111), I32(111), I64(m), I64(n), I64(k), t(1.0), a, I64(k),
+                      bm, I64(n), t(0.0), out, I64(n)])
+        return [out]
+    t = LL[out_t.dtype]
+    lo.fill(out, out_t, t(0))
+    a_t, b_t = node.inputs[0].type, node.inputs[1].type
+    is_float = out_t.dtype in ("f64", "f32")
+
+    def row(idx):   # out[i, :] += a[i, p] * b[p, :]: the inner loop is contiguous
+        i, p = idx
+        a_ip = b.load(lo.elem_ptr(a, a_t, [i, p]), typ=t)
+
+        def inner(jdx):
+            j = jdx[0]
+            ptr = lo.elem_ptr(out, out_t, [i, j])
+            prod = (b.fmul if is_float else b.mul)(a_ip, b.load(lo.elem_ptr(bm, b_t, [p, j]), typ=t))
+            b.store((b.fadd if is_float else b.add)(b.load(ptr, typ=t), prod), ptr)
+        lo.loop_nest((n,), inner)
+    lo.loop_nest((m, k), row)
+    return [out]
+
+
+def _clamp(lo, i, n):
+    b = lo.b
+    i = b.select(b.icmp_signed("<", i, I64(0)), I64(0), i)
+    return b.select(b.icmp_signed(">", i, I64(n - 1)), I64(max(n - 1, 0)), i)
+
+
+def _row(lo, x, x_t, i):
+    """Pointer to row `i` (clamped into range) of `x`."""
+    row_size = int(np.prod(x_t.shape[1:], dtype=np.int64))
+    i = _clamp(lo, i, x_t.shape[0])
+    return lo.b.gep(x, [lo.b.mul(i, I64(row_size))], source_etype=LL[x_t.dtype])
+
+
+@rule(Op.INDEX)
+def _index(lo, node, ins):
+    x_t, out_t = node.inputs[0].type, node.outputs[0].type
+    ptr = _row(lo, ins[0], x_t, ins[1])   # a view: values are immutable
+    return [ptr if out_t.shape else lo.b.load(ptr, typ=LL[x_t.dtype])]
+
+
+@rule(Op.GATHER)
+def _gather(lo, node, ins):
+    x_t, idx_t, out_t = node.inputs[0].type, node.inputs[1].type, node.outputs[0].type
+    out = lo.alloc(out_t)
+    row_size = int(np.prod(x_t.shape[1:], dtype=np.int64))
+    nbytes_t = out_t.__class__(out_t.dtype, (row_size,))
+
+    def body(idx):
+        j = lo.b.load(lo.elem_ptr(ins[1], idx_t, idx), typ=I64)
+        dst = lo.b.gep(out, [lo.b.mul(lo.offset(idx_t.shape, idx), I64(row_size))], source_etype=LL[x_t.dtype])
+        lo.copy(dst, _row(lo, ins[0], x_t, j), nbytes_t)
+    lo.loop_nest(idx_t.shape, body)
+    return [out]
+
+
+@rule(Op.SLICE)
+def _slice(lo, node, ins):
+    x_t, out_t = node.inputs[0].type, node.outputs[0].type
+    a = node.attrs
+    out = lo.alloc(out_t)
+    lo.loop_nest(out_t.shape, lambda idx: lo.b.store(
+        lo.b.load(lo.elem_ptr(ins[0], x_t, idx, steps=a["steps"], starts=a["starts"]), typ=LL[x_t.dtype]),
+        lo.elem_ptr(out, out_t, idx)))
+    return [out]
+
+
+@rule(Op.UNSLICE)
+def _unslice(lo, node, ins):
+    g_t, out_t = node.inputs[0].type, node.outputs[0].type
+    a = node.attrs
+    out = lo.alloc(out_t)
+    lo.fill(out, out_t, LL[out_t.dtype](0))
+    lo.loop_nest(g_t.shape, lambda idx: lo.b.store(
+        lo.load_at(ins[0], g_t, idx, g_t.shape),
+        lo.elem_ptr(out, out_t, idx, steps=a["steps"], starts=a["starts"])))
+    return [out]
+
+
+@rule(Op.CONCAT)
+def _concat(lo, node, ins):
+    out_t = node.outputs[0].type
+    axis = node.attrs["axis"]
+    out = lo.alloc(out_t)
+    start = 0
+    for x, v in zip(ins, node.inputs):
+        t = v.type
+        starts = [start if d == axis else 0 for d in range(len(t.shape))]
+        lo.loop_nest(t.shape, lambda idx, t=t, x=x, starts=starts: lo.b.store(
+            lo.b.load(lo.elem_ptr(x, t, idx), typ=LL[t.dtype]),
+            lo.elem_ptr(out, out_t, idx, steps=[1] * len(starts), starts=starts)))
+        start += t.shape[axis]
+    return [out]
+
+
+def _mix(b, z):
+    """splitmix64's finalizer (matches `jitad.random.uniform_numpy`)."""
+    for shift, mult in ((30, 0xBF58476D1CE4E5B9), (27, 0x94D049BB133111EB)):
+        z = b.mul(b.xor(z, b.lshr(z, I64(shift))), I64(mult - (1 << 64)))
+    return b.xor(z, b.lshr(z, I64(31)))
+
+
+@rule(Op.RANDOM)
+def _random(lo, node, ins):
+    out_t = node.outputs[0].type
+    out = _scalar_or_buffer(lo, out_t)
+    b = lo.b
+    golden = I64(0x9E3779B97F4A7C15 - (1 << 64))
+    base = b.mul(ins[0], golden)
+
+    def body(idx):
+        counter = b.add(lo.offset(out_t.shape, idx), I64(1))
+        bits = _mix(b, b.add(base, b.mul(counter, golden)))
+        value = b.fmul(b.uitofp(b.lshr(bits, I64(11)), F64), F64(2.0 ** -53))
+        b.store(value, lo.elem_ptr(out, out_t, idx) if out_t.shape else out)
+    lo.loop_nest(out_t.shape, body)
+    return [_finish(lo, out, out_t)]
+
+
+def _add_rows(lo, slot, ref_t, i, value, value_t, value_idx):
+    """slot[clamp(i)] += value[value_idx...] (a row, or one element for 1-D slots)."""
+    row_shape = ref_t.shape[1:]
+    dst = _row(lo, slot, ref_t.value_type, i)
+    row_t = ref_t.value_type.__class__(ref_t.dtype, row_shape)
+    t = LL[ref_t.dtype]
+
+    def body(idx):
+        ptr = lo.elem_ptr(dst, row_t, idx)
+        v = lo.load_at(value, value_t, list(value_idx) + idx, value_t.shape) if value_t.shape else value
+        lo.b.store(lo.b.fadd(lo.b.load(ptr, typ=t), v), ptr)
+    lo.loop_nest(row_shape, body)
+
+
+@rule(Op.SLOT_ADD_AT)
+def _slot_add_at(lo, node, ins):
+    _add_rows(lo, ins[0], node.inputs[0].type, ins[1], ins[2], node.inputs[2].type, [])
+    return []
+
+
+@rule(Op.SLOT_SCATTER_ADD)
+def _slot_scatter_add(lo, node, ins):
+    ref_t, idx_t, value_t = (v.type for v in node.inputs)
+    lo.loop_nest(idx_t.shape, lambda idx: _add_rows(
+        lo, ins[0], ref_t, lo.b.load(lo.elem_ptr(ins[1], idx_t, idx), typ=I64), ins[2], value_t, idx))
+    return []
