@@ -14,7 +14,8 @@ def _float_positions(args):
     positions = []
     for i, a in enumerate(args):
         leaves = flatten(a)[0]
-        if leaves and all(isinstance(x, (float, np.floating)) for x in leaves):
+        if leaves and all(isinstance(x, (float, np.floating)) or
+                          (isinstance(x, np.ndarray) and x.dtype.kind == "f") for x in leaves):
             positions.append(i)
     return tuple(positions)
 
@@ -35,14 +36,15 @@ def check_grads(f, args, order=1, modes=("rev",), eps=1e-6, rtol=1e-5, atol=1e-7
     flat, tds = [], []
     for i in positions:
         leaves, td = flatten(args[i])
-        flat.append(np.array(leaves, dtype=np.float64))
+        flat.append([np.asarray(x, dtype=np.float64) for x in leaves])
         tds.append(td)
-    direction = [rng.standard_normal(x.shape) for x in flat]
+    direction = [[rng.standard_normal(x.shape) for x in leaves] for leaves in flat]
 
     def at(t):
         new = list(args)
-        for i, x, v, td in zip(positions, flat, direction, tds):
-            new[i] = unflatten(td, [float(e) for e in x + t * v])
+        for i, leaves, vs, td in zip(positions, flat, direction, tds):
+            moved = [x + t * v for x, v in zip(leaves, vs)]
+            new[i] = unflatten(td, [m if m.shape else float(m) for m in moved])
         return tuple(new)
 
     for mode in modes:
@@ -51,15 +53,16 @@ def check_grads(f, args, order=1, modes=("rev",), eps=1e-6, rtol=1e-5, atol=1e-7
         forward = jit(f)
         numeric = (forward(*at(eps)) - forward(*at(-eps))) / (2 * eps)
         g = grad(f, argnums=positions)(*args)
-        analytic = sum(float(np.dot(np.array(flatten(gi)[0], dtype=np.float64), v))
-                       for gi, v in zip(g, direction))
+        analytic = sum(float(np.sum(np.asarray(gl, dtype=np.float64) * v))
+                       for gi, vs in zip(g, direction) for gl, v in zip(flatten(gi)[0], vs))
         if not np.isclose(analytic, numeric, rtol=rtol, atol=atol):
             raise AssertionError(f"check_grads ({mode}): directional derivative {analytic!r} from "
                                  f"reverse mode, {numeric!r} from central differences at {args!r}")
-    if order > 1:
-        for i in positions:   # each component of the gradient is itself checked
-            leaves = flatten(args[i])[0]
-            for k in range(len(leaves)):
-                def component(*a, i=i, k=k):
-                    return flatten(grad(f, argnums=i)(*a))[0][k]
-                check_grads(component, args, order - 1, modes, eps, rtol, atol, seed + 1)
+    if order > 1:   # the gradient along a random cotangent is itself checked
+        u = [[rng.standard_normal(x.shape) for x in leaves] for leaves in flat]
+
+        def along(*a):
+            g = grad(f, argnums=positions)(*a)
+            return sum((gl * w).sum() if np.ndim(w) else gl * float(w)
+                       for gi, ws in zip(g, u) for gl, w in zip(flatten(gi)[0], ws))
+        check_grads(along, args, order - 1, modes, eps, rtol, atol, seed + 1)

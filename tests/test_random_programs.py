@@ -65,11 +65,11 @@ class ProgramGen:
     operators on two constants would not go through jitad, so operators need one
     staged operand)."""
 
-    def __init__(self, draw, loop_budget=3):
-        self.draw = draw
+    def __init__(self, draw, control):
+        self.draw, self.control = draw, control
         self.defs = []          # recursive FUN helpers, defined before `return`
         self.counter = 0
-        self.loop_budget = loop_budget
+        self.loop_budget = 3 if control else 0
 
     def fresh(self, stem):
         self.counter += 1
@@ -79,9 +79,9 @@ class ProgramGen:
         return self.draw(st.sampled_from(options))
 
     def expr(self, ty, depth, scope):
-        kinds = ["var", "const"]
+        kinds = ["var", "var", "const"]
         if depth > 0:
-            kinds += COMPOUND[ty] + ["if"]
+            kinds += COMPOUND[ty] + (["if"] if self.control else [])
             if self.loop_budget > 0:
                 kinds += CONTROL[1:]
         kind = self.pick(kinds)
@@ -222,11 +222,12 @@ class ProgramGen:
 
 
 @st.composite
-def programs(draw):
-    """(source of `def f(x, y, n, m, p)`, output dtypes)."""
-    gen = ProgramGen(draw)
-    depth = draw(st.integers(1, 4))
-    out_types = draw(st.lists(st.sampled_from(["f64", "i64", "bool"]), min_size=1, max_size=3))
+def programs(draw, control):
+    """(source of `def f(x, y, n, m, p)`, output dtypes); with `control`, the program
+    may use IF/WHILE/FOR/FUN, else it is straight-line code with more outputs."""
+    gen = ProgramGen(draw, control)
+    depth = draw(st.integers(1, 4 if control else 3))
+    out_types = draw(st.lists(st.sampled_from(["f64", "i64", "bool"]), min_size=1, max_size=3 if control else 5))
     outs = [gen.expr(t, depth, list(PARAMS))[0] for t in out_types]
     ret = outs[0] if len(outs) == 1 else "(" + ", ".join(outs) + ",)"
     body = "\n".join(gen.defs + [f"return {ret}"])
@@ -287,10 +288,8 @@ def fresh_cache_dir(tmp_path_factory):
         yield
 
 
-@settings(max_examples=100, deadline=None, derandomize=True, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(programs(), st.lists(ARGS, min_size=N_ARG_SETS, max_size=N_ARG_SETS))
-def test_compiled_matches_interpreter(program, arg_sets):
+def check_program(program, arg_sets):
+    """Compile `program` and run it on `arg_sets`; compare with the interpreter."""
     source, out_types = program
     namespace = dict(NAMESPACE)
     exec(compile(source, "<random program>", "exec"), namespace)
@@ -310,6 +309,23 @@ def test_compiled_matches_interpreter(program, arg_sets):
             f"compiled code disagrees with the interpreter\n{source}\nargs = {args!r}\n"
             f"compiled    = {got!r}\ninterpreter = {want!r} (libm: {want_libm!r})\n{traced}")
     assert compiled.ir == str(traced)
+
+
+random_programs = settings(max_examples=100, deadline=None, derandomize=True, database=None,
+                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+ARG_SETS = st.lists(ARGS, min_size=N_ARG_SETS, max_size=N_ARG_SETS)
+
+
+@random_programs
+@given(programs(control=False), ARG_SETS)
+def test_straight_line_programs(program, arg_sets):
+    check_program(program, arg_sets)
+
+
+@random_programs
+@given(programs(control=True), ARG_SETS)
+def test_control_flow_programs(program, arg_sets):
+    check_program(program, arg_sets)
 
 
 # -- the known bugs, as minimal reproductions -----------------------------------------

@@ -77,7 +77,14 @@ def _max(lo, node, ins):
 
 @rule(Op.RESHAPE)
 def _reshape(lo, node, ins):
-    return [ins[0]]   # same row-major buffer
+    x_t, out_t = node.inputs[0].type, node.outputs[0].type
+    if x_t.shape and out_t.shape:
+        return [ins[0]]   # same row-major buffer
+    if out_t.shape:   # a scalar into a buffer of size 1
+        buf = lo.alloc(out_t)
+        lo.b.store(ins[0], buf)
+        return [buf]
+    return [lo.b.load(ins[0], typ=LL[x_t.dtype])]
 
 
 @rule(Op.TRANSPOSE)
