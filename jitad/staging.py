@@ -383,7 +383,7 @@ def _leaf_type(x, what, allow_tree=False):
         return x.var.type
     if isinstance(x, StagedTree):
         raise StagingError(f"{what}: a Tree cannot be a loop state or result; use it with TREE")
-    return Type(_kind(x)[0])
+    return Type(_kind(x)[0], np.shape(x) if isinstance(x, np.ndarray) else ())
 
 
 def _literal(x):
@@ -399,8 +399,8 @@ def coerce(x, type, what):
                                "initial value's type (e.g. `0.0` instead of `0`)")
         return x.var
     kind = _kind(x)[0]
-    if _CATEGORY[kind] > _CATEGORY[type.dtype]:
-        raise StagingError(f"{what} is the Python {kind} value {x!r} where {type} is expected")
+    if _CATEGORY[kind] > _CATEGORY[type.dtype] or np.shape(x) != type.shape:
+        raise StagingError(f"{what} is the constant {x!r} where {type} is expected")
     return as_var(x, type.dtype)
 
 
