@@ -1,6 +1,7 @@
 """Timing, gradient checks and the results files, shared by every benchmark."""
 import datetime
 import importlib
+import importlib.metadata
 import json
 import os
 import platform
@@ -25,7 +26,7 @@ def load_comparators():
     for name in ("jitad", "numba", "jax", "torch", "autograd"):
         try:
             mods[name] = importlib.import_module(name)
-            versions[name] = getattr(mods[name], "__version__", "?")
+            versions[name] = getattr(mods[name], "__version__", None) or importlib.metadata.version(name)
         except Exception as e:   # an optional comparator: record why, never fake it
             mods[name], versions[name] = None, f"{NOT_INSTALLED} ({type(e).__name__}: {e})"
     if mods["jax"] is not None:
@@ -198,8 +199,8 @@ def markdown(info, rows, sweeps, notes):
             rr = (f"{p['numba']['median_us'] / p['jitad']['median_us']:.2f}" if "numba" in p else "—")
             out.append(f"| {p['n']} | " + " | ".join(cells) + f" | {rr} | "
                        + (f"{p['compile_s']:.3f}" if p.get("compile_s") is not None else "—") + " |")
-        out += [""] + [f"- log–log slope of {LABELS[k]} time vs n ({rng}): **{v:.3f}**"
-                       for (k, rng), v in sw["slopes"].items()]
+        out += [""] + [f"- log–log slope of {LABELS[s['comparator']]} time vs n ({s['range']}): "
+                       f"**{s['slope']:.3f}**" for s in sw["slopes"]]
     if notes:
         out += ["", "## Notes", ""] + [f"- {n}" for n in notes]
     return "\n".join(out) + "\n"

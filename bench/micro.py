@@ -1,119 +1,388 @@
 """The scalar microbenchmarks of BENCHMARKS.md: `python -m bench.micro [--quick]`.
 
-Each case builds one callable per comparator, all taking the same Python inputs (floats,
-tuples of floats, a `jitad.Tree` or its arrays) and returning (value, gradient). Every
-gradient is checked against jitad's (rtol 1e-9) before anything is timed; a mismatch
-raises `GradientMismatch` and the run fails.
+Every case builds one callable per comparator; all take the same Python inputs (floats,
+tuples of floats, a tree) and return (value, gradient). Each comparator's first call is
+its compile time; its result must equal jitad's (rtol 1e-9) before anything is timed,
+else `GradientMismatch` is raised and the run fails. Then every comparator of the case is
+timed, repeats interleaved round-robin.
 """
 import argparse
-import math
 import os
 import sys
-import tempfile
 import time
 
 import numpy as np
 
 from . import harness
-from .harness import NOT_INSTALLED
+from .functions import STATE0, chain, energy, euler_step, random_tree, rotate, spring_forces
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FULL = dict(chain_n=50, unrolled=(10, 100, 1000), for_n=(10, 100, 1000, 10 ** 4, 10 ** 5),
             tree_nodes=1000, steps=1000, repeats=7, target_s=0.1)
 QUICK = dict(chain_n=50, unrolled=(10, 100), for_n=(10, 100, 1000), tree_nodes=50, steps=50,
              repeats=1, target_s=0.002)
+NA = "n/a"
 
 
-# -- the functions, written once where the comparators can share them --------------
-
-def cross(a, b):
-    return (a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0])
-
-
-def rotate(v, q):
-    """sum(v + 2 r×(r×v + w v)) on tuples of scalars (jitad, JAX)."""
-    w, r = q[0], q[1:]
-    c = cross(r, v)
-    d = cross(r, tuple(c[k] + w * v[k] for k in range(3)))
-    return sum(v[k] + 2.0 * d[k] for k in range(3))
+def _jax_vg(m, fn, argnums=0):
+    """`jax.jit(jax.value_and_grad(fn))`, waited for (JAX dispatches asynchronously)."""
+    jax = m["jax"]
+    compiled = jax.jit(jax.value_and_grad(fn, argnums=argnums))
+    return lambda *args: jax.block_until_ready(compiled(*args))
 
 
-def chain(x, n):
-    for _ in range(n):
-        x = 0.5 * x + 0.5 * x
-    return x
+def _torch_leaf(m, x):
+    torch = m["torch"]
+    return torch.tensor(x, dtype=torch.float64, requires_grad=True)
 
 
-DT, K, REST = 0.01, 1.0, 1.0     # particles: Euler step, spring constant, rest length
-PAIRS = [(i, j) for i in range(4) for j in range(i + 1, 4)]
-STATE0 = (0.0, 0.0, 1.1, 0.0, 0.1, 0.9, 1.05, 1.2,          # x0 y0 … x3 y3
-          0.1, -0.2, 0.0, 0.3, -0.1, 0.05, 0.2, -0.1)       # vx0 vy0 … vx3 vy3
+def _torch_vg(m, fn):
+    """PyTorch eager: fresh leaf tensors from the Python inputs, forward, `autograd.grad`."""
+    torch = m["torch"]
+
+    def vg(*args):
+        leaves = [_torch_leaf(m, a) for a in args]
+        out = fn(*leaves)
+        return out, tuple(torch.autograd.grad(out, leaves))
+    return vg
 
 
-def spring_forces(xs, sqrt):
-    """Forces of zero-mass-free springs (rest length REST) between every pair of 4
-    particles, on a flat tuple of 8 coordinates; `sqrt` is the library's."""
-    f = [0.0] * 8
-    for i, j in PAIRS:
-        dx, dy = xs[2 * i] - xs[2 * j], xs[2 * i + 1] - xs[2 * j + 1]
-        s = -K * (1.0 - REST / sqrt(dx * dx + dy * dy))
-        f[2 * i], f[2 * i + 1] = f[2 * i] + s * dx, f[2 * i + 1] + s * dy
-        f[2 * j], f[2 * j + 1] = f[2 * j] - s * dx, f[2 * j + 1] - s * dy
-    return f
+def _autograd_vg(m, fn, to_array=False):
+    """HIPS autograd on one tuple argument (it differentiates w.r.t. one argument)."""
+    vg = m["autograd"].value_and_grad(lambda args: fn(*args))
+    if to_array:
+        return lambda *args: vg(tuple(np.asarray(a, dtype=np.float64) for a in args))
+    return lambda *args: vg(args)
 
 
-def euler_step(state, sqrt):
-    xs, vs = state[:8], state[8:]
-    f = spring_forces(xs, sqrt)
-    return tuple(xs[k] + DT * vs[k] for k in range(8)) + tuple(vs[k] + DT * f[k] for k in range(8))
+def _one(grads):
+    """(value, (g,)) -> (value, g) for single-argument comparators."""
+    return lambda *args: (lambda vg: (vg[0], vg[1][0]))(grads(*args))
 
 
-def energy(state, sqrt):
-    xs, vs = state[:8], state[8:]
-    e = 0.5 * sum(v * v for v in vs)
-    for i, j in PAIRS:
-        dx, dy = xs[2 * i] - xs[2 * j], xs[2 * i + 1] - xs[2 * j + 1]
-        stretch = sqrt(dx * dx + dy * dy) - REST
-        e = e + 0.5 * K * stretch * stretch
-    return e
+# -- the cases: each returns (runners, notes); a runner is (fn, args) or a reason --------
+
+def case_calls(m, size, arity):
+    jitad = m["jitad"]
+    from . import byhand
+    py = (lambda x, y: x * y) if arity == 2 else (lambda a, b, c, d: a * b + c * d)
+    args = (3.0, 4.0) if arity == 2 else (3.0, 4.0, 5.0, 6.0)
+    runners = {"jitad": (jitad.jit(py), args),
+               "numba": (byhand.mul if arity == 2 else byhand.mul4, args),
+               "torch": NA, "autograd": NA, "python": (py, args)}
+    if m["jax"]:
+        jitted = m["jax"].jit(py)
+        runners["jax"] = (lambda *a: m["jax"].block_until_ready(jitted(*a)), args)
+    return runners, []
 
 
-def random_tree(n, seed):
-    """A random binary tree of `n` nodes numbered in pre-order (children after parents),
-    as (left, right); the left subtree's size is uniform in [0, size - 1]."""
-    rng = np.random.default_rng(seed)
-    left, right = np.full(n, -1, np.int64), np.full(n, -1, np.int64)
-    stack, nxt = [(0, n)], 1          # (node, size of its subtree)
-    while stack:
-        node, size = stack.pop()
-        nl = int(rng.integers(0, size))
-        nr = size - 1 - nl
-        kids = []
-        if nl:
-            left[node], kids = nxt, kids + [(nxt, nl)]
-        if nr:
-            right[node], kids = nxt + nl, kids + [(nxt + nl, nr)]
-        nxt = nxt + nl + nr if False else nxt   # indices are assigned by subtree below
-        for k, sz in kids:
-            stack.append((k, sz))
-        nxt = max(nxt, node + size)  # unused; kept simple below
-    return left, right
+def case_scalar_mult(m, size):
+    jitad = m["jitad"]
+    from . import byhand
+    f = lambda x, y: x * y
+    args = (3.0, 4.0)
+    runners = {"jitad": (jitad.value_and_grad(f, argnums=(0, 1)), args),
+               "numba": (byhand.scalar_mult, args)}
+    if m["jax"]:
+        runners["jax"] = (_jax_vg(m, f, (0, 1)), args)
+    if m["torch"]:
+        runners["torch"] = (_torch_vg(m, f), args)
+    if m["autograd"]:
+        runners["autograd"] = (_autograd_vg(m, f), args)
+    return runners, []
 
 
-def random_tree_preorder(n, seed):
-    """A random binary tree of `n` nodes numbered in pre-order: node k's left subtree is
-    k+1 … k+nl and its right subtree follows; nl is uniform in [0, size - 1]."""
-    rng = np.random.default_rng(seed)
-    left, right = np.full(n, -1, np.int64), np.full(n, -1, np.int64)
-    stack = [(0, n)]                  # (first index of a subtree, its size)
-    while stack:
-        k, size = stack.pop()
-        nl = int(rng.integers(0, size))
-        nr = size - 1 - nl
-        if nl:
-            left[k] = k + 1
-            stack.append((k + 1, nl))
-        if nr:
-            right[k] = k + 1 + nl
-            stack.append((k + 1 + nl, nr))
-    return left, right
+def case_rotate(m, size):
+    jitad = m["jitad"]
+    from . import byhand
+    args = ((1.0, 2.0, 3.0), (4.0, 5.0, 6.0, 7.0))
+    runners = {"jitad": (jitad.value_and_grad(rotate, argnums=(0, 1)), args),
+               "numba": (byhand.rotate, args)}
+    if m["jax"]:
+        runners["jax"] = (_jax_vg(m, rotate, (0, 1)), args)
+    if m["torch"]:
+        torch = m["torch"]
+
+        def rotate_t(v, q):   # vectorized: PyTorch's fastest form
+            w, r = q[0], q[1:]
+            c = torch.linalg.cross(r, v) + w * v
+            return (v + 2.0 * torch.linalg.cross(r, c)).sum()
+        runners["torch"] = (_torch_vg(m, rotate_t), args)
+    if m["autograd"]:
+        anp = m["autograd"].numpy
+
+        def rotate_a(v, q):
+            w, r = q[0], q[1:]
+            return anp.sum(v + 2.0 * anp.cross(r, anp.cross(r, v) + w * v))
+        runners["autograd"] = (_autograd_vg(m, rotate_a, to_array=True), args)
+    return runners, ["rotate_vec_by_quat: jitad, JAX and numba take v, q as tuples of floats; "
+                     "PyTorch and autograd get them as vectors (their faster form, built inside "
+                     "the timed call)."]
+
+
+def case_chain(m, size):
+    jitad = m["jitad"]
+    from . import byhand
+    n = size["chain_n"]
+    f = lambda x: chain(x, n)
+    runners = {"jitad": (jitad.value_and_grad(f), (1.5,)), "numba": (byhand.chain, (1.5, n))}
+    if m["jax"]:
+        runners["jax"] = (_jax_vg(m, f), (1.5,))
+    if m["torch"]:
+        runners["torch"] = (_one(_torch_vg(m, f)), (1.5,))
+    if m["autograd"]:
+        runners["autograd"] = (m["autograd"].value_and_grad(f), (1.5,))
+    return runners, []
+
+
+def case_while(m, size):
+    jitad = m["jitad"]
+    from . import byhand
+
+    def halve(x):
+        t = x
+        while t > 1.0:
+            t = t * 0.5
+        return t
+    runners = {"jitad": (jitad.value_and_grad(
+                   lambda x: jitad.WHILE(lambda t: t > 1.0, lambda t: t * 0.5, x)), (1e6,)),
+               "numba": (byhand.halving, (1e6,))}
+    notes = []
+    if m["jax"]:
+        jax = m["jax"]
+        try:
+            jax.jit(jax.value_and_grad(
+                lambda x: jax.lax.while_loop(lambda t: t > 1.0, lambda t: t * 0.5, x)))(1e6)
+            runners["jax"] = "accepted?!"   # would mean JAX changed: look at it
+        except ValueError as e:
+            runners["jax"] = "refuses (ValueError)"
+            notes.append(f"while_halving: JAX reverse mode through `lax.while_loop` raises "
+                         f"ValueError: “{str(e).splitlines()[0]}”")
+    if m["torch"]:
+        runners["torch"] = (_one(_torch_vg(m, halve)), (1e6,))
+    if m["autograd"]:
+        runners["autograd"] = (m["autograd"].value_and_grad(halve), (1e6,))
+    return runners, notes
+
+
+def tree_case_inputs(size, seed=0):
+    n = size["tree_nodes"]
+    left, right = random_tree(n, seed)
+    value = 1.0 + 0.01 * np.random.default_rng(seed + 1).standard_normal(n)
+    return left, right, value, 1.001   # x**(n+1) * prod(value) stays near e
+
+
+def _tree_rec(x, left, right, value):
+    """Python recursion over the tree (JAX traces it into a tree-specific graph)."""
+    def rec(k):
+        lv = rec(left[k]) if left[k] >= 0 else x
+        rv = rec(right[k]) if right[k] >= 0 else x
+        return lv * rv * value[k]
+    return rec(0)
+
+
+def case_tree(m, size):
+    jitad = m["jitad"]
+    from . import byhand
+    left, right, value, x = tree_case_inputs(size)
+    tree = jitad.Tree(left, right, value=value)
+    lst = (left.tolist(), right.tolist(), value.tolist())   # Python numbers for the tracers
+    f = lambda x: _tree_rec(x, *lst)
+    runners = {"jitad": (jitad.value_and_grad(
+                   lambda x, t: jitad.TREE(t, x, lambda node, l, r: l * r * node.value)), (x, tree)),
+               "numba": (byhand.tree_product, (x, tree.left, tree.right, tree.fields["value"]))}
+    if m["jax"]:
+        runners["jax"] = (_jax_vg(m, f), (x,))
+    if m["torch"]:
+        runners["torch"] = (_one(_torch_vg(m, f)), (x,))
+    if m["autograd"]:
+        runners["autograd"] = (m["autograd"].value_and_grad(f), (x,))
+    return runners, [f"tree_product: one random binary tree of {size['tree_nodes']} nodes (seed 0), "
+                     "values 1 + 0.01·N(0,1), x = 1.001; jitad compiles once for any tree, "
+                     "JAX/PyTorch/autograd recurse in Python (JAX at trace time: its graph is "
+                     "specialized to this tree)."]
+
+
+def case_particles(m, size):
+    jitad = m["jitad"]
+    from . import byhand
+    steps = size["steps"]
+
+    def loss_jitad(state):
+        final = jitad.FOR(0, steps, lambda i, s: euler_step(s, jitad.sqrt), state)
+        return energy(final, jitad.sqrt)
+    runners = {"jitad": (jitad.value_and_grad(loss_jitad), (STATE0,)),
+               "numba": (byhand.particles, (STATE0, steps))}
+    if m["jax"]:
+        jax, jnp = m["jax"], m["jax"].numpy
+
+        def loss_jax(state):
+            final = jax.lax.fori_loop(0, steps, lambda i, s: euler_step(s, jnp.sqrt), state)
+            return energy(final, jnp.sqrt)
+        runners["jax"] = (_jax_vg(m, loss_jax), (STATE0,))
+    # PyTorch and autograd vectorized over the 6 springs with an incidence matrix (their
+    # fastest form: a handful of ops per step instead of ~100 scalar ones)
+    incidence = np.zeros((6, 4))
+    for p, (i, j) in enumerate(((0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3))):
+        incidence[p, i], incidence[p, j] = 1.0, -1.0
+
+    def vectorized(xp, b):
+        from .functions import DT, K, REST
+
+        def loss(state):
+            pos, vel = xp.reshape(state[:8], (4, 2)), xp.reshape(state[8:], (4, 2))
+            for _ in range(steps):
+                delta = b @ pos
+                dist = xp.sqrt(xp.sum(delta * delta, 1))
+                force = b.T @ ((-K * (1.0 - REST / dist))[:, None] * delta)
+                pos, vel = pos + DT * vel, vel + DT * force
+            delta = b @ pos
+            stretch = xp.sqrt(xp.sum(delta * delta, 1)) - REST
+            return 0.5 * xp.sum(vel * vel) + xp.sum(0.5 * K * stretch * stretch)
+        return loss
+    if m["torch"]:
+        torch = m["torch"]
+        runners["torch"] = (_one(_torch_vg(m, vectorized(torch, torch.tensor(incidence)))), (STATE0,))
+    if m["autograd"]:
+        anp = m["autograd"].numpy
+        vg = m["autograd"].value_and_grad(vectorized(anp, incidence))
+        runners["autograd"] = (lambda s: vg(np.array(s)), (STATE0,))
+    return runners, [f"particles: 4 particles in 2-D joined by 6 springs (k = 1, rest length 1), "
+                     f"{steps} explicit-Euler steps (dt = 0.01) in a loop (`FOR`, `lax.fori_loop`), "
+                     "loss = final kinetic + spring energy, gradient w.r.t. the 16 initial "
+                     "coordinates (a tuple of floats); PyTorch/autograd vectorized over springs."]
+
+
+CASES = {"calls_2arg": lambda m, s: case_calls(m, s, 2),
+         "calls_4arg": lambda m, s: case_calls(m, s, 4),
+         "scalar_mult": case_scalar_mult, "rotate_vec_by_quat": case_rotate,
+         "chain_share": case_chain, "while_halving": case_while, "tree_product": case_tree,
+         "particles": case_particles}
+
+
+# -- running ------------------------------------------------------------------------
+
+def run_case(name, runners, size, bar):
+    """Compile (first call), check against jitad, time; one table row."""
+    timed, results, compile_s = {}, {}, {}
+    for comp, r in runners.items():
+        if isinstance(r, str):
+            results[comp] = r
+            continue
+        compile_s[comp], out = harness.first_call_seconds(*r)
+        if comp == "jitad":
+            want = out
+            jitad_fn = r[0]
+        else:
+            harness.check_same(name, comp, out, want)
+        timed[comp] = r
+    compile_s["jitad"] = jitad_fn.compile_seconds     # trace + compile, without the call
+    results.update(harness.measure(timed, size["repeats"], size["target_s"]))
+    for comp in harness.COMPARATORS:
+        results.setdefault(comp, harness.NOT_INSTALLED)
+    bar.update(1)
+    return {"case": name, "results": results,
+            "compile_s": {k: v for k, v in compile_s.items() if k in ("jitad", "jax")},
+            "first_call_s": compile_s}
+
+
+def chain_sweep(m, size, bar):
+    """chain_share against n: unrolled (one compile per n) and `FOR` (one compile)."""
+    jitad = m["jitad"]
+    from . import byhand
+    loop = jitad.value_and_grad(lambda x, n: jitad.FOR(0, n, lambda i, s: 0.5 * s + 0.5 * s, x))
+    sweeps = []
+    for title, ns, make in (("chain_share sweep, unrolled", size["unrolled"],
+                             lambda n: jitad.value_and_grad(lambda x: chain(x, n))),
+                            ("chain_share sweep, FOR", size["for_n"], lambda n: loop)):
+        points = []
+        for n in ns:
+            fn = make(n)
+            args = (1.5,) if fn is not loop else (1.5, n)
+            t, want = harness.first_call_seconds(fn, args)
+            harness.check_same(f"chain_share n={n}", "numba", byhand.chain(1.5, n), want)
+            res = harness.measure({"jitad": (fn, args), "numba": (byhand.chain, (1.5, n))},
+                                  size["repeats"], size["target_s"])
+            points.append({"n": n, **res, "compile_s": fn.compile_seconds if fn is not loop or n == ns[0]
+                           else None})
+            bar.update(1)
+        slopes = []
+        for comp in ("jitad", "numba"):
+            us = [p[comp]["median_us"] for p in points]
+            slopes.append({"comparator": comp, "range": f"n = {ns[0]}…{ns[-1]}",
+                           "slope": harness.loglog_slope(ns, us)})
+            if len(ns) > 3:
+                slopes.append({"comparator": comp, "range": f"n = {ns[-3]}…{ns[-1]}",
+                               "slope": harness.loglog_slope(ns[-3:], us[-3:])})
+        sweeps.append({"title": title, "comparators": ["jitad", "numba"], "points": points,
+                       "slopes": slopes, "description": (
+                           "µs per value_and_grad call against n (numba by hand: the same "
+                           "recurrence with n a runtime argument). "
+                           + ("Each n is its own compiled function (its compile time is shown)."
+                              if "unrolled" in title else
+                              "One compiled function for every n (n is a runtime int)."))})
+    return sweeps
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m bench.micro", description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true",
+                    help="tiny sizes, 1 repeat: a smoke test of the harness (< 30 s), not a measurement")
+    ap.add_argument("--cases", help="comma-separated subset of: " + ", ".join(CASES) + ", sweep")
+    ap.add_argument("--repeats", type=int, help="timed repeats per comparator (default 7)")
+    ap.add_argument("--out", help="results path without extension "
+                    "(default bench/results/latest, or bench/results/quick with --quick)")
+    ap.add_argument("--keep-cache", action="store_true",
+                    help="use jitad's disk cache (compile s then measures loading, not compiling)")
+    args = ap.parse_args(argv)
+    size = dict(QUICK if args.quick else FULL)
+    if args.repeats:
+        size["repeats"] = args.repeats
+    if not args.keep_cache:
+        os.environ["JITAD_CACHE_DIR"] = ""
+    wanted = args.cases.split(",") if args.cases else [*CASES, "sweep"]
+    unknown = set(wanted) - {*CASES, "sweep"}
+    if unknown:
+        ap.error(f"unknown cases {sorted(unknown)}")
+    out = args.out or os.path.join(HERE, "results", "quick" if args.quick else "latest")
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10 * size["tree_nodes"]))
+
+    from tqdm import tqdm
+    start = time.perf_counter()
+    mods, versions = harness.load_comparators()
+    settings = {"quick": args.quick, "repeats": size["repeats"], "target_s": size["target_s"],
+                "sizes": {k: v for k, v in size.items() if k not in ("repeats", "target_s")}}
+    info = harness.run_info(versions, settings)
+    n_tasks = len([c for c in wanted if c in CASES])
+    if "sweep" in wanted:
+        n_tasks += len(size["unrolled"]) + len(size["for_n"])
+    rows, sweeps, notes = [], [], []
+    with tqdm(total=n_tasks, desc="bench.micro", unit="case", file=sys.stderr) as bar:
+        for name in wanted:
+            if name == "sweep":
+                continue
+            bar.set_postfix_str(name)
+            runners, case_notes = CASES[name](mods, size)
+            python = runners.pop("python", None)
+            rows.append(run_case(name, runners, size, bar))
+            if python:   # a plain Python function of the same arity, for scale
+                py = harness.measure({"python": python}, size["repeats"], size["target_s"])["python"]
+                rows[-1]["python_us"] = py["median_us"]
+                case_notes.append(f"{name}: a plain Python function of the same arity takes "
+                                  f"{harness.fmt_us(py['median_us'])} µs per call")
+            notes += case_notes
+        if "sweep" in wanted:
+            bar.set_postfix_str("chain_share sweep")
+            sweeps = chain_sweep(mods, size, bar)
+    info["wall_s"] = round(time.perf_counter() - start, 1)
+    for r in rows:
+        if r["case"].startswith("calls"):
+            r["note"] = "dispatch only (no gradient): PyTorch and autograd have no compiled call"
+    harness.write_results(out, info, rows, sweeps, notes)
+    print(harness.markdown(info, rows, sweeps, notes))
+    print(f"wrote {out}.md and {out}.json in {info['wall_s']} s", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

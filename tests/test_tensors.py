@@ -1,0 +1,153 @@
+"""Tensors through control flow, a small TreeLSTM, optimizers and in-graph training."""
+import numpy as np
+import pytest
+
+import jitad
+from jitad import FOR, FUN, IF, TREE, WHILE
+from jitad.testing import check_grads
+
+rng = np.random.default_rng(0)
+X3 = rng.standard_normal(3)
+W33 = rng.standard_normal((3, 3)) * 0.5
+
+
+@FUN(out=jitad.ShapeDtype((3,), "f64"))
+def _iterate(h, n, W):
+    return IF(n <= 0, lambda: h, lambda: _iterate(jitad.tanh(W @ h), n - 1, W))
+
+
+CONTROL = {
+    "for": lambda W, x: jitad.sum(FOR(0, 5, lambda i, h: jitad.tanh(W @ h + x), x)),
+    "while": lambda W, x: jitad.sum(WHILE(lambda s: s[0] < 4, lambda s: (s[0] + 1, jitad.tanh(W @ s[1])), (0, x))[1]),
+    "if": lambda W, x: jitad.sum(IF(jitad.sum(x) > 0, lambda: W @ x, lambda: x * 2.0)),
+    "fun": lambda W, x: jitad.sum(_iterate(x, 6, W)),
+    "while_data_dependent": lambda W, x: jitad.sum(WHILE(
+        lambda h: jitad.sum(h * h) > 0.1, lambda h: 0.5 * jitad.tanh(W @ h), x)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONTROL))
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_tensor_control_flow_gradients(name, sign):
+    f = CONTROL[name]
+    assert np.isfinite(jitad.jit(f)(W33, sign * X3))
+    check_grads(f, (W33, sign * X3))
+
+
+def test_forward_loop_memory_does_not_grow_with_trip_count():
+    # 10**6 iterations over a 1000-element state would need 8 GB without per-iteration release
+    f = jitad.jit(lambda x, n: FOR(0, n, lambda i, h: h * 0.5 + 1.0, x))
+    out = f(np.zeros(1000), 10 ** 6)
+    np.testing.assert_allclose(out, 2.0)
+
+
+# -- a small binary TreeLSTM against a NumPy implementation -----------------------
+D, H, C, V = 4, 5, 3, 7
+
+
+def _params(seed=1):
+    r = np.random.default_rng(seed)
+    return {"E": r.standard_normal((V, D)) * 0.5, "W": r.standard_normal((5 * H, D + 2 * H)) * 0.3,
+            "b": r.standard_normal(5 * H) * 0.1, "U": r.standard_normal((C, H)) * 0.3}
+
+
+def _tree(seed, n):
+    r = np.random.default_rng(seed)
+    left, right = -np.ones(n, np.int64), -np.ones(n, np.int64)
+    for k in range(1, n):
+        while True:
+            parent, side = r.integers(0, k), left if r.random() < 0.5 else right
+            if side[parent] == -1:
+                side[parent] = k
+                break
+    return jitad.Tree(left, right, word=r.integers(0, V, n), label=r.integers(0, C, n))
+
+
+def treelstm_loss(p, tree):
+    """Binary TreeLSTM (leaf children are zeros), cross-entropy at every node, summed."""
+    def combine(node, left, right):
+        (hl, cl, ll), (hr, cr, lr) = left, right
+        z = p["W"] @ jitad.concatenate([p["E"][node.word], hl, hr]) + p["b"]
+        i, fl, fr, o, u = (z[k * H:(k + 1) * H] for k in range(5))
+        c = jitad.sigmoid(i) * jitad.tanh(u) + jitad.sigmoid(fl) * cl + jitad.sigmoid(fr) * cr
+        h = jitad.sigmoid(o) * jitad.tanh(c)
+        logits = p["U"] @ h
+        loss = jitad.logsumexp(logits, 0) - jitad.sum(logits * jitad.one_hot(node.label, C))
+        return h, c, ll + lr + loss
+    return TREE(tree, (np.zeros(H), np.zeros(H), 0.0), combine)[2]
+
+
+def _treelstm_numpy(p, tree):
+    sig = lambda v: 1 / (1 + np.exp(-v))
+
+    def rec(k):
+        if k < 0:
+            return np.zeros(H), np.zeros(H), 0.0
+        (hl, cl, ll), (hr, cr, lr) = rec(tree.left[k]), rec(tree.right[k])
+        z = p["W"] @ np.concatenate([p["E"][tree.fields["word"][k]], hl, hr]) + p["b"]
+        i, fl, fr, o, u = (z[j * H:(j + 1) * H] for j in range(5))
+        c = sig(i) * np.tanh(u) + sig(fl) * cl + sig(fr) * cr
+        h = sig(o) * np.tanh(c)
+        logits = p["U"] @ h
+        m = logits.max()
+        loss = m + np.log(np.exp(logits - m).sum()) - logits[tree.fields["label"][k]]
+        return h, c, ll + lr + loss
+    return rec(tree.root)[2]
+
+
+def test_treelstm_matches_numpy_and_gradients_check():
+    p = _params()
+    f = jitad.jit(treelstm_loss)
+    for seed, n in [(0, 1), (1, 5), (2, 30), (3, 200)]:
+        tree = _tree(seed, n)
+        assert f(p, tree) == pytest.approx(_treelstm_numpy(p, tree), rel=1e-12)
+    assert len(f._compiled) == 1   # one compiled function for every tree
+    check_grads(treelstm_loss, (p, _tree(4, 12)))
+
+
+def test_embedding_gradient_is_sparse_rows():
+    p = _params()
+    tree = _tree(5, 6)
+    g = jitad.grad(treelstm_loss)(p, tree)
+    unused = sorted(set(range(V)) - set(tree.fields["word"]))
+    assert unused and np.all(g["E"][unused] == 0.0)
+
+
+# -- optimizers and in-graph training --------------------------------------------
+def _regression_loss(p, x, y):
+    return jitad.mean((jitad.tanh(x @ p["w"]) * p["a"] + p["b"] - y) ** 2)
+
+
+@pytest.mark.parametrize("make", [lambda: jitad.optim.sgd(0.1), lambda: jitad.optim.sgd(0.1, momentum=0.9),
+                                  lambda: jitad.optim.adagrad(0.1), lambda: jitad.optim.adam(0.05)],
+                         ids=["sgd", "momentum", "adagrad", "adam"])
+def test_in_graph_training_matches_python_loop(make):
+    opt = make()
+    X, Y = rng.standard_normal((8, 3)), rng.standard_normal(8)
+    p0 = {"w": rng.standard_normal(3), "a": 1.0, "b": 0.0}
+    step = jitad.jit_grad(_regression_loss)
+    p, s = p0, opt.init(p0)
+    for _ in range(25):
+        _, g = step(p, X, Y)
+        p, s = opt.update(p, jitad.optim.clip_by_value(g, 5.0), s)
+
+    def train(p, X, Y):
+        def body(i, carry):
+            params, state = carry
+            g = jitad.grad(_regression_loss)(params, X, Y)
+            return opt.update(params, jitad.optim.clip_by_value(g, 5.0), state)
+        return FOR(0, 25, body, (p, opt.init(p)))[0]
+
+    q = jitad.jit(train)(p0, X, Y)
+    for k in p:
+        np.testing.assert_allclose(q[k], p[k], rtol=1e-10, atol=1e-12)
+
+
+def test_float32_inputs_compute_and_return_float32():
+    x = rng.standard_normal((4, 3)).astype(np.float32)
+    w = rng.standard_normal(3).astype(np.float32)
+    out = jitad.jit(lambda x, w: jitad.tanh(x @ w) * 2.0)(x, w)
+    assert out.dtype == np.float32
+    np.testing.assert_allclose(out, np.tanh(x @ w) * 2.0, rtol=1e-5)
+    g = jitad.grad(lambda w, x: jitad.sum(jitad.tanh(x @ w)))(w, x)
+    assert g.dtype == np.float32
