@@ -28,25 +28,17 @@ class Compiled:
 
     def run(self, leaves):
         """Call the entry on flat argument leaves; return the result pytree."""
-        keep = []
-        flat = [_canonical(x, t, keep) for x, t in zip(leaves, self.in_types)]
-        if self.direct:
-            return self.entry(*flat)
-        arrays = {k: np.empty(t.shape, NUMPY[t.dtype]) for k, t in enumerate(self.out_types) if t.shape}
-        scalars = iter(self.entry(*flat, *[a.ctypes.data for a in arrays.values()]))
-        out = [arrays[k] if k in arrays else next(scalars) for k in range(len(self.out_types))]
-        return unflatten(self.out_td, out)
+        result = self.entry(*[_canonical(x, t) for x, t in zip(leaves, self.in_types)])
+        return result if self.direct else unflatten(self.out_td, result)
 
 
-def _canonical(x, t, keep):
-    """A flat argument as the exact Python object the entry expects; arrays become
-    addresses of contiguous copies of the right dtype (kept alive in `keep`)."""
+def _canonical(x, t):
+    """A flat argument as the exact Python object the entry expects: arrays become
+    contiguous arrays of the right dtype (copied when they are not)."""
     if isinstance(x, Tree):
         return x.address
     if t.shape:
-        arr = np.ascontiguousarray(x, dtype=NUMPY[t.dtype])
-        keep.append(arr)
-        return arr.ctypes.data
+        return np.ascontiguousarray(x, dtype=NUMPY[t.dtype])
     if isinstance(x, np.ndarray):
         x = x.item()
     if t.dtype == "bool":
@@ -66,9 +58,8 @@ def compile_program(program, out_td, in_types, name, fallback):
     """Lower, compile and wrap a traced program; return a `Compiled`."""
     verify(program)
     out_types = program.main.out_types
-    scalar_outs = [k for k, t in enumerate(out_types) if not t.shape]
-    direct = out_td.is_tuple_nest and len(scalar_outs) == len(out_types)
-    layout = _layout(out_td, iter(range(len(out_types)))) if direct else scalar_outs
+    direct = out_td.is_tuple_nest
+    layout = _layout(out_td, iter(range(len(out_types)))) if direct else list(range(len(out_types)))
     module = runtime.new_module(name)
     main, constants = lower_program(module, program, PLACEHOLDER)
     runtime.register_constants(constants)
@@ -125,7 +116,7 @@ class Jitted:
             compiled = self._compile(args, dynamic, leaves, key)
         self._last = compiled
         simple_args = not kwargs and len(leaves) == len(args) and not any(
-            isinstance(t, TreeType) or t.shape for t in compiled.in_types)
+            isinstance(t, TreeType) for t in compiled.in_types)
         if compiled.direct and simple_args:
             type(self).__call__ = compiled.entry
         else:

@@ -1,20 +1,21 @@
 """CPython entry points for compiled programs, written in LLVM IR.
 
 `PyObject *entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)`
-is a METH_FASTCALL|METH_KEYWORDS function: it checks the exact type of each argument,
-unboxes, runs `main` with a stack budget, and boxes the results (nested tuples built
-here). On a type mismatch or keywords it forwards the call to `self[0]` (the Python
-dispatcher); when the stack budget ran out it forwards to `self[1]` (which retries on
-a thread with a larger stack, or raises `ResourceError`), and when the tensor arena
+is a METH_FASTCALL|METH_KEYWORDS function. It checks each argument exactly — a float,
+int or bool object; a NumPy array of the expected dtype and shape, C-contiguous and
+aligned; a tree's address as an int — unboxes, runs `main` with a stack budget and a
+fresh tensor arena, and boxes the results (nested tuples and new NumPy arrays are
+built here). On any mismatch or keywords it forwards the call to `self[0]` (the Python
+dispatcher, which converts what it can); when the stack budget ran out, to `self[1]`
+(a retry on a thread with a larger stack, or `ResourceError`); when the tensor arena
 ran out, to `self[2]`.
-
-Tensors and trees arrive as addresses (Python ints, checked by the dispatcher); a
-tensor result is copied into an output buffer whose address follows the inputs.
 """
 import llvmlite.ir as ir
+import numpy as np
 
 from ..ir.types import TreeType
-from .llvm import ARENA_EXHAUSTED, CTX, ELEMENT_BYTES, F32, F64, I1, I8, I32, I64, PTR, alloca, ret_type
+from .llvm import (ARENA_EXHAUSTED, CTX, ELEMENT_BYTES, F32, F64, I1, I8, I32, I64, PTR, alloca,
+                   ret_type)
 
 C_INT = ir.IntType(32)
 PY_API = {
@@ -29,34 +30,50 @@ PY_API = {
     "PyTuple_GetItem": ir.FunctionType(PTR, [PTR, I64]),
     "PyObject_Vectorcall": ir.FunctionType(PTR, [PTR, PTR, I64, PTR]),
 }
+# numpy's PyArray_New(subtype, nd, dims, typenum, strides, data, itemsize, flags, obj)
+ARRAY_NEW = ir.FunctionType(PTR, [PTR, C_INT, PTR, C_INT, PTR, PTR, C_INT, C_INT, PTR])
 PY_DATA = {"float": "PyFloat_Type", "int": "PyLong_Type", "bool": "PyBool_Type", "True": "_Py_TrueStruct"}
 _EXPECTED = {"f64": "float", "f32": "float", "i64": "int", "bool": "bool"}
+NPY_TYPENUM = {"bool": 0, "i64": 7, "f32": 11, "f64": 12}
+# PyArrayObject field offsets (numpy's public struct layout)
+ARRAY_DATA, ARRAY_ND, ARRAY_DIMS, ARRAY_DESCR, ARRAY_FLAGS = 16, 24, 32, 56, 64
+C_CONTIGUOUS_ALIGNED = 0x0001 | 0x0100
 
 
-def _api(module, name):
+def _api(module, name, fnty=None):
     try:
         return module.get_global(name)
     except KeyError:
-        if name in PY_API:
-            return ir.Function(module, PY_API[name], name=name)
+        if fnty is not None or name in PY_API:
+            return ir.Function(module, fnty or PY_API[name], name=name)
         g = ir.GlobalVariable(module, I8, name=name)
         g.linkage = "external"
         return g
 
 
-def _by_address(t):
-    return isinstance(t, TreeType) or bool(t.shape)
+def _field(b, obj, offset, typ):
+    return b.load(b.gep(obj, [I64(offset)], source_etype=I8), typ=typ)
+
+
+def _array_matches(b, module, obj, t):
+    """An i1: `obj` is an ndarray of exactly dtype/shape `t`, C-contiguous and aligned."""
+    ok = b.icmp_unsigned("==", _field(b, obj, ARRAY_DESCR, PTR), _api(module, f"jitad_descr_{t.dtype}"))
+    ok = b.and_(ok, b.icmp_signed("==", _field(b, obj, ARRAY_ND, C_INT), C_INT(len(t.shape))))
+    flags = _field(b, obj, ARRAY_FLAGS, C_INT)
+    ok = b.and_(ok, b.icmp_unsigned("==", b.and_(flags, C_INT(C_CONTIGUOUS_ALIGNED)), C_INT(C_CONTIGUOUS_ALIGNED)))
+    dims = _field(b, obj, ARRAY_DIMS, PTR)
+    for d, n in enumerate(t.shape):
+        got = b.load(b.gep(dims, [I64(d)], source_etype=I64), typ=I64)
+        ok = b.and_(ok, b.icmp_signed("==", got, I64(n)))
+    return ok
 
 
 def add_entry(module, main, in_types, out_types, layout, name, stack_budget):
-    """Define the entry `name` calling `main`; `layout` nests the indices of the scalar
-    results in lists (tuples)."""
-    tensor_outs = [k for k, t in enumerate(out_types) if t.shape]
-    in_types = list(in_types) + [out_types[k] for k in tensor_outs]   # output buffers
+    """Define the entry `name` calling `main`; `layout` nests result indices in lists (tuples)."""
     fn = ir.Function(module, ir.FunctionType(PTR, [PTR, PTR, I64, PTR]), name=name)
     self_, args, nargs, kwnames = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    api = lambda n: _api(module, n)
+    api = lambda n, fnty=None: _api(module, n, fnty)
     fallback = fn.append_basic_block("fallback")
 
     def forward(slot):
@@ -70,9 +87,16 @@ def add_entry(module, main, in_types, out_types, layout, name, stack_budget):
         b.cbranch(ok, nxt, fallback)
         b.position_at_end(nxt)
         obj = b.load(b.gep(args, [I64(k)], source_etype=PTR), typ=PTR)
-        ob_type = b.load(b.gep(obj, [I64(8)], source_etype=I8), typ=PTR)
-        expected = "int" if _by_address(t) else _EXPECTED[t.dtype]
-        ok = b.icmp_unsigned("==", ob_type, api(PY_DATA[expected]))
+        ob_type = _field(b, obj, 8, PTR)
+        if isinstance(t, TreeType):
+            ok = b.icmp_unsigned("==", ob_type, api(PY_DATA["int"]))
+        elif t.shape:
+            is_array = fn.append_basic_block(f"array{k}")
+            b.cbranch(b.icmp_unsigned("==", ob_type, api("jitad_ndarray_type")), is_array, fallback)
+            b.position_at_end(is_array)
+            ok = _array_matches(b, module, obj, t)
+        else:
+            ok = b.icmp_unsigned("==", ob_type, api(PY_DATA[_EXPECTED[t.dtype]]))
         objs.append(obj)
     unbox = fn.append_basic_block("unbox")
     b.cbranch(ok, unbox, fallback)
@@ -82,13 +106,15 @@ def add_entry(module, main, in_types, out_types, layout, name, stack_budget):
     b.position_at_end(unbox)
     values = []
     for obj, t in zip(objs, in_types):
-        if _by_address(t) or t.dtype == "i64":
+        if isinstance(t, TreeType) or (not t.shape and t.dtype == "i64"):
             v = b.call(api("PyLong_AsLongLong"), [obj])
             failed = b.and_(b.icmp_signed("==", v, I64(-1)),
                             b.icmp_unsigned("!=", b.call(api("PyErr_Occurred"), []), PTR(None)))
             with b.if_then(failed, likely=False):
                 b.ret(PTR(None))   # OverflowError is set
-            values.append(b.inttoptr(v, PTR) if _by_address(t) else v)
+            values.append(b.inttoptr(v, PTR) if isinstance(t, TreeType) else v)
+        elif t.shape:
+            values.append(_field(b, obj, ARRAY_DATA, PTR))
         elif t.dtype == "bool":
             values.append(b.icmp_unsigned("==", obj, api(PY_DATA["True"])))
         else:
@@ -96,17 +122,15 @@ def add_entry(module, main, in_types, out_types, layout, name, stack_budget):
             values.append(b.fptrunc(v, F32) if t.dtype == "f32" else v)
 
     ctx, out = alloca(b, CTX), alloca(b, ret_type(out_types))
-    frameaddress = module.get_global("llvm.frameaddress.p0") if "llvm.frameaddress.p0" in module.globals \
-        else ir.Function(module, ir.FunctionType(PTR, [I32]), name="llvm.frameaddress.p0")
+    frameaddress = api("llvm.frameaddress.p0", ir.FunctionType(PTR, [I32]))
     sp = b.ptrtoint(b.call(frameaddress, [I32(0)]), I64)
     field = lambda k: b.gep(ctx, [I32(0), I32(k)], source_etype=CTX)
     b.store(b.sub(sp, I64(stack_budget)), field(0))
     b.store(I32(0), field(1))
-    arena = _api(module, "jitad_arena")   # {base, end}, set up by the runtime
+    arena = api("jitad_arena")   # {base, end}, set up by the runtime
     for k in (0, 1):
-        b.store(b.load(b.gep(arena, [I64(8 * k)], source_etype=I8), typ=PTR), field(2 + k))
-    n_in = len(in_types) - len(tensor_outs)
-    b.call(main, [ctx] + values[:n_in] + [out])
+        b.store(_field(b, arena, 8 * k, PTR), field(2 + k))
+    b.call(main, [ctx] + values + [out])
     status = b.load(field(1), typ=I32)
     with b.if_then(b.icmp_unsigned("!=", status, I32(0)), likely=False):
         with b.if_else(b.icmp_unsigned("==", status, I32(ARENA_EXHAUSTED))) as (arena_full, deep):
@@ -118,16 +142,26 @@ def add_entry(module, main, in_types, out_types, layout, name, stack_budget):
     rt = ret_type(out_types)
     leaves = [b.load(b.gep(out, [I32(0), I32(k)], source_etype=rt), typ=rt.elements[k])
               for k in range(len(out_types))]
-    memcpy = _api(module, "llvm.memcpy.p0.p0.i64") if "llvm.memcpy.p0.p0.i64" in module.globals else \
-        ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I1]), name="llvm.memcpy.p0.p0.i64")
-    for dst, k in zip(values[n_in:], tensor_outs):
-        t = out_types[k]
-        nbytes = int(__import__("numpy").prod(t.shape, dtype="int64")) * ELEMENT_BYTES[t.dtype]
-        b.call(memcpy, [dst, leaves[k], I64(nbytes), I1(0)])
+    memcpy = api("llvm.memcpy.p0.p0.i64", ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I1]))
+
+    def box_array(v, t):
+        dims = alloca(b, ir.ArrayType(I64, max(len(t.shape), 1)))
+        for d, n in enumerate(t.shape):
+            b.store(I64(n), b.gep(dims, [I64(d)], source_etype=I64))
+        arr = b.call(api("jitad_PyArray_New", ARRAY_NEW), [
+            api("jitad_ndarray_type"), C_INT(len(t.shape)), dims, C_INT(NPY_TYPENUM[t.dtype]),
+            PTR(None), PTR(None), C_INT(0), C_INT(0), PTR(None)])
+        with b.if_then(b.icmp_unsigned("==", arr, PTR(None)), likely=False):
+            b.ret(PTR(None))   # MemoryError is set
+        nbytes = int(np.prod(t.shape, dtype=np.int64)) * ELEMENT_BYTES[t.dtype]
+        b.call(memcpy, [_field(b, arr, ARRAY_DATA, PTR), v, I64(nbytes), I1(0)])
+        return arr
 
     def box(node):
         if isinstance(node, int):
             v, t = leaves[node], out_types[node]
+            if t.shape:
+                return box_array(v, t)
             if t.dtype == "bool":
                 return b.call(api("PyBool_FromLong"), [b.zext(v, I64)])
             if t.dtype == "i64":

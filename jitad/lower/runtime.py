@@ -14,6 +14,7 @@ import llvmlite.ir as llvm_ir
 import numpy as np
 
 from ..errors import ResourceError
+from ..ir.types import NUMPY
 from .entry import PY_API, PY_DATA
 
 CACHE_FORMAT = 1
@@ -45,6 +46,10 @@ class _Jit:
             llvm.add_symbol(name, ctypes.cast(getattr(ctypes.pythonapi, name), ctypes.c_void_p).value)
         for pyname, symbol in PY_DATA.items():
             llvm.add_symbol(symbol, id({"float": float, "int": int, "bool": bool, "True": True}[pyname]))
+        llvm.add_symbol("jitad_ndarray_type", id(np.ndarray))
+        for dtype, np_dtype in NUMPY.items():   # the builtin descriptor singletons
+            llvm.add_symbol(f"jitad_descr_{dtype}", id(np.dtype(np_dtype)))
+        llvm.add_symbol("jitad_PyArray_New", _numpy_c_api(93))
         libm = ctypes.CDLL("libm.so.6")
         for name in ("log1p", "expm1", "log1pf", "expm1f"):
             llvm.add_symbol(name, ctypes.cast(getattr(libm, name), ctypes.c_void_p).value)
@@ -67,6 +72,15 @@ class _Jit:
         pb = llvm.create_pass_builder(self.tm, pto)
         pb.getModulePassManager().run(mod, pb)
         return mod
+
+
+def _numpy_c_api(index):
+    """Entry `index` of numpy's C-API function table (93 is PyArray_New)."""
+    from numpy._core import _multiarray_umath
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    table = get(_multiarray_umath._ARRAY_API, None)
+    return ctypes.c_void_p.from_address(table + 8 * index).value
 
 
 def _numpy_openblas():
