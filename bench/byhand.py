@@ -9,7 +9,7 @@ import math
 import numba
 import numpy as np
 
-from .functions import DT, K, PAIRS, REST
+from .functions import DT, K, REST
 
 njit = numba.njit(cache=False, fastmath=False)
 
@@ -102,67 +102,61 @@ def tree_product(x, left, right, value):
 
 
 @njit
-def _forces(x, f):
-    f[:] = 0.0
-    for p in range(len(PAIRS)):
-        i, j = PAIRS[p]
-        dx, dy = x[2 * i] - x[2 * j], x[2 * i + 1] - x[2 * j + 1]
-        s = -K * (1.0 - REST / math.sqrt(dx * dx + dy * dy))
-        f[2 * i] += s * dx
-        f[2 * i + 1] += s * dy
-        f[2 * j] -= s * dx
-        f[2 * j + 1] -= s * dy
-
-
-@njit
 def particles(state, steps):
     """Final energy after `steps` explicit-Euler steps of 4 particles joined by springs,
     and its gradient w.r.t. the 16 initial coordinates (positions then velocities).
     The forward loop stores the positions; the reverse loop runs the adjoint step
     ax_t = ax_{t+1} + DT Jᵀ av_{t+1},  av_t = av_{t+1} + DT ax_{t+1}  (J = ∂F/∂x, symmetric)."""
-    xs = np.empty((steps + 1, 8))
-    v, f = np.empty(8), np.empty(8)
+    xs, v, f = np.empty((steps + 1, 8)), np.empty(8), np.empty(8)
     for k in range(8):
         xs[0, k], v[k] = state[k], state[8 + k]
     for t in range(steps):
-        _forces(xs[t], f)
+        f[:] = 0.0
+        for i in range(4):
+            for j in range(i + 1, 4):
+                dx, dy = xs[t, 2 * i] - xs[t, 2 * j], xs[t, 2 * i + 1] - xs[t, 2 * j + 1]
+                s = -K * (1.0 - REST / math.sqrt(dx * dx + dy * dy))
+                f[2 * i] += s * dx
+                f[2 * i + 1] += s * dy
+                f[2 * j] -= s * dx
+                f[2 * j + 1] -= s * dy
         for k in range(8):
             xs[t + 1, k] = xs[t, k] + DT * v[k]
             v[k] += DT * f[k]
-    x = xs[steps]
     e = 0.0
     for k in range(8):
-        e += 0.5 * v[k] * v[k]
+        e += v[k] * v[k]
+    e *= 0.5
     ax, av = np.zeros(8), v.copy()            # dE/dv = v
-    for p in range(len(PAIRS)):
-        i, j = PAIRS[p]
-        dx, dy = x[2 * i] - x[2 * j], x[2 * i + 1] - x[2 * j + 1]
-        d = math.sqrt(dx * dx + dy * dy)
-        e += 0.5 * K * (d - REST) * (d - REST)
-        s = K * (d - REST) / d
-        ax[2 * i] += s * dx
-        ax[2 * i + 1] += s * dy
-        ax[2 * j] -= s * dx
-        ax[2 * j + 1] -= s * dy
-    new_ax = np.empty(8)
-    for t in range(steps - 1, -1, -1):
-        x = xs[t]
-        new_ax[:] = ax
-        for p in range(len(PAIRS)):
-            i, j = PAIRS[p]
-            dx, dy = x[2 * i] - x[2 * j], x[2 * i + 1] - x[2 * j + 1]
+    for i in range(4):
+        for j in range(i + 1, 4):
+            dx, dy = xs[steps, 2 * i] - xs[steps, 2 * j], xs[steps, 2 * i + 1] - xs[steps, 2 * j + 1]
             d = math.sqrt(dx * dx + dy * dy)
-            ux, uy = av[2 * i] - av[2 * j], av[2 * i + 1] - av[2 * j + 1]
-            a = 1.0 - REST / d                # J u = -K (a u + REST/d³ δ (δ·u))
-            b = REST / (d * d * d) * (dx * ux + dy * uy)
-            gx, gy = -K * (a * ux + b * dx) * DT, -K * (a * uy + b * dy) * DT
-            new_ax[2 * i] += gx
-            new_ax[2 * i + 1] += gy
-            new_ax[2 * j] -= gx
-            new_ax[2 * j + 1] -= gy
+            e += 0.5 * K * (d - REST) * (d - REST)
+            s = K * (d - REST) / d
+            ax[2 * i] += s * dx
+            ax[2 * i + 1] += s * dy
+            ax[2 * j] -= s * dx
+            ax[2 * j + 1] -= s * dy
+    g = np.empty(8)
+    for t in range(steps - 1, -1, -1):
+        g[:] = ax
+        for i in range(4):
+            for j in range(i + 1, 4):
+                dx, dy = xs[t, 2 * i] - xs[t, 2 * j], xs[t, 2 * i + 1] - xs[t, 2 * j + 1]
+                d2 = dx * dx + dy * dy
+                d = math.sqrt(d2)
+                ux, uy = av[2 * i] - av[2 * j], av[2 * i + 1] - av[2 * j + 1]
+                a = -K * DT * (1.0 - REST / d)        # DT J u = a u + b δ
+                b = -K * DT * REST / (d2 * d) * (dx * ux + dy * uy)
+                gx, gy = a * ux + b * dx, a * uy + b * dy
+                g[2 * i] += gx
+                g[2 * i + 1] += gy
+                g[2 * j] -= gx
+                g[2 * j + 1] -= gy
         for k in range(8):
             av[k] += DT * ax[k]
-        ax[:] = new_ax
+            ax[k] = g[k]
     grad = np.empty(16)
     grad[:8], grad[8:] = ax, av
     return e, grad

@@ -184,10 +184,15 @@ def matmul(a, b):
     a2 = reshape(a, (1, sa[0])) if len(sa) == 1 else a
     b2 = reshape(b, (sb[0], 1)) if len(sb) == 1 else b
     if _shape(a2)[1] != _shape(b2)[0]:
-        raise ShapeError(f"`matmul`: shapes {sa} and {sb} do not multiply")
-    out = _prim(Op.MATMUL, a2, b2)
+        raise ShapeError(f"`matmul`: shapes {tuple(sa)} and {tuple(sb)} do not multiply")
+    out = matmul_t(a2, b2)
     shape = tuple(sa[:-1]) + tuple(sb[1:])
     return reshape(out, shape)
+
+
+def matmul_t(a, b, ta=False, tb=False):
+    """`op(a) @ op(b)` for 2-D operands, `op` transposing where `ta`/`tb` say (no copy)."""
+    return _prim(Op.MATMUL, a, b, ta=ta, tb=tb)
 
 
 def dot(a, b):

@@ -285,14 +285,25 @@ declare(Op.TRANSPOSE, _shape_rule(lambda types, perm: [types[0].shape[p] for p i
 def _matmul_rule(op, types, attrs, bodies):
     a, b = types
     _same_dtype(op, types)
-    if len(a.shape) != 2 or len(b.shape) != 2 or a.shape[1] != b.shape[0]:
+    if len(a.shape) != 2 or len(b.shape) != 2:
+        raise ShapeError(f"`matmul`: shapes {a.shape} and {b.shape}: need 2-D operands")
+    (m, k), (k2, n) = a.shape[::-1] if attrs["ta"] else a.shape, b.shape[::-1] if attrs["tb"] else b.shape
+    if k != k2:
         raise ShapeError(f"`matmul`: shapes {a.shape} and {b.shape} do not multiply "
                          "(need (m, k) @ (k, n))")
-    return [Type(a.dtype, (a.shape[0], b.shape[1]))]
+    return [Type(a.dtype, (m, n))]
 
 
-declare(Op.MATMUL, _matmul_rule, np.matmul,
-        vjp=lambda g, x, y, out: (g @ _n().transpose(y), _n().transpose(x) @ g))
+def _matmul_vjp(g, a, b, out, ta, tb):
+    """Cotangents of op(a) @ op(b), op a transpose where the flag says, without transposing."""
+    mm = _n().matmul_t
+    ga = mm(b, g, ta=tb, tb=True) if ta else mm(g, b, ta=False, tb=not tb)
+    gb = mm(g, a, ta=True, tb=ta) if tb else mm(a, g, ta=not ta, tb=False)
+    return ga, gb
+
+
+declare(Op.MATMUL, _matmul_rule, lambda a, b, ta, tb: np.matmul(a.T if ta else a, b.T if tb else b),
+        vjp=_matmul_vjp)
 
 
 def _clip_index(i, n):

@@ -105,34 +105,44 @@ def _transpose(lo, node, ins):
 @rule(Op.MATMUL)
 def _matmul(lo, node, ins):
     a, bm = ins
-    (m, k), (_, n) = node.inputs[0].type.shape, node.inputs[1].type.shape
-    out_t = node.outputs[0].type
+    a_t, b_t, out_t = node.inputs[0].type, node.inputs[1].type, node.outputs[0].type
+    ta, tb = node.attrs["ta"], node.attrs["tb"]
+    (m, n), k = out_t.shape, (a_t.shape[0] if ta else a_t.shape[1])
     out = lo.alloc(out_t)
     b = lo.b
+    t = LL[out_t.dtype]
     if m * n * k >= BLAS_MIN_FLOPS and out_t.dtype in BLAS_SYMBOLS:
-        t = LL[out_t.dtype]
         gemm = lo.extern(BLAS_SYMBOLS[out_t.dtype], ir.FunctionType(ir.VoidType(), [
             I32, I32, I32, I64, I64, I64, t, PTR, I64, PTR, I64, t, PTR, I64]))
-        # row-major, no transposes: C = 1 * A @ B + 0 * C
-        b.call(gemm, [I32(101), I32(111), I32(111), I64(m), I64(n), I64(k), t(1.0), a, I64(k),
-                      bm, I64(n), t(0.0), out, I64(n)])
+        # row-major C = op(A) @ op(B); 111 = no transpose, 112 = transpose
+        b.call(gemm, [I32(101), I32(112 if ta else 111), I32(112 if tb else 111), I64(m), I64(n), I64(k),
+                      t(1.0), a, I64(a_t.shape[1]), bm, I64(b_t.shape[1]), t(0.0), out, I64(n)])
         return [out]
-    t = LL[out_t.dtype]
-    lo.fill(out, out_t, t(0))
-    a_t, b_t = node.inputs[0].type, node.inputs[1].type
     is_float = out_t.dtype in ("f64", "f32")
+    mul, add = (b.fmul, b.fadd) if is_float else (b.mul, b.add)
+    a_at = lambda i, p: b.load(lo.elem_ptr(a, a_t, [p, i] if ta else [i, p]), typ=t)
+    b_at = lambda p, j: b.load(lo.elem_ptr(bm, b_t, [j, p] if tb else [p, j]), typ=t)
+    if n >= 8 and not tb:   # out[i, :] += a[i, p] * b[p, :]: the inner loop runs along rows of b
+        lo.fill(out, out_t, t(0))
 
-    def row(idx):   # out[i, :] += a[i, p] * b[p, :]: the inner loop is contiguous
-        i, p = idx
-        a_ip = b.load(lo.elem_ptr(a, a_t, [i, p]), typ=t)
+        def row(idx):
+            i, p = idx
+            a_ip = a_at(i, p)
 
-        def inner(jdx):
-            j = jdx[0]
-            ptr = lo.elem_ptr(out, out_t, [i, j])
-            prod = (b.fmul if is_float else b.mul)(a_ip, b.load(lo.elem_ptr(bm, b_t, [p, j]), typ=t))
-            b.store((b.fadd if is_float else b.add)(b.load(ptr, typ=t), prod), ptr)
-        lo.loop_nest((n,), inner)
-    lo.loop_nest((m, k), row)
+            def inner(jdx):
+                ptr = lo.elem_ptr(out, out_t, [i, jdx[0]])
+                b.store(add(b.load(ptr, typ=t), mul(a_ip, b_at(p, jdx[0]))), ptr)
+            lo.loop_nest((n,), inner)
+        lo.loop_nest((m, k), row)
+        return [out]
+    acc = alloca(b, t)   # out[i, j] = sum_p a[i, p] * b[p, j], accumulated in a register
+
+    def cell(idx):
+        i, j = idx
+        b.store(t(0), acc)
+        lo.loop_nest((k,), lambda pdx: b.store(add(b.load(acc, typ=t), mul(a_at(i, pdx[0]), b_at(pdx[0], j))), acc))
+        b.store(b.load(acc, typ=t), lo.elem_ptr(out, out_t, [i, j]))
+    lo.loop_nest((m, n), cell)
     return [out]
 
 
