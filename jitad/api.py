@@ -7,6 +7,7 @@ import numpy as np
 
 from .errors import ArgumentError
 from .ir.types import NUMPY, TreeType
+from .ir.fuse import fuse_program
 from .ir.verify import verify
 from .lower import runtime
 from .lower.entry import add_entry
@@ -55,7 +56,10 @@ def _layout(td, counter):
 
 
 def compile_program(program, out_td, in_types, name, fallback):
-    """Lower, compile and wrap a traced program; return a `Compiled`."""
+    """The pipeline after tracing (and the transformations staged with it):
+    verify -> fuse elementwise loops -> verify -> lower to LLVM -> optimize (O3) -> load."""
+    verify(program)
+    fuse_program(program)
     verify(program)
     out_types = program.main.out_types
     direct = out_td.is_tuple_nest

@@ -33,6 +33,7 @@ class Op(enum.Enum):
     SLOT = "slot"; SLOT_GET = "slot_get"; SLOT_SET = "slot_set"; SLOT_ADD = "slot_add"
     SLOT_ADD_AT = "slot_add_at"; SLOT_SCATTER_ADD = "slot_scatter_add"
     CLOSURE = "closure"; APPLY = "apply"
+    FUSED = "fused"   # a loop over elementwise work (see jitad.ir.fuse)
     # control flow
     IF = "if"; WHILE = "while"; FOR = "for"; CALL = "call"; TREE = "tree"
 
@@ -450,6 +451,19 @@ ARITY.update({op: 1 for op in (
     Op.COS, Op.TANH, Op.SIGMOID, Op.NOT, Op.CONVERT, Op.BROADCAST, Op.SUM, Op.MAX, Op.RESHAPE,
     Op.TRANSPOSE, Op.SLICE, Op.UNSLICE, Op.RANDOM, Op.TREE_ROOT, Op.SLOT_GET)})
 ARITY.update({Op.SELECT: 3, Op.SLOT_ADD_AT: 3, Op.SLOT_SCATTER_ADD: 3, Op.CONST: 0, Op.SLOT: 0})
+
+
+ELEMENTWISE_OPS = frozenset(op for op, rule in TYPE_RULES.items()
+                            if rule in (elementwise, comparison, logical, floating, _select_rule)) | {Op.CONVERT}
+
+
+def _fused_rule(op, types, attrs, bodies):
+    (body,) = bodies
+    reduced = {n.outputs[0] for n in body.nodes if n.op == Op.SUM}
+    return [Type(v.type.dtype, () if v in reduced else attrs["shape"]) for v in body.outputs]
+
+
+declare(Op.FUSED, _fused_rule)
 
 
 def infer_types(op, in_types, attrs, bodies=()):

@@ -62,7 +62,7 @@ INTRINSIC = {Op.EXP: "llvm.exp", Op.LOG: "llvm.log", Op.SQRT: "llvm.sqrt", Op.SI
              Op.COS: "llvm.cos", Op.TANH: "llvm.tanh", Op.ABS: "llvm.fabs", Op.POW: "llvm.pow"}
 LIBM = {Op.LOG1P: "log1p", Op.EXPM1: "expm1"}   # float variants get an "f" suffix
 LOWER = {}   # op -> fn(lowerer, node, input values) -> list of output values
-ELEMENTWISE = set()   # ops whose scalar rule also serves tensors, applied per element
+SCALAR_RULES = {}   # op -> the scalar rule of an elementwise op (applied per element)
 
 
 def rule(*ops):
@@ -90,7 +90,7 @@ def elementwise(*ops):
             return [out]
         for op in ops:
             LOWER[op] = lower
-            ELEMENTWISE.add(op)
+            SCALAR_RULES[op] = fn
         return fn
     return register
 

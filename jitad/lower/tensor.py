@@ -8,7 +8,8 @@ import llvmlite.ir as ir
 import numpy as np
 
 from ..ir.ops import Op
-from .llvm import F32, F64, I1, I32, I64, LL, PTR, alloca, rule
+from ..ir.types import RefType
+from .llvm import F32, F64, I1, I32, I64, LL, PTR, SCALAR_RULES, alloca, rule
 
 BLAS_MIN_FLOPS = 32 ** 3
 BLAS_SYMBOLS = {"f64": "scipy_cblas_dgemm64_", "f32": "scipy_cblas_sgemm64_"}
@@ -270,3 +271,75 @@ def _slot_scatter_add(lo, node, ins):
     lo.loop_nest(idx_t.shape, lambda idx: _add_rows(
         lo, ins[0], ref_t, lo.b.load(lo.elem_ptr(ins[1], idx_t, idx), typ=I64), ins[2], value_t, idx))
     return []
+
+
+@rule(Op.FUSED)
+def _fused(lo, node, ins):
+    """One loop nest over `shape` running the scalar body once per element."""
+    shape = node.attrs["shape"]
+    (body,) = node.bodies
+    b = lo.b
+    reduced = {n.outputs[0] for n in body.nodes if n.op == Op.SUM}
+    results = []
+    for v, out in zip(body.outputs, node.outputs):
+        if v in reduced:
+            acc = alloca(b, LL[out.type.dtype])
+            b.store(LL[out.type.dtype](0), acc)
+            results.append(acc)
+        else:
+            results.append(lo.alloc(out.type))
+    accumulator = {v: results[k] for k, v in enumerate(body.outputs) if v in reduced}
+
+    def element(idx):
+        # inputs are loaded where first used: a slot added to earlier in the same
+        # iteration must be read after that addition
+        env, env_local = {}, set()
+        sources = {p: (x, v.type) for p, x, v in zip(body.params, ins, node.inputs)}
+
+        def value(v):
+            if v not in env:
+                x, t = sources[v]
+                env[v] = x if isinstance(t, RefType) else lo.load_at(x, t, idx, shape)
+            return env[v]
+        for n in body.nodes:
+            args = [value(v) for v in n.inputs]
+            if n.op == Op.SLOT:   # a per-element scalar slot: a register after mem2reg
+                t = LL[n.attrs["type"].dtype]
+                env[n.outputs[0]] = alloca(b, t)
+                b.store(t(0), env[n.outputs[0]])
+                env_local.add(n.outputs[0])
+            elif n.op == Op.SLOT_GET and n.inputs[0] in env_local:
+                env[n.outputs[0]] = b.load(args[0], typ=LL[n.outputs[0].type.dtype])
+            elif n.op == Op.SLOT_ADD and n.inputs[0] in env_local:
+                b.store(b.fadd(b.load(args[0], typ=args[1].type), args[1]), args[0])
+            elif n.op == Op.SLOT_GET:
+                ref = n.inputs[0]
+                env[n.outputs[0]] = b.load(lo.elem_ptr(args[0], ref_type(node, body, ref), idx), typ=LL[n.outputs[0].type.dtype])
+            elif n.op == Op.SLOT_ADD:
+                ptr = lo.elem_ptr(args[0], ref_type(node, body, n.inputs[0]), idx)
+                b.store(b.fadd(b.load(ptr, typ=args[1].type), args[1]), ptr)
+            elif n.op == Op.SUM:
+                acc = accumulator.get(n.outputs[0]) or alloca(b, args[0].type)
+                add = b.fadd(b.load(acc, typ=args[0].type), args[0], flags=("reassoc",)) \
+                    if args[0].type in (F64, F32) else b.add(b.load(acc, typ=args[0].type), args[0])
+                b.store(add, acc)
+            elif n.op == Op.BROADCAST:
+                env[n.outputs[0]] = args[0]
+            else:
+                env[n.outputs[0]] = SCALAR_RULES[n.op](lo, n, args)[0] if n.op in SCALAR_RULES \
+                    else lo_const(n)
+        for v, out, buf in zip(body.outputs, node.outputs, results):
+            if v not in reduced:
+                b.store(value(v), lo.elem_ptr(buf, out.type, idx))
+    lo.loop_nest(shape, element)
+    return [b.load(buf, typ=LL[out.type.dtype]) if v in reduced else buf
+            for v, out, buf in zip(body.outputs, node.outputs, results)]
+
+
+def ref_type(node, body, param):
+    """The tensor type behind a slot param of a fused body."""
+    return node.inputs[body.params.index(param)].type.value_type
+
+
+def lo_const(n):
+    return LL[n.attrs["type"].dtype](n.attrs["value"])

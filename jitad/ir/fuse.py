@@ -1,0 +1,152 @@
+"""Fusion: contiguous runs of elementwise work on tensors of one shape become one
+`fused` node whose body is a scalar graph, lowered as a single loop nest.
+
+A run may hold elementwise ops (inputs of any broadcastable shape), reads of tensor
+slots (`slot_get`) used only inside the run, accumulations into tensor slots
+(`slot_add`) and full `sum` reductions of values in the run (accumulated in a
+register). Values defined in the run and used after it are materialized as outputs.
+Runs keep their position in the node list, so effects on slots stay in order.
+"""
+from .graph import Graph, Node, Var
+from .ops import ELEMENTWISE_OPS, Op
+from .types import RefType, Type
+
+
+def fuse_program(program):
+    """Fuse every graph of `program` in place; return it."""
+    for fun in program.funs:
+        fuse_graph(fun.body)
+    fuse_graph(program.main)
+    return program
+
+
+def _shape(v):
+    return getattr(v.type, "shape", None)
+
+
+def _member_shape(node):
+    """The loop shape a node can join a run with, or None."""
+    op = node.op
+    if op in ELEMENTWISE_OPS or op == Op.BROADCAST:
+        return node.outputs[0].type.shape   # () for scalar work, which joins any run
+    if op == Op.SLOT_ADD and node.inputs[1].type.shape:
+        return node.inputs[1].type.shape
+    if op == Op.SLOT_GET and node.outputs[0].type.shape:
+        return node.outputs[0].type.shape
+    if op == Op.CONST and not node.outputs[0].type.shape:
+        return ()   # scalar constants join any run
+    if op == Op.SUM and len(node.attrs["axes"]) == len(node.inputs[0].type.shape) and not node.attrs["keepdims"]:
+        return ("sum", node.inputs[0].type.shape)
+    return None
+
+
+def fuse_graph(graph):
+    for node in graph.nodes:
+        for body in node.bodies:
+            fuse_graph(body)
+    # new slots do not depend on anything: creating them first keeps runs together
+    graph.nodes = [n for n in graph.nodes if n.op == Op.SLOT] + [n for n in graph.nodes if n.op != Op.SLOT]
+    uses = {}
+    for k, node in enumerate(graph.nodes):
+        for v in node.inputs:
+            uses.setdefault(v, []).append(k)
+    for v in graph.outputs:
+        uses.setdefault(v, []).append(len(graph.nodes))
+    out, run, shape, sums = [], [], None, set()
+
+    def flush():
+        nonlocal run, shape
+        out.extend(_fuse(run, uses, shape) if shape is not None else [n for _, n in run])
+        run, shape = [], None
+        sums.clear()
+
+    for k, node in enumerate(graph.nodes):
+        if sums.intersection(node.inputs):   # a total is complete only after the loop
+            flush()
+        s = _member_shape(node)
+        if node.op == Op.SUM and s is not None:
+            sums.update(node.outputs)
+        if isinstance(s, tuple) and s and s[0] == "sum":
+            ok = shape == s[1] and node.inputs[0] in {v for _, n in run for v in n.outputs}
+            if ok:
+                run.append((k, node))
+                continue
+            flush()
+            out.append(node)
+            sums.clear()
+            continue
+        if s is None or (s and shape is not None and s != shape):
+            flush()
+            if s is None:
+                out.append(node)
+                continue
+        if s:
+            shape = s
+        run.append((k, node))
+    flush()
+    graph.nodes = _localize_slots(out, graph.outputs)
+
+
+def _localize_slots(nodes, outputs):
+    """A tensor slot used by a single fused loop and nowhere else becomes a per-element
+    scalar slot inside it (a register): no buffer, no zero fill, no memory traffic."""
+    users = {}
+    for n in nodes:
+        for v in n.inputs:
+            users.setdefault(v, []).append(n)
+    local = {}
+    for n in nodes:
+        if n.op == Op.SLOT and n.outputs[0].type.shape:
+            u = users.get(n.outputs[0], [])
+            if len(u) == 1 and u[0].op == Op.FUSED and n.outputs[0] not in outputs \
+                    and u[0].inputs.count(n.outputs[0]) == 1:
+                local[n.outputs[0]] = u[0]
+    if not local:
+        return nodes
+    result = []
+    for n in nodes:
+        if n.op == Op.SLOT and n.outputs[0] in local:
+            continue
+        if n.op == Op.FUSED and any(v in local for v in n.inputs):
+            (body,) = n.bodies
+            keep = [k for k, v in enumerate(n.inputs) if v not in local]
+            slots = [Node(Op.SLOT, (), (Var(RefType(v.type.dtype)),), {"type": Type(v.type.dtype)})
+                     for v in n.inputs if v in local]
+            moved = [body.params[k] for k, v in enumerate(n.inputs) if v in local]
+            rename = {old: s.outputs[0] for old, s in zip(moved, slots)}
+            body_nodes = slots + [Node(b.op, tuple(rename.get(v, v) for v in b.inputs), b.outputs, b.attrs)
+                                  for b in body.nodes]
+            new_body = Graph(params=[body.params[k] for k in keep], nodes=body_nodes, outputs=body.outputs)
+            n = Node(Op.FUSED, tuple(n.inputs[k] for k in keep), n.outputs, n.attrs, (new_body,))
+        result.append(n)
+    return result
+
+
+def _fuse(run, uses, shape):
+    """One `fused` node for `run` (a list of (position, node)), or the nodes unchanged."""
+    last = run[-1][0]
+    # Scalar work (it only depends on scalars) runs before the loop, and slot reads used
+    # after the run stay outside it (they are pointers and have no inputs).
+    keep_out = [n for _, n in run if (n.op != Op.SUM and n.outputs and not n.outputs[0].type.shape)
+                or (n.op == Op.SLOT_GET and any(u > last for u in uses[n.outputs[0]]))]
+    inside = [(k, n) for k, n in run if n not in keep_out]
+    if len(inside) < 2:
+        return [n for _, n in run]
+    defined = {v: n for _, n in inside for v in n.outputs}
+    inputs, params = [], {}
+
+    def param(v):
+        if v not in params:
+            params[v] = Var(v.type)
+            inputs.append(v)
+        return params[v]
+
+    body_nodes, local = [], {}
+    for _, n in inside:
+        ins = tuple(local[v] if v in local else param(v) for v in n.inputs)
+        outs = tuple(Var(Type(v.type.dtype)) for v in n.outputs)   # one element per iteration
+        body_nodes.append(Node(n.op, ins, outs, n.attrs))
+        local.update(zip(n.outputs, outs))
+    results = [v for v in defined if any(u > last for u in uses.get(v, []))]
+    body = Graph(params=[params[v] for v in inputs], nodes=body_nodes, outputs=[local[v] for v in results])
+    return keep_out + [Node(Op.FUSED, tuple(inputs), tuple(results), {"shape": shape}, (body,))]
