@@ -15,6 +15,7 @@ import llvmlite.ir as ir
 import numpy as np
 
 from ..ir.ops import Op
+from . import vmath
 from ..ir.types import FLOATS, ContType, RefType, TreeType, Type
 
 F64, F32, I64, I32, I1, I8 = (ir.DoubleType(), ir.FloatType(), ir.IntType(64), ir.IntType(32),
@@ -58,8 +59,9 @@ def ret_type(types):
 FLOAT_BINARY = {Op.ADD: "fadd", Op.SUB: "fsub", Op.MUL: "fmul", Op.DIV: "fdiv"}
 INT_BINARY = {Op.ADD: "add", Op.SUB: "sub", Op.MUL: "mul", Op.AND: "and_", Op.OR: "or_"}
 COMPARE = {Op.LT: "<", Op.LE: "<=", Op.GT: ">", Op.GE: ">=", Op.EQ: "==", Op.NE: "!="}
-INTRINSIC = {Op.EXP: "llvm.exp", Op.LOG: "llvm.log", Op.SQRT: "llvm.sqrt", Op.SIN: "llvm.sin",
-             Op.COS: "llvm.cos", Op.TANH: "llvm.tanh", Op.ABS: "llvm.fabs", Op.POW: "llvm.pow"}
+INTRINSIC = {Op.LOG: "llvm.log", Op.SQRT: "llvm.sqrt", Op.SIN: "llvm.sin",
+             Op.COS: "llvm.cos", Op.ABS: "llvm.fabs", Op.POW: "llvm.pow"}
+INLINE_MATH = {Op.EXP: vmath.exp, Op.TANH: vmath.tanh}   # vectorizable, in IR
 LIBM = {Op.LOG1P: "log1p", Op.EXPM1: "expm1"}   # float variants get an "f" suffix
 LOWER = {}   # op -> fn(lowerer, node, input values) -> list of output values
 SCALAR_RULES = {}   # op -> the scalar rule of an elementwise op (applied per element)
@@ -128,6 +130,14 @@ def _intrinsic(lo, node, ins):
     return [lo.b.call(fn, ins)]
 
 
+@elementwise(*INLINE_MATH)
+def _inline_math(lo, node, ins):
+    x = ins[0]
+    if x.type == F32:   # computed in double, exact enough for float32
+        return [lo.b.fptrunc(INLINE_MATH[node.op](lo.b, lo.module, lo.b.fpext(x, F64)), F32)]
+    return [INLINE_MATH[node.op](lo.b, lo.module, x)]
+
+
 @elementwise(*LIBM)
 def _libm(lo, node, ins):
     t = ins[0].type
@@ -160,8 +170,10 @@ def _relu(lo, node, ins):
 @elementwise(Op.SIGMOID)
 def _sigmoid(lo, node, ins):
     x = ins[0]
-    e = lo.b.call(lo.module.declare_intrinsic("llvm.exp", [x.type]), [lo.b.fneg(x)])
-    return [lo.b.fdiv(x.type(1.0), lo.b.fadd(x.type(1.0), e))]
+    wide = lo.b.fpext(x, F64) if x.type == F32 else x
+    e = vmath.exp(lo.b, lo.module, lo.b.fneg(wide))
+    out = lo.b.fdiv(F64(1.0), lo.b.fadd(F64(1.0), e))
+    return [lo.b.fptrunc(out, F32) if x.type == F32 else out]
 
 
 @elementwise(Op.MAXIMUM, Op.MINIMUM)
