@@ -13,7 +13,7 @@ from .lower import runtime
 from .lower.entry import add_entry
 from .lower.llvm import lower_program
 from .pytree import flatten, unflatten
-from .staging import Staged, StagedTree, arg_type, as_var, current_frame, trace_program
+from .staging import Staged, StagedTree, arg_type, as_var, current_frame, trace_program, wrap
 from .tree import Tree
 
 PLACEHOLDER = "JITAD_PREFIX_"
@@ -146,7 +146,7 @@ class Jitted:
             full = [args[i] if i in self.static_argnums else next(it) for i in range(len(args))]
             return self.fn(*full)
 
-        program, out_td = trace_program(staged_fn, dynamic, in_td, list(types))
+        program, out_td, _ = trace_program(staged_fn, dynamic, in_td, list(types))
         compiled = compile_program(program, out_td, list(types), getattr(self.fn, "__name__", "f"),
                                    self._fallback)
         compiled.compile_seconds = time.perf_counter() - start
@@ -193,7 +193,7 @@ def trace(fn, *args):
     >>> print(jitad.trace(lambda x: x * 2.0, 1.0))
     """
     leaves, td = flatten(args)
-    program, _ = trace_program(fn, args, td, [arg_type(x) for x in leaves])
+    program, _, _ = trace_program(fn, args, td, [arg_type(x) for x in leaves])
     return verify(program)
 
 
@@ -224,7 +224,7 @@ def _value_and_grad_staged(fn, args, argnums, has_aux, who):
             raise ArgumentError(f"{who}: cannot differentiate with respect to a value of type "
                                 f"{types[k]} (argument leaf {k}); only float arguments have gradients. "
                                 "Pass it as a float, or leave it out of argnums")
-    program, out_td = trace_program(fn, args, flatten(args)[1], types)
+    program, out_td, captured = trace_program(fn, args, flatten(args)[1], types)
     value_td = out_td.children[0] if has_aux and out_td.kind == "tuple" and len(out_td.children) == 2 else out_td
     if has_aux and value_td is out_td:
         raise ArgumentError(f"{who}: with has_aux=True the function must return a pair (value, aux)")
@@ -234,7 +234,7 @@ def _value_and_grad_staged(fn, args, argnums, has_aux, who):
         raise ArgumentError(f"{who}: the function must return a float scalar to differentiate, got "
                             f"{got}; reduce it first (e.g. with a sum) or use jitad.vjp")
     staged = [x if isinstance(x, (Staged, StagedTree)) else Staged(as_var(x, t.dtype))
-              for x, t in zip(flat, types)]
+              for x, t in zip(flat, types)] + [wrap(v) for v in captured]
     outs, grads = value_and_grad_staged(program, staged, wrt)
     value = outs[0]
     if has_aux:

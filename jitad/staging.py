@@ -723,8 +723,11 @@ def arg_type(x):
 
 
 def trace_program(fn, args, in_td, types):
-    """Trace `fn(*args)` where the flat leaves of `args` have `types`; return (Program, out treedef)."""
-    root = Frame(None, types)
+    """Trace `fn(*args)` where the flat leaves of `args` have `types` into a program of
+    its own; return (Program, out treedef, captured). Traced inside another trace, `fn`
+    may use staged values of the enclosing code: they become extra params at the end
+    of the program's main graph, and `captured` lists those enclosing values in order."""
+    root = Frame(current_frame(), types)
     outer_trace, outer_frames = getattr(_local, "trace", None), _frames()
     _local.trace, _local.frames = _Trace(), []
     try:
@@ -734,6 +737,6 @@ def trace_program(fn, args, in_td, types):
             leaves, out_td = flatten(out)
             root.graph.outputs = [root.resolve(coerce(x, _leaf_type(x, "the function's result"), "result"))
                                   for x in leaves]
-        return Program(root.graph, _local.trace.fun_list), out_td
+        return Program(root.graph, _local.trace.fun_list), out_td, list(root.captures)
     finally:
         _local.trace, _local.frames = outer_trace, outer_frames
