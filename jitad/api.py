@@ -13,7 +13,8 @@ from .lower import runtime
 from .lower.entry import add_entry
 from .lower.llvm import lower_program
 from .pytree import flatten, unflatten
-from .staging import Staged, StagedTree, arg_type, as_var, current_frame, trace_program, wrap
+from .ad.forward import contains_effects
+from .staging import Staged, StagedTree, arg_type, as_var, current_frame, is_staged, trace_program, wrap
 from .tree import Tree
 
 PLACEHOLDER = "JITAD_PREFIX_"
@@ -111,9 +112,8 @@ class Jitted:
         this object's `__call__`, so later calls skip this method altogether.
         """
         args = self._bind(args, kwargs)
-        if current_frame() is not None and any(isinstance(x, (Staged, StagedTree))
-                                               for x in flatten(args)[0]):
-            return self.fn(*args)   # called inside a trace: inline
+        if current_frame() is not None:
+            return self.fn(*args)   # called inside a trace: inline, as a nested jit in JAX
         key, dynamic, leaves = self._key(args)
         compiled = self._compiled.get(key)
         if compiled is None:
@@ -233,14 +233,52 @@ def _value_and_grad_staged(fn, args, argnums, has_aux, who):
         got = out_types[0] if value_td.kind == "leaf" else "a pytree"
         raise ArgumentError(f"{who}: the function must return a float scalar to differentiate, got "
                             f"{got}; reduce it first (e.g. with a sum) or use jitad.vjp")
-    staged = [x if isinstance(x, (Staged, StagedTree)) else Staged(as_var(x, t.dtype))
-              for x, t in zip(flat, types)] + [wrap(v) for v in captured]
-    outs, grads = value_and_grad_staged(program, staged, wrt)
+    staged = [_staged(x, t) for x, t in zip(flat, types)] + [wrap(v) for v in captured]
+    if contains_effects(program):   # the function itself takes a gradient: go forward
+        outs, grads = _grad_by_forward_mode(program, staged, wrt, who)
+    else:
+        outs, grads = value_and_grad_staged(program, staged, wrt)
     value = outs[0]
     if has_aux:
         value = (value, unflatten(out_td.children[1], outs[1:]))
     per_arg = [unflatten(td, grads[start:start + n]) for start, n, td in wrt_tds]
     return value, (per_arg[0] if isinstance(argnums, int) else tuple(per_arg))
+
+
+def _staged(x, t):
+    if isinstance(x, (Staged, StagedTree)):
+        return x
+    return Staged(as_var(np.asarray(x) if t.shape else x, t.dtype))
+
+
+MAX_FORWARD_DIRECTIONS = 256
+
+
+def _grad_by_forward_mode(program, args, wrt, who):
+    """The gradient as one forward-mode pass per input element: for programs that
+    themselves contain reverse mode (grad of grad, grad of a function calling grad)."""
+    from . import numeric as N
+    from .ad.forward import jvp_graph
+    total = sum(max(1, int(np.prod(args[k].shape, dtype=np.int64))) for k in wrt)
+    if total > MAX_FORWARD_DIRECTIONS:
+        raise ArgumentError(f"{who}: differentiating a function that itself takes a gradient needs "
+                            f"one forward pass per input element, and there are {total} (limit "
+                            f"{MAX_FORWARD_DIRECTIONS}); use jitad.hvp or jitad.hessian (forward-over-reverse)")
+    outs, grads = None, []
+    for k in wrt:
+        shape, dtype = args[k].shape, args[k].dtype
+        parts = []
+        for e in range(max(1, int(np.prod(shape, dtype=np.int64)))):
+            direction = np.zeros(shape, NUMPY[dtype])
+            direction.reshape(-1)[e] = 1.0
+            pairs = [(a, (_staged(direction if shape else 1.0, args[k].var.type) if j == k else None))
+                     for j, a in enumerate(args)]
+            result = jvp_graph(program.main, pairs)
+            outs = [p for p, _ in result]
+            parts.append(result[0][1] if result[0][1] is not None else 0.0)
+        grads.append(N.reshape(N.stack([N.convert(p, dtype) if is_staged(p) else p for p in parts]), shape)
+                     if shape else parts[0])
+    return outs, grads
 
 
 def _transformation(fn, name, body):
@@ -286,3 +324,136 @@ def jit_grad(fn=None, *, argnums=0, has_aux=False):
     if fn is None:
         return lambda f: value_and_grad(f, argnums, has_aux)
     return value_and_grad(fn, argnums, has_aux)
+
+
+# -- forward mode and second order ----------------------------------------------
+
+def _jvp_staged(fn, primals, tangents):
+    from .ad.forward import jvp_graph, zeros
+    flat, td = flatten(primals)
+    flat_t, td_t = flatten(tangents)
+    if td != td_t:
+        raise ArgumentError("jvp: primals and tangents must have the same structure")
+    types = [_leaf_type(x) for x in flat]
+    program, out_td, captured = trace_program(fn, primals, td, types)
+    pairs = []
+    for x, t, ty in zip(flat, flat_t, types):
+        if isinstance(ty, TreeType) or ty.dtype not in ("f64", "f32"):
+            pairs.append((_staged(x, ty), None))
+        else:
+            if np.shape(t) != ty.shape:
+                raise ArgumentError(f"jvp: a tangent of shape {np.shape(t)} for a primal of shape {ty.shape}")
+            pairs.append((_staged(x, ty), _staged(t, ty)))
+    result = jvp_graph(program.main, pairs + [(wrap(v), None) for v in captured])
+    outs = [p for p, _ in result]
+    tans = [t if t is not None else zeros(v.type) for (_, t), v in zip(result, program.main.outputs)]
+    return unflatten(out_td, outs), unflatten(out_td, tans)
+
+
+_JVP_CACHE = {}
+
+
+def jvp(fn, primals, tangents):
+    """Forward mode: `(fn(*primals), directional derivative along tangents)`.
+
+    >>> jitad.jvp(lambda x: x * x, (3.0,), (1.0,))
+    (9.0, 6.0)
+    """
+    primals, tangents = tuple(primals), tuple(tangents)
+    if current_frame() is not None:
+        return _jvp_staged(fn, primals, tangents)
+    compiled = _JVP_CACHE.get(fn)
+    if compiled is None:
+        compiled = jit(lambda p, t: _jvp_staged(fn, p, t))
+        _JVP_CACHE[fn] = compiled
+    return compiled(primals, tangents)
+
+
+def hvp(fn, argnums=0):
+    """Hessian-vector product by forward-over-reverse: `hvp(f)(x, v) == H(x) @ v`.
+
+    >>> jitad.hvp(lambda x: x ** 3)(2.0, 1.0)
+    12.0
+    """
+    def staged(*args):
+        *xs, v = args
+        g = grad(fn, argnums=argnums)
+        nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+        vs = (v,) if isinstance(argnums, int) else tuple(v)
+        tangents = [vs[nums.index(i)] if i in nums else tree_zeros(x) for i, x in enumerate(xs)]
+        return _jvp_staged(g, tuple(xs), tuple(tangents))[1]
+    staged.__name__ = f"hvp_{getattr(fn, '__name__', 'f')}"
+    return jit(staged)
+
+
+def tree_zeros(x):
+    from .pytree import tree_map
+    return tree_map(lambda leaf: np.zeros(np.shape(leaf)) if np.shape(leaf) else 0.0, x)
+
+
+def hessian(fn, argnums=0):
+    """The Hessian of a float-scalar `fn` w.r.t. argument `argnums` (forward-over-reverse),
+    shaped `x.shape + x.shape`.
+
+    >>> jitad.hessian(lambda x, y: x * x * y)(3.0, 2.0)
+    4.0
+    """
+    if not isinstance(argnums, int):
+        raise ArgumentError("hessian: argnums must be a single int")
+
+    def staged(*args):
+        from . import numeric as N
+        x = args[argnums]
+        shape = np.shape(x) if not isinstance(x, Staged) else x.shape
+        g = grad(fn, argnums=argnums)
+        rows = []
+        for e in range(max(1, int(np.prod(shape, dtype=np.int64)))):
+            direction = np.zeros(shape)
+            direction.reshape(-1)[e] = 1.0
+            tangents = [direction if i == argnums and shape else (1.0 if i == argnums else tree_zeros(a))
+                        for i, a in enumerate(args)]
+            rows.append(_jvp_staged(g, tuple(args), tuple(tangents))[1])
+        return N.reshape(N.stack(rows), shape + shape) if shape else rows[0]
+    staged.__name__ = f"hessian_{getattr(fn, '__name__', 'f')}"
+    return jit(staged)
+
+
+def vjp(fn, *primals):
+    """`(fn(*primals), pullback)`; `pullback(cotangent)` returns one cotangent per primal.
+
+    >>> out, pullback = jitad.vjp(lambda x, y: x * y, 3.0, 4.0)
+    >>> pullback(1.0)
+    (4.0, 3.0)
+    """
+    def staged_pullback(primals, ct):
+        return _vjp_pullback_staged(fn, primals, ct)
+    if current_frame() is not None:
+        out = fn(*primals)
+        return out, lambda ct: _vjp_pullback_staged(fn, primals, ct)
+    out = jit(fn)(*primals)
+    compiled = jit(staged_pullback)
+    return out, lambda ct: compiled(primals, ct)
+
+
+def _vjp_pullback_staged(fn, primals, ct):
+    from .ad.reverse import value_and_grad_staged
+    flat, td = flatten(tuple(primals))
+    types = [_leaf_type(x) for x in flat]
+    program, out_td, captured = trace_program(fn, tuple(primals), td, types)
+    ct_leaves, ct_td = flatten(ct)
+    if ct_td != out_td:
+        raise ArgumentError("vjp: the cotangent must have the structure of the function's output")
+    wrt = [k for k, t in enumerate(types) if not isinstance(t, TreeType) and t.dtype in ("f64", "f32")]
+    staged = [_staged(x, t) for x, t in zip(flat, types)] + [wrap(v) for v in captured]
+    seeds = [(k, c) for k, c in enumerate(ct_leaves)]
+    _, grads = value_and_grad_staged(program, staged, wrt, seeds)
+    by_leaf = dict(zip(wrt, grads))
+    from .ad.forward import zeros
+    cts = [by_leaf[k] if k in by_leaf else None for k in range(len(flat))]
+    out = []
+    start = 0
+    for p in primals:
+        n = len(flatten(p)[0])
+        out.append(unflatten(flatten(p)[1], cts[start:start + n]))
+        start += n
+    return tuple(out)

@@ -239,9 +239,10 @@ def _tree(node, ins, k):
 CONTROL = {Op.IF: _if, Op.WHILE: _while, Op.FOR: _for, Op.CALL: _call, Op.TREE: _tree}
 
 
-def value_and_grad_staged(program, args, wrt, seed_output=0):
+def value_and_grad_staged(program, args, wrt, seeds=((0, 1.0),)):
     """Emit, into the current trace, `program.main` on the staged flat `args` with
-    reverse mode w.r.t. the flat indices `wrt`; return (outputs, gradients) staged."""
+    reverse mode w.r.t. the flat indices `wrt`, output k's cotangent being `ct` for each
+    `(k, ct)` in `seeds`; return (outputs, gradients) staged."""
     main = program.main
     duals = [Dual(a, new_slot(p.type) if k in wrt else None)
              for k, (a, p) in enumerate(zip(args, main.params))]
@@ -250,9 +251,9 @@ def value_and_grad_staged(program, args, wrt, seed_output=0):
     def finish(outs):
         for slot, d in zip(results, outs):
             emit(Op.SLOT_SET, [slot.var, d.primal.var])
-        seed = outs[seed_output]
-        if seed.adj is not None:
-            slot_add(seed.adj, 1.0)
+        for k, ct in seeds:
+            if outs[k].adj is not None:
+                slot_add(outs[k].adj, ct)
 
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, 20000))   # one Python level per sequential control node

@@ -128,7 +128,7 @@ def _fuse(run, uses, shape):
     # Scalar work (it only depends on scalars) runs before the loop, and slot reads used
     # after the run stay outside it (they are pointers and have no inputs).
     keep_out = [n for _, n in run if (n.op != Op.SUM and n.outputs and not n.outputs[0].type.shape)
-                or (n.op == Op.SLOT_GET and any(u > last for u in uses[n.outputs[0]]))]
+                or (n.op == Op.SLOT_GET and any(u > last for u in uses.get(n.outputs[0], ())))]
     inside = [(k, n) for k, n in run if n not in keep_out]
     if len(inside) < 2:
         return [n for _, n in run]

@@ -1,0 +1,222 @@
+"""Forward mode: a staging interpreter that carries a tangent beside each value.
+
+`jvp_graph(graph, pairs)` runs a traced graph on (primal, tangent) pairs — tangent None
+means zero — and emits code computing both. Elementwise ops take their tangent rule
+from their VJP (their Jacobian is diagonal, so the VJP applied to a tangent is the
+JVP); linear ops apply themselves to tangents; control flow carries tangents through
+its state. Programs made by reverse mode work too (slots get tangent slots, closures
+take tangent arguments), which gives second order as forward-over-reverse.
+"""
+import numpy as np
+
+from ..ir.ops import ELEMENTWISE_OPS, VJPS, Op
+from ..ir.types import FLOATS, ContType, RefType, Type
+from ..staging import (FOR, FUN, IF, TREE, WHILE, ShapeDtype, Staged, apply, emit, make_closure,
+                       new_slot, trace_memo, wrap)
+from .restage import restage_node
+
+LINEAR = {Op.SUM, Op.RESHAPE, Op.TRANSPOSE, Op.BROADCAST, Op.SLICE, Op.UNSLICE}
+
+
+def has_tangent(t):
+    """Types whose values carry a tangent: floats and float slots."""
+    return (isinstance(t, Type) and t.dtype in FLOATS) or (isinstance(t, RefType) and t.dtype in FLOATS)
+
+
+def zeros(t):
+    return Staged(emit(Op.CONST, [], {"value": np.zeros(t.shape, {"f64": np.float64, "f32": np.float32}[t.dtype])
+                                      if t.shape else 0.0, "type": t})[0])
+
+
+def dual_types(types):
+    out = []
+    for t in types:
+        out.append(t)
+        if has_tangent(t):
+            out.append(t)
+    return out
+
+
+def pack(pairs, types):
+    flat = []
+    for (p, t), ty in zip(pairs, types):
+        flat.append(p)
+        if has_tangent(ty):
+            flat.append(t if t is not None else (new_slot(ty.value_type) if isinstance(ty, RefType) else zeros(ty)))
+    return flat
+
+
+def unpack(flat, types):
+    pairs, k = [], 0
+    for ty in types:
+        if has_tangent(ty):
+            pairs.append((flat[k], flat[k + 1]))
+            k += 2
+        else:
+            pairs.append((flat[k], None))
+            k += 1
+    return pairs
+
+
+def jvp_graph(graph, pairs):
+    env = dict(zip(graph.params, pairs))
+    for node in graph.nodes:
+        outs = jvp_node(node, [env[v] for v in node.inputs])
+        env.update(zip(node.outputs, outs))
+    return [env[v] for v in graph.outputs]
+
+
+def jvp_node(node, ins):
+    rule = RULES.get(node.op)
+    if rule is not None:
+        return rule(node, ins)
+    if all(t is None for _, t in ins):
+        return [(o, None) for o in restage_node(node, [p for p, _ in ins])]
+    primals = [p for p, _ in ins]
+    outs = restage_node(node, primals)
+    if not outs or not has_tangent(node.outputs[0].type):
+        return [(o, None) for o in outs]
+    return [(outs[0], _tangent(node, ins, primals, outs[0]))]
+
+
+def _tangent(node, ins, primals, out):
+    op, attrs = node.op, node.attrs
+    tangents = [t for _, t in ins]
+    from .. import numeric as N
+    if op in ELEMENTWISE_OPS:
+        total = None
+        for k, t in enumerate(tangents):
+            if t is None:
+                continue
+            term = VJPS[op](t, *primals, out, **attrs)[k]
+            if term is not None:
+                total = term if total is None else total + term
+        return total if total is None or total.shape == out.shape else N.broadcast_to(total, out.shape)
+    if op in LINEAR or op in (Op.INDEX, Op.GATHER):
+        return wrap(emit(op, [tangents[0].var] + [p.var for p in primals[1:]], attrs)[0])
+    if op == Op.CONCAT:
+        return wrap(emit(op, [(t if t is not None else zeros(p.var.type)).var
+                              for p, t in zip(primals, tangents)], attrs)[0])
+    if op == Op.MATMUL:
+        (a, ta), (b, tb) = ins
+        terms = ([N.matmul_t(ta, b, **attrs)] if ta is not None else []) + \
+                ([N.matmul_t(a, tb, **attrs)] if tb is not None else [])
+        return terms[0] if len(terms) == 1 else terms[0] + terms[1]
+    if op == Op.MAX:
+        x, axes = primals[0], attrs["axes"]
+        keep = tuple(1 if d in axes else n for d, n in enumerate(x.shape))
+        hit = N.convert(x == N.broadcast_to(N.reshape(out, keep), x.shape), x.dtype)
+        share = hit / N.broadcast_to(N.reshape(N.sum(hit, axis=axes), keep), x.shape)
+        return N.sum(share * tangents[0], axis=axes, keepdims=attrs["keepdims"])
+    raise NotImplementedError(f"forward mode: no rule for {op.value}")
+
+
+# -- effects and control flow ------------------------------------------------------
+
+def _slot(node, ins):
+    t = node.attrs["type"]
+    primal = restage_node(node, [])[0]
+    return [(primal, new_slot(t) if t.dtype in FLOATS else None)]
+
+
+def _slot_update(node, ins):
+    (ref, tref), (v, tv) = ins[0], ins[-1]
+    restage_node(node, [p for p, _ in ins])
+    if tref is not None:
+        if node.op == Op.SLOT_SET:
+            emit(Op.SLOT_SET, [tref.var, (tv if tv is not None else zeros(v.var.type)).var])
+        elif tv is not None:
+            emit(node.op, [tref.var] + [p.var for p, _ in ins[1:-1]] + [tv.var], node.attrs)
+    return []
+
+
+def _slot_get(node, ins):
+    (ref, tref), = ins
+    primal = restage_node(node, [ref])[0]
+    return [(primal, wrap(emit(Op.SLOT_GET, [tref.var])[0]) if tref is not None else None)]
+
+
+def _closure(node, ins):
+    fun = node.attrs["fun"]
+    params = list(fun.in_types)
+
+    def body(*flat):
+        jvp_graph(fun.body, unpack(flat, params) + list(ins))
+    return [(make_closure(body, dual_types(params), fun.name + "_jvp"), None)]
+
+
+def _apply(node, ins):
+    (cont, _), args = ins[0], ins[1:]
+    apply(cont, pack(args, list(node.inputs[0].type.params)))
+    return []
+
+
+def _if(node, ins):
+    types = [v.type for v in node.outputs]
+    in_types = [v.type for v in node.inputs[1:]]
+
+    def branch(body):
+        return lambda *flat: tuple(pack(jvp_graph(body, unpack(flat, in_types)), types))
+    out = IF(ins[0][0], branch(node.bodies[0]), branch(node.bodies[1]), *pack(ins[1:], in_types))
+    return unpack(list(out), types)
+
+
+def _while(node, ins):
+    n = node.attrs["n_state"]
+    types = [v.type for v in node.outputs]
+    caps = ins[n:]
+    cond, body = node.bodies
+    out = WHILE(lambda s: jvp_graph(cond, unpack(list(s), types) + caps)[0][0],
+                lambda s: tuple(pack(jvp_graph(body, unpack(list(s), types) + caps), types)),
+                tuple(pack(ins[:n], types)))
+    return unpack(list(out), types)
+
+
+def _for(node, ins):
+    n = node.attrs["n_state"]
+    types = [v.type for v in node.outputs]
+    caps = ins[2 + n:]
+    (body,) = node.bodies
+    out = FOR(ins[0][0], ins[1][0],
+              lambda i, s: tuple(pack(jvp_graph(body, [(i, None)] + unpack(list(s), types) + caps), types)),
+              tuple(pack(ins[2:2 + n], types)))
+    return unpack(list(out), types)
+
+
+def _call(node, ins):
+    fundef = node.attrs["fun"]
+    in_types, out_types = fundef.body.in_types, list(fundef.out_types)
+    memo = trace_memo()
+    fun = memo.get(("jvp", fundef))
+    if fun is None:
+        spec = tuple(ShapeDtype(t.shape, t.dtype) for t in dual_types(out_types))
+        fun = FUN(lambda *flat: tuple(pack(jvp_graph(fundef.body, unpack(flat, in_types)), out_types)), out=spec)
+        fun.__name__ = fundef.name + "_jvp"
+        memo[("jvp", fundef)] = fun
+    return unpack(list(fun(*pack(ins, in_types))), out_types)
+
+
+def _tree(node, ins):
+    n = node.attrs["n_state"]
+    types = [v.type for v in node.outputs]
+    caps = ins[1 + n:]
+    (combine,) = node.bodies
+
+    def combine_jvp(nd, left, right):
+        pairs = [(nd.index, None)] + unpack(list(left), types) + unpack(list(right), types) + caps
+        return tuple(pack(jvp_graph(combine, pairs), types))
+    out = TREE(ins[0][0], tuple(pack(ins[1:1 + n], types)), combine_jvp)
+    return unpack(list(out), types)
+
+
+RULES = {Op.SLOT: _slot, Op.SLOT_SET: _slot_update, Op.SLOT_ADD: _slot_update,
+         Op.SLOT_ADD_AT: _slot_update, Op.SLOT_SCATTER_ADD: _slot_update, Op.SLOT_GET: _slot_get,
+         Op.CLOSURE: _closure, Op.APPLY: _apply, Op.IF: _if, Op.WHILE: _while, Op.FOR: _for,
+         Op.CALL: _call, Op.TREE: _tree}
+
+
+def contains_effects(program):
+    """True when the program holds slots or closures (it was made by reverse mode)."""
+    from ..ir.graph import walk
+    graphs = [program.main] + [f.body for f in program.funs]
+    return any(n.op in (Op.SLOT, Op.CLOSURE) for g in graphs for n in walk(g))
