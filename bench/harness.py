@@ -44,6 +44,7 @@ def run_info(versions, settings):
     return {"date": datetime.datetime.now().isoformat(timespec="seconds"),
             "python": sys.version.split()[0], "platform": platform.platform(),
             "cpu": platform.processor() or platform.machine(), "cpu_count": os.cpu_count(),
+            "load_average": [round(x, 2) for x in os.getloadavg()],
             "numpy": np.__version__, "versions": versions, "settings": settings,
             "env": {k: os.environ.get(k) for k in ("OPENBLAS_NUM_THREADS", "XLA_FLAGS",
                                                   "JITAD_CACHE_DIR")}}
@@ -126,6 +127,25 @@ def check_same(case, name, got, want, rtol=1e-9):
             f"(rtol {rtol})")
 
 
+class NoBar:
+    """Stands in for `tqdm` when it is not installed."""
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def update(self, n=1):
+        pass
+
+    def set_postfix_str(self, s):
+        pass
+
+
 # -- results -------------------------------------------------------------------------
 
 def fmt_us(us):
@@ -157,18 +177,20 @@ def loglog_slope(ns, us):
     return float(np.polyfit(np.log(ns), np.log(us), 1)[0])
 
 
-def write_results(path_stem, info, rows, sweeps, notes):
+def write_results(path_stem, info, rows, sweeps, notes, goals=()):
     os.makedirs(os.path.dirname(path_stem), exist_ok=True)
     with open(path_stem + ".json", "w") as f:
-        json.dump({"info": info, "rows": rows, "sweeps": sweeps, "notes": notes}, f, indent=1)
+        json.dump({"info": info, "rows": rows, "sweeps": sweeps, "goals": list(goals), "notes": notes},
+                  f, indent=1)
     with open(path_stem + ".md", "w") as f:
-        f.write(markdown(info, rows, sweeps, notes))
+        f.write(markdown(info, rows, sweeps, notes, goals))
 
 
-def markdown(info, rows, sweeps, notes):
+def markdown(info, rows, sweeps, notes, goals=()):
     s = info["settings"]
     out = ["# jitad microbenchmarks", "",
-           f"{info['date']} · Python {info['python']} · {info['platform']} · {info['cpu_count']} CPUs · "
+           f"{info['date']} · Python {info['python']} · {info['platform']} · {info['cpu_count']} CPUs "
+           f"(load average {info['load_average'][0]} at start) · "
            f"single thread · float64 · median of {s['repeats']} repeats after warm-up "
            f"(≈{s['target_s']} s each), interleaved across comparators"
            + (" · **QUICK MODE (tiny sizes, not a measurement)**" if s.get("quick") else ""), "",
@@ -201,6 +223,31 @@ def markdown(info, rows, sweeps, notes):
                        + (f"{p['compile_s']:.3f}" if p.get("compile_s") is not None else "—") + " |")
         out += [""] + [f"- log–log slope of {LABELS[s['comparator']]} time vs n ({s['range']}): "
                        f"**{s['slope']:.3f}**" for s in sw["slopes"]]
+    if goals:
+        out += ["", "## Goals (BENCHMARKS.md)", ""] + [f"- {g}" for g in goals]
     if notes:
         out += ["", "## Notes", ""] + [f"- {n}" for n in notes]
     return "\n".join(out) + "\n"
+
+
+def plot_sweeps(path, sweeps):
+    """A log-log plot of every sweep (skipped when matplotlib is not installed)."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for sw in sweeps:
+        for comp in sw["comparators"]:
+            ax.loglog([p["n"] for p in sw["points"]], [p[comp]["median_us"] for p in sw["points"]],
+                      "o-" if comp == "jitad" else "s--", label=f"{LABELS[comp]}: {sw['title']}")
+    ax.set_xlabel("n")
+    ax.set_ylabel("µs per value_and_grad call")
+    ax.legend(fontsize=7)
+    ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

@@ -14,13 +14,13 @@ import time
 
 import numpy as np
 
-from . import harness
+from . import byhand, harness
 from .functions import (INCIDENCE, STATE0, chain, energy, euler_step, particles_vectorized,
                         random_tree, rotate)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FULL = dict(chain_n=50, unrolled=(10, 100, 1000), for_n=(10, 100, 1000, 10 ** 4, 10 ** 5),
-            tree_nodes=1000, steps=1000, repeats=7, target_s=0.1)
+            tree_nodes=1000, steps=1000, repeats=9, target_s=0.15)
 QUICK = dict(chain_n=50, unrolled=(10, 100), for_n=(10, 100, 1000), tree_nodes=50, steps=50,
              repeats=1, target_s=0.002)
 NA = "n/a"
@@ -57,16 +57,18 @@ def _autograd_vg(m, fn, to_array=False):
     return lambda *args: vg(args)
 
 
-def _one(grads):
-    """(value, (g,)) -> (value, g) for single-argument comparators."""
-    return lambda *args: (lambda vg: (vg[0], vg[1][0]))(grads(*args))
+def _one(value_and_grads):
+    """(value, (g,)) -> (value, g), for single-argument functions."""
+    def vg(*args):
+        value, grads = value_and_grads(*args)
+        return value, grads[0]
+    return vg
 
 
 # -- the cases: each returns (runners, notes); a runner is (fn, args) or a reason --------
 
 def case_calls(m, size, arity):
     jitad = m["jitad"]
-    from . import byhand
     py = (lambda x, y: x * y) if arity == 2 else (lambda a, b, c, d: a * b + c * d)
     args = (3.0, 4.0) if arity == 2 else (3.0, 4.0, 5.0, 6.0)
     runners = {"jitad": (jitad.jit(py), args),
@@ -80,7 +82,6 @@ def case_calls(m, size, arity):
 
 def case_scalar_mult(m, size):
     jitad = m["jitad"]
-    from . import byhand
     f = lambda x, y: x * y
     args = (3.0, 4.0)
     runners = {"jitad": (jitad.value_and_grad(f, argnums=(0, 1)), args),
@@ -96,7 +97,6 @@ def case_scalar_mult(m, size):
 
 def case_rotate(m, size):
     jitad = m["jitad"]
-    from . import byhand
     args = ((1.0, 2.0, 3.0), (4.0, 5.0, 6.0, 7.0))
     runners = {"jitad": (jitad.value_and_grad(rotate, argnums=(0, 1)), args),
                "numba": (byhand.rotate, args)}
@@ -124,7 +124,6 @@ def case_rotate(m, size):
 
 def case_chain(m, size):
     jitad = m["jitad"]
-    from . import byhand
     n = size["chain_n"]
     f = lambda x: chain(x, n)
     runners = {"jitad": (jitad.value_and_grad(f), (1.5,)), "numba": (byhand.chain, (1.5, n))}
@@ -139,7 +138,6 @@ def case_chain(m, size):
 
 def case_while(m, size):
     jitad = m["jitad"]
-    from . import byhand
 
     def halve(x):
         t = x
@@ -185,7 +183,6 @@ def _tree_rec(x, left, right, value):
 
 def case_tree(m, size):
     jitad = m["jitad"]
-    from . import byhand
     left, right, value, x = tree_case_inputs(size)
     tree = jitad.Tree(left, right, value=value)
     lst = (left.tolist(), right.tolist(), value.tolist())   # Python numbers for the tracers
@@ -207,7 +204,6 @@ def case_tree(m, size):
 
 def case_particles(m, size):
     jitad = m["jitad"]
-    from . import byhand
     steps = size["steps"]
 
     def loss_jitad(state):
@@ -269,25 +265,26 @@ def run_case(name, runners, size, bar):
 
 
 def chain_sweep(m, size, bar):
-    """chain_share against n: unrolled (one compile per n) and `FOR` (one compile)."""
+    """chain_share against n: unrolled (one compile per n) and `FOR` (one compile for every
+    n). All points of a sweep are timed together, repeats interleaved, like a case."""
     jitad = m["jitad"]
-    from . import byhand
     loop = jitad.value_and_grad(lambda x, n: jitad.FOR(0, n, lambda i, s: 0.5 * s + 0.5 * s, x))
     sweeps = []
     for title, ns, make in (("chain_share sweep, unrolled", size["unrolled"],
                              lambda n: jitad.value_and_grad(lambda x: chain(x, n))),
                             ("chain_share sweep, FOR", size["for_n"], lambda n: loop)):
-        points = []
+        runners, compile_s = {}, {}
         for n in ns:
             fn = make(n)
             args = (1.5,) if fn is not loop else (1.5, n)
-            t, want = harness.first_call_seconds(fn, args)
-            harness.check_same(f"chain_share n={n}", "numba", byhand.chain(1.5, n), want)
-            res = harness.measure({"jitad": (fn, args), "numba": (byhand.chain, (1.5, n))},
-                                  size["repeats"], size["target_s"])
-            points.append({"n": n, **res, "compile_s": fn.compile_seconds if fn is not loop or n == ns[0]
-                           else None})
-            bar.update(1)
+            _, want = harness.first_call_seconds(fn, args)
+            harness.check_same(f"{title}, n={n}", "numba", byhand.chain(1.5, n), want)
+            runners[("jitad", n)], runners[("numba", n)] = (fn, args), (byhand.chain, (1.5, n))
+            compile_s[n] = fn.compile_seconds if fn is not loop or n == ns[0] else None
+        res = harness.measure(runners, size["repeats"], size["target_s"])
+        points = [{"n": n, "jitad": res[("jitad", n)], "numba": res[("numba", n)],
+                   "compile_s": compile_s[n]} for n in ns]
+        bar.update(1)
         slopes = []
         for comp in ("jitad", "numba"):
             us = [p[comp]["median_us"] for p in points]
@@ -299,11 +296,41 @@ def chain_sweep(m, size, bar):
         sweeps.append({"title": title, "comparators": ["jitad", "numba"], "points": points,
                        "slopes": slopes, "description": (
                            "µs per value_and_grad call against n (numba by hand: the same "
-                           "recurrence with n a runtime argument). "
+                           "recurrence with n a runtime argument); all points timed together, "
+                           "repeats interleaved. "
                            + ("Each n is its own compiled function (its compile time is shown)."
                               if "unrolled" in title else
                               "One compiled function for every n (n is a runtime int)."))})
     return sweeps
+
+
+def goals(rows, sweeps):
+    """BENCHMARKS.md's goals, each with the measured figure and ✓ or ✗."""
+    out = []
+    mark = lambda ok: "✓" if ok else "✗"
+    for row in rows:
+        r = row["results"]
+        j, nb, jx = (r.get(k) for k in ("jitad", "numba", "jax"))
+        if not isinstance(j, dict):
+            continue
+        if row["case"].startswith("calls"):
+            if isinstance(nb, dict):
+                x = j["median_us"] / nb["median_us"]
+                out.append(f"{mark(x <= 2.0)} {row['case']}: jitad's call takes {x:.2f}× numba's "
+                           "dispatch (goal ≤ 2×)")
+            continue
+        if isinstance(nb, dict):
+            x = j["median_us"] / nb["median_us"]
+            out.append(f"{mark(x <= 1.5)} {row['case']}: {x:.2f}× numba by hand (goal ≤ 1.5×)")
+        if isinstance(jx, dict):
+            x = jx["median_us"] / j["median_us"]
+            out.append(f"{mark(x >= 10)} {row['case']}: {x:.1f}× faster than JAX jit (goal ≥ 10×)")
+    for sw in sweeps:
+        for s in sw["slopes"]:
+            if s["comparator"] == "jitad":
+                out.append(f"{mark(abs(s['slope'] - 1) <= 0.1)} {sw['title']}: log–log slope "
+                           f"{s['slope']:.3f} over {s['range']} (goal 1 ± 0.1)")
+    return out
 
 
 def main(argv=None):
@@ -311,7 +338,7 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true",
                     help="tiny sizes, 1 repeat: a smoke test of the harness (< 30 s), not a measurement")
     ap.add_argument("--cases", help="comma-separated subset of: " + ", ".join(CASES) + ", sweep")
-    ap.add_argument("--repeats", type=int, help="timed repeats per comparator (default 7)")
+    ap.add_argument("--repeats", type=int, help="timed repeats per comparator (default 9)")
     ap.add_argument("--out", help="results path without extension "
                     "(default bench/results/latest, or bench/results/quick with --quick)")
     ap.add_argument("--keep-cache", action="store_true",
@@ -329,7 +356,10 @@ def main(argv=None):
     out = args.out or os.path.join(HERE, "results", "quick" if args.quick else "latest")
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 10 * size["tree_nodes"]))
 
-    from tqdm import tqdm
+    try:
+        from tqdm import tqdm
+    except ImportError:   # the progress bar is a nicety: run without it
+        tqdm = harness.NoBar
     start = time.perf_counter()
     mods, versions = harness.load_comparators()
     settings = {"quick": args.quick, "repeats": size["repeats"], "target_s": size["target_s"],
@@ -337,7 +367,7 @@ def main(argv=None):
     info = harness.run_info(versions, settings)
     n_tasks = len([c for c in wanted if c in CASES])
     if "sweep" in wanted:
-        n_tasks += len(size["unrolled"]) + len(size["for_n"])
+        n_tasks += 2
     rows, sweeps, notes = [], [], []
     with tqdm(total=n_tasks, desc="bench.micro", unit="case", file=sys.stderr) as bar:
         for name in wanted:
@@ -360,8 +390,11 @@ def main(argv=None):
     for r in rows:
         if r["case"].startswith("calls"):
             r["note"] = "dispatch only (no gradient): PyTorch and autograd have no compiled call"
-    harness.write_results(out, info, rows, sweeps, notes)
-    print(harness.markdown(info, rows, sweeps, notes))
+    if sweeps and not args.quick and harness.plot_sweeps(out + "_sweep.png", sweeps):
+        notes.append(f"The sweeps are plotted in {os.path.basename(out)}_sweep.png.")
+    met = goals(rows, sweeps)
+    harness.write_results(out, info, rows, sweeps, notes, met)
+    print(harness.markdown(info, rows, sweeps, notes, met))
     print(f"wrote {out}.md and {out}.json in {info['wall_s']} s", file=sys.stderr)
     return 0
 

@@ -426,17 +426,20 @@ def vjp(fn, *primals):
     (4.0, 3.0)
     """
     def staged_pullback(primals, ct):
-        return _vjp_pullback_staged(fn, primals, ct)
+        return pullback_staged(fn, primals, ct)
     if current_frame() is not None:
         out = fn(*primals)
-        return out, lambda ct: _vjp_pullback_staged(fn, primals, ct)
+        return out, lambda ct: pullback_staged(fn, primals, ct)
     out = jit(fn)(*primals)
     compiled = jit(staged_pullback)
     return out, lambda ct: compiled(primals, ct)
 
 
-def _vjp_pullback_staged(fn, primals, ct):
-    from .ad.reverse import value_and_grad_staged
+def pullback_staged(fn, primals, ct, to_closure=True):
+    """Emit the cotangents of `fn` at `primals` for output cotangent `ct`. When this runs
+    inside a reverse pass (a custom rule) and `to_closure`, the cotangents of staged
+    values `fn` closes over are added to their adjoints in that pass."""
+    from .ad.reverse import adjoint_of, value_and_grad_staged
     flat, td = flatten(tuple(primals))
     types = [_leaf_type(x) for x in flat]
     program, out_td, captured = trace_program(fn, tuple(primals), td, types)
@@ -444,10 +447,14 @@ def _vjp_pullback_staged(fn, primals, ct):
     if ct_td != out_td:
         raise ArgumentError("vjp: the cotangent must have the structure of the function's output")
     wrt = [k for k, t in enumerate(types) if not isinstance(t, TreeType) and t.dtype in ("f64", "f32")]
+    closure = [len(flat) + j for j, v in enumerate(captured) if to_closure and adjoint_of(v) is not None]
     staged = [_staged(x, t) for x, t in zip(flat, types)] + [wrap(v) for v in captured]
     seeds = [(k, c) for k, c in enumerate(ct_leaves)]
-    _, grads = value_and_grad_staged(program, staged, wrt, seeds)
+    _, grads = value_and_grad_staged(program, staged, wrt + closure, seeds)
     by_leaf = dict(zip(wrt, grads))
+    from .staging import slot_add
+    for j, g in zip(closure, grads[len(wrt):]):
+        slot_add(adjoint_of(captured[j - len(flat)]), g)
     from .ad.forward import zeros
     cts = [by_leaf[k] if k in by_leaf else None for k in range(len(flat))]
     out = []

@@ -65,6 +65,19 @@ def trace_memo():
     return _local.trace.memo
 
 
+@contextmanager
+def substitution(mapping):
+    """While transforming a program, let Python code that still holds staged values of
+    the original program (a custom rule's closure) use their transformed counterparts:
+    `mapping` (old var -> new var) is consulted by `emit` and filled by the caller."""
+    saved = getattr(_local, "subst", None)
+    _local.subst = mapping
+    try:
+        yield mapping
+    finally:
+        _local.subst = saved
+
+
 def _frames():
     if not hasattr(_local, "frames"):
         _local.frames = []
@@ -89,6 +102,9 @@ def emit(op, inputs, attrs=None, bodies=()):
     """Append a node to the current graph; return its output vars."""
     frame = current_frame()
     attrs = attrs or {}
+    subst = getattr(_local, "subst", None)
+    if subst:   # values of a program being transformed, used by Python code run meanwhile
+        inputs = [subst.get(v, v) for v in inputs]
     ins = tuple(frame.resolve(v) for v in inputs)
     outs = tuple(Var(t) for t in infer_types(op, [v.type for v in ins], attrs, bodies))
     frame.graph.nodes.append(Node(op, ins, outs, attrs, tuple(bodies)))
@@ -579,6 +595,10 @@ class FUN:
         self.__name__ = getattr(fn, "__name__", "fun")
         self.__doc__ = getattr(fn, "__doc__", None)
 
+    def call_attrs(self, in_td):
+        """Extra static attributes of this function's call nodes (for custom rules)."""
+        return {}
+
     def __call__(self, *args):
         if current_frame() is None:
             return self.fn(*args)
@@ -597,7 +617,7 @@ class FUN:
                 f"value like `0.0`, or a pytree of them")
         frame = current_frame()
         captures = [frame.resolve(v) for v in fun.captures]
-        outs = emit(Op.CALL, in_vars + captures, {"fun": fun.fundef})
+        outs = emit(Op.CALL, in_vars + captures, {"fun": fun.fundef, **self.call_attrs(td)})
         return unflatten(fun.out_td, [Staged(v) for v in outs])
 
     def _define(self, trace, key, td, types):

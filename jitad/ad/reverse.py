@@ -16,11 +16,14 @@ outputs, and then propagates adjoints backwards through the graph's nodes:
 Nodes without any gradient-carrying input are re-staged unchanged.
 """
 import sys
+import threading
 
 from ..ir.ops import VJPS, Op, Sparse, _unbroadcast as unbroadcast
 from ..ir.types import FLOATS, RefType, Type
-from ..staging import (FUN, IF, Staged, apply, as_var, emit, make_closure, new_slot, slot_add,
-                       slot_get, trace_memo)
+from ..errors import ArgumentError
+from ..pytree import flatten, unflatten
+from ..staging import (FUN, IF, Staged, StagedTree, apply, as_var, coerce, emit, is_staged, make_closure,
+                       new_slot, slot_add, slot_get, substitution, trace_memo)
 from .restage import restage, restage_node
 
 
@@ -81,8 +84,28 @@ def resume(cont, types):
 
 # -- the CPS interpreter ---------------------------------------------------------
 
+_state = threading.local()   # per transformation: old var -> new var, new var -> adjoint slot
+
+
+def _bind(env, old_vars, duals):
+    for v, d in zip(old_vars, duals):
+        env[v] = d
+        if isinstance(d.primal, (Staged, StagedTree)):
+            _state.subst[v] = d.primal.var
+            if d.adj is not None:
+                _state.adjoints[d.primal.var] = d.adj
+
+
+def adjoint_of(var):
+    """The adjoint slot of a staged value in the reverse pass being emitted, or None."""
+    adjoints = getattr(_state, "adjoints", None)
+    return adjoints.get(var) if adjoints else None
+
+
 def cps(graph, duals, k):
-    _run(graph.nodes, dict(zip(graph.params, duals)), graph.outputs, k)
+    env = {}
+    _bind(env, graph.params, duals)
+    _run(graph.nodes, env, graph.outputs, k)
 
 
 def _run(nodes, env, outputs, k):
@@ -91,26 +114,64 @@ def _run(nodes, env, outputs, k):
         ins = [env[v] for v in node.inputs]
         if all(d.adj is None for d in ins):
             outs = restage_node(node, [d.primal for d in ins])
-            env.update((v, Dual(o)) for v, o in zip(node.outputs, outs))
+            _bind(env, node.outputs, [Dual(o) for o in outs])
+            continue
+        if node.op == Op.CALL and "custom" in node.attrs:
+            tape.append(_custom_forward(node, ins, env))
             continue
         if node.op in CONTROL:
             rest = nodes[i + 1:]
 
             def k_rest(outs, node=node):
                 env_rest = dict(env)
-                env_rest.update(zip(node.outputs, outs))
+                _bind(env_rest, node.outputs, outs)
                 _run(rest, env_rest, outputs, k)
             CONTROL[node.op](node, ins, k_rest)
             break
         outs = restage_node(node, [d.primal for d in ins])
         duals = [Dual(o, new_slot(v.type) if differentiable(v.type) else None)
                  for v, o in zip(node.outputs, outs)]
-        env.update(zip(node.outputs, duals))
-        tape.append((node, ins, duals))
+        _bind(env, node.outputs, duals)
+        tape.append((node, ins, duals, None))
     else:
         k([env[v] for v in outputs])
-    for node, ins, outs in reversed(tape):
-        _backprop(node, ins, outs)
+    for node, ins, outs, residuals in reversed(tape):
+        if residuals is None:
+            _backprop(node, ins, outs)
+        else:
+            _custom_backward(node, ins, outs, residuals)
+
+
+def _custom_forward(node, ins, env):
+    """A `custom_vjp` call: the user's fwd rule, staged here, replaces the body."""
+    rule, in_td = node.attrs["custom"], node.attrs["in_td"]
+    args = unflatten(in_td, [d.primal for d in ins[:in_td.num_leaves]])
+    out, residuals = rule.fwd(*args)
+    leaves, out_td = flatten(out)
+    if len(leaves) != len(node.outputs):
+        raise ArgumentError(f"custom_vjp `{rule.__name__}`: fwd returned {len(leaves)} outputs "
+                            f"where the function returns {len(node.outputs)}")
+    outs = [Staged(coerce(x, v.type, f"custom_vjp `{rule.__name__}` fwd output")) for x, v in zip(leaves, node.outputs)]
+    duals = [Dual(o, new_slot(v.type) if differentiable(v.type) else None) for v, o in zip(node.outputs, outs)]
+    _bind(env, node.outputs, duals)
+    return node, ins, duals, (out_td, residuals)
+
+
+def _custom_backward(node, ins, outs, residuals):
+    from ..ad.forward import zeros
+    rule, in_td = node.attrs["custom"], node.attrs["in_td"]
+    out_td, res = residuals
+    g = unflatten(out_td, [slot_get(d.adj) if d.adj is not None else zeros(v.type)
+                           for d, v in zip(outs, node.outputs)])
+    cts = rule.bwd(res, g)
+    cts = tuple(cts) if isinstance(cts, (tuple, list)) else (cts,)
+    leaves = flatten(cts)[0]
+    if len(leaves) != in_td.num_leaves:
+        raise ArgumentError(f"custom_vjp `{rule.__name__}`: bwd returned {len(leaves)} cotangents "
+                            f"for {in_td.num_leaves} argument leaves; return one per argument, as a tuple")
+    for d, ct in zip(ins, leaves):
+        if d.adj is not None and ct is not None:
+            slot_add(d.adj, unbroadcast(ct, d.primal.shape) if is_staged(ct) else ct)
 
 
 def _backprop(node, ins, outs):
@@ -257,8 +318,12 @@ def value_and_grad_staged(program, args, wrt, seeds=((0, 1.0),)):
 
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, 20000))   # one Python level per sequential control node
+    saved = getattr(_state, "subst", None), getattr(_state, "adjoints", None)
+    _state.subst, _state.adjoints = {}, dict(saved[1] or {})
     try:
-        cps(main, duals, finish)
+        with substitution(_state.subst):
+            cps(main, duals, finish)
     finally:
         sys.setrecursionlimit(limit)
+        _state.subst, _state.adjoints = saved
     return [slot_get(s) for s in results], [slot_get(duals[k].adj) for k in wrt]
