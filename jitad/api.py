@@ -1,6 +1,8 @@
 """The user-facing transformations and the per-signature compile cache."""
 import functools
+import gc
 import inspect
+import os
 import time
 
 import numpy as np
@@ -18,6 +20,22 @@ from .staging import Staged, StagedTree, arg_type, as_var, current_frame, is_sta
 from .tree import Tree
 
 PLACEHOLDER = "JITAD_PREFIX_"
+VERIFY = os.environ.get("JITAD_VERIFY", "") not in ("", "0")   # the tests set it
+
+
+_SCALAR_KEYS = {float: "f64", int: "i64", bool: "bool"}
+
+
+def _leaf_key(x):
+    """What of a flat argument selects the compiled code (cheaper than its IR type)."""
+    kind = _SCALAR_KEYS.get(type(x))
+    if kind is not None:
+        if kind == "i64" and not -(1 << 63) <= x < (1 << 63):
+            raise ArgumentError(f"the int {x} does not fit in 64 bits")
+        return kind
+    if type(x) is np.ndarray:
+        return x.dtype.char, x.shape
+    return arg_type(x)
 
 
 class Compiled:
@@ -26,17 +44,35 @@ class Compiled:
     def __init__(self, program, out_td, in_types, direct):
         self.program, self.out_td, self.direct = program, out_td, direct
         self.in_types = in_types
-        self.ir = str(program)
+        self.deep = False   # set once a call ran out of the caller's stack
+        self.owner = None
+
+    @property
+    def ir(self):
+        return str(self.program)
 
     def run(self, leaves):
         """Call the entry on flat argument leaves; return the result pytree."""
-        result = self.entry(*[_canonical(x, t) for x, t in zip(leaves, self.in_types)])
+        args = [_canonical(x, t) for x, t in zip(leaves, self.in_types)]
+        if self.takes_pytree:
+            args = list(unflatten(self.in_td, args))
+        result = runtime.run_with_deep_stack(self.deep_entry, *args) if self.deep else self.entry(*args)
         return result if self.direct else unflatten(self.out_td, result)
+
+    def went_deep(self, *args):
+        """The stack ran out: retry on the deep-stack thread, and go there directly from now on
+        (the shallow attempt would only be thrown away again)."""
+        self.deep = True
+        if self.owner is not None and self.owner.__call__ is self.entry:
+            self.owner.__call__ = Jitted.__call__
+        return runtime.run_with_deep_stack(self.deep_entry, *args)
 
 
 def _canonical(x, t):
     """A flat argument as the exact Python object the entry expects: arrays become
     contiguous arrays of the right dtype (copied when they are not)."""
+    if type(x) in _SCALAR_KEYS:   # the signature key already matched its kind
+        return x
     if isinstance(x, Tree):
         return x.address
     if t.shape:
@@ -56,27 +92,33 @@ def _layout(td, counter):
     return [_layout(c, counter) for c in td.children]
 
 
-def compile_program(program, out_td, in_types, name, fallback):
+def compile_program(program, out_td, in_types, name, fallback, in_td=None):
     """The pipeline after tracing (and the transformations staged with it):
     verify -> fuse elementwise loops -> verify -> lower to LLVM -> optimize (O3) -> load."""
-    verify(program)
+    if VERIFY:
+        verify(program)
     fuse_program(program)
-    verify(program)
+    if VERIFY:
+        verify(program)
     out_types = program.main.out_types
     direct = out_td.is_tuple_nest
     layout = _layout(out_td, iter(range(len(out_types)))) if direct else list(range(len(out_types)))
     module = runtime.new_module(name)
     main, constants = lower_program(module, program, PLACEHOLDER)
     runtime.register_constants(constants)
+    # arguments that are (nested) tuples are taken apart by the entry itself
+    arg_layout = _layout(in_td, iter(range(len(in_types)))) if in_td is not None and in_td.is_tuple_nest \
+        and in_td.kind == "tuple" else None
     for suffix, budget in (("shallow", runtime.SHALLOW_STACK), ("deep", runtime.DEEP_STACK - (1 << 20))):
-        add_entry(module, main, in_types, out_types, layout, f"{PLACEHOLDER}{suffix}", budget)
+        add_entry(module, main, in_types, out_types, layout, f"{PLACEHOLDER}{suffix}", budget, arg_layout)
     prefix, llvm_ir, loaded = runtime.compile_module(str(module), PLACEHOLDER)
     c = Compiled(program, out_td, in_types, direct)
+    c.takes_pytree = arg_layout is not None
     c.out_types = out_types
     c.llvm_ir, c.loaded_from_cache = llvm_ir, loaded
-    deep = runtime.python_function(runtime.address(prefix + "deep"), name, fallback, runtime.stack_exhausted)
-    on_exhausted = functools.partial(runtime.run_with_deep_stack, deep)
-    c.entry = runtime.python_function(runtime.address(prefix + "shallow"), name, fallback, on_exhausted)
+    c.deep_entry = runtime.python_function(runtime.address(prefix + "deep"), name, fallback,
+                                           runtime.stack_exhausted)
+    c.entry = runtime.python_function(runtime.address(prefix + "shallow"), name, fallback, c.went_deep)
     return c
 
 
@@ -108,48 +150,55 @@ class Jitted:
     def __call__(self, *args, **kwargs):
         """The dispatcher: find or compile this signature's code and run it.
 
-        Once a signature of plain scalars is compiled, its native entry is installed as
-        this object's `__call__`, so later calls skip this method altogether.
+        Once a signature of plain scalars and arrays is compiled, its native entry is
+        installed as this object's `__call__`, so later calls skip this method.
         """
-        args = self._bind(args, kwargs)
+        if kwargs:
+            args = self._bind(args, kwargs)
         if current_frame() is not None:
             return self.fn(*args)   # called inside a trace: inline, as a nested jit in JAX
-        key, dynamic, leaves = self._key(args)
-        compiled = self._compiled.get(key)
-        if compiled is None:
-            compiled = self._compile(args, dynamic, leaves, key)
-        self._last = compiled
-        simple_args = not kwargs and len(leaves) == len(args) and not any(
-            isinstance(t, TreeType) for t in compiled.in_types)
-        if compiled.direct and simple_args:
-            type(self).__call__ = compiled.entry
+        if self.static_argnums:
+            static = tuple(args[i] for i in self.static_argnums if i < len(args))
+            dynamic = tuple(a for i, a in enumerate(args) if i not in self.static_argnums)
         else:
-            type(self).__call__ = Jitted.__call__
-        return compiled.run(leaves)
-
-    def _key(self, args):
-        static = tuple(args[i] for i in self.static_argnums if i < len(args))
-        dynamic = tuple(a for i, a in enumerate(args) if i not in self.static_argnums)
+            static, dynamic = (), args
         leaves, td = flatten(dynamic)
         try:
-            hash(static)
+            key = (len(args), static, td, tuple(map(_leaf_key, leaves)))
+            compiled = self._compiled.get(key)
         except TypeError:
             raise ArgumentError("static arguments must be hashable") from None
-        return (len(args), static, td, tuple(map(arg_type, leaves))), dynamic, leaves
+        if compiled is None:
+            self._bind(args, {})   # a wrong argument count is an ArgumentError
+            compiled = self._compile(args, dynamic, leaves, key, static, td)
+        self._last = compiled
+        fast = not kwargs and compiled.direct and not compiled.deep and not self.static_argnums \
+            and (len(leaves) == len(args) or compiled.takes_pytree) \
+            and not any(isinstance(t, TreeType) for t in compiled.in_types)
+        type(self).__call__ = compiled.entry if fast else Jitted.__call__
+        return compiled.run(leaves)
 
-    def _compile(self, args, dynamic, leaves, key):
+    def _compile(self, args, dynamic, leaves, key, static, in_td):
         start = time.perf_counter()
-        _, static, in_td, types = key
+        types = [arg_type(x) for x in leaves]
 
         def staged_fn(*dyn):
             it = iter(dyn)
             full = [args[i] if i in self.static_argnums else next(it) for i in range(len(args))]
             return self.fn(*full)
 
-        program, out_td, _ = trace_program(staged_fn, dynamic, in_td, list(types))
-        compiled = compile_program(program, out_td, list(types), getattr(self.fn, "__name__", "f"),
-                                   self._fallback)
+        gc_was_enabled = gc.isenabled()
+        gc.disable()   # tracing builds many small objects that live as long as the graph
+        try:
+            program, out_td, _ = trace_program(staged_fn, dynamic, in_td, types)
+            compiled = compile_program(program, out_td, types, getattr(self.fn, "__name__", "f"),
+                                       self._fallback, in_td if not self.static_argnums else None)
+            compiled.in_td = in_td
+        finally:
+            if gc_was_enabled:
+                gc.enable()
         compiled.compile_seconds = time.perf_counter() - start
+        compiled.owner = type(self)
         self._compiled[key] = compiled
         return compiled
 

@@ -1,27 +1,32 @@
 """Pytrees: nested tuples, lists and dicts of leaves, flattened in a fixed order."""
-from dataclasses import dataclass
 
+class TreeDef(tuple):
+    """The structure of a pytree: `(kind, children, keys)` with `kind` one of 'leaf',
+    'none', 'tuple', 'list', 'dict'. A tuple, so hashing and comparing it (once per
+    call of a compiled function) runs in C."""
+    __slots__ = ()
 
-@dataclass(frozen=True, slots=True)
-class TreeDef:
-    """The structure of a pytree: `kind` is 'leaf', 'none', 'tuple', 'list' or 'dict'."""
-    kind: str
-    children: tuple = ()
-    keys: tuple = ()
+    def __new__(cls, kind, children=(), keys=()):
+        return tuple.__new__(cls, (kind, children, keys))
+
+    kind = property(lambda self: self[0])
+    children = property(lambda self: self[1])
+    keys = property(lambda self: self[2])
 
     @property
     def num_leaves(self):
-        if self.kind == "leaf":
+        if self[0] == "leaf":
             return 1
-        return sum(c.num_leaves for c in self.children)
+        return sum(c.num_leaves for c in self[1])
 
     @property
     def is_tuple_nest(self):
         """True for a leaf or nested tuples of leaves (what the fast entry builds itself)."""
-        return self.kind == "leaf" or (self.kind == "tuple" and all(c.is_tuple_nest for c in self.children))
+        return self[0] == "leaf" or (self[0] == "tuple" and all(c.is_tuple_nest for c in self[1]))
 
 
 LEAF = TreeDef("leaf")
+NONE = TreeDef("none")
 
 
 def flatten(tree):
@@ -32,15 +37,19 @@ def flatten(tree):
 
 
 def _flatten(x, leaves):
-    if isinstance(x, tuple) and not hasattr(x, "_fields"):
-        return TreeDef("tuple", tuple(_flatten(c, leaves) for c in x))
+    t = type(x)
+    if t is float or t is int:
+        leaves.append(x)
+        return LEAF
+    if t is tuple or (isinstance(x, tuple) and not hasattr(x, "_fields")):
+        return TreeDef("tuple", tuple([_flatten(c, leaves) for c in x]))
     if isinstance(x, list):
-        return TreeDef("list", tuple(_flatten(c, leaves) for c in x))
+        return TreeDef("list", tuple([_flatten(c, leaves) for c in x]))
     if isinstance(x, dict):
         keys = tuple(sorted(x))
-        return TreeDef("dict", tuple(_flatten(x[k], leaves) for k in keys), keys)
+        return TreeDef("dict", tuple([_flatten(x[k], leaves) for k in keys]), keys)
     if x is None:
-        return TreeDef("none")
+        return NONE
     leaves.append(x)
     return LEAF
 

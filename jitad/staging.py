@@ -16,6 +16,7 @@ from .ir.graph import FunDef, Graph, Node, Program, Var
 from .ir.ops import FLOAT_ONLY, IMPLS, Op, infer_types
 from .ir.types import FLOATS, I64, NUMPY, Type, TreeType, dtype_of_numpy, promote
 from .pytree import LEAF, flatten, unflatten
+from .tree import Tree
 
 _local = threading.local()
 
@@ -725,7 +726,6 @@ def _tree_eager(tree, init, combine):
 
 def arg_type(x):
     """The IR type of one flattened argument, or raise `ArgumentError`."""
-    from .tree import Tree
     if isinstance(x, Tree):
         return x.type
     if isinstance(x, (bool, int, float, np.number, np.bool_)):

@@ -32,7 +32,8 @@ PY_API = {
 }
 # numpy's PyArray_New(subtype, nd, dims, typenum, strides, data, itemsize, flags, obj)
 ARRAY_NEW = ir.FunctionType(PTR, [PTR, C_INT, PTR, C_INT, PTR, PTR, C_INT, C_INT, PTR])
-PY_DATA = {"float": "PyFloat_Type", "int": "PyLong_Type", "bool": "PyBool_Type", "True": "_Py_TrueStruct"}
+PY_DATA = {"float": "PyFloat_Type", "int": "PyLong_Type", "bool": "PyBool_Type", "True": "_Py_TrueStruct",
+           "tuple": "PyTuple_Type"}
 _EXPECTED = {"f64": "float", "f32": "float", "i64": "int", "bool": "bool"}
 NPY_TYPENUM = {"bool": 0, "i64": 7, "f32": 11, "f64": 12}
 # PyArrayObject field offsets (numpy's public struct layout)
@@ -68,8 +69,10 @@ def _array_matches(b, module, obj, t):
     return ok
 
 
-def add_entry(module, main, in_types, out_types, layout, name, stack_budget):
-    """Define the entry `name` calling `main`; `layout` nests result indices in lists (tuples)."""
+def add_entry(module, main, in_types, out_types, layout, name, stack_budget, arg_layout=None):
+    """Define the entry `name` calling `main`; `layout` nests result indices in lists
+    (tuples), and `arg_layout` the argument leaves likewise (default: flat leaves)."""
+    arg_layout = list(range(len(in_types))) if arg_layout is None else arg_layout
     fn = ir.Function(module, ir.FunctionType(PTR, [PTR, PTR, I64, PTR]), name=name)
     self_, args, nargs, kwnames = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -80,13 +83,32 @@ def add_entry(module, main, in_types, out_types, layout, name, stack_budget):
         handler = b.call(api("PyTuple_GetItem"), [self_, I64(slot)])
         b.ret(b.call(api("PyObject_Vectorcall"), [handler, args, nargs, kwnames]))
 
-    ok = b.and_(b.icmp_unsigned("==", kwnames, PTR(None)), b.icmp_signed("==", nargs, I64(len(in_types))))
-    objs = []
-    for k, t in enumerate(in_types):
-        nxt = fn.append_basic_block(f"arg{k}")
+    ok = b.and_(b.icmp_unsigned("==", kwnames, PTR(None)), b.icmp_signed("==", nargs, I64(len(arg_layout))))
+    objs = [None] * len(in_types)
+
+    def then_check():
+        nxt = fn.append_basic_block("arg")
         b.cbranch(ok, nxt, fallback)
         b.position_at_end(nxt)
-        obj = b.load(b.gep(args, [I64(k)], source_etype=PTR), typ=PTR)
+
+    def walk(node, obj):
+        """Check a (nested) tuple argument's type and size; collect its leaf objects."""
+        nonlocal ok
+        if isinstance(node, int):
+            objs[node] = obj
+            return
+        then_check()
+        ok = b.and_(b.icmp_unsigned("==", _field(b, obj, 8, PTR), api("PyTuple_Type")),
+                    b.icmp_signed("==", _field(b, obj, 16, I64), I64(len(node))))
+        for k, child in enumerate(node):
+            then_check()
+            walk(child, _field(b, obj, 24 + 8 * k, PTR))   # PyTupleObject.ob_item[k]
+
+    for k, node in enumerate(arg_layout):
+        walk(node, b.load(b.gep(args, [I64(k)], source_etype=PTR), typ=PTR))
+    for k, t in enumerate(in_types):
+        then_check()
+        obj = objs[k]
         ob_type = _field(b, obj, 8, PTR)
         if isinstance(t, TreeType):
             ok = b.icmp_unsigned("==", ob_type, api(PY_DATA["int"]))
@@ -97,7 +119,6 @@ def add_entry(module, main, in_types, out_types, layout, name, stack_budget):
             ok = _array_matches(b, module, obj, t)
         else:
             ok = b.icmp_unsigned("==", ob_type, api(PY_DATA[_EXPECTED[t.dtype]]))
-        objs.append(obj)
     unbox = fn.append_basic_block("unbox")
     b.cbranch(ok, unbox, fallback)
     b.position_at_end(fallback)

@@ -45,7 +45,8 @@ class _Jit:
         for name in PY_API:
             llvm.add_symbol(name, ctypes.cast(getattr(ctypes.pythonapi, name), ctypes.c_void_p).value)
         for pyname, symbol in PY_DATA.items():
-            llvm.add_symbol(symbol, id({"float": float, "int": int, "bool": bool, "True": True}[pyname]))
+            llvm.add_symbol(symbol, id({"float": float, "int": int, "bool": bool, "True": True,
+                                        "tuple": tuple}[pyname]))
         llvm.add_symbol("jitad_ndarray_type", id(np.ndarray))
         for dtype, np_dtype in NUMPY.items():   # the builtin descriptor singletons
             llvm.add_symbol(f"jitad_descr_{dtype}", id(np.dtype(np_dtype)))
