@@ -117,7 +117,7 @@ def compile_program(program, out_td, in_types, name, fallback, in_td=None):
     c.out_types = out_types
     c.llvm_ir, c.loaded_from_cache = llvm_ir, loaded
     c.deep_entry = runtime.python_function(runtime.address(prefix + "deep"), name, fallback,
-                                           runtime.stack_exhausted)
+                                           runtime.deep_stack_exhausted)
     c.entry = runtime.python_function(runtime.address(prefix + "shallow"), name, fallback, c.went_deep)
     return c
 

@@ -633,6 +633,9 @@ class FUN:
                 frame.resolve(v)
             with _entered(frame):
                 out = self.fn(*unflatten(td, [wrap(v) for v in frame.graph.params[:len(types)]]))
+                for x in flatten(out)[0]:   # a result may itself be a captured value
+                    if isinstance(x, (Staged, StagedTree)):
+                        frame.resolve(x.var)
             new = [v for v in frame.captures if v not in seen]
             if not new:
                 break
@@ -729,7 +732,8 @@ def arg_type(x):
     if isinstance(x, Tree):
         return x.type
     if isinstance(x, (bool, int, float, np.number, np.bool_)):
-        if isinstance(x, int) and not isinstance(x, bool) and not -2**63 <= x < 2**63:
+        if isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_)) \
+                and not -2**63 <= int(x) < 2**63:
             raise ArgumentError(f"the int {x} does not fit in 64 bits")
         return Type(_kind(x)[0])
     if isinstance(x, np.ndarray):

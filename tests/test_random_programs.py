@@ -32,13 +32,9 @@ INT_MIN, INT_MAX = -2**63, 2**63 - 1
 PARAMS = (("x", "f64"), ("y", "f64"), ("n", "i64"), ("m", "i64"), ("p", "bool"))
 RTOL = 1e-12
 
-# Bugs the generator steers around until they are fixed; each has a strict xfail test
-# at the end of this file. When one starts passing, delete its name here.
-KNOWN_BUGS = {
-    "float_divmod",        # f64 `%` and `//` fail to compile (llvm.copysign declared unary)
-    "convert_saturation",  # convert(f64 >= 2**63, 'i64'): compiled 2**63-1, interpreter 2**63-1024
-    "fun_returns_capture",   # a FUN body returning a captured value as is fails to verify
-}
+# Bugs the generator steers around until they are fixed, each with a strict xfail test
+# at the end of this file; when one starts passing, delete its name here.
+KNOWN_BUGS = set()
 
 CONSTS = {
     "f64": ["0.0", "(-0.0)", "0.5", "1.0", "2.0", "(-1.5)", "3.0", "10.0", "1e-300", "1e300",
@@ -47,7 +43,7 @@ CONSTS = {
     "bool": ["True", "False"],
 }
 LIBM_FUNCTIONS = ["exp", "log", "log1p", "expm1", "sqrt", "sin", "cos", "tanh", "sigmoid"]
-FLOAT_OPS = ["+", "-", "*", "/", "**"] + ([] if "float_divmod" in KNOWN_BUGS else ["%", "//"])
+FLOAT_OPS = ["+", "-", "*", "/", "%", "//", "**"]
 INT_OPS = ["+", "-", "*", "//", "%", "**", "&", "|"]
 COMPARISONS = ["<", "<=", ">", ">=", "==", "!="]
 COMPOUND = {   # repeated names are drawn more often
@@ -55,7 +51,7 @@ COMPOUND = {   # repeated names are drawn more often
     "i64": ["arith"] * 4 + ["int_unary", "extremum", "where", "convert"],
     "bool": ["compare"] * 3 + ["logic"] * 2 + ["where", "convert"],
 }
-CONTROL = ["if", "while", "for", "fun", "rec"]
+LOOPS = ["while", "for", "fun", "rec"]   # costlier: at most 3 per program
 EXAMPLE = {"f64": "0.0", "i64": "0", "bool": "False"}
 
 
@@ -83,9 +79,9 @@ class ProgramGen:
         if depth > 0:
             kinds += COMPOUND[ty] + (["if"] if self.control else [])
             if self.loop_budget > 0:
-                kinds += CONTROL[1:]
+                kinds += LOOPS
         kind = self.pick(kinds)
-        if kind in CONTROL[1:]:
+        if kind in LOOPS:
             self.loop_budget -= 1
         return getattr(self, "_" + kind)(ty, depth - 1, scope)
 
@@ -152,8 +148,6 @@ class ProgramGen:
     def _convert(self, ty, depth, scope):
         src_ty = self.pick([t for t in ("f64", "i64", "bool") if t != ty])
         a, sa = self.expr(src_ty, depth, scope)
-        if ty == "i64" and src_ty == "f64" and "convert_saturation" in KNOWN_BUGS:
-            a = f"jitad.clip({a}, -1e18, 1e18)"
         return f"jitad.convert({a}, '{ty}')", sa
 
     def _compare(self, ty, depth, scope):
@@ -328,30 +322,28 @@ def test_control_flow_programs(program, arg_sets):
     check_program(program, arg_sets)
 
 
-# -- the known bugs, as minimal reproductions -----------------------------------------
+# -- bugs the random programs found, as minimal reproductions ---------------------------
 
-@pytest.mark.xfail(strict=True, reason="BUG: f64 % and // fail to compile: llvm.copysign is "
-                   "declared with one operand (declare_intrinsic('llvm.copysign', [t]))")
+# found by the random programs (since fixed): llvm.copysign was declared with one operand
 @pytest.mark.parametrize("op", ["%", "//"])
 def test_float_mod_and_floordiv_compile(op):
     f = eval(f"lambda x, y: x {op} y")
     program = jitad.trace(f, 1.0, 1.0)
     compiled = jitad.jit(f)
-    for a, b in [(7.5, 2.0), (-7.5, 2.0), (7.5, -2.0), (1.0, 0.0), (-0.0, 3.0), (math.inf, 2.0)]:
-        assert same(compiled(a, b), interpret(program, [a, b])[0], "f64")
+    values = [7.5, -7.5, 2.0, -2.0, 0.0, -0.0, 1e300, 5e-324, math.inf, -math.inf, math.nan]
+    for a in values:
+        for b in values:
+            got, want = compiled(a, b), interpret(program, [a, b])[0]
+            assert same(got, want, "f64") and math.copysign(1, got) == math.copysign(1, want), (a, b, got, want)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: convert(f64, 'i64') saturates to 2**63-1 when "
-                   "compiled but to 2**63-1024 in the reference semantics (ops._convert)")
+# found by the random programs (since fixed): the interpreter saturated at 2**63-1024
 @pytest.mark.parametrize("x", [1e19, math.inf, 2.0**63])
 def test_float_to_int_saturation_agrees(x):
     f = lambda v: jitad.convert(v, "i64")
     assert jitad.jit(f)(x) == interpret(jitad.trace(f, 1.0), [x])[0] == INT_MAX
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a FUN body that returns a captured outer value "
-                   "as is (no node) fails to verify: FUN._define settles its captures before "
-                   "finish_body resolves the output, so align_captures drops the new capture")
 def test_fun_may_return_captured_value():
     f = lambda x, y: FUN(lambda a: y)(x)
     assert jitad.jit(f)(1.0, 2.0) == interpret(jitad.trace(f, 1.0, 2.0), [1.0, 2.0])[0] == 2.0
@@ -362,3 +354,14 @@ def test_bodies_may_return_captured_values():
               lambda x, y, p: WHILE(lambda s: s[0] < 3, lambda s: (s[0] + 1, y), (0, x))[1],
               lambda x, y, p: FOR(0, 3, lambda i, a: y, x)]:
         assert jitad.jit(f)(1.0, 2.0, False) == interpret(jitad.trace(f, 1.0, 2.0, False), [1.0, 2.0, False])[0] == 2.0
+
+
+
+@pytest.mark.parametrize("fn, reference", [
+    (jitad.exp, math.exp), (jitad.tanh, math.tanh), (jitad.log1p, math.log1p),
+    (lambda v: v ** 1.5, lambda v: math.pow(v, 1.5)),
+], ids=["exp", "tanh", "log1p", "pow"])
+def test_libm_reference_interpreter_calls_libm(fn, reference):
+    program = jitad.trace(fn, 1.0)
+    for x in (0.3, 1.7, 7.0):
+        assert interpret_libm(program, [x])[0] == reference(x)   # CPython's math calls libm too

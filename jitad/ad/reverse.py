@@ -17,6 +17,7 @@ Nodes without any gradient-carrying input are re-staged unchanged.
 """
 import sys
 import threading
+from contextlib import contextmanager
 
 from ..ir.ops import VJPS, Op, Sparse, _unbroadcast as unbroadcast
 from ..ir.types import FLOATS, RefType, Type
@@ -174,10 +175,25 @@ def _custom_backward(node, ins, outs, residuals):
             slot_add(d.adj, unbroadcast(ct, d.primal.shape) if is_staged(ct) else ct)
 
 
+@contextmanager
+def arena_scope(enabled=True):
+    """Tensors allocated inside are freed at its end (only adjoints in older slots survive)."""
+    mark = Staged(emit(Op.ARENA_MARK, [])[0]) if enabled else None
+    yield
+    if enabled:
+        emit(Op.ARENA_RELEASE, [mark.var])
+
+
 def _backprop(node, ins, outs):
     (out,) = outs
     if out.adj is None:
         return
+    # the cotangents computed here are dead once added into their slots
+    with arena_scope(any(getattr(v.type, "shape", ()) for v in list(node.inputs) + list(node.outputs))):
+        _backprop_node(node, ins, out)
+
+
+def _backprop_node(node, ins, out):
     rule = VJPS.get(node.op)
     assert rule is not None, f"no VJP rule for {node.op.value}"
     cts = rule(slot_get(out.adj), *[d.primal for d in ins], out.primal, **node.attrs)
@@ -253,7 +269,27 @@ def _for(node, ins, k):
          closure(k, types, "k_for"))
 
 
+def _checkpoint(node, ins, k):
+    """Run the function forward keeping nothing but its results, run the rest of the
+    program, then recompute the function with reverse mode, seeded by the adjoints of
+    its results."""
+    fundef = node.attrs["fun"]
+    out_types = list(fundef.out_types)
+    outs = restage_node(node, [d.primal for d in ins])
+    duals = [Dual(o, new_slot(t) if differentiable(t) else None) for o, t in zip(outs, out_types)]
+    k(duals)
+
+    def seed(recomputed):
+        for d, first in zip(recomputed, duals):
+            if d.adj is not None and first.adj is not None:
+                slot_add(d.adj, slot_get(first.adj))
+    with arena_scope():   # the recomputed values are dead once the inputs' adjoints are in
+        cps(fundef.body, ins, seed)
+
+
 def _call(node, ins, k):
+    if node.attrs.get("checkpoint"):
+        return _checkpoint(node, ins, k)
     fundef = node.attrs["fun"]
     in_types, out_types = fundef.body.in_types, list(fundef.out_types)
     memo = trace_memo()

@@ -39,6 +39,8 @@ def run_graph(graph, args):
 
 _EFFECTS = {
     Op.TREE_ROOT: lambda node, tree: [tree.root],
+    Op.ARENA_MARK: lambda node: [np.int64(0)],
+    Op.ARENA_RELEASE: lambda node, mark: [],
     Op.SLOT: lambda node: [[np.zeros(node.attrs["type"].shape, NUMPY[node.attrs["type"].dtype])[()]]],
     Op.SLOT_GET: lambda node, slot: [slot[0]],
     Op.SLOT_SET: lambda node, slot, v: slot.__setitem__(0, v) or [],

@@ -34,6 +34,7 @@ class Op(enum.Enum):
     SLOT_ADD_AT = "slot_add_at"; SLOT_SCATTER_ADD = "slot_scatter_add"
     CLOSURE = "closure"; APPLY = "apply"
     FUSED = "fused"   # a loop over elementwise work (see jitad.ir.fuse)
+    ARENA_MARK = "arena_mark"; ARENA_RELEASE = "arena_release"   # free temporaries early
     # control flow
     IF = "if"; WHILE = "while"; FOR = "for"; CALL = "call"; TREE = "tree"
 
@@ -390,6 +391,8 @@ declare(Op.SLOT_SCATTER_ADD, _slot_sparse_rule)
 declare(Op.SLOT_SET, _slot_update_rule)
 declare(Op.SLOT_ADD, _slot_update_rule)
 declare(Op.CLOSURE, _closure_rule)
+declare(Op.ARENA_MARK, lambda op, types, attrs, bodies: [I64], lambda: np.int64(0))
+declare(Op.ARENA_RELEASE, lambda op, types, attrs, bodies: [], lambda mark: None)
 declare(Op.APPLY, _apply_rule)
 
 
@@ -450,7 +453,8 @@ ARITY.update({op: 1 for op in (
     Op.NEG, Op.ABS, Op.SQUARE, Op.RELU, Op.EXP, Op.LOG, Op.LOG1P, Op.EXPM1, Op.SQRT, Op.SIN,
     Op.COS, Op.TANH, Op.SIGMOID, Op.NOT, Op.CONVERT, Op.BROADCAST, Op.SUM, Op.MAX, Op.RESHAPE,
     Op.TRANSPOSE, Op.SLICE, Op.UNSLICE, Op.RANDOM, Op.TREE_ROOT, Op.SLOT_GET)})
-ARITY.update({Op.SELECT: 3, Op.SLOT_ADD_AT: 3, Op.SLOT_SCATTER_ADD: 3, Op.CONST: 0, Op.SLOT: 0})
+ARITY.update({Op.SELECT: 3, Op.SLOT_ADD_AT: 3, Op.SLOT_SCATTER_ADD: 3, Op.CONST: 0, Op.SLOT: 0,
+              Op.ARENA_MARK: 0, Op.ARENA_RELEASE: 1})
 
 
 ELEMENTWISE_OPS = frozenset(op for op, rule in TYPE_RULES.items()

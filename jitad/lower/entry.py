@@ -25,6 +25,7 @@ PY_API = {
     "PyLong_FromLongLong": ir.FunctionType(PTR, [I64]),
     "PyBool_FromLong": ir.FunctionType(PTR, [I64]),
     "PyErr_Occurred": ir.FunctionType(PTR, []),
+    "PyErr_Clear": ir.FunctionType(ir.VoidType(), []),
     "PyTuple_New": ir.FunctionType(PTR, [I64]),
     "PyTuple_SetItem": ir.FunctionType(C_INT, [PTR, I64, PTR]),
     "PyTuple_GetItem": ir.FunctionType(PTR, [PTR, I64]),
@@ -131,8 +132,9 @@ def add_entry(module, main, in_types, out_types, layout, name, stack_budget, arg
             v = b.call(api("PyLong_AsLongLong"), [obj])
             failed = b.and_(b.icmp_signed("==", v, I64(-1)),
                             b.icmp_unsigned("!=", b.call(api("PyErr_Occurred"), []), PTR(None)))
-            with b.if_then(failed, likely=False):
-                b.ret(PTR(None))   # OverflowError is set
+            with b.if_then(failed, likely=False):   # too big for 64 bits: the dispatcher explains
+                b.call(api("PyErr_Clear"), [])
+                forward(0)
             values.append(b.inttoptr(v, PTR) if isinstance(t, TreeType) else v)
         elif t.shape:
             values.append(_field(b, obj, ARRAY_DATA, PTR))

@@ -55,6 +55,12 @@ def ret_type(types):
     return ir.LiteralStructType([ll_type(t) for t in types])
 
 
+def tensor_outputs(types):
+    """Positions of tensor results: a function writes those into buffers its caller
+    passes (after the other arguments), so it can release its own arena space."""
+    return [k for k, t in enumerate(types) if isinstance(t, Type) and t.shape]
+
+
 # -- the tables ----------------------------------------------------------------
 FLOAT_BINARY = {Op.ADD: "fadd", Op.SUB: "fsub", Op.MUL: "fmul", Op.DIV: "fdiv"}
 INT_BINARY = {Op.ADD: "add", Op.SUB: "sub", Op.MUL: "mul", Op.AND: "and_", Op.OR: "or_"}
@@ -223,6 +229,17 @@ def _tree_get(lo, node, ins):
     return [lo.b.load(lo.b.gep(array, [index], source_etype=elt), typ=elt)]
 
 
+@rule(Op.ARENA_MARK)
+def _arena_mark(lo, node, ins):
+    return [lo.b.ptrtoint(lo.mark(), I64)]
+
+
+@rule(Op.ARENA_RELEASE)
+def _arena_release(lo, node, ins):
+    lo.release(lo.b.inttoptr(ins[0], PTR))
+    return []
+
+
 @rule(Op.TREE_ROOT)
 def _tree_root(lo, node, ins):
     return [lo.b.load(lo.b.gep(ins[0], [I64(1)], source_etype=I64), typ=I64)]
@@ -368,14 +385,14 @@ def _for(lo, node, ins):
 
 @rule(Op.CALL)
 def _call(lo, node, ins):
-    return lo.call_checked(lo.functions[node.attrs["fun"]], ins, len(node.outputs))
+    return lo.call_checked(lo.functions[node.attrs["fun"]], ins, len(node.outputs), [v.type for v in node.outputs])
 
 
 @rule(Op.TREE)
 def _tree(lo, node, ins):
     fn = lo.tree_function(node)
     root = lo.b.load(lo.b.gep(ins[0], [I64(1)], source_etype=I64), typ=I64)
-    return lo.call_checked(fn, [ins[0], root] + ins[1:], len(node.outputs))
+    return lo.call_checked(fn, [ins[0], root] + ins[1:], len(node.outputs), [v.type for v in node.outputs])
 
 
 # -- the lowerer ----------------------------------------------------------------
@@ -387,9 +404,11 @@ class Lowerer:
         self.module, self.program, self.prefix = module, program, prefix
         self.functions = {}
         self.external_constants = {}   # symbol -> array, registered by the runtime
+        self.results = ([], [], [])   # the current function's tensor results: positions, buffers, types
         self.n_trees = self.n_codes = 0
         for k, fun in enumerate(program.funs):
-            fnty = ir.FunctionType(ret_type(fun.out_types), [PTR] + [ll_type(t) for t in fun.body.in_types])
+            fnty = ir.FunctionType(ret_type(fun.out_types), [PTR] + [ll_type(t) for t in fun.body.in_types]
+                                   + [PTR] * len(tensor_outputs(fun.out_types)))
             f = ir.Function(module, fnty, name=f"{prefix}fun{k}_" + re.sub(r"\W", "_", fun.name))
             f.linkage = "internal"
             self.functions[fun] = f
@@ -415,21 +434,30 @@ class Lowerer:
         self.arena_mark = self.mark() if release else None
 
     def define(self, func, graph, recursive, prologue=None, out_types=()):
-        saved = (self.func, self.ctx, self.bail, self.b, self.arena_mark) if hasattr(self, "b") else None
-        # a function returning no tensor releases what it allocated when it returns
-        self._begin(func, release=not any(t.shape for t in out_types if isinstance(t, Type)))
+        saved = (self.func, self.ctx, self.bail, self.b, self.arena_mark, self.results) \
+            if hasattr(self, "b") else None
+        # results go to the caller's buffers, so a function releases all it allocated
+        self._begin(func, release=True)
+        n_sret = len(tensor_outputs(out_types))
+        self.results = (tensor_outputs(out_types), list(func.args[len(func.args) - n_sret:]) if n_sret else [],
+                        list(out_types))
         if recursive:
             self.stack_check()
-        args = list(func.args[1:])
+        args = list(func.args[1:len(func.args) - n_sret])
         if prologue:
             args = prologue(args)
         if args is not None:
             outs = self.lower(graph, args)
             self.ret(outs)
         if saved:
-            self.func, self.ctx, self.bail, self.b, self.arena_mark = saved
+            self.func, self.ctx, self.bail, self.b, self.arena_mark, self.results = saved
 
     def ret(self, outs):
+        outs = list(outs)
+        positions, buffers, types = self.results
+        for k, buf in zip(positions, buffers):
+            self.copy(buf, outs[k], types[k])
+            outs[k] = buf
         if self.arena_mark is not None:
             self.release(self.arena_mark)
         rt = self.func.function_type.return_type
@@ -475,7 +503,19 @@ class Lowerer:
             b.store(I32(ARENA_EXHAUSTED), self.status_ptr())
             b.branch(self.bail_block())
         b.store(new, self.ctx_field(2))
+        peak_ptr = b.gep(self.extern_data("jitad_arena"), [I64(16)], source_etype=I8)   # high-water mark
+        peak_ptr.type = PTR
+        peak, here = b.load(peak_ptr, typ=I64), b.ptrtoint(new, I64)
+        b.store(b.select(b.icmp_unsigned(">", here, peak), here, peak), peak_ptr)
         return top
+
+    def extern_data(self, name):
+        try:
+            return self.module.get_global(name)
+        except KeyError:
+            g = ir.GlobalVariable(self.module, I8, name=name)
+            g.linkage = "external"
+            return g
 
     def mark(self):
         return self.b.load(self.ctx_field(2), typ=PTR)
@@ -578,8 +618,9 @@ class Lowerer:
             self.b.store(I32(1), self.status_ptr())
             self.b.branch(self.bail_block())
 
-    def call_checked(self, fn, args, n_out):
-        result = self.b.call(fn, [self.ctx] + list(args))
+    def call_checked(self, fn, args, n_out, out_types=()):
+        buffers = [self.alloc(out_types[k]) for k in tensor_outputs(out_types)]
+        result = self.b.call(fn, [self.ctx] + list(args) + buffers)
         status = self.b.load(self.status_ptr(), typ=I32)
         cont = self.func.append_basic_block("ok")
         self.b.cbranch(self.b.icmp_unsigned("!=", status, I32(0)), self.bail_block(), cont)
@@ -605,7 +646,9 @@ class Lowerer:
         """`{state} rec(ctx, desc, index, init..., captures...)`: the TREE recursion."""
         n = node.attrs["n_state"]
         (combine,) = node.bodies
-        arg_types = [PTR, PTR, I64] + [ll_type(v.type) for v in node.inputs[1:]]
+        state_types = [v.type for v in node.outputs]
+        arg_types = [PTR, PTR, I64] + [ll_type(v.type) for v in node.inputs[1:]] \
+            + [PTR] * len(tensor_outputs(state_types))
         fn = ir.Function(self.module, ir.FunctionType(ret_type([v.type for v in node.outputs]), arg_types),
                          name=f"{self.prefix}tree{self.n_trees}")
         fn.linkage = "internal"
@@ -620,7 +663,7 @@ class Lowerer:
             for slot in (2, 3):
                 array = b.load(b.gep(desc, [I64(slot)], source_etype=I64), typ=PTR)
                 child = b.load(b.gep(array, [index], source_etype=I64), typ=I64)
-                kids += self.call_checked(fn, [desc, child] + init + caps, n)
+                kids += self.call_checked(fn, [desc, child] + init + caps, n, state_types)
             return [index] + kids + caps
 
         self.define(fn, combine, recursive=True, prologue=prologue, out_types=[v.type for v in node.outputs])

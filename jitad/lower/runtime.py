@@ -56,8 +56,8 @@ class _Jit:
             llvm.add_symbol(name, ctypes.cast(getattr(libm, name), ctypes.c_void_p).value)
         mb = int(os.environ.get("JITAD_ARENA_MB", "1024"))
         self.arena = np.empty(mb << 20, dtype=np.uint8)   # pages are committed when touched
-        self.arena_bounds = np.array([self.arena.ctypes.data, self.arena.ctypes.data + self.arena.size],
-                                     dtype=np.uint64)
+        base = self.arena.ctypes.data   # {base, end, high-water mark}
+        self.arena_bounds = np.array([base, base + self.arena.size, base], dtype=np.uint64)
         llvm.add_symbol("jitad_arena", self.arena_bounds.ctypes.data)
         blas = _numpy_openblas()
         for name in ("scipy_cblas_dgemm64_", "scipy_cblas_sgemm64_"):
@@ -139,7 +139,10 @@ def _read_cache(path):
     if len(blob) < 40 or hashlib.sha256(payload).digest() != digest:
         return None
     n = int.from_bytes(payload[:8], "little")
-    return payload[8 + n:], payload[8:8 + n].decode()
+    try:
+        return payload[8 + n:], payload[8:8 + n].decode()
+    except UnicodeDecodeError:
+        return None
 
 
 def _write_cache(path, obj, ir_text):
@@ -224,6 +227,8 @@ class _DeepStackWorker:
             fn, args, result, done = self.jobs.get()
             try:
                 result.append((True, fn(*args)))
+            except _StackExhausted:
+                result.append((None, None))
             except BaseException as e:   # re-raised in the caller's thread
                 result.append((False, e))
             done.set()
@@ -235,6 +240,8 @@ class _DeepStackWorker:
         self.jobs.put((fn, args, result, done))
         done.wait()
         ok, value = result[0]
+        if ok is None:   # raised here, so the error points at the caller's code
+            stack_exhausted()
         if not ok:
             raise value
         return value
@@ -252,11 +259,29 @@ def run_with_deep_stack(fn, *args):
     return _worker.run(fn, args)
 
 
+def arena_high_water(reset=False):
+    """Bytes of tensor arena in use at the fullest point of the calls so far (or since the
+    last reset); `arena_high_water(reset=True)` returns it and starts a new measurement."""
+    bounds = jit().arena_bounds
+    used = int(bounds[2] - bounds[0])
+    if reset:
+        bounds[2] = bounds[0]
+    return used
+
+
 def arena_exhausted(*args):
     raise ResourceError(
         f"the compiled function needed more tensor memory than the {jit().arena.size >> 20} MiB "
         "arena holds; set JITAD_ARENA_MB to a larger size (before importing jitad) or use "
         "smaller batches")
+
+
+class _StackExhausted(Exception):
+    """The deep-stack thread ran out too (turned into ResourceError in the caller)."""
+
+
+def deep_stack_exhausted(*args):
+    raise _StackExhausted()
 
 
 def stack_exhausted(*args):
