@@ -3,6 +3,7 @@ import functools
 import gc
 import inspect
 import os
+import threading
 import time
 
 import numpy as np
@@ -17,13 +18,20 @@ from .lower.llvm import lower_program
 from .pytree import flatten, unflatten
 from .ad.forward import contains_effects
 from .staging import Staged, StagedTree, arg_type, as_var, current_frame, is_staged, trace_program, wrap
-from .tree import Tree
+from .tree import SLOT_OFFSETS, Tree
 
 PLACEHOLDER = "JITAD_PREFIX_"
 VERIFY = os.environ.get("JITAD_VERIFY", "") not in ("", "0")   # the tests set it
 
 
 _SCALAR_KEYS = {float: "f64", int: "i64", bool: "bool"}
+
+
+class _Dispatching(threading.local):
+    active = False
+
+
+_dispatching = _Dispatching()
 
 
 def _leaf_key(x):
@@ -35,6 +43,8 @@ def _leaf_key(x):
         return kind
     if type(x) is np.ndarray:
         return x.dtype.char, x.shape
+    if type(x) is Tree:
+        return x._type_code
     return arg_type(x)
 
 
@@ -44,8 +54,6 @@ class Compiled:
     def __init__(self, program, out_td, in_types, direct):
         self.program, self.out_td, self.direct = program, out_td, direct
         self.in_types = in_types
-        self.deep = False   # set once a call ran out of the caller's stack
-        self.owner = None
 
     @property
     def ir(self):
@@ -56,25 +64,26 @@ class Compiled:
         args = [_canonical(x, t) for x, t in zip(leaves, self.in_types)]
         if self.takes_pytree:
             args = list(unflatten(self.in_td, args))
-        result = runtime.run_with_deep_stack(self.deep_entry, *args) if self.deep else self.entry(*args)
+        if _dispatching.active:   # the entry refused what the dispatcher prepared: a bug
+            raise RuntimeError("jitad internal error: a compiled entry point refused arguments "
+                               "its dispatcher prepared; please report this with the call")
+        _dispatching.active = True
+        try:
+            result = self.entry(*args)
+        finally:
+            _dispatching.active = False
         return result if self.direct else unflatten(self.out_td, result)
 
     def went_deep(self, *args):
-        """The stack ran out: retry on the deep-stack thread, and go there directly from now on
-        (the shallow attempt would only be thrown away again)."""
-        self.deep = True
-        if self.owner is not None and self.owner.__call__ is self.entry:
-            self.owner.__call__ = Jitted.__call__
+        """The caller's stack ran out: retry on the deep-stack thread."""
         return runtime.run_with_deep_stack(self.deep_entry, *args)
 
 
 def _canonical(x, t):
     """A flat argument as the exact Python object the entry expects: arrays become
     contiguous arrays of the right dtype (copied when they are not)."""
-    if type(x) in _SCALAR_KEYS:   # the signature key already matched its kind
+    if type(x) in _SCALAR_KEYS or type(x) is Tree:   # the signature key already matched
         return x
-    if isinstance(x, Tree):
-        return x.address
     if t.shape:
         return np.ascontiguousarray(x, dtype=NUMPY[t.dtype])
     if isinstance(x, np.ndarray):
@@ -113,7 +122,7 @@ def compile_program(program, out_td, in_types, name, fallback, in_td=None):
         add_entry(module, main, in_types, out_types, layout, f"{PLACEHOLDER}{suffix}", budget, arg_layout)
     prefix, llvm_ir, loaded = runtime.compile_module(str(module), PLACEHOLDER)
     c = Compiled(program, out_td, in_types, direct)
-    c.takes_pytree = arg_layout is not None
+    c.takes_pytree = arg_layout is not None and any(not isinstance(a, int) for a in arg_layout)
     c.out_types = out_types
     c.llvm_ir, c.loaded_from_cache = llvm_ir, loaded
     c.deep_entry = runtime.python_function(runtime.address(prefix + "deep"), name, fallback,
@@ -172,10 +181,12 @@ class Jitted:
             self._bind(args, {})   # a wrong argument count is an ArgumentError
             compiled = self._compile(args, dynamic, leaves, key, static, td)
         self._last = compiled
-        fast = not kwargs and compiled.direct and not compiled.deep and not self.static_argnums \
+        fast = not kwargs and compiled.direct and not self.static_argnums \
             and (len(leaves) == len(args) or compiled.takes_pytree) \
-            and not any(isinstance(t, TreeType) for t in compiled.in_types)
-        type(self).__call__ = compiled.entry if fast else Jitted.__call__
+            and (SLOT_OFFSETS is not None or not any(isinstance(t, TreeType) for t in compiled.in_types))
+        wanted = compiled.entry if fast else Jitted.__call__
+        if type(self).__dict__.get("__call__", Jitted.__call__) is not wanted:
+            type(self).__call__ = wanted   # assigning invalidates type caches: only on change
         return compiled.run(leaves)
 
     def _compile(self, args, dynamic, leaves, key, static, in_td):
@@ -198,7 +209,6 @@ class Jitted:
             if gc_was_enabled:
                 gc.enable()
         compiled.compile_seconds = time.perf_counter() - start
-        compiled.owner = type(self)
         self._compiled[key] = compiled
         return compiled
 

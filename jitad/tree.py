@@ -5,6 +5,12 @@ from .errors import ArgumentError
 from .ir.types import TreeType, dtype_of_numpy
 
 _NUMPY_OF = {"i64": np.int64, "f64": np.float64, "f32": np.float32}
+_TYPE_CODES = {}
+
+
+def type_code(tree_type):
+    """A small int naming a tree type within this process."""
+    return _TYPE_CODES.setdefault(tree_type, len(_TYPE_CODES) + 1)
 
 
 class Tree:
@@ -17,6 +23,10 @@ class Tree:
     reads them in place. One compiled function serves every tree with the same field
     names and dtypes, whatever its shape and size.
     """
+    # Two slots are read by compiled entry points: the descriptor's address and a code
+    # for the tree's field types (see `type_code` and `SLOT_OFFSETS`).
+    __slots__ = ("_address", "_type_code", "left", "right", "root", "size", "fields", "type",
+                 "_descriptor", "__weakref__")
 
     def __init__(self, left, right, root=0, **fields):
         left, right = np.asarray(left).reshape(-1), np.asarray(right).reshape(-1)
@@ -58,7 +68,13 @@ class Tree:
         # the runtime descriptor: [n, root, &left, &right, &field...] (fields sorted by name)
         self._descriptor = np.array([n, root] + [a.ctypes.data for a in
                                     (self.left, self.right, *self.fields.values())], dtype=np.int64)
-        self.address = self._descriptor.ctypes.data
+        self._address = self._descriptor.ctypes.data
+        self._type_code = type_code(self.type)
+
+    @property
+    def address(self):
+        """The address of the descriptor `[size, root, &left, &right, &fields...]`."""
+        return self._address
 
     @classmethod
     def from_nested(cls, obj):
@@ -82,3 +98,20 @@ class Tree:
 
     def __repr__(self):
         return f"Tree(size={self.size}, fields={list(self.fields)})"
+
+
+def _slot_offsets():
+    """Where CPython keeps the `_address` and `_type_code` slots inside a Tree object
+    (found by looking, on a sample tree); compiled entry points read them there.
+    None if not found: trees then go through the Python dispatcher."""
+    import ctypes
+    t = Tree([-1], [-1])
+    t._address, t._type_code = marks = object(), object()   # unique: found in one place only
+    words = {}
+    for off in range(16, Tree.__basicsize__, 8):
+        words.setdefault(ctypes.cast(id(t) + off, ctypes.POINTER(ctypes.c_void_p))[0], []).append(off)
+    found = [words.get(id(m), []) for m in marks]
+    return tuple(f[0] for f in found) if all(len(f) == 1 for f in found) else None
+
+
+SLOT_OFFSETS = _slot_offsets()

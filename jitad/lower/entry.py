@@ -14,6 +14,7 @@ import llvmlite.ir as ir
 import numpy as np
 
 from ..ir.types import TreeType
+from ..tree import SLOT_OFFSETS, type_code
 from .llvm import (ARENA_EXHAUSTED, CTX, ELEMENT_BYTES, F32, F64, I1, I8, I32, I64, PTR, alloca,
                    ret_type)
 
@@ -111,8 +112,12 @@ def add_entry(module, main, in_types, out_types, layout, name, stack_budget, arg
         then_check()
         obj = objs[k]
         ob_type = _field(b, obj, 8, PTR)
-        if isinstance(t, TreeType):
-            ok = b.icmp_unsigned("==", ob_type, api(PY_DATA["int"]))
+        if isinstance(t, TreeType):   # a jitad.Tree whose field types match
+            is_tree = fn.append_basic_block(f"tree{k}")
+            b.cbranch(b.icmp_unsigned("==", ob_type, api("jitad_tree_type")), is_tree, fallback)
+            b.position_at_end(is_tree)
+            code = b.call(api("PyLong_AsLongLong"), [_field(b, obj, SLOT_OFFSETS[1], PTR)])
+            ok = b.icmp_signed("==", code, I64(type_code(t)))
         elif t.shape:
             is_array = fn.append_basic_block(f"array{k}")
             b.cbranch(b.icmp_unsigned("==", ob_type, api("jitad_ndarray_type")), is_array, fallback)
@@ -128,14 +133,16 @@ def add_entry(module, main, in_types, out_types, layout, name, stack_budget, arg
     b.position_at_end(unbox)
     values = []
     for obj, t in zip(objs, in_types):
-        if isinstance(t, TreeType) or (not t.shape and t.dtype == "i64"):
+        if isinstance(t, TreeType):
+            values.append(b.inttoptr(b.call(api("PyLong_AsLongLong"), [_field(b, obj, SLOT_OFFSETS[0], PTR)]), PTR))
+        elif not t.shape and t.dtype == "i64":
             v = b.call(api("PyLong_AsLongLong"), [obj])
             failed = b.and_(b.icmp_signed("==", v, I64(-1)),
                             b.icmp_unsigned("!=", b.call(api("PyErr_Occurred"), []), PTR(None)))
             with b.if_then(failed, likely=False):   # too big for 64 bits: the dispatcher explains
                 b.call(api("PyErr_Clear"), [])
                 forward(0)
-            values.append(b.inttoptr(v, PTR) if isinstance(t, TreeType) else v)
+            values.append(v)
         elif t.shape:
             values.append(_field(b, obj, ARRAY_DATA, PTR))
         elif t.dtype == "bool":

@@ -18,7 +18,17 @@ from ..ir.types import NUMPY
 from .entry import PY_API, PY_DATA
 
 CACHE_FORMAT = 1
-SHALLOW_STACK = 1 << 20          # bytes of the caller's stack compiled code may use
+def _shallow_stack():
+    """Bytes of the calling thread's stack compiled code may use: half the main thread's
+    limit (threads get that size by default on Linux), between 1 and 4 MiB."""
+    import resource
+    soft, _ = resource.getrlimit(resource.RLIMIT_STACK)
+    if soft == resource.RLIM_INFINITY or soft <= 0:
+        soft = 8 << 20
+    return max(1 << 20, min(4 << 20, soft // 2))
+
+
+SHALLOW_STACK = _shallow_stack()  # bytes of the caller's stack compiled code may use
 DEEP_STACK = 512 << 20           # stack of the thread that retries deep recursions
 STATS = {"compiled": 0, "loaded": 0}   # modules compiled here / loaded from the disk cache
 
@@ -48,6 +58,8 @@ class _Jit:
             llvm.add_symbol(symbol, id({"float": float, "int": int, "bool": bool, "True": True,
                                         "tuple": tuple}[pyname]))
         llvm.add_symbol("jitad_ndarray_type", id(np.ndarray))
+        from ..tree import Tree
+        llvm.add_symbol("jitad_tree_type", id(Tree))
         for dtype, np_dtype in NUMPY.items():   # the builtin descriptor singletons
             llvm.add_symbol(f"jitad_descr_{dtype}", id(np.dtype(np_dtype)))
         llvm.add_symbol("jitad_PyArray_New", _numpy_c_api(93))
