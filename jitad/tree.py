@@ -8,6 +8,28 @@ _NUMPY_OF = {"i64": np.int64, "f64": np.float64, "f32": np.float32}
 _TYPE_CODES = {}
 
 
+# Words of the runtime descriptor: node count, root, child arrays, the number of nodes
+# reachable from the root and their post-order (children before parents), then one
+# array per field.
+DESCRIPTOR = {"size": 0, "root": 1, "left": 2, "right": 3, "reachable": 4, "order": 5}
+FIRST_FIELD = 6
+
+
+def _post_order(left, right, root):
+    """The nodes reachable from `root`, every child before its parent."""
+    order, stack = [], [(root, False)] if root >= 0 else []
+    while stack:
+        v, expanded = stack.pop()
+        if expanded:
+            order.append(v)
+            continue
+        stack.append((v, True))
+        for child in (right[v], left[v]):
+            if child >= 0:
+                stack.append((child, False))
+    return np.array(order, dtype=np.int64)
+
+
 def type_code(tree_type):
     """A small int naming a tree type within this process."""
     return _TYPE_CODES.setdefault(tree_type, len(_TYPE_CODES) + 1)
@@ -26,7 +48,7 @@ class Tree:
     # Two slots are read by compiled entry points: the descriptor's address and a code
     # for the tree's field types (see `type_code` and `SLOT_OFFSETS`).
     __slots__ = ("_address", "_type_code", "left", "right", "root", "size", "fields", "type",
-                 "_descriptor", "__weakref__")
+                 "order", "_descriptor", "__weakref__")
 
     def __init__(self, left, right, root=0, **fields):
         left, right = np.asarray(left).reshape(-1), np.asarray(right).reshape(-1)
@@ -65,9 +87,12 @@ class Tree:
         for arr in (self.left, self.right, *self.fields.values()):
             arr.flags.writeable = False
         self.type = TreeType(tuple((name, dtype_of_numpy(a.dtype)) for name, a in self.fields.items()))
-        # the runtime descriptor: [n, root, &left, &right, &field...] (fields sorted by name)
-        self._descriptor = np.array([n, root] + [a.ctypes.data for a in
-                                    (self.left, self.right, *self.fields.values())], dtype=np.int64)
+        self.order = _post_order(left, right, root)
+        self.order.flags.writeable = False
+        # the runtime descriptor (see DESCRIPTOR): fields sorted by name
+        self._descriptor = np.array([n, root, left.ctypes.data, right.ctypes.data, len(self.order),
+                                     self.order.ctypes.data] + [a.ctypes.data for a in self.fields.values()],
+                                    dtype=np.int64)
         self._address = self._descriptor.ctypes.data
         self._type_code = type_code(self.type)
 

@@ -10,7 +10,7 @@ take tangent arguments), which gives second order as forward-over-reverse.
 import numpy as np
 
 from ..ir.ops import ELEMENTWISE_OPS, VJPS, Op
-from ..ir.types import FLOATS, ContType, RefType, Type
+from ..ir.types import FLOATS, ContType, RefType, TableType, Type
 from ..staging import (FOR, FUN, IF, TREE, WHILE, ShapeDtype, Staged, apply, emit, make_closure,
                        new_slot, trace_memo, wrap)
 from .restage import restage_node
@@ -19,8 +19,8 @@ LINEAR = {Op.SUM, Op.RESHAPE, Op.TRANSPOSE, Op.BROADCAST, Op.SLICE, Op.UNSLICE}
 
 
 def has_tangent(t):
-    """Types whose values carry a tangent: floats and float slots."""
-    return (isinstance(t, Type) and t.dtype in FLOATS) or (isinstance(t, RefType) and t.dtype in FLOATS)
+    """Types whose values carry a tangent: floats, float slots and float tables."""
+    return isinstance(t, (Type, RefType, TableType)) and t.dtype in FLOATS
 
 
 def zeros(t):
@@ -130,6 +130,27 @@ def _slot_update(node, ins):
     return []
 
 
+def _table(node, ins):
+    t = node.attrs["type"]
+    primal = restage_node(node, [p for p, _ in ins])[0]
+    tangent = wrap(emit(Op.TABLE, [ins[0][0].var], node.attrs)[0]) if t.dtype in FLOATS else None
+    return [(primal, tangent)]
+
+
+def _table_get(node, ins):
+    (tab, ttab), (i, _) = ins
+    primal = restage_node(node, [tab, i])[0]
+    return [(primal, wrap(emit(Op.TABLE_GET, [ttab.var, i.var])[0]) if ttab is not None else None)]
+
+
+def _table_update(node, ins):
+    (tab, ttab), (i, _), (v, tv) = ins
+    restage_node(node, [tab, i, v])
+    if ttab is not None and (tv is not None or node.op == Op.TABLE_SET):
+        emit(node.op, [ttab.var, i.var, (tv if tv is not None else zeros(v.var.type)).var])
+    return []
+
+
 def _slot_get(node, ins):
     (ref, tref), = ins
     primal = restage_node(node, [ref])[0]
@@ -212,7 +233,8 @@ def _tree(node, ins):
 RULES = {Op.SLOT: _slot, Op.SLOT_SET: _slot_update, Op.SLOT_ADD: _slot_update,
          Op.SLOT_ADD_AT: _slot_update, Op.SLOT_SCATTER_ADD: _slot_update, Op.SLOT_GET: _slot_get,
          Op.CLOSURE: _closure, Op.APPLY: _apply, Op.IF: _if, Op.WHILE: _while, Op.FOR: _for,
-         Op.CALL: _call, Op.TREE: _tree}
+         Op.CALL: _call, Op.TREE: _tree, Op.TABLE: _table, Op.TABLE_GET: _table_get,
+         Op.TABLE_SET: _table_update, Op.TABLE_ADD: _table_update}
 
 
 def contains_effects(program):

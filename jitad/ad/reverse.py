@@ -306,31 +306,69 @@ def _call(node, ins, k):
 
 
 def _tree(node, ins, k):
+    """TREE by two loops over the tree's post-order instead of recursion: the forward
+    loop keeps each node's state in a table (one entry per node); after the
+    continuation, the backward loop visits parents before children, recomputes each
+    node's combine from its children's states and propagates the node's adjoint (held
+    in a second table) to its children, to the init value and to captured values."""
+    from ..staging import FOR
     n = node.attrs["n_state"]
-    types, cap_types = _types(node.outputs), _types(node.inputs[1 + n:])
-    (combine,) = node.bodies
+    types, (combine,) = [v.type for v in node.outputs], node.bodies
+    tree, init, caps = ins[0].primal, ins[1:1 + n], ins[1 + n:]
+    get = lambda field, i: Staged(emit(Op.TREE_GET, [tree.var, i.var], {"field": field})[0])
+    table = lambda t: Staged(emit(Op.TABLE, [tree.var], {"type": t})[0])
+    at = lambda tab, i: Staged(emit(Op.TABLE_GET, [tab.var, i.var])[0])
+    count = Staged(emit(Op.TREE_SIZE, [tree.var])[0])
+    states = [table(t) for t in types]
 
-    def step(extra, init, caps, kk, rec):
-        index, tree = extra
+    def child_states(child):
+        return [IF(child < 0, lambda d=d: d.primal, lambda tab=tab: at(tab, child)) for d, tab in zip(init, states)]
 
-        def visit():
-            kids = [Staged(emit(Op.TREE_GET, [tree.var, index.var], {"field": f})[0])
-                    for f in ("left", "right")]
-
-            def after_left(left):
-                def after_right(right):
-                    cps(combine, [Dual(index)] + left + right + caps, resume(kk, types))
-                rec(kids[1], tree, *pack(init, types), *pack(caps, cap_types),
-                    closure(after_right, types, "k_right"))
-            rec(kids[0], tree, *pack(init, types), *pack(caps, cap_types),
-                closure(after_left, types, "k_left"))
-        IF(index < 0, lambda: apply(kk, pack(init, types)), visit)
-
-    rec = _loop("tree_rev", types, cap_types, step)
-    tree = ins[0].primal
+    def forward(j, _):
+        v = get("order", j)
+        outs = restage(combine, [v] + child_states(get("left", v)) + child_states(get("right", v))
+                       + [d.primal for d in caps])
+        for tab, o in zip(states, outs):
+            emit(Op.TABLE_SET, [tab.var, v.var, o.var])
+        return ()
+    FOR(0, count, forward, ())
     root = Staged(emit(Op.TREE_ROOT, [tree.var])[0])
-    rec(root, tree, *pack(ins[1:1 + n], types), *pack(ins[1 + n:], cap_types),
-        closure(k, types, "k_tree"))
+    result = [Dual(r, new_slot(t) if differentiable(t) else None) for r, t in zip(child_states(root), types)]
+    k(result)
+
+    adjoints = [table(t) if differentiable(t) else None for t in types]
+
+    def add_to_child(child, slots):
+        """A child's adjoint goes to its table entry, or to the init value for an empty child."""
+        for d, tab, slot in zip(init, adjoints, slots):
+            if slot is None:
+                continue
+
+            def to_init(d=d, slot=slot):
+                if d.adj is not None:
+                    slot_add(d.adj, slot_get(slot))
+
+            def to_table(tab=tab, slot=slot):
+                emit(Op.TABLE_ADD, [tab.var, child.var, slot_get(slot).var])
+            IF(child < 0, to_init, to_table)
+
+    add_to_child(root, [d.adj for d in result])
+
+    def backward(j, _):
+        v = get("order", count - 1 - j)
+        kids = [get("left", v), get("right", v)]
+        child_duals = [[Dual(s, new_slot(t) if differentiable(t) else None)
+                        for s, t in zip(child_states(c), types)] for c in kids]
+
+        def seed(outs):
+            for d, tab in zip(outs, adjoints):
+                if d.adj is not None and tab is not None:
+                    slot_add(d.adj, at(tab, v))
+        cps(combine, [Dual(v)] + child_duals[0] + child_duals[1] + caps, seed)
+        for c, duals in zip(kids, child_duals):
+            add_to_child(c, [d.adj for d in duals])
+        return ()
+    FOR(0, count, backward, ())
 
 
 CONTROL = {Op.IF: _if, Op.WHILE: _while, Op.FOR: _for, Op.CALL: _call, Op.TREE: _tree}

@@ -3,7 +3,7 @@ must reproduce, used by the tests to check lowering (and, later, derivatives).""
 import numpy as np
 
 from .ops import IMPLS, Op
-from .types import NUMPY, ContType, RefType, TreeType
+from .types import NUMPY, ContType, RefType, TableType, TreeType
 
 _CONTROL = {}
 
@@ -27,18 +27,23 @@ def run_graph(graph, args):
         elif node.op == Op.TREE_GET:
             tree, k = ins
             field = node.attrs["field"]
-            arr = getattr(tree, field) if field in ("left", "right") else tree.fields[field]
+            arr = getattr(tree, field) if field in ("left", "right", "order") else tree.fields[field]
             outs = [arr[k]]
         else:
             outs = [IMPLS[node.op](*ins, **node.attrs)]
         for var, value in zip(node.outputs, outs):
-            plain = isinstance(var.type, (TreeType, RefType, ContType))
+            plain = isinstance(var.type, (TreeType, RefType, ContType, TableType))
             env[var] = value if plain else np.asarray(value, NUMPY[var.type.dtype])[()]
     return [env[v] for v in graph.outputs]
 
 
 _EFFECTS = {
     Op.TREE_ROOT: lambda node, tree: [tree.root],
+    Op.TREE_SIZE: lambda node, tree: [np.int64(len(tree.order))],
+    Op.TABLE: lambda node, tree: [np.zeros((tree.size,) + node.attrs["type"].shape, NUMPY[node.attrs["type"].dtype])],
+    Op.TABLE_GET: lambda node, table, i: [table[i].copy()[()]],
+    Op.TABLE_SET: lambda node, table, i, v: table.__setitem__(i, v) or [],
+    Op.TABLE_ADD: lambda node, table, i, v: table.__setitem__(i, table[i] + v) or [],
     Op.ARENA_MARK: lambda node: [np.int64(0)],
     Op.ARENA_RELEASE: lambda node, mark: [],
     Op.SLOT: lambda node: [[np.zeros(node.attrs["type"].shape, NUMPY[node.attrs["type"].dtype])[()]]],

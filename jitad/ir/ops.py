@@ -9,7 +9,7 @@ import enum
 import numpy as np
 
 from ..errors import ShapeError
-from .types import BOOL, FLOATS, I64, ContType, RefType, Type
+from .types import BOOL, FLOATS, I64, ContType, RefType, TableType, Type
 
 
 class Op(enum.Enum):
@@ -28,7 +28,8 @@ class Op(enum.Enum):
     TRANSPOSE = "transpose"; MATMUL = "matmul"; INDEX = "index"; GATHER = "gather"
     SLICE = "slice"; UNSLICE = "unslice"; CONCAT = "concat"; RANDOM = "random"
     # trees
-    TREE_GET = "tree_get"; TREE_ROOT = "tree_root"
+    TREE_GET = "tree_get"; TREE_ROOT = "tree_root"; TREE_SIZE = "tree_size"
+    TABLE = "table"; TABLE_GET = "table_get"; TABLE_SET = "table_set"; TABLE_ADD = "table_add"
     # mutable slots and continuations (what reverse mode emits)
     SLOT = "slot"; SLOT_GET = "slot_get"; SLOT_SET = "slot_set"; SLOT_ADD = "slot_add"
     SLOT_ADD_AT = "slot_add_at"; SLOT_SCATTER_ADD = "slot_scatter_add"
@@ -346,13 +347,26 @@ declare(Op.RANDOM, lambda op, types, attrs, bodies: [Type("f64", attrs["shape"])
 def _tree_get_rule(op, types, attrs, bodies):
     tree, index = types
     assert index == I64
-    dtype = "i64" if attrs["field"] in ("left", "right") else tree.field_dtype(attrs["field"])
+    dtype = "i64" if attrs["field"] in ("left", "right", "order") else tree.field_dtype(attrs["field"])
     assert dtype is not None, attrs["field"]
     return [Type(dtype)]
 
 
 declare(Op.TREE_GET, _tree_get_rule)
 declare(Op.TREE_ROOT, lambda op, types, attrs, bodies: [I64])
+declare(Op.TREE_SIZE, lambda op, types, attrs, bodies: [I64])   # nodes reachable from the root
+
+
+def _table_update_rule(op, types, attrs, bodies):
+    table, index, value = types
+    assert isinstance(table, TableType) and index == I64 and value == table.value_type, f"{table} <- {value}"
+    return []
+
+
+declare(Op.TABLE, lambda op, types, attrs, bodies: [TableType(attrs["type"].dtype, attrs["type"].shape)])
+declare(Op.TABLE_GET, lambda op, types, attrs, bodies: [types[0].value_type])
+declare(Op.TABLE_SET, _table_update_rule)
+declare(Op.TABLE_ADD, _table_update_rule)
 
 
 # -- slots and continuations -----------------------------------------------------
@@ -452,8 +466,9 @@ ARITY.update({op: 2 for op in (
 ARITY.update({op: 1 for op in (
     Op.NEG, Op.ABS, Op.SQUARE, Op.RELU, Op.EXP, Op.LOG, Op.LOG1P, Op.EXPM1, Op.SQRT, Op.SIN,
     Op.COS, Op.TANH, Op.SIGMOID, Op.NOT, Op.CONVERT, Op.BROADCAST, Op.SUM, Op.MAX, Op.RESHAPE,
-    Op.TRANSPOSE, Op.SLICE, Op.UNSLICE, Op.RANDOM, Op.TREE_ROOT, Op.SLOT_GET)})
+    Op.TRANSPOSE, Op.SLICE, Op.UNSLICE, Op.RANDOM, Op.TREE_ROOT, Op.SLOT_GET, Op.TREE_SIZE, Op.TABLE)})
 ARITY.update({Op.SELECT: 3, Op.SLOT_ADD_AT: 3, Op.SLOT_SCATTER_ADD: 3, Op.CONST: 0, Op.SLOT: 0,
+              Op.TABLE_GET: 2, Op.TABLE_SET: 3, Op.TABLE_ADD: 3,
               Op.ARENA_MARK: 0, Op.ARENA_RELEASE: 1})
 
 

@@ -59,6 +59,20 @@ class ContType:
         return "cont(" + ",".join(map(str, self.params)) + ")"
 
 
+@dataclass(frozen=True, slots=True)
+class TableType:
+    """One value of `Type(dtype, shape)` per node of a tree (reverse mode's tape for TREE)."""
+    dtype: str
+    shape: tuple = ()
+
+    def __str__(self):
+        return f"table<{Type(self.dtype, self.shape)}>"
+
+    @property
+    def value_type(self):
+        return Type(self.dtype, self.shape)
+
+
 F64, I64, BOOL = Type("f64"), Type("i64"), Type("bool")
 
 

@@ -16,7 +16,8 @@ import numpy as np
 
 from ..ir.ops import Op
 from . import vmath
-from ..ir.types import FLOATS, ContType, RefType, TreeType, Type
+from ..ir.types import FLOATS, ContType, RefType, TableType, TreeType, Type
+from ..tree import DESCRIPTOR, FIRST_FIELD
 
 F64, F32, I64, I32, I1, I8 = (ir.DoubleType(), ir.FloatType(), ir.IntType(64), ir.IntType(32),
                              ir.IntType(1), ir.IntType(8))
@@ -42,7 +43,7 @@ CLOSURE = ir.LiteralStructType([PTR, PTR])   # {code, environment in the creator
 def ll_type(t):
     if isinstance(t, ContType):
         return CLOSURE
-    if isinstance(t, (TreeType, RefType)) or t.shape:
+    if isinstance(t, (TreeType, RefType, TableType)) or t.shape:
         return PTR
     return LL[t.dtype]
 
@@ -221,9 +222,9 @@ def _tree_get(lo, node, ins):
     desc, index = ins
     ttype = node.inputs[0].type
     field = node.attrs["field"]
-    slot = {"left": 2, "right": 3}.get(field)
+    slot = DESCRIPTOR.get(field)
     if slot is None:
-        slot = 4 + [name for name, _ in ttype.fields].index(field)
+        slot = FIRST_FIELD + [name for name, _ in ttype.fields].index(field)
     array = lo.b.load(lo.b.gep(desc, [I64(slot)], source_etype=I64), typ=PTR)
     elt = ll_type(node.outputs[0].type)
     return [lo.b.load(lo.b.gep(array, [index], source_etype=elt), typ=elt)]
@@ -240,9 +241,51 @@ def _arena_release(lo, node, ins):
     return []
 
 
-@rule(Op.TREE_ROOT)
-def _tree_root(lo, node, ins):
-    return [lo.b.load(lo.b.gep(ins[0], [I64(1)], source_etype=I64), typ=I64)]
+@rule(Op.TREE_ROOT, Op.TREE_SIZE)
+def _tree_word(lo, node, ins):
+    word = DESCRIPTOR["root" if node.op == Op.TREE_ROOT else "reachable"]
+    return [lo.b.load(lo.b.gep(ins[0], [I64(word)], source_etype=I64), typ=I64)]
+
+
+def _table_entry(lo, table, t, index):
+    """Pointer to entry `index` of a table of values of type `t`."""
+    size = max(1, int(np.prod(t.shape, dtype=np.int64)))
+    return lo.b.gep(table, [lo.b.mul(index, I64(size))], source_etype=LL[t.dtype])
+
+
+@rule(Op.TABLE)
+def _table(lo, node, ins):
+    t = node.attrs["type"]
+    b = lo.b
+    n = b.load(b.gep(ins[0], [I64(DESCRIPTOR["size"])], source_etype=I64), typ=I64)
+    entries = b.mul(n, I64(max(1, int(np.prod(t.shape, dtype=np.int64)))))
+    table = lo.alloc_bytes(b.mul(entries, I64(ELEMENT_BYTES[t.dtype])))
+    lo.counted_loop(entries, lambda i: b.store(LL[t.dtype](0), b.gep(table, [i], source_etype=LL[t.dtype])))
+    return [table]
+
+
+@rule(Op.TABLE_GET)
+def _table_get(lo, node, ins):
+    t = node.outputs[0].type
+    ptr = _table_entry(lo, ins[0], t, ins[1])
+    return [ptr if t.shape else lo.b.load(ptr, typ=LL[t.dtype])]
+
+
+@rule(Op.TABLE_SET, Op.TABLE_ADD)
+def _table_update(lo, node, ins):
+    t = node.inputs[2].type
+    ptr = _table_entry(lo, ins[0], t, ins[1])
+    if node.op == Op.TABLE_SET:
+        if t.shape:
+            lo.copy(ptr, ins[2], t)
+        else:
+            lo.b.store(ins[2], ptr)
+    else:
+        def add(idx):
+            p = lo.elem_ptr(ptr, t, idx)
+            lo.b.store(lo.b.fadd(lo.b.load(p, typ=LL[t.dtype]), lo.load_at(ins[2], t, idx, t.shape)), p)
+        lo.loop_nest(t.shape, add)
+    return []
 
 
 @rule(Op.SLOT)
@@ -495,9 +538,14 @@ class Lowerer:
     def alloc(self, t):
         """A buffer for a value of tensor type `t` from the arena (bump allocation)."""
         nbytes = (max(1, int(np.prod(t.shape, dtype=np.int64))) * ELEMENT_BYTES[t.dtype] + 63) // 64 * 64
+        return self.alloc_bytes(I64(nbytes))
+
+    def alloc_bytes(self, nbytes):
+        """`nbytes` (an i64 value, rounded up to 64) from the arena."""
         b = self.b
+        nbytes = b.and_(b.add(nbytes, I64(63)), I64(-64))
         top = b.load(self.ctx_field(2), typ=PTR)
-        new = b.gep(top, [I64(nbytes)], source_etype=I8)
+        new = b.gep(top, [nbytes], source_etype=I8)
         end = b.load(self.ctx_field(3), typ=PTR)
         with b.if_then(b.icmp_unsigned(">", b.ptrtoint(new, I64), b.ptrtoint(end, I64)), likely=False):
             b.store(I32(ARENA_EXHAUSTED), self.status_ptr())
@@ -522,6 +570,22 @@ class Lowerer:
 
     def release(self, mark):
         self.b.store(mark, self.ctx_field(2))
+
+    def counted_loop(self, n, body):
+        """`for i in range(n): body(i)` with `n` an i64 value."""
+        b = self.b
+        pre = b.block
+        head, inner, after = (self.func.append_basic_block(x) for x in ("count", "countbody", "countend"))
+        b.branch(head)
+        b.position_at_end(head)
+        i = b.phi(I64)
+        i.add_incoming(I64(0), pre)
+        b.cbranch(b.icmp_signed("<", i, n), inner, after)
+        b.position_at_end(inner)
+        body(i)
+        i.add_incoming(b.add(i, I64(1)), b.block)
+        b.branch(head)
+        b.position_at_end(after)
 
     def loop_nest(self, shape, body, idx=()):
         """Emit `for i0 in range(shape[0]): for i1 ...: body([i0, i1, ...])`."""
