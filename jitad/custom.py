@@ -114,3 +114,22 @@ def fixed_point(f, x0, tol=1e-10, max_iter=1000):
     solve_rule.__name__ = "fixed_point"
     solve_rule.defvjp(fwd, bwd)
     return solve_rule(x0)
+
+
+def _softplus_rule():
+    @custom_vjp
+    def softplus(x):
+        return N.log1p(N.exp(-N.abs(x))) + N.relu(x)
+    softplus.defvjp(lambda x: (softplus(x), x), lambda x, g: (g * N.sigmoid(x),))
+    return softplus
+
+
+_softplus = _softplus_rule()
+
+
+def softplus(x):
+    """log(1 + exp(x)), stable for large |x|, with gradient sigmoid(x):
+    `jitad.grad(jitad.softplus)(1000.0) == 1.0`."""
+    if current_frame() is None and not isinstance(x, np.ndarray):
+        return float(np.logaddexp(0.0, x))
+    return _softplus(x)
