@@ -25,6 +25,7 @@ VERIFY = os.environ.get("JITAD_VERIFY", "") not in ("", "0")   # the tests set i
 
 
 _SCALAR_KEYS = {float: "f64", int: "i64", bool: "bool"}
+_DESCRS = {k: np.dtype(v) for k, v in NUMPY.items()}   # the builtin descriptors the entry checks for
 
 
 class _Dispatching(threading.local):
@@ -85,7 +86,12 @@ def _canonical(x, t):
     if type(x) in _SCALAR_KEYS or type(x) is Tree:   # the signature key already matched
         return x
     if t.shape:
-        return np.ascontiguousarray(x, dtype=NUMPY[t.dtype])
+        descr = _DESCRS[t.dtype]
+        if type(x) is np.ndarray and x.dtype is descr and x.flags.c_contiguous and x.flags.aligned:
+            return x
+        if isinstance(x, np.ndarray) and x.dtype.kind == "u" and x.size and x.max() > np.iinfo(np.int64).max:
+            raise ArgumentError(f"an unsigned array holds {x.max()}, beyond the int64 range")
+        return np.array(x, dtype=descr, order="C", copy=True, subok=False)   # what the entry accepts
     if isinstance(x, np.ndarray):
         x = x.item()
     if t.dtype == "bool":
@@ -172,8 +178,8 @@ class Jitted:
         else:
             static, dynamic = (), args
         leaves, td = flatten(dynamic)
+        key = (len(args), static, td, tuple(map(_leaf_key, leaves)))
         try:
-            key = (len(args), static, td, tuple(map(_leaf_key, leaves)))
             compiled = self._compiled.get(key)
         except TypeError:
             raise ArgumentError("static arguments must be hashable") from None

@@ -109,7 +109,12 @@ def _axes(x, axis):
 
 def sum(x, axis=None, keepdims=False):
     """Sum over `axis` (an int, a tuple, or None for all): `jitad.sum(x, 0)`."""
-    return _prim(Op.SUM, x, axes=_axes(x, axis), keepdims=keepdims)
+    axes = _axes(x, axis)
+    if is_staged(x) and x.dtype == "bool":   # counts, as NumPy
+        x = convert(x, "i64")
+    if not _shape(x):
+        return x
+    return _prim(Op.SUM, x, axes=axes, keepdims=keepdims)
 
 
 def mean(x, axis=None, keepdims=False):
@@ -123,6 +128,8 @@ def max(x, axis=None, keepdims=False):
     """Maximum over `axis`; its gradient is shared among tied maxima: `jitad.max(x, -1)`."""
     if not builtins.all(_shape(x)[a] for a in _axes(x, axis)):
         raise ShapeError(f"max of an empty axis (shape {_shape(x)})")
+    if not _shape(x):
+        return x
     return _prim(Op.MAX, x, axes=_axes(x, axis), keepdims=keepdims)
 
 
@@ -147,7 +154,11 @@ def reshape(x, shape):
 
 def transpose(x, axes=None):
     """Permute axes (reverse them by default): `jitad.transpose(x)`, `x.T`."""
-    perm = tuple(reversed(range(len(_shape(x))))) if axes is None else tuple(axes)
+    ndim = len(_shape(x))
+    perm = tuple(reversed(range(ndim))) if axes is None else tuple(int(a) % builtins.max(ndim, 1) for a in axes)
+    if sorted(perm) != list(range(ndim)):
+        raise ShapeError(f"`transpose`: axes {tuple(axes)} are not a permutation of the {ndim} axes "
+                         f"of shape {tuple(_shape(x))}")
     if perm == tuple(range(len(perm))):
         return x
     return _prim(Op.TRANSPOSE, x, perm=perm)
@@ -236,6 +247,8 @@ def getitem(x, key):
         first, rest = key[0], key[1:]
         if not shape:
             raise IndexError_("cannot index a scalar")
+        if shape[0] == 0:
+            raise IndexError_(f"cannot index rows of an array of shape {tuple(shape)}: it has none")
         if first.dtype not in ("i64",) and not (isinstance(first, np.ndarray) and first.dtype.kind in "iu"):
             raise ArgumentError(f"index arrays must be ints, got {first.dtype}")
         if _shape(first) == ():
@@ -298,6 +311,10 @@ def stack(xs, axis=0):
     """Stack arrays along a new `axis`: `jitad.stack([a, b])`."""
     xs = list(xs)
     shape = _shape(xs[0])
+    for x in xs[1:]:
+        if tuple(_shape(x)) != tuple(shape):
+            raise ShapeError(f"`stack`: shapes {tuple(shape)} and {tuple(_shape(x))} differ; "
+                             "stacked arrays must have the same shape")
     axis = axis % (len(shape) + 1)
     new = tuple(shape[:axis]) + (1,) + tuple(shape[axis:])
     return concatenate([reshape(x, new) for x in xs], axis)
@@ -330,7 +347,10 @@ def ones_like(x):
 
 def logsumexp(x, axis=-1, keepdims=False):
     """log(sum(exp(x))) along `axis`, computed stably: `jitad.logsumexp(x)`."""
+    if not _shape(x):
+        return x
     m = max(x, axis, keepdims=True)
+    m = where(abs(m) < np.inf, m, 0.0)   # an infinite maximum: exp(x - m) must not be inf - inf
     out = log(sum(exp(x - m), axis, keepdims=True)) + m
     return out if keepdims else reshape(out, tuple(n for d, n in enumerate(_shape(x)) if d not in _axes(x, axis)))
 
@@ -359,14 +379,21 @@ def take(a, indices, axis=0):
     return getitem(a, np.asarray(indices) if not is_staged(indices) else indices)
 
 
-def nll_loss(logp, labels):
+def nll_loss(logp, labels, who="nll_loss"):
     """Mean of `-logp[..., label]`: the loss for log-probabilities `logp` (…, C)."""
+    if tuple(_shape(labels)) != tuple(_shape(logp))[:-1]:
+        raise ShapeError(f"`{who}`: labels of shape {tuple(_shape(labels))} for scores of shape "
+                         f"{tuple(_shape(logp))}; labels need the shape of the scores without their last axis")
     n = _shape(logp)[-1]
-    return -mean(sum(logp * one_hot(labels, n, logp.dtype if is_staged(logp) else "f64"), -1))
+    labels_2 = reshape(labels, tuple(_shape(labels)) + (1,))
+    picked = where(labels_2 == np.arange(n, dtype=np.int64), logp, 0.0)   # no -inf * 0
+    return -mean(sum(picked, -1))
 
 
 def cross_entropy(logits, labels):
     """Mean of `-log_softmax(logits)[..., label]`: `jitad.cross_entropy(logits, labels)`."""
+    if tuple(_shape(labels)) != tuple(_shape(logits))[:-1]:
+        return nll_loss(logits, labels, "cross_entropy")   # raises the shape error
     return nll_loss(log_softmax(logits), labels)
 
 
@@ -394,7 +421,8 @@ def conv2d(x, w, b=None, stride=1, padding=0):
     n, c, h, wd = _shape(x)
     o, c2, kh, kw = _shape(w)
     if c != c2:
-        raise ShapeError(f"`conv2d`: input has {c} channels but the weights expect {c2}")
+        raise ShapeError(f"`conv2d`: input of shape {tuple(_shape(x))} has {c} channels but weights of "
+                         f"shape {tuple(_shape(w))} expect {c2}")
     idx, oh, ow = _im2col_indices(c, h, wd, kh, kw, stride, padding)
     xp = _pad(x, padding)
     flat = reshape(xp, (n * c * (h + 2 * padding) * (wd + 2 * padding), 1))

@@ -183,6 +183,9 @@ class Staged:
     def min(self, axis=None, keepdims=False):
         return _numeric().min(self, axis, keepdims)
 
+    def astype(self, dtype):
+        return _numeric().convert(self, dtype)
+
     def reshape(self, *shape):
         return _numeric().reshape(self, shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape)
 

@@ -59,11 +59,15 @@ def declare(op, rule, impl=None, float_only=False, vjp=None):
         FLOAT_ONLY.add(op)
 
 
+USER_NAMES = {"select": "where"}   # primitives users know by another name
+
+
 def broadcast_shapes(op, *shapes):
     try:
         return tuple(np.broadcast_shapes(*shapes))
     except ValueError:
-        raise ShapeError(f"`{op.value}`: shapes {' and '.join(map(str, shapes))} do not broadcast") from None
+        name = USER_NAMES.get(op.value, op.value)
+        raise ShapeError(f"`{name}`: shapes {' and '.join(map(str, shapes))} do not broadcast") from None
 
 
 def _same_dtype(op, types):

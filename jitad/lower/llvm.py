@@ -14,6 +14,7 @@ import re
 import llvmlite.ir as ir
 import numpy as np
 
+from ..ir.graph import Graph, Node, Var
 from ..ir.ops import Op
 from . import vmath
 from ..ir.types import FLOATS, ContType, RefType, TableType, TreeType, Type
@@ -440,6 +441,26 @@ def _tree(lo, node, ins):
 
 # -- the lowerer ----------------------------------------------------------------
 
+KERNEL_OPS = {Op.FUSED, Op.SUM, Op.MAX, Op.TRANSPOSE, Op.BROADCAST, Op.SLICE, Op.UNSLICE, Op.CONCAT,
+              Op.GATHER, Op.RANDOM, Op.SLOT_ADD, Op.SLOT_ADD_AT, Op.SLOT_SCATTER_ADD}
+
+
+def _outlined(node):
+    """Loop nests over tensors become kernel calls (see `Lowerer.call_kernel`)."""
+    if node.op in SCALAR_RULES:
+        return bool(node.outputs[0].type.shape)
+    if node.op in (Op.SLOT_ADD, Op.SLOT_ADD_AT, Op.SLOT_SCATTER_ADD):
+        return bool(node.inputs[-1].type.shape)
+    return node.op in KERNEL_OPS
+
+
+def _kernel_key(node):
+    from ..ir.printer import format_graph
+    bodies = tuple(format_graph(b) for b in node.bodies)
+    attrs = tuple(sorted((k, repr(v)) for k, v in node.attrs.items()))
+    return node.op, attrs, tuple(v.type for v in node.inputs), tuple(v.type for v in node.outputs), bodies
+
+
 class Lowerer:
     """Emits the LLVM functions of one program into `module`."""
 
@@ -447,6 +468,8 @@ class Lowerer:
         self.module, self.program, self.prefix = module, program, prefix
         self.functions = {}
         self.external_constants = {}   # symbol -> array, registered by the runtime
+        self.kernels = {}   # kernel key -> LLVM function
+        self.outlining = True
         self.results = ([], [], [])   # the current function's tensor results: positions, buffers, types
         self.n_trees = self.n_codes = 0
         for k, fun in enumerate(program.funs):
@@ -512,9 +535,37 @@ class Lowerer:
     def lower(self, graph, args):
         env = dict(zip(graph.params, args))
         for node in graph.nodes:
-            outs = LOWER[node.op](self, node, [env[v] for v in node.inputs])
+            ins = [env[v] for v in node.inputs]
+            if self.outlining and _outlined(node):
+                outs = self.call_kernel(node, ins)
+            else:
+                outs = LOWER[node.op](self, node, ins)
             env.update(zip(node.outputs, outs))
         return [env[v] for v in graph.outputs]
+
+    def call_kernel(self, node, ins):
+        """Lower a loop-nest op as a call to a kernel function, one per distinct op, attributes
+        and types: repeated layers share code, and LLVM optimizes small functions."""
+        key = _kernel_key(node)
+        fn = self.kernels.get(key)
+        out_types = [v.type for v in node.outputs]
+        if fn is None:
+            params = [Var(v.type) for v in node.inputs]
+            outs = [Var(t) for t in out_types]
+            body = Graph(params=params, nodes=[Node(node.op, tuple(params), tuple(outs), node.attrs, node.bodies)],
+                         outputs=outs)
+            fnty = ir.FunctionType(ret_type(out_types), [PTR] + [ll_type(v.type) for v in node.inputs]
+                                   + [PTR] * len(tensor_outputs(out_types)))
+            fn = ir.Function(self.module, fnty, name=f"{self.prefix}kernel{len(self.kernels)}_{node.op.value}")
+            fn.linkage = "internal"
+            fn.attributes.add("noinline")
+            self.kernels[key] = fn
+            self.outlining = False
+            try:
+                self.define(fn, body, recursive=False, out_types=out_types)
+            finally:
+                self.outlining = True
+        return self.call_checked(fn, ins, len(out_types), out_types)
 
     def phis(self, types, incoming):
         out = []
@@ -630,6 +681,11 @@ class Lowerer:
         return self.b.load(self.elem_ptr(x, t, idx[lead:]), typ=LL[t.dtype])
 
     def fill(self, buf, t, value):
+        if isinstance(value, ir.Constant) and value.constant in (0, 0.0, False):   # all-zero bits
+            nbytes = int(np.prod(t.shape, dtype=np.int64)) * ELEMENT_BYTES[t.dtype]
+            memset = self.extern("llvm.memset.p0.i64", ir.FunctionType(ir.VoidType(), [PTR, I8, I64, I1]))
+            self.b.call(memset, [buf, I8(0), I64(nbytes), I1(0)])
+            return
         self.loop_nest(t.shape, lambda idx: self.b.store(value, self.elem_ptr(buf, t, idx)))
 
     def copy(self, dst, src, t):

@@ -11,7 +11,7 @@ from ..ir.ops import Op
 from ..ir.types import RefType
 from .llvm import F32, F64, I1, I32, I64, LL, PTR, SCALAR_RULES, alloca, rule
 
-BLAS_MIN_FLOPS = 32 ** 3
+BLAS_MIN_FLOPS = 16 ** 3
 BLAS_SYMBOLS = {"f64": "scipy_cblas_dgemm64_", "f32": "scipy_cblas_sgemm64_"}
 
 
