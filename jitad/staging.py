@@ -390,6 +390,8 @@ def logical(op, a, b):
 def to_bool(x, what):
     """A staged bool var from a staged value (non-zero is true) or a Python value."""
     if not is_staged(x):
+        if isinstance(x, np.ndarray) and x.ndim:
+            return as_var(x.astype(bool), "bool")
         return as_var(bool(x), "bool")
     if x.dtype == "bool":
         return x.var

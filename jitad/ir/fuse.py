@@ -29,6 +29,10 @@ def _member_shape(node):
     op = node.op
     if op in ELEMENTWISE_OPS or op == Op.BROADCAST:
         return node.outputs[0].type.shape   # () for scalar work, which joins any run
+    if op == Op.RESHAPE and not node.inputs[0].type.shape:
+        return node.outputs[0].type.shape   # a scalar as a tensor of size 1: broadcasts
+    if op == Op.SLOT_GET and not node.outputs[0].type.shape:
+        return ()
     if op == Op.SLOT_ADD and node.inputs[1].type.shape:
         return node.inputs[1].type.shape
     if op == Op.SLOT_GET and node.outputs[0].type.shape:
@@ -46,6 +50,7 @@ def fuse_graph(graph):
             fuse_graph(body)
     # new slots do not depend on anything: creating them first keeps runs together
     graph.nodes = [n for n in graph.nodes if n.op == Op.SLOT] + [n for n in graph.nodes if n.op != Op.SLOT]
+    graph.nodes = _drop_idle_scopes(graph.nodes)
     uses = {}
     for k, node in enumerate(graph.nodes):
         for v in node.inputs:
@@ -84,7 +89,7 @@ def fuse_graph(graph):
             shape = s
         run.append((k, node))
     flush()
-    graph.nodes = _localize_slots(out, graph.outputs)
+    graph.nodes = _first_adds_store(_localize_slots(out, graph.outputs))
 
 
 def _localize_slots(nodes, outputs):
@@ -122,6 +127,20 @@ def _localize_slots(nodes, outputs):
     return result
 
 
+def _drop_idle_scopes(nodes):
+    """An arena scope (mark ... release) around work that fusion keeps in registers frees
+    nothing; dropping it lets the work join one loop with its neighbours."""
+    drop, start = set(), {}
+    for k, n in enumerate(nodes):
+        if n.op == Op.ARENA_MARK:
+            start[n.outputs[0]] = k
+        elif n.op == Op.ARENA_RELEASE and n.inputs[0] in start:
+            i = start[n.inputs[0]]
+            if all(_member_shape(m) is not None for m in nodes[i + 1:k]):
+                drop.update((i, k))
+    return [n for k, n in enumerate(nodes) if k not in drop]
+
+
 def _fuse(run, uses, shape):
     """One `fused` node for `run` (a list of (position, node)), or the nodes unchanged."""
     last = run[-1][0]
@@ -150,3 +169,42 @@ def _fuse(run, uses, shape):
     results = [v for v in defined if any(u > last for u in uses.get(v, []))]
     body = Graph(params=[params[v] for v in inputs], nodes=body_nodes, outputs=[local[v] for v in results])
     return keep_out + [Node(Op.FUSED, tuple(inputs), tuple(results), {"shape": shape}, (body,))]
+
+
+def _first_adds_store(nodes):
+    """A tensor slot first touched by an addition inside a fused loop (which covers every
+    element) needs no zero fill: that addition becomes a store."""
+    users = {}
+    for k, n in enumerate(nodes):
+        for v in n.inputs:
+            users.setdefault(v, []).append(k)
+    changed = {}
+    for k, n in enumerate(nodes):
+        if n.op != Op.SLOT or not n.outputs[0].type.shape:
+            continue
+        slot = n.outputs[0]
+        where = users.get(slot, [])
+        fused_at = next((j for j in where if nodes[j].op == Op.FUSED), None)
+        if fused_at is None:
+            continue
+        fused = nodes[fused_at]
+        reads = [j for j in where if j != fused_at]
+        # other uses may only be pointer reads whose values are used after the loop
+        if any(nodes[j].op != Op.SLOT_GET or any(u <= fused_at for u in users.get(nodes[j].outputs[0], ()))
+               for j in reads) or fused.inputs.count(slot) != 1:
+            continue
+        (body,) = fused.bodies
+        param = body.params[fused.inputs.index(slot)]
+        first = next((i for i, b in enumerate(body.nodes) if param in b.inputs), None)
+        if first is None or body.nodes[first].op != Op.SLOT_ADD:
+            continue
+        changed[k] = Node(Op.SLOT, n.inputs, n.outputs, {**n.attrs, "uninit": True})
+        j = fused_at
+        fused = changed.get(j, fused)
+        (body,) = fused.bodies
+        b = body.nodes[first]
+        new_nodes = list(body.nodes)
+        new_nodes[first] = Node(b.op, b.inputs, b.outputs, {**b.attrs, "store": True})
+        changed[j] = Node(Op.FUSED, fused.inputs, fused.outputs, fused.attrs,
+                          (Graph(body.params, new_nodes, body.outputs),))
+    return [changed.get(k, n) for k, n in enumerate(nodes)]

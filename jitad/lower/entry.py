@@ -31,6 +31,7 @@ PY_API = {
     "PyTuple_SetItem": ir.FunctionType(C_INT, [PTR, I64, PTR]),
     "PyTuple_GetItem": ir.FunctionType(PTR, [PTR, I64]),
     "PyObject_Vectorcall": ir.FunctionType(PTR, [PTR, PTR, I64, PTR]),
+    "Py_DecRef": ir.FunctionType(ir.VoidType(), [PTR]),
 }
 # numpy's PyArray_New(subtype, nd, dims, typenum, strides, data, itemsize, flags, obj)
 ARRAY_NEW = ir.FunctionType(PTR, [PTR, C_INT, PTR, C_INT, PTR, PTR, C_INT, C_INT, PTR])
@@ -152,6 +153,22 @@ def add_entry(module, main, in_types, out_types, layout, name, stack_budget, arg
             values.append(b.fptrunc(v, F32) if t.dtype == "f32" else v)
 
     ctx, out = alloca(b, CTX), alloca(b, ret_type(out_types))
+    memcpy = api("llvm.memcpy.p0.p0.i64", ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I1]))
+
+    def new_array(t):
+        dims = alloca(b, ir.ArrayType(I64, max(len(t.shape), 1)))
+        for d, n in enumerate(t.shape):
+            b.store(I64(n), b.gep(dims, [I64(d)], source_etype=I64))
+        arr = b.call(api("jitad_PyArray_New", ARRAY_NEW), [
+            api("jitad_ndarray_type"), C_INT(len(t.shape)), dims, C_INT(NPY_TYPENUM[t.dtype]),
+            PTR(None), PTR(None), C_INT(0), C_INT(0), PTR(None)])
+        with b.if_then(b.icmp_unsigned("==", arr, PTR(None)), likely=False):
+            b.ret(PTR(None))   # MemoryError is set
+        return arr
+
+    # result arrays first: compiled code writes tensor results straight into them
+    arrays = {k: new_array(t) for k, t in enumerate(out_types) if t.shape}
+    destinations = [_field(b, arrays[k], ARRAY_DATA, PTR) for k in sorted(arrays)]
     frameaddress = api("llvm.frameaddress.p0", ir.FunctionType(PTR, [I32]))
     sp = b.ptrtoint(b.call(frameaddress, [I32(0)]), I64)
     field = lambda k: b.gep(ctx, [I32(0), I32(k)], source_etype=CTX)
@@ -160,9 +177,11 @@ def add_entry(module, main, in_types, out_types, layout, name, stack_budget, arg
     arena = api("jitad_arena")   # {base, end}, set up by the runtime
     for k in (0, 1):
         b.store(_field(b, arena, 8 * k, PTR), field(2 + k))
-    b.call(main, [ctx] + values + [out])
+    b.call(main, [ctx] + values + [out] + destinations)
     status = b.load(field(1), typ=I32)
     with b.if_then(b.icmp_unsigned("!=", status, I32(0)), likely=False):
+        for arr in arrays.values():
+            b.call(api("Py_DecRef"), [arr])
         with b.if_else(b.icmp_unsigned("==", status, I32(ARENA_EXHAUSTED))) as (arena_full, deep):
             with arena_full:
                 forward(2)
@@ -172,26 +191,11 @@ def add_entry(module, main, in_types, out_types, layout, name, stack_budget, arg
     rt = ret_type(out_types)
     leaves = [b.load(b.gep(out, [I32(0), I32(k)], source_etype=rt), typ=rt.elements[k])
               for k in range(len(out_types))]
-    memcpy = api("llvm.memcpy.p0.p0.i64", ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I1]))
-
-    def box_array(v, t):
-        dims = alloca(b, ir.ArrayType(I64, max(len(t.shape), 1)))
-        for d, n in enumerate(t.shape):
-            b.store(I64(n), b.gep(dims, [I64(d)], source_etype=I64))
-        arr = b.call(api("jitad_PyArray_New", ARRAY_NEW), [
-            api("jitad_ndarray_type"), C_INT(len(t.shape)), dims, C_INT(NPY_TYPENUM[t.dtype]),
-            PTR(None), PTR(None), C_INT(0), C_INT(0), PTR(None)])
-        with b.if_then(b.icmp_unsigned("==", arr, PTR(None)), likely=False):
-            b.ret(PTR(None))   # MemoryError is set
-        nbytes = int(np.prod(t.shape, dtype=np.int64)) * ELEMENT_BYTES[t.dtype]
-        b.call(memcpy, [_field(b, arr, ARRAY_DATA, PTR), v, I64(nbytes), I1(0)])
-        return arr
-
     def box(node):
         if isinstance(node, int):
             v, t = leaves[node], out_types[node]
             if t.shape:
-                return box_array(v, t)
+                return arrays[node]   # main wrote the result into it
             if t.dtype == "bool":
                 return b.call(api("PyBool_FromLong"), [b.zext(v, I64)])
             if t.dtype == "i64":

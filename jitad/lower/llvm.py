@@ -91,7 +91,7 @@ def elementwise(*ops):
             out_t = node.outputs[0].type
             if not out_t.shape and not any(v.type.shape for v in node.inputs):
                 return fn(lo, node, ins)
-            out = lo.alloc(out_t)
+            out = lo.result_buffer(node.outputs[0])
 
             def body(idx):
                 elems = [lo.load_at(x, v.type, idx, out_t.shape) for x, v in zip(ins, node.inputs)]
@@ -292,9 +292,11 @@ def _table_update(lo, node, ins):
 @rule(Op.SLOT)
 def _slot(lo, node, ins):
     t = node.attrs["type"]
-    if t.shape:   # a tensor slot is an arena buffer of the creating frame
-        buf = lo.alloc(t)
-        lo.fill(buf, t, LL[t.dtype](0))
+    if t.shape:   # a tensor slot is an arena buffer of the creating frame (or a result array)
+        buf = lo.slot_homes.get(node.outputs[0]) if lo.func is lo.main_func else None
+        buf = buf if buf is not None else lo.alloc(t)
+        if not node.attrs.get("uninit"):   # its first update stores instead of adding
+            lo.fill(buf, t, LL[t.dtype](0))
         return [buf]
     slot = alloca(lo.b, LL[t.dtype])
     lo.b.store(LL[t.dtype](0), slot)
@@ -441,6 +443,19 @@ def _tree(lo, node, ins):
 
 # -- the lowerer ----------------------------------------------------------------
 
+def _slot_homes(main, destinations):
+    """Slots of the main graph whose final value is a tensor result: they live in the
+    result's array from the start, so the result needs no copy."""
+    made = {n.outputs[0]: n for n in main.nodes if n.op == Op.SLOT}
+    read = {n.outputs[0]: n.inputs[0] for n in main.nodes if n.op == Op.SLOT_GET}
+    homes = {}
+    for k, dest in destinations.items():
+        slot = read.get(main.outputs[k])
+        if slot in made and slot not in homes:
+            homes[slot] = dest
+    return homes
+
+
 KERNEL_OPS = {Op.FUSED, Op.SUM, Op.MAX, Op.TRANSPOSE, Op.BROADCAST, Op.SLICE, Op.UNSLICE, Op.CONCAT,
               Op.GATHER, Op.RANDOM, Op.SLOT_ADD, Op.SLOT_ADD_AT, Op.SLOT_SCATTER_ADD}
 
@@ -470,6 +485,9 @@ class Lowerer:
         self.external_constants = {}   # symbol -> array, registered by the runtime
         self.kernels = {}   # kernel key -> LLVM function
         self.outlining = True
+        self.slot_homes = {}
+        self.main_func = None
+        self.dests = {}   # var -> the buffer its producer must write it into
         self.results = ([], [], [])   # the current function's tensor results: positions, buffers, types
         self.n_trees = self.n_codes = 0
         for k, fun in enumerate(program.funs):
@@ -480,15 +498,31 @@ class Lowerer:
             self.functions[fun] = f
         for fun in program.funs:
             self.define(self.functions[fun], fun.body, recursive=True, out_types=fun.out_types)
+        # main(ctx, params..., out, destinations...): tensor results are written into
+        # `destinations` (the result arrays the entry made); a slot read as a result lives there
         main = program.main
-        fnty = ir.FunctionType(ir.VoidType(), [PTR] + [ll_type(t) for t in main.in_types] + [PTR])
-        self.main = ir.Function(module, fnty, name=f"{prefix}main")
+        tensor_outs = tensor_outputs(main.out_types)
+        fnty = ir.FunctionType(ir.VoidType(), [PTR] + [ll_type(t) for t in main.in_types] + [PTR]
+                               + [PTR] * len(tensor_outs))
+        self.main = self.main_func = ir.Function(module, fnty, name=f"{prefix}main")
         self.main.linkage = "internal"
         self._begin(self.main)
-        outs = self.lower(main, list(self.main.args[1:-1]))
-        out_ptr = self.main.args[-1]
+        n_in = len(main.in_types)
+        destinations = dict(zip(tensor_outs, self.main.args[2 + n_in:]))
+        self.slot_homes = _slot_homes(main, destinations)
+        self.dests = {}
+        for k, dest in destinations.items():
+            self.dests.setdefault(main.outputs[k], dest)
+        outs = self.lower(main, list(self.main.args[1:1 + n_in]))
+        self.dests = {}
+        out_ptr = self.main.args[1 + n_in]
         rt = ret_type(main.out_types)
         for k, v in enumerate(outs):
+            if k in destinations:   # copy a result that is not already in its array
+                dest = destinations[k]
+                with self.b.if_then(self.b.icmp_unsigned("!=", v, dest)):
+                    self.copy(dest, v, main.out_types[k])
+                v = dest
             self.b.store(v, self.b.gep(out_ptr, [I32(0), I32(k)], source_etype=rt))
         self.b.ret_void()
 
@@ -522,7 +556,8 @@ class Lowerer:
         outs = list(outs)
         positions, buffers, types = self.results
         for k, buf in zip(positions, buffers):
-            self.copy(buf, outs[k], types[k])
+            with self.b.if_then(self.b.icmp_unsigned("!=", outs[k], buf)):   # not written in place
+                self.copy(buf, outs[k], types[k])
             outs[k] = buf
         if self.arena_mark is not None:
             self.release(self.arena_mark)
@@ -561,11 +596,15 @@ class Lowerer:
             fn.attributes.add("noinline")
             self.kernels[key] = fn
             self.outlining = False
+            saved_dests = self.dests
+            n_sret = len(tensor_outputs(out_types))
+            self.dests = dict(zip([outs[k] for k in tensor_outputs(out_types)], fn.args[len(fn.args) - n_sret:]))
             try:
                 self.define(fn, body, recursive=False, out_types=out_types)
             finally:
                 self.outlining = True
-        return self.call_checked(fn, ins, len(out_types), out_types)
+                self.dests = saved_dests
+        return self.call_checked(fn, ins, len(out_types), out_types, node.outputs)
 
     def phis(self, types, incoming):
         out = []
@@ -615,6 +654,12 @@ class Lowerer:
             g = ir.GlobalVariable(self.module, I8, name=name)
             g.linkage = "external"
             return g
+
+    def result_buffer(self, var):
+        """Where a node writes its tensor result: a destination the caller gave for it (a
+        result array, a kernel's result buffer), else fresh arena space."""
+        dest = self.dests.get(var)
+        return dest if dest is not None else self.alloc(var.type)
 
     def mark(self):
         return self.b.load(self.ctx_field(2), typ=PTR)
@@ -738,8 +783,9 @@ class Lowerer:
             self.b.store(I32(1), self.status_ptr())
             self.b.branch(self.bail_block())
 
-    def call_checked(self, fn, args, n_out, out_types=()):
-        buffers = [self.alloc(out_types[k]) for k in tensor_outputs(out_types)]
+    def call_checked(self, fn, args, n_out, out_types=(), out_vars=None):
+        buffers = [self.result_buffer(out_vars[k]) if out_vars is not None else self.alloc(out_types[k])
+                   for k in tensor_outputs(out_types)]
         result = self.b.call(fn, [self.ctx] + list(args) + buffers)
         status = self.b.load(self.status_ptr(), typ=I32)
         cont = self.func.append_basic_block("ok")

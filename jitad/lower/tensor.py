@@ -15,9 +15,9 @@ BLAS_MIN_FLOPS = 16 ** 3
 BLAS_SYMBOLS = {"f64": "scipy_cblas_dgemm64_", "f32": "scipy_cblas_sgemm64_"}
 
 
-def _scalar_or_buffer(lo, t):
-    """Where a result of type `t` accumulates: an alloca for a scalar, else a buffer."""
-    return alloca(lo.b, LL[t.dtype]) if not t.shape else lo.alloc(t)
+def _scalar_or_buffer(lo, var):
+    """Where a result accumulates: an alloca for a scalar, else its buffer."""
+    return alloca(lo.b, LL[var.type.dtype]) if not var.type.shape else lo.result_buffer(var)
 
 
 def _finish(lo, out, t):
@@ -27,7 +27,7 @@ def _finish(lo, out, t):
 @rule(Op.BROADCAST)
 def _broadcast(lo, node, ins):
     out_t = node.outputs[0].type
-    out = lo.alloc(out_t)
+    out = lo.result_buffer(node.outputs[0])
     src_t = node.inputs[0].type
     lo.loop_nest(out_t.shape, lambda idx: lo.b.store(lo.load_at(ins[0], src_t, idx, out_t.shape),
                                                      lo.elem_ptr(out, out_t, idx)))
@@ -37,7 +37,7 @@ def _broadcast(lo, node, ins):
 def _reduce(lo, node, ins, init, combine):
     x_t, out_t = node.inputs[0].type, node.outputs[0].type
     axes, keep = node.attrs["axes"], node.attrs["keepdims"]
-    out = _scalar_or_buffer(lo, out_t)
+    out = _scalar_or_buffer(lo, node.outputs[0])
     if out_t.shape:
         lo.fill(out, out_t, init)
     else:
@@ -82,7 +82,7 @@ def _reshape(lo, node, ins):
     if x_t.shape and out_t.shape:
         return [ins[0]]   # same row-major buffer
     if out_t.shape:   # a scalar into a buffer of size 1
-        buf = lo.alloc(out_t)
+        buf = lo.result_buffer(node.outputs[0])
         lo.b.store(ins[0], buf)
         return [buf]
     return [lo.b.load(ins[0], typ=LL[x_t.dtype])]
@@ -92,7 +92,7 @@ def _reshape(lo, node, ins):
 def _transpose(lo, node, ins):
     x_t, out_t = node.inputs[0].type, node.outputs[0].type
     perm = node.attrs["perm"]
-    out = lo.alloc(out_t)
+    out = lo.result_buffer(node.outputs[0])
 
     def body(idx):
         src = [None] * len(perm)
@@ -109,7 +109,7 @@ def _matmul(lo, node, ins):
     a_t, b_t, out_t = node.inputs[0].type, node.inputs[1].type, node.outputs[0].type
     ta, tb = node.attrs["ta"], node.attrs["tb"]
     (m, n), k = out_t.shape, (a_t.shape[0] if ta else a_t.shape[1])
-    out = lo.alloc(out_t)
+    out = lo.result_buffer(node.outputs[0])
     b = lo.b
     t = LL[out_t.dtype]
     if m * n * k >= BLAS_MIN_FLOPS and out_t.dtype in BLAS_SYMBOLS:
@@ -170,7 +170,7 @@ def _index(lo, node, ins):
 @rule(Op.GATHER)
 def _gather(lo, node, ins):
     x_t, idx_t, out_t = node.inputs[0].type, node.inputs[1].type, node.outputs[0].type
-    out = lo.alloc(out_t)
+    out = lo.result_buffer(node.outputs[0])
     row_size = int(np.prod(x_t.shape[1:], dtype=np.int64))
     nbytes_t = out_t.__class__(out_t.dtype, (row_size,))
 
@@ -186,7 +186,7 @@ def _gather(lo, node, ins):
 def _slice(lo, node, ins):
     x_t, out_t = node.inputs[0].type, node.outputs[0].type
     a = node.attrs
-    out = lo.alloc(out_t)
+    out = lo.result_buffer(node.outputs[0])
     lo.loop_nest(out_t.shape, lambda idx: lo.b.store(
         lo.b.load(lo.elem_ptr(ins[0], x_t, idx, steps=a["steps"], starts=a["starts"]), typ=LL[x_t.dtype]),
         lo.elem_ptr(out, out_t, idx)))
@@ -197,7 +197,7 @@ def _slice(lo, node, ins):
 def _unslice(lo, node, ins):
     g_t, out_t = node.inputs[0].type, node.outputs[0].type
     a = node.attrs
-    out = lo.alloc(out_t)
+    out = lo.result_buffer(node.outputs[0])
     lo.fill(out, out_t, LL[out_t.dtype](0))
     lo.loop_nest(g_t.shape, lambda idx: lo.b.store(
         lo.load_at(ins[0], g_t, idx, g_t.shape),
@@ -209,7 +209,7 @@ def _unslice(lo, node, ins):
 def _concat(lo, node, ins):
     out_t = node.outputs[0].type
     axis = node.attrs["axis"]
-    out = lo.alloc(out_t)
+    out = lo.result_buffer(node.outputs[0])
     start = 0
     for x, v in zip(ins, node.inputs):
         t = v.type
@@ -231,7 +231,7 @@ def _mix(b, z):
 @rule(Op.RANDOM)
 def _random(lo, node, ins):
     out_t = node.outputs[0].type
-    out = _scalar_or_buffer(lo, out_t)
+    out = _scalar_or_buffer(lo, node.outputs[0])
     b = lo.b
     golden = I64(0x9E3779B97F4A7C15 - (1 << 64))
     base = b.mul(ins[0], golden)
@@ -287,7 +287,7 @@ def _fused(lo, node, ins):
             b.store(LL[out.type.dtype](0), acc)
             results.append(acc)
         else:
-            results.append(lo.alloc(out.type))
+            results.append(lo.result_buffer(out))
     accumulator = {v: results[k] for k, v in enumerate(body.outputs) if v in reduced}
 
     def element(idx):
@@ -317,13 +317,16 @@ def _fused(lo, node, ins):
                 env[n.outputs[0]] = b.load(lo.elem_ptr(args[0], ref_type(node, body, ref), idx), typ=LL[n.outputs[0].type.dtype])
             elif n.op == Op.SLOT_ADD:
                 ptr = lo.elem_ptr(args[0], ref_type(node, body, n.inputs[0]), idx)
-                b.store(b.fadd(b.load(ptr, typ=args[1].type), args[1]), ptr)
+                if n.attrs.get("store"):   # the slot's first update: it was not zeroed
+                    b.store(args[1], ptr)
+                else:
+                    b.store(b.fadd(b.load(ptr, typ=args[1].type), args[1]), ptr)
             elif n.op == Op.SUM:
                 acc = accumulator.get(n.outputs[0]) or alloca(b, args[0].type)
                 add = b.fadd(b.load(acc, typ=args[0].type), args[0], flags=("reassoc",)) \
                     if args[0].type in (F64, F32) else b.add(b.load(acc, typ=args[0].type), args[0])
                 b.store(add, acc)
-            elif n.op == Op.BROADCAST:
+            elif n.op in (Op.BROADCAST, Op.RESHAPE):   # the element is already broadcast
                 env[n.outputs[0]] = args[0]
             else:
                 env[n.outputs[0]] = SCALAR_RULES[n.op](lo, n, args)[0] if n.op in SCALAR_RULES \
