@@ -89,7 +89,7 @@ def fuse_graph(graph):
             shape = s
         run.append((k, node))
     flush()
-    graph.nodes = _first_adds_store(_localize_slots(out, graph.outputs))
+    graph.nodes = _first_adds_store(_localize_slots(_recompute_cheap(out, graph.outputs), graph.outputs))
 
 
 def _localize_slots(nodes, outputs):
@@ -208,3 +208,81 @@ def _first_adds_store(nodes):
         changed[j] = Node(Op.FUSED, fused.inputs, fused.outputs, fused.attrs,
                           (Graph(body.params, new_nodes, body.outputs),))
     return [changed.get(k, n) for k, n in enumerate(nodes)]
+
+
+CHEAP = {Op.ADD, Op.SUB, Op.MUL, Op.NEG, Op.SELECT, Op.MAXIMUM, Op.MINIMUM, Op.LT, Op.LE, Op.GT,
+         Op.GE, Op.EQ, Op.NE, Op.AND, Op.OR, Op.NOT, Op.CONVERT, Op.BROADCAST, Op.RESHAPE, Op.CONST,
+         Op.ABS, Op.SQUARE, Op.RELU}
+
+
+def _cone(body, var):
+    """The body nodes computing `var`, if all are cheap and read only params; else None."""
+    producer = {v: n for n in body.nodes for v in n.outputs}
+    needed, stack = [], [var]
+    while stack:
+        v = stack.pop()
+        n = producer.get(v)
+        if n is None:
+            continue   # a param
+        if n.op not in CHEAP:
+            return None
+        if n not in needed:
+            needed.append(n)
+            stack.extend(n.inputs)
+    return [n for n in body.nodes if n in needed]
+
+
+def _recompute_cheap(nodes, outputs):
+    """A fused loop's tensor result that only later fused loops read, and that costs a few
+    arithmetic operations, is recomputed there instead of written to memory and read back."""
+    users = {}
+    for k, n in enumerate(nodes):
+        for v in n.inputs:
+            users.setdefault(v, []).append(k)
+    nodes = list(nodes)
+    for k, producer in enumerate(nodes):
+        if producer.op != Op.FUSED:
+            continue
+        (body,) = producer.bodies
+        keep = []
+        for out, inner in zip(producer.outputs, body.outputs):
+            readers = users.get(out, [])
+            cone = _cone(body, inner) if out.type.shape and out not in outputs and readers \
+                and all(nodes[j].op == Op.FUSED and nodes[j].attrs["shape"] == producer.attrs["shape"]
+                        for j in readers) else None
+            if cone is None:
+                keep.append((out, inner))
+                continue
+            for j in readers:
+                nodes[j] = _inline_cone(nodes[j], out, cone, body, producer)
+        if len(keep) < len(producer.outputs):
+            new_body = Graph(body.params, body.nodes, [inner for _, inner in keep])
+            nodes[k] = Node(Op.FUSED, producer.inputs, tuple(out for out, _ in keep), producer.attrs, (new_body,))
+    return nodes
+
+
+def _inline_cone(consumer, var, cone, source, producer):
+    """`consumer` with its param for `var` computed in its own body by a copy of `cone`."""
+    (body,) = consumer.bodies
+    inputs, params = list(consumer.inputs), list(body.params)
+    param_of = dict(zip(inputs, params))
+    rename = {}
+    for outer, p in zip(producer.inputs, source.params):   # the cone's reads of the producer's inputs
+        if outer not in param_of:
+            param_of[outer] = Var(p.type)
+            inputs.append(outer)
+            params.append(param_of[outer])
+        rename[p] = param_of[outer]
+    copies = []
+    for n in cone:
+        outs = tuple(Var(v.type) for v in n.outputs)
+        copies.append(Node(n.op, tuple(rename.get(v, v) for v in n.inputs), outs, n.attrs))
+        rename.update(zip(n.outputs, outs))
+    target = param_of[var]
+    k = inputs.index(var)
+    del inputs[k], params[k]
+    result = rename[next(inner for out, inner in zip(producer.outputs, source.outputs) if out is var)]
+    nodes = copies + [Node(n.op, tuple(result if v is target else v for v in n.inputs), n.outputs, n.attrs)
+                      for n in body.nodes]
+    outputs = [result if v is target else v for v in body.outputs]
+    return Node(Op.FUSED, tuple(inputs), consumer.outputs, consumer.attrs, (Graph(params, nodes, outputs),))
