@@ -25,6 +25,7 @@ VERIFY = os.environ.get("JITAD_VERIFY", "") not in ("", "0")   # the tests set i
 
 
 _SCALAR_KEYS = {float: "f64", int: "i64", bool: "bool"}
+_NUMPY_SCALAR_KEYS = {np.float64: "f64", np.int64: "i64", np.bool_: "bool", np.float32: "f32"}
 _DESCRS = {k: np.dtype(v) for k, v in NUMPY.items()}   # the builtin descriptors the entry checks for
 
 
@@ -44,6 +45,8 @@ def _leaf_key(x):
         return kind
     if type(x) is np.ndarray:
         return x.dtype.char, x.shape
+    if type(x) in _NUMPY_SCALAR_KEYS:   # the same code as for the Python number
+        return _NUMPY_SCALAR_KEYS[type(x)]
     if type(x) is Tree:
         return x._type_code
     return arg_type(x)

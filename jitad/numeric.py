@@ -380,7 +380,11 @@ def take(a, indices, axis=0):
 
 
 def nll_loss(logp, labels, who="nll_loss"):
-    """Mean of `-logp[..., label]`: the loss for log-probabilities `logp` (…, C)."""
+    """Mean of `-logp[..., label]`: the loss for log-probabilities `logp` (…, C). A label
+    outside [0, C) contributes 0 (as a one-hot row of zeros would)."""
+    label_kind = labels.dtype if is_staged(labels) else np.asarray(labels).dtype.kind
+    if label_kind not in ("i64", "i", "u"):
+        raise ArgumentError(f"`{who}`: labels must be ints, got {label_kind if is_staged(labels) else np.asarray(labels).dtype}")
     if tuple(_shape(labels)) != tuple(_shape(logp))[:-1]:
         raise ShapeError(f"`{who}`: labels of shape {tuple(_shape(labels))} for scores of shape "
                          f"{tuple(_shape(logp))}; labels need the shape of the scores without their last axis")

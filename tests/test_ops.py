@@ -540,6 +540,16 @@ def test_check_grads(spec):
     check_grads(scalarized(spec, args), args, rtol=spec.grad_rtol)
 
 
+# one spec per op, to second order in both modes (forward-over-reverse and forward)
+SECOND_ORDER_SPECS = list({s.op: s for s in GRAD_SPECS}.values())
+
+
+@pytest.mark.parametrize("spec", cases("grad", SECOND_ORDER_SPECS))
+def test_check_grads_second_order(spec):
+    args = make_args(spec)
+    check_grads(scalarized(spec, args), args, order=2, modes=("fwd", "rev"), rtol=max(spec.grad_rtol, 1e-4))
+
+
 # -- (c) the reference interpreter ---------------------------------------------------
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])

@@ -13,11 +13,32 @@ from .types import RefType, Type
 
 
 def fuse_program(program):
-    """Fuse every graph of `program` in place; return it."""
-    for fun in program.funs:
-        fuse_graph(fun.body)
-    fuse_graph(program.main)
+    """Remove dead code, then fuse every graph of `program` in place; return it."""
+    for graph in [f.body for f in program.funs] + [program.main]:
+        eliminate_dead_code(graph)
+        fuse_graph(graph)
     return program
+
+
+PURE = ELEMENTWISE_OPS | {Op.SUM, Op.MAX, Op.RESHAPE, Op.TRANSPOSE, Op.MATMUL, Op.INDEX, Op.GATHER,
+                          Op.SLICE, Op.UNSLICE, Op.CONCAT, Op.BROADCAST, Op.CONST, Op.SLOT_GET,
+                          Op.TREE_GET, Op.TREE_ROOT, Op.TREE_SIZE, Op.TABLE_GET, Op.RANDOM}
+
+
+def eliminate_dead_code(graph):
+    """Drop pure nodes whose results nothing uses (e.g. the cotangent reverse mode computes
+    for a constant operand of a matrix product: LLVM cannot drop a BLAS call)."""
+    for node in graph.nodes:
+        for body in node.bodies:
+            eliminate_dead_code(body)
+    live = set(graph.outputs)
+    kept = []
+    for node in reversed(graph.nodes):
+        if node.op in PURE and not any(v in live for v in node.outputs):
+            continue
+        kept.append(node)
+        live.update(node.inputs)
+    graph.nodes = kept[::-1]
 
 
 def _shape(v):

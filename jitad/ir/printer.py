@@ -3,6 +3,9 @@
 Names are assigned here, in order of definition: params first, then node outputs;
 staged functions print as `fun @name(...)` blocks before `main`.
 """
+import hashlib
+
+import numpy as np
 
 
 class _Namer:
@@ -30,6 +33,11 @@ def _attr_text(value, namer):
         return namer.fun_names.get(value, f"@{value.name}")
     if isinstance(value, float):
         return repr(value)
+    if isinstance(value, np.ndarray):   # one line: small arrays in full, large ones by digest
+        if value.size <= 16:
+            return repr(value.tolist())
+        digest = hashlib.sha256(value.tobytes()).hexdigest()[:12]
+        return f"<{value.dtype}{list(value.shape)} sha256:{digest}>"
     return str(value)
 
 
