@@ -1,0 +1,28 @@
+"""The benchmarks and the quick examples still run (tiny sizes; not measurements)."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _run(*args, timeout=300):
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    out = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True,
+                         timeout=timeout, env=env)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    return out.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("module", ["bench.micro", "bench.tensors"])
+def test_benchmark_quick_mode(module):
+    assert "Goals" in _run("-m", module, "--quick")
+
+
+@pytest.mark.parametrize("script", ["examples/quickstart.py", "examples/walkthrough.py"])
+def test_example_runs(script):
+    out = _run(script)
+    assert "MISMATCH" not in out and "Traceback" not in out
