@@ -13,7 +13,7 @@ from ..ir.ops import ELEMENTWISE_OPS, VJPS, Op
 from ..ir.types import FLOATS, ContType, RefType, TableType, Type
 from ..staging import (FOR, FUN, IF, TREE, WHILE, ShapeDtype, Staged, apply, emit, make_closure,
                        new_slot, trace_memo, wrap)
-from .restage import restage_node
+from .restage import restage_node, run_graph
 
 LINEAR = {Op.SUM, Op.RESHAPE, Op.TRANSPOSE, Op.BROADCAST, Op.SLICE, Op.UNSLICE}
 
@@ -59,11 +59,7 @@ def unpack(flat, types):
 
 
 def jvp_graph(graph, pairs):
-    env = dict(zip(graph.params, pairs))
-    for node in graph.nodes:
-        outs = jvp_node(node, [env[v] for v in node.inputs])
-        env.update(zip(node.outputs, outs))
-    return [env[v] for v in graph.outputs]
+    return run_graph(graph, pairs, jvp_node)
 
 
 def jvp_node(node, ins):

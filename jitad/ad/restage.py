@@ -7,13 +7,18 @@ from ..ir.ops import Op
 from ..staging import FOR, FUN, IF, TREE, WHILE, ShapeDtype, emit, trace_memo, wrap
 
 
-def restage(graph, args):
-    """Run `graph` on staged `args`, emitting its nodes; return the staged outputs."""
+def run_graph(graph, args, node_rule):
+    """Walk `graph` with `args` bound to its params: `node_rule(node, inputs) -> outputs`
+    gives each node's values; return the graph's output values."""
     env = dict(zip(graph.params, args))
     for node in graph.nodes:
-        outs = restage_node(node, [env[v] for v in node.inputs])
-        env.update(zip(node.outputs, outs))
+        env.update(zip(node.outputs, node_rule(node, [env[v] for v in node.inputs])))
     return [env[v] for v in graph.outputs]
+
+
+def restage(graph, args):
+    """Run `graph` on staged `args`, emitting its nodes; return the staged outputs."""
+    return run_graph(graph, args, restage_node)
 
 
 def restage_node(node, ins):

@@ -688,19 +688,7 @@ class Lowerer:
         if len(idx) == len(shape):
             body(list(idx))
             return
-        b = self.b
-        pre = b.block
-        head, inner, after = (self.func.append_basic_block(n) for n in ("nest", "nestbody", "nestend"))
-        b.branch(head)
-        b.position_at_end(head)
-        i = b.phi(I64)
-        i.add_incoming(I64(0), pre)
-        b.cbranch(b.icmp_signed("<", i, I64(shape[len(idx)])), inner, after)
-        b.position_at_end(inner)
-        self.loop_nest(shape, body, idx + (i,))
-        i.add_incoming(b.add(i, I64(1)), b.block)
-        b.branch(head)
-        b.position_at_end(after)
+        self.counted_loop(I64(shape[len(idx)]), lambda i: self.loop_nest(shape, body, idx + (i,)))
 
     def offset(self, shape, idx, steps=None, starts=None):
         """Row-major element offset of `idx` in `shape` (broadcast dims of size 1 give 0)."""
