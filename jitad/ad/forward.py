@@ -129,7 +129,7 @@ def _slot_update(node, ins):
 def _table(node, ins):
     t = node.attrs["type"]
     primal = restage_node(node, [p for p, _ in ins])[0]
-    tangent = wrap(emit(Op.TABLE, [ins[0][0].var], node.attrs)[0]) if t.dtype in FLOATS else None
+    tangent = wrap(emit(Op.TABLE, [ins[0][0].var], node.attrs)[0]) if t.dtype in FLOATS else None   # same size
     return [(primal, tangent)]
 
 

@@ -253,20 +253,43 @@ def _while(node, ins, k):
 
 
 def _for(node, ins, k):
+    """FOR by two loops instead of recursion (its trip count is known when it starts):
+    the forward loop keeps the state entering each iteration in a table; after the
+    continuation, the backward loop runs the iterations in reverse, recomputing each
+    body from its stored state, and carries the state's adjoint as loop state."""
+    from ..staging import FOR
     n = node.attrs["n_state"]
-    types, cap_types = _types(node.outputs), _types(node.inputs[2 + n:])
-    (body,) = node.bodies
+    types, (body,) = [v.type for v in node.outputs], node.bodies
+    lower, upper = ins[0].primal, ins[1].primal
+    init, caps = ins[2:2 + n], ins[2 + n:]
+    trips = upper - lower
+    tables = [new_table(trips, t) for t in types]
 
-    def step(extra, state, caps, kk, loop):
-        i, upper = extra
-        IF(i < upper,
-           lambda: cps(body, [Dual(i)] + state + caps,
-                       lambda new: loop(i + 1, upper, *pack(new, types), *pack(caps, cap_types), kk)),
-           lambda: apply(kk, pack(state, types)))
+    def forward(i, state):
+        for tab, x in zip(tables, state):
+            emit(Op.TABLE_SET, [tab.var, (i - lower).var, x.var])
+        return tuple(restage(body, [i] + list(state) + [d.primal for d in caps]))
+    final = FOR(lower, upper, forward, tuple(d.primal for d in init))
+    result = [Dual(x, new_slot(t) if differentiable(t) else None) for x, t in zip(final, types)]
+    k(result)
 
-    loop = _loop("for_rev", types, cap_types, step)
-    loop(ins[0].primal, ins[1].primal, *pack(ins[2:2 + n], types), *pack(ins[2 + n:], cap_types),
-         closure(k, types, "k_for"))
+    active = [k_ for k_, t in enumerate(types) if differentiable(t)]
+
+    def backward(j, adjoint):
+        i = upper - 1 - j
+        state = [Dual(at(tab, i - lower), new_slot(t) if differentiable(t) else None)
+                 for tab, t in zip(tables, types)]
+
+        def seed(outs):
+            for k_, g in zip(active, adjoint):
+                if outs[k_].adj is not None:
+                    slot_add(outs[k_].adj, g)
+        cps(body, [Dual(i)] + state + caps, seed)
+        return tuple(slot_get(state[k_].adj) for k_ in active)
+    adjoint = FOR(0, trips, backward, tuple(slot_get(result[k_].adj) for k_ in active))
+    for k_, g in zip(active, adjoint if isinstance(adjoint, tuple) else (adjoint,)):
+        if init[k_].adj is not None:
+            slot_add(init[k_].adj, g)
 
 
 def _checkpoint(node, ins, k):
@@ -305,6 +328,14 @@ def _call(node, ins, k):
     fun(*pack(ins, in_types), closure(k, out_types, "k_" + fundef.name))
 
 
+def new_table(count, t):
+    return Staged(emit(Op.TABLE, [count.var], {"type": t})[0])
+
+
+def at(table, i):
+    return Staged(emit(Op.TABLE_GET, [table.var, i.var])[0])
+
+
 def _tree(node, ins, k):
     """TREE by two loops over the tree's post-order instead of recursion: the forward
     loop keeps each node's state in a table (one entry per node); after the
@@ -316,9 +347,9 @@ def _tree(node, ins, k):
     types, (combine,) = [v.type for v in node.outputs], node.bodies
     tree, init, caps = ins[0].primal, ins[1:1 + n], ins[1 + n:]
     get = lambda field, i: Staged(emit(Op.TREE_GET, [tree.var, i.var], {"field": field})[0])
-    table = lambda t: Staged(emit(Op.TABLE, [tree.var], {"type": t})[0])
-    at = lambda tab, i: Staged(emit(Op.TABLE_GET, [tab.var, i.var])[0])
-    count = Staged(emit(Op.TREE_SIZE, [tree.var])[0])
+    size = Staged(emit(Op.TREE_SIZE, [tree.var], {"word": "size"})[0])
+    table = lambda t: new_table(size, t)
+    count = Staged(emit(Op.TREE_SIZE, [tree.var], {"word": "reachable"})[0])
     states = [table(t) for t in types]
 
     def child_states(child):

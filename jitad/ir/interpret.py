@@ -39,8 +39,8 @@ def run_graph(graph, args):
 
 _EFFECTS = {
     Op.TREE_ROOT: lambda node, tree: [tree.root],
-    Op.TREE_SIZE: lambda node, tree: [np.int64(len(tree.order))],
-    Op.TABLE: lambda node, tree: [np.zeros((tree.size,) + node.attrs["type"].shape, NUMPY[node.attrs["type"].dtype])],
+    Op.TREE_SIZE: lambda node, tree: [np.int64(len(tree.order) if node.attrs["word"] == "reachable" else tree.size)],
+    Op.TABLE: lambda node, n: [np.zeros((max(int(n), 0),) + node.attrs["type"].shape, NUMPY[node.attrs["type"].dtype])],
     Op.TABLE_GET: lambda node, table, i: [table[i].copy()[()]],
     Op.TABLE_SET: lambda node, table, i, v: table.__setitem__(i, v) or [],
     Op.TABLE_ADD: lambda node, table, i, v: table.__setitem__(i, table[i] + v) or [],

@@ -358,7 +358,7 @@ def _tree_get_rule(op, types, attrs, bodies):
 
 declare(Op.TREE_GET, _tree_get_rule)
 declare(Op.TREE_ROOT, lambda op, types, attrs, bodies: [I64])
-declare(Op.TREE_SIZE, lambda op, types, attrs, bodies: [I64])   # nodes reachable from the root
+declare(Op.TREE_SIZE, lambda op, types, attrs, bodies: [I64])   # attrs word: "size" or "reachable"
 
 
 def _table_update_rule(op, types, attrs, bodies):
@@ -367,7 +367,12 @@ def _table_update_rule(op, types, attrs, bodies):
     return []
 
 
-declare(Op.TABLE, lambda op, types, attrs, bodies: [TableType(attrs["type"].dtype, attrs["type"].shape)])
+def _table_rule(op, types, attrs, bodies):
+    assert types == [I64], "a table is sized by an entry count"
+    return [TableType(attrs["type"].dtype, attrs["type"].shape)]
+
+
+declare(Op.TABLE, _table_rule)
 declare(Op.TABLE_GET, lambda op, types, attrs, bodies: [types[0].value_type])
 declare(Op.TABLE_SET, _table_update_rule)
 declare(Op.TABLE_ADD, _table_update_rule)

@@ -244,7 +244,7 @@ def _arena_release(lo, node, ins):
 
 @rule(Op.TREE_ROOT, Op.TREE_SIZE)
 def _tree_word(lo, node, ins):
-    word = DESCRIPTOR["root" if node.op == Op.TREE_ROOT else "reachable"]
+    word = DESCRIPTOR["root" if node.op == Op.TREE_ROOT else node.attrs["word"]]
     return [lo.b.load(lo.b.gep(ins[0], [I64(word)], source_etype=I64), typ=I64)]
 
 
@@ -258,7 +258,7 @@ def _table_entry(lo, table, t, index):
 def _table(lo, node, ins):
     t = node.attrs["type"]
     b = lo.b
-    n = b.load(b.gep(ins[0], [I64(DESCRIPTOR["size"])], source_etype=I64), typ=I64)
+    n = b.select(b.icmp_signed("<", ins[0], I64(0)), I64(0), ins[0])
     entries = b.mul(n, I64(max(1, int(np.prod(t.shape, dtype=np.int64)))))
     table = lo.alloc_bytes(b.mul(entries, I64(ELEMENT_BYTES[t.dtype])))
     lo.counted_loop(entries, lambda i: b.store(LL[t.dtype](0), b.gep(table, [i], source_etype=LL[t.dtype])))
