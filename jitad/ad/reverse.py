@@ -338,68 +338,62 @@ def at(table, i):
 
 def _tree(node, ins, k):
     """TREE by two loops over the tree's post-order instead of recursion: the forward
-    loop keeps each node's state in a table (one entry per node); after the
-    continuation, the backward loop visits parents before children, recomputes each
-    node's combine from its children's states and propagates the node's adjoint (held
-    in a second table) to its children, to the init value and to captured values."""
+    loop keeps each node's state in a table; after the continuation, the backward loop
+    visits parents before children, recomputes each node's combine from its children's
+    states and propagates the node's adjoint (held in a second table) to its children
+    and to captured values. Node v lives at entry v + 1 and entry 0 stands for the empty
+    subtree (child -1): it holds the init value, and collects the init's adjoint."""
     from ..staging import FOR
     n = node.attrs["n_state"]
     types, (combine,) = [v.type for v in node.outputs], node.bodies
     tree, init, caps = ins[0].primal, ins[1:1 + n], ins[1 + n:]
     get = lambda field, i: Staged(emit(Op.TREE_GET, [tree.var, i.var], {"field": field})[0])
-    size = Staged(emit(Op.TREE_SIZE, [tree.var], {"word": "size"})[0])
-    table = lambda t: new_table(size, t)
+    entries = Staged(emit(Op.TREE_SIZE, [tree.var], {"word": "size"})[0]) + 1
     count = Staged(emit(Op.TREE_SIZE, [tree.var], {"word": "reachable"})[0])
-    states = [table(t) for t in types]
-
-    def child_states(child):
-        return [IF(child < 0, lambda d=d: d.primal, lambda tab=tab: at(tab, child)) for d, tab in zip(init, states)]
+    states = [new_table(entries, t) for t in types]
+    zero = as_var(0, "i64")
+    for tab, d in zip(states, init):
+        emit(Op.TABLE_SET, [tab.var, zero, d.primal.var])
+    state_of = lambda child: [at(tab, child + 1) for tab in states]
 
     def forward(j, _):
         v = get("order", j)
-        outs = restage(combine, [v] + child_states(get("left", v)) + child_states(get("right", v))
+        outs = restage(combine, [v] + state_of(get("left", v)) + state_of(get("right", v))
                        + [d.primal for d in caps])
         for tab, o in zip(states, outs):
-            emit(Op.TABLE_SET, [tab.var, v.var, o.var])
+            emit(Op.TABLE_SET, [tab.var, (v + 1).var, o.var])
         return ()
     FOR(0, count, forward, ())
     root = Staged(emit(Op.TREE_ROOT, [tree.var])[0])
-    result = [Dual(r, new_slot(t) if differentiable(t) else None) for r, t in zip(child_states(root), types)]
+    result = [Dual(r, new_slot(t) if differentiable(t) else None) for r, t in zip(state_of(root), types)]
     k(result)
 
-    adjoints = [table(t) if differentiable(t) else None for t in types]
+    adjoints = [new_table(entries, t) if differentiable(t) else None for t in types]
 
-    def add_to_child(child, slots):
-        """A child's adjoint goes to its table entry, or to the init value for an empty child."""
-        for d, tab, slot in zip(init, adjoints, slots):
-            if slot is None:
-                continue
-
-            def to_init(d=d, slot=slot):
-                if d.adj is not None:
-                    slot_add(d.adj, slot_get(slot))
-
-            def to_table(tab=tab, slot=slot):
-                emit(Op.TABLE_ADD, [tab.var, child.var, slot_get(slot).var])
-            IF(child < 0, to_init, to_table)
-
-    add_to_child(root, [d.adj for d in result])
+    def add_to(child, slots):
+        for tab, slot in zip(adjoints, slots):
+            if tab is not None and slot is not None:
+                emit(Op.TABLE_ADD, [tab.var, (child + 1).var, slot_get(slot).var])
+    add_to(root, [d.adj for d in result])
 
     def backward(j, _):
         v = get("order", count - 1 - j)
         kids = [get("left", v), get("right", v)]
         child_duals = [[Dual(s, new_slot(t) if differentiable(t) else None)
-                        for s, t in zip(child_states(c), types)] for c in kids]
+                        for s, t in zip(state_of(c), types)] for c in kids]
 
         def seed(outs):
             for d, tab in zip(outs, adjoints):
                 if d.adj is not None and tab is not None:
-                    slot_add(d.adj, at(tab, v))
+                    slot_add(d.adj, at(tab, v + 1))
         cps(combine, [Dual(v)] + child_duals[0] + child_duals[1] + caps, seed)
         for c, duals in zip(kids, child_duals):
-            add_to_child(c, [d.adj for d in duals])
+            add_to(c, [d.adj for d in duals])
         return ()
     FOR(0, count, backward, ())
+    for d, tab in zip(init, adjoints):   # what reached the empty subtrees
+        if d.adj is not None and tab is not None:
+            slot_add(d.adj, at(tab, Staged(zero)))
 
 
 CONTROL = {Op.IF: _if, Op.WHILE: _while, Op.FOR: _for, Op.CALL: _call, Op.TREE: _tree}

@@ -226,9 +226,9 @@ def _tree_get(lo, node, ins):
     slot = DESCRIPTOR.get(field)
     if slot is None:
         slot = FIRST_FIELD + [name for name, _ in ttype.fields].index(field)
-    array = lo.b.load(lo.b.gep(desc, [I64(slot)], source_etype=I64), typ=PTR)
+    array = lo.tree_load(lo.b.gep(desc, [I64(slot)], source_etype=I64), PTR)
     elt = ll_type(node.outputs[0].type)
-    return [lo.b.load(lo.b.gep(array, [index], source_etype=elt), typ=elt)]
+    return [lo.tree_load(lo.b.gep(array, [index], source_etype=elt), elt)]
 
 
 @rule(Op.ARENA_MARK)
@@ -245,7 +245,7 @@ def _arena_release(lo, node, ins):
 @rule(Op.TREE_ROOT, Op.TREE_SIZE)
 def _tree_word(lo, node, ins):
     word = DESCRIPTOR["root" if node.op == Op.TREE_ROOT else node.attrs["word"]]
-    return [lo.b.load(lo.b.gep(ins[0], [I64(word)], source_etype=I64), typ=I64)]
+    return [lo.tree_load(lo.b.gep(ins[0], [I64(word)], source_etype=I64), I64)]
 
 
 def _table_entry(lo, table, t, index):
@@ -654,6 +654,12 @@ class Lowerer:
             g = ir.GlobalVariable(self.module, I8, name=name)
             g.linkage = "external"
             return g
+
+    def tree_load(self, ptr, typ):
+        """A load from a tree (read-only while compiled code runs: LLVM may hoist it)."""
+        value = self.b.load(ptr, typ=typ)
+        value.set_metadata("invariant.load", self.module.add_metadata([]))
+        return value
 
     def result_buffer(self, var):
         """Where a node writes its tensor result: a destination the caller gave for it (a
