@@ -1,6 +1,7 @@
-"""`python -m bench`: every benchmark (today the scalar microbenchmarks)."""
+"""`python -m bench [--quick]`: every benchmark (the microbenchmarks, then the models)."""
 import sys
 
-from .micro import main
+from . import micro, models
 
-sys.exit(main())
+argv = [a for a in sys.argv[1:] if a == "--quick"]
+sys.exit(micro.main(argv) or models.main(argv))
