@@ -85,6 +85,9 @@ def _numba_cases(numba):
         gz = p * (c - (p * c).sum())
         ga = (W2.T @ gz) * (a > 0)
         return (p * c).sum(), (np.outer(ga, x), ga, np.outer(gz, h), gz)
+    import importlib.util
+    if importlib.util.find_spec("scipy") is None:   # numba's matrix products need scipy's BLAS
+        return {"dot": dot, "sum_mat_vec": sum_mat_vec}
     return {"dot": dot, "sum_mat_vec": sum_mat_vec, "mlp": mlp}
 
 
