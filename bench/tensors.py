@@ -28,15 +28,8 @@ H, D, C, V = 16, 16, 5, 30
 
 def _treelstm_data(rng, nodes):
     """A random binary tree with word and label fields, and TreeLSTM parameters."""
-    left, right = -np.ones(nodes, np.int64), -np.ones(nodes, np.int64)
-    for k in range(1, nodes):
-        while True:
-            parent, side = rng.integers(0, k), left if rng.random() < 0.5 else right
-            if side[parent] == -1:
-                side[parent] = k
-                break
     import jitad
-    tree = jitad.Tree(left, right, word=rng.integers(0, V, nodes), label=rng.integers(0, C, nodes))
+    tree = jitad.Tree.random(nodes, seed=0, word=rng.integers(0, V, nodes), label=rng.integers(0, C, nodes))
     params = {"E": rng.standard_normal((V, D)) * 0.5, "W": rng.standard_normal((5 * H, D + 2 * H)) * 0.2,
               "b": np.zeros(5 * H), "U": rng.standard_normal((C, H)) * 0.3}
     return tree, params

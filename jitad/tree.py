@@ -102,6 +102,23 @@ class Tree:
         return self._address
 
     @classmethod
+    def random(cls, n, seed=0, **fields):
+        """A random binary tree of `n` nodes, grown by attaching each new node at a free
+        child position chosen uniformly; node 0 is the root. `fields` are arrays of
+        length `n`: `Tree.random(5, seed=1, value=np.ones(5))`."""
+        rng = np.random.default_rng(seed)
+        children = -np.ones((n, 2), dtype=np.int64)
+        free = [(0, 0), (0, 1)] if n else []
+        for k in range(1, n):
+            j = int(rng.integers(len(free)))
+            parent, side = free[j]
+            free[j] = free[-1]
+            free.pop()
+            children[parent, side] = k
+            free += [(k, 0), (k, 1)]
+        return cls(children[:, 0], children[:, 1], root=0, **fields)
+
+    @classmethod
     def from_nested(cls, obj):
         """Build from `(value, left_subtree, right_subtree)` tuples, `None` = empty."""
         left, right, values = [], [], []

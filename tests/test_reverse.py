@@ -104,15 +104,8 @@ def test_check_grads(name):
 
 
 def _random_tree(rng, n):
-    left, right = -np.ones(n, np.int64), -np.ones(n, np.int64)
-    for k in range(1, n):   # attach node k to a random free child slot of an earlier node
-        while True:
-            parent = rng.integers(0, k)
-            side = left if rng.random() < 0.5 else right
-            if side[parent] == -1:
-                side[parent] = k
-                break
-    return jitad.Tree(left, right, value=rng.uniform(0.5, 1.5, n), word=rng.integers(0, 3, n))
+    return jitad.Tree.random(n, seed=int(rng.integers(1 << 30)), value=rng.uniform(0.5, 1.5, n),
+                             word=rng.integers(0, 3, n))
 
 
 def test_tree_gradients_to_init_and_captures():

@@ -53,14 +53,7 @@ def _params(seed=1):
 
 def _tree(seed, n):
     r = np.random.default_rng(seed)
-    left, right = -np.ones(n, np.int64), -np.ones(n, np.int64)
-    for k in range(1, n):
-        while True:
-            parent, side = r.integers(0, k), left if r.random() < 0.5 else right
-            if side[parent] == -1:
-                side[parent] = k
-                break
-    return jitad.Tree(left, right, word=r.integers(0, V, n), label=r.integers(0, C, n))
+    return jitad.Tree.random(n, seed=seed, word=r.integers(0, V, n), label=r.integers(0, C, n))
 
 
 def treelstm_loss(p, tree):

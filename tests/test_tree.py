@@ -363,3 +363,10 @@ def test_tree_combine_must_keep_the_init_structure_and_types():
 def test_tree_of_a_non_tree_raises_argument_error():
     with pytest.raises(jitad.ArgumentError):
         TREE([1, 2, 3], 0.0, lambda node, l, r: l + r)
+
+
+def test_tree_random_is_a_valid_tree_of_n_nodes():
+    for n in (0, 1, 2, 17, 300):
+        t = jitad.Tree.random(n, seed=n, value=np.arange(float(n)))
+        assert t.size == n and len(t.order) == n   # every node reachable from the root
+        assert jitad.jit(lambda t: TREE(t, 0, lambda node, l, r: l + r + 1))(t) == n
