@@ -35,7 +35,6 @@ STATS = {"compiled": 0, "loaded": 0}   # modules compiled here / loaded from the
 _lock = threading.RLock()
 _engine = None
 _modules = {}       # cache key -> True once its object code is in the engine
-_keep_alive = []    # PyMethodDef structs must outlive their functions
 
 
 class _Jit:
@@ -203,22 +202,36 @@ def address(name):
 
 
 class _MethodDef(ctypes.Structure):
-    _fields_ = [("ml_name", ctypes.c_char_p), ("ml_meth", ctypes.c_void_p),
-                ("ml_flags", ctypes.c_int), ("ml_doc", ctypes.c_char_p)]
+    _fields_ = [("ml_name", ctypes.c_void_p), ("ml_meth", ctypes.c_void_p),
+                ("ml_flags", ctypes.c_int), ("ml_doc", ctypes.c_void_p)]
 
 
 _METH_FASTCALL_KEYWORDS = 0x80 | 0x02
 _new_cfunction = ctypes.pythonapi.PyCFunction_NewEx
 _new_cfunction.restype = ctypes.py_object
-_new_cfunction.argtypes = [ctypes.POINTER(_MethodDef), ctypes.py_object, ctypes.py_object]
+_new_cfunction.argtypes = [ctypes.c_void_p, ctypes.py_object, ctypes.py_object]
+_raw_malloc = ctypes.pythonapi.PyMem_RawMalloc
+_raw_malloc.restype, _raw_malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+
+
+def _method_def(addr, name):
+    """A PyMethodDef in memory that is never freed: a builtin function reads it until
+    its very end, which at interpreter exit can come after every module is torn down."""
+    encoded = name.encode() + b"\0"
+    block = _raw_malloc(ctypes.sizeof(_MethodDef) + len(encoded))
+    if not block:
+        raise MemoryError("jitad: no memory for an entry point")
+    ctypes.memmove(block + ctypes.sizeof(_MethodDef), encoded, len(encoded))
+    md = _MethodDef.from_address(block)
+    md.ml_name, md.ml_meth, md.ml_flags, md.ml_doc = block + ctypes.sizeof(_MethodDef), addr, \
+        _METH_FASTCALL_KEYWORDS, None
+    return block
 
 
 def python_function(addr, name, fallback, on_exhausted):
     """A builtin function object calling the entry at `addr`; its `self` holds the
     handlers the entry forwards to: (dispatcher, stack exhausted, arena exhausted)."""
-    md = _MethodDef(name.encode(), addr, _METH_FASTCALL_KEYWORDS, None)
-    _keep_alive.append(md)
-    return _new_cfunction(ctypes.byref(md), (fallback, on_exhausted, arena_exhausted), None)
+    return _new_cfunction(_method_def(addr, name), (fallback, on_exhausted, arena_exhausted), None)
 
 
 class _DeepStackWorker:
