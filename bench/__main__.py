@@ -1,7 +1,7 @@
-"""`python -m bench [--quick]`: every benchmark (the microbenchmarks, then the models)."""
+"""`python -m bench [--quick]`: every benchmark (scalar micro, tensor micro, then the models)."""
 import sys
 
-from . import micro, models
+from . import micro, models, tensors
 
 argv = [a for a in sys.argv[1:] if a == "--quick"]
-sys.exit(micro.main(argv) or models.main(argv))
+sys.exit(micro.main(argv) or tensors.main(argv) or models.main(argv))
