@@ -230,13 +230,42 @@ def markdown(info, rows, sweeps, notes, goals=()):
     return "\n".join(out) + "\n"
 
 
-def plot_sweeps(path, sweeps):
-    """A log-log plot of every sweep (skipped when matplotlib is not installed)."""
+def pyplot():
+    """matplotlib's pyplot on a file backend, or None when matplotlib is not installed."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
+        return None
+    return plt
+
+
+def add_common_options(ap, what, default_out, quick_out, quick_limit):
+    """The options every benchmark command takes: --quick, --repeats, --out, --keep-cache."""
+    ap.add_argument("--quick", action="store_true",
+                    help=f"tiny sizes, 1 repeat: a smoke test of {what} ({quick_limit}), not a measurement")
+    ap.add_argument("--repeats", type=int, help="timed repeats per comparator")
+    ap.add_argument("--out", help=f"results path without extension (default bench/results/{default_out}, "
+                                  f"or bench/results/{quick_out} with --quick)")
+    ap.add_argument("--keep-cache", action="store_true",
+                    help="use jitad's disk cache (compile s then measures loading, not compiling)")
+
+
+def sizes_from(args, full, quick):
+    """The size settings the options select; turns jitad's disk cache off unless kept."""
+    size = dict(quick if args.quick else full)
+    if args.repeats:
+        size["repeats"] = args.repeats
+    if not args.keep_cache:
+        os.environ["JITAD_CACHE_DIR"] = ""
+    return size
+
+
+def plot_sweeps(path, sweeps):
+    """A log-log plot of every sweep (skipped when matplotlib is not installed)."""
+    plt = pyplot()
+    if plt is None:
         return None
     fig, ax = plt.subplots(figsize=(6, 4))
     for sw in sweeps:

@@ -335,20 +335,10 @@ def goals(rows, sweeps):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m bench.micro", description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true",
-                    help="tiny sizes, 1 repeat: a smoke test of the harness (< 30 s), not a measurement")
+    harness.add_common_options(ap, "the harness", "latest", "quick", "< 30 s")
     ap.add_argument("--cases", help="comma-separated subset of: " + ", ".join(CASES) + ", sweep")
-    ap.add_argument("--repeats", type=int, help="timed repeats per comparator (default 9)")
-    ap.add_argument("--out", help="results path without extension "
-                    "(default bench/results/latest, or bench/results/quick with --quick)")
-    ap.add_argument("--keep-cache", action="store_true",
-                    help="use jitad's disk cache (compile s then measures loading, not compiling)")
     args = ap.parse_args(argv)
-    size = dict(QUICK if args.quick else FULL)
-    if args.repeats:
-        size["repeats"] = args.repeats
-    if not args.keep_cache:
-        os.environ["JITAD_CACHE_DIR"] = ""
+    size = harness.sizes_from(args, FULL, QUICK)
     wanted = args.cases.split(",") if args.cases else [*CASES, "sweep"]
     unknown = set(wanted) - {*CASES, "sweep"}
     if unknown:

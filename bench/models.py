@@ -1056,11 +1056,8 @@ def markdown(info, rows, goal_lines, notes):
 
 def plot(path, rows):
     """Bars: jitad's speedup (best variant) over each comparator, per model (log scale)."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = harness.pyplot()
+    if plt is None:
         return None
     comps = [("torch", "PyTorch eager"), ("jax_step", "JAX jit step loop"),
              ("jax_loop", "JAX jit whole loop"), ("jax_rec", "JAX per-tree recursion"),
@@ -1096,19 +1093,9 @@ def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m bench.models", description=__doc__.splitlines()[0])
     ap.add_argument("--model", action="append", choices=MODELS,
                     help="run only this model (repeatable); default all")
-    ap.add_argument("--quick", action="store_true",
-                    help="tiny sizes, 1 repeat: a smoke test (< 60 s), not a measurement")
-    ap.add_argument("--repeats", type=int, help=f"timed repeats (default {FULL['repeats']})")
-    ap.add_argument("--out", help="results path without extension "
-                    "(default bench/results/models, or bench/results/models_quick with --quick)")
-    ap.add_argument("--keep-cache", action="store_true",
-                    help="use jitad's disk cache (compile s then measures loading, not compiling)")
+    harness.add_common_options(ap, "the models", "models", "models_quick", "< 60 s")
     args = ap.parse_args(argv)
-    size = dict(QUICK if args.quick else FULL)
-    if args.repeats:
-        size["repeats"] = args.repeats
-    if not args.keep_cache:
-        os.environ["JITAD_CACHE_DIR"] = ""
+    size = harness.sizes_from(args, FULL, QUICK)
     models = args.model or list(MODELS)
     out = args.out or os.path.join(HERE, "results", "models_quick" if args.quick else "models")
     try:
