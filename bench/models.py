@@ -19,6 +19,11 @@ run stops with `LossMismatch` (exit status 1); the vanilla RNN is checked at a s
 learning rate (see `RNN_CHECK_LR`). Then `repeats` runs of the timed unit, interleaved
 round-robin over the comparators; medians and min-max spreads. Results go to
 bench/results/models.{md,json,png} (models_quick.* with --quick).
+
+The builders read `size.get("device", "cpu")`: `bench.gpu` passes "cuda", which compiles
+jitad's runners for the GPU (parameters and data as numba device arrays, see `on_device`);
+PyTorch's tensors go to `size.get("torch_device", device)`. Neither is set by the CPU
+benchmark, which is unchanged.
 """
 import argparse
 import functools
@@ -185,20 +190,47 @@ def _lr(cfg, check):
     return cfg["check_lr"] if check else cfg["lr"]
 
 
-def _jitad_runners(jitad, loss, make_opt, cfg, p0, batches, staged_batches, make_args, key_of=None):
+def on_device(device):
+    """A function that places a nest (dicts, tuples, lists) of numpy arrays where jitad
+    compiled for `device` reads them: itself for "cpu"; for "cuda", numba device arrays,
+    each distinct array copied once (so parameters and data stay on the GPU, and a shared
+    array such as the TreeLSTM's embeddings is not copied per batch)."""
+    if device == "cpu":
+        return lambda x: x
+    from numba import cuda
+    memo = {}
+
+    def put(x):
+        if isinstance(x, dict):
+            return {k: put(v) for k, v in x.items()}
+        if isinstance(x, (tuple, list)):
+            return type(x)(put(v) for v in x)
+        if isinstance(x, np.ndarray) and x.ndim:
+            if id(x) not in memo:   # the array is kept in the memo, so its id stays unique
+                memo[id(x)] = (x, cuda.to_device(np.ascontiguousarray(x)))
+            return memo[id(x)][1]
+        return x
+    return put
+
+
+def _jitad_runners(jitad, loss, make_opt, cfg, p0, batches, staged_batches, make_args, key_of=None,
+                   device="cpu"):
     """(a) a Python loop over `jit_grad(loss)` and a jitted update; (b) one `jit` of the
     whole loop. `batches[i]` are step i's extra arguments (tuples), `staged_batches` the
     same stacked for the staged loop, and `make_args(all, i)` picks step i's there. The
-    learning rate is a runtime argument, so the loss check runs the timed code."""
-    step = jitad.jit_grad(loss)
+    learning rate is a runtime argument, so the loss check runs the timed code. With
+    device="cuda" both compile for the GPU and take parameters and data as device arrays."""
+    step = jitad.jit_grad(loss, device=device)
     clip = cfg.get("clip")
 
     def update(p, g, s, lr):
         if clip:
             g = jitad.optim.clip_by_value(g, clip)
         return make_opt(lr).update(p, g, s)
-    update = jitad.jit(update)
-    s0 = make_opt(0.0).init(p0)
+    update = jitad.jit(update, device=device)
+    put = on_device(device)
+    p0, s0 = put(p0), put(make_opt(0.0).init(p0))
+    batches, staged_batches = put(batches), put(staged_batches)
 
     def run_steps(n, check=False):
         p, s, losses, lr = p0, s0, [], _lr(cfg, check)
@@ -221,7 +253,7 @@ def _jitad_runners(jitad, loss, make_opt, cfg, p0, batches, staged_batches, make
             params, state = opt.update(params, g, state)
             return params, state, total + value
         return jitad.FOR(0, n, body, (p, opt.init(p), 0.0))
-    train = jitad.jit(train)
+    train = jitad.jit(train, device=device)
 
     def run_staged(n, check=False):
         return train(p0, staged_batches, n, _lr(cfg, check))[2]
@@ -275,11 +307,12 @@ def char_model(kind, m, size):
         zeros = np.zeros((B, H))
         return jitad.FOR(0, T, body, (zeros, zeros, 0.0))[2]
 
+    device = size.get("device", "cpu")
     runners.update(_jitad_runners(jitad, loss, jitad.optim.adagrad, cfg, p0,
                                   [(chars[i],) for i in range(n_data)], chars,
-                                  lambda all_, i: (all_[i],)))
+                                  lambda all_, i: (all_[i],), device=device))
     if m["torch"]:
-        runners[TORCH] = _char_torch(kind, m["torch"], cfg, p0, chars)
+        runners[TORCH] = _char_torch(kind, m["torch"], cfg, p0, chars, size.get("torch_device", device))
     if m["jax"]:
         runners.update(_char_jax(kind, m["jax"], cfg, p0, chars))
         if not size["jax_loop"]:
@@ -302,14 +335,14 @@ def char_model(kind, m, size):
                          if cfg["check_lr"] != cfg["lr"] else "")]}
 
 
-def _char_torch(kind, torch, cfg, p0, chars):
+def _char_torch(kind, torch, cfg, p0, chars, device="cpu"):
     F = torch.nn.functional
     V = CHAR["V"]
-    seqs = [torch.from_numpy(np.ascontiguousarray(c)) for c in chars]
+    seqs = [torch.from_numpy(np.ascontiguousarray(c)).to(device) for c in chars]
     ops = (torch.tanh, torch.sigmoid)
 
     def loss(p, seq):
-        h = c = torch.zeros(CHAR["B"], CHAR["H"], dtype=torch.float64)
+        h = c = torch.zeros(CHAR["B"], CHAR["H"], dtype=torch.float64, device=device)
         total = 0.0
         for t in range(CHAR["T"]):
             h, c = _cell(kind, ops, p, F.one_hot(seq[t], V).double(), h, c)
@@ -317,7 +350,7 @@ def _char_torch(kind, torch, cfg, p0, chars):
         return total
 
     def run(n, check=False):
-        p = {k: torch.tensor(v, requires_grad=True) for k, v in p0.items()}
+        p = {k: torch.tensor(v, requires_grad=True, device=device) for k, v in p0.items()}
         opt = torch.optim.Adagrad(list(p.values()), lr=_lr(cfg, check), eps=1e-10)
         losses = []
         for i in range(n):
@@ -492,12 +525,14 @@ def tree_model(m, size):
         return node(root)[2]
 
     opt = jitad.optim.adagrad
+    device = size.get("device", "cpu")
     runners = {"jitad_step": _jitad_runners(jitad, loss, opt, TREE, p0, [(E, t) for t in trees],
-                                            None, None)["jitad_step"],
+                                            None, None, device=device)["jitad_step"],
                "jitad_loop": _jitad_runners(jitad, forest_loss, opt, TREE, p0, None, (E, forest),
-                                            lambda all_, i: (all_[0], all_[1], all_[1][4][i]))["jitad_loop"]}
+                                            lambda all_, i: (all_[0], all_[1], all_[1][4][i]),
+                                            device=device)["jitad_loop"]}
     if m["torch"]:
-        runners[TORCH] = _tree_torch(m["torch"], p0, E, parses)
+        runners[TORCH] = _tree_torch(m["torch"], p0, E, parses, size.get("torch_device", device))
     if m["jax"]:
         runners.update(_tree_jax(m["jax"], p0, E, parses, size["tree_rec"], size["scan_buckets"]))
     n = size["tree_count"]
@@ -518,10 +553,10 @@ def tree_model(m, size):
                       "over the index arrays of all trees concatenated."]}
 
 
-def _tree_torch(torch, p0, E, parses):
+def _tree_torch(torch, p0, E, parses, device="cpu"):
     ops = (torch.tanh, torch.sigmoid)
-    Et = torch.from_numpy(E)
-    trees = [(l.tolist(), r.tolist(), w.tolist(), torch.from_numpy(y)) for l, r, w, y in parses]
+    Et = torch.from_numpy(E).to(device)
+    trees = [(l.tolist(), r.tolist(), w.tolist(), torch.from_numpy(y).to(device)) for l, r, w, y in parses]
 
     def tree_loss(p, tree):
         left, right, word, label = tree
@@ -540,7 +575,7 @@ def _tree_torch(torch, p0, E, parses):
         return rec(0)[2]
 
     def run(n, check=False):
-        p = {k: torch.tensor(v, requires_grad=True) for k, v in p0.items()}
+        p = {k: torch.tensor(v, requires_grad=True, device=device) for k, v in p0.items()}
         opt = torch.optim.Adagrad(list(p.values()), lr=_lr(TREE, check), eps=1e-10)
         losses = []
         for i in range(n):
@@ -715,10 +750,12 @@ def cnn_model(m, size):
 
     runners = _jitad_runners(jitad, loss, lambda lr: jitad.optim.sgd(lr, CNN["momentum"]), CNN, p0,
                              [(images[i], labels[i]) for i in range(steps)], (images, labels),
-                             lambda all_, i: (all_[0][i], all_[1][i]), key_of=lambda i: CNN["key0"] + i)
+                             lambda all_, i: (all_[0][i], all_[1][i]), key_of=lambda i: CNN["key0"] + i,
+                             device=size.get("device", "cpu"))
     masks = [dropout_keep(i, (B, 50)) for i in range(size["cnn_check"])]
     if m["torch"]:
-        runners[TORCH] = _cnn_torch(m["torch"], p0, images, labels, masks)
+        runners[TORCH] = _cnn_torch(m["torch"], p0, images, labels, masks,
+                                    size.get("torch_device", size.get("device", "cpu")))
     if m["jax"]:
         runners.update(_cnn_jax(m["jax"], p0, images, labels, masks))
         if not size["jax_loop"]:
@@ -735,11 +772,11 @@ def cnn_model(m, size):
                       "timed runs use their own dropout (F.dropout, jax.random.bernoulli)."]}
 
 
-def _cnn_torch(torch, p0, images, labels, masks):
+def _cnn_torch(torch, p0, images, labels, masks, device="cpu"):
     F = torch.nn.functional
-    X = [torch.from_numpy(x) for x in images]
-    Y = [torch.from_numpy(y) for y in labels]
-    M = [torch.from_numpy(k) for k in masks]
+    X = [torch.from_numpy(x).to(device) for x in images]
+    Y = [torch.from_numpy(y).to(device) for y in labels]
+    M = [torch.from_numpy(k).to(device) for k in masks]
 
     def loss(p, x, y, keep):
         h = F.relu(F.max_pool2d(F.conv2d(x, p["c1"], p["cb1"]), 2))
@@ -752,7 +789,7 @@ def _cnn_torch(torch, p0, images, labels, masks):
         return F.nll_loss(F.log_softmax(h @ p["W2"] + p["b2"], -1), y)
 
     def run(n, check=False):
-        p = {k: torch.tensor(v, requires_grad=True) for k, v in p0.items()}
+        p = {k: torch.tensor(v, requires_grad=True, device=device) for k, v in p0.items()}
         opt = torch.optim.SGD(list(p.values()), lr=_lr(CNN, check), momentum=CNN["momentum"])
         losses = []
         for i in range(n):

@@ -17,7 +17,8 @@ from .lower.entry import add_entry
 from .lower.llvm import lower_program
 from .pytree import flatten, unflatten
 from .ad.forward import contains_effects
-from .staging import Staged, StagedTree, arg_type, as_var, current_frame, is_staged, trace_program, wrap
+from .staging import (Staged, StagedTree, arg_type, as_var, current_frame, is_device_array, is_staged,
+                      trace_program, wrap)
 from .tree import SLOT_OFFSETS, Tree
 
 PLACEHOLDER = "JITAD_PREFIX_"
@@ -49,6 +50,8 @@ def _leaf_key(x):
         return _NUMPY_SCALAR_KEYS[type(x)]
     if type(x) is Tree:
         return x._type_code
+    if is_device_array(x):   # a numba device array: same code, results stay on the device
+        return "device", arg_type(x)
     return arg_type(x)
 
 
@@ -110,14 +113,18 @@ def _layout(td, counter):
     return [_layout(c, counter) for c in td.children]
 
 
-def compile_program(program, out_td, in_types, name, fallback, in_td=None):
+def compile_program(program, out_td, in_types, name, fallback, in_td=None, device="cpu"):
     """The pipeline after tracing (and the transformations staged with it):
-    verify -> fuse elementwise loops -> verify -> lower to LLVM -> optimize (O3) -> load."""
+    verify -> fuse elementwise loops -> verify -> lower to LLVM -> optimize (O3) -> load
+    (or, for device="cuda", to numba-cuda kernels driven from the host)."""
     if VERIFY:
         verify(program)
     fuse_program(program)
     if VERIFY:
         verify(program)
+    if device == "cuda":
+        from .lower.cuda import compile_cuda
+        return compile_cuda(program, out_td, in_types)
     out_types = program.main.out_types
     direct = out_td.is_tuple_nest
     layout = _layout(out_td, iter(range(len(out_types)))) if direct else list(range(len(out_types)))
@@ -143,8 +150,9 @@ def compile_program(program, out_td, in_types, name, fallback, in_td=None):
 class Jitted:
     """A function compiled per input signature; see `jitad.jit`."""
 
-    def __init__(self, fn, static_argnums=()):
+    def __init__(self, fn, static_argnums=(), device="cpu"):
         self.fn = fn
+        self.device = check_device(device)
         self.static_argnums = tuple(sorted({static_argnums} if isinstance(static_argnums, int)
                                            else set(static_argnums)))
         self._signature = inspect.signature(fn) if callable(fn) else None
@@ -201,6 +209,10 @@ class Jitted:
     def _compile(self, args, dynamic, leaves, key, static, in_td):
         start = time.perf_counter()
         types = [arg_type(x) for x in leaves]
+        if self.device == "cpu" and any(map(is_device_array, leaves)):
+            raise ArgumentError(f"{getattr(self.fn, '__name__', 'function')}: a CUDA device array was passed "
+                                "to code compiled for the CPU; compile with device='cuda', or pass "
+                                "array.copy_to_host()")
 
         def staged_fn(*dyn):
             it = iter(dyn)
@@ -212,7 +224,8 @@ class Jitted:
         try:
             program, out_td, _ = trace_program(staged_fn, dynamic, in_td, types)
             compiled = compile_program(program, out_td, types, getattr(self.fn, "__name__", "f"),
-                                       self._fallback, in_td if not self.static_argnums else None)
+                                       self._fallback, in_td if not self.static_argnums else None,
+                                       self.device)
             compiled.in_td = in_td
         finally:
             if gc_was_enabled:
@@ -242,17 +255,28 @@ class Jitted:
         return self._latest("compile_seconds").compile_seconds
 
 
-def jit(fn=None, static_argnums=()):
-    """Compile `fn` per input signature.
+def jit(fn=None, static_argnums=(), device="cpu"):
+    """Compile `fn` per input signature; `device="cuda"` runs its tensor work as
+    numba-cuda kernels (inputs: numpy arrays, copied per call, or numba device arrays;
+    results come back as numpy arrays unless the inputs were device arrays).
 
     >>> f = jitad.jit(lambda x, y: x * y + 1.0)
     >>> f(3.0, 4.0)
     13.0
     """
     if fn is None:
-        return lambda f: jit(f, static_argnums)
+        return lambda f: jit(f, static_argnums, device)
     cls = type(f"jit_{getattr(fn, '__name__', 'f')}", (Jitted,), {})   # its own __call__ slot
-    return cls(fn, static_argnums)
+    return cls(fn, static_argnums, device)
+
+
+DEVICES = ("cpu", "cuda")
+
+
+def check_device(device):
+    if device not in DEVICES:
+        raise ArgumentError(f"device={device!r}: jitad runs on 'cpu' (LLVM) or 'cuda' (numba-cuda kernels)")
+    return device
 
 
 def trace(fn, *args):
@@ -349,14 +373,14 @@ def _grad_by_forward_mode(program, args, wrt, who):
     return outs, grads
 
 
-def _transformation(fn, name, body):
+def _transformation(fn, name, body, device="cpu"):
     staged = functools.wraps(fn)(body)
     staged.__name__ = f"{name}_{getattr(fn, '__name__', 'f')}"
     staged.__signature__ = inspect.signature(fn)
-    return jit(staged)
+    return jit(staged, device=device)
 
 
-def value_and_grad(fn, argnums=0, has_aux=False):
+def value_and_grad(fn, argnums=0, has_aux=False, device="cpu"):
     """`(value, gradient)` of a float-scalar `fn`, compiled; with `has_aux`,
     `((value, aux), gradient)`.
 
@@ -364,10 +388,10 @@ def value_and_grad(fn, argnums=0, has_aux=False):
     (12.0, (4.0, 3.0))
     """
     return _transformation(fn, "value_and_grad", lambda *args: _value_and_grad_staged(
-        fn, args, argnums, has_aux, "value_and_grad"))
+        fn, args, argnums, has_aux, "value_and_grad"), device)
 
 
-def grad(fn, argnums=0, has_aux=False):
+def grad(fn, argnums=0, has_aux=False, device="cpu"):
     """The gradient of a float-scalar `fn` w.r.t. `argnums`, compiled; `(gradient, aux)`
     with `has_aux`. Works through IF/WHILE/FOR/FUN/TREE, and inside staged code.
 
@@ -377,10 +401,10 @@ def grad(fn, argnums=0, has_aux=False):
     def body(*args):
         value, g = _value_and_grad_staged(fn, args, argnums, has_aux, "grad")
         return (g, value[1]) if has_aux else g
-    return _transformation(fn, "grad", body)
+    return _transformation(fn, "grad", body, device)
 
 
-def jit_grad(fn=None, *, argnums=0, has_aux=False):
+def jit_grad(fn=None, *, argnums=0, has_aux=False, device="cpu"):
     """Decorator: a compiled `value_and_grad`, the entry point for training steps.
 
     >>> @jitad.jit_grad
@@ -390,8 +414,8 @@ def jit_grad(fn=None, *, argnums=0, has_aux=False):
     (0.25, 3.0)
     """
     if fn is None:
-        return lambda f: value_and_grad(f, argnums, has_aux)
-    return value_and_grad(fn, argnums, has_aux)
+        return lambda f: value_and_grad(f, argnums, has_aux, device)
+    return value_and_grad(fn, argnums, has_aux, device)
 
 
 # -- forward mode and second order ----------------------------------------------

@@ -47,3 +47,7 @@ class ResourceError(JitadError):
 
 class IndexError_(JitadError, IndexError):
     """An index outside an array or tree."""
+
+
+class DeviceError(JitadError):
+    """The requested device cannot run the program (no GPU, no numba-cuda)."""

@@ -732,6 +732,11 @@ def _tree_eager(tree, init, combine):
 
 # -- tracing a whole function ----------------------------------------------------
 
+def is_device_array(x):
+    """A numba device array (real or the CUDA simulator's), without importing numba.cuda."""
+    return hasattr(x, "copy_to_host") and hasattr(x, "dtype") and hasattr(x, "shape")
+
+
 def arg_type(x):
     """The IR type of one flattened argument, or raise `ArgumentError`."""
     if isinstance(x, Tree):
@@ -747,6 +752,12 @@ def arg_type(x):
             raise ArgumentError(f"unsupported array dtype {x.dtype}: jitad takes float64, float32, "
                                 "integer (as int64) and bool arrays")
         return Type(dtype, x.shape)
+    if is_device_array(x):
+        dtype = dtype_of_numpy(x.dtype)
+        if dtype is None:
+            raise ArgumentError(f"unsupported device array dtype {x.dtype}: jitad takes float64, float32, "
+                                "int64 and bool arrays")
+        return Type(dtype, tuple(x.shape))
     raise ArgumentError(f"unsupported argument of type {type(x).__name__}: jitad takes floats, "
                         "ints, bools, numpy arrays, jitad.Tree and tuples/lists/dicts of them")
 

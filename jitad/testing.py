@@ -26,7 +26,7 @@ def _float_positions(args):
     return tuple(positions)
 
 
-def check_grads(f, args, order=1, modes=("rev",), eps=1e-6, rtol=1e-5, atol=1e-7, seed=0):
+def check_grads(f, args, order=1, modes=("rev",), eps=1e-6, rtol=1e-5, atol=1e-7, seed=0, device="cpu"):
     """Check the derivatives of a float-scalar `f` at `args` along a random direction.
 
     Reverse mode must satisfy <v, grad f(x)> == (f(x + eps v) - f(x - eps v)) / (2 eps)
@@ -34,7 +34,8 @@ def check_grads(f, args, order=1, modes=("rev",), eps=1e-6, rtol=1e-5, atol=1e-7
     forward mode jvp(f, x, v) the same. With `order=2` the gradient along a random
     cotangent u is checked in forward mode: <u, H v> by forward-over-reverse against
     central differences of the gradient (what `hvp` and `hessian` compute).
-    Raises AssertionError naming the mismatch.
+    `device="cuda"` runs `f` and its reverse-mode gradient on the GPU backend (forward
+    mode and second order stay on the CPU). Raises AssertionError naming the mismatch.
     """
     args = tuple(args)
     positions = _float_positions(args)
@@ -55,11 +56,11 @@ def check_grads(f, args, order=1, modes=("rev",), eps=1e-6, rtol=1e-5, atol=1e-7
             new[i] = unflatten(td, [m if m.shape else float(m) for m in moved])
         return tuple(new)
 
-    forward = jit(f)
+    forward = jit(f, device=device)
     numeric = (forward(*at(eps)) - forward(*at(-eps))) / (2 * eps)
     for mode in modes:
         if mode == "rev":
-            g = grad(f, argnums=positions)(*args)
+            g = grad(f, argnums=positions, device=device)(*args)
             analytic = sum(float(np.sum(np.asarray(gl, dtype=np.float64) * v))
                            for gi, vs in zip(g, direction) for gl, v in zip(flatten(gi)[0], vs))
         elif mode == "fwd":

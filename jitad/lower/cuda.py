@@ -1,0 +1,707 @@
+"""The GPU backend: tensor work runs as numba-cuda kernels, control flow and the CPS
+structure of reverse mode stay on the host.
+
+The program is the one the LLVM backend lowers (after reverse mode and fusion). The
+host walks its graphs with one rule per opcode (the table `RULES`): a `fused` node is
+one kernel, every other tensor op is one kernel (`jitad.lower.cuda_kernels` writes and
+caches them), scalar work on host numbers stays on the host, and a scalar that a kernel
+produced stays on the device until a condition, a loop bound or an index needs it.
+
+Device memory follows the CPU backend's stack discipline: one pool per dtype, bump
+allocation, a mark at every function/closure/loop-iteration entry and a release when it
+returns (results copied below the mark first), so steady-state calls allocate nothing.
+"""
+import threading
+
+import numpy as np
+
+from ..errors import ArgumentError, DeviceError, ResourceError
+from ..ir.graph import Graph, Node, Var
+from ..ir.ops import ELEMENTWISE_OPS, IMPLS, Op
+from ..ir.types import NUMPY, RefType, TreeType, Type
+from ..staging import is_device_array
+from . import cuda_kernels as K
+from .cuda_kernels import size_of
+
+RULES = {}
+SIM_THREADS = 4      # threads per launch under the simulator (each one a Python thread)
+GPU_THREADS = 256
+TILE_GPU, TILE_SIM = 16, 4
+
+
+def rule(*ops):
+    def register(fn):
+        for op in ops:
+            RULES[op] = fn
+        return fn
+    return register
+
+
+def require_cuda():
+    """numba.cuda, or a `DeviceError` saying what is missing."""
+    try:
+        from numba import cuda
+    except ImportError as e:   # pragma: no cover - numba-cuda is a dependency
+        raise DeviceError("device='cuda' needs the numba-cuda package: pip install numba-cuda") from e
+    if not cuda.is_available():
+        raise DeviceError("device='cuda': no usable CUDA GPU or driver was found. Use device='cpu', "
+                          "or set NUMBA_ENABLE_CUDASIM=1 before importing numba/jitad to run the "
+                          "kernels on numba's CUDA simulator (slow; for tests)")
+    return cuda
+
+
+def on_host(v):
+    return isinstance(v, np.generic)
+
+
+def kind(v):
+    return "h" if on_host(v) else "s" if v.shape[0] == 1 else "a"
+
+
+class Arena:
+    """Device memory with stack discipline: a pool per dtype and a bump pointer. A pool
+    is replaced by one twice the size only when a call needs more than any before it
+    (the old one lives on while views of it do)."""
+
+    def __init__(self):
+        self.pools, self.top = {}, {}
+        self.device_allocations = 0
+
+    def alloc(self, dtype, size):
+        pool, top = self.pools.get(dtype), self.top.get(dtype, 0)
+        if pool is None or top + size > pool.shape[0]:
+            pool = K.cuda().device_array(max(2 * (top + size), 1 << 12), dtype=NUMPY[dtype])
+            self.pools[dtype] = pool
+            self.device_allocations += 1
+        self.top[dtype] = top + size
+        return pool[top:top + size]
+
+    def mark(self):
+        return dict(self.top)
+
+    def release(self, mark):
+        self.top = dict(mark)
+
+
+class Cell:
+    """A scalar slot: a host number, or a device scalar in its own home buffer (allocated
+    where the slot was made, so deeper scopes can update it)."""
+    __slots__ = ("value", "home", "type")
+
+    def __init__(self, value, t):
+        self.value, self.home, self.type = value, None, t
+
+
+class Runner:
+    """Runs one compiled program on the device."""
+
+    def __init__(self, program):
+        self.program = program
+        self.arena = Arena()
+        self.cell_homes = Arena()   # scalar slots' device homes, freed when the call ends
+        self.consts = {}
+        self.kernels = {}
+        self.bodies = {}
+        self.sim = K.simulated()
+
+    # -- memory and launches ----------------------------------------------------
+
+    def alloc(self, t):
+        return self.arena.alloc(t.dtype, size_of(t.shape))
+
+    def launch(self, kernel, n, *args):
+        if n <= 0:
+            return
+        threads = SIM_THREADS if self.sim else GPU_THREADS
+        blocks = 1 if self.sim else min((n + threads - 1) // threads, 4096)
+        kernel[blocks, threads](*args)
+
+    def kernel(self, key, make):
+        k = self.kernels.get(key)
+        if k is None:
+            k = self.kernels[key] = K.compiled(make())
+        return k
+
+    def fill(self, array, value, dtype):
+        n = array.shape[0]
+        kern = self.kernel(("fill", n, dtype), lambda: K.map_source("h", "i", None, n, value="x"))
+        self.launch(kern, n, NUMPY[dtype](value), array)
+
+    def copy(self, dst, src):
+        dst.copy_to_device(src)
+
+    def host(self, v):
+        """A value as a host number (a device scalar is read back: a synchronization)."""
+        return v if on_host(v) else v.copy_to_host()[0]
+
+    def to_device(self, v, t):
+        """A scalar or tensor value of type `t` as a device array."""
+        if not on_host(v):
+            return v
+        out = self.alloc(t)
+        self.fill(out, v, t.dtype)
+        return out
+
+    # -- graphs -------------------------------------------------------------------
+
+    def run_graph(self, graph, args):
+        env = dict(zip(graph.params, args))
+        for node in graph.nodes:
+            outs = RULES[node.op](self, node, [env[v] for v in node.inputs])
+            env.update(zip(node.outputs, outs))
+        return [env[v] for v in graph.outputs]
+
+    def keep(self, types):
+        """Buffers below the current mark for results of these types (scalars: a
+        one-element buffer, used only if the result lives on the device)."""
+        return [self.alloc(t) for t in types]
+
+    def settle(self, values, homes):
+        """Copy device results into their homes; host numbers stay as they are."""
+        out = []
+        for v, home in zip(values, homes):
+            if on_host(v) or v is home:
+                out.append(v)
+            else:
+                self.copy(home, v)
+                out.append(home)
+        return out
+
+    def call_scoped(self, graph, args):
+        """Run `graph` in its own arena scope; its results survive the release."""
+        homes = self.keep(graph.out_types)
+        mark = self.arena.mark()
+        outs = self.run_graph(graph, args)
+        outs = self.settle(outs, homes)
+        self.arena.release(mark)
+        return outs
+
+    # -- elementwise work ---------------------------------------------------------
+
+    def fused(self, body, shape, ins, in_types, out_types, key):
+        kinds = tuple("a" if isinstance(t, RefType) else kind(v) for v, t in zip(ins, in_types))
+        n = size_of(shape)
+        kern = self.kernel((key, kinds), lambda: K.fused_source(body, shape, kinds, in_types))
+        outs, tails = [], []
+        for t in out_types:
+            buf = self.alloc(t)
+            (tails if not t.shape and shape else outs).append(buf)
+            if not t.shape and shape:
+                self.fill(buf, 0, t.dtype)
+        if not shape:   # scalar work on a device scalar: one element, no totals
+            outs, tails = outs + tails, []
+        self.launch(kern, n, np.int64(n), *ins, *outs, *tails)
+        by_type = iter(outs), iter(tails)
+        return [next(by_type[1]) if (not t.shape and shape) else next(by_type[0]) for t in out_types]
+
+    def single(self, node):
+        """A one-node body for an elementwise op, as `fused` takes it."""
+        body = self.bodies.get(id(node))
+        if body is None:
+            params = [Var(Type(v.type.dtype)) for v in node.inputs]
+            outs = tuple(Var(Type(v.type.dtype)) for v in node.outputs)
+            body = self.bodies[id(node)] = Graph(params, [Node(node.op, tuple(params), outs, node.attrs)], list(outs))
+        return body
+
+
+def host_value(value, t):
+    return np.asarray(value, NUMPY[t.dtype])[()]
+
+
+@rule(*ELEMENTWISE_OPS, Op.BROADCAST)
+def _elementwise(rt, node, ins):
+    out = node.outputs[0].type
+    if not out.shape and all(on_host(v) for v in ins):
+        with np.errstate(all="ignore"):
+            return [host_value(IMPLS[node.op](*ins, **node.attrs), out)]
+    return rt.fused(rt.single(node), out.shape, ins, [v.type for v in node.inputs], [out], id(node))
+
+
+@rule(Op.FUSED)
+def _fused(rt, node, ins):
+    return rt.fused(node.bodies[0], node.attrs["shape"], ins, [v.type for v in node.inputs],
+                    [v.type for v in node.outputs], id(node))
+
+
+@rule(Op.CONST)
+def _const(rt, node, ins):
+    t = node.attrs["type"]
+    value = IMPLS[Op.CONST](**node.attrs)
+    if not t.shape:
+        return [host_value(value, t)]
+    dev = rt.consts.get(id(node))
+    if dev is None:
+        dev = rt.consts[id(node)] = K.cuda().to_device(np.ascontiguousarray(value, NUMPY[t.dtype]).reshape(-1))
+    return [dev]
+
+
+@rule(Op.RESHAPE)
+def _reshape(rt, node, ins):
+    (x,), out = ins, node.outputs[0].type
+    return [x if not out.shape or not on_host(x) else rt.to_device(x, out)]
+
+
+# -- reductions, products and data movement --------------------------------------
+
+@rule(Op.SUM, Op.MAX)
+def _reduce(rt, node, ins):
+    (x,), xt, out = ins, node.inputs[0].type, node.outputs[0].type
+    axes = tuple(sorted(node.attrs["axes"]))
+    if not axes:
+        return [x]
+    if node.op == Op.SUM and len(axes) == len(xt.shape):   # a total: per-thread sums, atomics
+        return rt.fused(rt.single(node), xt.shape, ins, [xt], [Type(out.dtype)], id(node))
+    result = rt.alloc(out)
+    kern = rt.kernel(id(node), lambda: K.reduce_source(xt.shape, axes, node.op.value, xt.dtype))
+    rt.launch(kern, size_of(out.shape), x, result)
+    return [result]
+
+
+@rule(Op.MATMUL)
+def _matmul(rt, node, ins):
+    a, b = ins
+    (m, n), ta, tb = node.outputs[0].type.shape, node.attrs["ta"], node.attrs["tb"]
+    at = node.inputs[0].type
+    k = at.shape[0] if ta else at.shape[1]
+    out = rt.alloc(node.outputs[0].type)
+    tile = TILE_SIM if rt.sim else TILE_GPU
+    kern = rt.kernel(id(node), lambda: K.matmul_source(m, n, k, ta, tb, at.dtype, tile))
+    if m and n:
+        if k == 0:
+            rt.fill(out, 0, at.dtype)
+        else:
+            kern[((n + tile - 1) // tile, (m + tile - 1) // tile), (tile, tile)](a, b, out)
+    return [out]
+
+
+def _strides(shape):
+    return [size_of(shape[d + 1:]) for d in range(len(shape))]
+
+
+def gather(rt, node, x, in_index, n, extra=()):
+    """out[i] = x[in_index] for i < n; `in_index(el)` may read element `el(j, index)` of
+    the j-th extra argument (an index array or scalar)."""
+    result = rt.alloc(node.outputs[0].type)
+    kinds = tuple(kind(e) for e in extra)
+    names = [f"e{j}" for j in range(len(extra))]
+    kern = rt.kernel((id(node), kinds), lambda: K.map_source(
+        "a", "i", in_index(lambda j, index: K.element(names[j], kinds[j], index)), n, names))
+    rt.launch(kern, n, x, result, *extra)
+    return [result]
+
+
+@rule(Op.TRANSPOSE)
+def _transpose(rt, node, ins):
+    shape, perm = node.inputs[0].type.shape, node.attrs["perm"]
+    out_shape = node.outputs[0].type.shape
+    strides = _strides(shape)
+    index = " + ".join(f"{K.coordinate('i', out_shape, d)} * {strides[p]}" for d, p in enumerate(perm)) or "0"
+    return gather(rt, node, ins[0], lambda el: index, size_of(out_shape))
+
+
+def _slice_index(i, out_shape, in_shape, starts, steps):
+    strides = _strides(in_shape)
+    return " + ".join(f"({a} + {K.coordinate(i, out_shape, d)} * {c}) * {strides[d]}"
+                      for d, (a, c) in enumerate(zip(starts, steps))) or "0"
+
+
+@rule(Op.SLICE)
+def _slice(rt, node, ins):
+    out_shape, a = node.outputs[0].type.shape, node.attrs
+    index = _slice_index("i", out_shape, node.inputs[0].type.shape, a["starts"], a["steps"])
+    return gather(rt, node, ins[0], lambda el: index, size_of(out_shape))
+
+
+@rule(Op.UNSLICE)
+def _unslice(rt, node, ins):
+    g_shape, a = node.inputs[0].type.shape, node.attrs
+    out_t = node.outputs[0].type
+    result = rt.alloc(out_t)
+    rt.fill(result, 0, out_t.dtype)
+    index = _slice_index("i", g_shape, a["shape"], a["starts"], a["steps"])
+    n = size_of(g_shape)
+    kern = rt.kernel(id(node), lambda: K.map_source("a", index, "i", n))
+    rt.launch(kern, n, ins[0], result)
+    return [result]
+
+
+@rule(Op.CONCAT)
+def _concat(rt, node, ins):
+    out_t, axis = node.outputs[0].type, node.attrs["axis"]
+    result = rt.alloc(out_t)
+    offset = 0
+    out_strides = _strides(out_t.shape)
+    for j, (x, t) in enumerate(zip(ins, node.inputs)):
+        shape = t.type.shape
+        index = " + ".join(f"({K.coordinate('i', shape, d)}{f' + {offset}' if d == axis else ''}) * {out_strides[d]}"
+                           for d in range(len(shape))) or "0"
+        n = size_of(shape)
+        kern = rt.kernel((id(node), j), lambda: K.map_source(kind(x), index, "i", n))
+        rt.launch(kern, n, x, result)
+        offset += shape[axis]
+    return [result]
+
+
+@rule(Op.INDEX)
+def _index(rt, node, ins):
+    x, i = ins
+    rows, rest = node.inputs[0].type.shape[0], size_of(node.inputs[0].type.shape[1:])
+    return gather(rt, node, x, lambda el: f"h_clip({el(0, '0')}, {rows}) * {rest} + i", rest, (i,))
+
+
+@rule(Op.GATHER)
+def _gather(rt, node, ins):
+    x, idx = ins
+    rows, rest = node.inputs[0].type.shape[0], size_of(node.inputs[0].type.shape[1:])
+    n = size_of(node.outputs[0].type.shape)
+    return gather(rt, node, x, lambda el: f"h_clip({el(0, f'i // {rest}')}, {rows}) * {rest} + i % {rest}",
+                  n, (idx,))
+
+
+@rule(Op.RANDOM)
+def _random(rt, node, ins):
+    (key,), out = ins, node.outputs[0].type
+    n = size_of(out.shape)
+    result = rt.alloc(out)
+    kern = rt.kernel((id(node), kind(key)), lambda: K.random_source(kind(key), n))
+    rt.launch(kern, n, key, result)
+    return [result]
+
+
+# -- trees and tables (tree data stays on the host) ------------------------------
+
+@rule(Op.TREE_GET)
+def _tree_get(rt, node, ins):
+    tree, k = ins
+    field = node.attrs["field"]
+    arr = getattr(tree, field) if field in ("left", "right", "order") else tree.fields[field]
+    return [host_value(arr[int(rt.host(k))], node.outputs[0].type)]
+
+
+@rule(Op.TREE_ROOT)
+def _tree_root(rt, node, ins):
+    return [np.int64(ins[0].root)]
+
+
+@rule(Op.TREE_SIZE)
+def _tree_size(rt, node, ins):
+    tree = ins[0]
+    return [np.int64(len(tree.order) if node.attrs["word"] == "reachable" else tree.size)]
+
+
+@rule(Op.TABLE)
+def _table(rt, node, ins):
+    t = node.attrs["type"]
+    n = max(int(rt.host(ins[0])), 0)
+    if not t.shape:   # scalar entries (loop counters, per-iteration scalars) live on the host
+        return [np.zeros(n, NUMPY[t.dtype])]
+    table = rt.arena.alloc(t.dtype, n * size_of(t.shape))
+    rt.fill(table, 0, t.dtype)
+    return [table]
+
+
+def _entry(table, t, i):
+    size = size_of(t.shape)
+    return table[i * size:(i + 1) * size]
+
+
+@rule(Op.TABLE_GET)
+def _table_get(rt, node, ins):
+    table, i = ins
+    t = node.outputs[0].type
+    i = int(rt.host(i))
+    return [_entry(table, t, i) if t.shape else host_value(table[i], t)]
+
+
+@rule(Op.TABLE_SET, Op.TABLE_ADD)
+def _table_update(rt, node, ins):
+    table, i, v = ins
+    t = node.inputs[2].type
+    i = int(rt.host(i))
+    if not t.shape:
+        table[i] = rt.host(v) + (table[i] if node.op == Op.TABLE_ADD else 0)
+    elif node.op == Op.TABLE_SET:
+        rt.copy(_entry(table, t, i), v)
+    else:
+        add_into(rt, node, _entry(table, t, i), v, t.shape, t.shape)
+    return []
+
+
+def add_into(rt, node, target, value, shape, value_shape):
+    n = size_of(shape)
+    kd = kind(value)
+    kern = rt.kernel((id(node), "add", kd), lambda: K.map_source(kd, "i", K.broadcast_index(value_shape, shape), n, op="+="))
+    rt.launch(kern, n, value, target)
+
+
+# -- slots and continuations ------------------------------------------------------
+
+@rule(Op.SLOT)
+def _slot(rt, node, ins):
+    t = node.attrs["type"]
+    if not t.shape:
+        return [Cell(NUMPY[t.dtype](0), t)]
+    buf = rt.alloc(t)
+    if not node.attrs.get("uninit"):
+        rt.fill(buf, 0, t.dtype)
+    return [buf]
+
+
+@rule(Op.SLOT_GET)
+def _slot_get(rt, node, ins):
+    (slot,) = ins
+    if not isinstance(slot, Cell):
+        return [slot]   # a tensor slot is read where it lies, as on the CPU
+    if on_host(slot.value):
+        return [slot.value]
+    snapshot = rt.alloc(slot.type)   # a scalar read is a value: later updates must not show
+    rt.copy(snapshot, slot.value)
+    return [snapshot]
+
+
+def _cell_store(rt, cell, value):
+    if on_host(value):
+        cell.value = value
+        return
+    if cell.home is None:
+        cell.home = rt.cell_homes.alloc(cell.type.dtype, 1)
+    if value is not cell.home:
+        rt.copy(cell.home, value)
+    cell.value = cell.home
+
+
+@rule(Op.SLOT_SET, Op.SLOT_ADD)
+def _slot_update(rt, node, ins):
+    slot, value = ins
+    t = node.inputs[1].type
+    if isinstance(slot, Cell):
+        if node.op == Op.SLOT_ADD:
+            value = _add(rt, node, slot.value, value, t)
+        _cell_store(rt, slot, value)
+    elif node.op == Op.SLOT_SET:
+        rt.copy(slot, rt.to_device(value, t))
+    else:
+        add_into(rt, node, slot, value, t.shape, t.shape)
+    return []
+
+
+def _add(rt, node, a, b, t):
+    if on_host(a) and on_host(b):
+        return host_value(a + b, t)
+    key = ("add", t.dtype)
+    body = rt.bodies.get(key)
+    if body is None:
+        params = [Var(t), Var(t)]
+        out = Var(t)
+        body = rt.bodies[key] = Graph(params, [Node(Op.ADD, tuple(params), (out,), {})], [out])
+    return rt.fused(body, (), [a, b], [t, t], [t], key)[0]
+
+
+@rule(Op.SLOT_ADD_AT, Op.SLOT_SCATTER_ADD)
+def _slot_add_sparse(rt, node, ins):
+    slot, index, value = ins
+    st = node.inputs[0].type
+    rows, rest = st.shape[0], size_of(st.shape[1:])
+    n = size_of(node.inputs[2].type.shape)
+    ki, kv = kind(index), kind(value)
+    if node.op == Op.SLOT_ADD_AT:
+        at = f"h_clip({K.element('e0', ki, 0)}, {rows}) * {rest} + i"
+        kern = rt.kernel((id(node), ki, kv), lambda: K.map_source(kv, at, "i", rest, ("e0",), op="+="))
+        rt.launch(kern, rest, value, slot, index)
+    else:
+        at = f"h_clip({K.element('e0', ki, f'i // {rest}')}, {rows}) * {rest} + i % {rest}"
+        kern = rt.kernel((id(node), ki, kv), lambda: K.map_source(kv, at, "i", n, ("e0",), op="atomic"))
+        rt.launch(kern, n, value, slot, index)
+    return []
+
+
+@rule(Op.CLOSURE)
+def _closure(rt, node, caps):
+    body = node.attrs["fun"].body
+
+    def continuation(*args):
+        mark = rt.arena.mark()
+        rt.run_graph(body, list(args) + list(caps))
+        rt.arena.release(mark)   # a continuation returns nothing: all it made is dead
+    return [continuation]
+
+
+@rule(Op.APPLY)
+def _apply(rt, node, ins):
+    ins[0](*ins[1:])
+    return []
+
+
+@rule(Op.ARENA_MARK)
+def _arena_mark(rt, node, ins):
+    return [rt.arena.mark()]
+
+
+@rule(Op.ARENA_RELEASE)
+def _arena_release(rt, node, ins):
+    rt.arena.release(ins[0])
+    return []
+
+
+# -- control flow on the host --------------------------------------------------------
+
+@rule(Op.IF)
+def _if(rt, node, ins):
+    return rt.run_graph(node.bodies[0] if rt.host(ins[0]) else node.bodies[1], ins[1:])
+
+
+class _Buffers:
+    """Two sets of homes for loop state: iteration k writes one set, reads the other."""
+
+    def __init__(self, rt, types):
+        self.sets = [rt.keep(types), rt.keep(types)]
+        self.k = 0
+
+    def settle(self, rt, values):
+        self.k ^= 1
+        return rt.settle(values, self.sets[self.k])
+
+
+@rule(Op.WHILE)
+def _while(rt, node, ins):
+    n = node.attrs["n_state"]
+    state, caps = ins[:n], ins[n:]
+    cond, body = node.bodies
+    buffers = _Buffers(rt, body.out_types)
+    while True:
+        mark = rt.arena.mark()
+        if not rt.host(rt.run_graph(cond, state + caps)[0]):
+            rt.arena.release(mark)
+            return state
+        state = buffers.settle(rt, rt.run_graph(body, state + caps))
+        rt.arena.release(mark)
+
+
+@rule(Op.FOR)
+def _for(rt, node, ins):
+    n = node.attrs["n_state"]
+    lower, upper = int(rt.host(ins[0])), int(rt.host(ins[1]))
+    state, caps = ins[2:2 + n], ins[2 + n:]
+    (body,) = node.bodies
+    buffers = _Buffers(rt, body.out_types)
+    for i in range(lower, upper):
+        mark = rt.arena.mark()
+        state = buffers.settle(rt, rt.run_graph(body, [np.int64(i)] + state + caps))
+        rt.arena.release(mark)
+    return state
+
+
+@rule(Op.CALL)
+def _call(rt, node, ins):
+    return rt.call_scoped(node.attrs["fun"].body, ins)
+
+
+@rule(Op.TREE)
+def _tree(rt, node, ins):
+    n = node.attrs["n_state"]
+    tree, init, caps = ins[0], ins[1:1 + n], ins[1 + n:]
+    (combine,) = node.bodies
+
+    def visit(k):
+        if k < 0:
+            return init
+        homes = rt.keep(combine.out_types)
+        mark = rt.arena.mark()
+        outs = rt.run_graph(combine, [np.int64(k)] + visit(tree.left[k]) + visit(tree.right[k]) + caps)
+        outs = rt.settle(outs, homes)
+        rt.arena.release(mark)
+        return outs
+    return visit(tree.root)
+
+
+# -- the entry ----------------------------------------------------------------------
+
+class CudaCompiled:
+    """One signature's program for the GPU; `run` takes flat leaves like the CPU entry."""
+    direct = False
+    takes_pytree = False
+    llvm_ir = None
+    loaded_from_cache = False
+
+    def __init__(self, program, out_td, in_types):
+        from ..pytree import unflatten
+        require_cuda()
+        self.program, self.out_td, self.in_types = program, out_td, in_types
+        self.out_types = program.main.out_types
+        self.runner = Runner(program)
+        self._unflatten = unflatten
+        self._lock = threading.Lock()
+
+    @property
+    def ir(self):
+        return str(self.program)
+
+    def run(self, leaves):
+        rt = self.runner
+        with self._lock:
+            mark = rt.arena.mark()
+            homes_mark = rt.cell_homes.mark()
+            try:
+                args = [self._argument(x, t) for x, t in zip(leaves, self.in_types)]
+                on_device = any(is_device_array(x) for x in leaves)
+                outs = self._run_main(args)
+                result = [self._result(v, t, on_device) for v, t in zip(outs, self.out_types)]
+            finally:
+                rt.arena.release(mark)
+                rt.cell_homes.release(homes_mark)
+        return self._unflatten(self.out_td, result)
+
+    def _run_main(self, args):
+        from . import runtime
+        try:
+            return self.runner.run_graph(self.program.main, args)
+        except RecursionError:
+            pass
+        try:   # deep recursion (reverse mode through long WHILE loops, deep FUN): more stack
+            return runtime.run_with_deep_stack(_with_recursion_limit, self.runner.run_graph,
+                                               self.program.main, args)
+        except RecursionError:
+            raise ResourceError("the program recursed deeper than the GPU backend's host driver "
+                                "allows (long WHILE loops under grad, deep FUN recursion); use "
+                                "FOR with a bound, or device='cpu'") from None
+
+    def _argument(self, x, t):
+        if isinstance(t, TreeType):
+            return x
+        if not t.shape:
+            return host_value(x, t)
+        if is_device_array(x):
+            if np.dtype(x.dtype) != np.dtype(NUMPY[t.dtype]) or not x.is_c_contiguous():
+                raise ArgumentError(f"a device array of dtype {x.dtype} (contiguous: {x.is_c_contiguous()}) "
+                                    f"where {t} is expected: pass a C-contiguous device array of dtype "
+                                    f"{np.dtype(NUMPY[t.dtype])} (convert it on the device first)")
+            return x.reshape(size_of(t.shape))
+        flat = np.ascontiguousarray(x, NUMPY[t.dtype]).reshape(-1)
+        dev = self.runner.alloc(t)
+        if flat.size:
+            dev.copy_to_device(flat)
+        return dev
+
+    def _result(self, v, t, on_device):
+        if not t.shape:
+            return self.runner.host(v).item()
+        if on_device:   # a fresh device array (the arena is reused by the next call)
+            out = K.cuda().device_array(size_of(t.shape), dtype=NUMPY[t.dtype])
+            if out.shape[0]:
+                out.copy_to_device(v)
+            return out.reshape(t.shape)
+        return v.copy_to_host().reshape(t.shape)
+
+
+def _with_recursion_limit(fn, *args):
+    import sys
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old, 200_000))
+    try:
+        return fn(*args)
+    finally:
+        sys.setrecursionlimit(old)
+
+
+def compile_cuda(program, out_td, in_types):
+    return CudaCompiled(program, out_td, in_types)

@@ -1,0 +1,374 @@
+"""numba-cuda kernels, generated as Python source per op, shape and dtype and compiled
+once (cached by their source text).
+
+Every device tensor is a flat 1-D device array; shapes are static and baked into the
+source, so a kernel indexes with plain integer arithmetic. A scalar argument is one of
+three kinds: "h" a host number passed by value, "s" a one-element device array (a
+scalar that a kernel produced), "a" a device array indexed per element.
+Kernels loop grid-stride, so any grid covers any size: a real GPU gets many blocks, the
+CUDA simulator (`NUMBA_ENABLE_CUDASIM=1`, one Python thread per GPU thread) a few threads.
+"""
+import math
+
+import numpy as np
+
+from ..ir.ops import Op
+from ..ir.types import RefType
+
+_cache = {}
+_env = None
+
+
+def cuda():
+    from numba import cuda as c
+    return c
+
+
+def simulated():
+    from numba import config
+    return bool(config.ENABLE_CUDASIM)
+
+
+def environment():
+    """The names generated kernels use: numba types and math on a GPU, NumPy scalars
+    (IEEE results, no Python exceptions on overflow) under the simulator."""
+    global _env
+    if _env is not None:
+        return _env
+    c = cuda()
+    if simulated():
+        env = {"f64": np.float64, "f32": np.float32, "i64": np.int64, "u64": np.uint64, "b1": np.bool_,
+               "exp": np.exp, "log": np.log, "log1p": np.log1p, "expm1": np.expm1, "sqrt": np.sqrt,
+               "sin": np.sin, "cos": np.cos, "tanh": np.tanh, "fabs": np.abs, "fmod": np.fmod,
+               "power": np.power, "quiet": lambda: np.errstate(all="ignore")}
+    else:
+        import numba
+        env = {"f64": numba.float64, "f32": numba.float32, "i64": numba.int64, "u64": numba.uint64,
+               "b1": numba.boolean, "exp": math.exp, "log": math.log, "log1p": math.log1p,
+               "expm1": math.expm1, "sqrt": math.sqrt, "sin": math.sin, "cos": math.cos,
+               "tanh": math.tanh, "fabs": math.fabs, "fmod": math.fmod, "power": math.pow}
+    env.update(cuda=c, inf=math.inf, nan=math.nan)
+    exec(compile(_HELPERS, "<jitad cuda helpers>", "exec"), env)
+    for name in [n for n in env if n.startswith("h_")]:
+        env[name] = c.jit(device=True)(env[name])
+    _env = env
+    return env
+
+
+# Integer and NaN semantics shared with the CPU backend (jitad.ir.ops): no traps.
+_HELPERS = """
+def h_imod(a, b):
+    if b == 0 or b == -1:
+        return a - a
+    return a % b
+
+
+def h_ifloordiv(a, b):
+    if b == 0:
+        return a - a
+    if b == -1:
+        return (a - a) - a
+    return a // b
+
+
+def h_ipow(a, b):
+    r = a - a + 1
+    if b < 0:
+        return a - a
+    while b:
+        if b & 1:
+            r = r * a
+        a = a * a
+        b >>= 1
+    return r
+
+
+def h_fmod(a, b):
+    r = fmod(a, b)
+    if r != 0 and ((r < 0) != (b < 0)):
+        r = r + b
+    return r
+
+
+def h_ffloordiv(a, b):
+    return (a - h_fmod(a, b)) / b
+
+
+def h_max(a, b):
+    if a != a or a >= b:
+        return a
+    return b
+
+
+def h_min(a, b):
+    if a != a or a <= b:
+        return a
+    return b
+
+
+def h_to_i64(x):
+    if x != x:
+        return i64(0)
+    if x >= 9.223372036854775807e18:
+        return i64(9223372036854775807)
+    if x < -9.223372036854775807e18:
+        return i64(-9223372036854775807 - 1)
+    return i64(x)
+
+
+def h_clip(i, n):
+    if i < 0:
+        return 0
+    if i >= n:
+        return n - 1
+    return i
+
+
+def h_mix(z):
+    z = (z ^ (z >> u64(30))) * u64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> u64(27))) * u64(0x94D049BB133111EB)
+    return z ^ (z >> u64(31))
+"""
+
+CTOR = {"f64": "f64", "f32": "f32", "i64": "i64", "bool": "b1"}
+
+
+def literal(value, dtype):
+    if dtype == "bool":
+        return "True" if value else "False"
+    if dtype == "i64":
+        return f"i64({int(value)})"
+    return f"{CTOR[dtype]}({float(value)!r})"
+
+
+def _float_or(int_form, float_form):
+    return lambda a, t: int_form(a) if t == "i64" else float_form(a)
+
+
+# op -> template(argument expressions, input dtype) -> expression of one element
+SCALAR = {
+    Op.ADD: lambda a, t: f"({a[0]} + {a[1]})",
+    Op.SUB: lambda a, t: f"({a[0]} - {a[1]})",
+    Op.MUL: lambda a, t: f"({a[0]} * {a[1]})",
+    Op.DIV: lambda a, t: f"({a[0]} / {a[1]})",
+    Op.POW: _float_or(lambda a: f"h_ipow({a[0]}, {a[1]})", lambda a: f"power({a[0]}, {a[1]})"),
+    Op.MOD: _float_or(lambda a: f"h_imod({a[0]}, {a[1]})", lambda a: f"h_fmod({a[0]}, {a[1]})"),
+    Op.FLOORDIV: _float_or(lambda a: f"h_ifloordiv({a[0]}, {a[1]})", lambda a: f"h_ffloordiv({a[0]}, {a[1]})"),
+    Op.MAXIMUM: lambda a, t: f"h_max({a[0]}, {a[1]})",
+    Op.MINIMUM: lambda a, t: f"h_min({a[0]}, {a[1]})",
+    Op.NEG: lambda a, t: f"(-{a[0]})",
+    Op.ABS: lambda a, t: f"abs({a[0]})",
+    Op.SQUARE: lambda a, t: f"({a[0]} * {a[0]})",
+    Op.RELU: lambda a, t: f"({literal(0, t)} if {a[0]} < {literal(0, t)} else {a[0]})",
+    Op.EXP: lambda a, t: f"exp({a[0]})",
+    Op.LOG: lambda a, t: f"log({a[0]})",
+    Op.LOG1P: lambda a, t: f"log1p({a[0]})",
+    Op.EXPM1: lambda a, t: f"expm1({a[0]})",
+    Op.SQRT: lambda a, t: f"sqrt({a[0]})",
+    Op.SIN: lambda a, t: f"sin({a[0]})",
+    Op.COS: lambda a, t: f"cos({a[0]})",
+    Op.TANH: lambda a, t: f"tanh({a[0]})",
+    Op.SIGMOID: lambda a, t: f"({literal(1, t)} / ({literal(1, t)} + exp(-{a[0]})))",
+    Op.LT: lambda a, t: f"({a[0]} < {a[1]})",
+    Op.LE: lambda a, t: f"({a[0]} <= {a[1]})",
+    Op.GT: lambda a, t: f"({a[0]} > {a[1]})",
+    Op.GE: lambda a, t: f"({a[0]} >= {a[1]})",
+    Op.EQ: lambda a, t: f"({a[0]} == {a[1]})",
+    Op.NE: lambda a, t: f"({a[0]} != {a[1]})",
+    Op.AND: lambda a, t: f"({a[0]} and {a[1]})" if t == "bool" else f"({a[0]} & {a[1]})",
+    Op.OR: lambda a, t: f"({a[0]} or {a[1]})" if t == "bool" else f"({a[0]} | {a[1]})",
+    Op.NOT: lambda a, t: f"(not {a[0]})" if t == "bool" else f"(~{a[0]})",
+    Op.SELECT: lambda a, t: f"({a[1]} if {a[0]} else {a[2]})",
+    Op.BROADCAST: lambda a, t: a[0],
+    Op.RESHAPE: lambda a, t: a[0],
+}
+
+
+def _convert(expr, source, target):
+    if target == "i64" and source in ("f32", "f64"):
+        return f"h_to_i64({expr})"
+    if target == "bool":
+        return f"({expr} != {literal(0, source)})"
+    return f"{CTOR[target]}({expr})"
+
+
+def size_of(shape):
+    return int(np.prod(shape, dtype=np.int64))
+
+
+def broadcast_index(shape, loop, i="i"):
+    """The flat index into an array of `shape` broadcast to `loop` at loop index `i`."""
+    shape, loop = tuple(shape), tuple(loop)
+    if shape == loop:
+        return i
+    if size_of(shape) == 1:
+        return "0"
+    lead = len(loop) - len(shape)
+    terms, stride = [], 1
+    for d in reversed(range(len(shape))):
+        if shape[d] != 1:
+            terms.append(f"(({i} // {size_of(loop[lead + d + 1:])}) % {loop[lead + d]}) * {stride}")
+        stride *= shape[d]
+    return " + ".join(terms) or "0"
+
+
+def element(name, kind, index):
+    return {"h": name, "s": f"{name}[0]", "a": f"{name}[{index}]"}[kind]
+
+
+def compiled(source, name="kernel"):
+    """The kernel defined by `source` (compiled once per distinct source)."""
+    kernel = _cache.get(source)
+    if kernel is None:
+        namespace = dict(environment())
+        exec(compile(source, f"<jitad cuda {name}>", "exec"), namespace)
+        kernel = cuda().jit(namespace[name])
+        _cache[source] = kernel
+    return kernel
+
+
+def _grid_loop(n, lines, sim_quiet=True):
+    """A grid-stride loop over range(n) around `lines` (one element each)."""
+    body = ["    for i in range(cuda.grid(1), %s, cuda.gridsize(1)):" % n] + ["        " + s for s in lines]
+    if simulated() and sim_quiet:   # NumPy scalars warn on overflow; IEEE results are wanted
+        body = ["    with quiet():"] + ["    " + s for s in body]
+    return body
+
+
+def fused_source(body, shape, kinds, in_types):
+    """A kernel for a fused body over `shape`: params in order, then one array per
+    loop-shaped output, then one one-element array per total (`sum` in the body)."""
+    names = {}
+    pre, lines = [], []
+    n_in = len(body.params)
+    args = [f"a{k}" for k in range(n_in)]
+    for k, (p, kind, t) in enumerate(zip(body.params, kinds, in_types)):
+        if isinstance(t, RefType):
+            names[p] = ("slot", f"a{k}", t.shape)
+        elif kind == "a":
+            names[p] = f"x{k}"
+            lines.append(f"x{k} = a{k}[{broadcast_index(t.shape, shape)}]")
+        else:
+            names[p] = f"x{k}"
+            pre.append(f"    x{k} = {element(f'a{k}', kind, 0)}")
+    totals, count = [], [0]
+
+    def fresh():
+        count[0] += 1
+        return f"v{count[0]}"
+    for node in body.nodes:
+        ins = [names[v] for v in node.inputs]
+        dtype = node.inputs[0].type.dtype if node.inputs else None
+        if node.op == Op.SLOT:
+            var = fresh()
+            names[node.outputs[0]] = ("local", var)
+            lines.append(f"{var} = {literal(0, node.attrs['type'].dtype)}")
+            continue
+        if node.op == Op.SLOT_GET:
+            ref = ins[0]
+            expr = ref[1] if ref[0] == "local" else f"{ref[1]}[{broadcast_index(ref[2], shape)}]"
+        elif node.op == Op.SLOT_ADD:
+            ref, value = ins
+            target = ref[1] if ref[0] == "local" else f"{ref[1]}[{broadcast_index(ref[2], shape)}]"
+            lines.append(f"{target} = {value}" if node.attrs.get("store") else f"{target} = {target} + {value}")
+            continue
+        elif node.op == Op.SUM:
+            acc = f"t{len(totals)}"
+            totals.append((acc, node.outputs[0]))
+            pre.append(f"    {acc} = {literal(0, node.outputs[0].type.dtype)}")
+            lines.append(f"{acc} = {acc} + {ins[0]}")
+            names[node.outputs[0]] = acc
+            continue
+        elif node.op == Op.CONST:
+            expr = literal(node.attrs["value"], node.attrs["type"].dtype)
+        elif node.op == Op.CONVERT:
+            expr = _convert(ins[0], dtype, node.attrs["dtype"])
+        else:
+            expr = SCALAR[node.op](ins, node.inputs[-1].type.dtype if node.op == Op.SELECT else dtype)
+        var = fresh()
+        lines.append(f"{var} = {expr}")
+        names[node.outputs[0]] = var
+    total_of = {v: acc for acc, v in totals}
+    outs = []
+    for j, v in enumerate(body.outputs):
+        if v in total_of:
+            continue
+        outs.append(f"o{j}")
+        lines.append(f"o{j}[i] = {names[v]}")
+    tails = [f"r{j}" for j, v in enumerate(body.outputs) if v in total_of]
+    post = [f"    cuda.atomic.add(r{j}, 0, {total_of[v]})" for j, v in enumerate(body.outputs) if v in total_of]
+    header = f"def kernel(n, {', '.join(args + outs + tails)}):"
+    return "\n".join([header] + pre + _grid_loop("n", lines) + post) + "\n"
+
+
+def map_source(kind_x, out_index, in_index, n, extra=(), op="=", value=None):
+    """out[out_index] (op) x[in_index] for each i in range(n): copies, gathers, scatters.
+    `extra` names further arguments (index arrays) the index expressions read."""
+    src = value if value is not None else element("x", kind_x, in_index)
+    target = f"out[{out_index}]"
+    if op == "atomic":
+        line = f"cuda.atomic.add(out, {out_index}, {src})"
+    elif op == "+=":
+        line = f"{target} = {target} + {src}"
+    else:
+        line = f"{target} = {src}"
+    header = f"def kernel({', '.join(['x', 'out'] + list(extra))}):"
+    return "\n".join([header] + _grid_loop(str(n), [line])) + "\n"
+
+
+def coordinate(i, shape, d):
+    return f"(({i} // {size_of(shape[d + 1:])}) % {shape[d]})"
+
+
+def reduce_source(shape, axes, op, dtype):
+    """out[o] = sum or max of x over `axes`, one thread per output element."""
+    kept = [d for d in range(len(shape)) if d not in axes]
+    red = [d for d in axes]
+    kept_shape = [shape[d] for d in kept]
+    red_shape = [shape[d] for d in red]
+    strides = [size_of(shape[d + 1:]) for d in range(len(shape))]
+    base = " + ".join(f"{coordinate('i', kept_shape, k)} * {strides[d]}" for k, d in enumerate(kept)) or "0"
+    offset = " + ".join(f"{coordinate('r', red_shape, k)} * {strides[d]}" for k, d in enumerate(red)) or "0"
+    combine = "acc + v" if op == "sum" else "h_max(acc, v)"
+    start = literal(0, dtype) if op == "sum" else "x[base]"
+    lines = [f"base = {base}", f"acc = {start}", f"for r in range({size_of(red_shape)}):",
+             f"    v = x[base + {offset}]", f"    acc = {combine}", "out[i] = acc"]
+    return "\n".join(["def kernel(x, out):"] + _grid_loop(str(size_of(kept_shape)), lines)) + "\n"
+
+
+def matmul_source(m, n, k, ta, tb, dtype, tile):
+    """out (m, n) = op(a) @ op(b), tiled through shared memory."""
+    a_at = "a[kk * %d + row]" % m if ta else "a[row * %d + kk]" % k
+    b_at = "b[col * %d + kk]" % k if tb else "b[kk * %d + col]" % n
+    zero = literal(0, dtype)
+    lines = [
+        "def kernel(a, b, out):",
+        f"    sa = cuda.shared.array(({tile}, {tile}), {CTOR[dtype]})",
+        f"    sb = cuda.shared.array(({tile}, {tile}), {CTOR[dtype]})",
+        "    tx = cuda.threadIdx.x",
+        "    ty = cuda.threadIdx.y",
+        f"    row = cuda.blockIdx.y * {tile} + ty",
+        f"    col = cuda.blockIdx.x * {tile} + tx",
+        f"    acc = {zero}",
+        f"    for t in range({(k + tile - 1) // tile}):",
+        f"        kk = t * {tile} + tx",
+        f"        sa[ty, tx] = {a_at} if row < {m} and kk < {k} else {zero}",
+        f"        kk = t * {tile} + ty",
+        f"        sb[ty, tx] = {b_at} if kk < {k} and col < {n} else {zero}",
+        "        cuda.syncthreads()",
+        f"        for j in range({tile}):",
+        "            acc += sa[ty, j] * sb[j, tx]",
+        "        cuda.syncthreads()",
+        f"    if row < {m} and col < {n}:",
+        f"        out[row * {n} + col] = acc",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def random_source(kind_key, n):
+    """Element k of uniform(key): splitmix64 of (key, k + 1), as jitad.random defines it."""
+    golden = "u64(0x9E3779B97F4A7C15)"
+    key = element("key", kind_key, 0)
+    lines = [f"z = h_mix(u64({key}) * {golden} + u64(i + 1) * {golden})",
+             "out[i] = f64(z >> u64(11)) * 1.1102230246251565e-16"]
+    return "\n".join(["def kernel(key, out):"] + _grid_loop(str(n), lines)) + "\n"
