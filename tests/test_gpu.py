@@ -1,8 +1,8 @@
 """The GPU backend (`device="cuda"`): the CPU backend's tests, run on numba-cuda.
 
 Without a GPU these run on numba-cuda's CUDA simulator (conftest sets
-NUMBA_ENABLE_CUDASIM=1 unless told otherwise), at small sizes and one op spec per op;
-on a GPU machine run `NUMBA_ENABLE_CUDASIM=0 JITAD_GPU_ALL_SPECS=1 pytest -m gpu`.
+NUMBA_ENABLE_CUDASIM=1 unless told otherwise), at small sizes; on a GPU machine run
+`NUMBA_ENABLE_CUDASIM=0 pytest -m gpu`.
 Every result is compared with the CPU backend (itself checked against NumPy, finite
 differences and JAX) or with NumPy directly.
 """
@@ -53,14 +53,9 @@ def assert_trees_close(got, want, rtol=1e-10, atol=1e-12):
         np.testing.assert_allclose(a, b, rtol=rtol, atol=atol)
 
 
-# -- every op: one spec per op (all specs with JITAD_GPU_ALL_SPECS=1) ---------------
+# -- every op spec of tests/test_ops.py ----------------------------------------------
 
-ALL = os.environ.get("JITAD_GPU_ALL_SPECS", "") not in ("", "0")
-FORWARD_SPECS = T.OP_SPECS if ALL else list({s.op: s for s in T.OP_SPECS}.values())
-GRAD_SPECS = T.GRAD_SPECS if ALL else list({s.op: s for s in T.GRAD_SPECS}.values())
-
-
-@pytest.mark.parametrize("spec", T.cases("gpu", FORWARD_SPECS))
+@pytest.mark.parametrize("spec", T.cases("gpu", T.OP_SPECS))
 def test_op_forward_matches_numpy(spec):
     args = T.make_args(spec)
     got = on_gpu(T.staged(spec))(*args)
@@ -70,7 +65,7 @@ def test_op_forward_matches_numpy(spec):
     T.assert_close(got, want, spec.rtol, args, spec.name)
 
 
-@pytest.mark.parametrize("spec", T.cases("gpu", GRAD_SPECS))
+@pytest.mark.parametrize("spec", T.cases("gpu", T.GRAD_SPECS))
 def test_op_gradient_matches_cpu(spec):
     args = T.make_args(spec)
     f, pos = T.scalarized(spec, args), T.float_positions(spec)
@@ -246,3 +241,31 @@ def test_errors():
         on_gpu(lambda x: x * 2)(cuda.to_device(np.ones(3, np.int32)))
     with pytest.raises(jitad.ShapeError):
         on_gpu(lambda x, y: x + y)(np.ones(3), np.ones(4))
+
+
+EDGES = {
+    "empty": (lambda x: (x * 2.0, jitad.sum(x)), (np.zeros((0, 3)),)),
+    "ieee": (lambda x: (x / 0.0, jitad.max(x), jitad.exp(x * 1000.0)), (np.array([1.0, -1.0, 0.0, np.nan]),)),
+    "integers": (lambda x, y: (x // y, x % y, x ** 2, x > y), (np.array([7, -7, 3]), np.array([2, 0, -1]))),
+    "saturating_convert": (lambda x: jitad.convert(x, "i64"), (np.array([1e30, -1e30, np.nan, -2.7]),)),
+    "dict_pytree": (lambda d: {"a": d["x"] * 2, "b": d["y"] + 1}, ({"x": np.ones(2), "y": 3},)),
+    "slices_and_transposes": (lambda x: jitad.transpose(x, (2, 0, 1))[1:, :, ::2].sum(axis=0),
+                              (np.arange(24.0).reshape(2, 3, 4),)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EDGES))
+def test_edge_values_match_cpu(name):
+    f, args = EDGES[name]
+    with np.errstate(all="ignore"):
+        assert_trees_close(on_gpu(f)(*args), jitad.jit(f)(*args), rtol=0, atol=0)
+
+
+def test_without_a_gpu_the_error_says_what_to_do():
+    import subprocess
+    code = ("import jitad, numpy as np\n"
+            "try:\n    jitad.jit(lambda x: x * 2.0, device='cuda')(np.ones(3))\n"
+            "except jitad.DeviceError as e:\n    print('DeviceError', e)\n")
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0", CUDA_VISIBLE_DEVICES="")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert "DeviceError" in out.stdout and "NUMBA_ENABLE_CUDASIM=1" in out.stdout, out.stdout + out.stderr
