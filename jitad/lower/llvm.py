@@ -72,6 +72,29 @@ INTRINSIC = {Op.LOG: "llvm.log", Op.SQRT: "llvm.sqrt", Op.SIN: "llvm.sin",
 INLINE_MATH = {Op.EXP: vmath.exp, Op.TANH: vmath.tanh}   # vectorizable, in IR
 LIBM = {Op.LOG1P: "log1p", Op.EXPM1: "expm1"}   # float variants get an "f" suffix
 LOWER = {}   # op -> fn(lowerer, node, input values) -> list of output values
+def collapse(shape, shapes):
+    """Merge adjacent loop dimensions that every operand either spans or broadcasts alike
+    (a flat loop when nothing broadcasts: contiguous, vectorizes without gathers).
+    Returns the merged loop shape and {operand shape: its shape in the merged loop}."""
+    n = len(shape)
+
+    def spans(s, d):
+        return d >= n - len(s) and s[d - (n - len(s))] != 1
+    groups = []
+    for d in (d for d in range(n) if shape[d] != 1):
+        key = tuple(spans(s, d) for s in shapes)
+        if groups and groups[-1][0] == key:
+            groups[-1][1].append(d)
+        else:
+            groups.append((key, [d]))
+    if not groups:   # a loop of one element: nothing to merge
+        return tuple(shape), {s: tuple(s) for s in shapes}
+    merged = tuple(int(np.prod([shape[d] for d in dims], dtype=np.int64)) for _, dims in groups)
+    return merged, {s: tuple(merged[k] if key[j] else 1 for k, (key, _) in enumerate(groups)) if s else ()
+                    for j, s in enumerate(shapes)}
+
+
+NO_WRAP = ("nuw", "nsw")   # index arithmetic: in range by construction, lets LLVM see strides
 SCALAR_RULES = {}   # op -> the scalar rule of an elementwise op (applied per element)
 
 
@@ -323,6 +346,7 @@ def _slot_set(lo, node, ins):
 def _slot_add(lo, node, ins):
     slot, value = ins
     t = node.inputs[1].type
+    t = Type(t.dtype, (int(np.prod(t.shape, dtype=np.int64)),)) if t.shape else t   # one flat loop
 
     def add(idx):
         ptr = lo.elem_ptr(slot, t, idx)
@@ -673,8 +697,10 @@ class Lowerer:
     def release(self, mark):
         self.b.store(mark, self.ctx_field(2))
 
-    def counted_loop(self, n, body):
-        """`for i in range(n): body(i)` with `n` an i64 value."""
+    def counted_loop(self, n, body, rolled=False):
+        """`for i in range(n): body(i)` with `n` an i64 value. `rolled` keeps LLVM from
+        unrolling it fully: the inner loop of a nest then vectorizes along contiguous
+        memory instead of the outer one with gathers."""
         b = self.b
         pre = b.block
         head, inner, after = (self.func.append_basic_block(x) for x in ("count", "countbody", "countend"))
@@ -685,16 +711,29 @@ class Lowerer:
         b.cbranch(b.icmp_signed("<", i, n), inner, after)
         b.position_at_end(inner)
         body(i)
-        i.add_incoming(b.add(i, I64(1)), b.block)
-        b.branch(head)
+        i.add_incoming(b.add(i, I64(1), flags=NO_WRAP), b.block)
+        back = b.branch(head)
+        if rolled:
+            back.set_metadata("llvm.loop", self.loop_id("llvm.loop.unroll.disable"))
         b.position_at_end(after)
+
+    def loop_id(self, *hints):
+        """A distinct loop-ID metadata node (self-referential, as LLVM wants) with `hints`."""
+        module = self.func.module
+        tags = [module.add_metadata([ir.MetaDataString(module, h)]) for h in hints]
+        self.loop_ids = getattr(self, "loop_ids", 0) + 1
+        node = module.add_metadata(tags + [ir.MetaDataString(module, f"jitad.loop.{self.loop_ids}")])
+        node.operands = (node,) + tuple(tags)
+        return node
 
     def loop_nest(self, shape, body, idx=()):
         """Emit `for i0 in range(shape[0]): for i1 ...: body([i0, i1, ...])`."""
         if len(idx) == len(shape):
             body(list(idx))
             return
-        self.counted_loop(I64(shape[len(idx)]), lambda i: self.loop_nest(shape, body, idx + (i,)))
+        inner_of_nest = len(shape) > 1 and len(idx) == len(shape) - 1 and shape[-1] >= 8
+        self.counted_loop(I64(shape[len(idx)]), lambda i: self.loop_nest(shape, body, idx + (i,)),
+                          rolled=inner_of_nest)
 
     def offset(self, shape, idx, steps=None, starts=None):
         """Row-major element offset of `idx` in `shape` (broadcast dims of size 1 give 0)."""
@@ -704,8 +743,8 @@ class Lowerer:
             if shape[d] != 1:
                 i = idx[d]
                 if steps is not None:
-                    i = self.b.add(self.b.mul(i, I64(steps[d])), I64(starts[d]))
-                off = self.b.add(off, self.b.mul(i, I64(stride)))
+                    i = self.b.add(self.b.mul(i, I64(steps[d]), flags=NO_WRAP), I64(starts[d]), flags=NO_WRAP)
+                off = self.b.add(off, self.b.mul(i, I64(stride), flags=NO_WRAP), flags=NO_WRAP)
             stride *= shape[d]
         return off
 

@@ -8,8 +8,8 @@ import llvmlite.ir as ir
 import numpy as np
 
 from ..ir.ops import Op
-from ..ir.types import RefType
-from .llvm import F32, F64, I1, I32, I64, LL, PTR, SCALAR_RULES, alloca, rule
+from ..ir.types import RefType, Type
+from .llvm import F32, F64, I1, I32, I64, LL, PTR, SCALAR_RULES, alloca, collapse, rule
 
 BLAS_MIN_FLOPS = 16 ** 3
 BLAS_SYMBOLS = {"f64": "scipy_cblas_dgemm64_", "f32": "scipy_cblas_sgemm64_"}
@@ -35,31 +35,48 @@ def _broadcast(lo, node, ins):
 
 
 def _reduce(lo, node, ins, init, combine):
+    """out = combine over `axes` of x, on x's dimensions merged where possible: reduced
+    innermost dimensions accumulate in a register per output element, kept innermost
+    dimensions add a contiguous row into the output."""
     x_t, out_t = node.inputs[0].type, node.outputs[0].type
-    axes, keep = node.attrs["axes"], node.attrs["keepdims"]
+    axes = node.attrs["axes"]
+    b, t = lo.b, LL[x_t.dtype]
+    keep_shape = tuple(1 if d in axes else n for d, n in enumerate(x_t.shape))
+    shape, merged = collapse(x_t.shape, [x_t.shape, keep_shape])
+    xt, kt = Type(x_t.dtype, merged[x_t.shape]), Type(out_t.dtype, merged[keep_shape])
     out = _scalar_or_buffer(lo, node.outputs[0])
     if out_t.shape:
         lo.fill(out, out_t, init)
     else:
-        lo.b.store(init, out)
+        b.store(init, out)
 
-    def body(idx):
-        if keep:
-            out_idx = [I64(0) if d in axes else i for d, i in enumerate(idx)]
-        else:
-            out_idx = [i for d, i in enumerate(idx) if d not in axes]
-        ptr = lo.elem_ptr(out, out_t, out_idx) if out_t.shape else out
-        value = lo.b.load(lo.elem_ptr(ins[0], x_t, idx), typ=LL[x_t.dtype])
-        lo.b.store(combine(lo.b.load(ptr, typ=LL[x_t.dtype]), value), ptr)
-    lo.loop_nest(x_t.shape, body)
+    def out_ptr(idx):
+        return lo.elem_ptr(out, kt, idx) if out_t.shape else out
+    if shape and kt.shape[-1] == 1 and shape[-1] != 1:
+        acc = alloca(b, t)
+
+        def row(idx):
+            b.store(init, acc)
+            lo.counted_loop(I64(shape[-1]), lambda i: b.store(
+                combine(b.load(acc, typ=t), b.load(lo.elem_ptr(ins[0], xt, idx + [i]), typ=t)), acc),
+                rolled=len(shape) > 1 and shape[-1] >= 8)
+            ptr = out_ptr(idx + [I64(0)])
+            b.store(combine(b.load(ptr, typ=t), b.load(acc, typ=t)), ptr)
+        lo.loop_nest(shape[:-1], row)
+    else:
+        def body(idx):
+            ptr = out_ptr(idx)
+            b.store(combine(b.load(ptr, typ=t), b.load(lo.elem_ptr(ins[0], xt, idx), typ=t)), ptr)
+        lo.loop_nest(shape, body)
     return [_finish(lo, out, out_t)]
 
 
 @rule(Op.SUM)
 def _sum(lo, node, ins):
     t = LL[node.inputs[0].type.dtype]
-    add = lo.b.fadd if t in (F64, F32) else lo.b.add
-    return _reduce(lo, node, ins, t(0), lambda acc, v: add(acc, v))
+    if t in (F64, F32):
+        return _reduce(lo, node, ins, t(0), lambda acc, v: lo.b.fadd(acc, v, flags=("reassoc",)))
+    return _reduce(lo, node, ins, t(0), lambda acc, v: lo.b.add(acc, v))
 
 
 @rule(Op.MAX)
@@ -276,9 +293,13 @@ def _slot_scatter_add(lo, node, ins):
 @rule(Op.FUSED)
 def _fused(lo, node, ins):
     """One loop nest over `shape` running the scalar body once per element."""
-    shape = node.attrs["shape"]
     (body,) = node.bodies
     b = lo.b
+    operand_shapes = [v.type.value_type.shape if isinstance(v.type, RefType) else v.type.shape for v in node.inputs]
+    shape, merged = collapse(node.attrs["shape"], [node.attrs["shape"]] + operand_shapes)
+
+    def flat(t):   # a type as the merged loop indexes it
+        return Type(t.dtype, merged[t.shape]) if t.shape else t
     reduced = {n.outputs[0] for n in body.nodes if n.op == Op.SUM}
     results = []
     for v, out in zip(body.outputs, node.outputs):
@@ -299,7 +320,7 @@ def _fused(lo, node, ins):
         def value(v):
             if v not in env:
                 x, t = sources[v]
-                env[v] = x if isinstance(t, RefType) else lo.load_at(x, t, idx, shape)
+                env[v] = x if isinstance(t, RefType) else lo.load_at(x, flat(t), idx, shape)
             return env[v]
         for n in body.nodes:
             args = [value(v) for v in n.inputs]
@@ -314,9 +335,10 @@ def _fused(lo, node, ins):
                 b.store(b.fadd(b.load(args[0], typ=args[1].type), args[1]), args[0])
             elif n.op == Op.SLOT_GET:
                 ref = n.inputs[0]
-                env[n.outputs[0]] = b.load(lo.elem_ptr(args[0], ref_type(node, body, ref), idx), typ=LL[n.outputs[0].type.dtype])
+                env[n.outputs[0]] = b.load(lo.elem_ptr(args[0], flat(ref_type(node, body, ref)), idx),
+                                           typ=LL[n.outputs[0].type.dtype])
             elif n.op == Op.SLOT_ADD:
-                ptr = lo.elem_ptr(args[0], ref_type(node, body, n.inputs[0]), idx)
+                ptr = lo.elem_ptr(args[0], flat(ref_type(node, body, n.inputs[0])), idx)
                 if n.attrs.get("store"):   # the slot's first update: it was not zeroed
                     b.store(args[1], ptr)
                 else:
@@ -333,7 +355,7 @@ def _fused(lo, node, ins):
                     else lo_const(n)
         for v, out, buf in zip(body.outputs, node.outputs, results):
             if v not in reduced:
-                b.store(value(v), lo.elem_ptr(buf, out.type, idx))
+                b.store(value(v), lo.elem_ptr(buf, flat(out.type), idx))
     lo.loop_nest(shape, element)
     return [b.load(buf, typ=LL[out.type.dtype]) if v in reduced else buf
             for v, out, buf in zip(body.outputs, node.outputs, results)]
