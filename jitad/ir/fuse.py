@@ -205,6 +205,11 @@ def _first_adds_store(nodes):
             continue
         slot = n.outputs[0]
         where = users.get(slot, [])
+        first = next((j for j in where if nodes[j].op != Op.SLOT_GET), None)
+        if first is not None and nodes[first].op == Op.SLOT_ADD and _only_late_reads(nodes, users, where, first):
+            changed[k] = Node(Op.SLOT, n.inputs, n.outputs, {**n.attrs, "uninit": True})
+            changed[first] = Node(Op.SLOT_SET, nodes[first].inputs, (), {})   # a whole-slot first add
+            continue
         fused_at = next((j for j in where if nodes[j].op == Op.FUSED), None)
         if fused_at is None:
             continue
@@ -229,6 +234,12 @@ def _first_adds_store(nodes):
         changed[j] = Node(Op.FUSED, fused.inputs, fused.outputs, fused.attrs,
                           (Graph(body.params, new_nodes, body.outputs),))
     return [changed.get(k, n) for k, n in enumerate(nodes)]
+
+
+def _only_late_reads(nodes, users, where, at):
+    """Every use of a slot before node `at` is a pointer read whose value is used only after it."""
+    return all(nodes[j].op == Op.SLOT_GET and all(u > at for u in users.get(nodes[j].outputs[0], ()))
+               for j in where if j < at)
 
 
 CHEAP = {Op.ADD, Op.SUB, Op.MUL, Op.NEG, Op.SELECT, Op.MAXIMUM, Op.MINIMUM, Op.LT, Op.LE, Op.GT,
