@@ -17,7 +17,7 @@ __all__ = ["exp", "log", "log1p", "expm1", "sqrt", "sin", "cos", "tanh", "sigmoi
            "sum", "mean", "max", "min", "dot", "matmul", "outer", "transpose", "reshape",
            "broadcast_to", "concatenate", "stack", "zeros", "zeros_like", "ones", "ones_like",
            "full", "softmax", "log_softmax", "logsumexp", "one_hot", "take", "cross_entropy",
-           "nll_loss", "conv2d", "max_pool2d", "avg_pool2d", "dropout"]
+           "nll_loss", "conv2d", "max_pool2d", "avg_pool2d", "dropout", "stop_gradient"]
 
 
 def _unary(op, doc):
@@ -40,6 +40,8 @@ sigmoid = _unary(Op.SIGMOID, "1 / (1 + exp(-x)): `jitad.sigmoid(0.0) == 0.5`.")
 relu = _unary(Op.RELU, "max(x, 0), NaN propagating: `jitad.relu(-2.0) == 0.0`.")
 abs = _unary(Op.ABS, "Absolute value: `jitad.abs(-2.0) == 2.0`.")
 square = _unary(Op.SQUARE, "x * x: `jitad.square(3.0) == 9.0`.")
+stop_gradient = _unary(Op.STOP_GRADIENT, "x, as a constant to differentiation: "
+                       "`jitad.grad(lambda x: x * jitad.stop_gradient(x))(3.0) == 3.0`.")
 
 
 def maximum(a, b):
@@ -349,7 +351,7 @@ def logsumexp(x, axis=-1, keepdims=False):
     """log(sum(exp(x))) along `axis`, computed stably: `jitad.logsumexp(x)`."""
     if not _shape(x):
         return x
-    m = max(x, axis, keepdims=True)
+    m = stop_gradient(max(x, axis, keepdims=True))   # its gradient cancels exactly: not computed
     m = where(abs(m) < np.inf, m, 0.0)   # an infinite maximum: exp(x - m) must not be inf - inf
     out = log(sum(exp(x - m), axis, keepdims=True)) + m
     return out if keepdims else reshape(out, tuple(n for d, n in enumerate(_shape(x)) if d not in _axes(x, axis)))
@@ -362,7 +364,7 @@ def log_softmax(x, axis=-1):
 
 def softmax(x, axis=-1):
     """exp(x) / sum(exp(x)) along `axis`, computed stably: `jitad.softmax(logits)`."""
-    e = exp(x - max(x, axis, keepdims=True))
+    e = exp(x - stop_gradient(max(x, axis, keepdims=True)))
     return e / sum(e, axis, keepdims=True)
 
 

@@ -158,6 +158,7 @@ NP = SimpleNamespace(
                                    "full"]},
     sigmoid=lambda x: 1 / (1 + np.exp(-x)),
     relu=lambda x: np.maximum(x, 0),
+    stop_gradient=lambda x: x,
     convert=lambda x, d: np.asarray(x).astype(_NP_DTYPE[d]),
     softmax=_np_softmax,
     log_softmax=lambda x, axis=-1: x - _np_logsumexp(x, axis, keepdims=True),
@@ -276,6 +277,7 @@ OP_SPECS = [
     # elementwise unary
     *[S(n, n, lambda m, x, n=n: getattr(m, n)(x), (F((3, 4), d),)) for n, d in UNARY],
     S("neg", "neg", lambda m, x: -x, (F((3, 4)),)),
+    S("stop_gradient", "stop_gradient", lambda m, x: m.stop_gradient(x) * 2.0, (F((3, 4)),), grad=False),
     S("exp[scalar]", "exp", lambda m, x: m.exp(x), (F(()),)),
     # elementwise binary with every broadcasting combination
     *[S(f"{sym}[{_sh(sa)},{_sh(sb)}]", sym, lambda m, a, b, f=f: f(a, b), (F(sa, d), F(sb, d)))

@@ -258,3 +258,20 @@ def test_huge_reverse_loop_completes_or_raises_resource_error():
     assert out.returncode == 0, out.stderr
     assert "completed 1.0" in out.stdout or "resource error" in out.stdout
     assert "after 1.0" in out.stdout
+
+
+def test_stop_gradient_blocks_both_modes():
+    f = lambda x: x * jitad.stop_gradient(x * x)
+    assert jitad.grad(f)(3.0) == 9.0                      # only the first factor is differentiated
+    assert jitad.jvp(f, (3.0,), (1.0,)) == (27.0, 9.0)
+    assert jitad.hessian(f)(3.0) == 0.0
+    v = np.array([1.0, 2.0])
+    np.testing.assert_array_equal(jitad.grad(lambda v: jitad.sum(jitad.stop_gradient(v) * v))(v), v)
+
+
+def test_softmax_family_gradients_do_not_depend_on_the_shift():
+    """logsumexp/softmax subtract a stopped maximum: their gradients still match JAX's formulas."""
+    x = np.array([[1.0, 3.0, 3.0], [-2.0, 0.5, 7.0]])
+    g = jitad.grad(lambda x: jitad.sum(jitad.logsumexp(x, 1) * np.array([1.0, 2.0])))(x)
+    e = np.exp(x - x.max(1, keepdims=True))
+    np.testing.assert_allclose(g, e / e.sum(1, keepdims=True) * np.array([[1.0], [2.0]]), rtol=1e-14)

@@ -244,7 +244,7 @@ def _only_late_reads(nodes, users, where, at):
 
 CHEAP = {Op.ADD, Op.SUB, Op.MUL, Op.NEG, Op.SELECT, Op.MAXIMUM, Op.MINIMUM, Op.LT, Op.LE, Op.GT,
          Op.GE, Op.EQ, Op.NE, Op.AND, Op.OR, Op.NOT, Op.CONVERT, Op.BROADCAST, Op.RESHAPE, Op.CONST,
-         Op.ABS, Op.SQUARE, Op.RELU}
+         Op.ABS, Op.SQUARE, Op.RELU, Op.STOP_GRADIENT}
 
 
 def _cone(body, var):

@@ -16,7 +16,7 @@ class Op(enum.Enum):
     # elementwise arithmetic
     ADD = "add"; SUB = "sub"; MUL = "mul"; DIV = "div"; POW = "pow"
     MOD = "mod"; FLOORDIV = "floordiv"; MAXIMUM = "maximum"; MINIMUM = "minimum"
-    NEG = "neg"; ABS = "abs"; SQUARE = "square"; RELU = "relu"
+    NEG = "neg"; ABS = "abs"; SQUARE = "square"; RELU = "relu"; STOP_GRADIENT = "stop_gradient"
     EXP = "exp"; LOG = "log"; LOG1P = "log1p"; EXPM1 = "expm1"; SQRT = "sqrt"
     SIN = "sin"; COS = "cos"; TANH = "tanh"; SIGMOID = "sigmoid"
     # comparisons and logic
@@ -178,6 +178,7 @@ declare(Op.FLOORDIV, elementwise, _pick(_int_floordiv, np.floor_divide),
 declare(Op.NEG, elementwise, np.negative, vjp=lambda g, x, out: (-g,))
 declare(Op.ABS, elementwise, np.abs, vjp=lambda g, x, out: (_n().where(x >= 0.0, g, -g),))
 declare(Op.SQUARE, elementwise, lambda x: x * x, vjp=lambda g, x, out: (2.0 * g * x,))
+declare(Op.STOP_GRADIENT, elementwise, lambda x: x, vjp=lambda g, x, out: (None,))   # no cotangent, no tangent
 declare(Op.RELU, elementwise, _relu, vjp=lambda g, x, out: (_n().where(x > 0.0, g, 0.0),))
 declare(Op.EXP, floating, np.exp, float_only=True, vjp=lambda g, x, out: (g * out,))
 declare(Op.LOG, floating, np.log, float_only=True, vjp=lambda g, x, out: (g / x,))
@@ -473,7 +474,7 @@ ARITY.update({op: 2 for op in (
     Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE, Op.AND, Op.OR, Op.MATMUL, Op.INDEX, Op.GATHER, Op.TREE_GET,
     Op.SLOT_SET, Op.SLOT_ADD)})
 ARITY.update({op: 1 for op in (
-    Op.NEG, Op.ABS, Op.SQUARE, Op.RELU, Op.EXP, Op.LOG, Op.LOG1P, Op.EXPM1, Op.SQRT, Op.SIN,
+    Op.NEG, Op.ABS, Op.SQUARE, Op.RELU, Op.STOP_GRADIENT, Op.EXP, Op.LOG, Op.LOG1P, Op.EXPM1, Op.SQRT, Op.SIN,
     Op.COS, Op.TANH, Op.SIGMOID, Op.NOT, Op.CONVERT, Op.BROADCAST, Op.SUM, Op.MAX, Op.RESHAPE,
     Op.TRANSPOSE, Op.SLICE, Op.UNSLICE, Op.RANDOM, Op.TREE_ROOT, Op.SLOT_GET, Op.TREE_SIZE, Op.TABLE)})
 ARITY.update({Op.SELECT: 3, Op.SLOT_ADD_AT: 3, Op.SLOT_SCATTER_ADD: 3, Op.CONST: 0, Op.SLOT: 0,

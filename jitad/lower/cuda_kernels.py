@@ -180,6 +180,7 @@ SCALAR = {
     Op.NOT: lambda a, t: f"(not {a[0]})" if t == "bool" else f"(~{a[0]})",
     Op.SELECT: lambda a, t: f"({a[1]} if {a[0]} else {a[2]})",
     Op.BROADCAST: lambda a, t: a[0],
+    Op.STOP_GRADIENT: lambda a, t: a[0],
     Op.RESHAPE: lambda a, t: a[0],
 }
 

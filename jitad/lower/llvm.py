@@ -176,6 +176,11 @@ def _libm(lo, node, ins):
     return [lo.b.call(lo.extern(name, ir.FunctionType(t, [t])), ins)]
 
 
+@elementwise(Op.STOP_GRADIENT)
+def _identity(lo, node, ins):
+    return [ins[0]]
+
+
 @elementwise(Op.NEG)
 def _neg(lo, node, ins):
     return [lo.b.fneg(ins[0]) if _is_float(node) else lo.b.neg(ins[0])]
