@@ -25,7 +25,7 @@ from ..errors import ArgumentError
 from ..pytree import flatten, unflatten
 from ..staging import (FUN, IF, Staged, StagedTree, apply, as_var, coerce, emit, is_staged, make_closure,
                        new_slot, slot_add, slot_get, substitution, trace_memo)
-from .restage import restage, restage_node
+from .restage import restage, restage_node, run_graph
 
 
 class Dual:
@@ -109,12 +109,21 @@ def cps(graph, duals, k):
     _run(graph.nodes, env, graph.outputs, k)
 
 
+def _primal(node, ins):
+    """A node's staged values: replayed from a loop's table when the forward loop stored
+    them (see `stored_values`), else emitted again."""
+    replay = getattr(_state, "replay", None)
+    if replay and id(node) in replay:
+        return replay[id(node)]
+    return restage_node(node, [d.primal for d in ins])
+
+
 def _run(nodes, env, outputs, k):
     tape = []
     for i, node in enumerate(nodes):
         ins = [env[v] for v in node.inputs]
         if all(d.adj is None for d in ins):
-            outs = restage_node(node, [d.primal for d in ins])
+            outs = _primal(node, ins)
             _bind(env, node.outputs, [Dual(o) for o in outs])
             continue
         if node.op == Op.CALL and "custom" in node.attrs:
@@ -129,7 +138,7 @@ def _run(nodes, env, outputs, k):
                 _run(rest, env_rest, outputs, k)
             CONTROL[node.op](node, ins, k_rest)
             break
-        outs = restage_node(node, [d.primal for d in ins])
+        outs = _primal(node, ins)
         duals = [Dual(o, new_slot(v.type) if differentiable(v.type) else None)
                  for v, o in zip(node.outputs, outs)]
         _bind(env, node.outputs, duals)
@@ -252,11 +261,47 @@ def _while(node, ins, k):
     loop(*pack(ins[:n], types), *pack(ins[n:], cap_types), closure(k, types, "k_while"))
 
 
+# Values a loop body's backward pass reads from a table filled by the forward loop
+# instead of recomputing them: products and transcendental functions of tensors.
+STORED = {Op.MATMUL, Op.TANH, Op.SIGMOID, Op.EXP, Op.LOG, Op.LOG1P, Op.EXPM1, Op.SQRT, Op.SIN, Op.COS}
+
+
+class stored_values:
+    """The expensive top-level values of a loop body, kept per iteration (or tree node):
+    `run(args, entry)` restages the body and stores them at `entry`; `replaying(entry)`
+    makes the backward pass's restaging of the body read them back."""
+
+    def __init__(self, body, count):
+        self.body = body
+        self.nodes = [n for n in body.nodes if n.op in STORED and n.outputs[0].type.shape]
+        self.tables = [new_table(count, n.outputs[0].type) for n in self.nodes]
+
+    def run(self, args, entry):
+        keep = {id(n): tab for n, tab in zip(self.nodes, self.tables)}
+
+        def rule(node, xs):
+            outs = restage_node(node, xs)
+            if id(node) in keep:
+                emit(Op.TABLE_SET, [keep[id(node)].var, entry.var, outs[0].var])
+            return outs
+        return run_graph(self.body, args, rule)
+
+    @contextmanager
+    def replaying(self, entry):
+        saved = getattr(_state, "replay", None)
+        _state.replay = {**(saved or {}), **{id(n): [at(tab, entry)] for n, tab in zip(self.nodes, self.tables)}}
+        try:
+            yield
+        finally:
+            _state.replay = saved
+
+
 def _for(node, ins, k):
     """FOR by two loops instead of recursion (its trip count is known when it starts):
-    the forward loop keeps the state entering each iteration in a table; after the
-    continuation, the backward loop runs the iterations in reverse, recomputing each
-    body from its stored state, and carries the state's adjoint as loop state."""
+    the forward loop keeps the state entering each iteration, and the body's products
+    and transcendental values, in tables; after the continuation, the backward loop runs
+    the iterations in reverse, recomputing the rest of each body from its stored state,
+    and carries the state's adjoint as loop state."""
     from ..staging import FOR
     n = node.attrs["n_state"]
     types, (body,) = [v.type for v in node.outputs], node.bodies
@@ -264,11 +309,12 @@ def _for(node, ins, k):
     init, caps = ins[2:2 + n], ins[2 + n:]
     trips = upper - lower
     tables = [new_table(trips, t) for t in types]
+    stored = stored_values(body, trips)
 
     def forward(i, state):
         for tab, x in zip(tables, state):
             emit(Op.TABLE_SET, [tab.var, (i - lower).var, x.var])
-        return tuple(restage(body, [i] + list(state) + [d.primal for d in caps]))
+        return tuple(stored.run([i] + list(state) + [d.primal for d in caps], i - lower))
     final = FOR(lower, upper, forward, tuple(d.primal for d in init))
     result = [Dual(x, new_slot(t) if differentiable(t) else None) for x, t in zip(final, types)]
     k(result)
@@ -284,7 +330,8 @@ def _for(node, ins, k):
             for k_, g in zip(active, adjoint):
                 if outs[k_].adj is not None:
                     slot_add(outs[k_].adj, g)
-        cps(body, [Dual(i)] + state + caps, seed)
+        with stored.replaying(i - lower):
+            cps(body, [Dual(i)] + state + caps, seed)
         return tuple(slot_get(state[k_].adj) for k_ in active)
     adjoint = FOR(0, trips, backward, tuple(slot_get(result[k_].adj) for k_ in active))
     for k_, g in zip(active, adjoint if isinstance(adjoint, tuple) else (adjoint,)):
@@ -340,7 +387,7 @@ def _tree(node, ins, k):
     """TREE by two loops over the tree's post-order instead of recursion: the forward
     loop keeps each node's state in a table; after the continuation, the backward loop
     visits parents before children, recomputes each node's combine from its children's
-    states and propagates the node's adjoint (held in a second table) to its children
+    states (products and transcendental values come from tables) and propagates the node's adjoint (held in a second table) to its children
     and to captured values. Node v lives at entry v + 1 and entry 0 stands for the empty
     subtree (child -1): it holds the init value, and collects the init's adjoint."""
     from ..staging import FOR
@@ -355,11 +402,12 @@ def _tree(node, ins, k):
     for tab, d in zip(states, init):
         emit(Op.TABLE_SET, [tab.var, zero, d.primal.var])
     state_of = lambda child: [at(tab, child + 1) for tab in states]
+    stored = stored_values(combine, entries)
 
     def forward(j, _):
         v = get("order", j)
-        outs = restage(combine, [v] + state_of(get("left", v)) + state_of(get("right", v))
-                       + [d.primal for d in caps])
+        outs = stored.run([v] + state_of(get("left", v)) + state_of(get("right", v))
+                          + [d.primal for d in caps], v + 1)
         for tab, o in zip(states, outs):
             emit(Op.TABLE_SET, [tab.var, (v + 1).var, o.var])
         return ()
@@ -386,7 +434,8 @@ def _tree(node, ins, k):
             for d, tab in zip(outs, adjoints):
                 if d.adj is not None and tab is not None:
                     slot_add(d.adj, at(tab, v + 1))
-        cps(combine, [Dual(v)] + child_duals[0] + child_duals[1] + caps, seed)
+        with stored.replaying(v + 1):
+            cps(combine, [Dual(v)] + child_duals[0] + child_duals[1] + caps, seed)
         for c, duals in zip(kids, child_duals):
             add_to(c, [d.adj for d in duals])
         return ()
