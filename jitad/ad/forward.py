@@ -227,7 +227,8 @@ def _tree(node, ins):
 
 
 RULES = {Op.SLOT: _slot, Op.SLOT_SET: _slot_update, Op.SLOT_ADD: _slot_update,
-         Op.SLOT_ADD_AT: _slot_update, Op.SLOT_SCATTER_ADD: _slot_update, Op.SLOT_GET: _slot_get,
+         Op.SLOT_ADD_AT: _slot_update, Op.SLOT_SCATTER_ADD: _slot_update, Op.SLOT_ADD_SLICE: _slot_update,
+         Op.SLOT_GET: _slot_get,
          Op.CLOSURE: _closure, Op.APPLY: _apply, Op.IF: _if, Op.WHILE: _while, Op.FOR: _for,
          Op.CALL: _call, Op.TREE: _tree, Op.TABLE: _table, Op.TABLE_GET: _table_get,
          Op.TABLE_SET: _table_update, Op.TABLE_ADD: _table_update}

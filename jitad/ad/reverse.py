@@ -19,7 +19,7 @@ import sys
 import threading
 from contextlib import contextmanager
 
-from ..ir.ops import VJPS, Op, Sparse, _unbroadcast as unbroadcast
+from ..ir.ops import VJPS, Op, Region, Sparse, _unbroadcast as unbroadcast
 from ..ir.types import FLOATS, RefType, Type
 from ..errors import ArgumentError
 from ..pytree import flatten, unflatten
@@ -212,6 +212,8 @@ def _backprop_node(node, ins, out):
         if isinstance(ct, Sparse):
             op = Op.SLOT_ADD_AT if ct.index.shape == () else Op.SLOT_SCATTER_ADD
             emit(op, [d.adj.var, ct.index.var, as_var(ct.value, d.adj.var.type.dtype)])
+        elif isinstance(ct, Region):
+            emit(Op.SLOT_ADD_SLICE, [d.adj.var, ct.value.var], ct.attrs)
         else:
             slot_add(d.adj, unbroadcast(ct, d.primal.shape))
 
@@ -274,7 +276,7 @@ class stored_values:
     def __init__(self, body, count):
         self.body = body
         self.nodes = [n for n in body.nodes if n.op in STORED and n.outputs[0].type.shape]
-        self.tables = [new_table(count, n.outputs[0].type) for n in self.nodes]
+        self.tables = [new_table(count, n.outputs[0].type, written_first=True) for n in self.nodes]
 
     def run(self, args, entry):
         keep = {id(n): tab for n, tab in zip(self.nodes, self.tables)}
@@ -308,7 +310,7 @@ def _for(node, ins, k):
     lower, upper = ins[0].primal, ins[1].primal
     init, caps = ins[2:2 + n], ins[2 + n:]
     trips = upper - lower
-    tables = [new_table(trips, t) for t in types]
+    tables = [new_table(trips, t, written_first=True) for t in types]
     stored = stored_values(body, trips)
 
     def forward(i, state):
@@ -375,8 +377,10 @@ def _call(node, ins, k):
     fun(*pack(ins, in_types), closure(k, out_types, "k_" + fundef.name))
 
 
-def new_table(count, t):
-    return Staged(emit(Op.TABLE, [count.var], {"type": t})[0])
+def new_table(count, t, written_first=False):
+    """A table of `count` entries of type `t`, zeroed unless every entry is written
+    before it is read (`written_first`)."""
+    return Staged(emit(Op.TABLE, [count.var], {"type": t, "uninit": True} if written_first else {"type": t})[0])
 
 
 def at(table, i):
@@ -397,7 +401,7 @@ def _tree(node, ins, k):
     get = lambda field, i: Staged(emit(Op.TREE_GET, [tree.var, i.var], {"field": field})[0])
     entries = Staged(emit(Op.TREE_SIZE, [tree.var], {"word": "size"})[0]) + 1
     count = Staged(emit(Op.TREE_SIZE, [tree.var], {"word": "reachable"})[0])
-    states = [new_table(entries, t) for t in types]
+    states = [new_table(entries, t, written_first=True) for t in types]
     zero = as_var(0, "i64")
     for tab, d in zip(states, init):
         emit(Op.TABLE_SET, [tab.var, zero, d.primal.var])

@@ -52,9 +52,17 @@ _EFFECTS = {
     Op.SLOT_ADD: lambda node, slot, v: slot.__setitem__(0, slot[0] + v) or [],
     Op.SLOT_ADD_AT: lambda node, slot, i, v: _add_at(slot, i, v),
     Op.SLOT_SCATTER_ADD: lambda node, slot, i, v: _add_at(slot, i, v),
+    Op.SLOT_ADD_SLICE: lambda node, slot, v: _add_region(slot, v, **node.attrs),
     Op.CLOSURE: lambda node, *caps: [lambda *args: run_graph(node.attrs["fun"].body, list(args) + list(caps))],
     Op.APPLY: lambda node, cont, *args: cont(*args) or [],
 }
+
+
+def _add_region(slot, value, starts, stops, steps):
+    new = slot[0].copy()
+    new[tuple(slice(a, b, c) for a, b, c in zip(starts, stops, steps))] += value
+    slot[0] = new
+    return []
 
 
 def _add_at(slot, index, value):

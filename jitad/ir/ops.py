@@ -32,7 +32,7 @@ class Op(enum.Enum):
     TABLE = "table"; TABLE_GET = "table_get"; TABLE_SET = "table_set"; TABLE_ADD = "table_add"
     # mutable slots and continuations (what reverse mode emits)
     SLOT = "slot"; SLOT_GET = "slot_get"; SLOT_SET = "slot_set"; SLOT_ADD = "slot_add"
-    SLOT_ADD_AT = "slot_add_at"; SLOT_SCATTER_ADD = "slot_scatter_add"
+    SLOT_ADD_AT = "slot_add_at"; SLOT_SCATTER_ADD = "slot_scatter_add"; SLOT_ADD_SLICE = "slot_add_slice"
     CLOSURE = "closure"; APPLY = "apply"
     FUSED = "fused"   # a loop over elementwise work (see jitad.ir.fuse)
     ARENA_MARK = "arena_mark"; ARENA_RELEASE = "arena_release"   # free temporaries early
@@ -222,6 +222,14 @@ class Sparse:
         self.index, self.value = index, value
 
 
+class Region:
+    """A cotangent that adds `value` into a strided region of its input (the VJP of
+    `slice`): reverse mode adds it in place with `slot_add_slice`, no zero-filled copy."""
+
+    def __init__(self, value, starts, stops, steps):
+        self.value, self.attrs = value, {"starts": starts, "stops": stops, "steps": steps}
+
+
 def _shape_rule(fn):
     return lambda op, types, attrs, bodies: [Type(types[0].dtype, tuple(fn(types, **attrs)))]
 
@@ -327,7 +335,7 @@ declare(Op.GATHER, _shape_rule(lambda types: types[1].shape + types[0].shape[1:]
 declare(Op.SLICE, _shape_rule(lambda types, starts, stops, steps: [
             len(range(a, b, c)) for a, b, c in zip(starts, stops, steps)]),
         lambda x, starts, stops, steps: x[_slices(x.shape, starts, stops, steps)].copy(),
-        vjp=lambda g, x, out, starts, stops, steps: (_n().unslice(g, x.shape, starts, stops, steps),))
+        vjp=lambda g, x, out, starts, stops, steps: (Region(g, starts, stops, steps),))
 declare(Op.UNSLICE, _shape_rule(lambda types, shape, starts, stops, steps: shape), _unslice_impl,
         vjp=lambda g, x, out, shape, starts, stops, steps: (
             _n().slice_static(g, starts, stops, steps),))
@@ -412,6 +420,16 @@ declare(Op.SLOT, lambda op, types, attrs, bodies: [RefType(attrs["type"].dtype, 
 declare(Op.SLOT_GET, lambda op, types, attrs, bodies: [types[0].value_type])
 declare(Op.SLOT_ADD_AT, _slot_sparse_rule)
 declare(Op.SLOT_SCATTER_ADD, _slot_sparse_rule)
+
+
+def _slot_region_rule(op, types, attrs, bodies):
+    ref, value = types
+    region = tuple(len(range(a, b, c)) for a, b, c in zip(attrs["starts"], attrs["stops"], attrs["steps"]))
+    assert isinstance(ref, RefType) and value == Type(ref.dtype, region), f"{ref}[{region}] += {value}"
+    return []
+
+
+declare(Op.SLOT_ADD_SLICE, _slot_region_rule)   # slot[starts:stops:steps] += value
 declare(Op.SLOT_SET, _slot_update_rule)
 declare(Op.SLOT_ADD, _slot_update_rule)
 declare(Op.CLOSURE, _closure_rule)
@@ -472,7 +490,7 @@ declare(Op.TREE, _tree_rule)
 ARITY.update({op: 2 for op in (
     Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.POW, Op.MOD, Op.FLOORDIV, Op.MAXIMUM, Op.MINIMUM, Op.LT,
     Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE, Op.AND, Op.OR, Op.MATMUL, Op.INDEX, Op.GATHER, Op.TREE_GET,
-    Op.SLOT_SET, Op.SLOT_ADD)})
+    Op.SLOT_SET, Op.SLOT_ADD, Op.SLOT_ADD_SLICE)})
 ARITY.update({op: 1 for op in (
     Op.NEG, Op.ABS, Op.SQUARE, Op.RELU, Op.STOP_GRADIENT, Op.EXP, Op.LOG, Op.LOG1P, Op.EXPM1, Op.SQRT, Op.SIN,
     Op.COS, Op.TANH, Op.SIGMOID, Op.NOT, Op.CONVERT, Op.BROADCAST, Op.SUM, Op.MAX, Op.RESHAPE,

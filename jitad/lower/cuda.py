@@ -396,7 +396,8 @@ def _table(rt, node, ins):
     if not t.shape:   # scalar entries (loop counters, per-iteration scalars) live on the host
         return [np.zeros(n, NUMPY[t.dtype])]
     table = rt.arena.alloc(t.dtype, n * size_of(t.shape))
-    rt.fill(table, 0, t.dtype)
+    if not node.attrs.get("uninit"):
+        rt.fill(table, 0, t.dtype)
     return [table]
 
 
@@ -495,6 +496,17 @@ def _add(rt, node, a, b, t):
         out = Var(t)
         body = rt.bodies[key] = Graph(params, [Node(Op.ADD, tuple(params), (out,), {})], [out])
     return rt.fused(body, (), [a, b], [t, t], [t], key)[0]
+
+
+@rule(Op.SLOT_ADD_SLICE)
+def _slot_add_slice(rt, node, ins):
+    slot, value = ins
+    shape, a = node.inputs[1].type.shape, node.attrs
+    index = _slice_index("i", shape, node.inputs[0].type.shape, a["starts"], a["steps"])
+    n = size_of(shape)
+    kern = rt.kernel((id(node), kind(value)), lambda: K.map_source(kind(value), index, "i", n, op="+="))
+    rt.launch(kern, n, value, slot)
+    return []
 
 
 @rule(Op.SLOT_ADD_AT, Op.SLOT_SCATTER_ADD)

@@ -289,7 +289,8 @@ def _table(lo, node, ins):
     n = b.select(b.icmp_signed("<", ins[0], I64(0)), I64(0), ins[0])
     entries = b.mul(n, I64(max(1, int(np.prod(t.shape, dtype=np.int64)))))
     table = lo.alloc_bytes(b.mul(entries, I64(ELEMENT_BYTES[t.dtype])))
-    lo.counted_loop(entries, lambda i: b.store(LL[t.dtype](0), b.gep(table, [i], source_etype=LL[t.dtype])))
+    if not node.attrs.get("uninit"):   # (entries written before they are read need no zeros)
+        lo.counted_loop(entries, lambda i: b.store(LL[t.dtype](0), b.gep(table, [i], source_etype=LL[t.dtype])))
     return [table]
 
 
@@ -486,14 +487,14 @@ def _slot_homes(main, destinations):
 
 
 KERNEL_OPS = {Op.FUSED, Op.SUM, Op.MAX, Op.TRANSPOSE, Op.BROADCAST, Op.SLICE, Op.UNSLICE, Op.CONCAT,
-              Op.GATHER, Op.RANDOM, Op.SLOT_ADD, Op.SLOT_ADD_AT, Op.SLOT_SCATTER_ADD}
+              Op.GATHER, Op.RANDOM, Op.SLOT_ADD, Op.SLOT_ADD_AT, Op.SLOT_SCATTER_ADD, Op.SLOT_ADD_SLICE}
 
 
 def _outlined(node):
     """Loop nests over tensors become kernel calls (see `Lowerer.call_kernel`)."""
     if node.op in SCALAR_RULES:
         return bool(node.outputs[0].type.shape)
-    if node.op in (Op.SLOT_ADD, Op.SLOT_ADD_AT, Op.SLOT_SCATTER_ADD):
+    if node.op in (Op.SLOT_ADD, Op.SLOT_ADD_AT, Op.SLOT_SCATTER_ADD, Op.SLOT_ADD_SLICE):
         return bool(node.inputs[-1].type.shape)
     return node.op in KERNEL_OPS
 

@@ -276,6 +276,19 @@ def _add_rows(lo, slot, ref_t, i, value, value_t, value_idx):
     lo.loop_nest(row_shape, body)
 
 
+@rule(Op.SLOT_ADD_SLICE)
+def _slot_add_slice(lo, node, ins):
+    slot, value = ins
+    t, a = node.inputs[1].type, node.attrs
+    slot_t = node.inputs[0].type.value_type
+
+    def add(idx):
+        ptr = lo.elem_ptr(slot, slot_t, idx, steps=a["steps"], starts=a["starts"])
+        lo.b.store(lo.b.fadd(lo.b.load(ptr, typ=LL[t.dtype]), lo.b.load(lo.elem_ptr(value, t, idx), typ=LL[t.dtype])), ptr)
+    lo.loop_nest(t.shape, add)
+    return []
+
+
 @rule(Op.SLOT_ADD_AT)
 def _slot_add_at(lo, node, ins):
     _add_rows(lo, ins[0], node.inputs[0].type, ins[1], ins[2], node.inputs[2].type, [])
