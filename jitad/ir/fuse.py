@@ -110,7 +110,31 @@ def fuse_graph(graph):
             shape = s
         run.append((k, node))
     flush()
-    graph.nodes = _first_adds_store(_localize_slots(_recompute_cheap(out, graph.outputs), graph.outputs))
+    graph.nodes = _accumulate_products(
+        _first_adds_store(_localize_slots(_recompute_cheap(out, graph.outputs), graph.outputs)))
+
+
+def _accumulate_products(nodes):
+    """A matrix product used only to update a tensor slot (a weight's adjoint) becomes
+    `matmul_add`: BLAS adds into the slot (beta = 1), no temporary, one pass over it."""
+    users, position = {}, {}
+    for k, n in enumerate(nodes):
+        for v in n.inputs:
+            users.setdefault(v, []).append(k)
+        for v in n.outputs:
+            position[v] = k
+    out = list(nodes)
+    for j, n in enumerate(nodes):
+        if n.op not in (Op.SLOT_ADD, Op.SLOT_SET) or len(users.get(n.inputs[1], ())) != 1:
+            continue
+        k = position.get(n.inputs[1])
+        if k is None or nodes[k].op != Op.MATMUL or any(m.op == Op.ARENA_RELEASE for m in nodes[k + 1:j]):
+            continue   # (the product's operands must still be live where the update is)
+        product = nodes[k]
+        out[k] = None
+        out[j] = Node(Op.MATMUL_ADD, (n.inputs[0],) + product.inputs, (),
+                      {**product.attrs, "store": n.op == Op.SLOT_SET})
+    return [n for n in out if n is not None]
 
 
 def _localize_slots(nodes, outputs):

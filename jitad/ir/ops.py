@@ -35,6 +35,7 @@ class Op(enum.Enum):
     SLOT_ADD_AT = "slot_add_at"; SLOT_SCATTER_ADD = "slot_scatter_add"; SLOT_ADD_SLICE = "slot_add_slice"
     CLOSURE = "closure"; APPLY = "apply"
     FUSED = "fused"   # a loop over elementwise work (see jitad.ir.fuse)
+    MATMUL_ADD = "matmul_add"   # slot += op(a) @ op(b) (set with `store`), made by fusion
     ARENA_MARK = "arena_mark"; ARENA_RELEASE = "arena_release"   # free temporaries early
     # control flow
     IF = "if"; WHILE = "while"; FOR = "for"; CALL = "call"; TREE = "tree"
@@ -511,6 +512,16 @@ def _fused_rule(op, types, attrs, bodies):
 
 
 declare(Op.FUSED, _fused_rule)
+
+
+def _matmul_add_rule(op, types, attrs, bodies):
+    ref, a, b = types
+    (product,) = _matmul_rule(Op.MATMUL, [a, b], attrs, bodies)
+    assert isinstance(ref, RefType) and ref.value_type == product, f"{ref} += {product}"
+    return []
+
+
+declare(Op.MATMUL_ADD, _matmul_add_rule)
 
 
 def infer_types(op, in_types, attrs, bodies=()):

@@ -259,19 +259,30 @@ def _reduce(rt, node, ins):
 
 @rule(Op.MATMUL)
 def _matmul(rt, node, ins):
-    a, b = ins
-    (m, n), ta, tb = node.outputs[0].type.shape, node.attrs["ta"], node.attrs["tb"]
-    at = node.inputs[0].type
-    k = at.shape[0] if ta else at.shape[1]
     out = rt.alloc(node.outputs[0].type)
+    _gemm(rt, node, out, ins, node.inputs, node.outputs[0].type.shape, False)
+    return [out]
+
+
+@rule(Op.MATMUL_ADD)
+def _matmul_add(rt, node, ins):
+    _gemm(rt, node, ins[0], ins[1:], node.inputs[1:], node.inputs[0].type.shape, not node.attrs.get("store"))
+    return []
+
+
+def _gemm(rt, node, out, ins, in_vars, shape, accumulate):
+    a, b = ins
+    (m, n), ta, tb = shape, node.attrs["ta"], node.attrs["tb"]
+    at = in_vars[0].type
+    k = at.shape[0] if ta else at.shape[1]
     tile = TILE_SIM if rt.sim else TILE_GPU
-    kern = rt.kernel(id(node), lambda: K.matmul_source(m, n, k, ta, tb, at.dtype, tile))
+    kern = rt.kernel(id(node), lambda: K.matmul_source(m, n, k, ta, tb, at.dtype, tile, accumulate))
     if m and n:
         if k == 0:
-            rt.fill(out, 0, at.dtype)
+            if not accumulate:
+                rt.fill(out, 0, at.dtype)
         else:
             kern[((n + tile - 1) // tile, (m + tile - 1) // tile), (tile, tile)](a, b, out)
-    return [out]
 
 
 def _strides(shape):

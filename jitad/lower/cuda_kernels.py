@@ -337,8 +337,8 @@ def reduce_source(shape, axes, op, dtype):
     return "\n".join(["def kernel(x, out):"] + _grid_loop(str(size_of(kept_shape)), lines)) + "\n"
 
 
-def matmul_source(m, n, k, ta, tb, dtype, tile):
-    """out (m, n) = op(a) @ op(b), tiled through shared memory."""
+def matmul_source(m, n, k, ta, tb, dtype, tile, accumulate=False):
+    """out (m, n) = op(a) @ op(b) (+= with `accumulate`), tiled through shared memory."""
     a_at = "a[kk * %d + row]" % m if ta else "a[row * %d + kk]" % k
     b_at = "b[col * %d + kk]" % k if tb else "b[kk * %d + col]" % n
     zero = literal(0, dtype)
@@ -361,7 +361,7 @@ def matmul_source(m, n, k, ta, tb, dtype, tile):
         "            acc += sa[ty, j] * sb[j, tx]",
         "        cuda.syncthreads()",
         f"    if row < {m} and col < {n}:",
-        f"        out[row * {n} + col] = acc",
+        f"        out[row * {n} + col] = {'out[row * %d + col] + ' % n if accumulate else ''}acc",
     ]
     return "\n".join(lines) + "\n"
 

@@ -122,11 +122,24 @@ def _transpose(lo, node, ins):
 
 @rule(Op.MATMUL)
 def _matmul(lo, node, ins):
-    a, bm = ins
-    a_t, b_t, out_t = node.inputs[0].type, node.inputs[1].type, node.outputs[0].type
-    ta, tb = node.attrs["ta"], node.attrs["tb"]
-    (m, n), k = out_t.shape, (a_t.shape[0] if ta else a_t.shape[1])
     out = lo.result_buffer(node.outputs[0])
+    _gemm(lo, out, node.outputs[0].type, ins, node.inputs, node.attrs, accumulate=False)
+    return [out]
+
+
+@rule(Op.MATMUL_ADD)
+def _matmul_add(lo, node, ins):
+    _gemm(lo, ins[0], node.inputs[0].type.value_type, ins[1:], node.inputs[1:], node.attrs,
+          accumulate=not node.attrs.get("store"))
+    return []
+
+
+def _gemm(lo, out, out_t, ins, in_vars, attrs, accumulate):
+    """out (=|+=) op(a) @ op(b): BLAS from BLAS_MIN_FLOPS, else a loop nest."""
+    a, bm = ins
+    a_t, b_t = in_vars[0].type, in_vars[1].type
+    ta, tb = attrs["ta"], attrs["tb"]
+    (m, n), k = out_t.shape, (a_t.shape[0] if ta else a_t.shape[1])
     b = lo.b
     t = LL[out_t.dtype]
     if m * n * k >= BLAS_MIN_FLOPS and out_t.dtype in BLAS_SYMBOLS:
@@ -134,14 +147,16 @@ def _matmul(lo, node, ins):
             I32, I32, I32, I64, I64, I64, t, PTR, I64, PTR, I64, t, PTR, I64]))
         # row-major C = op(A) @ op(B); 111 = no transpose, 112 = transpose
         b.call(gemm, [I32(101), I32(112 if ta else 111), I32(112 if tb else 111), I64(m), I64(n), I64(k),
-                      t(1.0), a, I64(a_t.shape[1]), bm, I64(b_t.shape[1]), t(0.0), out, I64(n)])
-        return [out]
+                      t(1.0), a, I64(a_t.shape[1]), bm, I64(b_t.shape[1]), t(1.0 if accumulate else 0.0),
+                      out, I64(n)])
+        return
     is_float = out_t.dtype in ("f64", "f32")
     mul, add = (b.fmul, b.fadd) if is_float else (b.mul, b.add)
     a_at = lambda i, p: b.load(lo.elem_ptr(a, a_t, [p, i] if ta else [i, p]), typ=t)
     b_at = lambda p, j: b.load(lo.elem_ptr(bm, b_t, [j, p] if tb else [p, j]), typ=t)
     if n >= 8 and not tb:   # out[i, :] += a[i, p] * b[p, :]: the inner loop runs along rows of b
-        lo.fill(out, out_t, t(0))
+        if not accumulate:
+            lo.fill(out, out_t, t(0))
 
         def row(idx):
             i, p = idx
@@ -152,16 +167,16 @@ def _matmul(lo, node, ins):
                 b.store(add(b.load(ptr, typ=t), mul(a_ip, b_at(p, jdx[0]))), ptr)
             lo.loop_nest((n,), inner)
         lo.loop_nest((m, k), row)
-        return [out]
+        return
     acc = alloca(b, t)   # out[i, j] = sum_p a[i, p] * b[p, j], accumulated in a register
 
     def cell(idx):
         i, j = idx
-        b.store(t(0), acc)
+        ptr = lo.elem_ptr(out, out_t, [i, j])
+        b.store(b.load(ptr, typ=t) if accumulate else t(0), acc)
         lo.loop_nest((k,), lambda pdx: b.store(add(b.load(acc, typ=t), mul(a_at(i, pdx[0]), b_at(pdx[0], j))), acc))
-        b.store(b.load(acc, typ=t), lo.elem_ptr(out, out_t, [i, j]))
+        b.store(b.load(acc, typ=t), ptr)
     lo.loop_nest((m, n), cell)
-    return [out]
 
 
 def _clamp(lo, i, n):
