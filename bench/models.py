@@ -69,7 +69,9 @@ class LossMismatch(AssertionError):
 # check_lr: the learning rate of the loss check (see `check_losses`); the timed runs use lr.
 CHAR = dict(V=26, H=50, T=20, B=20, lr=0.1, check_lr=0.1, clip=5.0)
 TREE = dict(D=300, H=150, C=5, lr=0.05, check_lr=0.05)
-CNN = dict(B=100, lr=0.01, check_lr=0.01, momentum=0.5, rate=0.5, key0=1000)
+# side, c1, c2, hidden: the image side and layer widths (PyTorch's MNIST example; only
+# bench.gpu's CUDA-simulator smoke run shrinks them, see `cnn_flat`).
+CNN = dict(B=100, lr=0.01, check_lr=0.01, momentum=0.5, rate=0.5, key0=1000, side=28, c1=10, c2=20, hidden=50)
 # At Adagrad lr 0.1 the vanilla RNN's training is chaotic: two float64 runs whose gradients
 # differ by rounding (1e-12 relative) drift apart ~5x per step from step ~6 and differ by
 # 1e-6 at step ~16, for every pair of implementations (JAX vs PyTorch too). Its loss check
@@ -484,7 +486,7 @@ def tree_model(m, size):
     mean_words = np.mean([(len(p[0]) + 1) / 2 for p in parses])
     distinct_shapes = len({(p[0].tobytes(), p[1].tobytes()) for p in parses})
     parses = parses[:n_data]
-    E = data.embeddings()
+    E = data.embeddings(dim=TREE["D"])
     p0 = tree_params()
     jitad = m["jitad"]
     ops = (jitad.tanh, jitad.sigmoid)
@@ -719,10 +721,17 @@ def cnn_params(seed=0):
     def uniform(shape, fan_in):   # PyTorch's default initialization
         bound = 1 / np.sqrt(fan_in)
         return r.uniform(-bound, bound, shape)
-    return {"c1": uniform((10, 1, 5, 5), 25), "cb1": uniform(10, 25),
-            "c2": uniform((20, 10, 5, 5), 250), "cb2": uniform(20, 250),
-            "W1": uniform((320, 50), 320), "b1": uniform(50, 320),
-            "W2": uniform((50, 10), 50), "b2": uniform(10, 50)}
+    c1, c2, hidden, flat = CNN["c1"], CNN["c2"], CNN["hidden"], cnn_flat()
+    return {"c1": uniform((c1, 1, 5, 5), 25), "cb1": uniform(c1, 25),
+            "c2": uniform((c2, c1, 5, 5), c1 * 25), "cb2": uniform(c2, c1 * 25),
+            "W1": uniform((flat, hidden), flat), "b1": uniform(hidden, flat),
+            "W2": uniform((hidden, 10), hidden), "b2": uniform(10, hidden)}
+
+
+def cnn_flat():
+    """Features after the second pooling: 20 × 4 × 4 = 320 for 28×28 images."""
+    f = ((CNN["side"] - 4) // 2 - 4) // 2
+    return CNN["c2"] * f * f
 
 
 def dropout_keep(i, shape):
@@ -737,14 +746,17 @@ def cnn_model(m, size):
     B, rate = CNN["B"], CNN["rate"]
     steps = max(size["cnn_steps"], size["cnn_check"])
     images, labels = data.mnist_like(steps * B)
-    images, labels = images.reshape(steps, B, 1, 28, 28), labels.reshape(steps, B)
+    side, flat = CNN["side"], cnn_flat()
+    if side != 28:   # a crop (bench.gpu's simulator smoke run only)
+        images = np.ascontiguousarray(images[:, :, :side, :side])
+    images, labels = images.reshape(steps, B, 1, side, side), labels.reshape(steps, B)
     p0 = cnn_params()
     jitad = m["jitad"]
 
     def loss(p, x, y, key):
         h = jitad.relu(jitad.max_pool2d(jitad.conv2d(x, p["c1"], p["cb1"]), 2))
         h = jitad.relu(jitad.max_pool2d(jitad.conv2d(h, p["c2"], p["cb2"]), 2))
-        h = jitad.relu(jitad.reshape(h, (B, 320)) @ p["W1"] + p["b1"])
+        h = jitad.relu(jitad.reshape(h, (B, flat)) @ p["W1"] + p["b1"])
         h = jitad.dropout(h, rate, key)
         return jitad.nll_loss(jitad.log_softmax(h @ p["W2"] + p["b2"]), y)
 
@@ -752,7 +764,7 @@ def cnn_model(m, size):
                              [(images[i], labels[i]) for i in range(steps)], (images, labels),
                              lambda all_, i: (all_[0][i], all_[1][i]), key_of=lambda i: CNN["key0"] + i,
                              device=size.get("device", "cpu"))
-    masks = [dropout_keep(i, (B, 50)) for i in range(size["cnn_check"])]
+    masks = [dropout_keep(i, (B, CNN["hidden"])) for i in range(size["cnn_check"])]
     if m["torch"]:
         runners[TORCH] = _cnn_torch(m["torch"], p0, images, labels, masks,
                                     size.get("torch_device", size.get("device", "cpu")))
@@ -781,7 +793,7 @@ def _cnn_torch(torch, p0, images, labels, masks, device="cpu"):
     def loss(p, x, y, keep):
         h = F.relu(F.max_pool2d(F.conv2d(x, p["c1"], p["cb1"]), 2))
         h = F.relu(F.max_pool2d(F.conv2d(h, p["c2"], p["cb2"]), 2))
-        h = F.relu(h.reshape(CNN["B"], 320) @ p["W1"] + p["b1"])
+        h = F.relu(h.reshape(CNN["B"], cnn_flat()) @ p["W1"] + p["b1"])
         if keep is None:
             h = F.dropout(h, CNN["rate"], training=True)
         else:
@@ -815,7 +827,7 @@ def _cnn_jax(jax, p0, images, labels, masks):
 
     def loss(p, x, y, keep):
         h = conv_pool_relu(conv_pool_relu(x, p["c1"], p["cb1"]), p["c2"], p["cb2"])
-        h = jax.nn.relu(h.reshape(CNN["B"], 320) @ p["W1"] + p["b1"])
+        h = jax.nn.relu(h.reshape(CNN["B"], cnn_flat()) @ p["W1"] + p["b1"])
         h = jnp.where(keep, h / (1.0 - CNN["rate"]), 0.0)
         logp = jax.nn.log_softmax(h @ p["W2"] + p["b2"])
         return -jnp.mean(jnp.take_along_axis(logp, y[:, None], 1))
@@ -825,7 +837,8 @@ def _cnn_jax(jax, p0, images, labels, masks):
         return tm(lambda p, v: p - lr * v, p, v), v
 
     def native_loss(p, x, y, i):   # JAX's own dropout for the timed runs
-        keep = jax.random.bernoulli(jax.random.fold_in(jax.random.key(0), i), 1.0 - CNN["rate"], (CNN["B"], 50))
+        keep = jax.random.bernoulli(jax.random.fold_in(jax.random.key(0), i), 1.0 - CNN["rate"],
+                                    (CNN["B"], CNN["hidden"]))
         return loss(p, x, y, keep)
 
     init = lambda p: tm(jnp.zeros_like, p)

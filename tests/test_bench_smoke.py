@@ -26,3 +26,11 @@ def test_benchmark_quick_mode(module):
 def test_example_runs(script):
     out = _run(script)
     assert "MISMATCH" not in out and "Traceback" not in out
+
+
+def test_gpu_benchmark_without_a_gpu_says_so():
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0", CUDA_VISIBLE_DEVICES="")
+    out = subprocess.run([sys.executable, "-m", "bench.gpu", "--quick"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=300, env=env)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "not available" in out.stdout and "nothing measured" in out.stdout
