@@ -144,3 +144,21 @@ def test_float32_inputs_compute_and_return_float32():
     np.testing.assert_allclose(out, np.tanh(x @ w) * 2.0, rtol=1e-5)
     g = jitad.grad(lambda w, x: jitad.sum(jitad.tanh(x @ w)))(w, x)
     assert g.dtype == np.float32
+
+
+def test_loop_weight_gradients_are_batched_through_branches():
+    """Products with captured weights inside FOR (and in IF branches there) get their weight
+    gradients from one GEMM after the backward loop (`table_gemm_add`): same derivatives."""
+    from jitad.numeric import matmul_t
+    r = np.random.default_rng(7)
+    W, U, x = r.standard_normal((4, 4)) * 0.5, r.standard_normal((4, 4)) * 0.5, r.standard_normal((2, 4))
+
+    def f(W, U, x):
+        def body(i, h):
+            return IF(i % 2 == 0, lambda: jitad.tanh(h @ W), lambda: jitad.tanh(matmul_t(h, U, tb=True) + h))
+        col = jitad.reshape(FOR(0, 5, body, x)[0], (4, 1))
+        return jitad.sum(FOR(0, 3, lambda i, c: jitad.tanh(W @ c), col) ** 2)
+    g = jitad.grad(f, argnums=(0, 1, 2))
+    g(W, U, x)
+    assert g.ir.count("table_gemm_add") == 3   # h @ W, h @ U.T (in the branches), W @ c
+    check_grads(f, (W, U, x), order=2, modes=("fwd", "rev"))

@@ -126,6 +126,16 @@ def _slot_update(node, ins):
     return []
 
 
+def _table_gemm(node, ins):
+    (ref, tref), (x, tx), (y, ty), (count, _) = ins
+    restage_node(node, [ref, x, y, count])
+    if tref is not None:   # d(sum X^T Y) = sum dX^T Y + X^T dY
+        for a, b in ((tx, y), (x, ty)):
+            if a is not None and b is not None:
+                emit(node.op, [tref.var, a.var, b.var, count.var], node.attrs)
+    return []
+
+
 def _table(node, ins):
     t = node.attrs["type"]
     primal = restage_node(node, [p for p, _ in ins])[0]
@@ -231,7 +241,7 @@ RULES = {Op.SLOT: _slot, Op.SLOT_SET: _slot_update, Op.SLOT_ADD: _slot_update,
          Op.SLOT_GET: _slot_get,
          Op.CLOSURE: _closure, Op.APPLY: _apply, Op.IF: _if, Op.WHILE: _while, Op.FOR: _for,
          Op.CALL: _call, Op.TREE: _tree, Op.TABLE: _table, Op.TABLE_GET: _table_get,
-         Op.TABLE_SET: _table_update, Op.TABLE_ADD: _table_update}
+         Op.TABLE_SET: _table_update, Op.TABLE_ADD: _table_update, Op.TABLE_GEMM_ADD: _table_gemm}
 
 
 def contains_effects(program):

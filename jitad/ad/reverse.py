@@ -205,10 +205,13 @@ def _backprop(node, ins, outs):
 def _backprop_node(node, ins, out):
     rule = VJPS.get(node.op)
     assert rule is not None, f"no VJP rule for {node.op.value}"
-    cts = rule(slot_get(out.adj), *[d.primal for d in ins], out.primal, **node.attrs)
-    for d, ct in zip(ins, cts):
-        if d.adj is None or ct is None:
-            continue
+    g = slot_get(out.adj)
+    deferred = getattr(_state, "deferred", None)
+    handled = deferred.take(node, ins, g) if deferred is not None and node.op == Op.MATMUL else ()
+    cts = rule(g, *[d.primal for d in ins], out.primal, **node.attrs)
+    for pos, (d, ct) in enumerate(zip(ins, cts)):
+        if d.adj is None or ct is None or pos in handled:
+            continue   # (a cotangent left unused here is dead code, removed before lowering)
         if isinstance(ct, Sparse):
             op = Op.SLOT_ADD_AT if ct.index.shape == () else Op.SLOT_SCATTER_ADD
             emit(op, [d.adj.var, ct.index.var, as_var(ct.value, d.adj.var.type.dtype)])
@@ -298,6 +301,74 @@ class stored_values:
             _state.replay = saved
 
 
+class deferred_weight_grads:
+    """The weight gradients of a loop body's matrix products, batched. A product of an
+    iteration value with a loop-invariant matrix W (a weight the loop captures) adds an
+    outer product (or a thin product) into W's adjoint every iteration: a pass over W per
+    iteration. Instead each backward iteration stores the two factors in tables, and one
+    `table_gemm_add` after the loop adds them all: one GEMM whose depth is the number of
+    iterations times the factors' rows."""
+
+    def __init__(self, body, caps, count):
+        self.plan = {}
+        self.count, self.entry = count, None
+        self._scan(body, dict(zip(body.params[len(body.params) - len(caps):], caps)), count, False)
+
+    def _scan(self, graph, params, count, conditional):
+        """Plan the products of `graph` (and of IF branches in it: they run at most once an
+        iteration; their tables start zeroed, for the iterations that take the other branch)."""
+        for n in graph.nodes:
+            if n.op == Op.IF:
+                for branch in n.bodies:
+                    inner = {bp: params[v] for bp, v in zip(branch.params, n.inputs[1:]) if v in params}
+                    self._scan(branch, inner, count, True)
+            if n.op != Op.MATMUL:
+                continue
+            ta, tb = n.attrs["ta"], n.attrs["tb"]
+            for pos, v in enumerate(n.inputs):
+                d = params.get(v)
+                if d is None or d.adj is None or n.inputs[1 - pos] in params:
+                    continue
+                other, out = n.inputs[1 - pos].type, n.outputs[0].type
+                if pos == 1 and not ta:            # z = a @ op(W): dW = a^T g, or g^T a if W is transposed
+                    x_t, y_t, rows, first = (other, out, other.shape[0], "other") if not tb \
+                        else (out, other, other.shape[0], "g")
+                elif pos == 0 and not ta and not tb and other.shape[1] == 1:   # z = W @ b, b a column
+                    x_t, y_t, rows, first = out, other, 1, "g"
+                else:
+                    continue
+                self.plan[id(n), pos] = (d.adj, new_table(count, x_t, written_first=not conditional),
+                                         new_table(count, y_t, written_first=not conditional), rows, first)
+
+    def take(self, node, ins, g):
+        """Store this iteration's factors for the planned inputs of `node`; their positions."""
+        handled = []
+        for pos in (0, 1):
+            planned = self.plan.get((id(node), pos))
+            if planned is None:
+                continue
+            _, tab_x, tab_y, _, first = planned
+            other = ins[1 - pos].primal
+            x, y = (other, g) if first == "other" else (g, other)
+            emit(Op.TABLE_SET, [tab_x.var, self.entry.var, x.var])
+            emit(Op.TABLE_SET, [tab_y.var, self.entry.var, y.var])
+            handled.append(pos)
+        return handled
+
+    @contextmanager
+    def collecting(self, entry):
+        saved, self.entry = getattr(_state, "deferred", None), entry
+        _state.deferred = self if self.plan else None
+        try:
+            yield
+        finally:
+            _state.deferred = saved
+
+    def flush(self):
+        for slot, tab_x, tab_y, rows, _ in self.plan.values():
+            emit(Op.TABLE_GEMM_ADD, [slot.var, tab_x.var, tab_y.var, self.count.var], {"rows": rows})
+
+
 def _for(node, ins, k):
     """FOR by two loops instead of recursion (its trip count is known when it starts):
     the forward loop keeps the state entering each iteration, and the body's products
@@ -322,6 +393,7 @@ def _for(node, ins, k):
     k(result)
 
     active = [k_ for k_, t in enumerate(types) if differentiable(t)]
+    weights = deferred_weight_grads(body, caps, trips)
 
     def backward(j, adjoint):
         i = upper - 1 - j
@@ -332,10 +404,11 @@ def _for(node, ins, k):
             for k_, g in zip(active, adjoint):
                 if outs[k_].adj is not None:
                     slot_add(outs[k_].adj, g)
-        with stored.replaying(i - lower):
+        with stored.replaying(i - lower), weights.collecting(j):
             cps(body, [Dual(i)] + state + caps, seed)
         return tuple(slot_get(state[k_].adj) for k_ in active)
     adjoint = FOR(0, trips, backward, tuple(slot_get(result[k_].adj) for k_ in active))
+    weights.flush()
     for k_, g in zip(active, adjoint if isinstance(adjoint, tuple) else (adjoint,)):
         if init[k_].adj is not None:
             slot_add(init[k_].adj, g)
@@ -421,6 +494,7 @@ def _tree(node, ins, k):
     k(result)
 
     adjoints = [new_table(entries, t) if differentiable(t) else None for t in types]
+    weights = deferred_weight_grads(combine, caps, count)
 
     def add_to(child, slots):
         for tab, slot in zip(adjoints, slots):
@@ -438,12 +512,13 @@ def _tree(node, ins, k):
             for d, tab in zip(outs, adjoints):
                 if d.adj is not None and tab is not None:
                     slot_add(d.adj, at(tab, v + 1))
-        with stored.replaying(v + 1):
+        with stored.replaying(v + 1), weights.collecting(j):
             cps(combine, [Dual(v)] + child_duals[0] + child_duals[1] + caps, seed)
         for c, duals in zip(kids, child_duals):
             add_to(c, [d.adj for d in duals])
         return ()
     FOR(0, count, backward, ())
+    weights.flush()
     for d, tab in zip(init, adjoints):   # what reached the empty subtrees
         if d.adj is not None and tab is not None:
             slot_add(d.adj, at(tab, Staged(zero)))

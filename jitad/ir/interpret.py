@@ -53,11 +53,18 @@ _EFFECTS = {
     Op.SLOT_ADD_AT: lambda node, slot, i, v: _add_at(slot, i, v),
     Op.SLOT_SCATTER_ADD: lambda node, slot, i, v: _add_at(slot, i, v),
     Op.SLOT_ADD_SLICE: lambda node, slot, v: _add_region(slot, v, **node.attrs),
+    Op.TABLE_GEMM_ADD: lambda node, slot, x, y, count: _table_gemm_add(slot, x, y, int(count), node.attrs["rows"]),
     Op.MATMUL_ADD: lambda node, slot, a, b: slot.__setitem__(0, IMPLS[Op.MATMUL](a, b, node.attrs["ta"], node.attrs["tb"])
                                                              + (0 if node.attrs.get("store") else slot[0])) or [],
     Op.CLOSURE: lambda node, *caps: [lambda *args: run_graph(node.attrs["fun"].body, list(args) + list(caps))],
     Op.APPLY: lambda node, cont, *args: cont(*args) or [],
 }
+
+
+def _table_gemm_add(slot, x, y, count, rows):
+    xs, ys = x[:count].reshape(count * rows, -1), y[:count].reshape(count * rows, -1)
+    slot[0] = slot[0] + xs.T @ ys
+    return []
 
 
 def _add_region(slot, value, starts, stops, steps):

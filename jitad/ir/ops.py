@@ -36,6 +36,7 @@ class Op(enum.Enum):
     CLOSURE = "closure"; APPLY = "apply"
     FUSED = "fused"   # a loop over elementwise work (see jitad.ir.fuse)
     MATMUL_ADD = "matmul_add"   # slot += op(a) @ op(b) (set with `store`), made by fusion
+    TABLE_GEMM_ADD = "table_gemm_add"   # slot += sum_i X_i^T @ Y_i over the first `count` table entries
     ARENA_MARK = "arena_mark"; ARENA_RELEASE = "arena_release"   # free temporaries early
     # control flow
     IF = "if"; WHILE = "while"; FOR = "for"; CALL = "call"; TREE = "tree"
@@ -522,6 +523,20 @@ def _matmul_add_rule(op, types, attrs, bodies):
 
 
 declare(Op.MATMUL_ADD, _matmul_add_rule)
+
+
+def _table_gemm_rule(op, types, attrs, bodies):
+    ref, x, y, count = types
+    rows = attrs["rows"]
+    k, n = ref.shape
+    assert isinstance(ref, RefType) and isinstance(x, TableType) and isinstance(y, TableType) and count == I64
+    xs, ys = x.value_type, y.value_type
+    assert int(np.prod(xs.shape, dtype=np.int64)) == rows * k and int(np.prod(ys.shape, dtype=np.int64)) == rows * n
+    assert ref.dtype == x.dtype == y.dtype, f"{ref} += {x}^T {y}"
+    return []
+
+
+declare(Op.TABLE_GEMM_ADD, _table_gemm_rule)   # weight gradients of a loop, batched into one product
 
 
 def infer_types(op, in_types, attrs, bodies=()):

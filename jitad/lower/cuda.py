@@ -264,6 +264,17 @@ def _matmul(rt, node, ins):
     return [out]
 
 
+@rule(Op.TABLE_GEMM_ADD)
+def _table_gemm_add(rt, node, ins):
+    slot, x, y, count = ins
+    (k, n), rows = node.inputs[0].type.value_type.shape, node.attrs["rows"]
+    depth = max(int(rt.host(count)), 0) * rows
+    kern = rt.kernel(id(node), lambda: K.map_source("a", "i", None, k * n, ("y", "depth"), op="+=", value=(
+        f"h_dot_columns(x, y, i // {n}, i % {n}, {k}, {n}, depth)")))
+    rt.launch(kern, k * n, x, slot, y, np.int64(depth))
+    return []
+
+
 @rule(Op.MATMUL_ADD)
 def _matmul_add(rt, node, ins):
     _gemm(rt, node, ins[0], ins[1:], node.inputs[1:], node.inputs[0].type.shape, not node.attrs.get("store"))

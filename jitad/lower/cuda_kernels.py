@@ -124,6 +124,13 @@ def h_clip(i, n):
     return i
 
 
+def h_dot_columns(x, y, p, q, k, n, depth):
+    acc = x[0] * 0
+    for r in range(depth):
+        acc += x[r * k + p] * y[r * n + q]
+    return acc
+
+
 def h_mix(z):
     z = (z ^ (z >> u64(30))) * u64(0xBF58476D1CE4E5B9)
     z = (z ^ (z >> u64(27))) * u64(0x94D049BB133111EB)

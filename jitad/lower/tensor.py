@@ -127,6 +127,21 @@ def _matmul(lo, node, ins):
     return [out]
 
 
+@rule(Op.TABLE_GEMM_ADD)
+def _table_gemm_add(lo, node, ins):
+    """slot (k, n) += X^T @ Y with X (count*rows, k), Y (count*rows, n): the tables' memory."""
+    slot, x, y, count = ins
+    (k, n), t = node.inputs[0].type.value_type.shape, LL[node.inputs[0].type.dtype]
+    b = lo.b
+    depth = b.mul(b.select(b.icmp_signed("<", count, I64(0)), I64(0), count), I64(node.attrs["rows"]))
+    gemm = lo.extern(BLAS_SYMBOLS[node.inputs[0].type.dtype], ir.FunctionType(ir.VoidType(), [
+        I32, I32, I32, I64, I64, I64, t, PTR, I64, PTR, I64, t, PTR, I64]))
+    with b.if_then(b.icmp_signed(">", depth, I64(0))):
+        b.call(gemm, [I32(101), I32(112), I32(111), I64(k), I64(n), depth, t(1.0), x, I64(k), y, I64(n),
+                      t(1.0), slot, I64(n)])
+    return []
+
+
 @rule(Op.MATMUL_ADD)
 def _matmul_add(lo, node, ins):
     _gemm(lo, ins[0], node.inputs[0].type.value_type, ins[1:], node.inputs[1:], node.attrs,
