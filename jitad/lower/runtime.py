@@ -79,7 +79,7 @@ class _Jit:
     def optimize(self, ir_text):
         mod = llvm.parse_assembly(ir_text)
         mod.verify()
-        pto = llvm.create_pipeline_tuning_options(speed_level=3)
+        pto = llvm.create_pipeline_tuning_options(speed_level=2)
         pto.loop_vectorization = pto.slp_vectorization = True
         pb = llvm.create_pass_builder(self.tm, pto)
         pb.getModulePassManager().run(mod, pb)
