@@ -179,20 +179,19 @@ class Runner:
     # -- elementwise work ---------------------------------------------------------
 
     def fused(self, body, shape, ins, in_types, out_types, key):
+        """Run a fused body over `shape` as one kernel; its results (a scalar result of a
+        loop over a tensor shape is a total, zeroed here and added to by the threads)."""
         kinds = tuple("a" if isinstance(t, RefType) else kind(v) for v, t in zip(ins, in_types))
-        n = size_of(shape)
         kern = self.kernel((key, kinds), lambda: K.fused_source(body, shape, kinds, in_types))
-        outs, tails = [], []
-        for t in out_types:
-            buf = self.alloc(t)
-            (tails if not t.shape and shape else outs).append(buf)
-            if not t.shape and shape:
+        results = [self.alloc(t) for t in out_types]
+        total = [bool(shape) and not t.shape for t in out_types]
+        for buf, t, is_total in zip(results, out_types, total):
+            if is_total:
                 self.fill(buf, 0, t.dtype)
-        if not shape:   # scalar work on a device scalar: one element, no totals
-            outs, tails = outs + tails, []
-        self.launch(kern, n, np.int64(n), *ins, *outs, *tails)
-        by_type = iter(outs), iter(tails)
-        return [next(by_type[1]) if (not t.shape and shape) else next(by_type[0]) for t in out_types]
+        n = size_of(shape)
+        self.launch(kern, n, np.int64(n), *ins, *[r for r, s in zip(results, total) if not s],
+                    *[r for r, s in zip(results, total) if s])
+        return results
 
     def single(self, node):
         """A one-node body for an elementwise op, as `fused` takes it."""
