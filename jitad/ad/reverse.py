@@ -312,16 +312,16 @@ class deferred_weight_grads:
     def __init__(self, body, caps, count):
         self.plan = {}
         self.count, self.entry = count, None
-        self._scan(body, dict(zip(body.params[len(body.params) - len(caps):], caps)), count, False)
+        self._scan(body, dict(zip(body.params[len(body.params) - len(caps):], caps)), False)
 
-    def _scan(self, graph, params, count, conditional):
+    def _scan(self, graph, params, conditional):
         """Plan the products of `graph` (and of IF branches in it: they run at most once an
         iteration; their tables start zeroed, for the iterations that take the other branch)."""
         for n in graph.nodes:
             if n.op == Op.IF:
                 for branch in n.bodies:
                     inner = {bp: params[v] for bp, v in zip(branch.params, n.inputs[1:]) if v in params}
-                    self._scan(branch, inner, count, True)
+                    self._scan(branch, inner, True)
             if n.op != Op.MATMUL:
                 continue
             ta, tb = n.attrs["ta"], n.attrs["tb"]
@@ -337,8 +337,8 @@ class deferred_weight_grads:
                     x_t, y_t, rows, first = out, other, 1, "g"
                 else:
                     continue
-                self.plan[id(n), pos] = (d.adj, new_table(count, x_t, written_first=not conditional),
-                                         new_table(count, y_t, written_first=not conditional), rows, first)
+                self.plan[id(n), pos] = (d.adj, new_table(self.count, x_t, written_first=not conditional),
+                                         new_table(self.count, y_t, written_first=not conditional), rows, first)
 
     def take(self, node, ins, g):
         """Store this iteration's factors for the planned inputs of `node`; their positions."""
@@ -464,9 +464,10 @@ def _tree(node, ins, k):
     """TREE by two loops over the tree's post-order instead of recursion: the forward
     loop keeps each node's state in a table; after the continuation, the backward loop
     visits parents before children, recomputes each node's combine from its children's
-    states (products and transcendental values come from tables) and propagates the node's adjoint (held in a second table) to its children
-    and to captured values. Node v lives at entry v + 1 and entry 0 stands for the empty
-    subtree (child -1): it holds the init value, and collects the init's adjoint."""
+    states (products and transcendental values come from tables) and propagates the
+    node's adjoint (held in a second table) to its children and to captured values.
+    Node v lives at entry v + 1 and entry 0 stands for the empty subtree (child -1): it
+    holds the init value, and collects the init's adjoint."""
     from ..staging import FOR
     n = node.attrs["n_state"]
     types, (combine,) = [v.type for v in node.outputs], node.bodies
