@@ -239,6 +239,15 @@ def _host(out):
     return np.asarray(out, dtype=np.float64)
 
 
+def record_check(point, who, bad):
+    """Record a comparator's value check on `point`; True when it matched NumPy."""
+    if bad:
+        point["errors"][who] = {"error": f"value mismatch: {bad}", "mismatch": True}
+        return False
+    point["checks"][who] = "matches NumPy"
+    return True
+
+
 def check_kernel(name, spec, host_args, out, rtol, rng):
     """None, or why `out` is not the NumPy reference: |got - want| <= rtol * the magnitude of
     the terms (|tanh(x)·y| + 1, sum |x|, |A| @ |B|: sums and products round relative to those)."""
@@ -282,13 +291,9 @@ def run_kernel(name, spec, n, dev, ctx, bar):
             js()
             point["first_call_s"]["jitad"], out = harness.first_call_seconds(synced(fn, js), args)
             point["compile_s"] = fn.compile_seconds
-            bad = check_kernel(name, spec, host_args, out, ctx["rtol"], rng)
-            del out
-            if bad:
-                point["errors"]["jitad"] = {"error": f"value mismatch: {bad}", "mismatch": True}
-            else:
-                point["checks"]["jitad"] = "matches NumPy"
+            if record_check(point, "jitad", check_kernel(name, spec, host_args, out, ctx["rtol"], rng)):
                 runners["jitad"] = (synced(fn, js), args)
+            del out
         except Exception as e:
             point["errors"]["jitad"] = describe(e)
     else:
@@ -301,13 +306,9 @@ def run_kernel(name, spec, n, dev, ctx, bar):
             args = tuple(torch.from_numpy(x).to("cuda") for x in host_args)
             ts()
             point["first_call_s"]["torch"], out = harness.first_call_seconds(fn, args)
-            bad = check_kernel(name, spec, host_args, out, ctx["rtol"], rng)
-            del out
-            if bad:
-                point["errors"]["torch"] = {"error": f"value mismatch: {bad}", "mismatch": True}
-            else:
-                point["checks"]["torch"] = "matches NumPy"
+            if record_check(point, "torch", check_kernel(name, spec, host_args, out, ctx["rtol"], rng)):
                 runners["torch"] = (fn, args)
+            del out
         except Exception as e:
             point["errors"]["torch"] = describe(e)
     else:

@@ -127,6 +127,14 @@ def _matmul(lo, node, ins):
     return [out]
 
 
+def _blas_gemm(lo, dtype):
+    """numpy's OpenBLAS cblas_?gemm (ILP64) for `dtype`: (order, transA, transB, m, n, k,
+    alpha, A, lda, B, ldb, beta, C, ldc)."""
+    t = LL[dtype]
+    return lo.extern(BLAS_SYMBOLS[dtype], ir.FunctionType(ir.VoidType(), [
+        I32, I32, I32, I64, I64, I64, t, PTR, I64, PTR, I64, t, PTR, I64]))
+
+
 @rule(Op.TABLE_GEMM_ADD)
 def _table_gemm_add(lo, node, ins):
     """slot (k, n) += X^T @ Y with X (count*rows, k), Y (count*rows, n): the tables' memory."""
@@ -134,10 +142,8 @@ def _table_gemm_add(lo, node, ins):
     (k, n), t = node.inputs[0].type.value_type.shape, LL[node.inputs[0].type.dtype]
     b = lo.b
     depth = b.mul(b.select(b.icmp_signed("<", count, I64(0)), I64(0), count), I64(node.attrs["rows"]))
-    gemm = lo.extern(BLAS_SYMBOLS[node.inputs[0].type.dtype], ir.FunctionType(ir.VoidType(), [
-        I32, I32, I32, I64, I64, I64, t, PTR, I64, PTR, I64, t, PTR, I64]))
     with b.if_then(b.icmp_signed(">", depth, I64(0))):
-        b.call(gemm, [I32(101), I32(112), I32(111), I64(k), I64(n), depth, t(1.0), x, I64(k), y, I64(n),
+        b.call(_blas_gemm(lo, node.inputs[0].type.dtype), [I32(101), I32(112), I32(111), I64(k), I64(n), depth, t(1.0), x, I64(k), y, I64(n),
                       t(1.0), slot, I64(n)])
     return []
 
@@ -158,10 +164,8 @@ def _gemm(lo, out, out_t, ins, in_vars, attrs, accumulate):
     b = lo.b
     t = LL[out_t.dtype]
     if m * n * k >= BLAS_MIN_FLOPS and out_t.dtype in BLAS_SYMBOLS:
-        gemm = lo.extern(BLAS_SYMBOLS[out_t.dtype], ir.FunctionType(ir.VoidType(), [
-            I32, I32, I32, I64, I64, I64, t, PTR, I64, PTR, I64, t, PTR, I64]))
         # row-major C = op(A) @ op(B); 111 = no transpose, 112 = transpose
-        b.call(gemm, [I32(101), I32(112 if ta else 111), I32(112 if tb else 111), I64(m), I64(n), I64(k),
+        b.call(_blas_gemm(lo, out_t.dtype), [I32(101), I32(112 if ta else 111), I32(112 if tb else 111), I64(m), I64(n), I64(k),
                       t(1.0), a, I64(a_t.shape[1]), bm, I64(b_t.shape[1]), t(1.0 if accumulate else 0.0),
                       out, I64(n)])
         return
