@@ -292,7 +292,8 @@ def _gemm(rt, node, out, ins, in_vars, shape, accumulate):
             if not accumulate:
                 rt.fill(out, 0, at.dtype)
         else:
-            kern[((n + tile - 1) // tile, (m + tile - 1) // tile), (tile, tile)](a, b, out)
+            grid = ((n + tile - 1) // tile, (m + tile - 1) // tile)
+            kern[grid, (tile, tile), 0, K.matmul_shared_bytes(at.dtype, tile)](a, b, out)
 
 
 def _strides(shape):

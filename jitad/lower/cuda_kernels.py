@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from ..ir.ops import Op
-from ..ir.types import RefType
+from ..ir.types import NUMPY, RefType
 
 _cache = {}
 _env = None
@@ -36,18 +36,18 @@ def environment():
     if _env is not None:
         return _env
     c = cuda()
+    import numba
     if simulated():
         env = {"f64": np.float64, "f32": np.float32, "i64": np.int64, "u64": np.uint64, "b1": np.bool_,
                "exp": np.exp, "log": np.log, "log1p": np.log1p, "expm1": np.expm1, "sqrt": np.sqrt,
                "sin": np.sin, "cos": np.cos, "tanh": np.tanh, "fabs": np.abs, "fmod": np.fmod,
                "power": np.power, "quiet": lambda: np.errstate(all="ignore")}
     else:
-        import numba
         env = {"f64": numba.float64, "f32": numba.float32, "i64": numba.int64, "u64": numba.uint64,
                "b1": numba.boolean, "exp": math.exp, "log": math.log, "log1p": math.log1p,
                "expm1": math.expm1, "sqrt": math.sqrt, "sin": math.sin, "cos": math.cos,
                "tanh": math.tanh, "fabs": math.fabs, "fmod": math.fmod, "power": math.pow}
-    env.update(cuda=c, inf=math.inf, nan=math.nan)
+    env.update(cuda=c, numba=numba, inf=math.inf, nan=math.nan)
     exec(compile(_HELPERS, "<jitad cuda helpers>", "exec"), env)
     for name in [n for n in env if n.startswith("h_")]:
         env[name] = c.jit(device=True)(env[name])
@@ -138,6 +138,7 @@ def h_mix(z):
 """
 
 CTOR = {"f64": "f64", "f32": "f32", "i64": "i64", "bool": "b1"}
+NUMBA_TYPE = {"f64": "numba.float64", "f32": "numba.float32", "i64": "numba.int64", "bool": "numba.boolean"}
 
 
 def literal(value, dtype):
@@ -351,8 +352,12 @@ def matmul_source(m, n, k, ta, tb, dtype, tile, accumulate=False):
     zero = literal(0, dtype)
     lines = [
         "def kernel(a, b, out):",
-        f"    sa = cuda.shared.array(({tile}, {tile}), {CTOR[dtype]})",
-        f"    sb = cuda.shared.array(({tile}, {tile}), {CTOR[dtype]})",
+        # one dynamic shared array (launch with `matmul_shared_bytes`) holds both tiles:
+        # the simulator hands out static shared arrays through an unlocked dict, so
+        # threads of one block can race to different copies; the dynamic one is unique
+        f"    tiles = cuda.shared.array(0, {NUMBA_TYPE[dtype]})",
+        f"    sa = tiles[:{tile * tile}]",
+        f"    sb = tiles[{tile * tile}:]",
         "    tx = cuda.threadIdx.x",
         "    ty = cuda.threadIdx.y",
         f"    row = cuda.blockIdx.y * {tile} + ty",
@@ -360,17 +365,22 @@ def matmul_source(m, n, k, ta, tb, dtype, tile, accumulate=False):
         f"    acc = {zero}",
         f"    for t in range({(k + tile - 1) // tile}):",
         f"        kk = t * {tile} + tx",
-        f"        sa[ty, tx] = {a_at} if row < {m} and kk < {k} else {zero}",
+        f"        sa[ty * {tile} + tx] = {a_at} if row < {m} and kk < {k} else {zero}",
         f"        kk = t * {tile} + ty",
-        f"        sb[ty, tx] = {b_at} if kk < {k} and col < {n} else {zero}",
+        f"        sb[ty * {tile} + tx] = {b_at} if kk < {k} and col < {n} else {zero}",
         "        cuda.syncthreads()",
         f"        for j in range({tile}):",
-        "            acc += sa[ty, j] * sb[j, tx]",
+        f"            acc += sa[ty * {tile} + j] * sb[j * {tile} + tx]",
         "        cuda.syncthreads()",
         f"    if row < {m} and col < {n}:",
         f"        out[row * {n} + col] = {'out[row * %d + col] + ' % n if accumulate else ''}acc",
     ]
     return "\n".join(lines) + "\n"
+
+
+def matmul_shared_bytes(dtype, tile):
+    """Dynamic shared memory a `matmul_source` kernel launch needs: two tiles."""
+    return 2 * tile * tile * np.dtype(NUMPY[dtype]).itemsize
 
 
 def random_source(kind_key, n):
