@@ -23,8 +23,8 @@ from ..ir.ops import VJPS, Op, Region, Sparse, _unbroadcast as unbroadcast
 from ..ir.types import FLOATS, RefType, Type
 from ..errors import ArgumentError
 from ..pytree import flatten, unflatten
-from ..staging import (FUN, IF, Staged, StagedTree, apply, as_var, coerce, emit, is_staged, make_closure,
-                       new_slot, slot_add, slot_get, substitution, trace_memo)
+from ..staging import (FUN, IF, Staged, StagedTree, apply, as_var, coerce, current_frame, emit, is_staged,
+                       make_closure, new_slot, slot_add, slot_get, substitution, trace_memo)
 from .restage import restage, restage_node, run_graph
 
 
@@ -307,11 +307,16 @@ class deferred_weight_grads:
     outer product (or a thin product) into W's adjoint every iteration: a pass over W per
     iteration. Instead each backward iteration stores the two factors in tables, and one
     `table_gemm_add` after the loop adds them all: one GEMM whose depth is the number of
-    iterations times the factors' rows."""
+    iterations times the factors' rows.
 
-    def __init__(self, body, caps, count):
+    `shared`: tables the backward iteration reads at an entry that runs over all of
+    [0, count) exactly once (FOR's state and stored values). A factor read from one of
+    them is not copied: its table is used as is, and the other factor is stored at the
+    same entry."""
+
+    def __init__(self, body, caps, count, shared=()):
         self.plan = {}
-        self.count, self.entry = count, None
+        self.count, self.entry, self.shared = count, None, shared
         self._scan(body, dict(zip(body.params[len(body.params) - len(caps):], caps)), False)
 
     def _scan(self, graph, params, conditional):
@@ -337,21 +342,40 @@ class deferred_weight_grads:
                     x_t, y_t, rows, first = out, other, 1, "g"
                 else:
                     continue
-                self.plan[id(n), pos] = (d.adj, new_table(self.count, x_t, written_first=not conditional),
-                                         new_table(self.count, y_t, written_first=not conditional), rows, first)
+                self.plan[id(n), pos] = [d.adj, new_table(self.count, x_t, written_first=not conditional),
+                                         new_table(self.count, y_t, written_first=not conditional), rows,
+                                         first, conditional]
+
+    def _shared_read(self, value):
+        """(table, entry) if `value` was read in this iteration from a `shared` table."""
+        frame = current_frame()
+        node = next((n for n in reversed(frame.graph.nodes) if value.var in n.outputs), None)
+        if node is None or node.op != Op.TABLE_GET:
+            return None
+        for tab in self.shared:
+            if node.inputs[0] is frame.captures.get(tab.var, tab.var):
+                return tab, Staged(node.inputs[1])
+        return None
 
     def take(self, node, ins, g):
-        """Store this iteration's factors for the planned inputs of `node`; their positions."""
+        """Store this iteration's factors for the planned inputs of `node`; their positions.
+        A factor read from a `shared` table replaces its planned table (left unused)."""
         handled = []
         for pos in (0, 1):
             planned = self.plan.get((id(node), pos))
             if planned is None:
                 continue
-            _, tab_x, tab_y, _, first = planned
+            _, tab_x, tab_y, _, first, conditional = planned
             other = ins[1 - pos].primal
-            x, y = (other, g) if first == "other" else (g, other)
-            emit(Op.TABLE_SET, [tab_x.var, self.entry.var, x.var])
-            emit(Op.TABLE_SET, [tab_y.var, self.entry.var, y.var])
+            source = None if conditional else self._shared_read(other)
+            entry = source[1] if source else self.entry
+            tab_g, tab_other = (tab_y, tab_x) if first == "other" else (tab_x, tab_y)
+            if source:
+                tab_other = source[0]
+                planned[1 if first == "other" else 2] = tab_other
+            else:
+                emit(Op.TABLE_SET, [tab_other.var, entry.var, other.var])
+            emit(Op.TABLE_SET, [tab_g.var, entry.var, g.var])
             handled.append(pos)
         return handled
 
@@ -365,7 +389,7 @@ class deferred_weight_grads:
             _state.deferred = saved
 
     def flush(self):
-        for slot, tab_x, tab_y, rows, _ in self.plan.values():
+        for slot, tab_x, tab_y, rows, _, _ in self.plan.values():
             emit(Op.TABLE_GEMM_ADD, [slot.var, tab_x.var, tab_y.var, self.count.var], {"rows": rows})
 
 
@@ -393,7 +417,7 @@ def _for(node, ins, k):
     k(result)
 
     active = [k_ for k_, t in enumerate(types) if differentiable(t)]
-    weights = deferred_weight_grads(body, caps, trips)
+    weights = deferred_weight_grads(body, caps, trips, shared=tables + stored.tables)
 
     def backward(j, adjoint):
         i = upper - 1 - j

@@ -9,13 +9,19 @@ Runs keep their position in the node list, so effects on slots stay in order.
 """
 from .graph import Graph, Node, Var
 from .ops import ELEMENTWISE_OPS, Op
+from .prune import drop_unread_tables
 from .types import RefType, Type
 
 
 def fuse_program(program):
-    """Remove dead code, then fuse every graph of `program` in place; return it."""
-    for graph in [f.body for f in program.funs] + [program.main]:
+    """Remove unread tables and dead code, then fuse every graph of `program` in place;
+    return it."""
+    graphs = [f.body for f in program.funs] + [program.main]
+    for graph in graphs:
         eliminate_dead_code(graph)
+    drop_unread_tables(program)   # after dead code: unused replays read tables
+    for graph in graphs:
+        eliminate_dead_code(graph)   # the values only those tables kept
         fuse_graph(graph)
     return program
 
