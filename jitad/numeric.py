@@ -193,6 +193,9 @@ def matmul(a, b):
     sa, sb = _shape(a), _shape(b)
     if len(sa) == 0 or len(sb) == 0 or len(sa) > 2 or len(sb) > 2:
         raise ShapeError(f"`matmul`: shapes {sa} and {sb}: need 1-D or 2-D operands")
+    rows = _one_hot_rows(a, b)
+    if rows is not None:
+        return rows
     a, b = _promoted(a, b)
     a2 = reshape(a, (1, sa[0])) if len(sa) == 1 else a
     b2 = reshape(b, (sb[0], 1)) if len(sb) == 1 else b
@@ -201,6 +204,25 @@ def matmul(a, b):
     out = matmul_t(a2, b2)
     shape = tuple(sa[:-1]) + tuple(sb[1:])
     return reshape(out, shape)
+
+
+def _one_hot_rows(a, b):
+    """`one_hot(labels, n) @ b` as the rows of `b` at `labels` (a zero row for a label
+    outside [0, n), as the one-hot row is zero), or None when `a` is not such a staged
+    one-hot matrix of `b`'s dtype. Exact: each row of the product is one row of `b` (the
+    dense product differs only by NaNs where `b` holds inf/NaN in rows not picked). Its
+    gradient adds rows instead of a product with the one-hot matrix."""
+    if not is_staged(a):
+        return None
+    from .staging import trace_memo
+    hot = trace_memo().get(("one_hot", id(a.var)))
+    if hot is None or hot[0] is not a.var or len(_shape(b)) != 2 or _shape(b)[0] != hot[2] \
+            or len(_shape(a)) != 2 or a.var.type.dtype != result_dtype(a, b):
+        return None
+    labels = hot[1]
+    rows = _prim(Op.GATHER, b, labels)
+    inside = reshape((labels >= 0) & (labels < hot[2]), (-1, 1))
+    return where(inside, rows, NUMPY_OF[rows.var.type.dtype](0))
 
 
 def matmul_t(a, b, ta=False, tb=False):
@@ -371,7 +393,11 @@ def softmax(x, axis=-1):
 def one_hot(labels, n, dtype="f64"):
     """`one_hot(labels, n)[..., k] == (labels[...] == k)` as floats."""
     labels_2 = reshape(labels, tuple(_shape(labels)) + (1,))
-    return convert(labels_2 == np.arange(n, dtype=np.int64), dtype)
+    hot = convert(labels_2 == np.arange(n, dtype=np.int64), dtype)
+    if is_staged(hot) and is_staged(labels) and len(_shape(labels)) == 1:   # for `matmul`
+        from .staging import trace_memo
+        trace_memo()[("one_hot", id(hot.var))] = (hot.var, labels, n)
+    return hot
 
 
 def take(a, indices, axis=0):

@@ -199,3 +199,28 @@ def test_vectorized_math_is_accurate_over_the_whole_range(name):
     assert np.max(np.abs(got[normal] - want[normal]) / np.spacing(np.abs(want[normal]))) <= 4
     np.testing.assert_allclose(got[~normal], want[~normal], rtol=0, atol=1e-320)   # inf, nan, 0, subnormal
     np.testing.assert_array_equal(np.signbit(got[want == 0]), np.signbit(want[want == 0]))
+
+
+@pytest.mark.parametrize("dtype", ["f64", "f32"])
+def test_one_hot_times_a_matrix_is_a_row_gather(dtype):
+    """`one_hot(labels, n) @ W` picks rows of W (a zero row for a label outside [0, n)):
+    staged as a gather, its gradient a scatter-add; values and derivatives are the dense
+    product's."""
+    from jitad.numeric import matmul_t
+    r = np.random.default_rng(11)
+    W = r.standard_normal((5, 3)).astype(np.float32 if dtype == "f32" else np.float64)
+    labels, C = np.array([0, 4, 2, 7, -1, 4]), r.standard_normal((6, 3))
+    f = lambda W, lab: jitad.sum(jitad.tanh(jitad.one_hot(lab, 5, dtype) @ W) * C)
+    dense = lambda W, lab: jitad.sum(jitad.tanh(matmul_t(jitad.one_hot(lab, 5, dtype), W)) * C)
+    g = jitad.grad(f)
+    got = g(W, labels)
+    assert "gather" in g.ir and "matmul" not in g.ir
+    np.testing.assert_array_equal(got, jitad.grad(dense)(W, labels))
+    assert jitad.jit(f)(W, labels) == jitad.jit(dense)(W, labels)
+    assert f(W, labels) == pytest.approx(jitad.jit(f)(W, labels), rel=1e-6)   # eager: NumPy's product
+    if dtype == "f64":
+        check_grads(lambda W: f(W, labels), (W,), order=2, modes=("fwd", "rev"))
+    mixed = jitad.jit(lambda W, lab: jitad.one_hot(lab, 5, "f32") @ W)   # promotes: the dense product
+    np.testing.assert_allclose(mixed(W.astype(np.float64), labels),
+                               np.eye(5, dtype=np.float32)[np.clip(labels, 0, 4)] * ((labels >= 0) & (labels < 5))[:, None] @ W)
+    assert "matmul" in mixed.ir
