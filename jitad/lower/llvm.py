@@ -306,10 +306,13 @@ def _table_update(lo, node, ins):
     t = node.inputs[2].type
     ptr = _table_entry(lo, ins[0], t, ins[1])
     if node.op == Op.TABLE_SET:
-        if t.shape:
-            lo.copy(ptr, ins[2], t)
-        else:
+        if not t.shape:
             lo.b.store(ins[2], ptr)
+        elif node not in lo.placed:
+            lo.copy(ptr, ins[2], t)
+        elif lo.placed[node] is not ins[2]:   # the producer was given the entry: a kernel call
+            with lo.b.if_then(lo.b.icmp_unsigned("!=", ins[2], ptr)):   # returns it, a view does not
+                lo.copy(ptr, ins[2], t)
     else:
         def add(idx):
             p = lo.elem_ptr(ptr, t, idx)
@@ -486,6 +489,27 @@ def _slot_homes(main, destinations):
     return homes
 
 
+def _table_stores(graph):
+    """value -> the `table_set` that stores it, for tensor values made in `graph` whose
+    producer can write them into the table entry directly: the table is only written in
+    this graph (no reads, no captures into sub-graphs, no other entry updates), and the
+    value is stored once."""
+    made = {v for n in graph.nodes for v in n.outputs}
+    used_otherwise, stores, seen = set(), {}, set()
+    for n in graph.nodes:
+        if n.op == Op.TABLE_SET:
+            v = n.inputs[2]
+            if v in seen:
+                stores.pop(v, None)
+            elif v in made and v.type.shape:
+                stores[v] = n
+            seen.add(v)
+            used_otherwise.update(n.inputs[1:])
+        else:
+            used_otherwise.update(n.inputs)
+    return {v: n for v, n in stores.items() if n.inputs[0] not in used_otherwise}
+
+
 KERNEL_OPS = {Op.FUSED, Op.SUM, Op.MAX, Op.TRANSPOSE, Op.BROADCAST, Op.SLICE, Op.UNSLICE, Op.CONCAT,
               Op.GATHER, Op.RANDOM, Op.SLOT_ADD, Op.SLOT_ADD_AT, Op.SLOT_SCATTER_ADD, Op.SLOT_ADD_SLICE}
 
@@ -518,6 +542,7 @@ class Lowerer:
         self.slot_homes = {}
         self.main_func = None
         self.dests = {}   # var -> the buffer its producer must write it into
+        self.placed = {}  # table_set node -> the entry its value was made in (no copy)
         self.results = ([], [], [])   # the current function's tensor results: positions, buffers, types
         self.n_trees = self.n_codes = 0
         for k, fun in enumerate(program.funs):
@@ -599,12 +624,22 @@ class Lowerer:
 
     def lower(self, graph, args):
         env = dict(zip(graph.params, args))
+        stores = _table_stores(graph)
         for node in graph.nodes:
+            placed = []   # a value stored in a table is made in its entry
+            for v in node.outputs:
+                store = stores.get(v)
+                if store is not None and v not in self.dests and all(x in env for x in store.inputs[:2]):
+                    entry = _table_entry(self, env[store.inputs[0]], v.type, env[store.inputs[1]])
+                    self.dests[v] = self.placed[store] = entry
+                    placed.append(v)
             ins = [env[v] for v in node.inputs]
             if self.outlining and _outlined(node):
                 outs = self.call_kernel(node, ins)
             else:
                 outs = LOWER[node.op](self, node, ins)
+            for v in placed:
+                del self.dests[v]
             env.update(zip(node.outputs, outs))
         return [env[v] for v in graph.outputs]
 
