@@ -84,10 +84,9 @@ def _max(lo, node, ins):
     dtype = node.inputs[0].type.dtype
     t = LL[dtype]
     b = lo.b
-    if t in (F64, F32):
-        def combine(acc, v):   # NaN propagates, as NumPy
-            return b.select(b.or_(b.fcmp_ordered(">=", acc, v), b.fcmp_unordered("uno", acc, acc)), acc, v)
-        return _reduce(lo, node, ins, t(float("-inf")), combine)
+    if t in (F64, F32):   # llvm.maximum: NaN propagates, as NumPy; LLVM vectorizes its reductions
+        maximum = lo.extern(f"llvm.maximum.{'f64' if t == F64 else 'f32'}", ir.FunctionType(t, [t, t]))
+        return _reduce(lo, node, ins, t(float("-inf")), lambda acc, v: b.call(maximum, [acc, v]))
     low = I1(0) if dtype == "bool" else I64(np.iinfo(np.int64).min)
     op = b.icmp_unsigned if dtype == "bool" else b.icmp_signed
     return _reduce(lo, node, ins, low, lambda acc, v: b.select(op(">=", acc, v), acc, v))
