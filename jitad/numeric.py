@@ -10,7 +10,7 @@ import numpy as np
 from .errors import ArgumentError, IndexError_, ShapeError
 from .ir.ops import IMPLS, Op
 from .ir.types import FLOATS
-from .staging import Staged, as_var, binary, emit, is_staged, result_dtype, to_bool, unary
+from .staging import Staged, as_var, binary, emit, is_staged, result_dtype, to_bool, trace_memo, unary
 
 __all__ = ["exp", "log", "log1p", "expm1", "sqrt", "sin", "cos", "tanh", "sigmoid", "relu",
            "abs", "square", "maximum", "minimum", "where", "clip", "convert",
@@ -214,10 +214,9 @@ def _one_hot_rows(a, b):
     gradient adds rows instead of a product with the one-hot matrix."""
     if not is_staged(a):
         return None
-    from .staging import trace_memo
     hot = trace_memo().get(("one_hot", id(a.var)))
     if hot is None or hot[0] is not a.var or len(_shape(b)) != 2 or _shape(b)[0] != hot[2] \
-            or len(_shape(a)) != 2 or a.var.type.dtype != result_dtype(a, b):
+            or len(_shape(a)) != 2 or not a.var.type.dtype == result_dtype(a, b) == result_dtype(b):
         return None
     labels = hot[1]
     rows = _prim(Op.GATHER, b, labels)
@@ -395,7 +394,6 @@ def one_hot(labels, n, dtype="f64"):
     labels_2 = reshape(labels, tuple(_shape(labels)) + (1,))
     hot = convert(labels_2 == np.arange(n, dtype=np.int64), dtype)
     if is_staged(hot) and is_staged(labels) and len(_shape(labels)) == 1:   # for `matmul`
-        from .staging import trace_memo
         trace_memo()[("one_hot", id(hot.var))] = (hot.var, labels, n)
     return hot
 

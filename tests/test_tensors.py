@@ -224,3 +224,5 @@ def test_one_hot_times_a_matrix_is_a_row_gather(dtype):
     np.testing.assert_allclose(mixed(W.astype(np.float64), labels),
                                np.eye(5, dtype=np.float32)[np.clip(labels, 0, 4)] * ((labels >= 0) & (labels < 5))[:, None] @ W)
     assert "matmul" in mixed.ir
+    ints = jitad.jit(lambda lab: jitad.one_hot(lab, 5, dtype) @ np.arange(15).reshape(5, 3))   # promotes too
+    assert ints(labels).dtype.kind == "f" and "matmul" in ints.ir
