@@ -10,6 +10,7 @@ overflows the machine stack. `entry.py` adds the CPython entry points.
 """
 import hashlib
 import re
+from collections import Counter
 
 import llvmlite.ir as ir
 import numpy as np
@@ -491,23 +492,15 @@ def _slot_homes(main, destinations):
 
 def _table_stores(graph):
     """value -> the `table_set` that stores it, for tensor values made in `graph` whose
-    producer can write them into the table entry directly: the table is only written in
-    this graph (no reads, no captures into sub-graphs, no other entry updates), and the
-    value is stored once."""
+    producer can write them into the table entry directly: the table is written by this
+    one `table_set` of the graph and nothing else uses it there (no reads, no captures
+    into sub-graphs), and the value is stored once."""
     made = {v for n in graph.nodes for v in n.outputs}
-    used_otherwise, stores, seen = set(), {}, set()
-    for n in graph.nodes:
-        if n.op == Op.TABLE_SET:
-            v = n.inputs[2]
-            if v in seen:
-                stores.pop(v, None)
-            elif v in made and v.type.shape:
-                stores[v] = n
-            seen.add(v)
-            used_otherwise.update(n.inputs[1:])
-        else:
-            used_otherwise.update(n.inputs)
-    return {v: n for v, n in stores.items() if n.inputs[0] not in used_otherwise}
+    sets = [n for n in graph.nodes if n.op == Op.TABLE_SET]
+    used = Counter(v for n in graph.nodes for v in n.inputs)
+    stored = Counter(n.inputs[2] for n in sets)
+    return {n.inputs[2]: n for n in sets if n.inputs[2] in made and n.inputs[2].type.shape
+            and stored[n.inputs[2]] == 1 and used[n.inputs[0]] == 1}
 
 
 KERNEL_OPS = {Op.FUSED, Op.SUM, Op.MAX, Op.TRANSPOSE, Op.BROADCAST, Op.SLICE, Op.UNSLICE, Op.CONCAT,
