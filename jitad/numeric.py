@@ -372,7 +372,7 @@ def logsumexp(x, axis=-1, keepdims=False):
     """log(sum(exp(x))) along `axis`, computed stably: `jitad.logsumexp(x)`."""
     if not _shape(x):
         return x
-    m = stop_gradient(max(x, axis, keepdims=True))   # its gradient cancels exactly: not computed
+    m = max(stop_gradient(x), axis, keepdims=True)   # its gradient cancels exactly: not computed
     m = where(abs(m) < np.inf, m, 0.0)   # an infinite maximum: exp(x - m) must not be inf - inf
     out = log(sum(exp(x - m), axis, keepdims=True)) + m
     return out if keepdims else reshape(out, tuple(n for d, n in enumerate(_shape(x)) if d not in _axes(x, axis)))
@@ -385,7 +385,7 @@ def log_softmax(x, axis=-1):
 
 def softmax(x, axis=-1):
     """exp(x) / sum(exp(x)) along `axis`, computed stably: `jitad.softmax(logits)`."""
-    e = exp(x - stop_gradient(max(x, axis, keepdims=True)))
+    e = exp(x - max(stop_gradient(x), axis, keepdims=True))
     return e / sum(e, axis, keepdims=True)
 
 

@@ -226,3 +226,18 @@ def test_one_hot_times_a_matrix_is_a_row_gather(dtype):
     assert "matmul" in mixed.ir
     ints = jitad.jit(lambda lab: jitad.one_hot(lab, 5, dtype) @ np.arange(15).reshape(5, 3))   # promotes too
     assert ints(labels).dtype.kind == "f" and "matmul" in ints.ir
+
+
+def test_a_stop_gradient_maximum_costs_nothing_backward():
+    """logsumexp/softmax subtract max(stop_gradient(x)): reverse mode carries no adjoint
+    through it (no pass computing the maximum's mask and cotangent), and the compiled
+    code has no stop_gradient copy left."""
+    r = np.random.default_rng(2)
+    x, labels = r.standard_normal((6, 5)), r.integers(0, 5, 6)
+    g = jitad.grad(lambda x: jitad.cross_entropy(x, labels) + jitad.sum(jitad.softmax(x * x, 0)[0]))
+    got = g(x)
+    assert "stop_gradient" not in g.ir
+    assert g.ir.count("max[") == 2 and g.ir.count("sum[") == 7   # forward: 2 max, 4 sums; backward: 3 sums
+    check_grads(lambda x: jitad.cross_entropy(x, labels) + jitad.sum(jitad.softmax(x * x, 0)[0]), (x,),
+                order=2, modes=("fwd", "rev"))
+    assert np.all(np.isfinite(got))

@@ -122,7 +122,7 @@ def _run(nodes, env, outputs, k):
     tape = []
     for i, node in enumerate(nodes):
         ins = [env[v] for v in node.inputs]
-        if all(d.adj is None for d in ins):
+        if all(d.adj is None for d in ins) or node.op == Op.STOP_GRADIENT:   # no adjoints to carry
             outs = _primal(node, ins)
             _bind(env, node.outputs, [Dual(o) for o in outs])
             continue

@@ -7,6 +7,8 @@ slots (`slot_get`) used only inside the run, accumulations into tensor slots
 register). Values defined in the run and used after it are materialized as outputs.
 Runs keep their position in the node list, so effects on slots stay in order.
 """
+from dataclasses import replace
+
 from .graph import Graph, Node, Var
 from .ops import ELEMENTWISE_OPS, Op
 from .prune import drop_unread_tables
@@ -18,6 +20,7 @@ def fuse_program(program):
     return it."""
     graphs = [f.body for f in program.funs] + [program.main]
     for graph in graphs:
+        forward_stop_gradients(graph)
         eliminate_dead_code(graph)
     drop_unread_tables(program)   # after dead code: unused replays read tables
     for graph in graphs:
@@ -29,6 +32,18 @@ def fuse_program(program):
 PURE = ELEMENTWISE_OPS | {Op.SUM, Op.MAX, Op.RESHAPE, Op.TRANSPOSE, Op.MATMUL, Op.INDEX, Op.GATHER,
                           Op.SLICE, Op.UNSLICE, Op.CONCAT, Op.BROADCAST, Op.CONST, Op.SLOT_GET,
                           Op.TREE_GET, Op.TREE_ROOT, Op.TREE_SIZE, Op.TABLE_GET, Op.RANDOM}
+
+
+def forward_stop_gradients(graph):
+    """After differentiation `stop_gradient` is the identity: its users read its input (a
+    standalone one would be a copy)."""
+    for node in graph.nodes:
+        for body in node.bodies:
+            forward_stop_gradients(body)
+    same = {n.outputs[0]: n.inputs[0] for n in graph.nodes if n.op == Op.STOP_GRADIENT}
+    if same:
+        graph.nodes = [replace(n, inputs=tuple(same.get(v, v) for v in n.inputs)) for n in graph.nodes]
+        graph.outputs = [same.get(v, v) for v in graph.outputs]
 
 
 def eliminate_dead_code(graph):
