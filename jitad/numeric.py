@@ -214,13 +214,13 @@ def _one_hot_rows(a, b):
     gradient adds rows instead of a product with the one-hot matrix."""
     if not is_staged(a):
         return None
-    hot = trace_memo().get(("one_hot", id(a.var)))
-    if hot is None or hot[0] is not a.var or len(_shape(b)) != 2 or _shape(b)[0] != hot[2] \
-            or len(_shape(a)) != 2 or not a.var.type.dtype == result_dtype(a, b) == result_dtype(b):
+    hot = trace_memo().get(("one_hot", a.var))
+    if hot is None or len(_shape(b)) != 2 or _shape(b)[0] != hot[1] or len(_shape(a)) != 2 \
+            or not a.var.type.dtype == result_dtype(a, b) == result_dtype(b):
         return None
-    labels = hot[1]
+    labels, n = hot
     rows = _prim(Op.GATHER, b, labels)
-    inside = reshape((labels >= 0) & (labels < hot[2]), (-1, 1))
+    inside = reshape((labels >= 0) & (labels < n), (-1, 1))
     return where(inside, rows, NUMPY_OF[rows.var.type.dtype](0))
 
 
@@ -394,7 +394,7 @@ def one_hot(labels, n, dtype="f64"):
     labels_2 = reshape(labels, tuple(_shape(labels)) + (1,))
     hot = convert(labels_2 == np.arange(n, dtype=np.int64), dtype)
     if is_staged(hot) and is_staged(labels) and len(_shape(labels)) == 1:   # for `matmul`
-        trace_memo()[("one_hot", id(hot.var))] = (hot.var, labels, n)
+        trace_memo()[("one_hot", hot.var)] = (labels, n)   # (vars hash by identity)
     return hot
 
 
