@@ -241,3 +241,18 @@ def test_a_stop_gradient_maximum_costs_nothing_backward():
     check_grads(lambda x: jitad.cross_entropy(x, labels) + jitad.sum(jitad.softmax(x * x, 0)[0]), (x,),
                 order=2, modes=("fwd", "rev"))
     assert np.all(np.isfinite(got))
+
+
+def test_an_adjoint_set_once_is_read_in_place():
+    """The cotangent of a reshape is the only contribution to its input's adjoint: the
+    matrix product's backward reads that cotangent itself (no slot, no copy)."""
+    r = np.random.default_rng(4)
+    x, W = r.standard_normal((2, 3)), r.standard_normal((3, 4))
+
+    def f(x, W):
+        return jitad.sum(jitad.tanh(jitad.reshape(x @ W, (8,))) ** 2)
+    g = jitad.grad(f, argnums=(0, 1))
+    g(x, W)
+    assert g.ir.count("slot_set") == 1   # the loss value only
+    assert g.ir.count("= slot") == 9     # was 11: the product's adjoint and the copy into it
+    check_grads(f, (x, W), order=2, modes=("fwd", "rev"))

@@ -131,8 +131,59 @@ def fuse_graph(graph):
             shape = s
         run.append((k, node))
     flush()
-    graph.nodes = _accumulate_products(
-        _first_adds_store(_localize_slots(_recompute_cheap(out, graph.outputs), graph.outputs)))
+    nodes = _first_adds_store(_localize_slots(_recompute_cheap(out, graph.outputs), graph.outputs))
+    graph.nodes, graph.outputs = _forward_single_stores(nodes, graph.outputs)
+    graph.nodes = _accumulate_products(graph.nodes)
+
+
+VIEWS = {Op.RESHAPE, Op.INDEX, Op.SLOT_GET}   # (a tensor result of these shares its input's buffer)
+
+
+def _forward_single_stores(nodes, outputs):
+    """A tensor slot set once (`slot_set`, an adjoint's only contribution) and then only
+    read: its reads are the stored value, no copy. The value's buffer must outlive the
+    reads (no arena scope around where it was made closes before them) and stay unchanged
+    (when it is a view of another slot, that slot is not written after the store)."""
+    users, made_at = {}, {}
+    for k, n in enumerate(nodes):
+        for v in n.inputs:
+            users.setdefault(v, []).append(k)
+        for v in n.outputs:
+            made_at[v] = (k, n)
+    scopes = [(made_at[n.inputs[0]][0], k) for k, n in enumerate(nodes)
+              if n.op == Op.ARENA_RELEASE and n.inputs[0] in made_at]
+    candidates = []
+    for k, n in enumerate(nodes):
+        where = users.get(n.outputs[0], []) if n.op == Op.SLOT and n.outputs[0].type.shape else []
+        sets = [j for j in where if nodes[j].op == Op.SLOT_SET]
+        if len(sets) == 1 and all(nodes[g].op == Op.SLOT_GET and g > sets[0] for g in where if g != sets[0]):
+            candidates.append((sets[0], k, [g for g in where if g != sets[0]]))
+    rename, drop = {}, set()
+    for j, k, gets in sorted(candidates):   # in store order: a value may be an earlier one's read
+        value = rename.get(nodes[j].inputs[1], nodes[j].inputs[1])
+        root, born = value, -1
+        while root in made_at:
+            born, producer = made_at[root]
+            if producer.op not in VIEWS or not producer.inputs[0].type.shape:
+                break
+            if producer.op == Op.SLOT_GET:   # a view of another slot: unchanged after the store?
+                slot = producer.inputs[0]
+                born = made_at[slot][0] if slot in made_at else -1
+                if any(nodes[u].op != Op.SLOT_GET for u in users.get(slot, []) if u > j):
+                    born = None
+                break
+            root = rename.get(producer.inputs[0], producer.inputs[0])
+        last = max((u for g in gets for u in users.get(nodes[g].outputs[0], [])), default=j)
+        if born is None or any(m < born < r <= last for m, r in scopes) \
+                or any(nodes[g].outputs[0] in outputs for g in gets):
+            continue
+        drop.update([k, j] + gets)
+        rename.update((nodes[g].outputs[0], value) for g in gets)
+    if not rename:
+        return nodes, outputs
+    kept = [replace(n, inputs=tuple(rename.get(v, v) for v in n.inputs))
+            for k, n in enumerate(nodes) if k not in drop]
+    return kept, outputs
 
 
 def _accumulate_products(nodes):
@@ -259,10 +310,9 @@ def _first_adds_store(nodes):
         if fused_at is None:
             continue
         fused = nodes[fused_at]
-        reads = [j for j in where if j != fused_at]
-        # other uses may only be pointer reads whose values are used after the loop
-        if any(nodes[j].op != Op.SLOT_GET or any(u <= fused_at for u in users.get(nodes[j].outputs[0], ()))
-               for j in reads) or fused.inputs.count(slot) != 1:
+        # earlier uses may only be pointer reads whose values are used after the loop
+        if not _only_late_reads(nodes, users, where, fused_at) or fused.inputs.count(slot) != 1 \
+                or tuple(fused.attrs["shape"]) != slot.type.shape:
             continue
         (body,) = fused.bodies
         param = body.params[fused.inputs.index(slot)]
