@@ -465,23 +465,32 @@ def conv2d(x, w, b=None, stride=1, padding=0):
 
 
 def _pool_windows(x, k, stride):
+    """The k×k windows of x (n, c, h, w) and the axes that run over a window. Windows that
+    tile the image (stride k) are a reshape of it, (n, c, oh, k, ow, k): no gather, and
+    the gradient is elementwise; otherwise (overlapping windows) a gather of patches."""
     n, c, h, w = _shape(x)
     stride = stride or k
+    if stride == k:
+        oh, ow = h // k, w // k
+        if (oh * k, ow * k) != (h, w):   # rows and columns past the last whole window drop
+            x = slice_static(x, (0, 0, 0, 0), (n, c, oh * k, ow * k), (1, 1, 1, 1))
+        return reshape(x, (n, c, oh, k, ow, k)), (3, 5)
     idx, oh, ow = _im2col_indices(1, h, w, k, k, stride, 0)
     flat = reshape(x, (n * c * h * w, 1))
     offsets = (np.arange(n * c) * h * w).reshape(n * c, 1, 1)
-    windows = reshape(getitem(flat, (offsets + idx[None]).reshape(-1)), (n, c, oh, ow, k * k))
-    return windows
+    return reshape(getitem(flat, (offsets + idx[None]).reshape(-1)), (n, c, oh, ow, k * k)), (4,)
 
 
 def max_pool2d(x, k, stride=None):
     """Max over k×k windows (stride defaults to k), NCHW."""
-    return max(_pool_windows(x, k, stride), -1)
+    windows, axes = _pool_windows(x, k, stride)
+    return max(windows, axes)
 
 
 def avg_pool2d(x, k, stride=None):
     """Mean over k×k windows (stride defaults to k), NCHW."""
-    return mean(_pool_windows(x, k, stride), -1)
+    windows, axes = _pool_windows(x, k, stride)
+    return mean(windows, axes)
 
 
 def dropout(x, rate, key):

@@ -256,3 +256,17 @@ def test_an_adjoint_set_once_is_read_in_place():
     assert g.ir.count("slot_set") == 1   # the loss value only
     assert g.ir.count("= slot") == 9     # was 11: the product's adjoint and the copy into it
     check_grads(f, (x, W), order=2, modes=("fwd", "rev"))
+
+
+def test_tiling_pool_windows_are_a_reshape():
+    """max/avg pooling with stride k reads its k×k windows through a reshape: no gather
+    forward and no scatter-add backward (overlapping windows still gather)."""
+    x = np.random.default_rng(6).standard_normal((2, 3, 7, 9))
+    for pool in (jitad.max_pool2d, jitad.avg_pool2d):
+        g = jitad.grad(lambda x: jitad.sum(pool(x, 2) ** 2))
+        g(x)
+        assert "gather" not in g.ir and "scatter" not in g.ir
+        check_grads(lambda x: jitad.sum(pool(x, 2) ** 2), (x,), order=2, modes=("fwd", "rev"))
+    g = jitad.grad(lambda x: jitad.sum(jitad.max_pool2d(x, 3, stride=2)))
+    g(x)
+    assert "gather" in g.ir
