@@ -447,12 +447,19 @@ def _pad(x, padding):
 
 
 def conv2d(x, w, b=None, stride=1, padding=0):
-    """2-D convolution, NCHW input (N, C, H, W) and OIHW weights (O, C, kh, kw), as im2col + GEMM."""
+    """2-D convolution, NCHW input (N, C, H, W) and OIHW weights (O, C, kh, kw): stride 1 as a
+    direct loop nest (the `conv2d` primitive), other strides as im2col + GEMM."""
     n, c, h, wd = _shape(x)
     o, c2, kh, kw = _shape(w)
     if c != c2:
         raise ShapeError(f"`conv2d`: input of shape {tuple(_shape(x))} has {c} channels but weights of "
                          f"shape {tuple(_shape(w))} expect {c2}")
+    if stride == 1:
+        x, w = _promoted(x, w)
+        if result_dtype(x) == "bool":
+            raise ArgumentError("`conv2d` of booleans: convert them to numbers first (x.astype('f64'))")
+        out = conv2d_valid(_pad(x, padding), w)
+        return out if b is None else out + reshape(b, (o, 1, 1))
     idx, oh, ow = _im2col_indices(c, h, wd, kh, kw, stride, padding)
     xp = _pad(x, padding)
     flat = reshape(xp, (n * c * (h + 2 * padding) * (wd + 2 * padding), 1))
@@ -462,6 +469,11 @@ def conv2d(x, w, b=None, stride=1, padding=0):
     if b is not None:
         out = out + b
     return transpose(reshape(out, (n, oh, ow, o)), (0, 3, 1, 2))
+
+
+def conv2d_valid(x, w):
+    """The `conv2d` primitive: stride 1, no padding (a direct loop nest, no im2col)."""
+    return _prim(Op.CONV2D, x, w)
 
 
 def _pool_windows(x, k, stride):

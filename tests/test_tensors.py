@@ -270,3 +270,36 @@ def test_tiling_pool_windows_are_a_reshape():
     g = jitad.grad(lambda x: jitad.sum(jitad.max_pool2d(x, 3, stride=2)))
     g(x)
     assert "gather" in g.ir
+
+
+def _conv_reference(x, w):
+    windows = np.lib.stride_tricks.sliding_window_view(x, w.shape[2:], axis=(2, 3))
+    return np.einsum("ncyxij,ocij->noyx", windows, w)
+
+
+@pytest.mark.parametrize("xs, ws", [
+    ((2, 3, 7, 9), (4, 3, 3, 2)),      # rows of the output per tap, rows in pieces 4 + 2 + 1
+    ((1, 2, 6, 45), (19, 2, 3, 3)),    # a row wider than one register group (32 + 8 + 4 + 1), 19 channels
+    ((2, 2, 12, 13), (3, 2, 9, 10)),   # narrow rows, wide kernel: multiply-adds along kernel rows
+])
+def test_conv2d_is_a_direct_loop_nest(xs, ws):
+    """Stride-1 conv2d is one `conv2d` primitive (no im2col gather of the image); its cotangents are
+    convolutions too. Values against NumPy in f64, f32 and i64; gradients to second order."""
+    r = np.random.default_rng(7)
+    x, w = r.standard_normal(xs), r.standard_normal(ws)
+    f = jitad.jit(lambda x, w: jitad.conv2d(x, w))
+    np.testing.assert_allclose(f(x, w), _conv_reference(x, w), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(f(x.astype(np.float32), w.astype(np.float32)), _conv_reference(x, w),
+                               rtol=1e-4, atol=1e-4)
+    xi, wi = r.integers(-5, 5, xs), r.integers(-5, 5, ws)
+    np.testing.assert_array_equal(f(xi, wi), _conv_reference(xi, wi))
+    g = jitad.grad(lambda x, w: jitad.sum(jitad.tanh(jitad.conv2d(x, w))), argnums=(0, 1))
+    g(x, w)
+    assert g.ir.count("= gather") == 1 and g.ir.count("conv2d") == 3   # the gather flips the kernel
+    check_grads(lambda x, w: jitad.sum(jitad.tanh(jitad.conv2d(x, w) * 0.3)), (x, w), order=2, modes=("fwd", "rev"))
+
+
+def test_conv2d_rejects_booleans():
+    x = np.ones((1, 1, 3, 3), bool)
+    with pytest.raises(jitad.errors.ArgumentError, match="booleans"):
+        jitad.jit(lambda x: jitad.conv2d(x, x[:, :, :2, :2]))(x)

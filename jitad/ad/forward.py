@@ -93,10 +93,10 @@ def _tangent(node, ins, primals, out):
     if op == Op.CONCAT:
         return wrap(emit(op, [(t if t is not None else zeros(p.var.type)).var
                               for p, t in zip(primals, tangents)], attrs)[0])
-    if op == Op.MATMUL:
+    if op in (Op.MATMUL, Op.CONV2D):   # bilinear
         (a, ta), (b, tb) = ins
-        terms = ([N.matmul_t(ta, b, **attrs)] if ta is not None else []) + \
-                ([N.matmul_t(a, tb, **attrs)] if tb is not None else [])
+        apply = lambda u, v: wrap(emit(op, [u.var, v.var], attrs)[0])
+        terms = ([apply(ta, b)] if ta is not None else []) + ([apply(a, tb)] if tb is not None else [])
         return terms[0] if len(terms) == 1 else terms[0] + terms[1]
     if op == Op.MAX:
         x, axes = primals[0], attrs["axes"]

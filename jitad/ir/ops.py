@@ -25,7 +25,7 @@ class Op(enum.Enum):
     SELECT = "select"; CONVERT = "convert"; CONST = "const"
     # tensors
     BROADCAST = "broadcast"; SUM = "sum"; MAX = "max"; RESHAPE = "reshape"
-    TRANSPOSE = "transpose"; MATMUL = "matmul"; INDEX = "index"; GATHER = "gather"
+    TRANSPOSE = "transpose"; MATMUL = "matmul"; CONV2D = "conv2d"; INDEX = "index"; GATHER = "gather"
     SLICE = "slice"; UNSLICE = "unslice"; CONCAT = "concat"; RANDOM = "random"
     # trees
     TREE_GET = "tree_get"; TREE_ROOT = "tree_root"; TREE_SIZE = "tree_size"
@@ -322,6 +322,43 @@ def _matmul_vjp(g, a, b, out, ta, tb):
 
 declare(Op.MATMUL, _matmul_rule, lambda a, b, ta, tb: np.matmul(a.T if ta else a, b.T if tb else b),
         vjp=_matmul_vjp)
+
+
+def _conv2d_rule(op, types, attrs, bodies):
+    x, w = types
+    _same_dtype(op, types)
+    if len(x.shape) != 4 or len(w.shape) != 4 or x.shape[1] != w.shape[1] \
+            or w.shape[2] > x.shape[2] or w.shape[3] > x.shape[3]:
+        raise ShapeError(f"`conv2d`: input {x.shape} and weights {w.shape}: need (n, c, h, w) and "
+                         "(o, c, kh, kw) with kh <= h and kw <= w")
+    n, _, h, wd = x.shape
+    o, _, kh, kw = w.shape
+    return [Type(x.dtype, (n, o, h - kh + 1, wd - kw + 1))]
+
+
+def _conv2d_impl(x, w):
+    windows = np.lib.stride_tricks.sliding_window_view(x, w.shape[2:], axis=(2, 3))
+    return np.einsum("ncyxij,ocij->noyx", windows, w)
+
+
+def _conv2d_vjp(g, x, w, out):
+    """Both cotangents are valid convolutions too: the input's, of g padded by the kernel
+    size less one with the kernel flipped and its channel axes swapped; the weights', of
+    the input with g as the kernel, batch and channel axes swapped on both."""
+    N = _n()
+    kh, kw = w.shape[2:]
+    n, o, oh, ow = g.shape
+    padded = N.unslice(g, (n, o, oh + 2 * (kh - 1), ow + 2 * (kw - 1)), (0, 0, kh - 1, kw - 1),
+                       (n, o, oh + kh - 1, ow + kw - 1), (1, 1, 1, 1))
+    taps = N.reshape(N.transpose(w, (2, 3, 1, 0)), (kh * kw, w.shape[1], o))
+    flipped = N.getitem(taps, np.arange(kh * kw - 1, -1, -1))         # tap (i, j) <- (kh-1-i, kw-1-j)
+    flipped = N.transpose(N.reshape(flipped, (kh, kw, w.shape[1], o)), (2, 3, 0, 1))   # (c, o, kh, kw)
+    swap = (1, 0, 2, 3)
+    gw = N.transpose(N.conv2d_valid(N.transpose(x, swap), N.transpose(g, swap)), swap)
+    return N.conv2d_valid(padded, flipped), gw
+
+
+declare(Op.CONV2D, _conv2d_rule, _conv2d_impl, vjp=_conv2d_vjp)
 
 
 def _clip_index(i, n):

@@ -263,6 +263,15 @@ def _matmul(rt, node, ins):
     return [out]
 
 
+@rule(Op.CONV2D)
+def _conv2d(rt, node, ins):
+    (x_t, w_t), out_t = [v.type for v in node.inputs], node.outputs[0].type
+    out = rt.alloc(out_t)
+    kern = rt.kernel(id(node), lambda: K.conv2d_source(x_t.shape, w_t.shape, out_t.shape))
+    rt.launch(kern, size_of(out_t.shape), ins[0], ins[1], out)
+    return [out]
+
+
 @rule(Op.TABLE_GEMM_ADD)
 def _table_gemm_add(rt, node, ins):
     slot, x, y, count = ins

@@ -325,6 +325,21 @@ def map_source(kind_x, out_index, in_index, n, extra=(), op="=", value=None):
     return "\n".join([header] + _grid_loop(str(n), [line])) + "\n"
 
 
+def conv2d_source(x_shape, w_shape, out_shape):
+    """out[b, o, y, x] = sum over c, p, q of w[o, c, p, q] * x[b, c, y + p, x + q], one
+    thread per output element."""
+    _, c, h, w = x_shape
+    _, _, kh, kw = w_shape
+    _, o, oh, ow = out_shape
+    lines = [f"b = i // {o * oh * ow}", f"oc = (i // {oh * ow}) % {o}", f"y = (i // {ow}) % {oh}",
+             f"xo = i % {ow}", "acc = w[0] * 0",
+             f"for c in range({c}):", f"    for p in range({kh}):", f"        for q in range({kw}):",
+             f"            acc += w[((oc * {c} + c) * {kh} + p) * {kw} + q] * "
+             f"x[((b * {c} + c) * {h} + y + p) * {w} + xo + q]",
+             "out[i] = acc"]
+    return "\n".join(["def kernel(x, w, out):"] + _grid_loop(str(size_of(out_shape)), lines)) + "\n"
+
+
 def coordinate(i, shape, d):
     return f"(({i} // {size_of(shape[d + 1:])}) % {shape[d]})"
 

@@ -503,7 +503,7 @@ def _table_stores(graph):
             and stored[n.inputs[2]] == 1 and used[n.inputs[0]] == 1}
 
 
-KERNEL_OPS = {Op.FUSED, Op.SUM, Op.MAX, Op.TRANSPOSE, Op.BROADCAST, Op.SLICE, Op.UNSLICE, Op.CONCAT,
+KERNEL_OPS = {Op.FUSED, Op.SUM, Op.MAX, Op.CONV2D, Op.TRANSPOSE, Op.BROADCAST, Op.SLICE, Op.UNSLICE, Op.CONCAT,
               Op.GATHER, Op.RANDOM, Op.SLOT_ADD, Op.SLOT_ADD_AT, Op.SLOT_SCATTER_ADD, Op.SLOT_ADD_SLICE}
 
 

@@ -414,3 +414,127 @@ def ref_type(node, body, param):
 
 def lo_const(n):
     return LL[n.attrs["type"].dtype](n.attrs["value"])
+
+
+@rule(Op.CONV2D)
+def _conv2d(lo, node, ins):
+    """out[n, o, y, x] = sum over c, i, j of w[o, c, i, j] * x[n, c, y + i, x + j], in
+    vector registers, several independent sums at a time (a multiply-add waits for the
+    previous one on its register):
+
+    - a wide output row (or a narrow kernel): output rows of a block of channels, one
+      load of an input row per kernel tap shared by the block;
+    - a narrow row with a wide kernel (the weight gradient's shape, where the kernel is
+      the image): the whole output row, as multiply-adds along the kernel's rows (one
+      load of a kernel row shared by the row's elements), summed across lanes at the end.
+
+    Rows wider than `VECTOR` elements go in pieces."""
+    (x_t, w_t), out_t = [v.type for v in node.inputs], node.outputs[0].type
+    _, C, H, W = x_t.shape
+    _, _, KH, KW = w_t.shape
+    _, O, OH, OW = out_t.shape
+    b, ty, x, w = lo.b, LL[out_t.dtype], ins[0], ins[1]
+    out = lo.result_buffer(node.outputs[0])
+    floating = out_t.dtype in ("f32", "f64")
+    lanes = 64 // {"f64": 8, "f32": 4, "i64": 8}[out_t.dtype]
+    at = lambda buf, off: b.gep(buf, [off], source_etype=ty)
+    lin = lambda *terms: _linear(b, terms)   # the sum of index * stride
+    x_at = lambda n, c, y, xo: lin((n, C * H * W), (c, H * W), (y, W), (xo, 1))
+    w_at = lambda o, c, i, j: lin((o, C * KH * KW), (c, KH * KW), (i, KW), (j, 1))
+
+    def fma(a, v, acc):
+        if not floating:
+            return b.add(b.mul(a, v), acc)
+        n = a.type.count
+        f = lo.extern(f"llvm.fmuladd.v{n}{out_t.dtype}", ir.FunctionType(a.type, [a.type] * 3))
+        return b.call(f, [a, v, acc])
+
+    def pieces(start, width):
+        """(offset, size) pieces of a row: whole registers, then halves, ... (LLVM splits
+        other vector sizes badly)."""
+        out, size = [], lanes
+        while width:
+            while size > width:
+                size //= 2
+            out.append((start, size))
+            start, width = start + size, width - size
+        return out
+
+    def sums(types, body):
+        """Registers of `types` (allocas LLVM promotes), zeroed; `body(update)` emits the
+        loops, `update(k, f)` sets register k to f(its value). Their final values."""
+        regs = [alloca(b, t) for t in types]
+        for r, t in zip(regs, types):
+            b.store(ir.Constant(t, None), r)
+        body(lambda k, f: b.store(f(b.load(regs[k], typ=types[k])), regs[k]))
+        return [b.load(r, typ=t) for r, t in zip(regs, types)]
+
+    def loop(n, body):
+        lo.counted_loop(I64(n), body, rolled=True)
+
+    def loads(buf, off, size):
+        return b.load(at(buf, off), typ=ir.VectorType(ty, size), align=1)
+
+    def splat(v, size):
+        vt = ir.VectorType(ty, size)
+        return b.shuffle_vector(b.insert_element(ir.Constant(vt, ir.Undefined), v, I32(0)),
+                                ir.Constant(vt, ir.Undefined), ir.Constant(ir.VectorType(I32, size), [0] * size))
+
+    if OW >= lanes or KW < lanes:
+        def rows(n, y):
+            for start in range(0, OW, VECTOR):
+                parts = pieces(start, min(VECTOR, OW - start))
+                block = max(1, 16 // len(parts))   # output channels at a time
+                for o0 in range(0, O, block):
+                    os_ = list(range(o0, min(O, o0 + block)))
+
+                    def taps(update):
+                        def tap(c, i, j):
+                            xs = [loads(x, x_at(n, c, b.add(y, i), b.add(j, I64(off))), size) for off, size in parts]
+                            for k, o in enumerate(os_):
+                                wv = b.load(at(w, w_at(I64(o), c, i, j)), typ=ty)
+                                for q, (xv, (_, size)) in enumerate(zip(xs, parts)):
+                                    update(k * len(parts) + q, lambda acc: fma(splat(wv, size), xv, acc))
+                        loop(C, lambda c: loop(KH, lambda i: loop(KW, lambda j: tap(c, i, j))))
+                    regs = sums([ir.VectorType(ty, size) for _ in os_ for _, size in parts], taps)
+                    for k, o in enumerate(os_):
+                        for q, (off, _) in enumerate(parts):
+                            dst = at(out, lin((n, O * OH * OW), (I64(o), OH * OW), (y, OW), (I64(off), 1)))
+                            b.store(regs[k * len(parts) + q], dst, align=1)
+        lo.loop_nest((out_t.shape[0], OH), lambda idx: rows(*idx))
+        return [out]
+
+    def row(n, o, y):
+        totals = [None] * OW
+        for start in range(0, KW, VECTOR):
+            parts = pieces(start, min(VECTOR, KW - start))
+
+            def taps(update):
+                def kernel_row(c, i):
+                    for q, (off, size) in enumerate(parts):
+                        wv = loads(w, w_at(o, c, i, I64(off)), size)
+                        for xo in range(OW):
+                            xv = loads(x, x_at(n, c, b.add(y, i), I64(off + xo)), size)
+                            update(xo * len(parts) + q, lambda acc: fma(wv, xv, acc))
+                loop(C, lambda c: loop(KH, lambda i: kernel_row(c, i)))
+            regs = sums([ir.VectorType(ty, size) for _ in range(OW) for _, size in parts], taps)
+            for k, reg in enumerate(regs):
+                xo = k // len(parts)
+                for lane in range(reg.type.count):
+                    v = b.extract_element(reg, I32(lane))
+                    totals[xo] = v if totals[xo] is None else (b.fadd(totals[xo], v) if floating
+                                                               else b.add(totals[xo], v))
+        for xo, total in enumerate(totals):
+            b.store(total, at(out, lin((n, O * OH * OW), (o, OH * OW), (y, OW), (I64(xo), 1))))
+    lo.loop_nest(out_t.shape[:3], lambda idx: row(*idx))
+    return [out]
+
+
+VECTOR = 32   # elements per register group in `conv2d` (four 512-bit registers of f64)
+
+
+def _linear(b, terms):
+    total = I64(0)
+    for i, stride in terms:
+        total = b.add(total, b.mul(i, I64(stride), flags=("nuw", "nsw")), flags=("nuw", "nsw"))
+    return total
