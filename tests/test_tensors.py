@@ -303,3 +303,20 @@ def test_conv2d_rejects_booleans():
     x = np.ones((1, 1, 3, 3), bool)
     with pytest.raises(jitad.errors.ArgumentError, match="booleans"):
         jitad.jit(lambda x: jitad.conv2d(x, x[:, :, :2, :2]))(x)
+
+
+@pytest.mark.parametrize("m, k, n", [(20, 50, 50), (7, 13, 45), (1, 300, 75), (17, 9, 30)])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_small_products_in_register_tiles(m, k, n, dtype):
+    """Small untransposed products run in vector-register tiles (row blocks, rows in
+    pieces of 8/4/2/1 lanes; BLAS otherwise): values, and a backward pass that adds
+    g @ W into an adjoint already holding another contribution."""
+    r = np.random.default_rng(8)
+    x, W1, W2 = (r.standard_normal(s).astype(dtype) for s in [(m, k), (n, k), (k, n)])
+    tol = 1e-12 if dtype == np.float64 else 1e-4
+    np.testing.assert_allclose(jitad.jit(lambda a, b: a @ b)(x, W2), x @ W2, rtol=tol, atol=tol * k)
+
+    def f(x, W1, W2):
+        return jitad.sum(jitad.tanh(jitad.numeric.matmul_t(x, W1, ta=False, tb=True) * 0.3 + x @ W2 * 0.2))
+    if dtype == np.float64:
+        check_grads(f, (x, W1, W2), order=1, modes=("rev",))
