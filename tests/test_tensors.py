@@ -320,3 +320,35 @@ def test_small_products_in_register_tiles(m, k, n, dtype):
         return jitad.sum(jitad.tanh(jitad.numeric.matmul_t(x, W1, ta=False, tb=True) * 0.3 + x @ W2 * 0.2))
     if dtype == np.float64:
         check_grads(f, (x, W1, W2), order=1, modes=("rev",))
+
+
+def test_result_arrays_are_reused_only_once_nobody_holds_them():
+    """A compiled function keeps its last result arrays and reuses one when the caller
+    dropped every reference to it (no allocation, no page faults in a training loop);
+    an array still referenced, directly or through a view, is never overwritten, nor
+    one whose shape or flags were changed."""
+    f = jitad.jit(lambda x: x * 2.0)
+    x = np.arange(6.0)
+    buffers = set()
+    for _ in range(10):
+        r = f(x)
+        buffers.add(r.ctypes.data)
+        del r
+    assert len(buffers) == 1
+    kept = [f(x + k) for k in range(4)]
+    view = f(x + 10)[1:]
+    for k in range(3):
+        f(x + 20 + k)
+    for k, r in enumerate(kept):
+        np.testing.assert_array_equal(r, (x + k) * 2)
+    np.testing.assert_array_equal(view, ((x + 10) * 2)[1:])
+    r = f(x)
+    r.shape = (2, 3)
+    del r
+    assert f(x).shape == (6,)
+    r = f(x)
+    r.flags.writeable = False
+    del r
+    out = f(x + 1)
+    assert out.flags.writeable
+    np.testing.assert_array_equal(out, (x + 1) * 2)

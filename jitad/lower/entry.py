@@ -10,6 +10,8 @@ dispatcher, which converts what it can); when the stack budget ran out, to `self
 (a retry on a thread with a larger stack, or `ResourceError`); when the tensor arena
 ran out, to `self[2]`.
 """
+import sysconfig
+
 import llvmlite.ir as ir
 import numpy as np
 
@@ -32,6 +34,7 @@ PY_API = {
     "PyTuple_GetItem": ir.FunctionType(PTR, [PTR, I64]),
     "PyObject_Vectorcall": ir.FunctionType(PTR, [PTR, PTR, I64, PTR]),
     "Py_DecRef": ir.FunctionType(ir.VoidType(), [PTR]),
+    "Py_IncRef": ir.FunctionType(ir.VoidType(), [PTR]),
 }
 # numpy's PyArray_New(subtype, nd, dims, typenum, strides, data, itemsize, flags, obj)
 ARRAY_NEW = ir.FunctionType(PTR, [PTR, C_INT, PTR, C_INT, PTR, PTR, C_INT, C_INT, PTR])
@@ -42,6 +45,11 @@ NPY_TYPENUM = {"bool": 0, "i64": 7, "f32": 11, "f64": 12}
 # PyArrayObject field offsets (numpy's public struct layout)
 ARRAY_DATA, ARRAY_ND, ARRAY_DIMS, ARRAY_DESCR, ARRAY_FLAGS = 16, 24, 32, 56, 64
 C_CONTIGUOUS_ALIGNED = 0x0001 | 0x0100
+OWNDATA_WRITEABLE = 0x0004 | 0x0400
+# Result arrays kept per tensor output for reuse (see `add_entry`), up to this size each;
+# the check reads ob_refcnt, so not on free-threaded builds.
+POOL, POOL_MAX_BYTES = 2, 16 << 20
+POOLING = not sysconfig.get_config_var("Py_GIL_DISABLED")
 
 
 def _api(module, name, fnty=None):
@@ -59,12 +67,13 @@ def _field(b, obj, offset, typ):
     return b.load(b.gep(obj, [I64(offset)], source_etype=I8), typ=typ)
 
 
-def _array_matches(b, module, obj, t):
-    """An i1: `obj` is an ndarray of exactly dtype/shape `t`, C-contiguous and aligned."""
+def _array_matches(b, module, obj, t, flags_needed=C_CONTIGUOUS_ALIGNED):
+    """An i1: `obj` is an ndarray of exactly dtype/shape `t`, C-contiguous and aligned
+    (and whatever else `flags_needed` asks)."""
     ok = b.icmp_unsigned("==", _field(b, obj, ARRAY_DESCR, PTR), _api(module, f"jitad_descr_{t.dtype}"))
     ok = b.and_(ok, b.icmp_signed("==", _field(b, obj, ARRAY_ND, C_INT), C_INT(len(t.shape))))
     flags = _field(b, obj, ARRAY_FLAGS, C_INT)
-    ok = b.and_(ok, b.icmp_unsigned("==", b.and_(flags, C_INT(C_CONTIGUOUS_ALIGNED)), C_INT(C_CONTIGUOUS_ALIGNED)))
+    ok = b.and_(ok, b.icmp_unsigned("==", b.and_(flags, C_INT(flags_needed)), C_INT(flags_needed)))
     dims = _field(b, obj, ARRAY_DIMS, PTR)
     for d, n in enumerate(t.shape):
         got = b.load(b.gep(dims, [I64(d)], source_etype=I64), typ=I64)
@@ -166,8 +175,44 @@ def add_entry(module, main, in_types, out_types, layout, name, stack_budget, arg
             b.ret(PTR(None))   # MemoryError is set
         return arr
 
+    def pooled_array(k, t):
+        """A result array of a previous call that nobody else references any more (its
+        only reference is the pool's, and it still has its shape, dtype and flags), or a
+        new one that joins the pool in place of the oldest. A training loop that drops
+        last step's arrays gets them back: no allocation, no page faults."""
+        if not POOLING or int(np.prod(t.shape)) * ELEMENT_BYTES[t.dtype] > POOL_MAX_BYTES:
+            return new_array(t)
+        slots_t = ir.ArrayType(PTR, POOL)
+        pool = ir.GlobalVariable(module, slots_t, name=f"{name}_pool{k}")
+        pool.linkage, pool.initializer = "internal", ir.Constant(slots_t, [PTR(None)] * POOL)
+        oldest = ir.GlobalVariable(module, I64, name=f"{name}_oldest{k}")
+        oldest.linkage, oldest.initializer = "internal", I64(0)
+        found = alloca(b, PTR)
+        b.store(PTR(None), found)
+        for s_ in range(POOL):
+            obj = b.load(b.gep(pool, [I64(s_)], source_etype=PTR), typ=PTR)
+            vacant = b.and_(b.icmp_unsigned("==", b.load(found, typ=PTR), PTR(None)),
+                            b.icmp_unsigned("!=", obj, PTR(None)))
+            with b.if_then(vacant):
+                with b.if_then(b.icmp_signed("==", b.load(obj, typ=I64), I64(1))):   # ob_refcnt
+                    with b.if_then(_array_matches(b, module, obj, t, C_CONTIGUOUS_ALIGNED | OWNDATA_WRITEABLE)):
+                        b.call(api("Py_IncRef"), [obj])
+                        b.store(obj, found)
+        with b.if_then(b.icmp_unsigned("==", b.load(found, typ=PTR), PTR(None))):
+            arr = new_array(t)
+            victim = b.gep(pool, [b.load(oldest, typ=I64)], source_etype=PTR)
+            victim.type = PTR   # (an opaque pointer, as everywhere here)
+            old = b.load(victim, typ=PTR)
+            with b.if_then(b.icmp_unsigned("!=", old, PTR(None))):
+                b.call(api("Py_DecRef"), [old])
+            b.call(api("Py_IncRef"), [arr])
+            b.store(arr, victim)
+            b.store(b.urem(b.add(b.load(oldest, typ=I64), I64(1)), I64(POOL)), oldest)
+            b.store(arr, found)
+        return b.load(found, typ=PTR)
+
     # result arrays first: compiled code writes tensor results straight into them
-    arrays = {k: new_array(t) for k, t in enumerate(out_types) if t.shape}
+    arrays = {k: pooled_array(k, t) for k, t in enumerate(out_types) if t.shape}
     destinations = [_field(b, arrays[k], ARRAY_DATA, PTR) for k in sorted(arrays)]
     frameaddress = api("llvm.frameaddress.p0", ir.FunctionType(PTR, [I32]))
     sp = b.ptrtoint(b.call(frameaddress, [I32(0)]), I64)
