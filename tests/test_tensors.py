@@ -305,12 +305,13 @@ def test_conv2d_rejects_booleans():
         jitad.jit(lambda x: jitad.conv2d(x, x[:, :, :2, :2]))(x)
 
 
-@pytest.mark.parametrize("m, k, n", [(20, 50, 50), (7, 13, 45), (1, 300, 75), (17, 9, 30)])
+@pytest.mark.parametrize("m, k, n", [(20, 50, 50), (7, 13, 45), (1, 300, 75), (2, 39, 130), (17, 9, 30)])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_small_products_in_register_tiles(m, k, n, dtype):
     """Small untransposed products run in vector-register tiles (row blocks, rows in
-    pieces of 8/4/2/1 lanes; BLAS otherwise): values, and a backward pass that adds
-    g @ W into an adjoint already holding another contribution."""
+    pieces of 8/4/2/1 lanes; one or two rows stream through b instead; BLAS otherwise):
+    values, and a backward pass that adds g @ W into an adjoint already holding another
+    contribution."""
     r = np.random.default_rng(8)
     x, W1, W2 = (r.standard_normal(s).astype(dtype) for s in [(m, k), (n, k), (k, n)])
     tol = 1e-12 if dtype == np.float64 else 1e-4

@@ -167,7 +167,7 @@ def _gemm(lo, out, out_t, ins, in_vars, attrs, accumulate):
     b = lo.b
     t = LL[out_t.dtype]
     if BLAS_MIN_FLOPS <= m * n * k <= REGISTER_GEMM_MAX and out_t.dtype in BLAS_SYMBOLS and not ta and not tb:
-        _register_gemm(lo, out, out_t, a, bm, k, accumulate)
+        (_streaming_gemm if m <= 2 and n >= 64 else _register_gemm)(lo, out, out_t, a, bm, k, accumulate)
         return
     if m * n * k >= BLAS_MIN_FLOPS and out_t.dtype in BLAS_SYMBOLS:
         # row-major C = op(A) @ op(B); 111 = no transpose, 112 = transpose
@@ -205,6 +205,43 @@ def _gemm(lo, out, out_t, ins, in_vars, attrs, accumulate):
 
 
 REGISTER_GEMM_MAX = 1 << 20   # m·n·k up to which `_register_gemm` replaces BLAS (no transposes)
+
+
+def _streaming_gemm(lo, out, out_t, a, bm, k, accumulate):
+    """out (=|+=) a @ b for a few rows of a (a matrix-vector product): b streams through
+    row by row, four rows of it per pass over out (which stays in L1). Going down b's
+    columns in register-sized stripes instead touches a new page every row, which the
+    hardware prefetchers do not follow: 2-3x slower once b is larger than L2."""
+    b = lo.b
+    m, n = out_t.shape
+    ty, lanes = LL[out_t.dtype], 64 // {"f64": 8, "f32": 4}[out_t.dtype]
+    at = lambda buf, off: b.gep(buf, [off], source_etype=ty)
+    if not accumulate:
+        lo.fill(out, out_t, ty(0))
+    tail = _pieces(n // lanes * lanes, n % lanes, lanes)
+
+    def rows_of_b(p, depth):
+        coef = [[_splat(b, b.load(at(a, b.add(I64(i * k), b.add(p, I64(d)))), typ=ty), lanes) for d in range(depth)]
+                for i in range(m)]
+
+        def chunk(j, size):
+            ws = [b.load(at(bm, b.add(b.mul(b.add(p, I64(d)), I64(n)), j)), typ=ir.VectorType(ty, size), align=1)
+                  for d in range(depth)]
+            for i in range(m):
+                dst = at(out, b.add(I64(i * n), j))
+                y = b.load(dst, typ=ir.VectorType(ty, size), align=1)
+                for d in range(depth):
+                    c = coef[i][d] if size == lanes else _splat(b, b.extract_element(coef[i][d], I32(0)), size)
+                    y = _fma(lo, c, ws[d], y)
+                b.store(y, dst, align=1)
+        if n // lanes:
+            lo.counted_loop(I64(n // lanes), lambda jb: chunk(b.mul(jb, I64(lanes)), lanes), rolled=True)
+        for off, size in tail:
+            chunk(I64(off), size)
+    if k // 4:
+        lo.counted_loop(I64(k // 4), lambda pb: rows_of_b(b.mul(pb, I64(4)), 4), rolled=True)
+    if k % 4:
+        rows_of_b(I64(k // 4 * 4), k % 4)
 
 
 def _register_gemm(lo, out, out_t, a, bm, k, accumulate):
