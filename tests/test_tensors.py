@@ -353,3 +353,20 @@ def test_result_arrays_are_reused_only_once_nobody_holds_them():
     out = f(x + 1)
     assert out.flags.writeable
     np.testing.assert_array_equal(out, (x + 1) * 2)
+
+
+def test_values_inside_if_branches_of_a_loop_are_stored_not_recomputed():
+    """Reverse mode through FOR/TREE keeps the products and transcendental values of the
+    body's IF branches per iteration too (a TreeLSTM's leaf and internal-node products):
+    the backward pass reads them instead of computing the branch's product again."""
+    r = np.random.default_rng(9)
+    x, W = r.standard_normal((2, 3)), r.standard_normal((3, 3))
+
+    def f(x, W):
+        def body(i, s):
+            return jitad.IF(i % 2 == 0, lambda: jitad.tanh(s @ W), lambda: jitad.exp(s * 0.1) - 1.0)
+        return jitad.sum(FOR(0, 5, body, x))
+    g = jitad.grad(f, argnums=(0, 1))
+    g(x, W)
+    assert g.ir.count("= matmul[") == 1 and g.ir.count("= tanh") == 1   # forward only
+    check_grads(f, (x, W), order=2, modes=("fwd", "rev"))

@@ -271,20 +271,37 @@ def _while(node, ins, k):
 STORED = {Op.MATMUL, Op.TANH, Op.SIGMOID, Op.EXP, Op.LOG, Op.LOG1P, Op.EXPM1, Op.SQRT, Op.SIN, Op.COS}
 
 
+def _expensive(graph):
+    """The nodes of `graph` and of its IF branches whose values `stored_values` keeps."""
+    found = []
+    for n in graph.nodes:
+        if n.op in STORED and n.outputs[0].type.shape:
+            found.append(n)
+        elif n.op == Op.IF:
+            found += [m for branch in n.bodies for m in _expensive(branch)]
+    return found
+
+
 class stored_values:
-    """The expensive top-level values of a loop body, kept per iteration (or tree node):
-    `run(args, entry)` restages the body and stores them at `entry`; `replaying(entry)`
-    makes the backward pass's restaging of the body read them back."""
+    """The expensive values of a loop body, kept per iteration (or tree node): products
+    and transcendental functions of tensors at its top level and inside its IF branches
+    (a branch runs at most once an iteration, and its backward pass runs in the same
+    branch). `run(args, entry)` restages the body and stores them at `entry`;
+    `replaying(entry)` makes the backward pass's restaging of the body read them back."""
 
     def __init__(self, body, count):
         self.body = body
-        self.nodes = [n for n in body.nodes if n.op in STORED and n.outputs[0].type.shape]
+        self.nodes = _expensive(body)
         self.tables = [new_table(count, n.outputs[0].type, written_first=True) for n in self.nodes]
 
     def run(self, args, entry):
         keep = {id(n): tab for n, tab in zip(self.nodes, self.tables)}
 
         def rule(node, xs):
+            if node.op == Op.IF:
+                branch = lambda g: lambda *a: tuple(run_graph(g, list(a), rule))
+                outs = IF(xs[0], branch(node.bodies[0]), branch(node.bodies[1]), *xs[1:])
+                return list(outs) if isinstance(outs, tuple) else [outs]
             outs = restage_node(node, xs)
             if id(node) in keep:
                 emit(Op.TABLE_SET, [keep[id(node)].var, entry.var, outs[0].var])
