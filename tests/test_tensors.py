@@ -370,3 +370,18 @@ def test_values_inside_if_branches_of_a_loop_are_stored_not_recomputed():
     g(x, W)
     assert g.ir.count("= matmul[") == 1 and g.ir.count("= tanh") == 1   # forward only
     check_grads(f, (x, W), order=2, modes=("fwd", "rev"))
+
+
+def test_input_cotangents_in_a_loop_use_a_transpose_made_once():
+    """In a loop body's x @ W with W captured, the backward iteration's g @ W^T reads a
+    transpose of W made once before the backward loop: an untransposed product per
+    iteration (the transposed one runs on BLAS's slower path)."""
+    r = np.random.default_rng(10)
+    h0, W = r.standard_normal((4, 5)), r.standard_normal((5, 5)) * 0.5
+
+    def f(h0, W):
+        return jitad.sum(FOR(0, 6, lambda i, h: jitad.tanh(h @ W), h0))
+    g = jitad.grad(f, argnums=(0, 1))
+    g(h0, W)
+    assert "tb=True" not in g.ir and g.ir.count("= transpose") == 1
+    check_grads(f, (h0, W), order=2, modes=("fwd", "rev"))

@@ -208,6 +208,12 @@ def _backprop_node(node, ins, out):
     g = slot_get(out.adj)
     deferred = getattr(_state, "deferred", None)
     handled = deferred.take(node, ins, g) if deferred is not None and node.op == Op.MATMUL else ()
+    transposed = getattr(_state, "transposed", None)
+    if transposed and node.op == Op.MATMUL and 0 not in handled and ins[0].adj is not None \
+            and not node.attrs["ta"] and not node.attrs["tb"] and ins[1].primal.var in transposed:
+        from ..numeric import matmul_t   # a @ W's input cotangent g @ W^T, W^T made before the loop
+        slot_add(ins[0].adj, matmul_t(g, transposed[ins[1].primal.var]))
+        handled = tuple(handled) + (0,)
     cts = rule(g, *[d.primal for d in ins], out.primal, **node.attrs)
     for pos, (d, ct) in enumerate(zip(ins, cts)):
         if d.adj is None or ct is None or pos in handled:
@@ -410,6 +416,39 @@ class deferred_weight_grads:
             emit(Op.TABLE_GEMM_ADD, [slot.var, tab_x.var, tab_y.var, self.count.var], {"rows": rows})
 
 
+class loop_invariant_transposes:
+    """The transposes of the matrices a loop body multiplies by on the right (x @ W, W
+    captured), made once before the backward loop: each iteration's input cotangent
+    g @ W^T is then an untransposed product (register tiles, not BLAS's transposed path:
+    ~2x faster at 20×50 @ 50×50). A context for the backward body."""
+
+    def __init__(self, body, caps):
+        by_param = dict(zip(body.params[len(body.params) - len(caps):], caps))
+        weights = {n.inputs[1] for n in _matmuls(body) if not n.attrs["ta"] and not n.attrs["tb"]}
+        self.map = {}
+        for v in weights:
+            d = by_param.get(v)
+            if d is not None and len(v.type.shape) == 2 and v.type.dtype in FLOATS:
+                from ..numeric import transpose
+                self.map[d.primal.var] = transpose(d.primal)
+
+    def __enter__(self):
+        self.saved = getattr(_state, "transposed", None)
+        _state.transposed = {**(self.saved or {}), **self.map}
+
+    def __exit__(self, *exc):
+        _state.transposed = self.saved
+
+
+def _matmuls(graph):
+    for n in graph.nodes:
+        if n.op == Op.MATMUL:
+            yield n
+        elif n.op == Op.IF:
+            for branch in n.bodies:
+                yield from _matmuls(branch)
+
+
 def _for(node, ins, k):
     """FOR by two loops instead of recursion (its trip count is known when it starts):
     the forward loop keeps the state entering each iteration, and the body's products
@@ -435,6 +474,7 @@ def _for(node, ins, k):
 
     active = [k_ for k_, t in enumerate(types) if differentiable(t)]
     weights = deferred_weight_grads(body, caps, trips, shared=tables + stored.tables)
+    transposes = loop_invariant_transposes(body, caps)
 
     def backward(j, adjoint):
         i = upper - 1 - j
@@ -445,7 +485,7 @@ def _for(node, ins, k):
             for k_, g in zip(active, adjoint):
                 if outs[k_].adj is not None:
                     slot_add(outs[k_].adj, g)
-        with stored.replaying(i - lower), weights.collecting(j):
+        with stored.replaying(i - lower), weights.collecting(j), transposes:
             cps(body, [Dual(i)] + state + caps, seed)
         return tuple(slot_get(state[k_].adj) for k_ in active)
     adjoint = FOR(0, trips, backward, tuple(slot_get(result[k_].adj) for k_ in active))
