@@ -81,6 +81,77 @@ def _array_matches(b, module, obj, t, flags_needed=C_CONTIGUOUS_ALIGNED):
     return ok
 
 
+def _pool_take(module):
+    """`PyObject *take(PyObject *pool[POOL + 1], descr, int nd, int64 dims[nd])`: a pooled
+    array only the pool references, of that dtype and shape, still C-contiguous, aligned,
+    writeable and owning its data, with a new reference; else NULL. (Slot POOL holds the
+    index of the oldest entry.)"""
+    name = "jitad_pool_take"
+    if name in module.globals:
+        return module.globals[name]
+    fn = ir.Function(module, ir.FunctionType(PTR, [PTR, PTR, C_INT, PTR]), name=name)
+    fn.linkage = "internal"
+    pool, descr, nd, dims = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    for s_ in range(POOL):
+        obj = b.load(b.gep(pool, [I64(s_)], source_etype=PTR), typ=PTR)
+        with b.if_then(b.icmp_unsigned("!=", obj, PTR(None))):
+            ok = b.icmp_signed("==", b.load(obj, typ=I64), I64(1))   # ob_refcnt: only the pool's
+            ok = b.and_(ok, b.icmp_unsigned("==", _field(b, obj, ARRAY_DESCR, PTR), descr))
+            ok = b.and_(ok, b.icmp_signed("==", _field(b, obj, ARRAY_ND, C_INT), nd))
+            flags = C_CONTIGUOUS_ALIGNED | OWNDATA_WRITEABLE
+            ok = b.and_(ok, b.icmp_unsigned("==", b.and_(_field(b, obj, ARRAY_FLAGS, C_INT), C_INT(flags)),
+                                            C_INT(flags)))
+            with b.if_then(ok):
+                same = alloca(b, I1)
+                b.store(I1(1), same)
+                got = _field(b, obj, ARRAY_DIMS, PTR)
+                head = fn.append_basic_block("dims")
+                loop = fn.append_basic_block("dim")
+                done = fn.append_basic_block("dims_done")
+                pre = b.block
+                b.branch(head)
+                b.position_at_end(head)
+                d = b.phi(I64)
+                d.add_incoming(I64(0), pre)
+                b.cbranch(b.icmp_signed("<", d, b.sext(nd, I64)), loop, done)
+                b.position_at_end(loop)
+                want = b.load(b.gep(dims, [d], source_etype=I64), typ=I64)
+                have = b.load(b.gep(got, [d], source_etype=I64), typ=I64)
+                b.store(b.and_(b.load(same, typ=I1), b.icmp_signed("==", want, have)), same)
+                d.add_incoming(b.add(d, I64(1)), loop)
+                b.branch(head)
+                b.position_at_end(done)
+                with b.if_then(b.load(same, typ=I1)):
+                    b.call(_api(module, "Py_IncRef"), [obj])
+                    b.ret(obj)
+    b.ret(PTR(None))
+    return fn
+
+
+def _pool_put(module):
+    """`void put(PyObject *pool[POOL + 1], PyObject *arr)`: `arr` (a new reference kept
+    by the pool) replaces the oldest entry."""
+    name = "jitad_pool_put"
+    if name in module.globals:
+        return module.globals[name]
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, PTR]), name=name)
+    fn.linkage = "internal"
+    pool, arr = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    oldest_at = b.gep(pool, [I64(POOL)], source_etype=PTR)
+    oldest = b.ptrtoint(b.load(oldest_at, typ=PTR), I64)
+    victim = b.gep(pool, [oldest], source_etype=PTR)
+    old = b.load(victim, typ=PTR)
+    with b.if_then(b.icmp_unsigned("!=", old, PTR(None))):
+        b.call(_api(module, "Py_DecRef"), [old])
+    b.call(_api(module, "Py_IncRef"), [arr])
+    b.store(arr, victim)
+    b.store(b.inttoptr(b.urem(b.add(oldest, I64(1)), I64(POOL)), PTR), oldest_at)
+    b.ret_void()
+    return fn
+
+
 def add_entry(module, main, in_types, out_types, layout, name, stack_budget, arg_layout=None):
     """Define the entry `name` calling `main`; `layout` nests result indices in lists
     (tuples), and `arg_layout` the argument leaves likewise (default: flat leaves)."""
@@ -182,34 +253,19 @@ def add_entry(module, main, in_types, out_types, layout, name, stack_budget, arg
         last step's arrays gets them back: no allocation, no page faults."""
         if not POOLING or int(np.prod(t.shape)) * ELEMENT_BYTES[t.dtype] > POOL_MAX_BYTES:
             return new_array(t)
-        slots_t = ir.ArrayType(PTR, POOL)
-        pool = ir.GlobalVariable(module, slots_t, name=f"{name}_pool{k}")
-        pool.linkage, pool.initializer = "internal", ir.Constant(slots_t, [PTR(None)] * POOL)
-        oldest = ir.GlobalVariable(module, I64, name=f"{name}_oldest{k}")
-        oldest.linkage, oldest.initializer = "internal", I64(0)
-        found = alloca(b, PTR)
-        b.store(PTR(None), found)
-        for s_ in range(POOL):
-            obj = b.load(b.gep(pool, [I64(s_)], source_etype=PTR), typ=PTR)
-            vacant = b.and_(b.icmp_unsigned("==", b.load(found, typ=PTR), PTR(None)),
-                            b.icmp_unsigned("!=", obj, PTR(None)))
-            with b.if_then(vacant):
-                with b.if_then(b.icmp_signed("==", b.load(obj, typ=I64), I64(1))):   # ob_refcnt
-                    with b.if_then(_array_matches(b, module, obj, t, C_CONTIGUOUS_ALIGNED | OWNDATA_WRITEABLE)):
-                        b.call(api("Py_IncRef"), [obj])
-                        b.store(obj, found)
-        with b.if_then(b.icmp_unsigned("==", b.load(found, typ=PTR), PTR(None))):
+        pool = ir.GlobalVariable(module, ir.ArrayType(PTR, POOL + 1), name=f"{name}_pool{k}")
+        pool.linkage, pool.initializer = "internal", ir.Constant(ir.ArrayType(PTR, POOL + 1), [PTR(None)] * (POOL + 1))
+        dims = ir.GlobalVariable(module, ir.ArrayType(I64, max(len(t.shape), 1)), name=f"{name}_dims{k}")
+        dims.linkage, dims.global_constant = "internal", True
+        dims.initializer = ir.Constant(dims.value_type, list(t.shape) or [0])
+        found = b.call(_pool_take(module), [pool, api(f"jitad_descr_{t.dtype}"), C_INT(len(t.shape)), dims])
+        result = alloca(b, PTR)
+        b.store(found, result)
+        with b.if_then(b.icmp_unsigned("==", found, PTR(None))):
             arr = new_array(t)
-            victim = b.gep(pool, [b.load(oldest, typ=I64)], source_etype=PTR)
-            victim.type = PTR   # (an opaque pointer, as everywhere here)
-            old = b.load(victim, typ=PTR)
-            with b.if_then(b.icmp_unsigned("!=", old, PTR(None))):
-                b.call(api("Py_DecRef"), [old])
-            b.call(api("Py_IncRef"), [arr])
-            b.store(arr, victim)
-            b.store(b.urem(b.add(b.load(oldest, typ=I64), I64(1)), I64(POOL)), oldest)
-            b.store(arr, found)
-        return b.load(found, typ=PTR)
+            b.call(_pool_put(module), [pool, arr])
+            b.store(arr, result)
+        return b.load(result, typ=PTR)
 
     # result arrays first: compiled code writes tensor results straight into them
     arrays = {k: pooled_array(k, t) for k, t in enumerate(out_types) if t.shape}
