@@ -9,7 +9,6 @@ import numpy as np
 
 from .errors import ArgumentError, IndexError_, ShapeError
 from .ir.ops import IMPLS, Op
-from .ir.types import FLOATS
 from .staging import Staged, as_var, binary, emit, is_staged, result_dtype, to_bool, trace_memo, unary
 
 __all__ = ["exp", "log", "log1p", "expm1", "sqrt", "sin", "cos", "tanh", "sigmoid", "relu",

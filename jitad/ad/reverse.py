@@ -277,15 +277,14 @@ def _while(node, ins, k):
 STORED = {Op.MATMUL, Op.TANH, Op.SIGMOID, Op.EXP, Op.LOG, Op.LOG1P, Op.EXPM1, Op.SQRT, Op.SIN, Op.COS}
 
 
-def _expensive(graph):
-    """The nodes of `graph` and of its IF branches whose values `stored_values` keeps."""
-    found = []
+def _body_nodes(graph):
+    """The nodes of a loop body and of its IF branches (a branch runs at most once an
+    iteration, and the backward pass runs the same branch)."""
     for n in graph.nodes:
-        if n.op in STORED and n.outputs[0].type.shape:
-            found.append(n)
-        elif n.op == Op.IF:
-            found += [m for branch in n.bodies for m in _expensive(branch)]
-    return found
+        yield n
+        if n.op == Op.IF:
+            for branch in n.bodies:
+                yield from _body_nodes(branch)
 
 
 class stored_values:
@@ -297,7 +296,7 @@ class stored_values:
 
     def __init__(self, body, count):
         self.body = body
-        self.nodes = _expensive(body)
+        self.nodes = [n for n in _body_nodes(body) if n.op in STORED and n.outputs[0].type.shape]
         self.tables = [new_table(count, n.outputs[0].type, written_first=True) for n in self.nodes]
 
     def run(self, args, entry):
@@ -424,7 +423,8 @@ class loop_invariant_transposes:
 
     def __init__(self, body, caps):
         by_param = dict(zip(body.params[len(body.params) - len(caps):], caps))
-        weights = {n.inputs[1] for n in _matmuls(body) if not n.attrs["ta"] and not n.attrs["tb"]}
+        weights = {n.inputs[1] for n in _body_nodes(body)
+                   if n.op == Op.MATMUL and not n.attrs["ta"] and not n.attrs["tb"]}
         self.map = {}
         for v in weights:
             d = by_param.get(v)
@@ -438,15 +438,6 @@ class loop_invariant_transposes:
 
     def __exit__(self, *exc):
         _state.transposed = self.saved
-
-
-def _matmuls(graph):
-    for n in graph.nodes:
-        if n.op == Op.MATMUL:
-            yield n
-        elif n.op == Op.IF:
-            for branch in n.bodies:
-                yield from _matmuls(branch)
 
 
 def _for(node, ins, k):

@@ -132,8 +132,7 @@ def fuse_graph(graph):
         run.append((k, node))
     flush()
     nodes = _first_adds_store(_localize_slots(_recompute_cheap(out, graph.outputs), graph.outputs))
-    graph.nodes, graph.outputs = _forward_single_stores(nodes, graph.outputs)
-    graph.nodes = _accumulate_products(graph.nodes)
+    graph.nodes = _accumulate_products(_forward_single_stores(nodes, graph.outputs))
 
 
 VIEWS = {Op.RESHAPE, Op.INDEX, Op.SLOT_GET}   # (a tensor result of these shares its input's buffer)
@@ -179,11 +178,8 @@ def _forward_single_stores(nodes, outputs):
             continue
         drop.update([k, j] + gets)
         rename.update((nodes[g].outputs[0], value) for g in gets)
-    if not rename:
-        return nodes, outputs
-    kept = [replace(n, inputs=tuple(rename.get(v, v) for v in n.inputs))
+    return [replace(n, inputs=tuple(rename.get(v, v) for v in n.inputs))
             for k, n in enumerate(nodes) if k not in drop]
-    return kept, outputs
 
 
 def _accumulate_products(nodes):

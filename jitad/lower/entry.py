@@ -233,7 +233,6 @@ def add_entry(module, main, in_types, out_types, layout, name, stack_budget, arg
             values.append(b.fptrunc(v, F32) if t.dtype == "f32" else v)
 
     ctx, out = alloca(b, CTX), alloca(b, ret_type(out_types))
-    memcpy = api("llvm.memcpy.p0.p0.i64", ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I1]))
 
     def new_array(t):
         dims = alloca(b, ir.ArrayType(I64, max(len(t.shape), 1)))
