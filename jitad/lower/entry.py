@@ -67,13 +67,12 @@ def _field(b, obj, offset, typ):
     return b.load(b.gep(obj, [I64(offset)], source_etype=I8), typ=typ)
 
 
-def _array_matches(b, module, obj, t, flags_needed=C_CONTIGUOUS_ALIGNED):
-    """An i1: `obj` is an ndarray of exactly dtype/shape `t`, C-contiguous and aligned
-    (and whatever else `flags_needed` asks)."""
+def _array_matches(b, module, obj, t):
+    """An i1: `obj` is an ndarray of exactly dtype/shape `t`, C-contiguous and aligned."""
     ok = b.icmp_unsigned("==", _field(b, obj, ARRAY_DESCR, PTR), _api(module, f"jitad_descr_{t.dtype}"))
     ok = b.and_(ok, b.icmp_signed("==", _field(b, obj, ARRAY_ND, C_INT), C_INT(len(t.shape))))
     flags = _field(b, obj, ARRAY_FLAGS, C_INT)
-    ok = b.and_(ok, b.icmp_unsigned("==", b.and_(flags, C_INT(flags_needed)), C_INT(flags_needed)))
+    ok = b.and_(ok, b.icmp_unsigned("==", b.and_(flags, C_INT(C_CONTIGUOUS_ALIGNED)), C_INT(C_CONTIGUOUS_ALIGNED)))
     dims = _field(b, obj, ARRAY_DIMS, PTR)
     for d, n in enumerate(t.shape):
         got = b.load(b.gep(dims, [I64(d)], source_etype=I64), typ=I64)
