@@ -9,7 +9,7 @@ import time
 import numpy as np
 
 from .errors import ArgumentError
-from .ir.types import NUMPY, TreeType
+from .ir.types import NUMPY, TreeType, clean_bools
 from .ir.fuse import fuse_program
 from .ir.verify import verify
 from .lower import runtime
@@ -94,10 +94,10 @@ def _canonical(x, t):
     if t.shape:
         descr = _DESCRS[t.dtype]
         if type(x) is np.ndarray and x.dtype is descr and x.flags.c_contiguous and x.flags.aligned:
-            return x
+            return x if t.dtype != "bool" else clean_bools(x)
         if isinstance(x, np.ndarray) and x.dtype.kind == "u" and x.size and x.max() > np.iinfo(np.int64).max:
             raise ArgumentError(f"an unsigned array holds {x.max()}, beyond the int64 range")
-        return np.array(x, dtype=descr, order="C", copy=True, subok=False)   # what the entry accepts
+        return clean_bools(np.array(x, dtype=descr, order="C", copy=True, subok=False))   # what the entry accepts
     if isinstance(x, np.ndarray):
         x = x.item()
     if t.dtype == "bool":

@@ -14,7 +14,7 @@ import numpy as np
 from .errors import ArgumentError, StagingError
 from .ir.graph import FunDef, Graph, Node, Program, Var
 from .ir.ops import FLOAT_ONLY, IMPLS, Op, infer_types
-from .ir.types import FLOATS, I64, NUMPY, Type, TreeType, dtype_of_numpy, promote
+from .ir.types import FLOATS, I64, NUMPY, Type, TreeType, clean_bools, dtype_of_numpy, promote
 from .pytree import LEAF, flatten, unflatten
 from .tree import Tree
 
@@ -326,7 +326,7 @@ def as_var(x, dtype=None):
         return emit(Op.CONVERT, [x.var], {"dtype": dtype})[0]
     dtype = dtype or _kind(x)[0]
     if isinstance(x, np.ndarray) and x.ndim:
-        value = np.array(x, dtype=NUMPY[dtype], order="C")
+        value = np.array(clean_bools(x), dtype=NUMPY[dtype], order="C")
         value.flags.writeable = False
         return emit(Op.CONST, [], {"value": value, "type": Type(dtype, value.shape)})[0]
     value = {"bool": bool, "i64": int, "f32": float, "f64": float}[dtype](x)
@@ -746,6 +746,9 @@ def arg_type(x):
                 and not -2**63 <= int(x) < 2**63:
             raise ArgumentError(f"the int {x} does not fit in 64 bits")
         return Type(_kind(x)[0])
+    if isinstance(x, np.ma.MaskedArray):
+        raise ArgumentError("a masked array (numpy.ma) as an argument: jitad would ignore its mask; "
+                            "pass `x.filled(value)` (masked entries replaced) or `x.data`")
     if isinstance(x, np.ndarray):
         dtype = dtype_of_numpy(x.dtype)
         if dtype is None:

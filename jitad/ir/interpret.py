@@ -2,7 +2,7 @@
 must reproduce, used by the tests to check lowering (and, later, derivatives)."""
 import numpy as np
 
-from .ops import IMPLS, Op
+from .ops import IMPLS, Op, clip_index
 from .types import NUMPY, ContType, RefType, TableType, TreeType
 
 _CONTROL = {}
@@ -75,7 +75,7 @@ def _add_region(slot, value, starts, stops, steps):
 
 
 def _add_at(slot, index, value):
-    np.add.at(slot[0], np.clip(index, 0, max(slot[0].shape[0] - 1, 0)), value)
+    np.add.at(slot[0], clip_index(index, slot[0].shape[0]), value)
     return []
 
 

@@ -361,15 +361,18 @@ def _conv2d_vjp(g, x, w, out):
 declare(Op.CONV2D, _conv2d_rule, _conv2d_impl, vjp=_conv2d_vjp)
 
 
-def _clip_index(i, n):
-    return np.clip(i, 0, max(n - 1, 0))
+def clip_index(i, n):
+    """Row `i` of `n` as a staged index reads it: a negative `i` counts from the end (NumPy),
+    out of range after that clamps (JAX). (`i + n * (i < 0)`: no overflow for large `i`.)"""
+    i = np.asarray(i)
+    return np.clip(i + n * (i < 0), 0, max(n - 1, 0))
 
 
 declare(Op.INDEX, _shape_rule(lambda types: types[0].shape[1:]),
-        lambda x, i: x[_clip_index(i, x.shape[0])].copy(),
+        lambda x, i: x[clip_index(i, x.shape[0])].copy(),
         vjp=lambda g, x, i, out: (Sparse(i, g), None))
 declare(Op.GATHER, _shape_rule(lambda types: types[1].shape + types[0].shape[1:]),
-        lambda x, idx: x[_clip_index(idx, x.shape[0])],
+        lambda x, idx: x[clip_index(idx, x.shape[0])],
         vjp=lambda g, x, idx, out: (Sparse(idx, g), None))
 declare(Op.SLICE, _shape_rule(lambda types, starts, stops, steps: [
             len(range(a, b, c)) for a, b, c in zip(starts, stops, steps)]),

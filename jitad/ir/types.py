@@ -90,6 +90,15 @@ def dtype_of_numpy(dt):
     return None
 
 
+def clean_bools(a):
+    """`a`, or for a bool array holding bytes other than 0 and 1 (made by `.view(bool)`),
+    a copy with those bytes as 1: compiled code reads a bool as one bit."""
+    if a.dtype != np.bool_ or not a.size:
+        return a
+    bytes_ = a.view(np.uint8)
+    return bytes_ != 0 if bytes_.max() > 1 else a
+
+
 def promote(a, b):
     """The common dtype of two dtypes (bool < i64 < f32 < f64, as NumPy)."""
     order = {"bool": 0, "i64": 1, "f32": 2, "f64": 3}

@@ -18,7 +18,7 @@ import numpy as np
 from ..errors import ArgumentError, DeviceError, ResourceError
 from ..ir.graph import Graph, Node, Var
 from ..ir.ops import ELEMENTWISE_OPS, IMPLS, Op
-from ..ir.types import NUMPY, RefType, TreeType, Type
+from ..ir.types import NUMPY, RefType, TreeType, Type, clean_bools
 from ..staging import is_device_array
 from . import cuda_kernels as K
 from .cuda_kernels import size_of
@@ -719,7 +719,7 @@ class CudaCompiled:
                                     f"where {t} is expected: pass a C-contiguous device array of dtype "
                                     f"{np.dtype(NUMPY[t.dtype])} (convert it on the device first)")
             return x.reshape(size_of(t.shape))
-        flat = np.ascontiguousarray(x, NUMPY[t.dtype]).reshape(-1)
+        flat = clean_bools(np.ascontiguousarray(x, NUMPY[t.dtype])).reshape(-1)
         dev = self.runner.alloc(t)
         if flat.size:
             dev.copy_to_device(flat)

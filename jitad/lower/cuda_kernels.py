@@ -116,7 +116,9 @@ def h_to_i64(x):
     return i64(x)
 
 
-def h_clip(i, n):
+def h_clip(i, n):   # `clip_index` (jitad/ir/ops.py)
+    if i < 0:
+        i += n
     if i < 0:
         return 0
     if i >= n:

@@ -80,6 +80,35 @@ def _array_matches(b, module, obj, t):
     return ok
 
 
+def _bools_clean(module):
+    """`i1 clean(i8 *bytes, int64 n)`: every byte is 0 or 1. A bool array made by
+    `.view(bool)` may hold others, which compiled code (reading one bit) would misread."""
+    name = "jitad_bools_clean"
+    if name in module.globals:
+        return module.globals[name]
+    fn = ir.Function(module, ir.FunctionType(I1, [PTR, I64]), name=name)
+    fn.linkage = "internal"
+    data, n = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    pre, loop, done = b.block, fn.append_basic_block("byte"), fn.append_basic_block("done")
+    b.cbranch(b.icmp_signed(">", n, I64(0)), loop, done)
+    b.position_at_end(loop)
+    i, acc = b.phi(I64), b.phi(I8)
+    acc_next = b.or_(acc, b.load(b.gep(data, [i], source_etype=I8), typ=I8))   # LLVM vectorizes this
+    i_next = b.add(i, I64(1))
+    i.add_incoming(I64(0), pre)
+    i.add_incoming(i_next, loop)
+    acc.add_incoming(I8(0), pre)
+    acc.add_incoming(acc_next, loop)
+    b.cbranch(b.icmp_signed("<", i_next, n), loop, done)
+    b.position_at_end(done)
+    seen = b.phi(I8)
+    seen.add_incoming(I8(0), pre)
+    seen.add_incoming(acc_next, loop)
+    b.ret(b.icmp_unsigned("<=", seen, I8(1)))
+    return fn
+
+
 def _pool_take(module):
     """`PyObject *take(PyObject *pool[POOL + 1], descr, int nd, int64 dims[nd])`: a pooled
     array only the pool references, of that dtype and shape, still C-contiguous, aligned,
@@ -203,6 +232,9 @@ def add_entry(module, main, in_types, out_types, layout, name, stack_budget, arg
             b.cbranch(b.icmp_unsigned("==", ob_type, api("jitad_ndarray_type")), is_array, fallback)
             b.position_at_end(is_array)
             ok = _array_matches(b, module, obj, t)
+            if t.dtype == "bool":   # (the dispatcher makes a clean copy)
+                then_check()
+                ok = b.call(_bools_clean(module), [_field(b, obj, ARRAY_DATA, PTR), I64(int(np.prod(t.shape)))])
         else:
             ok = b.icmp_unsigned("==", ob_type, api(PY_DATA[_EXPECTED[t.dtype]]))
     unbox = fn.append_basic_block("unbox")

@@ -282,13 +282,15 @@ def _register_gemm(lo, out, out_t, a, bm, k, accumulate):
 
 
 def _clamp(lo, i, n):
+    """`clip_index` (jitad/ir/ops.py): a negative `i` counts from the end, then clamps."""
     b = lo.b
+    i = b.select(b.icmp_signed("<", i, I64(0)), b.add(i, I64(n)), i)
     i = b.select(b.icmp_signed("<", i, I64(0)), I64(0), i)
     return b.select(b.icmp_signed(">", i, I64(n - 1)), I64(max(n - 1, 0)), i)
 
 
 def _row(lo, x, x_t, i):
-    """Pointer to row `i` (clamped into range) of `x`."""
+    """Pointer to row `i` (wrapped and clamped into range) of `x`."""
     row_size = int(np.prod(x_t.shape[1:], dtype=np.int64))
     i = _clamp(lo, i, x_t.shape[0])
     return lo.b.gep(x, [lo.b.mul(i, I64(row_size))], source_etype=LL[x_t.dtype])
@@ -380,7 +382,7 @@ def _random(lo, node, ins):
 
 
 def _add_rows(lo, slot, ref_t, i, value, value_t, value_idx):
-    """slot[clamp(i)] += value[value_idx...] (a row, or one element for 1-D slots)."""
+    """slot[clip_index(i)] += value[value_idx...] (a row, or one element for 1-D slots)."""
     row_shape = ref_t.shape[1:]
     dst = _row(lo, slot, ref_t.value_type, i)
     row_t = ref_t.value_type.__class__(ref_t.dtype, row_shape)
