@@ -287,10 +287,17 @@ def apply(cont, args):
     emit(Op.APPLY, [cont.var] + [a.var for a in args])
 
 
+def _refuse_masked(x, where):
+    if isinstance(x, np.ma.MaskedArray):
+        raise ArgumentError(f"a masked array (numpy.ma) {where}: jitad would ignore its mask; "
+                            "pass `x.filled(value)` (masked entries replaced) or `x.data`")
+
+
 def _kind(x):
     """(dtype, weak): Python and NumPy scalars are weakly typed, as in JAX."""
     if isinstance(x, Staged):
         return x.dtype, False
+    _refuse_masked(x, "in staged code")
     if isinstance(x, (bool, np.bool_)):
         return "bool", True
     if isinstance(x, (int, np.integer)):
@@ -326,6 +333,8 @@ def as_var(x, dtype=None):
         return emit(Op.CONVERT, [x.var], {"dtype": dtype})[0]
     dtype = dtype or _kind(x)[0]
     if isinstance(x, np.ndarray) and x.ndim:
+        if x.dtype.kind == "u" and x.size and x.max() > np.iinfo(np.int64).max:
+            raise ArgumentError(f"an unsigned array holds {x.max()}, beyond the int64 range")
         value = np.array(clean_bools(x), dtype=NUMPY[dtype], order="C")
         value.flags.writeable = False
         return emit(Op.CONST, [], {"value": value, "type": Type(dtype, value.shape)})[0]
@@ -746,9 +755,7 @@ def arg_type(x):
                 and not -2**63 <= int(x) < 2**63:
             raise ArgumentError(f"the int {x} does not fit in 64 bits")
         return Type(_kind(x)[0])
-    if isinstance(x, np.ma.MaskedArray):
-        raise ArgumentError("a masked array (numpy.ma) as an argument: jitad would ignore its mask; "
-                            "pass `x.filled(value)` (masked entries replaced) or `x.data`")
+    _refuse_masked(x, "as an argument")
     if isinstance(x, np.ndarray):
         dtype = dtype_of_numpy(x.dtype)
         if dtype is None:

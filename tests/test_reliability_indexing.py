@@ -65,6 +65,15 @@ def test_index_array_gather_counts_from_the_end(idx):
     check_grads(lambda e: jitad.sum(jitad.sin(e[idx]) * weights), (E,), modes=("fwd", "rev"), order=2)
 
 
+def test_unsigned_indices_beyond_int64_are_refused_not_wrapped_to_negative():
+    huge = np.array([2 ** 64 - 1], np.uint64)
+    with pytest.raises(jitad.ArgumentError, match="beyond the int64 range"):   # a constant
+        jitad.jit(lambda e: e[huge])(E)
+    with pytest.raises(jitad.ArgumentError, match="beyond the int64 range"):   # an argument
+        jitad.jit(lambda e, k: e[k])(E, huge)
+    np.testing.assert_array_equal(jitad.jit(lambda e, k: e[k])(E, np.array([3], np.uint64)), E[[3]])
+
+
 def test_take_with_a_list_of_negative_indices_matches_numpy():
     np.testing.assert_array_equal(jitad.jit(lambda e: jitad.take(e, [-1, -3, 0]))(E), np.take(E, [-1, -3, 0], 0))
 
@@ -177,8 +186,11 @@ def test_masked_arrays_are_refused():
         f(m)
     with pytest.raises(jitad.ArgumentError, match="masked"):
         jitad.jit(lambda x: jitad.sum(x))(np.ma.MaskedArray(1.0, mask=True))
+    with pytest.raises(jitad.ArgumentError, match="masked array.*in staged code"):   # a constant
+        jitad.jit(lambda x: jitad.sum(x * m))(np.ones(3))
 
 
+@pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")   # np.matrix
 def test_other_ndarray_subclasses_are_read_as_their_data():
     mat = np.matrix([[1.0, 2.0], [3.0, 4.0]])
     f = jitad.jit(lambda x: x * x)      # elementwise, not np.matrix's product
