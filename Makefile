@@ -20,7 +20,7 @@ $(VENV)/.installed-base: pyproject.toml
 demo: $(VENV)/.installed-base
 	$(PY) examples/quickstart.py
 
-test: $(VENV)/.installed-test
+test: $(VENV)/.installed-test,mpi
 	$(PY) -m pytest -q -x --durations=10
 
 bench: $(VENV)/.installed-bench

@@ -51,3 +51,7 @@ class IndexError_(JitadError, IndexError):
 
 class DeviceError(JitadError):
     """The requested device cannot run the program (no GPU, no numba-cuda)."""
+
+
+class DistributedError(JitadError):
+    """MPI is missing or a collective cannot run (see `jitad.distributed`)."""

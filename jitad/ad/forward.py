@@ -88,6 +88,9 @@ def _tangent(node, ins, primals, out):
             if term is not None:
                 total = term if total is None else total + term
         return total if total is None or total.shape == out.shape else N.broadcast_to(total, out.shape)
+    if op in (Op.ALLREDUCE, Op.BCAST):
+        from ..distributed import collective_jvp
+        return collective_jvp(node, tangents[0])
     if op in LINEAR or op in (Op.INDEX, Op.GATHER):
         return wrap(emit(op, [tangents[0].var] + [p.var for p in primals[1:]], attrs)[0])
     if op == Op.CONCAT:

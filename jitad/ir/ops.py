@@ -38,6 +38,8 @@ class Op(enum.Enum):
     MATMUL_ADD = "matmul_add"   # slot += op(a) @ op(b) (set with `store`), made by fusion
     TABLE_GEMM_ADD = "table_gemm_add"   # slot += sum_i X_i^T @ Y_i over the first `count` table entries
     ARENA_MARK = "arena_mark"; ARENA_RELEASE = "arena_release"   # free temporaries early
+    # collectives across processes (jitad.distributed): effects, never removed or fused
+    ALLREDUCE = "allreduce"; BCAST = "bcast"
     # control flow
     IF = "if"; WHILE = "while"; FOR = "for"; CALL = "call"; TREE = "tree"
 
@@ -429,6 +431,19 @@ declare(Op.TABLE_SET, _table_update_rule)
 declare(Op.TABLE_ADD, _table_update_rule)
 
 
+def _dist():
+    from .. import distributed
+    return distributed
+
+
+# `reduce` is "sum", "max" or "min" (staging makes "mean" a sum and a division)
+declare(Op.ALLREDUCE, _shape_rule(lambda types, reduce: types[0].shape),
+        lambda x, reduce: _dist().allreduce(x, reduce),
+        vjp=lambda g, x, out, reduce: (_dist().allreduce_vjp(g, reduce),))
+declare(Op.BCAST, _shape_rule(lambda types, root: types[0].shape), lambda x, root: _dist().broadcast(x, root),
+        vjp=lambda g, x, out, root: (_dist().broadcast_vjp(g, root),))
+
+
 # -- slots and continuations -----------------------------------------------------
 
 def _slot_update_rule(op, types, attrs, bodies):
@@ -536,7 +551,7 @@ ARITY.update({op: 2 for op in (
 ARITY.update({op: 1 for op in (
     Op.NEG, Op.ABS, Op.SQUARE, Op.RELU, Op.STOP_GRADIENT, Op.EXP, Op.LOG, Op.LOG1P, Op.EXPM1, Op.SQRT, Op.SIN,
     Op.COS, Op.TANH, Op.SIGMOID, Op.NOT, Op.CONVERT, Op.BROADCAST, Op.SUM, Op.MAX, Op.RESHAPE,
-    Op.TRANSPOSE, Op.SLICE, Op.UNSLICE, Op.RANDOM, Op.TREE_ROOT, Op.SLOT_GET, Op.TREE_SIZE, Op.TABLE)})
+    Op.TRANSPOSE, Op.SLICE, Op.UNSLICE, Op.RANDOM, Op.ALLREDUCE, Op.BCAST, Op.TREE_ROOT, Op.SLOT_GET, Op.TREE_SIZE, Op.TABLE)})
 ARITY.update({Op.SELECT: 3, Op.SLOT_ADD_AT: 3, Op.SLOT_SCATTER_ADD: 3, Op.CONST: 0, Op.SLOT: 0,
               Op.TABLE_GET: 2, Op.TABLE_SET: 3, Op.TABLE_ADD: 3,
               Op.ARENA_MARK: 0, Op.ARENA_RELEASE: 1})

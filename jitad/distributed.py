@@ -1,0 +1,238 @@
+"""Data-parallel training on MPI (SPEC §6): one process per rank, started by `mpiexec`.
+
+    # mpiexec -n 2 python train.py
+    import jitad
+    from jitad import distributed as dist
+    dist.init()
+    params = dist.broadcast(params)                 # every rank starts from rank 0's values
+    xs, ys = dist.shard((x_full, y_full))           # this rank's rows of the batch
+    loss, grads = jitad.value_and_grad(loss_fn)(params, xs, ys)
+    grads = dist.allreduce(grads, op="mean")        # the full batch's gradient on every rank
+
+`allreduce` and `broadcast` take pytrees of floats and arrays. Called on NumPy values they
+run at once (mpi4py, zero-copy on the arrays' buffers); called on staged values (inside
+`jit`, `FOR`, ...) they become the `allreduce`/`bcast` primitives, which the compiled code
+runs by calling MPI itself (jitad/lower/mpi.py), so a whole training loop runs natively.
+In a single process (no `init()`, or `mpiexec -n 1`) the collectives are identities.
+Install MPI with `pip install jitad[mpi]` (mpi4py and the MPICH wheel).
+"""
+import os
+import sys
+import threading
+
+import numpy as np
+
+from .errors import ArgumentError, DistributedError
+from .ir.ops import Op
+from .pytree import flatten, unflatten
+from .staging import emit, is_staged, wrap
+
+OPS = ("sum", "mean", "max", "min")
+_world = None   # mpi4py's COMM_WORLD once `init()` ran
+
+
+def init():
+    """Join the MPI job this process was started in (`mpiexec -n N python script.py`).
+
+    Call it once, before compiling functions that use collectives. An uncaught exception
+    on any rank then aborts the whole job (`MPI_Abort`) instead of leaving the other
+    ranks waiting in a collective forever.
+
+    >>> dist.init(); print(f"rank {dist.rank()} of {dist.size()}")
+    """
+    global _world
+    if _world is not None:
+        return
+    try:
+        from mpi4py import MPI
+    except ImportError as e:
+        raise DistributedError(
+            f"jitad.distributed needs MPI for Python ({e}); install it with "
+            "`pip install 'jitad[mpi]'` (mpi4py and the MPICH wheel, which brings `mpiexec`)") from None
+    _world = MPI.COMM_WORLD
+    if _world.Get_size() > 1:
+        _abort_on_uncaught_errors()
+
+
+def _launched_size():
+    """The process count mpiexec announced in the environment (MPICH or Open MPI), or 1."""
+    for name in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE"):
+        if os.environ.get(name, "").isdigit():
+            return int(os.environ[name])
+    return 1
+
+
+def _comm():
+    if _world is None and _launched_size() > 1:
+        raise DistributedError(
+            f"this process is one of {_launched_size()} started by mpiexec, but "
+            "`jitad.distributed.init()` was not called: call it first, or each rank would train alone")
+    return _world
+
+
+def rank():
+    """This process's index in the job, 0 .. size() - 1 (0 without MPI)."""
+    comm = _comm()
+    return 0 if comm is None else comm.Get_rank()
+
+
+def size():
+    """The number of processes in the job (1 without MPI)."""
+    comm = _comm()
+    return 1 if comm is None else comm.Get_size()
+
+
+def _abort_on_uncaught_errors():
+    """Print an uncaught exception as usual, then `MPI_Abort` the job: the other ranks are
+    likely blocked in a collective this rank will never reach."""
+    def abort(code=1):
+        sys.stderr.flush()
+        sys.stdout.flush()
+        _world.Abort(code)
+
+    def main_hook(kind, value, tb, previous=sys.excepthook):
+        previous(kind, value, tb)
+        if not issubclass(kind, KeyboardInterrupt):
+            sys.stderr.write(f"jitad.distributed: rank {_world.Get_rank()} raised {kind.__name__}; aborting the job\n")
+        abort(130 if issubclass(kind, KeyboardInterrupt) else 1)
+
+    def thread_hook(args, previous=threading.excepthook):
+        previous(args)
+        if args.exc_type is not SystemExit:
+            abort()
+    sys.excepthook, threading.excepthook = main_hook, thread_hook
+
+
+def _check_op(op):
+    if op not in OPS:
+        raise ArgumentError(f"allreduce: op={op!r}; use one of {', '.join(map(repr, OPS))}")
+
+
+def _check_leaf(x, what):
+    if is_staged(x):
+        kind = {"f64": "f", "f32": "f", "i64": "i"}.get(x.dtype, "b")
+    else:
+        kind = np.asarray(x).dtype.kind
+    if kind not in "iuf":
+        raise ArgumentError(f"{what}: a leaf of dtype {np.asarray(x).dtype if not is_staged(x) else x.dtype}; "
+                            "collectives take floats and integers (convert bools first)")
+
+
+def allreduce(tree, op="sum"):
+    """Combine every rank's `tree` leaf by leaf ("sum", "mean", "max" or "min"); every rank
+    gets the result. All ranks must call it in the same order, with the same structure,
+    shapes and dtypes.
+
+    >>> grads = dist.allreduce(grads, op="mean")   # data-parallel gradient average
+    >>> total = dist.allreduce(3.0)                # 3.0 * size()
+    """
+    _check_op(op)
+    leaves, td = flatten(tree)
+    return unflatten(td, [_allreduce_leaf(x, op) for x in leaves])
+
+
+def _allreduce_leaf(x, op):
+    _check_leaf(x, "allreduce")
+    n = size()
+    if n == 1:
+        return x
+    if is_staged(x):
+        _check_count(x)
+        out = wrap(emit(Op.ALLREDUCE, [x.var], {"reduce": "sum" if op == "mean" else op})[0])
+        return out / n if op == "mean" else out
+    from mpi4py import MPI
+    a = np.ascontiguousarray(x)
+    out = np.empty_like(a)
+    _world.Allreduce(a, out, op={"sum": MPI.SUM, "mean": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}[op])
+    if op == "mean":
+        out = out / n
+    return _like(x, out)
+
+
+def broadcast(tree, root=0):
+    """Every rank gets rank `root`'s `tree` (the others' values are only read for their
+    structure, shapes and dtypes, which must match root's).
+
+    >>> params = dist.broadcast(init_params(seed=dist.rank()))   # all ranks start equal
+    """
+    n = size()
+    if not isinstance(root, (int, np.integer)) or not 0 <= root < n:
+        raise ArgumentError(f"broadcast: root={root!r}; it must be a rank, 0 .. {n - 1}")
+    leaves, td = flatten(tree)
+    return unflatten(td, [_broadcast_leaf(x, int(root)) for x in leaves])
+
+
+def _broadcast_leaf(x, root):
+    _check_leaf(x, "broadcast")
+    if size() == 1:
+        return x
+    if is_staged(x):
+        _check_count(x)
+        return wrap(emit(Op.BCAST, [x.var], {"root": root})[0])
+    a = np.array(x, order="C")   # a copy: the caller's array stays as it was
+    _world.Bcast(a, root=root)
+    return _like(x, a)
+
+
+def shard(batch, axis=0):
+    """This rank's equal share of every leaf of `batch` along `axis` (contiguous blocks,
+    rank 0 first), so the mean of the ranks' mean losses is the full batch's mean loss.
+
+    >>> xs, ys = dist.shard((x, y))   # with 2 ranks: rows 0..n/2-1 on rank 0, the rest on 1
+    """
+    n, r = size(), rank()
+    leaves, td = flatten(batch)
+    out = []
+    for x in leaves:
+        length = x.shape[axis]
+        if length % n:
+            raise ArgumentError(f"shard: {length} rows along axis {axis} do not split evenly over "
+                                f"{n} processes; drop or pad examples to a multiple of {n}")
+        lo, hi = length // n * r, length // n * (r + 1)
+        if is_staged(x):
+            from .numeric import take_slice
+            out.append(take_slice(x, axis, lo, hi))
+        else:
+            out.append(np.take(np.asarray(x), np.arange(lo, hi), axis=axis))
+    return unflatten(td, out)
+
+
+def _like(x, out):
+    """`out` in the kind of value `x` was: a Python number, a NumPy scalar or an array."""
+    if isinstance(x, (float, int)):
+        return out.item()
+    return out[()] if np.ndim(x) == 0 else out
+
+
+def _check_count(x):
+    if x.size >= 2 ** 31:
+        raise ArgumentError(f"a staged collective of {x.size} elements: MPI counts are 32-bit; "
+                            "split the array")
+
+
+# -- derivative rules (registered with the primitives in jitad/ir/ops.py) ------------
+
+def _not_differentiable(reduce):
+    return DistributedError(f"allreduce(op={reduce!r}) has no derivative rule here; use "
+                            "op='sum' or 'mean', or apply jitad.stop_gradient to its input")
+
+
+def allreduce_vjp(g, reduce):
+    """y = sum over ranks of x: each rank's cotangent is the sum of all ranks' cotangents."""
+    if reduce != "sum":
+        raise _not_differentiable(reduce)
+    return wrap(emit(Op.ALLREDUCE, [g.var], {"reduce": "sum"})[0])
+
+
+def broadcast_vjp(g, root):
+    """y = x on root: root's cotangent sums every rank's; the others' inputs get none (they
+    still take part in the sum, a collective)."""
+    total = wrap(emit(Op.ALLREDUCE, [g.var], {"reduce": "sum"})[0])
+    return total if rank() == root else None
+
+
+def collective_jvp(node, tangent):
+    """Both collectives are linear (allreduce for op='sum'): the tangent goes through them."""
+    if node.op == Op.ALLREDUCE and node.attrs["reduce"] != "sum":
+        raise _not_differentiable(node.attrs["reduce"])
+    return wrap(emit(node.op, [tangent.var], node.attrs)[0])
