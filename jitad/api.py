@@ -2,13 +2,14 @@
 import functools
 import gc
 import inspect
+import math
 import os
 import threading
 import time
 
 import numpy as np
 
-from .errors import ArgumentError
+from .errors import ArgumentError, ResourceError
 from .ir.types import NUMPY, TreeType, clean_bools
 from .ir.fuse import fuse_program
 from .ir.verify import verify
@@ -95,9 +96,13 @@ def _canonical(x, t):
         descr = _DESCRS[t.dtype]
         if type(x) is np.ndarray and x.dtype is descr and x.flags.c_contiguous and x.flags.aligned:
             return x if t.dtype != "bool" else clean_bools(x)
+        _check_copy_fits(x, t, descr)
         if isinstance(x, np.ndarray) and x.dtype.kind == "u" and x.size and x.max() > np.iinfo(np.int64).max:
             raise ArgumentError(f"an unsigned array holds {x.max()}, beyond the int64 range")
-        return clean_bools(np.array(x, dtype=descr, order="C", copy=True, subok=False))   # what the entry accepts
+        try:
+            return clean_bools(np.array(x, dtype=descr, order="C", copy=True, subok=False))   # what the entry accepts
+        except MemoryError:
+            raise ResourceError(f"no memory for a contiguous {t} copy of an argument") from None
     if isinstance(x, np.ndarray):
         x = x.item()
     if t.dtype == "bool":
@@ -105,6 +110,18 @@ def _canonical(x, t):
     if t.dtype == "i64":
         return int(x)
     return float(x)
+
+
+def _check_copy_fits(x, t, descr):
+    """A strided or broadcast view (`np.broadcast_to(0.0, (2**45,))`) is copied to a
+    contiguous array: refuse one larger than the machine's memory before reading it."""
+    nbytes = math.prod(t.shape) * descr.itemsize
+    if nbytes > _PHYSICAL_MEMORY:
+        raise ResourceError(f"an argument of type {t} needs a contiguous copy of {nbytes} bytes, more "
+                            f"than this machine's {_PHYSICAL_MEMORY >> 20} MiB of memory; pass a smaller array")
+
+
+_PHYSICAL_MEMORY = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
 def _layout(td, counter):
