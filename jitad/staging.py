@@ -16,7 +16,7 @@ from .ir.graph import FunDef, Graph, Node, Program, Var
 from .ir.ops import FLOAT_ONLY, IMPLS, Op, infer_types
 from .ir.types import FLOATS, I64, NUMPY, Type, TreeType, dtype_of_numpy, promote
 from .pytree import LEAF, flatten, unflatten
-from .tree import Tree
+from .tree import Tree, plain_tree
 
 _local = threading.local()
 
@@ -740,7 +740,7 @@ def is_device_array(x):
 def arg_type(x):
     """The IR type of one flattened argument, or raise `ArgumentError`."""
     if isinstance(x, Tree):
-        return x.type
+        return plain_tree(x).type   # Tree's own slot, even if a subclass shadows `type`
     if isinstance(x, (bool, int, float, np.number, np.bool_)):
         if isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_)) \
                 and not -2**63 <= int(x) < 2**63:
