@@ -94,8 +94,8 @@ class Tree:
             if n and (arr.min() < -1 or arr.max() >= n):
                 raise ArgumentError(f"Tree: `{name}` holds an index outside [-1, {n}); "
                                     "children are node indices, -1 for no child")
-        children = np.concatenate([left[left >= 0], right[right >= 0]])
-        if len(np.unique(children)) != len(children):
+        parents = np.bincount(np.concatenate([left[left >= 0], right[right >= 0]]), minlength=n)
+        if n and parents.max() > 1:
             raise ArgumentError("Tree: some node is the child of two parents (or twice of one); "
                                 "every node needs a single parent")
         try:
@@ -104,7 +104,7 @@ class Tree:
             raise ArgumentError(f"Tree: root must be an int node index, got {type(root).__name__}") from None
         if n and not 0 <= root < n:
             raise ArgumentError(f"Tree: root {root} is outside [0, {n})")
-        if n and root in children:
+        if n and parents[root]:
             raise ArgumentError(f"Tree: the root {root} is also a child: the tree has a cycle")
         arrays = {}
         for name in sorted(fields):
@@ -119,7 +119,7 @@ class Tree:
                 raise ArgumentError(f"Tree: field `{name}` holds {arr.max()}, beyond the int64 range")
             arrays[name] = _frozen(arr, _NUMPY_OF["i64" if kind == "bool" else kind])
         left, right = _frozen(left, np.int64), _frozen(right, np.int64)
-        order = _frozen(_post_order(left, right, root), np.int64)
+        order = _frozen(_post_order(left.tolist(), right.tolist(), root), np.int64)   # lists: faster here
         # the runtime descriptor (see DESCRIPTOR): fields sorted by name
         descriptor = _frozen([n, root, left.ctypes.data, right.ctypes.data, len(order), order.ctypes.data]
                              + [a.ctypes.data for a in arrays.values()], np.int64)
