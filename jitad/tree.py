@@ -17,6 +17,8 @@ _TYPE_CODES = {}
 # array per field.
 DESCRIPTOR = {"size": 0, "root": 1, "left": 2, "right": 3, "reachable": 4, "order": 5}
 FIRST_FIELD = 6
+# node attributes, and the descriptor words compiled code reads by these names
+_RESERVED = {"index", "is_leaf", *DESCRIPTOR}
 
 
 class ImmutableError(JitadError, AttributeError):
@@ -108,7 +110,7 @@ class Tree:
             raise ArgumentError(f"Tree: the root {root} is also a child: the tree has a cycle")
         arrays = {}
         for name in sorted(fields):
-            if name in ("left", "right", "index", "is_leaf") or name.startswith("_"):
+            if name in _RESERVED or name.startswith("_"):
                 raise ArgumentError(f"Tree: `{name}` is reserved; choose another field name")
             arr = _array(fields[name], f"field `{name}`")
             kind = dtype_of_numpy(arr.dtype)
@@ -162,7 +164,10 @@ class Tree:
             raise ArgumentError(f"Tree.random: n must be an int, got {type(n).__name__}") from None
         if n < 0:
             raise ArgumentError(f"Tree.random: n = {n} nodes; it must be >= 0")
-        rng = np.random.default_rng(seed)
+        try:
+            rng = np.random.default_rng(seed)
+        except (TypeError, ValueError) as e:
+            raise ArgumentError(f"Tree.random: seed={seed!r} is not a random seed ({e})") from None
         children = -np.ones((n, 2), dtype=np.int64)
         free = [(0, 0), (0, 1)] if n else []
         for k in range(1, n):

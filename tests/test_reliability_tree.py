@@ -275,7 +275,10 @@ BAD_TREES = {
     "datetime field": lambda: Tree([-1], [-1], w=np.array(["2020-01-01"], "datetime64[D]")),
     "2-D field": lambda: Tree([-1], [-1], w=[[1.0]]),
     "scalar field": lambda: Tree([-1], [-1], w=1.0),
+    **{f"reserved field name {name}": (lambda name=name: Tree([-1], [-1], **{name: [1.0]}))
+       for name in ("size", "order", "reachable", "index", "is_leaf", "_x")},
     "Tree.random(-1)": lambda: Tree.random(-1),
+    "Tree.random seed": lambda: Tree.random(3, seed="x"),
     "Tree.random(2.5)": lambda: Tree.random(2.5),
     "from_nested pair": lambda: Tree.from_nested((1.0, None)),
     "from_nested string value": lambda: Tree.from_nested(("a", None, None)),
@@ -293,6 +296,22 @@ def _cyclic():
 def test_bad_tree_raises_argument_error(make):
     with pytest.raises(jitad.ArgumentError, match="^Tree"):
         make()
+
+
+def test_fields_named_as_descriptor_words_in_a_subprocess():
+    """A field `size` or `reachable` was read as the descriptor's word of that name, an
+    address: SIGSEGV; `order` read the post-order. Those names are now refused."""
+    out = run_python(CHILD_HEADER + """
+results = []
+for name in ("size", "reachable", "order"):
+    try:
+        t = Tree([1, -1], [-1, -1], **{name: [1.5, 2.5]})
+        results.append(jitad.jit(lambda t: TREE(t, 0.0, lambda node, l, r: l + r + getattr(node, name)))(t))
+    except jitad.ArgumentError as e:
+        results.append(str(e).split(";")[0])
+print(results)
+""")
+    assert out == str([f"Tree: `{name}` is reserved" for name in ("size", "reachable", "order")])
 
 
 def test_unusual_but_valid_inputs_build_correct_trees():
