@@ -722,12 +722,12 @@ class _EagerNode:
 
 
 def _tree_eager(tree, init, combine):
-    def rec(k):
-        if k < 0:
-            return init
+    done = {-1: init}
+    for k in tree.order.tolist():   # children first, as a recursion would: no depth limit
         node = _EagerNode(tree, k)
-        return combine(node, rec(node.left), rec(node.right))
-    return rec(tree.root)
+        done[k] = combine(node, done[node.left] if node.left < 0 else done.pop(node.left),
+                          done[node.right] if node.right < 0 else done.pop(node.right))
+    return done[tree.root]
 
 
 # -- tracing a whole function ----------------------------------------------------

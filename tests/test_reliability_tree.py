@@ -253,6 +253,17 @@ def test_an_unbuilt_tree_is_an_argument_error(make):
     assert f(small(), 1.0) == 6.0
 
 
+def test_eager_tree_on_a_deep_chain():
+    """Outside jit, TREE walks the post-order instead of recursing in Python."""
+    n = 20_000
+    t = Tree(np.r_[np.arange(1, n), -1], -np.ones(n, dtype=np.int64), value=np.ones(n))
+    assert TREE(t, 0.0, lambda node, l, r: l + r + node.value) == float(n)
+    assert TREE(Tree([], []), 2.5, lambda node, l, r: l + r) == 2.5
+    order = []
+    TREE(Tree([1, -1, -1], [2, -1, -1]), 0, lambda node, l, r: order.append(node.index))
+    assert order == [1, 2, 0]
+
+
 # -- construction checks -------------------------------------------------------------------
 
 U64_MAX = np.iinfo(np.uint64).max
