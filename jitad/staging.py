@@ -697,10 +697,9 @@ def TREE(tree, init, combine):
     if callable(init):
         init = init()
     if not isinstance(tree, StagedTree):
-        from .tree import Tree
         if not isinstance(tree, Tree):
             raise ArgumentError(f"TREE takes a jitad.Tree, got {type(tree).__name__}")
-        return _tree_eager(tree, init, combine)
+        return _tree_eager(plain_tree(tree), init, combine)
     init_vars, types, td = _state(init, "TREE init")
     n = len(types)
     frame, out = trace_body(

@@ -251,6 +251,10 @@ def test_an_unbuilt_tree_is_an_argument_error(make):
     with pytest.raises(jitad.ArgumentError, match="never ran"):
         eval(PROD)(make(), 2.0)   # the first call of a signature
     assert f(small(), 1.0) == 6.0
+    with pytest.raises(jitad.ArgumentError, match="never ran"):
+        TREE(make(), 2.0, lambda node, l, r: l * r)   # eager
+    with pytest.raises(jitad.ArgumentError, match="never ran"):
+        jitad.grad(lambda x, t: TREE(t, x, lambda node, l, r: l * r))(2.0, make())
 
 
 def test_eager_tree_on_a_deep_chain():
