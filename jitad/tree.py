@@ -145,8 +145,8 @@ class Tree:
 
     def __reduce__(self):
         """Copies and pickles rebuild the tree: its descriptor holds this process's addresses."""
-        return (_rebuild, (type(self), self.left, self.right, self.root, dict(self.fields)),
-                getattr(self, "__dict__", None) or None)
+        t = plain_tree(self)   # Tree's own slots, whatever a subclass shadows
+        return _rebuild, (type(self), t.left, t.right, t.root, dict(t.fields)), getattr(self, "__dict__", None) or None
 
     @property
     def address(self):

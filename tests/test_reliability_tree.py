@@ -228,9 +228,10 @@ def test_a_shadowing_subclass_is_read_as_built():
     the tree as built."""
     out = run_python(CHILD_HEADER + textwrap.dedent(SHADOWING_SRC) + """
 t = Shadowing([1, -1, -1], [2, -1, -1], value=[1.0, 2.0, 3.0])
-print(prod(small(), 2.0), prod(t, 2.0))
+t2 = pickle.loads(pickle.dumps(t))
+print(prod(small(), 2.0), prod(t, 2.0), prod(t2, 2.0), type(t2).__name__)
 """)
-    assert out == "96.0 96.0"
+    assert out == "96.0 96.0 96.0 Shadowing"
 
 
 SHADOWING_SRC = '''
