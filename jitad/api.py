@@ -20,7 +20,7 @@ from .pytree import flatten, unflatten
 from .ad.forward import contains_effects
 from .staging import (Staged, StagedTree, arg_type, as_var, current_frame, is_device_array, is_staged,
                       trace_program, wrap)
-from .tree import SLOT_OFFSETS, Tree
+from .tree import SLOT_OFFSETS, Tree, plain_tree
 
 PLACEHOLDER = "JITAD_PREFIX_"
 VERIFY = os.environ.get("JITAD_VERIFY", "") not in ("", "0")   # the tests set it
@@ -49,8 +49,8 @@ def _leaf_key(x):
         return x.dtype.char, x.shape
     if type(x) in _NUMPY_SCALAR_KEYS:   # the same code as for the Python number
         return _NUMPY_SCALAR_KEYS[type(x)]
-    if type(x) is Tree:
-        return x._type_code
+    if isinstance(x, Tree):   # a subclass runs the same code, given its plain Tree part
+        return plain_tree(x)._type_code
     if is_device_array(x):   # a numba device array: same code, results stay on the device
         return "device", arg_type(x)
     return arg_type(x)
@@ -92,6 +92,8 @@ def _canonical(x, t):
     contiguous arrays of the right dtype (copied when they are not)."""
     if type(x) in _SCALAR_KEYS or type(x) is Tree:   # the signature key already matched
         return x
+    if isinstance(x, Tree):
+        return plain_tree(x)
     if t.shape:
         descr = _DESCRS[t.dtype]
         if type(x) is np.ndarray and x.dtype is descr and x.flags.c_contiguous and x.flags.aligned:

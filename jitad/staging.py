@@ -16,7 +16,7 @@ from .ir.graph import FunDef, Graph, Node, Program, Var
 from .ir.ops import FLOAT_ONLY, IMPLS, Op, infer_types
 from .ir.types import FLOATS, I64, NUMPY, Type, TreeType, clean_bools, dtype_of_numpy, promote
 from .pytree import LEAF, flatten, unflatten
-from .tree import Tree
+from .tree import Tree, plain_tree
 
 _local = threading.local()
 
@@ -706,10 +706,9 @@ def TREE(tree, init, combine):
     if callable(init):
         init = init()
     if not isinstance(tree, StagedTree):
-        from .tree import Tree
         if not isinstance(tree, Tree):
             raise ArgumentError(f"TREE takes a jitad.Tree, got {type(tree).__name__}")
-        return _tree_eager(tree, init, combine)
+        return _tree_eager(plain_tree(tree), init, combine)
     init_vars, types, td = _state(init, "TREE init")
     n = len(types)
     frame, out = trace_body(
@@ -731,12 +730,12 @@ class _EagerNode:
 
 
 def _tree_eager(tree, init, combine):
-    def rec(k):
-        if k < 0:
-            return init
+    done = {-1: init}
+    for k in tree.order.tolist():   # children first, as a recursion would: no depth limit
         node = _EagerNode(tree, k)
-        return combine(node, rec(node.left), rec(node.right))
-    return rec(tree.root)
+        done[k] = combine(node, done[node.left] if node.left < 0 else done.pop(node.left),
+                          done[node.right] if node.right < 0 else done.pop(node.right))
+    return done[tree.root]
 
 
 # -- tracing a whole function ----------------------------------------------------
@@ -749,7 +748,7 @@ def is_device_array(x):
 def arg_type(x):
     """The IR type of one flattened argument, or raise `ArgumentError`."""
     if isinstance(x, Tree):
-        return x.type
+        return plain_tree(x).type   # Tree's own slot, even if a subclass shadows `type`
     if isinstance(x, (bool, int, float, np.number, np.bool_)):
         if isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_)) \
                 and not -2**63 <= int(x) < 2**63:

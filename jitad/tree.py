@@ -1,10 +1,14 @@
 """`jitad.Tree`: a binary tree as arrays, a runtime input of compiled functions."""
+import operator
+import types
+
 import numpy as np
 
-from .errors import ArgumentError
+from .errors import ArgumentError, JitadError
 from .ir.types import TreeType, dtype_of_numpy
 
 _NUMPY_OF = {"i64": np.int64, "f64": np.float64, "f32": np.float32}
+_INT64_MAX = np.iinfo(np.int64).max
 _TYPE_CODES = {}
 
 
@@ -13,6 +17,12 @@ _TYPE_CODES = {}
 # array per field.
 DESCRIPTOR = {"size": 0, "root": 1, "left": 2, "right": 3, "reachable": 4, "order": 5}
 FIRST_FIELD = 6
+# node attributes, and the descriptor words compiled code reads by these names
+_RESERVED = {"index", "is_leaf", *DESCRIPTOR}
+
+
+class ImmutableError(JitadError, AttributeError):
+    """Assigning or deleting an attribute of a `jitad.Tree`."""
 
 
 def _post_order(left, right, root):
@@ -30,6 +40,29 @@ def _post_order(left, right, root):
     return np.array(order, dtype=np.int64)
 
 
+def _frozen(arr, dtype):
+    """A contiguous `dtype` copy of `arr` over an immutable bytes buffer: read-only for
+    good (unlike an array owning its memory, `flags.writeable = True` is refused)."""
+    return np.frombuffer(np.ascontiguousarray(arr, dtype=dtype).tobytes(), dtype=dtype)
+
+
+def _array(value, what):
+    try:
+        return np.asarray(value)
+    except (ValueError, TypeError, OverflowError) as e:
+        raise ArgumentError(f"Tree: {what} is not an array of numbers ({e})") from None
+
+
+def _child_indices(name, value):
+    arr = _array(value, f"`{name}`").reshape(-1)
+    if arr.size and arr.dtype.kind not in "iu":
+        raise ArgumentError(f"Tree: `{name}` must hold integer node indices, got dtype {arr.dtype}")
+    if arr.dtype.kind == "u" and arr.size and arr.max() > _INT64_MAX:
+        raise ArgumentError(f"Tree: `{name}` holds the index {arr.max()}, outside the tree; "
+                            "children are node indices, -1 for no child")
+    return arr.astype(np.int64)
+
+
 def type_code(tree_type):
     """A small int naming a tree type within this process."""
     return _TYPE_CODES.setdefault(tree_type, len(_TYPE_CODES) + 1)
@@ -43,19 +76,19 @@ class Tree:
 
     Arrays are copied once, here, to contiguous read-only arrays; a compiled function
     reads them in place. One compiled function serves every tree with the same field
-    names and dtypes, whatever its shape and size.
+    names and dtypes, whatever its shape and size. A Tree is immutable (build a new one
+    to change it); copies and pickles rebuild it.
     """
     # Two slots are read by compiled entry points: the descriptor's address and a code
-    # for the tree's field types (see `type_code` and `SLOT_OFFSETS`).
+    # for the tree's field types (see `type_code` and `SLOT_OFFSETS`). `_keep` holds
+    # every array the descriptor points into.
     __slots__ = ("_address", "_type_code", "left", "right", "root", "size", "fields", "type",
-                 "order", "_descriptor", "__weakref__")
+                 "order", "_keep", "__weakref__")
 
     def __init__(self, left, right, root=0, **fields):
-        left, right = np.asarray(left).reshape(-1), np.asarray(right).reshape(-1)
-        for name, arr in (("left", left), ("right", right)):
-            if arr.size and arr.dtype.kind not in "iu":
-                raise ArgumentError(f"Tree: `{name}` must hold integer node indices, got dtype {arr.dtype}")
-        left, right = left.astype(np.int64), right.astype(np.int64)
+        if _is_built(self):
+            raise ImmutableError("jitad.Tree is immutable: __init__ cannot rebuild it; make a new Tree")
+        left, right = _child_indices("left", left), _child_indices("right", right)
         n = left.shape[0]
         if right.shape[0] != n:
             raise ArgumentError(f"Tree: `left` has {n} entries but `right` has {right.shape[0]}")
@@ -63,38 +96,57 @@ class Tree:
             if n and (arr.min() < -1 or arr.max() >= n):
                 raise ArgumentError(f"Tree: `{name}` holds an index outside [-1, {n}); "
                                     "children are node indices, -1 for no child")
-        children = np.concatenate([left[left >= 0], right[right >= 0]])
-        if len(np.unique(children)) != len(children):
+        parents = np.bincount(np.concatenate([left[left >= 0], right[right >= 0]]), minlength=n)
+        if n and parents.max() > 1:
             raise ArgumentError("Tree: some node is the child of two parents (or twice of one); "
                                 "every node needs a single parent")
-        root = int(root) if n else -1
+        try:
+            root = operator.index(root) if n else -1
+        except TypeError:
+            raise ArgumentError(f"Tree: root must be an int node index, got {type(root).__name__}") from None
         if n and not 0 <= root < n:
             raise ArgumentError(f"Tree: root {root} is outside [0, {n})")
-        if n and root in children:
+        if n and parents[root]:
             raise ArgumentError(f"Tree: the root {root} is also a child: the tree has a cycle")
-        self.left, self.right, self.root, self.size = left, right, root, n
-        self.fields = {}
+        arrays = {}
         for name in sorted(fields):
-            if name in ("left", "right", "index", "is_leaf") or name.startswith("_"):
+            if name in _RESERVED or name.startswith("_"):
                 raise ArgumentError(f"Tree: `{name}` is reserved; choose another field name")
-            arr = np.asarray(fields[name])
+            arr = _array(fields[name], f"field `{name}`")
             kind = dtype_of_numpy(arr.dtype)
             if kind is None or arr.shape != (n,):
                 raise ArgumentError(f"Tree: field `{name}` must be a numeric array of shape ({n},), "
                                     f"got dtype {arr.dtype} and shape {arr.shape}")
-            kind = "i64" if kind == "bool" else kind
-            self.fields[name] = np.array(arr, dtype=_NUMPY_OF[kind], order="C", copy=True)
-        for arr in (self.left, self.right, *self.fields.values()):
-            arr.flags.writeable = False
-        self.type = TreeType(tuple((name, dtype_of_numpy(a.dtype)) for name, a in self.fields.items()))
-        self.order = _post_order(left, right, root)
-        self.order.flags.writeable = False
+            if arr.dtype.kind == "u" and n and arr.max() > _INT64_MAX:
+                raise ArgumentError(f"Tree: field `{name}` holds {arr.max()}, beyond the int64 range")
+            arrays[name] = _frozen(arr, _NUMPY_OF["i64" if kind == "bool" else kind])
+        left, right = _frozen(left, np.int64), _frozen(right, np.int64)
+        order = _frozen(_post_order(left.tolist(), right.tolist(), root), np.int64)   # lists: faster here
         # the runtime descriptor (see DESCRIPTOR): fields sorted by name
-        self._descriptor = np.array([n, root, left.ctypes.data, right.ctypes.data, len(self.order),
-                                     self.order.ctypes.data] + [a.ctypes.data for a in self.fields.values()],
-                                    dtype=np.int64)
-        self._address = self._descriptor.ctypes.data
-        self._type_code = type_code(self.type)
+        descriptor = _frozen([n, root, left.ctypes.data, right.ctypes.data, len(order), order.ctypes.data]
+                             + [a.ctypes.data for a in arrays.values()], np.int64)
+        tree_type = TreeType(tuple((name, dtype_of_numpy(a.dtype)) for name, a in arrays.items()))
+        for slot, value in (("left", left), ("right", right), ("root", root), ("size", n),
+                            ("fields", types.MappingProxyType(arrays)), ("type", tree_type), ("order", order),
+                            ("_keep", (descriptor, left, right, order, *arrays.values())),
+                            ("_address", descriptor.ctypes.data), ("_type_code", type_code(tree_type))):
+            _SLOTS[slot].__set__(self, value)   # Tree's own slots, whatever a subclass declares
+
+    def __setattr__(self, name, value):
+        if type(self) is Tree or hasattr(Tree, name):   # a subclass may add attributes of its own
+            raise ImmutableError(f"jitad.Tree is immutable: cannot set `{name}`; build a new Tree "
+                                 "(e.g. Tree(t.left, t.right, t.root, **{**t.fields, 'value': new}))")
+        object.__setattr__(self, name, value)
+
+    def __delattr__(self, name):
+        if type(self) is Tree or hasattr(Tree, name):
+            raise ImmutableError(f"jitad.Tree is immutable: cannot delete `{name}`")
+        object.__delattr__(self, name)
+
+    def __reduce__(self):
+        """Copies and pickles rebuild the tree: its descriptor holds this process's addresses."""
+        t = plain_tree(self)   # Tree's own slots, whatever a subclass shadows
+        return _rebuild, (type(self), t.left, t.right, t.root, dict(t.fields)), getattr(self, "__dict__", None) or None
 
     @property
     def address(self):
@@ -106,7 +158,16 @@ class Tree:
         """A random binary tree of `n` nodes, grown by attaching each new node at a free
         child position chosen uniformly; node 0 is the root. `fields` are arrays of
         length `n`: `Tree.random(5, seed=1, value=np.ones(5))`."""
-        rng = np.random.default_rng(seed)
+        try:
+            n = operator.index(n)
+        except TypeError:
+            raise ArgumentError(f"Tree.random: n must be an int, got {type(n).__name__}") from None
+        if n < 0:
+            raise ArgumentError(f"Tree.random: n = {n} nodes; it must be >= 0")
+        try:
+            rng = np.random.default_rng(seed)
+        except (TypeError, ValueError) as e:
+            raise ArgumentError(f"Tree.random: seed={seed!r} is not a random seed ({e})") from None
         children = -np.ones((n, 2), dtype=np.int64)
         free = [(0, 0), (0, 1)] if n else []
         for k in range(1, n):
@@ -120,26 +181,71 @@ class Tree:
 
     @classmethod
     def from_nested(cls, obj):
-        """Build from `(value, left_subtree, right_subtree)` tuples, `None` = empty."""
+        """Build from `(value, left_subtree, right_subtree)` tuples, `None` = empty;
+        nodes are numbered in pre-order (the root is 0)."""
         left, right, values = [], [], []
-
-        def add(node):
+        stack, path = [(obj, -1, None)], set()   # path: the ids of the nodes above, to refuse cycles
+        while stack:
+            node, parent, side = stack.pop()
+            if side == "leave":
+                path.remove(node)
+                continue
             if node is None:
-                return -1
-            value, l, r = node
+                continue
+            if id(node) in path:
+                raise ArgumentError("Tree.from_nested: a subtree contains itself")
+            try:
+                value, l, r = node
+            except (TypeError, ValueError):
+                raise ArgumentError("Tree.from_nested: each node is a (value, left, right) tuple or None, "
+                                    f"got {type(node).__name__}") from None
             k = len(values)
             values.append(value)
             left.append(-1)
             right.append(-1)
-            left[k] = add(l)
-            right[k] = add(r)
-            return k
-
-        add(obj)
-        return cls(left, right, root=0, value=np.array(values, dtype=np.float64))
+            if side is not None:
+                (left if side == "left" else right)[parent] = k
+            path.add(id(node))
+            stack += [(id(node), -1, "leave"), (r, k, "right"), (l, k, "left")]
+        try:
+            values = np.array(values, dtype=np.float64)
+        except (TypeError, ValueError) as e:
+            raise ArgumentError(f"Tree.from_nested: node values must be numbers ({e})") from None
+        return cls(left, right, root=0, value=values)
 
     def __repr__(self):
-        return f"Tree(size={self.size}, fields={list(self.fields)})"
+        return f"Tree(size={self.size}, fields={list(self.fields)})" if _is_built(self) else "Tree(<unbuilt>)"
+
+
+_SLOTS = {name: Tree.__dict__[name] for name in Tree.__slots__ if name != "__weakref__"}
+
+
+def _is_built(tree):
+    try:
+        _SLOTS["_type_code"].__get__(tree)
+        return True
+    except AttributeError:
+        return False
+
+
+def _rebuild(cls, left, right, root, fields):
+    tree = cls.__new__(cls)
+    Tree.__init__(tree, left, right, root, **fields)
+    return tree
+
+
+def plain_tree(tree):
+    """`tree` as an exact `Tree`, the type compiled entry points take: a subclass's Tree
+    part (sharing its arrays). ArgumentError for a Tree that `Tree.__init__` never built."""
+    if not _is_built(tree):
+        raise ArgumentError(f"a {type(tree).__name__} whose Tree.__init__ never ran; "
+                            "build trees with Tree(left, right, root, **fields)")
+    if type(tree) is Tree:
+        return tree
+    plain = object.__new__(Tree)
+    for slot in _SLOTS.values():
+        slot.__set__(plain, slot.__get__(tree))
+    return plain
 
 
 def _slot_offsets():
@@ -147,8 +253,10 @@ def _slot_offsets():
     (found by looking, on a sample tree); compiled entry points read them there.
     None if not found: trees then go through the Python dispatcher."""
     import ctypes
-    t = Tree([-1], [-1])
-    t._address, t._type_code = marks = object(), object()   # unique: found in one place only
+    t = object.__new__(Tree)
+    marks = object(), object()   # unique: found in one place only
+    for name, mark in zip(("_address", "_type_code"), marks):
+        _SLOTS[name].__set__(t, mark)
     words = {}
     for off in range(16, Tree.__basicsize__, 8):
         words.setdefault(ctypes.cast(id(t) + off, ctypes.POINTER(ctypes.c_void_p))[0], []).append(off)
