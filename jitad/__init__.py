@@ -1,6 +1,6 @@
 """jitad: JIT-compiled differentiable programs through LLVM."""
 from .api import grad, hessian, hvp, jit, jit_grad, jvp, trace, value_and_grad, vjp
-from .errors import ArgumentError, DeviceError, DistributedError, JitadError, ResourceError, ShapeError, StagingError
+from .errors import ArgumentError, DeviceError, DistributedError, ImmutableError, JitadError, ResourceError, ShapeError, StagingError
 from .numeric import *  # noqa: F401,F403
 from .pytree import tree_leaves, tree_map
 from .staging import FOR, FUN, IF, TREE, WHILE, ShapeDtype

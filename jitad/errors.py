@@ -55,3 +55,7 @@ class DeviceError(JitadError):
 
 class DistributedError(JitadError):
     """MPI is missing or a collective cannot run (see `jitad.distributed`)."""
+
+
+class ImmutableError(JitadError, AttributeError):
+    """Assigning or deleting an attribute of an immutable object (a `jitad.Tree`)."""

@@ -4,7 +4,7 @@ import types
 
 import numpy as np
 
-from .errors import ArgumentError, JitadError
+from .errors import ArgumentError, ImmutableError
 from .ir.types import TreeType, dtype_of_numpy
 
 _NUMPY_OF = {"i64": np.int64, "f64": np.float64, "f32": np.float32}
@@ -19,10 +19,6 @@ DESCRIPTOR = {"size": 0, "root": 1, "left": 2, "right": 3, "reachable": 4, "orde
 FIRST_FIELD = 6
 # node attributes, and the descriptor words compiled code reads by these names
 _RESERVED = {"index", "is_leaf", *DESCRIPTOR}
-
-
-class ImmutableError(JitadError, AttributeError):
-    """Assigning or deleting an attribute of a `jitad.Tree`."""
 
 
 def _post_order(left, right, root):
