@@ -127,8 +127,20 @@ _BOOL_FIX = ("For `if`, use `jitad.IF(pred, then_fn, else_fn, *operands)`; for `
 class Staged:
     """A staged scalar: arithmetic on it records graph nodes."""
     __slots__ = ("var",)
-    __array_ufunc__ = None   # numpy defers to our operators
     __hash__ = object.__hash__
+
+    # NumPy functions on staged values run the jitad function of the same name, or raise
+    # a StagingError naming what to call (`np.ones(3) + x` comes here too)
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        return _numeric().numpy_ufunc(ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        return _numeric().numpy_function(func, args, kwargs)
+
+    def __array__(self, dtype=None, copy=None):
+        raise _staging_error("Converting it to a NumPy array (`np.asarray`, `np.array`)",
+                             "Stay with jitad functions; `jitad.stack([...])` builds an array from "
+                             "staged values.")
 
     def __init__(self, var):
         self.var = var
@@ -398,6 +410,16 @@ def to_bool(x, what):
     return binary(Op.NE, x, 0).var
 
 
+def _check_predicate(x, what):
+    """`x`, a control-flow predicate, which must be a scalar."""
+    shape = tuple(x.shape if is_staged(x) else np.shape(x))
+    if shape:
+        raise StagingError(f"{what}: the predicate has shape {shape}; it must be a scalar bool. "
+                           "Reduce it to one bool first (any: `jitad.sum(p) > 0`, all: "
+                           "`jitad.sum(~p) == 0`), or choose elementwise with `jitad.where(p, a, b)`")
+    return x
+
+
 # -- bodies ------------------------------------------------------------------
 
 def _leaf_type(x, what, allow_tree=False):
@@ -475,8 +497,9 @@ def IF(pred, then_fn, else_fn, *operands):
     9.0
     """
     if not is_staged(pred):
+        _check_predicate(pred, "IF")
         return then_fn(*operands) if pred else else_fn(*operands)
-    pred_var = to_bool(pred, "IF")
+    pred_var = to_bool(_check_predicate(pred, "IF"), "IF")
     leaves, td = flatten(operands)
     in_types = [_leaf_type(x, "IF operand", allow_tree=True) for x in leaves]
     in_vars = [coerce(x, t, "IF operand") for x, t in zip(leaves, in_types)]
@@ -520,7 +543,7 @@ def WHILE(cond_fn, body_fn, init):
     state_arg = lambda ps: (unflatten(td, ps),)
     cond_fr, cond_out = trace_body(cond_fn, td, types, state_arg)
     with _entered(cond_fr):
-        cond_fr.graph.outputs = [cond_fr.resolve(to_bool(cond_out, "WHILE cond"))]
+        cond_fr.graph.outputs = [cond_fr.resolve(to_bool(_check_predicate(cond_out, "WHILE's cond_fn"), "WHILE"))]
     body_fr, body_out = trace_body(body_fn, td, types, state_arg)
     b_leaves, b_td = flatten(body_out)
     _check_structure(td, b_td, "WHILE's init and body")
