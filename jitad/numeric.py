@@ -153,6 +153,8 @@ def sum(x, axis=None, keepdims=False):
 def mean(x, axis=None, keepdims=False):
     """Mean over `axis`: `jitad.mean(x)`."""
     axes = _axes(x, axis, "mean")
+    if not _shape(x):
+        return x / 1.0
     count = int(np.prod([_shape(x)[a] for a in axes], dtype=np.int64))
     return sum(x, axes, keepdims) / float(builtins.max(count, 1)) if count else sum(x, axes, keepdims) * np.nan
 

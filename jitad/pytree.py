@@ -58,7 +58,11 @@ def _flatten(x, leaves):
     if isinstance(x, list):
         return TreeDef("list", tuple([_flatten(c, leaves) for c in x]))
     if isinstance(x, dict):
-        keys = tuple(sorted(x))
+        try:
+            keys = tuple(sorted(x))
+        except TypeError:
+            raise ArgumentError(f"a dict with keys {list(x)!r}: keys are sorted to fix the order of "
+                                "the leaves, so they must be comparable (all strings or all numbers)") from None
         return TreeDef("dict", tuple([_flatten(x[k], leaves) for k in keys]), keys)
     if x is None:
         return NONE

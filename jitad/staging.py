@@ -5,6 +5,7 @@ the current `Frame`. Control-flow combinators trace their bodies in child frames
 a body that uses a value of an enclosing frame *captures* it, which makes the value
 an explicit param of the body and an explicit operand of the control-flow node.
 """
+import operator
 import threading
 from contextlib import contextmanager
 from functools import reduce
@@ -195,6 +196,11 @@ class Staged:
     def min(self, axis=None, keepdims=False):
         return _numeric().min(self, axis, keepdims)
 
+    def item(self):
+        raise _staging_error("`item()`", "Return the value from the jitted function to get a Python number.")
+
+    tolist = item
+
     def astype(self, dtype):
         return _numeric().convert(self, dtype)
 
@@ -337,6 +343,9 @@ def as_var(x, dtype=None):
             return x.var
         return emit(Op.CONVERT, [x.var], {"dtype": dtype})[0]
     dtype = dtype or _kind(x)[0]
+    if dtype == "i64" and isinstance(x, int) and not -2**63 <= x < 2**63:
+        raise ArgumentError(f"the int constant {x} does not fit in 64 bits (staged ints are int64); "
+                            "use a float constant or a smaller int")
     if isinstance(x, np.ndarray) and x.ndim:
         value = np.array(x, dtype=NUMPY[dtype], order="C")
         value.flags.writeable = False
@@ -346,6 +355,8 @@ def as_var(x, dtype=None):
 
 
 def _eager(op, *xs):
+    for x in xs:
+        _kind(x if isinstance(x, np.ndarray) or np.ndim(x) == 0 else np.asarray(x))   # numbers only
     with np.errstate(all="ignore"):
         values = [np.asarray(x)[()] for x in xs]
         if op in FLOAT_ONLY:   # as when staged: ints and bools compute in f64
@@ -408,6 +419,13 @@ def to_bool(x, what):
     if x.dtype == "bool":
         return x.var
     return binary(Op.NE, x, 0).var
+
+
+def _check_callables(who, **fns):
+    for name, fn in fns.items():
+        if not callable(fn):
+            raise ArgumentError(f"{who}: {name} must be a function, got {type(fn).__name__}"
+                                + (" (write `lambda: value`)" if who == "IF" else ""))
 
 
 def _check_predicate(x, what):
@@ -496,6 +514,7 @@ def IF(pred, then_fn, else_fn, *operands):
     >>> jitad.jit(lambda x: IF(x > 0, lambda: x * x, lambda: -x))(3.0)
     9.0
     """
+    _check_callables("IF", then_fn=then_fn, else_fn=else_fn)
     if not is_staged(pred):
         _check_predicate(pred, "IF")
         return then_fn(*operands) if pred else else_fn(*operands)
@@ -534,6 +553,7 @@ def WHILE(cond_fn, body_fn, init):
     >>> jitad.jit(lambda x: WHILE(lambda t: t > 1.0, lambda t: t * 0.5, x))(10.0)
     0.625
     """
+    _check_callables("WHILE", cond_fn=cond_fn, body_fn=body_fn)
     if current_frame() is None:   # not staging: run in Python
         state = init
         while cond_fn(state):
@@ -558,6 +578,7 @@ def FOR(lower, upper, body_fn, init):
     >>> jitad.jit(lambda n: FOR(0, n, lambda i, s: s + i, 0))(5)
     10
     """
+    _check_callables("FOR", body_fn=body_fn)
     if current_frame() is None:   # not staging: run in Python
         state = init
         for i in range(lower, upper):
@@ -583,7 +604,10 @@ class ShapeDtype:
     """The type of a value, for `FUN(out=...)`: `ShapeDtype((), 'f64')`."""
 
     def __init__(self, shape, dtype):
-        self.shape = tuple(shape)
+        try:
+            self.shape = tuple(operator.index(n) for n in shape)
+        except TypeError:
+            raise ArgumentError(f"ShapeDtype: shape {shape!r} must be a tuple of ints") from None
         self.dtype = dtype if dtype in ("bool", "i64", "f32", "f64") else dtype_of_numpy(dtype)
         if self.dtype is None:
             raise ArgumentError(f"ShapeDtype: unsupported dtype {dtype!r}")
@@ -619,6 +643,7 @@ class FUN:
         return super().__new__(cls)
 
     def __init__(self, fn=None, out=None):
+        _check_callables(type(self).__name__, fn=fn)
         self.fn = fn
         self.out = _spec_types(out) if out is not None else None
         self.__name__ = getattr(fn, "__name__", "fun")
@@ -717,6 +742,7 @@ def TREE(tree, init, combine):
 
     >>> jitad.jit(lambda t: TREE(t, 1.0, lambda node, l, r: l * r * node.value))(tree)
     """
+    _check_callables("TREE", combine=combine)
     if callable(init):
         init = init()
     if not isinstance(tree, StagedTree):
