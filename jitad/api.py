@@ -157,6 +157,7 @@ class Jitted:
                                                              allow_empty=True))))
         self._signature = inspect.signature(fn) if callable(fn) else None
         self._compiled = {}
+        self._static_by_count = {}   # positional argument count -> static_argnums, normalized
         self._last = None
         self._fallback = functools.partial(Jitted.__call__, self)
         functools.update_wrapper(self, fn, updated=())
@@ -183,7 +184,7 @@ class Jitted:
             args = self._bind(args, kwargs)
         if current_frame() is not None:
             return self.fn(*args)   # called inside a trace: inline, as a nested jit in JAX
-        nums = self._static_nums(len(args)) if self.static_argnums else ()
+        nums = (self._static_by_count.get(len(args)) or self._static_nums(len(args))) if self.static_argnums else ()
         if nums:
             static = tuple(args[i] for i in nums)
             dynamic = tuple(a for i, a in enumerate(args) if i not in nums)
@@ -215,7 +216,8 @@ class Jitted:
                 raise ArgumentError(f"{getattr(self.fn, '__name__', 'function')}: static_argnums includes {i}, "
                                     f"but the call passes {n_args} positional arguments; pass that "
                                     "argument or fix static_argnums")
-        return tuple(sorted(i % n_args for i in self.static_argnums))
+        nums = self._static_by_count[n_args] = tuple(sorted(i % n_args for i in self.static_argnums))
+        return nums
 
     def _compile(self, args, dynamic, leaves, key, nums, in_td):
         start = time.perf_counter()
