@@ -178,6 +178,9 @@ CASES = [
     ("zeros complex", lambda: jitad.zeros(2, dtype="complex"), jitad.ArgumentError, "unknown dtype"),
     ("broadcast_to negative", on(np.ones(3), lambda x: jitad.broadcast_to(x, (3, -1))), jitad.ShapeError,
      "negative dimension"),
+    ("random key str", lambda: jitad.random.uniform("key", (2,)), jitad.ArgumentError, "a key is an int"),
+    ("random key float", on(1.0, lambda k: jitad.random.uniform(k, (2,))), jitad.ArgumentError, "a key is an int"),
+    ("random negative shape", lambda: jitad.random.normal(0, (-2,)), jitad.ShapeError, "negative dimension"),
     ("check_grads ints", lambda: jitad.testing.check_grads(lambda x: x * x, (1,)), jitad.ArgumentError,
      "no float arguments"),
 ]
