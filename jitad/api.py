@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 
-from .errors import ArgumentError, ResourceError
+from .errors import ArgumentError, ResourceError, ShapeError
 from .ir.types import NUMPY, TreeType, clean_bools
 from .ir.fuse import fuse_program
 from .ir.verify import verify
@@ -172,10 +172,11 @@ class Jitted:
     def __init__(self, fn, static_argnums=(), device="cpu"):
         self.fn = fn
         self.device = check_device(device)
-        self.static_argnums = tuple(sorted({static_argnums} if isinstance(static_argnums, int)
-                                           else set(static_argnums)))
+        self.static_argnums = tuple(sorted(set(check_argnums(static_argnums, "jit", "static_argnums",
+                                                             allow_empty=True))))
         self._signature = inspect.signature(fn) if callable(fn) else None
         self._compiled = {}
+        self._static_by_count = {}   # positional argument count -> static_argnums, normalized
         self._last = None
         self._fallback = functools.partial(Jitted.__call__, self)
         functools.update_wrapper(self, fn, updated=())
@@ -202,9 +203,10 @@ class Jitted:
             args = self._bind(args, kwargs)
         if current_frame() is not None:
             return self.fn(*args)   # called inside a trace: inline, as a nested jit in JAX
-        if self.static_argnums:
-            static = tuple(args[i] for i in self.static_argnums if i < len(args))
-            dynamic = tuple(a for i, a in enumerate(args) if i not in self.static_argnums)
+        nums = (self._static_by_count.get(len(args)) or self._static_nums(len(args))) if self.static_argnums else ()
+        if nums:
+            static = tuple(args[i] for i in nums)
+            dynamic = tuple(a for i, a in enumerate(args) if i not in nums)
         else:
             static, dynamic = (), args
         leaves, td = flatten(dynamic)
@@ -215,7 +217,7 @@ class Jitted:
             raise ArgumentError("static arguments must be hashable") from None
         if compiled is None:
             self._bind(args, {})   # a wrong argument count is an ArgumentError
-            compiled = self._compile(args, dynamic, leaves, key, static, td)
+            compiled = self._compile(args, dynamic, leaves, key, nums, td)
         self._last = compiled
         fast = not kwargs and compiled.direct and not self.static_argnums \
             and (len(leaves) == len(args) or compiled.takes_pytree) \
@@ -225,7 +227,18 @@ class Jitted:
             type(self).__call__ = wanted   # assigning invalidates type caches: only on change
         return compiled.run(leaves)
 
-    def _compile(self, args, dynamic, leaves, key, static, in_td):
+    def _static_nums(self, n_args):
+        """static_argnums for a call with `n_args` positional arguments (negative ones count
+        from the end, as in JAX)."""
+        for i in self.static_argnums:
+            if not -n_args <= i < n_args:
+                raise ArgumentError(f"{getattr(self.fn, '__name__', 'function')}: static_argnums includes {i}, "
+                                    f"but the call passes {n_args} positional arguments; pass that "
+                                    "argument or fix static_argnums")
+        nums = self._static_by_count[n_args] = tuple(sorted(i % n_args for i in self.static_argnums))
+        return nums
+
+    def _compile(self, args, dynamic, leaves, key, nums, in_td):
         start = time.perf_counter()
         types = [arg_type(x) for x in leaves]
         if self.device == "cpu" and any(map(is_device_array, leaves)):
@@ -235,7 +248,7 @@ class Jitted:
 
         def staged_fn(*dyn):
             it = iter(dyn)
-            full = [args[i] if i in self.static_argnums else next(it) for i in range(len(args))]
+            full = [args[i] if i in nums else next(it) for i in range(len(args))]
             return self.fn(*full)
 
         gc_was_enabled = gc.isenabled()
@@ -243,7 +256,7 @@ class Jitted:
         try:
             program, out_td, _ = trace_program(staged_fn, dynamic, in_td, types)
             compiled = compile_program(program, out_td, types, getattr(self.fn, "__name__", "f"),
-                                       self._fallback, in_td if not self.static_argnums else None,
+                                       self._fallback, in_td if not nums else None,
                                        self.device)
             compiled.in_td = in_td
         finally:
@@ -285,11 +298,32 @@ def jit(fn=None, static_argnums=(), device="cpu"):
     """
     if fn is None:
         return lambda f: jit(f, static_argnums, device)
+    check_callable(fn, "jit")
     cls = type(f"jit_{getattr(fn, '__name__', 'f')}", (Jitted,), {})   # its own __call__ slot
     return cls(fn, static_argnums, device)
 
 
 DEVICES = ("cpu", "cuda")
+
+
+def check_callable(fn, who):
+    if not callable(fn):
+        raise ArgumentError(f"{who} takes a function, got {type(fn).__name__}")
+
+
+def check_argnums(argnums, who, name="argnums", allow_empty=False):
+    """`argnums` (an int or a sequence of ints) as a tuple of distinct ints."""
+    nums = (argnums,) if isinstance(argnums, (int, np.integer)) else argnums
+    try:
+        nums = tuple(nums)
+    except TypeError:
+        nums = None
+    if nums is None or not (nums or allow_empty) or any(
+            isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer)) for i in nums):
+        raise ArgumentError(f"{who}: {name}={argnums!r}; it must be an int or a tuple of ints")
+    if len(set(nums)) != len(nums):
+        raise ArgumentError(f"{who}: {name}={argnums!r} repeats an argument; list each one once")
+    return tuple(int(i) for i in nums)
 
 
 def check_device(device):
@@ -317,9 +351,9 @@ def _leaf_type(x):
 def _value_and_grad_staged(fn, args, argnums, has_aux, who):
     """Trace `fn(*args)` and emit its value and reverse-mode gradient into the current trace."""
     from .ad.reverse import value_and_grad_staged
-    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    nums = check_argnums(argnums, who)
     for i in nums:
-        if not isinstance(i, int) or not 0 <= i < len(args):
+        if not 0 <= i < len(args):
             raise ArgumentError(f"{who}: argnums={argnums!r} but the function got {len(args)} "
                                 "positional arguments")
     flat, wrt, wrt_tds = [], [], []
@@ -353,7 +387,7 @@ def _value_and_grad_staged(fn, args, argnums, has_aux, who):
     if has_aux:
         value = (value, unflatten(out_td.children[1], outs[1:]))
     per_arg = [unflatten(td, grads[start:start + n]) for start, n, td in wrt_tds]
-    return value, (per_arg[0] if isinstance(argnums, int) else tuple(per_arg))
+    return value, (per_arg[0] if isinstance(argnums, (int, np.integer)) else tuple(per_arg))
 
 
 def _staged(x, t):
@@ -393,6 +427,7 @@ def _grad_by_forward_mode(program, args, wrt, who):
 
 
 def _transformation(fn, name, body, device="cpu"):
+    check_callable(fn, name)
     staged = functools.wraps(fn)(body)
     staged.__name__ = f"{name}_{getattr(fn, '__name__', 'f')}"
     staged.__signature__ = inspect.signature(fn)
@@ -406,6 +441,7 @@ def value_and_grad(fn, argnums=0, has_aux=False, device="cpu"):
     >>> jitad.value_and_grad(lambda x, y: x * y, argnums=(0, 1))(3.0, 4.0)
     (12.0, (4.0, 3.0))
     """
+    check_argnums(argnums, "value_and_grad")
     return _transformation(fn, "value_and_grad", lambda *args: _value_and_grad_staged(
         fn, args, argnums, has_aux, "value_and_grad"), device)
 
@@ -417,6 +453,8 @@ def grad(fn, argnums=0, has_aux=False, device="cpu"):
     >>> jitad.grad(lambda x: x ** 3)(2.0)
     12.0
     """
+    check_argnums(argnums, "grad")
+
     def body(*args):
         value, g = _value_and_grad_staged(fn, args, argnums, has_aux, "grad")
         return (g, value[1]) if has_aux else g
@@ -470,6 +508,11 @@ def jvp(fn, primals, tangents):
     >>> jitad.jvp(lambda x: x * x, (3.0,), (1.0,))
     (9.0, 6.0)
     """
+    check_callable(fn, "jvp")
+    if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
+        raise ArgumentError(f"jvp: primals and tangents must be tuples (one entry per argument), got "
+                            f"{type(primals).__name__} and {type(tangents).__name__}; write "
+                            "jitad.jvp(f, (x,), (v,))")
     primals, tangents = tuple(primals), tuple(tangents)
     if current_frame() is not None:
         return _jvp_staged(fn, primals, tangents)
@@ -486,11 +529,13 @@ def hvp(fn, argnums=0):
     >>> jitad.hvp(lambda x: x ** 3)(2.0, 1.0)
     12.0
     """
+    nums = check_argnums(argnums, "hvp")
+    check_callable(fn, "hvp")
+
     def staged(*args):
         *xs, v = args
         g = grad(fn, argnums=argnums)
-        nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
-        vs = (v,) if isinstance(argnums, int) else tuple(v)
+        vs = (v,) if isinstance(argnums, (int, np.integer)) else tuple(v)
         tangents = [vs[nums.index(i)] if i in nums else tree_zeros(x) for i, x in enumerate(xs)]
         return _jvp_staged(g, tuple(xs), tuple(tangents))[1]
     staged.__name__ = f"hvp_{getattr(fn, '__name__', 'f')}"
@@ -509,11 +554,13 @@ def hessian(fn, argnums=0):
     >>> jitad.hessian(lambda x, y: x * x * y)(3.0, 2.0)
     4.0
     """
-    if not isinstance(argnums, int):
-        raise ArgumentError("hessian: argnums must be a single int")
+    if isinstance(argnums, (bool, np.bool_)) or not isinstance(argnums, (int, np.integer)):
+        raise ArgumentError(f"hessian: argnums={argnums!r}; it must be a single int")
 
     def staged(*args):
         from . import numeric as N
+        if not 0 <= argnums < len(args):
+            raise ArgumentError(f"hessian: argnums={argnums} but the function got {len(args)} positional arguments")
         x = args[argnums]
         shape = np.shape(x) if not isinstance(x, Staged) else x.shape
         g = grad(fn, argnums=argnums)
@@ -536,6 +583,8 @@ def vjp(fn, *primals):
     >>> pullback(1.0)
     (4.0, 3.0)
     """
+    check_callable(fn, "vjp")
+
     def staged_pullback(primals, ct):
         return pullback_staged(fn, primals, ct)
     if current_frame() is not None:
@@ -557,6 +606,11 @@ def pullback_staged(fn, primals, ct, to_closure=True):
     ct_leaves, ct_td = flatten(ct)
     if ct_td != out_td:
         raise ArgumentError("vjp: the cotangent must have the structure of the function's output")
+    for k, (c, t) in enumerate(zip(ct_leaves, program.main.out_types)):
+        shape = tuple(c.shape if is_staged(c) else np.shape(c))
+        if shape != t.shape:
+            raise ShapeError(f"vjp: a cotangent of shape {shape} for output {k} of shape {t.shape}; "
+                             "the cotangent must have the output's shape")
     wrt = [k for k, t in enumerate(types) if not isinstance(t, TreeType) and t.dtype in ("f64", "f32")]
     closure = [len(flat) + j for j, v in enumerate(captured) if to_closure and adjoint_of(v) is not None]
     staged = [_staged(x, t) for x, t in zip(flat, types)] + [wrap(v) for v in captured]

@@ -4,12 +4,16 @@ On Python or NumPy numbers they compute eagerly with NumPy; on staged values the
 record a node. `jitad.exp(x)` is to jitad what `jnp.exp(x)` is to JAX.
 """
 import builtins
+import inspect
+import math
+import operator
 
 import numpy as np
 
-from .errors import ArgumentError, IndexError_, ShapeError
+from .errors import ArgumentError, IndexError_, ShapeError, StagingError
 from .ir.ops import IMPLS, Op
-from .staging import Staged, as_var, binary, emit, is_staged, result_dtype, to_bool, trace_memo, unary
+from .staging import (Staged, as_var, binary, emit, is_staged, logical, result_dtype, to_bool, trace_memo,
+                      unary)
 
 __all__ = ["exp", "log", "log1p", "expm1", "sqrt", "sin", "cos", "tanh", "sigmoid", "relu",
            "abs", "square", "maximum", "minimum", "where", "clip", "convert",
@@ -72,12 +76,20 @@ _DTYPE_NAMES = {"f64": "f64", "float64": "f64", "f32": "f32", "float32": "f32", 
                 "int64": "i64", "int": "i64", "float": "f64", "bool": "bool"}
 
 
+def _dtype_name(dtype, who):
+    try:
+        name = _DTYPE_NAMES.get(getattr(dtype, "__name__", dtype))
+    except TypeError:   # unhashable
+        name = None
+    if name is None:
+        raise ArgumentError(f"`{who}`: unknown dtype {dtype!r}; use 'f64', 'f32', 'i64' or 'bool'")
+    return name
+
+
 def convert(x, dtype):
     """`x` as `dtype` ('f64', 'f32', 'i64', 'bool'); float to int truncates toward zero,
     saturates at the int64 range and sends NaN to 0: `jitad.convert(2.7, 'i64') == 2`."""
-    name = _DTYPE_NAMES.get(getattr(dtype, "__name__", dtype))
-    if name is None:
-        raise ArgumentError(f"convert: unknown dtype {dtype!r}; use 'f64', 'f32', 'i64' or 'bool'")
+    name = _dtype_name(dtype, "convert")
     if not is_staged(x):
         from .ir.ops import IMPLS
         return IMPLS[Op.CONVERT](x, dtype=name)
@@ -97,15 +109,35 @@ def _prim(op, *xs, **attrs):
     return Staged(emit(op, [as_var(x) for x in xs], attrs)[0])
 
 
-def _axes(x, axis):
-    ndim = len(_shape(x))
+def _int_arg(who, name, value, lo):
+    """`value` as a Python int >= `lo`, or an ArgumentError naming the argument."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < lo:
+        raise ArgumentError(f"`{who}`: {name}={value!r}; it must be an int >= {lo}")
+    return int(value)
+
+
+def _axis(who, a, ndim, shape):
+    """Axis `a` of an array of `ndim` axes as 0 <= axis < ndim (negative counts from the end);
+    a scalar has one axis, 0, for reductions."""
+    if isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, np.integer)):
+        raise ArgumentError(f"`{who}`: axis {a!r} is not an int")
+    if not -ndim <= a < builtins.max(ndim, 1):
+        raise ShapeError(f"`{who}`: axis {a} is out of range for shape {tuple(shape)} ({ndim} axes)")
+    return int(a) % builtins.max(ndim, 1)
+
+
+def _axes(x, axis, who="sum"):
+    shape = _shape(x)
     if axis is None:
-        return tuple(range(ndim))
-    axes = (axis,) if isinstance(axis, int) else tuple(axis)
-    for a in axes:
-        if not -ndim <= a < builtins.max(ndim, 1):
-            raise ShapeError(f"axis {a} is out of range for shape {_shape(x)}")
-    return tuple(sorted(a % builtins.max(ndim, 1) for a in axes))
+        return tuple(range(len(shape)))
+    try:
+        axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    except TypeError:
+        raise ArgumentError(f"`{who}`: axis={axis!r}; use an int, a tuple of ints or None") from None
+    axes = [_axis(who, a, len(shape), shape) for a in axes]
+    if len(set(axes)) != len(axes):
+        raise ShapeError(f"`{who}`: duplicate value in axis={axis!r} for shape {tuple(shape)}")
+    return tuple(sorted(axes))
 
 
 def sum(x, axis=None, keepdims=False):
@@ -120,43 +152,63 @@ def sum(x, axis=None, keepdims=False):
 
 def mean(x, axis=None, keepdims=False):
     """Mean over `axis`: `jitad.mean(x)`."""
-    axes = _axes(x, axis)
+    axes = _axes(x, axis, "mean")
+    if not _shape(x):
+        return x / 1.0
     count = int(np.prod([_shape(x)[a] for a in axes], dtype=np.int64))
     return sum(x, axes, keepdims) / float(builtins.max(count, 1)) if count else sum(x, axes, keepdims) * np.nan
 
 
 def max(x, axis=None, keepdims=False):
     """Maximum over `axis`; its gradient is shared among tied maxima: `jitad.max(x, -1)`."""
-    if not builtins.all(_shape(x)[a] for a in _axes(x, axis)):
-        raise ShapeError(f"max of an empty axis (shape {_shape(x)})")
+    axes = _axes(x, axis, "max")
+    if not builtins.all(_shape(x)[a] for a in axes if _shape(x)):
+        raise ShapeError(f"`max` of an empty axis (shape {tuple(_shape(x))})")
     if not _shape(x):
         return x
-    return _prim(Op.MAX, x, axes=_axes(x, axis), keepdims=keepdims)
+    return _prim(Op.MAX, x, axes=axes, keepdims=keepdims)
 
 
 def min(x, axis=None, keepdims=False):
     """Minimum over `axis`: `jitad.min(x)`."""
+    _axes(x, axis, "min")
     return -max(-x, axis, keepdims)
 
 
 def reshape(x, shape):
     """`x` with a new shape of the same size (one entry may be -1): `jitad.reshape(x, (2, -1))`."""
-    shape = (shape,) if isinstance(shape, int) else tuple(int(n) for n in shape)
-    size = int(np.prod(_shape(x), dtype=np.int64))
-    if shape.count(-1) == 1:
-        rest = int(np.prod([n for n in shape if n != -1], dtype=np.int64))
-        shape = tuple(size // rest if n == -1 and rest else n for n in shape)
-    if int(np.prod(shape, dtype=np.int64)) != size:
-        raise ShapeError(f"`reshape`: cannot reshape {_shape(x)} to {shape}")
+    shape = _dims("reshape", shape)
+    size = math.prod(_shape(x))
+    if builtins.min(shape, default=0) < -1 or shape.count(-1) > 1:
+        raise ShapeError(f"`reshape`: cannot reshape {tuple(_shape(x))} to {shape}: dimensions must "
+                         "be >= 0, and at most one may be -1 (inferred from the size)")
+    if -1 in shape:
+        rest = math.prod(n for n in shape if n != -1)
+        if rest and size % rest == 0:
+            shape = tuple(size // rest if n == -1 else n for n in shape)
+    if math.prod(shape) != size or -1 in shape:
+        raise ShapeError(f"`reshape`: cannot reshape {tuple(_shape(x))} (size {size}) to {shape}")
     if tuple(_shape(x)) == shape:
         return x
     return _prim(Op.RESHAPE, x, shape=shape)
 
 
+def _dims(who, shape):
+    """A shape argument (an int or a sequence of ints) as a tuple of Python ints."""
+    try:
+        return (operator.index(shape),) if np.ndim(shape) == 0 else tuple(operator.index(n) for n in shape)
+    except TypeError:
+        raise ArgumentError(f"`{who}`: shape {shape!r} must be an int or a tuple of ints") from None
+
+
 def transpose(x, axes=None):
     """Permute axes (reverse them by default): `jitad.transpose(x)`, `x.T`."""
     ndim = len(_shape(x))
-    perm = tuple(reversed(range(ndim))) if axes is None else tuple(int(a) % builtins.max(ndim, 1) for a in axes)
+    if axes is not None:
+        axes = _dims("transpose", axes)
+        if builtins.any(not -ndim <= a < ndim for a in axes):
+            raise ShapeError(f"`transpose`: axes {axes} are out of range for shape {tuple(_shape(x))}")
+    perm = tuple(reversed(range(ndim))) if axes is None else tuple(a % ndim for a in axes)
     if sorted(perm) != list(range(ndim)):
         raise ShapeError(f"`transpose`: axes {tuple(axes)} are not a permutation of the {ndim} axes "
                          f"of shape {tuple(_shape(x))}")
@@ -167,7 +219,7 @@ def transpose(x, axes=None):
 
 def broadcast_to(x, shape):
     """`x` broadcast to `shape` (NumPy rules): `jitad.broadcast_to(b, (4, 3))`."""
-    shape = tuple(shape)
+    shape = _static_shape("broadcast_to", shape)
     if tuple(_shape(x)) == shape:
         return x
     if not is_staged(x):
@@ -321,40 +373,57 @@ def getitem(x, key):
 
 def concatenate(xs, axis=0):
     """Join arrays along `axis`: `jitad.concatenate([a, b], axis=0)`."""
-    xs = list(xs)
+    xs = _array_list("concatenate", xs)
+    shape = _shape(xs[0])
+    if not shape:
+        raise ShapeError("`concatenate` of scalars: they have no axis to join along; use `jitad.stack`")
+    axis = _axis("concatenate", axis, len(shape), shape)
     if not builtins.any(is_staged(x) for x in xs):
         return np.concatenate(xs, axis=axis)
-    xs = _promoted(*xs)
-    ndim = len(_shape(xs[0]))
-    return _prim(Op.CONCAT, *xs, axis=axis % builtins.max(ndim, 1))
+    return _prim(Op.CONCAT, *_promoted(*xs), axis=axis)
+
+
+def _array_list(who, xs):
+    if is_staged(xs) or isinstance(xs, np.ndarray) or not isinstance(xs, (list, tuple)) or not xs:
+        raise ArgumentError(f"`{who}` takes a non-empty list or tuple of arrays, got {type(xs).__name__}")
+    return list(xs)
 
 
 def stack(xs, axis=0):
     """Stack arrays along a new `axis`: `jitad.stack([a, b])`."""
-    xs = list(xs)
+    xs = _array_list("stack", xs)
     shape = _shape(xs[0])
     for x in xs[1:]:
         if tuple(_shape(x)) != tuple(shape):
             raise ShapeError(f"`stack`: shapes {tuple(shape)} and {tuple(_shape(x))} differ; "
                              "stacked arrays must have the same shape")
-    axis = axis % (len(shape) + 1)
+    axis = _axis("stack", axis, len(shape) + 1, shape)
     new = tuple(shape[:axis]) + (1,) + tuple(shape[axis:])
     return concatenate([reshape(x, new) for x in xs], axis)
 
 
+def _static_shape(who, shape):
+    shape = _dims(who, shape)
+    if builtins.min(shape, default=0) < 0:
+        raise ShapeError(f"`{who}`: shape {shape} has a negative dimension")
+    return shape
+
+
 def zeros(shape, dtype="f64"):
     """An array of zeros (a constant): `jitad.zeros((2, 3))`."""
-    return np.zeros(shape, NUMPY_OF[_DTYPE_NAMES.get(getattr(dtype, "__name__", dtype), "f64")])
+    return np.zeros(_static_shape("zeros", shape), NUMPY_OF[_dtype_name(dtype, "zeros")])
 
 
 def ones(shape, dtype="f64"):
     """An array of ones (a constant): `jitad.ones(3)`."""
-    return np.ones(shape, NUMPY_OF[_DTYPE_NAMES.get(getattr(dtype, "__name__", dtype), "f64")])
+    return np.ones(_static_shape("ones", shape), NUMPY_OF[_dtype_name(dtype, "ones")])
 
 
 def full(shape, value, dtype="f64"):
     """An array filled with `value`: `jitad.full((2, 2), 0.5)`."""
-    return np.full(shape, value, NUMPY_OF[_DTYPE_NAMES.get(getattr(dtype, "__name__", dtype), "f64")])
+    if is_staged(value):
+        return broadcast_to(convert(value, dtype), shape)
+    return np.full(_static_shape("full", shape), value, NUMPY_OF[_dtype_name(dtype, "full")])
 
 
 def zeros_like(x):
@@ -369,27 +438,31 @@ def ones_like(x):
 
 def logsumexp(x, axis=-1, keepdims=False):
     """log(sum(exp(x))) along `axis`, computed stably: `jitad.logsumexp(x)`."""
+    axes = _axes(x, axis, "logsumexp")
     if not _shape(x):
         return x
     m = max(stop_gradient(x), axis, keepdims=True)   # its gradient cancels exactly: not computed
     m = where(abs(m) < np.inf, m, 0.0)   # an infinite maximum: exp(x - m) must not be inf - inf
     out = log(sum(exp(x - m), axis, keepdims=True)) + m
-    return out if keepdims else reshape(out, tuple(n for d, n in enumerate(_shape(x)) if d not in _axes(x, axis)))
+    return out if keepdims else reshape(out, tuple(n for d, n in enumerate(_shape(x)) if d not in axes))
 
 
 def log_softmax(x, axis=-1):
     """x - logsumexp(x) along `axis`: `jitad.log_softmax(logits)`."""
+    _axes(x, axis, "log_softmax")
     return x - logsumexp(x, axis, keepdims=True)
 
 
 def softmax(x, axis=-1):
     """exp(x) / sum(exp(x)) along `axis`, computed stably: `jitad.softmax(logits)`."""
+    _axes(x, axis, "softmax")
     e = exp(x - max(stop_gradient(x), axis, keepdims=True))
     return e / sum(e, axis, keepdims=True)
 
 
 def one_hot(labels, n, dtype="f64"):
     """`one_hot(labels, n)[..., k] == (labels[...] == k)` as floats."""
+    n = _int_arg("one_hot", "n", n, 1)
     labels_2 = reshape(labels, tuple(_shape(labels)) + (1,))
     hot = convert(labels_2 == np.arange(n, dtype=np.int64), dtype)
     if is_staged(hot) and is_staged(labels) and len(_shape(labels)) == 1:   # for `matmul`
@@ -448,11 +521,20 @@ def _pad(x, padding):
 def conv2d(x, w, b=None, stride=1, padding=0):
     """2-D convolution, NCHW input (N, C, H, W) and OIHW weights (O, C, kh, kw): stride 1 as a
     direct loop nest (the `conv2d` primitive), other strides as im2col + GEMM."""
+    if len(_shape(x)) != 4 or len(_shape(w)) != 4:
+        raise ShapeError(f"`conv2d`: input {tuple(_shape(x))} and weights {tuple(_shape(w))}: need "
+                         "(n, c, h, w) and (o, c, kh, kw); add a batch axis with x[None]")
+    stride = _int_arg("conv2d", "stride", stride, 1)
+    padding = _int_arg("conv2d", "padding", padding, 0)
     n, c, h, wd = _shape(x)
     o, c2, kh, kw = _shape(w)
     if c != c2:
         raise ShapeError(f"`conv2d`: input of shape {tuple(_shape(x))} has {c} channels but weights of "
                          f"shape {tuple(_shape(w))} expect {c2}")
+    _check_window("conv2d", (kh, kw), (h + 2 * padding, wd + 2 * padding), _shape(x), padding)
+    if b is not None and tuple(_shape(b)) != (o,):
+        raise ShapeError(f"`conv2d`: bias of shape {tuple(_shape(b))} for {o} output channels; "
+                         f"it needs shape ({o},)")
     if stride == 1:
         x, w = _promoted(x, w)
         if result_dtype(x) == "bool":
@@ -475,12 +557,25 @@ def conv2d_valid(x, w):
     return _prim(Op.CONV2D, x, w)
 
 
-def _pool_windows(x, k, stride):
+def _check_window(who, window, image, shape, padding=0):
+    if window[0] > image[0] or window[1] > image[1]:
+        padded = f" (with padding {padding})" if padding else ""
+        raise ShapeError(f"`{who}`: a {window[0]}x{window[1]} window does not fit in the "
+                         f"{image[0]}x{image[1]} image{padded} of input shape {tuple(shape)}; "
+                         "use a smaller window or a larger input")
+
+
+def _pool_windows(x, k, stride, who):
     """The k×k windows of x (n, c, h, w) and the axes that run over a window. Windows that
     tile the image (stride k) are a reshape of it, (n, c, oh, k, ow, k): no gather, and
     the gradient is elementwise; otherwise (overlapping windows) a gather of patches."""
+    if len(_shape(x)) != 4:
+        raise ShapeError(f"`{who}`: input of shape {tuple(_shape(x))}: need (n, c, h, w); "
+                         "add a batch axis with x[None]")
+    k = _int_arg(who, "k", k, 1)
+    stride = k if stride is None else _int_arg(who, "stride", stride, 1)
     n, c, h, w = _shape(x)
-    stride = stride or k
+    _check_window(who, (k, k), (h, w), _shape(x))
     if stride == k:
         oh, ow = h // k, w // k
         if (oh * k, ow * k) != (h, w):   # rows and columns past the last whole window drop
@@ -494,20 +589,86 @@ def _pool_windows(x, k, stride):
 
 def max_pool2d(x, k, stride=None):
     """Max over k×k windows (stride defaults to k), NCHW."""
-    windows, axes = _pool_windows(x, k, stride)
+    windows, axes = _pool_windows(x, k, stride, "max_pool2d")
     return max(windows, axes)
 
 
 def avg_pool2d(x, k, stride=None):
     """Mean over k×k windows (stride defaults to k), NCHW."""
-    windows, axes = _pool_windows(x, k, stride)
+    windows, axes = _pool_windows(x, k, stride, "avg_pool2d")
     return mean(windows, axes)
 
 
 def dropout(x, rate, key):
     """Zero each element with probability `rate` and scale the rest by 1/(1-rate)."""
     from . import random
-    if rate <= 0.0:
+    if isinstance(rate, (bool, np.bool_)) or not isinstance(rate, (int, float, np.integer, np.floating)) \
+            or not 0.0 <= rate < 1.0:
+        raise ArgumentError(f"`dropout`: rate={rate!r}; it must be a number in [0, 1)")
+    if rate == 0.0:
         return x
     keep = random.uniform(key, _shape(x)) >= rate
     return where(keep, x / (1.0 - rate), 0.0)
+
+
+# -- NumPy functions on staged values (`np.sin(x)`, `np.ones(3) + x`, `np.sum(x)`) ------------
+
+_NUMPY_UFUNCS = {
+    "add": lambda a, b: binary(Op.ADD, a, b), "subtract": lambda a, b: binary(Op.SUB, a, b),
+    "multiply": lambda a, b: binary(Op.MUL, a, b), "divide": lambda a, b: binary(Op.DIV, a, b),
+    "power": lambda a, b: binary(Op.POW, a, b), "remainder": lambda a, b: binary(Op.MOD, a, b),
+    "floor_divide": lambda a, b: binary(Op.FLOORDIV, a, b), "less": lambda a, b: binary(Op.LT, a, b),
+    "less_equal": lambda a, b: binary(Op.LE, a, b), "greater": lambda a, b: binary(Op.GT, a, b),
+    "greater_equal": lambda a, b: binary(Op.GE, a, b), "equal": lambda a, b: binary(Op.EQ, a, b),
+    "not_equal": lambda a, b: binary(Op.NE, a, b), "bitwise_and": lambda a, b: logical(Op.AND, a, b),
+    "bitwise_or": lambda a, b: logical(Op.OR, a, b), "invert": lambda a: ~a, "negative": lambda a: -a,
+    "positive": lambda a: a, "absolute": abs, "matmul": matmul,
+    **{name: globals()[name] for name in ("exp", "log", "log1p", "expm1", "sqrt", "sin", "cos", "tanh",
+                                          "maximum", "minimum", "square")}}
+_NUMPY_ALIASES = {"amax": "max", "amin": "min", "absolute": "abs", "fabs": "abs"}
+_NUMPY_REDUCTIONS = {"add": "sum", "maximum": "max", "minimum": "min"}
+
+
+def numpy_ufunc(ufunc, method, inputs, kwargs):
+    """`np.<ufunc>(...)` with a staged input: the jitad operation, or a StagingError."""
+    name = ufunc.__name__
+    fn = _NUMPY_UFUNCS.get(name)
+    if "out" in kwargs:
+        raise _numpy_error(f"np.{name}(..., out=...) or an in-place operator (`a += x`) writing a staged "
+                           "value into a NumPy array", "Write `a = a + x` to make a new value")
+    if method != "__call__" or kwargs or fn is None:
+        call = f"np.{name}" + (f".{method}" if method != "__call__" else "") + \
+            (f"(..., {', '.join(kwargs)}=...)" if kwargs else "")
+        jitad_name = _NUMPY_REDUCTIONS.get(name) if method == "reduce" else _NUMPY_ALIASES.get(name, name)
+        return _no_numpy(call, jitad_name)
+    return fn(*inputs)
+
+
+def numpy_function(func, args, kwargs):
+    """`np.<function>(...)` with a staged argument: the jitad function of the same name when its
+    signature takes the arguments, or a StagingError naming the one to call."""
+    name = _NUMPY_ALIASES.get(func.__name__, func.__name__)
+    if name in ("shape", "ndim", "size"):   # NumPy's own code reads the attribute
+        return func._implementation(*args, **kwargs)
+    call = f"{func.__module__.replace('numpy', 'np', 1)}.{func.__name__}"
+    fn = globals().get(name) if name in __all__ else None
+    if fn is None:
+        return _no_numpy(call, None)
+    try:
+        inspect.signature(fn).bind(*args, **kwargs)
+    except TypeError:
+        return _no_numpy(f"{call}({', '.join(kwargs)}{'=...' if kwargs else ''})", name)
+    return fn(*args, **kwargs)
+
+
+def _numpy_error(what, fix):
+    return StagingError(f"{what}: NumPy cannot compute on a staged value, whose value is only "
+                        f"known when the compiled code runs. {fix}")
+
+
+def _no_numpy(call, jitad_name):
+    if jitad_name in __all__:
+        fix = f"Call `jitad.{jitad_name}{inspect.signature(globals()[jitad_name])}` instead"
+    else:
+        fix = "jitad has no function of that name: write it with jitad's functions (jitad.exp, jitad.sum, ...)"
+    raise _numpy_error(f"{call} on a staged value", fix)

@@ -5,7 +5,8 @@
 >>> params, state = opt.update(params, grads, state)
 """
 from . import numeric as N
-from .pytree import tree_map
+from .errors import ArgumentError
+from .pytree import check_same_structure, tree_map
 
 
 def _zeros(params):
@@ -22,6 +23,7 @@ class sgd:
         return _zeros(params) if self.momentum else ()
 
     def update(self, params, grads, state):
+        check_same_structure("sgd.update", {"params": params, "grads": grads, **({"state": state} if self.momentum else {})})
         if not self.momentum:
             return tree_map(lambda p, g: p - self.lr * g, params, grads), state
         velocity = tree_map(lambda v, g: self.momentum * v + g, state, grads)
@@ -38,6 +40,7 @@ class adagrad:
         return _zeros(params)
 
     def update(self, params, grads, state):
+        check_same_structure("adagrad.update", {"params": params, "grads": grads, "state": state})
         acc = tree_map(lambda h, g: h + g * g, state, grads)
         return tree_map(lambda p, g, h: p - self.lr * g / (N.sqrt(h) + self.eps), params, grads, acc), acc
 
@@ -52,7 +55,11 @@ class adam:
         return (_zeros(params), _zeros(params), 0.0)
 
     def update(self, params, grads, state):
+        if not (isinstance(state, tuple) and len(state) == 3):
+            raise ArgumentError("adam.update: state must be what adam.init(params) returned (m, v, t)")
         m, v, t = state
+        check_same_structure("adam.update", {"params": params, "grads": grads, "state's first moments": m,
+                                             "state's second moments": v})
         t = t + 1.0
         m = tree_map(lambda m, g: self.b1 * m + (1 - self.b1) * g, m, grads)
         v = tree_map(lambda v, g: self.b2 * v + (1 - self.b2) * g * g, v, grads)

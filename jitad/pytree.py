@@ -1,4 +1,6 @@
 """Pytrees: nested tuples, lists and dicts of leaves, flattened in a fixed order."""
+from .errors import ArgumentError
+
 
 class TreeDef(tuple):
     """The structure of a pytree: `(kind, children, keys)` with `kind` one of 'leaf',
@@ -18,6 +20,16 @@ class TreeDef(tuple):
         if self[0] == "leaf":
             return 1
         return sum(c.num_leaves for c in self[1])
+
+    def __str__(self):
+        """JAX's notation: `{'a': *, 'b': (*, None)}`."""
+        kind, children, keys = self
+        if kind in ("leaf", "none"):
+            return "*" if kind == "leaf" else "None"
+        inner = ", ".join(map(str, children)) if kind != "dict" else \
+            ", ".join(f"{k!r}: {c}" for k, c in zip(keys, children))
+        return {"tuple": f"({inner}{',' if len(children) == 1 else ''})", "list": f"[{inner}]",
+                "dict": f"{{{inner}}}"}[kind]
 
     @property
     def is_tuple_nest(self):
@@ -46,7 +58,11 @@ def _flatten(x, leaves):
     if isinstance(x, list):
         return TreeDef("list", tuple([_flatten(c, leaves) for c in x]))
     if isinstance(x, dict):
-        keys = tuple(sorted(x))
+        try:
+            keys = tuple(sorted(x))
+        except TypeError:
+            raise ArgumentError(f"a dict with keys {list(x)!r}: keys are sorted to fix the order of "
+                                "the leaves, so they must be comparable (all strings or all numbers)") from None
         return TreeDef("dict", tuple([_flatten(x[k], leaves) for k in keys]), keys)
     if x is None:
         return NONE
@@ -78,8 +94,25 @@ def tree_leaves(tree):
     return flatten(tree)[0]
 
 
+def check_same_structure(who, named_trees):
+    """ArgumentError unless the trees, `{name: tree}`, all have the structure of the first."""
+    (name0, tree0), *others = named_trees.items()
+    td0 = flatten(tree0)[1]
+    for name, tree in others:
+        td = flatten(tree)[1]
+        if td != td0:
+            raise ArgumentError(f"{who}: {name0} and {name} have different structures: {td0} vs {td}; "
+                                "they must have the same structure, leaf for leaf")
+
+
 def tree_map(fn, tree, *rest):
     """Apply `fn` leafwise: `tree_map(lambda p, g: p - 0.1 * g, params, grads)`."""
     leaves, td = flatten(tree)
-    others = [flatten(r)[0] for r in rest]
+    others = []
+    for k, r in enumerate(rest):
+        leaves_r, td_r = flatten(r)
+        if td_r != td:
+            raise ArgumentError(f"tree_map: tree {k + 1} has the structure {td_r}, different from the "
+                                f"first tree's {td}; all trees must have the same structure")
+        others.append(leaves_r)
     return unflatten(td, [fn(*xs) for xs in zip(leaves, *others)])

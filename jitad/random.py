@@ -9,6 +9,7 @@ numbers do not depend on how the computation is ordered or compiled.
 """
 import numpy as np
 
+from .errors import ArgumentError
 from .ir.ops import Op
 from .staging import Staged, as_var, emit, is_staged
 
@@ -37,7 +38,11 @@ def key(seed):
 
 def uniform(key, shape):
     """Uniform floats in [0, 1) of `shape` (float64)."""
-    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    from .numeric import _static_shape
+    shape = _static_shape("random.uniform", shape)
+    if (key.dtype != "i64") if is_staged(key) else (
+            isinstance(key, (bool, np.bool_)) or not isinstance(key, (int, np.integer))):
+        raise ArgumentError(f"random: a key is an int (jitad.random.key(seed) or from split), got {key!r}")
     if not is_staged(key):
         return uniform_numpy(key, shape)
     return Staged(emit(Op.RANDOM, [as_var(key, "i64")], {"shape": shape})[0])

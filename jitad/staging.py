@@ -5,6 +5,7 @@ the current `Frame`. Control-flow combinators trace their bodies in child frames
 a body that uses a value of an enclosing frame *captures* it, which makes the value
 an explicit param of the body and an explicit operand of the control-flow node.
 """
+import operator
 import threading
 from contextlib import contextmanager
 from functools import reduce
@@ -127,8 +128,20 @@ _BOOL_FIX = ("For `if`, use `jitad.IF(pred, then_fn, else_fn, *operands)`; for `
 class Staged:
     """A staged scalar: arithmetic on it records graph nodes."""
     __slots__ = ("var",)
-    __array_ufunc__ = None   # numpy defers to our operators
     __hash__ = object.__hash__
+
+    # NumPy functions on staged values run the jitad function of the same name, or raise
+    # a StagingError naming what to call (`np.ones(3) + x` comes here too)
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        return _numeric().numpy_ufunc(ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        return _numeric().numpy_function(func, args, kwargs)
+
+    def __array__(self, dtype=None, copy=None):
+        raise _staging_error("Converting it to a NumPy array (`np.asarray`, `np.array`)",
+                             "Stay with jitad functions; `jitad.stack([...])` builds an array from "
+                             "staged values.")
 
     def __init__(self, var):
         self.var = var
@@ -182,6 +195,11 @@ class Staged:
 
     def min(self, axis=None, keepdims=False):
         return _numeric().min(self, axis, keepdims)
+
+    def item(self):
+        raise _staging_error("`item()`", "Return the value from the jitted function to get a Python number.")
+
+    tolist = item
 
     def astype(self, dtype):
         return _numeric().convert(self, dtype)
@@ -332,6 +350,9 @@ def as_var(x, dtype=None):
             return x.var
         return emit(Op.CONVERT, [x.var], {"dtype": dtype})[0]
     dtype = dtype or _kind(x)[0]
+    if dtype == "i64" and isinstance(x, int) and not -2**63 <= x < 2**63:
+        raise ArgumentError(f"the int constant {x} does not fit in 64 bits (staged ints are int64); "
+                            "use a float constant or a smaller int")
     if isinstance(x, np.ndarray) and x.ndim:
         if x.dtype.kind == "u" and x.size and x.max() > np.iinfo(np.int64).max:
             raise ArgumentError(f"an unsigned array holds {x.max()}, beyond the int64 range")
@@ -343,6 +364,8 @@ def as_var(x, dtype=None):
 
 
 def _eager(op, *xs):
+    for x in xs:
+        _kind(x if isinstance(x, np.ndarray) or np.ndim(x) == 0 else np.asarray(x))   # numbers only
     with np.errstate(all="ignore"):
         values = [np.asarray(x)[()] for x in xs]
         if op in FLOAT_ONLY:   # as when staged: ints and bools compute in f64
@@ -405,6 +428,23 @@ def to_bool(x, what):
     if x.dtype == "bool":
         return x.var
     return binary(Op.NE, x, 0).var
+
+
+def _check_callables(who, **fns):
+    for name, fn in fns.items():
+        if not callable(fn):
+            raise ArgumentError(f"{who}: {name} must be a function, got {type(fn).__name__}"
+                                + (" (write `lambda: value`)" if who == "IF" else ""))
+
+
+def _check_predicate(x, what):
+    """`x`, a control-flow predicate, which must be a scalar."""
+    shape = tuple(x.shape if is_staged(x) else np.shape(x))
+    if shape:
+        raise StagingError(f"{what}: the predicate has shape {shape}; it must be a scalar bool. "
+                           "Reduce it to one bool first (any: `jitad.sum(p) > 0`, all: "
+                           "`jitad.sum(~p) == 0`), or choose elementwise with `jitad.where(p, a, b)`")
+    return x
 
 
 # -- bodies ------------------------------------------------------------------
@@ -483,9 +523,11 @@ def IF(pred, then_fn, else_fn, *operands):
     >>> jitad.jit(lambda x: IF(x > 0, lambda: x * x, lambda: -x))(3.0)
     9.0
     """
+    _check_callables("IF", then_fn=then_fn, else_fn=else_fn)
     if not is_staged(pred):
+        _check_predicate(pred, "IF")
         return then_fn(*operands) if pred else else_fn(*operands)
-    pred_var = to_bool(pred, "IF")
+    pred_var = to_bool(_check_predicate(pred, "IF"), "IF")
     leaves, td = flatten(operands)
     in_types = [_leaf_type(x, "IF operand", allow_tree=True) for x in leaves]
     in_vars = [coerce(x, t, "IF operand") for x, t in zip(leaves, in_types)]
@@ -520,6 +562,7 @@ def WHILE(cond_fn, body_fn, init):
     >>> jitad.jit(lambda x: WHILE(lambda t: t > 1.0, lambda t: t * 0.5, x))(10.0)
     0.625
     """
+    _check_callables("WHILE", cond_fn=cond_fn, body_fn=body_fn)
     if current_frame() is None:   # not staging: run in Python
         state = init
         while cond_fn(state):
@@ -529,7 +572,7 @@ def WHILE(cond_fn, body_fn, init):
     state_arg = lambda ps: (unflatten(td, ps),)
     cond_fr, cond_out = trace_body(cond_fn, td, types, state_arg)
     with _entered(cond_fr):
-        cond_fr.graph.outputs = [cond_fr.resolve(to_bool(cond_out, "WHILE cond"))]
+        cond_fr.graph.outputs = [cond_fr.resolve(to_bool(_check_predicate(cond_out, "WHILE's cond_fn"), "WHILE"))]
     body_fr, body_out = trace_body(body_fn, td, types, state_arg)
     b_leaves, b_td = flatten(body_out)
     _check_structure(td, b_td, "WHILE's init and body")
@@ -544,6 +587,7 @@ def FOR(lower, upper, body_fn, init):
     >>> jitad.jit(lambda n: FOR(0, n, lambda i, s: s + i, 0))(5)
     10
     """
+    _check_callables("FOR", body_fn=body_fn)
     if current_frame() is None:   # not staging: run in Python
         state = init
         for i in range(lower, upper):
@@ -569,7 +613,10 @@ class ShapeDtype:
     """The type of a value, for `FUN(out=...)`: `ShapeDtype((), 'f64')`."""
 
     def __init__(self, shape, dtype):
-        self.shape = tuple(shape)
+        try:
+            self.shape = tuple(operator.index(n) for n in shape)
+        except TypeError:
+            raise ArgumentError(f"ShapeDtype: shape {shape!r} must be a tuple of ints") from None
         self.dtype = dtype if dtype in ("bool", "i64", "f32", "f64") else dtype_of_numpy(dtype)
         if self.dtype is None:
             raise ArgumentError(f"ShapeDtype: unsupported dtype {dtype!r}")
@@ -605,6 +652,7 @@ class FUN:
         return super().__new__(cls)
 
     def __init__(self, fn=None, out=None):
+        _check_callables(type(self).__name__, fn=fn)
         self.fn = fn
         self.out = _spec_types(out) if out is not None else None
         self.__name__ = getattr(fn, "__name__", "fun")
@@ -703,6 +751,7 @@ def TREE(tree, init, combine):
 
     >>> jitad.jit(lambda t: TREE(t, 1.0, lambda node, l, r: l * r * node.value))(tree)
     """
+    _check_callables("TREE", combine=combine)
     if callable(init):
         init = init()
     if not isinstance(tree, StagedTree):

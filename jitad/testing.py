@@ -6,6 +6,7 @@
 import numpy as np
 
 from .api import grad, jit, jvp
+from .errors import ArgumentError
 from .pytree import flatten, unflatten
 
 
@@ -40,7 +41,7 @@ def check_grads(f, args, order=1, modes=("rev",), eps=1e-6, rtol=1e-5, atol=1e-7
     args = tuple(args)
     positions = _float_positions(args)
     if not positions:
-        raise ValueError("check_grads: no float arguments to differentiate")
+        raise ArgumentError("check_grads: no float arguments to differentiate")
     rng = np.random.default_rng(seed)
     flat, tds = [], []
     for i in positions:
@@ -69,7 +70,7 @@ def check_grads(f, args, order=1, modes=("rev",), eps=1e-6, rtol=1e-5, atol=1e-7
                 tangents[i] = unflatten(td, [v if v.shape else float(v) for v in vs])
             analytic = float(jvp(f, args, tuple(tangents))[1])
         else:
-            raise ValueError(f"check_grads: unknown mode {mode!r}; use 'fwd' and/or 'rev'")
+            raise ArgumentError(f"check_grads: unknown mode {mode!r}; use 'fwd' and/or 'rev'")
         if not np.isclose(analytic, numeric, rtol=rtol, atol=atol):
             raise AssertionError(f"check_grads ({mode}): directional derivative {analytic!r} from "
                                  f"reverse mode, {numeric!r} from central differences at {args!r}")

@@ -19,9 +19,11 @@ import sys
 import threading
 from contextlib import contextmanager
 
+import numpy as np
+
 from ..ir.ops import VJPS, Op, Region, Sparse, _unbroadcast as unbroadcast
 from ..ir.types import FLOATS, RefType, Type
-from ..errors import ArgumentError
+from ..errors import ArgumentError, ShapeError
 from ..pytree import flatten, unflatten
 from ..staging import (FUN, IF, Staged, StagedTree, apply, as_var, coerce, current_frame, emit, is_staged,
                        make_closure, new_slot, slot_add, slot_get, substitution, trace_memo)
@@ -179,9 +181,21 @@ def _custom_backward(node, ins, outs, residuals):
     if len(leaves) != in_td.num_leaves:
         raise ArgumentError(f"custom_vjp `{rule.__name__}`: bwd returned {len(leaves)} cotangents "
                             f"for {in_td.num_leaves} argument leaves; return one per argument, as a tuple")
-    for d, ct in zip(ins, leaves):
+    for k, (d, ct) in enumerate(zip(ins, leaves)):
         if d.adj is not None and ct is not None:
-            slot_add(d.adj, unbroadcast(ct, d.primal.shape) if is_staged(ct) else ct)
+            shape, ct_shape = d.primal.shape, tuple(ct.shape if is_staged(ct) else np.shape(ct))
+            if ct_shape != shape and not (is_staged(ct) and _broadcasts_to(shape, ct_shape)):
+                raise ShapeError(f"custom_vjp `{rule.__name__}`: bwd returned a cotangent of shape "
+                                 f"{ct_shape} for argument leaf {k} of shape {shape}; each cotangent "
+                                 "must have its argument's shape")
+            slot_add(d.adj, unbroadcast(ct, shape) if is_staged(ct) else ct)
+
+
+def _broadcasts_to(shape, big):
+    try:
+        return np.broadcast_shapes(shape, big) == big
+    except ValueError:
+        return False
 
 
 @contextmanager
