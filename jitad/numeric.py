@@ -99,7 +99,17 @@ def convert(x, dtype):
 # -- tensors ---------------------------------------------------------------------
 
 def _shape(x):
-    return x.shape if is_staged(x) else np.shape(x)
+    """The shape of an operand; an operand that is no number or array is an ArgumentError."""
+    if is_staged(x):
+        return x.shape
+    try:
+        a = np.asarray(x)
+    except ValueError:   # ragged nesting
+        a = None
+    if a is None or a.dtype.kind not in "biuf":
+        raise ArgumentError(f"a jitad function got {type(x).__name__} {str(x)[:60]}; it takes numbers, "
+                            "arrays and staged values (build an array with jitad.stack or np.array first)")
+    return a.shape
 
 
 def _prim(op, *xs, **attrs):
