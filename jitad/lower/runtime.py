@@ -369,9 +369,9 @@ class _DeepStackWorker:
                 stop[0] = 0
                 self.idle.clear()
                 result = []
-                self.jobs.put((fn, args, result))
                 try:
-                    with _sigint_stops_worker():
+                    with _sigint_stops_worker():   # before the job starts: then it holds the GIL
+                        self.jobs.put((fn, args, result))
                         self.idle.wait()
                 except BaseException:   # KeyboardInterrupt from SIGINT's handler
                     stop[0] = 1   # the job's compiled code stops at its next poll
