@@ -18,7 +18,7 @@ import numpy as np
 
 from ..ir.types import TreeType
 from ..tree import SLOT_OFFSETS, type_code
-from .llvm import CTX, ELEMENT_BYTES, F32, F64, I1, I8, I32, I64, PTR, alloca, ret_type
+from .llvm import CTX, ELEMENT_BYTES, POLL_ITERATIONS, F32, F64, I1, I8, I32, I64, PTR, alloca, ret_type
 
 C_INT = ir.IntType(32)
 PY_API = {
@@ -289,7 +289,7 @@ def add_entry(module, main, in_types, out_types, layout, name, stack_budget, arg
     for k in (0, 1):
         b.store(_field(b, arena, 8 * k, PTR), field(2 + k))
     b.store(api("jitad_stop") if stoppable else _never(module), field(4))
-    b.store(I64(0), field(5))
+    b.store(I64(POLL_ITERATIONS), field(5))
     b.call(main, [ctx] + values + [out] + destinations)
     status = b.load(field(1), typ=I32)
     with b.if_then(b.icmp_unsigned("!=", status, I32(0)), likely=False):

@@ -27,12 +27,13 @@ from ..tree import DESCRIPTOR, FIRST_FIELD
 F64, F32, I64, I32, I1, I8 = (ir.DoubleType(), ir.FloatType(), ir.IntType(64), ir.IntType(32),
                              ir.IntType(1), ir.IntType(8))
 PTR = ir.PointerType()
-# stack limit, status, arena top, arena end, stop word (nonzero: stop), calls since the last poll
+# stack limit, status, arena top, arena end, stop word (nonzero: stop), calls left until a poll
 CTX = ir.LiteralStructType([I64, I32, PTR, PTR, PTR, I64])
 STACK_EXHAUSTED, ARENA_EXHAUSTED, INTERRUPTED, STOPPED = 1, 2, 3, 4   # statuses (0: running)
 # Interrupt polls (a call, ~5 ns when nothing is pending) come every POLL_ELEMENTS elements
 # of a loop nest, every POLL_ITERATIONS iterations of a WHILE/FOR with a scalar body (every
-# POLL_HEAVY with calls, loops or tensors in it) and every POLL_ITERATIONS recursive calls.
+# POLL_HEAVY with calls, loops or tensors in it), every POLL_ITERATIONS calls of a function
+# that may recurse exponentially (see `_calls`) and of TREE's recursion.
 POLL_ELEMENTS, POLL_ITERATIONS, POLL_HEAVY = 1 << 16, 1 << 10, 1 << 4
 ELEMENT_BYTES = {"f64": 8, "f32": 4, "i64": 8, "bool": 1}
 LL = {"f64": F64, "f32": F32, "i64": I64, "bool": I1}
@@ -407,13 +408,14 @@ def _if(lo, node, ins):
     return lo.phis([v.type for v in node.outputs], incoming)
 
 
-def _loop(lo, types, init, cond, step, bodies):
+def _loop(lo, types, init, cond, step, period=None):
     """A loop with state phis; `cond(phis) -> i1`, `step(phis) -> next state`.
 
     Tensor state lives in two buffers allocated before the loop: each iteration copies
     its new state into the spare one and releases everything else it allocated, so a
-    loop's memory does not grow with its trip count. An iteration counter paces the
-    interrupt polls (`bodies`: the graphs run per iteration, see `_poll_period`).
+    loop's memory does not grow with its trip count. With a `period` (a power of two),
+    an iteration counter paces interrupt polls at the end of the body (where the body's
+    loads come first: LLVM still hoists the invariant ones).
     """
     b = lo.b
     tensors = [k for k, t in enumerate(types) if t.shape]
@@ -428,27 +430,29 @@ def _loop(lo, types, init, cond, step, bodies):
     b.position_at_end(header)
     state = [b.phi(v.type) for v in init]
     spare = {k: b.phi(PTR) for k in tensors}
-    count = b.phi(I64)
     for phi, v in zip(state, init):
         phi.add_incoming(v, pre)
     for k in tensors:
         spare[k].add_incoming(spare_init[k], pre)
-    count.add_incoming(I64(0), pre)
+    if period:
+        count = b.phi(I64)
+        count.add_incoming(I64(0), pre)
     mark = lo.mark()
     b.cbranch(cond(state), body_bb, exit_bb)
     b.position_at_end(body_bb)
-    lo.poll_every(count, _poll_period(bodies))
     new = list(step(state))
     for k in tensors:
         lo.copy(spare[k], new[k], types[k])
         new[k] = spare[k]
     if tensors:
         lo.release(mark)
+    if period:
+        lo.poll_every(count, period)
+        count.add_incoming(b.add(count, I64(1)), b.block)
     for phi, v in zip(state, new):
         phi.add_incoming(v, b.block)
     for k in tensors:
         spare[k].add_incoming(state[k], b.block)
-    count.add_incoming(b.add(count, I64(1)), b.block)
     b.branch(header)
     b.position_at_end(exit_bb)
     return state
@@ -461,6 +465,24 @@ def _heavy(graph):
                or any(isinstance(v.type, Type) and v.type.shape for v in n.outputs) for n in graph.nodes)
 
 
+def _calls(graph):
+    """The most calls one run of `graph` can make (2 for any in a loop): a function making
+    at most one recurses linearly, as deep as the stack lets it, so it needs no polls of
+    its own; one making more (fib) may run exponentially long and counts its calls."""
+    total = 0
+    for n in graph.nodes:
+        inner = [_calls(g) for g in n.bodies]
+        if n.op in (Op.CALL, Op.APPLY, Op.TREE):
+            total += 1
+        elif n.op == Op.IF:
+            total += max(inner)
+        elif n.op in (Op.WHILE, Op.FOR):
+            total += 2 * sum(inner)
+        else:
+            total += sum(inner)
+    return total
+
+
 def _poll_period(graphs):
     return POLL_HEAVY if any(_heavy(g) for g in graphs) else POLL_ITERATIONS
 
@@ -471,20 +493,36 @@ def _while(lo, node, ins):
     init, caps = ins[:n], ins[n:]
     cond, body = node.bodies
     return _loop(lo, [v.type for v in node.outputs], init, lambda s: lo.lower(cond, s + caps)[0],
-                 lambda s: lo.lower(body, s + caps), node.bodies)
+                 lambda s: lo.lower(body, s + caps), _poll_period(node.bodies))
 
 
 @rule(Op.FOR)
 def _for(lo, node, ins):
+    """A heavy body polls every POLL_HEAVY iterations; a scalar one runs in chunks of
+    POLL_ITERATIONS iterations with a poll after each, each chunk a loop of known trip
+    count that LLVM unrolls as it would the whole loop."""
     n = node.attrs["n_state"]
     lower, upper, init, caps = ins[0], ins[1], ins[2:2 + n], ins[2 + n:]
     (body,) = node.bodies
+    b = lo.b
+    types = [I64_T] + [v.type for v in node.outputs]
 
     def step(s):
-        return [lo.b.add(s[0], I64(1))] + lo.lower(body, s + caps)
-    state = _loop(lo, [I64_T] + [v.type for v in node.outputs], [lower] + init,
-                  lambda s: lo.b.icmp_signed("<", s[0], upper), step, node.bodies)
-    return state[1:]
+        return [b.add(s[0], I64(1))] + lo.lower(body, s + caps)
+
+    def below(end):
+        return lambda s: b.icmp_signed("<", s[0], end)
+    if _heavy(body):
+        return _loop(lo, types, [lower] + init, below(upper), step, POLL_HEAVY)[1:]
+
+    def chunk(s):
+        sat_add = lo.extern("llvm.sadd.sat.i64", ir.FunctionType(I64, [I64, I64]))
+        smin = lo.extern("llvm.smin.i64", ir.FunctionType(I64, [I64, I64]))
+        end = b.call(smin, [b.call(sat_add, [s[0], I64(POLL_ITERATIONS)]), upper])
+        s = _loop(lo, types, s, below(end), step)
+        lo.poll()
+        return s
+    return _loop(lo, types, [lower] + init, below(upper), chunk)[1:]
 
 
 @rule(Op.CALL)
@@ -569,7 +607,8 @@ class Lowerer:
             f.linkage = "internal"
             self.functions[fun] = f
         for fun in program.funs:
-            self.define(self.functions[fun], fun.body, recursive=True, out_types=fun.out_types)
+            self.define(self.functions[fun], fun.body, recursive=True, out_types=fun.out_types,
+                        ticks=_calls(fun.body) > 1)
         # main(ctx, params..., out, destinations...): tensor results are written into
         # `destinations` (the result arrays the entry made); a slot read as a result lives there
         main = program.main
@@ -605,7 +644,9 @@ class Lowerer:
         self.b = ir.IRBuilder(func.append_basic_block("entry"))
         self.arena_mark = self.mark() if release else None
 
-    def define(self, func, graph, recursive, prologue=None, out_types=()):
+    def define(self, func, graph, recursive, prologue=None, out_types=(), ticks=False):
+        """Emit `func` running `graph`; a `recursive` one checks its stack on entry, and
+        with `ticks` counts its calls for the interrupt polls."""
         saved = (self.func, self.ctx, self.bail, self.b, self.arena_mark, self.results) \
             if hasattr(self, "b") else None
         # results go to the caller's buffers, so a function releases all it allocated
@@ -615,6 +656,7 @@ class Lowerer:
                         list(out_types))
         if recursive:
             self.stack_check()
+        if ticks:
             self.tick()
         args = list(func.args[1:len(func.args) - n_sret])
         if prologue:
@@ -909,10 +951,12 @@ class Lowerer:
             self.poll()
 
     def tick(self):
-        """Count a call of a recursive function; poll every POLL_ITERATIONS of them."""
-        ticks = self.b.add(self.b.load(self.ctx_field(5), typ=I64), I64(1))
-        self.b.store(ticks, self.ctx_field(5))
-        self.poll_every(ticks, POLL_ITERATIONS)
+        """Count down a call of a recursive function; poll at zero (every POLL_ITERATIONS
+        calls: the poll starts the count again)."""
+        left = self.b.sub(self.b.load(self.ctx_field(5), typ=I64), I64(1))
+        self.b.store(left, self.ctx_field(5))
+        with self.b.if_then(self.b.icmp_signed("<=", left, I64(0)), likely=False):
+            self.poll()
 
     def poll_function(self):
         """`i1 poll(ctx)`: true, with the status set, when the word ctx's stop field points
@@ -925,10 +969,12 @@ class Lowerer:
             return self.module.globals[name]
         fn = ir.Function(self.module, ir.FunctionType(I1, [PTR]), name=name)
         fn.linkage = "internal"
-        fn.attributes.add("noinline")
-        fn.attributes.add("cold")
+        for attribute in ("noinline", "cold", "nounwind"):
+            fn.attributes.add(attribute)
+        set.add(fn.attributes, "willreturn")   # (unknown to llvmlite) lets LLVM hoist loads out of loops past it
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         field = lambda k: b.gep(fn.args[0], [I32(0), I32(k)], source_etype=CTX)
+        b.store(I64(POLL_ITERATIONS), field(5))
         for status, stop in ((STOPPED, lambda: b.icmp_unsigned("!=", b.load_atomic(
                                  b.load(field(4), typ=PTR), "monotonic", 8, typ=I64), I64(0))),
                              (INTERRUPTED, lambda: b.icmp_signed("!=", b.call(self.extern(
@@ -990,6 +1036,7 @@ class Lowerer:
             b = self.b
             with b.if_then(b.icmp_signed("<", index, I64(0)), likely=False):
                 self.ret(init)
+            self.poll_every(index, POLL_ITERATIONS)   # each node is visited once
             kids = []
             for slot in (2, 3):
                 array = b.load(b.gep(desc, [I64(slot)], source_etype=I64), typ=PTR)
