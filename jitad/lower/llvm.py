@@ -941,12 +941,14 @@ class Lowerer:
         self.b.cbranch(stop, self.bail_block(), cont).set_weights([1, 1 << 20])
         self.b.position_at_end(cont)
 
-    def poll_every(self, count, period):
-        """Poll when the i64 `count` reaches period - 1 modulo `period` (a power of two)."""
+    def poll_every(self, count, period, below=None):
+        """Poll when the i64 `count` reaches period - 1 modulo `period` (a power of two),
+        or, given `below`, when `count` is below it."""
         if period == 1:
             self.poll()
             return
-        due = self.b.icmp_unsigned("==", self.b.and_(count, I64(period - 1)), I64(period - 1))
+        due = self.b.icmp_unsigned("<", count, I64(below)) if below is not None else \
+            self.b.icmp_unsigned("==", self.b.and_(count, I64(period - 1)), I64(period - 1))
         with self.b.if_then(due, likely=False):
             self.poll()
 
@@ -993,6 +995,9 @@ class Lowerer:
         with self.b.if_then(overflow, likely=False):
             self.b.store(I32(STACK_EXHAUSTED), self.status_ptr())
             self.b.branch(self.bail_block())
+        # a deep recursion polls whenever its frame lies in the first 4 KiB of a MiB of
+        # stack: at least once per MiB it descends (frames are smaller than 4 KiB)
+        self.poll_every(self.b.and_(sp, I64((1 << 20) - 1)), None, below=4096)
 
     def call_checked(self, fn, args, n_out, out_types=(), out_vars=None):
         buffers = [self.result_buffer(out_vars[k]) if out_vars is not None else self.alloc(out_types[k])
