@@ -154,7 +154,8 @@ def compile_program(program, out_td, in_types, name, fallback, in_td=None, devic
     arg_layout = _layout(in_td, iter(range(len(in_types)))) if in_td is not None and in_td.is_tuple_nest \
         and in_td.kind == "tuple" else None
     for suffix, budget in (("shallow", runtime.SHALLOW_STACK), ("deep", runtime.DEEP_STACK - (1 << 20))):
-        add_entry(module, main, in_types, out_types, layout, f"{PLACEHOLDER}{suffix}", budget, arg_layout)
+        add_entry(module, main, in_types, out_types, layout, f"{PLACEHOLDER}{suffix}", budget, arg_layout,
+                  stoppable=suffix == "deep")
     prefix, llvm_ir, loaded = runtime.compile_module(str(module), PLACEHOLDER)
     c = Compiled(program, out_td, in_types, direct)
     c.takes_pytree = arg_layout is not None and any(not isinstance(a, int) for a in arg_layout)

@@ -6,9 +6,10 @@ int or bool object; a NumPy array of the expected dtype and shape, C-contiguous 
 aligned; a tree's address as an int — unboxes, runs `main` with a stack budget and a
 fresh tensor arena, and boxes the results (nested tuples and new NumPy arrays are
 built here). On any mismatch or keywords it forwards the call to `self[0]` (the Python
-dispatcher, which converts what it can); when the stack budget ran out, to `self[1]`
-(a retry on a thread with a larger stack, or `ResourceError`); when the tensor arena
-ran out, to `self[2]`.
+dispatcher, which converts what it can); when `main` stopped with a status, to
+`self[status]`: 1, the stack budget ran out (a retry on a thread with a larger stack, or
+`ResourceError`); 2, the tensor arena ran out; 3, Ctrl-C; 4, told to stop (see
+`runtime.python_function`).
 """
 import sysconfig
 
@@ -17,8 +18,7 @@ import numpy as np
 
 from ..ir.types import TreeType
 from ..tree import SLOT_OFFSETS, type_code
-from .llvm import (ARENA_EXHAUSTED, CTX, ELEMENT_BYTES, F32, F64, I1, I8, I32, I64, PTR, alloca,
-                   ret_type)
+from .llvm import CTX, ELEMENT_BYTES, POLL_ITERATIONS, F32, F64, I1, I8, I32, I64, PTR, alloca, ret_type
 
 C_INT = ir.IntType(32)
 PY_API = {
@@ -35,6 +35,7 @@ PY_API = {
     "PyObject_Vectorcall": ir.FunctionType(PTR, [PTR, PTR, I64, PTR]),
     "Py_DecRef": ir.FunctionType(ir.VoidType(), [PTR]),
     "Py_IncRef": ir.FunctionType(ir.VoidType(), [PTR]),
+    "PyOS_InterruptOccurred": ir.FunctionType(C_INT, []),
 }
 # numpy's PyArray_New(subtype, nd, dims, typenum, strides, data, itemsize, flags, obj)
 ARRAY_NEW = ir.FunctionType(PTR, [PTR, C_INT, PTR, C_INT, PTR, PTR, C_INT, C_INT, PTR])
@@ -180,9 +181,20 @@ def _pool_put(module):
     return fn
 
 
-def add_entry(module, main, in_types, out_types, layout, name, stack_budget, arg_layout=None):
+def _never(module):
+    """A stop word that stays zero (for entries nobody stops but Ctrl-C)."""
+    name = "jitad_never_stop"
+    if name not in module.globals:
+        g = ir.GlobalVariable(module, I64, name=name)
+        g.linkage, g.global_constant, g.initializer = "internal", True, I64(0)
+    return module.globals[name]
+
+
+def add_entry(module, main, in_types, out_types, layout, name, stack_budget, arg_layout=None, stoppable=False):
     """Define the entry `name` calling `main`; `layout` nests result indices in lists
-    (tuples), and `arg_layout` the argument leaves likewise (default: flat leaves)."""
+    (tuples), and `arg_layout` the argument leaves likewise (default: flat leaves).
+    A `stoppable` entry's code stops when the runtime's stop word is set (the deep-stack
+    thread's, whose caller waits on it)."""
     arg_layout = list(range(len(in_types))) if arg_layout is None else arg_layout
     fn = ir.Function(module, ir.FunctionType(PTR, [PTR, PTR, I64, PTR]), name=name)
     self_, args, nargs, kwnames = fn.args
@@ -191,7 +203,7 @@ def add_entry(module, main, in_types, out_types, layout, name, stack_budget, arg
     fallback = fn.append_basic_block("fallback")
 
     def forward(slot):
-        handler = b.call(api("PyTuple_GetItem"), [self_, I64(slot)])
+        handler = b.call(api("PyTuple_GetItem"), [self_, slot if isinstance(slot, ir.Value) else I64(slot)])
         b.ret(b.call(api("PyObject_Vectorcall"), [handler, args, nargs, kwnames]))
 
     ok = b.and_(b.icmp_unsigned("==", kwnames, PTR(None)), b.icmp_signed("==", nargs, I64(len(arg_layout))))
@@ -308,16 +320,14 @@ def add_entry(module, main, in_types, out_types, layout, name, stack_budget, arg
     arena = api("jitad_arena")   # {base, end}, set up by the runtime
     for k in (0, 1):
         b.store(_field(b, arena, 8 * k, PTR), field(2 + k))
+    b.store(api("jitad_stop") if stoppable else _never(module), field(4))
+    b.store(I64(POLL_ITERATIONS), field(5))
     b.call(main, [ctx] + values + [out] + destinations)
     status = b.load(field(1), typ=I32)
     with b.if_then(b.icmp_unsigned("!=", status, I32(0)), likely=False):
         for arr in arrays.values():
             b.call(api("Py_DecRef"), [arr])
-        with b.if_else(b.icmp_unsigned("==", status, I32(ARENA_EXHAUSTED))) as (arena_full, deep):
-            with arena_full:
-                forward(2)
-            with deep:
-                forward(1)
+        forward(b.zext(status, I64))
 
     rt = ret_type(out_types)
     leaves = [b.load(b.gep(out, [I32(0), I32(k)], source_etype=rt), typ=rt.elements[k])

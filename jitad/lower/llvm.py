@@ -6,9 +6,12 @@ recursive functions over node indices. Control flow inside a graph is lowered in
 (branches and phis). `ctx` points to `{i64 stack_limit, i32 status}`: recursive
 functions check the stack pointer against the limit on entry and, past it, set the
 status and unwind (every call is followed by a status check), so deep recursion never
-overflows the machine stack. `entry.py` adds the CPython entry points.
+overflows the machine stack. The same unwinding stops long-running code when Ctrl-C
+arrives: loops, loop nests and recursive functions poll now and then (`Lowerer.poll`).
+`entry.py` adds the CPython entry points.
 """
 import hashlib
+import math
 import re
 from collections import Counter
 
@@ -24,8 +27,14 @@ from ..tree import DESCRIPTOR, FIRST_FIELD
 F64, F32, I64, I32, I1, I8 = (ir.DoubleType(), ir.FloatType(), ir.IntType(64), ir.IntType(32),
                              ir.IntType(1), ir.IntType(8))
 PTR = ir.PointerType()
-CTX = ir.LiteralStructType([I64, I32, PTR, PTR])   # stack limit, status, arena top, arena end
-STACK_EXHAUSTED, ARENA_EXHAUSTED = 1, 2
+# stack limit, status, arena top, arena end, stop word (nonzero: stop), calls left until a poll
+CTX = ir.LiteralStructType([I64, I32, PTR, PTR, PTR, I64])
+STACK_EXHAUSTED, ARENA_EXHAUSTED, INTERRUPTED, STOPPED = 1, 2, 3, 4   # statuses (0: running)
+# Interrupt polls (a call, ~5 ns when nothing is pending) come every POLL_ELEMENTS elements
+# of a loop nest, every POLL_ITERATIONS iterations of a WHILE/FOR with a scalar body (every
+# POLL_HEAVY with calls, loops or tensors in it), every POLL_ITERATIONS calls of a function
+# that may recurse exponentially (see `_calls`) and of TREE's recursion.
+POLL_ELEMENTS, POLL_ITERATIONS, POLL_HEAVY = 1 << 16, 1 << 10, 1 << 4
 ELEMENT_BYTES = {"f64": 8, "f32": 4, "i64": 8, "bool": 1}
 LL = {"f64": F64, "f32": F32, "i64": I64, "bool": I1}
 
@@ -399,12 +408,14 @@ def _if(lo, node, ins):
     return lo.phis([v.type for v in node.outputs], incoming)
 
 
-def _loop(lo, types, init, cond, step):
+def _loop(lo, types, init, cond, step, period=None):
     """A loop with state phis; `cond(phis) -> i1`, `step(phis) -> next state`.
 
     Tensor state lives in two buffers allocated before the loop: each iteration copies
     its new state into the spare one and releases everything else it allocated, so a
-    loop's memory does not grow with its trip count.
+    loop's memory does not grow with its trip count. With a `period` (a power of two),
+    an iteration counter paces interrupt polls at the end of the body (where the body's
+    loads come first: LLVM still hoists the invariant ones).
     """
     b = lo.b
     tensors = [k for k, t in enumerate(types) if t.shape]
@@ -423,6 +434,9 @@ def _loop(lo, types, init, cond, step):
         phi.add_incoming(v, pre)
     for k in tensors:
         spare[k].add_incoming(spare_init[k], pre)
+    if period:
+        count = b.phi(I64)
+        count.add_incoming(I64(0), pre)
     mark = lo.mark()
     b.cbranch(cond(state), body_bb, exit_bb)
     b.position_at_end(body_bb)
@@ -432,6 +446,9 @@ def _loop(lo, types, init, cond, step):
         new[k] = spare[k]
     if tensors:
         lo.release(mark)
+    if period:
+        lo.poll_every(count, period)
+        count.add_incoming(b.add(count, I64(1)), b.block)
     for phi, v in zip(state, new):
         phi.add_incoming(v, b.block)
     for k in tensors:
@@ -441,26 +458,71 @@ def _loop(lo, types, init, cond, step):
     return state
 
 
+def _heavy(graph):
+    """Does `graph` call functions, loop, recurse or touch tensors (an iteration of
+    unknown, possibly large cost)?"""
+    return any(n.op in (Op.CALL, Op.APPLY, Op.TREE, Op.WHILE, Op.FOR) or any(_heavy(g) for g in n.bodies)
+               or any(isinstance(v.type, Type) and v.type.shape for v in n.outputs) for n in graph.nodes)
+
+
+def _calls(graph):
+    """The most calls one run of `graph` can make (2 for any in a loop): a function making
+    at most one recurses linearly, as deep as the stack lets it, so it needs no polls of
+    its own; one making more (fib) may run exponentially long and counts its calls."""
+    total = 0
+    for n in graph.nodes:
+        inner = [_calls(g) for g in n.bodies]
+        if n.op in (Op.CALL, Op.APPLY, Op.TREE):
+            total += 1
+        elif n.op == Op.IF:
+            total += max(inner)
+        elif n.op in (Op.WHILE, Op.FOR):
+            total += 2 * sum(inner)
+        else:
+            total += sum(inner)
+    return total
+
+
+def _poll_period(graphs):
+    return POLL_HEAVY if any(_heavy(g) for g in graphs) else POLL_ITERATIONS
+
+
 @rule(Op.WHILE)
 def _while(lo, node, ins):
     n = node.attrs["n_state"]
     init, caps = ins[:n], ins[n:]
     cond, body = node.bodies
     return _loop(lo, [v.type for v in node.outputs], init, lambda s: lo.lower(cond, s + caps)[0],
-                 lambda s: lo.lower(body, s + caps))
+                 lambda s: lo.lower(body, s + caps), _poll_period(node.bodies))
 
 
 @rule(Op.FOR)
 def _for(lo, node, ins):
+    """A heavy body polls every POLL_HEAVY iterations; a scalar one runs in chunks of
+    POLL_ITERATIONS iterations with a poll after each, each chunk a loop of known trip
+    count that LLVM unrolls as it would the whole loop."""
     n = node.attrs["n_state"]
     lower, upper, init, caps = ins[0], ins[1], ins[2:2 + n], ins[2 + n:]
     (body,) = node.bodies
+    b = lo.b
+    types = [I64_T] + [v.type for v in node.outputs]
 
     def step(s):
-        return [lo.b.add(s[0], I64(1))] + lo.lower(body, s + caps)
-    state = _loop(lo, [I64_T] + [v.type for v in node.outputs], [lower] + init,
-                  lambda s: lo.b.icmp_signed("<", s[0], upper), step)
-    return state[1:]
+        return [b.add(s[0], I64(1))] + lo.lower(body, s + caps)
+
+    def below(end):
+        return lambda s: b.icmp_signed("<", s[0], end)
+    if _heavy(body):
+        return _loop(lo, types, [lower] + init, below(upper), step, POLL_HEAVY)[1:]
+
+    def chunk(s):
+        sat_add = lo.extern("llvm.sadd.sat.i64", ir.FunctionType(I64, [I64, I64]))
+        smin = lo.extern("llvm.smin.i64", ir.FunctionType(I64, [I64, I64]))
+        end = b.call(smin, [b.call(sat_add, [s[0], I64(POLL_ITERATIONS)]), upper])
+        s = _loop(lo, types, s, below(end), step)
+        lo.poll()
+        return s
+    return _loop(lo, types, [lower] + init, below(upper), chunk)[1:]
 
 
 @rule(Op.CALL)
@@ -545,7 +607,8 @@ class Lowerer:
             f.linkage = "internal"
             self.functions[fun] = f
         for fun in program.funs:
-            self.define(self.functions[fun], fun.body, recursive=True, out_types=fun.out_types)
+            self.define(self.functions[fun], fun.body, recursive=True, out_types=fun.out_types,
+                        ticks=_calls(fun.body) > 1)
         # main(ctx, params..., out, destinations...): tensor results are written into
         # `destinations` (the result arrays the entry made); a slot read as a result lives there
         main = program.main
@@ -581,7 +644,9 @@ class Lowerer:
         self.b = ir.IRBuilder(func.append_basic_block("entry"))
         self.arena_mark = self.mark() if release else None
 
-    def define(self, func, graph, recursive, prologue=None, out_types=()):
+    def define(self, func, graph, recursive, prologue=None, out_types=(), ticks=False):
+        """Emit `func` running `graph`; a `recursive` one checks its stack on entry, and
+        with `ticks` counts its calls for the interrupt polls."""
         saved = (self.func, self.ctx, self.bail, self.b, self.arena_mark, self.results) \
             if hasattr(self, "b") else None
         # results go to the caller's buffers, so a function releases all it allocated
@@ -591,6 +656,8 @@ class Lowerer:
                         list(out_types))
         if recursive:
             self.stack_check()
+        if ticks:
+            self.tick()
         args = list(func.args[1:len(func.args) - n_sret])
         if prologue:
             args = prologue(args)
@@ -734,7 +801,22 @@ class Lowerer:
     def counted_loop(self, n, body, rolled=False):
         """`for i in range(n): body(i)` with `n` an i64 value. `rolled` keeps LLVM from
         unrolling it fully: the inner loop of a nest then vectorizes along contiguous
-        memory instead of the outer one with gathers."""
+        memory instead of the outer one with gathers. A loop of a known, long length runs
+        in chunks of POLL_ELEMENTS iterations with an interrupt poll before each."""
+        if not (isinstance(n, ir.Constant) and n.constant >= 2 * POLL_ELEMENTS):
+            self._counted_loop(n, body, rolled)
+            return
+        b = self.b
+
+        def chunk(c):
+            self.poll()
+            start = b.mul(c, I64(POLL_ELEMENTS), flags=NO_WRAP)
+            left = b.sub(n, start, flags=NO_WRAP)
+            size = b.select(b.icmp_signed("<", left, I64(POLL_ELEMENTS)), left, I64(POLL_ELEMENTS))
+            self._counted_loop(size, lambda i: body(b.add(start, i, flags=NO_WRAP)), rolled)
+        self._counted_loop(I64(-(-n.constant // POLL_ELEMENTS)), chunk, rolled=True)
+
+    def _counted_loop(self, n, body, rolled):
         b = self.b
         pre = b.block
         head, inner, after = (self.func.append_basic_block(x) for x in ("count", "countbody", "countend"))
@@ -760,14 +842,25 @@ class Lowerer:
         node.operands = (node,) + tuple(tags)
         return node
 
-    def loop_nest(self, shape, body, idx=()):
-        """Emit `for i0 in range(shape[0]): for i1 ...: body([i0, i1, ...])`."""
-        if len(idx) == len(shape):
+    def loop_nest(self, shape, body, idx=(), work=1):
+        """Emit `for i0 in range(shape[0]): for i1 ...: body([i0, i1, ...])`. `work`: the
+        cost of one body in elements; a level whose iterations each do 256 or more polls
+        for interrupts about every POLL_ELEMENTS (the innermost level, when cheap, in
+        `counted_loop`'s chunks)."""
+        d = len(idx)
+        if d == len(shape):
             body(list(idx))
             return
-        inner_of_nest = len(shape) > 1 and len(idx) == len(shape) - 1 and shape[-1] >= 8
-        self.counted_loop(I64(shape[len(idx)]), lambda i: self.loop_nest(shape, body, idx + (i,)),
-                          rolled=inner_of_nest)
+        inner_of_nest = len(shape) > 1 and d == len(shape) - 1 and shape[-1] >= 8
+        each = math.prod(shape[d + 1:]) * work   # elements of work per iteration of this level
+        period = 1 << (-(-POLL_ELEMENTS // each) - 1).bit_length() \
+            if each >= 256 and shape[d] * each >= POLL_ELEMENTS else None
+
+        def level(i):
+            if period:
+                self.poll_every(i, period)
+            self.loop_nest(shape, body, idx + (i,), work)
+        self.counted_loop(I64(shape[d]), level, rolled=inner_of_nest)
 
     def offset(self, shape, idx, steps=None, starts=None):
         """Row-major element offset of `idx` in `shape` (broadcast dims of size 1 give 0)."""
@@ -841,14 +934,70 @@ class Lowerer:
             self.b.position_at_end(here)
         return self.bail
 
+    def poll(self):
+        """Stop here (status set, unwinding) if Ctrl-C arrived or the caller asked to stop."""
+        stop = self.b.call(self.poll_function(), [self.ctx])
+        cont = self.func.append_basic_block("polled")
+        self.b.cbranch(stop, self.bail_block(), cont).set_weights([1, 1 << 20])
+        self.b.position_at_end(cont)
+
+    def poll_every(self, count, period, below=None):
+        """Poll when the i64 `count` reaches period - 1 modulo `period` (a power of two),
+        or, given `below`, when `count` is below it."""
+        if period == 1:
+            self.poll()
+            return
+        due = self.b.icmp_unsigned("<", count, I64(below)) if below is not None else \
+            self.b.icmp_unsigned("==", self.b.and_(count, I64(period - 1)), I64(period - 1))
+        with self.b.if_then(due, likely=False):
+            self.poll()
+
+    def tick(self):
+        """Count down a call of a recursive function; poll at zero (every POLL_ITERATIONS
+        calls: the poll starts the count again)."""
+        left = self.b.sub(self.b.load(self.ctx_field(5), typ=I64), I64(1))
+        self.b.store(left, self.ctx_field(5))
+        with self.b.if_then(self.b.icmp_signed("<=", left, I64(0)), likely=False):
+            self.poll()
+
+    def poll_function(self):
+        """`i1 poll(ctx)`: true, with the status set, when the word ctx's stop field points
+        to is nonzero (the deep-stack thread's caller got Ctrl-C: STOPPED) or SIGINT
+        arrived in the main thread (INTERRUPTED; `PyOS_InterruptOccurred` consumes the
+        signal's flag, which the entry's handler sets again). It runs no Python code: the
+        handlers run once the call has unwound (see `runtime.python_function`)."""
+        name = f"{self.prefix}poll"
+        if name in self.module.globals:
+            return self.module.globals[name]
+        fn = ir.Function(self.module, ir.FunctionType(I1, [PTR]), name=name)
+        fn.linkage = "internal"
+        for attribute in ("noinline", "cold", "nounwind"):
+            fn.attributes.add(attribute)
+        set.add(fn.attributes, "willreturn")   # (unknown to llvmlite) lets LLVM hoist loads out of loops past it
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        field = lambda k: b.gep(fn.args[0], [I32(0), I32(k)], source_etype=CTX)
+        b.store(I64(POLL_ITERATIONS), field(5))
+        for status, stop in ((STOPPED, lambda: b.icmp_unsigned("!=", b.load_atomic(
+                                 b.load(field(4), typ=PTR), "monotonic", 8, typ=I64), I64(0))),
+                             (INTERRUPTED, lambda: b.icmp_signed("!=", b.call(self.extern(
+                                 "PyOS_InterruptOccurred", ir.FunctionType(I32, [])), []), I32(0)))):
+            with b.if_then(stop(), likely=False):
+                b.store(I32(status), field(1))
+                b.ret(I1(1))
+        b.ret(I1(0))
+        return fn
+
     def stack_check(self):
         frameaddress = self.extern("llvm.frameaddress.p0", ir.FunctionType(PTR, [I32]))
         sp = self.b.ptrtoint(self.b.call(frameaddress, [I32(0)]), I64)
         limit = self.b.load(self.b.gep(self.ctx, [I32(0), I32(0)], source_etype=CTX), typ=I64)
         overflow = self.b.icmp_unsigned("<", sp, limit)
         with self.b.if_then(overflow, likely=False):
-            self.b.store(I32(1), self.status_ptr())
+            self.b.store(I32(STACK_EXHAUSTED), self.status_ptr())
             self.b.branch(self.bail_block())
+        # a deep recursion polls whenever its frame lies in the first 4 KiB of a MiB of
+        # stack: at least once per MiB it descends (frames are smaller than 4 KiB)
+        self.poll_every(self.b.and_(sp, I64((1 << 20) - 1)), None, below=4096)
 
     def call_checked(self, fn, args, n_out, out_types=(), out_vars=None):
         buffers = [self.result_buffer(out_vars[k]) if out_vars is not None else self.alloc(out_types[k])
@@ -892,6 +1041,7 @@ class Lowerer:
             b = self.b
             with b.if_then(b.icmp_signed("<", index, I64(0)), likely=False):
                 self.ret(init)
+            self.poll_every(index, POLL_ITERATIONS)   # each node is visited once
             kids = []
             for slot in (2, 3):
                 array = b.load(b.gep(desc, [I64(slot)], source_etype=I64), typ=PTR)

@@ -1,12 +1,15 @@
 """The process-wide JIT: one MCJIT engine, symbol registration, the object-code disk
 cache, and turning entry addresses into Python callables."""
+import contextlib
 import ctypes
 import hashlib
 import os
 import queue
+import signal
 import sys
 import tempfile
 import threading
+import weakref
 
 import llvmlite
 import llvmlite.binding as llvm
@@ -72,6 +75,10 @@ class _Jit:
         base = self.arena.ctypes.data   # {base, end, high-water mark}
         self.arena_bounds = np.array([base, base + self.arena.size, base], dtype=np.uint64)
         llvm.add_symbol("jitad_arena", self.arena_bounds.ctypes.data)
+        self.stop = np.zeros(1, dtype=np.int64)   # nonzero: the deep-stack thread's compiled code stops
+        llvm.add_symbol("jitad_stop", self.stop.ctypes.data)
+        self.prev_sigint = np.zeros(1, dtype=np.uint64)   # the C handler `_sigint_stops_worker` chains to
+        llvm.add_symbol("jitad_prev_sigint", self.prev_sigint.ctypes.data)
         blas = _numpy_openblas()
         for name in ("scipy_cblas_dgemm64_", "scipy_cblas_sgemm64_"):
             if blas is not None and hasattr(blas, name):
@@ -232,8 +239,94 @@ def _method_def(addr, name):
 
 def python_function(addr, name, fallback, on_exhausted):
     """A builtin function object calling the entry at `addr`; its `self` holds the
-    handlers the entry forwards to: (dispatcher, stack exhausted, arena exhausted)."""
-    return _new_cfunction(_method_def(addr, name), (fallback, on_exhausted, arena_exhausted), None)
+    handlers the entry forwards to: (dispatcher, stack exhausted, arena exhausted,
+    Ctrl-C, stopped)."""
+    again = _Interrupted()
+    fn = _new_cfunction(_method_def(addr, name), (fallback, on_exhausted, arena_exhausted, again, stopped), None)
+    again.entry = weakref.ref(fn)
+    return fn
+
+
+_trip = ctypes.pythonapi.PyErr_SetInterruptEx
+_trip.argtypes = [ctypes.c_int]
+_run_signal_handlers = ctypes.pythonapi.PyErr_CheckSignals   # (pythonapi raises what a handler raised)
+
+
+class _Interrupted:
+    """An entry's handler for Ctrl-C: its compiled code found SIGINT at a poll (which
+    consumed the signal's flag) and unwound, so its arena space is free. The signal is
+    tripped again and Python's handler runs here, raising KeyboardInterrupt by default; a
+    handler that returns gets the call run again from the start (compiled code has no
+    side effects). Handlers never run inside compiled code, so one that calls jitad
+    functions cannot disturb the arena of the call it interrupted."""
+    __slots__ = ("entry",)
+
+    def __call__(self, *args):
+        _trip(signal.SIGINT)
+        _run_signal_handlers()
+        return self.entry()(*args)
+
+
+class _Stopped(Exception):
+    """The deep-stack thread's compiled code stopped: its caller got Ctrl-C."""
+
+
+def stopped(*args):
+    raise _Stopped()
+
+
+class _SigAction(ctypes.Structure):   # glibc's struct sigaction (Linux)
+    _fields_ = [("handler", ctypes.c_void_p), ("mask", ctypes.c_ulong * 16), ("flags", ctypes.c_int),
+                ("restorer", ctypes.c_void_p)]
+
+
+_SA_SIGINFO = 4
+_on_sigint = None   # address of the C-level SIGINT handler below, compiled on first use
+
+
+def _sigint_handler():
+    """`void on_sigint(int)`: set the stop word, then call the handler it displaced."""
+    global _on_sigint
+    if _on_sigint is None:
+        module = new_module("jitad_on_sigint")
+        stop = llvm_ir.GlobalVariable(module, llvm_ir.IntType(64), name="jitad_stop")
+        prev = llvm_ir.GlobalVariable(module, llvm_ir.PointerType(), name="jitad_prev_sigint")
+        stop.linkage = prev.linkage = "external"
+        fnty = llvm_ir.FunctionType(llvm_ir.VoidType(), [llvm_ir.IntType(32)])
+        fn = llvm_ir.Function(module, fnty, name="PLACEHOLDER_on_sigint")
+        b = llvm_ir.IRBuilder(fn.append_basic_block("entry"))
+        b.store_atomic(llvm_ir.IntType(64)(1), stop, "monotonic", 8)
+        handler = b.load(prev, typ=llvm_ir.PointerType())
+        handler.type = fnty.as_pointer()   # lets llvmlite emit the indirect call
+        b.call(handler, fn.args)
+        b.ret_void()
+        prefix, _, _ = compile_module(str(module), "PLACEHOLDER_")
+        _on_sigint = address(prefix + "on_sigint")
+    return _on_sigint
+
+
+@contextlib.contextmanager
+def _sigint_stops_worker():
+    """While the main thread waits for the deep-stack thread, SIGINT also sets the stop
+    word. (Python's handler cannot run before the worker's compiled code returns: it
+    needs the GIL, which compiled code holds.) A C-level handler goes in front of
+    Python's for the wait; nothing can change SIGINT's handler meanwhile, as only the
+    main thread may and it is waiting."""
+    libc = ctypes.CDLL(None)
+    old = _SigAction()
+    if threading.current_thread() is not threading.main_thread() \
+            or libc.sigaction(signal.SIGINT, None, ctypes.byref(old)) != 0 \
+            or old.handler in (None, 1) or old.flags & _SA_SIGINFO:   # SIG_DFL, SIG_IGN or not Python's
+        yield
+        return
+    jit().prev_sigint[0] = old.handler
+    new = _SigAction.from_buffer_copy(old)
+    new.handler = _sigint_handler()
+    libc.sigaction(signal.SIGINT, ctypes.byref(new), None)
+    try:
+        yield
+    finally:
+        libc.sigaction(signal.SIGINT, ctypes.byref(old), None)
 
 
 class _DeepStackWorker:
@@ -242,6 +335,9 @@ class _DeepStackWorker:
 
     def __init__(self):
         self.jobs = queue.SimpleQueue()
+        self.lock = threading.Lock()   # one job at a time
+        self.idle = threading.Event()
+        self.idle.set()
         self.thread = threading.Thread(target=self._serve, name="jitad-deep-stack", daemon=True)
         old = threading.stack_size(DEEP_STACK)   # read when the thread starts
         try:
@@ -251,25 +347,39 @@ class _DeepStackWorker:
 
     def _serve(self):
         while True:
-            fn, args, result, done = self.jobs.get()
+            fn, args, result = self.jobs.get()
             try:
-                result.append((True, fn(*args)))
+                result.append(("value", fn(*args)))
             except _StackExhausted:
-                result.append((None, None))
+                result.append(("deep", None))
+            except _Stopped:
+                result.append(("stopped", None))
             except BaseException as e:   # re-raised in the caller's thread
-                result.append((False, e))
-            done.set()
+                result.append(("error", e))
+            self.idle.set()
 
     def run(self, fn, args):
         if threading.current_thread() is self.thread:
             stack_exhausted()
-        result, done = [], threading.Event()
-        self.jobs.put((fn, args, result, done))
-        done.wait()
-        ok, value = result[0]
-        if ok is None:   # raised here, so the error points at the caller's code
+        stop = jit().stop
+        with self.lock:
+            kind = "stopped"
+            while kind == "stopped":   # stopped by Ctrl-C whose handler returned: run it again
+                self.idle.wait()   # a job stopped by Ctrl-C may still be unwinding
+                stop[0] = 0
+                self.idle.clear()
+                result = []
+                try:
+                    with _sigint_stops_worker():   # before the job starts: then it holds the GIL
+                        self.jobs.put((fn, args, result))
+                        self.idle.wait()
+                except BaseException:   # KeyboardInterrupt from SIGINT's handler
+                    stop[0] = 1   # the job's compiled code stops at its next poll
+                    raise
+                kind, value = result[0]
+        if kind == "deep":   # raised here, so the error points at the caller's code
             stack_exhausted()
-        if not ok:
+        if kind == "error":
             raise value
         return value
 

@@ -191,7 +191,7 @@ def _gemm(lo, out, out_t, ins, in_vars, attrs, accumulate):
                 ptr = lo.elem_ptr(out, out_t, [i, jdx[0]])
                 b.store(add(b.load(ptr, typ=t), mul(a_ip, b_at(p, jdx[0]))), ptr)
             lo.loop_nest((n,), inner)
-        lo.loop_nest((m, k), row)
+        lo.loop_nest((m, k), row, work=n)
         return
     acc = alloca(b, t)   # out[i, j] = sum_p a[i, p] * b[p, j], accumulated in a register
 
@@ -201,7 +201,7 @@ def _gemm(lo, out, out_t, ins, in_vars, attrs, accumulate):
         b.store(b.load(ptr, typ=t) if accumulate else t(0), acc)
         lo.loop_nest((k,), lambda pdx: b.store(add(b.load(acc, typ=t), mul(a_at(i, pdx[0]), b_at(pdx[0], j))), acc))
         b.store(b.load(acc, typ=t), ptr)
-    lo.loop_nest((m, n), cell)
+    lo.loop_nest((m, n), cell, work=k)
 
 
 REGISTER_GEMM_MAX = 1 << 20   # m·n·k up to which `_register_gemm` replaces BLAS (no transposes)
@@ -596,7 +596,7 @@ def _conv2d(lo, node, ins):
                         for q, (off, _) in enumerate(parts):
                             dst = at(out, out_at(n, I64(o), y, I64(off)))
                             b.store(regs[k * len(parts) + q], dst, align=1)
-        lo.loop_nest((out_t.shape[0], OH), lambda idx: rows(*idx))
+        lo.loop_nest((out_t.shape[0], OH), lambda idx: rows(*idx), work=O * OW * C * KH * KW)
         return [out]
 
     def row(n, o, y):
@@ -621,7 +621,7 @@ def _conv2d(lo, node, ins):
                                                                else b.add(totals[xo], v))
         for xo, total in enumerate(totals):
             b.store(total, at(out, out_at(n, o, y, I64(xo))))
-    lo.loop_nest(out_t.shape[:3], lambda idx: row(*idx))
+    lo.loop_nest(out_t.shape[:3], lambda idx: row(*idx), work=OW * C * KH * KW)
     return [out]
 
 
