@@ -171,8 +171,17 @@ declare(Op.MAXIMUM, elementwise, np.maximum,
         vjp=lambda g, x, y, out: (_n().where(x >= y, g, 0.0), _n().where(x >= y, 0.0, g)))
 declare(Op.MINIMUM, elementwise, np.minimum,
         vjp=lambda g, x, y, out: (_n().where(x <= y, g, 0.0), _n().where(x <= y, 0.0, g)))
-declare(Op.POW, elementwise, _pick(_int_pow, np.power),
-        vjp=lambda g, x, y, out: (g * y * x ** (y - 1.0), g * out * _n().log(x)))
+
+
+def _pow_vjp(g, x, y, out):
+    """d/dx x**y = y * x**(y-1), 0 where y == 0 (the exponent becomes 1 there, so no 0 * inf);
+    d/dy x**y = log(x) * x**y, 0 where x == 0 (log reads 1 there). As JAX's rule: a negative
+    x with a differentiated y is NaN (log of a negative), with a constant y it is not."""
+    N = _n()
+    return g * y * x ** N.where(y == 0.0, 1.0, y - 1.0), g * out * N.log(N.where(x == 0.0, 1.0, x))
+
+
+declare(Op.POW, elementwise, _pick(_int_pow, np.power), vjp=_pow_vjp)
 declare(Op.MOD, elementwise, _pick(_int_mod, np.mod),
         vjp=lambda g, x, y, out: (g, -g * (x // y)))
 declare(Op.FLOORDIV, elementwise, _pick(_int_floordiv, np.floor_divide),
