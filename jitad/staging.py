@@ -203,7 +203,7 @@ class Staged:
     __rmul__ = lambda a, b: binary(Op.MUL, b, a)
     __truediv__ = lambda a, b: binary(Op.DIV, a, b)
     __rtruediv__ = lambda a, b: binary(Op.DIV, b, a)
-    __pow__ = lambda a, b: binary(Op.POW, a, b)
+    __pow__ = lambda a, b: power(a, b)
     __rpow__ = lambda a, b: binary(Op.POW, b, a)
     __mod__ = lambda a, b: binary(Op.MOD, a, b)
     __rmod__ = lambda a, b: binary(Op.MOD, b, a)
@@ -360,6 +360,27 @@ def binary(op, a, b):
         else:
             dtype = "i64"
     return Staged(emit(op, [as_var(a, dtype), as_var(b, dtype)])[0])
+
+
+def power(x, n):
+    """`x ** n`. A float `x` to a constant integer power (a Python or NumPy int, or a float
+    with an integer value) is squarings and products, as JAX's `integer_pow`: no `pow`
+    call, and no log(x) anywhere in its derivatives (a `pow` node's derivative in its
+    exponent is NaN at x < 0, and forward mode emits that term)."""
+    dtype = result_dtype(x, n) if is_staged(x) else None
+    if dtype not in FLOATS or is_staged(n) or isinstance(n, (bool, np.bool_)) \
+            or not isinstance(n, (int, float, np.integer, np.floating)) or n != np.trunc(n) \
+            or not 0 < abs(n) <= 64:   # n == 0 stays a pow: 1 with a zero derivative
+        return binary(Op.POW, x, n)
+    x, k = Staged(as_var(x, dtype)), int(abs(n))
+    result = None
+    while k:
+        if k & 1:
+            result = x if result is None else result * x
+        k >>= 1
+        if k:
+            x = unary(Op.SQUARE, x)
+    return result if n > 0 else 1.0 / result
 
 
 def unary(op, x):
