@@ -369,9 +369,10 @@ def power(x, n):
     exponent is NaN at x < 0, and forward mode emits that term)."""
     dtype = result_dtype(x, n) if is_staged(x) else None
     if dtype not in FLOATS or is_staged(n) or isinstance(n, (bool, np.bool_)) \
-            or not isinstance(n, (int, float, np.integer, np.floating)) or n != np.trunc(n) \
-            or not 0 < abs(n) <= 64:   # n == 0 stays a pow: 1 with a zero derivative
+            or not isinstance(n, (int, float, np.integer, np.floating)) or n != np.trunc(n) or abs(n) > 64:
         return binary(Op.POW, x, n)
+    if n == 0:   # 1, as NumPy's x ** 0 for every x (inf and NaN too), with derivatives 0
+        return _numeric().broadcast_to(Staged(as_var(1.0, dtype)), x.shape)
     x, k = Staged(as_var(x, dtype)), int(abs(n))
     result = None
     while k:
