@@ -2,7 +2,8 @@
 
 Hypothesis writes the source of a random scalar function `f(x, y)` (arithmetic, `**`
 with int, integer-valued float, fractional and staged exponents, exp, log and sqrt of
-positive values, sin, tanh, `where` and `IF` on comparisons, `FOR` loops), and one
+positive values, sin, tanh, `where` and `IF` on comparisons, `FOR`/`WHILE` loops and
+`FUN` calls), and one
 compiled program computes d²f/dx² four ways: rev∘rev (grad of grad), rev∘fwd (grad of
 a jvp's tangent), fwd∘rev (jvp of grad) and fwd∘fwd (jvp of a jvp's tangent). `y` is a
 staged input held fixed (its tangent is zero), so operands that carry no derivative
@@ -18,7 +19,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import jitad
-from jitad import FOR, IF
+from jitad import FOR, FUN, IF, WHILE
 
 NESTINGS = ("rev∘rev", "rev∘fwd", "fwd∘rev", "fwd∘fwd")
 FUNCTIONS = ["jitad.sin", "jitad.tanh", "jitad.exp"]
@@ -38,7 +39,7 @@ class Gen:
         kinds = ["var", "var", "const"]
         if depth > 0:
             kinds += ["arith"] * 4 + ["pow"] * 3 + ["fn"] * 2 + ["log", "sqrt", "div", "where", "if"]
-            kinds += ["for"] if self.loops > 0 else []
+            kinds += ["for", "while", "fun"] if self.loops > 0 else []
         return getattr(self, "_" + self.pick(kinds))(depth - 1, scope)
 
     def positive(self, depth, scope):
@@ -93,6 +94,18 @@ class Gen:
         body = self.expr(depth, scope + [s, s])   # the state is drawn more often
         return f"FOR(0, {self.pick(['0', '1', '3'])}, lambda i, {s}: jitad.tanh({body}), {self.expr(depth, scope)})"
 
+    def _while(self, depth, scope):
+        self.loops -= 1
+        s = f"s{self.loops}"
+        body = self.expr(depth, scope + [f"{s}[1]"] * 2)
+        return (f"WHILE(lambda {s}: {s}[0] < {self.pick(['1', '2'])}, lambda {s}: ({s}[0] + 1, jitad.tanh({body})), "
+                f"(0, {self.expr(depth, scope)}))[1]")
+
+    def _fun(self, depth, scope):
+        self.loops -= 1
+        u = f"u{self.loops}"
+        return f"FUN(lambda {u}: {self.expr(depth, scope + [u, u])})({self.expr(depth, scope)})"
+
 
 @st.composite
 def programs(draw):
@@ -129,7 +142,7 @@ def close(a, b, scale, rtol):
 @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
 @given(programs(), st.sampled_from([0.0, 1.0, -1.0, -2.5]) | st.floats(-2.0, 2.0), st.floats(-2.0, 2.0))
 def test_second_derivatives_agree_under_all_nestings(source, x, y):
-    f = eval(source, {"jitad": jitad, "IF": IF, "FOR": FOR})
+    f = eval(source, {"jitad": jitad, "IF": IF, "FOR": FOR, "WHILE": WHILE, "FUN": FUN})
     run = derivatives(f)
     value, d_rev, d_fwd, *second = run(x, y)
     assume(all(math.isfinite(v) and abs(v) < 1e6 for v in (value, d_rev, d_fwd)))   # a moderate f
