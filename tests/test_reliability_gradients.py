@@ -100,3 +100,18 @@ def test_zeroth_power_is_one_everywhere():
     assert out.shape == (2, 3) and out.dtype == np.float32 and (out == 1).all()
     # its second derivative at a tiny x was 0 * inf = NaN (0 * x ** -2 overflowing)
     assert second_derivatives(lambda x: x ** 0, 5e-269) == [0.0] * 4
+
+
+def test_dead_weight_product_in_a_loop_adds_nothing():
+    # the backward pass skips dead nodes, so the batched weight gradient must not plan
+    # one: its tables would never be written, and their garbage would reach W's gradient
+    def f(w, x0):
+        def body(i, s):
+            unused = s @ w
+            return jitad.tanh(s * 0.9 + 0.1)
+        return jitad.sum(jitad.FOR(0, 3, body, x0) @ w)
+    w, x0 = np.random.default_rng(0).random((4, 4)), np.random.default_rng(1).random((3, 4))
+    g = jitad.grad(f)
+    g(w, x0)
+    assert "table_gemm_add" not in g.ir
+    check_grads(f, (w, x0))
