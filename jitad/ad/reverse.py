@@ -21,6 +21,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from ..ir.fuse import live_nodes
 from ..ir.ops import VJPS, Op, Region, Sparse, _unbroadcast as unbroadcast
 from ..ir.types import FLOATS, RefType, Type
 from ..errors import ArgumentError, ShapeError
@@ -108,7 +109,9 @@ def adjoint_of(var):
 def cps(graph, duals, k):
     env = {}
     _bind(env, graph.params, duals)
-    _run(graph.nodes, env, graph.outputs, k)
+    # dead nodes stay out of the backward pass: a zero adjoint times an infinite or NaN
+    # partial (the unused log(x) term forward mode emits for x ** 2 at x < 0) is NaN
+    _run(live_nodes(graph), env, graph.outputs, k)
 
 
 def _primal(node, ins):
@@ -292,9 +295,9 @@ STORED = {Op.MATMUL, Op.TANH, Op.SIGMOID, Op.EXP, Op.LOG, Op.LOG1P, Op.EXPM1, Op
 
 
 def _body_nodes(graph):
-    """The nodes of a loop body and of its IF branches (a branch runs at most once an
+    """The live nodes of a loop body and of its IF branches (a branch runs at most once an
     iteration, and the backward pass runs the same branch)."""
-    for n in graph.nodes:
+    for n in live_nodes(graph):
         yield n
         if n.op == Op.IF:
             for branch in n.bodies:
@@ -357,8 +360,9 @@ class deferred_weight_grads:
 
     def _scan(self, graph, params, conditional):
         """Plan the products of `graph` (and of IF branches in it: they run at most once an
-        iteration; their tables start zeroed, for the iterations that take the other branch)."""
-        for n in graph.nodes:
+        iteration; their tables start zeroed, for the iterations that take the other branch).
+        Dead products are left out: the backward pass skips them, so would not fill their tables."""
+        for n in live_nodes(graph):
             if n.op == Op.IF:
                 for branch in n.bodies:
                     inner = {bp: params[v] for bp, v in zip(branch.params, n.inputs[1:]) if v in params}

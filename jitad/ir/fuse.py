@@ -52,14 +52,18 @@ def eliminate_dead_code(graph):
     for node in graph.nodes:
         for body in node.bodies:
             eliminate_dead_code(body)
-    live = set(graph.outputs)
-    kept = []
+    graph.nodes = live_nodes(graph)
+
+
+def live_nodes(graph):
+    """The nodes of `graph` less the pure ones whose results nothing uses."""
+    live, kept = set(graph.outputs), []
     for node in reversed(graph.nodes):
         if node.op in PURE and not any(v in live for v in node.outputs):
             continue
         kept.append(node)
         live.update(node.inputs)
-    graph.nodes = kept[::-1]
+    return kept[::-1]
 
 
 def _shape(v):

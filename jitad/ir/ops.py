@@ -173,8 +173,20 @@ declare(Op.MAXIMUM, elementwise, np.maximum,
         vjp=lambda g, x, y, out: (_n().where(x >= y, g, 0.0), _n().where(x >= y, 0.0, g)))
 declare(Op.MINIMUM, elementwise, np.minimum,
         vjp=lambda g, x, y, out: (_n().where(x <= y, g, 0.0), _n().where(x <= y, 0.0, g)))
-declare(Op.POW, elementwise, _pick(_int_pow, np.power),
-        vjp=lambda g, x, y, out: (g * y * x ** (y - 1.0), g * out * _n().log(x)))
+
+
+def _pow_vjp(g, x, y, out):
+    """d/dx x**y = y * x**(y-1), 0 at x == y == 0 (there the exponent reads 1: no 0 * inf);
+    d/dy x**y = log(x) * x**y, 0 at x == 0 (log reads 1 there). The selects take only
+    those points, so the rule's own derivatives stay right elsewhere (a select on y == 0
+    alone would cut d/dy y * x**(y-1) = 1/x at y == 0). As JAX: a negative x with a
+    differentiated y is NaN (log of a negative), with a constant y it is not."""
+    N = _n()
+    zero = x == 0.0
+    return g * y * x ** N.where(zero & (y == 0.0), 1.0, y - 1.0), g * out * N.log(N.where(zero, 1.0, x))
+
+
+declare(Op.POW, elementwise, _pick(_int_pow, np.power), vjp=_pow_vjp)
 declare(Op.MOD, elementwise, _pick(_int_mod, np.mod),
         vjp=lambda g, x, y, out: (g, -g * (x // y)))
 declare(Op.FLOORDIV, elementwise, _pick(_int_floordiv, np.floor_divide),
