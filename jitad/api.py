@@ -136,14 +136,13 @@ def compile_program(program, out_td, in_types, name, fallback, in_td=None, devic
         and in_td.kind == "tuple" else None
     for suffix, budget in (("shallow", runtime.SHALLOW_STACK), ("deep", runtime.DEEP_STACK - (1 << 20))):
         add_entry(module, main, in_types, out_types, layout, f"{PLACEHOLDER}{suffix}", budget, arg_layout)
-    prefix, llvm_ir, loaded = runtime.compile_module(str(module), PLACEHOLDER)
+    (shallow, deep), llvm_ir, loaded = runtime.compile_module(str(module), PLACEHOLDER, ("shallow", "deep"))
     c = Compiled(program, out_td, in_types, direct)
     c.takes_pytree = arg_layout is not None and any(not isinstance(a, int) for a in arg_layout)
     c.out_types = out_types
     c.llvm_ir, c.loaded_from_cache = llvm_ir, loaded
-    c.deep_entry = runtime.python_function(runtime.address(prefix + "deep"), name, fallback,
-                                           runtime.deep_stack_exhausted)
-    c.entry = runtime.python_function(runtime.address(prefix + "shallow"), name, fallback, c.went_deep)
+    c.deep_entry = runtime.python_function(deep, name, fallback, runtime.deep_stack_exhausted)
+    c.entry = runtime.python_function(shallow, name, fallback, c.went_deep)
     return c
 
 
