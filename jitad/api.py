@@ -5,6 +5,7 @@ import inspect
 import os
 import threading
 import time
+from collections import OrderedDict
 
 import numpy as np
 
@@ -23,6 +24,32 @@ from .tree import SLOT_OFFSETS, Tree
 
 PLACEHOLDER = "JITAD_PREFIX_"
 VERIFY = os.environ.get("JITAD_VERIFY", "") not in ("", "0")   # the tests set it
+# signatures a jitted function keeps compiled (least recently called dropped first);
+# `f.max_signatures` changes it for one function
+MAX_SIGNATURES = int(os.environ.get("JITAD_MAX_SIGNATURES", "128"))
+JVP_CACHE_SIZE = 128   # functions `jvp` keeps compiled (least recently used dropped first)
+
+
+def _lru_get(cache, key):
+    value = cache.get(key)
+    if value is not None:
+        try:
+            cache.move_to_end(key)
+        except KeyError:   # another thread evicted it meanwhile
+            pass
+    return value
+
+
+def _lru_put(cache, key, value, size):
+    """Insert and return the entries evicted to keep `size`."""
+    cache[key] = value
+    evicted = []
+    while len(cache) > max(size, 1):
+        try:
+            evicted.append(cache.popitem(last=False)[1])
+        except KeyError:
+            break
+    return evicted
 
 
 _SCALAR_KEYS = {float: "f64", int: "i64", bool: "bool"}
@@ -155,7 +182,8 @@ class Jitted:
         self.static_argnums = tuple(sorted({static_argnums} if isinstance(static_argnums, int)
                                            else set(static_argnums)))
         self._signature = inspect.signature(fn) if callable(fn) else None
-        self._compiled = {}
+        self._compiled = OrderedDict()   # signature key -> Compiled, least recently called first
+        self.max_signatures = MAX_SIGNATURES
         self._last = None
         self._fallback = functools.partial(Jitted.__call__, self)
         functools.update_wrapper(self, fn, updated=())
@@ -190,7 +218,7 @@ class Jitted:
         leaves, td = flatten(dynamic)
         key = (len(args), static, td, tuple(map(_leaf_key, leaves)))
         try:
-            compiled = self._compiled.get(key)
+            compiled = _lru_get(self._compiled, key)
         except TypeError:
             raise ArgumentError("static arguments must be hashable") from None
         if compiled is None:
@@ -230,7 +258,9 @@ class Jitted:
             if gc_was_enabled:
                 gc.enable()
         compiled.compile_seconds = time.perf_counter() - start
-        self._compiled[key] = compiled
+        for old in _lru_put(self._compiled, key, compiled, self.max_signatures):
+            if type(self).__dict__.get("__call__") is getattr(old, "entry", None):   # never call evicted code
+                type(self).__call__ = Jitted.__call__
         return compiled
 
     def _latest(self, what):
@@ -441,7 +471,7 @@ def _jvp_staged(fn, primals, tangents):
     return unflatten(out_td, outs), unflatten(out_td, tans)
 
 
-_JVP_CACHE = {}
+_JVP_CACHE = OrderedDict()   # fn -> its compiled jvp, least recently used first
 
 
 def jvp(fn, primals, tangents):
@@ -453,10 +483,10 @@ def jvp(fn, primals, tangents):
     primals, tangents = tuple(primals), tuple(tangents)
     if current_frame() is not None:
         return _jvp_staged(fn, primals, tangents)
-    compiled = _JVP_CACHE.get(fn)
+    compiled = _lru_get(_JVP_CACHE, fn)
     if compiled is None:
         compiled = jit(lambda p, t: _jvp_staged(fn, p, t))
-        _JVP_CACHE[fn] = compiled
+        _lru_put(_JVP_CACHE, fn, compiled, JVP_CACHE_SIZE)
     return compiled(primals, tangents)
 
 
