@@ -30,14 +30,11 @@ MAX_SIGNATURES = int(os.environ.get("JITAD_MAX_SIGNATURES", "128"))
 JVP_CACHE_SIZE = 128   # functions `jvp` keeps compiled (least recently used dropped first)
 
 
-def _lru_get(cache, key):
-    value = cache.get(key)
-    if value is not None:
-        try:
-            cache.move_to_end(key)
-        except KeyError:   # another thread evicted it meanwhile
-            pass
-    return value
+def _lru_touch(cache, key):
+    try:
+        cache.move_to_end(key)
+    except KeyError:   # another thread evicted it meanwhile
+        pass
 
 
 def _lru_put(cache, key, value, size):
@@ -218,9 +215,11 @@ class Jitted:
         leaves, td = flatten(dynamic)
         key = (len(args), static, td, tuple(map(_leaf_key, leaves)))
         try:
-            compiled = _lru_get(self._compiled, key)
+            compiled = self._compiled.get(key)
         except TypeError:
             raise ArgumentError("static arguments must be hashable") from None
+        if compiled is not self._last and compiled is not None:   # the last called is the newest
+            _lru_touch(self._compiled, key)
         if compiled is None:
             self._bind(args, {})   # a wrong argument count is an ArgumentError
             compiled = self._compile(args, dynamic, leaves, key, static, td)
@@ -483,8 +482,10 @@ def jvp(fn, primals, tangents):
     primals, tangents = tuple(primals), tuple(tangents)
     if current_frame() is not None:
         return _jvp_staged(fn, primals, tangents)
-    compiled = _lru_get(_JVP_CACHE, fn)
-    if compiled is None:
+    compiled = _JVP_CACHE.get(fn)
+    if compiled is not None:
+        _lru_touch(_JVP_CACHE, fn)
+    else:
         compiled = jit(lambda p, t: _jvp_staged(fn, p, t))
         _lru_put(_JVP_CACHE, fn, compiled, JVP_CACHE_SIZE)
     return compiled(primals, tangents)
