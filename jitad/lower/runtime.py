@@ -257,8 +257,9 @@ def compile_module(ir_text, placeholder, entries):
                 _texts[key] = text
             return [j.engine.get_function_address(prefix + e) for e in entries], text, False
         prefix = f"jitad_{key}_"
-        cached = _read_cache(path, full_key, j.fingerprint, [prefix + e for e in entries]) if path else None
-        addresses = _load(j, cached[0], [prefix + e for e in entries]) if cached else None
+        names = [prefix + e for e in entries]
+        cached = _read_cache(path, full_key, j.fingerprint, names) if path else None
+        addresses = _load(j, cached[0], names) if cached else None
         loaded = addresses is not None
         if loaded:
             text = cached[1]
@@ -266,12 +267,13 @@ def compile_module(ir_text, placeholder, entries):
         else:
             if cached:   # its object code lacks the entries: compile under another prefix
                 prefix = f"jitad_{key}_again_"
+                names = [prefix + e for e in entries]
                 _remove(path)
             mod = j.optimize(ir_text.replace(placeholder, prefix))
             text, obj = str(mod), j.tm.emit_object(mod)
             if path and not cached:
                 _write_cache(path, full_key, j.fingerprint, obj, text)
-            addresses = _load(j, obj, [prefix + e for e in entries])
+            addresses = _load(j, obj, names)
             assert addresses, "compiled object code lacks its entry points"
             STATS["compiled"] += 1
         _modules[key] = prefix
