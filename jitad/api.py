@@ -6,6 +6,7 @@ import math
 import os
 import threading
 import time
+from collections import OrderedDict
 
 import numpy as np
 
@@ -24,6 +25,29 @@ from .tree import SLOT_OFFSETS, Tree, plain_tree
 
 PLACEHOLDER = "JITAD_PREFIX_"
 VERIFY = os.environ.get("JITAD_VERIFY", "") not in ("", "0")   # the tests set it
+# signatures a jitted function keeps compiled (least recently called dropped first);
+# `f.max_signatures` changes it for one function
+MAX_SIGNATURES = int(os.environ.get("JITAD_MAX_SIGNATURES", "128"))
+JVP_CACHE_SIZE = 128   # functions `jvp` keeps compiled (least recently used dropped first)
+
+
+def _lru_touch(cache, key):
+    try:
+        cache.move_to_end(key)
+    except KeyError:   # another thread evicted it meanwhile
+        pass
+
+
+def _lru_put(cache, key, value, size):
+    """Insert and return the entries evicted to keep `size`."""
+    cache[key] = value
+    evicted = []
+    while len(cache) > max(size, 1):
+        try:
+            evicted.append(cache.popitem(last=False)[1])
+        except KeyError:
+            break
+    return evicted
 
 
 _SCALAR_KEYS = {float: "f64", int: "i64", bool: "bool"}
@@ -156,14 +180,13 @@ def compile_program(program, out_td, in_types, name, fallback, in_td=None, devic
     for suffix, budget in (("shallow", runtime.SHALLOW_STACK), ("deep", runtime.DEEP_STACK - (1 << 20))):
         add_entry(module, main, in_types, out_types, layout, f"{PLACEHOLDER}{suffix}", budget, arg_layout,
                   stoppable=suffix == "deep")
-    prefix, llvm_ir, loaded = runtime.compile_module(str(module), PLACEHOLDER)
+    (shallow, deep), llvm_ir, loaded = runtime.compile_module(str(module), PLACEHOLDER, ("shallow", "deep"))
     c = Compiled(program, out_td, in_types, direct)
     c.takes_pytree = arg_layout is not None and any(not isinstance(a, int) for a in arg_layout)
     c.out_types = out_types
     c.llvm_ir, c.loaded_from_cache = llvm_ir, loaded
-    c.deep_entry = runtime.python_function(runtime.address(prefix + "deep"), name, fallback,
-                                           runtime.deep_stack_exhausted)
-    c.entry = runtime.python_function(runtime.address(prefix + "shallow"), name, fallback, c.went_deep)
+    c.deep_entry = runtime.python_function(deep, name, fallback, runtime.deep_stack_exhausted)
+    c.entry = runtime.python_function(shallow, name, fallback, c.went_deep)
     return c
 
 
@@ -176,7 +199,8 @@ class Jitted:
         self.static_argnums = tuple(sorted(set(check_argnums(static_argnums, "jit", "static_argnums",
                                                              allow_empty=True))))
         self._signature = inspect.signature(fn) if callable(fn) else None
-        self._compiled = {}
+        self._compiled = OrderedDict()   # signature key -> Compiled, least recently called first
+        self.max_signatures = MAX_SIGNATURES
         self._static_by_count = {}   # positional argument count -> static_argnums, normalized
         self._last = None
         self._fallback = functools.partial(Jitted.__call__, self)
@@ -216,6 +240,8 @@ class Jitted:
             compiled = self._compiled.get(key)
         except TypeError:
             raise ArgumentError("static arguments must be hashable") from None
+        if compiled is not self._last and compiled is not None:   # the last called is the newest
+            _lru_touch(self._compiled, key)
         if compiled is None:
             self._bind(args, {})   # a wrong argument count is an ArgumentError
             compiled = self._compile(args, dynamic, leaves, key, nums, td)
@@ -264,7 +290,9 @@ class Jitted:
             if gc_was_enabled:
                 gc.enable()
         compiled.compile_seconds = time.perf_counter() - start
-        self._compiled[key] = compiled
+        for old in _lru_put(self._compiled, key, compiled, self.max_signatures):
+            if type(self).__dict__.get("__call__") is getattr(old, "entry", None):   # never call evicted code
+                type(self).__call__ = Jitted.__call__
         return compiled
 
     def _latest(self, what):
@@ -500,7 +528,7 @@ def _jvp_staged(fn, primals, tangents):
     return unflatten(out_td, outs), unflatten(out_td, tans)
 
 
-_JVP_CACHE = {}
+_JVP_CACHE = OrderedDict()   # fn -> its compiled jvp, least recently used first
 
 
 def jvp(fn, primals, tangents):
@@ -518,9 +546,11 @@ def jvp(fn, primals, tangents):
     if current_frame() is not None:
         return _jvp_staged(fn, primals, tangents)
     compiled = _JVP_CACHE.get(fn)
-    if compiled is None:
+    if compiled is not None:
+        _lru_touch(_JVP_CACHE, fn)
+    else:
         compiled = jit(lambda p, t: _jvp_staged(fn, p, t))
-        _JVP_CACHE[fn] = compiled
+        _lru_put(_JVP_CACHE, fn, compiled, JVP_CACHE_SIZE)
     return compiled(primals, tangents)
 
 

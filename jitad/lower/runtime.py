@@ -6,6 +6,7 @@ import hashlib
 import os
 import queue
 import signal
+import stat
 import sys
 import tempfile
 import threading
@@ -20,7 +21,8 @@ from ..errors import ResourceError
 from ..ir.types import NUMPY
 from .entry import PY_API, PY_DATA
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2   # version 2: entries hold their key and fingerprint
+MAX_CACHE_ENTRY = 256 << 20   # bytes; a larger cache file is ignored
 def _shallow_stack():
     """Bytes of the calling thread's stack compiled code may use: half the main thread's
     limit (threads get that size by default on Linux), between 1 and 4 MiB."""
@@ -37,7 +39,8 @@ STATS = {"compiled": 0, "loaded": 0}   # modules compiled here / loaded from the
 
 _lock = threading.RLock()
 _engine = None
-_modules = {}       # cache key -> True once its object code is in the engine
+_modules = {}       # cache key -> the symbol prefix of its object code in the engine
+_texts = weakref.WeakValueDictionary()   # cache key -> its optimized IR while a Compiled holds it
 
 
 class _Jit:
@@ -91,7 +94,12 @@ class _Jit:
         pto = llvm.create_pipeline_tuning_options(speed_level=2)
         pto.loop_vectorization = pto.slp_vectorization = True
         pb = llvm.create_pass_builder(self.tm, pto)
-        pb.getModulePassManager().run(mod, pb)
+        mpm = pb.getModulePassManager()
+        try:
+            mpm.run(mod, pb)
+        finally:   # llvmlite 0.50 never frees a ModulePassManager (ObjectRef._dispose shadows
+            llvm.newpassmanagers.NewPassManager._dispose(mpm)   # its own): ~90 KiB a module
+            mpm.detach()
         return mod
 
 
@@ -148,26 +156,69 @@ def cache_dir():
     return path or None
 
 
-def _read_cache(path):
-    """(object code, LLVM IR text) from a cache file, or None if absent or damaged."""
+class _Text(str):
+    """Optimized IR text (a str that can be referenced weakly)."""
+
+
+def _read_regular_file(path):
+    """The bytes of `path` if it is a regular file of at most `MAX_CACHE_ENTRY` bytes
+    (not a link, FIFO, device or directory, which could block or never end), else None."""
     try:
-        with open(path, "rb") as f:
-            blob = f.read()
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return None
-    digest, payload = blob[:32], blob[32:]
-    if len(blob) < 40 or hashlib.sha256(payload).digest() != digest:
-        return None
-    n = int.from_bytes(payload[:8], "little")
     try:
-        return payload[8 + n:], payload[8:8 + n].decode()
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_CACHE_ENTRY:
+            return None
+        chunks, left = [], info.st_size
+        while left > 0:
+            chunk = os.read(fd, left)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _pack(fields):
+    return b"".join(len(f).to_bytes(8, "little") + f for f in fields)
+
+
+def _unpack(payload):
+    fields, at = [], 0
+    while at + 8 <= len(payload):
+        n = int.from_bytes(payload[at:at + 8], "little")
+        fields.append(payload[at + 8:at + 8 + n])
+        at += 8 + n
+    return fields if at == len(payload) else None
+
+
+def _read_cache(path, key, fingerprint, names):
+    """(object code, optimized IR text) of the entry for `key`, or None unless the file holds
+    exactly that: its checksum matches, it names this key and fingerprint (a file renamed
+    or swapped names another), and its object code mentions the entry symbols `names`."""
+    blob = _read_regular_file(path)
+    if blob is None or hashlib.sha256(blob[32:]).digest() != blob[:32]:
+        return None
+    fields = _unpack(blob[32:])
+    if fields is None or len(fields) != 4 or fields[:2] != [key.encode(), fingerprint.encode()]:
+        return None
+    text, obj = fields[2:]
+    if not all(name.encode() + b"\0" in obj for name in names):
+        return None
+    try:
+        return obj, text.decode()
     except UnicodeDecodeError:
         return None
 
 
-def _write_cache(path, obj, ir_text):
-    text = ir_text.encode()
-    payload = len(text).to_bytes(8, "little") + text + obj
+def _write_cache(path, key, fingerprint, obj, text):
+    payload = _pack([key.encode(), fingerprint.encode(), text.encode(), obj])
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
@@ -175,39 +226,65 @@ def _write_cache(path, obj, ir_text):
             f.write(hashlib.sha256(payload).digest() + payload)
         os.replace(tmp, path)   # atomic: concurrent writers each replace a whole file
     except OSError:
-        pass   # an unwritable cache only costs a recompile
+        pass   # an unwritable cache (or a directory in the entry's place) only costs a recompile
 
 
-def compile_module(ir_text, placeholder):
+def _remove(path):
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def _load(j, obj, names):
+    """Add object code to the engine; the addresses of `names`, or None if one is missing."""
+    j.engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
+    j.engine.finalize_object()
+    addresses = [j.engine.get_function_address(name) for name in names]
+    return addresses if all(addresses) else None
+
+
+def compile_module(ir_text, placeholder, entries):
     """Compile (or load from the disk cache) LLVM IR whose symbol names start with
-    `placeholder`; return (prefix that replaced it, optimized IR text, loaded_from_disk)."""
+    `placeholder`; return (addresses of the functions `placeholder + entry` for each of
+    `entries`, optimized IR text, loaded_from_disk)."""
     j = jit()
-    key = hashlib.sha256((j.fingerprint + "\n" + ir_text).encode()).hexdigest()[:32]
-    prefix = f"jitad_{key}_"
+    full_key = hashlib.sha256((j.fingerprint + "\n" + ir_text).encode()).hexdigest()
+    key = full_key[:32]
+    directory = cache_dir()
+    path = os.path.join(directory, key + ".jitobj") if directory else None
     with _lock:
-        if key in _modules:
-            return prefix, _modules[key], False
-        directory = cache_dir()
-        path = os.path.join(directory, key + ".jitobj") if directory else None
-        cached = _read_cache(path) if path else None
-        if cached is None:
-            mod = j.optimize(ir_text.replace(placeholder, prefix))
-            optimized = str(mod)
-            obj = j.tm.emit_object(mod)
-            if path:
-                _write_cache(path, obj, optimized)
-            STATS["compiled"] += 1
-        else:
-            obj, optimized = cached
+        prefix = _modules.get(key)
+        if prefix is not None:   # compiled before in this process: its code is in the engine
+            text = _texts.get(key)
+            if text is None:   # no Compiled holds the text any more: read or derive it again
+                cached = _read_cache(path, full_key, j.fingerprint, ()) if path else None
+                text = _Text(cached[1] if cached else str(j.optimize(ir_text.replace(placeholder, prefix))))
+                _texts[key] = text
+            return [j.engine.get_function_address(prefix + e) for e in entries], text, False
+        prefix = f"jitad_{key}_"
+        names = [prefix + e for e in entries]
+        cached = _read_cache(path, full_key, j.fingerprint, names) if path else None
+        addresses = _load(j, cached[0], names) if cached else None
+        loaded = addresses is not None
+        if loaded:
+            text = cached[1]
             STATS["loaded"] += 1
-        j.engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
-        j.engine.finalize_object()
-        _modules[key] = optimized
-        return prefix, optimized, cached is not None
-
-
-def address(name):
-    return jit().engine.get_function_address(name)
+        else:
+            if cached:   # its object code lacks the entries: compile under another prefix
+                prefix = f"jitad_{key}_again_"
+                names = [prefix + e for e in entries]
+                _remove(path)
+            mod = j.optimize(ir_text.replace(placeholder, prefix))
+            text, obj = str(mod), j.tm.emit_object(mod)
+            if path and not cached:
+                _write_cache(path, full_key, j.fingerprint, obj, text)
+            addresses = _load(j, obj, names)
+            assert addresses, "compiled object code lacks its entry points"
+            STATS["compiled"] += 1
+        _modules[key] = prefix
+        _texts[key] = text = _Text(text)
+        return addresses, text, loaded
 
 
 class _MethodDef(ctypes.Structure):
@@ -300,8 +377,7 @@ def _sigint_handler():
         handler.type = fnty.as_pointer()   # lets llvmlite emit the indirect call
         b.call(handler, fn.args)
         b.ret_void()
-        prefix, _, _ = compile_module(str(module), "PLACEHOLDER_")
-        _on_sigint = address(prefix + "on_sigint")
+        (_on_sigint,), _, _ = compile_module(str(module), "PLACEHOLDER_", ("on_sigint",))
     return _on_sigint
 
 
