@@ -146,3 +146,36 @@ def test_comparators_agree_on_lse(module):
     (x,) = args_of("lse")
     np.testing.assert_allclose(np.asarray(mod.functions("lse")["gradient"](x)),
                                arrays.compiled("lse")["gradient"](x), rtol=1e-9)
+
+
+def test_tool_speaks_the_protocol():
+    """`python -m bench.gradbench.tool` driven with GradBench's messages in a subprocess."""
+    import json, os, subprocess, sys
+    msgs = [{"id": 0, "kind": "start", "eval": "particle"},
+            {"id": 1, "kind": "define", "module": "particle"},
+            {"id": 2, "kind": "evaluate", "module": "particle", "function": "rf",
+             "input": {"w": 0.0, "min_runs": 3, "min_seconds": 0}, "description": "w=0"},
+            {"id": 3, "kind": "analysis", "of": 2, "valid": True},
+            {"id": 4, "kind": "define", "module": "nosuch"},
+            {"id": 5, "kind": "evaluate", "module": "lse", "function": "gradient",
+             "input": {"x": [0.0, 1.0, 2.0], "min_runs": 1, "min_seconds": 0}},
+            {"id": 6, "kind": "evaluate", "module": "gmm", "function": "jacobian",
+             "input": inputs.generate("gmm", {"d": 2, "k": 3, "n": 4}) | {"min_runs": 1, "min_seconds": 0}},
+            {"id": 7, "kind": "evaluate", "module": "lse", "function": "nosuch", "input": {"x": [1.0]}}]
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.run([sys.executable, "-m", "bench.gradbench.tool"], cwd=root, timeout=120,
+                          input="".join(json.dumps(m) + "\n" for m in msgs), capture_output=True, text=True,
+                          env=os.environ | {"PYTHONPATH": root})
+    assert proc.returncode == 0, proc.stderr
+    out = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert [r["id"] for r in out] == list(range(8))
+    assert out[0] == {"id": 0, "tool": "jitad"} and out[3] == {"id": 3}
+    assert out[1]["success"] is True and out[4]["success"] is False
+    assert out[2]["output"] == pytest.approx(inputs.EXPECTED["particle"], rel=1e-12)
+    names = [t["name"] for t in out[2]["timings"]]
+    assert names == ["compile", "evaluate", "evaluate", "evaluate"]
+    assert all(t["nanoseconds"] > 0 for t in out[2]["timings"])
+    e = np.exp([0.0, 1.0, 2.0])
+    np.testing.assert_allclose(out[5]["output"], e / e.sum(), rtol=1e-12)
+    assert sorted(out[6]["output"]) == ["alpha", "l", "mu", "q"] and np.shape(out[6]["output"]["mu"]) == (3, 2)
+    assert out[7]["success"] is False and "nosuch" in out[7]["error"]
