@@ -1,0 +1,115 @@
+"""GradBench's inputs, made as its evals make them (seed 31337), and turned into the
+arguments every implementation here takes.
+
+`generate(eval, size)` returns the JSON-able `input` of an evaluate message;
+`prepare(eval, input)` the tuple of NumPy arguments (float64, C-contiguous) shared by
+jitad and the comparators; `FUNCTIONS[eval]` the eval's (primal, derivative) names.
+"""
+import math
+
+import numpy as np
+
+FUNCTIONS = {"particle": ("rr", "rf", "fr", "ff"), "saddle": ("rr", "rf", "fr", "ff"),
+             "lse": ("primal", "gradient"), "llsq": ("primal", "gradient"),
+             "ode": ("primal", "gradient"), "kmeans": ("cost", "dir"),
+             "gmm": ("objective", "jacobian"), "lstm": ("objective", "jacobian")}
+
+# sizes: the smallest first (the smoke test's), then the ones a default run times
+SIZES = {"particle": [{}], "saddle": [{}],
+         "lse": [{"n": 2500}, {"n": 40000}, {"n": 640000}],
+         "llsq": [{"n": 16, "m": 128}, {"n": 1024, "m": 128}, {"n": 16392, "m": 128}],
+         "ode": [{"n": 1000, "s": 1}, {"n": 1000, "s": 10}, {"n": 10000, "s": 100}],
+         "kmeans": [{"k": 10, "n": 1000, "d": 8}, {"k": 100, "n": 1000, "d": 16}, {"k": 100, "n": 10000, "d": 16}],
+         "gmm": [{"d": 2, "k": 5, "n": 1000}, {"d": 10, "k": 10, "n": 1000}, {"d": 20, "k": 25, "n": 1000}],
+         "lstm": [{"l": 2, "c": 1024}, {"l": 2, "c": 4096}, {"l": 4, "c": 4096}]}
+
+EXPECTED = {"particle": 0.2071918746486116, "saddle": [8.246324826140356e-06] * 4}
+
+
+def describe(size):
+    return ",".join(f"{k}={v}" for k, v in size.items()) or "—"
+
+
+def synthetic_text(count, seed=17):
+    """A deterministic stand-in for GradBench's LSTM text file (not reachable here):
+    lowercase words and spaces from a fixed random bigram chain, 7 bits a character."""
+    rng = np.random.default_rng(seed)
+    alphabet = np.array(list("abcdefghijklmnopqrstuvwxyz "))
+    follow = rng.dirichlet(np.full(27, 0.3), size=27)
+    out, cur = [], 26
+    for _ in range(count):
+        cur = rng.choice(27, p=follow[cur])
+        out.append(alphabet[cur])
+    return "".join(out)
+
+
+def text_bits(text):
+    bits = math.ceil(math.log2(max(ord(ch) for ch in text)))
+    return np.array([[int(b) for b in format(ord(ch), f"0{bits}b")] for ch in text], dtype=np.float64)
+
+
+def generate(name, size):
+    if name == "particle":
+        return {"w": 0.0}
+    if name == "saddle":
+        return {"start": [1.0, 1.0]}
+    np.random.seed(31337)
+    if name == "lse":
+        return {"x": np.random.rand(size["n"]).tolist()}
+    if name == "llsq":
+        return {"x": np.random.rand(size["m"]).tolist(), "n": size["n"]}
+    if name == "ode":
+        return {"x": np.random.rand(size["n"]).tolist(), "s": size["s"]}
+    if name == "kmeans":
+        points = np.random.rand(size["n"], size["d"])
+        return {"points": points.tolist(), "centroids": points[-size["k"]:].tolist()}
+    if name == "gmm":
+        d, k, n = size["d"], size["k"], size["n"]
+        rng = np.random.default_rng(seed=31337)
+        return {"d": d, "k": k, "n": n, "x": [list(rng.normal(size=d)) for _ in range(n)], "m": 0,
+                "gamma": 1.0, "alpha": list(rng.normal(size=k)), "mu": [list(rng.uniform(size=d)) for _ in range(k)],
+                "q": [list(rng.normal(size=d)) for _ in range(k)],
+                "l": [list(rng.normal(size=d * (d - 1) // 2)) for _ in range(k)]}
+    if name == "lstm":
+        layers, chars = size["l"], size["c"]
+        seq = text_bits(synthetic_text(chars))
+        b = seq.shape[1]
+        state = np.random.random((2 * layers, b))
+        main = np.random.random((2 * layers, 4 * b))
+        extra = np.random.random((3, b))
+        return {"main_params": main.tolist(), "extra_params": extra.tolist(), "state": state.tolist(),
+                "sequence": seq.tolist()}
+    raise KeyError(name)
+
+
+def _a(v):
+    return np.ascontiguousarray(np.asarray(v, dtype=np.float64))
+
+
+def llsq_grid(n):
+    t = -1.0 + np.arange(n) * 2.0 / (n - 1.0)
+    return t, np.sign(t)
+
+
+def prepare(name, inp):
+    """The arguments of every implementation, from an evaluate message's input."""
+    if name == "particle":
+        return (float(inp["w"]),)
+    if name == "saddle":
+        return tuple(float(v) for v in inp["start"])
+    if name == "lse":
+        return (_a(inp["x"]),)
+    if name == "llsq":
+        return (_a(inp["x"]),) + llsq_grid(int(inp["n"]))
+    if name == "ode":
+        return _a(inp["x"]), int(inp["s"])
+    if name == "kmeans":
+        return _a(inp["points"]), _a(inp["centroids"])
+    if name == "gmm":
+        d, k = int(inp["d"]), int(inp["k"])
+        l = _a(inp["l"]).reshape(k, d * (d - 1) // 2)
+        return (_a(inp["alpha"]), _a(inp["mu"]).reshape(k, d), _a(inp["q"]).reshape(k, d), l,
+                _a(inp["x"]).reshape(-1, d), int(inp["m"]), float(inp["gamma"]))
+    if name == "lstm":
+        return _a(inp["main_params"]), _a(inp["extra_params"]), _a(inp["state"]), _a(inp["sequence"])
+    raise KeyError(name)

@@ -1,0 +1,131 @@
+"""`particle` and `saddle` in jitad: nested AD with gradient-descent solvers.
+
+Each is written once, parametrized by the two differentiation operators (`grad_r`:
+reverse mode, `grad_f`: forward mode, one `jvp` per coordinate), as GradBench defines the
+variants `rr`, `rf`, `fr`, `ff` (outer mode first). Points are tuples of staged floats;
+the solver is a staged `WHILE` whose body calls the gradient, and in `particle` the
+function under the outer gradient itself holds an unbounded `WHILE`.
+"""
+import jitad
+from jitad import IF, WHILE
+
+TOL = 1e-5          # the solver's stopping tolerance (gradient norm and step length)
+ETA0 = 1e-5         # the solver's initial step size
+
+
+# -- differentiation operators: f maps a tuple of floats to a float ------------------
+
+def grad_r(f):
+    """The gradient of `f` at a tuple point, by reverse mode."""
+    return lambda x: tuple(jitad.grad(lambda *xs: f(xs), argnums=tuple(range(len(x))))(*x))
+
+
+def grad_f(f):
+    """The gradient of `f` at a tuple point, one forward-mode `jvp` per coordinate."""
+    def g(x):
+        n = len(x)
+        return tuple(jitad.jvp(lambda *xs: f(xs), x, tuple(1.0 if j == i else 0.0 for j in range(n)))[1]
+                     for i in range(n))
+    return g
+
+
+MODES = {"r": grad_r, "f": grad_f}
+VARIANTS = ("rr", "rf", "fr", "ff")
+
+
+# -- the solver ------------------------------------------------------------------------
+
+def _norm(v):
+    return jitad.sqrt(sum(a * a for a in v))
+
+
+def argmin(grad, f, x0):
+    """Gradient descent with step doubling every 10 accepted steps and halving on a
+    rejected one; stops when the gradient or the step gets shorter than TOL."""
+    g = grad(f)
+
+    def step(s):
+        x, fx, gx, eta, i, _ = s
+
+        def try_step():
+            x1 = tuple(a - eta * b for a, b in zip(x, gx))
+
+            def evaluate():
+                f1 = f(x1)
+                return IF(f1 < fx, lambda: (x1, f1, g(x1), eta, i + 1, True),
+                          lambda: (x, fx, gx, eta / 2, 0, True))
+            step_len = _norm(tuple(a - b for a, b in zip(x, x1)))
+            return IF(step_len <= TOL, lambda: (x, fx, gx, eta, i, False), evaluate)
+
+        return IF(_norm(gx) <= TOL, lambda: (x, fx, gx, eta, i, False),
+                  lambda: IF(i == 10, lambda: (x, fx, gx, 2 * eta, 0, True), try_step))
+
+    x0 = tuple(x0)
+    return WHILE(lambda s: s[5], step, (x0, f(x0), g(x0), ETA0, 0, True))[0]
+
+
+def argmax(grad, f, x0):
+    return argmin(grad, lambda x: -f(x), x0)
+
+
+# -- particle --------------------------------------------------------------------------
+
+def _potential(x, w):
+    """Potential at x of unit charges at (10, 10 - w) and (10, 0)."""
+    def inv_dist(cx, cy):
+        dx, dy = x[0] - cx, x[1] - cy
+        return 1.0 / jitad.sqrt(dx * dx + dy * dy)
+    return inv_dist(10.0, 10.0 - w) + inv_dist(10.0, 0.0)
+
+
+def naive_euler(grad, w):
+    """Squared x-coordinate where the particle (Euler steps of 0.1) crosses the x axis."""
+    dt = 0.1
+    force = grad(lambda x: _potential(x, w))
+
+    def step(s):
+        x, v, _ = s
+        a = tuple(-f for f in force(x))
+        x_new = (x[0] + dt * v[0], x[1] + dt * v[1])
+        return IF(x_new[1] > 0.0,
+                  lambda: (x_new, (v[0] + dt * a[0], v[1] + dt * a[1]), True),
+                  lambda: (x, v, False))
+
+    x, v, _ = WHILE(lambda s: s[2], step, ((0.0, 8.0), (0.75, 0.0), True))
+    t_f = -x[1] / v[1]
+    x_f = x[0] + t_f * v[0]
+    return x_f * x_f
+
+
+def particle(outer, inner, w0):
+    return argmin(MODES[outer], lambda w: naive_euler(MODES[inner], w[0]), (w0,))[0]
+
+
+# -- saddle ----------------------------------------------------------------------------
+
+def _saddle_f(p1, p2):
+    """(x1² + y1²) − (x2² + y2²) with (x1, y1) = p1, (x2, y2) = p2 (written with products:
+    GradBench's `**` would work the same)."""
+    return (p1[0] * p1[0] + p1[1] * p1[1]) - (p2[0] * p2[0] + p2[1] * p2[1])
+
+
+def saddle(outer, inner, start):
+    """The min over p1 of the max over p2 of f, then the max over p2 at that p1; all
+    solvers start at `start`. The final argmax uses the outer mode, as the eval asks."""
+    start = tuple(start)
+    g0, g1 = MODES[outer], MODES[inner]
+
+    def inner_max(p1):
+        return _saddle_f(p1, argmax(g1, lambda p2: _saddle_f(p1, p2), start))
+
+    r1 = argmin(g0, inner_max, start)
+    r2 = argmax(g0, lambda p2: _saddle_f(r1, p2), start)
+    return r1 + r2
+
+
+def compiled(eval_name, variant):
+    """The jitted function for one variant: particle(w) -> w, saddle(s0, s1) -> 4 floats."""
+    outer, inner = variant
+    if eval_name == "particle":
+        return jitad.jit(lambda w: particle(outer, inner, w))
+    return jitad.jit(lambda a, b: saddle(outer, inner, (a, b)))

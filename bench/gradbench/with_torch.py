@@ -1,0 +1,201 @@
+"""GradBench's evals in PyTorch eager (float64, one thread): the comparator. `particle`
+and `saddle` use `torch.func.grad`/`jvp` around Python loops and branches on tensor
+values, which eager mode runs (all four variants)."""
+import math
+
+import numpy as np
+import torch
+from torch.func import grad, jvp
+
+from .nested import ETA0, TOL
+
+torch.set_default_dtype(torch.float64)
+
+
+def grad_f(f):
+    def g(x):
+        eye = torch.eye(x.shape[0], dtype=x.dtype)
+        return torch.stack([jvp(f, (x,), (eye[i],))[1] for i in range(x.shape[0])])
+    return g
+
+
+MODES = {"r": grad, "f": grad_f}
+
+
+def argmin(gradop, f, x):
+    g = gradop(f)
+    fx, gx, eta, i = f(x), g(x), ETA0, 0
+    while True:
+        if torch.linalg.norm(gx) <= TOL:
+            return x
+        if i == 10:
+            eta, i = 2 * eta, 0
+            continue
+        x1 = x - eta * gx
+        if torch.linalg.norm(x - x1) <= TOL:
+            return x
+        f1 = f(x1)
+        if f1 < fx:
+            x, fx, gx, i = x1, f1, g(x1), i + 1
+        else:
+            eta, i = eta / 2, 0
+
+
+def naive_euler(gradop, w):
+    dt = 0.1
+    charges = torch.stack([torch.stack([torch.tensor(10.0), 10.0 - w]),
+                           torch.tensor([10.0, 0.0]).to(w.dtype)])
+    force = gradop(lambda x: torch.sum(1.0 / torch.sqrt(torch.sum((x - charges) ** 2, dim=1))))
+    x, v = torch.tensor([0.0, 8.0]), torch.tensor([0.75, 0.0])
+    while True:
+        a = -force(x)
+        x_new = x + dt * v
+        if not x_new[1] > 0:
+            break
+        x, v = x_new, v + dt * a
+    x_f = x[0] - x[1] / v[1] * v[0]
+    return x_f * x_f
+
+
+def particle(variant):
+    outer, inner = MODES[variant[0]], MODES[variant[1]]
+    return lambda w: float(argmin(outer, lambda ws: naive_euler(inner, ws[0]), torch.tensor([w]))[0])
+
+
+def saddle(variant):
+    g0, g1 = MODES[variant[0]], MODES[variant[1]]
+
+    def f(p1, p2):
+        return torch.sum(p1 * p1) - torch.sum(p2 * p2)
+
+    def run(a, b):
+        start = torch.tensor([a, b])
+        r1 = argmin(g0, lambda p1: f(p1, argmin(g1, lambda p2: -f(p1, p2), start)), start)
+        r2 = argmin(g0, lambda p2: -f(r1, p2), start)
+        return torch.cat([r1, r2]).numpy()
+    return run
+
+
+def lse(x):
+    a = torch.max(x)
+    return a + torch.log(torch.sum(torch.exp(x - a)))
+
+
+def llsq(x, t, s):
+    m = x.shape[0]
+    p = torch.zeros_like(t) + x[m - 1]
+    for j in range(m - 2, -1, -1):
+        p = p * t + x[j]
+    r = s - p
+    return 0.5 * torch.sum(r * r)
+
+
+def ode(x, steps):
+    h = 2.0 / steps
+    one = torch.ones(1)
+
+    def f(y):
+        return x * torch.cat([one, y[:-1]])
+
+    y = torch.zeros_like(x)
+    for _ in range(steps):
+        k1 = f(y)
+        k2 = f(y + h / 2 * k1)
+        k3 = f(y + h / 2 * k2)
+        k4 = f(y + h * k3)
+        y = y + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+    return y
+
+
+def kmeans_cost(points, centroids):
+    d2 = (torch.sum(points ** 2, dim=1)[:, None] + torch.sum(centroids ** 2, dim=1)[None, :]
+          - 2 * points @ centroids.T)
+    return torch.sum(torch.min(d2, dim=1).values)
+
+
+def gmm_objective(alpha, mu, q, l, x, m, gamma):
+    n, d = x.shape
+    k = alpha.shape[0]
+    qdiag = torch.exp(q)
+    sum_qs = torch.sum(q, dim=1)
+    cols, rows = np.triu_indices(d, 1)
+    L = torch.zeros((k, d, d))
+    L[:, rows, cols] = l
+    xc = x[:, None, :] - mu[None]
+    qx = qdiag[None] * xc + torch.einsum("cij,ncj->nci", L, xc)
+    beta = alpha + sum_qs - 0.5 * torch.sum(qx * qx, dim=2)
+    nw = d + m + 1
+    log_gamma_d = d * (d - 1) / 4 * math.log(math.pi) + sum(math.lgamma(0.5 * nw + (1 - j) / 2) for j in range(1, d + 1))
+    prior = (-torch.sum(0.5 * gamma ** 2 * (torch.sum(qdiag ** 2, dim=1) + torch.sum(l ** 2, dim=1)) - m * sum_qs)
+             + k * (nw * d * math.log(gamma / math.sqrt(2)) - log_gamma_d))
+    return (-n * d * 0.5 * math.log(2 * math.pi) + torch.sum(torch.logsumexp(beta, dim=1))
+            - n * torch.logsumexp(alpha, dim=0) + prior)
+
+
+def lstm_objective(main, extra, state, sequence):
+    layers = state.shape[0] // 2
+    c, b = sequence.shape
+    hs, cells = list(state[0::2]), list(state[1::2])
+    total = 0.0
+    for t in range(c - 1):
+        inp = sequence[t] * extra[0]
+        for i in range(layers):
+            w, bias = main[2 * i], main[2 * i + 1]
+            gates = torch.cat([inp, hs[i], inp, hs[i]]) * w + bias
+            cells[i] = cells[i] * torch.sigmoid(gates[:b]) + torch.sigmoid(gates[b:2 * b]) * torch.tanh(gates[3 * b:])
+            hs[i] = torch.sigmoid(gates[2 * b:3 * b]) * torch.tanh(cells[i])
+            inp = hs[i]
+        ypred = inp * extra[1] + extra[2]
+        ynorm = ypred - torch.log(torch.sum(torch.exp(ypred)) + 2.0)
+        total = total + torch.sum(sequence[t + 1] * ynorm)
+    return -total / ((c - 1) * b)
+
+
+def _t(a):
+    return torch.from_numpy(a) if isinstance(a, np.ndarray) else a
+
+
+def _value(fn):
+    """`fn` on NumPy arguments (converted to tensors per call), returning NumPy."""
+    def run(*args):
+        with torch.no_grad():
+            return fn(*map(_t, args)).numpy()
+    return run
+
+
+def _gradient(fn, argnums):
+    """The gradient of `fn` w.r.t. `argnums` by `torch.autograd.grad`, NumPy in and out."""
+    def run(*args):
+        args = [_t(a) for a in args]
+        wrt = [args[i].detach().requires_grad_() for i in argnums]
+        for i, a in zip(argnums, wrt):
+            args[i] = a
+        gs = torch.autograd.grad(fn(*args), wrt)
+        return tuple(g.numpy() for g in gs) if len(gs) > 1 else gs[0].numpy()
+    return run
+
+
+def kmeans_dir(points, centroids):
+    points, centroids = _t(points), _t(centroids)
+    j, h = jvp(grad(lambda c: kmeans_cost(points, c)), (centroids,), (torch.ones_like(centroids),))
+    return (j / h).numpy()
+
+
+def functions(name):
+    if name == "particle":
+        return {v: particle(v) for v in ("rr", "rf", "fr", "ff")}
+    if name == "saddle":
+        return {v: saddle(v) for v in ("rr", "rf", "fr", "ff")}
+    if name == "lse":
+        return {"primal": _value(lse), "gradient": _gradient(lse, (0,))}
+    if name == "llsq":
+        return {"primal": _value(llsq), "gradient": _gradient(llsq, (0,))}
+    if name == "ode":
+        return {"primal": _value(ode), "gradient": _gradient(lambda x, s: ode(x, s)[-1], (0,))}
+    if name == "kmeans":
+        return {"cost": _value(kmeans_cost), "dir": kmeans_dir}
+    if name == "gmm":
+        return {"objective": _value(gmm_objective), "jacobian": _gradient(gmm_objective, (0, 1, 2, 3))}
+    if name == "lstm":
+        return {"objective": _value(lstm_objective), "jacobian": _gradient(lstm_objective, (0, 1))}
+    raise KeyError(name)

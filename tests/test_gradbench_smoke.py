@@ -1,0 +1,181 @@
+"""Smoke test of bench/gradbench: every jitad eval at its smallest size, checked against
+GradBench's expected outputs (particle, saddle) or NumPy references and central
+differences. JAX/PyTorch are not needed (their part is skipped when absent)."""
+import math
+
+import numpy as np
+import pytest
+
+from bench.gradbench import arrays, inputs, nested
+
+
+def args_of(name):
+    return inputs.prepare(name, inputs.generate(name, inputs.SIZES[name][0]))
+
+
+def central(f, x, idx, h=1e-6):
+    """Central differences of scalar f at flat positions idx of array x."""
+    out = []
+    for i in idx:
+        xp, xm = x.copy(), x.copy()
+        xp.flat[i] += h
+        xm.flat[i] -= h
+        out.append((f(xp) - f(xm)) / (2 * h))
+    return np.array(out)
+
+
+@pytest.mark.parametrize("variant", nested.VARIANTS)
+def test_particle_and_saddle_expected(variant):
+    assert nested.compiled("particle", variant)(0.0) == pytest.approx(inputs.EXPECTED["particle"], rel=1e-12)
+    got = nested.compiled("saddle", variant)(1.0, 1.0)
+    np.testing.assert_allclose(got, inputs.EXPECTED["saddle"], rtol=1e-9)
+
+
+def test_lse():
+    (x,) = args_of("lse")
+    f = arrays.compiled("lse")
+    want = math.log(np.sum(np.exp(x)))
+    assert f["primal"](x) == pytest.approx(want, rel=1e-12)
+    np.testing.assert_allclose(f["gradient"](x), np.exp(x - want), rtol=1e-10)
+
+
+def test_llsq():
+    x, t, s = args_of("llsq")
+    V = t[:, None] ** np.arange(x.size)[None, :]
+    r = s - V @ x
+    f = arrays.compiled("llsq")
+    assert f["primal"](x, t, s) == pytest.approx(0.5 * r @ r, rel=1e-10)
+    np.testing.assert_allclose(f["gradient"](x, t, s), -V.T @ r, rtol=1e-9, atol=1e-12)
+
+
+def numpy_ode(x, steps):
+    h, y = 2.0 / steps, np.zeros_like(x)
+    f = lambda y: x * np.concatenate([[1.0], y[:-1]])
+    for _ in range(steps):
+        k1 = f(y); k2 = f(y + h / 2 * k1); k3 = f(y + h / 2 * k2); k4 = f(y + h * k3)
+        y = y + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+    return y
+
+
+def test_ode():
+    x, s = args_of("ode")
+    f = arrays.compiled("ode")
+    np.testing.assert_allclose(f["primal"](x, s), numpy_ode(x, s), rtol=1e-12)
+    g = f["gradient"](x, s)
+    idx = list(range(x.size - 6, x.size)) + [0, 10]
+    np.testing.assert_allclose(g[idx], central(lambda z: numpy_ode(z, s)[-1], x, idx), rtol=1e-6, atol=1e-9)
+
+
+def test_kmeans():
+    points, centroids = args_of("kmeans")
+    d2 = ((points[:, None, :] - centroids[None]) ** 2).sum(-1)
+    best = d2.argmin(1)
+    f = arrays.compiled("kmeans")
+    assert f["cost"](points, centroids) == pytest.approx(d2.min(1).sum(), rel=1e-10)
+    mean = np.array([points[best == c].mean(0) for c in range(len(centroids))])
+    np.testing.assert_allclose(f["dir"](points, centroids), centroids - mean, rtol=1e-8, atol=1e-12)
+
+
+def numpy_gmm(alpha, mu, q, l, x, m, gamma):
+    n, d = x.shape
+    k = alpha.size
+    total = 0.0
+    beta = np.empty((n, k))
+    for c in range(k):
+        Q = np.diag(np.exp(q[c]))
+        Q[np.triu_indices(d, 1)[1], np.triu_indices(d, 1)[0]] = l[c]
+        z = (x - mu[c]) @ Q.T
+        beta[:, c] = alpha[c] + q[c].sum() - 0.5 * (z * z).sum(1)
+        total += -0.5 * gamma ** 2 * (Q * Q).sum() + m * q[c].sum()
+    lse = lambda v, ax=None: np.log(np.exp(v - v.max(ax, keepdims=True)).sum(ax)) + v.max(ax)
+    nw = d + m + 1
+    const = k * (nw * d * math.log(gamma / math.sqrt(2)) - arrays.log_gamma_d(0.5 * nw, d))
+    return -n * d / 2 * math.log(2 * math.pi) + lse(beta, 1).sum() - n * lse(alpha) + total + const
+
+
+def test_gmm():
+    args = args_of("gmm")
+    f = arrays.compiled("gmm")
+    assert f["objective"](*args) == pytest.approx(numpy_gmm(*args), rel=1e-10)
+    grads = f["jacobian"](*args)
+    for p, g in enumerate(grads):
+        def fp(z, p=p):
+            a = list(args)
+            a[p] = z
+            return numpy_gmm(*a)
+        idx = [0, args[p].size - 1]
+        np.testing.assert_allclose(g.flat[idx], central(fp, args[p], idx), rtol=1e-5, atol=1e-6)
+
+
+def numpy_lstm(main, extra, state, seq):
+    layers, (c, b) = state.shape[0] // 2, seq.shape
+    sig = lambda v: 1 / (1 + np.exp(-v))
+    hs, cs, total = list(state[0::2]), list(state[1::2]), 0.0
+    for t in range(c - 1):
+        inp = seq[t] * extra[0]
+        for i in range(layers):
+            w, bias = main[2 * i], main[2 * i + 1]
+            cs[i] = cs[i] * sig(inp * w[:b] + bias[:b]) + sig(hs[i] * w[b:2 * b] + bias[b:2 * b]) * np.tanh(hs[i] * w[3 * b:] + bias[3 * b:])
+            hs[i] = sig(inp * w[2 * b:3 * b] + bias[2 * b:3 * b]) * np.tanh(cs[i])
+            inp = hs[i]
+        y = inp * extra[1] + extra[2]
+        total += (seq[t + 1] * (y - np.log(np.exp(y).sum() + 2))).sum()
+    return -total / ((c - 1) * b)
+
+
+def test_lstm():
+    main, extra, state, seq = args_of("lstm")
+    seq = seq[:64]                      # a short sequence keeps the NumPy reference fast
+    f = arrays.compiled("lstm")
+    assert f["objective"](main, extra, state, seq) == pytest.approx(numpy_lstm(main, extra, state, seq), rel=1e-11)
+    gm, ge = f["jacobian"](main, extra, state, seq)
+    idx = [0, 5, main.size - 1]
+    np.testing.assert_allclose(gm.flat[idx], central(lambda z: numpy_lstm(z, extra, state, seq), main, idx),
+                               rtol=1e-5, atol=1e-8)
+    idx = [0, extra.size - 1]
+    np.testing.assert_allclose(ge.flat[idx], central(lambda z: numpy_lstm(main, z, state, seq), extra, idx),
+                               rtol=1e-5, atol=1e-8)
+
+
+@pytest.mark.parametrize("module", ["with_jax", "with_torch", "byhand"])
+def test_comparators_agree_on_lse(module):
+    """The comparators (when installed) give jitad's lse gradient to 1e-9."""
+    pytest.importorskip({"with_jax": "jax", "with_torch": "torch", "byhand": "numba"}[module])
+    import importlib
+    mod = importlib.import_module(f"bench.gradbench.{module}")
+    (x,) = args_of("lse")
+    np.testing.assert_allclose(np.asarray(mod.functions("lse")["gradient"](x)),
+                               arrays.compiled("lse")["gradient"](x), rtol=1e-9)
+
+
+def test_tool_speaks_the_protocol():
+    """`python -m bench.gradbench.tool` driven with GradBench's messages in a subprocess."""
+    import json, os, subprocess, sys
+    msgs = [{"id": 0, "kind": "start", "eval": "particle"},
+            {"id": 1, "kind": "define", "module": "particle"},
+            {"id": 2, "kind": "evaluate", "module": "particle", "function": "rf",
+             "input": {"w": 0.0, "min_runs": 3, "min_seconds": 0}, "description": "w=0"},
+            {"id": 3, "kind": "analysis", "of": 2, "valid": True},
+            {"id": 4, "kind": "define", "module": "nosuch"},
+            {"id": 5, "kind": "evaluate", "module": "lse", "function": "gradient",
+             "input": {"x": [0.0, 1.0, 2.0], "min_runs": 1, "min_seconds": 0}},
+            {"id": 6, "kind": "evaluate", "module": "gmm", "function": "jacobian",
+             "input": inputs.generate("gmm", {"d": 2, "k": 3, "n": 4}) | {"min_runs": 1, "min_seconds": 0}},
+            {"id": 7, "kind": "evaluate", "module": "lse", "function": "nosuch", "input": {"x": [1.0]}}]
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.run([sys.executable, "-m", "bench.gradbench.tool"], cwd=root, timeout=120,
+                          input="".join(json.dumps(m) + "\n" for m in msgs), capture_output=True, text=True,
+                          env=os.environ | {"PYTHONPATH": root})
+    assert proc.returncode == 0, proc.stderr
+    out = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert [r["id"] for r in out] == list(range(8))
+    assert out[0] == {"id": 0, "tool": "jitad"} and out[3] == {"id": 3}
+    assert out[1]["success"] is True and out[4]["success"] is False
+    assert out[2]["output"] == pytest.approx(inputs.EXPECTED["particle"], rel=1e-12)
+    names = [t["name"] for t in out[2]["timings"]]
+    assert names == ["compile", "evaluate", "evaluate", "evaluate"]
+    assert all(t["nanoseconds"] > 0 for t in out[2]["timings"])
+    e = np.exp([0.0, 1.0, 2.0])
+    np.testing.assert_allclose(out[5]["output"], e / e.sum(), rtol=1e-12)
+    assert sorted(out[6]["output"]) == ["alpha", "l", "mu", "q"] and np.shape(out[6]["output"]["mu"]) == (3, 2)
+    assert out[7]["success"] is False and "nosuch" in out[7]["error"]
