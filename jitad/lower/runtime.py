@@ -18,18 +18,9 @@ from ..ir.types import NUMPY
 from .entry import PY_API, PY_DATA
 
 CACHE_FORMAT = 1
-def _shallow_stack():
-    """Bytes of the calling thread's stack compiled code may use: half the main thread's
-    limit (threads get that size by default on Linux), between 1 and 4 MiB."""
-    import resource
-    soft, _ = resource.getrlimit(resource.RLIMIT_STACK)
-    if soft == resource.RLIM_INFINITY or soft <= 0:
-        soft = 8 << 20
-    return max(1 << 20, min(4 << 20, soft // 2))
-
-
-SHALLOW_STACK = _shallow_stack()  # bytes of the caller's stack compiled code may use
-DEEP_STACK = 512 << 20           # stack of the thread that retries deep recursions
+DEEP_STACK = 512 << 20     # stack of the thread that retries deep recursions
+STACK_MARGIN = 128 << 10   # kept free below compiled code's stack limit: a recursive frame and
+                           # what it calls between two checks (kernels, BLAS, libm)
 STATS = {"compiled": 0, "loaded": 0}   # modules compiled here / loaded from the disk cache
 
 _lock = threading.RLock()
@@ -72,6 +63,12 @@ class _Jit:
         base = self.arena.ctypes.data   # {base, end, high-water mark}
         self.arena_bounds = np.array([base, base + self.arena.size, base], dtype=np.uint64)
         llvm.add_symbol("jitad_arena", self.arena_bounds.ctypes.data)
+        # compiled code finds its thread's stack limit under this pthread key (`enter_thread`)
+        self.stack_key = np.zeros(1, dtype=np.uint32)
+        if _libc.pthread_key_create(self.stack_key.ctypes.data, None):
+            raise ResourceError("jitad: no pthread key left for the stack limit")
+        llvm.add_symbol("jitad_stack_key", self.stack_key.ctypes.data)
+        llvm.add_symbol("pthread_getspecific", ctypes.cast(_libc.pthread_getspecific, ctypes.c_void_p).value)
         blas = _numpy_openblas()
         for name in ("scipy_cblas_dgemm64_", "scipy_cblas_sgemm64_"):
             if blas is not None and hasattr(blas, name):
@@ -107,6 +104,42 @@ def _numpy_openblas():
         except OSError:
             continue
     return None
+
+
+_libc = ctypes.CDLL(None)
+_libc.pthread_self.restype = ctypes.c_ulong
+_libc.pthread_key_create.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+_libc.pthread_getattr_np.argtypes = [ctypes.c_ulong, ctypes.c_void_p]
+_libc.pthread_attr_getstack.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p),
+                                        ctypes.POINTER(ctypes.c_size_t)]
+_libc.pthread_attr_destroy.argtypes = [ctypes.c_void_p]
+_libc.pthread_setspecific.argtypes = [ctypes.c_uint, ctypes.c_void_p]
+
+
+def _stack_bottom():
+    """The lowest usable address of the calling thread's stack, or None if unknown. The
+    main thread's stack under `ulimit -s unlimited` is reported as the whole gap below
+    it: it counts as `DEEP_STACK` bytes."""
+    attr = ctypes.create_string_buffer(128)   # a pthread_attr_t (56 bytes on 64-bit glibc)
+    if _libc.pthread_getattr_np(_libc.pthread_self(), attr):
+        return None
+    try:
+        low, size = ctypes.c_void_p(), ctypes.c_size_t()
+        if _libc.pthread_attr_getstack(attr, ctypes.byref(low), ctypes.byref(size)) or not low.value:
+            return None
+    finally:
+        _libc.pthread_attr_destroy(attr)
+    return low.value + max(0, size.value - DEEP_STACK)
+
+
+def enter_thread():
+    """Store the calling thread's stack limit for compiled code: an entry called in a
+    thread for the first time forwards here, then runs. (A thread-specific value, read
+    natively by every entry of a recursive program: threads of any stack size, forked
+    children and threads jitad never saw get their own.)"""
+    bottom = _stack_bottom()
+    limit = bottom + STACK_MARGIN if bottom else 2 ** 64 - 1   # unknown: no recursion
+    _libc.pthread_setspecific(int(jit().stack_key[0]), limit)
 
 
 def register_constants(constants):
@@ -232,8 +265,14 @@ def _method_def(addr, name):
 
 def python_function(addr, name, fallback, on_exhausted):
     """A builtin function object calling the entry at `addr`; its `self` holds the
-    handlers the entry forwards to: (dispatcher, stack exhausted, arena exhausted)."""
-    return _new_cfunction(_method_def(addr, name), (fallback, on_exhausted, arena_exhausted), None)
+    handlers the entry forwards to: (dispatcher, stack exhausted, arena exhausted, first
+    call in this thread)."""
+    def first_call_in_thread(*args):
+        enter_thread()
+        return entry(*args)
+    entry = _new_cfunction(_method_def(addr, name),
+                           (fallback, on_exhausted, arena_exhausted, first_call_in_thread), None)
+    return entry
 
 
 class _DeepStackWorker:
