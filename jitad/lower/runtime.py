@@ -145,10 +145,11 @@ def enter_thread():
 def register_constants(constants):
     """Point the symbols of large constant arrays at their data (in every process)."""
     j = jit()
-    for name, array in constants.items():
-        if name not in j.constants:
-            j.constants[name] = array
-            llvm.add_symbol(name, array.ctypes.data)
+    with _lock:
+        for name, array in constants.items():
+            if name not in j.constants:
+                j.constants[name] = array
+                llvm.add_symbol(name, array.ctypes.data)
 
 
 def jit():
@@ -233,7 +234,9 @@ def compile_module(ir_text, placeholder):
 
 
 def address(name):
-    return jit().engine.get_function_address(name)
+    j = jit()
+    with _lock:
+        return j.engine.get_function_address(name)
 
 
 class _MethodDef(ctypes.Structure):
@@ -323,6 +326,32 @@ def run_with_deep_stack(fn, *args):
         if _worker is None:
             _worker = _DeepStackWorker()
     return _worker.run(fn, args)
+
+
+_llvm_lock = llvm.ffi.lib._lock   # llvmlite serializes every call into LLVM with this lock
+
+
+def _before_fork():
+    """Wait for the locks: no compile (or LLVM call) is half done in the child."""
+    _lock.acquire()
+    _llvm_lock.__enter__()
+
+
+def _after_fork_in_parent():
+    _llvm_lock.__exit__()
+    _lock.release()
+
+
+def _after_fork_in_child():
+    """The child has only the forking thread: no deep-stack thread, and no lock held by
+    another."""
+    global _lock, _worker
+    _llvm_lock.__exit__()
+    _lock, _worker = threading.RLock(), None
+
+
+os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
+                    after_in_child=_after_fork_in_child)
 
 
 def arena_high_water(reset=False):
