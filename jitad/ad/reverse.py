@@ -446,12 +446,13 @@ def _for(node, ins, k):
     and transcendental values, in tables; after the continuation, the backward loop runs
     the iterations in reverse, recomputing the rest of each body from its stored state,
     and carries the state's adjoint as loop state."""
+    from ..numeric import where
     from ..staging import FOR
     n = node.attrs["n_state"]
     types, (body,) = [v.type for v in node.outputs], node.bodies
     lower, upper = ins[0].primal, ins[1].primal
     init, caps = ins[2:2 + n], ins[2 + n:]
-    trips = upper - lower
+    trips = where(upper > lower, upper - lower, 0)   # < 0 only if it overflowed: its tables fail
     tables = [new_table(trips, t, written_first=True) for t in types]
     stored = stored_values(body, trips)
 
@@ -540,6 +541,7 @@ def _tree(node, ins, k):
     node's adjoint (held in a second table) to its children and to captured values.
     Node v lives at entry v + 1 and entry 0 stands for the empty subtree (child -1): it
     holds the init value, and collects the init's adjoint."""
+    from ..numeric import where
     from ..staging import FOR
     n = node.attrs["n_state"]
     types, (combine,) = [v.type for v in node.outputs], node.bodies
