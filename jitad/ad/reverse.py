@@ -468,7 +468,8 @@ def _for(node, ins, k):
     weights = deferred_weight_grads(body, caps, trips, shared=tables + stored.tables)
     transposes = loop_invariant_transposes(body, caps)
 
-    def backward(j, adjoint):
+    def backward(i_, adjoint):
+        j = i_ - lower   # wraps only past 2^63 trips, whose tables (if any) failed already
         i = upper - 1 - j
         state = [Dual(at(tab, i - lower), new_slot(t) if differentiable(t) else None)
                  for tab, t in zip(tables, types)]
@@ -480,7 +481,7 @@ def _for(node, ins, k):
         with stored.replaying(i - lower), weights.collecting(j), transposes:
             cps(body, [Dual(i)] + state + caps, seed)
         return tuple(slot_get(state[k_].adj) for k_ in active)
-    adjoint = FOR(0, trips, backward, tuple(slot_get(result[k_].adj) for k_ in active))
+    adjoint = FOR(lower, upper, backward, tuple(slot_get(result[k_].adj) for k_ in active))
     weights.flush()
     for k_, g in zip(active, adjoint if isinstance(adjoint, tuple) else (adjoint,)):
         if init[k_].adj is not None:
