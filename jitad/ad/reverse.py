@@ -542,7 +542,6 @@ def _tree(node, ins, k):
     node's adjoint (held in a second table) to its children and to captured values.
     Node v lives at entry v + 1 and entry 0 stands for the empty subtree (child -1): it
     holds the init value, and collects the init's adjoint."""
-    from ..numeric import where
     from ..staging import FOR
     n = node.attrs["n_state"]
     types, (combine,) = [v.type for v in node.outputs], node.bodies
