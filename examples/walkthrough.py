@@ -130,9 +130,9 @@ note("""
     One table maps each opcode to its LLVM lowering. Functions stay functions: the
     loop's recursion is a real recursive call, a continuation is a `{code, env}` pair of
     pointers, an adjoint slot an `alloca`. Every function entry compares the frame
-    address with a stack budget, so a loop too deep for the stack returns an error code
-    instead of crashing (the call is then retried on a thread with a 512 MiB stack, or
-    raises jitad.ResourceError). One function of `g.llvm_ir` (symbol hashes removed):
+    address with the calling thread's stack limit (measured once per thread), so a loop
+    too deep for the stack returns an error code instead of crashing (the call is then
+    retried on a thread with a 512 MiB stack, or raises jitad.ResourceError). One function of `g.llvm_ir` (symbol hashes removed):
 """)
 lines = [re.sub(r"jitad_[0-9a-f]{32}_", "", line) for line in g.llvm_ir.splitlines()]
 start = next(k for k, line in enumerate(lines) if re.match(r"define .*while_rev\(", line))
@@ -154,8 +154,8 @@ note("""
 # ------------------------------------------------------------------------------------
 section("5. The native entry point")
 note("""
-    Last, jitad writes a CPython entry point in LLVM IR (the `shallow` and `deep`
-    functions at the end of `g.llvm_ir`): it checks that the argument is exactly a float,
+    Last, jitad writes a CPython entry point in LLVM IR (the `entry` function at the
+    end of `g.llvm_ir`): it checks that the argument is exactly a float,
     unboxes it, runs main and boxes the result. Anything else (an int, an array, a
     keyword argument) is forwarded to the Python dispatcher, which converts or compiles
     a new signature. The entry is installed as the function's `__call__`, so a call

@@ -177,16 +177,16 @@ def compile_program(program, out_td, in_types, name, fallback, in_td=None, devic
     # arguments that are (nested) tuples are taken apart by the entry itself
     arg_layout = _layout(in_td, iter(range(len(in_types)))) if in_td is not None and in_td.is_tuple_nest \
         and in_td.kind == "tuple" else None
-    for suffix, budget in (("shallow", runtime.SHALLOW_STACK), ("deep", runtime.DEEP_STACK - (1 << 20))):
-        add_entry(module, main, in_types, out_types, layout, f"{PLACEHOLDER}{suffix}", budget, arg_layout,
+    for suffix in ("entry", "deep"):   # the deep-stack thread's entry also stops when its caller gets Ctrl-C
+        add_entry(module, main, in_types, out_types, layout, f"{PLACEHOLDER}{suffix}", arg_layout,
                   stoppable=suffix == "deep")
-    (shallow, deep), llvm_ir, loaded = runtime.compile_module(str(module), PLACEHOLDER, ("shallow", "deep"))
+    (entry, deep), llvm_ir, loaded = runtime.compile_module(str(module), PLACEHOLDER, ("entry", "deep"))
     c = Compiled(program, out_td, in_types, direct)
     c.takes_pytree = arg_layout is not None and any(not isinstance(a, int) for a in arg_layout)
     c.out_types = out_types
     c.llvm_ir, c.loaded_from_cache = llvm_ir, loaded
     c.deep_entry = runtime.python_function(deep, name, fallback, runtime.deep_stack_exhausted)
-    c.entry = runtime.python_function(shallow, name, fallback, c.went_deep)
+    c.entry = runtime.python_function(entry, name, fallback, c.went_deep)
     return c
 
 

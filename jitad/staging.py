@@ -6,13 +6,14 @@ a body that uses a value of an enclosing frame *captures* it, which makes the va
 an explicit param of the body and an explicit operand of the control-flow node.
 """
 import operator
+import math
 import threading
 from contextlib import contextmanager
 from functools import reduce
 
 import numpy as np
 
-from .errors import ArgumentError, StagingError
+from .errors import ArgumentError, ResourceError, StagingError
 from .ir.graph import FunDef, Graph, Node, Program, Var
 from .ir.ops import FLOAT_ONLY, IMPLS, Op, infer_types
 from .ir.types import FLOATS, I64, NUMPY, Type, TreeType, clean_bools, dtype_of_numpy, promote
@@ -109,9 +110,21 @@ def emit(op, inputs, attrs=None, bodies=()):
         inputs = [subst.get(v, v) for v in inputs]
     ins = tuple(frame.resolve(v) for v in inputs)
     outs = tuple(Var(t) for t in infer_types(op, [v.type for v in ins], attrs, bodies))
+    for v in outs:
+        _check_size(op, v.type)
     frame.graph.nodes.append(Node(op, ins, outs, attrs, tuple(bodies)))
     frame.scope.update(outs)
     return outs
+
+
+def _check_size(op, t):
+    """Byte counts of values (and of a table's entries) must fit in 63 bits: compiled code
+    computes sizes and offsets in int64."""
+    shape = getattr(t, "shape", ())
+    if shape and math.prod(shape) * np.dtype(NUMPY[t.dtype]).itemsize >= 2 ** 63:
+        raise ResourceError(f"`{op.value}` would make a {t.dtype} value of shape {tuple(shape)}: "
+                            f"{math.prod(shape)} elements, more bytes than 64-bit sizes hold; "
+                            "use smaller shapes")
 
 
 # -- staged values --------------------------------------------------------------

@@ -464,12 +464,13 @@ def _for(node, ins, k):
     and transcendental values, in tables; after the continuation, the backward loop runs
     the iterations in reverse, recomputing the rest of each body from its stored state,
     and carries the state's adjoint as loop state."""
+    from ..numeric import where
     from ..staging import FOR
     n = node.attrs["n_state"]
     types, (body,) = [v.type for v in node.outputs], node.bodies
     lower, upper = ins[0].primal, ins[1].primal
     init, caps = ins[2:2 + n], ins[2 + n:]
-    trips = upper - lower
+    trips = where(upper > lower, upper - lower, 0)   # < 0 only if it overflowed: its tables fail
     tables = [new_table(trips, t, written_first=True) for t in types]
     stored = stored_values(body, trips)
 
@@ -485,7 +486,8 @@ def _for(node, ins, k):
     weights = deferred_weight_grads(body, caps, trips, shared=tables + stored.tables)
     transposes = loop_invariant_transposes(body, caps)
 
-    def backward(j, adjoint):
+    def backward(i_, adjoint):
+        j = i_ - lower   # wraps only past 2^63 trips, whose tables (if any) failed already
         i = upper - 1 - j
         state = [Dual(at(tab, i - lower), new_slot(t) if differentiable(t) else None)
                  for tab, t in zip(tables, types)]
@@ -497,7 +499,7 @@ def _for(node, ins, k):
         with stored.replaying(i - lower), weights.collecting(j), transposes:
             cps(body, [Dual(i)] + state + caps, seed)
         return tuple(slot_get(state[k_].adj) for k_ in active)
-    adjoint = FOR(0, trips, backward, tuple(slot_get(result[k_].adj) for k_ in active))
+    adjoint = FOR(lower, upper, backward, tuple(slot_get(result[k_].adj) for k_ in active))
     weights.flush()
     for k_, g in zip(active, adjoint if isinstance(adjoint, tuple) else (adjoint,)):
         if init[k_].adj is not None:

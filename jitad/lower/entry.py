@@ -7,9 +7,11 @@ aligned; a tree's address as an int — unboxes, runs `main` with a stack budget
 fresh tensor arena, and boxes the results (nested tuples and new NumPy arrays are
 built here). On any mismatch or keywords it forwards the call to `self[0]` (the Python
 dispatcher, which converts what it can); when `main` stopped with a status, to
-`self[status]`: 1, the stack budget ran out (a retry on a thread with a larger stack, or
+`self[status]`: 1, the stack ran out (a retry on a thread with a larger stack, or
 `ResourceError`); 2, the tensor arena ran out; 3, Ctrl-C; 4, told to stop (see
-`runtime.python_function`).
+`runtime.python_function`). The stack limit of a recursive program is the calling
+thread's own, kept under a pthread key; a thread's first call forwards to `self[5]`,
+which stores it.
 """
 import sysconfig
 
@@ -190,11 +192,12 @@ def _never(module):
     return module.globals[name]
 
 
-def add_entry(module, main, in_types, out_types, layout, name, stack_budget, arg_layout=None, stoppable=False):
+def add_entry(module, main, in_types, out_types, layout, name, arg_layout=None, stoppable=False):
     """Define the entry `name` calling `main`; `layout` nests result indices in lists
     (tuples), and `arg_layout` the argument leaves likewise (default: flat leaves).
     A `stoppable` entry's code stops when the runtime's stop word is set (the deep-stack
     thread's, whose caller waits on it)."""
+    recursive = "llvm.frameaddress.p0" in module.globals   # declared by the stack checks
     arg_layout = list(range(len(in_types))) if arg_layout is None else arg_layout
     fn = ir.Function(module, ir.FunctionType(PTR, [PTR, PTR, I64, PTR]), name=name)
     self_, args, nargs, kwnames = fn.args
@@ -276,6 +279,14 @@ def add_entry(module, main, in_types, out_types, layout, name, stack_budget, arg
             values.append(b.fptrunc(v, F32) if t.dtype == "f32" else v)
 
     ctx, out = alloca(b, CTX), alloca(b, ret_type(out_types))
+    field = lambda k: b.gep(ctx, [I32(0), I32(k)], source_etype=CTX)
+    limit = I64(0)
+    if recursive:   # one load and a call: pthread_getspecific reads the thread's block
+        getspecific = api("pthread_getspecific", ir.FunctionType(PTR, [C_INT]))
+        limit = b.ptrtoint(b.call(getspecific, [b.load(api("jitad_stack_key"), typ=C_INT)]), I64)
+        with b.if_then(b.icmp_unsigned("==", limit, I64(0)), likely=False):
+            forward(5)   # this thread's first call
+    b.store(limit, field(0))
 
     def new_array(t):
         dims = alloca(b, ir.ArrayType(I64, max(len(t.shape), 1)))
@@ -312,10 +323,6 @@ def add_entry(module, main, in_types, out_types, layout, name, stack_budget, arg
     # result arrays first: compiled code writes tensor results straight into them
     arrays = {k: pooled_array(k, t) for k, t in enumerate(out_types) if t.shape}
     destinations = [_field(b, arrays[k], ARRAY_DATA, PTR) for k in sorted(arrays)]
-    frameaddress = api("llvm.frameaddress.p0", ir.FunctionType(PTR, [I32]))
-    sp = b.ptrtoint(b.call(frameaddress, [I32(0)]), I64)
-    field = lambda k: b.gep(ctx, [I32(0), I32(k)], source_etype=CTX)
-    b.store(b.sub(sp, I64(stack_budget)), field(0))
     b.store(I32(0), field(1))
     arena = api("jitad_arena")   # {base, end}, set up by the runtime
     for k in (0, 1):

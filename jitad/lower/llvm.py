@@ -296,9 +296,11 @@ def _table_entry(lo, table, t, index):
 def _table(lo, node, ins):
     t = node.attrs["type"]
     b = lo.b
-    n = b.select(b.icmp_signed("<", ins[0], I64(0)), I64(0), ins[0])
-    entries = b.mul(n, I64(max(1, int(np.prod(t.shape, dtype=np.int64)))))
-    table = lo.alloc_bytes(b.mul(entries, I64(ELEMENT_BYTES[t.dtype])))
+    n, size = ins[0], max(1, math.prod(t.shape))   # n < 0: a trip count that overflowed
+    umul = lo.extern("llvm.umul.with.overflow.i64", ir.FunctionType(ir.LiteralStructType([I64, I1]), [I64, I64]))
+    nbytes = b.call(umul, [n, I64(size * ELEMENT_BYTES[t.dtype])])   # n < 0 is huge unsigned
+    table = lo.alloc_bytes(b.select(b.extract_value(nbytes, 1), I64(-1), b.extract_value(nbytes, 0)))
+    entries = b.mul(n, I64(size))   # fits: the table was allocated
     if not node.attrs.get("uninit"):   # (entries written before they are read need no zeros)
         lo.counted_loop(entries, lambda i: b.store(LL[t.dtype](0), b.gep(table, [i], source_etype=LL[t.dtype])))
     return [table]
@@ -752,19 +754,18 @@ class Lowerer:
 
     def alloc(self, t):
         """A buffer for a value of tensor type `t` from the arena (bump allocation)."""
-        nbytes = (max(1, int(np.prod(t.shape, dtype=np.int64))) * ELEMENT_BYTES[t.dtype] + 63) // 64 * 64
-        return self.alloc_bytes(I64(nbytes))
+        return self.alloc_bytes(I64(max(1, math.prod(t.shape)) * ELEMENT_BYTES[t.dtype]))   # < 2^63: staging
 
     def alloc_bytes(self, nbytes):
-        """`nbytes` (an i64 value, rounded up to 64) from the arena."""
+        """`nbytes` (an i64 value read as unsigned, rounded up to 64) from the arena."""
         b = self.b
-        nbytes = b.and_(b.add(nbytes, I64(63)), I64(-64))
         top = b.load(self.ctx_field(2), typ=PTR)
-        new = b.gep(top, [nbytes], source_etype=I8)
         end = b.load(self.ctx_field(3), typ=PTR)
-        with b.if_then(b.icmp_unsigned(">", b.ptrtoint(new, I64), b.ptrtoint(end, I64)), likely=False):
+        room = b.sub(b.ptrtoint(end, I64), b.ptrtoint(top, I64))   # a multiple of 64, as every allocation
+        with b.if_then(b.icmp_unsigned(">", nbytes, room), likely=False):   # (top + nbytes could wrap)
             b.store(I32(ARENA_EXHAUSTED), self.status_ptr())
             b.branch(self.bail_block())
+        new = b.gep(top, [b.and_(b.add(nbytes, I64(63)), I64(-64))], source_etype=I8)
         b.store(new, self.ctx_field(2))
         peak_ptr = b.gep(self.extern_data("jitad_arena"), [I64(16)], source_etype=I8)   # high-water mark
         peak_ptr.type = PTR

@@ -23,18 +23,9 @@ from .entry import PY_API, PY_DATA
 
 CACHE_FORMAT = 2   # version 2: entries hold their key and fingerprint
 MAX_CACHE_ENTRY = 256 << 20   # bytes; a larger cache file is ignored
-def _shallow_stack():
-    """Bytes of the calling thread's stack compiled code may use: half the main thread's
-    limit (threads get that size by default on Linux), between 1 and 4 MiB."""
-    import resource
-    soft, _ = resource.getrlimit(resource.RLIMIT_STACK)
-    if soft == resource.RLIM_INFINITY or soft <= 0:
-        soft = 8 << 20
-    return max(1 << 20, min(4 << 20, soft // 2))
-
-
-SHALLOW_STACK = _shallow_stack()  # bytes of the caller's stack compiled code may use
-DEEP_STACK = 512 << 20           # stack of the thread that retries deep recursions
+DEEP_STACK = 512 << 20     # stack of the thread that retries deep recursions
+STACK_MARGIN = 128 << 10   # kept free below compiled code's stack limit: a recursive frame and
+                           # what it calls between two checks (kernels, BLAS, libm)
 STATS = {"compiled": 0, "loaded": 0}   # modules compiled here / loaded from the disk cache
 
 _lock = threading.RLock()
@@ -82,6 +73,12 @@ class _Jit:
         llvm.add_symbol("jitad_stop", self.stop.ctypes.data)
         self.prev_sigint = np.zeros(1, dtype=np.uint64)   # the C handler `_sigint_stops_worker` chains to
         llvm.add_symbol("jitad_prev_sigint", self.prev_sigint.ctypes.data)
+        # compiled code finds its thread's stack limit under this pthread key (`enter_thread`)
+        self.stack_key = np.zeros(1, dtype=np.uint32)
+        if _libc.pthread_key_create(self.stack_key.ctypes.data, None):
+            raise ResourceError("jitad: no pthread key left for the stack limit")
+        llvm.add_symbol("jitad_stack_key", self.stack_key.ctypes.data)
+        llvm.add_symbol("pthread_getspecific", ctypes.cast(_libc.pthread_getspecific, ctypes.c_void_p).value)
         blas = _numpy_openblas()
         for name in ("scipy_cblas_dgemm64_", "scipy_cblas_sgemm64_"):
             if blas is not None and hasattr(blas, name):
@@ -124,13 +121,50 @@ def _numpy_openblas():
     return None
 
 
+_libc = ctypes.CDLL(None)
+_libc.pthread_self.restype = ctypes.c_ulong
+_libc.pthread_key_create.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+_libc.pthread_getattr_np.argtypes = [ctypes.c_ulong, ctypes.c_void_p]
+_libc.pthread_attr_getstack.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p),
+                                        ctypes.POINTER(ctypes.c_size_t)]
+_libc.pthread_attr_destroy.argtypes = [ctypes.c_void_p]
+_libc.pthread_setspecific.argtypes = [ctypes.c_uint, ctypes.c_void_p]
+
+
+def _stack_bottom():
+    """The lowest usable address of the calling thread's stack, or None if unknown. The
+    main thread's stack under `ulimit -s unlimited` is reported as the whole gap below
+    it: it counts as `DEEP_STACK` bytes."""
+    attr = ctypes.create_string_buffer(128)   # a pthread_attr_t (56 bytes on 64-bit glibc)
+    if _libc.pthread_getattr_np(_libc.pthread_self(), attr):
+        return None
+    try:
+        low, size = ctypes.c_void_p(), ctypes.c_size_t()
+        if _libc.pthread_attr_getstack(attr, ctypes.byref(low), ctypes.byref(size)) or not low.value:
+            return None
+    finally:
+        _libc.pthread_attr_destroy(attr)
+    return low.value + max(0, size.value - DEEP_STACK)
+
+
+def enter_thread():
+    """Store the calling thread's stack limit for compiled code: an entry called in a
+    thread for the first time forwards here, then runs. (A thread-specific value, read
+    natively by every entry of a recursive program: threads of any stack size, forked
+    children and threads jitad never saw get their own.)"""
+    bottom = _stack_bottom()
+    limit = bottom + STACK_MARGIN if bottom else 2 ** 64 - 1   # unknown: no recursion
+    _libc.pthread_setspecific(int(jit().stack_key[0]), limit)
+
+
 def register_constants(constants):
     """Point the symbols of large constant arrays at their data (in every process)."""
     j = jit()
-    for name, array in constants.items():
-        if name not in j.constants:
-            j.constants[name] = array
-            llvm.add_symbol(name, array.ctypes.data)
+    with _lock:
+        for name, array in constants.items():
+            if name not in j.constants:
+                j.constants[name] = array
+                llvm.add_symbol(name, array.ctypes.data)
 
 
 def jit():
@@ -316,10 +350,16 @@ def _method_def(addr, name):
 
 def python_function(addr, name, fallback, on_exhausted):
     """A builtin function object calling the entry at `addr`; its `self` holds the
+    """A builtin function object calling the entry at `addr`; its `self` holds the
     handlers the entry forwards to: (dispatcher, stack exhausted, arena exhausted,
-    Ctrl-C, stopped)."""
+    Ctrl-C, stopped, first call in this thread)."""
     again = _Interrupted()
-    fn = _new_cfunction(_method_def(addr, name), (fallback, on_exhausted, arena_exhausted, again, stopped), None)
+
+    def first_call_in_thread(*args):
+        enter_thread()
+        return fn(*args)
+    fn = _new_cfunction(_method_def(addr, name),
+                        (fallback, on_exhausted, arena_exhausted, again, stopped, first_call_in_thread), None)
     again.entry = weakref.ref(fn)
     return fn
 
@@ -470,6 +510,32 @@ def run_with_deep_stack(fn, *args):
         if _worker is None:
             _worker = _DeepStackWorker()
     return _worker.run(fn, args)
+
+
+_llvm_lock = llvm.ffi.lib._lock   # llvmlite serializes every call into LLVM with this lock
+
+
+def _before_fork():
+    """Wait for the locks: no compile (or LLVM call) is half done in the child."""
+    _lock.acquire()
+    _llvm_lock.__enter__()
+
+
+def _after_fork_in_parent():
+    _llvm_lock.__exit__()
+    _lock.release()
+
+
+def _after_fork_in_child():
+    """The child has only the forking thread: no deep-stack thread, and no lock held by
+    another."""
+    global _lock, _worker
+    _llvm_lock.__exit__()
+    _lock, _worker = threading.RLock(), None
+
+
+os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
+                    after_in_child=_after_fork_in_child)
 
 
 def arena_high_water(reset=False):
