@@ -350,7 +350,6 @@ def _method_def(addr, name):
 
 def python_function(addr, name, fallback, on_exhausted):
     """A builtin function object calling the entry at `addr`; its `self` holds the
-    """A builtin function object calling the entry at `addr`; its `self` holds the
     handlers the entry forwards to: (dispatcher, stack exhausted, arena exhausted,
     Ctrl-C, stopped, first call in this thread)."""
     again = _Interrupted()
