@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-BATCH, WIDTH, STEPS = 512, 1024, 20
+BATCH, WIDTH, STEPS = 2048, 1024, 10
 SIZES = [8 << (2 * k) for k in range(11)]   # 8 B .. 8 MiB
 
 
