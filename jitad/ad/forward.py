@@ -91,6 +91,9 @@ def _tangent(node, ins, primals, out):
     if op in (Op.ALLREDUCE, Op.BCAST):
         from ..distributed import collective_jvp
         return collective_jvp(node, tangents[0])
+    if op == Op.LINALG:
+        from ..linalg import jvp
+        return jvp(node, primals, tangents, out)
     if op in LINEAR or op in (Op.INDEX, Op.GATHER):
         return wrap(emit(op, [tangents[0].var] + [p.var for p in primals[1:]], attrs)[0])
     if op == Op.CONCAT:

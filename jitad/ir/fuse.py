@@ -31,7 +31,7 @@ def fuse_program(program):
 
 PURE = ELEMENTWISE_OPS | {Op.SUM, Op.MAX, Op.RESHAPE, Op.TRANSPOSE, Op.MATMUL, Op.INDEX, Op.GATHER,
                           Op.SLICE, Op.UNSLICE, Op.CONCAT, Op.BROADCAST, Op.CONST, Op.SLOT_GET,
-                          Op.TREE_GET, Op.TREE_ROOT, Op.TREE_SIZE, Op.TABLE_GET, Op.RANDOM}
+                          Op.TREE_GET, Op.TREE_ROOT, Op.TREE_SIZE, Op.TABLE_GET, Op.RANDOM, Op.LINALG}
 
 
 def forward_stop_gradients(graph):

@@ -40,6 +40,7 @@ class Op(enum.Enum):
     ARENA_MARK = "arena_mark"; ARENA_RELEASE = "arena_release"   # free temporaries early
     # collectives across processes (jitad.distributed): effects, never removed or fused
     ALLREDUCE = "allreduce"; BCAST = "bcast"
+    LINALG = "linalg"   # a LAPACK routine, attrs["fn"] (jitad.linalg, jitad/lower/lapack.py)
     # control flow
     IF = "if"; WHILE = "while"; FOR = "for"; CALL = "call"; TREE = "tree"
 
@@ -454,6 +455,15 @@ declare(Op.ALLREDUCE, _shape_rule(lambda types, reduce: types[0].shape),
         vjp=lambda g, x, out, reduce: (_dist().allreduce_vjp(g, reduce),))
 declare(Op.BCAST, _shape_rule(lambda types, root: types[0].shape), lambda x, root: _dist().broadcast(x, root),
         vjp=lambda g, x, out, root: (_dist().broadcast_vjp(g, root),))
+
+
+def _la():
+    from .. import linalg
+    return linalg
+
+
+declare(Op.LINALG, lambda op, types, attrs, bodies: _la().type_rule(types, attrs),
+        lambda *xs, **attrs: _la().impl(*xs, **attrs), vjp=lambda g, *args, **attrs: _la().vjp(g, *args, **attrs))
 
 
 # -- slots and continuations -----------------------------------------------------

@@ -1141,3 +1141,4 @@ def lower_program(module, program, prefix):
 
 from . import tensor  # noqa: E402,F401  (registers the tensor rules in LOWER)
 from . import mpi  # noqa: E402,F401  (the collectives' rules)
+from . import lapack  # noqa: E402,F401  (jitad.linalg's rules)

@@ -1,0 +1,654 @@
+"""`jitad.linalg`: NumPy's `numpy.linalg` (and SciPy's `solve_triangular`) with derivatives.
+
+    import jitad, jitad.linalg as la
+    def nll(K, y):                       # a Gaussian process's negative log marginal likelihood
+        L = la.cholesky(K)
+        alpha = la.solve_triangular(L, y, lower=True)
+        return 0.5 * jitad.sum(alpha * alpha) + jitad.sum(jitad.log(jitad.diagonal(L)))
+    jitad.grad(nll)(K, y)
+
+On NumPy values these compute eagerly with NumPy/SciPy; on staged values they record one
+primitive, `linalg` (its attribute `fn` names the routine), which the compiled code runs by
+calling SciPy's bundled LAPACK directly (jitad/lower/lapack.py): no Python in the hot path.
+Operands are float64/float32 matrices with any leading batch dimensions (integers become
+float64). Several results are packed into one array by the primitive (`slogdet`: `[sign,
+logabsdet]`; `eigh`: eigenvalues atop eigenvectors; `qr`/`svd`: the factors flattened) and
+sliced apart here, so every primitive has one result.
+
+Failures follow NumPy/JAX: a singular matrix (`solve`, `inv`, `solve_triangular`) or a
+`cholesky` of a matrix that is not positive definite gives a NaN-filled result (per matrix
+of a batch) inside staged code, and eagerly too unless `check=True`, which raises
+`jitad.linalg.LinAlgError` (a `JitadError` and a `numpy.linalg.LinAlgError`). `check=True`
+has no effect inside staged code, where values are only known when the compiled code runs.
+`slogdet`/`det` of a singular matrix give sign 0, log|det| -inf (det 0), as NumPy.
+
+Derivatives (reverse and forward, written with these primitives so they differentiate
+again): `solve`/`inv` by the adjoint solve, `det` through `slogdet`, `cholesky` by Murray
+(2016), `solve_triangular` by triangular solves, `eigh`/`svd`/`qr` by the perturbation
+formulas JAX uses. As in JAX, `cholesky` and `eigh` differentiate as functions of the
+symmetric part of their input ((A + A^T) / 2: the gradient is symmetric), and the `eigh`
+and `svd` derivatives are infinite/NaN at repeated eigenvalues (singular values), where
+eigenvectors are not unique; `qr` differentiates for m >= n, `svd` with
+`full_matrices=False` or square inputs.
+
+With `device="cuda"` these functions raise `DeviceError`: they run on the CPU backend.
+"""
+import numpy as np
+
+from .errors import ArgumentError, DeviceError, JitadError, ShapeError
+from .ir.ops import Op
+from .ir.types import Type
+from .staging import Staged, as_var, emit, is_staged
+
+__all__ = ["solve", "inv", "det", "slogdet", "cholesky", "solve_triangular", "eigh", "eigvalsh", "qr",
+           "svd", "norm", "pinv", "LinAlgError"]
+
+
+class LinAlgError(JitadError, np.linalg.LinAlgError):
+    """A singular matrix or one that is not positive definite, with `check=True`."""
+
+
+def _N():
+    from . import numeric
+    return numeric
+
+
+# -- operands --------------------------------------------------------------------
+
+def _float(x, who):
+    """`x` as a float staged value or a float NumPy array (ints become float64)."""
+    if is_staged(x):
+        if x.dtype not in ("f32", "f64"):
+            return Staged(as_var(x, "f64"))
+        return x
+    a = np.asarray(x)
+    if a.dtype.kind not in "biuf":
+        raise ArgumentError(f"`linalg.{who}` takes float arrays, got {a.dtype}")
+    return a if a.dtype in (np.float32, np.float64) else a.astype(np.float64)
+
+
+def _square(a, who):
+    shape = tuple(a.shape)
+    if len(shape) < 2 or shape[-1] != shape[-2]:
+        raise ShapeError(f"`linalg.{who}`: shape {shape}: need square matrices (..., n, n)")
+    return shape[-1]
+
+
+def _matrix(a, who):
+    if len(a.shape) < 2:
+        raise ShapeError(f"`linalg.{who}`: shape {tuple(a.shape)}: need matrices (..., m, n)")
+
+
+def _same_dtype(*xs):
+    dts = {x.dtype if is_staged(x) else {np.float32: "f32", np.float64: "f64"}[x.dtype.type] for x in xs}
+    dtype = "f64" if "f64" in dts else "f32"
+    return [Staged(as_var(x, dtype)) if is_staged(x) else
+            np.asarray(x, np.float64 if dtype == "f64" else np.float32) for x in xs], dtype
+
+
+def _prim(fn, *xs, **attrs):
+    """Record the `linalg` primitive for routine `fn` (operands made float and of one dtype)."""
+    xs, dtype = _same_dtype(*xs)
+    return Staged(emit(Op.LINALG, [as_var(x, dtype) for x in xs], dict(fn=fn, **attrs))[0])
+
+
+def _broadcast_batch(a, b, core_a, core_b):
+    """`a`, `b` broadcast to one batch shape (the dimensions before their `core` ones)."""
+    N = _N()
+    batch = tuple(np.broadcast_shapes(tuple(a.shape[:len(a.shape) - core_a]), tuple(b.shape[:len(b.shape) - core_b])))
+    bt = lambda x, core: x if tuple(x.shape[:len(x.shape) - core]) == batch else (
+        N.broadcast_to(x, batch + tuple(x.shape[len(x.shape) - core:])) if is_staged(x)
+        else np.broadcast_to(x, batch + tuple(x.shape[len(x.shape) - core:])))
+    return bt(a, core_a), bt(b, core_b)
+
+
+def _fail(who, what, check):
+    if check:
+        raise LinAlgError(f"`linalg.{who}`: {what}")
+
+
+def _eager_each(fn, who, what, check, *arrays, out_shape, dtype):
+    """Apply NumPy `fn` per matrix of a batch; a failing matrix gives NaN (or raises)."""
+    try:
+        return np.asarray(fn(*arrays), dtype)
+    except np.linalg.LinAlgError:
+        _fail(who, what, check)
+    out = np.empty(out_shape, dtype)
+    for idx in np.ndindex(*arrays[0].shape[:-2]):
+        try:
+            out[idx] = fn(*(x[idx] for x in arrays))
+        except np.linalg.LinAlgError:
+            out[idx] = np.nan
+    return out
+
+
+# -- the public functions ----------------------------------------------------------
+
+def solve(a, b, check=False):
+    """The solution x of a @ x = b: `jitad.linalg.solve(a, b)`, NumPy's rules (b of shape
+    (..., n) is a vector when it is 1-D, else (..., n, k); batch dimensions broadcast).
+    A singular a gives NaN (see the module's docstring)."""
+    a, b = _float(a, "solve"), _float(b, "solve")
+    n = _square(a, "solve")
+    vector = len(b.shape) == 1
+    if vector:
+        b = b.reshape((n, 1)) if not is_staged(b) else _N().reshape(b, (n, 1))
+    if len(b.shape) < 2 or b.shape[-2] != n:
+        raise ShapeError(f"`linalg.solve`: a {tuple(a.shape)} and b {tuple(b.shape)}: b needs {n} rows")
+    a, b = _broadcast_batch(a, b, 2, 2)
+    if is_staged(a) or is_staged(b):
+        x = _prim("solve", a, b)
+    else:
+        (a, b), _ = _same_dtype(a, b)
+        x = _eager_each(np.linalg.solve, "solve", "singular matrix", check, a, b, out_shape=b.shape, dtype=b.dtype)
+    return (_N().reshape(x, (n,)) if is_staged(x) else x.reshape(n)) if vector else x
+
+
+def inv(a, check=False):
+    """The inverse of square matrices (..., n, n); singular ones give NaN."""
+    a = _float(a, "inv")
+    n = _square(a, "inv")
+    eye = np.broadcast_to(np.eye(n, dtype=np.float64 if a.dtype in ("f64", np.float64) else np.float32), a.shape)
+    if is_staged(a):
+        return _prim("solve", a, eye)
+    return solve(a, eye, check=check)
+
+
+def slogdet(a):
+    """`(sign, log|det a|)` of square matrices, as NumPy: sign 0 and -inf for a singular one."""
+    a = _float(a, "slogdet")
+    _square(a, "slogdet")
+    if not is_staged(a):
+        return tuple(np.linalg.slogdet(a))
+    both = _prim("slogdet", a)
+    N = _N()
+    nd = len(both.shape) - 1
+    pick = lambda k: N.reshape(N.take_slice(both, nd, k, k + 1), both.shape[:-1])
+    return pick(0), pick(1)
+
+
+def det(a):
+    """The determinant of square matrices (..., n, n), through `slogdet`."""
+    a = _float(a, "det")
+    if not is_staged(a):
+        _square(a, "det")
+        return np.linalg.det(a)
+    sign, logdet = slogdet(a)
+    return sign * _N().exp(logdet)
+
+
+def cholesky(a, check=False):
+    """The lower-triangular L with L @ L.T == a (only a's lower triangle is read); a
+    matrix that is not positive definite gives NaN."""
+    a = _float(a, "cholesky")
+    _square(a, "cholesky")
+    if is_staged(a):
+        return _prim("cholesky", a)
+    return _eager_each(np.linalg.cholesky, "cholesky", "matrix is not positive definite", check, a,
+                       out_shape=a.shape, dtype=a.dtype)
+
+
+def solve_triangular(a, b, trans=0, lower=False, check=False):
+    """SciPy's `solve_triangular`: x with op(a) @ x = b, op(a) = a (`trans=0`/'N') or
+    a.T (1/'T'), reading only a's lower (`lower=True`) or upper triangle. A zero on the
+    diagonal gives NaN."""
+    if trans not in (0, 1, "N", "T"):
+        raise ArgumentError(f"`linalg.solve_triangular`: trans={trans!r}; use 0/'N' or 1/'T'")
+    trans = trans in (1, "T")
+    a, b = _float(a, "solve_triangular"), _float(b, "solve_triangular")
+    n = _square(a, "solve_triangular")
+    vector = len(b.shape) == len(a.shape) - 1
+    N = _N()
+    if vector:
+        b = N.reshape(b, tuple(b.shape) + (1,)) if is_staged(b) else b[..., None]
+    if b.shape[-2] != n:
+        raise ShapeError(f"`linalg.solve_triangular`: a {tuple(a.shape)} and b {tuple(b.shape)}: b needs {n} rows")
+    a, b = _broadcast_batch(a, b, 2, 2)
+    if is_staged(a) or is_staged(b):
+        x = _prim("trisolve", a, b, lower=bool(lower), trans=trans)
+    else:
+        (a, b), _ = _same_dtype(a, b)
+        x = _eager_trisolve(a, b, lower, trans, check)
+    return (N.reshape(x, tuple(x.shape[:-1])) if is_staged(x) else x[..., 0]) if vector else x
+
+
+def _eager_trisolve(a, b, lower, trans, check):
+    tri = np.tril(a) if lower else np.triu(a)
+    if np.any(np.diagonal(a, axis1=-2, axis2=-1) == 0):
+        _fail("solve_triangular", "singular matrix (a zero on the diagonal)", check)
+    with np.errstate(all="ignore"):
+        out = np.empty(b.shape, b.dtype)
+        for idx in np.ndindex(*b.shape[:-2]):
+            t = tri[idx].T if trans else tri[idx]
+            singular = np.any(np.diagonal(t) == 0)
+            out[idx] = np.nan if singular else np.linalg.solve(t, b[idx])
+    return out
+
+
+def eigh(a, UPLO="L"):
+    """Eigenvalues (ascending) and eigenvectors (columns) of symmetric matrices, from the
+    lower triangle: `w, v = jitad.linalg.eigh(a)`. A failed decomposition gives NaN."""
+    if UPLO not in ("L", "U"):
+        raise ArgumentError(f"`linalg.eigh`: UPLO={UPLO!r}; use 'L' or 'U'")
+    a = _float(a, "eigh")
+    n = _square(a, "eigh")
+    if not is_staged(a):
+        w, v = np.linalg.eigh(a, UPLO=UPLO)
+        return w, v
+    if UPLO == "U":
+        a = _swap(a)
+    packed = _prim("eigh", a)
+    return _unpack_eigh(packed, n)
+
+
+def eigvalsh(a, UPLO="L"):
+    """The eigenvalues (ascending) of symmetric matrices."""
+    return eigh(a, UPLO)[0]
+
+
+def _unpack_eigh(packed, n):
+    N = _N()
+    nd = len(packed.shape)
+    w = N.reshape(N.take_slice(packed, nd - 2, 0, 1), tuple(packed.shape[:-2]) + (n,))
+    return w, N.take_slice(packed, nd - 2, 1, n + 1)
+
+
+def qr(a, mode="reduced"):
+    """`q, r = jitad.linalg.qr(a)` (mode 'reduced'; 'r' gives r alone), as NumPy: q (..., m, k),
+    r (..., k, n), k = min(m, n)."""
+    if mode not in ("reduced", "r"):
+        raise ArgumentError(f"`linalg.qr`: mode={mode!r}; use 'reduced' or 'r'")
+    a = _float(a, "qr")
+    _matrix(a, "qr")
+    if not is_staged(a):
+        return np.linalg.qr(a, mode=mode)
+    m, n = a.shape[-2:]
+    q, r = _unpack(_prim("qr", a), [(m, min(m, n)), (min(m, n), n)])
+    return r if mode == "r" else (q, r)
+
+
+def svd(a, full_matrices=True, compute_uv=True):
+    """`u, s, vh = jitad.linalg.svd(a)`, NumPy's convention (singular values descending;
+    `full_matrices=False` gives the reduced factors; `compute_uv=False` s alone)."""
+    a = _float(a, "svd")
+    _matrix(a, "svd")
+    if not is_staged(a):
+        return np.linalg.svd(a, full_matrices=full_matrices, compute_uv=compute_uv)
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    full = bool(full_matrices) and compute_uv and m != n
+    u, s, vh = _unpack(_prim("svd", a, full=full), [(m, m if full else k), (k,), (n if full else k, n)])
+    return (u, s, vh) if compute_uv else s
+
+
+def _unpack(flat, shapes):
+    """Split the last axis of a packed result into arrays of the given core shapes."""
+    N = _N()
+    batch, nd, out, start = tuple(flat.shape[:-1]), len(flat.shape) - 1, [], 0
+    for shape in shapes:
+        size = int(np.prod(shape))
+        out.append(N.reshape(N.take_slice(flat, nd, start, start + size), batch + tuple(shape)))
+        start += size
+    return out
+
+
+def norm(x, ord=None, axis=None, keepdims=False):
+    """NumPy's `norm`: vector norms (ord None/2, 1, inf, -inf, 0, p) and matrix norms
+    (None/'fro', 'nuc', 1, -1, 2, -2, inf, -inf over two axes)."""
+    N = _N()
+    if not is_staged(x):
+        return np.linalg.norm(x, ord=ord, axis=axis, keepdims=keepdims)
+    x = _float(x, "norm")
+    nd = len(x.shape)
+    if axis is None:
+        if ord is not None and nd not in (1, 2):
+            raise ShapeError(f"`linalg.norm`: ord={ord!r} of shape {tuple(x.shape)}: needs 1-D or 2-D, or give axis")
+        axis = tuple(range(nd))
+    axis = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    axis = tuple(int(d) % nd for d in axis)
+    absx = N.abs(x)
+    if ord is None or ord == "fro" and len(axis) == 2:
+        out = N.sqrt(N.sum(x * x, axis=axis, keepdims=keepdims))
+    elif len(axis) == 1:
+        out = _vector_norm(x, absx, ord, axis, keepdims)
+    elif len(axis) == 2:
+        out = _matrix_norm(x, absx, ord, axis, keepdims)
+    else:
+        raise ShapeError(f"`linalg.norm`: axis={axis}: one or two axes")
+    return out
+
+
+def _vector_norm(x, absx, ord, axis, keepdims):
+    N = _N()
+    if ord == np.inf:
+        return N.max(absx, axis=axis, keepdims=keepdims)
+    if ord == -np.inf:
+        return N.min(absx, axis=axis, keepdims=keepdims)
+    if ord == 0:
+        return N.sum(N.convert(x != 0.0, x.dtype), axis=axis, keepdims=keepdims)
+    if ord == 1:
+        return N.sum(absx, axis=axis, keepdims=keepdims)
+    if ord == 2:
+        return N.sqrt(N.sum(x * x, axis=axis, keepdims=keepdims))
+    if isinstance(ord, str):
+        raise ArgumentError(f"`linalg.norm`: ord={ord!r} is a matrix norm; vectors take numbers")
+    return N.sum(absx ** float(ord), axis=axis, keepdims=keepdims) ** (1.0 / float(ord))
+
+
+def _matrix_norm(x, absx, ord, axis, keepdims):
+    N = _N()
+    r, c = axis
+    if ord in (1, -1, np.inf, -np.inf):
+        sum_axis, ext_axis = (r, c) if ord in (1, -1) else (c, r)
+        sums = N.sum(absx, axis=sum_axis, keepdims=True)
+        out = (N.max if ord > 0 else N.min)(sums, axis=ext_axis, keepdims=True)
+    elif ord in (2, -2, "nuc"):
+        rest = [d for d in range(len(x.shape)) if d not in axis]
+        moved = N.transpose(x, tuple(rest) + (r, c))
+        s = svd(moved, compute_uv=False)
+        s_axis = len(s.shape) - 1
+        out = N.sum(s, axis=s_axis) if ord == "nuc" else (N.max if ord == 2 else N.min)(s, axis=s_axis)
+        if keepdims:
+            shape = [1 if d in axis else n for d, n in enumerate(x.shape)]
+            out = N.reshape(out, tuple(shape))
+        return out
+    else:
+        raise ArgumentError(f"`linalg.norm`: ord={ord!r} is not a matrix norm; use None, 'fro', 'nuc', "
+                            "1, -1, 2, -2, inf or -inf")
+    if not keepdims:
+        out = N.reshape(out, tuple(n for d, n in enumerate(x.shape) if d not in axis))
+    return out
+
+
+def pinv(a, rtol=None):
+    """The Moore-Penrose pseudo-inverse, through `svd`: singular values at most
+    `rtol * max(s)` (default max(m, n) * eps, as NumPy 2) count as zero."""
+    a = _float(a, "pinv")
+    _matrix(a, "pinv")
+    m, n = a.shape[-2:]
+    if not is_staged(a):
+        return np.linalg.pinv(a, rtol=max(m, n) * np.finfo(a.dtype).eps if rtol is None else rtol)
+    N = _N()
+    rtol = max(m, n) * np.finfo(np.float64 if a.dtype == "f64" else np.float32).eps if rtol is None else rtol
+    u, s, vh = svd(a, full_matrices=False)
+    nd = len(s.shape)
+    cutoff = N.reshape(rtol * N.max(s, axis=nd - 1), tuple(s.shape[:-1]) + (1,))
+    s_inv = N.where(s > cutoff, 1.0 / N.where(s > cutoff, s, 1.0), 0.0)
+    return _mm(_swap(vh) * N.reshape(s_inv, tuple(s.shape[:-1]) + (1, s.shape[-1])), _swap(u))
+
+
+# -- batched helpers for the derivative rules --------------------------------------
+
+def _swap(x):
+    """x with its last two axes swapped."""
+    nd = len(x.shape)
+    return _N().transpose(x, tuple(range(nd - 2)) + (nd - 1, nd - 2))
+
+
+def _mm(a, b):
+    """a @ b over matrices with the same batch dimensions."""
+    N = _N()
+    if len(a.shape) == 2:
+        return N.matmul_t(a, b)
+    batch, (m, k), n = tuple(a.shape[:-2]), a.shape[-2:], b.shape[-1]
+    count = int(np.prod(batch))
+    if count <= 16:   # a product per matrix (BLAS), unrolled
+        fa, fb = N.reshape(a, (count, m, k)), N.reshape(b, (count, k, n))
+        rows = [N.matmul_t(N.reshape(N.take_slice(fa, 0, i, i + 1), (m, k)),
+                           N.reshape(N.take_slice(fb, 0, i, i + 1), (k, n))) for i in range(count)]
+        return N.reshape(N.stack(rows), batch + (m, n))
+    nd = len(batch)
+    return N.sum(N.reshape(a, batch + (m, k, 1)) * N.reshape(b, batch + (1, k, n)), axis=nd + 1)
+
+
+def _eye(n, dtype):
+    return np.eye(n, dtype=np.float64 if dtype == "f64" else np.float32)
+
+
+def _diag(x):
+    """The diagonal (..., n) of matrices (..., n, n)."""
+    n = x.shape[-1]
+    return _N().sum(x * _eye(n, x.dtype), axis=len(x.shape) - 1)
+
+
+def _diagm(v):
+    """Diagonal matrices (..., n, n) from vectors (..., n)."""
+    n = v.shape[-1]
+    return _N().reshape(v, tuple(v.shape) + (1,)) * _eye(n, v.dtype)
+
+
+def _row(v):
+    """Vectors (..., n) as rows (..., 1, n), which broadcast over a matrix's rows."""
+    return _N().reshape(v, tuple(v.shape[:-1]) + (1, v.shape[-1]))
+
+
+def _sym(x):
+    return 0.5 * (x + _swap(x))
+
+
+def _tri_mask(n, dtype, lower, k=0):
+    ones = np.ones((n, n), np.float64 if dtype == "f64" else np.float32)
+    return np.tril(ones, k) if lower else np.triu(ones, -k)
+
+
+def _trisolve(a, b, lower, trans):
+    return _prim("trisolve", a, b, lower=lower, trans=trans)
+
+
+# -- the primitive: types, NumPy meaning, derivatives ---------------------------------
+
+def type_rule(types, attrs):
+    fn, a = attrs["fn"], types[0]
+    assert all(t.dtype == a.dtype and t.dtype in ("f32", "f64") for t in types), types
+    batch, (m, n) = a.shape[:-2], a.shape[-2:]
+    if fn in ("solve", "trisolve"):
+        assert m == n and types[1].shape[:-2] == batch and types[1].shape[-2] == n, types
+        return [types[1]]
+    if fn == "cholesky":
+        return [a]
+    if fn == "slogdet":
+        return [Type(a.dtype, batch + (2,))]
+    if fn == "eigh":
+        return [Type(a.dtype, batch + (n + 1, n))]
+    k = min(m, n)
+    if fn == "qr":
+        return [Type(a.dtype, batch + (m * k + k * n,))]
+    assert fn == "svd", fn
+    full = attrs["full"]
+    return [Type(a.dtype, batch + ((m * m if full else m * k) + k + (n * n if full else k * n),))]
+
+
+def impl(*xs, fn, **attrs):
+    """The NumPy meaning of the primitive (the reference interpreter's)."""
+    a = xs[0]
+    with np.errstate(all="ignore"):
+        if fn == "solve":
+            return _eager_each(np.linalg.solve, fn, "", False, a, xs[1], out_shape=xs[1].shape, dtype=a.dtype)
+        if fn == "trisolve":
+            return _eager_trisolve(a, xs[1], attrs["lower"], attrs["trans"], False)
+        if fn == "cholesky":
+            return _eager_each(np.linalg.cholesky, fn, "", False, a, out_shape=a.shape, dtype=a.dtype)
+        if fn == "slogdet":
+            return np.stack(np.linalg.slogdet(a), axis=-1).astype(a.dtype)
+        if fn == "eigh":
+            w, v = np.linalg.eigh(a)
+            return np.concatenate([w[..., None, :], v], axis=-2)
+        batch = a.shape[:-2]
+        flat = lambda *ps: np.concatenate([p.reshape(batch + (-1,)) for p in ps], axis=-1).astype(a.dtype)
+        if fn == "qr":
+            return flat(*np.linalg.qr(a))
+        return flat(*np.linalg.svd(a, full_matrices=attrs["full"]))
+
+
+def vjp(g, *args, fn, **attrs):
+    """Cotangents of the primitive's operands given the cotangent `g` of its result."""
+    *ins, out = args
+    N = _N()
+    a = ins[0]
+    if fn == "solve":   # x = a^-1 b: gb = a^-T g, ga = -gb x^T
+        gb = _prim("solve", _swap(a), g)
+        return -_mm(gb, _swap(out)), gb
+    if fn == "trisolve":
+        lower, trans = attrs["lower"], attrs["trans"]
+        gb = _trisolve(a, g, lower, not trans)
+        ga = -(_mm(out, _swap(gb)) if trans else _mm(gb, _swap(out)))
+        return ga * _tri_mask(a.shape[-1], a.dtype, lower), gb
+    if fn == "slogdet":   # d log|det a| = tr(a^-1 da): ga = g a^-T
+        n = a.shape[-1]
+        nd = len(g.shape) - 1
+        g_log = N.reshape(N.take_slice(g, nd, 1, 2), tuple(g.shape[:-1]) + (1, 1))
+        return (g_log * _prim("solve", _swap(a), np.broadcast_to(_eye(n, a.dtype), a.shape)),)
+    if fn == "cholesky":
+        return (_cholesky_vjp(g, out),)
+    if fn == "eigh":
+        return (_eigh_vjp(g, out),)
+    if fn == "qr":
+        return (_qr_vjp(g, a, out),)
+    return (_svd_vjp(g, a, out, attrs["full"]),)
+
+
+def _phi(x):
+    """The lower triangle of x with its diagonal halved (Murray 2016's Φ)."""
+    n = x.shape[-1]
+    return x * (_tri_mask(n, x.dtype, True) - 0.5 * _eye(n, x.dtype))
+
+
+def _cholesky_vjp(g, L):
+    """ga = sym(L^-T Φ(L^T g) L^-1), by two triangular solves."""
+    p = _phi(_mm(_swap(L), g))
+    q = _trisolve(L, p, True, True)                       # L^-T P
+    return _sym(_swap(_trisolve(L, _swap(q), True, True)))  # (L^-T (L^-T P)^T)^T = L^-T P L^-1
+
+
+def _eigh_parts(packed):
+    return _unpack_eigh(packed, packed.shape[-1])
+
+
+def _eig_gaps(w):
+    """F[i, j] = 1 / (w[j] - w[i]) off the diagonal, 0 on it (infinite at repeated values)."""
+    n = w.shape[-1]
+    eye = _eye(n, w.dtype)
+    col = _N().reshape(w, tuple(w.shape) + (1,))
+    return 1.0 / (eye + _row(w) - col) - eye
+
+
+def _eigh_vjp(g, packed):
+    w, v = _eigh_parts(packed)
+    gw, gv = _eigh_parts(g)
+    inner = _diagm(gw) + _eig_gaps(w) * _mm(_swap(v), gv)
+    return _sym(_mm(_mm(v, inner), _swap(v)))
+
+
+def _qr_vjp(g, a, out):
+    m, n = a.shape[-2:]
+    if m < n:
+        raise NotImplementedError("`linalg.qr`: derivatives need m >= n (as JAX)")
+    q, r = _unpack(out, [(m, n), (n, n)])
+    gq, gr = _unpack(g, [(m, n), (n, n)])
+    mm = _mm(_swap(q), gq) - _mm(gr, _swap(r))
+    skew = mm - _swap(mm)
+    gc = skew * _tri_mask(n, a.dtype, True, -1) - mm
+    y = gq + _mm(q, gc)                                    # ga = y r^-T
+    return _swap(_trisolve(r, _swap(y), False, False))
+
+
+def _svd_vjp(g, a, out, full):
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    if full:
+        raise NotImplementedError("`linalg.svd`: derivatives of full_matrices=True need a square input; "
+                                  "use full_matrices=False")
+    N = _N()
+    u, s, vh = _unpack(out, [(m, k), (k,), (k, n)])
+    gu, gs, gvh = _unpack(g, [(m, k), (k,), (k, n)])
+    v, gv = _swap(vh), _swap(gvh)
+    s2 = s * s
+    f = _eig_gaps(s2)                                      # 1 / (s_j^2 - s_i^2)
+    srow = _row(s)
+    x = f * _mm(_swap(u), gu)
+    y = f * _mm(vh, gv)
+    gd = _diagm(gs) + (x + _swap(x)) * srow + _swap((y + _swap(y)) * srow)
+    ga = _mm(_mm(u, gd), vh)
+    if m > k:   # (I - u u^T) gu s^-1 v^T
+        ga = ga + _mm((gu - _mm(u, _mm(_swap(u), gu))) / srow, vh)
+    if n > k:   # u s^-1 gv^T (I - v v^T)
+        ga = ga + _mm(u, _swap((gv - _mm(v, _mm(vh, gv))) / srow))
+    del N
+    return ga
+
+
+def jvp(node, primals, tangents, out):
+    """The tangent of the primitive's result (forward mode), given its operands' tangents."""
+    fn, attrs = node.attrs["fn"], node.attrs
+    N = _N()
+    a, ta = primals[0], tangents[0]
+    if fn == "solve":   # dx = a^-1 (db - da x)
+        rhs = tangents[1] if tangents[1] is not None else None
+        if ta is not None:
+            rhs = -_mm(ta, out) if rhs is None else rhs - _mm(ta, out)
+        return _prim("solve", a, rhs)
+    if fn == "trisolve":
+        lower, trans = attrs["lower"], attrs["trans"]
+        rhs = tangents[1]
+        if ta is not None:
+            tri = ta * _tri_mask(a.shape[-1], a.dtype, lower)
+            term = _mm(_swap(tri) if trans else tri, out)
+            rhs = -term if rhs is None else rhs - term
+        return _trisolve(a, rhs, lower, trans)
+    if fn == "slogdet":   # d log|det| = tr(a^-1 da); the sign is locally constant
+        nd = len(a.shape)
+        dlog = N.sum(N.sum(_prim("solve", a, ta) * _eye(a.shape[-1], a.dtype), axis=nd - 1), axis=nd - 2)
+        dlog = N.reshape(dlog, tuple(dlog.shape) + (1,))
+        return N.concatenate([dlog * 0.0, dlog], axis=nd - 2)
+    if fn == "cholesky":   # dL = L Φ(L^-1 sym(da) L^-T)
+        tmp = _trisolve(out, _sym(ta), True, False)
+        return _mm(out, _phi(_swap(_trisolve(out, _swap(tmp), True, False))))
+    if fn == "eigh":
+        w, v = _eigh_parts(out)
+        inner = _mm(_mm(_swap(v), _sym(ta)), v)
+        dw, dv = _diag(inner), _mm(v, _eig_gaps(w) * inner)
+        return N.concatenate([_row(dw), dv], axis=len(a.shape) - 2)
+    m, n = a.shape[-2:]
+    batch = tuple(a.shape[:-2])
+    flat = lambda *ps: N.concatenate([N.reshape(p, batch + (-1,)) for p in ps], axis=len(batch))
+    if fn == "qr":
+        if m < n:
+            raise NotImplementedError("`linalg.qr`: derivatives need m >= n (as JAX)")
+        q, r = _unpack(out, [(m, n), (n, n)])
+        z = _swap(_trisolve(r, _swap(ta), False, True))         # da r^-1
+        c = _mm(_swap(q), z)
+        low = c * _tri_mask(n, a.dtype, True, -1)
+        do = low - _swap(low)
+        return flat(_mm(q, do - c) + z, _mm(c - do, r))
+    if attrs["full"]:
+        raise NotImplementedError("`linalg.svd`: derivatives of full_matrices=True need a square input; "
+                                  "use full_matrices=False")
+    k = min(m, n)
+    u, s, vh = _unpack(out, [(m, k), (k,), (k, n)])
+    v = _swap(vh)
+    ds_mat = _mm(_mm(_swap(u), ta), v)
+    f = _eig_gaps(s * s)
+    srow = _row(s)
+    scol = _swap(srow)
+    du = _mm(u, f * (ds_mat * srow + _swap(ds_mat * srow)))
+    dv = _mm(v, f * (scol * ds_mat + _swap(scol * ds_mat)))
+    if m > k:
+        dav = _mm(ta, v)
+        du = du + (dav - _mm(u, _mm(_swap(u), dav))) / srow
+    if n > k:
+        dau = _mm(_swap(ta), u)
+        dv = dv + (dau - _mm(v, _mm(vh, dau))) / srow
+    return flat(du, _diag(ds_mat), _swap(dv))
+
+
+def check_cpu(program):
+    """A `DeviceError` when a program for the GPU backend holds linalg work."""
+    from .ir.graph import walk
+    graphs = [program.main] + [f.body for f in program.funs]
+    for g in graphs:
+        for node in walk(g):
+            if node.op == Op.LINALG:
+                name = {"trisolve": "solve_triangular"}.get(node.attrs["fn"], node.attrs["fn"])
+                raise DeviceError(f"`jitad.linalg.{name}` runs on the CPU backend only (LAPACK); "
+                                  "device='cuda' has no linear-algebra solver yet: compile with "
+                                  "device='cpu', or move the solve out of the GPU function")
