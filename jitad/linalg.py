@@ -53,6 +53,11 @@ def _N():
     return numeric
 
 
+def scipy_linalg():
+    import scipy.linalg
+    return scipy.linalg
+
+
 # -- operands --------------------------------------------------------------------
 
 def _float(x, who):
@@ -137,7 +142,7 @@ def solve(a, b, check=False):
         raise ShapeError(f"`linalg.solve`: a {tuple(a.shape)} and b {tuple(b.shape)}: b needs {n} rows")
     a, b = _broadcast_batch(a, b, 2, 2)
     if is_staged(a) or is_staged(b):
-        x = _prim("solve", a, b)
+        x = _lu_solve(a, _prim("lu", a), b, False)
     else:
         (a, b), _ = _same_dtype(a, b)
         x = _eager_each(np.linalg.solve, "solve", "singular matrix", check, a, b, out_shape=b.shape, dtype=b.dtype)
@@ -150,7 +155,7 @@ def inv(a, check=False):
     n = _square(a, "inv")
     eye = np.broadcast_to(np.eye(n, dtype=np.float64 if a.dtype in ("f64", np.float64) else np.float32), a.shape)
     if is_staged(a):
-        return _prim("solve", a, eye)
+        return _lu_solve(a, _prim("lu", a), eye, False)
     return solve(a, eye, check=check)
 
 
@@ -160,7 +165,7 @@ def slogdet(a):
     _square(a, "slogdet")
     if not is_staged(a):
         return tuple(np.linalg.slogdet(a))
-    both = _prim("slogdet", a)
+    both = _prim("lu_slogdet", a, _prim("lu", a))
     N = _N()
     nd = len(both.shape) - 1
     pick = lambda k: N.reshape(N.take_slice(both, nd, k, k + 1), both.shape[:-1])
@@ -431,6 +436,11 @@ def _tri_mask(n, dtype, lower, k=0):
     return np.tril(ones, k) if lower else np.triu(ones, -k)
 
 
+def _lu_solve(a, lu, b, trans):
+    """x with op(a) x = b, from `lu`, a's LU factors (the `lu` routine's packed result)."""
+    return _prim("lu_solve", a, lu, b, trans=trans)
+
+
 def _trisolve(a, b, lower, trans):
     return _prim("trisolve", a, b, lower=lower, trans=trans)
 
@@ -441,12 +451,18 @@ def type_rule(types, attrs):
     fn, a = attrs["fn"], types[0]
     assert all(t.dtype == a.dtype and t.dtype in ("f32", "f64") for t in types), types
     batch, (m, n) = a.shape[:-2], a.shape[-2:]
-    if fn in ("solve", "trisolve"):
+    if fn == "lu":   # getrf's factors (of a^T, read row-major), then the pivots as floats
+        return [Type(a.dtype, batch + (n + 1, n))]
+    if fn == "lu_solve":
+        assert m == n and types[1].shape == batch + (n + 1, n) and types[2].shape[:-2] == batch \
+            and types[2].shape[-2] == n, types
+        return [types[2]]
+    if fn == "trisolve":
         assert m == n and types[1].shape[:-2] == batch and types[1].shape[-2] == n, types
         return [types[1]]
     if fn == "cholesky":
         return [a]
-    if fn == "slogdet":
+    if fn == "lu_slogdet":
         return [Type(a.dtype, batch + (2,))]
     if fn == "eigh":
         return [Type(a.dtype, batch + (n + 1, n))]
@@ -462,13 +478,20 @@ def impl(*xs, fn, **attrs):
     """The NumPy meaning of the primitive (the reference interpreter's)."""
     a = xs[0]
     with np.errstate(all="ignore"):
-        if fn == "solve":
-            return _eager_each(np.linalg.solve, fn, "", False, a, xs[1], out_shape=xs[1].shape, dtype=a.dtype)
+        if fn == "lu":
+            out = np.empty(a.shape[:-2] + (a.shape[-1] + 1, a.shape[-1]), a.dtype)
+            for idx in np.ndindex(*a.shape[:-2]):
+                lu, piv = scipy_linalg().lu_factor(a[idx].T, check_finite=False)
+                out[idx] = np.concatenate([lu.T, piv[None] + 1])
+            return out
+        if fn == "lu_solve":
+            a = np.swapaxes(a, -1, -2) if attrs["trans"] else a
+            return _eager_each(np.linalg.solve, fn, "", False, a, xs[2], out_shape=xs[2].shape, dtype=a.dtype)
         if fn == "trisolve":
             return _eager_trisolve(a, xs[1], attrs["lower"], attrs["trans"], False)
         if fn == "cholesky":
             return _eager_each(np.linalg.cholesky, fn, "", False, a, out_shape=a.shape, dtype=a.dtype)
-        if fn == "slogdet":
+        if fn == "lu_slogdet":
             return np.stack(np.linalg.slogdet(a), axis=-1).astype(a.dtype)
         if fn == "eigh":
             w, v = np.linalg.eigh(a)
@@ -485,19 +508,22 @@ def vjp(g, *args, fn, **attrs):
     *ins, out = args
     N = _N()
     a = ins[0]
-    if fn == "solve":   # x = a^-1 b: gb = a^-T g, ga = -gb x^T
-        gb = _prim("solve", _swap(a), g)
-        return -_mm(gb, _swap(out)), gb
+    if fn == "lu":   # only read by lu_solve / lu_slogdet, whose rules differentiate through `a`
+        return (None,)
+    if fn == "lu_solve":   # x = op(a)^-1 b: gb = op(a)^-T g, ga = -gb x^T (transposed for op)
+        lu, trans = ins[1], attrs["trans"]
+        gb = _lu_solve(a, lu, g, not trans)
+        return -(_mm(out, _swap(gb)) if trans else _mm(gb, _swap(out))), None, gb
     if fn == "trisolve":
         lower, trans = attrs["lower"], attrs["trans"]
         gb = _trisolve(a, g, lower, not trans)
         ga = -(_mm(out, _swap(gb)) if trans else _mm(gb, _swap(out)))
         return ga * _tri_mask(a.shape[-1], a.dtype, lower), gb
-    if fn == "slogdet":   # d log|det a| = tr(a^-1 da): ga = g a^-T
+    if fn == "lu_slogdet":   # d log|det a| = tr(a^-1 da): ga = g a^-T
         n = a.shape[-1]
         nd = len(g.shape) - 1
         g_log = N.reshape(N.take_slice(g, nd, 1, 2), tuple(g.shape[:-1]) + (1, 1))
-        return (g_log * _prim("solve", _swap(a), np.broadcast_to(_eye(n, a.dtype), a.shape)),)
+        return g_log * _lu_solve(a, ins[1], np.broadcast_to(_eye(n, a.dtype), a.shape), True), None
     if fn == "cholesky":
         return (_cholesky_vjp(g, out),)
     if fn == "eigh":
@@ -582,11 +608,14 @@ def jvp(node, primals, tangents, out):
     fn, attrs = node.attrs["fn"], node.attrs
     N = _N()
     a, ta = primals[0], tangents[0]
-    if fn == "solve":   # dx = a^-1 (db - da x)
-        rhs = tangents[1] if tangents[1] is not None else None
+    if fn == "lu":
+        return None
+    if fn == "lu_solve":   # dx = op(a)^-1 (db - op(da) x)
+        lu, trans, rhs = primals[1], attrs["trans"], tangents[2]
         if ta is not None:
-            rhs = -_mm(ta, out) if rhs is None else rhs - _mm(ta, out)
-        return _prim("solve", a, rhs)
+            term = _mm(_swap(ta) if trans else ta, out)
+            rhs = -term if rhs is None else rhs - term
+        return _lu_solve(a, lu, rhs, trans)
     if fn == "trisolve":
         lower, trans = attrs["lower"], attrs["trans"]
         rhs = tangents[1]
@@ -595,9 +624,9 @@ def jvp(node, primals, tangents, out):
             term = _mm(_swap(tri) if trans else tri, out)
             rhs = -term if rhs is None else rhs - term
         return _trisolve(a, rhs, lower, trans)
-    if fn == "slogdet":   # d log|det| = tr(a^-1 da); the sign is locally constant
+    if fn == "lu_slogdet":   # d log|det| = tr(a^-1 da); the sign is locally constant
         nd = len(a.shape)
-        dlog = N.sum(N.sum(_prim("solve", a, ta) * _eye(a.shape[-1], a.dtype), axis=nd - 1), axis=nd - 2)
+        dlog = N.sum(N.sum(_lu_solve(a, primals[1], ta, False) * _eye(a.shape[-1], a.dtype), axis=nd - 1), axis=nd - 2)
         dlog = N.reshape(dlog, tuple(dlog.shape) + (1,))
         return N.concatenate([dlog * 0.0, dlog], axis=nd - 2)
     if fn == "cholesky":   # dL = L Φ(L^-1 sym(da) L^-T)
@@ -648,7 +677,8 @@ def check_cpu(program):
     for g in graphs:
         for node in walk(g):
             if node.op == Op.LINALG:
-                name = {"trisolve": "solve_triangular"}.get(node.attrs["fn"], node.attrs["fn"])
+                name = {"trisolve": "solve_triangular", "lu": "solve", "lu_solve": "solve",
+                        "lu_slogdet": "slogdet"}.get(node.attrs["fn"], node.attrs["fn"])
                 raise DeviceError(f"`jitad.linalg.{name}` runs on the CPU backend only (LAPACK); "
                                   "device='cuda' has no linear-algebra solver yet: compile with "
                                   "device='cpu', or move the solve out of the GPU function")

@@ -109,7 +109,7 @@ def _linalg(lo, node, ins):
     out = lo.result_buffer(node.outputs[0])
     batch = math.prod(a_t.shape[:-2])
     sizes = [math.prod(v.type.shape[len(a_t.shape) - 2:]) for v in node.inputs]
-    out_size = math.prod(out_t.shape[len(a_t.shape) - 2:]) if fn in ("solve", "trisolve", "cholesky", "eigh") \
+    out_size = math.prod(out_t.shape[len(a_t.shape) - 2:]) if fn in ("lu", "lu_solve", "trisolve", "cholesky", "eigh") \
         else out_t.shape[-1]
     mark = lo.mark()
     step = LOWERINGS[fn](c, node, *a_t.shape[-2:])
@@ -122,39 +122,60 @@ def _linalg(lo, node, ins):
     return [out]
 
 
-def _solve(c, node, n, _):
-    k = node.inputs[1].type.shape[-1]
-    w, rhs, ipiv, info = c.scratch(n * n), c.scratch(n * k), c.scratch(n, "i64"), alloca(c.lo.b, I32)
+def _lu(c, node, n, _):
+    """getrf of a^T (a read column-major): its factors, then the pivots as floats."""
+    lo = c.lo
+    ipiv, info = c.scratch(n, "i64"), alloca(lo.b, I32)
 
-    def step(a, b, x):
-        c.lo.copy(w, a, Type(c.dtype, (n, n)))
-        c.transpose(b, rhs, n, k)   # column-major b
-        c("getrf", n, n, w, max(1, n), ipiv, info)
-        failed = c.info_failed(info)
-        with c.lo.b.if_then(c.lo.b.not_(failed)):
-            c("getrs", "T", n, k, w, max(1, n), ipiv, rhs, max(1, n), info)
+    def step(a, out):
+        b = lo.b
+        lo.copy(out, a, Type(c.dtype, (n, n)))
+        c("getrf", n, n, out, max(1, n), ipiv, info)   # info > 0 (a zero pivot): lu_solve gives NaN
+        lo.counted_loop(I64(n), lambda j: b.store(b.sitofp(b.load(c.at(ipiv, j, "i32"), typ=I32), c.t),
+                                                  c.at(out, b.add(j, I64(n * n)))))
+    return step
+
+
+def _lu_solve(c, node, n, _):
+    """op(a) x = b from lu: getrs with trans 'T' solves a x = b (the factors are a^T's)."""
+    lo, t = c.lo, c.t
+    k = node.inputs[2].type.shape[-1]
+    rhs, ipiv, info = c.scratch(n * k), c.scratch(n, "i64"), alloca(lo.b, I32)
+    singular = alloca(lo.b, ir.IntType(1))
+
+    def step(a, lu, bm, x):
+        b = lo.b
+        b.store(ir.IntType(1)(0), singular)
+
+        def pivot(j):
+            b.store(b.fptosi(b.load(c.at(lu, b.add(j, I64(n * n))), typ=t), I32), c.at(ipiv, j, "i32"))
+            zero = b.fcmp_ordered("==", b.load(c.at(lu, b.mul(j, I64(n + 1))), typ=t), t(0))
+            b.store(b.or_(b.load(singular, typ=ir.IntType(1)), zero), singular)
+        lo.counted_loop(I64(n), pivot)
+        failed = b.load(singular, typ=ir.IntType(1))
+        with b.if_then(b.not_(failed)):
+            c.transpose(bm, rhs, n, k)   # column-major b
+            c("getrs", "N" if node.attrs["trans"] else "T", n, k, lu, max(1, n), ipiv, rhs, max(1, n), info)
             c.transpose(rhs, x, k, n)
         c.nan_if(failed, x, n * k)
     return step
 
 
-def _slogdet(c, node, n, _):
+def _lu_slogdet(c, node, n, _):
     lo, t = c.lo, c.t
-    w, ipiv, info = c.scratch(n * n), c.scratch(n, "i64"), alloca(lo.b, I32)
     sign, logdet = alloca(lo.b, t), alloca(lo.b, t)
 
-    def step(a, out):
+    def step(a, lu, out):
         b = lo.b
-        lo.copy(w, a, Type(c.dtype, (n, n)))
-        c("getrf", n, n, w, max(1, n), ipiv, info)
         b.store(t(1.0), sign)
         b.store(t(0.0), logdet)
 
         def pivot(j):
-            d = b.load(c.at(w, b.mul(j, I64(n + 1))), typ=t)
+            d = b.load(c.at(lu, b.mul(j, I64(n + 1))), typ=t)
             s = b.select(b.fcmp_ordered("<", d, t(0)), t(-1), b.select(b.fcmp_ordered(">", d, t(0)), t(1),
                                                                        b.select(b.fcmp_ordered("==", d, t(0)), t(0), d)))
-            swapped = b.icmp_signed("!=", b.load(c.at(ipiv, j, "i32"), typ=I32), b.add(b.trunc(j, I32), I32(1)))
+            row = b.load(c.at(lu, b.add(j, I64(n * n))), typ=t)
+            swapped = b.fcmp_unordered("!=", row, b.sitofp(b.add(j, I64(1)), t))
             s = b.select(swapped, b.fneg(s), s)
             b.store(b.fmul(b.load(sign, typ=t), s), sign)
             fabs = lo.module.declare_intrinsic("llvm.fabs", [t])
@@ -260,5 +281,5 @@ def _svd(c, node, m, n):
     return step
 
 
-LOWERINGS = {"solve": _solve, "slogdet": _slogdet, "cholesky": _cholesky, "trisolve": _trisolve,
+LOWERINGS = {"lu": _lu, "lu_solve": _lu_solve, "lu_slogdet": _lu_slogdet, "cholesky": _cholesky, "trisolve": _trisolve,
              "eigh": _eigh, "qr": _qr, "svd": _svd}
