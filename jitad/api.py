@@ -17,6 +17,7 @@ from .ir.verify import verify
 from .lower import runtime
 from .lower.entry import add_entry
 from .lower.llvm import lower_program
+from .lower import mpi, tensor  # noqa: F401  (register their rules in the LLVM lowering's table)
 from .pytree import flatten, unflatten
 from .ad.forward import contains_effects
 from .staging import (Staged, StagedTree, arg_type, as_var, current_frame, is_device_array, is_staged,

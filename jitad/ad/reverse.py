@@ -22,7 +22,8 @@ from contextlib import contextmanager
 import numpy as np
 
 from ..ir.fuse import live_nodes
-from ..ir.ops import VJPS, Op, Region, Sparse, _unbroadcast as unbroadcast
+from ..ir.ops import Op
+from ..primitives.rules import Region, Sparse, unbroadcast
 from ..ir.types import FLOATS, RefType, Type
 from ..errors import ArgumentError, ShapeError
 from ..pytree import flatten, unflatten
@@ -220,7 +221,7 @@ def _backprop(node, ins, outs):
 
 
 def _backprop_node(node, ins, out):
-    rule = VJPS.get(node.op)
+    rule = node.op.vjp
     assert rule is not None, f"no VJP rule for {node.op.value}"
     g = slot_get(out.adj)
     deferred = getattr(_state, "deferred", None)
@@ -290,8 +291,8 @@ def _while(node, ins, k):
 
 
 # Values a loop body's backward pass reads from a table filled by the forward loop
-# instead of recomputing them: products and transcendental functions of tensors.
-STORED = {Op.MATMUL, Op.TANH, Op.SIGMOID, Op.EXP, Op.LOG, Op.LOG1P, Op.EXPM1, Op.SQRT, Op.SIN, Op.COS}
+# instead of recomputing them: those of ops flagged "stored" (products and
+# transcendental functions) on tensors.
 
 
 def _body_nodes(graph):
@@ -313,7 +314,7 @@ class stored_values:
 
     def __init__(self, body, count):
         self.body = body
-        self.nodes = [n for n in _body_nodes(body) if n.op in STORED and n.outputs[0].type.shape]
+        self.nodes = [n for n in _body_nodes(body) if n.op.stored and n.outputs[0].type.shape]
         self.tables = [new_table(count, n.outputs[0].type, written_first=True) for n in self.nodes]
 
     def run(self, args, entry):

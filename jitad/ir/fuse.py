@@ -10,7 +10,7 @@ Runs keep their position in the node list, so effects on slots stay in order.
 from dataclasses import replace
 
 from .graph import Graph, Node, Var
-from .ops import ELEMENTWISE_OPS, Op
+from .ops import Op
 from .prune import drop_unread_tables
 from .types import RefType, Type
 
@@ -27,11 +27,6 @@ def fuse_program(program):
         eliminate_dead_code(graph)   # the values only those tables kept
         fuse_graph(graph)
     return program
-
-
-PURE = ELEMENTWISE_OPS | {Op.SUM, Op.MAX, Op.RESHAPE, Op.TRANSPOSE, Op.MATMUL, Op.INDEX, Op.GATHER,
-                          Op.SLICE, Op.UNSLICE, Op.CONCAT, Op.BROADCAST, Op.CONST, Op.SLOT_GET,
-                          Op.TREE_GET, Op.TREE_ROOT, Op.TREE_SIZE, Op.TABLE_GET, Op.RANDOM}
 
 
 def forward_stop_gradients(graph):
@@ -59,7 +54,7 @@ def live_nodes(graph):
     """The nodes of `graph` less the pure ones whose results nothing uses."""
     live, kept = set(graph.outputs), []
     for node in reversed(graph.nodes):
-        if node.op in PURE and not any(v in live for v in node.outputs):
+        if node.op.pure and not any(v in live for v in node.outputs):
             continue
         kept.append(node)
         live.update(node.inputs)
@@ -73,7 +68,7 @@ def _shape(v):
 def _member_shape(node):
     """The loop shape a node can join a run with, or None."""
     op = node.op
-    if op in ELEMENTWISE_OPS or op == Op.BROADCAST:
+    if op.elementwise or op == Op.BROADCAST:
         return node.outputs[0].type.shape   # () for scalar work, which joins any run
     if op == Op.RESHAPE and not node.inputs[0].type.shape:
         return node.outputs[0].type.shape   # a scalar as a tensor of size 1: broadcasts
@@ -139,7 +134,6 @@ def fuse_graph(graph):
     graph.nodes = _accumulate_products(_forward_single_stores(nodes, graph.outputs))
 
 
-VIEWS = {Op.RESHAPE, Op.INDEX, Op.SLOT_GET}   # (a tensor result of these shares its input's buffer)
 
 
 def _forward_single_stores(nodes, outputs):
@@ -167,7 +161,7 @@ def _forward_single_stores(nodes, outputs):
         root, born = value, -1
         while root in made_at:
             born, producer = made_at[root]
-            if producer.op not in VIEWS or not producer.inputs[0].type.shape:
+            if not producer.op.view or not producer.inputs[0].type.shape:
                 break
             if producer.op == Op.SLOT_GET:   # a view of another slot: unchanged after the store?
                 slot = producer.inputs[0]
@@ -337,11 +331,6 @@ def _only_late_reads(nodes, users, where, at):
                for j in where if j < at)
 
 
-CHEAP = {Op.ADD, Op.SUB, Op.MUL, Op.NEG, Op.SELECT, Op.MAXIMUM, Op.MINIMUM, Op.LT, Op.LE, Op.GT,
-         Op.GE, Op.EQ, Op.NE, Op.AND, Op.OR, Op.NOT, Op.CONVERT, Op.BROADCAST, Op.RESHAPE, Op.CONST,
-         Op.ABS, Op.SQUARE, Op.RELU, Op.STOP_GRADIENT}
-
-
 def _cone(body, var):
     """The body nodes computing `var`, if all are cheap and read only params; else None."""
     producer = {v: n for n in body.nodes for v in n.outputs}
@@ -351,7 +340,7 @@ def _cone(body, var):
         n = producer.get(v)
         if n is None:
             continue   # a param
-        if n.op not in CHEAP:
+        if not n.op.cheap:
             return None
         if n not in needed:
             needed.append(n)

@@ -62,9 +62,7 @@ class Program:
     main: Graph
     funs: list
 
-    def __str__(self):
-        from .printer import format_program
-        return format_program(self)
+    # (`str(program)`: the printer installs its `format_program` here)
 
 
 def walk(graph):

@@ -17,9 +17,8 @@ import numpy as np
 
 from ..errors import ArgumentError, DeviceError, ResourceError
 from ..ir.graph import Graph, Node, Var
-from ..ir.ops import ELEMENTWISE_OPS, IMPLS, Op
-from ..ir.types import NUMPY, RefType, TreeType, Type, clean_bools
-from ..staging import is_device_array
+from ..ir.ops import IMPLS, PRIMITIVES, Op
+from ..ir.types import NUMPY, RefType, is_device_array, TreeType, Type, clean_bools
 from . import cuda_kernels as K
 from .cuda_kernels import size_of
 
@@ -207,7 +206,7 @@ def host_value(value, t):
     return np.asarray(value, NUMPY[t.dtype])[()]
 
 
-@rule(*ELEMENTWISE_OPS, Op.BROADCAST)
+@rule(*[op for op in PRIMITIVES.values() if op.elementwise], Op.BROADCAST)
 def _elementwise(rt, node, ins):
     out = node.outputs[0].type
     if not out.shape and all(on_host(v) for v in ins):
