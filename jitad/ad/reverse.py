@@ -21,7 +21,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from ..ir.fuse import live_nodes
+from ..ir.dce import live_nodes
 from ..ir.ops import Op
 from ..primitives.rules import Region, Sparse, unbroadcast
 from ..ir.types import FLOATS, RefType, Type

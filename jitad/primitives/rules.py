@@ -98,5 +98,5 @@ def impl_float(fn):
 
     def impl(x):
         x = np.asarray(x)
-        return ufunc(x).astype(x.dtype)[()]
+        return np.asarray(ufunc(x), dtype=x.dtype)[()]
     return impl
