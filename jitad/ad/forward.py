@@ -9,6 +9,7 @@ take tangent arguments), which gives second order as forward-over-reverse.
 """
 import numpy as np
 
+from ..ir.graph import split_operands
 from ..ir.ops import Op
 from ..ir.types import FLOATS, ContType, RefType, TableType, Type
 from ..staging import (FOR, FUN, IF, TREE, WHILE, ShapeDtype, Staged, apply, emit, make_closure,
@@ -179,24 +180,22 @@ def _if(node, ins):
 
 
 def _while(node, ins):
-    n = node.attrs["n_state"]
+    _, init, caps = split_operands(node, ins)
     types = [v.type for v in node.outputs]
-    caps = ins[n:]
     cond, body = node.bodies
     out = WHILE(lambda s: jvp_graph(cond, unpack(list(s), types) + caps)[0][0],
                 lambda s: tuple(pack(jvp_graph(body, unpack(list(s), types) + caps), types)),
-                tuple(pack(ins[:n], types)))
+                tuple(pack(init, types)))
     return unpack(list(out), types)
 
 
 def _for(node, ins):
-    n = node.attrs["n_state"]
+    (lower, upper), init, caps = split_operands(node, ins)
     types = [v.type for v in node.outputs]
-    caps = ins[2 + n:]
     (body,) = node.bodies
-    out = FOR(ins[0][0], ins[1][0],
+    out = FOR(lower[0], upper[0],
               lambda i, s: tuple(pack(jvp_graph(body, [(i, None)] + unpack(list(s), types) + caps), types)),
-              tuple(pack(ins[2:2 + n], types)))
+              tuple(pack(init, types)))
     return unpack(list(out), types)
 
 
@@ -214,15 +213,14 @@ def _call(node, ins):
 
 
 def _tree(node, ins):
-    n = node.attrs["n_state"]
+    (tree,), init, caps = split_operands(node, ins)
     types = [v.type for v in node.outputs]
-    caps = ins[1 + n:]
     (combine,) = node.bodies
 
     def combine_jvp(nd, left, right):
         pairs = [(nd.index, None)] + unpack(list(left), types) + unpack(list(right), types) + caps
         return tuple(pack(jvp_graph(combine, pairs), types))
-    out = TREE(ins[0][0], tuple(pack(ins[1:1 + n], types)), combine_jvp)
+    out = TREE(tree[0], tuple(pack(init, types)), combine_jvp)
     return unpack(list(out), types)
 
 

@@ -18,7 +18,7 @@ from collections import Counter
 import llvmlite.ir as ir
 import numpy as np
 
-from ..ir.graph import Graph, Node, Var
+from ..ir.graph import Graph, Node, Var, split_operands
 from ..ir.ops import PRIMITIVES, Op
 from .. import primitives  # noqa: F401  (declares the ops lowered below)
 from . import vmath
@@ -390,8 +390,7 @@ def _poll_period(graphs):
 
 @rule(Op.WHILE)
 def _while(lo, node, ins):
-    n = node.attrs["n_state"]
-    init, caps = ins[:n], ins[n:]
+    _, init, caps = split_operands(node, ins)
     cond, body = node.bodies
     return _loop(lo, [v.type for v in node.outputs], init, lambda s: lo.lower(cond, s + caps)[0],
                  lambda s: lo.lower(body, s + caps), _poll_period(node.bodies))
@@ -402,8 +401,7 @@ def _for(lo, node, ins):
     """A heavy body polls every POLL_HEAVY iterations; a scalar one runs in chunks of
     POLL_ITERATIONS iterations with a poll after each, each chunk a loop of known trip
     count that LLVM unrolls as it would the whole loop."""
-    n = node.attrs["n_state"]
-    lower, upper, init, caps = ins[0], ins[1], ins[2:2 + n], ins[2 + n:]
+    (lower, upper), init, caps = split_operands(node, ins)
     (body,) = node.bodies
     b = lo.b
     types = [I64_T] + [v.type for v in node.outputs]

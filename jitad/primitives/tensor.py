@@ -19,19 +19,21 @@ def _unslice_impl(g, shape, starts, stops, steps):
     return out
 
 
-def _max_vjp(g, x, out, axes, keepdims):
+def _max_share(x, out, axes):
+    """Each element's share of the maximum's derivative: ties split it evenly."""
     keep = reduced_shape(x.shape, axes, True)
     hit = N.convert(x == N.broadcast_to(N.reshape(out, keep), x.shape), x.dtype)
-    share = hit / N.broadcast_to(N.reshape(N.sum(hit, axis=axes), keep), x.shape)
+    return hit / N.broadcast_to(N.reshape(N.sum(hit, axis=axes), keep), x.shape), keep
+
+
+def _max_vjp(g, x, out, axes, keepdims):
+    share, keep = _max_share(x, out, axes)
     return (share * N.broadcast_to(N.reshape(g, keep), x.shape),)
 
 
 def _max_jvp(node, tangents, primals, out):
-    x, axes = primals[0], node.attrs["axes"]
-    keep = reduced_shape(x.shape, axes, True)
-    hit = N.convert(x == N.broadcast_to(N.reshape(out, keep), x.shape), x.dtype)
-    share = hit / N.broadcast_to(N.reshape(N.sum(hit, axis=axes), keep), x.shape)
-    return N.sum(share * tangents[0], axis=axes, keepdims=node.attrs["keepdims"])
+    share, _ = _max_share(primals[0], out, node.attrs["axes"])
+    return N.sum(share * tangents[0], axis=node.attrs["axes"], keepdims=node.attrs["keepdims"])
 
 
 _reduced = shape_rule(lambda types, axes, keepdims: reduced_shape(types[0].shape, axes, keepdims))
