@@ -4,7 +4,11 @@ Autodidax (but much shorter). Run it and read the output next to this file:
     .venv/bin/python examples/walkthrough.py
 
     Python function --trace--> SSA graph --verify--> reverse mode by CPS
-        --fuse--> lower to LLVM IR --O3--> native code behind a CPython entry point
+        --passes (jitad/ir/passes.py)--> lower to LLVM IR --O3--> native code
+        behind a CPython entry point
+
+Every op on the way is a primitive declared once in jitad/primitives (its type rule,
+NumPy meaning, VJP and lowerings together; section 0 shows one).
 
 The function has a data-dependent branch and a data-dependent loop, the two things
 a tracer cannot unroll and the reason jitad has the combinators IF and WHILE.
@@ -31,6 +35,18 @@ def f(x):
     y = IF(x > 0.0, lambda: jitad.sin(x) * x, lambda: -x)            # a branch on data
     return WHILE(lambda t: t < 10.0, lambda t: t * 2.0 + y, y + 1.0)  # t -> 2t + y until t >= 10
 
+
+# ------------------------------------------------------------------------------------
+section("0. A primitive: one declaration")
+note("""
+    `jitad.erf` is declared by one `declare` call in jitad/primitives/elementwise.py: type
+    rule, NumPy meaning, VJP (from its derivative), the libm function the LLVM lowering
+    calls, the CUDA expression, flags, and this wrapper's docstring. The transformations
+    and backends read its fields:
+""")
+from jitad.ir.ops import Op  # noqa: E402
+print({field: getattr(Op.ERF, field) for field in ("value", "arity", "llvm", "cuda", "elementwise", "float_only")})
+print("jitad.erf(0.5) =", jitad.erf(0.5), "  grad:", jitad.grad(jitad.erf)(0.5))
 
 # ------------------------------------------------------------------------------------
 section("1. Trace: run f once on proxies, recording an SSA graph")
@@ -97,7 +113,7 @@ note("""
 """)
 print(g.ir)
 note("""
-    (`g.ir` is the program as compiled, so it is also after the fusion pass of step 3,
+    (`g.ir` is the program as compiled, so it is also after the passes of step 3,
     which here only moved the `slot`s to the top of each block.)
 """)
 
@@ -117,7 +133,8 @@ print(jitad.trace(jitad.grad(h), v))
 gh = jitad.grad(h)
 gh(v)
 note("""
-    After fusion: the forward pass (tanh, mul and the sum, kept in a register) is one
+    After the passes (`jitad.ir.passes.PIPELINE`: dead code, unread tables, fusion):
+    the forward pass (tanh, mul and the sum, kept in a register) is one
     `fused` loop, and the whole backward pass another, which accumulates straight into
     the gradient's slot. (A tensor `slot_get` names the slot's buffer, which is why it
     may be printed before the loop that fills it.)
@@ -127,7 +144,8 @@ print(gh.ir)
 # ------------------------------------------------------------------------------------
 section("4. Lower to LLVM IR and optimize (O3)")
 note("""
-    One table maps each opcode to its LLVM lowering. Functions stay functions: the
+    One table maps each opcode to its LLVM lowering (elementwise rules come from the
+    declarations, tensor rules from jitad/lower/tensor.py). Functions stay functions: the
     loop's recursion is a real recursive call, a continuation is a `{code, env}` pair of
     pointers, an adjoint slot an `alloca`. Every function entry compares the frame
     address with the calling thread's stack limit (measured once per thread), so a loop

@@ -7,5 +7,6 @@ from .staging import FOR, FUN, IF, TREE, WHILE, ShapeDtype
 from .tree import Tree
 from .custom import checkpoint, custom_vjp, fixed_point, softplus
 from . import distributed, linalg, optim, random, testing  # noqa: E402
+from .random import dropout  # noqa: E402
 
 __version__ = "0.1.0"

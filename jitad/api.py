@@ -12,11 +12,12 @@ import numpy as np
 
 from .errors import ArgumentError, ResourceError, ShapeError
 from .ir.types import NUMPY, TreeType, clean_bools
-from .ir.fuse import fuse_program
+from .ir.passes import run_passes
 from .ir.verify import verify
 from .lower import runtime
 from .lower.entry import add_entry
 from .lower.llvm import lower_program
+from .lower import lapack, mpi, tensor  # noqa: F401  (register their rules in the LLVM lowering's table)
 from .pytree import flatten, unflatten
 from .ad.forward import contains_effects
 from .staging import (Staged, StagedTree, arg_type, as_var, current_frame, is_device_array, is_staged,
@@ -157,14 +158,10 @@ def _layout(td, counter):
 
 
 def compile_program(program, out_td, in_types, name, fallback, in_td=None, device="cpu"):
-    """The pipeline after tracing (and the transformations staged with it):
-    verify -> fuse elementwise loops -> verify -> lower to LLVM -> optimize (O3) -> load
-    (or, for device="cuda", to numba-cuda kernels driven from the host)."""
-    if VERIFY:
-        verify(program)
-    fuse_program(program)
-    if VERIFY:
-        verify(program)
+    """After tracing (and the transformations staged with it): the passes of
+    `jitad.ir.passes.PIPELINE` -> lower to LLVM -> optimize (O3) -> load (or, for
+    device="cuda", to numba-cuda kernels driven from the host)."""
+    run_passes(program, check=VERIFY)
     if device == "cuda":
         from .lower.cuda import compile_cuda
         return compile_cuda(program, out_td, in_types)

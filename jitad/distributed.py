@@ -23,7 +23,7 @@ import threading
 import numpy as np
 
 from .errors import ArgumentError, DistributedError
-from .ir.ops import Op
+from .ir.ops import Op, declare, shape_rule
 from .pytree import flatten, unflatten
 from .staging import emit, is_staged, wrap
 
@@ -210,7 +210,7 @@ def _check_count(x):
                             "split the array")
 
 
-# -- derivative rules (registered with the primitives in jitad/ir/ops.py) ------------
+# -- the primitives and their derivative rules ---------------------------------------
 
 def _not_differentiable(reduce):
     return DistributedError(f"allreduce(op={reduce!r}) has no derivative rule here; use "
@@ -236,3 +236,15 @@ def collective_jvp(node, tangent):
     if node.op == Op.ALLREDUCE and node.attrs["reduce"] != "sum":
         raise _not_differentiable(node.attrs["reduce"])
     return wrap(emit(node.op, [tangent.var], node.attrs)[0])
+
+
+def _collective_jvp(node, tangents, primals, out):
+    return collective_jvp(node, tangents[0])
+
+
+# effects: never removed or fused. `reduce` is "sum", "max" or "min" (staging makes "mean"
+# a sum and a division). Lowered in jitad/lower/mpi.py.
+declare("allreduce", shape_rule(lambda types, reduce: types[0].shape), lambda x, reduce: allreduce(x, reduce),
+        arity=1, vjp=lambda g, x, out, reduce: (allreduce_vjp(g, reduce),), jvp=_collective_jvp)
+declare("bcast", shape_rule(lambda types, root: types[0].shape), lambda x, root: broadcast(x, root),
+        arity=1, vjp=lambda g, x, out, root: (broadcast_vjp(g, root),), jvp=_collective_jvp)

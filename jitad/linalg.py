@@ -36,7 +36,7 @@ With `device="cuda"` these functions raise `DeviceError`: they run on the CPU ba
 import numpy as np
 
 from .errors import ArgumentError, DeviceError, JitadError, ShapeError
-from .ir.ops import Op
+from .ir.ops import Op, declare
 from .ir.types import Type
 from .staging import Staged, as_var, emit, is_staged
 
@@ -668,6 +668,10 @@ def jvp(node, primals, tangents, out):
         dau = _mm(_swap(ta), u)
         dv = dv + (dau - _mm(v, _mm(vh, dau))) / srow
     return flat(du, _diag(ds_mat), _swap(dv))
+
+
+declare("linalg", lambda op, types, attrs, bodies: type_rule(types, attrs), impl, flags="pure", vjp=vjp,
+        jvp=lambda node, tangents, primals, out: jvp(node, primals, tangents, out))   # lowered in lower/lapack.py
 
 
 def check_cpu(program):

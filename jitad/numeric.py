@@ -7,54 +7,40 @@ import builtins
 import inspect
 import math
 import operator
+import sys
 
 import numpy as np
 
 from .errors import ArgumentError, IndexError_, ShapeError, StagingError
-from .ir.ops import IMPLS, Op
+from .ir.ops import IMPLS, PRIMITIVES, Op
+from .primitives import rules
 from .staging import (Staged, as_var, binary, emit, is_staged, logical, result_dtype, to_bool, trace_memo,
                       unary)
 
-__all__ = ["exp", "log", "log1p", "expm1", "sqrt", "sin", "cos", "tanh", "sigmoid", "relu",
-           "abs", "square", "maximum", "minimum", "where", "clip", "convert",
+__all__ = ["where", "clip", "convert",
            "sum", "mean", "max", "min", "dot", "matmul", "outer", "transpose", "reshape",
            "broadcast_to", "concatenate", "stack", "zeros", "zeros_like", "ones", "ones_like",
            "full", "softmax", "log_softmax", "logsumexp", "one_hot", "take", "cross_entropy",
-           "nll_loss", "conv2d", "max_pool2d", "avg_pool2d", "dropout", "stop_gradient"]
+           "nll_loss", "conv2d", "max_pool2d", "avg_pool2d"]
 
 
-def _unary(op, doc):
-    def fn(x):
-        return unary(op, x)
-    fn.__name__ = op.value
-    fn.__doc__ = doc
+def _wrapper(op):
+    """The public function of a primitive declared with a docstring (jitad/primitives)."""
+    if op.arity == 1:
+        def fn(x):
+            return unary(op, x)
+    else:
+        def fn(a, b):
+            return binary(op, a, b)
+    fn.__name__ = fn.__qualname__ = op.value
+    fn.__doc__ = op.doc
     return fn
 
 
-exp = _unary(Op.EXP, "e**x, elementwise: `jitad.exp(1.0) == 2.718281828459045`.")
-log = _unary(Op.LOG, "Natural logarithm: `jitad.log(jitad.exp(2.0)) == 2.0`.")
-log1p = _unary(Op.LOG1P, "log(1 + x), accurate for small x: `jitad.log1p(1e-20) == 1e-20`.")
-expm1 = _unary(Op.EXPM1, "exp(x) - 1, accurate for small x: `jitad.expm1(1e-20) == 1e-20`.")
-sqrt = _unary(Op.SQRT, "Square root: `jitad.sqrt(4.0) == 2.0`.")
-sin = _unary(Op.SIN, "Sine: `jitad.sin(0.0) == 0.0`.")
-cos = _unary(Op.COS, "Cosine: `jitad.cos(0.0) == 1.0`.")
-tanh = _unary(Op.TANH, "Hyperbolic tangent: `jitad.tanh(0.0) == 0.0`.")
-sigmoid = _unary(Op.SIGMOID, "1 / (1 + exp(-x)): `jitad.sigmoid(0.0) == 0.5`.")
-relu = _unary(Op.RELU, "max(x, 0), NaN propagating: `jitad.relu(-2.0) == 0.0`.")
-abs = _unary(Op.ABS, "Absolute value: `jitad.abs(-2.0) == 2.0`.")
-square = _unary(Op.SQUARE, "x * x: `jitad.square(3.0) == 9.0`.")
-stop_gradient = _unary(Op.STOP_GRADIENT, "x, as a constant to differentiation: "
-                       "`jitad.grad(lambda x: x * jitad.stop_gradient(x))(3.0) == 3.0`.")
-
-
-def maximum(a, b):
-    """Elementwise maximum, NaN propagating as NumPy: `jitad.maximum(1.0, 2.0) == 2.0`."""
-    return binary(Op.MAXIMUM, a, b)
-
-
-def minimum(a, b):
-    """Elementwise minimum, NaN propagating as NumPy: `jitad.minimum(1.0, 2.0) == 1.0`."""
-    return binary(Op.MINIMUM, a, b)
+for _op in PRIMITIVES.values():
+    if _op.doc is not None:
+        globals()[_op.value] = _wrapper(_op)
+        __all__.append(_op.value)
 
 
 def where(cond, a, b):
@@ -91,7 +77,6 @@ def convert(x, dtype):
     saturates at the int64 range and sends NaN to 0: `jitad.convert(2.7, 'i64') == 2`."""
     name = _dtype_name(dtype, "convert")
     if not is_staged(x):
-        from .ir.ops import IMPLS
         return IMPLS[Op.CONVERT](x, dtype=name)
     return Staged(as_var(x, name))
 
@@ -112,7 +97,7 @@ def _shape(x):
     return a.shape
 
 
-def _prim(op, *xs, **attrs):
+def bind(op, *xs, **attrs):
     """Apply primitive `op`: eagerly with NumPy on plain values, else staged."""
     if not builtins.any(is_staged(x) for x in xs):
         return IMPLS[op](*[np.asarray(x) for x in xs], **attrs)
@@ -157,7 +142,7 @@ def sum(x, axis=None, keepdims=False):
         x = convert(x, "i64")
     if not _shape(x):
         return x
-    return _prim(Op.SUM, x, axes=axes, keepdims=keepdims)
+    return bind(Op.SUM, x, axes=axes, keepdims=keepdims)
 
 
 def mean(x, axis=None, keepdims=False):
@@ -176,7 +161,7 @@ def max(x, axis=None, keepdims=False):
         raise ShapeError(f"`max` of an empty axis (shape {tuple(_shape(x))})")
     if not _shape(x):
         return x
-    return _prim(Op.MAX, x, axes=axes, keepdims=keepdims)
+    return bind(Op.MAX, x, axes=axes, keepdims=keepdims)
 
 
 def min(x, axis=None, keepdims=False):
@@ -200,7 +185,7 @@ def reshape(x, shape):
         raise ShapeError(f"`reshape`: cannot reshape {tuple(_shape(x))} (size {size}) to {shape}")
     if tuple(_shape(x)) == shape:
         return x
-    return _prim(Op.RESHAPE, x, shape=shape)
+    return bind(Op.RESHAPE, x, shape=shape)
 
 
 def _dims(who, shape):
@@ -224,7 +209,7 @@ def transpose(x, axes=None):
                          f"of shape {tuple(_shape(x))}")
     if perm == tuple(range(len(perm))):
         return x
-    return _prim(Op.TRANSPOSE, x, perm=perm)
+    return bind(Op.TRANSPOSE, x, perm=perm)
 
 
 def broadcast_to(x, shape):
@@ -238,7 +223,7 @@ def broadcast_to(x, shape):
         np.broadcast_shapes(_shape(x), shape)
     except ValueError:
         raise ShapeError(f"`broadcast_to`: shape {_shape(x)} does not broadcast to {shape}") from None
-    return _prim(Op.BROADCAST, x, shape=shape)
+    return bind(Op.BROADCAST, x, shape=shape)
 
 
 def _promoted(*xs):
@@ -280,14 +265,14 @@ def _one_hot_rows(a, b):
             or not a.var.type.dtype == result_dtype(a, b) == result_dtype(b):
         return None
     labels, n = hot
-    rows = _prim(Op.GATHER, b, labels)
+    rows = bind(Op.GATHER, b, labels)
     inside = reshape((labels >= 0) & (labels < n), (-1, 1))
     return where(inside, rows, NUMPY_OF[rows.var.type.dtype](0))
 
 
 def matmul_t(a, b, ta=False, tb=False):
     """`op(a) @ op(b)` for 2-D operands, `op` transposing where `ta`/`tb` say (no copy)."""
-    return _prim(Op.MATMUL, a, b, ta=ta, tb=tb)
+    return bind(Op.MATMUL, a, b, ta=ta, tb=tb)
 
 
 def dot(a, b):
@@ -313,12 +298,12 @@ def take_slice(x, axis, start, stop):
 
 
 def slice_static(x, starts, stops, steps):
-    return _prim(Op.SLICE, x, starts=tuple(starts), stops=tuple(stops), steps=tuple(steps))
+    return bind(Op.SLICE, x, starts=tuple(starts), stops=tuple(stops), steps=tuple(steps))
 
 
 def unslice(g, shape, starts, stops, steps):
     """Zeros of `shape` with `g` placed at the static slice (the adjoint of slicing)."""
-    return _prim(Op.UNSLICE, g, shape=tuple(shape), starts=tuple(starts), stops=tuple(stops),
+    return bind(Op.UNSLICE, g, shape=tuple(shape), starts=tuple(starts), stops=tuple(stops),
                  steps=tuple(steps))
 
 
@@ -336,9 +321,9 @@ def getitem(x, key):
         if first.dtype not in ("i64",) and not (isinstance(first, np.ndarray) and first.dtype.kind in "iu"):
             raise ArgumentError(f"index arrays must be ints, got {first.dtype}")
         if _shape(first) == ():
-            out = _prim(Op.INDEX, x, first)
+            out = bind(Op.INDEX, x, first)
         else:
-            out = _prim(Op.GATHER, x, first)
+            out = bind(Op.GATHER, x, first)
             if rest:
                 raise ArgumentError("after an index array only the first axis may be indexed")
         return getitem(out, rest) if rest else out
@@ -390,7 +375,7 @@ def concatenate(xs, axis=0):
     axis = _axis("concatenate", axis, len(shape), shape)
     if not builtins.any(is_staged(x) for x in xs):
         return np.concatenate(xs, axis=axis)
-    return _prim(Op.CONCAT, *_promoted(*xs), axis=axis)
+    return bind(Op.CONCAT, *_promoted(*xs), axis=axis)
 
 
 def _array_list(who, xs):
@@ -564,7 +549,7 @@ def conv2d(x, w, b=None, stride=1, padding=0):
 
 def conv2d_valid(x, w):
     """The `conv2d` primitive: stride 1, no padding (a direct loop nest, no im2col)."""
-    return _prim(Op.CONV2D, x, w)
+    return bind(Op.CONV2D, x, w)
 
 
 def _check_window(who, window, image, shape, padding=0):
@@ -607,18 +592,6 @@ def avg_pool2d(x, k, stride=None):
     """Mean over k×k windows (stride defaults to k), NCHW."""
     windows, axes = _pool_windows(x, k, stride, "avg_pool2d")
     return mean(windows, axes)
-
-
-def dropout(x, rate, key):
-    """Zero each element with probability `rate` and scale the rest by 1/(1-rate)."""
-    from . import random
-    if isinstance(rate, (bool, np.bool_)) or not isinstance(rate, (int, float, np.integer, np.floating)) \
-            or not 0.0 <= rate < 1.0:
-        raise ArgumentError(f"`dropout`: rate={rate!r}; it must be a number in [0, 1)")
-    if rate == 0.0:
-        return x
-    keep = random.uniform(key, _shape(x)) >= rate
-    return where(keep, x / (1.0 - rate), 0.0)
 
 
 # -- NumPy functions on staged values (`np.sin(x)`, `np.ones(3) + x`, `np.sum(x)`) ------------
@@ -682,3 +655,6 @@ def _no_numpy(call, jitad_name):
     else:
         fix = "jitad has no function of that name: write it with jitad's functions (jitad.exp, jitad.sum, ...)"
     raise _numpy_error(f"{call} on a staged value", fix)
+
+
+rules.N.module = sys.modules[__name__]   # the staged math of the derivative rules

@@ -9,8 +9,10 @@ numbers do not depend on how the computation is ordered or compiled.
 """
 import numpy as np
 
+from . import numeric as N
 from .errors import ArgumentError
-from .ir.ops import Op
+from .ir.types import Type
+from .ir.ops import Op, declare
 from .staging import Staged, as_var, emit, is_staged
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -31,6 +33,11 @@ def uniform_numpy(key, shape):
     return ((bits >> np.uint64(11)).astype(np.float64) * 2.0 ** -53).reshape(shape)
 
 
+# the primitive: uniform floats of `shape` from an i64 key (lowered in jitad/lower/tensor.py and cuda.py)
+declare("random", lambda op, types, attrs, bodies: [Type("f64", attrs["shape"])], uniform_numpy, arity=1,
+        flags="pure kernel")
+
+
 def key(seed):
     """A key from an int seed."""
     return int(seed)
@@ -38,8 +45,7 @@ def key(seed):
 
 def uniform(key, shape):
     """Uniform floats in [0, 1) of `shape` (float64)."""
-    from .numeric import _static_shape
-    shape = _static_shape("random.uniform", shape)
+    shape = N._static_shape("random.uniform", shape)
     if (key.dtype != "i64") if is_staged(key) else (
             isinstance(key, (bool, np.bool_)) or not isinstance(key, (int, np.integer))):
         raise ArgumentError(f"random: a key is an int (jitad.random.key(seed) or from split), got {key!r}")
@@ -50,7 +56,6 @@ def uniform(key, shape):
 
 def normal(key, shape):
     """Standard normal floats of `shape` (Box–Muller on two uniform streams)."""
-    from . import numeric as N
     k1, k2 = split(key)
     u1, u2 = uniform(k1, shape), uniform(k2, shape)
     return N.sqrt(-2.0 * N.log1p(-u1)) * N.cos(2 * np.pi * u2)
@@ -58,7 +63,17 @@ def normal(key, shape):
 
 def split(key, num=2):
     """`num` new independent keys from `key`."""
-    from . import numeric as N
     u = uniform(key, (num,))
     ints = N.convert(u * 2.0 ** 62, "i64")
     return tuple(ints[i] for i in range(num))
+
+
+def dropout(x, rate, key):
+    """Zero each element with probability `rate` and scale the rest by 1/(1-rate)."""
+    if isinstance(rate, (bool, np.bool_)) or not isinstance(rate, (int, float, np.integer, np.floating)) \
+            or not 0.0 <= rate < 1.0:
+        raise ArgumentError(f"`dropout`: rate={rate!r}; it must be a number in [0, 1)")
+    if rate == 0.0:
+        return x
+    keep = uniform(key, N._shape(x)) >= rate
+    return N.where(keep, x / (1.0 - rate), 0.0)

@@ -15,8 +15,9 @@ import numpy as np
 
 from .errors import ArgumentError, ResourceError, StagingError
 from .ir.graph import FunDef, Graph, Node, Program, Var
-from .ir.ops import FLOAT_ONLY, IMPLS, Op, infer_types
-from .ir.types import FLOATS, I64, NUMPY, Type, TreeType, clean_bools, dtype_of_numpy, promote
+from .ir.ops import IMPLS, Op, infer_types
+from .primitives.rules import N
+from .ir.types import FLOATS, I64, NUMPY, is_device_array, Type, TreeType, clean_bools, dtype_of_numpy, promote
 from .pytree import LEAF, flatten, unflatten
 from .tree import Tree, plain_tree
 
@@ -146,10 +147,10 @@ class Staged:
     # NumPy functions on staged values run the jitad function of the same name, or raise
     # a StagingError naming what to call (`np.ones(3) + x` comes here too)
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        return _numeric().numpy_ufunc(ufunc, method, inputs, kwargs)
+        return N.numpy_ufunc(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
-        return _numeric().numpy_function(func, args, kwargs)
+        return N.numpy_function(func, args, kwargs)
 
     def __array__(self, dtype=None, copy=None):
         raise _staging_error("Converting it to a NumPy array (`np.asarray`, `np.array`)",
@@ -195,19 +196,19 @@ class Staged:
 
     ndim = property(lambda self: len(self.shape))
     size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
-    T = property(lambda self: _numeric().transpose(self))
+    T = property(lambda self: N.transpose(self))
 
     def sum(self, axis=None, keepdims=False):
-        return _numeric().sum(self, axis, keepdims)
+        return N.sum(self, axis, keepdims)
 
     def mean(self, axis=None, keepdims=False):
-        return _numeric().mean(self, axis, keepdims)
+        return N.mean(self, axis, keepdims)
 
     def max(self, axis=None, keepdims=False):
-        return _numeric().max(self, axis, keepdims)
+        return N.max(self, axis, keepdims)
 
     def min(self, axis=None, keepdims=False):
-        return _numeric().min(self, axis, keepdims)
+        return N.min(self, axis, keepdims)
 
     def item(self):
         raise _staging_error("`item()`", "Return the value from the jitted function to get a Python number.")
@@ -215,16 +216,16 @@ class Staged:
     tolist = item
 
     def astype(self, dtype):
-        return _numeric().convert(self, dtype)
+        return N.convert(self, dtype)
 
     def reshape(self, *shape):
-        return _numeric().reshape(self, shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape)
+        return N.reshape(self, shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape)
 
     def __getitem__(self, key):
-        return _numeric().getitem(self, key)
+        return N.getitem(self, key)
 
-    __matmul__ = lambda a, b: _numeric().matmul(a, b)
-    __rmatmul__ = lambda a, b: _numeric().matmul(b, a)
+    __matmul__ = lambda a, b: N.matmul(a, b)
+    __rmatmul__ = lambda a, b: N.matmul(b, a)
 
     __add__ = lambda a, b: binary(Op.ADD, a, b)
     __radd__ = lambda a, b: binary(Op.ADD, b, a)
@@ -254,11 +255,6 @@ class Staged:
     __neg__ = lambda a: unary(Op.NEG, a)
     __pos__ = lambda a: a
     __abs__ = lambda a: unary(Op.ABS, a)
-
-
-def _numeric():
-    from . import numeric
-    return numeric
 
 
 class StagedTree:
@@ -381,22 +377,21 @@ def _eager(op, *xs):
         _kind(x if isinstance(x, np.ndarray) or np.ndim(x) == 0 else np.asarray(x))   # numbers only
     with np.errstate(all="ignore"):
         values = [np.asarray(x)[()] for x in xs]
-        if op in FLOAT_ONLY:   # as when staged: ints and bools compute in f64
+        if op.float_only:   # as when staged: ints and bools compute in f64
             values = [v if np.asarray(v).dtype.kind == "f" else np.float64(v) for v in values]
         return IMPLS[op](*values)
 
 
 _BOOL_ARITH = {Op.ADD: Op.OR, Op.MUL: Op.AND, Op.MAXIMUM: Op.OR, Op.MINIMUM: Op.AND}
-_ARITH = {Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.POW, Op.MOD, Op.FLOORDIV, Op.MAXIMUM, Op.MINIMUM}
 
 
 def binary(op, a, b):
     if not (is_staged(a) or is_staged(b)):
         return _eager(op, a, b)
     dtype = result_dtype(a, b)
-    if op in FLOAT_ONLY and dtype not in FLOATS:
+    if op.float_only and dtype not in FLOATS:
         dtype = "f64"
-    if dtype == "bool" and op in _ARITH:   # as NumPy: + is or, * is and, the rest on ints
+    if dtype == "bool" and op.arith:   # as NumPy: + is or, * is and, the rest on ints
         if op == Op.SUB:
             raise ArgumentError("`-` on two bools is not supported (as in NumPy); use `^`-like "
                                 "logic with `&`, `|`, `~`, or convert to int first")
@@ -417,7 +412,7 @@ def power(x, n):
             or not isinstance(n, (int, float, np.integer, np.floating)) or n != np.trunc(n) or abs(n) > 64:
         return binary(Op.POW, x, n)
     if n == 0:   # 1, as NumPy's x ** 0 for every x (inf and NaN too), with derivatives 0
-        return _numeric().broadcast_to(Staged(as_var(1.0, dtype)), x.shape)
+        return N.broadcast_to(Staged(as_var(1.0, dtype)), x.shape)
     x, k = Staged(as_var(x, dtype)), int(abs(n))
     result = None
     while k:
@@ -433,7 +428,7 @@ def unary(op, x):
     if not is_staged(x):
         return _eager(op, x)
     dtype = x.dtype
-    if op in FLOAT_ONLY and dtype not in FLOATS:
+    if op.float_only and dtype not in FLOATS:
         dtype = "f64"
     if op in (Op.NEG, Op.ABS, Op.SQUARE, Op.RELU) and dtype == "bool":
         dtype = "i64"
@@ -823,11 +818,6 @@ def _tree_eager(tree, init, combine):
 
 
 # -- tracing a whole function ----------------------------------------------------
-
-def is_device_array(x):
-    """A numba device array (real or the CUDA simulator's), without importing numba.cuda."""
-    return hasattr(x, "copy_to_host") and hasattr(x, "dtype") and hasattr(x, "shape")
-
 
 def arg_type(x):
     """The IR type of one flattened argument, or raise `ArgumentError`."""

@@ -5,18 +5,13 @@ import types
 import numpy as np
 
 from .errors import ArgumentError, ImmutableError
-from .ir.types import TreeType, dtype_of_numpy
+from .ir.types import DESCRIPTOR, TreeType, dtype_of_numpy
 
 _NUMPY_OF = {"i64": np.int64, "f64": np.float64, "f32": np.float32}
 _INT64_MAX = np.iinfo(np.int64).max
 _TYPE_CODES = {}
 
 
-# Words of the runtime descriptor: node count, root, child arrays, the number of nodes
-# reachable from the root and their post-order (children before parents), then one
-# array per field.
-DESCRIPTOR = {"size": 0, "root": 1, "left": 2, "right": 3, "reachable": 4, "order": 5}
-FIRST_FIELD = 6
 # node attributes, and the descriptor words compiled code reads by these names
 _RESERVED = {"index", "is_leaf", *DESCRIPTOR}
 

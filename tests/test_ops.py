@@ -11,6 +11,7 @@ jax is installed, differentiated by jax. For every spec:
 (d) the gradient equals `jax.grad` of the same formula (skipped without jax).
 """
 import functools
+import math
 import operator
 import zlib
 from dataclasses import dataclass
@@ -156,6 +157,7 @@ NP = SimpleNamespace(
                                    "min", "dot", "matmul", "outer", "transpose", "reshape", "broadcast_to",
                                    "concatenate", "stack", "zeros", "zeros_like", "ones", "ones_like",
                                    "full"]},
+    erf=lambda x: np.vectorize(math.erf, otypes=[np.asarray(x).dtype])(x)[()],
     sigmoid=lambda x: 1 / (1 + np.exp(-x)),
     relu=lambda x: np.maximum(x, 0),
     stop_gradient=lambda x: x,
@@ -199,6 +201,7 @@ def jax_namespace():
         return jnp.asarray(np.asarray(x))
 
     return jax, jnp, SimpleNamespace(**{n: getattr(jnp, n) for n in vars(NP) if hasattr(jnp, n)} | dict(
+        erf=jax.scipy.special.erf,
         sigmoid=jax.nn.sigmoid,
         relu=jax.nn.relu,
         convert=lambda x, d: jnp.asarray(x).astype(_NP_DTYPE[d]),
@@ -223,7 +226,7 @@ def jax_namespace():
 # -- the table ---------------------------------------------------------------------
 
 S = OpSpec
-UNARY = [("exp", "real"), ("log", "pos"), ("log1p", "pos"), ("expm1", "real"), ("sqrt", "pos"),
+UNARY = [("exp", "real"), ("log", "pos"), ("log1p", "pos"), ("expm1", "real"), ("sqrt", "pos"), ("erf", "real"),
          ("sin", "wide"), ("cos", "wide"), ("tanh", "real"), ("sigmoid", "wide"), ("relu", "real"),
          ("abs", "real"), ("square", "real")]
 BROADCASTS = [((3, 4), (3, 4)), ((3, 1), (1, 4)), ((2, 3), (3,)), ((), (3, 4)), ((2, 3), ())]

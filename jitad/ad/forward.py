@@ -9,13 +9,12 @@ take tangent arguments), which gives second order as forward-over-reverse.
 """
 import numpy as np
 
-from ..ir.ops import ELEMENTWISE_OPS, VJPS, Op
+from ..ir.graph import split_operands
+from ..ir.ops import Op
 from ..ir.types import FLOATS, ContType, RefType, TableType, Type
 from ..staging import (FOR, FUN, IF, TREE, WHILE, ShapeDtype, Staged, apply, emit, make_closure,
                        new_slot, trace_memo, wrap)
 from .restage import restage_node, run_graph
-
-LINEAR = {Op.SUM, Op.RESHAPE, Op.TRANSPOSE, Op.BROADCAST, Op.SLICE, Op.UNSLICE}
 
 
 def has_tangent(t):
@@ -76,40 +75,26 @@ def jvp_node(node, ins):
 
 
 def _tangent(node, ins, primals, out):
+    """The output tangent: the op's own forward rule, else derived (elementwise ops from
+    their VJP, linear ops applied to the tangent)."""
     op, attrs = node.op, node.attrs
     tangents = [t for _, t in ins]
-    from .. import numeric as N
-    if op in ELEMENTWISE_OPS:
+    if op.jvp is not None:
+        return op.jvp(node, tangents, primals, out)
+    if op.elementwise:
         total = None
         for k, t in enumerate(tangents):
             if t is None:
                 continue
-            term = VJPS[op](t, *primals, out, **attrs)[k]
+            term = op.vjp(t, *primals, out, **attrs)[k]
             if term is not None:
                 total = term if total is None else total + term
-        return total if total is None or total.shape == out.shape else N.broadcast_to(total, out.shape)
-    if op in (Op.ALLREDUCE, Op.BCAST):
-        from ..distributed import collective_jvp
-        return collective_jvp(node, tangents[0])
-    if op == Op.LINALG:
-        from ..linalg import jvp
-        return jvp(node, primals, tangents, out)
-    if op in LINEAR or op in (Op.INDEX, Op.GATHER):
+        if total is None or total.shape == out.shape:
+            return total
+        from .. import numeric as N
+        return N.broadcast_to(total, out.shape)
+    if op.linear:
         return wrap(emit(op, [tangents[0].var] + [p.var for p in primals[1:]], attrs)[0])
-    if op == Op.CONCAT:
-        return wrap(emit(op, [(t if t is not None else zeros(p.var.type)).var
-                              for p, t in zip(primals, tangents)], attrs)[0])
-    if op in (Op.MATMUL, Op.CONV2D):   # bilinear
-        (a, ta), (b, tb) = ins
-        apply = lambda u, v: wrap(emit(op, [u.var, v.var], attrs)[0])
-        terms = ([apply(ta, b)] if ta is not None else []) + ([apply(a, tb)] if tb is not None else [])
-        return terms[0] if len(terms) == 1 else terms[0] + terms[1]
-    if op == Op.MAX:
-        x, axes = primals[0], attrs["axes"]
-        keep = tuple(1 if d in axes else n for d, n in enumerate(x.shape))
-        hit = N.convert(x == N.broadcast_to(N.reshape(out, keep), x.shape), x.dtype)
-        share = hit / N.broadcast_to(N.reshape(N.sum(hit, axis=axes), keep), x.shape)
-        return N.sum(share * tangents[0], axis=axes, keepdims=attrs["keepdims"])
     raise NotImplementedError(f"forward mode: no rule for {op.value}")
 
 
@@ -195,24 +180,22 @@ def _if(node, ins):
 
 
 def _while(node, ins):
-    n = node.attrs["n_state"]
+    _, init, caps = split_operands(node, ins)
     types = [v.type for v in node.outputs]
-    caps = ins[n:]
     cond, body = node.bodies
     out = WHILE(lambda s: jvp_graph(cond, unpack(list(s), types) + caps)[0][0],
                 lambda s: tuple(pack(jvp_graph(body, unpack(list(s), types) + caps), types)),
-                tuple(pack(ins[:n], types)))
+                tuple(pack(init, types)))
     return unpack(list(out), types)
 
 
 def _for(node, ins):
-    n = node.attrs["n_state"]
+    (lower, upper), init, caps = split_operands(node, ins)
     types = [v.type for v in node.outputs]
-    caps = ins[2 + n:]
     (body,) = node.bodies
-    out = FOR(ins[0][0], ins[1][0],
+    out = FOR(lower[0], upper[0],
               lambda i, s: tuple(pack(jvp_graph(body, [(i, None)] + unpack(list(s), types) + caps), types)),
-              tuple(pack(ins[2:2 + n], types)))
+              tuple(pack(init, types)))
     return unpack(list(out), types)
 
 
@@ -230,15 +213,14 @@ def _call(node, ins):
 
 
 def _tree(node, ins):
-    n = node.attrs["n_state"]
+    (tree,), init, caps = split_operands(node, ins)
     types = [v.type for v in node.outputs]
-    caps = ins[1 + n:]
     (combine,) = node.bodies
 
     def combine_jvp(nd, left, right):
         pairs = [(nd.index, None)] + unpack(list(left), types) + unpack(list(right), types) + caps
         return tuple(pack(jvp_graph(combine, pairs), types))
-    out = TREE(ins[0][0], tuple(pack(ins[1:1 + n], types)), combine_jvp)
+    out = TREE(tree[0], tuple(pack(init, types)), combine_jvp)
     return unpack(list(out), types)
 
 

@@ -3,6 +3,7 @@
 This is the identity transformation; reverse mode uses it for the parts of a program
 that carry no gradient, and the other transformations follow its shape.
 """
+from ..ir.graph import split_operands
 from ..ir.ops import Op
 from ..staging import FOR, FUN, IF, TREE, WHILE, ShapeDtype, emit, trace_memo, wrap
 
@@ -35,18 +36,16 @@ def _if(node, ins):
 
 
 def _while(node, ins):
-    n = node.attrs["n_state"]
-    init, caps = ins[:n], ins[n:]
+    _, init, caps = split_operands(node, ins)
     cond, body = node.bodies
     return WHILE(lambda s: restage(cond, list(s) + caps)[0],
                  lambda s: tuple(restage(body, list(s) + caps)), tuple(init))
 
 
 def _for(node, ins):
-    n = node.attrs["n_state"]
-    init, caps = ins[2:2 + n], ins[2 + n:]
+    (lower, upper), init, caps = split_operands(node, ins)
     (body,) = node.bodies
-    return FOR(ins[0], ins[1], lambda i, s: tuple(restage(body, [i] + list(s) + caps)), tuple(init))
+    return FOR(lower, upper, lambda i, s: tuple(restage(body, [i] + list(s) + caps)), tuple(init))
 
 
 def _call(node, ins):
@@ -62,10 +61,9 @@ def _call(node, ins):
 
 
 def _tree(node, ins):
-    n = node.attrs["n_state"]
-    init, caps = ins[1:1 + n], ins[1 + n:]
+    (tree,), init, caps = split_operands(node, ins)
     (combine,) = node.bodies
-    return TREE(ins[0], tuple(init),
+    return TREE(tree, tuple(init),
                 lambda nd, l, r: tuple(restage(combine, [nd.index] + list(l) + list(r) + caps)))
 
 

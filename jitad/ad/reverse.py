@@ -21,8 +21,10 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from ..ir.fuse import live_nodes
-from ..ir.ops import VJPS, Op, Region, Sparse, _unbroadcast as unbroadcast
+from ..ir.dce import live_nodes
+from ..ir.graph import split_operands
+from ..ir.ops import Op
+from ..primitives.rules import Region, Sparse, unbroadcast
 from ..ir.types import FLOATS, RefType, Type
 from ..errors import ArgumentError, ShapeError
 from ..pytree import flatten, unflatten
@@ -220,7 +222,7 @@ def _backprop(node, ins, outs):
 
 
 def _backprop_node(node, ins, out):
-    rule = VJPS.get(node.op)
+    rule = node.op.vjp
     assert rule is not None, f"no VJP rule for {node.op.value}"
     g = slot_get(out.adj)
     deferred = getattr(_state, "deferred", None)
@@ -273,8 +275,8 @@ def _loop(name, types, cap_types, step):
 
 
 def _while(node, ins, k):
-    n = node.attrs["n_state"]
-    types, cap_types = _types(node.outputs), _types(node.inputs[n:])
+    _, state_in, caps_in = split_operands(node, ins)
+    types, cap_types = _types(node.outputs), _types(split_operands(node)[2])
     cond, body = node.bodies
 
     def step(extra, state, caps, kk, loop):
@@ -286,12 +288,12 @@ def _while(node, ins, k):
            lambda: apply(kk, pack(state, types)))
 
     loop = _loop("while_rev", types, cap_types, step)
-    loop(*pack(ins[:n], types), *pack(ins[n:], cap_types), closure(k, types, "k_while"))
+    loop(*pack(state_in, types), *pack(caps_in, cap_types), closure(k, types, "k_while"))
 
 
 # Values a loop body's backward pass reads from a table filled by the forward loop
-# instead of recomputing them: products and transcendental functions of tensors.
-STORED = {Op.MATMUL, Op.TANH, Op.SIGMOID, Op.EXP, Op.LOG, Op.LOG1P, Op.EXPM1, Op.SQRT, Op.SIN, Op.COS}
+# instead of recomputing them: those of ops flagged "stored" (products and
+# transcendental functions) on tensors.
 
 
 def _body_nodes(graph):
@@ -313,7 +315,7 @@ class stored_values:
 
     def __init__(self, body, count):
         self.body = body
-        self.nodes = [n for n in _body_nodes(body) if n.op in STORED and n.outputs[0].type.shape]
+        self.nodes = [n for n in _body_nodes(body) if n.op.stored and n.outputs[0].type.shape]
         self.tables = [new_table(count, n.outputs[0].type, written_first=True) for n in self.nodes]
 
     def run(self, args, entry):
@@ -466,10 +468,9 @@ def _for(node, ins, k):
     and carries the state's adjoint as loop state."""
     from ..numeric import where
     from ..staging import FOR
-    n = node.attrs["n_state"]
     types, (body,) = [v.type for v in node.outputs], node.bodies
-    lower, upper = ins[0].primal, ins[1].primal
-    init, caps = ins[2:2 + n], ins[2 + n:]
+    (lower, upper), init, caps = split_operands(node, ins)
+    lower, upper = lower.primal, upper.primal
     trips = where(upper > lower, upper - lower, 0)   # < 0 only if it overflowed: its tables fail
     tables = [new_table(trips, t, written_first=True) for t in types]
     stored = stored_values(body, trips)
@@ -561,9 +562,9 @@ def _tree(node, ins, k):
     Node v lives at entry v + 1 and entry 0 stands for the empty subtree (child -1): it
     holds the init value, and collects the init's adjoint."""
     from ..staging import FOR
-    n = node.attrs["n_state"]
     types, (combine,) = [v.type for v in node.outputs], node.bodies
-    tree, init, caps = ins[0].primal, ins[1:1 + n], ins[1 + n:]
+    (tree,), init, caps = split_operands(node, ins)
+    tree = tree.primal
     get = lambda field, i: Staged(emit(Op.TREE_GET, [tree.var, i.var], {"field": field})[0])
     entries = Staged(emit(Op.TREE_SIZE, [tree.var], {"word": "size"})[0]) + 1
     count = Staged(emit(Op.TREE_SIZE, [tree.var], {"word": "reachable"})[0])

@@ -10,60 +10,8 @@ Runs keep their position in the node list, so effects on slots stay in order.
 from dataclasses import replace
 
 from .graph import Graph, Node, Var
-from .ops import ELEMENTWISE_OPS, Op
-from .prune import drop_unread_tables
+from .ops import Op
 from .types import RefType, Type
-
-
-def fuse_program(program):
-    """Remove unread tables and dead code, then fuse every graph of `program` in place;
-    return it."""
-    graphs = [f.body for f in program.funs] + [program.main]
-    for graph in graphs:
-        forward_stop_gradients(graph)
-        eliminate_dead_code(graph)
-    drop_unread_tables(program)   # after dead code: unused replays read tables
-    for graph in graphs:
-        eliminate_dead_code(graph)   # the values only those tables kept
-        fuse_graph(graph)
-    return program
-
-
-PURE = ELEMENTWISE_OPS | {Op.SUM, Op.MAX, Op.RESHAPE, Op.TRANSPOSE, Op.MATMUL, Op.INDEX, Op.GATHER,
-                          Op.SLICE, Op.UNSLICE, Op.CONCAT, Op.BROADCAST, Op.CONST, Op.SLOT_GET,
-                          Op.TREE_GET, Op.TREE_ROOT, Op.TREE_SIZE, Op.TABLE_GET, Op.RANDOM, Op.LINALG}
-
-
-def forward_stop_gradients(graph):
-    """After differentiation `stop_gradient` is the identity: its users read its input (a
-    standalone one would be a copy)."""
-    for node in graph.nodes:
-        for body in node.bodies:
-            forward_stop_gradients(body)
-    same = {n.outputs[0]: n.inputs[0] for n in graph.nodes if n.op == Op.STOP_GRADIENT}
-    if same:
-        graph.nodes = [replace(n, inputs=tuple(same.get(v, v) for v in n.inputs)) for n in graph.nodes]
-        graph.outputs = [same.get(v, v) for v in graph.outputs]
-
-
-def eliminate_dead_code(graph):
-    """Drop pure nodes whose results nothing uses (e.g. the cotangent reverse mode computes
-    for a constant operand of a matrix product: LLVM cannot drop a BLAS call)."""
-    for node in graph.nodes:
-        for body in node.bodies:
-            eliminate_dead_code(body)
-    graph.nodes = live_nodes(graph)
-
-
-def live_nodes(graph):
-    """The nodes of `graph` less the pure ones whose results nothing uses."""
-    live, kept = set(graph.outputs), []
-    for node in reversed(graph.nodes):
-        if node.op in PURE and not any(v in live for v in node.outputs):
-            continue
-        kept.append(node)
-        live.update(node.inputs)
-    return kept[::-1]
 
 
 def _shape(v):
@@ -73,7 +21,7 @@ def _shape(v):
 def _member_shape(node):
     """The loop shape a node can join a run with, or None."""
     op = node.op
-    if op in ELEMENTWISE_OPS or op == Op.BROADCAST:
+    if op.elementwise or op == Op.BROADCAST:
         return node.outputs[0].type.shape   # () for scalar work, which joins any run
     if op == Op.RESHAPE and not node.inputs[0].type.shape:
         return node.outputs[0].type.shape   # a scalar as a tensor of size 1: broadcasts
@@ -139,7 +87,6 @@ def fuse_graph(graph):
     graph.nodes = _accumulate_products(_forward_single_stores(nodes, graph.outputs))
 
 
-VIEWS = {Op.RESHAPE, Op.INDEX, Op.SLOT_GET}   # (a tensor result of these shares its input's buffer)
 
 
 def _forward_single_stores(nodes, outputs):
@@ -167,7 +114,7 @@ def _forward_single_stores(nodes, outputs):
         root, born = value, -1
         while root in made_at:
             born, producer = made_at[root]
-            if producer.op not in VIEWS or not producer.inputs[0].type.shape:
+            if not producer.op.view or not producer.inputs[0].type.shape:
                 break
             if producer.op == Op.SLOT_GET:   # a view of another slot: unchanged after the store?
                 slot = producer.inputs[0]
@@ -337,11 +284,6 @@ def _only_late_reads(nodes, users, where, at):
                for j in where if j < at)
 
 
-CHEAP = {Op.ADD, Op.SUB, Op.MUL, Op.NEG, Op.SELECT, Op.MAXIMUM, Op.MINIMUM, Op.LT, Op.LE, Op.GT,
-         Op.GE, Op.EQ, Op.NE, Op.AND, Op.OR, Op.NOT, Op.CONVERT, Op.BROADCAST, Op.RESHAPE, Op.CONST,
-         Op.ABS, Op.SQUARE, Op.RELU, Op.STOP_GRADIENT}
-
-
 def _cone(body, var):
     """The body nodes computing `var`, if all are cheap and read only params; else None."""
     producer = {v: n for n in body.nodes for v in n.outputs}
@@ -351,7 +293,7 @@ def _cone(body, var):
         n = producer.get(v)
         if n is None:
             continue   # a param
-        if n.op not in CHEAP:
+        if not n.op.cheap:
             return None
         if n not in needed:
             needed.append(n)

@@ -62,9 +62,7 @@ class Program:
     main: Graph
     funs: list
 
-    def __str__(self):
-        from .printer import format_program
-        return format_program(self)
+    # (`str(program)`: the printer installs its `format_program` here)
 
 
 def walk(graph):
@@ -73,3 +71,16 @@ def walk(graph):
         yield node
         for body in node.bodies:
             yield from walk(body)
+
+
+HEAD = {"if": 1, "while": 0, "for": 2, "tree": 1}   # operands before a control-flow node's state
+
+
+def split_operands(node, values=None):
+    """(head, state, captures) of control-flow `node`'s operands, or of `values` given in
+    their order: the head is IF's predicate, FOR's bounds or TREE's tree; the state is
+    the loop state (also the results); IF has none, its branch arguments are captures."""
+    values = list(node.inputs if values is None else values)
+    h = HEAD[node.op.value]
+    n = h + node.attrs.get("n_state", 0)
+    return values[:h], values[h:n], values[n:]

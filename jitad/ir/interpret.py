@@ -2,6 +2,7 @@
 must reproduce, used by the tests to check lowering (and, later, derivatives)."""
 import numpy as np
 
+from .graph import split_operands
 from .ops import IMPLS, Op, clip_index
 from .types import NUMPY, ContType, RefType, TableType, TreeType
 
@@ -93,8 +94,7 @@ def _if(node, ins):
 
 @control(Op.WHILE)
 def _while(node, ins):
-    n = node.attrs["n_state"]
-    state, caps = ins[:n], ins[n:]
+    _, state, caps = split_operands(node, ins)
     cond, body = node.bodies
     while run_graph(cond, state + caps)[0]:
         state = run_graph(body, state + caps)
@@ -103,8 +103,7 @@ def _while(node, ins):
 
 @control(Op.FOR)
 def _for(node, ins):
-    n = node.attrs["n_state"]
-    lower, upper, state, caps = ins[0], ins[1], ins[2:2 + n], ins[2 + n:]
+    (lower, upper), state, caps = split_operands(node, ins)
     for i in range(int(lower), int(upper)):
         state = run_graph(node.bodies[0], [np.int64(i)] + state + caps)
     return state
@@ -117,8 +116,7 @@ def _call(node, ins):
 
 @control(Op.TREE)
 def _tree(node, ins):
-    n = node.attrs["n_state"]
-    tree, init, caps = ins[0], ins[1:1 + n], ins[1 + n:]
+    (tree,), init, caps = split_operands(node, ins)
 
     def rec(k):
         if k < 0:

@@ -7,6 +7,8 @@ import hashlib
 
 import numpy as np
 
+from .graph import FunDef, Program
+
 
 class _Namer:
     def __init__(self, funs):
@@ -28,7 +30,6 @@ class _Namer:
 
 
 def _attr_text(value, namer):
-    from .graph import FunDef
     if isinstance(value, FunDef):
         return namer.fun_names.get(value, f"@{value.name}")
     if isinstance(value, float):
@@ -89,3 +90,6 @@ def format_program(program):
         parts.append("\n".join(text))
     parts.append(format_graph(program.main, namer))
     return "\n".join(parts)
+
+
+Program.__str__ = format_program   # the graph module cannot import its printer back

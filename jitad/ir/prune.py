@@ -9,7 +9,7 @@ table and the captures that carry it go.
 """
 from dataclasses import replace
 
-from .graph import walk
+from .graph import split_operands, walk
 from .ops import Op
 
 WRITES = {Op.TABLE_SET, Op.TABLE_ADD}
@@ -22,16 +22,10 @@ def _captures(node):
     ins, bodies = node.inputs, node.bodies
     if node.op == Op.IF:
         return [(p, [b.params[p - 1] for b in bodies]) for p in range(1, len(ins))]
-    n = node.attrs.get("n_state", 0)
-    if node.op == Op.FOR:
-        first = 2 + n
-    elif node.op == Op.WHILE:
-        first = n
-    elif node.op == Op.TREE:
-        first = 1 + n
-    else:
+    if node.op not in (Op.FOR, Op.WHILE, Op.TREE):
         return []
-    caps = len(ins) - first
+    caps = len(split_operands(node)[2])
+    first = len(ins) - caps
     return [(p, [b.params[len(b.params) - caps + (p - first)] for b in bodies]) for p in range(first, len(ins))]
 
 

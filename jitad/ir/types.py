@@ -23,6 +23,18 @@ class Type:
         return self.dtype in FLOATS
 
 
+# A tree's runtime descriptor (`jitad.Tree` builds it, compiled code reads it): words
+# for the node count, root, child arrays, the number of nodes reachable from the root
+# and their post-order (children before parents), then one array per field.
+DESCRIPTOR = {"size": 0, "root": 1, "left": 2, "right": 3, "reachable": 4, "order": 5}
+FIRST_FIELD = 6
+
+
+def is_device_array(x):
+    """A numba device array (real or the CUDA simulator's), without importing numba.cuda."""
+    return hasattr(x, "copy_to_host") and hasattr(x, "dtype") and hasattr(x, "shape")
+
+
 @dataclass(frozen=True, slots=True)
 class TreeType:
     """A `jitad.Tree` input: child arrays plus named per-node fields (name, dtype)."""

@@ -1,5 +1,5 @@
 """The IR verifier: SSA, scoping (bodies see only their params) and types."""
-from .ops import ARITY, Op, infer_types
+from .ops import Op, infer_types
 from .printer import _Namer, _format_nodes
 
 
@@ -29,7 +29,7 @@ def _verify_graph(graph, seen, where, check_types=True):
             for v in node.inputs:
                 if v not in scope:
                     raise AssertionError(f"uses a value not defined in this body ({v})")
-            arity = ARITY.get(node.op)
+            arity = node.op.arity
             if arity is not None and len(node.inputs) != arity:
                 raise AssertionError(f"takes {arity} operands, got {len(node.inputs)}")
             for i, body in enumerate(node.bodies):   # a fused body holds per-element scalars

@@ -16,10 +16,9 @@ import threading
 import numpy as np
 
 from ..errors import ArgumentError, DeviceError, ResourceError
-from ..ir.graph import Graph, Node, Var
-from ..ir.ops import ELEMENTWISE_OPS, IMPLS, Op
-from ..ir.types import NUMPY, RefType, TreeType, Type, clean_bools
-from ..staging import is_device_array
+from ..ir.graph import Graph, Node, Var, split_operands
+from ..ir.ops import IMPLS, PRIMITIVES, Op
+from ..ir.types import NUMPY, RefType, is_device_array, TreeType, Type, clean_bools
 from . import cuda_kernels as K
 from .cuda_kernels import size_of
 
@@ -207,7 +206,7 @@ def host_value(value, t):
     return np.asarray(value, NUMPY[t.dtype])[()]
 
 
-@rule(*ELEMENTWISE_OPS, Op.BROADCAST)
+@rule(*[op for op in PRIMITIVES.values() if op.elementwise], Op.BROADCAST)
 def _elementwise(rt, node, ins):
     out = node.outputs[0].type
     if not out.shape and all(on_host(v) for v in ins):
@@ -607,8 +606,7 @@ class _Buffers:
 
 @rule(Op.WHILE)
 def _while(rt, node, ins):
-    n = node.attrs["n_state"]
-    state, caps = ins[:n], ins[n:]
+    _, state, caps = split_operands(node, ins)
     cond, body = node.bodies
     buffers = _Buffers(rt, body.out_types)
     while True:
@@ -622,9 +620,8 @@ def _while(rt, node, ins):
 
 @rule(Op.FOR)
 def _for(rt, node, ins):
-    n = node.attrs["n_state"]
-    lower, upper = int(rt.host(ins[0])), int(rt.host(ins[1]))
-    state, caps = ins[2:2 + n], ins[2 + n:]
+    (lower, upper), state, caps = split_operands(node, ins)
+    lower, upper = int(rt.host(lower)), int(rt.host(upper))
     (body,) = node.bodies
     buffers = _Buffers(rt, body.out_types)
     for i in range(lower, upper):
@@ -641,8 +638,7 @@ def _call(rt, node, ins):
 
 @rule(Op.TREE)
 def _tree(rt, node, ins):
-    n = node.attrs["n_state"]
-    tree, init, caps = ins[0], ins[1:1 + n], ins[1 + n:]
+    (tree,), init, caps = split_operands(node, ins)
     (combine,) = node.bodies
 
     def visit(k):

@@ -9,10 +9,12 @@ Kernels loop grid-stride, so any grid covers any size: a real GPU gets many bloc
 CUDA simulator (`NUMBA_ENABLE_CUDASIM=1`, one Python thread per GPU thread) a few threads.
 """
 import math
+import re
 
 import numpy as np
 
-from ..ir.ops import Op
+from .. import primitives  # noqa: F401  (declares the ops in SCALAR)
+from ..ir.ops import PRIMITIVES, Op
 from ..ir.types import NUMPY, RefType
 
 _cache = {}
@@ -47,6 +49,10 @@ def environment():
                "b1": numba.boolean, "exp": math.exp, "log": math.log, "log1p": math.log1p,
                "expm1": math.expm1, "sqrt": math.sqrt, "sin": math.sin, "cos": math.cos,
                "tanh": math.tanh, "fabs": math.fabs, "fmod": math.fmod, "power": math.pow}
+    for name in _math_names():
+        if name not in env:   # the simulator computes in the operand's NumPy type
+            fn = getattr(math, name)
+            env[name] = (lambda f: lambda x: type(x)(f(x)))(fn) if simulated() else fn
     env.update(cuda=c, numba=numba, inf=math.inf, nan=math.nan)
     exec(compile(_HELPERS, "<jitad cuda helpers>", "exec"), env)
     for name in [n for n in env if n.startswith("h_")]:
@@ -155,44 +161,21 @@ def _float_or(int_form, float_form):
     return lambda a, t: int_form(a) if t == "i64" else float_form(a)
 
 
+def _template(spec):
+    """A declaration's CUDA expression (jitad/primitives) as template(args, dtype) -> str."""
+    if isinstance(spec, str):
+        return lambda a, t: spec.format(*a, t=CTOR[t])
+    return spec
+
+
 # op -> template(argument expressions, input dtype) -> expression of one element
-SCALAR = {
-    Op.ADD: lambda a, t: f"({a[0]} + {a[1]})",
-    Op.SUB: lambda a, t: f"({a[0]} - {a[1]})",
-    Op.MUL: lambda a, t: f"({a[0]} * {a[1]})",
-    Op.DIV: lambda a, t: f"({a[0]} / {a[1]})",
-    Op.POW: _float_or(lambda a: f"h_ipow({a[0]}, {a[1]})", lambda a: f"power({a[0]}, {a[1]})"),
-    Op.MOD: _float_or(lambda a: f"h_imod({a[0]}, {a[1]})", lambda a: f"h_fmod({a[0]}, {a[1]})"),
-    Op.FLOORDIV: _float_or(lambda a: f"h_ifloordiv({a[0]}, {a[1]})", lambda a: f"h_ffloordiv({a[0]}, {a[1]})"),
-    Op.MAXIMUM: lambda a, t: f"h_max({a[0]}, {a[1]})",
-    Op.MINIMUM: lambda a, t: f"h_min({a[0]}, {a[1]})",
-    Op.NEG: lambda a, t: f"(-{a[0]})",
-    Op.ABS: lambda a, t: f"abs({a[0]})",
-    Op.SQUARE: lambda a, t: f"({a[0]} * {a[0]})",
-    Op.RELU: lambda a, t: f"({literal(0, t)} if {a[0]} < {literal(0, t)} else {a[0]})",
-    Op.EXP: lambda a, t: f"exp({a[0]})",
-    Op.LOG: lambda a, t: f"log({a[0]})",
-    Op.LOG1P: lambda a, t: f"log1p({a[0]})",
-    Op.EXPM1: lambda a, t: f"expm1({a[0]})",
-    Op.SQRT: lambda a, t: f"sqrt({a[0]})",
-    Op.SIN: lambda a, t: f"sin({a[0]})",
-    Op.COS: lambda a, t: f"cos({a[0]})",
-    Op.TANH: lambda a, t: f"tanh({a[0]})",
-    Op.SIGMOID: lambda a, t: f"({literal(1, t)} / ({literal(1, t)} + exp(-{a[0]})))",
-    Op.LT: lambda a, t: f"({a[0]} < {a[1]})",
-    Op.LE: lambda a, t: f"({a[0]} <= {a[1]})",
-    Op.GT: lambda a, t: f"({a[0]} > {a[1]})",
-    Op.GE: lambda a, t: f"({a[0]} >= {a[1]})",
-    Op.EQ: lambda a, t: f"({a[0]} == {a[1]})",
-    Op.NE: lambda a, t: f"({a[0]} != {a[1]})",
-    Op.AND: lambda a, t: f"({a[0]} and {a[1]})" if t == "bool" else f"({a[0]} & {a[1]})",
-    Op.OR: lambda a, t: f"({a[0]} or {a[1]})" if t == "bool" else f"({a[0]} | {a[1]})",
-    Op.NOT: lambda a, t: f"(not {a[0]})" if t == "bool" else f"(~{a[0]})",
-    Op.SELECT: lambda a, t: f"({a[1]} if {a[0]} else {a[2]})",
-    Op.BROADCAST: lambda a, t: a[0],
-    Op.STOP_GRADIENT: lambda a, t: a[0],
-    Op.RESHAPE: lambda a, t: a[0],
-}
+SCALAR = {op: _template(op.cuda) for op in PRIMITIVES.values() if op.cuda is not None}
+
+
+def _math_names():
+    """Functions of Python's `math` that declared expressions call ("log1p({0})")."""
+    names = {n for op in PRIMITIVES.values() if isinstance(op.cuda, str) for n in re.findall(r"(\w+)\(", op.cuda)}
+    return sorted(n for n in names if hasattr(math, n))
 
 
 def _convert(expr, source, target):

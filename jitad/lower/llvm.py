@@ -18,11 +18,11 @@ from collections import Counter
 import llvmlite.ir as ir
 import numpy as np
 
-from ..ir.graph import Graph, Node, Var
-from ..ir.ops import Op
+from ..ir.graph import Graph, Node, Var, split_operands
+from ..ir.ops import PRIMITIVES, Op
+from .. import primitives  # noqa: F401  (declares the ops lowered below)
 from . import vmath
-from ..ir.types import FLOATS, ContType, RefType, TableType, TreeType, Type
-from ..tree import DESCRIPTOR, FIRST_FIELD
+from ..ir.types import DESCRIPTOR, FIRST_FIELD, FLOATS, ContType, RefType, TableType, TreeType, Type
 
 F64, F32, I64, I32, I1, I8 = (ir.DoubleType(), ir.FloatType(), ir.IntType(64), ir.IntType(32),
                              ir.IntType(1), ir.IntType(8))
@@ -73,14 +73,6 @@ def tensor_outputs(types):
     return [k for k, t in enumerate(types) if isinstance(t, Type) and t.shape]
 
 
-# -- the tables ----------------------------------------------------------------
-FLOAT_BINARY = {Op.ADD: "fadd", Op.SUB: "fsub", Op.MUL: "fmul", Op.DIV: "fdiv"}
-INT_BINARY = {Op.ADD: "add", Op.SUB: "sub", Op.MUL: "mul", Op.AND: "and_", Op.OR: "or_"}
-COMPARE = {Op.LT: "<", Op.LE: "<=", Op.GT: ">", Op.GE: ">=", Op.EQ: "==", Op.NE: "!="}
-INTRINSIC = {Op.LOG: "llvm.log", Op.SQRT: "llvm.sqrt", Op.SIN: "llvm.sin",
-             Op.COS: "llvm.cos", Op.ABS: "llvm.fabs", Op.POW: "llvm.pow"}
-INLINE_MATH = {Op.EXP: vmath.exp, Op.TANH: vmath.tanh}   # vectorizable, in IR
-LIBM = {Op.LOG1P: "log1p", Op.EXPM1: "expm1"}   # float variants get an "f" suffix
 LOWER = {}   # op -> fn(lowerer, node, input values) -> list of output values
 def collapse(shape, shapes):
     """Merge adjacent loop dimensions that every operand either spans or broadcasts alike
@@ -138,109 +130,21 @@ def elementwise(*ops):
     return register
 
 
-def _is_float(node):
-    return node.inputs[0].type.dtype in FLOATS
+def _declared(spec):
+    """The scalar rule a declaration gives (jitad/primitives): a function, or the name of a
+    libm function (its float32 variant has an "f" suffix; runtime.py binds both)."""
+    if not isinstance(spec, str):
+        return spec
+
+    def libm(lo, node, ins):
+        t = ins[0].type
+        return [lo.b.call(lo.extern(spec + ("f" if t == F32 else ""), ir.FunctionType(t, [t] * len(ins))), ins)]
+    return libm
 
 
-@elementwise(*set(FLOAT_BINARY) | set(INT_BINARY))
-def _binary(lo, node, ins):
-    name = FLOAT_BINARY[node.op] if _is_float(node) else INT_BINARY[node.op]
-    return [getattr(lo.b, name)(*ins)]
-
-
-@elementwise(*COMPARE)
-def _compare(lo, node, ins):
-    op = COMPARE[node.op]
-    if node.inputs[0].type.dtype == "bool":   # i1: True is 1, not -1
-        return [lo.b.icmp_unsigned(op, *ins)]
-    if not _is_float(node):
-        return [lo.b.icmp_signed(op, *ins)]
-    if node.op == Op.NE:   # NaN != NaN is true
-        return [lo.b.fcmp_unordered(op, *ins)]
-    return [lo.b.fcmp_ordered(op, *ins)]
-
-
-@elementwise(*INTRINSIC)
-def _intrinsic(lo, node, ins):
-    if node.op == Op.ABS and not _is_float(node):
-        x = ins[0]
-        return [lo.b.select(lo.b.icmp_signed("<", x, x.type(0)), lo.b.neg(x), x)]
-    if node.op == Op.POW and not _is_float(node):
-        return [lo.int_pow(*ins)]
-    fn = lo.module.declare_intrinsic(INTRINSIC[node.op], [ins[0].type])
-    return [lo.b.call(fn, ins)]
-
-
-@elementwise(*INLINE_MATH)
-def _inline_math(lo, node, ins):
-    x = ins[0]
-    if x.type == F32:   # computed in double, exact enough for float32
-        return [lo.b.fptrunc(INLINE_MATH[node.op](lo.b, lo.module, lo.b.fpext(x, F64)), F32)]
-    return [INLINE_MATH[node.op](lo.b, lo.module, x)]
-
-
-@elementwise(*LIBM)
-def _libm(lo, node, ins):
-    t = ins[0].type
-    name = LIBM[node.op] + ("f" if t == F32 else "")
-    return [lo.b.call(lo.extern(name, ir.FunctionType(t, [t])), ins)]
-
-
-@elementwise(Op.STOP_GRADIENT)
-def _identity(lo, node, ins):
-    return [ins[0]]
-
-
-@elementwise(Op.NEG)
-def _neg(lo, node, ins):
-    return [lo.b.fneg(ins[0]) if _is_float(node) else lo.b.neg(ins[0])]
-
-
-@elementwise(Op.NOT)
-def _not(lo, node, ins):
-    return [lo.b.not_(ins[0])]
-
-
-@elementwise(Op.SQUARE)
-def _square(lo, node, ins):
-    return [lo.b.fmul(ins[0], ins[0]) if _is_float(node) else lo.b.mul(ins[0], ins[0])]
-
-
-@elementwise(Op.RELU)
-def _relu(lo, node, ins):
-    x = ins[0]
-    neg = lo.b.fcmp_ordered("<", x, x.type(0)) if _is_float(node) else lo.b.icmp_signed("<", x, x.type(0))
-    return [lo.b.select(neg, x.type(0), x)]
-
-
-@elementwise(Op.SIGMOID)
-def _sigmoid(lo, node, ins):
-    x = ins[0]
-    wide = lo.b.fpext(x, F64) if x.type == F32 else x
-    e = vmath.exp(lo.b, lo.module, lo.b.fneg(wide))
-    out = lo.b.fdiv(F64(1.0), lo.b.fadd(F64(1.0), e))
-    return [lo.b.fptrunc(out, F32) if x.type == F32 else out]
-
-
-@elementwise(Op.MAXIMUM, Op.MINIMUM)
-def _extremum(lo, node, ins):
-    a, b = ins
-    rel = ">=" if node.op == Op.MAXIMUM else "<="
-    if not _is_float(node):
-        return [lo.b.select(lo.b.icmp_signed(rel, a, b), a, b)]
-    pick_a = lo.b.or_(lo.b.fcmp_ordered(rel, a, b), lo.b.fcmp_unordered("uno", a, a))
-    return [lo.b.select(pick_a, a, b)]   # NaN in either operand propagates, as NumPy
-
-
-@elementwise(Op.MOD, Op.FLOORDIV)
-def _divmod(lo, node, ins):
-    div, mod = lo.float_divmod(*ins) if _is_float(node) else lo.int_divmod(*ins)
-    return [div if node.op == Op.FLOORDIV else mod]
-
-
-@elementwise(Op.SELECT)
-def _select(lo, node, ins):
-    return [lo.b.select(*ins)]
+for _op in PRIMITIVES.values():
+    if _op.elementwise and _op.llvm is not None:
+        elementwise(_op)(_declared(_op.llvm))
 
 
 @rule(Op.CONST)
@@ -249,11 +153,6 @@ def _const(lo, node, ins):
     if t.shape:
         return [lo.constant_array(node.attrs["value"])]
     return [LL[t.dtype](node.attrs["value"])]
-
-
-@elementwise(Op.CONVERT)
-def _convert(lo, node, ins):
-    return [lo.convert(ins[0], node.inputs[0].type.dtype, node.attrs["dtype"])]
 
 
 @rule(Op.TREE_GET)
@@ -491,8 +390,7 @@ def _poll_period(graphs):
 
 @rule(Op.WHILE)
 def _while(lo, node, ins):
-    n = node.attrs["n_state"]
-    init, caps = ins[:n], ins[n:]
+    _, init, caps = split_operands(node, ins)
     cond, body = node.bodies
     return _loop(lo, [v.type for v in node.outputs], init, lambda s: lo.lower(cond, s + caps)[0],
                  lambda s: lo.lower(body, s + caps), _poll_period(node.bodies))
@@ -503,8 +401,7 @@ def _for(lo, node, ins):
     """A heavy body polls every POLL_HEAVY iterations; a scalar one runs in chunks of
     POLL_ITERATIONS iterations with a poll after each, each chunk a loop of known trip
     count that LLVM unrolls as it would the whole loop."""
-    n = node.attrs["n_state"]
-    lower, upper, init, caps = ins[0], ins[1], ins[2:2 + n], ins[2 + n:]
+    (lower, upper), init, caps = split_operands(node, ins)
     (body,) = node.bodies
     b = lo.b
     types = [I64_T] + [v.type for v in node.outputs]
@@ -567,17 +464,13 @@ def _table_stores(graph):
             and stored[n.inputs[2]] == 1 and used[n.inputs[0]] == 1}
 
 
-KERNEL_OPS = {Op.FUSED, Op.SUM, Op.MAX, Op.CONV2D, Op.TRANSPOSE, Op.BROADCAST, Op.SLICE, Op.UNSLICE, Op.CONCAT,
-              Op.GATHER, Op.RANDOM, Op.SLOT_ADD, Op.SLOT_ADD_AT, Op.SLOT_SCATTER_ADD, Op.SLOT_ADD_SLICE}
-
-
 def _outlined(node):
     """Loop nests over tensors become kernel calls (see `Lowerer.call_kernel`)."""
     if node.op in SCALAR_RULES:
         return bool(node.outputs[0].type.shape)
     if node.op in (Op.SLOT_ADD, Op.SLOT_ADD_AT, Op.SLOT_SCATTER_ADD, Op.SLOT_ADD_SLICE):
         return bool(node.inputs[-1].type.shape)
-    return node.op in KERNEL_OPS
+    return node.op.kernel
 
 
 def _kernel_key(node):
@@ -747,6 +640,16 @@ class Lowerer:
             return self.module.get_global(name)
         except KeyError:
             return ir.Function(self.module, fnty, name=name)
+
+    def math(self, name, x):
+        """exp or tanh of a double in IR (vectorizable; jitad/lower/vmath.py)."""
+        return getattr(vmath, name)(self.b, self.module, x)
+
+    def widen(self, x):
+        return self.b.fpext(x, F64) if x.type == F32 else x
+
+    def narrow(self, x, t):
+        return self.b.fptrunc(x, F32) if t == F32 else x
 
     # -- tensors: arena buffers and loop nests ---------------------------------
     def ctx_field(self, k):
@@ -1139,6 +1042,3 @@ def lower_program(module, program, prefix):
     return lo.main, lo.external_constants
 
 
-from . import tensor  # noqa: E402,F401  (registers the tensor rules in LOWER)
-from . import mpi  # noqa: E402,F401  (the collectives' rules)
-from . import lapack  # noqa: E402,F401  (jitad.linalg's rules)

@@ -18,6 +18,7 @@ import llvmlite.ir as llvm_ir
 import numpy as np
 
 from ..errors import ResourceError
+from ..ir.ops import PRIMITIVES
 from ..ir.types import NUMPY
 from .entry import PY_API, PY_DATA
 
@@ -33,6 +34,11 @@ _engine = None
 _modules = {}       # cache key -> the symbol prefix of its object code in the engine
 _texts = weakref.WeakValueDictionary()   # cache key -> its optimized IR while a Compiled holds it
 
+
+
+def libm_symbols():
+    """The libm functions declarations name as their LLVM lowering, with float variants."""
+    return [op.llvm + suffix for op in PRIMITIVES.values() if isinstance(op.llvm, str) for suffix in ("", "f")]
 
 class _Jit:
     def __init__(self):
@@ -62,7 +68,7 @@ class _Jit:
             llvm.add_symbol(f"jitad_descr_{dtype}", id(np.dtype(np_dtype)))
         llvm.add_symbol("jitad_PyArray_New", _numpy_c_api(93))
         libm = ctypes.CDLL("libm.so.6")
-        for name in ("log1p", "expm1", "log1pf", "expm1f"):
+        for name in libm_symbols():
             llvm.add_symbol(name, ctypes.cast(getattr(libm, name), ctypes.c_void_p).value)
         mb = int(os.environ.get("JITAD_ARENA_MB", "1024"))
         self.arena = np.empty(mb << 20, dtype=np.uint8)   # pages are committed when touched

@@ -9,6 +9,7 @@ loop nest in register tiles too.
 import llvmlite.ir as ir
 import numpy as np
 
+from .. import random  # noqa: F401  (declares Op.RANDOM)
 from ..ir.ops import Op
 from ..ir.types import RefType, Type
 from .llvm import ELEMENT_BYTES, F32, F64, I1, I32, I64, LL, PTR, SCALAR_RULES, alloca, collapse, rule

@@ -1,0 +1,37 @@
+"""Dead code: the nodes whose results nothing reads, and the `stop_gradient` identities
+differentiation leaves behind."""
+from dataclasses import replace
+
+from .ops import Op
+
+
+def forward_stop_gradients(graph):
+    """After differentiation `stop_gradient` is the identity: its users read its input (a
+    standalone one would be a copy)."""
+    for node in graph.nodes:
+        for body in node.bodies:
+            forward_stop_gradients(body)
+    same = {n.outputs[0]: n.inputs[0] for n in graph.nodes if n.op == Op.STOP_GRADIENT}
+    if same:
+        graph.nodes = [replace(n, inputs=tuple(same.get(v, v) for v in n.inputs)) for n in graph.nodes]
+        graph.outputs = [same.get(v, v) for v in graph.outputs]
+
+
+def eliminate_dead_code(graph):
+    """Drop pure nodes whose results nothing uses (e.g. the cotangent reverse mode computes
+    for a constant operand of a matrix product: LLVM cannot drop a BLAS call)."""
+    for node in graph.nodes:
+        for body in node.bodies:
+            eliminate_dead_code(body)
+    graph.nodes = live_nodes(graph)
+
+
+def live_nodes(graph):
+    """The nodes of `graph` less the pure ones whose results nothing uses."""
+    live, kept = set(graph.outputs), []
+    for node in reversed(graph.nodes):
+        if node.op.pure and not any(v in live for v in node.outputs):
+            continue
+        kept.append(node)
+        live.update(node.inputs)
+    return kept[::-1]

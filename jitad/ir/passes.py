@@ -1,0 +1,39 @@
+"""The passes between tracing (differentiation included) and lowering, in order. Each
+rewrites a program in place; under `JITAD_VERIFY=1` (the tests) the verifier checks
+the program before the first and after every pass."""
+from .dce import eliminate_dead_code, forward_stop_gradients
+from .fuse import fuse_graph
+from .prune import drop_unread_tables
+from .verify import VerifyError, verify
+
+
+def _each_graph(rewrite):
+    def run(program):
+        for graph in [f.body for f in program.funs] + [program.main]:
+            rewrite(graph)
+    return run
+
+
+PIPELINE = [   # (name, pass(program), purpose)
+    ("stop_gradients", _each_graph(forward_stop_gradients),
+     "after differentiation `stop_gradient` is the identity: its users read its input"),
+    ("dead_code", _each_graph(eliminate_dead_code), "drop pure nodes whose results nothing reads"),
+    ("unread_tables", drop_unread_tables, "drop the loop tables nothing reads, and their writes"),
+    ("dead_code", _each_graph(eliminate_dead_code), "drop the values only those tables kept"),
+    ("fuse", _each_graph(fuse_graph),
+     "runs of elementwise work on tensors become one fused loop (with its peepholes)"),
+]
+
+
+def run_passes(program, check=False):
+    """Run the pipeline on `program`, verifying after each pass if `check`; return it."""
+    if check:
+        verify(program)
+    for name, run, _ in PIPELINE:
+        run(program)
+        if check:
+            try:
+                verify(program)
+            except VerifyError as e:
+                raise VerifyError(f"after pass `{name}`: {e}") from None
+    return program

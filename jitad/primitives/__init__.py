@@ -1,0 +1,3 @@
+"""The math primitives, one declaration each (see `jitad.ir.ops.declare` and
+CONTRIBUTING.md, "How to add a primitive"). Importing this package declares them."""
+from . import elementwise, tensor  # noqa: F401

@@ -1,0 +1,215 @@
+"""The elementwise primitives: arithmetic, math functions, comparisons, logic, select
+and convert. Each is one `declare`: type rule, NumPy meaning, VJP, LLVM scalar rule
+(looped over tensors by the backend), CUDA element expression, flags and, for the
+public ones, the docstring of `jitad.<name>`. Forward mode derives their JVPs from
+the VJPs (the Jacobian is diagonal)."""
+import math
+
+import numpy as np
+
+from ..ir.ops import broadcast_shapes, comparison, convert_value, declare, elementwise, floating, logical
+from ..ir.types import FLOATS, Type
+from .rules import N, by_dtype, elementwise_vjp, impl_float, in_double, instruction, intrinsic, is_float, \
+    zero_gradient
+
+
+# -- integer semantics shared with the LLVM lowering: no traps, NumPy's results ----
+
+def _int_floordiv(a, b):
+    a, b = np.int64(a), np.int64(b)
+    if b == 0:
+        return np.int64(0)
+    if b == -1:
+        return np.int64(0) - a   # wraps for INT_MIN, never traps
+    return np.floor_divide(a, b)
+
+
+def _int_mod(a, b):
+    a, b = np.int64(a), np.int64(b)
+    if b == 0 or b == -1:
+        return np.int64(0)
+    return np.mod(a, b)
+
+
+def _int_pow(a, b):
+    a, b = np.int64(a), int(b)
+    if b < 0:
+        return np.int64(0)
+    result = np.int64(1)
+    while b:
+        if b & 1:
+            result = result * a
+        a = a * a
+        b >>= 1
+    return result
+
+
+def _pick(int_fn, float_fn):
+    def impl(a, b):
+        if isinstance(a, (np.integer, int)) and not isinstance(a, (bool, np.bool_)):
+            return int_fn(a, b)
+        return float_fn(a, b)
+    return impl
+
+
+def _float_or(int_form, float_form):
+    """A CUDA expression by operand dtype."""
+    return lambda a, t: (int_form if t == "i64" else float_form).format(*a)
+
+
+# -- arithmetic --------------------------------------------------------------------
+
+ARITH = "elementwise arith cheap"
+declare("add", elementwise, np.add, arity=2, flags=ARITH, vjp=lambda g, x, y, out: (g, g),
+        llvm=by_dtype(instruction("fadd"), instruction("add")), cuda="({0} + {1})")
+declare("sub", elementwise, np.subtract, arity=2, flags=ARITH, vjp=lambda g, x, y, out: (g, -g),
+        llvm=by_dtype(instruction("fsub"), instruction("sub")), cuda="({0} - {1})")
+declare("mul", elementwise, np.multiply, arity=2, flags=ARITH, vjp=lambda g, x, y, out: (g * y, g * x),
+        llvm=by_dtype(instruction("fmul"), instruction("mul")), cuda="({0} * {1})")
+declare("div", floating, np.true_divide, arity=2, flags="elementwise arith float_only",
+        vjp=lambda g, x, y, out: (g / y, -g * out / y), llvm=instruction("fdiv"), cuda="({0} / {1})")
+
+
+def _extremum(rel):
+    def rule(lo, node, ins):
+        a, b = ins
+        if not is_float(node):
+            return [lo.b.select(lo.b.icmp_signed(rel, a, b), a, b)]
+        pick_a = lo.b.or_(lo.b.fcmp_ordered(rel, a, b), lo.b.fcmp_unordered("uno", a, a))
+        return [lo.b.select(pick_a, a, b)]   # NaN in either operand propagates, as NumPy
+    return rule
+
+
+declare("maximum", elementwise, np.maximum, arity=2, flags=ARITH,
+        vjp=lambda g, x, y, out: (N.where(x >= y, g, 0.0), N.where(x >= y, 0.0, g)),
+        llvm=_extremum(">="), cuda="h_max({0}, {1})",
+        doc="Elementwise maximum, NaN propagating as NumPy: `jitad.maximum(1.0, 2.0) == 2.0`.")
+declare("minimum", elementwise, np.minimum, arity=2, flags=ARITH,
+        vjp=lambda g, x, y, out: (N.where(x <= y, g, 0.0), N.where(x <= y, 0.0, g)),
+        llvm=_extremum("<="), cuda="h_min({0}, {1})",
+        doc="Elementwise minimum, NaN propagating as NumPy: `jitad.minimum(1.0, 2.0) == 1.0`.")
+
+
+def _pow_vjp(g, x, y, out):
+    """d/dx x**y = y * x**(y-1), 0 at x == y == 0 (there the exponent reads 1: no 0 * inf);
+    d/dy x**y = log(x) * x**y, 0 at x == 0 (log reads 1 there). The selects take only
+    those points, so the rule's own derivatives stay right elsewhere (a select on y == 0
+    alone would cut d/dy y * x**(y-1) = 1/x at y == 0). As JAX: a negative x with a
+    differentiated y is NaN (log of a negative), with a constant y it is not."""
+    zero = x == 0.0
+    return g * y * x ** N.where(zero & (y == 0.0), 1.0, y - 1.0), g * out * N.log(N.where(zero, 1.0, x))
+
+
+def _divmod(lo, node, ins):
+    div, mod = lo.float_divmod(*ins) if is_float(node) else lo.int_divmod(*ins)
+    return [div if node.op.value == "floordiv" else mod]
+
+
+declare("pow", elementwise, _pick(_int_pow, np.power), arity=2, flags="elementwise arith", vjp=_pow_vjp,
+        llvm=by_dtype(intrinsic("llvm.pow"), lambda lo, node, ins: [lo.int_pow(*ins)]),
+        cuda=_float_or("h_ipow({0}, {1})", "power({0}, {1})"))
+declare("mod", elementwise, _pick(_int_mod, np.mod), arity=2, flags="elementwise arith",
+        vjp=lambda g, x, y, out: (g, -g * (x // y)), llvm=_divmod,
+        cuda=_float_or("h_imod({0}, {1})", "h_fmod({0}, {1})"))
+declare("floordiv", elementwise, _pick(_int_floordiv, np.floor_divide), arity=2, flags="elementwise arith",
+        vjp=zero_gradient, llvm=_divmod, cuda=_float_or("h_ifloordiv({0}, {1})", "h_ffloordiv({0}, {1})"))
+
+
+# -- one operand ---------------------------------------------------------------------
+
+def _relu(lo, node, ins):
+    x = ins[0]
+    neg = lo.b.fcmp_ordered("<", x, x.type(0)) if is_float(node) else lo.b.icmp_signed("<", x, x.type(0))
+    return [lo.b.select(neg, x.type(0), x)]
+
+
+def _int_abs(lo, node, ins):
+    x = ins[0]
+    return [lo.b.select(lo.b.icmp_signed("<", x, x.type(0)), lo.b.neg(x), x)]
+
+
+CHEAP = "elementwise cheap"
+declare("neg", elementwise, np.negative, arity=1, flags=CHEAP, vjp=lambda g, x, out: (-g,),
+        llvm=by_dtype(instruction("fneg"), instruction("neg")), cuda="(-{0})")
+declare("abs", elementwise, np.abs, arity=1, flags=CHEAP, vjp=lambda g, x, out: (N.where(x >= 0.0, g, -g),),
+        llvm=by_dtype(intrinsic("llvm.fabs"), _int_abs), cuda="abs({0})",
+        doc="Absolute value: `jitad.abs(-2.0) == 2.0`.")
+declare("square", elementwise, lambda x: x * x, arity=1, flags=CHEAP, vjp=lambda g, x, out: (2.0 * g * x,),
+        llvm=lambda lo, node, ins: [(lo.b.fmul if is_float(node) else lo.b.mul)(ins[0], ins[0])],
+        cuda="({0} * {0})", doc="x * x: `jitad.square(3.0) == 9.0`.")
+declare("relu", elementwise, lambda x: np.where(x < 0, x.dtype.type(0), x)[()], arity=1, flags=CHEAP,
+        vjp=lambda g, x, out: (N.where(x > 0.0, g, 0.0),), llvm=_relu, cuda="({t}(0) if {0} < {t}(0) else {0})",
+        doc="max(x, 0), NaN propagating: `jitad.relu(-2.0) == 0.0`.")
+declare("stop_gradient", elementwise, lambda x: x, arity=1, flags=CHEAP,
+        vjp=zero_gradient, llvm=lambda lo, node, ins: [ins[0]], cuda="{0}",   # no cotangent, no tangent
+        doc="x, as a constant to differentiation: "
+            "`jitad.grad(lambda x: x * jitad.stop_gradient(x))(3.0) == 3.0`.")
+
+MATH = "elementwise float_only stored"   # reverse mode keeps their (costly) results in loops
+declare("exp", floating, np.exp, arity=1, flags=MATH, vjp=lambda g, x, out: (g * out,),
+        llvm=in_double(lambda lo, x: lo.math("exp", x)), cuda="exp({0})",   # vectorizable, in IR
+        doc="e**x, elementwise: `jitad.exp(1.0) == 2.718281828459045`.")
+declare("log", floating, np.log, arity=1, flags=MATH, vjp=lambda g, x, out: (g / x,),
+        llvm=intrinsic("llvm.log"), cuda="log({0})",
+        doc="Natural logarithm: `jitad.log(jitad.exp(2.0)) == 2.0`.")
+declare("log1p", floating, np.log1p, arity=1, flags=MATH, vjp=lambda g, x, out: (g / (1.0 + x),),
+        llvm="log1p", cuda="log1p({0})",
+        doc="log(1 + x), accurate for small x: `jitad.log1p(1e-20) == 1e-20`.")
+declare("expm1", floating, np.expm1, arity=1, flags=MATH, vjp=lambda g, x, out: (g * (out + 1.0),),
+        llvm="expm1", cuda="expm1({0})",
+        doc="exp(x) - 1, accurate for small x: `jitad.expm1(1e-20) == 1e-20`.")
+declare("sqrt", floating, np.sqrt, arity=1, flags=MATH, vjp=lambda g, x, out: (g * 0.5 / out,),
+        llvm=intrinsic("llvm.sqrt"), cuda="sqrt({0})", doc="Square root: `jitad.sqrt(4.0) == 2.0`.")
+declare("sin", floating, np.sin, arity=1, flags=MATH, vjp=lambda g, x, out: (g * N.cos(x),),
+        llvm=intrinsic("llvm.sin"), cuda="sin({0})", doc="Sine: `jitad.sin(0.0) == 0.0`.")
+declare("cos", floating, np.cos, arity=1, flags=MATH, vjp=lambda g, x, out: (-g * N.sin(x),),
+        llvm=intrinsic("llvm.cos"), cuda="cos({0})", doc="Cosine: `jitad.cos(0.0) == 1.0`.")
+declare("tanh", floating, np.tanh, arity=1, flags=MATH, vjp=lambda g, x, out: (g * (1.0 - out * out),),
+        llvm=in_double(lambda lo, x: lo.math("tanh", x)), cuda="tanh({0})",
+        doc="Hyperbolic tangent: `jitad.tanh(0.0) == 0.0`.")
+declare("sigmoid", floating, lambda x: x.dtype.type(1) / (x.dtype.type(1) + np.exp(-x)), arity=1, flags=MATH,
+        vjp=lambda g, x, out: (g * out * (1.0 - out),),
+        llvm=in_double(lambda lo, x: lo.b.fdiv(x.type(1.0), lo.b.fadd(x.type(1.0), lo.math("exp", lo.b.fneg(x))))),
+        cuda="({t}(1) / ({t}(1) + exp(-{0})))", doc="1 / (1 + exp(-x)): `jitad.sigmoid(0.0) == 0.5`.")
+declare("erf", floating, impl_float(math.erf), arity=1, flags=MATH,
+        vjp=elementwise_vjp(lambda x, out: (2.0 / math.sqrt(math.pi)) * N.exp(-x * x)),
+        llvm="erf", cuda="erf({0})", doc="The error function: `jitad.erf(0.0) == 0.0`.")
+
+
+# -- comparisons and logic -----------------------------------------------------------
+
+def _compare(rel):
+    def rule(lo, node, ins):
+        if node.inputs[0].type.dtype == "bool":   # i1: True is 1, not -1
+            return [lo.b.icmp_unsigned(rel, *ins)]
+        if not is_float(node):
+            return [lo.b.icmp_signed(rel, *ins)]
+        if rel == "!=":   # NaN != NaN is true
+            return [lo.b.fcmp_unordered(rel, *ins)]
+        return [lo.b.fcmp_ordered(rel, *ins)]
+    return rule
+
+
+for _name, _impl, _rel in [("lt", np.less, "<"), ("le", np.less_equal, "<="), ("gt", np.greater, ">"),
+                           ("ge", np.greater_equal, ">="), ("eq", np.equal, "=="), ("ne", np.not_equal, "!=")]:
+    declare(_name, comparison, _impl, arity=2, flags=CHEAP, llvm=_compare(_rel), cuda=f"({{0}} {_rel} {{1}})")
+declare("and", logical, np.bitwise_and, arity=2, flags=CHEAP, llvm=instruction("and_"),
+        cuda=lambda a, t: f"({a[0]} and {a[1]})" if t == "bool" else f"({a[0]} & {a[1]})")
+declare("or", logical, np.bitwise_or, arity=2, flags=CHEAP, llvm=instruction("or_"),
+        cuda=lambda a, t: f"({a[0]} or {a[1]})" if t == "bool" else f"({a[0]} | {a[1]})")
+declare("not", logical, np.invert, arity=1, flags=CHEAP, llvm=instruction("not_"),
+        cuda=lambda a, t: f"(not {a[0]})" if t == "bool" else f"(~{a[0]})")
+
+
+def _select_rule(op, types, attrs, bodies):
+    cond, a, b = types
+    assert cond.dtype == "bool" and a.dtype == b.dtype
+    return [Type(a.dtype, broadcast_shapes(op, cond.shape, a.shape, b.shape))]
+
+
+declare("select", _select_rule, lambda c, a, b: np.where(c, a, b)[()], arity=3, flags=CHEAP,
+        vjp=lambda g, c, x, y, out: (None, N.where(c, g, 0.0), N.where(c, 0.0, g)),
+        llvm=instruction("select"), cuda="({1} if {0} else {2})")   # (the CUDA dtype: the operands')
+declare("convert", lambda op, types, attrs, bodies: [Type(attrs["dtype"], types[0].shape)], convert_value,
+        arity=1, flags=CHEAP, vjp=lambda g, x, out, dtype: (N.convert(g, x.dtype) if x.dtype in FLOATS else None,),
+        llvm=lambda lo, node, ins: [lo.convert(ins[0], node.inputs[0].type.dtype, node.attrs["dtype"])])
