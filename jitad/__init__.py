@@ -6,6 +6,6 @@ from .pytree import tree_leaves, tree_map
 from .staging import FOR, FUN, IF, TREE, WHILE, ShapeDtype
 from .tree import Tree
 from .custom import checkpoint, custom_vjp, fixed_point, softplus
-from . import distributed, optim, random, testing  # noqa: E402
+from . import distributed, optim, random, testing, tree_util  # noqa: E402
 
 __version__ = "0.1.0"
