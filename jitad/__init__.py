@@ -6,6 +6,7 @@ from .pytree import tree_leaves, tree_map
 from .staging import FOR, FUN, IF, TREE, WHILE, ShapeDtype
 from .tree import Tree
 from .custom import checkpoint, custom_vjp, fixed_point, softplus
+from .control import scan, switch
 from . import distributed, optim, random, testing, tree_util  # noqa: E402
 
 __version__ = "0.1.0"
