@@ -7,6 +7,7 @@ from .staging import FOR, FUN, IF, TREE, WHILE, ShapeDtype
 from .tree import Tree
 from .custom import checkpoint, custom_vjp, fixed_point, softplus
 from .control import scan, switch
+from .jacobian import hessian, jacfwd, jacrev
 from . import distributed, optim, random, testing, tree_util  # noqa: E402
 
 __version__ = "0.1.0"
