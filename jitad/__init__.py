@@ -5,7 +5,7 @@ from .numeric import *  # noqa: F401,F403
 from .pytree import tree_leaves, tree_map
 from .staging import FOR, FUN, IF, TREE, WHILE, ShapeDtype
 from .tree import Tree
-from .custom import checkpoint, custom_vjp, fixed_point, softplus
+from .custom import checkpoint, custom_jvp, custom_vjp, fixed_point, softplus
 from .control import scan, switch
 from .jacobian import hessian, jacfwd, jacrev
 from . import distributed, optim, random, testing, tree_util  # noqa: E402
