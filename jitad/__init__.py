@@ -8,6 +8,6 @@ from .tree import Tree
 from .custom import checkpoint, custom_jvp, custom_vjp, fixed_point, softplus
 from .control import scan, switch
 from .jacobian import hessian, jacfwd, jacrev
-from . import distributed, optim, random, testing, tree_util  # noqa: E402
+from . import debug, distributed, optim, random, testing, tree_util  # noqa: E402
 
 __version__ = "0.1.0"

@@ -40,6 +40,7 @@ class Op(enum.Enum):
     ARENA_MARK = "arena_mark"; ARENA_RELEASE = "arena_release"   # free temporaries early
     # collectives across processes (jitad.distributed): effects, never removed or fused
     ALLREDUCE = "allreduce"; BCAST = "bcast"
+    DEBUG_PRINT = "debug_print"   # jitad.debug.print: an effect, never removed or fused
     # control flow
     IF = "if"; WHILE = "while"; FOR = "for"; CALL = "call"; TREE = "tree"
 
@@ -454,6 +455,10 @@ declare(Op.ALLREDUCE, _shape_rule(lambda types, reduce: types[0].shape),
         vjp=lambda g, x, out, reduce: (_dist().allreduce_vjp(g, reduce),))
 declare(Op.BCAST, _shape_rule(lambda types, root: types[0].shape), lambda x, root: _dist().broadcast(x, root),
         vjp=lambda g, x, out, root: (_dist().broadcast_vjp(g, root),))
+
+
+# `spec`: the format string and argument names, as JSON (see jitad.debug); no results
+declare(Op.DEBUG_PRINT, lambda op, types, attrs, bodies: [])
 
 
 # -- slots and continuations -----------------------------------------------------
