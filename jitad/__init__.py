@@ -1,12 +1,14 @@
 """jitad: JIT-compiled differentiable programs through LLVM."""
-from .api import grad, hessian, hvp, jit, jit_grad, jvp, trace, value_and_grad, vjp
+from .api import grad, hvp, jit, jit_grad, jvp, trace, value_and_grad, vjp
 from .errors import ArgumentError, DeviceError, DistributedError, ImmutableError, JitadError, ResourceError, ShapeError, StagingError
 from .numeric import *  # noqa: F401,F403
 from .pytree import tree_leaves, tree_map
 from .staging import FOR, FUN, IF, TREE, WHILE, ShapeDtype
 from .tree import Tree
-from .custom import checkpoint, custom_vjp, fixed_point, softplus
-from . import distributed, linalg, optim, random, testing  # noqa: E402
+from .custom import checkpoint, custom_jvp, custom_vjp, fixed_point, softplus
+from .control import scan, switch
+from .jacobian import hessian, jacfwd, jacrev
+from . import debug, distributed, linalg, optim, random, testing, tree_util  # noqa: E402
 from .random import dropout  # noqa: E402
 
 __version__ = "0.1.0"

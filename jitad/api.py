@@ -575,33 +575,10 @@ def tree_zeros(x):
     return tree_map(lambda leaf: np.zeros(np.shape(leaf)) if np.shape(leaf) else 0.0, x)
 
 
-def hessian(fn, argnums=0):
-    """The Hessian of a float-scalar `fn` w.r.t. argument `argnums` (forward-over-reverse),
-    shaped `x.shape + x.shape`.
-
-    >>> jitad.hessian(lambda x, y: x * x * y)(3.0, 2.0)
-    4.0
-    """
-    if isinstance(argnums, (bool, np.bool_)) or not isinstance(argnums, (int, np.integer)):
-        raise ArgumentError(f"hessian: argnums={argnums!r}; it must be a single int")
-
-    def staged(*args):
-        from . import numeric as N
-        if not 0 <= argnums < len(args):
-            raise ArgumentError(f"hessian: argnums={argnums} but the function got {len(args)} positional arguments")
-        x = args[argnums]
-        shape = np.shape(x) if not isinstance(x, Staged) else x.shape
-        g = grad(fn, argnums=argnums)
-        rows = []
-        for e in range(max(1, int(np.prod(shape, dtype=np.int64)))):
-            direction = np.zeros(shape)
-            direction.reshape(-1)[e] = 1.0
-            tangents = [direction if i == argnums and shape else (1.0 if i == argnums else tree_zeros(a))
-                        for i, a in enumerate(args)]
-            rows.append(_jvp_staged(g, tuple(args), tuple(tangents))[1])
-        return N.reshape(N.stack(rows), shape + shape) if shape else rows[0]
-    staged.__name__ = f"hessian_{getattr(fn, '__name__', 'f')}"
-    return jit(staged)
+def hessian(fn, argnums=0, has_aux=False):
+    """See `jitad.jacobian.hessian` (forward-over-reverse; tuple `argnums` as JAX)."""
+    from .jacobian import hessian
+    return hessian(fn, argnums, has_aux)
 
 
 def vjp(fn, *primals):

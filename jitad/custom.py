@@ -7,9 +7,9 @@ the body) or `checkpoint` (recompute the body during the backward pass).
 import numpy as np
 
 from . import numeric as N
-from .errors import ArgumentError
-from .pytree import flatten, tree_map
-from .staging import FUN, WHILE, current_frame
+from .errors import ArgumentError, ShapeError
+from .pytree import flatten, tree_map, unflatten
+from .staging import FUN, WHILE, Staged, current_frame, is_staged
 
 
 class custom_vjp(FUN):
@@ -133,3 +133,115 @@ def softplus(x):
     if current_frame() is None and not isinstance(x, np.ndarray):
         return float(np.logaddexp(0.0, x))
     return _softplus(x)
+
+
+_ZERO_DTYPES = {"f64": np.float64, "f32": np.float32, "i64": np.int64, "bool": np.bool_}
+
+
+def _zero_like(x):
+    """A constant zero tangent of `x`'s shape and dtype."""
+    shape = tuple(x.shape) if is_staged(x) else np.shape(x)
+    dtype = _ZERO_DTYPES[x.dtype] if is_staged(x) else np.asarray(x).dtype
+    return np.zeros(shape, dtype) if shape else dtype.type(0) if hasattr(dtype, "type") else dtype(0)
+
+
+class custom_jvp(FUN):
+    """A function with a user-supplied forward-mode rule (JAX's `custom_jvp`).
+
+    >>> @jitad.custom_jvp
+    ... def f(x):
+    ...     return jitad.sin(x)
+    >>> @f.defjvp
+    ... def f_jvp(primals, tangents):
+    ...     (x,), (t,) = primals, tangents
+    ...     return f(x), jitad.cos(x) * t
+    >>> jitad.grad(f)(0.0)
+    1.0
+
+    The rule `(primals, tangents) -> (out, tangent_out)` must be linear in the
+    tangents. Forward mode runs it; reverse mode transposes its tangent part (a `vjp`
+    of `tangents -> tangent_out` at the primals), so `grad`, `hessian` and higher orders
+    all work from the one rule.
+    """
+
+    def __init__(self, fn=None, out=None):
+        super().__init__(fn, out)
+        self.jvp_rule = None
+
+    def defjvp(self, jvp):
+        if not callable(jvp):
+            raise ArgumentError(f"custom_jvp `{self.__name__}`: defjvp takes a function "
+                                "(primals, tangents) -> (out, tangent_out)")
+        self.jvp_rule = jvp
+        return jvp
+
+    def call_attrs(self, in_td):
+        if self.jvp_rule is None:
+            raise ArgumentError(f"custom_jvp `{self.__name__}`: define its rule with @{self.__name__}.defjvp "
+                                "before using it")
+        return {"custom": _TransposedJvp(self), "in_td": in_td, "custom_jvp": self}
+
+    def _rule(self, primals, tangents):
+        out = self.jvp_rule(tuple(primals), tuple(tangents))
+        if not (isinstance(out, (tuple, list)) and len(out) == 2):
+            raise ArgumentError(f"custom_jvp `{self.__name__}`: the jvp rule must return a pair "
+                                "(primal_out, tangent_out)")
+        return out
+
+    def forward(self, node, ins):
+        """Forward mode of a call node: the user's rule on (primal, tangent) pairs."""
+        from .staging import coerce
+        in_td = node.attrs["in_td"]
+        n = in_td.num_leaves
+        primals = [p for p, _ in ins[:n]]
+        tangents = [t if t is not None else _zero_like(p) for p, t in ins[:n]]
+        out, tan = self._rule(unflatten(in_td, primals), unflatten(in_td, tangents))
+        out_leaves, out_td = flatten(out)
+        tan_leaves, tan_td = flatten(tan)
+        types = [v.type for v in node.outputs]
+        if len(out_leaves) != len(types) or tan_td != out_td:
+            raise ArgumentError(f"custom_jvp `{self.__name__}`: the jvp rule returned outputs of structure "
+                                f"{out_td} and tangents of structure {tan_td}; both must have the structure of "
+                                f"what the function returns ({len(types)} leaves)")
+        pairs = []
+        for k, (o, t, ty) in enumerate(zip(out_leaves, tan_leaves, types)):
+            for what, x in (("output", o), ("tangent", t)):
+                shape = tuple(x.shape) if is_staged(x) else np.shape(x)
+                if shape != ty.shape:
+                    raise ShapeError(f"custom_jvp `{self.__name__}`: the jvp rule returned a {what} of shape "
+                                     f"{shape} for output leaf {k} of shape {ty.shape}; return the primal "
+                                     "output's shape (broadcast it, e.g. `t * jitad.ones_like(x)`)")
+            differentiable = ty.dtype in ("f64", "f32")
+            pairs.append((Staged(coerce(o, ty, f"custom_jvp `{self.__name__}` output")),
+                          Staged(coerce(t, ty, f"custom_jvp `{self.__name__}` tangent")) if differentiable else None))
+        return pairs
+
+    def __repr__(self):
+        return f"custom_jvp({self.__name__})"
+
+
+class _TransposedJvp:
+    """A custom_jvp seen as a custom_vjp: fwd runs the function, bwd transposes the rule's
+    tangent map `tangents -> tangent_out` (linear) at the primals by a vjp."""
+
+    def __init__(self, f):
+        self.f, self.__name__ = f, f.__name__
+
+    def fwd(self, *args):
+        return self.f.fn(*args), args
+
+    def bwd(self, args, g):
+        from .api import pullback_staged
+        leaves, td = flatten(args)
+
+        def tangent_out(*tangents):
+            tan = self.f._rule(args, unflatten(td, list(tangents)))[1]
+            for k, (t, ct) in enumerate(zip(flatten(tan)[0], flatten(g)[0])):
+                shape, want = (tuple(x.shape) if is_staged(x) else np.shape(x) for x in (t, ct))
+                if shape != want:
+                    raise ShapeError(f"custom_jvp `{self.__name__}`: the jvp rule returned a tangent of shape "
+                                     f"{shape} for output leaf {k} of shape {want}; return the primal "
+                                     "output's shape (broadcast it, e.g. `t * jitad.ones_like(x)`)")
+            return tan
+        cts = pullback_staged(tangent_out, tuple(_zero_like(x) for x in leaves), g, to_closure=False)
+        return tuple(0.0 if ct is None else ct for ct in cts)

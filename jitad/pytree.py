@@ -4,8 +4,9 @@ from .errors import ArgumentError
 
 class TreeDef(tuple):
     """The structure of a pytree: `(kind, children, keys)` with `kind` one of 'leaf',
-    'none', 'tuple', 'list', 'dict'. A tuple, so hashing and comparing it (once per
-    call of a compiled function) runs in C."""
+    'none', 'tuple', 'list', 'dict', 'namedtuple' (keys: the class) or 'custom' (keys:
+    `(class, aux_data)` of a class registered with `register_pytree_node`). A tuple, so
+    hashing and comparing it (once per call of a compiled function) runs in C."""
     __slots__ = ()
 
     def __new__(cls, kind, children=(), keys=()):
@@ -26,10 +27,18 @@ class TreeDef(tuple):
         kind, children, keys = self
         if kind in ("leaf", "none"):
             return "*" if kind == "leaf" else "None"
+        if kind == "namedtuple":
+            return f"{keys.__name__}({', '.join(f'{n}={c}' for n, c in zip(keys._fields, children))})"
+        if kind == "custom":
+            return f"CustomNode({keys[0].__name__}[{keys[1]!r}], [{', '.join(map(str, children))}])"
         inner = ", ".join(map(str, children)) if kind != "dict" else \
             ", ".join(f"{k!r}: {c}" for k, c in zip(keys, children))
         return {"tuple": f"({inner}{',' if len(children) == 1 else ''})", "list": f"[{inner}]",
                 "dict": f"{{{inner}}}"}[kind]
+
+    def unflatten(self, leaves):
+        """The pytree of this structure with `leaves` (as JAX's `PyTreeDef.unflatten`)."""
+        return unflatten(self, leaves)
 
     @property
     def is_tuple_nest(self):
@@ -53,7 +62,15 @@ def _flatten(x, leaves):
     if t is float or t is int:
         leaves.append(x)
         return LEAF
-    if t is tuple or (isinstance(x, tuple) and not hasattr(x, "_fields")):
+    if t is tuple:
+        return TreeDef("tuple", tuple([_flatten(c, leaves) for c in x]))
+    node = _REGISTRY.get(t)
+    if node is not None:   # a registered class
+        children, aux = node[0](x)
+        return TreeDef("custom", tuple([_flatten(c, leaves) for c in children]), (t, aux))
+    if isinstance(x, tuple):
+        if hasattr(x, "_fields"):   # a namedtuple comes back as its class
+            return TreeDef("namedtuple", tuple([_flatten(c, leaves) for c in x]), t)
         return TreeDef("tuple", tuple([_flatten(c, leaves) for c in x]))
     if isinstance(x, list):
         return TreeDef("list", tuple([_flatten(c, leaves) for c in x]))
@@ -86,7 +103,35 @@ def _unflatten(td, it):
         return tuple(children)
     if td.kind == "list":
         return children
+    if td.kind == "namedtuple":
+        return td.keys(*children)
+    if td.kind == "custom":
+        cls, aux = td.keys
+        return _REGISTRY[cls][1](aux, children)
     return dict(zip(td.keys, children))
+
+
+_REGISTRY = {}   # class -> (flatten(x) -> (children, aux_data), unflatten(aux_data, children) -> x)
+
+
+def register_pytree_node(nodetype, flatten_func, unflatten_func):
+    """Make instances of `nodetype` pytrees: `flatten_func(x) -> (children, aux_data)`
+    (aux_data hashable: it is part of the structure, as in JAX) and
+    `unflatten_func(aux_data, children) -> x`.
+
+    >>> class Pair:
+    ...     def __init__(self, a, b): self.a, self.b = a, b
+    >>> register_pytree_node(Pair, lambda p: ((p.a, p.b), None), lambda aux, ch: Pair(*ch))
+    """
+    if not isinstance(nodetype, type):
+        raise ArgumentError(f"register_pytree_node takes a class, got {nodetype!r}")
+    if nodetype in (tuple, list, dict, type(None)) or nodetype in _REGISTRY:
+        raise ArgumentError(f"register_pytree_node: {nodetype.__name__} is already a pytree node type")
+    if not callable(flatten_func) or not callable(unflatten_func):
+        raise ArgumentError("register_pytree_node(cls, flatten_func, unflatten_func): both must be functions")
+    _REGISTRY[nodetype] = (flatten_func, unflatten_func)
+    return nodetype
+
 
 
 def tree_leaves(tree):

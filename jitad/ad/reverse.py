@@ -120,6 +120,8 @@ def _primal(node, ins):
     """A node's staged values: replayed from a loop's table when the forward loop stored
     them (see `stored_values`), else emitted again."""
     replay = getattr(_state, "replay", None)
+    if node.op == Op.DEBUG_PRINT and replay is not None:   # a backward loop's replay: printed already
+        return []
     if replay and id(node) in replay:
         return replay[id(node)]
     return restage_node(node, [d.primal for d in ins])

@@ -176,6 +176,11 @@ declare("table_set", _table_update_rule, arity=3)
 declare("table_add", _table_update_rule, arity=3)
 
 
+# `spec`: the format string and argument names, as JSON (see jitad.debug); an effect
+# with no results, so dead-code elimination keeps it
+declare("debug_print", lambda op, types, attrs, bodies: [])
+
+
 # slots and continuations (what reverse mode emits)
 
 def _slot_update_rule(op, types, attrs, bodies):

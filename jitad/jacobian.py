@@ -1,0 +1,141 @@
+"""Full Jacobians and Hessians: `jacfwd`, `jacrev`, `hessian` (JAX's signatures).
+
+The function is seen as a map between flat vectors (the chosen arguments' leaves
+concatenated, the output leaves concatenated). `jacfwd` takes one `jvp` per input
+element, `jacrev` one `vjp` per output element: unrolled for a few, else a staged
+`FOR` loop over the basis vectors that writes one row per step (a select over the
+rows; `vmap` will replace the loop). The flat Jacobian is then cut into blocks shaped
+`out.shape + in.shape`, nested as JAX nests them: the output's pytree outside, the
+inputs' (a tuple of them for a tuple `argnums`) inside.
+"""
+import math
+
+import numpy as np
+
+from . import numeric as N
+from .api import _jvp_staged, _transformation, check_argnums, pullback_staged
+from .errors import ArgumentError
+from .pytree import flatten, unflatten
+from .staging import FOR, is_staged
+
+UNROLL = 8   # up to this many basis vectors the rows are unrolled (faster to compile and run)
+
+
+def _shape(x):
+    return tuple(x.shape) if is_staged(x) else np.shape(x)
+
+
+def _dtype(x):
+    return x.dtype if is_staged(x) else ("f64" if isinstance(x, float) else str(np.asarray(x).dtype))
+
+
+def _flat(leaves):
+    parts = [N.reshape(leaf * 1.0, (-1,)) if _shape(leaf) else N.reshape(leaf * 1.0, (1,)) for leaf in leaves]
+    return parts[0] if len(parts) == 1 else N.concatenate(parts)
+
+
+def _rows(count, width, row_fn):
+    """The (count, width) matrix whose row e is `row_fn(basis vector e)`."""
+    if count <= UNROLL:
+        return N.stack([row_fn(np.eye(count)[e]) for e in range(count)])
+    index = np.arange(count)
+
+    def body(e, acc):
+        row = row_fn(N.where(index == e, 1.0, 0.0))
+        return N.where(np.reshape(index, (count, 1)) == e, N.reshape(row, (1, width)), acc)
+    return FOR(0, count, body, np.zeros((count, width)))
+
+
+def _jacobian(fn, args, argnums, has_aux, forward, who):
+    nums = check_argnums(argnums, who)
+    for i in nums:
+        if not 0 <= i < len(args):
+            raise ArgumentError(f"{who}: argnums={argnums!r} but the function got {len(args)} positional "
+                                "arguments; pass that argument or fix argnums")
+    in_trees = [flatten(args[i]) for i in nums]
+    in_leaves = [leaf for leaves, _ in in_trees for leaf in leaves]
+    for k, leaf in enumerate(in_leaves):
+        if _dtype(leaf) not in ("f64", "f32", "float64", "float32"):
+            raise ArgumentError(f"{who}: argnums={argnums!r} selects a value of dtype {_dtype(leaf)} (leaf {k}); "
+                                "only float arguments have derivatives: pass floats, or leave it out of argnums")
+    in_shapes = [_shape(leaf) for leaf in in_leaves]
+    in_sizes = [math.prod(s) for s in in_shapes]
+    offsets = [int(o) for o in np.cumsum([0] + in_sizes)]
+    out_info = {}
+
+    def flat_fn(x):
+        leaves = [N.reshape(x[offsets[k]:offsets[k + 1]], s) for k, s in enumerate(in_shapes)]
+        new, start = list(args), 0
+        for i, (arg_leaves, td) in zip(nums, in_trees):
+            new[i] = unflatten(td, leaves[start:start + len(arg_leaves)])
+            start += len(arg_leaves)
+        out = fn(*new)
+        if has_aux:
+            if not (isinstance(out, tuple) and len(out) == 2):
+                raise ArgumentError(f"{who}: with has_aux=True the function must return a pair (out, aux)")
+            out, aux = out
+            out_info.setdefault("aux", aux)   # from the first call, made in the caller's frame
+        out_leaves, out_td = flatten(out)
+        if not out_leaves:
+            raise ArgumentError(f"{who}: the function returns no arrays ({out_td}); it must return a float "
+                                "value or a pytree of them")
+        out_info["td"], out_info["shapes"] = out_td, [_shape(y) for y in out_leaves]
+        return _flat(out_leaves)
+
+    x0 = _flat(in_leaves)
+    y0 = flat_fn(x0)   # the output's structure (and aux)
+    n, m = offsets[-1], _shape(y0)[0]
+    if forward:
+        jac = N.transpose(_rows(n, m, lambda v: _jvp_staged(flat_fn, (x0,), (v,))[1]))
+    else:
+        jac = _rows(m, n, lambda u: pullback_staged(flat_fn, (x0,), u, to_closure=False)[0])
+    out_shapes, blocks, row = out_info["shapes"], [], 0
+    for so in out_shapes:
+        size_o = math.prod(so)
+        per_arg, start = [], 0
+        for arg_leaves, td in in_trees:
+            leaves = []
+            for k in range(start, start + len(arg_leaves)):
+                block = jac[row:row + size_o, offsets[k]:offsets[k + 1]]
+                leaves.append(N.reshape(block, tuple(so) + tuple(in_shapes[k])))
+            per_arg.append(unflatten(td, leaves))
+            start += len(arg_leaves)
+        blocks.append(per_arg[0] if isinstance(argnums, (int, np.integer)) else tuple(per_arg))
+        row += size_o
+    result = unflatten(out_info["td"], blocks)
+    return (result, out_info["aux"]) if has_aux else result
+
+
+def jacfwd(fun, argnums=0, has_aux=False):
+    """The Jacobian of `fun` by forward mode (one `jvp` per input element), compiled:
+    shaped `out.shape + in.shape` per output and input leaf.
+
+    >>> jitad.jacfwd(lambda x: x ** 2)(np.array([1.0, 2.0]))
+    array([[2., 0.],
+           [0., 4.]])
+    """
+    check_argnums(argnums, "jacfwd")
+    return _transformation(fun, "jacfwd", lambda *args: _jacobian(fun, args, argnums, has_aux, True, "jacfwd"))
+
+
+def jacrev(fun, argnums=0, has_aux=False):
+    """The Jacobian of `fun` by reverse mode (one `vjp` per output element), compiled;
+    same result as `jacfwd`, cheaper when there are fewer outputs than inputs.
+
+    >>> jitad.jacrev(lambda x, y: x * y, argnums=(0, 1))(2.0, 3.0)
+    (3.0, 2.0)
+    """
+    check_argnums(argnums, "jacrev")
+    return _transformation(fun, "jacrev", lambda *args: _jacobian(fun, args, argnums, has_aux, False, "jacrev"))
+
+
+def hessian(fun, argnums=0, has_aux=False):
+    """`jacfwd(jacrev(fun, argnums), argnums)`: forward-over-reverse second derivatives,
+    shaped `x.shape + x.shape`; a tuple `argnums` gives nested tuples of blocks
+    `H[i][j]` (as JAX).
+
+    >>> jitad.hessian(lambda x, y: x * x * y, argnums=(0, 1))(3.0, 2.0)
+    ((4.0, 6.0), (6.0, 0.0))
+    """
+    check_argnums(argnums, "hessian")
+    return jacfwd(jacrev(fun, argnums, has_aux), argnums, has_aux)

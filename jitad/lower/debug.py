@@ -1,0 +1,65 @@
+"""LLVM lowering of `debug_print` (jitad.debug.print): a call back into Python.
+
+The compiled code calls `jitad_debug_print(spec, n, values)`: `spec` points at a
+NUL-terminated JSON constant in the module (format string, keyword names, each
+value's dtype and shape), `values` at `n` pointers to the values (a tensor's data, or
+a stack slot holding a scalar). The symbol is a ctypes callback registered with the JIT
+at import, so programs loaded from the disk cache find it too.
+"""
+import ctypes
+import json
+
+import llvmlite.binding as llvm
+import llvmlite.ir as ir
+import numpy as np
+
+from ..ir.ops import Op
+from .llvm import I8, I64, LL, PTR, alloca, rule
+
+_CTYPES = {"f64": ctypes.c_double, "f32": ctypes.c_float, "i64": ctypes.c_int64, "bool": ctypes.c_uint8}
+_NUMPY = {"f64": np.float64, "f32": np.float32, "i64": np.int64, "bool": np.bool_}
+_specs = {}   # spec bytes -> decoded spec
+
+
+def _value(ptr, dtype, shape):
+    if not shape:
+        v = _CTYPES[dtype].from_address(ptr).value
+        return bool(v) if dtype == "bool" else v
+    count = int(np.prod(shape, dtype=np.int64))
+    raw = (_CTYPES[dtype] * count).from_address(ptr)
+    return np.ctypeslib.as_array(raw).view(_NUMPY[dtype]).reshape(shape).copy()
+
+
+def _callback(spec, n, values):
+    try:
+        decoded = _specs.get(spec)
+        if decoded is None:
+            decoded = _specs[spec] = json.loads(spec.decode())
+        vals = [_value(values[k], dtype, tuple(shape)) for k, (dtype, shape) in enumerate(decoded["types"])]
+        names = decoded["names"]
+        args = [v for v, name in zip(vals, names) if name is None]
+        kwargs = {name: v for v, name in zip(vals, names) if name is not None}
+        print(decoded["fmt"].format(*args, **kwargs), flush=True)
+    except Exception as e:   # an exception cannot unwind through native code
+        print(f"jitad.debug.print: {type(e).__name__}: {e}", flush=True)
+
+
+_CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_int64, ctypes.POINTER(ctypes.c_void_p))(_callback)
+llvm.add_symbol("jitad_debug_print", ctypes.cast(_CALLBACK, ctypes.c_void_p).value)
+
+
+@rule(Op.DEBUG_PRINT)
+def _debug_print(lo, node, ins):
+    b = lo.b
+    spec = lo.constant_array(np.frombuffer(node.attrs["spec"].encode() + b"\0", np.uint8))
+    table = alloca(b, ir.ArrayType(PTR, max(len(ins), 1)))
+    for k, (var, value) in enumerate(zip(node.inputs, ins)):
+        if var.type.shape:
+            ptr = value
+        else:   # scalars go through stack slots
+            ptr = alloca(b, LL[var.type.dtype] if var.type.dtype != "bool" else I8)
+            b.store(value if var.type.dtype != "bool" else b.zext(value, I8), ptr)
+        b.store(ptr, b.gep(table, [I64(0), I64(k)], source_etype=ir.ArrayType(PTR, max(len(ins), 1))))
+    fn = lo.extern("jitad_debug_print", ir.FunctionType(ir.VoidType(), [PTR, I64, PTR]))
+    b.call(fn, [spec, I64(len(ins)), table])
+    return []
