@@ -575,12 +575,6 @@ def tree_zeros(x):
     return tree_map(lambda leaf: np.zeros(np.shape(leaf)) if np.shape(leaf) else 0.0, x)
 
 
-def hessian(fn, argnums=0, has_aux=False):
-    """See `jitad.jacobian.hessian` (forward-over-reverse; tuple `argnums` as JAX)."""
-    from .jacobian import hessian
-    return hessian(fn, argnums, has_aux)
-
-
 def vjp(fn, *primals):
     """`(fn(*primals), pullback)`; `pullback(cotangent)` returns one cotangent per primal.
 
