@@ -3,8 +3,9 @@
 `particle` carries the derivative w.r.t. w through the Euler loop by hand (forward
 tangents, second derivatives of the potential written out); in `saddle` the inner
 argmax does not depend on the outer point, so the outer gradient is 2·p1 exactly, as
-every AD mode computes it; the solver is GradBench's, shared. gmm and lstm have no hand
-version here (not written)."""
+every AD mode computes it; the solver is GradBench's, with value and gradient from one
+pass (as the other implementations here). Scalar code: the particle/saddle loops touch
+no arrays."""
 import math
 
 import numpy as np
@@ -13,26 +14,24 @@ from numba import njit
 from .nested import ETA0, TOL
 
 
-@njit
-def _norm(v):
-    return math.sqrt(np.sum(v * v))
-
+# particle and saddle: scalars only (no arrays in the loops); `fg(x.., p..)` returns the
+# value and the gradient, and the solver is GradBench's, written once per dimension.
 
 @njit
-def argmin(fg, x, extra):
-    """GradBench's gradient descent; `fg(x, extra)` returns (f(x), ∇f(x))."""
-    fx, gx = fg(x, extra)
+def argmin1(fg, x, p):
+    """GradBench's gradient descent in one dimension; fg(x, p) = (f(x), f'(x))."""
+    fx, gx = fg(x, p)
     eta, i = ETA0, 0
     while True:
-        if _norm(gx) <= TOL:
+        if abs(gx) <= TOL:
             return x
         if i == 10:
             eta, i = 2 * eta, 0
             continue
         x1 = x - eta * gx
-        if _norm(x - x1) <= TOL:
+        if abs(x - x1) <= TOL:
             return x
-        f1, g1 = fg(x1, extra)
+        f1, g1 = fg(x1, p)
         if f1 < fx:
             x, fx, gx, i = x1, f1, g1, i + 1
         else:
@@ -40,9 +39,29 @@ def argmin(fg, x, extra):
 
 
 @njit
+def argmin2(fg, x0, x1, p0, p1):
+    """The same in two dimensions; fg(x0, x1, p0, p1) = (f, ∂f/∂x0, ∂f/∂x1)."""
+    fx, g0, g1 = fg(x0, x1, p0, p1)
+    eta, i = ETA0, 0
+    while True:
+        if math.sqrt(g0 * g0 + g1 * g1) <= TOL:
+            return x0, x1
+        if i == 10:
+            eta, i = 2 * eta, 0
+            continue
+        y0, y1 = x0 - eta * g0, x1 - eta * g1
+        if math.sqrt((x0 - y0) ** 2 + (x1 - y1) ** 2) <= TOL:
+            return x0, x1
+        f1, h0, h1 = fg(y0, y1, p0, p1)
+        if f1 < fx:
+            x0, x1, fx, g0, g1, i = y0, y1, f1, h0, h1, i + 1
+        else:
+            eta, i = eta / 2, 0
+
+
+@njit
 def _euler(w, _):
     """naive_euler(w) and its derivative: tangents dx, dv w.r.t. w ride along."""
-    w = w[0]
     dt = 0.1
     x0, x1, v0, v1 = 0.0, 8.0, 0.75, 0.0
     dx0 = dx1 = dv0 = dv1 = 0.0
@@ -69,33 +88,33 @@ def _euler(w, _):
     dtf = -(dx1 * v1 - x1 * dv1) / (v1 * v1)
     xf = x0 + tf * v0
     dxf = dx0 + dtf * v0 + tf * dv0
-    return xf * xf, np.array([2.0 * xf * dxf])
+    return xf * xf, 2.0 * xf * dxf
 
 
 @njit
 def particle(w0):
-    return argmin(_euler, np.array([w0]), np.zeros(2))[0]
+    return argmin1(_euler, w0, 0.0)
 
 
 @njit
-def _neg_f_p2(p2, p1):
-    """−f(p1, p2) as a function of p2, and its gradient."""
-    return np.sum(p2 * p2) - np.sum(p1 * p1), 2.0 * p2
+def _neg_f_p2(a0, a1, p0, p1):
+    """−f(p1, p2) as a function of p2 = (a0, a1), and its gradient."""
+    return a0 * a0 + a1 * a1 - p0 * p0 - p1 * p1, 2.0 * a0, 2.0 * a1
 
 
 @njit
-def _max_f(p1, start):
-    """max over p2 of f(p1, p2) (by the inner solver) and its gradient in p1."""
-    p2 = argmin(_neg_f_p2, start.copy(), p1)
-    return np.sum(p1 * p1) - np.sum(p2 * p2), 2.0 * p1
+def _max_f(p0, p1, s0, s1):
+    """max over p2 of f(p1, p2) (by the inner solver from (s0, s1)) and its gradient in
+    p1: the inner argmax does not depend on p1, so the gradient is 2·p1."""
+    q0, q1 = argmin2(_neg_f_p2, s0, s1, p0, p1)
+    return p0 * p0 + p1 * p1 - q0 * q0 - q1 * q1, 2.0 * p0, 2.0 * p1
 
 
 @njit
 def saddle(a, b):
-    start = np.array([a, b])
-    r1 = argmin(_max_f, start.copy(), start)
-    r2 = argmin(_neg_f_p2, start.copy(), r1)
-    return np.concatenate((r1, r2))
+    r0, r1 = argmin2(_max_f, a, b, a, b)
+    q0, q1 = argmin2(_neg_f_p2, a, b, r0, r1)
+    return np.array([r0, r1, q0, q1])
 
 
 @njit

@@ -15,21 +15,23 @@ jax.config.update("jax_enable_x64", True)
 
 
 def grad_r(f):
-    return jax.grad(f)
+    return jax.value_and_grad(f)
 
 
 def grad_f(f):
-    def g(x):
+    """(f(x), ∇f(x)) by one `jvp` per coordinate, as nested.grad_f."""
+    def vg(x):
         eye = jnp.eye(x.shape[0], dtype=x.dtype)
-        return jnp.stack([jax.jvp(f, (x,), (eye[i],))[1] for i in range(x.shape[0])])
-    return g
+        pairs = [jax.jvp(f, (x,), (eye[i],)) for i in range(x.shape[0])]
+        return pairs[0][0], jnp.stack([t for _, t in pairs])
+    return vg
 
 
 MODES = {"r": grad_r, "f": grad_f}
 
 
 def argmin(grad, f, x0):
-    g = grad(f)
+    vg = grad(f)
 
     def step(s):
         x, fx, gx, eta, i, _ = s
@@ -38,15 +40,15 @@ def argmin(grad, f, x0):
             x1 = x - eta * gx
 
             def evaluate(_):
-                f1 = f(x1)
-                return lax.cond(f1 < fx, lambda _: (x1, f1, g(x1), eta, i + 1, True),
+                f1, g1 = vg(x1)
+                return lax.cond(f1 < fx, lambda _: (x1, f1, g1, eta, i + 1, True),
                                 lambda _: (x, fx, gx, eta / 2, 0, True), None)
             return lax.cond(jnp.linalg.norm(x - x1) <= TOL, lambda _: (x, fx, gx, eta, i, False), evaluate, None)
 
         return lax.cond(jnp.linalg.norm(gx) <= TOL, lambda _: (x, fx, gx, eta, i, False),
                         lambda _: lax.cond(i == 10, lambda _: (x, fx, gx, 2 * eta, 0, True), try_step, None), None)
 
-    init = (x0, f(x0), g(x0), jnp.float64(ETA0), 0, True)
+    init = (x0, *vg(x0), jnp.float64(ETA0), 0, True)
     return lax.while_loop(lambda s: s[5], step, init)[0]
 
 
@@ -57,7 +59,7 @@ def naive_euler(grad, w):
 
     def step(s):
         x, v, _ = s
-        a = -force(x)
+        a = -force(x)[1]
         x_new = x + dt * v
         return lax.cond(x_new[1] > 0, lambda _: (x_new, v + dt * a, True), lambda _: (x, v, False), None)
 
