@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 import torch
-from torch.func import grad_and_value, jvp
+from torch.func import grad, grad_and_value, jvp
 
 from .nested import ETA0, TOL
 
