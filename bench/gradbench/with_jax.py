@@ -30,7 +30,9 @@ def grad_f(f):
 MODES = {"r": grad_r, "f": grad_f}
 
 
-def argmin(grad, f, x0):
+def argmin(grad, f, x0, fused=True):
+    """nested.argmin; with fused=False GradBench's own order: f(x1), then ∇f(x1) only
+    when the step is accepted (faster for JAX on saddle's fr/ff, see the README)."""
     vg = grad(f)
 
     def step(s):
@@ -40,8 +42,8 @@ def argmin(grad, f, x0):
             x1 = x - eta * gx
 
             def evaluate(_):
-                f1, g1 = vg(x1)
-                return lax.cond(f1 < fx, lambda _: (x1, f1, g1, eta, i + 1, True),
+                f1, g1 = vg(x1) if fused else (f(x1), None)
+                return lax.cond(f1 < fx, lambda _: (x1, f1, g1 if fused else vg(x1)[1], eta, i + 1, True),
                                 lambda _: (x, fx, gx, eta / 2, 0, True), None)
             return lax.cond(jnp.linalg.norm(x - x1) <= TOL, lambda _: (x, fx, gx, eta, i, False), evaluate, None)
 
@@ -74,6 +76,8 @@ def particle(variant):
 
 
 def saddle(variant):
+    """The outer solver in GradBench's order (fused=False): with a forward-mode outer
+    derivative JAX takes 5.2 ms fused against 0.64 ms so (the same iterates)."""
     g0, g1 = MODES[variant[0]], MODES[variant[1]]
 
     def f(p1, p2):
@@ -81,8 +85,8 @@ def saddle(variant):
 
     def run(a, b):
         start = jnp.array([a, b])
-        r1 = argmin(g0, lambda p1: f(p1, argmin(g1, lambda p2: -f(p1, p2), start)), start)
-        r2 = argmin(g0, lambda p2: -f(r1, p2), start)
+        r1 = argmin(g0, lambda p1: f(p1, argmin(g1, lambda p2: -f(p1, p2), start)), start, fused=False)
+        r2 = argmin(g0, lambda p2: -f(r1, p2), start, fused=False)
         return jnp.concatenate([r1, r2])
     return jax.jit(run)
 
