@@ -409,11 +409,18 @@ def _value_and_grad_staged(fn, args, argnums, has_aux, who):
         outs, grads = _grad_by_forward_mode(program, staged, wrt, who)
     else:
         outs, grads = value_and_grad_staged(program, staged, wrt)
+        grads = [_positive_zero(g) for g in grads]
     value = outs[0]
     if has_aux:
         value = (value, unflatten(out_td.children[1], outs[1:]))
     per_arg = [unflatten(td, grads[start:start + n]) for start, n, td in wrt_tds]
     return value, (per_arg[0] if isinstance(argnums, (int, np.integer)) else tuple(per_arg))
+
+
+def _positive_zero(g):
+    """A scalar gradient with -0.0 made 0.0: scalar adjoint slots start at -0.0
+    (lower/llvm.py), so an input that no path reaches would otherwise read -0.0."""
+    return g + 0.0 if is_staged(g) and g.shape == () else g
 
 
 def _staged(x, t):
@@ -615,7 +622,7 @@ def pullback_staged(fn, primals, ct, to_closure=True):
     staged = [_staged(x, t) for x, t in zip(flat, types)] + [wrap(v) for v in captured]
     seeds = [(k, c) for k, c in enumerate(ct_leaves)]
     _, grads = value_and_grad_staged(program, staged, wrt + closure, seeds)
-    by_leaf = dict(zip(wrt, grads))
+    by_leaf = dict(zip(wrt, map(_positive_zero, grads)))
     from .staging import slot_add
     for j, g in zip(closure, grads[len(wrt):]):
         slot_add(adjoint_of(captured[j - len(flat)]), g)

@@ -179,3 +179,26 @@ def test_tool_speaks_the_protocol():
     np.testing.assert_allclose(out[5]["output"], e / e.sum(), rtol=1e-12)
     assert sorted(out[6]["output"]) == ["alpha", "l", "mu", "q"] and np.shape(out[6]["output"]["mu"]) == (3, 2)
     assert out[7]["success"] is False and "nosuch" in out[7]["error"]
+
+
+def test_byhand_nested_expected():
+    """numba by hand (scalar solvers) reaches GradBench's expected outputs."""
+    pytest.importorskip("numba")
+    from bench.gradbench import byhand
+    assert byhand.particle(0.0) == pytest.approx(inputs.EXPECTED["particle"], rel=1e-12)
+    np.testing.assert_allclose(byhand.saddle(1.0, 1.0), inputs.EXPECTED["saddle"], rtol=1e-9)
+
+
+@pytest.mark.parametrize("name", ["gmm", "lstm"])
+def test_byhand_gmm_lstm_agree(name):
+    """The hand-derived gmm/lstm objectives and gradients equal jitad's to 1e-9."""
+    pytest.importorskip("numba")
+    from bench.gradbench import byhand
+    args = args_of(name)
+    mine, theirs = arrays.compiled(name), byhand.functions(name)
+    for fname in inputs.FUNCTIONS[name]:
+        parts = lambda v: v if isinstance(v, tuple) else (v,)
+        want, got = parts(mine[fname](*args)), parts(theirs[fname](*args))
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-9, atol=1e-12 * np.max(np.abs(w)))

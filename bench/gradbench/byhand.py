@@ -3,8 +3,10 @@
 `particle` carries the derivative w.r.t. w through the Euler loop by hand (forward
 tangents, second derivatives of the potential written out); in `saddle` the inner
 argmax does not depend on the outer point, so the outer gradient is 2·p1 exactly, as
-every AD mode computes it; the solver is GradBench's, shared. gmm and lstm have no hand
-version here (not written)."""
+every AD mode computes it; the solver is GradBench's, with value and gradient from one
+pass (as the other implementations here). Scalar code: the particle/saddle loops touch
+no arrays. gmm: one pass over points and components with the gradient written out;
+lstm: forward keeping every gate, then backpropagation through time."""
 import math
 
 import numpy as np
@@ -13,26 +15,24 @@ from numba import njit
 from .nested import ETA0, TOL
 
 
-@njit
-def _norm(v):
-    return math.sqrt(np.sum(v * v))
-
+# particle and saddle: scalars only (no arrays in the loops); `fg(x.., p..)` returns the
+# value and the gradient, and the solver is GradBench's, written once per dimension.
 
 @njit
-def argmin(fg, x, extra):
-    """GradBench's gradient descent; `fg(x, extra)` returns (f(x), ∇f(x))."""
-    fx, gx = fg(x, extra)
+def argmin1(fg, x, p):
+    """GradBench's gradient descent in one dimension; fg(x, p) = (f(x), f'(x))."""
+    fx, gx = fg(x, p)
     eta, i = ETA0, 0
     while True:
-        if _norm(gx) <= TOL:
+        if abs(gx) <= TOL:
             return x
         if i == 10:
             eta, i = 2 * eta, 0
             continue
         x1 = x - eta * gx
-        if _norm(x - x1) <= TOL:
+        if abs(x - x1) <= TOL:
             return x
-        f1, g1 = fg(x1, extra)
+        f1, g1 = fg(x1, p)
         if f1 < fx:
             x, fx, gx, i = x1, f1, g1, i + 1
         else:
@@ -40,9 +40,29 @@ def argmin(fg, x, extra):
 
 
 @njit
+def argmin2(fg, x0, x1, p0, p1):
+    """The same in two dimensions; fg(x0, x1, p0, p1) = (f, ∂f/∂x0, ∂f/∂x1)."""
+    fx, g0, g1 = fg(x0, x1, p0, p1)
+    eta, i = ETA0, 0
+    while True:
+        if math.sqrt(g0 * g0 + g1 * g1) <= TOL:
+            return x0, x1
+        if i == 10:
+            eta, i = 2 * eta, 0
+            continue
+        y0, y1 = x0 - eta * g0, x1 - eta * g1
+        if math.sqrt((x0 - y0) ** 2 + (x1 - y1) ** 2) <= TOL:
+            return x0, x1
+        f1, h0, h1 = fg(y0, y1, p0, p1)
+        if f1 < fx:
+            x0, x1, fx, g0, g1, i = y0, y1, f1, h0, h1, i + 1
+        else:
+            eta, i = eta / 2, 0
+
+
+@njit
 def _euler(w, _):
     """naive_euler(w) and its derivative: tangents dx, dv w.r.t. w ride along."""
-    w = w[0]
     dt = 0.1
     x0, x1, v0, v1 = 0.0, 8.0, 0.75, 0.0
     dx0 = dx1 = dv0 = dv1 = 0.0
@@ -69,33 +89,33 @@ def _euler(w, _):
     dtf = -(dx1 * v1 - x1 * dv1) / (v1 * v1)
     xf = x0 + tf * v0
     dxf = dx0 + dtf * v0 + tf * dv0
-    return xf * xf, np.array([2.0 * xf * dxf])
+    return xf * xf, 2.0 * xf * dxf
 
 
 @njit
 def particle(w0):
-    return argmin(_euler, np.array([w0]), np.zeros(2))[0]
+    return argmin1(_euler, w0, 0.0)
 
 
 @njit
-def _neg_f_p2(p2, p1):
-    """−f(p1, p2) as a function of p2, and its gradient."""
-    return np.sum(p2 * p2) - np.sum(p1 * p1), 2.0 * p2
+def _neg_f_p2(a0, a1, p0, p1):
+    """−f(p1, p2) as a function of p2 = (a0, a1), and its gradient."""
+    return a0 * a0 + a1 * a1 - p0 * p0 - p1 * p1, 2.0 * a0, 2.0 * a1
 
 
 @njit
-def _max_f(p1, start):
-    """max over p2 of f(p1, p2) (by the inner solver) and its gradient in p1."""
-    p2 = argmin(_neg_f_p2, start.copy(), p1)
-    return np.sum(p1 * p1) - np.sum(p2 * p2), 2.0 * p1
+def _max_f(p0, p1, s0, s1):
+    """max over p2 of f(p1, p2) (by the inner solver from (s0, s1)) and its gradient in
+    p1: the inner argmax does not depend on p1, so the gradient is 2·p1."""
+    q0, q1 = argmin2(_neg_f_p2, s0, s1, p0, p1)
+    return p0 * p0 + p1 * p1 - q0 * q0 - q1 * q1, 2.0 * p0, 2.0 * p1
 
 
 @njit
 def saddle(a, b):
-    start = np.array([a, b])
-    r1 = argmin(_max_f, start.copy(), start)
-    r2 = argmin(_neg_f_p2, start.copy(), r1)
-    return np.concatenate((r1, r2))
+    r0, r1 = argmin2(_max_f, a, b, a, b)
+    q0, q1 = argmin2(_neg_f_p2, a, b, r0, r1)
+    return np.array([r0, r1, q0, q1])
 
 
 @njit
@@ -246,6 +266,198 @@ def kmeans_dir(points, centroids):
     return j / h
 
 
+
+# -- gmm: the log posterior and its gradient, per point and component ------------------
+
+def _gmm_constant(n, d, k, m, gamma):
+    from .arrays import log_gamma_d
+    nw = d + m + 1
+    return (-n * d * 0.5 * math.log(2 * math.pi)
+            + k * (nw * d * math.log(gamma / math.sqrt(2)) - log_gamma_d(0.5 * nw, d)))
+
+
+@njit
+def _gmm(alpha, mu, q, l, x, m, gamma, const, want_grad):
+    """The objective and (when want_grad) its gradient: with w_ic = softmax_c(beta_ic),
+    ∂/∂alpha_c = Σ_i w_ic − n softmax(alpha)_c; ∂/∂μ_c = Σ_i w_ic Q_cᵀ qx_ic;
+    ∂/∂q_cj = Σ_i w_ic (1 − qx_icj e^q_cj xc_icj) − γ² e^2q_cj + m;
+    ∂/∂L_c[r, s] = −Σ_i w_ic qx_icr xc_ics − γ² L_c[r, s]; qx_ic = Q_c (x_i − μ_c)."""
+    n, d = x.shape
+    k = alpha.shape[0]
+    qd = np.exp(q)
+    sq = np.zeros(k)
+    for c in range(k):
+        for j in range(d):
+            sq[c] += q[c, j]
+    da, dmu, dq, dl = np.zeros(k), np.zeros((k, d)), np.zeros((k, d)), np.zeros(l.shape)
+    xc, qx, beta = np.empty((k, d)), np.empty((k, d)), np.empty(k)
+    total = 0.0
+    for i in range(n):
+        for c in range(k):
+            for j in range(d):
+                xc[c, j] = x[i, j] - mu[c, j]
+            for j in range(d):
+                qx[c, j] = qd[c, j] * xc[c, j]
+            pos = 0
+            for s in range(d):              # L_c is filled column by column
+                for r in range(s + 1, d):
+                    qx[c, r] += l[c, pos] * xc[c, s]
+                    pos += 1
+            b = alpha[c] + sq[c]
+            for j in range(d):
+                b -= 0.5 * qx[c, j] * qx[c, j]
+            beta[c] = b
+        mx = np.max(beta)
+        se = 0.0
+        for c in range(k):
+            se += math.exp(beta[c] - mx)
+        total += mx + math.log(se)
+        if not want_grad:
+            continue
+        for c in range(k):
+            w = math.exp(beta[c] - mx) / se
+            da[c] += w
+            pos = 0
+            for j in range(d):
+                dq[c, j] += w * (1.0 - qx[c, j] * qd[c, j] * xc[c, j])
+                dmu[c, j] += w * qd[c, j] * qx[c, j]          # the diagonal of Q_cᵀ qx
+            for s in range(d):
+                for r in range(s + 1, d):
+                    dl[c, pos] -= w * qx[c, r] * xc[c, s]
+                    dmu[c, s] += w * l[c, pos] * qx[c, r]     # the lower part of Q_cᵀ qx
+                    pos += 1
+    ma = np.max(alpha)
+    sa = 0.0
+    for c in range(k):
+        sa += math.exp(alpha[c] - ma)
+    prior = 0.0
+    for c in range(k):
+        for j in range(d):
+            prior -= 0.5 * gamma * gamma * qd[c, j] * qd[c, j]
+        for j in range(l.shape[1]):
+            prior -= 0.5 * gamma * gamma * l[c, j] * l[c, j]
+        prior += m * sq[c]
+    value = const + total - n * (ma + math.log(sa)) + prior
+    if want_grad:
+        for c in range(k):
+            da[c] -= n * math.exp(alpha[c] - ma) / sa
+            for j in range(d):
+                dq[c, j] += m - gamma * gamma * qd[c, j] * qd[c, j]
+            for j in range(l.shape[1]):
+                dl[c, j] -= gamma * gamma * l[c, j]
+    return value, da, dmu, dq, dl
+
+
+def gmm_objective(alpha, mu, q, l, x, m, gamma):
+    const = _gmm_constant(x.shape[0], x.shape[1], alpha.shape[0], m, gamma)
+    return _gmm(alpha, mu, q, l, x, float(m), gamma, const, False)[0]
+
+
+def gmm_jacobian(alpha, mu, q, l, x, m, gamma):
+    const = _gmm_constant(x.shape[0], x.shape[1], alpha.shape[0], m, gamma)
+    return _gmm(alpha, mu, q, l, x, float(m), gamma, const, True)[1:]
+
+
+# -- lstm: forward keeping every gate, then backpropagation through time ---------------
+
+@njit
+def _sigmoid(v):
+    return 1.0 / (1.0 + math.exp(-v))
+
+
+@njit
+def _lstm(main, extra, state, seq, want_grad):
+    """The objective and (when want_grad) its gradient in (main, extra). Gates of layer i
+    at step t: f = σ(inp w_f + b_f), g = σ(h w_i + b_i), o = σ(inp w_o + b_o),
+    z = tanh(h w_c + b_c); cell' = cell f + g z; h' = o tanh(cell'); the next layer's inp is h'."""
+    layers = state.shape[0] // 2
+    steps, b = seq.shape[0] - 1, seq.shape[1]
+    hs = np.empty((steps + 1, layers, b))        # hs[t]: the h entering step t
+    cs = np.empty((steps + 1, layers, b))
+    gates = np.empty((steps, layers, 4, b))      # f, g, o, z
+    inps = np.empty((steps, layers + 1, b))      # the input of each layer; [layers]: the top h
+    for i in range(layers):
+        hs[0, i] = state[2 * i]
+        cs[0, i] = state[2 * i + 1]
+    total = 0.0
+    ypred = np.empty(b)
+    for t in range(steps):
+        for j in range(b):
+            inps[t, 0, j] = seq[t, j] * extra[0, j]
+        for i in range(layers):
+            w, bias = main[2 * i], main[2 * i + 1]
+            for j in range(b):
+                inp, h = inps[t, i, j], hs[t, i, j]
+                f = _sigmoid(inp * w[j] + bias[j])
+                g = _sigmoid(h * w[b + j] + bias[b + j])
+                o = _sigmoid(inp * w[2 * b + j] + bias[2 * b + j])
+                z = math.tanh(h * w[3 * b + j] + bias[3 * b + j])
+                cell = cs[t, i, j] * f + g * z
+                gates[t, i, 0, j], gates[t, i, 1, j], gates[t, i, 2, j], gates[t, i, 3, j] = f, g, o, z
+                cs[t + 1, i, j] = cell
+                hs[t + 1, i, j] = o * math.tanh(cell)
+                inps[t, i + 1, j] = hs[t + 1, i, j]
+        se = 0.0
+        for j in range(b):
+            ypred[j] = inps[t, layers, j] * extra[1, j] + extra[2, j]
+            se += math.exp(ypred[j])
+        lg = math.log(se + 2.0)
+        for j in range(b):
+            total += seq[t + 1, j] * (ypred[j] - lg)
+    scale = -1.0 / (steps * b)
+    dmain, dextra = np.zeros(main.shape), np.zeros(extra.shape)
+    if not want_grad:
+        return total * scale, dmain, dextra
+    dh_next, dc_next = np.zeros((layers, b)), np.zeros((layers, b))   # from step t + 1
+    dinp = np.empty(b)
+    for t in range(steps - 1, -1, -1):
+        se, ssum = 0.0, 0.0
+        for j in range(b):
+            ypred[j] = inps[t, layers, j] * extra[1, j] + extra[2, j]
+            se += math.exp(ypred[j])
+            ssum += seq[t + 1, j]
+        for j in range(b):
+            dy = scale * (seq[t + 1, j] - ssum * math.exp(ypred[j]) / (se + 2.0))
+            dextra[1, j] += dy * inps[t, layers, j]
+            dextra[2, j] += dy
+            dinp[j] = dy * extra[1, j]
+        for i in range(layers - 1, -1, -1):
+            w = main[2 * i]
+            for j in range(b):
+                f, g, o, z = gates[t, i, 0, j], gates[t, i, 1, j], gates[t, i, 2, j], gates[t, i, 3, j]
+                inp, h, cell = inps[t, i, j], hs[t, i, j], cs[t + 1, i, j]
+                dh = dinp[j] + dh_next[i, j]
+                tc = math.tanh(cell)
+                do = dh * tc
+                dc = dc_next[i, j] + dh * o * (1.0 - tc * tc)
+                daf = dc * cs[t, i, j] * f * (1.0 - f)
+                dag = dc * z * g * (1.0 - g)
+                dao = do * o * (1.0 - o)
+                daz = dc * g * (1.0 - z * z)
+                dmain[2 * i, j] += daf * inp
+                dmain[2 * i, b + j] += dag * h
+                dmain[2 * i, 2 * b + j] += dao * inp
+                dmain[2 * i, 3 * b + j] += daz * h
+                dmain[2 * i + 1, j] += daf
+                dmain[2 * i + 1, b + j] += dag
+                dmain[2 * i + 1, 2 * b + j] += dao
+                dmain[2 * i + 1, 3 * b + j] += daz
+                dc_next[i, j] = dc * f
+                dh_next[i, j] = dag * w[b + j] + daz * w[3 * b + j]
+                dinp[j] = daf * w[j] + dao * w[2 * b + j]      # into the layer below
+        for j in range(b):
+            dextra[0, j] += dinp[j] * seq[t, j]
+    return total * scale, dmain, dextra
+
+
+def lstm_objective(main, extra, state, sequence):
+    return _lstm(main, extra, state, sequence, False)[0]
+
+
+def lstm_jacobian(main, extra, state, sequence):
+    return _lstm(main, extra, state, sequence, True)[1:]
+
+
 def functions(name):
     if name == "particle":
         return {"by hand": particle}
@@ -254,5 +466,7 @@ def functions(name):
     table = {"lse": {"primal": lse, "gradient": lse_gradient},
              "llsq": {"primal": llsq, "gradient": llsq_gradient},
              "ode": {"primal": ode, "gradient": ode_gradient},
-             "kmeans": {"cost": kmeans_cost, "dir": kmeans_dir}}
+             "kmeans": {"cost": kmeans_cost, "dir": kmeans_dir},
+             "gmm": {"objective": gmm_objective, "jacobian": gmm_jacobian},
+             "lstm": {"objective": lstm_objective, "jacobian": lstm_jacobian}}
     return table.get(name, {})

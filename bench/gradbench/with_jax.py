@@ -15,21 +15,25 @@ jax.config.update("jax_enable_x64", True)
 
 
 def grad_r(f):
-    return jax.grad(f)
+    return jax.value_and_grad(f)
 
 
 def grad_f(f):
-    def g(x):
+    """(f(x), ∇f(x)) by one `jvp` per coordinate, as nested.grad_f."""
+    def vg(x):
         eye = jnp.eye(x.shape[0], dtype=x.dtype)
-        return jnp.stack([jax.jvp(f, (x,), (eye[i],))[1] for i in range(x.shape[0])])
-    return g
+        pairs = [jax.jvp(f, (x,), (eye[i],)) for i in range(x.shape[0])]
+        return pairs[0][0], jnp.stack([t for _, t in pairs])
+    return vg
 
 
 MODES = {"r": grad_r, "f": grad_f}
 
 
-def argmin(grad, f, x0):
-    g = grad(f)
+def argmin(grad, f, x0, fused=True):
+    """nested.argmin; with fused=False GradBench's own order: f(x1), then ∇f(x1) only
+    when the step is accepted (faster for JAX on saddle's fr/ff, see the README)."""
+    vg = grad(f)
 
     def step(s):
         x, fx, gx, eta, i, _ = s
@@ -38,15 +42,15 @@ def argmin(grad, f, x0):
             x1 = x - eta * gx
 
             def evaluate(_):
-                f1 = f(x1)
-                return lax.cond(f1 < fx, lambda _: (x1, f1, g(x1), eta, i + 1, True),
+                f1, g1 = vg(x1) if fused else (f(x1), None)
+                return lax.cond(f1 < fx, lambda _: (x1, f1, g1 if fused else vg(x1)[1], eta, i + 1, True),
                                 lambda _: (x, fx, gx, eta / 2, 0, True), None)
             return lax.cond(jnp.linalg.norm(x - x1) <= TOL, lambda _: (x, fx, gx, eta, i, False), evaluate, None)
 
         return lax.cond(jnp.linalg.norm(gx) <= TOL, lambda _: (x, fx, gx, eta, i, False),
                         lambda _: lax.cond(i == 10, lambda _: (x, fx, gx, 2 * eta, 0, True), try_step, None), None)
 
-    init = (x0, f(x0), g(x0), jnp.float64(ETA0), 0, True)
+    init = (x0, *vg(x0), jnp.float64(ETA0), 0, True)
     return lax.while_loop(lambda s: s[5], step, init)[0]
 
 
@@ -57,7 +61,7 @@ def naive_euler(grad, w):
 
     def step(s):
         x, v, _ = s
-        a = -force(x)
+        a = -force(x)[1]
         x_new = x + dt * v
         return lax.cond(x_new[1] > 0, lambda _: (x_new, v + dt * a, True), lambda _: (x, v, False), None)
 
@@ -72,6 +76,8 @@ def particle(variant):
 
 
 def saddle(variant):
+    """The outer solver in GradBench's order (fused=False): with a forward-mode outer
+    derivative JAX takes 5.2 ms fused against 0.64 ms so (the same iterates)."""
     g0, g1 = MODES[variant[0]], MODES[variant[1]]
 
     def f(p1, p2):
@@ -79,8 +85,8 @@ def saddle(variant):
 
     def run(a, b):
         start = jnp.array([a, b])
-        r1 = argmin(g0, lambda p1: f(p1, argmin(g1, lambda p2: -f(p1, p2), start)), start)
-        r2 = argmin(g0, lambda p2: -f(r1, p2), start)
+        r1 = argmin(g0, lambda p1: f(p1, argmin(g1, lambda p2: -f(p1, p2), start)), start, fused=False)
+        r2 = argmin(g0, lambda p2: -f(r1, p2), start, fused=False)
         return jnp.concatenate([r1, r2])
     return jax.jit(run)
 

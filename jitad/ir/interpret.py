@@ -38,6 +38,13 @@ def run_graph(graph, args):
     return [env[v] for v in graph.outputs]
 
 
+def _slot_start(t):
+    """A slot's first value, as compiled code gives it: a scalar float starts at -0.0."""
+    if not t.shape and t.dtype in ("f64", "f32"):
+        return NUMPY[t.dtype](-0.0)
+    return np.zeros(t.shape, NUMPY[t.dtype])[()]
+
+
 _EFFECTS = {
     Op.TREE_ROOT: lambda node, tree: [tree.root],
     Op.TREE_SIZE: lambda node, tree: [np.int64(len(tree.order) if node.attrs["word"] == "reachable" else tree.size)],
@@ -47,7 +54,7 @@ _EFFECTS = {
     Op.TABLE_ADD: lambda node, table, i, v: table.__setitem__(i, table[i] + v) or [],
     Op.ARENA_MARK: lambda node: [np.int64(0)],
     Op.ARENA_RELEASE: lambda node, mark: [],
-    Op.SLOT: lambda node: [[np.zeros(node.attrs["type"].shape, NUMPY[node.attrs["type"].dtype])[()]]],
+    Op.SLOT: lambda node: [[_slot_start(node.attrs["type"])]],
     Op.SLOT_GET: lambda node, slot: [slot[0]],
     Op.SLOT_SET: lambda node, slot, v: slot.__setitem__(0, v) or [],
     Op.SLOT_ADD: lambda node, slot, v: slot.__setitem__(0, slot[0] + v) or [],
