@@ -6,6 +6,7 @@ from .pytree import tree_leaves, tree_map
 from .staging import FOR, FUN, IF, TREE, WHILE, ShapeDtype
 from .tree import Tree
 from .custom import checkpoint, custom_vjp, fixed_point, softplus
-from . import distributed, optim, random, testing  # noqa: E402
+from .numpy_api import *  # noqa: F401,F403
+from . import distributed, nn, optim, random, testing  # noqa: E402
 
 __version__ = "0.1.0"
