@@ -115,6 +115,8 @@ def exp2(x):
 def power(x, y):
     """x**y, elementwise with broadcasting (an integer constant power is exact products):
     `jitad.power(2.0, 3) == 8.0`."""
+    if not (is_staged(x) or is_staged(y)):
+        return np.power(x, y)
     return _power(x, y)
 
 
@@ -661,8 +663,13 @@ def diag(v, k=0):
     return N.reshape(_take(padded, index, 0), (m, m))
 
 
-def trace(x, offset=0, axis1=0, axis2=1, dtype=None):
-    """Sum of the diagonal at `offset`: `jitad.trace(m)`."""
+def trace(x, *args, offset=0, axis1=0, axis2=1, dtype=None):
+    """Sum of the diagonal at `offset`: `jitad.trace(m)`. (`jitad.trace(fn, *args)`, a function
+    first, is still the staged program of `fn`: jitad's older meaning of the name.)"""
+    if callable(x):
+        from .api import trace as trace_program
+        return trace_program(x, *args)
+    offset, axis1, axis2, dtype = (args + (offset, axis1, axis2, dtype)[len(args):])[:4]
     return N.sum(_with_dtype(diagonal(x, offset, axis1, axis2), dtype, "trace"), -1)
 
 
@@ -820,18 +827,20 @@ def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
 
 # -- batched matrix products and einsum ------------------------------------------------
 
-_UNROLL = 64   # batches up to this size: one GEMM per matrix; above, a broadcast product
+_UNROLL = 64   # batches up to this size may be one GEMM per matrix (more would bloat the program)
+_SMALL = 1 << 16   # products of fewer multiplications: one broadcast product and a sum (3 nodes)
 
 
 def bmm(a, b):
-    """(B, m, k) @ (B, k, n) -> (B, m, n)."""
-    nb = _shape(a)[0]
+    """(B, m, k) @ (B, k, n) -> (B, m, n): one GEMM per batch entry for large matrices, a
+    broadcast product summed over k for small ones. (A batched GEMM primitive would do
+    better at both ends: see the README's table.)"""
+    (nb, m, k), n = _shape(a), _shape(b)[2]
     if nb == 1:
-        return N.reshape(N.matmul(N.reshape(a, _shape(a)[1:]), N.reshape(b, _shape(b)[1:])), (1,) + (
-            _shape(a)[1], _shape(b)[2]))
-    if nb <= _UNROLL:
+        return N.reshape(N.matmul(N.reshape(a, (m, k)), N.reshape(b, (k, n))), (1, m, n))
+    if nb <= _UNROLL and nb * m * k * n > _SMALL:
         return N.stack([N.matmul(a[i], b[i]) for i in range(nb)], 0)
-    return N.sum(N.reshape(a, _shape(a) + (1,)) * N.reshape(b, (nb, 1) + _shape(b)[1:]), 2)
+    return N.sum(N.reshape(a, (nb, m, k, 1)) * N.reshape(b, (nb, 1, k, n)), 2)
 
 
 def matmul_nd(a, b):
