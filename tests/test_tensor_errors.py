@@ -36,7 +36,8 @@ BAD_SHAPES = [
     ("matmul", lambda x, y: x @ y, [(2, 3), (4, 2)], "matmul"),
     ("matmul[vec,mat]", lambda x, y: x @ y, [(3,), (4, 2)], "matmul"),
     ("matmul[mat,vec]", lambda x, y: jitad.matmul(x, y), [(2, 3), (4,)], "matmul"),
-    ("matmul[3d]", lambda x, y: x @ y, [(2, 2, 3), (3, 2)], "matmul"),
+    ("matmul[3d]", lambda x, y: x @ y, [(2, 2, 3), (4, 2)], "matmul"),   # (batch axes are fine: NumPy)
+    ("matmul[batch]", lambda x, y: x @ y, [(2, 2, 3), (3, 3, 2)], "matmul"),
     ("dot", lambda x, y: jitad.dot(x, y), [(3,), (4,)], "dot"),
     ("dot[mat]", lambda x, y: jitad.dot(x, y), [(2, 3), (2, 3)], "matmul"),
     ("concatenate", lambda x, y: jitad.concatenate([x, y], 0), [(2, 3), (2, 4)], "concatenate"),

@@ -1,0 +1,976 @@
+"""NumPy's functions (SPEC §5) as compositions of jitad's primitives.
+
+Each has NumPy's name, signature and semantics (as `jax.numpy` has them), works on staged
+values and plain numbers alike (plain ones compute eagerly, through the same composition),
+and is differentiable wherever its parts are: no function here has its own derivative rule.
+"""
+import builtins
+import math
+import string
+
+import numpy as np
+
+from . import numeric as N
+from .errors import ArgumentError, ShapeError
+from .staging import is_staged, power as _power, result_dtype
+
+__all__ = [
+    # elementwise
+    "tan", "sinh", "cosh", "arcsinh", "arccosh", "arctanh", "log2", "log10", "exp2", "power", "sign",
+    "floor", "ceil", "trunc", "round", "reciprocal", "hypot", "logaddexp", "logaddexp2", "sinc",
+    "fmax", "fmin", "mod", "remainder", "isnan", "isinf", "isfinite", "nan_to_num", "deg2rad",
+    "rad2deg", "degrees", "radians",
+    # reductions and scans
+    "prod", "var", "std", "argmax", "argmin", "any", "all", "count_nonzero", "cumsum", "cumprod",
+    # shapes
+    "squeeze", "expand_dims", "ravel", "swapaxes", "moveaxis", "flip", "fliplr", "flipud", "roll",
+    "tile", "repeat", "split", "array_split", "hstack", "vstack", "column_stack", "pad", "diag",
+    "diagonal", "trace", "tril", "triu", "eye", "identity", "arange", "linspace", "meshgrid",
+    "atleast_1d", "atleast_2d", "atleast_3d", "kron", "inner", "cross", "tensordot", "einsum",
+]
+
+_LN2, _LN10 = math.log(2.0), math.log(10.0)
+
+
+def _shape(x):
+    return tuple(N._shape(x))
+
+
+def _float(x):
+    """`x` as a float value: ints and bools become float64, as NumPy's float functions do."""
+    return x if result_dtype(x) in ("f32", "f64") else N.convert(x, "f64")
+
+
+def _np_dtype(x):
+    return N.NUMPY_OF[result_dtype(x)]
+
+
+# -- elementwise -----------------------------------------------------------------
+
+def tan(x):
+    """Tangent: `jitad.tan(0.0) == 0.0`."""
+    x = _float(x)
+    return N.sin(x) / N.cos(x)
+
+
+def sinh(x):
+    """Hyperbolic sine, accurate near 0: `jitad.sinh(0.0) == 0.0`."""
+    x = _float(x)
+    return 0.5 * (N.expm1(x) - N.expm1(-x))
+
+
+def cosh(x):
+    """Hyperbolic cosine: `jitad.cosh(0.0) == 1.0`."""
+    x = _float(x)
+    return 0.5 * (N.exp(x) + N.exp(-x))
+
+
+def _odd(x, f):
+    """f(|x|) with x's sign: f's derivative at 0 from the right is the derivative at 0."""
+    r = f(N.abs(x))
+    return N.where(x < 0, -r, r)
+
+
+def arcsinh(x):
+    """Inverse hyperbolic sine, log(x + sqrt(x² + 1)) computed stably: `jitad.arcsinh(0.0) == 0.0`."""
+    x = _float(x)
+
+    def f(a):
+        big = a > 1e8   # a*a would lose the 1 (and overflow past 1e154): log(2a) there
+        small = N.where(big, 1.0, a)   # keeps the unused branch finite, and so its derivatives
+        return N.where(big, N.log(N.where(big, a, 1.0)) + _LN2,
+                       N.log1p(small + small * small / (1.0 + N.sqrt(1.0 + small * small))))
+    return _odd(x, f)
+
+
+def arccosh(x):
+    """Inverse hyperbolic cosine for x >= 1 (NaN below): `jitad.arccosh(1.0) == 0.0`."""
+    x = _float(x)
+    big = x > 1e8
+    t = N.where(big, 1.0, x) - 1.0
+    return N.where(big, N.log(N.where(big, x, 2.0)) + _LN2, N.log1p(t + N.sqrt(t * (t + 2.0))))
+
+
+def arctanh(x):
+    """Inverse hyperbolic tangent on (-1, 1): `jitad.arctanh(0.0) == 0.0`."""
+    x = _float(x)
+    return 0.5 * (N.log1p(x) - N.log1p(-x))
+
+
+def log2(x):
+    """Base-2 logarithm: `jitad.log2(8.0) == 3.0`."""
+    return N.log(_float(x)) * (1.0 / _LN2)
+
+
+def log10(x):
+    """Base-10 logarithm: `jitad.log10(100.0) == 2.0`."""
+    return N.log(_float(x)) * (1.0 / _LN10)
+
+
+def exp2(x):
+    """2**x: `jitad.exp2(3.0) == 8.0`."""
+    return N.exp(_float(x) * _LN2)
+
+
+def power(x, y):
+    """x**y, elementwise with broadcasting (an integer constant power is exact products):
+    `jitad.power(2.0, 3) == 8.0`."""
+    if not (is_staged(x) or is_staged(y)):
+        return np.power(x, y)
+    return _power(x, y)
+
+
+def sign(x):
+    """-1, 0 or 1 by the sign of x (NaN stays NaN; derivative 0): `jitad.sign(-2.0) == -1.0`."""
+    if result_dtype(x) == "bool":
+        return x
+    s = N.convert(x > 0, result_dtype(x)) - N.convert(x < 0, result_dtype(x))
+    return N.where(x != x, x, s) if result_dtype(x) in ("f32", "f64") else s
+
+
+def floor(x):
+    """Largest integer <= x, as a float (derivative 0): `jitad.floor(-1.5) == -2.0`."""
+    if result_dtype(x) not in ("f32", "f64"):
+        return x
+    return N.where(N.abs(x) < np.inf, x // 1.0, x)   # inf // 1 is NaN
+
+
+def ceil(x):
+    """Smallest integer >= x, as a float (derivative 0): `jitad.ceil(-1.5) == -1.0`."""
+    return -floor(-x) if result_dtype(x) in ("f32", "f64") else x
+
+
+def trunc(x):
+    """x rounded toward zero (derivative 0): `jitad.trunc(-1.5) == -1.0`."""
+    return N.where(x < 0, ceil(x), floor(x)) if result_dtype(x) in ("f32", "f64") else x
+
+
+def round(x, decimals=0):
+    """x rounded to `decimals` digits, halves to even as NumPy: `jitad.round(2.5) == 2.0`."""
+    if result_dtype(x) not in ("f32", "f64"):
+        return x
+    scale = 10.0 ** N._int_arg("round", "decimals", decimals, -400) if decimals else None
+    y = x * scale if scale else x
+    f = floor(y)
+    d = y - f   # exact: f and y are within 1 of each other
+    up = (d > 0.5) | ((d == 0.5) & (f - 2.0 * floor(f * 0.5) == 1.0))
+    r = N.where(up, f + 1.0, f)
+    return r / scale if scale else r
+
+
+def reciprocal(x):
+    """1 / x: `jitad.reciprocal(4.0) == 0.25`."""
+    return 1.0 / _float(x)
+
+
+def hypot(x, y):
+    """sqrt(x² + y²) without overflow or underflow: `jitad.hypot(3.0, 4.0) == 5.0`."""
+    x, y = _float(x), _float(y)
+    m = N.maximum(N.abs(x), N.abs(y))
+    m_safe = N.where(m == 0.0, 1.0, N.where(m == np.inf, 1.0, m))
+    r = m * N.sqrt(N.square(x / m_safe) + N.square(y / m_safe))
+    return N.where(m == np.inf, m, r)
+
+
+def logaddexp(x, y):
+    """log(exp(x) + exp(y)) computed stably (ties share the gradient):
+    `jitad.logaddexp(0.0, 0.0) == log(2)`."""
+    x, y = _float(x), _float(y)
+    m = N.stop_gradient(N.maximum(x, y))
+    m = N.where(N.abs(m) < np.inf, m, 0.0)
+    return N.log(N.exp(x - m) + N.exp(y - m)) + m
+
+
+def logaddexp2(x, y):
+    """log2(2**x + 2**y) computed stably: `jitad.logaddexp2(1.0, 1.0) == 2.0`."""
+    return logaddexp(_float(x) * _LN2, _float(y) * _LN2) * (1.0 / _LN2)
+
+
+def sinc(x):
+    """sin(pi x) / (pi x), 1 at 0 (with the right derivatives there): `jitad.sinc(0.0) == 1.0`."""
+    t = _float(x) * math.pi
+    near = N.abs(t) < 1e-2   # Taylor series to t**6: error below 1e-17 there
+    tn, tf = N.where(near, t, 0.0), N.where(near, 1.0, t)
+    t2 = tn * tn
+    return N.where(near, 1.0 - t2 / 6.0 * (1.0 - t2 / 20.0 * (1.0 - t2 / 42.0)), N.sin(tf) / tf)
+
+
+def fmax(x, y):
+    """Elementwise maximum that ignores NaN (NaN only where both are): `jitad.fmax(nan, 1.0) == 1.0`."""
+    return N.where(y != y, x, N.where(x != x, y, N.maximum(x, y)))
+
+
+def fmin(x, y):
+    """Elementwise minimum that ignores NaN (NaN only where both are): `jitad.fmin(nan, 1.0) == 1.0`."""
+    return N.where(y != y, x, N.where(x != x, y, N.minimum(x, y)))
+
+
+def mod(x, y):
+    """x - floor(x / y) * y, the sign of y as NumPy's `%`: `jitad.mod(-1.0, 3.0) == 2.0`."""
+    if not (is_staged(x) or is_staged(y)):
+        return np.mod(x, y)
+    return x % y
+
+
+remainder = mod
+
+
+def isnan(x):
+    """True where x is NaN: `jitad.isnan(float('nan')) == True`."""
+    return x != x
+
+
+def isinf(x):
+    """True where x is +inf or -inf: `jitad.isinf(-float('inf')) == True`."""
+    return N.abs(x) == np.inf if result_dtype(x) in ("f32", "f64") else x != x
+
+
+def isfinite(x):
+    """True where x is neither infinite nor NaN: `jitad.isfinite(1.0) == True`."""
+    return N.abs(x) < np.inf if result_dtype(x) in ("f32", "f64") else x == x
+
+
+def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
+    """x with NaN, +inf and -inf replaced (by 0 and the largest finite values by default):
+    `jitad.nan_to_num(float('inf')) == 1.7976931348623157e308`."""
+    if result_dtype(x) not in ("f32", "f64"):
+        return x
+    big = float(np.finfo(_np_dtype(x)).max)
+    posinf = big if posinf is None else posinf
+    neginf = -big if neginf is None else neginf
+    return N.where(x != x, nan, N.where(x == np.inf, posinf, N.where(x == -np.inf, neginf, x)))
+
+
+def deg2rad(x):
+    """Degrees to radians: `jitad.deg2rad(180.0) == pi`."""
+    return _float(x) * (math.pi / 180.0)
+
+
+def rad2deg(x):
+    """Radians to degrees: `jitad.rad2deg(pi) == 180.0`."""
+    return _float(x) * (180.0 / math.pi)
+
+
+radians, degrees = deg2rad, rad2deg
+
+
+# -- reductions and scans ------------------------------------------------------------
+
+def _reduced_shape(shape, axes, keepdims):
+    return tuple(1 if d in axes else n for d, n in enumerate(shape) if keepdims or d not in axes)
+
+
+def _axes_last(x, axes):
+    """`x` with `axes` moved to the end and merged into one: (rest..., n)."""
+    shape = _shape(x)
+    rest = [d for d in range(len(shape)) if d not in axes]
+    x = N.transpose(x, tuple(rest) + tuple(axes))
+    return N.reshape(x, tuple(shape[d] for d in rest) + (math.prod(shape[d] for d in axes),))
+
+
+def _with_dtype(x, dtype, who):
+    if dtype is not None:
+        return N.convert(x, N._dtype_name(dtype, who))
+    return N.convert(x, "i64") if result_dtype(x) == "bool" else x
+
+
+def prod(x, axis=None, dtype=None, keepdims=False):
+    """Product over `axis` (exact at zeros and negatives: a tree of products, no logs):
+    `jitad.prod(x, axis=0)`."""
+    axes = N._axes(x, axis, "prod")
+    x = _with_dtype(x, dtype, "prod")
+    shape = _shape(x)
+    if not shape:
+        return x
+    y = _axes_last(x, axes)
+    n = _shape(y)[-1]
+    last = len(_shape(y)) - 1
+    while n > 1:   # halve the axis: log2(n) products of slices
+        h = n // 2
+        p = N.take_slice(y, last, 0, h) * N.take_slice(y, last, h, 2 * h)
+        y = N.concatenate([p, N.take_slice(y, last, 2 * h, n)], last) if n % 2 else p
+        n = h + n % 2
+    out_shape = _reduced_shape(shape, axes, keepdims)
+    if n == 0:
+        return np.ones(out_shape, _np_dtype(x))
+    return N.reshape(y, out_shape)
+
+
+def var(x, axis=None, dtype=None, ddof=0, keepdims=False):
+    """Variance over `axis`, dividing by n - ddof: `jitad.var(x, axis=0, ddof=1)`."""
+    axes = N._axes(x, axis, "var")
+    x = _float(_with_dtype(x, dtype, "var"))
+    shape = _shape(x)
+    n = math.prod(shape[d] for d in axes)
+    d = x - N.mean(x, axes, keepdims=True)
+    return N.sum(N.square(d), axes, keepdims) / float(builtins.max(n - ddof, 0))
+
+
+def std(x, axis=None, dtype=None, ddof=0, keepdims=False):
+    """Standard deviation over `axis`: `jitad.std(x, ddof=1)`."""
+    return N.sqrt(var(x, axis, dtype, ddof, keepdims))
+
+
+def _arg_best(x, axis, keepdims, best, who):
+    shape = _shape(x)
+    if axis is None:
+        out = _arg_best(ravel(x), 0, False, best, who)
+        return N.reshape(out, (1,) * len(shape)) if keepdims else out
+    axis = N._axis(who, axis, len(shape), shape)
+    if not shape:
+        return np.int64(0)
+    n = shape[axis]
+    if n == 0:
+        raise ShapeError(f"`{who}` of an empty axis (shape {shape}): there is no position to return")
+    x = N.stop_gradient(x) if is_staged(x) else np.asarray(x)
+    if result_dtype(x) == "bool":
+        x = N.convert(x, "i64")
+    hit = x == best(x, axis, keepdims=True)
+    if result_dtype(x) in ("f32", "f64"):
+        hit = hit | (x != x)   # the first NaN, as NumPy
+    iota = np.arange(n, dtype=np.int64).reshape([n if d == axis else 1 for d in range(len(shape))])
+    return N.min(N.where(hit, iota, np.int64(n)), axis, keepdims)
+
+
+def argmax(x, axis=None, keepdims=False):
+    """Index of the first maximum along `axis` (of the flattened array by default):
+    `jitad.argmax(x, axis=-1)`."""
+    return _arg_best(x, axis, keepdims, N.max, "argmax")
+
+
+def argmin(x, axis=None, keepdims=False):
+    """Index of the first minimum along `axis`: `jitad.argmin(x, axis=0)`."""
+    return _arg_best(x, axis, keepdims, N.min, "argmin")
+
+
+def count_nonzero(x, axis=None, keepdims=False):
+    """Number of non-zero entries over `axis` (an int): `jitad.count_nonzero(x > 0)`."""
+    N._axes(x, axis, "count_nonzero")
+    nz = N.convert(x != 0, "i64")
+    return N.sum(nz, axis, keepdims) if _shape(x) else nz
+
+
+def any(x, axis=None, keepdims=False):
+    """True where some entry over `axis` is non-zero: `jitad.any(x > 1.0)`."""
+    return count_nonzero(x, axis, keepdims) > 0
+
+
+def all(x, axis=None, keepdims=False):
+    """True where every entry over `axis` is non-zero: `jitad.all(x > 0.0, axis=0)`."""
+    N._axes(x, axis, "all")
+    zeros = N.convert(x == 0, "i64")
+    return (N.sum(zeros, axis, keepdims) if _shape(x) else zeros) == 0
+
+
+def _scan(x, axis, dtype, combine, unit, who):
+    """Inclusive scan along `axis` in log2(n) steps (Hillis-Steele): each step combines
+    the running values with themselves shifted by 1, 2, 4, ... (the unit shifted in)."""
+    x = _with_dtype(x, dtype, who)
+    if axis is None:
+        x, axis = ravel(x), 0
+    shape = _shape(x)
+    axis = N._axis(who, axis, len(shape), shape)
+    if not shape:
+        return N.reshape(x, (1,))
+    n, k = shape[axis], 1
+    while k < n:
+        pad = np.full([k if d == axis else s for d, s in enumerate(shape)], unit, _np_dtype(x))
+        x = combine(x, N.concatenate([pad, N.take_slice(x, axis, 0, n - k)], axis))
+        k *= 2
+    return x
+
+
+def cumsum(x, axis=None, dtype=None):
+    """Running sums along `axis` (of the flattened array by default): `jitad.cumsum(x, axis=1)`."""
+    return _scan(x, axis, dtype, lambda a, b: a + b, 0, "cumsum")
+
+
+def cumprod(x, axis=None, dtype=None):
+    """Running products along `axis` (exact at zeros): `jitad.cumprod(x, axis=0)`."""
+    return _scan(x, axis, dtype, lambda a, b: a * b, 1, "cumprod")
+
+
+# -- shapes ----------------------------------------------------------------------
+
+def squeeze(x, axis=None):
+    """`x` without axes of length 1 (those in `axis`, or all): `jitad.squeeze(x, 0)`."""
+    shape = _shape(x)
+    if axis is None:
+        axes = tuple(d for d, n in enumerate(shape) if n == 1)
+    else:
+        axes = N._axes(x, axis, "squeeze")
+        for d in axes:
+            if shape[d] != 1:
+                raise ShapeError(f"`squeeze`: axis {d} of shape {shape} has length {shape[d]}, not 1")
+    return N.reshape(x, tuple(n for d, n in enumerate(shape) if d not in axes))
+
+
+def expand_dims(x, axis):
+    """`x` with new axes of length 1 at the positions `axis`: `jitad.expand_dims(x, 0)`."""
+    shape = _shape(x)
+    axes = (axis,) if np.ndim(axis) == 0 else tuple(axis)
+    ndim = len(shape) + len(axes)
+    axes = sorted(N._axis("expand_dims", a, ndim, shape) for a in axes)
+    if len(set(axes)) != len(axes):
+        raise ShapeError(f"`expand_dims`: repeated axis in {axis!r}")
+    rest = iter(shape)
+    return N.reshape(x, tuple(1 if d in axes else next(rest) for d in range(ndim)))
+
+
+def ravel(x):
+    """`x` as one axis, in row-major order: `jitad.ravel(x)`."""
+    return N.reshape(x, (-1,))
+
+
+def moveaxis(x, source, destination):
+    """`x` with axes `source` moved to positions `destination`: `jitad.moveaxis(x, 0, -1)`."""
+    shape = _shape(x)
+    src = [N._axis("moveaxis", a, len(shape), shape) for a in np.atleast_1d(source).tolist()]
+    dst = [N._axis("moveaxis", a, len(shape), shape) for a in np.atleast_1d(destination).tolist()]
+    if len(src) != len(dst):
+        raise ShapeError(f"`moveaxis`: source {source!r} and destination {destination!r} differ in length")
+    order = [d for d in range(len(shape)) if d not in src]
+    for d, s in sorted(zip(dst, src)):
+        order.insert(d, s)
+    return N.transpose(x, tuple(order))
+
+
+def swapaxes(x, axis1, axis2):
+    """`x` with two axes exchanged: `jitad.swapaxes(x, 0, 1)`."""
+    shape = _shape(x)
+    a, b = (N._axis("swapaxes", d, len(shape), shape) for d in (axis1, axis2))
+    perm = list(range(len(shape)))
+    perm[a], perm[b] = b, a
+    return N.transpose(x, tuple(perm))
+
+
+def _take(x, index, axis):
+    """Entries at the constant int `index` (1-D) along `axis`: a gather."""
+    if not is_staged(x):
+        return np.take(np.asarray(x), index, axis)
+    index = np.asarray(index, dtype=np.int64)
+    if index.size == 0:
+        shape = list(_shape(x))
+        shape[axis] = 0
+        return np.zeros(shape, _np_dtype(x))
+    return moveaxis(N.getitem(moveaxis(x, axis, 0), index), 0, axis)
+
+
+def flip(x, axis=None):
+    """`x` with the order of entries along `axis` (all axes by default) reversed: `jitad.flip(x, 0)`."""
+    axes = N._axes(x, axis, "flip") if _shape(x) else ()
+    for d in axes:
+        x = _take(x, np.arange(_shape(x)[d] - 1, -1, -1), d)
+    return x
+
+
+def fliplr(x):
+    """`x` with its columns (axis 1) reversed: `jitad.fliplr(m)`."""
+    if len(_shape(x)) < 2:
+        raise ShapeError(f"`fliplr`: shape {_shape(x)} has no axis 1; it needs 2 or more axes")
+    return flip(x, 1)
+
+
+def flipud(x):
+    """`x` with its rows (axis 0) reversed: `jitad.flipud(m)`."""
+    if len(_shape(x)) < 1:
+        raise ShapeError("`flipud` of a scalar: it needs 1 or more axes")
+    return flip(x, 0)
+
+
+def roll(x, shift, axis=None):
+    """`x` shifted by `shift` along `axis` (of the flattened array by default), entries
+    wrapping around: `jitad.roll(x, 1)`."""
+    if axis is None:
+        return N.reshape(roll(ravel(x), shift, 0), _shape(x))
+    shifts, axes = np.broadcast_arrays(np.atleast_1d(shift), np.atleast_1d(axis))
+    shape = _shape(x)
+    for s, a in zip(shifts.tolist(), axes.tolist()):
+        a = N._axis("roll", a, len(shape), shape)
+        n = shape[a]
+        s = s % n if n else 0
+        if s:
+            x = N.concatenate([N.take_slice(x, a, n - s, n), N.take_slice(x, a, 0, n - s)], a)
+    return x
+
+
+def tile(x, reps):
+    """`x` repeated `reps` times along each axis: `jitad.tile(x, (2, 1))`."""
+    reps = N._dims("tile", reps)
+    shape = _shape(x)
+    d = builtins.max(len(reps), len(shape))
+    reps, shape = (1,) * (d - len(reps)) + reps, (1,) * (d - len(shape)) + shape
+    x = N.reshape(x, tuple(v for n in shape for v in (1, n)))
+    x = N.broadcast_to(x, tuple(v for r, n in zip(reps, shape) for v in (r, n)))
+    return N.reshape(x, tuple(r * n for r, n in zip(reps, shape)))
+
+
+def repeat(x, repeats, axis=None):
+    """Each entry repeated `repeats` times (a constant int, or one per entry) along `axis`
+    (of the flattened array by default): `jitad.repeat(x, 2, axis=0)`."""
+    if is_staged(repeats):
+        raise ArgumentError("`repeat`: repeats must be a constant (an int or a NumPy array): it sets "
+                            "the output's shape, which must be known when tracing")
+    if axis is None:
+        x, axis = ravel(x), 0
+    shape = _shape(x)
+    axis = N._axis("repeat", axis, len(shape), shape)
+    if not shape:
+        x, shape = N.reshape(x, (1,)), (1,)
+    repeats = np.asarray(repeats)
+    if repeats.dtype.kind not in "iu" or (repeats < 0).any():
+        raise ArgumentError(f"`repeat`: repeats={repeats!r}; it must be non-negative ints")
+    if repeats.ndim == 0 or repeats.size == 1:
+        r = int(repeats.reshape(-1)[0])
+        wide = N.broadcast_to(expand_dims(x, axis + 1), shape[:axis + 1] + (r,) + shape[axis + 1:])
+        return N.reshape(wide, shape[:axis] + (shape[axis] * r,) + shape[axis + 1:])
+    if repeats.shape != (shape[axis],):
+        raise ShapeError(f"`repeat`: {repeats.size} repeats for axis {axis} of length {shape[axis]}")
+    return _take(x, np.repeat(np.arange(shape[axis]), repeats), axis)
+
+
+def array_split(x, indices_or_sections, axis=0):
+    """`x` cut along `axis` into `n` nearly equal parts, or at the given indices:
+    `jitad.array_split(x, 3)`."""
+    shape = _shape(x)
+    axis = N._axis("array_split", axis, len(shape), shape)
+    n = shape[axis]
+    if np.ndim(indices_or_sections) == 0:
+        k = N._int_arg("array_split", "sections", indices_or_sections, 1)
+        sizes = [n // k + 1] * (n % k) + [n // k] * (k - n % k)
+        cuts = np.cumsum([0] + sizes).tolist()
+    else:
+        cuts = [0] + [builtins.min(builtins.max(int(c) + (n if c < 0 else 0), 0), n)
+                      for c in indices_or_sections] + [n]
+    return [N.take_slice(x, axis, a, builtins.max(a, b)) for a, b in zip(cuts[:-1], cuts[1:])]
+
+
+def split(x, indices_or_sections, axis=0):
+    """`x` cut along `axis` into `n` equal parts, or at the given indices: `jitad.split(x, 2, axis=1)`."""
+    if np.ndim(indices_or_sections) == 0:
+        shape = _shape(x)
+        n = shape[N._axis("split", axis, len(shape), shape)]
+        k = N._int_arg("split", "sections", indices_or_sections, 1)
+        if n % k:
+            raise ShapeError(f"`split`: axis {axis} of length {n} does not split into {k} equal parts; "
+                             "use `jitad.array_split`")
+    return array_split(x, indices_or_sections, axis)
+
+
+def atleast_1d(*xs):
+    """Each argument with at least one axis: `jitad.atleast_1d(2.0).shape == (1,)`."""
+    out = [N.reshape(x, (1,)) if not _shape(x) else x for x in xs]
+    return out[0] if len(out) == 1 else out
+
+
+def atleast_2d(*xs):
+    """Each argument with at least two axes (new ones in front): `jitad.atleast_2d(v).shape == (1, n)`."""
+    out = [N.reshape(x, (1,) * (2 - len(_shape(x))) + _shape(x)) if len(_shape(x)) < 2 else x for x in xs]
+    return out[0] if len(out) == 1 else out
+
+
+def atleast_3d(*xs):
+    """Each argument with at least three axes, as NumPy: (n,) -> (1, n, 1), (m, n) -> (m, n, 1)."""
+    def three(x):
+        s = _shape(x)
+        return N.reshape(x, {0: (1, 1, 1), 1: (1,) + s + (1,), 2: s + (1,)}[len(s)]) if len(s) < 3 else x
+    out = [three(x) for x in xs]
+    return out[0] if len(out) == 1 else out
+
+
+def hstack(xs):
+    """Join along axis 1 (axis 0 for 1-D arrays): `jitad.hstack([a, b])`."""
+    xs = [atleast_1d(x) for x in N._array_list("hstack", xs)]
+    return N.concatenate(xs, 0 if len(_shape(xs[0])) == 1 else 1)
+
+
+def vstack(xs):
+    """Join along axis 0, 1-D arrays as rows: `jitad.vstack([a, b])`."""
+    return N.concatenate([atleast_2d(x) for x in N._array_list("vstack", xs)], 0)
+
+
+def column_stack(xs):
+    """1-D arrays as columns (2-D ones as they are) joined along axis 1: `jitad.column_stack([a, b])`."""
+    xs = N._array_list("column_stack", xs)
+    return N.concatenate([N.reshape(x, (-1, 1)) if len(_shape(x)) < 2 else x for x in xs], 1)
+
+
+def pad(x, pad_width, mode="constant", constant_values=0):
+    """`x` padded on each axis by `pad_width` ((before, after) per axis, or one pair or int for
+    all); modes 'constant', 'edge', 'reflect', 'symmetric', 'wrap': `jitad.pad(x, 1)`."""
+    shape = _shape(x)
+    try:
+        widths = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (len(shape), 2))
+    except ValueError:
+        raise ShapeError(f"`pad`: pad_width {pad_width!r} for shape {shape}: give (before, after) "
+                         "per axis, one pair, or one int") from None
+    if (widths < 0).any():
+        raise ArgumentError(f"`pad`: pad_width {pad_width!r} has a negative width")
+    if mode == "constant":
+        new = tuple(int(n + a + b) for n, (a, b) in zip(shape, widths))
+        starts = tuple(int(a) for a, _ in widths)
+        stops = tuple(s + n for s, n in zip(starts, shape))
+        if not is_staged(x):
+            return np.pad(np.asarray(x), widths, constant_values=constant_values)
+        out = N.unslice(x, new, starts, stops, (1,) * len(shape))
+        if np.ndim(constant_values) == 0 and constant_values == 0:
+            return out
+        inside = np.zeros(new, bool)
+        inside[tuple(slice(a, b) for a, b in zip(starts, stops))] = True
+        if np.ndim(constant_values) == 0:
+            return N.where(inside, out, constant_values)
+        fill = np.pad(np.zeros(shape), widths, constant_values=constant_values)
+        return N.where(inside, out, fill.astype(_np_dtype(x)))
+    if mode not in ("edge", "reflect", "symmetric", "wrap"):
+        raise ArgumentError(f"`pad`: mode {mode!r} is not supported; use 'constant', 'edge', 'reflect', "
+                            "'symmetric' or 'wrap'")
+    for d, (a, b) in enumerate(widths):   # each padded position reads the entry NumPy's rule names
+        if a or b:
+            if shape[d] == 0:
+                raise ShapeError(f"`pad`: mode {mode!r} cannot pad the empty axis {d} of shape {shape}")
+            x = _take(x, np.pad(np.arange(shape[d]), (int(a), int(b)), mode=mode), d)
+    return x
+
+
+def diagonal(x, offset=0, axis1=0, axis2=1):
+    """The diagonal at `offset` over two axes, as the last axis: `jitad.diagonal(m)`."""
+    shape = _shape(x)
+    if len(shape) < 2:
+        raise ShapeError(f"`diagonal`: shape {shape} needs 2 or more axes")
+    a1, a2 = (N._axis("diagonal", a, len(shape), shape) for a in (axis1, axis2))
+    if a1 == a2:
+        raise ShapeError(f"`diagonal`: axis1 and axis2 are the same axis ({a1})")
+    n1, n2 = shape[a1], shape[a2]
+    rows = np.arange(builtins.max(0, -offset), builtins.min(n1, n2 - offset))
+    y = _axes_last(x, (a1, a2))   # (rest..., n1 * n2)
+    return _take(y, rows * n2 + rows + offset, len(_shape(y)) - 1)
+
+
+def diag(v, k=0):
+    """A 1-D `v` on the k-th diagonal of a square matrix, or the k-th diagonal of a 2-D `v`:
+    `jitad.diag(jitad.diag(m)) `."""
+    shape = _shape(v)
+    if len(shape) == 2:
+        return diagonal(v, k)
+    if len(shape) != 1:
+        raise ShapeError(f"`diag`: shape {shape}; it takes a 1-D or 2-D array")
+    n = shape[0]
+    m = n + builtins.abs(k)
+    i = np.arange(n)
+    index = np.full(m * m, n)   # position n of [v, 0] is the zero
+    index[(i + builtins.max(-k, 0)) * m + i + builtins.max(k, 0)] = i
+    padded = N.concatenate([v, np.zeros(1, _np_dtype(v))], 0)
+    return N.reshape(_take(padded, index, 0), (m, m))
+
+
+def trace(x, *args, offset=0, axis1=0, axis2=1, dtype=None):
+    """Sum of the diagonal at `offset`: `jitad.trace(m)`. (`jitad.trace(fn, *args)`, a function
+    first, is still the staged program of `fn`: jitad's older meaning of the name.)"""
+    if callable(x):
+        from .api import trace as trace_program
+        return trace_program(x, *args)
+    offset, axis1, axis2, dtype = (args + (offset, axis1, axis2, dtype)[len(args):])[:4]
+    return N.sum(_with_dtype(diagonal(x, offset, axis1, axis2), dtype, "trace"), -1)
+
+
+def _tri_mask(x, k, upper, who):
+    shape = _shape(x)
+    if len(shape) < 2:
+        raise ShapeError(f"`{who}`: shape {shape} needs 2 or more axes")
+    n, m = shape[-2:]
+    below = np.tri(n, m, k - 1 if upper else k, dtype=bool)
+    return ~below if upper else below
+
+
+def tril(x, k=0):
+    """`x` with the entries above the k-th diagonal zeroed: `jitad.tril(m)`."""
+    return N.where(_tri_mask(x, k, False, "tril"), x, np.zeros((), _np_dtype(x)))
+
+
+def triu(x, k=0):
+    """`x` with the entries below the k-th diagonal zeroed: `jitad.triu(m, 1)`."""
+    return N.where(_tri_mask(x, k, True, "triu"), x, np.zeros((), _np_dtype(x)))
+
+
+def _dt(dtype, who, default="f64"):
+    return N.NUMPY_OF[N._dtype_name(default if dtype is None else dtype, who)]
+
+
+def eye(N_, M=None, k=0, dtype=None):
+    """A matrix with ones on the k-th diagonal (a constant): `jitad.eye(3)`."""
+    return np.eye(N_, M, k, dtype=_dt(dtype, "eye"))
+
+
+def identity(n, dtype=None):
+    """The n×n identity matrix (a constant): `jitad.identity(3)`."""
+    return np.identity(n, dtype=_dt(dtype, "identity"))
+
+
+def arange(start, stop=None, step=1, dtype=None):
+    """Evenly spaced constant values in [start, stop): `jitad.arange(5)`."""
+    if builtins.any(is_staged(a) for a in (start, stop, step)):
+        raise ArgumentError("`arange`: start, stop and step must be constants (they set the shape); "
+                            "for staged ends use `jitad.linspace` or `start + step * jitad.arange(n)`")
+    out = np.arange(start, stop, step) if stop is not None else np.arange(start)
+    return out if dtype is None else out.astype(_dt(dtype, "arange"))
+
+
+def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0):
+    """`num` evenly spaced values from `start` to `stop` (which may be staged):
+    `jitad.linspace(0.0, 1.0, 5)`."""
+    num = N._int_arg("linspace", "num", num, 0)
+    div = (num - 1) if endpoint else num
+    t = np.arange(num, dtype=np.float64) / builtins.max(div, 1)
+    if not (is_staged(start) or is_staged(stop)):
+        out = np.linspace(start, stop, num, endpoint, dtype=None if dtype is None else _dt(dtype, "linspace"),
+                          axis=axis)
+        step = (np.asarray(stop) - np.asarray(start)) / div if div else np.nan
+        return (out, step) if retstep else out
+    start, stop = _float(start), _float(stop)
+    t = t.astype(N.NUMPY_OF[result_dtype(start, stop)])
+    shape = np.broadcast_shapes(_shape(start), _shape(stop))
+    t = t.reshape((num,) + (1,) * len(shape))
+    step = stop - start
+    out = start + t * step
+    if endpoint and num > 1:   # the last value is `stop` exactly, as NumPy's
+        out = N.concatenate([N.take_slice(out, 0, 0, num - 1), N.reshape(N.broadcast_to(stop, shape),
+                                                                         (1,) + shape)], 0)
+    out = moveaxis(out, 0, axis) if shape else out
+    out = N.convert(out, N._dtype_name(dtype, "linspace")) if dtype is not None else out
+    return (out, step / float(div) if div else step * np.nan) if retstep else out
+
+
+def meshgrid(*xs, indexing="xy", sparse=False):
+    """Coordinate arrays from 1-D coordinate vectors ('xy': Cartesian, 'ij': matrix indexing):
+    `X, Y = jitad.meshgrid(x, y)`."""
+    if indexing not in ("xy", "ij"):
+        raise ArgumentError(f"`meshgrid`: indexing={indexing!r}; use 'xy' or 'ij'")
+    xs = [ravel(x) for x in xs]
+    shape = [_shape(x)[0] for x in xs]
+    if indexing == "xy" and len(xs) > 1:
+        shape[0], shape[1] = shape[1], shape[0]
+    out = []
+    for i, x in enumerate(xs):
+        d = {0: 1, 1: 0}.get(i, i) if indexing == "xy" and len(xs) > 1 else i
+        one = N.reshape(x, tuple(-1 if j == d else 1 for j in range(len(xs))))
+        out.append(one if sparse else N.broadcast_to(one, tuple(shape)))
+    return out
+
+
+def kron(a, b):
+    """Kronecker product: block (i, j) is a[i, j] * b: `jitad.kron(a, b)`."""
+    sa, sb = _shape(a), _shape(b)
+    d = builtins.max(len(sa), len(sb))
+    sa, sb = (1,) * (d - len(sa)) + sa, (1,) * (d - len(sb)) + sb
+    a = N.reshape(a, tuple(v for n in sa for v in (n, 1)))
+    b = N.reshape(b, tuple(v for n in sb for v in (1, n)))
+    return N.reshape(a * b, tuple(m * n for m, n in zip(sa, sb)))
+
+
+def _normalize_axes(axes, ndim, shape, who):
+    return [N._axis(who, a, ndim, shape) for a in axes]
+
+
+def tensordot(a, b, axes=2):
+    """Sum of products over `axes` of `a` and `b` (an int n: a's last n with b's first n;
+    or two lists): `jitad.tensordot(a, b, axes=([1], [0]))`."""
+    sa, sb = _shape(a), _shape(b)
+    if np.ndim(axes) == 0:
+        n = N._int_arg("tensordot", "axes", axes, 0)
+        if n > len(sa) or n > len(sb):
+            raise ShapeError(f"`tensordot`: axes={n} for shapes {sa} and {sb}")
+        ax_a, ax_b = list(range(len(sa) - n, len(sa))), list(range(n))
+    else:
+        try:
+            ax_a, ax_b = ([int(v)] if np.ndim(v) == 0 else [int(u) for u in v] for v in axes)
+        except (TypeError, ValueError):
+            raise ArgumentError(f"`tensordot`: axes={axes!r}; use an int or two lists of axes") from None
+        ax_a = _normalize_axes(ax_a, len(sa), sa, "tensordot")
+        ax_b = _normalize_axes(ax_b, len(sb), sb, "tensordot")
+    if len(ax_a) != len(ax_b) or builtins.any(sa[i] != sb[j] for i, j in zip(ax_a, ax_b)):
+        raise ShapeError(f"`tensordot`: axes {ax_a} of shape {sa} do not match axes {ax_b} of shape {sb}")
+    free_a = [d for d in range(len(sa)) if d not in ax_a]
+    free_b = [d for d in range(len(sb)) if d not in ax_b]
+    k = math.prod(sa[d] for d in ax_a)
+    a2 = N.reshape(N.transpose(a, tuple(free_a + ax_a)), (-1, k)) if sa else N.reshape(a, (1, 1))
+    b2 = N.reshape(N.transpose(b, tuple(ax_b + free_b)), (k, -1)) if sb else N.reshape(b, (1, 1))
+    out = N.matmul(a2, b2)
+    return N.reshape(out, tuple(sa[d] for d in free_a) + tuple(sb[d] for d in free_b))
+
+
+def inner(a, b):
+    """Sum of products over the last axes: `jitad.inner(u, v)`."""
+    if not _shape(a) or not _shape(b):
+        return a * b
+    return tensordot(a, b, ([-1], [-1]))
+
+
+def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
+    """Cross product of 3-vectors (or the z component for 2-vectors) along the last axis:
+    `jitad.cross(u, v)`."""
+    if axis is not None:
+        axisa = axisb = axisc = axis
+    a, b = moveaxis(a, axisa, -1), moveaxis(b, axisb, -1)
+    na, nb = _shape(a)[-1], _shape(b)[-1]
+    if na not in (2, 3) or nb not in (2, 3):
+        raise ShapeError(f"`cross`: vectors of length {na} and {nb}; they must have 2 or 3 components")
+    ca = [a[..., i] for i in range(na)] + [0.0] * (3 - na)
+    cb = [b[..., i] for i in range(nb)] + [0.0] * (3 - nb)
+    z = ca[0] * cb[1] - ca[1] * cb[0]
+    if na == nb == 2:
+        return z
+    x, y = ca[1] * cb[2] - ca[2] * cb[1], ca[2] * cb[0] - ca[0] * cb[2]
+    shape = np.broadcast_shapes(*(_shape(c) for c in (x, y, z)))
+    out = N.stack([N.broadcast_to(c, shape) for c in (x, y, z)], -1)
+    return moveaxis(out, -1, axisc)
+
+
+# -- batched matrix products and einsum ------------------------------------------------
+
+_UNROLL = 64   # batches up to this size may be one GEMM per matrix (more would bloat the program)
+_SMALL = 1 << 16   # products of fewer multiplications: one broadcast product and a sum (3 nodes)
+
+
+def bmm(a, b):
+    """(B, m, k) @ (B, k, n) -> (B, m, n): one GEMM per batch entry for large matrices, a
+    broadcast product summed over k for small ones. (A batched GEMM primitive would do
+    better at both ends: see the README's table.)"""
+    (nb, m, k), n = _shape(a), _shape(b)[2]
+    if nb == 1:
+        return N.reshape(N.matmul(N.reshape(a, (m, k)), N.reshape(b, (k, n))), (1, m, n))
+    if nb <= _UNROLL and nb * m * k * n > _SMALL:
+        return N.stack([N.matmul(a[i], b[i]) for i in range(nb)], 0)
+    return N.sum(N.reshape(a, (nb, m, k, 1)) * N.reshape(b, (nb, 1, k, n)), 2)
+
+
+def matmul_nd(a, b):
+    """NumPy's `matmul` for N-D operands: batch axes (all but the last two) broadcast."""
+    sa, sb = _shape(a), _shape(b)
+    if not sa or not sb:
+        raise ShapeError(f"`matmul`: shapes {sa} and {sb}: operands need at least one axis "
+                         "(for a scalar factor use `*`)")
+    a2 = N.reshape(a, (1,) + sa) if len(sa) == 1 else a
+    b2 = N.reshape(b, sb + (1,)) if len(sb) == 1 else b
+    (m, k), (k2, n) = _shape(a2)[-2:], _shape(b2)[-2:]
+    if k != k2:
+        raise ShapeError(f"`matmul`: shapes {sa} and {sb} do not multiply ({k} against {k2})")
+    try:
+        batch = np.broadcast_shapes(_shape(a2)[:-2], _shape(b2)[:-2])
+    except ValueError:
+        raise ShapeError(f"`matmul`: the batch axes of shapes {sa} and {sb} do not broadcast") from None
+    if len(_shape(b2)) == 2:   # one right matrix: every row of every batch is one GEMM
+        out = N.reshape(N.matmul(N.reshape(a2, (-1, k)), b2), batch + (m, n))
+    elif len(_shape(a2)) == 2:   # one left matrix: A @ [B_1 ... B_nb] side by side
+        bt = N.reshape(moveaxis(N.reshape(b2, (-1, k, n)), 1, 0), (k, -1))
+        out = moveaxis(N.reshape(N.matmul(a2, bt), (m, -1, n)), 0, 1)
+        out = N.reshape(out, batch + (m, n))
+    else:
+        nb = math.prod(batch)
+        a3 = N.reshape(N.broadcast_to(a2, batch + (m, k)), (nb, m, k))
+        b3 = N.reshape(N.broadcast_to(b2, batch + (k, n)), (nb, k, n))
+        out = N.reshape(bmm(*N._promoted(a3, b3)), batch + (m, n))
+    shape = batch + ((m,) if len(sa) > 1 else ()) + ((n,) if len(sb) > 1 else ())
+    return N.reshape(out, shape)
+
+
+def dot_nd(a, b):
+    """NumPy's `dot` beyond 1-D and 2-D: a product with a scalar, or a sum over a's last
+    axis and b's second to last."""
+    sa, sb = _shape(a), _shape(b)
+    if not sa or not sb:
+        return a * b
+    return tensordot(a, b, ([-1], [0 if len(sb) == 1 else -2]))
+
+
+def _parse_einsum(subscripts, shapes):
+    if not isinstance(subscripts, str):
+        raise ArgumentError(f"`einsum`: subscripts {subscripts!r} must be a string such as 'ij,jk->ik'")
+    spec = subscripts.replace(" ", "")
+    ins, arrow, out = spec.partition("->")
+    terms = ins.split(",")
+    if len(terms) != len(shapes):
+        raise ShapeError(f"`einsum`: subscripts {subscripts!r} name {len(terms)} operands, "
+                         f"{len(shapes)} were given")
+    used = set(c for c in spec if c.isalpha())
+    spare = [c for c in string.ascii_letters if c not in used]
+    n_ell = builtins.max([len(s) - len(t.replace("...", "")) for t, s in zip(terms, shapes) if "..." in t],
+                         default=0)
+    ell = "".join(spare[:n_ell])
+    result = []
+    for t, s in zip(terms, shapes):
+        if "..." in t:
+            k = len(s) - len(t.replace("...", ""))
+            t = t.replace("...", ell[n_ell - k:] if k > 0 else "")
+        if not builtins.all(c.isalpha() for c in t) or len(t) != len(s):
+            raise ShapeError(f"`einsum`: subscripts '{t}' do not match an operand of shape {s}")
+        result.append(t)
+    if arrow:
+        out = out.replace("...", ell)
+        if not builtins.all(c.isalpha() for c in out) or len(set(out)) != len(out) or \
+                builtins.any(c not in "".join(result) for c in out):
+            raise ShapeError(f"`einsum`: output subscripts '{out}' must name distinct indices of the inputs")
+    else:
+        counts = {c: "".join(result).count(c) for c in set("".join(result))}
+        out = ell + "".join(sorted(c for c, n in counts.items() if n == 1 and c not in ell))
+    sizes = {}
+    for t, s in zip(result, shapes):
+        for c, n in zip(t, s):
+            if sizes.setdefault(c, n) != n:
+                if 1 in (n, sizes[c]):
+                    raise ShapeError(f"`einsum`: index '{c}' has lengths {sizes[c]} and {n}; jitad's "
+                                     "einsum does not broadcast a length-1 axis: broadcast it first")
+                raise ShapeError(f"`einsum`: index '{c}' has lengths {sizes[c]} and {n} in {subscripts!r}")
+    return result, out, sizes
+
+
+def _einsum_prepare(x, idx, keep):
+    """Take diagonals of repeated indices, sum indices no one else needs."""
+    while len(set(idx)) != len(idx):
+        c = next(c for c in idx if idx.count(c) > 1)
+        i, j = idx.index(c), idx.index(c, idx.index(c) + 1)
+        x = diagonal(x, 0, i, j)
+        idx = "".join(ch for d, ch in enumerate(idx) if d not in (i, j)) + c
+    drop = tuple(d for d, c in enumerate(idx) if c not in keep)
+    if drop:
+        x = N.sum(x, drop)
+        idx = "".join(c for c in idx if c in keep)
+    return x, idx
+
+
+def _contract(a, ia, b, ib, keep):
+    batch = [c for c in ia if c in ib and c in keep]
+    inner_ = [c for c in ia if c in ib and c not in keep]
+    fa, fb = [c for c in ia if c not in ib], [c for c in ib if c not in ia]
+    sa = dict(zip(ia, _shape(a)))
+    sb = dict(zip(ib, _shape(b)))
+    B = math.prod(sa[c] for c in batch)
+    M, K, Nn = math.prod(sa[c] for c in fa), math.prod(sa[c] for c in inner_), math.prod(sb[c] for c in fb)
+    a3 = N.reshape(N.transpose(a, tuple(ia.index(c) for c in batch + fa + inner_)), (B, M, K))
+    b3 = N.reshape(N.transpose(b, tuple(ib.index(c) for c in batch + inner_ + fb)), (B, K, Nn))
+    out = N.matmul(N.reshape(a3, (M, K)), N.reshape(b3, (K, Nn))) if B == 1 else bmm(*N._promoted(a3, b3))
+    idx = "".join(batch + fa + fb)
+    return N.reshape(out, tuple(sa[c] for c in batch + fa) + tuple(sb[c] for c in fb)), idx
+
+
+def einsum(subscripts, *operands):
+    """Sums of products named by index letters ('...' for leading axes), contracted pairwise
+    (smallest result first) as GEMMs: `jitad.einsum('bqd,bkd->bqk', q, k)`."""
+    terms, out, sizes = _parse_einsum(subscripts, [_shape(x) for x in operands])
+    ops = list(zip(operands, terms))
+    ops = [_einsum_prepare(x, t, out + "".join(u for j, (_, u) in enumerate(ops) if j != i))
+           for i, (x, t) in enumerate(ops)]
+    while len(ops) > 1:
+        best = None
+        for i in range(len(ops)):
+            for j in range(i + 1, len(ops)):
+                keep = out + "".join(t for k, (_, t) in enumerate(ops) if k not in (i, j))
+                size = math.prod(sizes[c] for c in set(ops[i][1] + ops[j][1]) if c in keep)
+                if best is None or size < best[0]:
+                    best = (size, i, j, keep)
+        _, i, j, keep = best
+        (a, ia), (b, ib) = ops[i], ops[j]
+        a, ia = _einsum_prepare(a, ia, keep + ib)
+        b, ib = _einsum_prepare(b, ib, keep + ia)
+        ops = [o for k, o in enumerate(ops) if k not in (i, j)] + [_contract(a, ia, b, ib, keep)]
+    x, idx = _einsum_prepare(*ops[0], out)
+    return N.transpose(x, tuple(idx.index(c) for c in out)) if idx else x
