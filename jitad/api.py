@@ -10,6 +10,7 @@ from collections import OrderedDict
 
 import numpy as np
 
+from . import numpy_api
 from .errors import ArgumentError, ResourceError, ShapeError
 from .ir.types import NUMPY, TreeType, clean_bools
 from .ir.passes import run_passes
@@ -358,11 +359,14 @@ def check_device(device):
     return device
 
 
-def trace(fn, *args):
-    """The staged program of `fn` at `args`; `str()` prints it.
+def trace(fn, *args, **kwargs):
+    """The staged program of `fn` at `args`; `str()` prints it. Given an array instead of a
+    function, NumPy's `trace` (the sum of a diagonal, `jitad.numpy_api.trace`).
 
     >>> print(jitad.trace(lambda x: x * 2.0, 1.0))
     """
+    if not callable(fn):
+        return numpy_api.trace(fn, *args, **kwargs)
     leaves, td = flatten(args)
     program, _, _ = trace_program(fn, args, td, [arg_type(x) for x in leaves])
     return verify(program)

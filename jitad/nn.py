@@ -3,7 +3,6 @@ import math
 
 from . import numeric as N
 from .custom import softplus
-from .errors import ArgumentError
 from .numeric import logsumexp, log_softmax, one_hot, relu, sigmoid, softmax
 from .numpy_api import _float, var
 
@@ -12,11 +11,11 @@ __all__ = ["gelu", "silu", "swish", "elu", "leaky_relu", "log_sigmoid", "softsig
 
 
 def gelu(x, approximate=True):
-    """x * Phi(x) in its tanh form (JAX's default): `jitad.nn.gelu(0.0) == 0.0`."""
-    if not approximate:
-        raise ArgumentError("`gelu(approximate=False)` needs erf, which jitad does not have yet; "
-                            "use approximate=True (the tanh form)")
+    """x * Phi(x), in its tanh form (JAX's default) or exactly through erf
+    (`approximate=False`): `jitad.nn.gelu(0.0) == 0.0`."""
     x = _float(x)
+    if not approximate:
+        return 0.5 * x * (1.0 + N.erf(x * (1.0 / math.sqrt(2.0))))
     return 0.5 * x * (1.0 + N.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * (x * x * x))))
 
 

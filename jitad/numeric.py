@@ -234,12 +234,14 @@ def _promoted(*xs):
 NUMPY_OF = {"bool": np.bool_, "i64": np.int64, "f32": np.float32, "f64": np.float64}
 
 
+N_D = {}   # the N-D `matmul` and `dot`, composites that jitad.numpy_api (a layer above) fills in
+
+
 def matmul(a, b):
     """Matrix product with NumPy's rules for 1-D operands: `a @ b`."""
     sa, sb = _shape(a), _shape(b)
     if len(sa) == 0 or len(sb) == 0 or len(sa) > 2 or len(sb) > 2:   # batch axes, or a scalar's error
-        from .numpy_api import matmul_nd
-        return matmul_nd(a, b)
+        return N_D["matmul"](a, b)
     rows = _one_hot_rows(a, b)
     if rows is not None:
         return rows
@@ -279,8 +281,7 @@ def matmul_t(a, b, ta=False, tb=False):
 def dot(a, b):
     """Inner product of vectors, `matmul` for matrices, NumPy's `dot` otherwise: `jitad.dot(a, b)`."""
     if not _shape(a) or not _shape(b) or len(_shape(a)) > 2 or len(_shape(b)) > 2:
-        from .numpy_api import dot_nd
-        return dot_nd(a, b)
+        return N_D["dot"](a, b)
     if len(_shape(a)) == 1 and len(_shape(b)) == 1:
         if _shape(a) != _shape(b):
             raise ShapeError(f"`dot`: shapes {_shape(a)} and {_shape(b)} differ")

@@ -25,7 +25,7 @@ __all__ = [
     # shapes
     "squeeze", "expand_dims", "ravel", "swapaxes", "moveaxis", "flip", "fliplr", "flipud", "roll",
     "tile", "repeat", "split", "array_split", "hstack", "vstack", "column_stack", "pad", "diag",
-    "diagonal", "trace", "tril", "triu", "eye", "identity", "arange", "linspace", "meshgrid",
+    "diagonal", "tril", "triu", "eye", "identity", "arange", "linspace", "meshgrid",
     "atleast_1d", "atleast_2d", "atleast_3d", "kron", "inner", "cross", "tensordot", "einsum",
 ]
 
@@ -663,13 +663,9 @@ def diag(v, k=0):
     return N.reshape(_take(padded, index, 0), (m, m))
 
 
-def trace(x, *args, offset=0, axis1=0, axis2=1, dtype=None):
-    """Sum of the diagonal at `offset`: `jitad.trace(m)`. (`jitad.trace(fn, *args)`, a function
-    first, is still the staged program of `fn`: jitad's older meaning of the name.)"""
-    if callable(x):
-        from .api import trace as trace_program
-        return trace_program(x, *args)
-    offset, axis1, axis2, dtype = (args + (offset, axis1, axis2, dtype)[len(args):])[:4]
+def trace(x, offset=0, axis1=0, axis2=1, dtype=None):
+    """Sum of the diagonal at `offset`: `jitad.trace(m)` (`jitad.api.trace` takes this branch
+    when its first argument is not a function)."""
     return N.sum(_with_dtype(diagonal(x, offset, axis1, axis2), dtype, "trace"), -1)
 
 
@@ -974,3 +970,6 @@ def einsum(subscripts, *operands):
         ops = [o for k, o in enumerate(ops) if k not in (i, j)] + [_contract(a, ia, b, ib, keep)]
     x, idx = _einsum_prepare(*ops[0], out)
     return N.transpose(x, tuple(idx.index(c) for c in out)) if idx else x
+
+
+N.N_D.update(matmul=matmul_nd, dot=dot_nd)

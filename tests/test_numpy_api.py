@@ -403,8 +403,17 @@ def test_argument_errors_name_the_function():
         jitad.split(np.ones(5), 2)
     with pytest.raises(jitad.ShapeError, match="`squeeze`"):
         jitad.squeeze(np.ones((2, 3)), 0)
-    with pytest.raises(jitad.ArgumentError, match="erf"):
-        jitad.nn.gelu(1.0, approximate=False)
+
+
+def test_exact_gelu_matches_jax():
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    x = np.linspace(-4.0, 4.0, 9)
+    f = jitad.jit(lambda x: jitad.nn.gelu(x, approximate=False))
+    np.testing.assert_allclose(f(x), jax.nn.gelu(x, approximate=False), rtol=1e-12, atol=1e-300)
+    g = jitad.grad(lambda x: jitad.sum(jitad.nn.gelu(x, approximate=False)))(x)
+    want = jax.grad(lambda x: jax.numpy.sum(jax.nn.gelu(x, approximate=False)))(x)
+    np.testing.assert_allclose(g, want, rtol=1e-12, atol=1e-300)
 
 
 def test_constants_as_numpy():
