@@ -12,7 +12,8 @@ import numpy as np
 FUNCTIONS = {"particle": ("rr", "rf", "fr", "ff"), "saddle": ("rr", "rf", "fr", "ff"),
              "lse": ("primal", "gradient"), "llsq": ("primal", "gradient"),
              "ode": ("primal", "gradient"), "kmeans": ("cost", "dir"),
-             "gmm": ("objective", "jacobian"), "lstm": ("objective", "jacobian")}
+             "gmm": ("objective", "jacobian"), "lstm": ("objective", "jacobian"),
+             "ba": ("objective", "jacobian")}
 
 # sizes: the smallest first (the smoke test's), then the ones a default run times
 SIZES = {"particle": [{}], "saddle": [{}],
@@ -21,12 +22,24 @@ SIZES = {"particle": [{}], "saddle": [{}],
          "ode": [{"n": 1000, "s": 1}, {"n": 1000, "s": 10}, {"n": 10000, "s": 100}],
          "kmeans": [{"k": 10, "n": 1000, "d": 8}, {"k": 100, "n": 1000, "d": 16}, {"k": 100, "n": 10000, "d": 16}],
          "gmm": [{"d": 2, "k": 5, "n": 1000}, {"d": 10, "k": 10, "n": 1000}, {"d": 20, "k": 25, "n": 1000}],
-         "lstm": [{"l": 2, "c": 1024}, {"l": 2, "c": 4096}, {"l": 4, "c": 4096}]}
+         "lstm": [{"l": 2, "c": 1024}, {"l": 2, "c": 4096}, {"l": 4, "c": 4096}],
+         "ba": [{"file": 1}, {"file": 3}, {"file": 10}]}
+
+# GradBench's ba data files (evals/ba/data/ba{i}_n…_m…_p….txt): (n, m, p) per file, and
+# the one camera, point, weight and feature every file holds (all twenty hold the same)
+BA_FILES = {1: (49, 7776, 31843), 2: (21, 11315, 36455), 3: (161, 48126, 182072), 4: (372, 47423, 204472),
+            5: (257, 65132, 225911), 6: (539, 65220, 277273), 7: (93, 61203, 287451), 8: (88, 64298, 383937),
+            9: (810, 88814, 393775), 10: (1197, 126327, 563734)}
+BA_CAM = [-0.758453, -1.109613, -0.845551, 34.556073, 39.676747, 53.881673, 419.194514, 5.864426, -8.518870,
+          0.087812, 0.002739]
+BA_X, BA_W, BA_FEAT = [7.203245, 0.001144, 3.023326], 0.417022, [271.760969, 834.209256]
 
 EXPECTED = {"particle": 0.2071918746486116, "saddle": [8.246324826140356e-06] * 4}
 
 
 def describe(size):
+    if "file" in size:
+        return f"ba{size['file']}:n,m,p=" + ",".join(map(str, BA_FILES[size["file"]]))
     return ",".join(f"{k}={v}" for k, v in size.items()) or "—"
 
 
@@ -79,6 +92,9 @@ def generate(name, size):
         extra = np.random.random((3, b))
         return {"main_params": main.tolist(), "extra_params": extra.tolist(), "state": state.tolist(),
                 "sequence": seq.tolist()}
+    if name == "ba":
+        n, m, p = BA_FILES[size["file"]]
+        return {"n": n, "m": m, "p": p, "cam": BA_CAM, "x": BA_X, "w": BA_W, "feat": BA_FEAT}
     raise KeyError(name)
 
 
@@ -112,4 +128,27 @@ def prepare(name, inp):
                 _a(inp["x"]).reshape(-1, d), int(inp["m"]), float(inp["gamma"]))
     if name == "lstm":
         return _a(inp["main_params"]), _a(inp["extra_params"]), _a(inp["state"]), _a(inp["sequence"])
+    if name == "ba":
+        n, m, p = int(inp["n"]), int(inp["m"]), int(inp["p"])
+        obs = np.ascontiguousarray(np.stack([np.arange(p) % n, np.arange(p) % m], axis=1).astype(np.int64))
+        return (np.tile(_a(inp["cam"]), (n, 1)), np.tile(_a(inp["x"]), (m, 1)), np.full(p, float(inp["w"])),
+                np.tile(_a(inp["feat"]), (p, 1)), obs)
     raise KeyError(name)
+
+
+def ba_sparsity(n, m, obs):
+    """GradBench's sparse ba Jacobian's structure (CSR: `rows` p·3 + 1 offsets, `cols` one
+    column a value): observation i's rows 2i, 2i+1 hold camera, point, weight columns
+    (15 each); row 2p + i holds weight i. The same for every implementation, computed
+    once from the observations (it holds no derivative)."""
+    p = obs.shape[0]
+    rows = np.concatenate([np.arange(2 * p + 1) * 15, 30 * p + 1 + np.arange(p)])
+    cam = NCAM * obs[:, :1] + np.arange(NCAM)
+    pt = NCAM * n + 3 * obs[:, 1:] + np.arange(3)
+    wcol = (NCAM * n + 3 * m + np.arange(p))[:, None]
+    one_row = np.concatenate([cam, pt, wcol], axis=1)                 # (p, 15)
+    cols = np.concatenate([np.repeat(one_row[:, None, :], 2, axis=1).reshape(-1), wcol[:, 0]])
+    return rows, cols
+
+
+NCAM = 11

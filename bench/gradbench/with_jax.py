@@ -170,6 +170,34 @@ def lstm_objective(main, extra, state, sequence):
     return -jnp.sum(lax.scan(step, init, jnp.arange(c - 1))[1]) / ((c - 1) * b)
 
 
+def ba_reproj(cam, x, w, feat):
+    """One observation's reprojection error (2,): cam (11,), x (3,), w, feat (2,)."""
+    rot, xo = cam[0:3], x - cam[3:6]
+    sq = jnp.sum(rot * rot)
+    turning = sq != 0.0
+    theta = jnp.sqrt(jnp.where(turning, sq, 1.0))
+    axis = rot / theta
+    rotated = (xo * jnp.cos(theta) + jnp.cross(axis, xo) * jnp.sin(theta)
+               + axis * jnp.dot(axis, xo) * (1.0 - jnp.cos(theta)))
+    xc = jnp.where(turning, rotated, xo + jnp.cross(rot, xo))
+    proj = xc[0:2] / xc[2]
+    rsq = jnp.sum(proj * proj)
+    proj = proj * (1.0 + cam[9] * rsq + cam[10] * rsq * rsq)
+    return w * (proj * cam[6] + cam[7:9] - feat)
+
+
+def ba_objective(cams, X, w, feats, obs):
+    err = jax.vmap(ba_reproj)(cams[obs[:, 0]], X[obs[:, 1]], w, feats)
+    return err.reshape(-1), 1.0 - w * w
+
+
+def ba_jacobian(cams, X, w, feats, obs):
+    """vmap of jacfwd of one observation's error: p blocks (2, 15) in GradBench's order."""
+    jac = jax.vmap(jax.jacfwd(ba_reproj, argnums=(0, 1, 2)))(cams[obs[:, 0]], X[obs[:, 1]], w, feats)
+    block = jnp.concatenate([jac[0], jac[1], jac[2][:, :, None]], axis=2)   # (p, 2, 15)
+    return jnp.concatenate([block.reshape(-1), -2.0 * w])
+
+
 def functions(name):
     """`{function name: callable}`, called like jitad's; each call waits for its result
     (`block_until_ready`: JAX dispatches asynchronously, so a bare call times nothing)."""
@@ -199,4 +227,6 @@ def _jitted(name):
                 "jacobian": jax.jit(jax.grad(gmm_objective, argnums=(0, 1, 2, 3)), static_argnums=(5, 6))}
     if name == "lstm":
         return {"objective": jax.jit(lstm_objective), "jacobian": jax.jit(jax.grad(lstm_objective, argnums=(0, 1)))}
+    if name == "ba":
+        return {"objective": jax.jit(ba_objective), "jacobian": jax.jit(ba_jacobian)}
     raise KeyError(name)

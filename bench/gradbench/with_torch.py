@@ -190,6 +190,37 @@ def kmeans_dir(points, centroids):
     return (j / h).numpy()
 
 
+def ba_reproj(cam, x, w, feat):
+    """One observation's reprojection error (2,), branch-free (`where`) so that vmap takes it."""
+    rot, xo = cam[0:3], x - cam[3:6]
+    sq = torch.sum(rot * rot)
+    turning = sq != 0.0
+    theta = torch.sqrt(torch.where(turning, sq, torch.ones_like(sq)))
+    axis = rot / theta
+    rotated = (xo * torch.cos(theta) + torch.linalg.cross(axis, xo) * torch.sin(theta)
+               + axis * torch.dot(axis, xo) * (1.0 - torch.cos(theta)))
+    xc = torch.where(turning, rotated, xo + torch.linalg.cross(rot, xo))
+    proj = xc[0:2] / xc[2]
+    rsq = torch.sum(proj * proj)
+    proj = proj * (1.0 + cam[9] * rsq + cam[10] * rsq * rsq)
+    return w * (proj * cam[6] + cam[7:9] - feat)
+
+
+def ba_objective(cams, X, w, feats, obs):
+    cams, X, w, feats, obs = map(_t, (cams, X, w, feats, obs))
+    with torch.no_grad():
+        err = torch.func.vmap(ba_reproj)(cams[obs[:, 0]], X[obs[:, 1]], w, feats)
+        return err.reshape(-1).numpy(), (1.0 - w * w).numpy()
+
+
+def ba_jacobian(cams, X, w, feats, obs):
+    """vmap of jacfwd of one observation's error, as with_jax.ba_jacobian."""
+    cams, X, w, feats, obs = map(_t, (cams, X, w, feats, obs))
+    jac = torch.func.vmap(torch.func.jacfwd(ba_reproj, argnums=(0, 1, 2)))(cams[obs[:, 0]], X[obs[:, 1]], w, feats)
+    block = torch.cat([jac[0], jac[1], jac[2][:, :, None]], dim=2)
+    return torch.cat([block.reshape(-1), -2.0 * w]).detach().numpy()
+
+
 def functions(name):
     if name == "particle":
         return {v: particle(v) for v in ("rr", "rf", "fr", "ff")}
@@ -207,4 +238,6 @@ def functions(name):
         return {"objective": _value(gmm_objective), "jacobian": _gradient(gmm_objective, (0, 1, 2, 3))}
     if name == "lstm":
         return {"objective": _value(lstm_objective), "jacobian": _gradient(lstm_objective, (0, 1))}
+    if name == "ba":
+        return {"objective": ba_objective, "jacobian": ba_jacobian}
     raise KeyError(name)
