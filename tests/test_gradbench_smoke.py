@@ -202,3 +202,69 @@ def test_byhand_gmm_lstm_agree(name):
         assert len(got) == len(want)
         for g, w in zip(got, want):
             np.testing.assert_allclose(g, w, rtol=1e-9, atol=1e-12 * np.max(np.abs(w)))
+
+
+def numpy_ba_reproj(cam, x, w, feat):
+    """One observation's reprojection error, as GradBench's ba defines it (reference)."""
+    rot, xo = cam[:3], x - cam[3:6]
+    theta = np.sqrt(rot @ rot)
+    if theta != 0:
+        axis = rot / theta
+        xo = xo * np.cos(theta) + np.cross(axis, xo) * np.sin(theta) + axis * (axis @ xo) * (1 - np.cos(theta))
+    else:
+        xo = xo + np.cross(rot, xo)
+    proj = xo[:2] / xo[2]
+    rsq = proj @ proj
+    return w * (proj * (1 + cam[9] * rsq + cam[10] * rsq * rsq) * cam[6] + cam[7:9] - feat)
+
+
+def test_ba():
+    from bench.gradbench import jacobians
+    cams, X, w, feats, obs = args_of("ba")
+    n, m, p = cams.shape[0], X.shape[0], w.size
+    cams = cams * (1 + 0.01 * np.arange(n))[:, None]      # distinct cameras and points (the files repeat one)
+    X = X + 0.1 * np.sin(np.arange(m))[:, None]
+    w = w + 0.01 * np.cos(np.arange(p))
+    args = (cams, X, w, feats, obs)
+    f = jacobians.compiled("ba")
+    err, w_err = f["objective"](*args)
+    rows, cols = inputs.ba_sparsity(n, m, obs)
+    vals = f["jacobian"](*args)
+    assert err.shape == (2 * p,) and vals.shape == cols.shape == (31 * p,) and rows.shape == (3 * p + 1,)
+    np.testing.assert_allclose(w_err, 1 - w * w, rtol=1e-14)
+    np.testing.assert_allclose(vals[30 * p:], -2 * w, rtol=1e-14)
+    assert rows[-1] == 31 * p and rows[2 * p] == 30 * p and rows[1] == 15
+    for i in (0, 1, p // 2, p - 1):
+        c, o = obs[i]
+        params = np.concatenate([cams[c], X[o], [w[i]]])
+        ref = lambda z: numpy_ba_reproj(z[:11], z[11:14], z[14], feats[i])
+        np.testing.assert_allclose(err[2 * i:2 * i + 2], ref(params), rtol=1e-10, atol=1e-10)  # proj − feat cancels
+        block = vals[30 * i:30 * i + 30].reshape(2, 15)
+        for k in range(15):
+            h = 1e-6 * max(1.0, abs(params[k]))
+            up, down = params.copy(), params.copy()
+            up[k] += h
+            down[k] -= h
+            np.testing.assert_allclose(block[:, k], (ref(up) - ref(down)) / (2 * h), rtol=1e-5, atol=1e-5)
+        want = [11 * c + np.arange(11), 11 * n + 3 * o + np.arange(3), [11 * n + 3 * m + i]]
+        np.testing.assert_array_equal(cols[30 * i:30 * i + 15], np.concatenate(want))
+        np.testing.assert_array_equal(cols[30 * i + 15:30 * i + 30], np.concatenate(want))
+
+
+def test_tool_ba_output():
+    """The tool answers ba in GradBench's format: one observation's errors with their
+    count; the first 30 and the last entries of the sparse Jacobian's rows, cols, vals."""
+    from bench.gradbench import tool
+    inp = inputs.generate("ba", {"file": 1}) | {"n": 2, "m": 3, "p": 11, "min_runs": 1, "min_seconds": 0}
+    obj = tool.respond({"id": 1, "kind": "evaluate", "module": "ba", "function": "objective", "input": inp})
+    out = obj["output"]
+    assert out["reproj_error"]["repeated"] == 11 and out["w_err"]["repeated"] == 11
+    assert out["w_err"]["element"] == pytest.approx(1 - inputs.BA_W ** 2, rel=1e-14)
+    want = numpy_ba_reproj(np.array(inputs.BA_CAM), np.array(inputs.BA_X), inputs.BA_W, np.array(inputs.BA_FEAT))
+    np.testing.assert_allclose(out["reproj_error"]["elements"], want, rtol=1e-10, atol=1e-10)
+    jac = tool.respond({"id": 2, "kind": "evaluate", "module": "ba", "function": "jacobian", "input": inp})["output"]
+    assert [len(jac[k]) for k in ("rows", "cols", "vals")] == [31, 31, 31]
+    assert jac["rows"][:3] == [0, 15, 30] and jac["rows"][-1] == 31 * 11
+    assert jac["cols"][:15] == list(range(11)) + [22, 23, 24, 22 + 9]
+    assert jac["cols"][-1] == 22 + 9 + 10 and jac["vals"][-1] == pytest.approx(-2 * inputs.BA_W)
+    assert jac["vals"][7] == pytest.approx(inputs.BA_W) and jac["vals"][8] == 0.0   # d err_x / d u0, d v0
