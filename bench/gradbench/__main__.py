@@ -20,7 +20,7 @@ from bench.harness import (LABELS, NoBar, GradientMismatch, check_same, first_ca
 
 from . import inputs
 
-EVALS = ("particle", "saddle", "lse", "llsq", "ode", "kmeans", "gmm", "lstm", "ba")
+EVALS = ("particle", "saddle", "lse", "llsq", "ode", "kmeans", "gmm", "lstm", "ba", "ht")
 NESTED = ("particle", "saddle")
 OTHERS = ("jax", "torch", "numba")
 SLOW_CALL_S = 2.0     # a comparator whose checked call took longer is timed by that call alone

@@ -6,6 +6,7 @@ arguments every implementation here takes.
 jitad and the comparators; `FUNCTIONS[eval]` the eval's (primal, derivative) names.
 """
 import math
+import os
 
 import numpy as np
 
@@ -13,7 +14,7 @@ FUNCTIONS = {"particle": ("rr", "rf", "fr", "ff"), "saddle": ("rr", "rf", "fr", 
              "lse": ("primal", "gradient"), "llsq": ("primal", "gradient"),
              "ode": ("primal", "gradient"), "kmeans": ("cost", "dir"),
              "gmm": ("objective", "jacobian"), "lstm": ("objective", "jacobian"),
-             "ba": ("objective", "jacobian")}
+             "ba": ("objective", "jacobian"), "ht": ("objective", "jacobian")}
 
 # sizes: the smallest first (the smoke test's), then the ones a default run times
 SIZES = {"particle": [{}], "saddle": [{}],
@@ -23,7 +24,9 @@ SIZES = {"particle": [{}], "saddle": [{}],
          "kmeans": [{"k": 10, "n": 1000, "d": 8}, {"k": 100, "n": 1000, "d": 16}, {"k": 100, "n": 10000, "d": 16}],
          "gmm": [{"d": 2, "k": 5, "n": 1000}, {"d": 10, "k": 10, "n": 1000}, {"d": 20, "k": 25, "n": 1000}],
          "lstm": [{"l": 2, "c": 1024}, {"l": 2, "c": 4096}, {"l": 4, "c": 4096}],
-         "ba": [{"file": 1}, {"file": 3}, {"file": 10}]}
+         "ba": [{"file": 1}, {"file": 3}, {"file": 10}],
+         "ht": [{"variant": "complicated", "file": 1}, {"variant": "complicated", "file": 5},
+                {"variant": "simple", "file": 5}]}
 
 # GradBench's ba data files (evals/ba/data/ba{i}_n…_m…_p….txt): (n, m, p) per file, and
 # the one camera, point, weight and feature every file holds (all twenty hold the same)
@@ -38,6 +41,8 @@ EXPECTED = {"particle": 0.2071918746486116, "saddle": [8.246324826140356e-06] * 
 
 
 def describe(size):
+    if "variant" in size:
+        return f"{size['variant']} small hand{size['file']}: c=" + str(HT_FILES[size["file"]])
     if "file" in size:
         return f"ba{size['file']}:n,m,p=" + ",".join(map(str, BA_FILES[size["file"]]))
     return ",".join(f"{k}={v}" for k, v in size.items()) or "—"
@@ -92,6 +97,8 @@ def generate(name, size):
         extra = np.random.random((3, b))
         return {"main_params": main.tolist(), "extra_params": extra.tolist(), "state": state.tolist(),
                 "sequence": seq.tolist()}
+    if name == "ht":
+        return ht_input(size["variant"], size["file"])
     if name == "ba":
         n, m, p = BA_FILES[size["file"]]
         return {"n": n, "m": m, "p": p, "cam": BA_CAM, "x": BA_X, "w": BA_W, "feat": BA_FEAT}
@@ -128,6 +135,14 @@ def prepare(name, inp):
                 _a(inp["x"]).reshape(-1, d), int(inp["m"]), float(inp["gamma"]))
     if name == "lstm":
         return _a(inp["main_params"]), _a(inp["extra_params"]), _a(inp["state"]), _a(inp["sequence"])
+    if name == "ht":
+        model = inp["data"]["model"]
+        corr = np.asarray(inp["data"]["correspondences"], dtype=np.int64)
+        us = _a(inp["us"]).reshape(-1, 2)
+        tri = np.asarray(model["triangles"], dtype=np.int64)[corr] if len(us) else np.zeros((0, 3), np.int64)
+        return (_a(inp["theta"]), us, _a(model["base_relatives"]), _a(model["inverse_base_absolutes"]),
+                _a(model["base_positions"]), _a(model["weights"]), _a(inp["data"]["points"]), corr,
+                np.ascontiguousarray(tri), tuple(int(v) for v in model["parents"]))
     if name == "ba":
         n, m, p = int(inp["n"]), int(inp["m"]), int(inp["p"])
         obs = np.ascontiguousarray(np.stack([np.arange(p) % n, np.arange(p) % m], axis=1).astype(np.int64))
@@ -152,3 +167,48 @@ def ba_sparsity(n, m, obs):
 
 
 NCAM = 11
+
+
+# -- ht: GradBench's hand model and data files (ADBench's, MIT licence), the small model ------
+
+HT_DIR = os.path.join(os.path.dirname(__file__), "data", "ht")
+HT_FILES = {1: 100, 5: 800}   # hand{i}_t26_c{count}.txt: the ones kept in data/ht
+
+
+def ht_model():
+    """GradBench's HTModel from model/{bones,vertices,triangles}.txt (':'-separated): each
+    bone's name, parent and 4×4 relative and inverse absolute transforms (row-major);
+    each vertex's position and bone weights."""
+    rows = [line.strip().split(":") for line in open(os.path.join(HT_DIR, "bones.txt")) if line.strip()]
+    names, bones = [r[0] for r in rows], len(rows)
+    numbers = np.array([[float(v) for v in r[2:34]] for r in rows])
+    positions, weights = [], []
+    for line in open(os.path.join(HT_DIR, "vertices.txt")):
+        atoms = line.strip().split(":")
+        if len(atoms) < 9:
+            continue
+        positions.append([float(v) for v in atoms[:3]] + [1.0])
+        w = [0.0] * bones
+        for k in range(int(atoms[8])):
+            w[int(atoms[9 + 2 * k])] = float(atoms[10 + 2 * k])
+        weights.append(w)
+    triangles = [[int(v) for v in line.strip().split(":")]
+                 for line in open(os.path.join(HT_DIR, "triangles.txt")) if line.strip()]
+    return {"bone_count": bones, "bone_names": names, "parents": [int(r[1]) for r in rows],
+            "base_relatives": numbers[:, :16].reshape(bones, 4, 4).tolist(),
+            "inverse_base_absolutes": numbers[:, 16:].reshape(bones, 4, 4).tolist(),
+            "base_positions": positions, "weights": weights, "triangles": triangles, "is_mirrored": False}
+
+
+def ht_input(variant, index):
+    """GradBench's HTInput for {variant}_small/hand{index}_t26_c….txt: correspondences and
+    points, the barycentric `us` (complicated only; empty for simple), then theta."""
+    path = os.path.join(HT_DIR, f"{variant}_small_hand{index}_t26_c{HT_FILES[index]}.txt")
+    lines = [line.split() for line in open(path) if line.strip()]
+    count, ntheta = int(lines[0][0]), int(lines[0][1])
+    pts = lines[1:1 + count]
+    rest = lines[1 + count:]
+    us = [[float(v) for v in r] for r in rest[:count]] if variant == "complicated" else []
+    theta = [float(r[0]) for r in rest[len(us):len(us) + ntheta]]
+    return {"theta": theta, "us": us, "data": {"model": ht_model(), "correspondences": [int(r[0]) for r in pts],
+                                               "points": [[float(v) for v in r[1:4]] for r in pts]}}
