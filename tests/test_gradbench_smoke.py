@@ -282,3 +282,70 @@ def test_byhand_ba_agrees():
     for got, want in zip(theirs["objective"](*args), mine["objective"](*args)):
         np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(theirs["jacobian"](*args), mine["jacobian"](*args), rtol=1e-9, atol=1e-12)
+
+
+def numpy_ht(theta, us, base_rel, inv_abs, base_pos, weights, points, corr, tri, parents):
+    """GradBench's ht objective written plainly (reference): pose, bone chain, skinning,
+    global transform, residuals."""
+    pose = np.zeros((len(parents) + 3, 3))
+    pose[0], pose[1], pose[2] = theta[0:3], 1.0, theta[3:6]
+    i_theta, row = 6, 5
+    for _finger in range(5):
+        for joint in range(3):
+            pose[row, 0] = theta[i_theta]
+            if joint == 0:
+                pose[row, 1] = theta[i_theta + 1]
+            i_theta += 2 if joint == 0 else 1
+            row += 1
+        row += 1
+
+    def euler(tx, tz, ty):
+        c, s = np.cos, np.sin
+        rx = np.array([[1, 0, 0], [0, c(tx), -s(tx)], [0, s(tx), c(tx)]])
+        ry = np.array([[c(ty), 0, s(ty)], [0, 1, 0], [-s(ty), 0, c(ty)]])
+        rz = np.array([[c(tz), -s(tz), 0], [s(tz), c(tz), 0], [0, 0, 1]])
+        return rz @ ry @ rx
+
+    absolutes, verts = [], np.zeros((base_pos.shape[0], 3))
+    for b, parent in enumerate(parents):
+        tr = np.eye(4)
+        tr[:3, :3] = euler(*pose[3 + b])
+        rel = base_rel[b] @ tr
+        absolutes.append(rel if parent < 0 else absolutes[parent] @ rel)
+        verts += weights[:, b:b + 1] * (base_pos @ (absolutes[b] @ inv_abs[b]).T)[:, :3]
+    n = np.linalg.norm(pose[0])
+    a = pose[0] / n
+    k = np.array([[0, -a[2], a[1]], [a[2], 0, -a[0]], [-a[1], a[0], 0]])
+    R = np.cos(n) * np.eye(3) + np.sin(n) * k + (1 - np.cos(n)) * np.outer(a, a) if n >= 1e-4 else np.eye(3)
+    verts = verts @ R.T + pose[2]
+    if len(us) == 0:
+        return (points - verts[corr]).reshape(-1)
+    u, v = us[:, :1], us[:, 1:]
+    return (points - u * verts[tri[:, 0]] - v * verts[tri[:, 1]] - (1 - u - v) * verts[tri[:, 2]]).reshape(-1)
+
+
+@pytest.mark.parametrize("variant", ["simple", "complicated"])
+def test_ht(variant):
+    from bench.gradbench import jacobians
+    args = inputs.prepare("ht", inputs.generate("ht", {"variant": variant, "file": 1}))
+    theta, us = args[0], args[1]
+    f = jacobians.compiled("ht")
+    np.testing.assert_allclose(f["objective"](*args), numpy_ht(*args), rtol=1e-10, atol=1e-13)
+    jac = f["jacobian"](*args)
+    extra = 2 if variant == "complicated" else 0
+    assert jac.shape == (3 * len(args[6]), 26 + extra)
+    for k in (0, 3, 6, 7, 25):            # global rotation, translation, a finger's two angles, the last
+        def at(z, k=k):
+            t = theta.copy()
+            t[k] = z
+            return numpy_ht(t, *args[1:])
+        h = 1e-6
+        np.testing.assert_allclose(jac[:, extra + k], (at(theta[k] + h) - at(theta[k] - h)) / (2 * h),
+                                   rtol=1e-5, atol=1e-7)
+    if extra:
+        for k in range(2):                # each point's own barycentric coordinate: a block diagonal
+            up, down = us.copy(), us.copy()
+            up[:, k] += 1e-6
+            down[:, k] -= 1e-6
+            fd = (numpy_ht(theta, up, *args[2:]) - numpy_ht(theta, down, *args[2:])) / 2e-6
+            np.testing.assert_allclose(jac[:, k], fd, rtol=1e-5, atol=1e-7)
