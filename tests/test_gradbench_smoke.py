@@ -202,3 +202,157 @@ def test_byhand_gmm_lstm_agree(name):
         assert len(got) == len(want)
         for g, w in zip(got, want):
             np.testing.assert_allclose(g, w, rtol=1e-9, atol=1e-12 * np.max(np.abs(w)))
+
+
+def numpy_ba_reproj(cam, x, w, feat):
+    """One observation's reprojection error, as GradBench's ba defines it (reference)."""
+    rot, xo = cam[:3], x - cam[3:6]
+    theta = np.sqrt(rot @ rot)
+    if theta != 0:
+        axis = rot / theta
+        xo = xo * np.cos(theta) + np.cross(axis, xo) * np.sin(theta) + axis * (axis @ xo) * (1 - np.cos(theta))
+    else:
+        xo = xo + np.cross(rot, xo)
+    proj = xo[:2] / xo[2]
+    rsq = proj @ proj
+    return w * (proj * (1 + cam[9] * rsq + cam[10] * rsq * rsq) * cam[6] + cam[7:9] - feat)
+
+
+def test_ba():
+    from bench.gradbench import jacobians
+    cams, X, w, feats, obs = args_of("ba")
+    n, m, p = cams.shape[0], X.shape[0], w.size
+    cams = cams * (1 + 0.01 * np.arange(n))[:, None]      # distinct cameras and points (the files repeat one)
+    X = X + 0.1 * np.sin(np.arange(m))[:, None]
+    w = w + 0.01 * np.cos(np.arange(p))
+    args = (cams, X, w, feats, obs)
+    f = jacobians.compiled("ba")
+    err, w_err = f["objective"](*args)
+    rows, cols = inputs.ba_sparsity(n, m, obs)
+    vals = f["jacobian"](*args)
+    assert err.shape == (2 * p,) and vals.shape == cols.shape == (31 * p,) and rows.shape == (3 * p + 1,)
+    np.testing.assert_allclose(w_err, 1 - w * w, rtol=1e-14)
+    np.testing.assert_allclose(vals[30 * p:], -2 * w, rtol=1e-14)
+    assert rows[-1] == 31 * p and rows[2 * p] == 30 * p and rows[1] == 15
+    for i in (0, 1, p // 2, p - 1):
+        c, o = obs[i]
+        params = np.concatenate([cams[c], X[o], [w[i]]])
+        ref = lambda z: numpy_ba_reproj(z[:11], z[11:14], z[14], feats[i])
+        np.testing.assert_allclose(err[2 * i:2 * i + 2], ref(params), rtol=1e-10, atol=1e-10)  # proj − feat cancels
+        block = vals[30 * i:30 * i + 30].reshape(2, 15)
+        for k in range(15):
+            h = 1e-6 * max(1.0, abs(params[k]))
+            up, down = params.copy(), params.copy()
+            up[k] += h
+            down[k] -= h
+            np.testing.assert_allclose(block[:, k], (ref(up) - ref(down)) / (2 * h), rtol=1e-5, atol=1e-5)
+        want = [11 * c + np.arange(11), 11 * n + 3 * o + np.arange(3), [11 * n + 3 * m + i]]
+        np.testing.assert_array_equal(cols[30 * i:30 * i + 15], np.concatenate(want))
+        np.testing.assert_array_equal(cols[30 * i + 15:30 * i + 30], np.concatenate(want))
+
+
+def test_tool_ba_output():
+    """The tool answers ba in GradBench's format: one observation's errors with their
+    count; the first 30 and the last entries of the sparse Jacobian's rows, cols, vals."""
+    from bench.gradbench import tool
+    inp = inputs.generate("ba", {"file": 1}) | {"n": 2, "m": 3, "p": 11, "min_runs": 1, "min_seconds": 0}
+    obj = tool.respond({"id": 1, "kind": "evaluate", "module": "ba", "function": "objective", "input": inp})
+    out = obj["output"]
+    assert out["reproj_error"]["repeated"] == 11 and out["w_err"]["repeated"] == 11
+    assert out["w_err"]["element"] == pytest.approx(1 - inputs.BA_W ** 2, rel=1e-14)
+    want = numpy_ba_reproj(np.array(inputs.BA_CAM), np.array(inputs.BA_X), inputs.BA_W, np.array(inputs.BA_FEAT))
+    np.testing.assert_allclose(out["reproj_error"]["elements"], want, rtol=1e-10, atol=1e-10)
+    jac = tool.respond({"id": 2, "kind": "evaluate", "module": "ba", "function": "jacobian", "input": inp})["output"]
+    assert [len(jac[k]) for k in ("rows", "cols", "vals")] == [31, 31, 31]
+    assert jac["rows"][:3] == [0, 15, 30] and jac["rows"][-1] == 31 * 11
+    assert jac["cols"][:15] == list(range(11)) + [22, 23, 24, 22 + 9]
+    assert jac["cols"][-1] == 22 + 9 + 10 and jac["vals"][-1] == pytest.approx(-2 * inputs.BA_W)
+    assert jac["vals"][7] == pytest.approx(inputs.BA_W) and jac["vals"][8] == 0.0   # d err_x / d u0, d v0
+
+
+def test_byhand_ba_agrees():
+    """numba's hand-derived ba Jacobian equals jitad's to 1e-9 (distinct cameras, points, weights)."""
+    pytest.importorskip("numba")
+    from bench.gradbench import byhand, jacobians
+    cams, X, w, feats, obs = inputs.prepare("ba", inputs.generate("ba", {"file": 1}) | {"n": 3, "m": 5, "p": 17})
+    cams = cams * (1 + 0.05 * np.arange(3))[:, None]
+    cams[2, :3] = 0.0                                      # a camera without rotation: the other branch
+    args = (cams, X + 0.1 * np.arange(5)[:, None], w + 0.01 * np.arange(17), feats, obs)
+    mine, theirs = jacobians.compiled("ba"), byhand.functions("ba")
+    for got, want in zip(theirs["objective"](*args), mine["objective"](*args)):
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(theirs["jacobian"](*args), mine["jacobian"](*args), rtol=1e-9, atol=1e-12)
+
+
+def numpy_ht(theta, us, base_rel, inv_abs, base_pos, weights, points, corr, tri, parents):
+    """GradBench's ht objective written plainly (reference): pose, bone chain, skinning,
+    global transform, residuals."""
+    pose = np.zeros((len(parents) + 3, 3))
+    pose[0], pose[1], pose[2] = theta[0:3], 1.0, theta[3:6]
+    i_theta, row = 6, 5
+    for _finger in range(5):
+        for joint in range(3):
+            pose[row, 0] = theta[i_theta]
+            if joint == 0:
+                pose[row, 1] = theta[i_theta + 1]
+            i_theta += 2 if joint == 0 else 1
+            row += 1
+        row += 1
+
+    def euler(tx, tz, ty):
+        c, s = np.cos, np.sin
+        rx = np.array([[1, 0, 0], [0, c(tx), -s(tx)], [0, s(tx), c(tx)]])
+        ry = np.array([[c(ty), 0, s(ty)], [0, 1, 0], [-s(ty), 0, c(ty)]])
+        rz = np.array([[c(tz), -s(tz), 0], [s(tz), c(tz), 0], [0, 0, 1]])
+        return rz @ ry @ rx
+
+    absolutes, verts = [], np.zeros((base_pos.shape[0], 3))
+    for b, parent in enumerate(parents):
+        tr = np.eye(4)
+        tr[:3, :3] = euler(*pose[3 + b])
+        rel = base_rel[b] @ tr
+        absolutes.append(rel if parent < 0 else absolutes[parent] @ rel)
+        verts += weights[:, b:b + 1] * (base_pos @ (absolutes[b] @ inv_abs[b]).T)[:, :3]
+    n = np.linalg.norm(pose[0])
+    a = pose[0] / n
+    k = np.array([[0, -a[2], a[1]], [a[2], 0, -a[0]], [-a[1], a[0], 0]])
+    R = np.cos(n) * np.eye(3) + np.sin(n) * k + (1 - np.cos(n)) * np.outer(a, a) if n >= 1e-4 else np.eye(3)
+    verts = verts @ R.T + pose[2]
+    if len(us) == 0:
+        return (points - verts[corr]).reshape(-1)
+    u, v = us[:, :1], us[:, 1:]
+    return (points - u * verts[tri[:, 0]] - v * verts[tri[:, 1]] - (1 - u - v) * verts[tri[:, 2]]).reshape(-1)
+
+
+def test_ht_simple_objective():
+    from bench.gradbench import jacobians
+    args = inputs.prepare("ht", inputs.generate("ht", {"variant": "simple", "file": 1}))
+    np.testing.assert_allclose(jacobians.compiled("ht")["objective"](*args), numpy_ht(*args), rtol=1e-10, atol=1e-13)
+
+
+def test_ht_complicated():
+    """(The simple variant's Jacobian is the same jacfwd without the us columns; left out
+    to keep this fast: LLVM's optimizer takes ~5 s per Jacobian program.)"""
+    from bench.gradbench import jacobians
+    args = inputs.prepare("ht", inputs.generate("ht", {"variant": "complicated", "file": 1}))
+    theta, us = args[0], args[1]
+    f = jacobians.compiled("ht")
+    np.testing.assert_allclose(f["objective"](*args), numpy_ht(*args), rtol=1e-10, atol=1e-13)
+    jac = f["jacobian"](*args)
+    extra = 2
+    assert jac.shape == (3 * len(args[6]), 26 + extra)
+    for k in (0, 3, 6, 7, 25):            # global rotation, translation, a finger's two angles, the last
+        def at(z, k=k):
+            t = theta.copy()
+            t[k] = z
+            return numpy_ht(t, *args[1:])
+        h = 1e-6
+        np.testing.assert_allclose(jac[:, extra + k], (at(theta[k] + h) - at(theta[k] - h)) / (2 * h),
+                                   rtol=1e-5, atol=1e-7)
+    if extra:
+        for k in range(2):                # each point's own barycentric coordinate: a block diagonal
+            up, down = us.copy(), us.copy()
+            up[:, k] += 1e-6
+            down[:, k] -= 1e-6
+            fd = (numpy_ht(theta, up, *args[2:]) - numpy_ht(theta, down, *args[2:])) / 2e-6
+            np.testing.assert_allclose(jac[:, k], fd, rtol=1e-5, atol=1e-7)

@@ -20,7 +20,7 @@ from bench.harness import (LABELS, NoBar, GradientMismatch, check_same, first_ca
 
 from . import inputs
 
-EVALS = ("particle", "saddle", "lse", "llsq", "ode", "kmeans", "gmm", "lstm")
+EVALS = ("particle", "saddle", "lse", "llsq", "ode", "kmeans", "gmm", "lstm", "ba", "ht")
 NESTED = ("particle", "saddle")
 OTHERS = ("jax", "torch", "numba")
 SLOW_CALL_S = 2.0     # a comparator whose checked call took longer is timed by that call alone
@@ -43,9 +43,11 @@ def load(name):
 
 
 def jitad_functions(name):
-    from . import arrays, nested
+    from . import arrays, jacobians, nested
     if name in NESTED:
         return {v: nested.compiled(name, v) for v in nested.VARIANTS}
+    if name in jacobians.EVALS:
+        return jacobians.compiled(name)
     return arrays.compiled(name)
 
 

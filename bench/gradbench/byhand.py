@@ -6,7 +6,8 @@ argmax does not depend on the outer point, so the outer gradient is 2·p1 exactl
 every AD mode computes it; the solver is GradBench's, with value and gradient from one
 pass (as the other implementations here). Scalar code: the particle/saddle loops touch
 no arrays. gmm: one pass over points and components with the gradient written out;
-lstm: forward keeping every gate, then backpropagation through time."""
+lstm: forward keeping every gate, then backpropagation through time. ba: per observation,
+the rotation's tangents carried by hand along its 9 directions, the rest written out."""
 import math
 
 import numpy as np
@@ -458,6 +459,86 @@ def lstm_jacobian(main, extra, state, sequence):
     return _lstm(main, extra, state, sequence, True)[1:]
 
 
+# -- ba: the rotation's tangents carried by hand, the projection's derivative written out --
+
+@njit
+def _ba_rotate(r, xo, dr, dxo, out, dout):
+    """Rodrigues' rotation xc of xo by the angle-axis r, and its tangent along (dr, dxo)."""
+    sq = r[0] * r[0] + r[1] * r[1] + r[2] * r[2]
+    if sq == 0.0:
+        for i in range(3):
+            j, k = (i + 1) % 3, (i + 2) % 3
+            out[i] = xo[i] + r[j] * xo[k] - r[k] * xo[j]
+            dout[i] = (dxo[i] + dr[j] * xo[k] - dr[k] * xo[j] + r[j] * dxo[k] - r[k] * dxo[j])
+        return
+    theta = math.sqrt(sq)
+    dtheta = (r[0] * dr[0] + r[1] * dr[1] + r[2] * dr[2]) / theta
+    c, s = math.cos(theta), math.sin(theta)
+    dc, ds = -s * dtheta, c * dtheta
+    a0, a1, a2 = r[0] / theta, r[1] / theta, r[2] / theta
+    da0, da1, da2 = (dr[0] - a0 * dtheta) / theta, (dr[1] - a1 * dtheta) / theta, (dr[2] - a2 * dtheta) / theta
+    dot = a0 * xo[0] + a1 * xo[1] + a2 * xo[2]
+    ddot = da0 * xo[0] + da1 * xo[1] + da2 * xo[2] + a0 * dxo[0] + a1 * dxo[1] + a2 * dxo[2]
+    tmp, dtmp = dot * (1.0 - c), ddot * (1.0 - c) - dot * dc
+    a, da = (a0, a1, a2), (da0, da1, da2)
+    for i in range(3):
+        j, k = (i + 1) % 3, (i + 2) % 3
+        cross = a[j] * xo[k] - a[k] * xo[j]
+        dcross = da[j] * xo[k] - da[k] * xo[j] + a[j] * dxo[k] - a[k] * dxo[j]
+        out[i] = xo[i] * c + cross * s + a[i] * tmp
+        dout[i] = dxo[i] * c + xo[i] * dc + dcross * s + cross * ds + da[i] * tmp + a[i] * dtmp
+
+
+@njit
+def _ba(cams, X, w, feats, obs, jacobian):
+    p = w.shape[0]
+    err, vals = np.empty(2 * p), np.empty(31 * p if jacobian else 0)
+    xo, xc, dxc = np.empty(3), np.empty(3), np.empty(3)
+    zero, e = np.zeros(3), np.zeros(3)
+    for i in range(p):
+        cam, pt, wi = cams[obs[i, 0]], X[obs[i, 1]], w[i]
+        for k in range(3):
+            xo[k] = pt[k] - cam[3 + k]
+        _ba_rotate(cam[0:3], xo, zero, zero, xc, dxc)
+        u, v = xc[0] / xc[2], xc[1] / xc[2]
+        rsq = u * u + v * v
+        L = 1.0 + cam[9] * rsq + cam[10] * rsq * rsq
+        f = cam[6]
+        px, py = u * L * f + cam[7] - feats[i, 0], v * L * f + cam[8] - feats[i, 1]
+        err[2 * i], err[2 * i + 1] = wi * px, wi * py
+        if not jacobian:
+            continue
+        row = vals[30 * i:30 * i + 30]
+        dL = cam[9] + 2.0 * cam[10] * rsq
+        for col in range(9):        # rotation (dr = e), centre (dxo = −e), point (dxo = e)
+            e[:] = 0.0
+            e[col % 3] = -1.0 if 3 <= col < 6 else 1.0
+            if col < 3:
+                _ba_rotate(cam[0:3], xo, e, zero, xc, dxc)
+            else:
+                _ba_rotate(cam[0:3], xo, zero, e, xc, dxc)
+            du, dv = (dxc[0] - u * dxc[2]) / xc[2], (dxc[1] - v * dxc[2]) / xc[2]
+            dl = dL * 2.0 * (u * du + v * dv)
+            at = col if col < 6 else col + 5          # the point's columns follow the camera's 11
+            row[at], row[15 + at] = wi * f * (du * L + u * dl), wi * f * (dv * L + v * dl)
+        row[6], row[21] = wi * u * L, wi * v * L                 # f
+        row[7], row[22], row[8], row[23] = wi, 0.0, 0.0, wi      # u0, v0
+        row[9], row[24] = wi * f * u * rsq, wi * f * v * rsq     # k1
+        row[10], row[25] = wi * f * u * rsq * rsq, wi * f * v * rsq * rsq   # k2
+        row[14], row[29] = px, py                                # w
+    if jacobian:
+        vals[30 * p:] = -2.0 * w
+    return err, vals
+
+
+def ba_objective(cams, X, w, feats, obs):
+    return _ba(cams, X, w, feats, obs, False)[0], 1.0 - w * w
+
+
+def ba_jacobian(cams, X, w, feats, obs):
+    return _ba(cams, X, w, feats, obs, True)[1]
+
+
 def functions(name):
     if name == "particle":
         return {"by hand": particle}
@@ -468,5 +549,6 @@ def functions(name):
              "ode": {"primal": ode, "gradient": ode_gradient},
              "kmeans": {"cost": kmeans_cost, "dir": kmeans_dir},
              "gmm": {"objective": gmm_objective, "jacobian": gmm_jacobian},
-             "lstm": {"objective": lstm_objective, "jacobian": lstm_jacobian}}
+             "lstm": {"objective": lstm_objective, "jacobian": lstm_jacobian},
+             "ba": {"objective": ba_objective, "jacobian": ba_jacobian}}
     return table.get(name, {})

@@ -23,9 +23,11 @@ _COMPILED = {}
 
 def _functions(module):
     if module not in _COMPILED:
-        from . import arrays, nested
+        from . import arrays, jacobians, nested
         if module in ("particle", "saddle"):
             _COMPILED[module] = {v: nested.compiled(module, v) for v in nested.VARIANTS}
+        elif module in jacobians.EVALS:
+            _COMPILED[module] = jacobians.compiled(module)
         else:
             _COMPILED[module] = arrays.compiled(module)
     return _COMPILED[module]
@@ -39,8 +41,10 @@ def _json(x):
     return float(a) if a.ndim == 0 else a.tolist()
 
 
-def output(module, function, result):
+def output(module, function, result, args=None):
     """The eval's output type for `function`'s result."""
+    if module == "ba":
+        return _ba_output(function, result, args)
     if module == "particle":
         return float(result)
     if module == "gmm" and function == "jacobian":
@@ -48,6 +52,18 @@ def output(module, function, result):
     if module == "lstm" and function == "jacobian":
         return [float(v) for part in result for v in np.ravel(part)]   # main then extra, rows adjacent
     return _json(result)
+
+
+def _ba_output(function, result, args):
+    """GradBench's ba outputs: the errors of one observation with their count; the sparse
+    Jacobian's first 30 entries of rows, cols, vals and their last ones."""
+    if function == "objective":
+        err, w_err = result
+        return {"reproj_error": {"elements": _json(err[:2]), "repeated": err.size // 2},
+                "w_err": {"element": float(w_err[0]), "repeated": w_err.size}}
+    rows, cols = inputs.ba_sparsity(args[0].shape[0], args[1].shape[0], args[4])
+    cut = lambda a, kind: [kind(v) for v in list(a[:30]) + [a[-1]]]
+    return {"rows": cut(rows, int), "cols": cut(cols, int), "vals": cut(result, float)}
 
 
 def evaluate(message):
@@ -65,7 +81,7 @@ def evaluate(message):
         ns = time.perf_counter_ns() - start
         timings.append({"name": "evaluate", "nanoseconds": ns})
         runs, total = runs + 1, total + ns
-    return {"success": True, "output": output(module, function, result), "timings": timings}
+    return {"success": True, "output": output(module, function, result, args), "timings": timings}
 
 
 def respond(message):

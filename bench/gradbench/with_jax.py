@@ -170,6 +170,98 @@ def lstm_objective(main, extra, state, sequence):
     return -jnp.sum(lax.scan(step, init, jnp.arange(c - 1))[1]) / ((c - 1) * b)
 
 
+def ba_reproj(cam, x, w, feat):
+    """One observation's reprojection error (2,): cam (11,), x (3,), w, feat (2,)."""
+    rot, xo = cam[0:3], x - cam[3:6]
+    sq = jnp.sum(rot * rot)
+    turning = sq != 0.0
+    theta = jnp.sqrt(jnp.where(turning, sq, 1.0))
+    axis = rot / theta
+    rotated = (xo * jnp.cos(theta) + jnp.cross(axis, xo) * jnp.sin(theta)
+               + axis * jnp.dot(axis, xo) * (1.0 - jnp.cos(theta)))
+    xc = jnp.where(turning, rotated, xo + jnp.cross(rot, xo))
+    proj = xc[0:2] / xc[2]
+    rsq = jnp.sum(proj * proj)
+    proj = proj * (1.0 + cam[9] * rsq + cam[10] * rsq * rsq)
+    return w * (proj * cam[6] + cam[7:9] - feat)
+
+
+def ba_objective(cams, X, w, feats, obs):
+    err = jax.vmap(ba_reproj)(cams[obs[:, 0]], X[obs[:, 1]], w, feats)
+    return err.reshape(-1), 1.0 - w * w
+
+
+def ba_jacobian(cams, X, w, feats, obs):
+    """vmap of jacfwd of one observation's error: p blocks (2, 15) in GradBench's order."""
+    jac = jax.vmap(jax.jacfwd(ba_reproj, argnums=(0, 1, 2)))(cams[obs[:, 0]], X[obs[:, 1]], w, feats)
+    block = jnp.concatenate([jac[0], jac[1], jac[2][:, :, None]], axis=2)   # (p, 2, 15)
+    return jnp.concatenate([block.reshape(-1), -2.0 * w])
+
+
+def ht_pose_params(theta, bones):
+    """GradBench's to_pose_params: (bones + 3, 3) rows: global rotation, scale, translation,
+    then each bone's Euler angles (x, z, y)."""
+    pose = jnp.zeros((bones + 3, 3)).at[0].set(theta[0:3]).at[1].set(1.0).at[2].set(theta[3:6])
+    i_theta, row = 6, 5
+    for _finger in range(5):
+        for joint in range(3):
+            pose = pose.at[row, 0].set(theta[i_theta])
+            i_theta += 1
+            if joint == 0:
+                pose = pose.at[row, 1].set(theta[i_theta])
+                i_theta += 1
+            row += 1
+        row += 1
+    return pose
+
+
+def ht_euler(xzy):
+    tx, ty, tz = xzy[0], xzy[2], xzy[1]
+    c, s = jnp.cos, jnp.sin
+    rx = jnp.array([[1.0, 0.0, 0.0], [0.0, c(tx), -s(tx)], [0.0, s(tx), c(tx)]])
+    ry = jnp.array([[c(ty), 0.0, s(ty)], [0.0, 1.0, 0.0], [-s(ty), 0.0, c(ty)]])
+    rz = jnp.array([[c(tz), -s(tz), 0.0], [s(tz), c(tz), 0.0], [0.0, 0.0, 1.0]])
+    return rz @ ry @ rx
+
+
+def ht_angle_axis(r):
+    n2 = jnp.sum(r * r)
+    small = n2 < 1e-8
+    n = jnp.sqrt(jnp.where(small, 1.0, n2))
+    a = r / n
+    k = jnp.array([[0.0, -a[2], a[1]], [a[2], 0.0, -a[0]], [-a[1], a[0], 0.0]])
+    rot = jnp.cos(n) * jnp.eye(3) + jnp.sin(n) * k + (1 - jnp.cos(n)) * jnp.outer(a, a)
+    return jnp.where(small, jnp.eye(3), rot)
+
+
+def ht_objective(theta, us, base_rel, inv_abs, base_pos, weights, points, corr, tri, parents):
+    bones = len(parents)
+    pose = ht_pose_params(theta, bones)
+    absolutes = []
+    for b, parent in enumerate(parents):
+        rel = base_rel[b] @ jnp.eye(4).at[:3, :3].set(ht_euler(pose[3 + b]))
+        absolutes.append(rel if parent < 0 else absolutes[parent] @ rel)
+    transforms = jnp.stack([a @ inv_abs[b] for b, a in enumerate(absolutes)])      # (bones, 4, 4)
+    moved = jnp.einsum("bij,vj->vbi", transforms[:, :3, :], base_pos)             # (V, bones, 3)
+    skinned = jnp.sum(moved * weights[:, :, None], axis=1)
+    verts = skinned @ (ht_angle_axis(pose[0]) * pose[1][None, :]).T + pose[2]
+    if us.shape[0] == 0:
+        hand = verts[corr]
+    else:
+        hand = us[:, 0:1] * verts[tri[:, 0]] + us[:, 1:2] * verts[tri[:, 1]] + (1 - us[:, 0:1] - us[:, 1:2]) * verts[tri[:, 2]]
+    return (points - hand).reshape(-1)
+
+
+def ht_jacobian(theta, us, *rest):
+    """jacfwd over theta; complicated: one jvp per barycentric coordinate of all points."""
+    jt = jax.jacfwd(ht_objective)(theta, us, *rest)
+    if us.shape[0] == 0:
+        return jt
+    du = [jax.jvp(lambda u: ht_objective(theta, u, *rest), (us,), (jnp.zeros_like(us).at[:, k].set(1.0),))[1]
+          for k in range(2)]
+    return jnp.concatenate([jnp.stack(du, axis=1), jt], axis=1)
+
+
 def functions(name):
     """`{function name: callable}`, called like jitad's; each call waits for its result
     (`block_until_ready`: JAX dispatches asynchronously, so a bare call times nothing)."""
@@ -199,4 +291,9 @@ def _jitted(name):
                 "jacobian": jax.jit(jax.grad(gmm_objective, argnums=(0, 1, 2, 3)), static_argnums=(5, 6))}
     if name == "lstm":
         return {"objective": jax.jit(lstm_objective), "jacobian": jax.jit(jax.grad(lstm_objective, argnums=(0, 1)))}
+    if name == "ba":
+        return {"objective": jax.jit(ba_objective), "jacobian": jax.jit(ba_jacobian)}
+    if name == "ht":
+        return {"objective": jax.jit(ht_objective, static_argnums=9),
+                "jacobian": jax.jit(ht_jacobian, static_argnums=9)}
     raise KeyError(name)

@@ -190,6 +190,103 @@ def kmeans_dir(points, centroids):
     return (j / h).numpy()
 
 
+def ba_reproj(cam, x, w, feat):
+    """One observation's reprojection error (2,), branch-free (`where`) so that vmap takes it."""
+    rot, xo = cam[0:3], x - cam[3:6]
+    sq = torch.sum(rot * rot)
+    turning = sq != 0.0
+    theta = torch.sqrt(torch.where(turning, sq, torch.ones_like(sq)))
+    axis = rot / theta
+    rotated = (xo * torch.cos(theta) + torch.linalg.cross(axis, xo) * torch.sin(theta)
+               + axis * torch.dot(axis, xo) * (1.0 - torch.cos(theta)))
+    xc = torch.where(turning, rotated, xo + torch.linalg.cross(rot, xo))
+    proj = xc[0:2] / xc[2]
+    rsq = torch.sum(proj * proj)
+    proj = proj * (1.0 + cam[9] * rsq + cam[10] * rsq * rsq)
+    return w * (proj * cam[6] + cam[7:9] - feat)
+
+
+def ba_objective(cams, X, w, feats, obs):
+    cams, X, w, feats, obs = map(_t, (cams, X, w, feats, obs))
+    with torch.no_grad():
+        err = torch.func.vmap(ba_reproj)(cams[obs[:, 0]], X[obs[:, 1]], w, feats)
+        return err.reshape(-1).numpy(), (1.0 - w * w).numpy()
+
+
+def ba_jacobian(cams, X, w, feats, obs):
+    """vmap of jacfwd of one observation's error, as with_jax.ba_jacobian."""
+    cams, X, w, feats, obs = map(_t, (cams, X, w, feats, obs))
+    jac = torch.func.vmap(torch.func.jacfwd(ba_reproj, argnums=(0, 1, 2)))(cams[obs[:, 0]], X[obs[:, 1]], w, feats)
+    block = torch.cat([jac[0], jac[1], jac[2][:, :, None]], dim=2)
+    return torch.cat([block.reshape(-1), -2.0 * w]).detach().numpy()
+
+
+def ht_pose_params(theta, bones):
+    rows = [theta[0:3], torch.ones(3), theta[3:6]] + [torch.zeros(3)] * bones
+    i_theta, row = 6, 5
+    for _finger in range(5):
+        for joint in range(3):
+            z = theta[i_theta + 1] if joint == 0 else torch.zeros(())
+            rows[row] = torch.stack([theta[i_theta], z, torch.zeros(())])
+            i_theta += 2 if joint == 0 else 1
+            row += 1
+        row += 1
+    return torch.stack(rows)
+
+
+def ht_euler(xzy):
+    tx, ty, tz = xzy[0], xzy[2], xzy[1]
+    c, s, o, l = torch.cos, torch.sin, torch.zeros(()), torch.ones(())
+    rx = torch.stack([torch.stack([l, o, o]), torch.stack([o, c(tx), -s(tx)]), torch.stack([o, s(tx), c(tx)])])
+    ry = torch.stack([torch.stack([c(ty), o, s(ty)]), torch.stack([o, l, o]), torch.stack([-s(ty), o, c(ty)])])
+    rz = torch.stack([torch.stack([c(tz), -s(tz), o]), torch.stack([s(tz), c(tz), o]), torch.stack([o, o, l])])
+    return rz @ ry @ rx
+
+
+def ht_angle_axis(r):
+    n = torch.sqrt(torch.sum(r * r))
+    if n < 1e-4:
+        return torch.eye(3)
+    a = r / n
+    o = torch.zeros(())
+    k = torch.stack([torch.stack([o, -a[2], a[1]]), torch.stack([a[2], o, -a[0]]), torch.stack([-a[1], a[0], o])])
+    return torch.cos(n) * torch.eye(3) + torch.sin(n) * k + (1 - torch.cos(n)) * torch.outer(a, a)
+
+
+def ht_objective(theta, us, base_rel, inv_abs, base_pos, weights, points, corr, tri, parents):
+    pose = ht_pose_params(theta, len(parents))
+    absolutes = []
+    for b, parent in enumerate(parents):
+        tr = torch.cat([torch.cat([ht_euler(pose[3 + b]), torch.zeros(3, 1)], 1), torch.eye(4)[3:]], 0)
+        rel = base_rel[b] @ tr
+        absolutes.append(rel if parent < 0 else absolutes[parent] @ rel)
+    transforms = torch.stack([a @ inv_abs[b] for b, a in enumerate(absolutes)])
+    moved = torch.einsum("bij,vj->vbi", transforms[:, :3, :], base_pos)
+    skinned = torch.sum(moved * weights[:, :, None], dim=1)
+    verts = skinned @ (ht_angle_axis(pose[0]) * pose[1][None, :]).T + pose[2]
+    if us.shape[0] == 0:
+        hand = verts[corr]
+    else:
+        hand = us[:, 0:1] * verts[tri[:, 0]] + us[:, 1:2] * verts[tri[:, 1]] + (1 - us[:, 0:1] - us[:, 1:2]) * verts[tri[:, 2]]
+    return (points - hand).reshape(-1)
+
+
+def _ht(fn):
+    def run(*args):
+        return fn(*[_t(a) for a in args[:-1]], args[-1]).detach().numpy()
+    return run
+
+
+def ht_jacobian(theta, us, *rest):
+    """torch.func.jacfwd over theta; complicated: one jvp per barycentric coordinate."""
+    jt = torch.func.jacfwd(ht_objective)(theta, us, *rest)
+    if us.shape[0] == 0:
+        return jt
+    du = [jvp(lambda u: ht_objective(theta, u, *rest), (us,), (torch.zeros_like(us).index_fill(1, torch.tensor([k]), 1.0),))[1]
+          for k in range(2)]
+    return torch.cat([torch.stack(du, dim=1), jt], dim=1)
+
+
 def functions(name):
     if name == "particle":
         return {v: particle(v) for v in ("rr", "rf", "fr", "ff")}
@@ -207,4 +304,8 @@ def functions(name):
         return {"objective": _value(gmm_objective), "jacobian": _gradient(gmm_objective, (0, 1, 2, 3))}
     if name == "lstm":
         return {"objective": _value(lstm_objective), "jacobian": _gradient(lstm_objective, (0, 1))}
+    if name == "ba":
+        return {"objective": ba_objective, "jacobian": ba_jacobian}
+    if name == "ht":
+        return {"objective": _ht(ht_objective), "jacobian": _ht(ht_jacobian)}
     raise KeyError(name)

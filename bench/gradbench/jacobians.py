@@ -1,0 +1,171 @@
+"""GradBench's Jacobian evals in jitad: ba (bundle adjustment), ht (hand tracking).
+
+`ba`: every observation's reprojection error depends on its camera (11 numbers), its
+point (3) and its weight (1) only, so the sparse Jacobian is p blocks of 2×15. jitad has
+no `vmap` yet, and a staged `FOR` over observations writing one block a step would cost
+O(p) a step (a select over the whole output: there is no dynamic row update), so the
+error is written over all observations at once (columns of (p,) arrays) and its blocks
+come from 15 `jvp`s, one per block column, each seeding that parameter of every
+observation at once (the observations do not interact, so one `jvp` gives column k of
+all p blocks: the "compressed" forward Jacobian).
+
+`ht`: the residuals (3 per point) depend on all 26 pose parameters: `jitad.jacfwd` over
+theta. In the "complicated" variant point i also depends on its own barycentric pair
+us[i]: two more `jvp`s, each seeding one coordinate of every pair (compressed again),
+give GradBench's first two Jacobian columns.
+"""
+import numpy as np
+
+import jitad
+
+EVALS = ("ba", "ht")
+NCAM = 11   # rotation (3, angle-axis), centre (3), focal length, principal point (2), distortion (2)
+
+
+def _cross(a, b):
+    return (a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0])
+
+
+def ba_reproj(cam, pt, w, feat):
+    """The reprojection errors of p observations: `cam` a list of 11 (p,) columns,
+    `pt` of 3, `w` and `feat` (p,) and a pair of (p,) columns; returns (err_x, err_y)."""
+    rot = cam[0:3]
+    x = [pt[i] - cam[3 + i] for i in range(3)]
+    sq = rot[0] * rot[0] + rot[1] * rot[1] + rot[2] * rot[2]
+    turning = sq != 0.0
+    theta = jitad.sqrt(jitad.where(turning, sq, 1.0))   # Rodrigues' formula; rot ≈ 0: X + rot × X
+    cos, sin = jitad.cos(theta), jitad.sin(theta)
+    axis = [r / theta for r in rot]
+    ax_x = _cross(axis, x)
+    tmp = (axis[0] * x[0] + axis[1] * x[1] + axis[2] * x[2]) * (1.0 - cos)
+    rot_x = _cross(rot, x)
+    xc = [jitad.where(turning, x[i] * cos + ax_x[i] * sin + axis[i] * tmp, x[i] + rot_x[i]) for i in range(3)]
+    u, v = xc[0] / xc[2], xc[1] / xc[2]
+    rsq = u * u + v * v
+    distort = 1.0 + cam[9] * rsq + cam[10] * rsq * rsq
+    return (w * (u * distort * cam[6] + cam[7] - feat[0]),
+            w * (v * distort * cam[6] + cam[8] - feat[1]))
+
+
+def _gathered(cams, X, obs):
+    """The camera and point columns of every observation."""
+    cam = jitad.take(cams, obs[:, 0])
+    pt = jitad.take(X, obs[:, 1])
+    return [cam[:, k] for k in range(NCAM)], [pt[:, k] for k in range(3)]
+
+
+def ba_objective(cams, X, w, feats, obs):
+    """(reprojection errors (2p,): x, y per observation; weight errors 1 − w² (p,))."""
+    cam, pt = _gathered(cams, X, obs)
+    ex, ey = ba_reproj(cam, pt, w, (feats[:, 0], feats[:, 1]))
+    return jitad.reshape(jitad.stack([ex, ey], axis=1), (-1,)), 1.0 - w * w
+
+
+def ba_jacobian(cams, X, w, feats, obs):
+    """The nonzero values of GradBench's sparse Jacobian, in its order (`inputs.ba_sparsity`
+    gives rows and columns): for each observation its two rows of 15 (camera, point,
+    weight), then one value −2w per weight error."""
+    cam, pt = _gathered(cams, X, obs)
+    feat = (feats[:, 0], feats[:, 1])
+    params = cam + pt + [w]
+    one = jitad.ones_like(w)
+
+    def column(k):
+        def err(v):
+            p = params[:k] + [v] + params[k + 1:]
+            return ba_reproj(p[:NCAM], p[NCAM:NCAM + 3], p[-1], feat)
+        return jitad.jvp(err, (params[k],), (one,))[1]
+
+    cols = [column(k) for k in range(len(params))]
+    block = jitad.stack([c[0] for c in cols] + [c[1] for c in cols], axis=1)   # (p, 30): row x, row y
+    w_d = jitad.jvp(lambda v: 1.0 - v * v, (w,), (one,))[1]
+    return jitad.concatenate([jitad.reshape(block, (-1,)), w_d])
+
+
+# -- ht: a skinned hand (22 bones, linear blend skinning), posed by 26 parameters ------
+
+def ht_bone_angles():
+    """{bone: (theta index of its x angle, of its z angle or None)}: GradBench's
+    to_pose_params (theta 0–2 global rotation, 3–5 translation, then per finger 4 angles
+    over its first three bones; the other bones stay unrotated, and every y angle is 0)."""
+    table, i_theta, bone = {}, 6, 2
+    for _finger in range(5):
+        for joint in range(3):
+            table[bone] = (i_theta, i_theta + 1 if joint == 0 else None)
+            i_theta += 2 if joint == 0 else 1
+            bone += 1
+        bone += 1
+    return table
+
+
+def _euler_xz(tx, tz):
+    """Rz·Ry·Rx with y = 0, as rows of scalars."""
+    cx, sx, cz, sz = jitad.cos(tx), jitad.sin(tx), jitad.cos(tz), jitad.sin(tz)
+    return ((cz, -sz * cx, sz * sx), (sz, cz * cx, -cz * sx), (0.0, sx, cx))
+
+
+def _angle_axis(r):
+    """The rotation by angle-axis r (identity when |r| < 1e-4), as rows of scalars."""
+    norm2 = r[0] * r[0] + r[1] * r[1] + r[2] * r[2]
+    small = norm2 < 1e-8
+    n = jitad.sqrt(jitad.where(small, 1.0, norm2))
+    x, y, z = r[0] / n, r[1] / n, r[2] / n
+    s, c = jitad.sin(n), jitad.cos(n)
+    rows = ((x * x + (1 - x * x) * c, x * y * (1 - c) - z * s, x * z * (1 - c) + y * s),
+            (x * y * (1 - c) + z * s, y * y + (1 - y * y) * c, y * z * (1 - c) - x * s),
+            (x * z * (1 - c) - y * s, z * y * (1 - c) + x * s, z * z + (1 - z * z) * c))
+    return tuple(tuple(jitad.where(small, float(i == j), rows[i][j]) for j in range(3)) for i in range(3))
+
+
+def ht_vertices(theta, base_rel, inv_abs, base_pos, weights, parents):
+    """The posed hand's vertex positions (V, 3)."""
+    angles = ht_bone_angles()
+    absolutes, columns = [], []
+    for b, parent in enumerate(parents):
+        rel = base_rel[b]
+        if b in angles:                      # rel[:, :3] · R, column by column
+            ix, iz = angles[b]
+            R = _euler_xz(theta[ix], theta[iz] if iz is not None else 0.0)
+            rel = jitad.stack([rel[:, 0] * R[0][j] + rel[:, 1] * R[1][j] + rel[:, 2] * R[2][j] for j in range(3)]
+                              + [rel[:, 3]], axis=1)
+        absolutes.append(rel if parent < 0 else jitad.matmul(absolutes[parent], rel))
+        columns.append(jitad.transpose(jitad.matmul(absolutes[b], inv_abs[b])[0:3, :]))   # (4, 3)
+    bones, verts = len(parents), base_pos.shape[0]
+    moved = jitad.reshape(jitad.matmul(base_pos, jitad.concatenate(columns, axis=1)), (verts, bones, 3))
+    skinned = jitad.sum(moved * jitad.reshape(weights, (verts, bones, 1)), axis=1)
+    R = _angle_axis(theta[0:3])             # the global scale is 1 (to_pose_params), left out
+    return jitad.stack([skinned[:, 0] * R[j][0] + skinned[:, 1] * R[j][1] + skinned[:, 2] * R[j][2] + theta[3 + j]
+                        for j in range(3)], axis=1)
+
+
+def ht_objective(theta, us, base_rel, inv_abs, base_pos, weights, points, corr, tri, parents):
+    """The residuals points − hand points (3c,): the corresponding vertices (simple: `us`
+    has no rows), or the barycentric points us of the corresponding triangles."""
+    verts = ht_vertices(theta, base_rel, inv_abs, base_pos, weights, parents)
+    if us.shape[0] == 0:
+        hand = jitad.take(verts, corr)
+    else:
+        u, v = us[:, 0:1], us[:, 1:2]
+        hand = (u * jitad.take(verts, tri[:, 0]) + v * jitad.take(verts, tri[:, 1])
+                + (1.0 - u - v) * jitad.take(verts, tri[:, 2]))
+    return jitad.reshape(points - hand, (-1,))
+
+
+def ht_jacobian(theta, us, *rest):
+    """GradBench's (3c, 26) Jacobian w.r.t. theta; complicated: (3c, 2 + 26), first the
+    derivatives w.r.t. each point's own two barycentric coordinates."""
+    jt = jitad.jacfwd(lambda th: ht_objective(th, us, *rest))(theta)
+    if us.shape[0] == 0:
+        return jt
+    du = [jitad.jvp(lambda u: ht_objective(theta, u, *rest), (us,), (jitad.zeros_like(us) + seed,))[1]
+          for seed in (np.array([1.0, 0.0]), np.array([0.0, 1.0]))]
+    return jitad.concatenate([jitad.stack(du, axis=1), jt], axis=1)
+
+
+def compiled(name):
+    if name == "ba":
+        return {"objective": jitad.jit(ba_objective), "jacobian": jitad.jit(ba_jacobian)}
+    if name == "ht":
+        return {"objective": jitad.jit(ht_objective, static_argnums=(9,)),
+                "jacobian": jitad.jit(ht_jacobian, static_argnums=(9,))}
+    raise KeyError(name)
