@@ -45,6 +45,11 @@ def differentiable(t):
     return isinstance(t, Type) and t.dtype in FLOATS
 
 
+def new_duals(primals, types):
+    """Duals of `primals` with fresh adjoint slots (none where `types` carry no gradient)."""
+    return [Dual(x, new_slot(t) if differentiable(t) else None) for x, t in zip(primals, types)]
+
+
 # -- flattening duals for closures and recursive functions ------------------------
 
 def dual_types(types):
@@ -146,8 +151,7 @@ def _run(nodes, env, outputs, k):
             CONTROL[node.op](node, ins, k_rest)
             break
         outs = _primal(node, ins)
-        duals = [Dual(o, new_slot(v.type) if differentiable(v.type) else None)
-                 for v, o in zip(node.outputs, outs)]
+        duals = new_duals(outs, [v.type for v in node.outputs])
         _bind(env, node.outputs, duals)
         tape.append((node, ins, duals, None))
     else:
@@ -169,7 +173,7 @@ def _custom_forward(node, ins, env):
         raise ArgumentError(f"custom_vjp `{rule.__name__}`: fwd returned {len(leaves)} outputs "
                             f"where the function returns {len(node.outputs)}")
     outs = [Staged(coerce(x, v.type, f"custom_vjp `{rule.__name__}` fwd output")) for x, v in zip(leaves, node.outputs)]
-    duals = [Dual(o, new_slot(v.type) if differentiable(v.type) else None) for v, o in zip(node.outputs, outs)]
+    duals = new_duals(outs, [v.type for v in node.outputs])
     _bind(env, node.outputs, duals)
     return node, ins, duals, (out_td, residuals)
 
@@ -480,7 +484,7 @@ def _for(node, ins, k):
             emit(Op.TABLE_SET, [tab.var, (i - lower).var, x.var])
         return tuple(stored.run([i] + list(state) + [d.primal for d in caps], i - lower))
     final = FOR(lower, upper, forward, tuple(d.primal for d in init))
-    result = [Dual(x, new_slot(t) if differentiable(t) else None) for x, t in zip(final, types)]
+    result = new_duals(final, types)
     k(result)
 
     active = [k_ for k_, t in enumerate(types) if differentiable(t)]
@@ -490,8 +494,7 @@ def _for(node, ins, k):
     def backward(i_, adjoint):
         j = i_ - lower   # wraps only past 2^63 trips, whose tables (if any) failed already
         i = upper - 1 - j
-        state = [Dual(at(tab, i - lower), new_slot(t) if differentiable(t) else None)
-                 for tab, t in zip(tables, types)]
+        state = new_duals([at(tab, i - lower) for tab in tables], types)
 
         def seed(outs):
             for k_, g in zip(active, adjoint):
@@ -514,7 +517,7 @@ def _checkpoint(node, ins, k):
     fundef = node.attrs["fun"]
     out_types = list(fundef.out_types)
     outs = restage_node(node, [d.primal for d in ins])
-    duals = [Dual(o, new_slot(t) if differentiable(t) else None) for o, t in zip(outs, out_types)]
+    duals = new_duals(outs, out_types)
     k(duals)
 
     def seed(recomputed):
@@ -584,7 +587,7 @@ def _tree(node, ins, k):
         return ()
     FOR(0, count, forward, ())
     root = Staged(emit(Op.TREE_ROOT, [tree.var])[0])
-    result = [Dual(r, new_slot(t) if differentiable(t) else None) for r, t in zip(state_of(root), types)]
+    result = new_duals(state_of(root), types)
     k(result)
 
     adjoints = [new_table(entries, t) if differentiable(t) else None for t in types]
@@ -594,28 +597,25 @@ def _tree(node, ins, k):
         for tab, slot in zip(adjoints, slots):
             if tab is not None and slot is not None:
                 emit(Op.TABLE_ADD, [tab.var, (child + 1).var, slot_get(slot).var])
+
+    def take(duals, entry):   # add the adjoints' entry to the duals' adjoints
+        for d, tab in zip(duals, adjoints):
+            if d.adj is not None and tab is not None:
+                slot_add(d.adj, at(tab, entry))
     add_to(root, [d.adj for d in result])
 
     def backward(j, _):
         v = get("order", count - 1 - j)
         kids = [get("left", v), get("right", v)]
-        child_duals = [[Dual(s, new_slot(t) if differentiable(t) else None)
-                        for s, t in zip(state_of(c), types)] for c in kids]
-
-        def seed(outs):
-            for d, tab in zip(outs, adjoints):
-                if d.adj is not None and tab is not None:
-                    slot_add(d.adj, at(tab, v + 1))
+        child_duals = [new_duals(state_of(c), types) for c in kids]
         with stored.replaying(v + 1), weights.collecting(j):
-            cps(combine, [Dual(v)] + child_duals[0] + child_duals[1] + caps, seed)
+            cps(combine, [Dual(v)] + child_duals[0] + child_duals[1] + caps, lambda outs: take(outs, v + 1))
         for c, duals in zip(kids, child_duals):
             add_to(c, [d.adj for d in duals])
         return ()
     FOR(0, count, backward, ())
     weights.flush()
-    for d, tab in zip(init, adjoints):   # what reached the empty subtrees
-        if d.adj is not None and tab is not None:
-            slot_add(d.adj, at(tab, Staged(zero)))
+    take(init, Staged(zero))   # what reached the empty subtrees
 
 
 CONTROL = {Op.IF: _if, Op.WHILE: _while, Op.FOR: _for, Op.CALL: _call, Op.TREE: _tree}
