@@ -225,7 +225,7 @@ declare("arena_mark", fixed(I64), lambda: np.int64(0), arity=0)   # free tempora
 declare("arena_release", fixed(), lambda mark: None, arity=1)
 
 
-# made by the passes (jitad/ir/fuse.py)
+# made by the passes (jitad/ir/fuse.py, jitad/ir/peephole.py)
 
 def _fused_rule(op, types, attrs, bodies):
     (body,) = bodies
