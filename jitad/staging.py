@@ -70,16 +70,22 @@ def trace_memo():
 
 
 @contextmanager
-def substitution(mapping):
-    """While transforming a program, let Python code that still holds staged values of
-    the original program (a custom rule's closure) use their transformed counterparts:
-    `mapping` (old var -> new var) is consulted by `emit` and filled by the caller."""
-    saved = getattr(_local, "subst", None)
-    _local.subst = mapping
+def transforming(t):
+    """While transformation `t` (reverse mode's state) emits a program, let Python code
+    that still holds staged values of the original program (a custom rule's closure) use
+    their transformed counterparts: `t.subst` (old var -> new var, filled by `t`) is
+    consulted by `emit`, and `transformation()` returns `t`."""
+    saved = getattr(_local, "subst", None), getattr(_local, "transformation", None)
+    _local.subst, _local.transformation = t.subst, t
     try:
-        yield mapping
+        yield t
     finally:
-        _local.subst = saved
+        _local.subst, _local.transformation = saved
+
+
+def transformation():
+    """The transformation being emitted on this thread (see `transforming`), or None."""
+    return getattr(_local, "transformation", None)
 
 
 def _frames():
