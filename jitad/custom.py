@@ -8,6 +8,7 @@ import numpy as np
 
 from . import numeric as N
 from .errors import ArgumentError
+from .ir.ops import Op
 from .pytree import flatten, tree_map
 from .staging import FUN, WHILE, current_frame
 
@@ -25,6 +26,8 @@ class custom_vjp(FUN):
     differentiation: it may call `jitad.vjp` on functions closing over staged values,
     and gradients flow to those values.
     """
+
+    call_op = Op.CUSTOM_VJP
 
     def __init__(self, fn=None, out=None):
         super().__init__(fn, out)
@@ -50,9 +53,7 @@ class checkpoint(FUN):
 
     >>> block = jitad.checkpoint(lambda h, W: jitad.tanh(W @ h))
     """
-
-    def call_attrs(self, in_td):
-        return {"checkpoint": True}
+    call_op = Op.CHECKPOINT
 
     def __repr__(self):
         return f"checkpoint({self.__name__})"

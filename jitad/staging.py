@@ -694,6 +694,8 @@ class FUN:
         self.__name__ = getattr(fn, "__name__", "fun")
         self.__doc__ = getattr(fn, "__doc__", None)
 
+    call_op = Op.CALL   # the opcode of this function's calls (with `call_attrs`: see jitad/custom.py)
+
     def call_attrs(self, in_td):
         """Extra static attributes of this function's call nodes (for custom rules)."""
         return {}
@@ -716,7 +718,7 @@ class FUN:
                 f"value like `0.0`, or a pytree of them")
         frame = current_frame()
         captures = [frame.resolve(v) for v in fun.captures]
-        outs = emit(Op.CALL, in_vars + captures, {"fun": fun.fundef, **self.call_attrs(td)})
+        outs = emit(self.call_op, in_vars + captures, {"fun": fun.fundef, **self.call_attrs(td)})
         return unflatten(fun.out_td, [Staged(v) for v in outs])
 
     def _define(self, trace, key, td, types):

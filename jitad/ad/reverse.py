@@ -155,7 +155,7 @@ def _run(rv, nodes, env, outputs, k):
             outs = _primal(rv, node, ins)
             rv.bind(env, node.outputs, [Dual(o) for o in outs])
             continue
-        if node.op == Op.CALL and "custom" in node.attrs:
+        if node.op == Op.CUSTOM_VJP:
             tape.append(_custom_forward(rv, node, ins, env))
             continue
         if node.op in CONTROL:
@@ -376,8 +376,6 @@ def _checkpoint(rv, node, ins, k):
 
 
 def _call(rv, node, ins, k):
-    if node.attrs.get("checkpoint"):
-        return _checkpoint(rv, node, ins, k)
     fundef = node.attrs["fun"]
     in_types, out_types = fundef.body.in_types, list(fundef.out_types)
     memo = trace_memo()
@@ -455,7 +453,7 @@ def _tree(rv, node, ins, k):
     take(init, Staged(zero))   # what reached the empty subtrees
 
 
-CONTROL = {Op.IF: _if, Op.WHILE: _while, Op.FOR: _for, Op.CALL: _call, Op.TREE: _tree}
+CONTROL = {Op.IF: _if, Op.WHILE: _while, Op.FOR: _for, Op.CALL: _call, Op.CHECKPOINT: _checkpoint, Op.TREE: _tree}
 
 
 def value_and_grad_staged(program, args, wrt, seeds=((0, 1.0),)):

@@ -3,7 +3,7 @@ must reproduce, used by the tests to check lowering (and, later, derivatives).""
 import numpy as np
 
 from .graph import split_operands
-from .ops import IMPLS, Op, clip_index
+from .ops import CALLS, IMPLS, Op, clip_index
 from .types import NUMPY, ContType, RefType, TableType, TreeType
 
 _CONTROL = {}
@@ -109,9 +109,12 @@ def _for(node, ins):
     return state
 
 
-@control(Op.CALL)
 def _call(node, ins):
     return run_graph(node.attrs["fun"].body, ins)
+
+
+for _op in CALLS:
+    control(_op)(_call)
 
 
 @control(Op.TREE)

@@ -302,4 +302,7 @@ declare("if", _if_rule)
 declare("while", _while_rule)
 declare("for", _for_rule)
 declare("call", _call_rule)
+declare("checkpoint", _call_rule)   # a call reverse mode recomputes instead of keeping (jitad.checkpoint)
+declare("custom_vjp", _call_rule)   # a call with the user's VJP (attrs custom, in_td; jitad.custom_vjp)
 declare("tree", _tree_rule)
+CALLS = (Op.CALL, Op.CHECKPOINT, Op.CUSTOM_VJP)   # what does not differentiate them treats them as `call`

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import ArgumentError, DeviceError, ResourceError
 from ..ir.graph import Graph, Node, Var, split_operands
-from ..ir.ops import IMPLS, PRIMITIVES, Op
+from ..ir.ops import CALLS, IMPLS, PRIMITIVES, Op
 from ..ir.types import NUMPY, RefType, is_device_array, TreeType, Type, clean_bools
 from . import cuda_kernels as K
 from .cuda_kernels import size_of
@@ -631,7 +631,7 @@ def _for(rt, node, ins):
     return state
 
 
-@rule(Op.CALL)
+@rule(*CALLS)
 def _call(rt, node, ins):
     return rt.call_scoped(node.attrs["fun"].body, ins)
 

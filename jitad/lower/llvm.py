@@ -19,7 +19,7 @@ import llvmlite.ir as ir
 import numpy as np
 
 from ..ir.graph import Graph, Node, Var, split_operands
-from ..ir.ops import PRIMITIVES, Op
+from ..ir.ops import CALLS, PRIMITIVES, Op
 from .. import primitives  # noqa: F401  (declares the ops lowered below)
 from . import vmath
 from ..ir.types import DESCRIPTOR, FIRST_FIELD, FLOATS, ContType, RefType, TableType, TreeType, Type
@@ -362,7 +362,7 @@ def _loop(lo, types, init, cond, step, period=None):
 def _heavy(graph):
     """Does `graph` call functions, loop, recurse or touch tensors (an iteration of
     unknown, possibly large cost)?"""
-    return any(n.op in (Op.CALL, Op.APPLY, Op.TREE, Op.WHILE, Op.FOR) or any(_heavy(g) for g in n.bodies)
+    return any(n.op in CALLS or n.op in (Op.APPLY, Op.TREE, Op.WHILE, Op.FOR) or any(_heavy(g) for g in n.bodies)
                or any(isinstance(v.type, Type) and v.type.shape for v in n.outputs) for n in graph.nodes)
 
 
@@ -373,7 +373,7 @@ def _calls(graph):
     total = 0
     for n in graph.nodes:
         inner = [_calls(g) for g in n.bodies]
-        if n.op in (Op.CALL, Op.APPLY, Op.TREE):
+        if n.op in CALLS or n.op in (Op.APPLY, Op.TREE):
             total += 1
         elif n.op == Op.IF:
             total += max(inner)
@@ -424,7 +424,7 @@ def _for(lo, node, ins):
     return _loop(lo, types, [lower] + init, below(upper), chunk)[1:]
 
 
-@rule(Op.CALL)
+@rule(*CALLS)
 def _call(lo, node, ins):
     return lo.call_checked(lo.functions[node.attrs["fun"]], ins, len(node.outputs), [v.type for v in node.outputs])
 
