@@ -28,12 +28,7 @@ def zeros(t):
 
 
 def dual_types(types):
-    out = []
-    for t in types:
-        out.append(t)
-        if has_tangent(t):
-            out.append(t)
-    return out
+    return [x for t in types for x in ((t, t) if has_tangent(t) else (t,))]
 
 
 def pack(pairs, types):
@@ -46,15 +41,8 @@ def pack(pairs, types):
 
 
 def unpack(flat, types):
-    pairs, k = [], 0
-    for ty in types:
-        if has_tangent(ty):
-            pairs.append((flat[k], flat[k + 1]))
-            k += 2
-        else:
-            pairs.append((flat[k], None))
-            k += 1
-    return pairs
+    it = iter(flat)
+    return [(next(it), next(it)) if has_tangent(ty) else (next(it), None) for ty in types]
 
 
 def jvp_graph(graph, pairs):

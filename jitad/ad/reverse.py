@@ -56,12 +56,8 @@ def new_duals(primals, types):
 # -- flattening duals for closures and recursive functions ------------------------
 
 def dual_types(types):
-    out = []
-    for t in types:
-        out.append(t)
-        if differentiable(t):
-            out.append(RefType(t.dtype, t.shape))
-    return out
+    """The flat types of duals of `types`: each differentiable one followed by its slot's."""
+    return [x for t in types for x in ((t, RefType(t.dtype, t.shape)) if differentiable(t) else (t,))]
 
 
 def pack(duals, types):
@@ -75,15 +71,9 @@ def pack(duals, types):
 
 
 def unpack(flat, types):
-    duals, k = [], 0
-    for t in types:
-        if differentiable(t):
-            duals.append(Dual(flat[k], flat[k + 1]))
-            k += 2
-        else:
-            duals.append(Dual(flat[k]))
-            k += 1
-    return duals, list(flat[k:])
+    """Duals of `types` from the start of `flat` (see `pack`), and the rest of `flat`."""
+    it = iter(flat)
+    return [Dual(next(it), next(it)) if differentiable(t) else Dual(next(it)) for t in types], list(it)
 
 
 def closure(k, types, name):

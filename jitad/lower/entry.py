@@ -156,26 +156,10 @@ def _pool_take(module):
             ok = b.and_(ok, b.icmp_unsigned("==", b.and_(_field(b, obj, ARRAY_FLAGS, C_INT), C_INT(flags)),
                                             C_INT(flags)))
             with b.if_then(ok):
-                same = alloca(b, I1)
-                b.store(I1(1), same)
-                got = _field(b, obj, ARRAY_DIMS, PTR)
-                head = fn.append_basic_block("dims")
-                loop = fn.append_basic_block("dim")
-                done = fn.append_basic_block("dims_done")
-                pre = b.block
-                b.branch(head)
-                b.position_at_end(head)
-                d = b.phi(I64)
-                d.add_incoming(I64(0), pre)
-                b.cbranch(b.icmp_signed("<", d, b.sext(nd, I64)), loop, done)
-                b.position_at_end(loop)
-                want = b.load(b.gep(dims, [d], source_etype=I64), typ=I64)
-                have = b.load(b.gep(got, [d], source_etype=I64), typ=I64)
-                b.store(b.and_(b.load(same, typ=I1), b.icmp_signed("==", want, have)), same)
-                d.add_incoming(b.add(d, I64(1)), loop)
-                b.branch(head)
-                b.position_at_end(done)
-                with b.if_then(b.load(same, typ=I1)):
+                memcmp = _api(module, "memcmp", ir.FunctionType(C_INT, [PTR, PTR, I64]))
+                nbytes = b.mul(b.sext(nd, I64), I64(8))
+                differ = b.call(memcmp, [dims, _field(b, obj, ARRAY_DIMS, PTR), nbytes])
+                with b.if_then(b.icmp_signed("==", differ, C_INT(0))):
                     b.call(_api(module, "Py_IncRef"), [obj])
                     b.ret(obj)
     b.ret(PTR(None))

@@ -225,11 +225,18 @@ def _table_update(lo, node, ins):
             with lo.b.if_then(lo.b.icmp_unsigned("!=", ins[2], ptr)):   # returns it, a view does not
                 lo.copy(ptr, ins[2], t)
     else:
-        def add(idx):
-            p = lo.elem_ptr(ptr, t, idx)
-            lo.b.store(lo.b.fadd(lo.b.load(p, typ=LL[t.dtype]), lo.load_at(ins[2], t, idx, t.shape)), p)
-        lo.loop_nest(t.shape, add)
+        _add_into(lo, ptr, ins[2], t)
     return []
+
+
+def _add_into(lo, ptr, value, t):
+    """*ptr += value, elementwise over a tensor `t` (in one flat loop)."""
+    t = Type(t.dtype, (int(np.prod(t.shape, dtype=np.int64)),)) if t.shape else t
+
+    def add(idx):
+        p = lo.elem_ptr(ptr, t, idx)
+        lo.b.store(lo.b.fadd(lo.b.load(p, typ=LL[t.dtype]), lo.load_at(value, t, idx, t.shape)), p)
+    lo.loop_nest(t.shape, add)
 
 
 @rule(Op.SLOT)
@@ -264,14 +271,7 @@ def _slot_set(lo, node, ins):
 
 @rule(Op.SLOT_ADD)
 def _slot_add(lo, node, ins):
-    slot, value = ins
-    t = node.inputs[1].type
-    t = Type(t.dtype, (int(np.prod(t.shape, dtype=np.int64)),)) if t.shape else t   # one flat loop
-
-    def add(idx):
-        ptr = lo.elem_ptr(slot, t, idx)
-        lo.b.store(lo.b.fadd(lo.b.load(ptr, typ=LL[t.dtype]), lo.load_at(value, t, idx, t.shape)), ptr)
-    lo.loop_nest(t.shape, add)
+    _add_into(lo, ins[0], ins[1], node.inputs[1].type)
     return []
 
 
