@@ -71,6 +71,17 @@ def declare(name, rule, impl=None, *, arity=None, flags="", vjp=None, jvp=None, 
     return op
 
 
+def registrar(table):
+    """`rule = registrar(table)`: `@rule(Op.A, Op.B)` enters the function into `table`
+    under each op (how a backend or an interpreter collects its per-op rules)."""
+    def rule(*ops):
+        def register(fn):
+            table.update(dict.fromkeys(ops, fn))
+            return fn
+        return register
+    return rule
+
+
 def infer_types(op, in_types, attrs, bodies=()):
     return op.type_rule(op, list(in_types), attrs, bodies)
 

@@ -19,7 +19,7 @@ import llvmlite.ir as ir
 import numpy as np
 
 from ..ir.graph import Graph, Node, Var, split_operands
-from ..ir.ops import CALLS, PRIMITIVES, Op
+from ..ir.ops import CALLS, PRIMITIVES, Op, registrar
 from .. import primitives  # noqa: F401  (declares the ops lowered below)
 from . import vmath
 from ..ir.types import DESCRIPTOR, FIRST_FIELD, FLOATS, ContType, RefType, TableType, TreeType, Type
@@ -100,12 +100,7 @@ NO_WRAP = ("nuw", "nsw")   # index arithmetic: in range by construction, lets LL
 SCALAR_RULES = {}   # op -> the scalar rule of an elementwise op (applied per element)
 
 
-def rule(*ops):
-    def register(fn):
-        for op in ops:
-            LOWER[op] = fn
-        return fn
-    return register
+rule = registrar(LOWER)
 
 
 def elementwise(*ops):

@@ -114,9 +114,7 @@ def _transpose(lo, node, ins):
     out = lo.result_buffer(node.outputs[0])
 
     def body(idx):
-        src = [None] * len(perm)
-        for d, p in enumerate(perm):
-            src[p] = idx[d]
+        src = [idx[perm.index(d)] for d in range(len(perm))]
         lo.b.store(lo.b.load(lo.elem_ptr(ins[0], x_t, src), typ=LL[x_t.dtype]), lo.elem_ptr(out, out_t, idx))
     lo.loop_nest(out_t.shape, body)
     return [out]
