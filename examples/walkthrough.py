@@ -133,7 +133,7 @@ print(jitad.trace(jitad.grad(h), v))
 gh = jitad.grad(h)
 gh(v)
 note("""
-    After the passes (`jitad.ir.passes.PIPELINE`: dead code, unread tables, fusion):
+    After the passes (`jitad.ir.passes.PIPELINE`: dead code, unread tables, fusion, peepholes):
     the forward pass (tanh, mul and the sum, kept in a register) is one
     `fused` loop, and the whole backward pass another, which accumulates straight into
     the gradient's slot. (A tensor `slot_get` names the slot's buffer, which is why it

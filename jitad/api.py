@@ -2,31 +2,23 @@
 import functools
 import gc
 import inspect
-import math
 import os
-import threading
 import time
 from collections import OrderedDict
 
 import numpy as np
 
 from . import numpy_api
-from .errors import ArgumentError, ResourceError, ShapeError
-from .ir.types import NUMPY, TreeType, clean_bools
-from .ir.passes import run_passes
+from .errors import ArgumentError, ShapeError
+from .ir.types import NUMPY, TreeType
 from .ir.verify import verify
-from .lower import runtime
-from .lower.entry import add_entry
-from .lower.llvm import lower_program
-from .lower import lapack, mpi, tensor  # noqa: F401  (register their rules in the LLVM lowering's table)
+from .lower.compile import SCALAR_KEYS, compile_program
 from .pytree import flatten, unflatten
 from .ad.forward import contains_effects
 from .staging import (Staged, StagedTree, arg_type, as_var, current_frame, is_device_array, is_staged,
                       trace_program, wrap)
 from .tree import SLOT_OFFSETS, Tree, plain_tree
 
-PLACEHOLDER = "JITAD_PREFIX_"
-VERIFY = os.environ.get("JITAD_VERIFY", "") not in ("", "0")   # the tests set it
 # signatures a jitted function keeps compiled (least recently called dropped first);
 # `f.max_signatures` changes it for one function
 MAX_SIGNATURES = int(os.environ.get("JITAD_MAX_SIGNATURES", "128"))
@@ -52,21 +44,12 @@ def _lru_put(cache, key, value, size):
     return evicted
 
 
-_SCALAR_KEYS = {float: "f64", int: "i64", bool: "bool"}
 _NUMPY_SCALAR_KEYS = {np.float64: "f64", np.int64: "i64", np.bool_: "bool", np.float32: "f32"}
-_DESCRS = {k: np.dtype(v) for k, v in NUMPY.items()}   # the builtin descriptors the entry checks for
-
-
-class _Dispatching(threading.local):
-    active = False
-
-
-_dispatching = _Dispatching()
 
 
 def _leaf_key(x):
     """What of a flat argument selects the compiled code (cheaper than its IR type)."""
-    kind = _SCALAR_KEYS.get(type(x))
+    kind = SCALAR_KEYS.get(type(x))
     if kind is not None:
         if kind == "i64" and not -(1 << 63) <= x < (1 << 63):
             raise ArgumentError(f"the int {x} does not fit in 64 bits")
@@ -80,112 +63,6 @@ def _leaf_key(x):
     if is_device_array(x):   # a numba device array: same code, results stay on the device
         return "device", arg_type(x)
     return arg_type(x)
-
-
-class Compiled:
-    """One signature's compiled code."""
-
-    def __init__(self, program, out_td, in_types, direct):
-        self.program, self.out_td, self.direct = program, out_td, direct
-        self.in_types = in_types
-
-    @property
-    def ir(self):
-        return str(self.program)
-
-    def run(self, leaves):
-        """Call the entry on flat argument leaves; return the result pytree."""
-        args = [_canonical(x, t) for x, t in zip(leaves, self.in_types)]
-        if self.takes_pytree:
-            args = list(unflatten(self.in_td, args))
-        if _dispatching.active:   # the entry refused what the dispatcher prepared: a bug
-            raise RuntimeError("jitad internal error: a compiled entry point refused arguments "
-                               "its dispatcher prepared; please report this with the call")
-        _dispatching.active = True
-        try:
-            result = self.entry(*args)
-        finally:
-            _dispatching.active = False
-        return result if self.direct else unflatten(self.out_td, result)
-
-    def went_deep(self, *args):
-        """The caller's stack ran out: retry on the deep-stack thread."""
-        return runtime.run_with_deep_stack(self.deep_entry, *args)
-
-
-def _canonical(x, t):
-    """A flat argument as the exact Python object the entry expects: arrays become
-    contiguous arrays of the right dtype (copied when they are not)."""
-    if type(x) in _SCALAR_KEYS or type(x) is Tree:   # the signature key already matched
-        return x
-    if isinstance(x, Tree):
-        return plain_tree(x)
-    if t.shape:
-        descr = _DESCRS[t.dtype]
-        if type(x) is np.ndarray and x.dtype is descr and x.flags.c_contiguous and x.flags.aligned:
-            return x if t.dtype != "bool" else clean_bools(x)
-        _check_copy_fits(x, t, descr)
-        if isinstance(x, np.ndarray) and x.dtype.kind == "u" and x.size and x.max() > np.iinfo(np.int64).max:
-            raise ArgumentError(f"an unsigned array holds {x.max()}, beyond the int64 range")
-        try:
-            return clean_bools(np.array(x, dtype=descr, order="C", copy=True, subok=False))   # what the entry accepts
-        except MemoryError:
-            raise ResourceError(f"no memory for a contiguous {t} copy of an argument") from None
-    if isinstance(x, np.ndarray):
-        x = x.item()
-    if t.dtype == "bool":
-        return bool(x)
-    if t.dtype == "i64":
-        return int(x)
-    return float(x)
-
-
-def _check_copy_fits(x, t, descr):
-    """A strided or broadcast view (`np.broadcast_to(0.0, (2**45,))`) is copied to a
-    contiguous array: refuse one larger than the machine's memory before reading it."""
-    nbytes = math.prod(t.shape) * descr.itemsize
-    if nbytes > _PHYSICAL_MEMORY:
-        raise ResourceError(f"an argument of type {t} needs a contiguous copy of {nbytes} bytes, more "
-                            f"than this machine's {_PHYSICAL_MEMORY >> 20} MiB of memory; pass a smaller array")
-
-
-_PHYSICAL_MEMORY = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-
-
-def _layout(td, counter):
-    if td.kind == "leaf":
-        return next(counter)
-    return [_layout(c, counter) for c in td.children]
-
-
-def compile_program(program, out_td, in_types, name, fallback, in_td=None, device="cpu"):
-    """After tracing (and the transformations staged with it): the passes of
-    `jitad.ir.passes.PIPELINE` -> lower to LLVM -> optimize (O3) -> load (or, for
-    device="cuda", to numba-cuda kernels driven from the host)."""
-    run_passes(program, check=VERIFY)
-    if device == "cuda":
-        from .lower.cuda import compile_cuda
-        return compile_cuda(program, out_td, in_types)
-    out_types = program.main.out_types
-    direct = out_td.is_tuple_nest
-    layout = _layout(out_td, iter(range(len(out_types)))) if direct else list(range(len(out_types)))
-    module = runtime.new_module(name)
-    main, constants = lower_program(module, program, PLACEHOLDER)
-    runtime.register_constants(constants)
-    # arguments that are (nested) tuples are taken apart by the entry itself
-    arg_layout = _layout(in_td, iter(range(len(in_types)))) if in_td is not None and in_td.is_tuple_nest \
-        and in_td.kind == "tuple" else None
-    for suffix in ("entry", "deep"):   # the deep-stack thread's entry also stops when its caller gets Ctrl-C
-        add_entry(module, main, in_types, out_types, layout, f"{PLACEHOLDER}{suffix}", arg_layout,
-                  stoppable=suffix == "deep")
-    (entry, deep), llvm_ir, loaded = runtime.compile_module(str(module), PLACEHOLDER, ("entry", "deep"))
-    c = Compiled(program, out_td, in_types, direct)
-    c.takes_pytree = arg_layout is not None and any(not isinstance(a, int) for a in arg_layout)
-    c.out_types = out_types
-    c.llvm_ir, c.loaded_from_cache = llvm_ir, loaded
-    c.deep_entry = runtime.python_function(deep, name, fallback, runtime.deep_stack_exhausted)
-    c.entry = runtime.python_function(entry, name, fallback, c.went_deep)
-    return c
 
 
 class Jitted:

@@ -8,6 +8,7 @@ import numpy as np
 
 from . import numeric as N
 from .errors import ArgumentError, ShapeError
+from .ir.ops import Op
 from .pytree import flatten, tree_map, unflatten
 from .staging import FUN, WHILE, Staged, current_frame, is_staged
 
@@ -25,6 +26,8 @@ class custom_vjp(FUN):
     differentiation: it may call `jitad.vjp` on functions closing over staged values,
     and gradients flow to those values.
     """
+
+    call_op = Op.CUSTOM_VJP
 
     def __init__(self, fn=None, out=None):
         super().__init__(fn, out)
@@ -50,9 +53,7 @@ class checkpoint(FUN):
 
     >>> block = jitad.checkpoint(lambda h, W: jitad.tanh(W @ h))
     """
-
-    def call_attrs(self, in_td):
-        return {"checkpoint": True}
+    call_op = Op.CHECKPOINT
 
     def __repr__(self):
         return f"checkpoint({self.__name__})"
@@ -163,6 +164,8 @@ class custom_jvp(FUN):
     of `tangents -> tangent_out` at the primals), so `grad`, `hessian` and higher orders
     all work from the one rule.
     """
+
+    call_op = Op.CUSTOM_VJP   # reverse mode sees it as a custom_vjp (see `_TransposedJvp`)
 
     def __init__(self, fn=None, out=None):
         super().__init__(fn, out)

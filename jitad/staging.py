@@ -70,16 +70,22 @@ def trace_memo():
 
 
 @contextmanager
-def substitution(mapping):
-    """While transforming a program, let Python code that still holds staged values of
-    the original program (a custom rule's closure) use their transformed counterparts:
-    `mapping` (old var -> new var) is consulted by `emit` and filled by the caller."""
-    saved = getattr(_local, "subst", None)
-    _local.subst = mapping
+def transforming(t):
+    """While transformation `t` (reverse mode's state) emits a program, let Python code
+    that still holds staged values of the original program (a custom rule's closure) use
+    their transformed counterparts: `t.subst` (old var -> new var, filled by `t`) is
+    consulted by `emit`, and `transformation()` returns `t`."""
+    saved = getattr(_local, "subst", None), getattr(_local, "transformation", None)
+    _local.subst, _local.transformation = t.subst, t
     try:
-        yield mapping
+        yield t
     finally:
-        _local.subst = saved
+        _local.subst, _local.transformation = saved
+
+
+def transformation():
+    """The transformation being emitted on this thread (see `transforming`), or None."""
+    return getattr(_local, "transformation", None)
 
 
 def _frames():
@@ -198,17 +204,10 @@ class Staged:
     size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
     T = property(lambda self: N.transpose(self))
 
-    def sum(self, axis=None, keepdims=False):
-        return N.sum(self, axis, keepdims)
-
-    def mean(self, axis=None, keepdims=False):
-        return N.mean(self, axis, keepdims)
-
-    def max(self, axis=None, keepdims=False):
-        return N.max(self, axis, keepdims)
-
-    def min(self, axis=None, keepdims=False):
-        return N.min(self, axis, keepdims)
+    sum = lambda self, axis=None, keepdims=False: N.sum(self, axis, keepdims)
+    mean = lambda self, axis=None, keepdims=False: N.mean(self, axis, keepdims)
+    max = lambda self, axis=None, keepdims=False: N.max(self, axis, keepdims)
+    min = lambda self, axis=None, keepdims=False: N.min(self, axis, keepdims)
 
     def item(self):
         raise _staging_error("`item()`", "Return the value from the jitted function to get a Python number.")
@@ -586,6 +585,16 @@ def _state(init, what):
     return [coerce(x, t, what) for x, t in zip(leaves, types)], types, td
 
 
+def _loop_node(op, operands, frames, out, td, types, part):
+    """Finish a loop's last body (in `frames`; `out`: what it returned, the new state)
+    and emit the loop; return its results as the state's pytree."""
+    leaves, out_td = flatten(out)
+    _check_structure(td, out_td, f"{op.value.upper()}'s init and {part}")
+    finish_body(frames[-1], leaves, types, f"the {op.value.upper()} {part}")
+    outs = _control_node(op, operands, frames, {"n_state": len(types)})
+    return unflatten(td, [Staged(v) for v in outs])
+
+
 def WHILE(cond_fn, body_fn, init):
     """`state = init; while cond_fn(state): state = body_fn(state)`, staged.
 
@@ -604,11 +613,7 @@ def WHILE(cond_fn, body_fn, init):
     with _entered(cond_fr):
         cond_fr.graph.outputs = [cond_fr.resolve(to_bool(_check_predicate(cond_out, "WHILE's cond_fn"), "WHILE"))]
     body_fr, body_out = trace_body(body_fn, td, types, state_arg)
-    b_leaves, b_td = flatten(body_out)
-    _check_structure(td, b_td, "WHILE's init and body")
-    finish_body(body_fr, b_leaves, types, "the WHILE body")
-    outs = _control_node(Op.WHILE, init_vars, [cond_fr, body_fr], {"n_state": len(types)})
-    return unflatten(td, [Staged(v) for v in outs])
+    return _loop_node(Op.WHILE, init_vars, [cond_fr, body_fr], body_out, td, types, "body")
 
 
 def FOR(lower, upper, body_fn, init):
@@ -632,11 +637,7 @@ def FOR(lower, upper, body_fn, init):
     init_vars, types, td = _state(init, "FOR init")
     body_fr, body_out = trace_body(
         body_fn, None, [I64] + types, lambda ps: (ps[0], unflatten(td, ps[1:])))
-    b_leaves, b_td = flatten(body_out)
-    _check_structure(td, b_td, "FOR's init and body")
-    finish_body(body_fr, b_leaves, types, "the FOR body")
-    outs = _control_node(Op.FOR, bounds + init_vars, [body_fr], {"n_state": len(types)})
-    return unflatten(td, [Staged(v) for v in outs])
+    return _loop_node(Op.FOR, bounds + init_vars, [body_fr], body_out, td, types, "body")
 
 
 class ShapeDtype:
@@ -688,6 +689,8 @@ class FUN:
         self.__name__ = getattr(fn, "__name__", "fun")
         self.__doc__ = getattr(fn, "__doc__", None)
 
+    call_op = Op.CALL   # the opcode of this function's calls (with `call_attrs`: see jitad/custom.py)
+
     def call_attrs(self, in_td):
         """Extra static attributes of this function's call nodes (for custom rules)."""
         return {}
@@ -710,7 +713,7 @@ class FUN:
                 f"value like `0.0`, or a pytree of them")
         frame = current_frame()
         captures = [frame.resolve(v) for v in fun.captures]
-        outs = emit(Op.CALL, in_vars + captures, {"fun": fun.fundef, **self.call_attrs(td)})
+        outs = emit(self.call_op, in_vars + captures, {"fun": fun.fundef, **self.call_attrs(td)})
         return unflatten(fun.out_td, [Staged(v) for v in outs])
 
     def _define(self, trace, key, td, types):
@@ -793,11 +796,7 @@ def TREE(tree, init, combine):
     frame, out = trace_body(
         combine, None, [I64] + types + types,
         lambda ps: (NodeView(tree, ps[0]), unflatten(td, ps[1:1 + n]), unflatten(td, ps[1 + n:])))
-    o_leaves, o_td = flatten(out)
-    _check_structure(td, o_td, "TREE's init and combine")
-    finish_body(frame, o_leaves, types, "the TREE combine function")
-    outs = _control_node(Op.TREE, [tree.var] + init_vars, [frame], {"n_state": n})
-    return unflatten(td, [Staged(v) for v in outs])
+    return _loop_node(Op.TREE, [tree.var] + init_vars, [frame], out, td, types, "combine function")
 
 
 class _EagerNode:

@@ -156,7 +156,7 @@ def test_dirty_bools_in_a_pytree_and_a_grad():
 
 
 def test_clean_bool_arrays_are_not_copied():
-    from jitad.api import _canonical
+    from jitad.lower.compile import _canonical
     from jitad.ir.types import Type
     assert _canonical(CLEAN, Type("bool", (4,))) is CLEAN
     fixed = _canonical(DIRTY, Type("bool", (4,)))

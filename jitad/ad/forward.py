@@ -10,7 +10,7 @@ take tangent arguments), which gives second order as forward-over-reverse.
 import numpy as np
 
 from ..ir.graph import split_operands
-from ..ir.ops import Op
+from ..ir.ops import CALLS, Op
 from ..ir.types import FLOATS, ContType, RefType, TableType, Type
 from ..staging import (FOR, FUN, IF, TREE, WHILE, ShapeDtype, Staged, apply, emit, make_closure,
                        new_slot, trace_memo, wrap)
@@ -28,12 +28,7 @@ def zeros(t):
 
 
 def dual_types(types):
-    out = []
-    for t in types:
-        out.append(t)
-        if has_tangent(t):
-            out.append(t)
-    return out
+    return [x for t in types for x in ((t, t) if has_tangent(t) else (t,))]
 
 
 def pack(pairs, types):
@@ -46,15 +41,8 @@ def pack(pairs, types):
 
 
 def unpack(flat, types):
-    pairs, k = [], 0
-    for ty in types:
-        if has_tangent(ty):
-            pairs.append((flat[k], flat[k + 1]))
-            k += 2
-        else:
-            pairs.append((flat[k], None))
-            k += 1
-    return pairs
+    it = iter(flat)
+    return [(next(it), next(it)) if has_tangent(ty) else (next(it), None) for ty in types]
 
 
 def jvp_graph(graph, pairs):
@@ -230,7 +218,7 @@ RULES = {Op.SLOT: _slot, Op.SLOT_SET: _slot_update, Op.SLOT_ADD: _slot_update,
          Op.SLOT_ADD_AT: _slot_update, Op.SLOT_SCATTER_ADD: _slot_update, Op.SLOT_ADD_SLICE: _slot_update,
          Op.SLOT_GET: _slot_get,
          Op.CLOSURE: _closure, Op.APPLY: _apply, Op.IF: _if, Op.WHILE: _while, Op.FOR: _for,
-         Op.CALL: _call, Op.TREE: _tree, Op.TABLE: _table, Op.TABLE_GET: _table_get,
+         **{op: _call for op in CALLS}, Op.TREE: _tree, Op.TABLE: _table, Op.TABLE_GET: _table_get,
          Op.TABLE_SET: _table_update, Op.TABLE_ADD: _table_update, Op.TABLE_GEMM_ADD: _table_gemm}
 
 

@@ -4,7 +4,7 @@ This is the identity transformation; reverse mode uses it for the parts of a pro
 that carry no gradient, and the other transformations follow its shape.
 """
 from ..ir.graph import split_operands
-from ..ir.ops import Op
+from ..ir.ops import CALLS, Op
 from ..staging import FOR, FUN, IF, TREE, WHILE, ShapeDtype, emit, trace_memo, wrap
 
 
@@ -67,4 +67,4 @@ def _tree(node, ins):
                 lambda nd, l, r: tuple(restage(combine, [nd.index] + list(l) + list(r) + caps)))
 
 
-CONTROL = {Op.IF: _if, Op.WHILE: _while, Op.FOR: _for, Op.CALL: _call, Op.TREE: _tree}
+CONTROL = {Op.IF: _if, Op.WHILE: _while, Op.FOR: _for, Op.TREE: _tree, **{op: _call for op in CALLS}}

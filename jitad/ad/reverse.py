@@ -1,6 +1,6 @@
 """Reverse mode by continuation-passing style (the Lantern design).
 
-`cps(graph, duals, k)` runs a traced graph on *duals* — a staged primal and, when
+`cps(rv, graph, duals, k)` runs a traced graph on *duals* — a staged primal and, when
 the value carries a gradient, a staged adjoint slot — and emits, into the current
 trace, code that computes the graph forward, calls the continuation `k` on the
 outputs, and then propagates adjoints backwards through the graph's nodes:
@@ -8,15 +8,17 @@ outputs, and then propagates adjoints backwards through the graph's nodes:
 - straight-line nodes: forward in order, `k`, then each node's VJP in reverse order,
   accumulating into adjoint slots (allocas, promoted to registers by LLVM);
 - `IF`: the rest of the graph is reified once as a closure, applied from both branches;
-- `WHILE`/`FOR`: a recursive function; each iteration's values live in its frame and
-  its adjoints are propagated when the recursive call has returned;
-- `FUN` (`call`): a CPS version of the function taking its continuation as a closure;
-- `TREE`: a recursive CPS function over node indices with nested continuations.
+- `WHILE`: a recursive function; each iteration's values live in its frame and its
+  adjoints are propagated when the recursive call has returned;
+- `FOR` (and `TREE`, over the tree's post-order): a forward loop storing each
+  iteration's state in a table, the continuation, then a backward loop; what else the
+  forward loop stores for it is the loop tape (`jitad.ad.tape`);
+- `FUN` (`call`): a CPS version of the function taking its continuation as a closure.
 
-Nodes without any gradient-carrying input are re-staged unchanged.
+Nodes without any gradient-carrying input are re-staged unchanged. A `Reverse` object
+holds the transformation's state and is passed to every rule.
 """
 import sys
-import threading
 from contextlib import contextmanager
 
 import numpy as np
@@ -28,9 +30,10 @@ from ..primitives.rules import Region, Sparse, unbroadcast
 from ..ir.types import FLOATS, RefType, Type
 from ..errors import ArgumentError, ShapeError
 from ..pytree import flatten, unflatten
-from ..staging import (FUN, IF, Staged, StagedTree, apply, as_var, coerce, current_frame, emit, is_staged,
-                       make_closure, new_slot, slot_add, slot_get, substitution, trace_memo)
-from .restage import restage, restage_node, run_graph
+from ..staging import (FUN, IF, Staged, StagedTree, apply, as_var, coerce, emit, is_staged,
+                       make_closure, new_slot, slot_add, slot_get, trace_memo, transforming, transformation)
+from .restage import restage, restage_node
+from .tape import at, deferred_weight_grads, loop_invariant_transposes, new_table, stored_values
 
 
 class Dual:
@@ -45,15 +48,16 @@ def differentiable(t):
     return isinstance(t, Type) and t.dtype in FLOATS
 
 
+def new_duals(primals, types):
+    """Duals of `primals` with fresh adjoint slots (none where `types` carry no gradient)."""
+    return [Dual(x, new_slot(t) if differentiable(t) else None) for x, t in zip(primals, types)]
+
+
 # -- flattening duals for closures and recursive functions ------------------------
 
 def dual_types(types):
-    out = []
-    for t in types:
-        out.append(t)
-        if differentiable(t):
-            out.append(RefType(t.dtype, t.shape))
-    return out
+    """The flat types of duals of `types`: each differentiable one followed by its slot's."""
+    return [x for t in types for x in ((t, RefType(t.dtype, t.shape)) if differentiable(t) else (t,))]
 
 
 def pack(duals, types):
@@ -67,15 +71,9 @@ def pack(duals, types):
 
 
 def unpack(flat, types):
-    duals, k = [], 0
-    for t in types:
-        if differentiable(t):
-            duals.append(Dual(flat[k], flat[k + 1]))
-            k += 2
-        else:
-            duals.append(Dual(flat[k]))
-            k += 1
-    return duals, list(flat[k:])
+    """Duals of `types` from the start of `flat` (see `pack`), and the rest of `flat`."""
+    it = iter(flat)
+    return [Dual(next(it), next(it)) if differentiable(t) else Dual(next(it)) for t in types], list(it)
 
 
 def closure(k, types, name):
@@ -90,78 +88,94 @@ def resume(cont, types):
 
 # -- the CPS interpreter ---------------------------------------------------------
 
-_state = threading.local()   # per transformation: old var -> new var, new var -> adjoint slot
+class Reverse:
+    """One reverse-mode transformation being emitted, passed to every rule: `subst` (old
+    var -> new var; `emit` reads it too, for custom rules' closures) and `adjoints` (new
+    var -> adjoint slot, inherited from an enclosing transformation); inside a loop's
+    backward body, the loop tape in effect (`jitad.ad.tape`): `replay` (node id -> the
+    values the forward loop stored), `deferred` (weight gradients to batch, or None) and
+    `transposed` (W's var -> W^T made before the loop)."""
+    __slots__ = ("subst", "adjoints", "replay", "deferred", "transposed", "in_backward_loop")
 
+    def __init__(self, adjoints, subst=None, replay=None, deferred=None, transposed=None):
+        self.subst, self.adjoints = {} if subst is None else subst, adjoints
+        self.replay, self.deferred, self.transposed = replay or {}, deferred, transposed or {}
+        self.in_backward_loop = False
 
-def _bind(env, old_vars, duals):
-    for v, d in zip(old_vars, duals):
-        env[v] = d
-        if isinstance(d.primal, (Staged, StagedTree)):
-            _state.subst[v] = d.primal.var
-            if d.adj is not None:
-                _state.adjoints[d.primal.var] = d.adj
+    def in_loop(self, replay=None, deferred=None, transposed=None):
+        """The transformation of a loop's backward body, with that loop's tape."""
+        rv = Reverse(self.adjoints, self.subst, {**self.replay, **(replay or {})}, deferred,
+                     {**self.transposed, **(transposed or {})})
+        rv.in_backward_loop = True
+        return rv
+
+    def bind(self, env, old_vars, duals):
+        for v, d in zip(old_vars, duals):
+            env[v] = d
+            if isinstance(d.primal, (Staged, StagedTree)):
+                self.subst[v] = d.primal.var
+                if d.adj is not None:
+                    self.adjoints[d.primal.var] = d.adj
 
 
 def adjoint_of(var):
     """The adjoint slot of a staged value in the reverse pass being emitted, or None."""
-    adjoints = getattr(_state, "adjoints", None)
-    return adjoints.get(var) if adjoints else None
+    rv = transformation()
+    return rv.adjoints.get(var) if isinstance(rv, Reverse) else None
 
 
-def cps(graph, duals, k):
+def cps(rv, graph, duals, k):
     env = {}
-    _bind(env, graph.params, duals)
+    rv.bind(env, graph.params, duals)
     # dead nodes stay out of the backward pass: a zero adjoint times an infinite or NaN
     # partial (the unused log(x) term forward mode emits for x ** 2 at x < 0) is NaN
-    _run(live_nodes(graph), env, graph.outputs, k)
+    _run(rv, live_nodes(graph), env, graph.outputs, k)
 
 
-def _primal(node, ins):
+def _primal(rv, node, ins):
     """A node's staged values: replayed from a loop's table when the forward loop stored
     them (see `stored_values`), else emitted again."""
-    replay = getattr(_state, "replay", None)
-    if node.op == Op.DEBUG_PRINT and replay is not None:   # a backward loop's replay: printed already
+    if node.op == Op.DEBUG_PRINT and rv.in_backward_loop:   # the forward pass printed it already
         return []
-    if replay and id(node) in replay:
-        return replay[id(node)]
+    if id(node) in rv.replay:
+        return rv.replay[id(node)]
     return restage_node(node, [d.primal for d in ins])
 
 
-def _run(nodes, env, outputs, k):
+def _run(rv, nodes, env, outputs, k):
     tape = []
     for i, node in enumerate(nodes):
         ins = [env[v] for v in node.inputs]
         if all(d.adj is None for d in ins) or node.op == Op.STOP_GRADIENT:   # no adjoints to carry
-            outs = _primal(node, ins)
-            _bind(env, node.outputs, [Dual(o) for o in outs])
+            outs = _primal(rv, node, ins)
+            rv.bind(env, node.outputs, [Dual(o) for o in outs])
             continue
-        if node.op == Op.CALL and "custom" in node.attrs:
-            tape.append(_custom_forward(node, ins, env))
+        if node.op == Op.CUSTOM_VJP:
+            tape.append(_custom_forward(rv, node, ins, env))
             continue
         if node.op in CONTROL:
             rest = nodes[i + 1:]
 
             def k_rest(outs, node=node):
                 env_rest = dict(env)
-                _bind(env_rest, node.outputs, outs)
-                _run(rest, env_rest, outputs, k)
-            CONTROL[node.op](node, ins, k_rest)
+                rv.bind(env_rest, node.outputs, outs)
+                _run(rv, rest, env_rest, outputs, k)
+            CONTROL[node.op](rv, node, ins, k_rest)
             break
-        outs = _primal(node, ins)
-        duals = [Dual(o, new_slot(v.type) if differentiable(v.type) else None)
-                 for v, o in zip(node.outputs, outs)]
-        _bind(env, node.outputs, duals)
+        outs = _primal(rv, node, ins)
+        duals = new_duals(outs, [v.type for v in node.outputs])
+        rv.bind(env, node.outputs, duals)
         tape.append((node, ins, duals, None))
     else:
         k([env[v] for v in outputs])
     for node, ins, outs, residuals in reversed(tape):
         if residuals is None:
-            _backprop(node, ins, outs)
+            _backprop(rv, node, ins, outs)
         else:
             _custom_backward(node, ins, outs, residuals)
 
 
-def _custom_forward(node, ins, env):
+def _custom_forward(rv, node, ins, env):
     """A `custom_vjp` call: the user's fwd rule, staged here, replaces the body."""
     rule, in_td = node.attrs["custom"], node.attrs["in_td"]
     args = unflatten(in_td, [d.primal for d in ins[:in_td.num_leaves]])
@@ -171,8 +185,8 @@ def _custom_forward(node, ins, env):
         raise ArgumentError(f"custom_vjp `{rule.__name__}`: fwd returned {len(leaves)} outputs "
                             f"where the function returns {len(node.outputs)}")
     outs = [Staged(coerce(x, v.type, f"custom_vjp `{rule.__name__}` fwd output")) for x, v in zip(leaves, node.outputs)]
-    duals = [Dual(o, new_slot(v.type) if differentiable(v.type) else None) for v, o in zip(node.outputs, outs)]
-    _bind(env, node.outputs, duals)
+    duals = new_duals(outs, [v.type for v in node.outputs])
+    rv.bind(env, node.outputs, duals)
     return node, ins, duals, (out_td, residuals)
 
 
@@ -214,22 +228,21 @@ def arena_scope(enabled=True):
         emit(Op.ARENA_RELEASE, [mark.var])
 
 
-def _backprop(node, ins, outs):
+def _backprop(rv, node, ins, outs):
     (out,) = outs
     if out.adj is None:
         return
     # the cotangents computed here are dead once added into their slots
     with arena_scope(any(getattr(v.type, "shape", ()) for v in list(node.inputs) + list(node.outputs))):
-        _backprop_node(node, ins, out)
+        _backprop_node(rv, node, ins, out)
 
 
-def _backprop_node(node, ins, out):
+def _backprop_node(rv, node, ins, out):
     rule = node.op.vjp
     assert rule is not None, f"no VJP rule for {node.op.value}"
     g = slot_get(out.adj)
-    deferred = getattr(_state, "deferred", None)
-    handled = deferred.take(node, ins, g) if deferred is not None and node.op == Op.MATMUL else ()
-    transposed = getattr(_state, "transposed", None)
+    handled = rv.deferred.take(node, ins, g) if rv.deferred is not None and node.op == Op.MATMUL else ()
+    transposed = rv.transposed
     if transposed and node.op == Op.MATMUL and 0 not in handled and ins[0].adj is not None \
             and not node.attrs["ta"] and not node.attrs["tb"] and ins[1].primal.var in transposed:
         from ..numeric import matmul_t   # a @ W's input cotangent g @ W^T, W^T made before the loop
@@ -252,12 +265,12 @@ def _types(vars_):
     return [v.type for v in vars_]
 
 
-def _if(node, ins, k):
+def _if(rv, node, ins, k):
     types = _types(node.outputs)
     kc = closure(k, types, "k_if")
 
     def branch(body):
-        return lambda: cps(body, ins[1:], resume(kc, types))
+        return lambda: cps(rv, body, ins[1:], resume(kc, types))
     IF(ins[0].primal, branch(node.bodies[0]), branch(node.bodies[1]))
 
 
@@ -276,7 +289,7 @@ def _loop(name, types, cap_types, step):
     return loop
 
 
-def _while(node, ins, k):
+def _while(rv, node, ins, k):
     _, state_in, caps_in = split_operands(node, ins)
     types, cap_types = _types(node.outputs), _types(split_operands(node)[2])
     cond, body = node.bodies
@@ -285,7 +298,7 @@ def _while(node, ins, k):
         primals = [d.primal for d in state + caps]
         go_on = restage(cond, primals)[0]
         IF(go_on,
-           lambda: cps(body, state + caps,
+           lambda: cps(rv, body, state + caps,
                        lambda new: loop(*pack(new, types), *pack(caps, cap_types), kk)),
            lambda: apply(kk, pack(state, types)))
 
@@ -293,176 +306,7 @@ def _while(node, ins, k):
     loop(*pack(state_in, types), *pack(caps_in, cap_types), closure(k, types, "k_while"))
 
 
-# Values a loop body's backward pass reads from a table filled by the forward loop
-# instead of recomputing them: those of ops flagged "stored" (products and
-# transcendental functions) on tensors.
-
-
-def _body_nodes(graph):
-    """The live nodes of a loop body and of its IF branches (a branch runs at most once an
-    iteration, and the backward pass runs the same branch)."""
-    for n in live_nodes(graph):
-        yield n
-        if n.op == Op.IF:
-            for branch in n.bodies:
-                yield from _body_nodes(branch)
-
-
-class stored_values:
-    """The expensive values of a loop body, kept per iteration (or tree node): products
-    and transcendental functions of tensors at its top level and inside its IF branches
-    (a branch runs at most once an iteration, and its backward pass runs in the same
-    branch). `run(args, entry)` restages the body and stores them at `entry`;
-    `replaying(entry)` makes the backward pass's restaging of the body read them back."""
-
-    def __init__(self, body, count):
-        self.body = body
-        self.nodes = [n for n in _body_nodes(body) if n.op.stored and n.outputs[0].type.shape]
-        self.tables = [new_table(count, n.outputs[0].type, written_first=True) for n in self.nodes]
-
-    def run(self, args, entry):
-        keep = {id(n): tab for n, tab in zip(self.nodes, self.tables)}
-
-        def rule(node, xs):
-            if node.op == Op.IF:
-                branch = lambda g: lambda *a: tuple(run_graph(g, list(a), rule))
-                outs = IF(xs[0], branch(node.bodies[0]), branch(node.bodies[1]), *xs[1:])
-                return list(outs) if isinstance(outs, tuple) else [outs]
-            outs = restage_node(node, xs)
-            if id(node) in keep:
-                emit(Op.TABLE_SET, [keep[id(node)].var, entry.var, outs[0].var])
-            return outs
-        return run_graph(self.body, args, rule)
-
-    @contextmanager
-    def replaying(self, entry):
-        saved = getattr(_state, "replay", None)
-        _state.replay = {**(saved or {}), **{id(n): [at(tab, entry)] for n, tab in zip(self.nodes, self.tables)}}
-        try:
-            yield
-        finally:
-            _state.replay = saved
-
-
-class deferred_weight_grads:
-    """The weight gradients of a loop body's matrix products, batched. A product of an
-    iteration value with a loop-invariant matrix W (a weight the loop captures) adds an
-    outer product (or a thin product) into W's adjoint every iteration: a pass over W per
-    iteration. Instead each backward iteration stores the two factors in tables, and one
-    `table_gemm_add` after the loop adds them all: one GEMM whose depth is the number of
-    iterations times the factors' rows.
-
-    `shared`: tables the backward iteration reads at an entry that runs over all of
-    [0, count) exactly once (FOR's state and stored values). A factor read from one of
-    them is not copied: its table is used as is, and the other factor is stored at the
-    same entry."""
-
-    def __init__(self, body, caps, count, shared=()):
-        self.plan = {}
-        self.count, self.entry, self.shared = count, None, shared
-        self._scan(body, dict(zip(body.params[len(body.params) - len(caps):], caps)), False)
-
-    def _scan(self, graph, params, conditional):
-        """Plan the products of `graph` (and of IF branches in it: they run at most once an
-        iteration; their tables start zeroed, for the iterations that take the other branch).
-        Dead products are left out: the backward pass skips them, so would not fill their tables."""
-        for n in live_nodes(graph):
-            if n.op == Op.IF:
-                for branch in n.bodies:
-                    inner = {bp: params[v] for bp, v in zip(branch.params, n.inputs[1:]) if v in params}
-                    self._scan(branch, inner, True)
-            if n.op != Op.MATMUL:
-                continue
-            ta, tb = n.attrs["ta"], n.attrs["tb"]
-            for pos, v in enumerate(n.inputs):
-                d = params.get(v)
-                if d is None or d.adj is None or n.inputs[1 - pos] in params:
-                    continue
-                other, out = n.inputs[1 - pos].type, n.outputs[0].type
-                if pos == 1 and not ta:            # z = a @ op(W): dW = a^T g, or g^T a if W is transposed
-                    x_t, y_t, rows, first = (other, out, other.shape[0], "other") if not tb \
-                        else (out, other, other.shape[0], "g")
-                elif pos == 0 and not ta and not tb and other.shape[1] == 1:   # z = W @ b, b a column
-                    x_t, y_t, rows, first = out, other, 1, "g"
-                else:
-                    continue
-                self.plan[id(n), pos] = [d.adj, new_table(self.count, x_t, written_first=not conditional),
-                                         new_table(self.count, y_t, written_first=not conditional), rows,
-                                         first, conditional]
-
-    def _shared_read(self, value):
-        """(table, entry) if `value` was read in this iteration from a `shared` table."""
-        frame = current_frame()
-        node = next((n for n in reversed(frame.graph.nodes) if value.var in n.outputs), None)
-        if node is None or node.op != Op.TABLE_GET:
-            return None
-        for tab in self.shared:
-            if node.inputs[0] is frame.captures.get(tab.var, tab.var):
-                return tab, Staged(node.inputs[1])
-        return None
-
-    def take(self, node, ins, g):
-        """Store this iteration's factors for the planned inputs of `node`; their positions.
-        A factor read from a `shared` table replaces its planned table (left unused)."""
-        handled = []
-        for pos in (0, 1):
-            planned = self.plan.get((id(node), pos))
-            if planned is None:
-                continue
-            _, tab_x, tab_y, _, first, conditional = planned
-            other = ins[1 - pos].primal
-            source = None if conditional else self._shared_read(other)
-            entry = source[1] if source else self.entry
-            tab_g, tab_other = (tab_y, tab_x) if first == "other" else (tab_x, tab_y)
-            if source:
-                tab_other = source[0]
-                planned[1 if first == "other" else 2] = tab_other
-            else:
-                emit(Op.TABLE_SET, [tab_other.var, entry.var, other.var])
-            emit(Op.TABLE_SET, [tab_g.var, entry.var, g.var])
-            handled.append(pos)
-        return handled
-
-    @contextmanager
-    def collecting(self, entry):
-        saved, self.entry = getattr(_state, "deferred", None), entry
-        _state.deferred = self if self.plan else None
-        try:
-            yield
-        finally:
-            _state.deferred = saved
-
-    def flush(self):
-        for slot, tab_x, tab_y, rows, _, _ in self.plan.values():
-            emit(Op.TABLE_GEMM_ADD, [slot.var, tab_x.var, tab_y.var, self.count.var], {"rows": rows})
-
-
-class loop_invariant_transposes:
-    """The transposes of the matrices a loop body multiplies by on the right (x @ W, W
-    captured), made once before the backward loop: each iteration's input cotangent
-    g @ W^T is then an untransposed product (register tiles, not BLAS's transposed path:
-    ~2x faster at 20×50 @ 50×50). A context for the backward body."""
-
-    def __init__(self, body, caps):
-        by_param = dict(zip(body.params[len(body.params) - len(caps):], caps))
-        weights = {n.inputs[1] for n in _body_nodes(body)
-                   if n.op == Op.MATMUL and not n.attrs["ta"] and not n.attrs["tb"]}
-        self.map = {}
-        for v in weights:
-            d = by_param.get(v)
-            if d is not None and len(v.type.shape) == 2 and v.type.dtype in FLOATS:
-                from ..numeric import transpose
-                self.map[d.primal.var] = transpose(d.primal)
-
-    def __enter__(self):
-        self.saved = getattr(_state, "transposed", None)
-        _state.transposed = {**(self.saved or {}), **self.map}
-
-    def __exit__(self, *exc):
-        _state.transposed = self.saved
-
-
-def _for(node, ins, k):
+def _for(rv, node, ins, k):
     """FOR by two loops instead of recursion (its trip count is known when it starts):
     the forward loop keeps the state entering each iteration, and the body's products
     and transcendental values, in tables; after the continuation, the backward loop runs
@@ -482,7 +326,7 @@ def _for(node, ins, k):
             emit(Op.TABLE_SET, [tab.var, (i - lower).var, x.var])
         return tuple(stored.run([i] + list(state) + [d.primal for d in caps], i - lower))
     final = FOR(lower, upper, forward, tuple(d.primal for d in init))
-    result = [Dual(x, new_slot(t) if differentiable(t) else None) for x, t in zip(final, types)]
+    result = new_duals(final, types)
     k(result)
 
     active = [k_ for k_, t in enumerate(types) if differentiable(t)]
@@ -492,15 +336,14 @@ def _for(node, ins, k):
     def backward(i_, adjoint):
         j = i_ - lower   # wraps only past 2^63 trips, whose tables (if any) failed already
         i = upper - 1 - j
-        state = [Dual(at(tab, i - lower), new_slot(t) if differentiable(t) else None)
-                 for tab, t in zip(tables, types)]
+        state = new_duals([at(tab, i - lower) for tab in tables], types)
 
         def seed(outs):
             for k_, g in zip(active, adjoint):
                 if outs[k_].adj is not None:
                     slot_add(outs[k_].adj, g)
-        with stored.replaying(i - lower), weights.collecting(j), transposes:
-            cps(body, [Dual(i)] + state + caps, seed)
+        inner = rv.in_loop(stored.replay(i - lower), weights.at(j), transposes.map)
+        cps(inner, body, [Dual(i)] + state + caps, seed)
         return tuple(slot_get(state[k_].adj) for k_ in active)
     adjoint = FOR(lower, upper, backward, tuple(slot_get(result[k_].adj) for k_ in active))
     weights.flush()
@@ -509,14 +352,14 @@ def _for(node, ins, k):
             slot_add(init[k_].adj, g)
 
 
-def _checkpoint(node, ins, k):
+def _checkpoint(rv, node, ins, k):
     """Run the function forward keeping nothing but its results, run the rest of the
     program, then recompute the function with reverse mode, seeded by the adjoints of
     its results."""
     fundef = node.attrs["fun"]
     out_types = list(fundef.out_types)
     outs = restage_node(node, [d.primal for d in ins])
-    duals = [Dual(o, new_slot(t) if differentiable(t) else None) for o, t in zip(outs, out_types)]
+    duals = new_duals(outs, out_types)
     k(duals)
 
     def seed(recomputed):
@@ -524,12 +367,10 @@ def _checkpoint(node, ins, k):
             if d.adj is not None and first.adj is not None:
                 slot_add(d.adj, slot_get(first.adj))
     with arena_scope():   # the recomputed values are dead once the inputs' adjoints are in
-        cps(fundef.body, ins, seed)
+        cps(rv, fundef.body, ins, seed)
 
 
-def _call(node, ins, k):
-    if node.attrs.get("checkpoint"):
-        return _checkpoint(node, ins, k)
+def _call(rv, node, ins, k):
     fundef = node.attrs["fun"]
     in_types, out_types = fundef.body.in_types, list(fundef.out_types)
     memo = trace_memo()
@@ -537,7 +378,7 @@ def _call(node, ins, k):
     if fun is None:
         def body(*flat):
             args, rest = unpack(flat, in_types)
-            cps(fundef.body, args, resume(rest[0], out_types))
+            cps(rv, fundef.body, args, resume(rest[0], out_types))
             return ()
         fun = FUN(body, out=())
         fun.__name__ = fundef.name + "_rev"
@@ -545,17 +386,7 @@ def _call(node, ins, k):
     fun(*pack(ins, in_types), closure(k, out_types, "k_" + fundef.name))
 
 
-def new_table(count, t, written_first=False):
-    """A table of `count` entries of type `t`, zeroed unless every entry is written
-    before it is read (`written_first`)."""
-    return Staged(emit(Op.TABLE, [count.var], {"type": t, "uninit": True} if written_first else {"type": t})[0])
-
-
-def at(table, i):
-    return Staged(emit(Op.TABLE_GET, [table.var, i.var])[0])
-
-
-def _tree(node, ins, k):
+def _tree(rv, node, ins, k):
     """TREE by two loops over the tree's post-order instead of recursion: the forward
     loop keeps each node's state in a table; after the continuation, the backward loop
     visits parents before children, recomputes each node's combine from its children's
@@ -586,7 +417,7 @@ def _tree(node, ins, k):
         return ()
     FOR(0, count, forward, ())
     root = Staged(emit(Op.TREE_ROOT, [tree.var])[0])
-    result = [Dual(r, new_slot(t) if differentiable(t) else None) for r, t in zip(state_of(root), types)]
+    result = new_duals(state_of(root), types)
     k(result)
 
     adjoints = [new_table(entries, t) if differentiable(t) else None for t in types]
@@ -596,31 +427,28 @@ def _tree(node, ins, k):
         for tab, slot in zip(adjoints, slots):
             if tab is not None and slot is not None:
                 emit(Op.TABLE_ADD, [tab.var, (child + 1).var, slot_get(slot).var])
+
+    def take(duals, entry):   # add the adjoints' entry to the duals' adjoints
+        for d, tab in zip(duals, adjoints):
+            if d.adj is not None and tab is not None:
+                slot_add(d.adj, at(tab, entry))
     add_to(root, [d.adj for d in result])
 
     def backward(j, _):
         v = get("order", count - 1 - j)
         kids = [get("left", v), get("right", v)]
-        child_duals = [[Dual(s, new_slot(t) if differentiable(t) else None)
-                        for s, t in zip(state_of(c), types)] for c in kids]
-
-        def seed(outs):
-            for d, tab in zip(outs, adjoints):
-                if d.adj is not None and tab is not None:
-                    slot_add(d.adj, at(tab, v + 1))
-        with stored.replaying(v + 1), weights.collecting(j):
-            cps(combine, [Dual(v)] + child_duals[0] + child_duals[1] + caps, seed)
+        child_duals = [new_duals(state_of(c), types) for c in kids]
+        inner = rv.in_loop(stored.replay(v + 1), weights.at(j))
+        cps(inner, combine, [Dual(v)] + child_duals[0] + child_duals[1] + caps, lambda outs: take(outs, v + 1))
         for c, duals in zip(kids, child_duals):
             add_to(c, [d.adj for d in duals])
         return ()
     FOR(0, count, backward, ())
     weights.flush()
-    for d, tab in zip(init, adjoints):   # what reached the empty subtrees
-        if d.adj is not None and tab is not None:
-            slot_add(d.adj, at(tab, Staged(zero)))
+    take(init, Staged(zero))   # what reached the empty subtrees
 
 
-CONTROL = {Op.IF: _if, Op.WHILE: _while, Op.FOR: _for, Op.CALL: _call, Op.TREE: _tree}
+CONTROL = {Op.IF: _if, Op.WHILE: _while, Op.FOR: _for, Op.CALL: _call, Op.CHECKPOINT: _checkpoint, Op.TREE: _tree}
 
 
 def value_and_grad_staged(program, args, wrt, seeds=((0, 1.0),)):
@@ -641,12 +469,11 @@ def value_and_grad_staged(program, args, wrt, seeds=((0, 1.0),)):
 
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, 20000))   # one Python level per sequential control node
-    saved = getattr(_state, "subst", None), getattr(_state, "adjoints", None)
-    _state.subst, _state.adjoints = {}, dict(saved[1] or {})
+    outer = transformation()   # (a custom rule's pullback inside another reverse pass)
+    rv = Reverse(dict(outer.adjoints) if isinstance(outer, Reverse) else {})
     try:
-        with substitution(_state.subst):
-            cps(main, duals, finish)
+        with transforming(rv):
+            cps(rv, main, duals, finish)
     finally:
         sys.setrecursionlimit(limit)
-        _state.subst, _state.adjoints = saved
     return [slot_get(s) for s in results], [slot_get(duals[k].adj) for k in wrt]

@@ -73,6 +73,18 @@ def walk(graph):
             yield from walk(body)
 
 
+def uses(nodes, outputs=()):
+    """The def-use map of a node list: each var -> the positions of the nodes reading it,
+    in order (the graph's `outputs`, if given, count as read at position len(nodes))."""
+    where = {}
+    for k, node in enumerate(nodes):
+        for v in node.inputs:
+            where.setdefault(v, []).append(k)
+    for v in outputs:
+        where.setdefault(v, []).append(len(nodes))
+    return where
+
+
 HEAD = {"if": 1, "while": 0, "for": 2, "tree": 1}   # operands before a control-flow node's state
 
 

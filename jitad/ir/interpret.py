@@ -3,7 +3,7 @@ must reproduce, used by the tests to check lowering (and, later, derivatives).""
 import numpy as np
 
 from .graph import split_operands
-from .ops import IMPLS, Op, clip_index
+from .ops import CALLS, IMPLS, Op, clip_index, registrar
 from .types import NUMPY, ContType, RefType, TableType, TreeType
 
 _CONTROL = {}
@@ -87,11 +87,7 @@ def _add_at(slot, index, value):
     return []
 
 
-def control(op):
-    def register(fn):
-        _CONTROL[op] = fn
-        return fn
-    return register
+control = registrar(_CONTROL)
 
 
 @control(Op.IF)
@@ -116,7 +112,7 @@ def _for(node, ins):
     return state
 
 
-@control(Op.CALL)
+@control(*CALLS)
 def _call(node, ins):
     return run_graph(node.attrs["fun"].body, ins)
 

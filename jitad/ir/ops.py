@@ -71,6 +71,17 @@ def declare(name, rule, impl=None, *, arity=None, flags="", vjp=None, jvp=None, 
     return op
 
 
+def registrar(table):
+    """`rule = registrar(table)`: `@rule(Op.A, Op.B)` enters the function into `table`
+    under each op (how a backend or an interpreter collects its per-op rules)."""
+    def rule(*ops):
+        def register(fn):
+            table.update(dict.fromkeys(ops, fn))
+            return fn
+        return register
+    return rule
+
+
 def infer_types(op, in_types, attrs, bodies=()):
     return op.type_rule(op, list(in_types), attrs, bodies)
 
@@ -230,7 +241,7 @@ declare("arena_mark", fixed(I64), lambda: np.int64(0), arity=0)   # free tempora
 declare("arena_release", fixed(), lambda mark: None, arity=1)
 
 
-# made by the passes (jitad/ir/fuse.py)
+# made by the passes (jitad/ir/fuse.py, jitad/ir/peephole.py)
 
 def _fused_rule(op, types, attrs, bodies):
     (body,) = bodies
@@ -307,4 +318,7 @@ declare("if", _if_rule)
 declare("while", _while_rule)
 declare("for", _for_rule)
 declare("call", _call_rule)
+declare("checkpoint", _call_rule)   # a call reverse mode recomputes instead of keeping (jitad.checkpoint)
+declare("custom_vjp", _call_rule)   # a call with the user's VJP (attrs custom, in_td; jitad.custom_vjp)
 declare("tree", _tree_rule)
+CALLS = (Op.CALL, Op.CHECKPOINT, Op.CUSTOM_VJP)   # what does not differentiate them treats them as `call`

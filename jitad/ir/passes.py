@@ -1,8 +1,10 @@
 """The passes between tracing (differentiation included) and lowering, in order. Each
 rewrites a program in place; under `JITAD_VERIFY=1` (the tests) the verifier checks
 the program before the first and after every pass."""
+from . import peephole
 from .dce import eliminate_dead_code, forward_stop_gradients
 from .fuse import fuse_graph
+from .ops import Op
 from .prune import drop_unread_tables
 from .verify import VerifyError, verify
 
@@ -14,14 +16,34 @@ def _each_graph(rewrite):
     return run
 
 
+def _nested(rewrite):
+    """A pass running `rewrite(nodes, outputs) -> nodes` on every graph and sub-graph
+    (not into the scalar bodies of fused loops)."""
+    def on(graph):
+        for node in graph.nodes:
+            for body in node.bodies if node.op != Op.FUSED else ():
+                on(body)
+        graph.nodes = rewrite(graph.nodes, graph.outputs)
+    return _each_graph(on)
+
+
 PIPELINE = [   # (name, pass(program), purpose)
     ("stop_gradients", _each_graph(forward_stop_gradients),
      "after differentiation `stop_gradient` is the identity: its users read its input"),
     ("dead_code", _each_graph(eliminate_dead_code), "drop pure nodes whose results nothing reads"),
     ("unread_tables", drop_unread_tables, "drop the loop tables nothing reads, and their writes"),
     ("dead_code", _each_graph(eliminate_dead_code), "drop the values only those tables kept"),
-    ("fuse", _each_graph(fuse_graph),
-     "runs of elementwise work on tensors become one fused loop (with its peepholes)"),
+    ("fuse", _each_graph(fuse_graph), "runs of elementwise work on tensors become one fused loop"),
+    ("recompute_cheap", _nested(peephole.recompute_cheap),
+     "a cheap fused result read only by later fused loops is recomputed there, not stored"),
+    ("localize_slots", _nested(peephole.localize_slots),
+     "a tensor slot only one fused loop uses becomes a register in it"),
+    ("first_adds_store", _nested(peephole.first_adds_store),
+     "a tensor slot's first addition stores: no zero fill"),
+    ("forward_single_stores", _nested(peephole.forward_single_stores),
+     "a tensor slot set once and then read: its reads are the stored value"),
+    ("accumulate_products", _nested(peephole.accumulate_products),
+     "a matrix product only added to a slot becomes `matmul_add` (BLAS beta = 1)"),
 ]
 
 

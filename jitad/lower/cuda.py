@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import ArgumentError, DeviceError, ResourceError
 from ..ir.graph import Graph, Node, Var, split_operands
-from ..ir.ops import IMPLS, PRIMITIVES, Op
+from ..ir.ops import CALLS, IMPLS, PRIMITIVES, Op, registrar
 from ..ir.types import NUMPY, RefType, is_device_array, TreeType, Type, clean_bools
 from . import cuda_kernels as K
 from .cuda_kernels import size_of
@@ -28,12 +28,7 @@ GPU_THREADS = 256
 TILE_GPU, TILE_SIM = 16, 4
 
 
-def rule(*ops):
-    def register(fn):
-        for op in ops:
-            RULES[op] = fn
-        return fn
-    return register
+rule = registrar(RULES)
 
 
 def require_cuda():
@@ -631,7 +626,7 @@ def _for(rt, node, ins):
     return state
 
 
-@rule(Op.CALL)
+@rule(*CALLS)
 def _call(rt, node, ins):
     return rt.call_scoped(node.attrs["fun"].body, ins)
 

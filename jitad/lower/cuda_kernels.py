@@ -245,11 +245,8 @@ def fused_source(body, shape, kinds, in_types):
         else:
             names[p] = f"x{k}"
             pre.append(f"    x{k} = {element(f'a{k}', kind, 0)}")
-    totals, count = [], [0]
-
-    def fresh():
-        count[0] += 1
-        return f"v{count[0]}"
+    totals = []
+    fresh = lambda: f"v{len(lines)}"   # a name per line: unique
     for node in body.nodes:
         ins = [names[v] for v in node.inputs]
         dtype = node.inputs[0].type.dtype if node.inputs else None
@@ -283,12 +280,8 @@ def fused_source(body, shape, kinds, in_types):
         lines.append(f"{var} = {expr}")
         names[node.outputs[0]] = var
     total_of = {v: acc for acc, v in totals}
-    outs = []
-    for j, v in enumerate(body.outputs):
-        if v in total_of:
-            continue
-        outs.append(f"o{j}")
-        lines.append(f"o{j}[i] = {names[v]}")
+    outs = [f"o{j}" for j, v in enumerate(body.outputs) if v not in total_of]
+    lines += [f"o{j}[i] = {names[v]}" for j, v in enumerate(body.outputs) if v not in total_of]
     tails = [f"r{j}" for j, v in enumerate(body.outputs) if v in total_of]
     post = [f"    cuda.atomic.add(r{j}, 0, {total_of[v]})" for j, v in enumerate(body.outputs) if v in total_of]
     header = f"def kernel(n, {', '.join(args + outs + tails)}):"

@@ -13,6 +13,7 @@ dispatcher, which converts what it can); when `main` stopped with a status, to
 thread's own, kept under a pthread key; a thread's first call forwards to `self[5]`,
 which stores it.
 """
+import ctypes
 import sysconfig
 
 import llvmlite.ir as ir
@@ -45,10 +46,31 @@ PY_DATA = {"float": "PyFloat_Type", "int": "PyLong_Type", "bool": "PyBool_Type",
            "tuple": "PyTuple_Type"}
 _EXPECTED = {"f64": "float", "f32": "float", "i64": "int", "bool": "bool"}
 NPY_TYPENUM = {"bool": 0, "i64": 7, "f32": 11, "f64": 12}
-# PyArrayObject field offsets (numpy's public struct layout)
+# Field offsets of CPython's objects and NumPy's PyArrayObject (checked below)
+OB_TYPE, TUPLE_SIZE, TUPLE_ITEMS = 8, 16, 24
 ARRAY_DATA, ARRAY_ND, ARRAY_DIMS, ARRAY_DESCR, ARRAY_FLAGS = 16, 24, 32, 56, 64
 C_CONTIGUOUS_ALIGNED = 0x0001 | 0x0100
 OWNDATA_WRITEABLE = 0x0004 | 0x0400
+
+
+def _check_layout():
+    """The entries read objects at the offsets above: compare them with a real tuple and
+    array here, so that another CPython or NumPy layout is an error, not a crash."""
+    a, t = np.zeros((2, 3)), (None, 7)
+    read = lambda obj, offset, c=ctypes.c_int64: c.from_address(id(obj) + offset).value
+    flags = C_CONTIGUOUS_ALIGNED | OWNDATA_WRITEABLE
+    seen = [read(t, OB_TYPE) == id(tuple), read(t, TUPLE_SIZE) == 2, read(t, TUPLE_ITEMS) == id(None),
+            read(a, OB_TYPE) == id(np.ndarray), read(a, ARRAY_DATA) == a.ctypes.data,
+            read(a, ARRAY_ND, ctypes.c_int) == 2, read(a, ARRAY_DESCR) == id(a.dtype),
+            read(a, ARRAY_FLAGS, ctypes.c_int) & flags == flags]
+    if all(seen):   # then the dims pointer can be followed
+        seen.append((ctypes.c_int64 * 2).from_address(read(a, ARRAY_DIMS))[:] == [2, 3])
+    if not all(seen):
+        raise ImportError(f"jitad: the object layout of this Python or NumPy {np.__version__} is not the one "
+                          f"jitad's compiled entries read (checks passed: {seen}); please report it")
+
+
+_check_layout()
 # Result arrays kept per tensor output for reuse (see `add_entry`), up to this size each;
 # the check reads ob_refcnt, so not on free-threaded builds.
 POOL, POOL_MAX_BYTES = 2, 16 << 20
@@ -134,26 +156,10 @@ def _pool_take(module):
             ok = b.and_(ok, b.icmp_unsigned("==", b.and_(_field(b, obj, ARRAY_FLAGS, C_INT), C_INT(flags)),
                                             C_INT(flags)))
             with b.if_then(ok):
-                same = alloca(b, I1)
-                b.store(I1(1), same)
-                got = _field(b, obj, ARRAY_DIMS, PTR)
-                head = fn.append_basic_block("dims")
-                loop = fn.append_basic_block("dim")
-                done = fn.append_basic_block("dims_done")
-                pre = b.block
-                b.branch(head)
-                b.position_at_end(head)
-                d = b.phi(I64)
-                d.add_incoming(I64(0), pre)
-                b.cbranch(b.icmp_signed("<", d, b.sext(nd, I64)), loop, done)
-                b.position_at_end(loop)
-                want = b.load(b.gep(dims, [d], source_etype=I64), typ=I64)
-                have = b.load(b.gep(got, [d], source_etype=I64), typ=I64)
-                b.store(b.and_(b.load(same, typ=I1), b.icmp_signed("==", want, have)), same)
-                d.add_incoming(b.add(d, I64(1)), loop)
-                b.branch(head)
-                b.position_at_end(done)
-                with b.if_then(b.load(same, typ=I1)):
+                memcmp = _api(module, "memcmp", ir.FunctionType(C_INT, [PTR, PTR, I64]))
+                nbytes = b.mul(b.sext(nd, I64), I64(8))
+                differ = b.call(memcmp, [dims, _field(b, obj, ARRAY_DIMS, PTR), nbytes])
+                with b.if_then(b.icmp_signed("==", differ, C_INT(0))):
                     b.call(_api(module, "Py_IncRef"), [obj])
                     b.ret(obj)
     b.ret(PTR(None))
@@ -192,6 +198,127 @@ def _never(module):
     return module.globals[name]
 
 
+def _forward(b, module, slot):
+    """Return what the handler `self[slot]` returns for this call's arguments."""
+    self_, args, nargs, kwnames = b.function.args
+    slot = slot if isinstance(slot, ir.Value) else I64(slot)
+    handler = b.call(_api(module, "PyTuple_GetItem"), [self_, slot])
+    b.ret(b.call(_api(module, "PyObject_Vectorcall"), [handler, args, nargs, kwnames]))
+
+
+def _check_arguments(b, module, in_types, arg_layout, fallback):
+    """Check the arguments exactly, going to `fallback` at the first mismatch; return
+    each leaf's object. The builder ends where every check held."""
+    _, args, nargs, kwnames = b.function.args
+    api = lambda n: _api(module, n)
+    objs = [None] * len(in_types)
+
+    def check(holds):
+        nxt = b.function.append_basic_block("arg")
+        b.cbranch(holds, nxt, fallback)
+        b.position_at_end(nxt)
+
+    def walk(node, obj):   # a (nested) tuple argument: its type and size, then its leaves
+        if isinstance(node, int):
+            objs[node] = obj
+            return
+        check(b.and_(b.icmp_unsigned("==", _field(b, obj, OB_TYPE, PTR), api("PyTuple_Type")),
+                     b.icmp_signed("==", _field(b, obj, TUPLE_SIZE, I64), I64(len(node)))))
+        for k, child in enumerate(node):
+            walk(child, _field(b, obj, TUPLE_ITEMS + 8 * k, PTR))
+
+    check(b.and_(b.icmp_unsigned("==", kwnames, PTR(None)), b.icmp_signed("==", nargs, I64(len(arg_layout)))))
+    for k, node in enumerate(arg_layout):
+        walk(node, b.load(b.gep(args, [I64(k)], source_etype=PTR), typ=PTR))
+    for obj, t in zip(objs, in_types):
+        ob_type = _field(b, obj, OB_TYPE, PTR)
+        if isinstance(t, TreeType):   # a jitad.Tree whose field types match
+            check(b.icmp_unsigned("==", ob_type, api("jitad_tree_type")))
+            code = b.call(api("PyLong_AsLongLong"), [_field(b, obj, SLOT_OFFSETS[1], PTR)])
+            check(b.icmp_signed("==", code, I64(type_code(t))))
+        elif t.shape:
+            check(b.icmp_unsigned("==", ob_type, api("jitad_ndarray_type")))
+            check(_array_matches(b, module, obj, t))
+            if t.dtype == "bool":   # (the dispatcher makes a clean copy)
+                clean = _bools_clean(module)
+                check(b.call(clean, [_field(b, obj, ARRAY_DATA, PTR), I64(int(np.prod(t.shape)))]))
+        else:
+            check(b.icmp_unsigned("==", ob_type, api(PY_DATA[_EXPECTED[t.dtype]])))
+    return objs
+
+
+def _unbox(b, module, obj, t):
+    api = lambda n: _api(module, n)
+    if isinstance(t, TreeType):
+        return b.inttoptr(b.call(api("PyLong_AsLongLong"), [_field(b, obj, SLOT_OFFSETS[0], PTR)]), PTR)
+    if t.shape:
+        return _field(b, obj, ARRAY_DATA, PTR)
+    if t.dtype == "bool":
+        return b.icmp_unsigned("==", obj, api(PY_DATA["True"]))
+    if t.dtype == "i64":
+        v = b.call(api("PyLong_AsLongLong"), [obj])
+        failed = b.and_(b.icmp_signed("==", v, I64(-1)),
+                        b.icmp_unsigned("!=", b.call(api("PyErr_Occurred"), []), PTR(None)))
+        with b.if_then(failed, likely=False):   # too big for 64 bits: the dispatcher explains
+            b.call(api("PyErr_Clear"), [])
+            _forward(b, module, 0)
+        return v
+    v = b.call(api("PyFloat_AsDouble"), [obj])
+    return b.fptrunc(v, F32) if t.dtype == "f32" else v
+
+
+def _box(b, module, node, leaves, out_types, arrays):
+    """The result object of `node` (a leaf index or a list of nodes: a tuple)."""
+    api = lambda n: _api(module, n)
+    if not isinstance(node, int):
+        tup = b.call(api("PyTuple_New"), [I64(len(node))])
+        for k, child in enumerate(node):
+            b.call(api("PyTuple_SetItem"), [tup, I64(k), _box(b, module, child, leaves, out_types, arrays)])
+        return tup
+    v, t = leaves[node], out_types[node]
+    if t.shape:
+        return arrays[node]   # main wrote the result into it
+    if t.dtype == "bool":
+        return b.call(api("PyBool_FromLong"), [b.zext(v, I64)])
+    if t.dtype == "i64":
+        return b.call(api("PyLong_FromLongLong"), [v])
+    return b.call(api("PyFloat_FromDouble"), [b.fpext(v, F64) if t.dtype == "f32" else v])
+
+
+def _new_array(b, module, t):
+    dims = alloca(b, ir.ArrayType(I64, max(len(t.shape), 1)))
+    for d, n in enumerate(t.shape):
+        b.store(I64(n), b.gep(dims, [I64(d)], source_etype=I64))
+    arr = b.call(_api(module, "jitad_PyArray_New", ARRAY_NEW), [
+        _api(module, "jitad_ndarray_type"), C_INT(len(t.shape)), dims, C_INT(NPY_TYPENUM[t.dtype]),
+        PTR(None), PTR(None), C_INT(0), C_INT(0), PTR(None)])
+    with b.if_then(b.icmp_unsigned("==", arr, PTR(None)), likely=False):
+        b.ret(PTR(None))   # MemoryError is set
+    return arr
+
+
+def _result_array(b, module, name, k, t):
+    """A result array of a previous call that nobody else references any more (its
+    only reference is the pool's, and it still has its shape, dtype and flags), or a
+    new one that joins the pool in place of the oldest. A training loop that drops
+    last step's arrays gets them back: no allocation, no page faults."""
+    if not POOLING or int(np.prod(t.shape)) * ELEMENT_BYTES[t.dtype] > POOL_MAX_BYTES:
+        return _new_array(b, module, t)
+    pool = ir.GlobalVariable(module, ir.ArrayType(PTR, POOL + 1), name=f"{name}_pool{k}")
+    pool.linkage, pool.initializer = "internal", ir.Constant(ir.ArrayType(PTR, POOL + 1), [PTR(None)] * (POOL + 1))
+    dims = ir.GlobalVariable(module, ir.ArrayType(I64, max(len(t.shape), 1)), name=f"{name}_dims{k}")
+    dims.linkage, dims.global_constant = "internal", True
+    dims.initializer = ir.Constant(dims.value_type, list(t.shape) or [0])
+    found = b.call(_pool_take(module), [pool, _api(module, f"jitad_descr_{t.dtype}"), C_INT(len(t.shape)), dims])
+    result = alloca(b, PTR)
+    b.store(found, result)
+    with b.if_then(b.icmp_unsigned("==", found, PTR(None))):
+        arr = _new_array(b, module, t)
+        b.call(_pool_put(module), [pool, arr])
+        b.store(arr, result)
+    return b.load(result, typ=PTR)
+
+
 def add_entry(module, main, in_types, out_types, layout, name, arg_layout=None, stoppable=False):
     """Define the entry `name` calling `main`; `layout` nests result indices in lists
     (tuples), and `arg_layout` the argument leaves likewise (default: flat leaves).
@@ -200,83 +327,13 @@ def add_entry(module, main, in_types, out_types, layout, name, arg_layout=None, 
     recursive = "llvm.frameaddress.p0" in module.globals   # declared by the stack checks
     arg_layout = list(range(len(in_types))) if arg_layout is None else arg_layout
     fn = ir.Function(module, ir.FunctionType(PTR, [PTR, PTR, I64, PTR]), name=name)
-    self_, args, nargs, kwnames = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     api = lambda n, fnty=None: _api(module, n, fnty)
     fallback = fn.append_basic_block("fallback")
-
-    def forward(slot):
-        handler = b.call(api("PyTuple_GetItem"), [self_, slot if isinstance(slot, ir.Value) else I64(slot)])
-        b.ret(b.call(api("PyObject_Vectorcall"), [handler, args, nargs, kwnames]))
-
-    ok = b.and_(b.icmp_unsigned("==", kwnames, PTR(None)), b.icmp_signed("==", nargs, I64(len(arg_layout))))
-    objs = [None] * len(in_types)
-
-    def then_check():
-        nxt = fn.append_basic_block("arg")
-        b.cbranch(ok, nxt, fallback)
-        b.position_at_end(nxt)
-
-    def walk(node, obj):
-        """Check a (nested) tuple argument's type and size; collect its leaf objects."""
-        nonlocal ok
-        if isinstance(node, int):
-            objs[node] = obj
-            return
-        then_check()
-        ok = b.and_(b.icmp_unsigned("==", _field(b, obj, 8, PTR), api("PyTuple_Type")),
-                    b.icmp_signed("==", _field(b, obj, 16, I64), I64(len(node))))
-        for k, child in enumerate(node):
-            then_check()
-            walk(child, _field(b, obj, 24 + 8 * k, PTR))   # PyTupleObject.ob_item[k]
-
-    for k, node in enumerate(arg_layout):
-        walk(node, b.load(b.gep(args, [I64(k)], source_etype=PTR), typ=PTR))
-    for k, t in enumerate(in_types):
-        then_check()
-        obj = objs[k]
-        ob_type = _field(b, obj, 8, PTR)
-        if isinstance(t, TreeType):   # a jitad.Tree whose field types match
-            is_tree = fn.append_basic_block(f"tree{k}")
-            b.cbranch(b.icmp_unsigned("==", ob_type, api("jitad_tree_type")), is_tree, fallback)
-            b.position_at_end(is_tree)
-            code = b.call(api("PyLong_AsLongLong"), [_field(b, obj, SLOT_OFFSETS[1], PTR)])
-            ok = b.icmp_signed("==", code, I64(type_code(t)))
-        elif t.shape:
-            is_array = fn.append_basic_block(f"array{k}")
-            b.cbranch(b.icmp_unsigned("==", ob_type, api("jitad_ndarray_type")), is_array, fallback)
-            b.position_at_end(is_array)
-            ok = _array_matches(b, module, obj, t)
-            if t.dtype == "bool":   # (the dispatcher makes a clean copy)
-                then_check()
-                ok = b.call(_bools_clean(module), [_field(b, obj, ARRAY_DATA, PTR), I64(int(np.prod(t.shape)))])
-        else:
-            ok = b.icmp_unsigned("==", ob_type, api(PY_DATA[_EXPECTED[t.dtype]]))
-    unbox = fn.append_basic_block("unbox")
-    b.cbranch(ok, unbox, fallback)
-    b.position_at_end(fallback)
-    forward(0)
-
-    b.position_at_end(unbox)
-    values = []
-    for obj, t in zip(objs, in_types):
-        if isinstance(t, TreeType):
-            values.append(b.inttoptr(b.call(api("PyLong_AsLongLong"), [_field(b, obj, SLOT_OFFSETS[0], PTR)]), PTR))
-        elif not t.shape and t.dtype == "i64":
-            v = b.call(api("PyLong_AsLongLong"), [obj])
-            failed = b.and_(b.icmp_signed("==", v, I64(-1)),
-                            b.icmp_unsigned("!=", b.call(api("PyErr_Occurred"), []), PTR(None)))
-            with b.if_then(failed, likely=False):   # too big for 64 bits: the dispatcher explains
-                b.call(api("PyErr_Clear"), [])
-                forward(0)
-            values.append(v)
-        elif t.shape:
-            values.append(_field(b, obj, ARRAY_DATA, PTR))
-        elif t.dtype == "bool":
-            values.append(b.icmp_unsigned("==", obj, api(PY_DATA["True"])))
-        else:
-            v = b.call(api("PyFloat_AsDouble"), [obj])
-            values.append(b.fptrunc(v, F32) if t.dtype == "f32" else v)
+    objs = _check_arguments(b, module, in_types, arg_layout, fallback)
+    with b.goto_block(fallback):
+        _forward(b, module, 0)
+    values = [_unbox(b, module, obj, t) for obj, t in zip(objs, in_types)]
 
     ctx, out = alloca(b, CTX), alloca(b, ret_type(out_types))
     field = lambda k: b.gep(ctx, [I32(0), I32(k)], source_etype=CTX)
@@ -285,43 +342,10 @@ def add_entry(module, main, in_types, out_types, layout, name, arg_layout=None, 
         getspecific = api("pthread_getspecific", ir.FunctionType(PTR, [C_INT]))
         limit = b.ptrtoint(b.call(getspecific, [b.load(api("jitad_stack_key"), typ=C_INT)]), I64)
         with b.if_then(b.icmp_unsigned("==", limit, I64(0)), likely=False):
-            forward(5)   # this thread's first call
+            _forward(b, module, 5)   # this thread's first call
     b.store(limit, field(0))
-
-    def new_array(t):
-        dims = alloca(b, ir.ArrayType(I64, max(len(t.shape), 1)))
-        for d, n in enumerate(t.shape):
-            b.store(I64(n), b.gep(dims, [I64(d)], source_etype=I64))
-        arr = b.call(api("jitad_PyArray_New", ARRAY_NEW), [
-            api("jitad_ndarray_type"), C_INT(len(t.shape)), dims, C_INT(NPY_TYPENUM[t.dtype]),
-            PTR(None), PTR(None), C_INT(0), C_INT(0), PTR(None)])
-        with b.if_then(b.icmp_unsigned("==", arr, PTR(None)), likely=False):
-            b.ret(PTR(None))   # MemoryError is set
-        return arr
-
-    def pooled_array(k, t):
-        """A result array of a previous call that nobody else references any more (its
-        only reference is the pool's, and it still has its shape, dtype and flags), or a
-        new one that joins the pool in place of the oldest. A training loop that drops
-        last step's arrays gets them back: no allocation, no page faults."""
-        if not POOLING or int(np.prod(t.shape)) * ELEMENT_BYTES[t.dtype] > POOL_MAX_BYTES:
-            return new_array(t)
-        pool = ir.GlobalVariable(module, ir.ArrayType(PTR, POOL + 1), name=f"{name}_pool{k}")
-        pool.linkage, pool.initializer = "internal", ir.Constant(ir.ArrayType(PTR, POOL + 1), [PTR(None)] * (POOL + 1))
-        dims = ir.GlobalVariable(module, ir.ArrayType(I64, max(len(t.shape), 1)), name=f"{name}_dims{k}")
-        dims.linkage, dims.global_constant = "internal", True
-        dims.initializer = ir.Constant(dims.value_type, list(t.shape) or [0])
-        found = b.call(_pool_take(module), [pool, api(f"jitad_descr_{t.dtype}"), C_INT(len(t.shape)), dims])
-        result = alloca(b, PTR)
-        b.store(found, result)
-        with b.if_then(b.icmp_unsigned("==", found, PTR(None))):
-            arr = new_array(t)
-            b.call(_pool_put(module), [pool, arr])
-            b.store(arr, result)
-        return b.load(result, typ=PTR)
-
     # result arrays first: compiled code writes tensor results straight into them
-    arrays = {k: pooled_array(k, t) for k, t in enumerate(out_types) if t.shape}
+    arrays = {k: _result_array(b, module, name, k, t) for k, t in enumerate(out_types) if t.shape}
     destinations = [_field(b, arrays[k], ARRAY_DATA, PTR) for k in sorted(arrays)]
     b.store(I32(0), field(1))
     arena = api("jitad_arena")   # {base, end}, set up by the runtime
@@ -334,25 +358,10 @@ def add_entry(module, main, in_types, out_types, layout, name, arg_layout=None, 
     with b.if_then(b.icmp_unsigned("!=", status, I32(0)), likely=False):
         for arr in arrays.values():
             b.call(api("Py_DecRef"), [arr])
-        forward(b.zext(status, I64))
+        _forward(b, module, b.zext(status, I64))
 
     rt = ret_type(out_types)
     leaves = [b.load(b.gep(out, [I32(0), I32(k)], source_etype=rt), typ=rt.elements[k])
               for k in range(len(out_types))]
-    def box(node):
-        if isinstance(node, int):
-            v, t = leaves[node], out_types[node]
-            if t.shape:
-                return arrays[node]   # main wrote the result into it
-            if t.dtype == "bool":
-                return b.call(api("PyBool_FromLong"), [b.zext(v, I64)])
-            if t.dtype == "i64":
-                return b.call(api("PyLong_FromLongLong"), [v])
-            return b.call(api("PyFloat_FromDouble"), [b.fpext(v, F64) if t.dtype == "f32" else v])
-        tup = b.call(api("PyTuple_New"), [I64(len(node))])
-        for k, child in enumerate(node):
-            b.call(api("PyTuple_SetItem"), [tup, I64(k), box(child)])
-        return tup
-
-    b.ret(box(layout))
+    b.ret(_box(b, module, layout, leaves, out_types, arrays))
     return fn

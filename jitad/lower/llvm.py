@@ -19,7 +19,7 @@ import llvmlite.ir as ir
 import numpy as np
 
 from ..ir.graph import Graph, Node, Var, split_operands
-from ..ir.ops import PRIMITIVES, Op
+from ..ir.ops import CALLS, PRIMITIVES, Op, registrar
 from .. import primitives  # noqa: F401  (declares the ops lowered below)
 from . import vmath
 from ..ir.types import DESCRIPTOR, FIRST_FIELD, FLOATS, ContType, RefType, TableType, TreeType, Type
@@ -100,12 +100,7 @@ NO_WRAP = ("nuw", "nsw")   # index arithmetic: in range by construction, lets LL
 SCALAR_RULES = {}   # op -> the scalar rule of an elementwise op (applied per element)
 
 
-def rule(*ops):
-    def register(fn):
-        for op in ops:
-            LOWER[op] = fn
-        return fn
-    return register
+rule = registrar(LOWER)
 
 
 def elementwise(*ops):
@@ -225,11 +220,18 @@ def _table_update(lo, node, ins):
             with lo.b.if_then(lo.b.icmp_unsigned("!=", ins[2], ptr)):   # returns it, a view does not
                 lo.copy(ptr, ins[2], t)
     else:
-        def add(idx):
-            p = lo.elem_ptr(ptr, t, idx)
-            lo.b.store(lo.b.fadd(lo.b.load(p, typ=LL[t.dtype]), lo.load_at(ins[2], t, idx, t.shape)), p)
-        lo.loop_nest(t.shape, add)
+        _add_into(lo, ptr, ins[2], t)
     return []
+
+
+def _add_into(lo, ptr, value, t):
+    """*ptr += value, elementwise over a tensor `t` (in one flat loop)."""
+    t = Type(t.dtype, (int(np.prod(t.shape, dtype=np.int64)),)) if t.shape else t
+
+    def add(idx):
+        p = lo.elem_ptr(ptr, t, idx)
+        lo.b.store(lo.b.fadd(lo.b.load(p, typ=LL[t.dtype]), lo.load_at(value, t, idx, t.shape)), p)
+    lo.loop_nest(t.shape, add)
 
 
 @rule(Op.SLOT)
@@ -267,14 +269,7 @@ def _slot_set(lo, node, ins):
 
 @rule(Op.SLOT_ADD)
 def _slot_add(lo, node, ins):
-    slot, value = ins
-    t = node.inputs[1].type
-    t = Type(t.dtype, (int(np.prod(t.shape, dtype=np.int64)),)) if t.shape else t   # one flat loop
-
-    def add(idx):
-        ptr = lo.elem_ptr(slot, t, idx)
-        lo.b.store(lo.b.fadd(lo.b.load(ptr, typ=LL[t.dtype]), lo.load_at(value, t, idx, t.shape)), ptr)
-    lo.loop_nest(t.shape, add)
+    _add_into(lo, ins[0], ins[1], node.inputs[1].type)
     return []
 
 
@@ -365,7 +360,7 @@ def _loop(lo, types, init, cond, step, period=None):
 def _heavy(graph):
     """Does `graph` call functions, loop, recurse or touch tensors (an iteration of
     unknown, possibly large cost)?"""
-    return any(n.op in (Op.CALL, Op.APPLY, Op.TREE, Op.WHILE, Op.FOR) or any(_heavy(g) for g in n.bodies)
+    return any(n.op in CALLS or n.op in (Op.APPLY, Op.TREE, Op.WHILE, Op.FOR) or any(_heavy(g) for g in n.bodies)
                or any(isinstance(v.type, Type) and v.type.shape for v in n.outputs) for n in graph.nodes)
 
 
@@ -376,7 +371,7 @@ def _calls(graph):
     total = 0
     for n in graph.nodes:
         inner = [_calls(g) for g in n.bodies]
-        if n.op in (Op.CALL, Op.APPLY, Op.TREE):
+        if n.op in CALLS or n.op in (Op.APPLY, Op.TREE):
             total += 1
         elif n.op == Op.IF:
             total += max(inner)
@@ -427,7 +422,7 @@ def _for(lo, node, ins):
     return _loop(lo, types, [lower] + init, below(upper), chunk)[1:]
 
 
-@rule(Op.CALL)
+@rule(*CALLS)
 def _call(lo, node, ins):
     return lo.call_checked(lo.functions[node.attrs["fun"]], ins, len(node.outputs), [v.type for v in node.outputs])
 

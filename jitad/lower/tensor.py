@@ -114,9 +114,7 @@ def _transpose(lo, node, ins):
     out = lo.result_buffer(node.outputs[0])
 
     def body(idx):
-        src = [None] * len(perm)
-        for d, p in enumerate(perm):
-            src[p] = idx[d]
+        src = [idx[perm.index(d)] for d in range(len(perm))]
         lo.b.store(lo.b.load(lo.elem_ptr(ins[0], x_t, src), typ=LL[x_t.dtype]), lo.elem_ptr(out, out_t, idx))
     lo.loop_nest(out_t.shape, body)
     return [out]
@@ -424,7 +422,7 @@ def _slot_scatter_add(lo, node, ins):
 
 
 @rule(Op.FUSED)
-def _fused(lo, node, ins):
+def _fused(lo, node, ins):   # long: one dispatch on the body's ops, read top to bottom as the loop runs
     """One loop nest over `shape` running the scalar body once per element."""
     (body,) = node.bodies
     b = lo.b
@@ -543,7 +541,7 @@ def _registers(b, types, body, init=None):
 
 
 @rule(Op.CONV2D)
-def _conv2d(lo, node, ins):
+def _conv2d(lo, node, ins):   # long: its two loop nests share the vector-register setup around them
     """out[n, o, y, x] = sum over c, i, j of w[o, c, i, j] * x[n, c, y + i, x + j], in
     vector registers, several independent sums at a time (a multiply-add waits for the
     previous one on its register):

@@ -1,0 +1,182 @@
+"""The loop tape: what reverse mode keeps from a loop's forward pass, and how its
+backward pass uses it, beyond the CPS rules of `jitad.ad.reverse`.
+
+A FOR loop or a TREE fold is differentiated by two staged loops (see `reverse._for`,
+`reverse._tree`): the forward loop stores each iteration's state in a table, and the
+backward loop recomputes each iteration's body from it. Three optimizations make that
+backward loop cheap; each is an object built from the loop body before the backward
+loop, which `reverse.Reverse.in_loop` hands to the backward body's transformation:
+
+- `stored_values`: the body's expensive values (ops flagged "stored": products,
+  transcendental functions, on tensors) are stored by the forward loop too, and read
+  back instead of recomputed;
+- `deferred_weight_grads`: the weight gradient of a product with a loop-invariant
+  matrix W is not added into W's adjoint each iteration: the factors are stored, and
+  one GEMM after the loop adds them all;
+- `loop_invariant_transposes`: W^T, for the input cotangent g @ W^T, is made once
+  before the loop.
+"""
+from ..ir.dce import live_nodes
+from ..ir.ops import Op
+from ..ir.types import FLOATS
+from ..staging import IF, Staged, current_frame, emit
+from .restage import restage_node, run_graph
+
+
+def new_table(count, t, written_first=False):
+    """A table of `count` entries of type `t`, zeroed unless every entry is written
+    before it is read (`written_first`)."""
+    return Staged(emit(Op.TABLE, [count.var], {"type": t, "uninit": True} if written_first else {"type": t})[0])
+
+
+def at(table, i):
+    return Staged(emit(Op.TABLE_GET, [table.var, i.var])[0])
+
+
+def _body_nodes(graph):
+    """The live nodes of a loop body and of its IF branches (a branch runs at most once an
+    iteration, and the backward pass runs the same branch)."""
+    for n in live_nodes(graph):
+        yield n
+        if n.op == Op.IF:
+            for branch in n.bodies:
+                yield from _body_nodes(branch)
+
+
+class stored_values:
+    """The expensive values of a loop body, kept per iteration (or tree node): products
+    and transcendental functions of tensors at its top level and inside its IF branches
+    (a branch runs at most once an iteration, and its backward pass runs in the same
+    branch). `run(args, entry)` restages the body and stores them at `entry`;
+    `replay(entry)` gives them to the backward pass's restaging of the body."""
+
+    def __init__(self, body, count):
+        self.body = body
+        self.nodes = [n for n in _body_nodes(body) if n.op.stored and n.outputs[0].type.shape]
+        self.tables = [new_table(count, n.outputs[0].type, written_first=True) for n in self.nodes]
+
+    def run(self, args, entry):
+        keep = {id(n): tab for n, tab in zip(self.nodes, self.tables)}
+
+        def rule(node, xs):
+            if node.op == Op.IF:
+                branch = lambda g: lambda *a: tuple(run_graph(g, list(a), rule))
+                outs = IF(xs[0], branch(node.bodies[0]), branch(node.bodies[1]), *xs[1:])
+                return list(outs) if isinstance(outs, tuple) else [outs]
+            outs = restage_node(node, xs)
+            if id(node) in keep:
+                emit(Op.TABLE_SET, [keep[id(node)].var, entry.var, outs[0].var])
+            return outs
+        return run_graph(self.body, args, rule)
+
+    def replay(self, entry):
+        """The stored values read back at `entry`: node id -> its values."""
+        return {id(n): [at(tab, entry)] for n, tab in zip(self.nodes, self.tables)}
+
+
+class deferred_weight_grads:
+    """The weight gradients of a loop body's matrix products, batched. A product of an
+    iteration value with a loop-invariant matrix W (a weight the loop captures) adds an
+    outer product (or a thin product) into W's adjoint every iteration: a pass over W per
+    iteration. Instead each backward iteration stores the two factors in tables, and one
+    `table_gemm_add` after the loop adds them all: one GEMM whose depth is the number of
+    iterations times the factors' rows.
+
+    `shared`: tables the backward iteration reads at an entry that runs over all of
+    [0, count) exactly once (FOR's state and stored values). A factor read from one of
+    them is not copied: its table is used as is, and the other factor is stored at the
+    same entry."""
+
+    def __init__(self, body, caps, count, shared=()):
+        self.plan = {}
+        self.count, self.entry, self.shared = count, None, shared
+        self._scan(body, dict(zip(body.params[len(body.params) - len(caps):], caps)), False)
+
+    def _scan(self, graph, params, conditional):
+        """Plan the products of `graph` (and of IF branches in it: they run at most once an
+        iteration; their tables start zeroed, for the iterations that take the other branch).
+        Dead products are left out: the backward pass skips them, so would not fill their tables."""
+        for n in live_nodes(graph):
+            if n.op == Op.IF:
+                for branch in n.bodies:
+                    inner = {bp: params[v] for bp, v in zip(branch.params, n.inputs[1:]) if v in params}
+                    self._scan(branch, inner, True)
+            if n.op != Op.MATMUL:
+                continue
+            ta, tb = n.attrs["ta"], n.attrs["tb"]
+            for pos, v in enumerate(n.inputs):
+                d = params.get(v)
+                if d is None or d.adj is None or n.inputs[1 - pos] in params:
+                    continue
+                other, out = n.inputs[1 - pos].type, n.outputs[0].type
+                if pos == 1 and not ta:            # z = a @ op(W): dW = a^T g, or g^T a if W is transposed
+                    x_t, y_t, rows, first = (other, out, other.shape[0], "other") if not tb \
+                        else (out, other, other.shape[0], "g")
+                elif pos == 0 and not ta and not tb and other.shape[1] == 1:   # z = W @ b, b a column
+                    x_t, y_t, rows, first = out, other, 1, "g"
+                else:
+                    continue
+                self.plan[id(n), pos] = [d.adj, new_table(self.count, x_t, written_first=not conditional),
+                                         new_table(self.count, y_t, written_first=not conditional), rows,
+                                         first, conditional]
+
+    def _shared_read(self, value):
+        """(table, entry) if `value` was read in this iteration from a `shared` table."""
+        frame = current_frame()
+        node = next((n for n in reversed(frame.graph.nodes) if value.var in n.outputs), None)
+        if node is None or node.op != Op.TABLE_GET:
+            return None
+        for tab in self.shared:
+            if node.inputs[0] is frame.captures.get(tab.var, tab.var):
+                return tab, Staged(node.inputs[1])
+        return None
+
+    def take(self, node, ins, g):
+        """Store this iteration's factors for the planned inputs of `node`; their positions.
+        A factor read from a `shared` table replaces its planned table (left unused)."""
+        handled = []
+        for pos in (0, 1):
+            planned = self.plan.get((id(node), pos))
+            if planned is None:
+                continue
+            _, tab_x, tab_y, _, first, conditional = planned
+            other = ins[1 - pos].primal
+            source = None if conditional else self._shared_read(other)
+            entry = source[1] if source else self.entry
+            tab_g, tab_other = (tab_y, tab_x) if first == "other" else (tab_x, tab_y)
+            if source:
+                tab_other = source[0]
+                planned[1 if first == "other" else 2] = tab_other
+            else:
+                emit(Op.TABLE_SET, [tab_other.var, entry.var, other.var])
+            emit(Op.TABLE_SET, [tab_g.var, entry.var, g.var])
+            handled.append(pos)
+        return handled
+
+    def at(self, entry):
+        """This, storing factors at `entry` (the backward iteration's), or None if no
+        product is planned."""
+        self.entry = entry
+        return self if self.plan else None
+
+    def flush(self):
+        for slot, tab_x, tab_y, rows, _, _ in self.plan.values():
+            emit(Op.TABLE_GEMM_ADD, [slot.var, tab_x.var, tab_y.var, self.count.var], {"rows": rows})
+
+
+class loop_invariant_transposes:
+    """The transposes of the matrices a loop body multiplies by on the right (x @ W, W
+    captured), made once before the backward loop: each iteration's input cotangent
+    g @ W^T is then an untransposed product (register tiles, not BLAS's transposed path:
+    ~2x faster at 20×50 @ 50×50). `map`: W's staged var -> W^T."""
+
+    def __init__(self, body, caps):
+        by_param = dict(zip(body.params[len(body.params) - len(caps):], caps))
+        weights = {n.inputs[1] for n in _body_nodes(body)
+                   if n.op == Op.MATMUL and not n.attrs["ta"] and not n.attrs["tb"]}
+        self.map = {}
+        for v in weights:
+            d = by_param.get(v)
+            if d is not None and len(v.type.shape) == 2 and v.type.dtype in FLOATS:
+                from ..numeric import transpose
+                self.map[d.primal.var] = transpose(d.primal)
