@@ -59,13 +59,15 @@ CASES = {
             assert f(1.0, 10) == expected
     """,
     "grad_while": """
-        def h(x, n):   # reverse mode keeps a frame per iteration: runs on the deep-stack thread
-            return WHILE(lambda s: s[1] < n, lambda s: (jitad.sin(s[0]) * 0.999 + x, s[1] + 1), (x, 0))[0]
+        def h(x, n, m):   # reverse mode keeps a frame per iteration: runs on the deep-stack thread
+            def step(s):   # m inner steps: the long call's stack grows slowly, so SIGINT comes first
+                return FOR(0, m, lambda i, t: jitad.sin(t) * 0.999 + x, s[0]), s[1] + 1
+            return WHILE(lambda s: s[1] < n, step, (x, 0))[0]
         f = jitad.jit(jitad.grad(h))
-        expected = f(0.1, 10 ** 5)
-        long_call = lambda: f(0.1, 10 ** 9)
+        expected = f(0.1, 10 ** 5, 1)
+        long_call = lambda: f(0.1, 10 ** 9, 100)
         def check_again():
-            assert f(0.1, 10 ** 5) == expected   # deep again: the worker still serves
+            assert f(0.1, 10 ** 5, 1) == expected   # deep again: the worker still serves
     """,
     "recursive_fun": """
         @FUN(out=0.0)
