@@ -53,9 +53,10 @@ def where(cond, a, b):
     return Staged(emit(Op.SELECT, [c, as_var(a, dtype), as_var(b, dtype)])[0])
 
 
-def clip(x, lo, hi):
-    """`minimum(maximum(x, lo), hi)`: `jitad.clip(5.0, 0.0, 1.0) == 1.0`."""
-    return minimum(maximum(x, lo), hi)
+def clip(x, lo=None, hi=None):
+    """`minimum(maximum(x, lo), hi)` (None: no bound): `jitad.clip(5.0, 0.0, 1.0) == 1.0`."""
+    x = x if lo is None else maximum(x, lo)
+    return x if hi is None else minimum(x, hi)
 
 
 _DTYPE_NAMES = {"f64": "f64", "float64": "f64", "f32": "f32", "float32": "f32", "i64": "i64",
@@ -64,7 +65,7 @@ _DTYPE_NAMES = {"f64": "f64", "float64": "f64", "f32": "f32", "float32": "f32", 
 
 def _dtype_name(dtype, who):
     try:
-        name = _DTYPE_NAMES.get(getattr(dtype, "__name__", dtype))
+        name = _DTYPE_NAMES.get(dtype.name if isinstance(dtype, np.dtype) else getattr(dtype, "__name__", dtype))
     except TypeError:   # unhashable
         name = None
     if name is None:
@@ -138,7 +139,7 @@ def _axes(x, axis, who="sum"):
 def sum(x, axis=None, keepdims=False):
     """Sum over `axis` (an int, a tuple, or None for all): `jitad.sum(x, 0)`."""
     axes = _axes(x, axis)
-    if is_staged(x) and x.dtype == "bool":   # counts, as NumPy
+    if is_staged(x) and x.ir_dtype == "bool":   # counts, as NumPy
         x = convert(x, "i64")
     if not _shape(x):
         return x
@@ -235,6 +236,8 @@ NUMPY_OF = {"bool": np.bool_, "i64": np.int64, "f32": np.float32, "f64": np.floa
 
 
 N_D = {}   # the N-D `matmul` and `dot`, composites that jitad.numpy_api (a layer above) fills in
+NUMPY_API = {}   # jitad.numpy_api's public functions, filled in there: NumPy's functions and the
+                 # methods on staged values (`np.var(x)`, `x.var()`) find them here
 
 
 def matmul(a, b):
@@ -323,7 +326,7 @@ def getitem(x, key):
             raise IndexError_("cannot index a scalar")
         if shape[0] == 0:
             raise IndexError_(f"cannot index rows of an array of shape {tuple(shape)}: it has none")
-        if first.dtype not in ("i64",) and not (isinstance(first, np.ndarray) and first.dtype.kind in "iu"):
+        if (first.ir_dtype != "i64") if is_staged(first) else first.dtype.kind not in "iu":
             raise ArgumentError(f"index arrays must be ints, got {first.dtype}")
         if _shape(first) == ():
             out = bind(Op.INDEX, x, first)
@@ -428,12 +431,12 @@ def full(shape, value, dtype="f64"):
 
 def zeros_like(x):
     """Zeros of `x`'s shape and dtype."""
-    return np.zeros(_shape(x), NUMPY_OF[x.dtype] if is_staged(x) else np.asarray(x).dtype)
+    return np.zeros(_shape(x), x.dtype if is_staged(x) else np.asarray(x).dtype)
 
 
 def ones_like(x):
     """Ones of `x`'s shape and dtype."""
-    return np.ones(_shape(x), NUMPY_OF[x.dtype] if is_staged(x) else np.asarray(x).dtype)
+    return np.ones(_shape(x), x.dtype if is_staged(x) else np.asarray(x).dtype)
 
 
 def logsumexp(x, axis=-1, keepdims=False):
@@ -480,7 +483,7 @@ def take(a, indices, axis=0):
 def nll_loss(logp, labels, who="nll_loss"):
     """Mean of `-logp[..., label]`: the loss for log-probabilities `logp` (…, C). A label
     outside [0, C) contributes 0 (as a one-hot row of zeros would)."""
-    label_kind = labels.dtype if is_staged(labels) else np.asarray(labels).dtype.kind
+    label_kind = labels.ir_dtype if is_staged(labels) else np.asarray(labels).dtype.kind
     if label_kind not in ("i64", "i", "u"):
         raise ArgumentError(f"`{who}`: labels must be ints, got {label_kind if is_staged(labels) else np.asarray(labels).dtype}")
     if tuple(_shape(labels)) != tuple(_shape(logp))[:-1]:
@@ -620,7 +623,7 @@ _NUMPY_REDUCTIONS = {"add": "sum", "maximum": "max", "minimum": "min"}
 def numpy_ufunc(ufunc, method, inputs, kwargs):
     """`np.<ufunc>(...)` with a staged input: the jitad operation, or a StagingError."""
     name = ufunc.__name__
-    fn = _NUMPY_UFUNCS.get(name)
+    fn = _NUMPY_UFUNCS.get(name) or (globals()[name] if name in __all__ else NUMPY_API.get(name))
     if "out" in kwargs:
         raise _numpy_error(f"np.{name}(..., out=...) or an in-place operator (`a += x`) writing a staged "
                            "value into a NumPy array", "Write `a = a + x` to make a new value")
@@ -639,7 +642,7 @@ def numpy_function(func, args, kwargs):
     if name in ("shape", "ndim", "size"):   # NumPy's own code reads the attribute
         return func._implementation(*args, **kwargs)
     call = f"{func.__module__.replace('numpy', 'np', 1)}.{func.__name__}"
-    fn = globals().get(name) if name in __all__ else None
+    fn = globals().get(name) if name in __all__ else NUMPY_API.get(name)
     if fn is None:
         return _no_numpy(call, None)
     try:

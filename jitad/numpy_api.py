@@ -973,3 +973,4 @@ def einsum(subscripts, *operands):
 
 
 N.N_D.update(matmul=matmul_nd, dot=dot_nd)
+N.NUMPY_API.update({name: globals()[name] for name in __all__})

@@ -49,3 +49,70 @@ def test_arctan2_derivatives():
         assert jitad.grad(jitad.grad(jitad.arctan2, arg), arg)(y, x) == pytest.approx(float(want), rel=1e-12)
     check_grads(jitad.arctan2, (y, x), order=2, modes=("rev", "fwd"))
     assert jitad.grad(jitad.arctan2, argnums=(0, 1))(0.0, 0.0) == (0.0, 0.0)   # JAX: NaN
+
+
+# -- arrays feel like arrays --------------------------------------------------------------
+
+def test_staged_dtype_is_numpys_and_attributes():
+    seen = {}
+
+    def f(x, n):
+        seen.update(dtype=x.dtype, ndim=x.ndim, size=x.size, len=len(x), ndt=n.dtype,
+                    bdt=(x > 0).dtype, f32=x.astype(np.float32).dtype, f32s=x.astype("float32").dtype)
+        return jitad.zeros_like(x) + x.astype(x.dtype)
+    x = np.ones((3, 4))
+    np.testing.assert_array_equal(jitad.jit(f)(x, 3), x)
+    assert seen["dtype"] == np.float64 and isinstance(seen["dtype"], np.dtype)
+    assert seen["ndt"] == np.int64 and seen["bdt"] == np.bool_ and seen["f32"] == seen["f32s"] == np.float32
+    assert (seen["ndim"], seen["size"], seen["len"]) == (2, 12, 3)
+    jitad.jit(f)(np.ones((2, 5), np.float32), 1)
+    assert seen["dtype"] == np.float32
+    # f32 stays f32 through ops that read a staged dtype internally (zeros_like, convert's VJP)
+    g = jitad.grad(lambda x: jitad.sum(jitad.zeros_like(x) + x.astype(np.float64) ** 2))(np.ones(3, np.float32))
+    assert g.dtype == np.float32 and g.tolist() == [2.0, 2.0, 2.0]
+
+
+METHODS = [
+    ("sum", lambda x: x.sum(axis=1)), ("mean", lambda x: x.mean(0, keepdims=True)), ("max", lambda x: x.max()),
+    ("min", lambda x: x.min(axis=-1)), ("prod", lambda x: x.prod(axis=0)), ("var", lambda x: x.var(axis=1, ddof=1)),
+    ("std", lambda x: x.std()), ("argmax", lambda x: x.argmax(axis=1)), ("argmin", lambda x: x.argmin()),
+    ("reshape", lambda x: x.reshape(4, 3)), ("reshape_tuple", lambda x: x.reshape((2, -1))),
+    ("ravel", lambda x: x.ravel()), ("flatten", lambda x: x.flatten()),
+    ("squeeze", lambda x: x[:1].squeeze()), ("squeeze_axis", lambda x: x[:, None].squeeze(1)),
+    ("transpose", lambda x: x.transpose()), ("transpose_axes", lambda x: x[None].transpose(2, 0, 1)),
+    ("transpose_tuple", lambda x: x[None].transpose((1, 2, 0))), ("T", lambda x: x.T),
+    ("astype", lambda x: x.astype(np.float32)), ("clip", lambda x: x.clip(-0.5, 0.5)),
+    ("clip_min", lambda x: x.clip(0.0)), ("clip_max", lambda x: x.clip(max=0.1)),
+    ("cumsum", lambda x: x.cumsum(axis=1)), ("any", lambda x: (x > 1).any(axis=0)), ("all", lambda x: (x > -3).all()),
+]
+
+
+@pytest.mark.parametrize("name,fn", METHODS, ids=[m[0] for m in METHODS])
+def test_methods_on_staged_values_as_numpy(name, fn):
+    x = np.random.default_rng(1).standard_normal((3, 4))
+    got, want = jitad.jit(fn)(x), fn(x)
+    assert np.shape(got) == np.shape(want) and np.asarray(got).dtype == np.asarray(want).dtype, name
+    np.testing.assert_allclose(got, want, rtol=1e-13, err_msg=name)
+
+
+def test_method_gradients_match_jax():
+    x = np.random.default_rng(2).uniform(0.5, 2.0, (3, 4))
+    f = lambda x: (x.prod(axis=0).sum() + x.var(axis=1, ddof=1).sum() + x.std() + x.clip(0.7, 1.5).sum()
+                   + x.T.reshape(2, 6).max(axis=1).sum() + (x.cumsum(axis=1) * x).sum())
+    np.testing.assert_allclose(jitad.grad(f)(x), jax.grad(f)(jnp.asarray(x)), rtol=1e-12)
+    check_grads(f, (x,), order=2)
+
+
+def test_numpy_functions_on_staged_values_run_jitads():
+    x = np.random.default_rng(3).standard_normal((3, 4))
+    fns = [lambda x: np.var(x, axis=0), lambda x: np.cumsum(x, axis=1), lambda x: np.prod(x),
+           lambda x: np.std(x, ddof=1), lambda x: np.argmax(x, axis=1), lambda x: np.squeeze(x[None]),
+           lambda x: np.flip(x, 1), lambda x: np.arctan2(x, 1.5), lambda x: np.arcsin(x / 4),
+           lambda x: np.sinh(x), lambda x: np.floor(x), lambda x: np.isnan(x), lambda x: np.hypot(x, x),
+           lambda x: np.clip(x, -0.5, None), lambda x: np.einsum("ij->j", x)]
+    for k, fn in enumerate(fns):
+        np.testing.assert_allclose(jitad.jit(fn)(x), fn(x), rtol=1e-13, err_msg=str(k))
+    g = jitad.grad(lambda x: np.sum(np.var(x, axis=0) * np.arctan(x)))(x)
+    np.testing.assert_allclose(g, jax.grad(lambda x: jnp.sum(jnp.var(x, axis=0) * jnp.arctan(x)))(x), rtol=1e-12)
+    with pytest.raises(jitad.StagingError, match="np.fft"):
+        jitad.jit(lambda x: np.fft.fft(x))(x)

@@ -236,5 +236,5 @@ declare("select", _select_rule, lambda c, a, b: np.where(c, a, b)[()], arity=3, 
         vjp=lambda g, c, x, y, out: (None, N.where(c, g, 0.0), N.where(c, 0.0, g)),
         llvm=instruction("select"), cuda="({1} if {0} else {2})")   # (the CUDA dtype: the operands')
 declare("convert", lambda op, types, attrs, bodies: [Type(attrs["dtype"], types[0].shape)], convert_value,
-        arity=1, flags=CHEAP, vjp=lambda g, x, out, dtype: (N.convert(g, x.dtype) if x.dtype in FLOATS else None,),
+        arity=1, flags=CHEAP, vjp=lambda g, x, out, dtype: (N.convert(g, x.ir_dtype) if x.ir_dtype in FLOATS else None,),
         llvm=lambda lo, node, ins: [lo.convert(ins[0], node.inputs[0].type.dtype, node.attrs["dtype"])])
