@@ -12,7 +12,7 @@ import sys
 import numpy as np
 
 from .errors import ArgumentError, IndexError_, ShapeError, StagingError
-from .ir.ops import IMPLS, PRIMITIVES, Op
+from .ir.ops import IMPLS, PRIMITIVES, Op, clip_index
 from .primitives import rules
 from .staging import (Staged, as_var, binary, emit, is_staged, logical, result_dtype, to_bool, trace_memo,
                       unary)
@@ -341,7 +341,7 @@ def getitem(x, key):
         k = key.index(Ellipsis)
         n_fill = len(shape) - (len(key) - 1 - key.count(None))
         key = key[:k] + (slice(None),) * n_fill + key[k + 1:]
-    starts, stops, steps, out_shape = [], [], [], []
+    starts, stops, steps, out_shape, reversed_axes = [], [], [], [], []
     d = 0
     for k in key:
         if k is None:
@@ -357,8 +357,10 @@ def getitem(x, key):
             starts.append(k), stops.append(k + 1), steps.append(1)
         elif isinstance(k, slice):
             a, b, c = k.indices(n)
-            if c < 0:
-                raise ArgumentError("negative slice steps are not supported")
+            if c < 0:   # the same entries with a positive step, then reversed
+                picked = range(a, b, c)
+                a, b, c = (picked[-1], picked[0] + 1, -c) if picked else (0, 0, 1)
+                reversed_axes.append(len(out_shape))
             starts.append(a), stops.append(builtins.max(a, b)), steps.append(c)
             out_shape.append(("axis", d))
         else:
@@ -371,7 +373,21 @@ def getitem(x, key):
     out = x if full else slice_static(x, starts, stops, steps)
     sliced = _shape(out)
     final = tuple(1 if o == ("new",) else sliced[o[1]] for o in out_shape)
-    return reshape(out, final)
+    out = reshape(out, final)
+    for axis in reversed_axes:
+        if final[axis] > 1:
+            out = _take_axis(out, np.arange(final[axis] - 1, -1, -1), axis)
+    return out
+
+
+def _take_axis(x, index, axis):
+    """Entries at int `index` along `axis` (its axes replace `axis`): a gather of rows."""
+    ndim = len(_shape(x))
+    if axis == 0:
+        return getitem(x, index)
+    rows = getitem(transpose(x, (axis,) + tuple(d for d in range(ndim) if d != axis)), index)
+    k = len(_shape(index))   # rows: index axes, then the other axes of x in order
+    return transpose(rows, tuple(range(k, k + axis)) + tuple(range(k)) + tuple(range(k + axis, k + ndim - 1)))
 
 
 def concatenate(xs, axis=0):
@@ -474,10 +490,15 @@ def one_hot(labels, n, dtype="f64"):
 
 
 def take(a, indices, axis=0):
-    """Rows of `a` at integer `indices` along axis 0: `jitad.take(E, words)`."""
-    if axis != 0:
-        raise ArgumentError("take: only axis=0 is supported; transpose first")
-    return getitem(a, np.asarray(indices) if not is_staged(indices) else indices)
+    """Entries of `a` at integer `indices` along `axis` (None: of `a` flattened); a negative
+    index counts from the end, out of range after that clamps (as JAX): `jitad.take(E, words)`."""
+    indices = indices if is_staged(indices) else np.asarray(indices)
+    if axis is None:
+        a, axis = reshape(a, (-1,)), 0
+    axis = _axis("take", axis, len(_shape(a)), _shape(a))
+    if not is_staged(a) and not is_staged(indices):
+        return np.take(a, clip_index(indices, np.shape(a)[axis]), axis)
+    return _take_axis(a, indices, axis)
 
 
 def nll_loss(logp, labels, who="nll_loss"):

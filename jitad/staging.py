@@ -243,6 +243,7 @@ class Staged:
     argmin = lambda self, axis=None, keepdims=False: N.NUMPY_API["argmin"](self, axis, keepdims)
     squeeze = lambda self, axis=None: N.NUMPY_API["squeeze"](self, axis)
     ravel = flatten = lambda self: N.reshape(self, (-1,))
+    at = property(lambda self: N.NUMPY_API["ndarray.at"](self))
     cumsum = lambda self, axis=None, dtype=None: N.NUMPY_API["cumsum"](self, axis, dtype)
     cumprod = lambda self, axis=None, dtype=None: N.NUMPY_API["cumprod"](self, axis, dtype)
     any = lambda self, axis=None, keepdims=False: N.NUMPY_API["any"](self, axis, keepdims)

@@ -116,3 +116,89 @@ def test_numpy_functions_on_staged_values_run_jitads():
     np.testing.assert_allclose(g, jax.grad(lambda x: jnp.sum(jnp.var(x, axis=0) * jnp.arctan(x)))(x), rtol=1e-12)
     with pytest.raises(jitad.StagingError, match="np.fft"):
         jitad.jit(lambda x: np.fft.fft(x))(x)
+
+
+# -- indexing: negative steps, take, take_along_axis, .at --------------------------------
+
+X = np.arange(60.0).reshape(3, 4, 5) / 7.0
+
+
+@pytest.mark.parametrize("key", [np.s_[::-1], np.s_[:, 5:1:-2], np.s_[1, ::-2, None, 3:0:-1], np.s_[..., ::-3],
+                                 np.s_[:, 0:2:-1], np.s_[2:1:-1]], ids=str)
+def test_negative_slice_steps(key):
+    got = jitad.jit(lambda x: x[key])(X)
+    assert got.shape == X[key].shape and np.array_equal(got, X[key])
+    w = np.random.default_rng(0).standard_normal(X[key].shape)
+    f = lambda x: (x[key] * w).sum()
+    np.testing.assert_array_equal(jitad.grad(f)(X), jax.grad(f)(jnp.asarray(X)))
+
+
+def test_negative_step_second_order():
+    check_grads(lambda x: jitad.sum(jitad.sin(x[::-2, 3:0:-1]) ** 2), (X,), order=2, modes=("rev", "fwd"))
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2, -1, None])
+def test_take_on_any_axis_clamps_as_jax(axis):
+    idx = np.array([[0, -1], [2, 9]])
+    want = jnp.take(X, jnp.where(idx < 0, idx + (X.size if axis is None else X.shape[axis]), idx), axis=axis,
+                    mode="clip")
+    np.testing.assert_array_equal(jitad.jit(lambda x, i: jitad.take(x, i, axis=axis))(X, idx), want)
+    np.testing.assert_array_equal(jitad.take(X, idx, axis=axis), want)   # eager
+
+
+def test_take_along_axis():
+    rng = np.random.default_rng(4)
+    for axis, ishape in [(0, (2, 4, 5)), (1, (3, 2, 5)), (-1, (3, 4, 3)), (2, (1, 4, 2)), (1, (3, 6, 1))]:
+        n = X.shape[axis]
+        idx = rng.integers(-n, n, ishape)
+        want = np.take_along_axis(X, idx, axis)
+        np.testing.assert_array_equal(jitad.jit(lambda x, i: jitad.take_along_axis(x, i, axis))(X, idx), want)
+        np.testing.assert_array_equal(jitad.jit(lambda x: jitad.take_along_axis(x, idx, axis))(X), want)
+        f = lambda x, i: jitad.sum(jitad.take_along_axis(x, i, axis) ** 2)
+        fj = lambda x, i: jnp.sum(jnp.take_along_axis(x, i, axis) ** 2)
+        np.testing.assert_allclose(jitad.grad(f)(X, idx), jax.grad(fj)(X, idx), rtol=1e-13)
+    x = rng.standard_normal((4, 6))   # the classic: values at the argmax
+    got = jitad.jit(lambda x: jitad.take_along_axis(x, jitad.argmax(x, 1, keepdims=True), 1))(x)
+    np.testing.assert_array_equal(got, x.max(1, keepdims=True))
+    with pytest.raises(jitad.ShapeError, match="take_along_axis"):
+        jitad.take_along_axis(X, np.zeros((3, 4), np.int64), 1)
+
+
+AT_INDICES = [np.s_[1], np.s_[:, ::2], np.s_[np.array([0, 2, 0])], np.s_[1, np.array([3, 3, 1])], np.s_[..., -1],
+              np.s_[::-1, 1:3]]
+
+
+@pytest.mark.parametrize("how", ["set", "add", "multiply", "min", "max"])
+def test_at_updates_with_static_indices(how):
+    x = np.arange(12.0).reshape(3, 4) + 1
+    for k, idx in enumerate(AT_INDICES):
+        v = np.linspace(1.05, 2.05, x[idx].size).reshape(x[idx].shape)
+        want = getattr(jnp.asarray(x).at[idx], how)(v)
+        np.testing.assert_array_equal(jitad.jit(lambda x, v: getattr(x.at[idx], how)(v))(x, v), want)
+        np.testing.assert_array_equal(jitad.jit(lambda x: getattr(x.at[idx], how)(2.5))(x),
+                                      getattr(jnp.asarray(x).at[idx], how)(2.5))   # a broadcast scalar
+        f = lambda x, v: jitad.sum(getattr(x.at[idx], how)(v) ** 2)
+        if how == "multiply" and k in (2, 3):   # JAX has no gradient of repeated multiplies
+            check_grads(f, (x, v), order=2)
+            continue
+        fj = lambda x, v: jnp.sum(getattr(x.at[idx], how)(v) ** 2)
+        for got, want in zip(jitad.grad(f, argnums=(0, 1))(x, v), jax.grad(fj, argnums=(0, 1))(x, v)):
+            np.testing.assert_allclose(got, want, rtol=1e-13)
+    check_grads(lambda x, v: jitad.sum(jitad.sin(getattr(x.at[1:, 2], how)(v))), (x, np.array([1.5, 0.7])),
+                order=2, modes=("rev", "fwd"))
+
+
+@pytest.mark.parametrize("how", ["set", "add", "multiply", "min", "max"])
+def test_at_updates_with_staged_indices(how):
+    x = np.arange(12.0).reshape(3, 4) + 1
+    f = lambda x, i, v: jitad.sum(getattr(x.at[i], how)(v) ** 2)
+    fj = lambda x, i, v: jnp.sum(getattr(x.at[i], how)(v) ** 2)
+    for i in (1, -1):
+        v = np.array([3.0, 0.5, 2.0, 1.5])
+        np.testing.assert_array_equal(jitad.jit(lambda x, i, v: getattr(x.at[i], how)(v))(x, i, v),
+                                      getattr(jnp.asarray(x).at[i], how)(v))
+        for got, want in zip(jitad.grad(f, argnums=(0, 2))(x, i, v), jax.grad(fj, argnums=(0, 2))(x, i, v)):
+            np.testing.assert_allclose(got, want, rtol=1e-13)
+    i, v = np.array([0, 2, 0]), np.arange(12.0).reshape(3, 4)   # repeated rows apply in order
+    np.testing.assert_array_equal(jitad.jit(lambda x, i, v: getattr(x.at[i], how)(v))(x, i, v),
+                                  getattr(jnp.asarray(x).at[i], how)(v))
