@@ -326,6 +326,10 @@ def getitem(x, key):
             raise IndexError_("cannot index a scalar")
         if shape[0] == 0:
             raise IndexError_(f"cannot index rows of an array of shape {tuple(shape)}: it has none")
+        if (first.ir_dtype == "bool") if is_staged(first) else first.dtype == np.bool_:
+            if not is_staged(first):   # a constant mask: its entries are known now
+                return _masked(x, first, rest)
+            raise data_dependent_shape("x[mask] (boolean-mask indexing)")
         if (first.ir_dtype != "i64") if is_staged(first) else first.dtype.kind not in "iu":
             raise ArgumentError(f"index arrays must be ints, got {first.dtype}")
         if _shape(first) == ():
@@ -378,6 +382,25 @@ def getitem(x, key):
         if final[axis] > 1:
             out = _take_axis(out, np.arange(final[axis] - 1, -1, -1), axis)
     return out
+
+
+def data_dependent_shape(what):
+    """The error for NumPy functions whose result's shape depends on the values."""
+    return StagingError(f"{what} on a staged value: the result's shape would depend on the values, and "
+                        "compiled shapes are static. Keep the shape: `jitad.where(mask, x, 0.0)` (or "
+                        "`jitad.sum(jitad.where(mask, x, 0.0))` to reduce), or give a fixed `size=` as "
+                        "jax.numpy does (`jnp.nonzero(x, size=k)`)")
+
+
+def _masked(x, mask, rest):
+    """`x[mask]` for a constant bool `mask` over x's leading axes: a gather of the kept rows."""
+    shape = tuple(_shape(x))
+    if mask.shape != shape[:mask.ndim]:
+        raise IndexError_(f"a boolean index of shape {mask.shape} for an array of shape {shape}")
+    rows = reshape(x, (math.prod(mask.shape),) + shape[mask.ndim:])
+    kept = np.flatnonzero(mask)
+    out = getitem(rows, kept) if kept.size else np.zeros((0,) + shape[mask.ndim:], NUMPY_OF[result_dtype(x)])
+    return getitem(out, (slice(None),) + rest) if rest else out
 
 
 def _take_axis(x, index, axis):

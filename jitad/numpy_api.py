@@ -28,7 +28,7 @@ __all__ = [
     "diagonal", "tril", "triu", "eye", "identity", "arange", "linspace", "meshgrid",
     "atleast_1d", "atleast_2d", "atleast_3d", "kron", "inner", "cross", "tensordot", "einsum",
     # indexing
-    "take_along_axis",
+    "take_along_axis", "nonzero", "flatnonzero", "argwhere", "unique", "extract", "compress",
 ]
 
 _LN2, _LN10 = math.log(2.0), math.log(10.0)
@@ -1004,6 +1004,21 @@ def take_along_axis(arr, indices, axis):
     if not is_staged(arr) and not is_staged(flat):
         return np.reshape(arr, -1)[flat]
     return N.getitem(N.reshape(arr, (-1,)), flat)
+
+
+def _data_dependent(name):
+    def fn(x, *args, **kwargs):
+        if is_staged(x) or builtins.any(is_staged(a) for a in args):
+            raise N.data_dependent_shape(f"`{name}`")
+        return getattr(np, name)(x, *args, **kwargs)
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = (f"NumPy's `{name}` on plain arrays; on a staged value a StagingError (its result's "
+                  "shape depends on the values): use `where`, or a fixed size.")
+    return fn
+
+
+nonzero, flatnonzero, argwhere, unique, extract, compress = (
+    _data_dependent(n) for n in ("nonzero", "flatnonzero", "argwhere", "unique", "extract", "compress"))
 
 
 class _At:

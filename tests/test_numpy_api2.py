@@ -202,3 +202,23 @@ def test_at_updates_with_staged_indices(how):
     i, v = np.array([0, 2, 0]), np.arange(12.0).reshape(3, 4)   # repeated rows apply in order
     np.testing.assert_array_equal(jitad.jit(lambda x, i, v: getattr(x.at[i], how)(v))(x, i, v),
                                   getattr(jnp.asarray(x).at[i], how)(v))
+
+
+# -- data-dependent shapes -----------------------------------------------------------------
+
+def test_constant_boolean_masks_index_and_differentiate():
+    x = np.arange(12.0).reshape(3, 4)
+    for mask in (x > 4, np.array([True, False, True])):
+        np.testing.assert_array_equal(jitad.jit(lambda x: x[mask])(x), x[mask])
+        g = jitad.grad(lambda x: jitad.sum(x[mask] ** 2))(x)
+        np.testing.assert_array_equal(g, jax.grad(lambda x: jnp.sum(x[mask] ** 2))(x))
+
+
+@pytest.mark.parametrize("fn", [lambda x: x[x > 3], lambda x: jitad.nonzero(x), lambda x: np.unique(x),
+                                lambda x: np.nonzero(x), lambda x: jitad.argwhere(x > 0),
+                                lambda x: np.flatnonzero(x)], ids=["mask", "nonzero", "np.unique", "np.nonzero",
+                                                                   "argwhere", "np.flatnonzero"])
+def test_data_dependent_shapes_raise_a_clear_error(fn):
+    with pytest.raises(jitad.StagingError, match="shape would depend on the values.*where.*size="):
+        jitad.jit(fn)(np.arange(6.0))
+    assert np.array_equal(jitad.nonzero(np.array([0, 3, 0, 1]))[0], [1, 3])   # eager: NumPy's
