@@ -325,7 +325,7 @@ def _grad_by_forward_mode(program, args, wrt, who):
                             f"{MAX_FORWARD_DIRECTIONS}); use jitad.hvp or jitad.hessian (forward-over-reverse)")
     outs, grads = None, []
     for k in wrt:
-        shape, dtype = args[k].shape, args[k].dtype
+        shape, dtype = args[k].shape, args[k].ir_dtype
         parts = []
         for e in range(max(1, int(np.prod(shape, dtype=np.int64)))):
             direction = np.zeros(shape, NUMPY[dtype])

@@ -62,7 +62,7 @@ def scan(f, init, xs=None, length=None, reverse=False):
         return _scan_eager(f, init, xs_leaves, xs_td, n, order)
     c_leaves, c_td = flatten(init)
     c_types = [_leaf_type(x, "scan carry") for x in c_leaves]
-    x_types = [Type(x.dtype if is_staged(x) else _leaf_type(np.asarray(x)[0], "scan xs").dtype,
+    x_types = [Type(x.ir_dtype if is_staged(x) else _leaf_type(np.asarray(x)[0], "scan xs").dtype,
                     tuple(np.shape(x) if not is_staged(x) else x.shape)[1:]) for x in xs_leaves]
     # the types of y (and a check of the carry), from a trace of f on its own
     program, out_td, _ = trace_program(f, None, TreeDef("tuple", (c_td, xs_td)), c_types + x_types)
@@ -132,7 +132,7 @@ def switch(index, branches, *operands):
         if isinstance(index, (float, np.floating)) or not isinstance(index, (int, np.integer)):
             raise ArgumentError(f"switch: the index must be an int, got {index!r}")
         return branches[int(np.clip(index, 0, len(branches) - 1))](*operands)
-    if index.dtype != "i64" or index.shape:
+    if index.ir_dtype != "i64" or index.shape:
         raise ArgumentError(f"switch: the index must be a scalar int, got a staged {index.var.type}; "
                             "convert it with jitad.convert(i, 'i64')")
 

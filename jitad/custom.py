@@ -142,7 +142,7 @@ _ZERO_DTYPES = {"f64": np.float64, "f32": np.float32, "i64": np.int64, "bool": n
 def _zero_like(x):
     """A constant zero tangent of `x`'s shape and dtype."""
     shape = tuple(x.shape) if is_staged(x) else np.shape(x)
-    dtype = _ZERO_DTYPES[x.dtype] if is_staged(x) else np.asarray(x).dtype
+    dtype = _ZERO_DTYPES[x.ir_dtype] if is_staged(x) else np.asarray(x).dtype
     return np.zeros(shape, dtype) if shape else dtype.type(0) if hasattr(dtype, "type") else dtype(0)
 
 

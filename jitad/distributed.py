@@ -110,11 +110,11 @@ def _check_op(op):
 
 def _check_leaf(x, what):
     if is_staged(x):
-        kind = {"f64": "f", "f32": "f", "i64": "i"}.get(x.dtype, "b")
+        kind = {"f64": "f", "f32": "f", "i64": "i"}.get(x.ir_dtype, "b")
     else:
         kind = np.asarray(x).dtype.kind
     if kind not in "iuf":
-        raise ArgumentError(f"{what}: a leaf of dtype {np.asarray(x).dtype if not is_staged(x) else x.dtype}; "
+        raise ArgumentError(f"{what}: a leaf of dtype {np.asarray(x).dtype if not is_staged(x) else x.ir_dtype}; "
                             "collectives take floats and integers (convert bools first)")
 
 

@@ -26,7 +26,7 @@ def _shape(x):
 
 
 def _dtype(x):
-    return x.dtype if is_staged(x) else ("f64" if isinstance(x, float) else str(np.asarray(x).dtype))
+    return x.ir_dtype if is_staged(x) else ("f64" if isinstance(x, float) else str(np.asarray(x).dtype))
 
 
 def _flat(leaves):

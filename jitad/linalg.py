@@ -63,7 +63,7 @@ def scipy_linalg():
 def _float(x, who):
     """`x` as a float staged value or a float NumPy array (ints become float64)."""
     if is_staged(x):
-        if x.dtype not in ("f32", "f64"):
+        if x.ir_dtype not in ("f32", "f64"):
             return Staged(as_var(x, "f64"))
         return x
     a = np.asarray(x)
@@ -85,7 +85,7 @@ def _matrix(a, who):
 
 
 def _same_dtype(*xs):
-    dts = {x.dtype if is_staged(x) else {np.float32: "f32", np.float64: "f64"}[x.dtype.type] for x in xs}
+    dts = {x.ir_dtype if is_staged(x) else {np.float32: "f32", np.float64: "f64"}[x.dtype.type] for x in xs}
     dtype = "f64" if "f64" in dts else "f32"
     return [Staged(as_var(x, dtype)) if is_staged(x) else
             np.asarray(x, np.float64 if dtype == "f64" else np.float32) for x in xs], dtype
@@ -374,7 +374,7 @@ def pinv(a, rtol=None):
     if not is_staged(a):
         return np.linalg.pinv(a, rtol=max(m, n) * np.finfo(a.dtype).eps if rtol is None else rtol)
     N = _N()
-    rtol = max(m, n) * np.finfo(np.float64 if a.dtype == "f64" else np.float32).eps if rtol is None else rtol
+    rtol = max(m, n) * np.finfo(a.dtype).eps if rtol is None else rtol
     u, s, vh = svd(a, full_matrices=False)
     nd = len(s.shape)
     cutoff = N.reshape(rtol * N.max(s, axis=nd - 1), tuple(s.shape[:-1]) + (1,))
@@ -407,7 +407,7 @@ def _mm(a, b):
 
 
 def _eye(n, dtype):
-    return np.eye(n, dtype=np.float64 if dtype == "f64" else np.float32)
+    return np.eye(n, dtype=np.float64 if dtype in ("f64", np.float64) else np.float32)
 
 
 def _diag(x):
@@ -432,7 +432,7 @@ def _sym(x):
 
 
 def _tri_mask(n, dtype, lower, k=0):
-    ones = np.ones((n, n), np.float64 if dtype == "f64" else np.float32)
+    ones = np.ones((n, n), np.float64 if dtype in ("f64", np.float64) else np.float32)
     return np.tril(ones, k) if lower else np.triu(ones, -k)
 
 

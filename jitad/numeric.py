@@ -12,7 +12,7 @@ import sys
 import numpy as np
 
 from .errors import ArgumentError, IndexError_, ShapeError, StagingError
-from .ir.ops import IMPLS, PRIMITIVES, Op
+from .ir.ops import IMPLS, PRIMITIVES, Op, clip_index
 from .primitives import rules
 from .staging import (Staged, as_var, binary, emit, is_staged, logical, result_dtype, to_bool, trace_memo,
                       unary)
@@ -53,9 +53,10 @@ def where(cond, a, b):
     return Staged(emit(Op.SELECT, [c, as_var(a, dtype), as_var(b, dtype)])[0])
 
 
-def clip(x, lo, hi):
-    """`minimum(maximum(x, lo), hi)`: `jitad.clip(5.0, 0.0, 1.0) == 1.0`."""
-    return minimum(maximum(x, lo), hi)
+def clip(x, lo=None, hi=None):
+    """`minimum(maximum(x, lo), hi)` (None: no bound): `jitad.clip(5.0, 0.0, 1.0) == 1.0`."""
+    x = x if lo is None else maximum(x, lo)
+    return x if hi is None else minimum(x, hi)
 
 
 _DTYPE_NAMES = {"f64": "f64", "float64": "f64", "f32": "f32", "float32": "f32", "i64": "i64",
@@ -64,7 +65,7 @@ _DTYPE_NAMES = {"f64": "f64", "float64": "f64", "f32": "f32", "float32": "f32", 
 
 def _dtype_name(dtype, who):
     try:
-        name = _DTYPE_NAMES.get(getattr(dtype, "__name__", dtype))
+        name = _DTYPE_NAMES.get(dtype.name if isinstance(dtype, np.dtype) else getattr(dtype, "__name__", dtype))
     except TypeError:   # unhashable
         name = None
     if name is None:
@@ -138,7 +139,7 @@ def _axes(x, axis, who="sum"):
 def sum(x, axis=None, keepdims=False):
     """Sum over `axis` (an int, a tuple, or None for all): `jitad.sum(x, 0)`."""
     axes = _axes(x, axis)
-    if is_staged(x) and x.dtype == "bool":   # counts, as NumPy
+    if is_staged(x) and x.ir_dtype == "bool":   # counts, as NumPy
         x = convert(x, "i64")
     if not _shape(x):
         return x
@@ -235,6 +236,8 @@ NUMPY_OF = {"bool": np.bool_, "i64": np.int64, "f32": np.float32, "f64": np.floa
 
 
 N_D = {}   # the N-D `matmul` and `dot`, composites that jitad.numpy_api (a layer above) fills in
+NUMPY_API = {}   # jitad.numpy_api's public functions, filled in there: NumPy's functions and the
+                 # methods on staged values (`np.var(x)`, `x.var()`) find them here
 
 
 def matmul(a, b):
@@ -323,7 +326,11 @@ def getitem(x, key):
             raise IndexError_("cannot index a scalar")
         if shape[0] == 0:
             raise IndexError_(f"cannot index rows of an array of shape {tuple(shape)}: it has none")
-        if first.dtype not in ("i64",) and not (isinstance(first, np.ndarray) and first.dtype.kind in "iu"):
+        if (first.ir_dtype == "bool") if is_staged(first) else first.dtype == np.bool_:
+            if not is_staged(first):   # a constant mask: its entries are known now
+                return _masked(x, first, rest)
+            raise data_dependent_shape("x[mask] (boolean-mask indexing)")
+        if (first.ir_dtype != "i64") if is_staged(first) else first.dtype.kind not in "iu":
             raise ArgumentError(f"index arrays must be ints, got {first.dtype}")
         if _shape(first) == ():
             out = bind(Op.INDEX, x, first)
@@ -338,7 +345,7 @@ def getitem(x, key):
         k = key.index(Ellipsis)
         n_fill = len(shape) - (len(key) - 1 - key.count(None))
         key = key[:k] + (slice(None),) * n_fill + key[k + 1:]
-    starts, stops, steps, out_shape = [], [], [], []
+    starts, stops, steps, out_shape, reversed_axes = [], [], [], [], []
     d = 0
     for k in key:
         if k is None:
@@ -354,8 +361,10 @@ def getitem(x, key):
             starts.append(k), stops.append(k + 1), steps.append(1)
         elif isinstance(k, slice):
             a, b, c = k.indices(n)
-            if c < 0:
-                raise ArgumentError("negative slice steps are not supported")
+            if c < 0:   # the same entries with a positive step, then reversed
+                picked = range(a, b, c)
+                a, b, c = (picked[-1], picked[0] + 1, -c) if picked else (0, 0, 1)
+                reversed_axes.append(len(out_shape))
             starts.append(a), stops.append(builtins.max(a, b)), steps.append(c)
             out_shape.append(("axis", d))
         else:
@@ -368,7 +377,40 @@ def getitem(x, key):
     out = x if full else slice_static(x, starts, stops, steps)
     sliced = _shape(out)
     final = tuple(1 if o == ("new",) else sliced[o[1]] for o in out_shape)
-    return reshape(out, final)
+    out = reshape(out, final)
+    for axis in reversed_axes:
+        if final[axis] > 1:
+            out = _take_axis(out, np.arange(final[axis] - 1, -1, -1), axis)
+    return out
+
+
+def data_dependent_shape(what):
+    """The error for NumPy functions whose result's shape depends on the values."""
+    return StagingError(f"{what} on a staged value: the result's shape would depend on the values, and "
+                        "compiled shapes are static. Keep the shape: `jitad.where(mask, x, 0.0)` (or "
+                        "`jitad.sum(jitad.where(mask, x, 0.0))` to reduce), or give a fixed `size=` as "
+                        "jax.numpy does (`jnp.nonzero(x, size=k)`)")
+
+
+def _masked(x, mask, rest):
+    """`x[mask]` for a constant bool `mask` over x's leading axes: a gather of the kept rows."""
+    shape = tuple(_shape(x))
+    if mask.shape != shape[:mask.ndim]:
+        raise IndexError_(f"a boolean index of shape {mask.shape} for an array of shape {shape}")
+    rows = reshape(x, (math.prod(mask.shape),) + shape[mask.ndim:])
+    kept = np.flatnonzero(mask)
+    out = getitem(rows, kept) if kept.size else np.zeros((0,) + shape[mask.ndim:], NUMPY_OF[result_dtype(x)])
+    return getitem(out, (slice(None),) + rest) if rest else out
+
+
+def _take_axis(x, index, axis):
+    """Entries at int `index` along `axis` (its axes replace `axis`): a gather of rows."""
+    ndim = len(_shape(x))
+    if axis == 0:
+        return getitem(x, index)
+    rows = getitem(transpose(x, (axis,) + tuple(d for d in range(ndim) if d != axis)), index)
+    k = len(_shape(index))   # rows: index axes, then the other axes of x in order
+    return transpose(rows, tuple(range(k, k + axis)) + tuple(range(k)) + tuple(range(k + axis, k + ndim - 1)))
 
 
 def concatenate(xs, axis=0):
@@ -428,12 +470,12 @@ def full(shape, value, dtype="f64"):
 
 def zeros_like(x):
     """Zeros of `x`'s shape and dtype."""
-    return np.zeros(_shape(x), NUMPY_OF[x.dtype] if is_staged(x) else np.asarray(x).dtype)
+    return np.zeros(_shape(x), x.dtype if is_staged(x) else np.asarray(x).dtype)
 
 
 def ones_like(x):
     """Ones of `x`'s shape and dtype."""
-    return np.ones(_shape(x), NUMPY_OF[x.dtype] if is_staged(x) else np.asarray(x).dtype)
+    return np.ones(_shape(x), x.dtype if is_staged(x) else np.asarray(x).dtype)
 
 
 def logsumexp(x, axis=-1, keepdims=False):
@@ -471,16 +513,21 @@ def one_hot(labels, n, dtype="f64"):
 
 
 def take(a, indices, axis=0):
-    """Rows of `a` at integer `indices` along axis 0: `jitad.take(E, words)`."""
-    if axis != 0:
-        raise ArgumentError("take: only axis=0 is supported; transpose first")
-    return getitem(a, np.asarray(indices) if not is_staged(indices) else indices)
+    """Entries of `a` at integer `indices` along `axis` (None: of `a` flattened); a negative
+    index counts from the end, out of range after that clamps (as JAX): `jitad.take(E, words)`."""
+    indices = indices if is_staged(indices) else np.asarray(indices)
+    if axis is None:
+        a, axis = reshape(a, (-1,)), 0
+    axis = _axis("take", axis, len(_shape(a)), _shape(a))
+    if not is_staged(a) and not is_staged(indices):
+        return np.take(a, clip_index(indices, np.shape(a)[axis]), axis)
+    return _take_axis(a, indices, axis)
 
 
 def nll_loss(logp, labels, who="nll_loss"):
     """Mean of `-logp[..., label]`: the loss for log-probabilities `logp` (…, C). A label
     outside [0, C) contributes 0 (as a one-hot row of zeros would)."""
-    label_kind = labels.dtype if is_staged(labels) else np.asarray(labels).dtype.kind
+    label_kind = labels.ir_dtype if is_staged(labels) else np.asarray(labels).dtype.kind
     if label_kind not in ("i64", "i", "u"):
         raise ArgumentError(f"`{who}`: labels must be ints, got {label_kind if is_staged(labels) else np.asarray(labels).dtype}")
     if tuple(_shape(labels)) != tuple(_shape(logp))[:-1]:
@@ -620,7 +667,7 @@ _NUMPY_REDUCTIONS = {"add": "sum", "maximum": "max", "minimum": "min"}
 def numpy_ufunc(ufunc, method, inputs, kwargs):
     """`np.<ufunc>(...)` with a staged input: the jitad operation, or a StagingError."""
     name = ufunc.__name__
-    fn = _NUMPY_UFUNCS.get(name)
+    fn = _NUMPY_UFUNCS.get(name) or (globals()[name] if name in __all__ else NUMPY_API.get(name))
     if "out" in kwargs:
         raise _numpy_error(f"np.{name}(..., out=...) or an in-place operator (`a += x`) writing a staged "
                            "value into a NumPy array", "Write `a = a + x` to make a new value")
@@ -639,7 +686,7 @@ def numpy_function(func, args, kwargs):
     if name in ("shape", "ndim", "size"):   # NumPy's own code reads the attribute
         return func._implementation(*args, **kwargs)
     call = f"{func.__module__.replace('numpy', 'np', 1)}.{func.__name__}"
-    fn = globals().get(name) if name in __all__ else None
+    fn = globals().get(name) if name in __all__ else NUMPY_API.get(name)
     if fn is None:
         return _no_numpy(call, None)
     try:

@@ -11,7 +11,7 @@ import string
 import numpy as np
 
 from . import numeric as N
-from .errors import ArgumentError, ShapeError
+from .errors import ArgumentError, IndexError_, ShapeError
 from .staging import is_staged, power as _power, result_dtype
 
 __all__ = [
@@ -27,6 +27,8 @@ __all__ = [
     "tile", "repeat", "split", "array_split", "hstack", "vstack", "column_stack", "pad", "diag",
     "diagonal", "tril", "triu", "eye", "identity", "arange", "linspace", "meshgrid",
     "atleast_1d", "atleast_2d", "atleast_3d", "kron", "inner", "cross", "tensordot", "einsum",
+    # indexing
+    "take_along_axis", "nonzero", "flatnonzero", "argwhere", "unique", "extract", "compress",
 ]
 
 _LN2, _LN10 = math.log(2.0), math.log(10.0)
@@ -972,4 +974,148 @@ def einsum(subscripts, *operands):
     return N.transpose(x, tuple(idx.index(c) for c in out)) if idx else x
 
 
+# -- indexing -------------------------------------------------------------------------
+
+def take_along_axis(arr, indices, axis):
+    """`arr`'s entries at `indices` along `axis`, the other axes broadcast as NumPy (a
+    negative index counts from the end; out of range after that clamps, as JAX):
+    `jitad.take_along_axis(x, jitad.argmax(x, 1, keepdims=True), 1)`."""
+    if axis is None:
+        arr, axis = ravel(arr), 0
+    shape, ishape = _shape(arr), _shape(indices)
+    axis = N._axis("take_along_axis", axis, len(shape), shape)
+    if len(ishape) != len(shape):
+        raise ShapeError(f"`take_along_axis`: indices of shape {ishape} for an array of shape {shape}; "
+                         "they need the same number of axes (add axes with `[..., None]`)")
+    if result_dtype(indices) != "i64":
+        raise ArgumentError(f"`take_along_axis`: indices must be ints, got {result_dtype(indices)}")
+    try:
+        out_shape = np.broadcast_shapes(shape[:axis] + (1,) + shape[axis + 1:], ishape)
+    except ValueError:
+        raise ShapeError(f"`take_along_axis`: indices of shape {ishape} do not broadcast against the array's "
+                         f"shape {shape} off axis {axis}") from None
+    n = shape[axis]
+    strides = np.cumprod((shape + (1,))[:0:-1])[::-1]   # row-major, in elements
+    rest = sum(np.arange(m).reshape((-1,) + (1,) * (len(shape) - d - 1)) * (strides[d] if shape[d] > 1 else 0)
+               for d, m in enumerate(out_shape) if d != axis)
+    i = N.broadcast_to(indices, out_shape) if is_staged(indices) else np.broadcast_to(indices, out_shape)
+    i = N.where(i < 0, i + n, i)
+    flat = N.clip(i, 0, builtins.max(n - 1, 0)) * int(strides[axis]) + rest
+    if not is_staged(arr) and not is_staged(flat):
+        return np.reshape(arr, -1)[flat]
+    return N.getitem(N.reshape(arr, (-1,)), flat)
+
+
+def _data_dependent(name):
+    def fn(x, *args, **kwargs):
+        if is_staged(x) or builtins.any(is_staged(a) for a in args):
+            raise N.data_dependent_shape(f"`{name}`")
+        return getattr(np, name)(x, *args, **kwargs)
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = (f"NumPy's `{name}` on plain arrays; on a staged value a StagingError (its result's "
+                  "shape depends on the values): use `where`, or a fixed size.")
+    return fn
+
+
+nonzero, flatnonzero, argwhere, unique, extract, compress = (
+    _data_dependent(n) for n in ("nonzero", "flatnonzero", "argwhere", "unique", "extract", "compress"))
+
+
+class _At:
+    """`x.at[index]`: JAX's functional updates of a staged `x`, each a new array:
+    `x.at[idx].set(v)`, `.add(v)`, `.multiply(v)`, `.min(v)`, `.max(v)`; `index` is any
+    index `x[index]` takes, `v` broadcasts to `x[index]`'s shape; differentiable in `x`
+    and `v`. Repeated positions apply in order (`add` sums them, `set` keeps the last).
+    Static indices cost a gather per repeat; staged ones compare every position with each
+    index (O(indices × size))."""
+
+    def __init__(self, x, index=None):
+        self.x, self.index = x, index
+
+    def __getitem__(self, index):
+        return _At(self.x, index)
+
+    def set(self, v):
+        return self._update(v, "set")
+
+    def add(self, v):
+        return self._update(v, "add")
+
+    def multiply(self, v):
+        return self._update(v, "multiply")
+
+    def min(self, v):
+        return self._update(v, "min")
+
+    def max(self, v):
+        return self._update(v, "max")
+
+    def _update(self, v, how):
+        x = self.x
+        shape, dtype = _shape(x), result_dtype(x)
+        iota = np.arange(math.prod(shape), dtype=np.int64).reshape(shape)
+        try:
+            pos = N.getitem(iota, self.index) if _has_staged(self.index) else iota[self.index]
+        except IndexError as e:
+            raise IndexError_(f"`.at[...]`: {e}") from None
+        v = N.broadcast_to(N.convert(v, dtype) if is_staged(v) else np.asarray(v, N.NUMPY_OF[dtype]), _shape(pos))
+        flat, vf = N.reshape(x, (-1,)), N.reshape(v, (-1,))
+        combine = {"set": lambda old, new: new, "add": lambda old, new: old + new,
+                   "multiply": lambda old, new: old * new, "min": N.minimum, "max": N.maximum}[how]
+        if is_staged(pos):
+            out = _update_staged(flat, N.reshape(pos, (-1,)), vf, how, combine)
+        else:
+            out = _update_static(flat, np.reshape(pos, -1), vf, how, combine)
+        return N.reshape(out, shape)
+
+
+def _has_staged(index):
+    return builtins.any(is_staged(k) for k in (index if isinstance(index, tuple) else (index,)))
+
+
+def _update_static(flat, pos, vf, how, combine):
+    """Rounds of a gather of `vf` into `flat`'s positions, one round per repeat of a position."""
+    if how == "set":   # only the last write to a position counts
+        keep, written = np.zeros(len(pos), bool), set()
+        for k in range(len(pos) - 1, -1, -1):
+            keep[k] = pos[k] not in written
+            written.add(pos[k])
+        pos, vf = pos[keep], _gather_static(vf, np.flatnonzero(keep))
+    occurrence = np.zeros(len(pos), np.int64)
+    seen = {}
+    for k, p in enumerate(pos):
+        occurrence[k] = seen[p] = seen.get(p, -1) + 1
+    for r in range(int(occurrence.max()) + 1 if len(pos) else 0):
+        source = np.zeros(_shape(flat)[0], np.int64)   # 0: no update; k + 1: update k
+        ks = np.flatnonzero(occurrence == r)
+        source[pos[ks]] = ks + 1
+        padded = N.concatenate([N.zeros((1,), _np_dtype(flat)), vf])
+        flat = N.where(source > 0, combine(flat, _gather_static(padded, source)), flat)
+    return flat
+
+
+def _gather_static(v, index):
+    return v[index] if not is_staged(v) else N.getitem(v, index)
+
+
+def _update_staged(flat, pos, vf, how, combine):
+    n, m = _shape(flat)[0], _shape(pos)[0]
+    hit = N.reshape(pos, (m, 1)) == np.arange(n, dtype=np.int64)   # (m, n)
+    column = N.reshape(vf, (m, 1))
+    if not m:
+        return flat
+    if how == "set":   # the last update of each position
+        last = N.max(N.where(hit, np.arange(m, dtype=np.int64).reshape(m, 1), np.int64(-1)), 0)
+        return N.where(last >= 0, N.getitem(vf, N.maximum(last, 0)), flat)
+    if how == "add":
+        return flat + N.sum(N.where(hit, column, N.zeros((), _np_dtype(flat))), 0)
+    unit = {"multiply": 1, "min": np.inf, "max": -np.inf}[how]
+    if result_dtype(flat) == "i64" and how != "multiply":
+        unit = np.iinfo(np.int64).max if how == "min" else np.iinfo(np.int64).min
+    reduce = {"multiply": lambda a: prod(a, 0), "min": lambda a: N.min(a, 0), "max": lambda a: N.max(a, 0)}[how]
+    return combine(flat, reduce(N.where(hit, column, np.asarray(unit, _np_dtype(flat)))))
+
+
 N.N_D.update(matmul=matmul_nd, dot=dot_nd)
+N.NUMPY_API["ndarray.at"] = _At
+N.NUMPY_API.update({name: globals()[name] for name in __all__})

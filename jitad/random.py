@@ -46,7 +46,7 @@ def key(seed):
 def uniform(key, shape):
     """Uniform floats in [0, 1) of `shape` (float64)."""
     shape = N._static_shape("random.uniform", shape)
-    if (key.dtype != "i64") if is_staged(key) else (
+    if (key.ir_dtype != "i64") if is_staged(key) else (
             isinstance(key, (bool, np.bool_)) or not isinstance(key, (int, np.integer))):
         raise ArgumentError(f"random: a key is an int (jitad.random.key(seed) or from split), got {key!r}")
     if not is_staged(key):

@@ -145,6 +145,9 @@ _BOOL_FIX = ("For `if`, use `jitad.IF(pred, then_fn, else_fn, *operands)`; for `
              "`jitad.WHILE(cond_fn, body_fn, init)`; `and`/`or`/`not` become `&`, `|`, `~`.")
 
 
+_NP_DTYPES = {k: np.dtype(v) for k, v in NUMPY.items()}
+
+
 class Staged:
     """A staged scalar: arithmetic on it records graph nodes."""
     __slots__ = ("var",)
@@ -168,6 +171,11 @@ class Staged:
 
     @property
     def dtype(self):
+        """NumPy's dtype: `x.dtype == np.float64` (the IR's name, 'f64', is `x.ir_dtype`)."""
+        return _NP_DTYPES[self.var.type.dtype]
+
+    @property
+    def ir_dtype(self):
         return self.var.type.dtype
 
     @property
@@ -220,6 +228,26 @@ class Staged:
     def reshape(self, *shape):
         return N.reshape(self, shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape)
 
+    def transpose(self, *axes):
+        return N.transpose(self, axes[0] if len(axes) == 1 and not isinstance(axes[0], int) else axes or None)
+
+    def clip(self, min=None, max=None):
+        return N.clip(self, min, max)
+
+    # NumPy's methods that are functions of jitad.numpy_api (a layer above: numeric.NUMPY_API)
+    prod = lambda self, axis=None, dtype=None, keepdims=False: N.NUMPY_API["prod"](self, axis, dtype, keepdims)
+    std = lambda self, axis=None, dtype=None, ddof=0, keepdims=False: N.NUMPY_API["std"](
+        self, axis, dtype, ddof, keepdims)
+    argmax = lambda self, axis=None, keepdims=False: N.NUMPY_API["argmax"](self, axis, keepdims)
+    argmin = lambda self, axis=None, keepdims=False: N.NUMPY_API["argmin"](self, axis, keepdims)
+    squeeze = lambda self, axis=None: N.NUMPY_API["squeeze"](self, axis)
+    ravel = flatten = lambda self: N.reshape(self, (-1,))
+    at = property(lambda self: N.NUMPY_API["ndarray.at"](self))
+    cumsum = lambda self, axis=None, dtype=None: N.NUMPY_API["cumsum"](self, axis, dtype)
+    cumprod = lambda self, axis=None, dtype=None: N.NUMPY_API["cumprod"](self, axis, dtype)
+    any = lambda self, axis=None, keepdims=False: N.NUMPY_API["any"](self, axis, keepdims)
+    all = lambda self, axis=None, keepdims=False: N.NUMPY_API["all"](self, axis, keepdims)
+
     def __getitem__(self, key):
         return N.getitem(self, key)
 
@@ -250,7 +278,7 @@ class Staged:
     __rand__ = lambda a, b: logical(Op.AND, b, a)
     __or__ = lambda a, b: logical(Op.OR, a, b)
     __ror__ = lambda a, b: logical(Op.OR, b, a)
-    __invert__ = lambda a: unary(Op.NOT, a) if a.dtype in ("bool", "i64") else _bad_logical("~", a)
+    __invert__ = lambda a: unary(Op.NOT, a) if a.ir_dtype in ("bool", "i64") else _bad_logical("~", a)
     __neg__ = lambda a: unary(Op.NEG, a)
     __pos__ = lambda a: a
     __abs__ = lambda a: unary(Op.ABS, a)
@@ -265,6 +293,15 @@ class StagedTree:
 
     def __repr__(self):
         return f"StagedTree({self.var.type})"
+
+
+def _variance_method(var, axis=None, dtype=None, ddof=0, keepdims=False):
+    return N.NUMPY_API["var"](Staged(var), axis, dtype, ddof, keepdims)
+
+
+# `x.var` is a staged value's IR var (every layer reads it); NumPy's method `x.var()`, the
+# variance, is a call of that var
+Var.__call__ = _variance_method
 
 
 def is_staged(x):
@@ -322,7 +359,7 @@ def _refuse_masked(x, where):
 def _kind(x):
     """(dtype, weak): Python and NumPy scalars are weakly typed, as in JAX."""
     if isinstance(x, Staged):
-        return x.dtype, False
+        return x.ir_dtype, False
     _refuse_masked(x, "in staged code")
     if isinstance(x, (bool, np.bool_)):
         return "bool", True
@@ -354,7 +391,7 @@ def result_dtype(*xs):
 def as_var(x, dtype=None):
     """The var of `x` (a staged value or a Python number) converted to `dtype`."""
     if isinstance(x, Staged):
-        if dtype is None or x.dtype == dtype:
+        if dtype is None or x.ir_dtype == dtype:
             return x.var
         return emit(Op.CONVERT, [x.var], {"dtype": dtype})[0]
     dtype = dtype or _kind(x)[0]
@@ -426,7 +463,7 @@ def power(x, n):
 def unary(op, x):
     if not is_staged(x):
         return _eager(op, x)
-    dtype = x.dtype
+    dtype = x.ir_dtype
     if op.float_only and dtype not in FLOATS:
         dtype = "f64"
     if op in (Op.NEG, Op.ABS, Op.SQUARE, Op.RELU) and dtype == "bool":
@@ -454,7 +491,7 @@ def to_bool(x, what):
         if isinstance(x, np.ndarray) and x.ndim:
             return as_var(x.astype(bool), "bool")
         return as_var(bool(x), "bool")
-    if x.dtype == "bool":
+    if x.ir_dtype == "bool":
         return x.var
     return binary(Op.NE, x, 0).var
 
@@ -629,7 +666,7 @@ def FOR(lower, upper, body_fn, init):
             state = body_fn(i, state)
         return state
     for b in (lower, upper):
-        if (b.dtype != "i64") if is_staged(b) else (
+        if (b.ir_dtype != "i64") if is_staged(b) else (
                 isinstance(b, (bool, np.bool_)) or not isinstance(b, (int, np.integer))):
             raise StagingError(f"FOR bounds must be ints (Python ints or staged i64 values), "
                                f"got {b!r}")

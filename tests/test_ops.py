@@ -153,11 +153,12 @@ def _dropout_mask(key, shape, rate):
 
 NP = SimpleNamespace(
     **{n: getattr(np, n) for n in ["exp", "log", "log1p", "expm1", "sqrt", "sin", "cos", "tanh", "abs",
-                                   "square", "maximum", "minimum", "where", "clip", "sum", "mean", "max",
+                                   "square", "arcsin", "arccos", "arctan", "arctan2", "maximum", "minimum", "where", "clip", "sum", "mean", "max",
                                    "min", "dot", "matmul", "outer", "transpose", "reshape", "broadcast_to",
                                    "concatenate", "stack", "zeros", "zeros_like", "ones", "ones_like",
                                    "full"]},
     erf=lambda x: np.vectorize(math.erf, otypes=[np.asarray(x).dtype])(x)[()],
+    erfc=lambda x: np.vectorize(math.erfc, otypes=[np.asarray(x).dtype])(x)[()],
     sigmoid=lambda x: 1 / (1 + np.exp(-x)),
     relu=lambda x: np.maximum(x, 0),
     stop_gradient=lambda x: x,
@@ -202,6 +203,7 @@ def jax_namespace():
 
     return jax, jnp, SimpleNamespace(**{n: getattr(jnp, n) for n in vars(NP) if hasattr(jnp, n)} | dict(
         erf=jax.scipy.special.erf,
+        erfc=jax.scipy.special.erfc,
         sigmoid=jax.nn.sigmoid,
         relu=jax.nn.relu,
         convert=lambda x, d: jnp.asarray(x).astype(_NP_DTYPE[d]),
@@ -227,6 +229,7 @@ def jax_namespace():
 
 S = OpSpec
 UNARY = [("exp", "real"), ("log", "pos"), ("log1p", "pos"), ("expm1", "real"), ("sqrt", "pos"), ("erf", "real"),
+         ("erfc", "real"), ("arcsin", "unit"), ("arccos", "unit"), ("arctan", "wide"),
          ("sin", "wide"), ("cos", "wide"), ("tanh", "real"), ("sigmoid", "wide"), ("relu", "real"),
          ("abs", "real"), ("square", "real")]
 BROADCASTS = [((3, 4), (3, 4)), ((3, 1), (1, 4)), ((2, 3), (3,)), ((), (3, 4)), ((2, 3), ())]
@@ -290,6 +293,7 @@ OP_SPECS = [
     S("*[ndarray_const]", "*", lambda m, x: C34 * x, (F((3, 4)),)),
     S("/[rconst]", "/", lambda m, x: 1.0 / x, (F((3, 4), "pos"),)),
     S("+[ndarray_const_bcast]", "+", lambda m, x: x + C34, (F((4,)),)),
+    S("arctan2[3x1,1x4]", "arctan2", lambda m, y, x: m.arctan2(y, x), (F((3, 1)), F((1, 4)))),
     S("**[3x1,1x4]", "**", lambda m, a, b: a ** b, (F((3, 1), "pos"), F((1, 4)))),
     S("**[int]", "**", lambda m, x: x ** 2, (F((3, 4)),)),
     S("**[half]", "**", lambda m, x: x ** 0.5, (F((3, 4), "pos"),)),

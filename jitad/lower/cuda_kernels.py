@@ -43,7 +43,8 @@ def environment():
         env = {"f64": np.float64, "f32": np.float32, "i64": np.int64, "u64": np.uint64, "b1": np.bool_,
                "exp": np.exp, "log": np.log, "log1p": np.log1p, "expm1": np.expm1, "sqrt": np.sqrt,
                "sin": np.sin, "cos": np.cos, "tanh": np.tanh, "fabs": np.abs, "fmod": np.fmod,
-               "power": np.power, "quiet": lambda: np.errstate(all="ignore")}
+               "power": np.power, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan,
+               "atan2": np.arctan2, "quiet": lambda: np.errstate(all="ignore")}
     else:
         env = {"f64": numba.float64, "f32": numba.float32, "i64": numba.int64, "u64": numba.uint64,
                "b1": numba.boolean, "exp": math.exp, "log": math.log, "log1p": math.log1p,
@@ -52,7 +53,7 @@ def environment():
     for name in _math_names():
         if name not in env:   # the simulator computes in the operand's NumPy type
             fn = getattr(math, name)
-            env[name] = (lambda f: lambda x: type(x)(f(x)))(fn) if simulated() else fn
+            env[name] = (lambda f: lambda x, *y: type(x)(f(x, *y)))(fn) if simulated() else fn
     env.update(cuda=c, numba=numba, inf=math.inf, nan=math.nan)
     exec(compile(_HELPERS, "<jitad cuda helpers>", "exec"), env)
     for name in [n for n in env if n.startswith("h_")]:

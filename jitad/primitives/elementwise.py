@@ -174,6 +174,31 @@ declare("sigmoid", floating, lambda x: x.dtype.type(1) / (x.dtype.type(1) + np.e
 declare("erf", floating, impl_float(math.erf), arity=1, flags=MATH,
         vjp=elementwise_vjp(lambda x, out: (2.0 / math.sqrt(math.pi)) * N.exp(-x * x)),
         llvm="erf", cuda="erf({0})", doc="The error function: `jitad.erf(0.0) == 0.0`.")
+declare("erfc", floating, impl_float(math.erfc), arity=1, flags=MATH,
+        vjp=elementwise_vjp(lambda x, out: (-2.0 / math.sqrt(math.pi)) * N.exp(-x * x)),
+        llvm="erfc", cuda="erfc({0})",
+        doc="1 - erf(x), accurate where erf(x) is near 1: `jitad.erfc(0.0) == 1.0`.")
+declare("arcsin", floating, np.arcsin, arity=1, flags=MATH,
+        vjp=elementwise_vjp(lambda x, out: 1.0 / N.sqrt(1.0 - x * x)), llvm="asin", cuda="asin({0})",
+        doc="Inverse sine on [-1, 1] (NaN outside): `jitad.arcsin(1.0) == math.pi / 2`.")
+declare("arccos", floating, np.arccos, arity=1, flags=MATH,
+        vjp=elementwise_vjp(lambda x, out: -1.0 / N.sqrt(1.0 - x * x)), llvm="acos", cuda="acos({0})",
+        doc="Inverse cosine on [-1, 1] (NaN outside): `jitad.arccos(1.0) == 0.0`.")
+declare("arctan", floating, np.arctan, arity=1, flags=MATH,
+        vjp=elementwise_vjp(lambda x, out: 1.0 / (1.0 + x * x)), llvm="atan", cuda="atan({0})",
+        doc="Inverse tangent: `jitad.arctan(1.0) == math.pi / 4`.")
+
+
+def _arctan2_vjp(g, y, x, out):
+    """d/dy = x / r², d/dx = -y / r²; 0 at the origin (r² reads 1 there; JAX gives NaN)."""
+    r2 = x * x + y * y
+    r2 = N.where(r2 == 0.0, 1.0, r2)
+    return g * x / r2, -g * y / r2
+
+
+declare("arctan2", floating, np.arctan2, arity=2, flags=MATH, vjp=_arctan2_vjp, llvm="atan2",
+        cuda="atan2({0}, {1})",
+        doc="The angle of the point (x, y), `arctan2(y, x)` in [-pi, pi]: `jitad.arctan2(1.0, -1.0) == 3 * math.pi / 4`.")
 
 
 # -- comparisons and logic -----------------------------------------------------------
@@ -211,5 +236,5 @@ declare("select", _select_rule, lambda c, a, b: np.where(c, a, b)[()], arity=3, 
         vjp=lambda g, c, x, y, out: (None, N.where(c, g, 0.0), N.where(c, 0.0, g)),
         llvm=instruction("select"), cuda="({1} if {0} else {2})")   # (the CUDA dtype: the operands')
 declare("convert", lambda op, types, attrs, bodies: [Type(attrs["dtype"], types[0].shape)], convert_value,
-        arity=1, flags=CHEAP, vjp=lambda g, x, out, dtype: (N.convert(g, x.dtype) if x.dtype in FLOATS else None,),
+        arity=1, flags=CHEAP, vjp=lambda g, x, out, dtype: (N.convert(g, x.ir_dtype) if x.ir_dtype in FLOATS else None,),
         llvm=lambda lo, node, ins: [lo.convert(ins[0], node.inputs[0].type.dtype, node.attrs["dtype"])])

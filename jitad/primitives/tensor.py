@@ -22,7 +22,7 @@ def _unslice_impl(g, shape, starts, stops, steps):
 def _max_share(x, out, axes):
     """Each element's share of the maximum's derivative: ties split it evenly."""
     keep = reduced_shape(x.shape, axes, True)
-    hit = N.convert(x == N.broadcast_to(N.reshape(out, keep), x.shape), x.dtype)
+    hit = N.convert(x == N.broadcast_to(N.reshape(out, keep), x.shape), x.ir_dtype)
     return hit / N.broadcast_to(N.reshape(N.sum(hit, axis=axes), keep), x.shape), keep
 
 
