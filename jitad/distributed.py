@@ -19,6 +19,7 @@ Install MPI with `pip install jitad[mpi]` (mpi4py and the MPICH wheel).
 import os
 import sys
 import threading
+import time
 
 import numpy as np
 
@@ -88,6 +89,7 @@ def _abort_on_uncaught_errors():
     def abort(code=1):
         sys.stderr.flush()
         sys.stdout.flush()
+        time.sleep(0.5)   # mpiexec forwards output asynchronously: an abort right away can lose the error
         _world.Abort(code)
 
     def main_hook(kind, value, tb, previous=sys.excepthook):
