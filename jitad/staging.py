@@ -17,7 +17,7 @@ from .errors import ArgumentError, ResourceError, StagingError
 from .ir.graph import FunDef, Graph, Node, Program, Var
 from .ir.ops import IMPLS, Op, infer_types
 from .primitives.rules import N
-from .ir.types import FLOATS, I64, NUMPY, is_device_array, Type, TreeType, clean_bools, dtype_of_numpy, promote
+from .ir.types import FLOATS, I64, NUMPY, is_device_array, Type, TreeType, check_int64_range, clean_bools, dtype_of_numpy, promote
 from .pytree import LEAF, flatten, unflatten
 from .tree import Tree, plain_tree
 
@@ -399,8 +399,7 @@ def as_var(x, dtype=None):
         raise ArgumentError(f"the int constant {x} does not fit in 64 bits (staged ints are int64); "
                             "use a float constant or a smaller int")
     if isinstance(x, np.ndarray) and x.ndim:
-        if x.dtype.kind == "u" and x.size and x.max() > np.iinfo(np.int64).max:
-            raise ArgumentError(f"an unsigned array holds {x.max()}, beyond the int64 range")
+        check_int64_range(x)
         value = np.array(clean_bools(x), dtype=NUMPY[dtype], order="C")
         value.flags.writeable = False
         return emit(Op.CONST, [], {"value": value, "type": Type(dtype, value.shape)})[0]

@@ -5,7 +5,7 @@ import types
 import numpy as np
 
 from .errors import ArgumentError, ImmutableError
-from .ir.types import DESCRIPTOR, TreeType, dtype_of_numpy
+from .ir.types import DESCRIPTOR, TreeType, check_int64_range, dtype_of_numpy
 
 _NUMPY_OF = {"i64": np.int64, "f64": np.float64, "f32": np.float32}
 _INT64_MAX = np.iinfo(np.int64).max
@@ -108,8 +108,7 @@ class Tree:
             if kind is None or arr.shape != (n,):
                 raise ArgumentError(f"Tree: field `{name}` must be a numeric array of shape ({n},), "
                                     f"got dtype {arr.dtype} and shape {arr.shape}")
-            if arr.dtype.kind == "u" and n and arr.max() > _INT64_MAX:
-                raise ArgumentError(f"Tree: field `{name}` holds {arr.max()}, beyond the int64 range")
+            check_int64_range(arr, f"Tree: field `{name}`")
             arrays[name] = _frozen(arr, _NUMPY_OF["i64" if kind == "bool" else kind])
         left, right = _frozen(left, np.int64), _frozen(right, np.int64)
         order = _frozen(_post_order(left.tolist(), right.tolist(), root), np.int64)   # lists: faster here

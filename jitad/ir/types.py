@@ -3,6 +3,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import ArgumentError
+
 DTYPES = ("bool", "i64", "f32", "f64")
 FLOATS = ("f32", "f64")
 NUMPY = {"bool": np.bool_, "i64": np.int64, "f32": np.float32, "f64": np.float64}
@@ -100,6 +102,14 @@ def dtype_of_numpy(dt):
     if dt.kind == "f":
         return "f64"
     return None
+
+
+def check_int64_range(a, what="an unsigned array"):
+    """Refuse an unsigned array holding a value beyond int64 (as int64 it would wrap negative)."""
+    if isinstance(a, np.ndarray) and a.dtype.kind == "u" and a.size:
+        top = a.max()
+        if top > np.iinfo(np.int64).max:
+            raise ArgumentError(f"{what} holds {top}, beyond the int64 range")
 
 
 def clean_bools(a):

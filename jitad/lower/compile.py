@@ -10,7 +10,7 @@ import numpy as np
 
 from ..errors import ArgumentError, ResourceError
 from ..ir.passes import run_passes
-from ..ir.types import NUMPY, clean_bools
+from ..ir.types import NUMPY, check_int64_range, clean_bools
 from ..pytree import unflatten
 from ..tree import Tree, plain_tree
 from . import lapack, mpi, runtime, tensor  # noqa: F401  (lapack, mpi and tensor register their rules in the LLVM lowering's table)
@@ -73,8 +73,7 @@ def _canonical(x, t):
         if type(x) is np.ndarray and x.dtype is descr and x.flags.c_contiguous and x.flags.aligned:
             return x if t.dtype != "bool" else clean_bools(x)
         _check_copy_fits(x, t, descr)
-        if isinstance(x, np.ndarray) and x.dtype.kind == "u" and x.size and x.max() > np.iinfo(np.int64).max:
-            raise ArgumentError(f"an unsigned array holds {x.max()}, beyond the int64 range")
+        check_int64_range(x)
         try:
             return clean_bools(np.array(x, dtype=descr, order="C", copy=True, subok=False))   # what the entry accepts
         except MemoryError:
