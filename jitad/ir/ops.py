@@ -165,9 +165,14 @@ def _tree_get_rule(op, types, attrs, bodies):
     return [Type(dtype)]
 
 
-declare("tree_get", _tree_get_rule, arity=2, flags="pure")
-declare("tree_root", fixed(I64), arity=1, flags="pure")
-declare("tree_size", fixed(I64), arity=1, flags="pure")   # attrs word: "size" or "reachable"
+def _tree_get(tree, k, field):
+    return (getattr(tree, field) if field in ("left", "right", "order") else tree.fields[field])[k]
+
+
+declare("tree_get", _tree_get_rule, _tree_get, arity=2, flags="pure")
+declare("tree_root", fixed(I64), lambda tree: np.int64(tree.root), arity=1, flags="pure")
+declare("tree_size", fixed(I64), lambda tree, word: np.int64(len(tree.order) if word == "reachable" else tree.size),
+        arity=1, flags="pure")   # word: "size" or "reachable"
 
 
 def _table_update_rule(op, types, attrs, bodies):
