@@ -398,20 +398,12 @@ def _random(rt, node, ins):
 @rule(Op.TREE_GET)
 def _tree_get(rt, node, ins):
     tree, k = ins
-    field = node.attrs["field"]
-    arr = getattr(tree, field) if field in ("left", "right", "order") else tree.fields[field]
-    return [host_value(arr[int(rt.host(k))], node.outputs[0].type)]
+    return [host_value(IMPLS[Op.TREE_GET](tree, int(rt.host(k)), **node.attrs), node.outputs[0].type)]
 
 
-@rule(Op.TREE_ROOT)
-def _tree_root(rt, node, ins):
-    return [np.int64(ins[0].root)]
-
-
-@rule(Op.TREE_SIZE)
-def _tree_size(rt, node, ins):
-    tree = ins[0]
-    return [np.int64(len(tree.order) if node.attrs["word"] == "reachable" else tree.size)]
+@rule(Op.TREE_ROOT, Op.TREE_SIZE)
+def _tree_word(rt, node, ins):
+    return [IMPLS[node.op](ins[0], **node.attrs)]
 
 
 @rule(Op.TABLE)
@@ -541,14 +533,12 @@ def _slot_add_sparse(rt, node, ins):
     rows, rest = st.shape[0], size_of(st.shape[1:])
     n = size_of(node.inputs[2].type.shape)
     ki, kv = kind(index), kind(value)
-    if node.op == Op.SLOT_ADD_AT:
-        at = f"h_clip({K.element('e0', ki, 0)}, {rows}) * {rest} + i"
-        kern = rt.kernel((id(node), ki, kv), lambda: K.map_source(kv, at, "i", rest, ("e0",), op="+="))
-        rt.launch(kern, rest, value, slot, index)
-    else:
-        at = f"h_clip({K.element('e0', ki, f'i // {rest}')}, {rows}) * {rest} + i % {rest}"
-        kern = rt.kernel((id(node), ki, kv), lambda: K.map_source(kv, at, "i", n, ("e0",), op="atomic"))
-        rt.launch(kern, n, value, slot, index)
+    if node.op == Op.SLOT_ADD_AT:   # one row: each thread adds one element
+        at, n, op = f"h_clip({K.element('e0', ki, 0)}, {rows}) * {rest} + i", rest, "+="
+    else:   # rows may repeat: atomic adds
+        at, op = f"h_clip({K.element('e0', ki, f'i // {rest}')}, {rows}) * {rest} + i % {rest}", "atomic"
+    kern = rt.kernel((id(node), ki, kv), lambda: K.map_source(kv, at, "i", n, ("e0",), op=op))
+    rt.launch(kern, n, value, slot, index)
     return []
 
 
@@ -639,12 +629,7 @@ def _tree(rt, node, ins):
     def visit(k):
         if k < 0:
             return init
-        homes = rt.keep(combine.out_types)
-        mark = rt.arena.mark()
-        outs = rt.run_graph(combine, [np.int64(k)] + visit(tree.left[k]) + visit(tree.right[k]) + caps)
-        outs = rt.settle(outs, homes)
-        rt.arena.release(mark)
-        return outs
+        return rt.call_scoped(combine, [np.int64(k)] + visit(tree.left[k]) + visit(tree.right[k]) + caps)
     return visit(tree.root)
 
 

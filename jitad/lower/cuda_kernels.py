@@ -42,15 +42,13 @@ def environment():
     if simulated():
         env = {"f64": np.float64, "f32": np.float32, "i64": np.int64, "u64": np.uint64, "b1": np.bool_,
                "exp": np.exp, "log": np.log, "log1p": np.log1p, "expm1": np.expm1, "sqrt": np.sqrt,
-               "sin": np.sin, "cos": np.cos, "tanh": np.tanh, "fabs": np.abs, "fmod": np.fmod,
+               "sin": np.sin, "cos": np.cos, "tanh": np.tanh, "fmod": np.fmod,
                "power": np.power, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan,
                "atan2": np.arctan2, "quiet": lambda: np.errstate(all="ignore")}
     else:
         env = {"f64": numba.float64, "f32": numba.float32, "i64": numba.int64, "u64": numba.uint64,
-               "b1": numba.boolean, "exp": math.exp, "log": math.log, "log1p": math.log1p,
-               "expm1": math.expm1, "sqrt": math.sqrt, "sin": math.sin, "cos": math.cos,
-               "tanh": math.tanh, "fabs": math.fabs, "fmod": math.fmod, "power": math.pow}
-    for name in _math_names():
+               "b1": numba.boolean, "fmod": math.fmod, "power": math.pow}
+    for name in _math_names():   # exp(...), log1p(...): Python's math on a GPU
         if name not in env:   # the simulator computes in the operand's NumPy type
             fn = getattr(math, name)
             env[name] = (lambda f: lambda x, *y: type(x)(f(x, *y)))(fn) if simulated() else fn
@@ -156,10 +154,6 @@ def literal(value, dtype):
     if dtype == "i64":
         return f"i64({int(value)})"
     return f"{CTOR[dtype]}({float(value)!r})"
-
-
-def _float_or(int_form, float_form):
-    return lambda a, t: int_form(a) if t == "i64" else float_form(a)
 
 
 def _template(spec):
