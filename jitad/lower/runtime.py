@@ -35,10 +35,10 @@ _modules = {}       # cache key -> the symbol prefix of its object code in the e
 _texts = weakref.WeakValueDictionary()   # cache key -> its optimized IR while a Compiled holds it
 
 
-
 def libm_symbols():
     """The libm functions declarations name as their LLVM lowering, with float variants."""
     return [op.llvm + suffix for op in PRIMITIVES.values() if isinstance(op.llvm, str) for suffix in ("", "f")]
+
 
 class _Jit:
     def __init__(self):
@@ -269,13 +269,6 @@ def _write_cache(path, key, fingerprint, obj, text):
         pass   # an unwritable cache (or a directory in the entry's place) only costs a recompile
 
 
-def _remove(path):
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
-
-
 def _load(j, obj, names):
     """Add object code to the engine; the addresses of `names`, or None if one is missing."""
     j.engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
@@ -314,7 +307,8 @@ def compile_module(ir_text, placeholder, entries):
             if cached:   # its object code lacks the entries: compile under another prefix
                 prefix = f"jitad_{key}_again_"
                 names = [prefix + e for e in entries]
-                _remove(path)
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
             mod = j.optimize(ir_text.replace(placeholder, prefix))
             text, obj = str(mod), j.tm.emit_object(mod)
             if path and not cached:
