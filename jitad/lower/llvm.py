@@ -257,19 +257,15 @@ def _slot_get(lo, node, ins):
     return [ins[0] if t.shape else lo.b.load(ins[0], typ=LL[t.dtype])]
 
 
-@rule(Op.SLOT_SET)
-def _slot_set(lo, node, ins):
+@rule(Op.SLOT_SET, Op.SLOT_ADD)
+def _slot_update(lo, node, ins):
     t = node.inputs[1].type
-    if t.shape:
+    if node.op == Op.SLOT_ADD:
+        _add_into(lo, ins[0], ins[1], t)
+    elif t.shape:
         lo.copy(ins[0], ins[1], t)
     else:
         lo.b.store(ins[1], ins[0])
-    return []
-
-
-@rule(Op.SLOT_ADD)
-def _slot_add(lo, node, ins):
-    _add_into(lo, ins[0], ins[1], node.inputs[1].type)
     return []
 
 
@@ -496,9 +492,7 @@ class Lowerer:
         for k, fun in enumerate(program.funs):
             fnty = ir.FunctionType(ret_type(fun.out_types), [PTR] + [ll_type(t) for t in fun.body.in_types]
                                    + [PTR] * len(tensor_outputs(fun.out_types)))
-            f = ir.Function(module, fnty, name=f"{prefix}fun{k}_" + re.sub(r"\W", "_", fun.name))
-            f.linkage = "internal"
-            self.functions[fun] = f
+            self.functions[fun] = self.internal_function(fnty, f"fun{k}_" + re.sub(r"\W", "_", fun.name))
         for fun in program.funs:
             self.define(self.functions[fun], fun.body, recursive=True, out_types=fun.out_types,
                         ticks=_calls(fun.body) > 1)
@@ -508,8 +502,7 @@ class Lowerer:
         tensor_outs = tensor_outputs(main.out_types)
         fnty = ir.FunctionType(ir.VoidType(), [PTR] + [ll_type(t) for t in main.in_types] + [PTR]
                                + [PTR] * len(tensor_outs))
-        self.main = self.main_func = ir.Function(module, fnty, name=f"{prefix}main")
-        self.main.linkage = "internal"
+        self.main = self.main_func = self.internal_function(fnty, "main")
         self._begin(self.main)
         n_in = len(main.in_types)
         destinations = dict(zip(tensor_outs, self.main.args[2 + n_in:]))
@@ -609,8 +602,7 @@ class Lowerer:
                          outputs=outs)
             fnty = ir.FunctionType(ret_type(out_types), [PTR] + [ll_type(v.type) for v in node.inputs]
                                    + [PTR] * len(tensor_outputs(out_types)))
-            fn = ir.Function(self.module, fnty, name=f"{self.prefix}kernel{len(self.kernels)}_{node.op.value}")
-            fn.linkage = "internal"
+            fn = self.internal_function(fnty, f"kernel{len(self.kernels)}_{node.op.value}")
             fn.attributes.add("noinline")
             self.kernels[key] = fn
             self.outlining = False
@@ -623,6 +615,12 @@ class Lowerer:
                 self.outlining = True
                 self.dests = saved_dests
         return self.call_checked(fn, ins, len(out_types), out_types, node.outputs)
+
+    def internal_function(self, fnty, name):
+        """A function of this program's module, named `name` after its symbol prefix."""
+        fn = ir.Function(self.module, fnty, name=self.prefix + name)
+        fn.linkage = "internal"
+        return fn
 
     def phis(self, types, incoming):
         out = []
@@ -868,11 +866,9 @@ class Lowerer:
         arrived in the main thread (INTERRUPTED; `PyOS_InterruptOccurred` consumes the
         signal's flag, which the entry's handler sets again). It runs no Python code: the
         handlers run once the call has unwound (see `runtime.python_function`)."""
-        name = f"{self.prefix}poll"
-        if name in self.module.globals:
-            return self.module.globals[name]
-        fn = ir.Function(self.module, ir.FunctionType(I1, [PTR]), name=name)
-        fn.linkage = "internal"
+        if f"{self.prefix}poll" in self.module.globals:
+            return self.module.globals[f"{self.prefix}poll"]
+        fn = self.internal_function(ir.FunctionType(I1, [PTR]), "poll")
         for attribute in ("noinline", "cold", "nounwind"):
             fn.attributes.add(attribute)
         set.add(fn.attributes, "willreturn")   # (unknown to llvmlite) lets LLVM hoist loads out of loops past it
@@ -913,17 +909,13 @@ class Lowerer:
 
     def trampoline(self, fun, env_type):
         """`void code(ctx, env, args...)`: unpack a closure's environment and call `fun`."""
-        n = len(fun.in_types)
-        cont_type = ContType(tuple(fun.in_types))
-        fn = ir.Function(self.module, cont_fnty(cont_type), name=f"{self.prefix}code{self.n_codes}")
+        fn = self.internal_function(cont_fnty(ContType(tuple(fun.in_types))), f"code{self.n_codes}")
         self.n_codes += 1
-        fn.linkage = "internal"
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         ctx, env, args = fn.args[0], fn.args[1], list(fn.args[2:])
         caps = [b.load(b.gep(env, [I32(0), I32(k)], source_etype=env_type), typ=t)
                 for k, t in enumerate(env_type.elements)]
         b.ret(b.call(self.functions[fun], [ctx] + args + caps))
-        assert len(args) == n
         return fn
 
     def tree_function(self, node):
@@ -933,9 +925,7 @@ class Lowerer:
         state_types = [v.type for v in node.outputs]
         arg_types = [PTR, PTR, I64] + [ll_type(v.type) for v in node.inputs[1:]] \
             + [PTR] * len(tensor_outputs(state_types))
-        fn = ir.Function(self.module, ir.FunctionType(ret_type([v.type for v in node.outputs]), arg_types),
-                         name=f"{self.prefix}tree{self.n_trees}")
-        fn.linkage = "internal"
+        fn = self.internal_function(ir.FunctionType(ret_type(state_types), arg_types), f"tree{self.n_trees}")
         self.n_trees += 1
 
         def prologue(args):
@@ -951,7 +941,7 @@ class Lowerer:
                 kids += self.call_checked(fn, [desc, child] + init + caps, n, state_types)
             return [index] + kids + caps
 
-        self.define(fn, combine, recursive=True, prologue=prologue, out_types=[v.type for v in node.outputs])
+        self.define(fn, combine, recursive=True, prologue=prologue, out_types=state_types)
         return fn
 
     # -- arithmetic helpers shared by several rules ---------------------------
