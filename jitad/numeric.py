@@ -46,7 +46,6 @@ for _op in PRIMITIVES.values():
 def where(cond, a, b):
     """`a` where `cond` else `b`; both are computed: `jitad.where(x > 0, x, 0.0)`."""
     if not (is_staged(cond) or is_staged(a) or is_staged(b)):
-        import numpy as np
         return np.where(cond, a, b)[()]
     dtype = result_dtype(a, b)
     c = to_bool(cond, "where")
