@@ -631,11 +631,15 @@ class Lowerer:
             out.append(phi)
         return out
 
-    def extern(self, name, fnty):
-        try:
-            return self.module.get_global(name)
-        except KeyError:
+    def extern(self, name, fnty=None):
+        """The external function `name` of type `fnty` (None: a data symbol, as an i8)."""
+        if name in self.module.globals:
+            return self.module.globals[name]
+        if fnty is not None:
             return ir.Function(self.module, fnty, name=name)
+        g = ir.GlobalVariable(self.module, I8, name=name)
+        g.linkage = "external"
+        return g
 
     def math(self, name, x):
         """exp or tanh of a double in IR (vectorizable; jitad/lower/vmath.py)."""
@@ -666,19 +670,11 @@ class Lowerer:
             b.branch(self.bail_block())
         new = b.gep(top, [b.and_(b.add(nbytes, I64(63)), I64(-64))], source_etype=I8)
         b.store(new, self.ctx_field(2))
-        peak_ptr = b.gep(self.extern_data("jitad_arena"), [I64(16)], source_etype=I8)   # high-water mark
+        peak_ptr = b.gep(self.extern("jitad_arena"), [I64(16)], source_etype=I8)   # high-water mark
         peak_ptr.type = PTR
         peak, here = b.load(peak_ptr, typ=I64), b.ptrtoint(new, I64)
         b.store(b.select(b.icmp_unsigned(">", here, peak), here, peak), peak_ptr)
         return top
-
-    def extern_data(self, name):
-        try:
-            return self.module.get_global(name)
-        except KeyError:
-            g = ir.GlobalVariable(self.module, I8, name=name)
-            g.linkage = "external"
-            return g
 
     def tree_load(self, ptr, typ):
         """A load from a tree (read-only while compiled code runs: LLVM may hoist it)."""
@@ -803,10 +799,8 @@ class Lowerer:
         symbol the runtime points at the array (registered in every process)."""
         data = np.ascontiguousarray(value)
         name = "jitad_const_" + hashlib.sha256(data.tobytes() + str(data.dtype).encode()).hexdigest()[:24]
-        try:
-            return self.module.get_global(name)
-        except KeyError:
-            pass
+        if name in self.module.globals:
+            return self.module.globals[name]
         raw = bytearray(data.astype(np.uint8) if data.dtype == np.bool_ else data.tobytes())
         if len(raw) <= 1 << 14:
             g = ir.GlobalVariable(self.module, ir.ArrayType(I8, max(len(raw), 1)), name=name)
