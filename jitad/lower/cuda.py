@@ -367,15 +367,8 @@ def _concat(rt, node, ins):
     return [result]
 
 
-@rule(Op.INDEX)
-def _index(rt, node, ins):
-    x, i = ins
-    rows, rest = node.inputs[0].type.shape[0], size_of(node.inputs[0].type.shape[1:])
-    return gather(rt, node, x, lambda el: f"h_clip({el(0, '0')}, {rows}) * {rest} + i", rest, (i,))
-
-
-@rule(Op.GATHER)
-def _gather(rt, node, ins):
+@rule(Op.INDEX, Op.GATHER)
+def _gather(rt, node, ins):   # rows of x at an index (a scalar for INDEX) or an index array
     x, idx = ins
     rows, rest = node.inputs[0].type.shape[0], size_of(node.inputs[0].type.shape[1:])
     n = size_of(node.outputs[0].type.shape)
