@@ -445,3 +445,41 @@ def test_a_transformer_block_matches_jax():
     want = jax.jit(jax.grad(ref, argnums=tuple(range(6))))(*args)   # (op by op: 5 s)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-8, atol=1e-10)
+
+
+# -- the same rows on the CUDA backend (numba-cuda's simulator without a GPU) ----------
+
+def test_rows_on_the_cuda_backend_match_the_cpu(staged_outputs, staged_grads):
+    """Every row's value and every differentiable row's gradient, one program each, on
+    `device="cuda"` against the CPU backend (float64 fixture runs only: the simulator is slow)."""
+    dtype, inputs, cpu_values = staged_outputs
+    if dtype != np.float64 or staged_grads[0] != np.float64:
+        pytest.skip("the float32 fixtures check the CPU backend only")
+    _, _, weights, cpu_grads = staged_grads
+    flat = [x for xs in inputs for x in xs]
+
+    def program(*flat):
+        outs, k = [], 0
+        for row, xs in zip(ROWS, inputs):
+            outs.append(tuple(_leaves(row.fn(jitad, *flat[k:k + len(xs)]))))
+            k += len(xs)
+        return tuple(outs)
+    gpu_values = jitad.jit(program, device="cuda")(*flat)
+    for row, got, want in zip(ROWS, gpu_values, cpu_values):
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-12, atol=1e-13, err_msg=row.name)
+
+    def total(*flat):
+        acc, k = 0.0, 0
+        for i in DIFF:
+            n = len(inputs[i])
+            acc = acc + _loss(jitad, ROWS[i], weights[i])(*flat[k:k + n])
+            k += n
+        return acc
+    dflat = [x for i in DIFF for x in inputs[i]]
+    grads = jitad.grad(total, argnums=tuple(range(len(dflat))), device="cuda")(*dflat)
+    k = 0
+    for i in DIFF:
+        for g, w in zip(grads[k:k + len(inputs[i])], cpu_grads[i]):
+            np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-11, atol=1e-12, err_msg=ROWS[i].name)
+        k += len(inputs[i])
