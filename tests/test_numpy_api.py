@@ -483,3 +483,53 @@ def test_rows_on_the_cuda_backend_match_the_cpu(staged_outputs, staged_grads):
         for g, w in zip(grads[k:k + len(inputs[i])], cpu_grads[i]):
             np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-11, atol=1e-12, err_msg=ROWS[i].name)
         k += len(inputs[i])
+
+
+# -- the rows over (3, 4) inputs again on empty and size-1 axes --------------------------
+
+SHAPE_ROWS = [i for i, r in enumerate(ROWS) if all(shape == U for shape, _, _ in r.specs)]
+
+
+@pytest.mark.parametrize("shape", [(0, 4), (1, 4), (3, 1)], ids=str)
+def test_rows_on_empty_and_size_1_axes(shape):
+    """Values against NumPy, gradients against JAX, one program per shape."""
+    rows, inputs = [], []
+    for k in SHAPE_ROWS:
+        r = ROWS[k]
+        rng = np.random.default_rng(k)
+        xs = [rng.uniform(lo, hi, shape) for _, lo, hi in r.specs]
+        try:
+            _reference(r, xs)
+        except ValueError:   # NumPy refuses (reflect-padding an empty axis): so must jitad
+            with pytest.raises(jitad.JitadError, match=r.name.split("_")[0]):
+                jitad.jit(lambda *xs: r.fn(jitad, *xs))(*xs)
+            continue
+        rows.append(r)
+        inputs.append(xs)
+    flat = [x for xs in inputs for x in xs]
+
+    def split(flat):
+        k = 0
+        for r, xs in zip(rows, inputs):
+            yield r, flat[k:k + len(xs)]
+            k += len(xs)
+    got = jitad.jit(lambda *flat: tuple(tuple(_leaves(r.fn(jitad, *xs))) for r, xs in split(flat)))(*flat)
+    for r, xs, outs in zip(rows, inputs, got):
+        for g, w in zip(outs, _reference(r, xs)):
+            assert np.shape(g) == w.shape, r.name
+            np.testing.assert_allclose(g, w, rtol=1e-10, atol=1e-12, err_msg=r.name)
+
+    diff = [(r, xs) for r, xs in zip(rows, inputs) if r.diff]
+    for m in (jitad, jnp):
+        def total(*flat, m=m):
+            return sum((m.sum(o) for k, (r, _) in enumerate(diff)
+                        for o in _leaves(r.fn(m, *flat[sum(len(x) for _, x in diff[:k]):][:len(diff[k][1])]))), 0.0)
+        dflat = [x for _, xs in diff for x in xs]
+        if m is jitad:
+            mine = jitad.grad(total, argnums=tuple(range(len(dflat))))(*dflat)
+        else:
+            theirs = jax.jit(jax.grad(total, argnums=tuple(range(len(dflat)))))(*dflat)
+    names = [r.name for r, xs in diff for _ in xs]
+    for g, w, name in zip(mine, theirs, names):
+        assert np.shape(g) == np.shape(w), name
+        np.testing.assert_allclose(g, np.asarray(w), rtol=1e-9, atol=1e-12, err_msg=name)
