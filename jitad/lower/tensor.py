@@ -123,7 +123,65 @@ def _transpose(lo, node, ins):
 @rule(Op.MATMUL)
 def _matmul(lo, node, ins):
     out = lo.result_buffer(node.outputs[0])
-    _gemm(lo, out, node.outputs[0].type, ins, node.inputs, node.attrs, accumulate=False)
+    _gemm(lo, out, node.outputs[0].type, ins, [v.type for v in node.inputs], node.attrs, accumulate=False)
+    return [out]
+
+
+@rule(Op.BMM)
+def _bmm(lo, node, ins):
+    """A loop over the batch around `_gemm` (register tiles or one BLAS call per entry)."""
+    out_t, (a_t, b_t) = node.outputs[0].type, [v.type for v in node.inputs]
+    out = lo.result_buffer(node.outputs[0])
+    mats = [Type(t.dtype, t.shape[1:]) for t in (out_t, a_t, b_t)]
+    sizes = [int(np.prod(t.shape)) for t in mats]
+    ty, b = LL[out_t.dtype], lo.b
+
+    def entry(i):
+        o, a, bm = (b.gep(buf, [b.mul(i, I64(size))], source_etype=ty) for buf, size in zip((out, *ins), sizes))
+        _gemm(lo, o, mats[0], [a, bm], mats[1:], node.attrs, accumulate=False)
+    lo.counted_loop(I64(out_t.shape[0]), entry, rolled=True)
+    return [out]
+
+
+@rule(Op.CUMSUM)
+def _cumsum(lo, node, ins):
+    """out[o, j, r] = out[o, j -+ 1, r] + x[o, j, r]: rows along `axis` in order, the inner
+    axes (r) contiguous and vectorizable."""
+    t = node.outputs[0].type
+    axis, reverse = node.attrs["axis"], node.attrs["reverse"]
+    outer, n, inner = int(np.prod(t.shape[:axis])), t.shape[axis], int(np.prod(t.shape[axis + 1:]))
+    out = lo.result_buffer(node.outputs[0])
+    ty, b = LL[t.dtype], lo.b
+    add = (lambda x, y: b.fadd(x, y)) if t.dtype in ("f64", "f32") else b.add
+    at = lambda buf, o, j, r: b.gep(buf, [b.add(b.mul(b.add(b.mul(o, I64(n)), j), I64(inner)), r)], source_etype=ty)
+    acc = alloca(b, ty)
+
+    def line(idx):
+        o, r = idx
+        b.store(ty(0), acc)
+
+        def step(j):
+            j = b.sub(I64(n - 1), j) if reverse else j
+            total = add(b.load(acc, typ=ty), b.load(at(ins[0], o, j, r), typ=ty))
+            b.store(total, acc)
+            b.store(total, at(out, o, j, r))
+        lo.counted_loop(I64(n), step, rolled=True)
+    if inner == 1:   # a running sum in a register
+        lo.loop_nest((outer, 1), line)
+        return [out]
+
+    def rows(odx):   # row j = row j -+ 1 + x's row j, the row loop innermost (vectorized)
+        (o,) = odx
+        first = I64(n - 1) if reverse else I64(0)
+        lo.loop_nest((inner,), lambda r: b.store(b.load(at(ins[0], o, first, r[0]), typ=ty), at(out, o, first, r[0])))
+
+        def step(j):
+            j = b.sub(I64(n - 2), j) if reverse else b.add(j, I64(1))
+            prev = b.add(j, I64(1)) if reverse else b.sub(j, I64(1))
+            lo.loop_nest((inner,), lambda r: b.store(add(b.load(at(out, o, prev, r[0]), typ=ty),
+                                                         b.load(at(ins[0], o, j, r[0]), typ=ty)), at(out, o, j, r[0])))
+        lo.counted_loop(I64(n - 1), step, rolled=True)
+    lo.loop_nest((outer,), rows)
     return [out]
 
 
@@ -150,17 +208,17 @@ def _table_gemm_add(lo, node, ins):
 
 @rule(Op.MATMUL_ADD)
 def _matmul_add(lo, node, ins):
-    _gemm(lo, ins[0], node.inputs[0].type.value_type, ins[1:], node.inputs[1:], node.attrs,
+    _gemm(lo, ins[0], node.inputs[0].type.value_type, ins[1:], [v.type for v in node.inputs[1:]], node.attrs,
           accumulate=not node.attrs.get("store"))
     return []
 
 
-def _gemm(lo, out, out_t, ins, in_vars, attrs, accumulate):
+def _gemm(lo, out, out_t, ins, in_types, attrs, accumulate):
     """out (=|+=) op(a) @ op(b): a loop nest below BLAS_MIN_FLOPS, register tiles up to
     REGISTER_GEMM_MAX when nothing is transposed (BLAS's small-matrix path runs a 20×50 @
     50×50 product at ~22 GFLOP/s, the tiles at ~39), else BLAS."""
     a, bm = ins
-    a_t, b_t = in_vars[0].type, in_vars[1].type
+    a_t, b_t = in_types
     ta, tb = attrs["ta"], attrs["tb"]
     (m, n), k = out_t.shape, (a_t.shape[0] if ta else a_t.shape[1])
     b = lo.b

@@ -4,7 +4,7 @@ registered in jitad/lower (`rule(Op.SUM)`); the declarations here hold the rest.
 import numpy as np
 
 from ..errors import ShapeError
-from ..ir.ops import clip_index, declare, same_dtype, shape_rule
+from ..ir.ops import Op, clip_index, declare, same_dtype, shape_rule
 from ..ir.types import Type
 from .rules import N, Region, Sparse, linear, reduced_shape, unbroadcast
 
@@ -82,6 +82,38 @@ def _bilinear_jvp(node, tangents, primals, out):
 
 declare("matmul", _matmul_rule, lambda a, b, ta, tb: np.matmul(a.T if ta else a, b.T if tb else b),
         arity=2, flags="pure stored", vjp=_matmul_vjp, jvp=_bilinear_jvp)
+
+
+def _bmm_rule(op, types, attrs, bodies):
+    a, b = types
+    same_dtype(op, types)
+    if len(a.shape) != 3 or len(b.shape) != 3 or a.shape[0] != b.shape[0]:
+        raise ShapeError(f"`matmul`: batched shapes {a.shape} and {b.shape}: need (B, m, k) and (B, k, n)")
+    (m, k), (k2, n) = a.shape[:0:-1] if attrs["ta"] else a.shape[1:], b.shape[:0:-1] if attrs["tb"] else b.shape[1:]
+    if k != k2:
+        raise ShapeError(f"`matmul`: batched shapes {a.shape} and {b.shape} do not multiply")
+    return [Type(a.dtype, (a.shape[0], m, n))]
+
+
+def _bmm_impl(a, b, ta, tb):
+    return np.matmul(np.swapaxes(a, 1, 2) if ta else a, np.swapaxes(b, 1, 2) if tb else b)
+
+
+def _bmm_vjp(g, a, b, out, ta, tb):
+    """`_matmul_vjp` per batch entry."""
+    mm = lambda x, y, ta, tb: N.bind(Op.BMM, x, y, ta=ta, tb=tb)
+    ga = mm(b, g, tb, True) if ta else mm(g, b, False, not tb)
+    gb = mm(g, a, True, ta) if tb else mm(a, g, not ta, False)
+    return ga, gb
+
+
+# a GEMM per batch entry: op(a[i]) @ op(b[i]), op a transpose of the last two axes where flagged
+declare("bmm", _bmm_rule, _bmm_impl, arity=2, flags="pure stored kernel", vjp=_bmm_vjp, jvp=_bilinear_jvp)
+# running sums along `axis` (from the end with `reverse`): one sequential pass, NumPy's rounding
+declare("cumsum", shape_rule(lambda types, axis, reverse: types[0].shape),
+        lambda x, axis, reverse: np.flip(np.cumsum(np.flip(x, axis), axis), axis) if reverse else np.cumsum(x, axis),
+        arity=1, flags="pure linear kernel",
+        vjp=linear(lambda g, x, out, axis, reverse: N.bind(Op.CUMSUM, g, axis=axis, reverse=not reverse)))
 
 
 def _conv2d_rule(op, types, attrs, bodies):
