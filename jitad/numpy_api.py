@@ -1033,7 +1033,8 @@ class _At:
     index `x[index]` takes, `v` broadcasts to `x[index]`'s shape; differentiable in `x`
     and `v`. Repeated positions apply in order (`add` sums them, `set` keeps the last).
     Static indices cost a gather per repeat; staged ones compare every position with each
-    index (O(indices × size))."""
+    index (O(indices × size)) for `multiply`, `min` and `max`; `set` and `add` are one
+    `scatter` (O(size + indices))."""
 
     def __init__(self, x, index=None):
         self.x, self.index = x, index
@@ -1068,7 +1069,10 @@ class _At:
         flat, vf = N.reshape(x, (-1,)), N.reshape(v, (-1,))
         combine = {"set": lambda old, new: new, "add": lambda old, new: old + new,
                    "multiply": lambda old, new: old * new, "min": N.minimum, "max": N.maximum}[how]
-        if is_staged(pos):
+        if how in ("set", "add") and dtype != "bool":   # one pass: rows of the flat array
+            pos = N.reshape(pos, (-1,)) if is_staged(pos) else np.reshape(pos, -1)
+            out = N.bind(N.Op.SCATTER, flat, pos, N.convert(vf, dtype) if is_staged(vf) else vf, add=how == "add")
+        elif is_staged(pos):
             out = _update_staged(flat, N.reshape(pos, (-1,)), vf, how, combine)
         else:
             out = _update_static(flat, np.reshape(pos, -1), vf, how, combine)

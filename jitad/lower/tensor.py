@@ -375,6 +375,30 @@ def _gather(lo, node, ins):
     return [out]
 
 
+@rule(Op.SCATTER)
+def _scatter(lo, node, ins):
+    """A copy of x (none when x is a loop state only this reads: `llvm.lower_loop_body`), then
+    its rows at the indices set or added, in order."""
+    x_t, idx_t, v_t = (v.type for v in node.inputs)
+    out = ins[0] if node in lo.in_place else lo.result_buffer(node.outputs[0])
+    if out is not ins[0]:
+        lo.copy(out, ins[0], x_t)
+    row_t, ty, b = Type(x_t.dtype, x_t.shape[1:]), LL[x_t.dtype], lo.b
+    add = b.fadd if x_t.dtype in ("f64", "f32") else b.add
+
+    def update(idx):
+        i = b.load(lo.elem_ptr(ins[1], idx_t, idx), typ=I64) if idx_t.shape else ins[1]
+        dst = _row(lo, out, x_t, i)
+
+        def element(r):
+            v = lo.load_at(ins[2], v_t, idx + r, v_t.shape) if v_t.shape else ins[2]
+            ptr = lo.elem_ptr(dst, row_t, r)
+            b.store(add(b.load(ptr, typ=ty), v) if node.attrs["add"] else v, ptr)
+        lo.loop_nest(row_t.shape, element)
+    lo.loop_nest(idx_t.shape, update)
+    return [out]
+
+
 @rule(Op.SLICE)
 def _slice(lo, node, ins):
     x_t, out_t = node.inputs[0].type, node.outputs[0].type

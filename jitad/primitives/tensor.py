@@ -200,3 +200,47 @@ def _concat_jvp(node, tangents, primals, out):
 
 declare("concat", _concat_rule, lambda *xs, axis: np.concatenate(xs, axis=axis), flags="pure kernel",
         vjp=_concat_vjp, jvp=_concat_jvp)
+
+
+def _scatter_rule(op, types, attrs, bodies):
+    x, idx, v = types
+    if idx.dtype != "i64" or not x.shape or v.dtype != x.dtype or v.shape != idx.shape + x.shape[1:]:
+        raise ShapeError(f"`scatter`: rows {idx} of {x} with values {v}: need int indices and values "
+                         "shaped indices.shape + x.shape[1:] of x's dtype")
+    return [x]
+
+
+def _scatter_impl(x, idx, v, add):
+    out = x.copy()
+    rows = np.reshape(clip_index(idx, x.shape[0]), -1)
+    for r, row in zip(rows, np.reshape(v, (len(rows),) + x.shape[1:])):   # in order: the last set wins
+        out[r] = out[r] + row if add else row
+    return out
+
+
+def _rows_of(g, idx):
+    return N.bind(Op.GATHER if idx.shape else Op.INDEX, g, idx)
+
+
+def _scatter_vjp(g, x, idx, v, out, add):
+    if add:
+        return g, None, _rows_of(g, idx)
+    gv = _rows_of(g, idx)
+    if idx.shape:   # only the last write to a row receives its cotangent
+        order = np.arange(int(np.prod(idx.shape)), dtype=np.int64).reshape(idx.shape)
+        winner = N.bind(Op.SCATTER, N.full((x.shape[0],), -1, "i64"), idx, order, add=False)
+        hit = N.reshape(_rows_of(winner, idx) == order, idx.shape + (1,) * (len(x.shape) - 1))
+        gv = N.where(N.broadcast_to(hit, v.shape), gv, N.zeros(v.shape, v.ir_dtype))
+    return N.bind(Op.SCATTER, g, idx, N.zeros(v.shape, v.ir_dtype), add=False), None, gv
+
+
+def _scatter_jvp(node, tangents, primals, out):
+    (x, idx, v), (tx, _, tv) = primals, tangents
+    tx = tx if tx is not None else N.zeros(x.shape, x.ir_dtype)
+    tv = tv if tv is not None else N.zeros(v.shape, v.ir_dtype)
+    return N.bind(node.op, tx, idx, tv, **node.attrs)
+
+
+# x with rows idx (clamped as `index` reads them) set to, or with `add` added, v's rows, in
+# order; a loop state nothing else reads is updated in place (jitad/lower/llvm.py `_loop`)
+declare("scatter", _scatter_rule, _scatter_impl, arity=3, flags="pure", vjp=_scatter_vjp, jvp=_scatter_jvp)
