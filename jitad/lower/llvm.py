@@ -388,17 +388,32 @@ def _poll_period(graphs):
 
 
 def lower_loop_body(lo, body, args, states):
-    """Lower a loop `body`; its scatters may write into their operand's buffer when that
-    is a loop state (`states`: `_loop` owns their buffers) nothing else in the body reads,
-    an update of O(rows written) instead of a copy of the state per iteration."""
-    uses = Counter(v for n in body.nodes for v in n.inputs)
-    uses.update(body.outputs)
-    marks = {n for n in body.nodes if n.op is Op.SCATTER and n.inputs[0] in states and uses[n.inputs[0]] == 1}
+    """Lower a loop `body`; a scatter may write into its operand's buffer when that is a
+    loop state (`states`: `_loop` owns their buffers) read nowhere after the scatter: an
+    update of O(rows written) instead of a copy of the state per iteration."""
+    marks = {n for n in body.nodes if n.op is Op.SCATTER and n.inputs[0] in states and _last_reader(body, n)}
     lo.in_place |= marks
     try:
         return lo.lower(body, args)
     finally:
         lo.in_place -= marks
+
+
+def _last_reader(graph, scatter):
+    """Is `scatter` the last reader of its operand x, directly or through views of it
+    (an `index` row is a pointer into x), and no output of `graph`?"""
+    aliases, after = {scatter.inputs[0]}, False
+    for n in graph.nodes:
+        if n is scatter:
+            after = True
+            if any(v in aliases for v in n.inputs[1:]):
+                return False
+        elif any(v in aliases for v in n.inputs):
+            if after:
+                return False
+            if n.op.view or n.bodies:   # results that may share x's buffer
+                aliases.update(n.outputs)
+    return not any(v in aliases for v in graph.outputs)
 
 
 @rule(Op.WHILE)
