@@ -136,9 +136,24 @@ def _bmm(lo, node, ins):
     sizes = [int(np.prod(t.shape)) for t in mats]
     ty, b = LL[out_t.dtype], lo.b
 
+    (m, n), k = mats[0].shape, mats[1].shape[0 if node.attrs["ta"] else 1]
+    flags = [node.attrs["ta"], node.attrs["tb"]]
+    # a transposed operand of a small product is copied untransposed per entry: the
+    # register tiles beat one BLAS call per small entry by more than the copy costs
+    scratch = [lo.alloc(Type(t.dtype, t.shape[::-1])) if flag and BLAS_MIN_FLOPS <= m * n * k <= REGISTER_GEMM_MAX
+               and out_t.dtype in BLAS_SYMBOLS else None for t, flag in zip(mats[1:], flags)]
+
     def entry(i):
-        o, a, bm = (b.gep(buf, [b.mul(i, I64(size))], source_etype=ty) for buf, size in zip((out, *ins), sizes))
-        _gemm(lo, o, mats[0], [a, bm], mats[1:], node.attrs, accumulate=False)
+        o, *ops = (b.gep(buf, [b.mul(i, I64(size))], source_etype=ty) for buf, size in zip((out, *ins), sizes))
+        for j, (t, buf) in enumerate(zip(mats[1:], scratch)):
+            if buf is not None:
+                tt = Type(t.dtype, t.shape[::-1])
+                lo.loop_nest(tt.shape, lambda idx, src=ops[j], t=t, tt=tt, buf=buf: b.store(
+                    b.load(lo.elem_ptr(src, t, idx[::-1]), typ=ty), lo.elem_ptr(buf, tt, idx)))
+                ops[j] = buf
+        attrs = {"ta": flags[0] and scratch[0] is None, "tb": flags[1] and scratch[1] is None}
+        _gemm(lo, o, mats[0], ops, [Type(t.dtype, t.shape[::-1]) if buf is not None else t
+                                    for t, buf in zip(mats[1:], scratch)], attrs, accumulate=False)
     lo.counted_loop(I64(out_t.shape[0]), entry, rolled=True)
     return [out]
 
