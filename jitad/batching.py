@@ -31,7 +31,7 @@ from .ad.restage import restage_node, run_graph
 from .ad.reverse import value_and_grad_staged
 from .errors import ArgumentError, StagingError
 from .ir.graph import split_operands, walk
-from .ir.ops import CALLS, Op, declare
+from .ir.ops import CALLS, PRIMITIVES, Op, declare
 from .ir.types import TreeType, Type
 from .pytree import flatten, unflatten
 from .staging import (FOR, FUN, IF, TREE, WHILE, ShapeDtype, Staged, StagedTree, arg_type, coerce, current_frame, emit,
@@ -241,14 +241,6 @@ def per_lane(node, ins, size):
     return [(x, True) for x in FOR(0, size, body, init)]
 
 
-def rule_of(op):
-    if op.batch is not None:
-        return op.batch
-    if op.elementwise:
-        return batch_elementwise
-    return RULES.get(op)
-
-
 # -- control flow ----------------------------------------------------------------
 
 def analyze(graph, flags):
@@ -420,8 +412,15 @@ def _call(node, ins, size, mask):
 RULES = {Op.BROADCAST: _broadcast, Op.SUM: batch_reduction, Op.MAX: batch_reduction, Op.RESHAPE: _reshape,
          Op.TRANSPOSE: _transpose, Op.SLICE: _slice, Op.UNSLICE: _unslice, Op.CONCAT: _concat,
          Op.MATMUL: _matmul, Op.INDEX: _gather, Op.GATHER: _gather, Op.CONV2D: _conv2d,
-         Op.DEBUG_PRINT: _debug_print, Op.IF: _if, Op.WHILE: _while, Op.FOR: _for, Op.TREE: _tree,
-         **{op: _call for op in CALLS}, Op.DEFERRED_VJP: _deferred}
+         Op.DEBUG_PRINT: _debug_print}
+CONTROL = {Op.IF: _if, Op.WHILE: _while, Op.FOR: _for, Op.TREE: _tree, **{op: _call for op in CALLS},
+           Op.DEFERRED_VJP: _deferred}
+for _op, _rule in RULES.items():   # fill the declarations' `batch` slot (a declaration's own rule wins)
+    if _op.batch is None and _op not in CONTROL:
+        _op.batch = _rule
+for _op in PRIMITIVES.values():
+    if _op.elementwise and _op.batch is None:
+        _op.batch = batch_elementwise
 EFFECTS = {Op.SLOT, Op.SLOT_GET, Op.SLOT_SET, Op.SLOT_ADD, Op.SLOT_ADD_AT, Op.SLOT_SCATTER_ADD,
            Op.SLOT_ADD_SLICE, Op.CLOSURE, Op.APPLY, Op.TABLE, Op.TABLE_GET, Op.TABLE_SET, Op.TABLE_ADD,
            Op.TABLE_GEMM_ADD, Op.MATMUL_ADD, Op.ARENA_MARK, Op.ARENA_RELEASE}
@@ -439,7 +438,7 @@ def batch_graph(graph, ins, size, mask=None):
 def batch_node(node, ins, size, mask):
     if not any(b for _, b in ins) and not _holds_deferred(node):
         return [(o, False) for o in restage_node(node, [x for x, _ in ins])]
-    rule = rule_of(node.op)
+    rule = CONTROL.get(node.op) or node.op.batch
     if rule is not None:
         return rule(node, ins, size, mask)
     if node.op in EFFECTS:
