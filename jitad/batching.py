@@ -27,6 +27,7 @@ import numpy as np
 
 from . import numeric as N
 from . import numpy_api as NP
+from .ad.forward import contains_effects
 from .ad.restage import restage_node, run_graph
 from .ad.reverse import value_and_grad_staged
 from .errors import ArgumentError, StagingError
@@ -221,14 +222,17 @@ def _debug_print(node, ins, size, mask):   # prints the batched values whole
 
 
 def per_lane(node, ins, size):
-    """The generic rule: the node once per lane (unrolled for a few, else a staged FOR
-    writing one row per step), its results stacked."""
-    def lane(i):
-        return restage_node(node, [x[i] if b else x for x, b in ins])
+    """The generic rule: the node once per lane, its results stacked (`stack_lanes`)."""
     types = [v.type for v in node.outputs]
     if any(not isinstance(t, Type) for t in types):
         raise StagingError(f"vmap: `{node.op.value}` has no batching rule and its results cannot be "
                            "stacked; apply vmap to the function without it")
+    return stack_lanes(lambda i: restage_node(node, [x[i] if b else x for x, b in ins]), types, size)
+
+
+def stack_lanes(lane, types, size):
+    """`lane(i)`'s results (of `types`) for every lane, stacked: unrolled for a few lanes,
+    else a staged FOR writing one row per step."""
     if size <= UNROLL:
         rows = [lane(i) for i in range(size)]
         return [(N.stack([r[k] for r in rows]), True) for k in range(len(types))]
@@ -532,8 +536,13 @@ def vmap_staged(fn, args, in_axes, out_axes):
         trace_memo()["vmap"] = True
         return fn(*a)
     program, out_td, captured = trace_program(traced, unflatten(td, values), td, types)
-    ins = list(zip(values, flags)) + [(wrap(v), False) for v in captured]
-    outs = batch_graph(program.main, ins, size)
+    if contains_effects(program):   # reverse-mode code made inside (jitad.hvp): fn once per lane
+        def lane(i):
+            return flatten(fn(*unflatten(td, [x[i] if f else x for x, f in zip(values, flags)])))[0]
+        outs = stack_lanes(lane, program.main.out_types, size)
+    else:
+        ins = list(zip(values, flags)) + [(wrap(v), False) for v in captured]
+        outs = batch_graph(program.main, ins, size)
     out_ax = _axes_per_leaf(out_axes, unflatten(out_td, [0] * len(outs)), "out_axes")
     results = []
     for k, ((x, b), ax) in enumerate(zip(outs, out_ax)):

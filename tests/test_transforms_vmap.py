@@ -254,3 +254,17 @@ def test_errors():
     with pytest.raises(jitad.ArgumentError, match="cannot be batched"):
         jitad.vmap(lambda t: t, in_axes=0)(jitad.Tree.from_nested((1.0, None, None)))
     assert issubclass(jitad.ArgumentError, jitad.JitadError)
+
+
+def test_jacobians_and_hessians_under_vmap():
+    """jacrev/jacfwd batch as programs; hessian and hvp (forward over reverse-mode code
+    made inside) run the function once per lane."""
+    X = rng.random((10, 3))
+    f = lambda x: jitad.sin(x) * x.sum()   # noqa: E731
+    fj = lambda x: jnp.sin(x) * x.sum()   # noqa: E731
+    close(jitad.vmap(jitad.jacrev(f))(X[:4]), jax.vmap(jax.jacrev(fj))(X[:4]))
+    close(jitad.vmap(jitad.jacfwd(f))(X[:4]), jax.vmap(jax.jacfwd(fj))(X[:4]))
+    g = lambda x: jitad.sum(f(x))   # noqa: E731
+    gj = lambda x: jnp.sum(fj(x))   # noqa: E731
+    close(jitad.vmap(jitad.hessian(g))(X[:4]), jax.vmap(jax.hessian(gj))(X[:4]))
+    close(jitad.vmap(jitad.hvp(g))(X, X), jax.vmap(lambda x, v: jax.jvp(jax.grad(gj), (x,), (v,))[1])(X, X))
