@@ -51,6 +51,13 @@ def main(argv=None):
     for name, r in res.items():
         lines.append(f"| {name} | {harness.fmt_us(r['median_us'])} | {harness.fmt_us(r['min_us'])}–"
                      f"{harness.fmt_us(r['max_us'])} | {r['median_us'] / base:.2f} |")
+    goals = []
+    if "JAX jit(vmap(grad))" in res:
+        r = res["JAX jit(vmap(grad))"]["median_us"] / base
+        goals.append(f"{'✓' if r >= 1 else '✗'} per-example gradients: {r:.2f}× JAX's speed (goal: faster than JAX)")
+    r = res["jitad loop of grad"]["median_us"] / base
+    goals.append(f"{'✓' if r >= 1 else '✗'} per-example gradients: {r:.2f}× a loop of grad calls (goal: faster)")
+    lines += ["", "## Goals", ""] + [f"- {g}" for g in goals]
     text = "\n".join(lines) + "\n"
     stem = os.path.join(HERE, "results", "transforms_quick" if opts.quick else "transforms")
     os.makedirs(os.path.dirname(stem), exist_ok=True)
