@@ -50,7 +50,8 @@ def declare(name, rule, impl=None, *, arity=None, flags="", vjp=None, jvp=None, 
     arity: the operand count where fixed; flags: words of `FLAGS`;
     vjp(g, *inputs, out, **attrs) -> one cotangent per input (None: none flows);
     jvp(node, tangents, primals, out) -> the output tangent, where not derived from the VJP;
-    batch: the batching rule (not used yet);
+    batch: the batching rule batch(node, ins, size, mask) -> [(value, batched)] for `(value, batched)`
+    operands (jitad/batching.py gives elementwise ops, reductions and the shape ops theirs);
     llvm: a libm symbol ("log1p": "log1pf" for f32) or a scalar rule fn(lowerer, node, ins) -> [value]
     for an elementwise op (other ops register their rule in jitad/lower);
     cuda: the element expression, a format string ("log1p({0})") or fn(args, dtype) -> str;

@@ -257,6 +257,42 @@ def _matmul(rt, node, ins):
     return [out]
 
 
+@rule(Op.BMM)
+def _bmm(rt, node, ins):
+    """`_gemm` per batch entry, on views of the flat buffers."""
+    out_t, types = node.outputs[0].type, [v.type for v in node.inputs]
+    out = rt.alloc(out_t)
+    mats = [Type(t.dtype, t.shape[1:]) for t in [out_t] + types]
+    sizes = [size_of(t.shape) for t in mats]
+    for i in range(out_t.shape[0]):
+        o, a, b = (buf[i * n:(i + 1) * n] for buf, n in zip([out] + list(ins), sizes))
+        _gemm(rt, node, o, [a, b], [Var(t) for t in mats[1:]], mats[0].shape, False)
+    return [out]
+
+
+@rule(Op.CUMSUM)
+def _cumsum(rt, node, ins):
+    t, axis = node.outputs[0].type, node.attrs["axis"]
+    outer, n, inner = size_of(t.shape[:axis]), t.shape[axis], size_of(t.shape[axis + 1:])
+    out = rt.alloc(t)
+    kern = rt.kernel(id(node), lambda: K.cumsum_source(outer, n, inner, node.attrs["reverse"]))
+    rt.launch(kern, outer * inner, rt.to_device(ins[0], t), out)
+    return [out]
+
+
+@rule(Op.SCATTER)
+def _scatter(rt, node, ins):
+    x, index, value = ins
+    x_t, idx_t = node.inputs[0].type, node.inputs[1].type
+    out = rt.alloc(x_t)
+    rt.copy(out, x)
+    rows, rest, count = x_t.shape[0], size_of(x_t.shape[1:]), size_of(idx_t.shape)
+    kern = rt.kernel((id(node), kind(index), kind(value)), lambda: K.scatter_source(
+        kind(index), kind(value), count, rows, rest, node.attrs["add"]))
+    rt.launch(kern, rest, value, out, index)
+    return [out]
+
+
 @rule(Op.CONV2D)
 def _conv2d(rt, node, ins):
     (x_t, w_t), out_t = [v.type for v in node.inputs], node.outputs[0].type

@@ -378,3 +378,19 @@ def random_source(kind_key, n):
     lines = [f"z = h_mix(u64({key}) * {golden} + u64(i + 1) * {golden})",
              "out[i] = f64(z >> u64(11)) * 1.1102230246251565e-16"]
     return "\n".join(["def kernel(key, out):"] + _grid_loop(str(n), lines)) + "\n"
+
+
+def cumsum_source(outer, n, inner, reverse):
+    """Running sums along the middle axis of x (outer, n, inner): one thread per line."""
+    lines = [f"base = (i // {inner}) * {n * inner} + i % {inner}", "acc = x[base] * 0", f"for j in range({n}):",
+             f"    p = base + {f'({n - 1} - j)' if reverse else 'j'} * {inner}", "    acc = acc + x[p]", "    out[p] = acc"]
+    return "\n".join(["def kernel(x, out):"] + _grid_loop(str(outer * inner), lines)) + "\n"
+
+
+def scatter_source(kind_index, kind_value, count, rows, rest, add):
+    """out[clip(index[k])] (+)= x[k] for k in range(count), in order: one thread per
+    element of a row, so a later write to a row wins as on the CPU."""
+    target = f"out[h_clip({element('e0', kind_index, 'k')}, {rows}) * {rest} + i]"
+    value = element("x", kind_value, f"k * {rest} + i")
+    lines = [f"for k in range({count}):", f"    {target} = {target + ' + ' if add else ''}{value}"]
+    return "\n".join(["def kernel(x, out, e0):"] + _grid_loop(str(rest), lines)) + "\n"

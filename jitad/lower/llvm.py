@@ -337,8 +337,9 @@ def _loop(lo, types, init, cond, step, period=None):
     b.position_at_end(body_bb)
     new = list(step(state))
     for k in tensors:
-        lo.copy(spare[k], new[k], types[k])
-        new[k] = spare[k]
+        if new[k] is not state[k]:   # else unchanged, or updated in place (`lower_loop_body`)
+            lo.copy(spare[k], new[k], types[k])
+            new[k] = spare[k]
     if tensors:
         lo.release(mark)
     if period:
@@ -347,7 +348,7 @@ def _loop(lo, types, init, cond, step, period=None):
     for phi, v in zip(state, new):
         phi.add_incoming(v, b.block)
     for k in tensors:
-        spare[k].add_incoming(state[k], b.block)
+        spare[k].add_incoming(spare[k] if new[k] is state[k] else state[k], b.block)
     b.branch(header)
     b.position_at_end(exit_bb)
     return state
@@ -382,12 +383,41 @@ def _poll_period(graphs):
     return POLL_HEAVY if any(_heavy(g) for g in graphs) else POLL_ITERATIONS
 
 
+def lower_loop_body(lo, body, args, states):
+    """Lower a loop `body`; a scatter may write into its operand's buffer when that is a
+    loop state (`states`: `_loop` owns their buffers) read nowhere after the scatter: an
+    update of O(rows written) instead of a copy of the state per iteration."""
+    marks = {n for n in body.nodes if n.op is Op.SCATTER and n.inputs[0] in states and _last_reader(body, n)}
+    lo.in_place |= marks
+    try:
+        return lo.lower(body, args)
+    finally:
+        lo.in_place -= marks
+
+
+def _last_reader(graph, scatter):
+    """Is `scatter` the last reader of its operand x, directly or through views of it
+    (an `index` row is a pointer into x), and no output of `graph`?"""
+    aliases, after = {scatter.inputs[0]}, False
+    for n in graph.nodes:
+        if n is scatter:
+            after = True
+            if any(v in aliases for v in n.inputs[1:]):
+                return False
+        elif any(v in aliases for v in n.inputs):
+            if after:
+                return False
+            if n.op.view or n.bodies:   # results that may share x's buffer
+                aliases.update(n.outputs)
+    return not any(v in aliases for v in graph.outputs)
+
+
 @rule(Op.WHILE)
 def _while(lo, node, ins):
     _, init, caps = split_operands(node, ins)
     cond, body = node.bodies
     return _loop(lo, [v.type for v in node.outputs], init, lambda s: lo.lower(cond, s + caps)[0],
-                 lambda s: lo.lower(body, s + caps), _poll_period(node.bodies))
+                 lambda s: lower_loop_body(lo, body, s + caps, body.params[:len(init)]), _poll_period(node.bodies))
 
 
 @rule(Op.FOR)
@@ -401,7 +431,7 @@ def _for(lo, node, ins):
     types = [I64_T] + [v.type for v in node.outputs]
 
     def step(s):
-        return [b.add(s[0], I64(1))] + lo.lower(body, s + caps)
+        return [b.add(s[0], I64(1))] + lower_loop_body(lo, body, s + caps, body.params[1:1 + len(init)])
 
     def below(end):
         return lambda s: b.icmp_signed("<", s[0], end)
@@ -482,6 +512,7 @@ class Lowerer:
         self.functions = {}
         self.external_constants = {}   # symbol -> array, registered by the runtime
         self.kernels = {}   # kernel key -> LLVM function
+        self.in_place = set()   # scatter nodes that update their operand's buffer (`lower_loop_body`)
         self.outlining = True
         self.slot_homes = {}
         self.main_func = None
