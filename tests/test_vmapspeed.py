@@ -60,7 +60,8 @@ def test_per_example_gradients_match_jax_and_are_gemms():
 
 
 def test_per_example_gradients_of_a_loss_with_labels_and_a_loop():
-    """Also through a FOR (the weights captured by the body) and with two batched arguments."""
+    """Also through a FOR (the weights captured by its bodies, forward and reverse) and with
+    two batched arguments."""
     def loss(N, FOR):
         def f(p, x, y):
             W, b = p
@@ -69,7 +70,11 @@ def test_per_example_gradients_of_a_loss_with_labels_and_a_loop():
         return f
     p = (rng.standard_normal((4, 4)) * 0.5, rng.standard_normal(4))
     X, Y = rng.standard_normal((B, 4)), rng.standard_normal((B, 4))
-    got = jitad.vmap(jitad.grad(loss(jitad, jitad.FOR)), in_axes=(None, 0, 0))(p, X, Y)
+    per_example = jitad.vmap(jitad.grad(loss(jitad, jitad.FOR)), in_axes=(None, 0, 0))
+    got = per_example(p, X, Y)
+    program = run_passes(jitad.trace(per_example, p, X, Y))
+    assert not [n for n in nodes(program) if n.op == Op.BMM or n.op == Op.BROADCAST
+                and n.outputs[0].type.shape == (B, 4, 4)]   # the loop bodies read the shared weights
 
     def jax_for(lo, hi, body, init):
         return jax.lax.fori_loop(lo, hi, body, init)
@@ -132,7 +137,7 @@ def test_batching_rules_match_jax(name, fn, args, in_axes):
     close(got, jax.vmap(lambda *a: fn(jnp, *a), in_axes=in_axes)(*args))
     program = jitad.trace(jitad.vmap(lambda *a: fn(jitad, *a), in_axes=in_axes), *args)
     ops = [n.op for n in nodes(program) if n.op in (Op.BMM, Op.CUMSUM, Op.SCATTER, Op.LINALG)]
-    assert 0 < len(ops) < B and Op.FOR not in ops   # batched ops, not the per-lane fallback
+    assert 0 < len(ops) < B   # batched ops, not the per-lane fallback (B copies)
 
 
 def test_scatter_out_of_range_and_repeated_indices_match_a_loop():

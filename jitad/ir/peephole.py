@@ -4,7 +4,7 @@ outputs and returns the new nodes; `jitad.ir.passes.PIPELINE` runs them in order
 """
 from dataclasses import replace
 
-from .graph import Graph, Node, Var, uses
+from .graph import HEAD, Graph, Node, Var, split_operands, uses
 from .ops import Op
 from .types import RefType, Type
 
@@ -218,6 +218,7 @@ def batched_products(nodes, outputs):
     the matrix, and the broadcast copy goes dead; a product over one term (the per-lane
     outer products of the weights' cotangents) becomes an elementwise `mul`, which fusion
     writes straight into the gradient's slot."""
+    nodes = [_sink_shared(n, nodes) if n.op.value in HEAD else n for n in nodes]
     nodes, producer, users = list(nodes), {v: n for n in nodes for v in n.outputs}, uses(nodes, outputs)
     before = {}   # position -> nodes to put before it
     for k, n in enumerate(nodes):
@@ -240,6 +241,37 @@ def batched_products(nodes, outputs):
         if n is not None:
             out.append(n)
     return out
+
+
+def _sink_shared(node, nodes):
+    """Control-flow `node` given the matrix, not its broadcast copy, where a body reads a
+    captured copy only in products that then become GEMMs (a loop over shared weights under
+    vmap(grad)): the broadcast moves into the body, and the rewrite drops it there."""
+    producer = {v: n for n in nodes for v in n.outputs}
+    _, _, caps = split_operands(node)
+    inputs, bodies = list(node.inputs), list(node.bodies)
+    for c, v in enumerate(caps):
+        w = _shared(v, producer)
+        if w is None:
+            continue
+        params = [g.params[len(g.params) - len(caps) + c] for g in bodies]
+        if not all(_only_gemms(g, p, producer[v]) for g, p in zip(bodies, params)):
+            continue
+        inputs[len(inputs) - len(caps) + c] = w
+        for j, (g, p) in enumerate(zip(bodies, params)):
+            new = Var(w.type)
+            body = Graph([new if q is p else q for q in g.params],
+                         [Node(Op.BROADCAST, (new,), (p,), producer[v].attrs)] + g.nodes, g.outputs)
+            body.nodes = batched_products(body.nodes, body.outputs)
+            bodies[j] = body
+    return replace(node, inputs=tuple(inputs), bodies=tuple(bodies)) if inputs != list(node.inputs) else node
+
+
+def _only_gemms(graph, param, broadcast):
+    """Whether `graph` reads `param` (a copy made by `broadcast`) only in rewritable products."""
+    readers = [n for n in graph.nodes if param in n.inputs]
+    return param not in graph.outputs and all(
+        n.op == Op.BMM and _unbatched_product(n, {param: broadcast}) for n in readers)
 
 def _outer_products(node):
     (a, b), out = node.inputs, node.outputs[0]
