@@ -218,8 +218,8 @@ def batched_products(nodes, outputs):
     the matrix, and the broadcast copy goes dead; a product over one term (the per-lane
     outer products of the weights' cotangents) becomes an elementwise `mul`, which fusion
     writes straight into the gradient's slot."""
-    nodes = [_sink_shared(n, nodes) if n.op.value in HEAD else n for n in nodes]
-    nodes, producer, users = list(nodes), {v: n for n in nodes for v in n.outputs}, uses(nodes, outputs)
+    producer, users = {v: n for n in nodes for v in n.outputs}, uses(nodes, outputs)
+    nodes = [_sink_shared(n, producer) if n.op.value in HEAD else n for n in nodes]
     before = {}   # position -> nodes to put before it
     for k, n in enumerate(nodes):
         if n.op != Op.BMM:
@@ -227,9 +227,9 @@ def batched_products(nodes, outputs):
         shared = _unbatched_product(n, producer)
         outer = None if shared else _outer_products(n)
         at = k
-        if outer:   # next to its (first) reader, so that fusion joins them in one loop
-            first = min(users.get(n.outputs[0], [k]))
-            at = first if not any(m.op == Op.ARENA_RELEASE for m in nodes[k + 1:first]) else k
+        if outer:   # next to its (first) reader, so that fusion joins them in one loop (past
+            first = min(users.get(n.outputs[0], [k]))   # pure nodes: its operands stay as they are)
+            at = first if all(m.op.pure for m in nodes[k + 1:first]) else k
         if shared or outer:
             before.setdefault(at, []).extend(shared or outer)
             nodes[k] = None
@@ -243,11 +243,10 @@ def batched_products(nodes, outputs):
     return out
 
 
-def _sink_shared(node, nodes):
+def _sink_shared(node, producer):
     """Control-flow `node` given the matrix, not its broadcast copy, where a body reads a
     captured copy only in products that then become GEMMs (a loop over shared weights under
     vmap(grad)): the broadcast moves into the body, and the rewrite drops it there."""
-    producer = {v: n for n in nodes for v in n.outputs}
     _, _, caps = split_operands(node)
     inputs, bodies = list(node.inputs), list(node.bodies)
     for c, v in enumerate(caps):
@@ -273,7 +272,10 @@ def _only_gemms(graph, param, broadcast):
     return param not in graph.outputs and all(
         n.op == Op.BMM and _unbatched_product(n, {param: broadcast}) for n in readers)
 
+
 def _outer_products(node):
+    """Nodes computing the `bmm` `node` over a single term (op(a) a column, op(b) a row per
+    lane) as an elementwise product, or None."""
     (a, b), out = node.inputs, node.outputs[0]
     size, m, n = out.type.shape
     if a.type.shape[1 if node.attrs["ta"] else 2] != 1:
