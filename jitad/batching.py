@@ -21,7 +21,9 @@ mask reaches the loops inside, so they stop when the active lanes are done.
 fact, so while `vmap` traces its function, `grad`/`vjp` emit a `deferred_vjp` node
 holding the function's pure program instead; batching that node batches the program
 first and differentiates the batched program (the summed loss, each example's
-parameters a lane of their own), which gives per-example gradients as batched code.
+parameters a lane of their own), which gives per-example gradients as batched code; the
+passes then make the products against those lane copies GEMMs with the shared parameters
+(`ir.peephole.batched_products`).
 """
 import numpy as np
 
