@@ -5,8 +5,8 @@ emits code in which every batched value carries a leading batch axis of `size` (
 `BatchTrace`, written as a staging interpreter like forward mode): a node with no
 batched input is re-emitted as it is; otherwise its primitive's batching rule (the
 `batch` slot of its declaration) emits the batched computation. An op without a rule
-runs once per lane in a staged loop (the generic fallback: `linalg`, `random`, a
-`conv2d` with batched weights). A batched value is batched in every lane: the rules
+runs once per lane in a staged loop (the generic fallback: `random`, a `conv2d` with
+batched weights). A batched value is batched in every lane: the rules
 return batched outputs whenever an input is batched, so `analyze` can tell from the
 inputs alone which results a control-flow body makes batched.
 
@@ -21,7 +21,9 @@ mask reaches the loops inside, so they stop when the active lanes are done.
 fact, so while `vmap` traces its function, `grad`/`vjp` emit a `deferred_vjp` node
 holding the function's pure program instead; batching that node batches the program
 first and differentiates the batched program (the summed loss, each example's
-parameters a lane of their own), which gives per-example gradients as batched code.
+parameters a lane of their own), which gives per-example gradients as batched code; the
+passes then make the products against those lane copies GEMMs with the shared parameters
+(`ir.peephole.batched_products`).
 """
 import numpy as np
 
@@ -215,6 +217,32 @@ def _conv2d(node, ins, size, mask):
         return per_lane(node, ins, size)
     out = wrap(emit(Op.CONV2D, [N.reshape(x, (size * x.shape[1],) + x.shape[2:]).var, w.var])[0])
     return [(N.reshape(out, (size, x.shape[1]) + out.shape[1:]), True)]
+
+
+def _bmm(node, ins, size, mask):
+    """The lanes' batches of products as one batch of lanes × entries."""
+    a, b = (_batched(x, bx, size) for x, bx in ins)
+    flat = [N.reshape(x, (size * x.shape[1],) + x.shape[2:]) for x in (a, b)]
+    out = wrap(emit(Op.BMM, [x.var for x in flat], node.attrs)[0])
+    return [(N.reshape(out, (size,) + node.outputs[0].type.shape), True)]
+
+
+def _cumsum(node, ins, size, mask):
+    return _emit(node, [ins[0][0]], axis=node.attrs["axis"] + 1)
+
+
+def _scatter(node, ins, size, mask):
+    """Every lane's rows in one scatter into the flattened lanes, indices offset by lane."""
+    x, idx, v = (_batched(x, b, size) for x, b in ins)
+    n = node.inputs[0].type.shape[0]
+    flat = N.reshape(x, (size * n,) + x.shape[2:])
+    offsets = N.reshape(np.arange(size) * n, (size,) + (1,) * (len(idx.shape) - 1))
+    out = wrap(emit(Op.SCATTER, [flat.var, (_clipped(idx, n) + offsets).var, v.var], node.attrs)[0])
+    return [(N.reshape(out, x.shape), True)]
+
+
+def _stacked(node, ins, size, mask):   # an op taking leading batch axes on all its operands (linalg)
+    return _emit(node, [_batched(x, b, size) for x, b in ins])
 
 
 def _debug_print(node, ins, size, mask):   # prints the batched values whole
@@ -416,7 +444,8 @@ def _call(node, ins, size, mask):
 RULES = {Op.BROADCAST: _broadcast, Op.SUM: batch_reduction, Op.MAX: batch_reduction, Op.RESHAPE: _reshape,
          Op.TRANSPOSE: _transpose, Op.SLICE: _slice, Op.UNSLICE: _unslice, Op.CONCAT: _concat,
          Op.MATMUL: _matmul, Op.INDEX: _gather, Op.GATHER: _gather, Op.CONV2D: _conv2d,
-         Op.DEBUG_PRINT: _debug_print}
+         Op.DEBUG_PRINT: _debug_print, Op.BMM: _bmm, Op.CUMSUM: _cumsum, Op.SCATTER: _scatter,
+         Op.LINALG: _stacked}
 CONTROL = {Op.IF: _if, Op.WHILE: _while, Op.FOR: _for, Op.TREE: _tree, **{op: _call for op in CALLS},
            Op.DEFERRED_VJP: _deferred}
 for _op, _rule in RULES.items():   # fill the declarations' `batch` slot (a declaration's own rule wins)
