@@ -237,7 +237,8 @@ def test_a_stop_gradient_maximum_costs_nothing_backward():
     g = jitad.grad(lambda x: jitad.cross_entropy(x, labels) + jitad.sum(jitad.softmax(x * x, 0)[0]))
     got = g(x)
     assert "stop_gradient" not in g.ir
-    assert g.ir.count("max[") == 2 and g.ir.count("sum[") == 7   # forward: 2 max, 4 sums; backward: 3 sums
+    # forward: 2 max and the sums backward reads (the loss's own sums are dead under grad); backward: 3 sums
+    assert g.ir.count("max[") == 2 and g.ir.count("sum[") == 4
     check_grads(lambda x: jitad.cross_entropy(x, labels) + jitad.sum(jitad.softmax(x * x, 0)[0]), (x,),
                 order=2, modes=("fwd", "rev"))
     assert np.all(np.isfinite(got))
@@ -253,8 +254,8 @@ def test_an_adjoint_set_once_is_read_in_place():
         return jitad.sum(jitad.tanh(jitad.reshape(x @ W, (8,))) ** 2)
     g = jitad.grad(f, argnums=(0, 1))
     g(x, W)
-    assert g.ir.count("slot_set") == 1   # the loss value only
-    assert g.ir.count("= slot") == 9     # was 11: the product's adjoint and the copy into it
+    assert g.ir.count("slot_set") == 0   # the loss value's slot is dead under grad
+    assert g.ir.count("= slot") == 8     # was 11: the product's adjoint, the copy into it, the loss value
     check_grads(f, (x, W), order=2, modes=("fwd", "rev"))
 
 

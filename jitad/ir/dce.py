@@ -35,3 +35,23 @@ def live_nodes(graph):
         kept.append(node)
         live.update(node.inputs)
     return kept[::-1]
+
+
+SLOT_WRITES = {Op.SLOT_SET, Op.SLOT_ADD, Op.SLOT_ADD_AT, Op.SLOT_SCATTER_ADD, Op.SLOT_ADD_SLICE, Op.MATMUL_ADD}
+
+
+def drop_unread_slots(nodes, outputs):
+    """Drop the slots of `nodes` that are only written (the value slot of a function whose
+    gradient alone is returned) with their writes; the dead-code pass then drops what
+    only fed them. A slot any other node reads or receives (a loop body capturing it, a
+    fused loop) is kept."""
+    slots = {n.outputs[0] for n in nodes if n.op == Op.SLOT}
+    unread = slots - set(outputs)
+    for n in nodes:
+        for k, v in enumerate(n.inputs):
+            if v in unread and not (k == 0 and n.op in SLOT_WRITES):
+                unread.discard(v)
+    if not unread:
+        return nodes
+    return [n for n in nodes if not (n.inputs and n.inputs[0] in unread and n.op in SLOT_WRITES)
+            and not (n.op == Op.SLOT and n.outputs[0] in unread)]

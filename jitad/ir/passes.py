@@ -2,7 +2,7 @@
 rewrites a program in place; under `JITAD_VERIFY=1` (the tests) the verifier checks
 the program before the first and after every pass."""
 from . import peephole
-from .dce import eliminate_dead_code, forward_stop_gradients
+from .dce import drop_unread_slots, eliminate_dead_code, forward_stop_gradients
 from .fuse import fuse_graph
 from .ops import Op
 from .prune import drop_unread_tables
@@ -34,8 +34,10 @@ PIPELINE = [   # (name, pass(program), purpose)
      "a batched product with a matrix broadcast to every lane (vmap's shared weights) is one GEMM; "
      "one over a single term (per-lane outer products) an elementwise `mul`"),
     ("dead_code", _each_graph(eliminate_dead_code), "drop pure nodes whose results nothing reads"),
+    ("unread_slots", _nested(drop_unread_slots),
+     "drop slots only written (a value whose gradient alone is returned), and their writes"),
     ("unread_tables", drop_unread_tables, "drop the loop tables nothing reads, and their writes"),
-    ("dead_code", _each_graph(eliminate_dead_code), "drop the values only those tables kept"),
+    ("dead_code", _each_graph(eliminate_dead_code), "drop the values only those slots and tables kept"),
     ("fuse", _each_graph(fuse_graph), "runs of elementwise work on tensors become one fused loop"),
     ("recompute_cheap", _nested(peephole.recompute_cheap),
      "a cheap fused result read only by later fused loops is recomputed there, not stored"),
