@@ -3,7 +3,9 @@
 Per-example gradients of the mlp of bench/tensors.py (50→100→50, batch 64):
 `jitad.vmap(jitad.grad(loss), in_axes=(None, 0))` against a Python loop of jitad `grad`
 calls and against JAX's `jit(vmap(grad))`, side by side in one process. Every
-comparator's gradients must equal jitad's before anything is timed.
+comparator's gradients must equal jitad's before anything is timed. Then the cost of a
+call whose arguments are a dict or a namedtuple against the same call with a flat tuple,
+beside JAX's dispatch of the same.
 """
 import argparse
 import os
@@ -57,6 +59,7 @@ def main(argv=None):
         goals.append(f"{'✓' if r >= 1 else '✗'} per-example gradients: {r:.2f}× JAX's speed (goal: faster than JAX)")
     r = res["jitad loop of grad"]["median_us"] / base
     goals.append(f"{'✓' if r >= 1 else '✗'} per-example gradients: {r:.2f}× a loop of grad calls (goal: faster)")
+    lines += _pytree_calls(jitad, mods, repeats, target, goals)
     lines += ["", "## Goals", ""] + [f"- {g}" for g in goals]
     text = "\n".join(lines) + "\n"
     stem = os.path.join(HERE, "results", "transforms_quick" if opts.quick else "transforms")
@@ -65,6 +68,42 @@ def main(argv=None):
         f.write(text)
     print(text)
     return 0
+
+
+def _pytree_calls(jitad, mods, repeats, target, goals):
+    """A call with five small arrays as a flat tuple, a dict and a namedtuple, in jitad
+    and JAX's dispatch; returns the table's lines."""
+    import collections
+    P = collections.namedtuple("P", "a b c d e")
+    arrays = [np.full(3, float(k)) for k in range(5)]
+    d, nt = dict(zip("abcde", arrays)), P(*arrays)
+    body = lambda N, a, b, c, d, e: a * b + c - d * e   # noqa: E731
+    flat = jitad.jit(lambda *xs: body(jitad, *xs))
+    by_key = jitad.jit(lambda p: body(jitad, *(p[k] for k in "abcde")))
+    by_field = jitad.jit(lambda p: body(jitad, *p))
+    runners = {"jitad flat tuple": (flat, arrays), "jitad dict": (by_key, (d,)), "jitad namedtuple": (by_field, (nt,))}
+    if mods["jax"] is not None:
+        jax = mods["jax"]
+        jf = jax.jit(lambda *xs: body(jax.numpy, *xs))
+        jd = jax.jit(lambda p: body(jax.numpy, *(p[k] for k in "abcde")))
+        runners["JAX jit flat tuple"] = (lambda *xs: jax.block_until_ready(jf(*xs)), arrays)
+        runners["JAX jit dict"] = (lambda p: jax.block_until_ready(jd(p)), (d,))
+    want = flat(*arrays)
+    for name, (fn, args) in runners.items():
+        harness.check_same("pytree call", name, fn(*args), want)
+    res = harness.measure(runners, repeats, target)
+    base = res["jitad flat tuple"]["median_us"]
+    lines = ["", "Calls with five arrays of 3 floats (`a * b + c - d * e`), as a flat tuple, a dict or a namedtuple:",
+             "", "| comparator | median µs | spread | × jitad flat |", "|---|---|---|---|"]
+    for name, r in res.items():
+        lines.append(f"| {name} | {harness.fmt_us(r['median_us'])} | {harness.fmt_us(r['min_us'])}–"
+                     f"{harness.fmt_us(r['max_us'])} | {r['median_us'] / base:.2f} |")
+    r = res["jitad dict"]["median_us"] / base
+    goals.append(f"{'✓' if r <= 2 else '✗'} a dict call takes {r:.2f}× the flat call (goal ≤ 2×)")
+    if "JAX jit dict" in res:
+        r = res["JAX jit dict"]["median_us"] / res["jitad dict"]["median_us"]
+        goals.append(f"{'✓' if r >= 1 else '✗'} a dict call: {r:.1f}× faster than JAX's dispatch of the same dict")
+    return lines
 
 
 if __name__ == "__main__":

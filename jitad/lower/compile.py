@@ -4,6 +4,7 @@ CPython entry points (or, for device="cuda", numba-cuda kernels driven from the 
 `jitad.api` calls `compile_program` once per signature and keeps the result."""
 import math
 import os
+import sys
 import threading
 
 import numpy as np
@@ -14,7 +15,7 @@ from ..ir.types import NUMPY, check_int64_range, clean_bools
 from ..pytree import unflatten
 from ..tree import Tree, plain_tree
 from . import lapack, mpi, runtime, tensor  # noqa: F401  (lapack, mpi and tensor register their rules in the LLVM lowering's table)
-from .entry import add_entry
+from .entry import ClassArg, DictArg, add_entry, key_symbol
 from .llvm import lower_program
 
 PLACEHOLDER = "JITAD_PREFIX_"
@@ -102,7 +103,23 @@ _PHYSICAL_MEMORY = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 def _layout(td, counter):
     if td.kind == "leaf":
         return next(counter)
-    return [_layout(c, counter) for c in td.children]
+    children = [_layout(c, counter) for c in td.children]
+    if td.kind == "dict":
+        return DictArg((tuple(runtime.data_symbol(key_symbol(k), sys.intern(k)) for k in td.keys), children))
+    if td.kind == "namedtuple":
+        return ClassArg((runtime.data_symbol(_class_symbol(td.keys), td.keys), children))
+    return children
+
+
+def _class_symbol(cls):
+    return "jitad_class_" + f"{cls.__module__}.{cls.__qualname__}".encode().hex()
+
+
+def _unpackable(td):
+    """The entry takes apart leaves and (nested) tuples, namedtuples and dicts with string keys."""
+    if td.kind == "dict" and not all(type(k) is str for k in td.keys):
+        return False
+    return td.kind in ("leaf", "tuple", "namedtuple", "dict") and all(map(_unpackable, td.children))
 
 
 def compile_program(program, out_td, in_types, name, fallback, in_td=None, device="cpu"):
@@ -120,8 +137,8 @@ def compile_program(program, out_td, in_types, name, fallback, in_td=None, devic
     main, constants = lower_program(module, program, PLACEHOLDER)
     runtime.register_constants(constants)
     # arguments that are (nested) tuples are taken apart by the entry itself
-    arg_layout = _layout(in_td, iter(range(len(in_types)))) if in_td is not None and in_td.is_tuple_nest \
-        and in_td.kind == "tuple" else None
+    arg_layout = _layout(in_td, iter(range(len(in_types)))) if in_td is not None and in_td.kind == "tuple" \
+        and _unpackable(in_td) else None
     for suffix in ("entry", "deep"):   # the deep-stack thread's entry also stops when its caller gets Ctrl-C
         add_entry(module, main, in_types, out_types, layout, f"{PLACEHOLDER}{suffix}", arg_layout,
                   stoppable=suffix == "deep")

@@ -35,6 +35,7 @@ PY_API = {
     "PyTuple_New": ir.FunctionType(PTR, [I64]),
     "PyTuple_SetItem": ir.FunctionType(C_INT, [PTR, I64, PTR]),
     "PyTuple_GetItem": ir.FunctionType(PTR, [PTR, I64]),
+    "PyDict_GetItem": ir.FunctionType(PTR, [PTR, PTR]),
     "PyObject_Vectorcall": ir.FunctionType(PTR, [PTR, PTR, I64, PTR]),
     "Py_DecRef": ir.FunctionType(ir.VoidType(), [PTR]),
     "Py_IncRef": ir.FunctionType(ir.VoidType(), [PTR]),
@@ -43,11 +44,11 @@ PY_API = {
 # numpy's PyArray_New(subtype, nd, dims, typenum, strides, data, itemsize, flags, obj)
 ARRAY_NEW = ir.FunctionType(PTR, [PTR, C_INT, PTR, C_INT, PTR, PTR, C_INT, C_INT, PTR])
 PY_DATA = {"float": "PyFloat_Type", "int": "PyLong_Type", "bool": "PyBool_Type", "True": "_Py_TrueStruct",
-           "tuple": "PyTuple_Type"}
+           "tuple": "PyTuple_Type", "dict": "PyDict_Type"}
 _EXPECTED = {"f64": "float", "f32": "float", "i64": "int", "bool": "bool"}
 NPY_TYPENUM = {"bool": 0, "i64": 7, "f32": 11, "f64": 12}
 # Field offsets of CPython's objects and NumPy's PyArrayObject (checked below)
-OB_TYPE, TUPLE_SIZE, TUPLE_ITEMS = 8, 16, 24
+OB_TYPE, TUPLE_SIZE, TUPLE_ITEMS, DICT_USED = 8, 16, 24, 16
 ARRAY_DATA, ARRAY_ND, ARRAY_DIMS, ARRAY_DESCR, ARRAY_FLAGS = 16, 24, 32, 56, 64
 C_CONTIGUOUS_ALIGNED = 0x0001 | 0x0100
 OWNDATA_WRITEABLE = 0x0004 | 0x0400
@@ -56,10 +57,11 @@ OWNDATA_WRITEABLE = 0x0004 | 0x0400
 def _check_layout():
     """The entries read objects at the offsets above: compare them with a real tuple and
     array here, so that another CPython or NumPy layout is an error, not a crash."""
-    a, t = np.zeros((2, 3)), (None, 7)
+    a, t, d = np.zeros((2, 3)), (None, 7), dict.fromkeys("abc")
     read = lambda obj, offset, c=ctypes.c_int64: c.from_address(id(obj) + offset).value
     flags = C_CONTIGUOUS_ALIGNED | OWNDATA_WRITEABLE
     seen = [read(t, OB_TYPE) == id(tuple), read(t, TUPLE_SIZE) == 2, read(t, TUPLE_ITEMS) == id(None),
+            read(d, OB_TYPE) == id(dict), read(d, DICT_USED) == 3,
             read(a, OB_TYPE) == id(np.ndarray), read(a, ARRAY_DATA) == a.ctypes.data,
             read(a, ARRAY_ND, ctypes.c_int) == 2, read(a, ARRAY_DESCR) == id(a.dtype),
             read(a, ARRAY_FLAGS, ctypes.c_int) & flags == flags]
@@ -206,6 +208,26 @@ def _forward(b, module, slot):
     b.ret(b.call(_api(module, "PyObject_Vectorcall"), [handler, args, nargs, kwnames]))
 
 
+class DictArg(tuple):
+    """A dict argument the entry takes apart: `(key symbols, children)`, in the sorted
+    keys' order, each key a data symbol at the (interned) string."""
+    __slots__ = ()
+    keys = property(lambda self: self[0])
+    children = property(lambda self: self[1])
+
+
+class ClassArg(tuple):
+    """A namedtuple argument: `(class symbol, children)`; read as a tuple once its class
+    (the data symbol) matches."""
+    __slots__ = ()
+    symbol = property(lambda self: self[0])
+    children = property(lambda self: self[1])
+
+
+def key_symbol(key):
+    return "jitad_key_" + key.encode("utf-8", "surrogatepass").hex()
+
+
 def _check_arguments(b, module, in_types, arg_layout, fallback):
     """Check the arguments exactly, going to `fallback` at the first mismatch; return
     each leaf's object. The builder ends where every check held."""
@@ -218,13 +240,22 @@ def _check_arguments(b, module, in_types, arg_layout, fallback):
         b.cbranch(holds, nxt, fallback)
         b.position_at_end(nxt)
 
-    def walk(node, obj):   # a (nested) tuple argument: its type and size, then its leaves
+    def walk(node, obj):   # a (nested) tuple, namedtuple or dict argument: its type and size, then its leaves
         if isinstance(node, int):
             objs[node] = obj
             return
-        check(b.and_(b.icmp_unsigned("==", _field(b, obj, OB_TYPE, PTR), api("PyTuple_Type")),
-                     b.icmp_signed("==", _field(b, obj, TUPLE_SIZE, I64), I64(len(node)))))
-        for k, child in enumerate(node):
+        if isinstance(node, DictArg):   # exactly a dict with these keys
+            check(b.icmp_unsigned("==", _field(b, obj, OB_TYPE, PTR), api("PyDict_Type")))
+            check(b.icmp_signed("==", _field(b, obj, DICT_USED, I64), I64(len(node.keys))))
+            for key, child in zip(node.keys, node.children):
+                item = b.call(api("PyDict_GetItem"), [obj, api(key)])
+                check(b.icmp_unsigned("!=", item, PTR(None)))
+                walk(child, item)
+            return
+        cls, children = (node.symbol, node.children) if isinstance(node, ClassArg) else ("PyTuple_Type", node)
+        check(b.and_(b.icmp_unsigned("==", _field(b, obj, OB_TYPE, PTR), api(cls)),
+                     b.icmp_signed("==", _field(b, obj, TUPLE_SIZE, I64), I64(len(children)))))
+        for k, child in enumerate(children):
             walk(child, _field(b, obj, TUPLE_ITEMS + 8 * k, PTR))
 
     check(b.and_(b.icmp_unsigned("==", kwnames, PTR(None)), b.icmp_signed("==", nargs, I64(len(arg_layout)))))

@@ -60,7 +60,7 @@ class _Jit:
             llvm.add_symbol(name, ctypes.cast(getattr(ctypes.pythonapi, name), ctypes.c_void_p).value)
         for pyname, symbol in PY_DATA.items():
             llvm.add_symbol(symbol, id({"float": float, "int": int, "bool": bool, "True": True,
-                                        "tuple": tuple}[pyname]))
+                                        "tuple": tuple, "dict": dict}[pyname]))
         llvm.add_symbol("jitad_ndarray_type", id(np.ndarray))
         from ..tree import Tree
         llvm.add_symbol("jitad_tree_type", id(Tree))
@@ -161,6 +161,23 @@ def enter_thread():
     bottom = _stack_bottom()
     limit = bottom + STACK_MARGIN if bottom else 2 ** 64 - 1   # unknown: no recursion
     _libc.pthread_setspecific(int(jit().stack_key[0]), limit)
+
+
+_DATA_SYMBOLS = {}   # stem -> the Python objects given under it (alive as long as code may read them)
+
+
+def data_symbol(stem, obj):
+    """The name of a data symbol at Python object `obj` (a dict key the entry looks up, a
+    namedtuple class it compares with): `stem_<k>`, `obj` being the k-th object this
+    process gave under `stem` (so names are stable across processes, for the disk cache,
+    and a symbol never moves: machine code keeps the address it was linked with)."""
+    with _lock:
+        seen = _DATA_SYMBOLS.setdefault(stem, [])
+        k = next((i for i, o in enumerate(seen) if o is obj), len(seen))
+        if k == len(seen):
+            seen.append(obj)
+            llvm.add_symbol(f"{stem}_{k}", id(obj))
+    return f"{stem}_{k}"
 
 
 def register_constants(constants):
