@@ -266,14 +266,14 @@ def _one_hot_rows(a, b):
     gradient adds rows instead of a product with the one-hot matrix."""
     if not is_staged(a):
         return None
-    hot = trace_memo().get(("one_hot", a.var))
+    hot = trace_memo().get(("one_hot", a._var))
     if hot is None or len(_shape(b)) != 2 or _shape(b)[0] != hot[1] or len(_shape(a)) != 2 \
-            or not a.var.type.dtype == result_dtype(a, b) == result_dtype(b):
+            or not a._var.type.dtype == result_dtype(a, b) == result_dtype(b):
         return None
     labels, n = hot
     rows = bind(Op.GATHER, b, labels)
     inside = reshape((labels >= 0) & (labels < n), (-1, 1))
-    return where(inside, rows, NUMPY_OF[rows.var.type.dtype](0))
+    return where(inside, rows, NUMPY_OF[rows._var.type.dtype](0))
 
 
 def matmul_t(a, b, ta=False, tb=False):
@@ -508,7 +508,7 @@ def one_hot(labels, n, dtype="f64"):
     labels_2 = reshape(labels, tuple(_shape(labels)) + (1,))
     hot = convert(labels_2 == np.arange(n, dtype=np.int64), dtype)
     if is_staged(hot) and is_staged(labels) and len(_shape(labels)) == 1:   # for `matmul`
-        trace_memo()[("one_hot", hot.var)] = (labels, n)   # (vars hash by identity)
+        trace_memo()[("one_hot", hot._var)] = (labels, n)   # (vars hash by identity)
     return hot
 
 
