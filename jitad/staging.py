@@ -243,6 +243,8 @@ class Staged:
     argmax = lambda self, axis=None, keepdims=False: N.NUMPY_API["argmax"](self, axis, keepdims)
     argmin = lambda self, axis=None, keepdims=False: N.NUMPY_API["argmin"](self, axis, keepdims)
     squeeze = lambda self, axis=None: N.NUMPY_API["squeeze"](self, axis)
+    sort = lambda self, axis=-1: N.NUMPY_API["sort"](self, axis)   # a new array, as jax.numpy's
+    argsort = lambda self, axis=-1: N.NUMPY_API["argsort"](self, axis)
     ravel = flatten = lambda self: N.reshape(self, (-1,))
     at = property(lambda self: N.NUMPY_API["ndarray.at"](self))
     cumsum = lambda self, axis=None, dtype=None: N.NUMPY_API["cumsum"](self, axis, dtype)
