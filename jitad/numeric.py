@@ -14,6 +14,7 @@ import numpy as np
 from .errors import ArgumentError, IndexError_, ShapeError, StagingError
 from .ir.ops import IMPLS, PRIMITIVES, Op, clip_index
 from .primitives import rules
+from .ir.types import check_int64_range
 from .staging import (Staged, as_var, binary, emit, is_staged, logical, result_dtype, to_bool, trace_memo,
                       unary)
 
@@ -395,6 +396,9 @@ def _advanced(x, key):
             continue
         if _is_array_index(k) and ((k.ir_dtype != "i64") if is_staged(k) else k.dtype.kind not in "iu"):
             raise ArgumentError(f"index arrays must be ints, got {k.dtype}")
+        if isinstance(k, np.ndarray):
+            check_int64_range(k, "an index array")
+            k = k.astype(np.int64)
         expanded.append(k)
     arrays = [k for k in expanded if _is_array_index(k)]
     try:
