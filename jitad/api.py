@@ -253,7 +253,7 @@ def trace(fn, *args, **kwargs):
 # -- reverse mode ---------------------------------------------------------------
 
 def _leaf_type(x):
-    return x.var.type if isinstance(x, (Staged, StagedTree)) else arg_type(x)
+    return x._var.type if isinstance(x, (Staged, StagedTree)) else arg_type(x)
 
 
 def _value_and_grad_staged(fn, args, argnums, has_aux, who):
@@ -331,7 +331,7 @@ def _grad_by_forward_mode(program, args, wrt, who):
         for e in range(max(1, int(np.prod(shape, dtype=np.int64)))):
             direction = np.zeros(shape, NUMPY[dtype])
             direction.reshape(-1)[e] = 1.0
-            pairs = [(a, (_staged(direction if shape else 1.0, args[k].var.type) if j == k else None))
+            pairs = [(a, (_staged(direction if shape else 1.0, args[k]._var.type) if j == k else None))
                      for j, a in enumerate(args)]
             result = jvp_graph(program.main, pairs)
             outs = [p for p, _ in result]

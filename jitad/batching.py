@@ -67,7 +67,7 @@ def value_and_grad(program, args, wrt, seeds=((0, 1.0),)):
     main = program.main
     cts = [Staged(coerce(ct, main.outputs[k].type, "cotangent")) for k, ct in seeds]
     out_types = main.out_types + [main.params[k].type for k in wrt]
-    outs = emit(Op.DEFERRED_VJP, [a.var for a in args] + [c.var for c in cts],
+    outs = emit(Op.DEFERRED_VJP, [a._var for a in args] + [c._var for c in cts],
                 {"program": program, "wrt": tuple(wrt), "seeds": tuple(k for k, _ in seeds), "out_types": out_types})
     n = len(main.outputs)
     return [wrap(v) for v in outs[:n]], [wrap(v) for v in outs[n:]]
@@ -96,7 +96,7 @@ def _deferred(node, ins, size, mask):
     cts = [_batched(c, b, size) for c, b in cts]
     if deferring():
         out_types = batched.main.out_types + [batched.main.params[k].type for k in wrt]
-        outs = emit(Op.DEFERRED_VJP, [v.var for v in values] + [c.var for c in cts],
+        outs = emit(Op.DEFERRED_VJP, [v._var for v in values] + [c._var for c in cts],
                     {**node.attrs, "program": batched, "out_types": out_types})
         return [(wrap(v), True) for v in outs]
     outs, grads = value_and_grad_staged(batched, values, wrt, list(zip(seed_ks, cts)))
@@ -106,7 +106,7 @@ def _deferred(node, ins, size, mask):
 # -- helpers the rules share -------------------------------------------------------
 
 def _type(x):
-    return x.var.type
+    return x._var.type
 
 
 def _batched(x, b, size):
@@ -126,7 +126,7 @@ def _lift(x, rank):
 
 
 def _emit(node, args, **attrs):
-    return [(wrap(v), True) for v in emit(node.op, [a.var for a in args], {**node.attrs, **attrs})]
+    return [(wrap(v), True) for v in emit(node.op, [a._var for a in args], {**node.attrs, **attrs})]
 
 
 def _lane_select(active, new, old):
@@ -202,11 +202,11 @@ def _gather(node, ins, size, mask):
     if bx and bi:   # rows of the flattened lanes, offset by lane
         flat = N.reshape(x, (size * n,) + x.shape[2:])
         offsets = N.reshape(np.arange(size) * n, (size,) + (1,) * (len(idx.shape) - 1))
-        return [(wrap(emit(Op.GATHER, [flat.var, (_clipped(idx, n) + offsets).var])[0]), True)]
+        return [(wrap(emit(Op.GATHER, [flat._var, (_clipped(idx, n) + offsets)._var])[0]), True)]
     if bi:
-        return [(wrap(emit(Op.GATHER, [x.var, idx.var])[0]), True)]
+        return [(wrap(emit(Op.GATHER, [x._var, idx._var])[0]), True)]
     rows = N.transpose(x, (1, 0) + tuple(range(2, len(x.shape))))   # (n, size, ...)
-    out = wrap(emit(node.op, [rows.var, idx.var])[0])
+    out = wrap(emit(node.op, [rows._var, idx._var])[0])
     lead = len(idx.shape)
     return [(NP.moveaxis(out, lead, 0) if lead else out, True)]
 
@@ -215,7 +215,7 @@ def _conv2d(node, ins, size, mask):
     (x, bx), (w, bw) = ins
     if bw:
         return per_lane(node, ins, size)
-    out = wrap(emit(Op.CONV2D, [N.reshape(x, (size * x.shape[1],) + x.shape[2:]).var, w.var])[0])
+    out = wrap(emit(Op.CONV2D, [N.reshape(x, (size * x.shape[1],) + x.shape[2:])._var, w._var])[0])
     return [(N.reshape(out, (size, x.shape[1]) + out.shape[1:]), True)]
 
 
@@ -223,7 +223,7 @@ def _bmm(node, ins, size, mask):
     """The lanes' batches of products as one batch of lanes × entries."""
     a, b = (_batched(x, bx, size) for x, bx in ins)
     flat = [N.reshape(x, (size * x.shape[1],) + x.shape[2:]) for x in (a, b)]
-    out = wrap(emit(Op.BMM, [x.var for x in flat], node.attrs)[0])
+    out = wrap(emit(Op.BMM, [x._var for x in flat], node.attrs)[0])
     return [(N.reshape(out, (size,) + node.outputs[0].type.shape), True)]
 
 
@@ -237,7 +237,7 @@ def _scatter(node, ins, size, mask):
     n = node.inputs[0].type.shape[0]
     flat = N.reshape(x, (size * n,) + x.shape[2:])
     offsets = N.reshape(np.arange(size) * n, (size,) + (1,) * (len(idx.shape) - 1))
-    out = wrap(emit(Op.SCATTER, [flat.var, (_clipped(idx, n) + offsets).var, v.var], node.attrs)[0])
+    out = wrap(emit(Op.SCATTER, [flat._var, (_clipped(idx, n) + offsets)._var, v._var], node.attrs)[0])
     return [(N.reshape(out, x.shape), True)]
 
 
@@ -558,7 +558,7 @@ def vmap_staged(fn, args, in_axes, out_axes):
         raise ArgumentError("vmap: in_axes batches no argument; give at least one argument an axis")
     types = []
     for x, f in zip(values, flags):
-        t = x.var.type if isinstance(x, (Staged, StagedTree)) else arg_type(x)
+        t = x._var.type if isinstance(x, (Staged, StagedTree)) else arg_type(x)
         types.append(Type(t.dtype, t.shape[1:]) if f else t)
 
     def traced(*a):

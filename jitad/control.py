@@ -127,7 +127,7 @@ def switch(index, branches, *operands):
             raise ArgumentError(f"switch: the index must be an int, got {index!r}")
         return branches[int(np.clip(index, 0, len(branches) - 1))](*operands)
     if index.ir_dtype != "i64" or index.shape:
-        raise ArgumentError(f"switch: the index must be a scalar int, got a staged {index.var.type}; "
+        raise ArgumentError(f"switch: the index must be a scalar int, got a staged {index._var.type}; "
                             "convert it with jitad.convert(i, 'i64')")
 
     def pick(lo, hi, *ops):   # branches[lo:hi]; below lo goes to lo, above to hi - 1: the clamp

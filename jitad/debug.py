@@ -33,7 +33,7 @@ def print(fmt, *args, **kwargs):   # noqa: A001  (JAX's name)
         return None
     # stop_gradient: printing is no use of a value to differentiate
     staged = [N.stop_gradient(v) if is_staged(v) else v for v in values]
-    vars_ = [v.var if is_staged(v) else as_var(np.asarray(v) if np.ndim(v) else v) for v in staged]
+    vars_ = [v._var if is_staged(v) else as_var(np.asarray(v) if np.ndim(v) else v) for v in staged]
     spec = json.dumps({"fmt": fmt, "names": names,
                        "types": [[v.type.dtype, list(v.type.shape)] for v in vars_]})
     emit(Op.DEBUG_PRINT, vars_, {"spec": spec})

@@ -140,7 +140,7 @@ def _allreduce_leaf(x, op):
         return x
     if is_staged(x):
         _check_count(x)
-        out = wrap(emit(Op.ALLREDUCE, [x.var], {"reduce": "sum" if op == "mean" else op})[0])
+        out = wrap(emit(Op.ALLREDUCE, [x._var], {"reduce": "sum" if op == "mean" else op})[0])
         return out / n if op == "mean" else out
     from mpi4py import MPI
     a = np.ascontiguousarray(x)
@@ -170,7 +170,7 @@ def _broadcast_leaf(x, root):
         return x
     if is_staged(x):
         _check_count(x)
-        return wrap(emit(Op.BCAST, [x.var], {"root": root})[0])
+        return wrap(emit(Op.BCAST, [x._var], {"root": root})[0])
     a = np.array(x, order="C")   # a copy: the caller's array stays as it was
     _world.Bcast(a, root=root)
     return _like(x, a)
@@ -223,13 +223,13 @@ def allreduce_vjp(g, reduce):
     """y = sum over ranks of x: each rank's cotangent is the sum of all ranks' cotangents."""
     if reduce != "sum":
         raise _not_differentiable(reduce)
-    return wrap(emit(Op.ALLREDUCE, [g.var], {"reduce": "sum"})[0])
+    return wrap(emit(Op.ALLREDUCE, [g._var], {"reduce": "sum"})[0])
 
 
 def broadcast_vjp(g, root):
     """y = x on root: root's cotangent sums every rank's; the others' inputs get none (they
     still take part in the sum, a collective)."""
-    total = wrap(emit(Op.ALLREDUCE, [g.var], {"reduce": "sum"})[0])
+    total = wrap(emit(Op.ALLREDUCE, [g._var], {"reduce": "sum"})[0])
     return total if rank() == root else None
 
 
@@ -237,7 +237,7 @@ def collective_jvp(node, tangent):
     """Both collectives are linear (allreduce for op='sum'): the tangent goes through them."""
     if node.op == Op.ALLREDUCE and node.attrs["reduce"] != "sum":
         raise _not_differentiable(node.attrs["reduce"])
-    return wrap(emit(node.op, [tangent.var], node.attrs)[0])
+    return wrap(emit(node.op, [tangent._var], node.attrs)[0])
 
 
 def _collective_jvp(node, tangents, primals, out):

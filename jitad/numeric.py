@@ -15,6 +15,7 @@ import numpy as np
 from .errors import ArgumentError, IndexError_, ShapeError, StagingError
 from .ir.ops import IMPLS, PRIMITIVES, Op, clip_index
 from .primitives import rules
+from .ir.types import check_int64_range
 from .staging import (Staged, as_var, binary, emit, is_staged, logical, result_dtype, to_bool, trace_memo,
                       unary)
 
@@ -266,14 +267,14 @@ def _one_hot_rows(a, b):
     gradient adds rows instead of a product with the one-hot matrix."""
     if not is_staged(a):
         return None
-    hot = trace_memo().get(("one_hot", a.var))
+    hot = trace_memo().get(("one_hot", a._var))
     if hot is None or len(_shape(b)) != 2 or _shape(b)[0] != hot[1] or len(_shape(a)) != 2 \
-            or not a.var.type.dtype == result_dtype(a, b) == result_dtype(b):
+            or not a._var.type.dtype == result_dtype(a, b) == result_dtype(b):
         return None
     labels, n = hot
     rows = bind(Op.GATHER, b, labels)
     inside = reshape((labels >= 0) & (labels < n), (-1, 1))
-    return where(inside, rows, NUMPY_OF[rows.var.type.dtype](0))
+    return where(inside, rows, NUMPY_OF[rows._var.type.dtype](0))
 
 
 def matmul_t(a, b, ta=False, tb=False):
@@ -316,31 +317,14 @@ def unslice(g, shape, starts, stops, steps):
 
 
 def getitem(x, key):
-    """`x[key]`: static ints, slices, `None`; a staged int or int tensor on the first axis."""
+    """`x[key]` as NumPy indexes: static ints, slices (negative steps too), `None`, `...`,
+    and index arrays, lists and staged ints on any axes (NumPy's advanced indexing; the
+    indexed axes broadcast together). Negative indices count from the end; index arrays and
+    staged ints out of range after that clamp, as JAX."""
     shape = _shape(x)
-    if not isinstance(key, tuple):
-        key = (key,)
-    if key and is_staged(key[0]) or (key and isinstance(key[0], np.ndarray)):
-        first, rest = key[0], key[1:]
-        if not shape:
-            raise IndexError_("cannot index a scalar")
-        if shape[0] == 0:
-            raise IndexError_(f"cannot index rows of an array of shape {tuple(shape)}: it has none")
-        if (first.ir_dtype == "bool") if is_staged(first) else first.dtype == np.bool_:
-            if not is_staged(first):   # a constant mask: its entries are known now
-                return _masked(x, first, rest)
-            raise data_dependent_shape("x[mask] (boolean-mask indexing)")
-        if (first.ir_dtype != "i64") if is_staged(first) else first.dtype.kind not in "iu":
-            raise ArgumentError(f"index arrays must be ints, got {first.dtype}")
-        if _shape(first) == ():
-            out = bind(Op.INDEX, x, first)
-        else:
-            out = bind(Op.GATHER, x, first)
-            if rest:
-                raise ArgumentError("after an index array only the first axis may be indexed")
-        return getitem(out, rest) if rest else out
-    if builtins.any(is_staged(k) for k in key):
-        raise ArgumentError("a staged index is supported on the first axis only (x[i] or x[i, ...])")
+    key = tuple(np.asarray(k) if isinstance(k, list) else k for k in (key if isinstance(key, tuple) else (key,)))
+    if builtins.any(_is_array_index(k) for k in key):
+        return _advanced(x, key)
     if Ellipsis in key:
         k = key.index(Ellipsis)
         n_fill = len(shape) - (len(key) - 1 - key.count(None))
@@ -384,23 +368,94 @@ def getitem(x, key):
     return out
 
 
+def _is_array_index(k):
+    return is_staged(k) or isinstance(k, np.ndarray)
+
+
+def _advanced(x, key):
+    """`x[key]` with index arrays or staged ints in `key`: the other entries first (a basic
+    index, the indexed axes kept whole), then one gather of rows of a reshaped view over the
+    indexed axes (moved to the front), its result's axes placed where NumPy puts them."""
+    shape = _shape(x)
+    if not shape:
+        raise IndexError_("cannot index a scalar with an array or a staged int")
+    dots = [e for e, k in enumerate(key) if k is Ellipsis]   # (`in` would compare the arrays)
+    if dots:
+        e = dots[0]
+        used = builtins.sum(k.ndim if isinstance(k, np.ndarray) and k.dtype == np.bool_ else k is not None
+                            for k in key[:e] + key[e + 1:])
+        key = key[:e] + (slice(None),) * (len(shape) - used) + key[e + 1:]
+    expanded = []
+    for k in key:
+        if is_staged(k) and k.ir_dtype == "bool":
+            raise data_dependent_shape("x[mask] (boolean-mask indexing)")
+        if isinstance(k, np.ndarray) and k.dtype == np.bool_:   # a constant mask: its entries are known now
+            if not k.ndim:
+                raise IndexError_("a 0-d boolean index: use `None` to add an axis")
+            expanded += list(np.nonzero(k))
+            continue
+        if _is_array_index(k) and ((k.ir_dtype != "i64") if is_staged(k) else k.dtype.kind not in "iu"):
+            raise ArgumentError(f"index arrays must be ints, got {k.dtype}")
+        if isinstance(k, np.ndarray):
+            check_int64_range(k, "an index array")
+            k = k.astype(np.int64)
+        expanded.append(k)
+    arrays = [k for k in expanded if _is_array_index(k)]
+    try:
+        batch = tuple(np.broadcast_shapes(*[_shape(k) for k in arrays]))
+    except ValueError:
+        raise IndexError_("index arrays of shapes " + ", ".join(str(_shape(k)) for k in arrays) +
+                          " do not broadcast together") from None
+    # static ints join the advanced indices when the arrays add axes (NumPy's rule)
+    advanced = lambda k: _is_array_index(k) or (batch != () and isinstance(k, (int, np.integer)))
+    basic, axes, places, pos = [], [], [], 0
+    for place, k in enumerate(expanded):
+        if advanced(k):
+            basic.append(slice(None))
+            axes.append(pos)
+            places.append(place)
+        else:
+            basic.append(k)
+        pos += k is None or isinstance(k, slice) or advanced(k)
+    y = getitem(x, tuple(basic))
+    y_shape = _shape(y)
+    if builtins.any(y_shape[a] == 0 for a in axes) and math.prod(batch):
+        raise IndexError_(f"cannot index axes of size 0 (shape {tuple(shape)}) with index arrays")
+    rest = [d for d in range(len(y_shape)) if d not in axes]
+    if axes != list(range(len(axes))):
+        y = transpose(y, tuple(axes + rest))
+    sizes = [y_shape[a] for a in axes]
+    out_shape = batch + tuple(y_shape[d] for d in rest)
+    if not math.prod(out_shape):
+        return np.zeros(out_shape, NUMPY_OF[result_dtype(x)])
+    if len(axes) == 1:   # index/gather clamp the index themselves
+        axes_index = expanded[places[0]]
+    else:
+        flat = 0
+        for k, n, stride in zip([expanded[p] for p in places], sizes, np.cumprod([1] + sizes[:0:-1])[::-1]):
+            i = clip_index(k, n) if not is_staged(k) else clip(where(k < 0, k + n, k), 0, builtins.max(n - 1, 0))
+            flat = flat + i * int(stride)
+        axes_index = flat
+    rows = reshape(y, (math.prod(sizes),) + tuple(y_shape[d] for d in rest))
+    if not is_staged(axes_index):
+        axes_index = np.broadcast_to(np.asarray(axes_index, np.int64), batch)
+    elif _shape(axes_index) != batch:
+        axes_index = broadcast_to(axes_index, batch)
+    out = bind(Op.INDEX if batch == () else Op.GATHER, rows, axes_index)
+    adjacent = places == list(range(places[0], places[0] + len(places)))
+    if adjacent and axes[0] > 0 and batch:   # NumPy keeps adjacent indexed axes where they were
+        nb = len(batch)
+        perm = list(range(nb, nb + axes[0])) + list(range(nb)) + list(range(nb + axes[0], len(out_shape)))
+        out = transpose(out, tuple(perm))
+    return out
+
+
 def data_dependent_shape(what):
     """The error for NumPy functions whose result's shape depends on the values."""
     return StagingError(f"{what} on a staged value: the result's shape would depend on the values, and "
                         "compiled shapes are static. Keep the shape: `jitad.where(mask, x, 0.0)` (or "
                         "`jitad.sum(jitad.where(mask, x, 0.0))` to reduce), or give a fixed `size=` as "
                         "jax.numpy does (`jnp.nonzero(x, size=k)`)")
-
-
-def _masked(x, mask, rest):
-    """`x[mask]` for a constant bool `mask` over x's leading axes: a gather of the kept rows."""
-    shape = tuple(_shape(x))
-    if mask.shape != shape[:mask.ndim]:
-        raise IndexError_(f"a boolean index of shape {mask.shape} for an array of shape {shape}")
-    rows = reshape(x, (math.prod(mask.shape),) + shape[mask.ndim:])
-    kept = np.flatnonzero(mask)
-    out = getitem(rows, kept) if kept.size else np.zeros((0,) + shape[mask.ndim:], NUMPY_OF[result_dtype(x)])
-    return getitem(out, (slice(None),) + rest) if rest else out
 
 
 def _take_axis(x, index, axis):
@@ -508,7 +563,7 @@ def one_hot(labels, n, dtype="f64"):
     labels_2 = reshape(labels, tuple(_shape(labels)) + (1,))
     hot = convert(labels_2 == np.arange(n, dtype=np.int64), dtype)
     if is_staged(hot) and is_staged(labels) and len(_shape(labels)) == 1:   # for `matmul`
-        trace_memo()[("one_hot", hot.var)] = (labels, n)   # (vars hash by identity)
+        trace_memo()[("one_hot", hot._var)] = (labels, n)   # (vars hash by identity)
     return hot
 
 

@@ -12,6 +12,7 @@ import numpy as np
 
 from . import numeric as N
 from .errors import ArgumentError, IndexError_, ShapeError
+from .ir.ops import Op
 from .staging import is_staged, power as _power, result_dtype
 
 __all__ = [
@@ -27,6 +28,8 @@ __all__ = [
     "tile", "repeat", "split", "array_split", "hstack", "vstack", "column_stack", "pad", "diag",
     "diagonal", "tril", "triu", "eye", "identity", "arange", "linspace", "meshgrid",
     "atleast_1d", "atleast_2d", "atleast_3d", "kron", "inner", "cross", "tensordot", "einsum",
+    # sorting
+    "sort", "argsort", "top_k",
     # indexing
     "take_along_axis", "nonzero", "flatnonzero", "argwhere", "unique", "extract", "compress",
 ]
@@ -978,6 +981,59 @@ def einsum(subscripts, *operands):
         ops = [o for k, o in enumerate(ops) if k not in (i, j)] + [_contract(a, ia, b, ib, keep)]
     x, idx = _einsum_prepare(*ops[0], out)
     return N.transpose(x, tuple(idx.index(c) for c in out)) if idx else x
+
+
+# -- sorting ----------------------------------------------------------------------------
+
+def _sort_along(op, a, axis, kind, order, who):
+    """The primitive `op` (it sorts rows along the last axis) applied along `axis`."""
+    if order is not None:
+        raise ArgumentError(f"`{who}`: order= sorts structured arrays, which jitad does not have; leave it None")
+    if axis is None:
+        a, axis = ravel(a), 0
+    shape = _shape(a)
+    if not shape:
+        raise ShapeError(f"`{who}`: a 0-d array has no axis to sort; use axis=None or an array with an axis")
+    axis = N._axis(who, axis, len(shape), shape)
+    x = N.convert(a, "i64") if result_dtype(a) == "bool" else a
+    out = moveaxis(N.bind(op, moveaxis(x, axis, -1)), -1, axis)
+    return out if result_dtype(a) != "bool" or op == Op.ARGSORT else N.convert(out, "bool")
+
+
+def sort(a, axis=-1, kind=None, order=None, *, stable=True, descending=False):
+    """`a` sorted along `axis` (the last by default; None: flattened), NaNs last as NumPy; a
+    new array (as jax.numpy). Gradients flow back through the permutation:
+    `jitad.sort(x)[..., -1]` is the largest entry of each row, and its gradient is 1 there."""
+    out = _sort_along(Op.SORT, a, axis, kind, order, "sort")
+    return flip(out, 0 if axis is None else axis) if descending else out
+
+
+def argsort(a, axis=-1, kind=None, order=None, *, stable=True, descending=False):
+    """The int64 indices that sort `a` along `axis` (None: flattened); stable (ties keep their
+    order, as NumPy's kind='stable' and jax.numpy), NaNs last:
+    `jitad.take_along_axis(x, jitad.argsort(x, 1), 1)` equals `jitad.sort(x, 1)`."""
+    if axis is None:
+        a, axis = ravel(a), 0
+    if not descending or not _shape(a):
+        return _sort_along(Op.ARGSORT, a, axis, kind, order, "argsort")
+    # stable descending (ties keep their order): the ascending order of the reversed array, reversed
+    n = _shape(a)[N._axis("argsort", axis, len(_shape(a)), _shape(a))]
+    return (n - 1) - flip(_sort_along(Op.ARGSORT, flip(a, axis), axis, kind, order, "argsort"), axis)
+
+
+def top_k(operand, k):
+    """The `k` largest entries along the last axis, in descending order, and their int64
+    indices (as `jax.lax.top_k`; equal entries: the lower index first):
+    `values, indices = jitad.top_k(x, 3)`. Differentiable in the values."""
+    shape = _shape(operand)
+    if not shape:
+        raise ShapeError("`top_k`: the operand needs at least one axis")
+    k = N._int_arg("top_k", "k", k, 0)
+    if k > shape[-1]:
+        raise ArgumentError(f"`top_k`: k={k} is more than the last axis has ({shape[-1]})")
+    x = N.convert(operand, "i64") if result_dtype(operand) == "bool" else operand
+    indices = argsort(x, -1, descending=True)[..., :k]
+    return take_along_axis(operand, indices, -1), indices
 
 
 # -- indexing -------------------------------------------------------------------------

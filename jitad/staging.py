@@ -150,7 +150,7 @@ _NP_DTYPES = {k: np.dtype(v) for k, v in NUMPY.items()}
 
 class Staged:
     """A staged scalar: arithmetic on it records graph nodes."""
-    __slots__ = ("var",)
+    __slots__ = ("_var",)
     __hash__ = object.__hash__
 
     # NumPy functions on staged values run the jitad function of the same name, or raise
@@ -167,23 +167,23 @@ class Staged:
                              "staged values.")
 
     def __init__(self, var):
-        self.var = var
+        self._var = var
 
     @property
     def dtype(self):
         """NumPy's dtype: `x.dtype == np.float64` (the IR's name, 'f64', is `x.ir_dtype`)."""
-        return _NP_DTYPES[self.var.type.dtype]
+        return _NP_DTYPES[self._var.type.dtype]
 
     @property
     def ir_dtype(self):
-        return self.var.type.dtype
+        return self._var.type.dtype
 
     @property
     def shape(self):
-        return self.var.type.shape
+        return self._var.type.shape
 
     def __repr__(self):
-        return f"Staged({self.var.type})"
+        return f"Staged({self._var.type})"
 
     def __bool__(self):
         raise _staging_error("Python `if`, `while`, `and`, `or`, `not` or `bool()`", _BOOL_FIX)
@@ -236,11 +236,15 @@ class Staged:
 
     # NumPy's methods that are functions of jitad.numpy_api (a layer above: numeric.NUMPY_API)
     prod = lambda self, axis=None, dtype=None, keepdims=False: N.NUMPY_API["prod"](self, axis, dtype, keepdims)
+    var = lambda self, axis=None, dtype=None, ddof=0, keepdims=False: N.NUMPY_API["var"](
+        self, axis, dtype, ddof, keepdims)
     std = lambda self, axis=None, dtype=None, ddof=0, keepdims=False: N.NUMPY_API["std"](
         self, axis, dtype, ddof, keepdims)
     argmax = lambda self, axis=None, keepdims=False: N.NUMPY_API["argmax"](self, axis, keepdims)
     argmin = lambda self, axis=None, keepdims=False: N.NUMPY_API["argmin"](self, axis, keepdims)
     squeeze = lambda self, axis=None: N.NUMPY_API["squeeze"](self, axis)
+    sort = lambda self, axis=-1: N.NUMPY_API["sort"](self, axis)   # a new array, as jax.numpy's
+    argsort = lambda self, axis=-1: N.NUMPY_API["argsort"](self, axis)
     ravel = flatten = lambda self: N.reshape(self, (-1,))
     at = property(lambda self: N.NUMPY_API["ndarray.at"](self))
     cumsum = lambda self, axis=None, dtype=None: N.NUMPY_API["cumsum"](self, axis, dtype)
@@ -286,22 +290,13 @@ class Staged:
 
 class StagedTree:
     """A staged `jitad.Tree` input; use it with `TREE`."""
-    __slots__ = ("var",)
+    __slots__ = ("_var",)
 
     def __init__(self, var):
-        self.var = var
+        self._var = var
 
     def __repr__(self):
-        return f"StagedTree({self.var.type})"
-
-
-def _variance_method(var, axis=None, dtype=None, ddof=0, keepdims=False):
-    return N.NUMPY_API["var"](Staged(var), axis, dtype, ddof, keepdims)
-
-
-# `x.var` is a staged value's IR var (every layer reads it); NumPy's method `x.var()`, the
-# variance, is a call of that var
-Var.__call__ = _variance_method
+        return f"StagedTree({self._var.type})"
 
 
 def is_staged(x):
@@ -321,15 +316,15 @@ def new_slot(type):
 
 
 def slot_get(slot):
-    return Staged(emit(Op.SLOT_GET, [slot.var])[0])
+    return Staged(emit(Op.SLOT_GET, [slot._var])[0])
 
 
 def slot_set(slot, value):
-    emit(Op.SLOT_SET, [slot.var, as_var(value, slot.var.type.dtype)])
+    emit(Op.SLOT_SET, [slot._var, as_var(value, slot._var.type.dtype)])
 
 
 def slot_add(slot, value):
-    emit(Op.SLOT_ADD, [slot.var, as_var(value, slot.var.type.dtype)])
+    emit(Op.SLOT_ADD, [slot._var, as_var(value, slot._var.type.dtype)])
 
 
 def make_closure(fn, param_types, name="k"):
@@ -347,7 +342,7 @@ def make_closure(fn, param_types, name="k"):
 
 
 def apply(cont, args):
-    emit(Op.APPLY, [cont.var] + [a.var for a in args])
+    emit(Op.APPLY, [cont._var] + [a._var for a in args])
 
 
 def _refuse_masked(x, where):
@@ -392,8 +387,8 @@ def as_var(x, dtype=None):
     """The var of `x` (a staged value or a Python number) converted to `dtype`."""
     if isinstance(x, Staged):
         if dtype is None or x.ir_dtype == dtype:
-            return x.var
-        return emit(Op.CONVERT, [x.var], {"dtype": dtype})[0]
+            return x._var
+        return emit(Op.CONVERT, [x._var], {"dtype": dtype})[0]
     dtype = dtype or _kind(x)[0]
     if dtype == "i64" and isinstance(x, int) and not -2**63 <= x < 2**63:
         raise ArgumentError(f"the int constant {x} does not fit in 64 bits (staged ints are int64); "
@@ -491,8 +486,8 @@ def to_bool(x, what):
             return as_var(x.astype(bool), "bool")
         return as_var(bool(x), "bool")
     if x.ir_dtype == "bool":
-        return x.var
-    return binary(Op.NE, x, 0).var
+        return x._var
+    return binary(Op.NE, x, 0)._var
 
 
 def _check_callables(who, **fns):
@@ -516,7 +511,7 @@ def _check_predicate(x, what):
 
 def _leaf_type(x, what, allow_tree=False):
     if isinstance(x, Staged) or (allow_tree and isinstance(x, StagedTree)):
-        return x.var.type
+        return x._var.type
     if isinstance(x, StagedTree):
         raise StagingError(f"{what}: a Tree cannot be a loop state or result; use it with TREE")
     return Type(_kind(x)[0], np.shape(x) if isinstance(x, np.ndarray) else ())
@@ -529,11 +524,11 @@ def _literal(x):
 def coerce(x, type, what):
     """`x` as a var of `type` in the current frame: Python numbers become constants."""
     if isinstance(x, (Staged, StagedTree)):
-        if x.var.type != type:
-            raise StagingError(f"{what} is {x.var.type} where {type} is expected; "
+        if x._var.type != type:
+            raise StagingError(f"{what} is {x._var.type} where {type} is expected; "
                                f"convert it (e.g. `jitad.convert(x, '{type.dtype}')`) or change the "
                                "initial value's type (e.g. `0.0` instead of `0`)")
-        return x.var
+        return x._var
     kind = _kind(x)[0]
     if _CATEGORY[kind] > _CATEGORY[type.dtype] or np.shape(x) != type.shape:
         raise StagingError(f"{what} is the constant {x!r} where {type} is expected")
@@ -766,7 +761,7 @@ class FUN:
                 out = self.fn(*unflatten(td, [wrap(v) for v in frame.graph.params[:len(types)]]))
                 for x in flatten(out)[0]:   # a result may itself be a captured value
                     if isinstance(x, (Staged, StagedTree)):
-                        frame.resolve(x.var)
+                        frame.resolve(x._var)
             new = [v for v in frame.captures if v not in seen]
             if not new:
                 break
@@ -808,11 +803,11 @@ class NodeView:
         return (self.left == -1) & (self.right == -1)
 
     def __getattr__(self, name):
-        ttype = self._tree.var.type
+        ttype = self._tree._var.type
         if name not in ("left", "right") and ttype.field_dtype(name) is None:
             raise StagingError(f"tree nodes have no field `{name}`; they have index, is_leaf, "
                                f"left, right{''.join(', ' + n for n, _ in ttype.fields)}")
-        return Staged(emit(Op.TREE_GET, [self._tree.var, self.index.var], {"field": name})[0])
+        return Staged(emit(Op.TREE_GET, [self._tree._var, self.index._var], {"field": name})[0])
 
 
 def TREE(tree, init, combine):
@@ -832,7 +827,7 @@ def TREE(tree, init, combine):
     frame, out = trace_body(
         combine, None, [I64] + types + types,
         lambda ps: (NodeView(tree, ps[0]), unflatten(td, ps[1:1 + n]), unflatten(td, ps[1 + n:])))
-    return _loop_node(Op.TREE, [tree.var] + init_vars, [frame], out, td, types, "combine function")
+    return _loop_node(Op.TREE, [tree._var] + init_vars, [frame], out, td, types, "combine function")
 
 
 class _EagerNode:

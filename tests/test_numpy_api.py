@@ -103,6 +103,11 @@ ROWS = [
     Row("all", lambda m, x: m.all(x > -1.5, axis=1, keepdims=True), ((4, 5), -2, 2), diff=False),
     Row("count_nonzero", lambda m, x: m.count_nonzero(x > 0, axis=0), ((4, 5), -2, 2), diff=False),
     Row("cumsum", lambda m, x: m.cumsum(x, axis=1), ((3, 11), -2, 2)),
+    Row("sort", lambda m, x: m.sort(x) * m.arange(1.0, 8.0), ((3, 7), -2, 2)),
+    Row("sort_axis0", lambda m, x: m.sort(x, axis=0)[::-1] ** 2, ((5, 3), -2, 2)),
+    Row("argsort", lambda m, x: m.argsort(x, axis=0), ((5, 3), -2, 2), diff=False),
+    Row("top_k", lambda m, x: getattr(m, "top_k", jax.lax.top_k)(x, 3)[0] * m.arange(1.0, 4.0), ((4, 6), -2, 2),
+        ref=lambda m, x: -m.sort(-x)[..., :3] * m.arange(1.0, 4.0)),
     Row("cumsum_flat", lambda m, x: m.cumsum(x), ((3, 4), -2, 2)),
     Row("cumprod", lambda m, x: m.cumprod(x, axis=0), ((6, 3), -1.5, 1.5)),
     # shapes

@@ -82,7 +82,7 @@ def _tangent(node, ins, primals, out):
         from .. import numeric as N
         return N.broadcast_to(total, out.shape)
     if op.linear:
-        return wrap(emit(op, [tangents[0].var] + [p.var for p in primals[1:]], attrs)[0])
+        return wrap(emit(op, [tangents[0]._var] + [p._var for p in primals[1:]], attrs)[0])
     raise NotImplementedError(f"forward mode: no rule for {op.value}")
 
 
@@ -99,9 +99,9 @@ def _slot_update(node, ins):
     restage_node(node, [p for p, _ in ins])
     if tref is not None:
         if node.op == Op.SLOT_SET:
-            emit(Op.SLOT_SET, [tref.var, (tv if tv is not None else zeros(v.var.type)).var])
+            emit(Op.SLOT_SET, [tref._var, (tv if tv is not None else zeros(v._var.type))._var])
         elif tv is not None:
-            emit(node.op, [tref.var] + [p.var for p, _ in ins[1:-1]] + [tv.var], node.attrs)
+            emit(node.op, [tref._var] + [p._var for p, _ in ins[1:-1]] + [tv._var], node.attrs)
     return []
 
 
@@ -111,14 +111,14 @@ def _table_gemm(node, ins):
     if tref is not None:   # d(sum X^T Y) = sum dX^T Y + X^T dY
         for a, b in ((tx, y), (x, ty)):
             if a is not None and b is not None:
-                emit(node.op, [tref.var, a.var, b.var, count.var], node.attrs)
+                emit(node.op, [tref._var, a._var, b._var, count._var], node.attrs)
     return []
 
 
 def _table(node, ins):
     t = node.attrs["type"]
     primal = restage_node(node, [p for p, _ in ins])[0]
-    tangent = wrap(emit(Op.TABLE, [ins[0][0].var], node.attrs)[0]) if t.dtype in FLOATS else None   # same size
+    tangent = wrap(emit(Op.TABLE, [ins[0][0]._var], node.attrs)[0]) if t.dtype in FLOATS else None   # same size
     return [(primal, tangent)]
 
 
@@ -126,14 +126,14 @@ def _read(node, ins):
     """slot_get, table_get: the tangent is read from the tangent slot or table."""
     primal = restage_node(node, [p for p, _ in ins])[0]
     tref = ins[0][1]
-    return [(primal, wrap(emit(node.op, [tref.var] + [p.var for p, _ in ins[1:]])[0]) if tref is not None else None)]
+    return [(primal, wrap(emit(node.op, [tref._var] + [p._var for p, _ in ins[1:]])[0]) if tref is not None else None)]
 
 
 def _table_update(node, ins):
     (tab, ttab), (i, _), (v, tv) = ins
     restage_node(node, [tab, i, v])
     if ttab is not None and (tv is not None or node.op == Op.TABLE_SET):
-        emit(node.op, [ttab.var, i.var, (tv if tv is not None else zeros(v.var.type)).var])
+        emit(node.op, [ttab._var, i._var, (tv if tv is not None else zeros(v._var.type))._var])
     return []
 
 

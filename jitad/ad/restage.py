@@ -26,7 +26,7 @@ def restage_node(node, ins):
     rule = CONTROL.get(node.op)
     if rule is not None:
         return list(rule(node, ins))
-    return [wrap(v) for v in emit(node.op, [x.var for x in ins], node.attrs)]
+    return [wrap(v) for v in emit(node.op, [x._var for x in ins], node.attrs)]
 
 
 def _if(node, ins):

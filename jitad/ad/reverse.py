@@ -113,9 +113,9 @@ class Reverse:
         for v, d in zip(old_vars, duals):
             env[v] = d
             if isinstance(d.primal, (Staged, StagedTree)):
-                self.subst[v] = d.primal.var
+                self.subst[v] = d.primal._var
                 if d.adj is not None:
-                    self.adjoints[d.primal.var] = d.adj
+                    self.adjoints[d.primal._var] = d.adj
 
 
 def adjoint_of(var):
@@ -225,7 +225,7 @@ def arena_scope(enabled=True):
     mark = Staged(emit(Op.ARENA_MARK, [])[0]) if enabled else None
     yield
     if enabled:
-        emit(Op.ARENA_RELEASE, [mark.var])
+        emit(Op.ARENA_RELEASE, [mark._var])
 
 
 def _backprop(rv, node, ins, outs):
@@ -244,9 +244,9 @@ def _backprop_node(rv, node, ins, out):
     handled = rv.deferred.take(node, ins, g) if rv.deferred is not None and node.op == Op.MATMUL else ()
     transposed = rv.transposed
     if transposed and node.op == Op.MATMUL and 0 not in handled and ins[0].adj is not None \
-            and not node.attrs["ta"] and not node.attrs["tb"] and ins[1].primal.var in transposed:
+            and not node.attrs["ta"] and not node.attrs["tb"] and ins[1].primal._var in transposed:
         from ..numeric import matmul_t   # a @ W's input cotangent g @ W^T, W^T made before the loop
-        slot_add(ins[0].adj, matmul_t(g, transposed[ins[1].primal.var]))
+        slot_add(ins[0].adj, matmul_t(g, transposed[ins[1].primal._var]))
         handled = tuple(handled) + (0,)
     cts = rule(g, *[d.primal for d in ins], out.primal, **node.attrs)
     for pos, (d, ct) in enumerate(zip(ins, cts)):
@@ -254,9 +254,9 @@ def _backprop_node(rv, node, ins, out):
             continue   # (a cotangent left unused here is dead code, removed before lowering)
         if isinstance(ct, Sparse):
             op = Op.SLOT_ADD_AT if ct.index.shape == () else Op.SLOT_SCATTER_ADD
-            emit(op, [d.adj.var, ct.index.var, as_var(ct.value, d.adj.var.type.dtype)])
+            emit(op, [d.adj._var, ct.index._var, as_var(ct.value, d.adj._var.type.dtype)])
         elif isinstance(ct, Region):
-            emit(Op.SLOT_ADD_SLICE, [d.adj.var, ct.value.var], ct.attrs)
+            emit(Op.SLOT_ADD_SLICE, [d.adj._var, ct.value._var], ct.attrs)
         else:
             slot_add(d.adj, unbroadcast(ct, d.primal.shape))
 
@@ -323,7 +323,7 @@ def _for(rv, node, ins, k):
 
     def forward(i, state):
         for tab, x in zip(tables, state):
-            emit(Op.TABLE_SET, [tab.var, (i - lower).var, x.var])
+            emit(Op.TABLE_SET, [tab._var, (i - lower)._var, x._var])
         return tuple(stored.run([i] + list(state) + [d.primal for d in caps], i - lower))
     final = FOR(lower, upper, forward, tuple(d.primal for d in init))
     result = new_duals(final, types)
@@ -398,13 +398,13 @@ def _tree(rv, node, ins, k):
     types, (combine,) = [v.type for v in node.outputs], node.bodies
     (tree,), init, caps = split_operands(node, ins)
     tree = tree.primal
-    get = lambda field, i: Staged(emit(Op.TREE_GET, [tree.var, i.var], {"field": field})[0])
-    entries = Staged(emit(Op.TREE_SIZE, [tree.var], {"word": "size"})[0]) + 1
-    count = Staged(emit(Op.TREE_SIZE, [tree.var], {"word": "reachable"})[0])
+    get = lambda field, i: Staged(emit(Op.TREE_GET, [tree._var, i._var], {"field": field})[0])
+    entries = Staged(emit(Op.TREE_SIZE, [tree._var], {"word": "size"})[0]) + 1
+    count = Staged(emit(Op.TREE_SIZE, [tree._var], {"word": "reachable"})[0])
     states = [new_table(entries, t, written_first=True) for t in types]
     zero = as_var(0, "i64")
     for tab, d in zip(states, init):
-        emit(Op.TABLE_SET, [tab.var, zero, d.primal.var])
+        emit(Op.TABLE_SET, [tab._var, zero, d.primal._var])
     state_of = lambda child: [at(tab, child + 1) for tab in states]
     stored = stored_values(combine, entries)
 
@@ -413,10 +413,10 @@ def _tree(rv, node, ins, k):
         outs = stored.run([v] + state_of(get("left", v)) + state_of(get("right", v))
                           + [d.primal for d in caps], v + 1)
         for tab, o in zip(states, outs):
-            emit(Op.TABLE_SET, [tab.var, (v + 1).var, o.var])
+            emit(Op.TABLE_SET, [tab._var, (v + 1)._var, o._var])
         return ()
     FOR(0, count, forward, ())
-    root = Staged(emit(Op.TREE_ROOT, [tree.var])[0])
+    root = Staged(emit(Op.TREE_ROOT, [tree._var])[0])
     result = new_duals(state_of(root), types)
     k(result)
 
@@ -426,7 +426,7 @@ def _tree(rv, node, ins, k):
     def add_to(child, slots):
         for tab, slot in zip(adjoints, slots):
             if tab is not None and slot is not None:
-                emit(Op.TABLE_ADD, [tab.var, (child + 1).var, slot_get(slot).var])
+                emit(Op.TABLE_ADD, [tab._var, (child + 1)._var, slot_get(slot)._var])
 
     def take(duals, entry):   # add the adjoints' entry to the duals' adjoints
         for d, tab in zip(duals, adjoints):
@@ -462,7 +462,7 @@ def value_and_grad_staged(program, args, wrt, seeds=((0, 1.0),)):
 
     def finish(outs):
         for slot, d in zip(results, outs):
-            emit(Op.SLOT_SET, [slot.var, d.primal.var])
+            emit(Op.SLOT_SET, [slot._var, d.primal._var])
         for k, ct in seeds:
             if outs[k].adj is not None:
                 slot_add(outs[k].adj, ct)

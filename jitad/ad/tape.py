@@ -26,11 +26,11 @@ from .restage import restage_node, run_graph
 def new_table(count, t, written_first=False):
     """A table of `count` entries of type `t`, zeroed unless every entry is written
     before it is read (`written_first`)."""
-    return Staged(emit(Op.TABLE, [count.var], {"type": t, "uninit": True} if written_first else {"type": t})[0])
+    return Staged(emit(Op.TABLE, [count._var], {"type": t, "uninit": True} if written_first else {"type": t})[0])
 
 
 def at(table, i):
-    return Staged(emit(Op.TABLE_GET, [table.var, i.var])[0])
+    return Staged(emit(Op.TABLE_GET, [table._var, i._var])[0])
 
 
 def _body_nodes(graph):
@@ -65,7 +65,7 @@ class stored_values:
                 return list(outs) if isinstance(outs, tuple) else [outs]
             outs = restage_node(node, xs)
             if id(node) in keep:
-                emit(Op.TABLE_SET, [keep[id(node)].var, entry.var, outs[0].var])
+                emit(Op.TABLE_SET, [keep[id(node)]._var, entry._var, outs[0]._var])
             return outs
         return run_graph(self.body, args, rule)
 
@@ -123,11 +123,11 @@ class deferred_weight_grads:
     def _shared_read(self, value):
         """(table, entry) if `value` was read in this iteration from a `shared` table."""
         frame = current_frame()
-        node = next((n for n in reversed(frame.graph.nodes) if value.var in n.outputs), None)
+        node = next((n for n in reversed(frame.graph.nodes) if value._var in n.outputs), None)
         if node is None or node.op != Op.TABLE_GET:
             return None
         for tab in self.shared:
-            if node.inputs[0] is frame.captures.get(tab.var, tab.var):
+            if node.inputs[0] is frame.captures.get(tab._var, tab._var):
                 return tab, Staged(node.inputs[1])
         return None
 
@@ -148,8 +148,8 @@ class deferred_weight_grads:
                 tab_other = source[0]
                 planned[1 if first == "other" else 2] = tab_other
             else:
-                emit(Op.TABLE_SET, [tab_other.var, entry.var, other.var])
-            emit(Op.TABLE_SET, [tab_g.var, entry.var, g.var])
+                emit(Op.TABLE_SET, [tab_other._var, entry._var, other._var])
+            emit(Op.TABLE_SET, [tab_g._var, entry._var, g._var])
             handled.append(pos)
         return handled
 
@@ -161,7 +161,7 @@ class deferred_weight_grads:
 
     def flush(self):
         for slot, tab_x, tab_y, rows, _, _ in self.plan.values():
-            emit(Op.TABLE_GEMM_ADD, [slot.var, tab_x.var, tab_y.var, self.count.var], {"rows": rows})
+            emit(Op.TABLE_GEMM_ADD, [slot._var, tab_x._var, tab_y._var, self.count._var], {"rows": rows})
 
 
 class loop_invariant_transposes:
@@ -179,4 +179,4 @@ class loop_invariant_transposes:
             d = by_param.get(v)
             if d is not None and len(v.type.shape) == 2 and v.type.dtype in FLOATS:
                 from ..numeric import transpose
-                self.map[d.primal.var] = transpose(d.primal)
+                self.map[d.primal._var] = transpose(d.primal)

@@ -14,7 +14,7 @@ from ..ir.passes import run_passes
 from ..ir.types import NUMPY, check_int64_range, clean_bools
 from ..pytree import unflatten
 from ..tree import Tree, plain_tree
-from . import lapack, mpi, runtime, tensor  # noqa: F401  (lapack, mpi and tensor register their rules in the LLVM lowering's table)
+from . import lapack, mpi, runtime, sort, tensor  # noqa: F401  (lapack, mpi, sort and tensor register their rules in the LLVM lowering's table)
 from .entry import ClassArg, DictArg, add_entry, key_symbol
 from .llvm import lower_program
 

@@ -412,6 +412,16 @@ def _gather(rt, node, ins):   # rows of x at an index (a scalar for INDEX) or an
                   n, (idx,))
 
 
+@rule(Op.SORT, Op.ARGSORT)
+def _sort(rt, node, ins):
+    shape = node.inputs[0].type.shape
+    result = rt.alloc(node.outputs[0].type)
+    rows = size_of(shape[:-1])
+    kern = rt.kernel(id(node), lambda: K.sort_source(rows, shape[-1], node.op == Op.ARGSORT))
+    rt.launch(kern, rows if shape[-1] else 0, ins[0], result)
+    return [result]
+
+
 @rule(Op.RANDOM)
 def _random(rt, node, ins):
     (key,), out = ins, node.outputs[0].type

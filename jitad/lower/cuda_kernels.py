@@ -333,6 +333,19 @@ def reduce_source(shape, axes, op, dtype):
     return "\n".join(["def kernel(x, out):"] + _grid_loop(str(size_of(kept_shape)), lines)) + "\n"
 
 
+def sort_source(rows, n, argsort):
+    """One thread per row of `n`: a stable insertion sort (NaNs last, as NumPy) of row i of x
+    into out, as values (`sort`) or as indices (`argsort`)."""
+    key = (lambda k: f"x[base + out[base + {k}]]") if argsort else (lambda k: f"out[base + {k}]")
+    less = f"(v < w or (w != w and v == v))"
+    lines = ["base = i * %d" % n, f"for j in range({n}):",
+             "    v = x[base + j]", "    k = j",
+             "    while k > 0:", f"        w = {key('k - 1')}", f"        if not {less}:", "            break",
+             "        out[base + k] = out[base + k - 1]", "        k -= 1",
+             f"    out[base + k] = {'j' if argsort else 'v'}"]
+    return "\n".join(["def kernel(x, out):"] + _grid_loop(str(rows), lines)) + "\n"
+
+
 def matmul_source(m, n, k, ta, tb, dtype, tile, accumulate=False):
     """out (m, n) = op(a) @ op(b) (+= with `accumulate`), tiled through shared memory."""
     a_at = "a[kk * %d + row]" % m if ta else "a[row * %d + kk]" % k

@@ -89,6 +89,10 @@ class _Jit:
         for name in ("scipy_cblas_dgemm64_", "scipy_cblas_sgemm64_"):
             if blas is not None and hasattr(blas, name):
                 llvm.add_symbol(name, ctypes.cast(getattr(blas, name), ctypes.c_void_p).value)
+        from .sort import numpy_qsort_symbols
+        for name, address in numpy_qsort_symbols().items():   # NumPy's vectorized sort (lower/sort.py)
+            llvm.add_symbol(name, address)
+            self.fingerprint += "|" + name
         self.constants = {}   # symbol -> array kept alive for compiled code
 
     def optimize(self, ir_text):

@@ -1,0 +1,30 @@
+"""Sorting along the last axis: `sort` (the values, NaNs last) and `argsort` (the stable
+permutation, as NumPy's kind='stable'). Lowered natively by jitad/lower/sort.py (a merge
+sort, or NumPy's vectorized quicksort for `sort` where the process has it) and a per-row
+CUDA kernel (jitad/lower/cuda.py). The public `jitad.sort`/`argsort`/`top_k` are in
+jitad/numpy_api.py."""
+import numpy as np
+
+from ..ir.ops import Op, declare, shape_rule
+from ..ir.types import Type
+from .rules import N, zero_gradient
+
+
+def _along_last(v, index):
+    return N.NUMPY_API["take_along_axis"](v, index, -1)
+
+
+def _sort_vjp(g, x, out):
+    """The cotangent goes back through the permutation: entry `perm[j]` of x receives g[j],
+    a gather of g by the inverse permutation (the argsort of the permutation)."""
+    return (_along_last(g, N.bind(Op.ARGSORT, N.bind(Op.ARGSORT, x))),)
+
+
+def _sort_jvp(node, tangents, primals, out):
+    return _along_last(tangents[0], N.bind(Op.ARGSORT, primals[0]))
+
+
+declare("sort", shape_rule(lambda types: types[0].shape), lambda x: np.sort(x, axis=-1),
+        arity=1, flags="pure kernel", vjp=_sort_vjp, jvp=_sort_jvp)
+declare("argsort", lambda op, types, attrs, bodies: [Type("i64", types[0].shape)],
+        lambda x: np.argsort(x, axis=-1, kind="stable"), arity=1, flags="pure kernel", vjp=zero_gradient)
