@@ -445,7 +445,7 @@ RULES = {Op.BROADCAST: _broadcast, Op.SUM: batch_reduction, Op.MAX: batch_reduct
          Op.TRANSPOSE: _transpose, Op.SLICE: _slice, Op.UNSLICE: _unslice, Op.CONCAT: _concat,
          Op.MATMUL: _matmul, Op.INDEX: _gather, Op.GATHER: _gather, Op.CONV2D: _conv2d,
          Op.DEBUG_PRINT: _debug_print, Op.BMM: _bmm, Op.CUMSUM: _cumsum, Op.SCATTER: _scatter,
-         Op.LINALG: _stacked}
+         Op.LINALG: _stacked, Op.SORT: _stacked, Op.ARGSORT: _stacked}   # (sorts run along the last axis)
 CONTROL = {Op.IF: _if, Op.WHILE: _while, Op.FOR: _for, Op.TREE: _tree, **{op: _call for op in CALLS},
            Op.DEFERRED_VJP: _deferred}
 for _op, _rule in RULES.items():   # fill the declarations' `batch` slot (a declaration's own rule wins)

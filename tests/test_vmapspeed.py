@@ -162,3 +162,13 @@ def test_gradients_through_the_new_rules():
     close(got, jax.vmap(jax.grad(lambda w, x: loss(jnp, w, x)), in_axes=(None, 0))(w, X))
     x = rng.random((B, 2, 3))
     close(jitad.vmap(_jitad_cumsum_rev)(x), np.flip(np.cumsum(np.flip(x, 2), 2), 2))
+
+
+def test_sort_and_argsort_batch_without_a_loop():
+    x = np.random.default_rng(0).standard_normal((4, 3, 5))
+    f = jitad.jit(jitad.vmap(lambda a: jitad.sort(a) * jitad.argsort(a, axis=-1)))
+    np.testing.assert_allclose(f(x), jax.vmap(lambda a: jnp.sort(a) * jnp.argsort(a))(x))
+    assert f.ir.count("sort %") == 2 and "for" not in f.ir
+    g = jitad.vmap(jitad.grad(lambda a: jitad.sum(jitad.sort(a)[..., -1] * jitad.top_k(a, 2)[0][..., 0])))(x)
+    w = jax.vmap(jax.grad(lambda a: jnp.sum(jnp.sort(a)[..., -1] * jax.lax.top_k(a, 2)[0][..., 0])))(x)
+    np.testing.assert_allclose(g, w)
