@@ -12,6 +12,7 @@ from ..errors import ArgumentError, ResourceError
 from ..ir.passes import run_passes
 from ..ir.types import NUMPY, check_int64_range, clean_bools
 from ..pytree import unflatten
+from ..timing import stage
 from ..tree import Tree, plain_tree
 from . import lapack, mpi, runtime, tensor  # noqa: F401  (lapack, mpi and tensor register their rules in the LLVM lowering's table)
 from .entry import add_entry
@@ -109,27 +110,32 @@ def compile_program(program, out_td, in_types, name, fallback, in_td=None, devic
     """After tracing (and the transformations staged with it): the passes of
     `jitad.ir.passes.PIPELINE` -> lower to LLVM -> optimize (O3) -> load (or, for
     device="cuda", to numba-cuda kernels driven from the host)."""
-    run_passes(program, check=VERIFY)
+    with stage("passes"):
+        run_passes(program, check=VERIFY)
     if device == "cuda":
         from .cuda import compile_cuda
         return compile_cuda(program, out_td, in_types)
     out_types = program.main.out_types
     direct = out_td.is_tuple_nest
     layout = _layout(out_td, iter(range(len(out_types)))) if direct else list(range(len(out_types)))
-    module = runtime.new_module(name)
-    main, constants = lower_program(module, program, PLACEHOLDER)
-    runtime.register_constants(constants)
     # arguments that are (nested) tuples are taken apart by the entry itself
     arg_layout = _layout(in_td, iter(range(len(in_types)))) if in_td is not None and in_td.is_tuple_nest \
         and in_td.kind == "tuple" else None
-    for suffix in ("entry", "deep"):   # the deep-stack thread's entry also stops when its caller gets Ctrl-C
-        add_entry(module, main, in_types, out_types, layout, f"{PLACEHOLDER}{suffix}", arg_layout,
-                  stoppable=suffix == "deep")
-    (entry, deep), llvm_ir, loaded = runtime.compile_module(str(module), PLACEHOLDER, ("entry", "deep"))
+    with stage("lower"):
+        module = runtime.new_module(name)
+        main, constants = lower_program(module, program, PLACEHOLDER)
+        runtime.register_constants(constants)
+        for suffix in ("entry", "deep"):   # the deep-stack thread's entry also stops when its caller gets Ctrl-C
+            add_entry(module, main, in_types, out_types, layout, f"{PLACEHOLDER}{suffix}", arg_layout,
+                      stoppable=suffix == "deep")
+    with stage("ir_text"):
+        ir_text = str(module)
+    (entry, deep), llvm_ir, loaded = runtime.compile_module(ir_text, PLACEHOLDER, ("entry", "deep"))
     c = Compiled(program, out_td, in_types, direct)
     c.takes_pytree = arg_layout is not None and any(not isinstance(a, int) for a in arg_layout)
     c.out_types = out_types
     c.llvm_ir, c.loaded_from_cache = llvm_ir, loaded
-    c.deep_entry = runtime.python_function(deep, name, fallback, runtime.deep_stack_exhausted)
-    c.entry = runtime.python_function(entry, name, fallback, c.went_deep)
+    with stage("link"):
+        c.deep_entry = runtime.python_function(deep, name, fallback, runtime.deep_stack_exhausted)
+        c.entry = runtime.python_function(entry, name, fallback, c.went_deep)
     return c

@@ -20,6 +20,7 @@ import numpy as np
 from ..errors import ResourceError
 from ..ir.ops import PRIMITIVES
 from ..ir.types import NUMPY
+from ..timing import note_cache, stage
 from .entry import PY_API, PY_DATA
 
 CACHE_FORMAT = 2   # version 2: entries hold their key and fingerprint
@@ -289,13 +290,15 @@ def compile_module(ir_text, placeholder, entries):
     `placeholder`; return (addresses of the functions `placeholder + entry` for each of
     `entries`, optimized IR text, loaded_from_disk)."""
     j = jit()
-    full_key = hashlib.sha256((j.fingerprint + "\n" + ir_text).encode()).hexdigest()
+    with stage("ir_text"):
+        full_key = hashlib.sha256((j.fingerprint + "\n" + ir_text).encode()).hexdigest()
     key = full_key[:32]
     directory = cache_dir()
     path = os.path.join(directory, key + ".jitobj") if directory else None
     with _lock:
         prefix = _modules.get(key)
         if prefix is not None:   # compiled before in this process: its code is in the engine
+            note_cache("process")
             text = _texts.get(key)
             if text is None:   # no Compiled holds the text any more: read or derive it again
                 cached = _read_cache(path, full_key, j.fingerprint, ()) if path else None
@@ -304,22 +307,30 @@ def compile_module(ir_text, placeholder, entries):
             return [j.engine.get_function_address(prefix + e) for e in entries], text, False
         prefix = f"jitad_{key}_"
         names = [prefix + e for e in entries]
-        cached = _read_cache(path, full_key, j.fingerprint, names) if path else None
-        addresses = _load(j, cached[0], names) if cached else None
+        with stage("cache_load"):
+            cached = _read_cache(path, full_key, j.fingerprint, names) if path else None
+        with stage("link"):
+            addresses = _load(j, cached[0], names) if cached else None
         loaded = addresses is not None
         if loaded:
             text = cached[1]
             STATS["loaded"] += 1
+            note_cache("disk")
         else:
             if cached:   # its object code lacks the entries: compile under another prefix
                 prefix = f"jitad_{key}_again_"
                 names = [prefix + e for e in entries]
                 _remove(path)
-            mod = j.optimize(ir_text.replace(placeholder, prefix))
-            text, obj = str(mod), j.tm.emit_object(mod)
+            with stage("optimize"):
+                mod = j.optimize(ir_text.replace(placeholder, prefix))
+            with stage("codegen"):
+                text, obj = str(mod), j.tm.emit_object(mod)
             if path and not cached:
-                _write_cache(path, full_key, j.fingerprint, obj, text)
-            addresses = _load(j, obj, names)
+                with stage("cache_store"):
+                    _write_cache(path, full_key, j.fingerprint, obj, text)
+            with stage("link"):
+                addresses = _load(j, obj, names)
+            note_cache("miss" if path else "off")
             assert addresses, "compiled object code lacks its entry points"
             STATS["compiled"] += 1
         _modules[key] = prefix
