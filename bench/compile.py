@@ -48,23 +48,29 @@ def child(model, frameworks, order):
         r = runners[name]
         r.warm()
         out[name] = {"compile_s": r.compile_s, "stages": r.compile_stages(),
-                     "cache": [f.compile_report().cache for f in r.compiled]}
+                     "cache": [f.compile_report().cache if hasattr(f, "compile_report") else "?"
+                               for f in r.compiled]}
     print(json.dumps(out))
 
 
-def _spawn(model, frameworks, order, cache_dir, pythonpath=None):
+def _spawn(model, frameworks, order, cache_dir, jitad_dir=None):
+    """Run `child` in a fresh process; with `jitad_dir`, on the jitad package found there
+    (another checkout: a before/after comparison) and this bench package."""
     env = dict(os.environ, JITAD_CACHE_DIR=cache_dir)
-    if pythonpath:
-        env["PYTHONPATH"] = pythonpath
+    cwd = os.path.dirname(HERE)
+    if jitad_dir:
+        cwd = tempfile.mkdtemp(prefix="jitad-bench-")
+        os.symlink(HERE, os.path.join(cwd, "bench"))
+        env["PYTHONPATH"] = os.pathsep.join([jitad_dir, cwd])
     cmd = [sys.executable, "-m", "bench.compile", "--child", model, "--frameworks", ",".join(frameworks),
            "--order", ",".join(order)]
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=os.path.dirname(HERE))
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=cwd)
     if done.returncode:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def measure(models, repeats, frameworks=("jitad", "jax")):
+def measure(models, repeats, frameworks=("jitad", "jax"), jitad_dir=None):
     """{model: {"cold": [per repeat {runner: ...}], "warm": {runner: ...}, "cold_for_warm": ...}}."""
     results = {}
     for model in models:
@@ -72,10 +78,10 @@ def measure(models, repeats, frameworks=("jitad", "jax")):
         for rep in range(repeats):
             order = list(frameworks) if rep % 2 == 0 else list(reversed(frameworks))
             with tempfile.TemporaryDirectory(prefix="jitad-compile-") as d:
-                cold.append(_spawn(model, frameworks, order, d))
+                cold.append(_spawn(model, frameworks, order, d, jitad_dir))
         with tempfile.TemporaryDirectory(prefix="jitad-compile-") as d:
-            first = _spawn(model, ("jitad",), ("jitad",), d)
-            warm = _spawn(model, ("jitad",), ("jitad",), d)
+            first = _spawn(model, ("jitad",), ("jitad",), d, jitad_dir)
+            warm = _spawn(model, ("jitad",), ("jitad",), d, jitad_dir)
         results[model] = {"cold": cold, "cold_for_warm": first, "warm": warm}
         print(f"{model}: " + ", ".join(f"{n} {statistics.median(c[n]['compile_s'] for c in cold):.2f} s"
                                        for n in cold[0]) + "; warm "
@@ -130,6 +136,7 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=3, help="cold processes per model (default 3)")
     ap.add_argument("--quick", action="store_true", help="one repeat, RNN only: a smoke test")
     ap.add_argument("--out", help="results path without extension (default bench/results/compile)")
+    ap.add_argument("--jitad", help="directory holding the jitad package to measure (default: this checkout's)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--frameworks", default="jitad,jax", help=argparse.SUPPRESS)
     ap.add_argument("--order", default="jitad,jax", help=argparse.SUPPRESS)
@@ -138,7 +145,7 @@ def main(argv=None):
         child(args.child, args.frameworks.split(","), args.order.split(","))
         return 0
     models = ["rnn"] if args.quick else (args.model or list(MODELS))
-    results = measure(models, 1 if args.quick else args.repeats)
+    results = measure(models, 1 if args.quick else args.repeats, jitad_dir=args.jitad)
     out = args.out or os.path.join(HERE, "results", "compile_quick" if args.quick else "compile")
     os.makedirs(os.path.dirname(out), exist_ok=True)
     with open(out + ".json", "w") as f:

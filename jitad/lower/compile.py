@@ -10,13 +10,14 @@ import numpy as np
 
 from ..errors import ArgumentError, ResourceError
 from ..ir.passes import run_passes
+from ..ir.printer import program_key_text
 from ..ir.types import NUMPY, check_int64_range, clean_bools
 from ..pytree import unflatten
 from ..timing import stage
 from ..tree import Tree, plain_tree
 from . import lapack, mpi, runtime, tensor  # noqa: F401  (lapack, mpi and tensor register their rules in the LLVM lowering's table)
 from .entry import add_entry
-from .llvm import lower_program
+from .llvm import lower_program, program_constants
 
 PLACEHOLDER = "JITAD_PREFIX_"
 VERIFY = os.environ.get("JITAD_VERIFY", "") not in ("", "0")   # the tests set it
@@ -121,16 +122,22 @@ def compile_program(program, out_td, in_types, name, fallback, in_td=None, devic
     # arguments that are (nested) tuples are taken apart by the entry itself
     arg_layout = _layout(in_td, iter(range(len(in_types)))) if in_td is not None and in_td.is_tuple_nest \
         and in_td.kind == "tuple" else None
-    with stage("lower"):
-        module = runtime.new_module(name)
-        main, constants = lower_program(module, program, PLACEHOLDER)
-        runtime.register_constants(constants)
-        for suffix in ("entry", "deep"):   # the deep-stack thread's entry also stops when its caller gets Ctrl-C
-            add_entry(module, main, in_types, out_types, layout, f"{PLACEHOLDER}{suffix}", arg_layout,
-                      stoppable=suffix == "deep")
+
+    def lower():
+        with stage("lower"):
+            module = runtime.new_module(name)
+            main, constants = lower_program(module, program, PLACEHOLDER)
+            runtime.register_constants(constants)
+            for suffix in ("entry", "deep"):   # the deep-stack thread's entry also stops when its caller gets Ctrl-C
+                add_entry(module, main, in_types, out_types, layout, f"{PLACEHOLDER}{suffix}", arg_layout,
+                          stoppable=suffix == "deep")
+        with stage("ir_text"):
+            return str(module)
     with stage("ir_text"):
-        ir_text = str(module)
-    (entry, deep), llvm_ir, loaded = runtime.compile_module(ir_text, PLACEHOLDER, ("entry", "deep"))
+        key = "\n".join([program_key_text(program), repr(in_types), repr(out_types), repr(layout),
+                         repr(arg_layout)])
+    (entry, deep), llvm_ir, loaded = runtime.compile_module(key, lower, PLACEHOLDER, ("entry", "deep"),
+                                                            lambda: program_constants(program))
     c = Compiled(program, out_td, in_types, direct)
     c.takes_pytree = arg_layout is not None and any(not isinstance(a, int) for a in arg_layout)
     c.out_types = out_types
