@@ -469,7 +469,8 @@ def _sigint_handler():
         handler.type = fnty.as_pointer()   # lets llvmlite emit the indirect call
         b.call(handler, fn.args)
         b.ret_void()
-        (_on_sigint,), _, _ = compile_module(str(module), "PLACEHOLDER_", ("on_sigint",))
+        text = str(module)   # keyed by its own IR: it is no program
+        (_on_sigint,), _, _ = compile_module(text, lambda: text, "PLACEHOLDER_", ("on_sigint",), dict)
     return _on_sigint
 
 
