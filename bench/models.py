@@ -1111,10 +1111,32 @@ def markdown(info, rows, goal_lines, notes):
                        f"{f'{fl / 1e9:.2f}' if fl else '—'} | {_mb(v['peak_rss_bytes'])} / "
                        f"{_mb(v['first_rss_bytes'])} | "
                        f"{_mb(v['arena_bytes'])} |")
+    out += compile_stage_table(rows)
     out += ["", "## Goals (BENCHMARKS.md)", ""] + [f"- {g}" for g in goal_lines]
     out += ["", "## Loss check", ""] + [f"- {c}" for row in rows for c in row["check"]]
     out += ["", "## Notes", ""] + [f"- {n}" for n in notes]
     return "\n".join(out) + "\n"
+
+
+def compile_stage_table(rows):
+    """jitad's compile seconds by stage (`compile_report()`; the step loop's are the step's
+    plus the update's), as markdown lines."""
+    stages = list(next((v["compile_stages"] for row in rows for v in row["results"].values()
+                        if v.get("compile_stages")), {}))
+    if not stages:
+        return []
+    out = ["", "## jitad compile time by stage", "",
+           "Milliseconds (`compile_report()`; disk cache off unless --keep-cache); "
+           "`python -m bench.compile` compares them with JAX's `jit` in the same process.", "",
+           "| model | comparator | " + " | ".join(stages) + " | total |",
+           "|---|---|" + "---|" * (len(stages) + 1)]
+    for row in rows:
+        for v in row["results"].values():
+            if v.get("compile_stages"):
+                out.append(f"| {row['title']} | {v['label']} | "
+                           + " | ".join(f"{v['compile_stages'].get(k, 0.0) * 1e3:.0f}" for k in stages)
+                           + f" | {v['compile_s'] * 1e3:.0f} |")
+    return out
 
 
 def plot(path, rows):
