@@ -128,3 +128,15 @@ def test_programs_that_differ_inside_a_fused_loop_do_not_share_an_entry(tmp_path
     assert plus["plus"]["value"] == both["plus"]["value"] == [1.0, 3.0, 5.0, 7.0, 9.0]
     assert both["plus"]["cache"] == "disk"
     assert both["minus"]["cache"] == "miss" and both["minus"]["value"] == [-1.0, 1.0, 3.0, 5.0, 7.0]
+
+
+@pytest.mark.slow
+def test_compile_benchmark_quick_mode(tmp_path):
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.run([sys.executable, "-m", "bench.compile", "--quick", "--out", str(tmp_path / "c")],
+                          cwd=root, capture_output=True, text=True, timeout=600,
+                          env=dict(os.environ, OPENBLAS_NUM_THREADS="1"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "| char-RNN (vanilla) | jitad_step |" in proc.stdout and "Warm disk cache" in proc.stdout
+    result = json.loads((tmp_path / "c.json").read_text())["results"]["rnn"]
+    assert result["warm"]["jitad_step"]["cache"] == ["disk", "disk"]
