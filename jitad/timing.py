@@ -15,6 +15,7 @@ STAGES = {   # name -> what it covers, in pipeline order
     "cache_load": "looking up and reading the disk cache",
     "optimize": "parsing and verifying the IR, LLVM's optimization pipeline",
     "codegen": "LLVM code generation (machine code as an object file)",
+    "wait": "waiting for the other threads' parts of the module (jitad.lower.parallel)",
     "cache_store": "writing the object code to the disk cache",
     "link": "adding the object code to the JIT and making Python callables",
     "other": "everything else (signature checks, argument types, ...)",

@@ -21,6 +21,7 @@ from ..errors import ResourceError
 from ..ir.ops import PRIMITIVES
 from ..ir.types import NUMPY
 from ..timing import note_cache, stage
+from . import parallel
 from .entry import PY_API, PY_DATA
 
 CACHE_FORMAT = 3   # 2: entries hold their key and fingerprint; 3: keyed by the program, list their symbols
@@ -53,6 +54,7 @@ class _Jit:
         def machine():
             return target.create_target_machine(cpu=self.cpu, features=self.features, opt=3, jit=True)
         self.tm = machine()
+        self.machines = [self.tm] + [machine() for _ in range(parallel.PARTS - 1)]   # one per thread
         self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), machine())  # owns its machine
         self.fingerprint = "|".join([str(CACHE_FORMAT), llvmlite.__version__, str(llvm.llvm_version_info),
                                      llvm.get_process_triple(), self.cpu, self.features,
@@ -261,19 +263,20 @@ def _read_cache(path, key, fingerprint, names):
     if blob is None or hashlib.sha256(blob[32:]).digest() != blob[:32]:
         return None
     fields = _unpack(blob[32:])
-    if fields is None or len(fields) != 5 or fields[:2] != [key.encode(), fingerprint.encode()]:
+    if fields is None or len(fields) < 5 or fields[:2] != [key.encode(), fingerprint.encode()]:
         return None
-    text, obj, symbols = fields[2:]
+    text, obj, symbols = fields[2:5]
     if not all(name.encode() + b"\0" in obj for name in names):
         return None
     try:
-        return obj, text.decode(), symbols.decode().split()
+        return [obj] + fields[5:], text.decode(), symbols.decode().split()
     except UnicodeDecodeError:
         return None
 
 
-def _write_cache(path, key, fingerprint, obj, text, symbols):
-    payload = _pack([key.encode(), fingerprint.encode(), text.encode(), obj, " ".join(symbols).encode()])
+def _write_cache(path, key, fingerprint, objects, text, symbols):
+    payload = _pack([key.encode(), fingerprint.encode(), text.encode(), objects[0], " ".join(symbols).encode()]
+                    + objects[1:])
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
@@ -291,18 +294,29 @@ def _remove(path):
         pass
 
 
-def _load(j, obj, names):
+def _load(j, objects, names):
     """Add object code to the engine; the addresses of `names`, or None if one is missing."""
-    j.engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
+    for obj in objects:
+        j.engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
     j.engine.finalize_object()
     addresses = [j.engine.get_function_address(name) for name in names]
     return addresses if all(addresses) else None
 
 
-def _external_symbols(mod):
-    """The symbols optimized module `mod` takes from the process (not LLVM intrinsics)."""
-    return [g.name for g in list(mod.functions) + list(mod.global_variables)
-            if g.is_declaration and not g.name.startswith("llvm.")]
+def _external_symbols(modules, prefix):
+    """The symbols optimized `modules` take from the process (not LLVM intrinsics, not
+    each other's functions, named by `prefix`)."""
+    return sorted({g.name for mod in modules for g in list(mod.functions) + list(mod.global_variables)
+                   if g.is_declaration and not g.name.startswith(("llvm.", prefix))})
+
+
+def _compile(j, ir_text, prefix):
+    """(optimized modules, their object code) of a program's LLVM IR: a large one as
+    `parallel.PARTS` modules compiled at once, its kernels dealt out between them."""
+    parts = parallel.PARTS if len(ir_text) >= parallel.MIN_SPLIT_BYTES else 1
+    texts = parallel.split_module(ir_text, parts, lambda name: name.startswith(prefix + "kernel")) if parts > 1 else [ir_text]
+    compiled = parallel.compile_parts(texts, j.machines)
+    return [mod for mod, _ in compiled], [obj for _, obj in compiled]
 
 
 def _resolvable(symbols, constants):
@@ -356,16 +370,14 @@ def compile_module(program_text, lower, placeholder, entries, constants):
                 prefix = f"jitad_{key}_again_"
                 names = [prefix + e for e in entries]
                 _remove(path)
-            ir_text = lower()
-            with stage("optimize"):
-                mod = j.optimize(ir_text.replace(placeholder, prefix))
+            modules, objects = _compile(j, lower().replace(placeholder, prefix), prefix)
             with stage("codegen"):
-                text, obj = str(mod), j.tm.emit_object(mod)
+                text = "\n".join(map(str, modules))
             if path and not cached:
                 with stage("cache_store"):
-                    _write_cache(path, full_key, j.fingerprint, obj, text, _external_symbols(mod))
+                    _write_cache(path, full_key, j.fingerprint, objects, text, _external_symbols(modules, prefix))
             with stage("link"):
-                addresses = _load(j, obj, names)
+                addresses = _load(j, objects, names)
             assert addresses, "compiled object code lacks its entry points"
             STATS["compiled"] += 1
             note_cache("miss" if path else "off")
