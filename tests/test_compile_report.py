@@ -140,3 +140,79 @@ def test_compile_benchmark_quick_mode(tmp_path):
     assert "| char-RNN (vanilla) | jitad_step |" in proc.stdout and "Warm disk cache" in proc.stdout
     result = json.loads((tmp_path / "c.json").read_text())["results"]["rnn"]
     assert result["warm"]["jitad_step"]["cache"] == ["disk", "disk"]
+
+
+# -- parallel compilation: a large program's IR is split into modules compiled on threads --
+
+SPLIT_CHILD = textwrap.dedent("""
+    import json
+    import numpy as np
+    import jitad
+    from jitad.lower import parallel, runtime
+    parallel.MIN_SPLIT_BYTES, parallel.PARTS = 0, 2   # split even a small program
+    j = runtime.jit()
+    if len(j.machines) < 2:   # a one-core machine: a target machine for the second thread
+        import llvmlite.binding as llvm
+        j.machines.append(llvm.Target.from_triple(llvm.get_process_triple()).create_target_machine(
+            cpu=j.cpu, features=j.features, opt=3, jit=True))
+    step = jitad.jit_grad(lambda w, x: jitad.sum(jitad.tanh(x @ w) ** 2 + jitad.exp(-x @ w)))
+    w, x = np.linspace(-1, 1, 6).reshape(3, 2), np.linspace(0, 2, 12).reshape(4, 3)
+    value, g = step(w, x)
+    print(json.dumps({"value": value, "grad": g.tolist(), "cache": step.compile_report().cache,
+                      "loaded": runtime.STATS["loaded"]}))
+""")
+
+
+def test_a_program_compiled_as_two_modules_on_two_threads_is_right_and_cached(tmp_path):
+    env = dict(os.environ, JITAD_CACHE_DIR=str(tmp_path), OPENBLAS_NUM_THREADS="1")
+    runs = []
+    for _ in range(2):
+        proc = subprocess.run([sys.executable, "-c", SPLIT_CHILD], capture_output=True, text=True,
+                              env=env, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        runs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    w, x = np.linspace(-1, 1, 6).reshape(3, 2), np.linspace(0, 2, 12).reshape(4, 3)
+    z = x @ w
+    expected = np.sum(np.tanh(z) ** 2 + np.exp(-z))
+    dz = 2 * np.tanh(z) * (1 - np.tanh(z) ** 2) - np.exp(-z)
+    for run in runs:
+        assert run["value"] == pytest.approx(expected, rel=1e-12)
+        assert np.allclose(run["grad"], x.T @ dz, rtol=1e-12)
+    assert runs[0]["cache"] == "miss" and runs[1]["cache"] == "disk"
+
+
+def test_split_module_declares_what_it_moves():
+    import llvmlite.binding as llvm
+    from jitad.lower import runtime
+    from jitad.lower.parallel import split_module
+    runtime.jit()   # the native target is initialized
+    text = textwrap.dedent('''
+        @"g" = internal constant [1 x double] [double 2.0]
+        define internal double @"p_kernel0_a"(double %".1") noinline
+        {
+        entry:
+          %".3" = load double, ptr @"g"
+          %".4" = fmul double %".1", %".3"
+          ret double %".4"
+        }
+        define internal double @"p_kernel1_b"(double %".1") noinline
+        {
+        entry:
+          %".3" = fadd double %".1", 1.0
+          ret double %".3"
+        }
+        define double @"p_entry"(double %".1")
+        {
+        entry:
+          %".3" = call double @"p_kernel0_a"(double %".1")
+          %".4" = call double @"p_kernel1_b"(double %".3")
+          ret double %".4"
+        }
+        ''')
+    first, second = split_module(text, 2, lambda name: name.startswith("p_kernel"))
+    for part in (first, second):
+        llvm.parse_assembly(part).verify()
+    assert 'define double @"p_entry"' in first
+    defined = [name for name in ("p_kernel0_a", "p_kernel1_b") if f'define double @"{name}"' in second]
+    assert len(defined) == 1   # the two kernels are dealt out, one moved: external, declared
+    assert f'declare double @"{defined[0]}"(double %".1")' in first

@@ -19,6 +19,7 @@ from ..timing import stage
 
 PARTS = min(2, len(os.sched_getaffinity(0)))   # modules a large program is compiled as
 MIN_SPLIT_BYTES = 64 << 10   # smaller IR is compiled as one module (a part costs ~2 ms)
+LEAF_WEIGHT = 3   # LLVM time per line of a kernel / of other code (measured 2-4: loops vectorize)
 _DEFINE = re.compile(r'define (internal )?(.*?)@"([^"]+)"(\(.*\))')
 
 
@@ -30,7 +31,8 @@ def _unlocked(name):
 def split_module(text, parts, is_leaf):
     """LLVM IR text as `parts` module texts. Functions for which `is_leaf(name)` holds
     (kernels: called, calling nothing but declarations and each other) are dealt out, the
-    largest first, to the smallest part; the rest stay in the first part. Every part
+    largest first, to the part of least estimated LLVM time (lines, a kernel's weighing
+    `LEAF_WEIGHT`); the rest stay in the first part. Every part
     keeps the module-level lines (declarations, globals, metadata); a function defined in
     one part and used in another is made external there and declared in the other."""
     lines = text.split("\n")
@@ -48,9 +50,10 @@ def split_module(text, parts, is_leaf):
     names = [_DEFINE.match(f[0]).group(3) for f in functions]
     owner, sizes = {}, [0] * parts
     for k in sorted(range(len(functions)), key=lambda k: (is_leaf(names[k]), -len(functions[k]))):
-        part = sizes.index(min(sizes)) if is_leaf(names[k]) else 0
+        leaf = is_leaf(names[k])
+        part = sizes.index(min(sizes)) if leaf else 0
         owner[names[k]] = part
-        sizes[part] += len(functions[k])
+        sizes[part] += len(functions[k]) * (LEAF_WEIGHT if leaf else 1)
     bodies = [[] for _ in range(parts)]
     for name, f in zip(names, functions):
         bodies[owner[name]].append(f)
