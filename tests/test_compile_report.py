@@ -149,7 +149,7 @@ SPLIT_CHILD = textwrap.dedent("""
     import numpy as np
     import jitad
     from jitad.lower import parallel, runtime
-    parallel.MIN_SPLIT_BYTES, parallel.PARTS = 0, 2   # split even a small program
+    parallel.MIN_SPLIT_BYTES, parallel.PARTS = 0, 3   # split even a small program
     j = runtime.jit()
     if len(j.machines) < 2:   # a one-core machine: a target machine for the second thread
         import llvmlite.binding as llvm
@@ -209,10 +209,13 @@ def test_split_module_declares_what_it_moves():
           ret double %".4"
         }
         ''')
-    first, second = split_module(text, 2, lambda name: name.startswith("p_kernel"))
-    for part in (first, second):
+    parts = split_module(text, 3, lambda name: name.startswith("p_kernel"))
+    assert len(parts) == 3
+    for part in parts:
         llvm.parse_assembly(part).verify()
-    assert 'define double @"p_entry"' in first
-    defined = [name for name in ("p_kernel0_a", "p_kernel1_b") if f'define double @"{name}"' in second]
-    assert len(defined) == 1   # the two kernels are dealt out, one moved: external, declared
-    assert f'declare double @"{defined[0]}"(double %".1")' in first
+    first = parts[0]
+    assert 'define double @"p_entry"' in first and "define internal" not in first
+    for name in ("p_kernel0_a", "p_kernel1_b"):   # one in each other part: external, declared
+        assert sum(f'define double @"{name}"' in part for part in parts[1:]) == 1
+        assert f'declare double @"{name}"(double %".1")' in first
+    assert len(split_module(text, 4, lambda name: name.startswith("p_kernel"))) == 3   # no empty part

@@ -17,7 +17,9 @@ import llvmlite.binding as llvm
 
 from ..timing import stage
 
-PARTS = min(2, len(os.sched_getaffinity(0)))   # modules a large program is compiled as
+THREADS = min(2, len(os.sched_getaffinity(0)))   # threads compiling one program
+PARTS = 4 if THREADS > 1 else 1   # modules a large program is compiled as: the threads take
+                                  # the next part when done (the first part holds `main`)
 MIN_SPLIT_BYTES = 64 << 10   # smaller IR is compiled as one module (a part costs ~2 ms)
 LEAF_WEIGHT = 3   # LLVM time per line of a kernel / of other code (measured 2-4: loops vectorize)
 _DEFINE = re.compile(r'define (internal )?(.*?)@"([^"]+)"(\(.*\))')
@@ -29,10 +31,10 @@ def _unlocked(name):
 
 
 def split_module(text, parts, is_leaf):
-    """LLVM IR text as `parts` module texts. Functions for which `is_leaf(name)` holds
-    (kernels: called, calling nothing but declarations and each other) are dealt out, the
-    largest first, to the part of least estimated LLVM time (lines, a kernel's weighing
-    `LEAF_WEIGHT`); the rest stay in the first part. Every part
+    """LLVM IR text as at most `parts` module texts. Functions for which `is_leaf(name)`
+    holds (kernels: called, calling nothing but declarations and each other) are dealt
+    out, the largest first, to the part of least estimated LLVM time (lines, a kernel's
+    weighing `LEAF_WEIGHT`) among all but the first; the rest make the first part. Every part
     keeps the module-level lines (declarations, globals, metadata); a function defined in
     one part and used in another is made external there and declared in the other."""
     lines = text.split("\n")
@@ -51,7 +53,7 @@ def split_module(text, parts, is_leaf):
     owner, sizes = {}, [0] * parts
     for k in sorted(range(len(functions)), key=lambda k: (is_leaf(names[k]), -len(functions[k]))):
         leaf = is_leaf(names[k])
-        part = sizes.index(min(sizes)) if leaf else 0
+        part = 1 + sizes[1:].index(min(sizes[1:])) if leaf else 0
         owner[names[k]] = part
         sizes[part] += len(functions[k]) * (LEAF_WEIGHT if leaf else 1)
     bodies = [[] for _ in range(parts)]
@@ -61,7 +63,7 @@ def split_module(text, parts, is_leaf):
     shared = {name for name in names
               if any(f'@"{name}"' in texts[p] for p in range(parts) if p != owner[name])}
     out = []
-    for p in range(parts):
+    for p in (p for p in range(parts) if bodies[p]):
         declares = []
         for name, f in zip(names, functions):
             if name in shared and owner[name] != p:
@@ -107,21 +109,29 @@ def compile_part(ir_text, tm, speed_level=2):
 
 
 def compile_parts(texts, machines):
-    """[(optimized module, object code)] of module texts, each on a thread of its own
-    (the first on the calling thread), with target machine `machines[k]` for text k."""
-    results, errors = [None] * len(texts), []
+    """[(optimized module, object code)] of module texts, compiled by `len(machines)`
+    threads (the calling thread and helpers; thread k uses target machine k), each taking
+    the next text when it is done."""
+    results, errors, todo = [None] * len(texts), [], iter(range(len(texts)))
+    take = threading.Lock()
 
-    def work(k):
-        try:
-            results[k] = compile_part(texts[k], machines[k])
-        except BaseException as e:   # re-raised on the calling thread
-            errors.append(e)
-    threads = [threading.Thread(target=work, args=(k,), daemon=True) for k in range(1, len(texts))]
-    for t in threads:
+    def work(machine):
+        while not errors:
+            with take:
+                k = next(todo, None)
+            if k is None:
+                return
+            try:
+                results[k] = compile_part(texts[k], machine)
+            except BaseException as e:   # re-raised on the calling thread
+                errors.append(e)
+    helpers = [threading.Thread(target=work, args=(m,), daemon=True)
+               for m in machines[1:min(len(machines), len(texts))]]
+    for t in helpers:
         t.start()
-    work(0)
+    work(machines[0])
     with stage("wait"):
-        for t in threads:
+        for t in helpers:
             t.join()
     if errors:
         raise errors[0]

@@ -54,7 +54,7 @@ class _Jit:
         def machine():
             return target.create_target_machine(cpu=self.cpu, features=self.features, opt=3, jit=True)
         self.tm = machine()
-        self.machines = [self.tm] + [machine() for _ in range(parallel.PARTS - 1)]   # one per thread
+        self.machines = [self.tm] + [machine() for _ in range(parallel.THREADS - 1)]   # one per thread
         self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), machine())  # owns its machine
         self.fingerprint = "|".join([str(CACHE_FORMAT), llvmlite.__version__, str(llvm.llvm_version_info),
                                      llvm.get_process_triple(), self.cpu, self.features,
@@ -312,7 +312,8 @@ def _external_symbols(modules, prefix):
 
 def _compile(j, ir_text, prefix):
     """(optimized modules, their object code) of a program's LLVM IR: a large one as
-    `parallel.PARTS` modules compiled at once, its kernels dealt out between them."""
+    up to `parallel.PARTS` modules compiled on `parallel.THREADS` threads, its kernels
+    dealt out between them."""
     parts = parallel.PARTS if len(ir_text) >= parallel.MIN_SPLIT_BYTES else 1
     texts = parallel.split_module(ir_text, parts, lambda name: name.startswith(prefix + "kernel")) if parts > 1 else [ir_text]
     compiled = parallel.compile_parts(texts, j.machines)
