@@ -1,7 +1,9 @@
 """The compiler driver: a traced program (differentiation included) -> the passes of
-`jitad.ir.passes.PIPELINE` -> LLVM IR -> optimized (O3) and loaded machine code with
-CPython entry points (or, for device="cuda", numba-cuda kernels driven from the host).
-`jitad.api` calls `compile_program` once per signature and keeps the result."""
+`jitad.ir.passes.PIPELINE` -> the disk cache, keyed by the program -> (on a miss) LLVM IR
+-> optimized (O2, on two threads for a large program: `parallel`) and loaded machine code
+with CPython entry points (or, for device="cuda", numba-cuda kernels driven from the
+host). Every stage is timed (`jitad.timing`). `jitad.api` calls `compile_program` once
+per signature and keeps the result."""
 import math
 import os
 import threading
@@ -109,7 +111,8 @@ def _layout(td, counter):
 
 def compile_program(program, out_td, in_types, name, fallback, in_td=None, device="cpu"):
     """After tracing (and the transformations staged with it): the passes of
-    `jitad.ir.passes.PIPELINE` -> lower to LLVM -> optimize (O3) -> load (or, for
+    `jitad.ir.passes.PIPELINE` -> the code cached for this program, in this process or
+    on disk, else lower to LLVM -> optimize -> code generation -> load (or, for
     device="cuda", to numba-cuda kernels driven from the host)."""
     with stage("passes"):
         run_passes(program, check=VERIFY)
