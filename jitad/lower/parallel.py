@@ -17,7 +17,7 @@ import llvmlite.binding as llvm
 
 from ..timing import stage
 
-THREADS = min(2, len(os.sched_getaffinity(0)))   # threads compiling one program
+THREADS = min(2, len(os.sched_getaffinity(0)))   # threads compiling one program (more: not measured)
 PARTS = 4 if THREADS > 1 else 1   # modules a large program is compiled as: the threads take
                                   # the next part when done (the first part holds `main`)
 MIN_SPLIT_BYTES = 64 << 10   # smaller IR is compiled as one module (a part costs ~2 ms)
