@@ -8,7 +8,8 @@ Autodidax (but much shorter). Run it and read the output next to this file:
         behind a CPython entry point
 
 Every op on the way is a primitive declared once in jitad/primitives (its type rule,
-NumPy meaning, VJP and lowerings together; section 0 shows one).
+NumPy meaning, VJP and lowerings together; section 0 shows one, and where each kind of
+op is declared, differentiated and lowered).
 
 The function has a data-dependent branch and a data-dependent loop, the two things
 a tracer cannot unroll and the reason jitad has the combinators IF and WHILE.
@@ -46,7 +47,25 @@ note("""
 """)
 from jitad.ir.ops import Op  # noqa: E402
 print({field: getattr(Op.ERF, field) for field in ("value", "arity", "llvm", "cuda", "elementwise", "float_only")})
-print("jitad.erf(0.5) =", jitad.erf(0.5), "  grad:", jitad.grad(jitad.erf)(0.5))
+print("jitad.erf(0.5) =", jitad.erf(0.5), "  grad:", jitad.grad(jitad.erf)(0.5), end="\n\n")
+note("""
+    The folders say where an op lives. A math op is declared in jitad/primitives/ (its
+    VJP beside it); the IR's own ops (slots, closures, control flow, `custom_vjp`,
+    `checkpoint`, `debug_print`) in jitad/ir/ops.py, and they are differentiated by
+    rules in jitad/ad/reverse.py (CPS) and jitad/ad/forward.py. Lowering rules register
+    into tables keyed by the op: jitad/lower/llvm.py (scalars, control flow, and the
+    elementwise rules made from declarations), jitad/lower/tensor.py (loop nests, BLAS),
+    jitad/lower/cuda.py (the GPU). Looked up in those tables:
+""")
+from jitad.ad import reverse  # noqa: E402
+from jitad.lower import cuda, llvm  # noqa: E402
+print(f"{'op':12} {'derivative':24} {'LLVM lowering':20} {'CUDA lowering'}")
+for op in (Op.ERF, Op.MATMUL, Op.WHILE, Op.CHECKPOINT, Op.DEBUG_PRINT):
+    rule = reverse.CONTROL.get(op) or op.vjp
+    derivative = rule.__module__ if rule else "(none: no gradient)"
+    print(f"{op.value:12} {derivative:24} {llvm.LOWER[op].__module__:20} "
+          f"{cuda.RULES[op].__module__ if op in cuda.RULES else '(CPU only)'}")
+print()
 
 # ------------------------------------------------------------------------------------
 section("1. Trace: run f once on proxies, recording an SSA graph")
@@ -58,9 +77,9 @@ note("""
     those captures into explicit operands (the `if` takes x, the `while` takes y after
     its state), so every sub-graph only sees its parameters. `jitad.trace` also runs the
     verifier, which checks SSA scoping, types and shapes (with JITAD_VERIFY=1, as in the
-    tests, it also runs around the fusion pass).
+    tests, it also runs after every pass of step 3).
 """)
-print(jitad.trace(f, 0.5))
+print(f"{jitad.trace(f, 0.5)}\n")
 note("""
     Python's own `if x > 0:` would have to decide here, at trace time, with no value for
     x, so jitad refuses it and names the combinator to use. Python control flow on
@@ -91,8 +110,8 @@ note("""
     added its contribution. Reading the program below:
 """)
 note("""
-    `slot` is a mutable cell (`ref<f64>`), zero-initialized: one per value whose adjoint
-    is accumulated. `slot_add` accumulates into it, `slot_get` reads it. Slots become
+    `slot` is a mutable cell (`ref<f64>`), starting at zero (-0.0, the exact additive
+    identity): one per value whose adjoint is accumulated. `slot_add` accumulates into it, `slot_get` reads it. Slots become
     stack allocations (LLVM `alloca`) in the frame that created them.
 """)
 note("""
@@ -111,11 +130,51 @@ note("""
     `@k_while`, the end of the program: it stores the result (`slot_set`) and seeds
     d(out)/d(out) = 1 (`slot_add ... 1.0`). main returns the adjoint of x.
 """)
-print(g.ir)
+print(f"{g.ir}\n")
 note("""
     (`g.ir` is the program as compiled, so it is also after the passes of step 3,
     which here only moved the `slot`s to the top of each block.)
 """)
+
+# ------------------------------------------------------------------------------------
+section("2b. Opcodes of their own: custom rules, checkpoints, printing")
+note("""
+    Three staged-function features are opcodes rather than flags on `call`, so each
+    transformation handles them in one visible place. `custom_vjp` (jitad/custom.py)
+    calls a function whose gradient is the user's `bwd`; `checkpoint` a function whose
+    values are not kept but recomputed in the backward pass; `debug_print`
+    (jitad/debug.py) prints run-time values. Traced:
+""")
+
+
+@jitad.custom_vjp
+def clip_grad(x):                                                      # identity, gradient clipped
+    return x
+
+
+clip_grad.defvjp(lambda x: (x, None), lambda _, g: (jitad.clip(g, -1.0, 1.0),))
+
+
+@jitad.checkpoint
+def block(x):
+    return jitad.sin(x) * x
+
+
+def k(x):
+    jitad.debug.print("x = {}", x)
+    return block(clip_grad(3.0 * x))
+
+
+print(f"{jitad.trace(k, 0.5)}\n")
+note("""
+    Under `grad` (jitad/ad/reverse.py): the forward pass calls `@block` and keeps
+    nothing of it; the backward pass computes `sin` and `mul` again and differentiates
+    them; the `custom_vjp` call's adjoint is the user's `bwd`, the `maximum`/`minimum`
+    of `clip`, staged in place. The print runs once, in the forward pass:
+""")
+print(f"{jitad.trace(jitad.grad(k), 0.5)}\n")
+print(f"grad(k)(0.5) = {jitad.grad(k)(0.5)}: d block/dy = cos(1.5) * 1.5 + sin(1.5) = 1.10 at y = 3x = 1.5,\n"
+      "clipped to 1 by the custom rule, times 3\n")
 
 # ------------------------------------------------------------------------------------
 section("3. Fuse: elementwise chains on tensors become single loops")
@@ -129,7 +188,7 @@ note("""
 """)
 h = lambda v: jitad.sum(jitad.tanh(v) * v)                             # noqa: E731
 v = np.linspace(-1.0, 1.0, 4)
-print(jitad.trace(jitad.grad(h), v))
+print(f"{jitad.trace(jitad.grad(h), v)}\n")
 gh = jitad.grad(h)
 gh(v)
 note("""
@@ -139,7 +198,7 @@ note("""
     the gradient's slot. (A tensor `slot_get` names the slot's buffer, which is why it
     may be printed before the loop that fills it.)
 """)
-print(gh.ir)
+print(f"{gh.ir}\n")
 
 # ------------------------------------------------------------------------------------
 section("4. Lower to LLVM IR and optimize (O3)")
@@ -160,7 +219,7 @@ print(f"\n({len(lines)} lines in all; print(g.llvm_ir) shows them)\n")
 note("""
     Above is `@while_rev` after O3. Look for the stack check (`llvm.frameaddress`
     compared with the budget; past it the function stores an error code and returns),
-    the iteration's adjoint slot (`alloca double`, zeroed in `then`), the forward body
+    the iteration's adjoint slot (`alloca double`, set to -0.0 in `then`), the forward body
     (`fmul` by 2, `fadd` of y), the recursive call, then this iteration's adjoint
     updates after it (`load`, `fadd`, `store` through the slot pointers). When the
     condition fails, the block named after `code0` (the closure's code, inlined by O3)

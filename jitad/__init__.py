@@ -1,5 +1,5 @@
 """jitad: JIT-compiled differentiable programs through LLVM."""
-from .api import grad, hvp, jit, jit_grad, jvp, trace, value_and_grad, vjp
+from .api import grad, hvp, jit, jit_grad, jvp, trace, value_and_grad, vjp, vmap
 from .errors import ArgumentError, DeviceError, DistributedError, ImmutableError, JitadError, ResourceError, ShapeError, StagingError
 from .numeric import *  # noqa: F401,F403
 from .pytree import tree_leaves, tree_map

@@ -14,6 +14,7 @@ from .ir.verify import verify
 from .lower.compile import SCALAR_KEYS, compile_program
 from .pytree import flatten, unflatten
 from .ad.forward import contains_effects
+from .batching import value_and_grad as _reverse_or_defer, vmap_staged
 from .staging import (Staged, StagedTree, arg_type, as_var, current_frame, is_device_array, is_staged,
                       trace_program, wrap)
 from .tree import SLOT_OFFSETS, Tree, plain_tree
@@ -310,7 +311,7 @@ def _value_and_grad_staged(fn, args, argnums, has_aux, who):
             outs, grads = _grad_by_forward_mode(program, staged, wrt, who)
     else:
         with timing.stage("ad"):
-            outs, grads = value_and_grad_staged(program, staged, wrt)
+            outs, grads = _reverse_or_defer(program, staged, wrt)
         grads = [_positive_zero(g) for g in grads]
     value = outs[0]
     if has_aux:
@@ -408,6 +409,31 @@ def jit_grad(fn=None, *, argnums=0, has_aux=False, device="cpu"):
     if fn is None:
         return lambda f: value_and_grad(f, argnums, has_aux, device)
     return value_and_grad(fn, argnums, has_aux, device)
+
+
+# -- batching -----------------------------------------------------------------------
+
+def vmap(fn, in_axes=0, out_axes=0):
+    """Vectorize `fn` over a batch axis of its arguments, as an IR transformation (each
+    primitive's batching rule; IF/WHILE/FOR/FUN batched as JAX does), compiled.
+    `in_axes`/`out_axes`: an int, None (not batched), or pytrees of them.
+
+    >>> jitad.vmap(lambda w, x: jitad.dot(w, x), in_axes=(None, 0))(np.ones(3), np.eye(3))
+    array([1., 1., 1.])
+    """
+    check_callable(fn, "vmap")
+
+    def staged(*args):
+        return vmap_staged(fn, args, in_axes, out_axes)
+    staged.__name__ = f"vmap_{getattr(fn, '__name__', 'f')}"
+    compiled = jit(staged)
+
+    @functools.wraps(fn)
+    def batched(*args):
+        if current_frame() is not None:
+            return vmap_staged(fn, args, in_axes, out_axes)
+        return compiled(*args)
+    return batched
 
 
 # -- forward mode and second order ----------------------------------------------
@@ -525,7 +551,7 @@ def pullback_staged(fn, primals, ct, to_closure=True):
     staged = [_staged(x, t) for x, t in zip(flat, types)] + [wrap(v) for v in captured]
     seeds = [(k, c) for k, c in enumerate(ct_leaves)]
     with timing.stage("ad"):
-        _, grads = value_and_grad_staged(program, staged, wrt + closure, seeds)
+        _, grads = (_reverse_or_defer if not closure else value_and_grad_staged)(program, staged, wrt + closure, seeds)
     by_leaf = dict(zip(wrt, map(_positive_zero, grads)))
     from .staging import slot_add
     for j, g in zip(closure, grads[len(wrt):]):

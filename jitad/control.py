@@ -49,9 +49,8 @@ def scan(f, init, xs=None, length=None, reverse=False):
     >>> jitad.scan(cumsum, 0.0, np.array([1.0, 2.0, 3.0]))
     (6.0, array([1., 3., 6.]))
 
-    Staged, it is one `FOR` loop (reverse mode stores each step like `FOR`); the stacked
-    output is updated by a select per step, O(length) work a step until a dynamic
-    row-update primitive exists.
+    Staged, it is one `FOR` loop (reverse mode stores each step like `FOR`); each step
+    writes its row of the stacked output in place (a `scatter`).
     """
     if not callable(f):
         raise ArgumentError(f"scan takes a function f(carry, x) -> (carry, y), got {type(f).__name__}")
@@ -80,12 +79,7 @@ def scan(f, init, xs=None, length=None, reverse=False):
         j = (n - 1) - i if reverse else i
         x = unflatten(xs_td, [leaf[j] for leaf in xs_leaves])
         carry, y = f(carry, x)
-        rows = np.arange(n)
-        new = []
-        for buf, leaf, t in zip(ys, flatten(y)[0], y_types):
-            hit = N.reshape(rows, (n,) + (1,) * len(t.shape)) == j
-            new.append(N.where(hit, leaf, buf))
-        return carry, tuple(new)
+        return carry, tuple(N.bind(N.Op.SCATTER, buf, j, leaf, add=False) for buf, leaf in zip(ys, flatten(y)[0]))
     carry, ys = FOR(0, n, body, (init, tuple(ys0)))
     return carry, unflatten(y_td, list(ys))
 

@@ -136,13 +136,14 @@ def softplus(x):
     return _softplus(x)
 
 
-_ZERO_DTYPES = {"f64": np.float64, "f32": np.float32, "i64": np.int64, "bool": np.bool_}
+def _shape(x):
+    return tuple(x.shape) if is_staged(x) else np.shape(x)
 
 
 def _zero_like(x):
     """A constant zero tangent of `x`'s shape and dtype."""
-    shape = tuple(x.shape) if is_staged(x) else np.shape(x)
-    dtype = _ZERO_DTYPES[x.ir_dtype] if is_staged(x) else np.asarray(x).dtype
+    shape = _shape(x)
+    dtype = N.NUMPY_OF[x.ir_dtype] if is_staged(x) else np.asarray(x).dtype
     return np.zeros(shape, dtype) if shape else dtype.type(0) if hasattr(dtype, "type") else dtype(0)
 
 
@@ -209,15 +210,17 @@ class custom_jvp(FUN):
         pairs = []
         for k, (o, t, ty) in enumerate(zip(out_leaves, tan_leaves, types)):
             for what, x in (("output", o), ("tangent", t)):
-                shape = tuple(x.shape) if is_staged(x) else np.shape(x)
-                if shape != ty.shape:
-                    raise ShapeError(f"custom_jvp `{self.__name__}`: the jvp rule returned a {what} of shape "
-                                     f"{shape} for output leaf {k} of shape {ty.shape}; return the primal "
-                                     "output's shape (broadcast it, e.g. `t * jitad.ones_like(x)`)")
+                self._check_shape(what, k, _shape(x), ty.shape)
             differentiable = ty.dtype in ("f64", "f32")
             pairs.append((Staged(coerce(o, ty, f"custom_jvp `{self.__name__}` output")),
                           Staged(coerce(t, ty, f"custom_jvp `{self.__name__}` tangent")) if differentiable else None))
         return pairs
+
+    def _check_shape(self, what, k, shape, want):
+        if shape != want:
+            raise ShapeError(f"custom_jvp `{self.__name__}`: the jvp rule returned a {what} of shape "
+                             f"{shape} for output leaf {k} of shape {want}; return the primal "
+                             "output's shape (broadcast it, e.g. `t * jitad.ones_like(x)`)")
 
     def __repr__(self):
         return f"custom_jvp({self.__name__})"
@@ -240,11 +243,7 @@ class _TransposedJvp:
         def tangent_out(*tangents):
             tan = self.f._rule(args, unflatten(td, list(tangents)))[1]
             for k, (t, ct) in enumerate(zip(flatten(tan)[0], flatten(g)[0])):
-                shape, want = (tuple(x.shape) if is_staged(x) else np.shape(x) for x in (t, ct))
-                if shape != want:
-                    raise ShapeError(f"custom_jvp `{self.__name__}`: the jvp rule returned a tangent of shape "
-                                     f"{shape} for output leaf {k} of shape {want}; return the primal "
-                                     "output's shape (broadcast it, e.g. `t * jitad.ones_like(x)`)")
+                self.f._check_shape("tangent", k, _shape(t), _shape(ct))
             return tan
         cts = pullback_staged(tangent_out, tuple(_zero_like(x) for x in leaves), g, to_closure=False)
         return tuple(0.0 if ct is None else ct for ct in cts)

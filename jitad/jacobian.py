@@ -3,8 +3,8 @@
 The function is seen as a map between flat vectors (the chosen arguments' leaves
 concatenated, the output leaves concatenated). `jacfwd` takes one `jvp` per input
 element, `jacrev` one `vjp` per output element: unrolled for a few, else a staged
-`FOR` loop over the basis vectors that writes one row per step (a select over the
-rows; `vmap` will replace the loop). The flat Jacobian is then cut into blocks shaped
+`FOR` loop over the basis vectors that writes one row per step in place (a
+`scatter`; `vmap` will replace the loop). The flat Jacobian is then cut into blocks shaped
 `out.shape + in.shape`, nested as JAX nests them: the output's pytree outside, the
 inputs' (a tuple of them for a tuple `argnums`) inside.
 """
@@ -42,7 +42,7 @@ def _rows(count, width, row_fn):
 
     def body(e, acc):
         row = row_fn(N.where(index == e, 1.0, 0.0))
-        return N.where(np.reshape(index, (count, 1)) == e, N.reshape(row, (1, width)), acc)
+        return N.bind(N.Op.SCATTER, acc, e, N.convert(N.reshape(row, (width,)), "f64"), add=False)
     return FOR(0, count, body, np.zeros((count, width)))
 
 

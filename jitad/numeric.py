@@ -4,6 +4,7 @@ On Python or NumPy numbers they compute eagerly with NumPy; on staged values the
 record a node. `jitad.exp(x)` is to jitad what `jnp.exp(x)` is to JAX.
 """
 import builtins
+import functools
 import inspect
 import math
 import operator
@@ -46,7 +47,6 @@ for _op in PRIMITIVES.values():
 def where(cond, a, b):
     """`a` where `cond` else `b`; both are computed: `jitad.where(x > 0, x, 0.0)`."""
     if not (is_staged(cond) or is_staged(a) or is_staged(b)):
-        import numpy as np
         return np.where(cond, a, b)[()]
     dtype = result_dtype(a, b)
     c = to_bool(cond, "where")
@@ -649,15 +649,12 @@ def avg_pool2d(x, k, stride=None):
 # -- NumPy functions on staged values (`np.sin(x)`, `np.ones(3) + x`, `np.sum(x)`) ------------
 
 _NUMPY_UFUNCS = {
-    "add": lambda a, b: binary(Op.ADD, a, b), "subtract": lambda a, b: binary(Op.SUB, a, b),
-    "multiply": lambda a, b: binary(Op.MUL, a, b), "divide": lambda a, b: binary(Op.DIV, a, b),
-    "power": lambda a, b: binary(Op.POW, a, b), "remainder": lambda a, b: binary(Op.MOD, a, b),
-    "floor_divide": lambda a, b: binary(Op.FLOORDIV, a, b), "less": lambda a, b: binary(Op.LT, a, b),
-    "less_equal": lambda a, b: binary(Op.LE, a, b), "greater": lambda a, b: binary(Op.GT, a, b),
-    "greater_equal": lambda a, b: binary(Op.GE, a, b), "equal": lambda a, b: binary(Op.EQ, a, b),
-    "not_equal": lambda a, b: binary(Op.NE, a, b), "bitwise_and": lambda a, b: logical(Op.AND, a, b),
-    "bitwise_or": lambda a, b: logical(Op.OR, a, b), "invert": lambda a: ~a, "negative": lambda a: -a,
-    "positive": lambda a: a, "absolute": abs, "matmul": matmul,
+    **{name: functools.partial(binary, op) for name, op in (
+        ("add", Op.ADD), ("subtract", Op.SUB), ("multiply", Op.MUL), ("divide", Op.DIV), ("power", Op.POW),
+        ("remainder", Op.MOD), ("floor_divide", Op.FLOORDIV), ("less", Op.LT), ("less_equal", Op.LE),
+        ("greater", Op.GT), ("greater_equal", Op.GE), ("equal", Op.EQ), ("not_equal", Op.NE))},
+    "bitwise_and": functools.partial(logical, Op.AND), "bitwise_or": functools.partial(logical, Op.OR),
+    "invert": lambda a: ~a, "negative": lambda a: -a, "positive": lambda a: a, "absolute": abs, "matmul": matmul,
     **{name: globals()[name] for name in ("exp", "log", "log1p", "expm1", "sqrt", "sin", "cos", "tanh",
                                           "maximum", "minimum", "square")}}
 _NUMPY_ALIASES = {"amax": "max", "amin": "min", "absolute": "abs", "fabs": "abs"}

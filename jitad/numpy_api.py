@@ -383,8 +383,15 @@ def _scan(x, axis, dtype, combine, unit, who):
 
 
 def cumsum(x, axis=None, dtype=None):
-    """Running sums along `axis` (of the flattened array by default): `jitad.cumsum(x, axis=1)`."""
-    return _scan(x, axis, dtype, lambda a, b: a + b, 0, "cumsum")
+    """Running sums along `axis` (of the flattened array by default), one sequential pass
+    (NumPy's rounding): `jitad.cumsum(x, axis=1)`."""
+    x = _with_dtype(x, dtype, "cumsum")
+    if axis is None:
+        x, axis = ravel(x), 0
+    shape = _shape(x)
+    if not shape:
+        return N.reshape(x, (1,))
+    return N.bind(N.Op.CUMSUM, x, axis=N._axis("cumsum", axis, len(shape), shape), reverse=False)
 
 
 def cumprod(x, axis=None, dtype=None):
@@ -825,20 +832,14 @@ def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
 
 # -- batched matrix products and einsum ------------------------------------------------
 
-_UNROLL = 64   # batches up to this size may be one GEMM per matrix (more would bloat the program)
-_SMALL = 1 << 16   # products of fewer multiplications: one broadcast product and a sum (3 nodes)
-
-
-def bmm(a, b):
-    """(B, m, k) @ (B, k, n) -> (B, m, n): one GEMM per batch entry for large matrices, a
-    broadcast product summed over k for small ones. (A batched GEMM primitive would do
-    better at both ends: see the README's table.)"""
-    (nb, m, k), n = _shape(a), _shape(b)[2]
-    if nb == 1:
-        return N.reshape(N.matmul(N.reshape(a, (m, k)), N.reshape(b, (k, n))), (1, m, n))
-    if nb <= _UNROLL and nb * m * k * n > _SMALL:
-        return N.stack([N.matmul(a[i], b[i]) for i in range(nb)], 0)
-    return N.sum(N.reshape(a, (nb, m, k, 1)) * N.reshape(b, (nb, 1, k, n)), 2)
+def bmm(a, b, ta=False, tb=False):
+    """(B, m, k) @ (B, k, n) -> (B, m, n), op(a) a transpose of each entry where `ta`
+    says (no copy): one `bmm` primitive, a GEMM per batch entry."""
+    if _shape(a)[0] == 1:
+        m2 = lambda x: N.reshape(x, _shape(x)[1:])
+        out = N.matmul_t(m2(a), m2(b), ta=ta, tb=tb)
+        return N.reshape(out, (1,) + _shape(out))
+    return N.bind(N.Op.BMM, a, b, ta=ta, tb=tb)
 
 
 def matmul_nd(a, b):
@@ -936,6 +937,8 @@ def _einsum_prepare(x, idx, keep):
 
 
 def _contract(a, ia, b, ib, keep):
+    """One pairwise contraction as a (batched) GEMM; an operand already laid out as
+    batch + inner + free is read transposed instead of copied."""
     batch = [c for c in ia if c in ib and c in keep]
     inner_ = [c for c in ia if c in ib and c not in keep]
     fa, fb = [c for c in ia if c not in ib], [c for c in ib if c not in ia]
@@ -943,9 +946,12 @@ def _contract(a, ia, b, ib, keep):
     sb = dict(zip(ib, _shape(b)))
     B = math.prod(sa[c] for c in batch)
     M, K, Nn = math.prod(sa[c] for c in fa), math.prod(sa[c] for c in inner_), math.prod(sb[c] for c in fb)
-    a3 = N.reshape(N.transpose(a, tuple(ia.index(c) for c in batch + fa + inner_)), (B, M, K))
-    b3 = N.reshape(N.transpose(b, tuple(ib.index(c) for c in batch + inner_ + fb)), (B, K, Nn))
-    out = N.matmul(N.reshape(a3, (M, K)), N.reshape(b3, (K, Nn))) if B == 1 else bmm(*N._promoted(a3, b3))
+    ta, tb = list(ia) == batch + inner_ + fa, list(ib) == batch + fb + inner_
+    a3 = N.reshape(N.transpose(a, tuple(ia.index(c) for c in batch + fa + inner_)), (B, M, K)) if not ta \
+        else N.reshape(a, (B, K, M))
+    b3 = N.reshape(N.transpose(b, tuple(ib.index(c) for c in batch + inner_ + fb)), (B, K, Nn)) if not tb \
+        else N.reshape(b, (B, Nn, K))
+    out = bmm(*N._promoted(a3, b3), ta=ta, tb=tb)
     idx = "".join(batch + fa + fb)
     return N.reshape(out, tuple(sa[c] for c in batch + fa) + tuple(sb[c] for c in fb)), idx
 
@@ -1027,7 +1033,8 @@ class _At:
     index `x[index]` takes, `v` broadcasts to `x[index]`'s shape; differentiable in `x`
     and `v`. Repeated positions apply in order (`add` sums them, `set` keeps the last).
     Static indices cost a gather per repeat; staged ones compare every position with each
-    index (O(indices × size))."""
+    index (O(indices × size)) for `multiply`, `min` and `max`; `set` and `add` are one
+    `scatter` (O(size + indices))."""
 
     def __init__(self, x, index=None):
         self.x, self.index = x, index
@@ -1062,7 +1069,10 @@ class _At:
         flat, vf = N.reshape(x, (-1,)), N.reshape(v, (-1,))
         combine = {"set": lambda old, new: new, "add": lambda old, new: old + new,
                    "multiply": lambda old, new: old * new, "min": N.minimum, "max": N.maximum}[how]
-        if is_staged(pos):
+        if how in ("set", "add") and dtype != "bool":   # one pass: rows of the flat array
+            pos = N.reshape(pos, (-1,)) if is_staged(pos) else np.reshape(pos, -1)
+            out = N.bind(N.Op.SCATTER, flat, pos, N.convert(vf, dtype) if is_staged(vf) else vf, add=how == "add")
+        elif is_staged(pos):
             out = _update_staged(flat, N.reshape(pos, (-1,)), vf, how, combine)
         else:
             out = _update_static(flat, np.reshape(pos, -1), vf, how, combine)

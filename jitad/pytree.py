@@ -88,9 +88,7 @@ def _flatten(x, leaves):
 
 
 def unflatten(treedef, leaves):
-    it = iter(leaves)
-    out = _unflatten(treedef, it)
-    return out
+    return _unflatten(treedef, iter(leaves))
 
 
 def _unflatten(td, it):
@@ -131,7 +129,6 @@ def register_pytree_node(nodetype, flatten_func, unflatten_func):
         raise ArgumentError("register_pytree_node(cls, flatten_func, unflatten_func): both must be functions")
     _REGISTRY[nodetype] = (flatten_func, unflatten_func)
     return nodetype
-
 
 
 def tree_leaves(tree):

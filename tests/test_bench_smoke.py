@@ -17,7 +17,7 @@ def _run(*args, timeout=300):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("module", ["bench.micro", "bench.tensors"])
+@pytest.mark.parametrize("module", ["bench.micro", "bench.tensors", "bench.transforms"])
 def test_benchmark_quick_mode(module):
     assert "Goals" in _run("-m", module, "--quick")
 

@@ -370,16 +370,16 @@ def test_derivatives_at_the_points_compositions_get_wrong_without_care():
 
 
 def test_batched_matmul_paths():
-    """Batches of large matrices are one GEMM each; of small ones, a broadcast product."""
+    """Batched products of any size are one `bmm` (a GEMM per batch entry), gradients too."""
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((3, 40, 50)), rng.standard_normal((3, 50, 40))
     w = rng.standard_normal((3, 40, 40))
     graph = str(jitad.trace(jitad.matmul, a, b))
-    assert graph.count("matmul") == 3
+    assert graph.count("bmm") == 1 and "matmul" not in graph
     assert np.allclose(jitad.jit(jitad.matmul)(a, b), a @ b)
     ga, gb = jitad.grad(lambda a, b: jitad.sum(jitad.matmul(a, b) * w), argnums=(0, 1))(a, b)
     assert np.allclose(ga, w @ np.swapaxes(b, 1, 2)) and np.allclose(gb, np.swapaxes(a, 1, 2) @ w)
-    assert "matmul" not in str(jitad.trace(jitad.matmul, a[:, :4, :5], b[:, :5, :4]))
+    assert str(jitad.trace(jitad.matmul, a[:, :4, :5], b[:, :5, :4])).count("bmm") == 1
 
 
 def test_einsum_and_matmul_at_a_large_batch_and_errors():
@@ -445,3 +445,91 @@ def test_a_transformer_block_matches_jax():
     want = jax.jit(jax.grad(ref, argnums=tuple(range(6))))(*args)   # (op by op: 5 s)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-8, atol=1e-10)
+
+
+# -- the same rows on the CUDA backend (numba-cuda's simulator without a GPU) ----------
+
+def test_rows_on_the_cuda_backend_match_the_cpu(staged_outputs, staged_grads):
+    """Every row's value and every differentiable row's gradient, one program each, on
+    `device="cuda"` against the CPU backend (float64 fixture runs only: the simulator is slow)."""
+    dtype, inputs, cpu_values = staged_outputs
+    if dtype != np.float64 or staged_grads[0] != np.float64:
+        pytest.skip("the float32 fixtures check the CPU backend only")
+    _, _, weights, cpu_grads = staged_grads
+    flat = [x for xs in inputs for x in xs]
+
+    def program(*flat):
+        outs, k = [], 0
+        for row, xs in zip(ROWS, inputs):
+            outs.append(tuple(_leaves(row.fn(jitad, *flat[k:k + len(xs)]))))
+            k += len(xs)
+        return tuple(outs)
+    gpu_values = jitad.jit(program, device="cuda")(*flat)
+    for row, got, want in zip(ROWS, gpu_values, cpu_values):
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-12, atol=1e-13, err_msg=row.name)
+
+    def total(*flat):
+        acc, k = 0.0, 0
+        for i in DIFF:
+            n = len(inputs[i])
+            acc = acc + _loss(jitad, ROWS[i], weights[i])(*flat[k:k + n])
+            k += n
+        return acc
+    dflat = [x for i in DIFF for x in inputs[i]]
+    grads = jitad.grad(total, argnums=tuple(range(len(dflat))), device="cuda")(*dflat)
+    k = 0
+    for i in DIFF:
+        for g, w in zip(grads[k:k + len(inputs[i])], cpu_grads[i]):
+            np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-11, atol=1e-12, err_msg=ROWS[i].name)
+        k += len(inputs[i])
+
+
+# -- the rows over (3, 4) inputs again on empty and size-1 axes --------------------------
+
+SHAPE_ROWS = [i for i, r in enumerate(ROWS) if all(shape == U for shape, _, _ in r.specs)]
+
+
+@pytest.mark.parametrize("shape", [(0, 4), (1, 4), (3, 1)], ids=str)
+def test_rows_on_empty_and_size_1_axes(shape):
+    """Values against NumPy, gradients against JAX, one program per shape."""
+    rows, inputs = [], []
+    for k in SHAPE_ROWS:
+        r = ROWS[k]
+        rng = np.random.default_rng(k)
+        xs = [rng.uniform(lo, hi, shape) for _, lo, hi in r.specs]
+        try:
+            _reference(r, xs)
+        except ValueError:   # NumPy refuses (reflect-padding an empty axis): so must jitad
+            with pytest.raises(jitad.JitadError, match=r.name.split("_")[0]):
+                jitad.jit(lambda *xs: r.fn(jitad, *xs))(*xs)
+            continue
+        rows.append(r)
+        inputs.append(xs)
+    flat = [x for xs in inputs for x in xs]
+
+    def split(flat):
+        k = 0
+        for r, xs in zip(rows, inputs):
+            yield r, flat[k:k + len(xs)]
+            k += len(xs)
+    got = jitad.jit(lambda *flat: tuple(tuple(_leaves(r.fn(jitad, *xs))) for r, xs in split(flat)))(*flat)
+    for r, xs, outs in zip(rows, inputs, got):
+        for g, w in zip(outs, _reference(r, xs)):
+            assert np.shape(g) == w.shape, r.name
+            np.testing.assert_allclose(g, w, rtol=1e-10, atol=1e-12, err_msg=r.name)
+
+    diff = [(r, xs) for r, xs in zip(rows, inputs) if r.diff]
+    for m in (jitad, jnp):
+        def total(*flat, m=m):
+            return sum((m.sum(o) for k, (r, _) in enumerate(diff)
+                        for o in _leaves(r.fn(m, *flat[sum(len(x) for _, x in diff[:k]):][:len(diff[k][1])]))), 0.0)
+        dflat = [x for _, xs in diff for x in xs]
+        if m is jitad:
+            mine = jitad.grad(total, argnums=tuple(range(len(dflat))))(*dflat)
+        else:
+            theirs = jax.jit(jax.grad(total, argnums=tuple(range(len(dflat)))))(*dflat)
+    names = [r.name for r, xs in diff for _ in xs]
+    for g, w, name in zip(mine, theirs, names):
+        assert np.shape(g) == np.shape(w), name
+        np.testing.assert_allclose(g, np.asarray(w), rtol=1e-9, atol=1e-12, err_msg=name)

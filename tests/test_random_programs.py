@@ -15,6 +15,7 @@ those functions taken from libm (what the compiled code calls), and that must ag
 import ctypes
 import ctypes.util
 import math
+import os
 import textwrap
 from unittest import mock
 
@@ -27,6 +28,7 @@ import jitad
 from jitad import FOR, FUN, IF, WHILE
 from jitad.ir.interpret import interpret
 from jitad.ir.ops import IMPLS, Op
+from jitad.ir.passes import run_passes
 
 INT_MIN, INT_MAX = -2**63, 2**63 - 1
 PARAMS = (("x", "f64"), ("y", "f64"), ("n", "i64"), ("m", "i64"), ("p", "bool"))
@@ -42,7 +44,11 @@ CONSTS = {
     "i64": ["0", "1", "(-1)", "2", "3", "7", "(-7)", "64", str(INT_MAX), f"({INT_MIN})"],
     "bool": ["True", "False"],
 }
-LIBM_FUNCTIONS = ["exp", "log", "log1p", "expm1", "sqrt", "sin", "cos", "tanh", "sigmoid"]
+LIBM_FUNCTIONS = ["exp", "log", "log1p", "expm1", "sqrt", "sin", "cos", "tanh", "sigmoid",
+                  "erf", "erfc", "arcsin", "arccos", "arctan"]
+# NumPy-breadth functions built from primitives: the interpreter runs their expansion
+COMPOSITES = ["sinh", "cosh", "tan", "floor", "ceil", "trunc", "round", "log2", "log10", "exp2",
+              "sign"]
 FLOAT_OPS = ["+", "-", "*", "/", "%", "//", "**"]
 INT_OPS = ["+", "-", "*", "//", "%", "**", "&", "|"]
 COMPARISONS = ["<", "<=", ">", ">=", "==", "!="]
@@ -115,10 +121,11 @@ class ProgramGen:
         return f"({a} {op} {b})", True
 
     def _math(self, ty, depth, scope):
-        fn = self.pick(LIBM_FUNCTIONS + ["relu", "abs", "square", "neg"])
+        fn = self.pick(LIBM_FUNCTIONS + COMPOSITES + ["relu", "abs", "square", "neg"])
         if fn == "neg":
             return f"(-{self.staged('f64', depth, scope)})", True
-        a, sa = self.expr("f64" if fn in ("relu", "abs", "square") else self.pick(["f64", "i64"]), depth, scope)
+        float_only = fn in ("relu", "abs", "square") or fn in COMPOSITES
+        a, sa = self.expr("f64" if float_only else self.pick(["f64", "i64"]), depth, scope)
         return f"jitad.{fn}({a})", sa
 
     def _int_unary(self, ty, depth, scope):
@@ -251,7 +258,9 @@ def _c_double(name, nargs=1):
 
 _c_exp, _c_pow, _numpy_pow = _c_double("exp"), _c_double("pow", 2), IMPLS[Op.POW]
 LIBM_IMPLS = {getattr(Op, name.upper()): _c_double(name)
-              for name in ["exp", "log", "log1p", "expm1", "sin", "cos", "tanh"]}
+              for name in ["exp", "log", "log1p", "expm1", "sin", "cos", "tanh", "erf", "erfc"]}
+LIBM_IMPLS.update({getattr(Op, name.upper()): _c_double(c_name)
+                   for name, c_name in [("arcsin", "asin"), ("arccos", "acos"), ("arctan", "atan")]})
 LIBM_IMPLS[Op.SIGMOID] = lambda x: np.float64(1.0) / (np.float64(1.0) + _c_exp(-x))
 LIBM_IMPLS[Op.POW] = lambda a, b: _c_pow(a, b) if isinstance(a, np.floating) else _numpy_pow(a, b)
 
@@ -302,10 +311,11 @@ def check_program(program, arg_sets):
         assert all(map(same, got, want_libm, out_types)), (
             f"compiled code disagrees with the interpreter\n{source}\nargs = {args!r}\n"
             f"compiled    = {got!r}\ninterpreter = {want!r} (libm: {want_libm!r})\n{traced}")
+    run_passes(traced)   # `.ir` is the program after the passes (dead code dropped, ...)
     assert compiled.ir == str(traced)
 
 
-random_programs = settings(max_examples=100, deadline=None, derandomize=True, database=None,
+random_programs = settings(max_examples=int(os.environ.get("JITAD_PROGRAMS", 100)), deadline=None, derandomize=True, database=None,
                            suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 ARG_SETS = st.lists(ARGS, min_size=N_ARG_SETS, max_size=N_ARG_SETS)
 

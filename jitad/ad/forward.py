@@ -122,10 +122,11 @@ def _table(node, ins):
     return [(primal, tangent)]
 
 
-def _table_get(node, ins):
-    (tab, ttab), (i, _) = ins
-    primal = restage_node(node, [tab, i])[0]
-    return [(primal, wrap(emit(Op.TABLE_GET, [ttab.var, i.var])[0]) if ttab is not None else None)]
+def _read(node, ins):
+    """slot_get, table_get: the tangent is read from the tangent slot or table."""
+    primal = restage_node(node, [p for p, _ in ins])[0]
+    tref = ins[0][1]
+    return [(primal, wrap(emit(node.op, [tref.var] + [p.var for p, _ in ins[1:]])[0]) if tref is not None else None)]
 
 
 def _table_update(node, ins):
@@ -134,12 +135,6 @@ def _table_update(node, ins):
     if ttab is not None and (tv is not None or node.op == Op.TABLE_SET):
         emit(node.op, [ttab.var, i.var, (tv if tv is not None else zeros(v.var.type)).var])
     return []
-
-
-def _slot_get(node, ins):
-    (ref, tref), = ins
-    primal = restage_node(node, [ref])[0]
-    return [(primal, wrap(emit(Op.SLOT_GET, [tref.var])[0]) if tref is not None else None)]
 
 
 def _closure(node, ins):
@@ -216,9 +211,9 @@ def _tree(node, ins):
 
 RULES = {Op.SLOT: _slot, Op.SLOT_SET: _slot_update, Op.SLOT_ADD: _slot_update,
          Op.SLOT_ADD_AT: _slot_update, Op.SLOT_SCATTER_ADD: _slot_update, Op.SLOT_ADD_SLICE: _slot_update,
-         Op.SLOT_GET: _slot_get,
+         Op.SLOT_GET: _read,
          Op.CLOSURE: _closure, Op.APPLY: _apply, Op.IF: _if, Op.WHILE: _while, Op.FOR: _for,
-         **{op: _call for op in CALLS}, Op.TREE: _tree, Op.TABLE: _table, Op.TABLE_GET: _table_get,
+         **{op: _call for op in CALLS}, Op.TREE: _tree, Op.TABLE: _table, Op.TABLE_GET: _read,
          Op.TABLE_SET: _table_update, Op.TABLE_ADD: _table_update, Op.TABLE_GEMM_ADD: _table_gemm}
 
 

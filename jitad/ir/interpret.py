@@ -25,11 +25,6 @@ def run_graph(graph, args):
             outs = _CONTROL[node.op](node, ins)
         elif node.op in _EFFECTS:
             outs = _EFFECTS[node.op](node, *ins)
-        elif node.op == Op.TREE_GET:
-            tree, k = ins
-            field = node.attrs["field"]
-            arr = getattr(tree, field) if field in ("left", "right", "order") else tree.fields[field]
-            outs = [arr[k]]
         else:
             outs = [IMPLS[node.op](*ins, **node.attrs)]
         for var, value in zip(node.outputs, outs):
@@ -46,8 +41,6 @@ def _slot_start(t):
 
 
 _EFFECTS = {
-    Op.TREE_ROOT: lambda node, tree: [tree.root],
-    Op.TREE_SIZE: lambda node, tree: [np.int64(len(tree.order) if node.attrs["word"] == "reachable" else tree.size)],
     Op.TABLE: lambda node, n: [np.zeros((max(int(n), 0),) + node.attrs["type"].shape, NUMPY[node.attrs["type"].dtype])],
     Op.TABLE_GET: lambda node, table, i: [table[i].copy()[()]],
     Op.TABLE_SET: lambda node, table, i, v: table.__setitem__(i, v) or [],

@@ -50,7 +50,8 @@ def declare(name, rule, impl=None, *, arity=None, flags="", vjp=None, jvp=None, 
     arity: the operand count where fixed; flags: words of `FLAGS`;
     vjp(g, *inputs, out, **attrs) -> one cotangent per input (None: none flows);
     jvp(node, tangents, primals, out) -> the output tangent, where not derived from the VJP;
-    batch: the batching rule (not used yet);
+    batch: the batching rule batch(node, ins, size, mask) -> [(value, batched)] for `(value, batched)`
+    operands (jitad/batching.py gives elementwise ops, reductions and the shape ops theirs);
     llvm: a libm symbol ("log1p": "log1pf" for f32) or a scalar rule fn(lowerer, node, ins) -> [value]
     for an elementwise op (other ops register their rule in jitad/lower);
     cuda: the element expression, a format string ("log1p({0})") or fn(args, dtype) -> str;
@@ -165,9 +166,14 @@ def _tree_get_rule(op, types, attrs, bodies):
     return [Type(dtype)]
 
 
-declare("tree_get", _tree_get_rule, arity=2, flags="pure")
-declare("tree_root", fixed(I64), arity=1, flags="pure")
-declare("tree_size", fixed(I64), arity=1, flags="pure")   # attrs word: "size" or "reachable"
+def _tree_get(tree, k, field):
+    return (getattr(tree, field) if field in ("left", "right", "order") else tree.fields[field])[k]
+
+
+declare("tree_get", _tree_get_rule, _tree_get, arity=2, flags="pure")
+declare("tree_root", fixed(I64), lambda tree: np.int64(tree.root), arity=1, flags="pure")
+declare("tree_size", fixed(I64), lambda tree, word: np.int64(len(tree.order) if word == "reachable" else tree.size),
+        arity=1, flags="pure")   # word: "size" or "reachable"
 
 
 def _table_update_rule(op, types, attrs, bodies):

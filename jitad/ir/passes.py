@@ -30,6 +30,9 @@ def _nested(rewrite):
 PIPELINE = [   # (name, pass(program), purpose)
     ("stop_gradients", _each_graph(forward_stop_gradients),
      "after differentiation `stop_gradient` is the identity: its users read its input"),
+    ("batched_products", _nested(peephole.batched_products),
+     "a batched product with a matrix broadcast to every lane (vmap's shared weights) is one GEMM; "
+     "one over a single term (per-lane outer products) an elementwise `mul`"),
     ("dead_code", _each_graph(eliminate_dead_code), "drop pure nodes whose results nothing reads"),
     ("unread_tables", drop_unread_tables, "drop the loop tables nothing reads, and their writes"),
     ("dead_code", _each_graph(eliminate_dead_code), "drop the values only those tables kept"),

@@ -4,7 +4,7 @@ outputs and returns the new nodes; `jitad.ir.passes.PIPELINE` runs them in order
 """
 from dataclasses import replace
 
-from .graph import Graph, Node, Var, uses
+from .graph import HEAD, Graph, Node, Var, split_operands, uses
 from .ops import Op
 from .types import RefType, Type
 
@@ -209,3 +209,121 @@ def _inline_cone(consumer, var, cone, source, producer):
                       for n in body.nodes]
     outputs = [result if v is target else v for v in body.outputs]
     return Node(Op.FUSED, tuple(inputs), consumer.outputs, consumer.attrs, (Graph(params, nodes, outputs),))
+
+
+def batched_products(nodes, outputs):
+    """`bmm`s that need no loop of small GEMMs (what `vmap(grad)` makes of shared weights):
+    a product with a matrix broadcast along the batch axis (each lane's copy of the shared
+    weights, forward and transposed) becomes one GEMM of the other operand's rows against
+    the matrix, and the broadcast copy goes dead; a product over one term (the per-lane
+    outer products of the weights' cotangents) becomes an elementwise `mul`, which fusion
+    writes straight into the gradient's slot."""
+    producer, users = {v: n for n in nodes for v in n.outputs}, uses(nodes, outputs)
+    nodes = [_sink_shared(n, producer) if n.op.value in HEAD else n for n in nodes]
+    before = {}   # position -> nodes to put before it
+    for k, n in enumerate(nodes):
+        if n.op != Op.BMM:
+            continue
+        shared = _unbatched_product(n, producer)
+        outer = None if shared else _outer_products(n)
+        at = k
+        if outer:   # next to its (first) reader, so that fusion joins them in one loop (past
+            first = min(users.get(n.outputs[0], [k]))   # pure nodes: its operands stay as they are)
+            at = first if all(m.op.pure for m in nodes[k + 1:first]) else k
+        if shared or outer:
+            before.setdefault(at, []).extend(shared or outer)
+            nodes[k] = None
+    if not before:
+        return nodes
+    out = []
+    for k, n in enumerate(nodes + [None]):
+        out.extend(before.get(k, ()))
+        if n is not None:
+            out.append(n)
+    return out
+
+
+def _sink_shared(node, producer):
+    """Control-flow `node` given the matrix, not its broadcast copy, where a body reads a
+    captured copy only in products that then become GEMMs (a loop over shared weights under
+    vmap(grad)): the broadcast moves into the body, and the rewrite drops it there."""
+    _, _, caps = split_operands(node)
+    inputs, bodies = list(node.inputs), list(node.bodies)
+    for c, v in enumerate(caps):
+        w = _shared(v, producer)
+        if w is None:
+            continue
+        params = [g.params[len(g.params) - len(caps) + c] for g in bodies]
+        if not all(_only_gemms(g, p, producer[v]) for g, p in zip(bodies, params)):
+            continue
+        inputs[len(inputs) - len(caps) + c] = w
+        for j, (g, p) in enumerate(zip(bodies, params)):
+            new = Var(w.type)
+            body = Graph([new if q is p else q for q in g.params],
+                         [Node(Op.BROADCAST, (new,), (p,), producer[v].attrs)] + g.nodes, g.outputs)
+            body.nodes = batched_products(body.nodes, body.outputs)
+            bodies[j] = body
+    return replace(node, inputs=tuple(inputs), bodies=tuple(bodies)) if inputs != list(node.inputs) else node
+
+
+def _only_gemms(graph, param, broadcast):
+    """Whether `graph` reads `param` (a copy made by `broadcast`) only in rewritable products."""
+    readers = [n for n in graph.nodes if param in n.inputs]
+    return param not in graph.outputs and all(
+        n.op == Op.BMM and _unbatched_product(n, {param: broadcast}) for n in readers)
+
+
+def _outer_products(node):
+    """Nodes computing the `bmm` `node` over a single term (op(a) a column, op(b) a row per
+    lane) as an elementwise product, or None."""
+    (a, b), out = node.inputs, node.outputs[0]
+    size, m, n = out.type.shape
+    if a.type.shape[1 if node.attrs["ta"] else 2] != 1:
+        return None
+    column, row = (_reshaped(x, shape) for x, shape in ((a, (size, m, 1)), (b, (size, 1, n))))
+    return [r for r, _ in (column, row) if r is not None] + [Node(Op.MUL, (column[1], row[1]), (out,), {})]
+
+
+def _reshaped(x, shape):
+    """(a node reshaping `x` to `shape` or None if it has it, the reshaped value)."""
+    if x.type.shape == shape:
+        return None, x
+    node = Node(Op.RESHAPE, (x,), (Var(Type(x.type.dtype, shape)),), {"shape": shape})
+    return node, node.outputs[0]
+
+
+def _shared(v, producer):
+    """The matrix `v` broadcasts along its leading (batch) axis, or None."""
+    n = producer.get(v)
+    if n is None or n.op != Op.BROADCAST:
+        return None
+    w = n.inputs[0]
+    return w if w.type.shape in (v.type.shape[1:], (1,) + v.type.shape[1:]) else None
+
+
+def _unbatched_product(node, producer):
+    """Nodes computing the `bmm` `node` as one `matmul`, or None. Per lane, out = op(a) @ op(b);
+    with b shared that is the rows of every lane's op(a) against op(b); with a shared, the
+    transposed product op(b)ᵀ @ op(a)ᵀ, whose rows are the result's when it is a vector."""
+    (a, b), (ta, tb) = node.inputs, (node.attrs["ta"], node.attrs["tb"])
+    size, m, n = node.outputs[0].type.shape
+    w_b, w_a = _shared(b, producer), _shared(a, producer)
+    if w_b is not None and (not ta or m == 1):
+        x, w, flag, rows, cols = a, w_b, tb, size * m, n
+    elif w_a is not None and (n == 1 or m == 1 and tb):
+        x, w, flag, rows, cols = b, w_a, not ta, size * n, m
+    else:
+        return None
+    dtype = node.outputs[0].type.dtype
+    nodes = []
+
+    def make(op, inputs, out_shape, **attrs):
+        nodes.append(Node(op, inputs, (Var(Type(dtype, out_shape)),), attrs))
+        return nodes[-1].outputs[0]
+    if len(w.type.shape) == 3:
+        w = make(Op.RESHAPE, (w,), w.type.shape[1:], shape=w.type.shape[1:])
+    k = x.type.shape[1] * x.type.shape[2] // (rows // size)
+    flat = make(Op.RESHAPE, (x,), (rows, k), shape=(rows, k))
+    product = make(Op.MATMUL, (flat, w), (rows, cols), ta=False, tb=flag)
+    nodes.append(Node(Op.RESHAPE, (product,), node.outputs, {"shape": node.outputs[0].type.shape}))
+    return nodes

@@ -49,19 +49,21 @@ class TreeType:
         return dict(self.fields).get(name)
 
 
+class _Holder:
+    """A type holding values of `Type(dtype, shape)`: `value_type`."""
+    __slots__ = ()
+    value_type = property(lambda self: Type(self.dtype, self.shape))
+
+
 @dataclass(frozen=True, slots=True)
-class RefType:
+class RefType(_Holder):
     """A mutable slot holding a value of `Type(dtype, shape)` (an adjoint or a result):
     an `alloca` for a scalar, an arena buffer for a tensor."""
     dtype: str
     shape: tuple = ()
 
     def __str__(self):
-        return f"ref<{Type(self.dtype, self.shape)}>"
-
-    @property
-    def value_type(self):
-        return Type(self.dtype, self.shape)
+        return f"ref<{self.value_type}>"
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,17 +76,13 @@ class ContType:
 
 
 @dataclass(frozen=True, slots=True)
-class TableType:
+class TableType(_Holder):
     """One value of `Type(dtype, shape)` per node of a tree (reverse mode's tape for TREE)."""
     dtype: str
     shape: tuple = ()
 
     def __str__(self):
-        return f"table<{Type(self.dtype, self.shape)}>"
-
-    @property
-    def value_type(self):
-        return Type(self.dtype, self.shape)
+        return f"table<{self.value_type}>"
 
 
 F64, I64, BOOL = Type("f64"), Type("i64"), Type("bool")

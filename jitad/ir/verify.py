@@ -61,5 +61,4 @@ def _context(graph, k, radius=2):
     from .graph import Graph
     lo = max(0, k - radius)
     window = Graph(params=[], nodes=graph.nodes[lo:k + radius + 1])
-    lines = _format_nodes(window, _Namer([]), "    ")
-    return "\n".join(lines)
+    return "\n".join(_format_nodes(window, _Namer([]), "    "))

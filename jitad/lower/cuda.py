@@ -257,6 +257,42 @@ def _matmul(rt, node, ins):
     return [out]
 
 
+@rule(Op.BMM)
+def _bmm(rt, node, ins):
+    """`_gemm` per batch entry, on views of the flat buffers."""
+    out_t, types = node.outputs[0].type, [v.type for v in node.inputs]
+    out = rt.alloc(out_t)
+    mats = [Type(t.dtype, t.shape[1:]) for t in [out_t] + types]
+    sizes = [size_of(t.shape) for t in mats]
+    for i in range(out_t.shape[0]):
+        o, a, b = (buf[i * n:(i + 1) * n] for buf, n in zip([out] + list(ins), sizes))
+        _gemm(rt, node, o, [a, b], [Var(t) for t in mats[1:]], mats[0].shape, False)
+    return [out]
+
+
+@rule(Op.CUMSUM)
+def _cumsum(rt, node, ins):
+    t, axis = node.outputs[0].type, node.attrs["axis"]
+    outer, n, inner = size_of(t.shape[:axis]), t.shape[axis], size_of(t.shape[axis + 1:])
+    out = rt.alloc(t)
+    kern = rt.kernel(id(node), lambda: K.cumsum_source(outer, n, inner, node.attrs["reverse"]))
+    rt.launch(kern, outer * inner, rt.to_device(ins[0], t), out)
+    return [out]
+
+
+@rule(Op.SCATTER)
+def _scatter(rt, node, ins):
+    x, index, value = ins
+    x_t, idx_t = node.inputs[0].type, node.inputs[1].type
+    out = rt.alloc(x_t)
+    rt.copy(out, x)
+    rows, rest, count = x_t.shape[0], size_of(x_t.shape[1:]), size_of(idx_t.shape)
+    kern = rt.kernel((id(node), kind(index), kind(value)), lambda: K.scatter_source(
+        kind(index), kind(value), count, rows, rest, node.attrs["add"]))
+    rt.launch(kern, rest, value, out, index)
+    return [out]
+
+
 @rule(Op.CONV2D)
 def _conv2d(rt, node, ins):
     (x_t, w_t), out_t = [v.type for v in node.inputs], node.outputs[0].type
@@ -367,15 +403,8 @@ def _concat(rt, node, ins):
     return [result]
 
 
-@rule(Op.INDEX)
-def _index(rt, node, ins):
-    x, i = ins
-    rows, rest = node.inputs[0].type.shape[0], size_of(node.inputs[0].type.shape[1:])
-    return gather(rt, node, x, lambda el: f"h_clip({el(0, '0')}, {rows}) * {rest} + i", rest, (i,))
-
-
-@rule(Op.GATHER)
-def _gather(rt, node, ins):
+@rule(Op.INDEX, Op.GATHER)
+def _gather(rt, node, ins):   # rows of x at an index (a scalar for INDEX) or an index array
     x, idx = ins
     rows, rest = node.inputs[0].type.shape[0], size_of(node.inputs[0].type.shape[1:])
     n = size_of(node.outputs[0].type.shape)
@@ -398,20 +427,12 @@ def _random(rt, node, ins):
 @rule(Op.TREE_GET)
 def _tree_get(rt, node, ins):
     tree, k = ins
-    field = node.attrs["field"]
-    arr = getattr(tree, field) if field in ("left", "right", "order") else tree.fields[field]
-    return [host_value(arr[int(rt.host(k))], node.outputs[0].type)]
+    return [host_value(IMPLS[Op.TREE_GET](tree, int(rt.host(k)), **node.attrs), node.outputs[0].type)]
 
 
-@rule(Op.TREE_ROOT)
-def _tree_root(rt, node, ins):
-    return [np.int64(ins[0].root)]
-
-
-@rule(Op.TREE_SIZE)
-def _tree_size(rt, node, ins):
-    tree = ins[0]
-    return [np.int64(len(tree.order) if node.attrs["word"] == "reachable" else tree.size)]
+@rule(Op.TREE_ROOT, Op.TREE_SIZE)
+def _tree_word(rt, node, ins):
+    return [IMPLS[node.op](ins[0], **node.attrs)]
 
 
 @rule(Op.TABLE)
@@ -541,14 +562,12 @@ def _slot_add_sparse(rt, node, ins):
     rows, rest = st.shape[0], size_of(st.shape[1:])
     n = size_of(node.inputs[2].type.shape)
     ki, kv = kind(index), kind(value)
-    if node.op == Op.SLOT_ADD_AT:
-        at = f"h_clip({K.element('e0', ki, 0)}, {rows}) * {rest} + i"
-        kern = rt.kernel((id(node), ki, kv), lambda: K.map_source(kv, at, "i", rest, ("e0",), op="+="))
-        rt.launch(kern, rest, value, slot, index)
-    else:
-        at = f"h_clip({K.element('e0', ki, f'i // {rest}')}, {rows}) * {rest} + i % {rest}"
-        kern = rt.kernel((id(node), ki, kv), lambda: K.map_source(kv, at, "i", n, ("e0",), op="atomic"))
-        rt.launch(kern, n, value, slot, index)
+    if node.op == Op.SLOT_ADD_AT:   # one row: each thread adds one element
+        at, n, op = f"h_clip({K.element('e0', ki, 0)}, {rows}) * {rest} + i", rest, "+="
+    else:   # rows may repeat: atomic adds
+        at, op = f"h_clip({K.element('e0', ki, f'i // {rest}')}, {rows}) * {rest} + i % {rest}", "atomic"
+    kern = rt.kernel((id(node), ki, kv), lambda: K.map_source(kv, at, "i", n, ("e0",), op=op))
+    rt.launch(kern, n, value, slot, index)
     return []
 
 
@@ -639,12 +658,7 @@ def _tree(rt, node, ins):
     def visit(k):
         if k < 0:
             return init
-        homes = rt.keep(combine.out_types)
-        mark = rt.arena.mark()
-        outs = rt.run_graph(combine, [np.int64(k)] + visit(tree.left[k]) + visit(tree.right[k]) + caps)
-        outs = rt.settle(outs, homes)
-        rt.arena.release(mark)
-        return outs
+        return rt.call_scoped(combine, [np.int64(k)] + visit(tree.left[k]) + visit(tree.right[k]) + caps)
     return visit(tree.root)
 
 

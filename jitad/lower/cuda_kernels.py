@@ -42,15 +42,13 @@ def environment():
     if simulated():
         env = {"f64": np.float64, "f32": np.float32, "i64": np.int64, "u64": np.uint64, "b1": np.bool_,
                "exp": np.exp, "log": np.log, "log1p": np.log1p, "expm1": np.expm1, "sqrt": np.sqrt,
-               "sin": np.sin, "cos": np.cos, "tanh": np.tanh, "fabs": np.abs, "fmod": np.fmod,
+               "sin": np.sin, "cos": np.cos, "tanh": np.tanh, "fmod": np.fmod,
                "power": np.power, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan,
                "atan2": np.arctan2, "quiet": lambda: np.errstate(all="ignore")}
     else:
         env = {"f64": numba.float64, "f32": numba.float32, "i64": numba.int64, "u64": numba.uint64,
-               "b1": numba.boolean, "exp": math.exp, "log": math.log, "log1p": math.log1p,
-               "expm1": math.expm1, "sqrt": math.sqrt, "sin": math.sin, "cos": math.cos,
-               "tanh": math.tanh, "fabs": math.fabs, "fmod": math.fmod, "power": math.pow}
-    for name in _math_names():
+               "b1": numba.boolean, "fmod": math.fmod, "power": math.pow}
+    for name in _math_names():   # exp(...), log1p(...): Python's math on a GPU
         if name not in env:   # the simulator computes in the operand's NumPy type
             fn = getattr(math, name)
             env[name] = (lambda f: lambda x, *y: type(x)(f(x, *y)))(fn) if simulated() else fn
@@ -156,10 +154,6 @@ def literal(value, dtype):
     if dtype == "i64":
         return f"i64({int(value)})"
     return f"{CTOR[dtype]}({float(value)!r})"
-
-
-def _float_or(int_form, float_form):
-    return lambda a, t: int_form(a) if t == "i64" else float_form(a)
 
 
 def _template(spec):
@@ -384,3 +378,19 @@ def random_source(kind_key, n):
     lines = [f"z = h_mix(u64({key}) * {golden} + u64(i + 1) * {golden})",
              "out[i] = f64(z >> u64(11)) * 1.1102230246251565e-16"]
     return "\n".join(["def kernel(key, out):"] + _grid_loop(str(n), lines)) + "\n"
+
+
+def cumsum_source(outer, n, inner, reverse):
+    """Running sums along the middle axis of x (outer, n, inner): one thread per line."""
+    lines = [f"base = (i // {inner}) * {n * inner} + i % {inner}", "acc = x[base] * 0", f"for j in range({n}):",
+             f"    p = base + {f'({n - 1} - j)' if reverse else 'j'} * {inner}", "    acc = acc + x[p]", "    out[p] = acc"]
+    return "\n".join(["def kernel(x, out):"] + _grid_loop(str(outer * inner), lines)) + "\n"
+
+
+def scatter_source(kind_index, kind_value, count, rows, rest, add):
+    """out[clip(index[k])] (+)= x[k] for k in range(count), in order: one thread per
+    element of a row, so a later write to a row wins as on the CPU."""
+    target = f"out[h_clip({element('e0', kind_index, 'k')}, {rows}) * {rest} + i]"
+    value = element("x", kind_value, f"k * {rest} + i")
+    lines = [f"for k in range({count}):", f"    {target} = {target + ' + ' if add else ''}{value}"]
+    return "\n".join(["def kernel(x, out, e0):"] + _grid_loop(str(rest), lines)) + "\n"

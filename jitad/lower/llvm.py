@@ -257,19 +257,15 @@ def _slot_get(lo, node, ins):
     return [ins[0] if t.shape else lo.b.load(ins[0], typ=LL[t.dtype])]
 
 
-@rule(Op.SLOT_SET)
-def _slot_set(lo, node, ins):
+@rule(Op.SLOT_SET, Op.SLOT_ADD)
+def _slot_update(lo, node, ins):
     t = node.inputs[1].type
-    if t.shape:
+    if node.op == Op.SLOT_ADD:
+        _add_into(lo, ins[0], ins[1], t)
+    elif t.shape:
         lo.copy(ins[0], ins[1], t)
     else:
         lo.b.store(ins[1], ins[0])
-    return []
-
-
-@rule(Op.SLOT_ADD)
-def _slot_add(lo, node, ins):
-    _add_into(lo, ins[0], ins[1], node.inputs[1].type)
     return []
 
 
@@ -341,8 +337,9 @@ def _loop(lo, types, init, cond, step, period=None):
     b.position_at_end(body_bb)
     new = list(step(state))
     for k in tensors:
-        lo.copy(spare[k], new[k], types[k])
-        new[k] = spare[k]
+        if new[k] is not state[k]:   # else unchanged, or updated in place (`lower_loop_body`)
+            lo.copy(spare[k], new[k], types[k])
+            new[k] = spare[k]
     if tensors:
         lo.release(mark)
     if period:
@@ -351,7 +348,7 @@ def _loop(lo, types, init, cond, step, period=None):
     for phi, v in zip(state, new):
         phi.add_incoming(v, b.block)
     for k in tensors:
-        spare[k].add_incoming(state[k], b.block)
+        spare[k].add_incoming(spare[k] if new[k] is state[k] else state[k], b.block)
     b.branch(header)
     b.position_at_end(exit_bb)
     return state
@@ -386,12 +383,41 @@ def _poll_period(graphs):
     return POLL_HEAVY if any(_heavy(g) for g in graphs) else POLL_ITERATIONS
 
 
+def lower_loop_body(lo, body, args, states):
+    """Lower a loop `body`; a scatter may write into its operand's buffer when that is a
+    loop state (`states`: `_loop` owns their buffers) read nowhere after the scatter: an
+    update of O(rows written) instead of a copy of the state per iteration."""
+    marks = {n for n in body.nodes if n.op is Op.SCATTER and n.inputs[0] in states and _last_reader(body, n)}
+    lo.in_place |= marks
+    try:
+        return lo.lower(body, args)
+    finally:
+        lo.in_place -= marks
+
+
+def _last_reader(graph, scatter):
+    """Is `scatter` the last reader of its operand x, directly or through views of it
+    (an `index` row is a pointer into x), and no output of `graph`?"""
+    aliases, after = {scatter.inputs[0]}, False
+    for n in graph.nodes:
+        if n is scatter:
+            after = True
+            if any(v in aliases for v in n.inputs[1:]):
+                return False
+        elif any(v in aliases for v in n.inputs):
+            if after:
+                return False
+            if n.op.view or n.bodies:   # results that may share x's buffer
+                aliases.update(n.outputs)
+    return not any(v in aliases for v in graph.outputs)
+
+
 @rule(Op.WHILE)
 def _while(lo, node, ins):
     _, init, caps = split_operands(node, ins)
     cond, body = node.bodies
     return _loop(lo, [v.type for v in node.outputs], init, lambda s: lo.lower(cond, s + caps)[0],
-                 lambda s: lo.lower(body, s + caps), _poll_period(node.bodies))
+                 lambda s: lower_loop_body(lo, body, s + caps, body.params[:len(init)]), _poll_period(node.bodies))
 
 
 @rule(Op.FOR)
@@ -405,7 +431,7 @@ def _for(lo, node, ins):
     types = [I64_T] + [v.type for v in node.outputs]
 
     def step(s):
-        return [b.add(s[0], I64(1))] + lo.lower(body, s + caps)
+        return [b.add(s[0], I64(1))] + lower_loop_body(lo, body, s + caps, body.params[1:1 + len(init)])
 
     def below(end):
         return lambda s: b.icmp_signed("<", s[0], end)
@@ -486,6 +512,7 @@ class Lowerer:
         self.functions = {}
         self.external_constants = {}   # symbol -> array, registered by the runtime
         self.kernels = {}   # kernel key -> LLVM function
+        self.in_place = set()   # scatter nodes that update their operand's buffer (`lower_loop_body`)
         self.outlining = True
         self.slot_homes = {}
         self.main_func = None
@@ -496,9 +523,7 @@ class Lowerer:
         for k, fun in enumerate(program.funs):
             fnty = ir.FunctionType(ret_type(fun.out_types), [PTR] + [ll_type(t) for t in fun.body.in_types]
                                    + [PTR] * len(tensor_outputs(fun.out_types)))
-            f = ir.Function(module, fnty, name=f"{prefix}fun{k}_" + re.sub(r"\W", "_", fun.name))
-            f.linkage = "internal"
-            self.functions[fun] = f
+            self.functions[fun] = self.internal_function(fnty, f"fun{k}_" + re.sub(r"\W", "_", fun.name))
         for fun in program.funs:
             self.define(self.functions[fun], fun.body, recursive=True, out_types=fun.out_types,
                         ticks=_calls(fun.body) > 1)
@@ -508,8 +533,7 @@ class Lowerer:
         tensor_outs = tensor_outputs(main.out_types)
         fnty = ir.FunctionType(ir.VoidType(), [PTR] + [ll_type(t) for t in main.in_types] + [PTR]
                                + [PTR] * len(tensor_outs))
-        self.main = self.main_func = ir.Function(module, fnty, name=f"{prefix}main")
-        self.main.linkage = "internal"
+        self.main = self.main_func = self.internal_function(fnty, "main")
         self._begin(self.main)
         n_in = len(main.in_types)
         destinations = dict(zip(tensor_outs, self.main.args[2 + n_in:]))
@@ -609,8 +633,7 @@ class Lowerer:
                          outputs=outs)
             fnty = ir.FunctionType(ret_type(out_types), [PTR] + [ll_type(v.type) for v in node.inputs]
                                    + [PTR] * len(tensor_outputs(out_types)))
-            fn = ir.Function(self.module, fnty, name=f"{self.prefix}kernel{len(self.kernels)}_{node.op.value}")
-            fn.linkage = "internal"
+            fn = self.internal_function(fnty, f"kernel{len(self.kernels)}_{node.op.value}")
             fn.attributes.add("noinline")
             self.kernels[key] = fn
             self.outlining = False
@@ -624,6 +647,12 @@ class Lowerer:
                 self.dests = saved_dests
         return self.call_checked(fn, ins, len(out_types), out_types, node.outputs)
 
+    def internal_function(self, fnty, name):
+        """A function of this program's module, named `name` after its symbol prefix."""
+        fn = ir.Function(self.module, fnty, name=self.prefix + name)
+        fn.linkage = "internal"
+        return fn
+
     def phis(self, types, incoming):
         out = []
         for k, t in enumerate(types):
@@ -633,11 +662,15 @@ class Lowerer:
             out.append(phi)
         return out
 
-    def extern(self, name, fnty):
-        try:
-            return self.module.get_global(name)
-        except KeyError:
+    def extern(self, name, fnty=None):
+        """The external function `name` of type `fnty` (None: a data symbol, as an i8)."""
+        if name in self.module.globals:
+            return self.module.globals[name]
+        if fnty is not None:
             return ir.Function(self.module, fnty, name=name)
+        g = ir.GlobalVariable(self.module, I8, name=name)
+        g.linkage = "external"
+        return g
 
     def math(self, name, x):
         """exp or tanh of a double in IR (vectorizable; jitad/lower/vmath.py)."""
@@ -668,19 +701,11 @@ class Lowerer:
             b.branch(self.bail_block())
         new = b.gep(top, [b.and_(b.add(nbytes, I64(63)), I64(-64))], source_etype=I8)
         b.store(new, self.ctx_field(2))
-        peak_ptr = b.gep(self.extern_data("jitad_arena"), [I64(16)], source_etype=I8)   # high-water mark
+        peak_ptr = b.gep(self.extern("jitad_arena"), [I64(16)], source_etype=I8)   # high-water mark
         peak_ptr.type = PTR
         peak, here = b.load(peak_ptr, typ=I64), b.ptrtoint(new, I64)
         b.store(b.select(b.icmp_unsigned(">", here, peak), here, peak), peak_ptr)
         return top
-
-    def extern_data(self, name):
-        try:
-            return self.module.get_global(name)
-        except KeyError:
-            g = ir.GlobalVariable(self.module, I8, name=name)
-            g.linkage = "external"
-            return g
 
     def tree_load(self, ptr, typ):
         """A load from a tree (read-only while compiled code runs: LLVM may hoist it)."""
@@ -804,10 +829,8 @@ class Lowerer:
         """A pointer to constant data: in the module when small, else a named external
         symbol the runtime points at the array (registered in every process)."""
         name, data = constant_symbol(value)
-        try:
-            return self.module.get_global(name)
-        except KeyError:
-            pass
+        if name in self.module.globals:
+            return self.module.globals[name]
         raw = bytearray(data.astype(np.uint8) if data.dtype == np.bool_ else data.tobytes())
         if len(raw) <= 1 << 14:
             g = ir.GlobalVariable(self.module, ir.ArrayType(I8, max(len(raw), 1)), name=name)
@@ -867,11 +890,9 @@ class Lowerer:
         arrived in the main thread (INTERRUPTED; `PyOS_InterruptOccurred` consumes the
         signal's flag, which the entry's handler sets again). It runs no Python code: the
         handlers run once the call has unwound (see `runtime.python_function`)."""
-        name = f"{self.prefix}poll"
-        if name in self.module.globals:
-            return self.module.globals[name]
-        fn = ir.Function(self.module, ir.FunctionType(I1, [PTR]), name=name)
-        fn.linkage = "internal"
+        if f"{self.prefix}poll" in self.module.globals:
+            return self.module.globals[f"{self.prefix}poll"]
+        fn = self.internal_function(ir.FunctionType(I1, [PTR]), "poll")
         for attribute in ("noinline", "cold", "nounwind"):
             fn.attributes.add(attribute)
         set.add(fn.attributes, "willreturn")   # (unknown to llvmlite) lets LLVM hoist loads out of loops past it
@@ -912,17 +933,13 @@ class Lowerer:
 
     def trampoline(self, fun, env_type):
         """`void code(ctx, env, args...)`: unpack a closure's environment and call `fun`."""
-        n = len(fun.in_types)
-        cont_type = ContType(tuple(fun.in_types))
-        fn = ir.Function(self.module, cont_fnty(cont_type), name=f"{self.prefix}code{self.n_codes}")
+        fn = self.internal_function(cont_fnty(ContType(tuple(fun.in_types))), f"code{self.n_codes}")
         self.n_codes += 1
-        fn.linkage = "internal"
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         ctx, env, args = fn.args[0], fn.args[1], list(fn.args[2:])
         caps = [b.load(b.gep(env, [I32(0), I32(k)], source_etype=env_type), typ=t)
                 for k, t in enumerate(env_type.elements)]
         b.ret(b.call(self.functions[fun], [ctx] + args + caps))
-        assert len(args) == n
         return fn
 
     def tree_function(self, node):
@@ -932,9 +949,7 @@ class Lowerer:
         state_types = [v.type for v in node.outputs]
         arg_types = [PTR, PTR, I64] + [ll_type(v.type) for v in node.inputs[1:]] \
             + [PTR] * len(tensor_outputs(state_types))
-        fn = ir.Function(self.module, ir.FunctionType(ret_type([v.type for v in node.outputs]), arg_types),
-                         name=f"{self.prefix}tree{self.n_trees}")
-        fn.linkage = "internal"
+        fn = self.internal_function(ir.FunctionType(ret_type(state_types), arg_types), f"tree{self.n_trees}")
         self.n_trees += 1
 
         def prologue(args):
@@ -950,7 +965,7 @@ class Lowerer:
                 kids += self.call_checked(fn, [desc, child] + init + caps, n, state_types)
             return [index] + kids + caps
 
-        self.define(fn, combine, recursive=True, prologue=prologue, out_types=[v.type for v in node.outputs])
+        self.define(fn, combine, recursive=True, prologue=prologue, out_types=state_types)
         return fn
 
     # -- arithmetic helpers shared by several rules ---------------------------

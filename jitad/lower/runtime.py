@@ -37,10 +37,10 @@ _modules = {}       # cache key -> the symbol prefix of its object code in the e
 _texts = weakref.WeakValueDictionary()   # cache key -> its optimized IR while a Compiled holds it
 
 
-
 def libm_symbols():
     """The libm functions declarations name as their LLVM lowering, with float variants."""
     return [op.llvm + suffix for op in PRIMITIVES.values() if isinstance(op.llvm, str) for suffix in ("", "f")]
+
 
 class _Jit:
     def __init__(self):
@@ -287,13 +287,6 @@ def _write_cache(path, key, fingerprint, objects, text, symbols):
         pass   # an unwritable cache (or a directory in the entry's place) only costs a recompile
 
 
-def _remove(path):
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
-
-
 def _load(j, objects, names):
     """Add object code to the engine; the addresses of `names`, or None if one is missing."""
     for obj in objects:
@@ -370,7 +363,8 @@ def compile_module(program_text, lower, placeholder, entries, constants):
             if cached:   # unusable or without its entries: compile under another prefix
                 prefix = f"jitad_{key}_again_"
                 names = [prefix + e for e in entries]
-                _remove(path)
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
             modules, objects = _compile(j, lower().replace(placeholder, prefix), prefix)
             with stage("codegen"):
                 text = "\n".join(map(str, modules))

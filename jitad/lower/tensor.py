@@ -123,7 +123,80 @@ def _transpose(lo, node, ins):
 @rule(Op.MATMUL)
 def _matmul(lo, node, ins):
     out = lo.result_buffer(node.outputs[0])
-    _gemm(lo, out, node.outputs[0].type, ins, node.inputs, node.attrs, accumulate=False)
+    _gemm(lo, out, node.outputs[0].type, ins, [v.type for v in node.inputs], node.attrs, accumulate=False)
+    return [out]
+
+
+@rule(Op.BMM)
+def _bmm(lo, node, ins):
+    """A loop over the batch around `_gemm` (register tiles or one BLAS call per entry)."""
+    out_t, (a_t, b_t) = node.outputs[0].type, [v.type for v in node.inputs]
+    out = lo.result_buffer(node.outputs[0])
+    mats = [Type(t.dtype, t.shape[1:]) for t in (out_t, a_t, b_t)]
+    sizes = [int(np.prod(t.shape)) for t in mats]
+    ty, b = LL[out_t.dtype], lo.b
+
+    (m, n), k = mats[0].shape, mats[1].shape[0 if node.attrs["ta"] else 1]
+    flags = [node.attrs["ta"], node.attrs["tb"]]
+    # a transposed operand of a small product is copied untransposed per entry: the
+    # register tiles beat one BLAS call per small entry by more than the copy costs
+    scratch = [lo.alloc(Type(t.dtype, t.shape[::-1])) if flag and BLAS_MIN_FLOPS <= m * n * k <= REGISTER_GEMM_MAX
+               and out_t.dtype in BLAS_SYMBOLS else None for t, flag in zip(mats[1:], flags)]
+
+    def entry(i):
+        o, *ops = (b.gep(buf, [b.mul(i, I64(size))], source_etype=ty) for buf, size in zip((out, *ins), sizes))
+        for j, (t, buf) in enumerate(zip(mats[1:], scratch)):
+            if buf is not None:
+                tt = Type(t.dtype, t.shape[::-1])
+                lo.loop_nest(tt.shape, lambda idx, src=ops[j], t=t, tt=tt, buf=buf: b.store(
+                    b.load(lo.elem_ptr(src, t, idx[::-1]), typ=ty), lo.elem_ptr(buf, tt, idx)))
+                ops[j] = buf
+        attrs = {"ta": flags[0] and scratch[0] is None, "tb": flags[1] and scratch[1] is None}
+        _gemm(lo, o, mats[0], ops, [Type(t.dtype, t.shape[::-1]) if buf is not None else t
+                                    for t, buf in zip(mats[1:], scratch)], attrs, accumulate=False)
+    lo.counted_loop(I64(out_t.shape[0]), entry, rolled=True)
+    return [out]
+
+
+@rule(Op.CUMSUM)
+def _cumsum(lo, node, ins):
+    """out[o, j, r] = out[o, j -+ 1, r] + x[o, j, r]: rows along `axis` in order, the inner
+    axes (r) contiguous and vectorizable."""
+    t = node.outputs[0].type
+    axis, reverse = node.attrs["axis"], node.attrs["reverse"]
+    outer, n, inner = int(np.prod(t.shape[:axis])), t.shape[axis], int(np.prod(t.shape[axis + 1:]))
+    out = lo.result_buffer(node.outputs[0])
+    ty, b = LL[t.dtype], lo.b
+    add = (lambda x, y: b.fadd(x, y)) if t.dtype in ("f64", "f32") else b.add
+    at = lambda buf, o, j, r: b.gep(buf, [b.add(b.mul(b.add(b.mul(o, I64(n)), j), I64(inner)), r)], source_etype=ty)
+    acc = alloca(b, ty)
+
+    def line(idx):
+        o, r = idx
+        b.store(ty(0), acc)
+
+        def step(j):
+            j = b.sub(I64(n - 1), j) if reverse else j
+            total = add(b.load(acc, typ=ty), b.load(at(ins[0], o, j, r), typ=ty))
+            b.store(total, acc)
+            b.store(total, at(out, o, j, r))
+        lo.counted_loop(I64(n), step, rolled=True)
+    if inner == 1:   # a running sum in a register
+        lo.loop_nest((outer, 1), line)
+        return [out]
+
+    def rows(odx):   # row j = row j -+ 1 + x's row j, the row loop innermost (vectorized)
+        (o,) = odx
+        first = I64(n - 1) if reverse else I64(0)
+        lo.loop_nest((inner,), lambda r: b.store(b.load(at(ins[0], o, first, r[0]), typ=ty), at(out, o, first, r[0])))
+
+        def step(j):
+            j = b.sub(I64(n - 2), j) if reverse else b.add(j, I64(1))
+            prev = b.add(j, I64(1)) if reverse else b.sub(j, I64(1))
+            lo.loop_nest((inner,), lambda r: b.store(add(b.load(at(out, o, prev, r[0]), typ=ty),
+                                                         b.load(at(ins[0], o, j, r[0]), typ=ty)), at(out, o, j, r[0])))
+        lo.counted_loop(I64(n - 1), step, rolled=True)
+    lo.loop_nest((outer,), rows)
     return [out]
 
 
@@ -150,17 +223,17 @@ def _table_gemm_add(lo, node, ins):
 
 @rule(Op.MATMUL_ADD)
 def _matmul_add(lo, node, ins):
-    _gemm(lo, ins[0], node.inputs[0].type.value_type, ins[1:], node.inputs[1:], node.attrs,
+    _gemm(lo, ins[0], node.inputs[0].type.value_type, ins[1:], [v.type for v in node.inputs[1:]], node.attrs,
           accumulate=not node.attrs.get("store"))
     return []
 
 
-def _gemm(lo, out, out_t, ins, in_vars, attrs, accumulate):
+def _gemm(lo, out, out_t, ins, in_types, attrs, accumulate):
     """out (=|+=) op(a) @ op(b): a loop nest below BLAS_MIN_FLOPS, register tiles up to
     REGISTER_GEMM_MAX when nothing is transposed (BLAS's small-matrix path runs a 20×50 @
     50×50 product at ~22 GFLOP/s, the tiles at ~39), else BLAS."""
     a, bm = ins
-    a_t, b_t = in_vars[0].type, in_vars[1].type
+    a_t, b_t = in_types
     ta, tb = attrs["ta"], attrs["tb"]
     (m, n), k = out_t.shape, (a_t.shape[0] if ta else a_t.shape[1])
     b = lo.b
@@ -314,6 +387,30 @@ def _gather(lo, node, ins):
         dst = lo.b.gep(out, [lo.b.mul(lo.offset(idx_t.shape, idx), I64(row_size))], source_etype=LL[x_t.dtype])
         lo.copy(dst, _row(lo, ins[0], x_t, j), nbytes_t)
     lo.loop_nest(idx_t.shape, body)
+    return [out]
+
+
+@rule(Op.SCATTER)
+def _scatter(lo, node, ins):
+    """A copy of x (none when x is a loop state only this reads: `llvm.lower_loop_body`), then
+    its rows at the indices set or added, in order."""
+    x_t, idx_t, v_t = (v.type for v in node.inputs)
+    out = ins[0] if node in lo.in_place else lo.result_buffer(node.outputs[0])
+    if out is not ins[0]:
+        lo.copy(out, ins[0], x_t)
+    row_t, ty, b = Type(x_t.dtype, x_t.shape[1:]), LL[x_t.dtype], lo.b
+    add = b.fadd if x_t.dtype in ("f64", "f32") else b.add
+
+    def update(idx):
+        i = b.load(lo.elem_ptr(ins[1], idx_t, idx), typ=I64) if idx_t.shape else ins[1]
+        dst = _row(lo, out, x_t, i)
+
+        def element(r):
+            v = lo.load_at(ins[2], v_t, idx + r, v_t.shape) if v_t.shape else ins[2]
+            ptr = lo.elem_ptr(dst, row_t, r)
+            b.store(add(b.load(ptr, typ=ty), v) if node.attrs["add"] else v, ptr)
+        lo.loop_nest(row_t.shape, element)
+    lo.loop_nest(idx_t.shape, update)
     return [out]
 
 

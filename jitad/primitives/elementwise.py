@@ -80,12 +80,17 @@ def _extremum(rel):
     return rule
 
 
-declare("maximum", elementwise, np.maximum, arity=2, flags=ARITH,
-        vjp=lambda g, x, y, out: (N.where(x >= y, g, 0.0), N.where(x >= y, 0.0, g)),
+def _extremum_vjp(g, x, y, out):
+    """The operand equal to the result takes the cotangent; a tie splits it evenly (as
+    JAX: the subgradient in the middle); a NaN result passes none back."""
+    half = N.where(x == y, 0.5 * g, 0.0)
+    return N.where(x == out, N.where(y == out, half, g), 0.0), N.where(y == out, N.where(x == out, half, g), 0.0)
+
+
+declare("maximum", elementwise, np.maximum, arity=2, flags=ARITH, vjp=_extremum_vjp,
         llvm=_extremum(">="), cuda="h_max({0}, {1})",
         doc="Elementwise maximum, NaN propagating as NumPy: `jitad.maximum(1.0, 2.0) == 2.0`.")
-declare("minimum", elementwise, np.minimum, arity=2, flags=ARITH,
-        vjp=lambda g, x, y, out: (N.where(x <= y, g, 0.0), N.where(x <= y, 0.0, g)),
+declare("minimum", elementwise, np.minimum, arity=2, flags=ARITH, vjp=_extremum_vjp,
         llvm=_extremum("<="), cuda="h_min({0}, {1})",
         doc="Elementwise minimum, NaN propagating as NumPy: `jitad.minimum(1.0, 2.0) == 1.0`.")
 

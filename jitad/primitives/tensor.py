@@ -4,7 +4,7 @@ registered in jitad/lower (`rule(Op.SUM)`); the declarations here hold the rest.
 import numpy as np
 
 from ..errors import ShapeError
-from ..ir.ops import clip_index, declare, same_dtype, shape_rule
+from ..ir.ops import Op, clip_index, declare, same_dtype, shape_rule
 from ..ir.types import Type
 from .rules import N, Region, Sparse, linear, reduced_shape, unbroadcast
 
@@ -82,6 +82,38 @@ def _bilinear_jvp(node, tangents, primals, out):
 
 declare("matmul", _matmul_rule, lambda a, b, ta, tb: np.matmul(a.T if ta else a, b.T if tb else b),
         arity=2, flags="pure stored", vjp=_matmul_vjp, jvp=_bilinear_jvp)
+
+
+def _bmm_rule(op, types, attrs, bodies):
+    a, b = types
+    same_dtype(op, types)
+    if len(a.shape) != 3 or len(b.shape) != 3 or a.shape[0] != b.shape[0]:
+        raise ShapeError(f"`matmul`: batched shapes {a.shape} and {b.shape}: need (B, m, k) and (B, k, n)")
+    (m, k), (k2, n) = a.shape[:0:-1] if attrs["ta"] else a.shape[1:], b.shape[:0:-1] if attrs["tb"] else b.shape[1:]
+    if k != k2:
+        raise ShapeError(f"`matmul`: batched shapes {a.shape} and {b.shape} do not multiply")
+    return [Type(a.dtype, (a.shape[0], m, n))]
+
+
+def _bmm_impl(a, b, ta, tb):
+    return np.matmul(np.swapaxes(a, 1, 2) if ta else a, np.swapaxes(b, 1, 2) if tb else b)
+
+
+def _bmm_vjp(g, a, b, out, ta, tb):
+    """`_matmul_vjp` per batch entry."""
+    mm = lambda x, y, ta, tb: N.bind(Op.BMM, x, y, ta=ta, tb=tb)
+    ga = mm(b, g, tb, True) if ta else mm(g, b, False, not tb)
+    gb = mm(g, a, True, ta) if tb else mm(a, g, not ta, False)
+    return ga, gb
+
+
+# a GEMM per batch entry: op(a[i]) @ op(b[i]), op a transpose of the last two axes where flagged
+declare("bmm", _bmm_rule, _bmm_impl, arity=2, flags="pure stored kernel", vjp=_bmm_vjp, jvp=_bilinear_jvp)
+# running sums along `axis` (from the end with `reverse`): one sequential pass, NumPy's rounding
+declare("cumsum", shape_rule(lambda types, axis, reverse: types[0].shape),
+        lambda x, axis, reverse: np.flip(np.cumsum(np.flip(x, axis), axis), axis) if reverse else np.cumsum(x, axis),
+        arity=1, flags="pure linear kernel",
+        vjp=linear(lambda g, x, out, axis, reverse: N.bind(Op.CUMSUM, g, axis=axis, reverse=not reverse)))
 
 
 def _conv2d_rule(op, types, attrs, bodies):
@@ -168,3 +200,47 @@ def _concat_jvp(node, tangents, primals, out):
 
 declare("concat", _concat_rule, lambda *xs, axis: np.concatenate(xs, axis=axis), flags="pure kernel",
         vjp=_concat_vjp, jvp=_concat_jvp)
+
+
+def _scatter_rule(op, types, attrs, bodies):
+    x, idx, v = types
+    if idx.dtype != "i64" or not x.shape or v.dtype != x.dtype or v.shape != idx.shape + x.shape[1:]:
+        raise ShapeError(f"`scatter`: rows {idx} of {x} with values {v}: need int indices and values "
+                         "shaped indices.shape + x.shape[1:] of x's dtype")
+    return [x]
+
+
+def _scatter_impl(x, idx, v, add):
+    out = x.copy()
+    rows = np.reshape(clip_index(idx, x.shape[0]), -1)
+    for r, row in zip(rows, np.reshape(v, (len(rows),) + x.shape[1:])):   # in order: the last set wins
+        out[r] = out[r] + row if add else row
+    return out
+
+
+def _rows_of(g, idx):
+    return N.bind(Op.GATHER if idx.shape else Op.INDEX, g, idx)
+
+
+def _scatter_vjp(g, x, idx, v, out, add):
+    if add:
+        return g, None, _rows_of(g, idx)
+    gv = _rows_of(g, idx)
+    if idx.shape:   # only the last write to a row receives its cotangent
+        order = np.arange(int(np.prod(idx.shape)), dtype=np.int64).reshape(idx.shape)
+        winner = N.bind(Op.SCATTER, N.full((x.shape[0],), -1, "i64"), idx, order, add=False)
+        hit = N.reshape(_rows_of(winner, idx) == order, idx.shape + (1,) * (len(x.shape) - 1))
+        gv = N.where(N.broadcast_to(hit, v.shape), gv, N.zeros(v.shape, v.ir_dtype))
+    return N.bind(Op.SCATTER, g, idx, N.zeros(v.shape, v.ir_dtype), add=False), None, gv
+
+
+def _scatter_jvp(node, tangents, primals, out):
+    (x, idx, v), (tx, _, tv) = primals, tangents
+    tx = tx if tx is not None else N.zeros(x.shape, x.ir_dtype)
+    tv = tv if tv is not None else N.zeros(v.shape, v.ir_dtype)
+    return N.bind(node.op, tx, idx, tv, **node.attrs)
+
+
+# x with rows idx (clamped as `index` reads them) set to, or with `add` added, v's rows, in
+# order; a loop state nothing else reads is updated in place (jitad/lower/llvm.py `_loop`)
+declare("scatter", _scatter_rule, _scatter_impl, arity=3, flags="pure", vjp=_scatter_vjp, jvp=_scatter_jvp)

@@ -1,0 +1,71 @@
+"""JAX's transformations in jitad: `python -m bench.transforms [--quick]`.
+
+Per-example gradients of the mlp of bench/tensors.py (50→100→50, batch 64):
+`jitad.vmap(jitad.grad(loss), in_axes=(None, 0))` against a Python loop of jitad `grad`
+calls and against JAX's `jit(vmap(grad))`, side by side in one process. Every
+comparator's gradients must equal jitad's before anything is timed.
+"""
+import argparse
+import os
+import sys
+
+import numpy as np
+
+from . import harness
+from .tensors import _mlp
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="one repeat (a smoke test)")
+    opts = parser.parse_args(argv)
+    repeats, target = (1, 0.002) if opts.quick else (9, 0.2)
+    mods, versions = harness.load_comparators()
+    import jitad
+    rng = np.random.default_rng(0)
+    batch = 8 if opts.quick else 64
+    p = (rng.standard_normal((100, 50)) * 0.1, rng.standard_normal(100) * 0.1,
+         rng.standard_normal((50, 100)) * 0.1, rng.standard_normal(50) * 0.1)
+    X = rng.standard_normal((batch, 50))
+    loss = lambda p, x: _mlp(jitad, *p, x)   # noqa: E731
+    per_example = jitad.vmap(jitad.grad(loss), in_axes=(None, 0))
+    one = jitad.grad(loss)
+    runners = {"jitad vmap(grad)": (per_example, (p, X)),
+               "jitad loop of grad": (lambda p, X: tuple(np.stack(g) for g in zip(*[one(p, x) for x in X])), (p, X))}
+    if mods["jax"] is not None:
+        jax = mods["jax"]
+        f = jax.jit(jax.vmap(jax.grad(lambda p, x: _mlp(jax.numpy, *p, x)), in_axes=(None, 0)))
+        runners["JAX jit(vmap(grad))"] = (lambda p, X: jax.block_until_ready(f(p, X)), (p, X))
+    want = per_example(p, X)
+    for name, (fn, args) in runners.items():
+        harness.check_same("per-example gradients", name, fn(*args), want)
+    res = harness.measure(runners, repeats, target)
+    info = harness.run_info(versions, {"repeats": repeats, "target_s": target, "quick": opts.quick})
+    base = res["jitad vmap(grad)"]["median_us"]
+    lines = ["# jitad transformations", "", f"{info['date']} · load {info['load_average'][0]} · median of "
+             f"{repeats} repeats, interleaved · µs per call from Python", "",
+             f"Per-example gradients of the mlp (50→100→50), batch {batch}:", "",
+             "| comparator | median µs | spread | × jitad vmap(grad) |", "|---|---|---|---|"]
+    for name, r in res.items():
+        lines.append(f"| {name} | {harness.fmt_us(r['median_us'])} | {harness.fmt_us(r['min_us'])}–"
+                     f"{harness.fmt_us(r['max_us'])} | {r['median_us'] / base:.2f} |")
+    goals = []
+    if "JAX jit(vmap(grad))" in res:
+        r = res["JAX jit(vmap(grad))"]["median_us"] / base
+        goals.append(f"{'✓' if r >= 1 else '✗'} per-example gradients: {r:.2f}× JAX's speed (goal: faster than JAX)")
+    r = res["jitad loop of grad"]["median_us"] / base
+    goals.append(f"{'✓' if r >= 1 else '✗'} per-example gradients: {r:.2f}× a loop of grad calls (goal: faster)")
+    lines += ["", "## Goals", ""] + [f"- {g}" for g in goals]
+    text = "\n".join(lines) + "\n"
+    stem = os.path.join(HERE, "results", "transforms_quick" if opts.quick else "transforms")
+    os.makedirs(os.path.dirname(stem), exist_ok=True)
+    with open(stem + ".md", "w") as f:
+        f.write(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,589 @@
+"""vmap: batching as an IR transformation.
+
+`batch_graph(graph, ins, size)` runs a traced graph on `(value, batched)` pairs and
+emits code in which every batched value carries a leading batch axis of `size` (JAX's
+`BatchTrace`, written as a staging interpreter like forward mode): a node with no
+batched input is re-emitted as it is; otherwise its primitive's batching rule (the
+`batch` slot of its declaration) emits the batched computation. An op without a rule
+runs once per lane in a staged loop (the generic fallback: `random`, a `conv2d` with
+batched weights). A batched value is batched in every lane: the rules
+return batched outputs whenever an input is batched, so `analyze` can tell from the
+inputs alone which results a control-flow body makes batched.
+
+Control flow follows JAX: a batched `IF` predicate runs each branch (when some lane
+takes it) and selects per lane; a batched `WHILE` condition runs until every lane is
+done, freezing finished lanes (a loop whose lanes never all finish never ends: WHILE
+has no iteration cap); `FOR` and `TREE` batch their bodies; `FUN` calls a batched copy
+of the function, recursion included. Lanes a branch does not take are masked: the
+mask reaches the loops inside, so they stop when the active lanes are done.
+
+`vmap(grad(f))`: reverse mode is effectful CPS code that cannot be batched after the
+fact, so while `vmap` traces its function, `grad`/`vjp` emit a `deferred_vjp` node
+holding the function's pure program instead; batching that node batches the program
+first and differentiates the batched program (the summed loss, each example's
+parameters a lane of their own), which gives per-example gradients as batched code; the
+passes then make the products against those lane copies GEMMs with the shared parameters
+(`ir.peephole.batched_products`).
+"""
+import numpy as np
+
+from . import numeric as N
+from . import numpy_api as NP
+from .ad.forward import contains_effects
+from .ad.restage import restage_node, run_graph
+from .ad.reverse import value_and_grad_staged
+from .errors import ArgumentError, StagingError
+from .ir.graph import split_operands, walk
+from .ir.ops import CALLS, PRIMITIVES, Op, declare
+from .ir.types import TreeType, Type
+from .pytree import flatten, unflatten
+from .staging import (FOR, FUN, IF, TREE, WHILE, ShapeDtype, Staged, StagedTree, arg_type, coerce, current_frame, emit,
+                      result_dtype, trace_memo, trace_program, wrap)
+
+UNROLL = 8   # the per-lane fallback unrolls up to this many lanes, else loops
+
+
+# -- the deferred reverse pass (see the module docstring) -----------------------
+
+def _deferred_rule(op, types, attrs, bodies):
+    return list(attrs["out_types"])
+
+
+# attrs: program (pure), wrt (flat arg indices), seeds (output indices given a cotangent
+# operand), out_types; operands: the program's args, then the cotangents
+declare("deferred_vjp", _deferred_rule)
+
+
+def deferring():
+    """True while `vmap` traces its function (in its own trace, not in nested ones)."""
+    return current_frame() is not None and trace_memo().get("vmap", False)
+
+
+def value_and_grad(program, args, wrt, seeds=((0, 1.0),)):
+    """`ad.reverse.value_and_grad_staged`, or, while `vmap` traces, a `deferred_vjp` node
+    that `vmap` differentiates after batching."""
+    if not deferring():
+        return value_and_grad_staged(program, args, wrt, seeds)
+    main = program.main
+    cts = [Staged(coerce(ct, main.outputs[k].type, "cotangent")) for k, ct in seeds]
+    out_types = main.out_types + [main.params[k].type for k in wrt]
+    outs = emit(Op.DEFERRED_VJP, [a.var for a in args] + [c.var for c in cts],
+                {"program": program, "wrt": tuple(wrt), "seeds": tuple(k for k, _ in seeds), "out_types": out_types})
+    n = len(main.outputs)
+    return [wrap(v) for v in outs[:n]], [wrap(v) for v in outs[n:]]
+
+
+def _deferred(node, ins, size, mask):
+    program, wrt, seed_ks = node.attrs["program"], node.attrs["wrt"], node.attrs["seeds"]
+    n = len(program.main.params)
+    args, cts = ins[:n], ins[n:]
+    if not any(b for _, b in ins):
+        if deferring():   # an enclosing vmap will batch it
+            return [(o, False) for o in restage_node(node, [x for x, _ in ins])]
+        outs, grads = value_and_grad_staged(program, [x for x, _ in args], wrt, list(zip(seed_ks, [c for c, _ in cts])))
+        return [(o, False) for o in outs + grads]
+    # each differentiated argument gets a lane of its own, so its gradient is per example
+    flags = [b or k in wrt for k, (_, b) in enumerate(args)]
+    values = [_batched(x, b, size) if f else x for (x, b), f in zip(args, flags)]
+    types = [_type(x) for x in values]
+
+    def batched_fn(*flat):
+        outs = batch_graph(program.main, list(zip(flat, flags)), size)
+        return tuple(_batched(x, b, size) for x, b in outs)
+    leaves, td = flatten(tuple(values))
+    batched, _, captured = trace_program(batched_fn, tuple(values), td, types)
+    assert not captured
+    cts = [_batched(c, b, size) for c, b in cts]
+    if deferring():
+        out_types = batched.main.out_types + [batched.main.params[k].type for k in wrt]
+        outs = emit(Op.DEFERRED_VJP, [v.var for v in values] + [c.var for c in cts],
+                    {**node.attrs, "program": batched, "out_types": out_types})
+        return [(wrap(v), True) for v in outs]
+    outs, grads = value_and_grad_staged(batched, values, wrt, list(zip(seed_ks, cts)))
+    return [(o, True) for o in outs + grads]
+
+
+# -- helpers the rules share -------------------------------------------------------
+
+def _type(x):
+    return x.var.type
+
+
+def _batched(x, b, size):
+    """`x` with the batch axis (broadcast if `x` is the same in every lane)."""
+    if b:
+        return x
+    if isinstance(x, StagedTree):
+        raise ArgumentError("vmap: a jitad.Tree cannot be batched; pass it with in_axes=None")
+    x = x if isinstance(x, Staged) else Staged(coerce(x, Type(result_dtype(x)), "vmap"))
+    return N.broadcast_to(x, (size,) + x.shape)
+
+
+def _lift(x, rank):
+    """Batched `x` with unit axes after the batch axis, to `rank` axes besides it."""
+    shape = x.shape[1:]
+    return x if len(shape) == rank else N.reshape(x, x.shape[:1] + (1,) * (rank - len(shape)) + shape)
+
+
+def _emit(node, args, **attrs):
+    return [(wrap(v), True) for v in emit(node.op, [a.var for a in args], {**node.attrs, **attrs})]
+
+
+def _lane_select(active, new, old):
+    """Per lane: `new` where `active` (a bool per lane) else `old`."""
+    return N.where(_lift(active, len(new.shape) - 1), new, old)
+
+
+# -- the batching rules of the primitives (their declarations' `batch` slot) --------
+
+def batch_elementwise(node, ins, size, mask):
+    rank = max(len(v.type.shape) for v in node.inputs)
+    return _emit(node, [_lift(x, rank) if b else x for x, b in ins])
+
+
+def batch_reduction(node, ins, size, mask):
+    return _emit(node, [ins[0][0]], axes=tuple(a + 1 for a in node.attrs["axes"]))
+
+
+def _broadcast(node, ins, size, mask):
+    shape = node.attrs["shape"]
+    return _emit(node, [_lift(ins[0][0], len(shape))], shape=(size,) + tuple(shape))
+
+
+def _reshape(node, ins, size, mask):
+    return _emit(node, [ins[0][0]], shape=(size,) + tuple(node.attrs["shape"]))
+
+
+def _transpose(node, ins, size, mask):
+    return _emit(node, [ins[0][0]], perm=(0,) + tuple(p + 1 for p in node.attrs["perm"]))
+
+
+def _slice(node, ins, size, mask):
+    a = node.attrs
+    return _emit(node, [ins[0][0]], starts=(0,) + tuple(a["starts"]), stops=(size,) + tuple(a["stops"]),
+                 steps=(1,) + tuple(a["steps"]))
+
+
+def _unslice(node, ins, size, mask):
+    a = node.attrs
+    return _emit(node, [ins[0][0]], shape=(size,) + tuple(a["shape"]), starts=(0,) + tuple(a["starts"]),
+                 stops=(size,) + tuple(a["stops"]), steps=(1,) + tuple(a["steps"]))
+
+
+def _concat(node, ins, size, mask):
+    return _emit(node, [_batched(x, b, size) for x, b in ins], axis=node.attrs["axis"] + 1)
+
+
+def _swap_last(x):
+    perm = tuple(range(len(x.shape)))
+    return N.transpose(x, perm[:-2] + perm[-2:][::-1])
+
+
+def _matmul(node, ins, size, mask):
+    """op(a) @ op(b) per lane: one GEMM when only `a` is batched, else NumPy's N-D matmul."""
+    (a, ba), (b, bb) = ins
+    ta, tb = node.attrs["ta"], node.attrs["tb"]
+    if ba and not bb and not ta:   # the rows of every lane's `a` in one product
+        m, k = a.shape[1:]
+        out = N.matmul_t(N.reshape(a, (size * m, k)), b, ta=False, tb=tb)
+        return [(N.reshape(out, (size, m, out.shape[1])), True)]
+    return [(NP.matmul_nd(_swap_last(a) if ta else a, _swap_last(b) if tb else b), True)]
+
+
+def _clipped(i, n):
+    """Staged indices as `index`/`gather` read them: negative from the end, then clamped."""
+    return N.clip(N.where(i < 0, i + n, i), 0, max(n - 1, 0))
+
+
+def _gather(node, ins, size, mask):
+    """x[idx] per lane, for `index` (a scalar idx) and `gather` (an index array)."""
+    (x, bx), (idx, bi) = ins
+    n = node.inputs[0].type.shape[0]
+    if bx and bi:   # rows of the flattened lanes, offset by lane
+        flat = N.reshape(x, (size * n,) + x.shape[2:])
+        offsets = N.reshape(np.arange(size) * n, (size,) + (1,) * (len(idx.shape) - 1))
+        return [(wrap(emit(Op.GATHER, [flat.var, (_clipped(idx, n) + offsets).var])[0]), True)]
+    if bi:
+        return [(wrap(emit(Op.GATHER, [x.var, idx.var])[0]), True)]
+    rows = N.transpose(x, (1, 0) + tuple(range(2, len(x.shape))))   # (n, size, ...)
+    out = wrap(emit(node.op, [rows.var, idx.var])[0])
+    lead = len(idx.shape)
+    return [(NP.moveaxis(out, lead, 0) if lead else out, True)]
+
+
+def _conv2d(node, ins, size, mask):
+    (x, bx), (w, bw) = ins
+    if bw:
+        return per_lane(node, ins, size)
+    out = wrap(emit(Op.CONV2D, [N.reshape(x, (size * x.shape[1],) + x.shape[2:]).var, w.var])[0])
+    return [(N.reshape(out, (size, x.shape[1]) + out.shape[1:]), True)]
+
+
+def _bmm(node, ins, size, mask):
+    """The lanes' batches of products as one batch of lanes × entries."""
+    a, b = (_batched(x, bx, size) for x, bx in ins)
+    flat = [N.reshape(x, (size * x.shape[1],) + x.shape[2:]) for x in (a, b)]
+    out = wrap(emit(Op.BMM, [x.var for x in flat], node.attrs)[0])
+    return [(N.reshape(out, (size,) + node.outputs[0].type.shape), True)]
+
+
+def _cumsum(node, ins, size, mask):
+    return _emit(node, [ins[0][0]], axis=node.attrs["axis"] + 1)
+
+
+def _scatter(node, ins, size, mask):
+    """Every lane's rows in one scatter into the flattened lanes, indices offset by lane."""
+    x, idx, v = (_batched(x, b, size) for x, b in ins)
+    n = node.inputs[0].type.shape[0]
+    flat = N.reshape(x, (size * n,) + x.shape[2:])
+    offsets = N.reshape(np.arange(size) * n, (size,) + (1,) * (len(idx.shape) - 1))
+    out = wrap(emit(Op.SCATTER, [flat.var, (_clipped(idx, n) + offsets).var, v.var], node.attrs)[0])
+    return [(N.reshape(out, x.shape), True)]
+
+
+def _stacked(node, ins, size, mask):   # an op taking leading batch axes on all its operands (linalg)
+    return _emit(node, [_batched(x, b, size) for x, b in ins])
+
+
+def _debug_print(node, ins, size, mask):   # prints the batched values whole
+    return [(o, False) for o in restage_node(node, [x for x, _ in ins])]
+
+
+def per_lane(node, ins, size):
+    """The generic rule: the node once per lane, its results stacked (`stack_lanes`)."""
+    types = [v.type for v in node.outputs]
+    if any(not isinstance(t, Type) for t in types):
+        raise StagingError(f"vmap: `{node.op.value}` has no batching rule and its results cannot be "
+                           "stacked; apply vmap to the function without it")
+    return stack_lanes(lambda i: restage_node(node, [x[i] if b else x for x, b in ins]), types, size)
+
+
+def stack_lanes(lane, types, size):
+    """`lane(i)`'s results (of `types`) for every lane, stacked: unrolled for a few lanes,
+    else a staged FOR writing one row per step."""
+    if size <= UNROLL:
+        rows = [lane(i) for i in range(size)]
+        return [(N.stack([r[k] for r in rows]), True) for k in range(len(types))]
+    lanes = np.arange(size)
+
+    def body(i, acc):
+        return tuple(N.where(N.reshape(lanes == i, (size,) + (1,) * len(t.shape)), N.reshape(r, (1,) + t.shape), a)
+                     for a, r, t in zip(acc, lane(i), types))
+    init = tuple(N.zeros((size,) + t.shape, t.dtype) for t in types)
+    return [(x, True) for x in FOR(0, size, body, init)]
+
+
+# -- control flow ----------------------------------------------------------------
+
+def analyze(graph, flags):
+    """Which outputs of `graph` are batched, given which params are (as the rules do it)."""
+    env = dict(zip(graph.params, flags))
+    for node in graph.nodes:
+        env.update(zip(node.outputs, node_flags(node, [env[v] for v in node.inputs])))
+    return [env[v] for v in graph.outputs]
+
+
+def node_flags(node, flags):
+    n = len(node.outputs)
+    if not any(flags):
+        return [False] * n
+    op = node.op
+    if op == Op.IF and not flags[0]:
+        then_body, else_body = node.bodies
+        return [a or b for a, b in zip(analyze(then_body, flags[1:]), analyze(else_body, flags[1:]))]
+    if op in (Op.WHILE, Op.FOR, Op.TREE):
+        return _state_flags(node, flags)
+    return [True] * n
+
+
+def _state_flags(node, flags):
+    """The loop state's batched flags: batched where the init is, or where the body makes
+    it so (a fixed point); all of it when the condition or the trip count is batched."""
+    head, state, caps = split_operands(node, flags)
+    state = list(state)
+    if any(head) and node.op == Op.FOR:
+        return [True] * len(state)
+    while True:
+        if node.op == Op.WHILE:
+            cond, body = node.bodies
+            if analyze(cond, state + caps)[0]:
+                return [True] * len(state)
+            new = analyze(body, state + caps)
+        elif node.op == Op.FOR:
+            new = analyze(node.bodies[0], [False] + state + caps)
+        else:
+            new = analyze(node.bodies[0], [False] + state + state + caps)
+        new = [a or b for a, b in zip(state, new)]
+        if new == state:
+            return state
+        state = new
+
+
+def _fit(pairs, flags, size):
+    out = []
+    for (x, b), f in zip(pairs, flags):
+        assert f or not b, "the batching analysis missed a batched value"
+        out.append(_batched(x, b, size) if f else x)
+    return tuple(out)
+
+
+def _and(mask, m):
+    return m if mask is None else mask & m
+
+
+def _body(graph, flags, size, mask, out_flags, lead=0):
+    """A combinator body running `graph` batched: its params after the first `lead`
+    (unbatched) carry `flags`; its results are batched as `out_flags` say."""
+    def run(*args):
+        pairs = [(a, False) for a in args[:lead]] + list(zip(args[lead:], flags))
+        return _fit(batch_graph(graph, pairs, size, mask), out_flags, size)
+    return run
+
+
+def _if(node, ins, size, mask):
+    (pred, pb), ops = ins[0], ins[1:]
+    values, flags = [x for x, _ in ops], [b for _, b in ops]
+    then_body, else_body = node.bodies
+    if not pb:
+        out_flags = node_flags(node, [False] + flags)
+
+        out = IF(pred, _body(then_body, flags, size, mask, out_flags),
+                 _body(else_body, flags, size, mask, out_flags), *values)
+        return list(zip(out, out_flags))
+    # a batched predicate: each branch where some lane takes it (so recursion ends), then a select
+    types = [v.type for v in node.outputs]
+    results = []
+    for body, take in ((then_body, pred), (else_body, ~pred)):
+        active = _and(mask, take)
+        taken = _body(body, flags, size, active, [True] * len(types))
+
+        def idle(*a):
+            return tuple(N.zeros((size,) + t.shape, t.dtype) for t in types)
+        results.append(IF(NP.any(active), taken, idle, *values))
+    return [(_lane_select(pred, t, e), True) for t, e in zip(*results)]
+
+
+def _while(node, ins, size, mask):
+    _, init, caps = split_operands(node, ins)
+    cap_vals, cap_flags = [x for x, _ in caps], [b for _, b in caps]
+    flags = _state_flags(node, [b for _, b in ins])
+    cond, body = node.bodies
+    state = _fit(init, flags, size)
+
+    def test(s, m):
+        (c, b), = batch_graph(cond, list(zip(s, flags)) + list(zip(cap_vals, cap_flags)), size, m)
+        return c, b
+    if not analyze(cond, flags + cap_flags)[0]:   # every lane runs the same trips
+        run = _body(body, flags + cap_flags, size, mask, flags)
+        out = WHILE(lambda s: test(s, mask)[0], lambda s: run(*s, *cap_vals), state)
+        return list(zip(out, flags))
+    # a batched condition: run while some lane is active; finished lanes keep their state
+    first, _ = test(state, mask)
+    active = _and(mask, first)
+
+    def step(st):
+        act, s = st[0], st[1:]
+        new = _body(body, flags + cap_flags, size, act, flags)(*s, *cap_vals)
+        s = tuple(_lane_select(act, n, o) for n, o in zip(new, s))
+        return (act & test(s, act)[0],) + s
+    out = WHILE(lambda st: NP.any(st[0]), step, (active,) + state)
+    return [(x, True) for x in out[1:]]
+
+
+def _for(node, ins, size, mask):
+    (lower, upper), init, caps = split_operands(node, ins)
+    cap_vals, cap_flags = [x for x, _ in caps], [b for _, b in caps]
+    flags = _state_flags(node, [b for _, b in ins])
+    run = _body(node.bodies[0], flags + cap_flags, size, mask, flags, lead=1)
+    state = _fit(init, flags, size)
+    if not (lower[1] or upper[1]):
+        out = FOR(lower[0], upper[0], lambda i, s: run(i, *s, *cap_vals), state)
+        return list(zip(out, flags))
+    # batched bounds: from the least lower to the greatest upper bound, lanes outside theirs frozen
+    lo, hi = (_batched(x, b, size) for x, b in (lower, upper))
+
+    def step(i, s):
+        act = _and(mask, (i >= lo) & (i < hi))
+        new = _body(node.bodies[0], flags + cap_flags, size, act, flags, lead=1)(i, *s, *cap_vals)
+        return tuple(_lane_select(act, n, o) for n, o in zip(new, s))
+    out = FOR(N.min(lo), N.max(hi), step, state)
+    return [(x, True) for x in out]
+
+
+def _tree(node, ins, size, mask):
+    (tree,), init, caps = split_operands(node, ins)
+    if tree[1]:
+        raise ArgumentError("vmap: a jitad.Tree cannot be batched; pass it with in_axes=None")
+    cap_vals, cap_flags = [x for x, _ in caps], [b for _, b in caps]
+    flags = _state_flags(node, [b for _, b in ins])
+    run = _body(node.bodies[0], flags + flags + cap_flags, size, mask, flags, lead=1)
+    out = TREE(tree[0], _fit(init, flags, size), lambda nd, l, r: run(nd.index, *l, *r, *cap_vals))
+    return list(zip(out, flags))
+
+
+def _call(node, ins, size, mask):
+    """A batched copy of the function (per set of batched arguments), recursion included."""
+    fundef = node.attrs["fun"]
+    flags = tuple(b for _, b in ins)
+    memo = trace_memo()
+    key = ("vmap", fundef, flags, size, mask is not None)
+    fun = memo.get(key)
+    if fun is None:
+        n = len(flags)
+        spec = tuple(ShapeDtype((size,) + t.shape, t.dtype) for t in fundef.out_types)
+
+        def body(*a):
+            outs = batch_graph(fundef.body, list(zip(a[:n], flags)), size, a[n] if len(a) > n else None)
+            return tuple(_batched(x, b, size) for x, b in outs)
+        fun = memo[key] = FUN(body, out=spec)
+        fun.__name__ = fundef.name + "_vmap"
+    args = [x for x, _ in ins] + ([mask] if mask is not None else [])
+    return [(x, True) for x in fun(*args)]
+
+
+RULES = {Op.BROADCAST: _broadcast, Op.SUM: batch_reduction, Op.MAX: batch_reduction, Op.RESHAPE: _reshape,
+         Op.TRANSPOSE: _transpose, Op.SLICE: _slice, Op.UNSLICE: _unslice, Op.CONCAT: _concat,
+         Op.MATMUL: _matmul, Op.INDEX: _gather, Op.GATHER: _gather, Op.CONV2D: _conv2d,
+         Op.DEBUG_PRINT: _debug_print, Op.BMM: _bmm, Op.CUMSUM: _cumsum, Op.SCATTER: _scatter,
+         Op.LINALG: _stacked}
+CONTROL = {Op.IF: _if, Op.WHILE: _while, Op.FOR: _for, Op.TREE: _tree, **{op: _call for op in CALLS},
+           Op.DEFERRED_VJP: _deferred}
+for _op, _rule in RULES.items():   # fill the declarations' `batch` slot (a declaration's own rule wins)
+    if _op.batch is None and _op not in CONTROL:
+        _op.batch = _rule
+for _op in PRIMITIVES.values():
+    if _op.elementwise and _op.batch is None:
+        _op.batch = batch_elementwise
+EFFECTS = {Op.SLOT, Op.SLOT_GET, Op.SLOT_SET, Op.SLOT_ADD, Op.SLOT_ADD_AT, Op.SLOT_SCATTER_ADD,
+           Op.SLOT_ADD_SLICE, Op.CLOSURE, Op.APPLY, Op.TABLE, Op.TABLE_GET, Op.TABLE_SET, Op.TABLE_ADD,
+           Op.TABLE_GEMM_ADD, Op.MATMUL_ADD, Op.ARENA_MARK, Op.ARENA_RELEASE}
+
+
+# -- the interpreter ---------------------------------------------------------------
+
+def batch_graph(graph, ins, size, mask=None):
+    """Run `graph` on `(value, batched)` pairs, emitting the batched computation into the
+    current trace; return the outputs as `(value, batched)` pairs. `mask` (a bool per
+    lane, or None) marks the lanes whose results count (inside a batched branch)."""
+    return run_graph(graph, ins, lambda node, node_ins: batch_node(node, node_ins, size, mask))
+
+
+def batch_node(node, ins, size, mask):
+    if not any(b for _, b in ins) and not _holds_deferred(node):
+        return [(o, False) for o in restage_node(node, [x for x, _ in ins])]
+    rule = CONTROL.get(node.op) or node.op.batch
+    if rule is not None:
+        return rule(node, ins, size, mask)
+    if node.op in EFFECTS:
+        raise StagingError(f"vmap: cannot batch `{node.op.value}` (reverse-mode code made before vmap "
+                           "saw it, e.g. by jitad.hvp or a grad inside a combinator body); apply vmap "
+                           "to the function that calls grad, or take the gradient of the vmapped function")
+    return per_lane(node, ins, size)
+
+
+def _holds_deferred(node):
+    """Whether a deferred reverse pass hides in `node` (it must be expanded)."""
+    if node.op == Op.DEFERRED_VJP:
+        return True
+    if not node.bodies and node.op not in CALLS:
+        return False
+    memo = trace_memo().setdefault("vmap_deferred", {})
+    key = node.attrs["fun"] if node.op in CALLS else node
+    if key not in memo:
+        memo[key] = False   # (a recursive function: assume not while looking)
+        graphs = [node.attrs["fun"].body] if node.op in CALLS else list(node.bodies)
+        memo[key] = any(_holds_deferred(n) for g in graphs for n in walk(g))
+    return memo[key]
+
+
+# -- the public transformation (jitad.vmap wraps it in jit) --------------------------
+
+def _axes_per_leaf(axes, tree_args, who):
+    """One axis (int or None) per leaf of `tree_args`, from `axes` given for the whole
+    tuple of arguments: an int or None for all, or a tuple/list with one prefix pytree per argument."""
+    out = []
+
+    def spread(ax, x, where):
+        if ax is None or isinstance(ax, (int, np.integer)) and not isinstance(ax, bool):
+            out.extend([ax] * len(flatten(x)[0]))
+            return
+        leaves, td = flatten(x)
+        ax_leaves, ax_td = flatten(ax)
+        if isinstance(ax, (tuple, list, dict)) and type(ax) is type(x) or type(ax) is tuple and isinstance(x, tuple):
+            items = ax.items() if isinstance(ax, dict) else enumerate(ax)
+            if len(ax) != len(x) or (isinstance(ax, dict) and set(ax) != set(x)):
+                raise ArgumentError(f"vmap: {who}{where} is {ax!r} but the value there has structure "
+                                    f"{td}; give one axis per entry (or one int/None for all)")
+            for key in sorted(ax) if isinstance(ax, dict) else range(len(ax)):
+                spread(ax[key], x[key], f"{where}[{key!r}]")
+            return
+        raise ArgumentError(f"vmap: {who}{where} is {ax!r}, which does not match the value there "
+                            f"(structure {td}); use an int, None, or a pytree of them matching the arguments")
+    spread(axes, tree_args, "")
+    return out
+
+
+def vmap_staged(fn, args, in_axes, out_axes):
+    """Emit `vmap(fn, in_axes, out_axes)(*args)` into the current trace."""
+    if isinstance(in_axes, list):
+        in_axes = tuple(in_axes)
+    if isinstance(in_axes, tuple) and len(in_axes) != len(args):
+        raise ArgumentError(f"vmap: in_axes has {len(in_axes)} entries but the function got {len(args)} "
+                            "arguments; give one entry per positional argument (or one int/None for all)")
+    leaves, td = flatten(tuple(args))
+    axes = _axes_per_leaf(in_axes, tuple(args), "in_axes")
+    size, values, types, flags = None, [], [], []
+    for k, (x, ax) in enumerate(zip(leaves, axes)):
+        if ax is None:
+            values.append(x)
+            flags.append(False)
+            continue
+        if isinstance(x, (StagedTree,)) or getattr(x, "_type_code", None) is not None:
+            raise ArgumentError("vmap: a jitad.Tree cannot be batched; pass it with in_axes=None")
+        x = x if isinstance(x, Staged) else Staged(coerce(x, Type(result_dtype(x), np.shape(x)), "vmap"))
+        ndim = len(x.shape)
+        if not -ndim <= ax < ndim:
+            raise ArgumentError(f"vmap: in_axes gives axis {ax} for argument leaf {k} of shape {x.shape}; "
+                                f"the axis must be in [{-ndim}, {ndim}) (use None for an unbatched value)")
+        ax %= ndim
+        n = x.shape[ax]
+        if size is not None and n != size:
+            raise ArgumentError(f"vmap: the batched axes have different sizes: {size} and {n} (argument "
+                                f"leaf {k}, shape {x.shape}, axis {ax}); every batched argument needs the "
+                                "same batch size")
+        size = n
+        values.append(NP.moveaxis(x, ax, 0) if ax else x)
+        flags.append(True)
+    if size is None:
+        raise ArgumentError("vmap: in_axes batches no argument; give at least one argument an axis")
+    types = []
+    for x, f in zip(values, flags):
+        t = x.var.type if isinstance(x, (Staged, StagedTree)) else arg_type(x)
+        types.append(Type(t.dtype, t.shape[1:]) if f else t)
+
+    def traced(*a):
+        trace_memo()["vmap"] = True
+        return fn(*a)
+    program, out_td, captured = trace_program(traced, unflatten(td, values), td, types)
+    if contains_effects(program):   # reverse-mode code made inside (jitad.hvp): fn once per lane
+        def lane(i):
+            return flatten(fn(*unflatten(td, [x[i] if f else x for x, f in zip(values, flags)])))[0]
+        outs = stack_lanes(lane, program.main.out_types, size)
+    else:
+        ins = list(zip(values, flags)) + [(wrap(v), False) for v in captured]
+        outs = batch_graph(program.main, ins, size)
+    out_ax = _axes_per_leaf(out_axes, unflatten(out_td, [0] * len(outs)), "out_axes")
+    results = []
+    for k, ((x, b), ax) in enumerate(zip(outs, out_ax)):
+        if ax is None:
+            if b:
+                raise ArgumentError(f"vmap: out_axes is None for output leaf {k}, but it differs between "
+                                    "lanes; give it an axis in out_axes")
+            results.append(x)
+            continue
+        x = _batched(x, b, size)
+        if not -len(x.shape) <= ax < len(x.shape):
+            raise ArgumentError(f"vmap: out_axes gives axis {ax} for output leaf {k} of batched shape "
+                                f"{x.shape}; the axis must be in [{-len(x.shape)}, {len(x.shape)})")
+        results.append(NP.moveaxis(x, 0, ax % len(x.shape)) if ax % len(x.shape) else x)
+    return unflatten(out_td, results)
