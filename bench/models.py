@@ -165,9 +165,10 @@ class Runner:
     jitad's dropout masks). `warm()` compiles (by default: one iteration); `compile_s` is
     then jitad's `compile_seconds`, JAX's first-call time, or None for PyTorch."""
 
-    def __init__(self, label, run, warm=None, staged=False, jitad=False, compile_of=None):
+    def __init__(self, label, run, warm=None, staged=False, jitad=False, compile_of=None, compiled=()):
         self.label, self.run, self.staged, self.jitad = label, run, staged, jitad
         self._warm, self._compile_of, self._first_s = warm, compile_of, None
+        self.compiled = compiled   # jitad's compiled functions, whose compile reports add up
         self.iters = None   # a comparator too slow to compile for the whole unit runs fewer
 
     def warm(self):
@@ -181,6 +182,16 @@ class Runner:
     @property
     def compile_s(self):
         return self._compile_of() if self._compile_of else self._first_s
+
+    def compile_stages(self):
+        """jitad's compile seconds by stage (`compile_report()`), summed over its compiled
+        functions; {} for the others."""
+        stages = {}
+        for f in self.compiled:
+            report = getattr(f, "compile_report", dict)()   # {} from a jitad without reports
+            for name, seconds in report.items():
+                stages[name] = stages.get(name, 0.0) + seconds
+        return stages
 
 
 def _floats(losses):
@@ -261,9 +272,10 @@ def _jitad_runners(jitad, loss, make_opt, cfg, p0, batches, staged_batches, make
         return train(p0, staged_batches, n, _lr(cfg, check))[2]
 
     return {"jitad_step": Runner("jitad (a) step loop", run_steps, jitad=True,
-                                 compile_of=lambda: step.compile_seconds + update.compile_seconds),
+                                 compile_of=lambda: step.compile_seconds + update.compile_seconds,
+                                 compiled=(step, update)),
             "jitad_loop": Runner("jitad (b) staged loop", run_staged, staged=True, jitad=True,
-                                 compile_of=lambda: train.compile_seconds)}
+                                 compile_of=lambda: train.compile_seconds, compiled=(train,))}
 
 
 # -- char-RNN and char-LSTM -------------------------------------------------------------
@@ -963,7 +975,8 @@ def run_model(model, m, size, bar):
                          "max_s": max(s), "repeats": len(s), "samples_s": s,
                          "per_iter_us": statistics.median(s) / n * 1e6,
                          "full_unit_s": statistics.median(s) * full,
-                         "compile_s": r.compile_s, "peak_rss_bytes": max(rss[name]),
+                         "compile_s": r.compile_s, "compile_stages": r.compile_stages(),
+                         "peak_rss_bytes": max(rss[name]),
                          "first_rss_bytes": first_rss[name],
                          "arena_bytes": arena.get(name), "staged": r.staged}
     notes = list(spec["notes"])
@@ -1098,10 +1111,32 @@ def markdown(info, rows, goal_lines, notes):
                        f"{f'{fl / 1e9:.2f}' if fl else '—'} | {_mb(v['peak_rss_bytes'])} / "
                        f"{_mb(v['first_rss_bytes'])} | "
                        f"{_mb(v['arena_bytes'])} |")
+    out += compile_stage_table(rows)
     out += ["", "## Goals (BENCHMARKS.md)", ""] + [f"- {g}" for g in goal_lines]
     out += ["", "## Loss check", ""] + [f"- {c}" for row in rows for c in row["check"]]
     out += ["", "## Notes", ""] + [f"- {n}" for n in notes]
     return "\n".join(out) + "\n"
+
+
+def compile_stage_table(rows):
+    """jitad's compile seconds by stage (`compile_report()`; the step loop's are the step's
+    plus the update's), as markdown lines."""
+    stages = list(next((v["compile_stages"] for row in rows for v in row["results"].values()
+                        if v.get("compile_stages")), {}))
+    if not stages:
+        return []
+    out = ["", "## jitad compile time by stage", "",
+           "Milliseconds (`compile_report()`; disk cache off unless --keep-cache); "
+           "`python -m bench.compile` compares them with JAX's `jit` in the same process.", "",
+           "| model | comparator | " + " | ".join(stages) + " | total |",
+           "|---|---|" + "---|" * (len(stages) + 1)]
+    for row in rows:
+        for v in row["results"].values():
+            if v.get("compile_stages"):
+                out.append(f"| {row['title']} | {v['label']} | "
+                           + " | ".join(f"{v['compile_stages'].get(k, 0.0) * 1e3:.0f}" for k in stages)
+                           + f" | {v['compile_s'] * 1e3:.0f} |")
+    return out
 
 
 def plot(path, rows):

@@ -172,8 +172,8 @@ class loop_invariant_transposes:
 
     def __init__(self, body, caps):
         by_param = dict(zip(body.params[len(body.params) - len(caps):], caps))
-        weights = {n.inputs[1] for n in _body_nodes(body)
-                   if n.op == Op.MATMUL and not n.attrs["ta"] and not n.attrs["tb"]}
+        weights = {n.inputs[1]: None for n in _body_nodes(body)   # a dict: in program order, so the
+                   if n.op == Op.MATMUL and not n.attrs["ta"] and not n.attrs["tb"]}   # program is the same in every process
         self.map = {}
         for v in weights:
             d = by_param.get(v)

@@ -11,6 +11,8 @@ from .graph import FunDef, Program
 
 
 class _Namer:
+    exact = False   # `program_key_text`: every body, full array digests, reprs
+
     def __init__(self, funs):
         self.names = {}
         self.fun_names = {}
@@ -35,11 +37,14 @@ def _attr_text(value, namer):
     if isinstance(value, float):
         return repr(value)
     if isinstance(value, np.ndarray):   # one line: small arrays in full, large ones by digest
+        if namer.exact:
+            data = np.ascontiguousarray(value)
+            return f"<{data.dtype}{list(data.shape)} sha256:{hashlib.sha256(data.tobytes()).hexdigest()}>"
         if value.size <= 16:
             return repr(value.tolist())
         digest = hashlib.sha256(value.tobytes()).hexdigest()[:12]
         return f"<{value.dtype}{list(value.shape)} sha256:{digest}>"
-    return str(value)
+    return repr(value) if namer.exact else str(value)
 
 
 def _format_body(graph, namer, indent, header):
@@ -55,7 +60,7 @@ def _format_nodes(graph, namer, indent):
     lines = []
     for node in graph.nodes:
         outs = " ".join(namer.define(v) for v in node.outputs)
-        attrs = {k: v for k, v in node.attrs.items() if k not in ("fun", "type", "value")}
+        attrs = {k: v for k, v in node.attrs.items() if k not in ("fun", "value") and (k != "type" or namer.exact)}
         text = node.op.value
         if "value" in node.attrs:
             text += " " + _attr_text(node.attrs["value"], namer)
@@ -65,7 +70,8 @@ def _format_nodes(graph, namer, indent):
             text += "[" + ", ".join(f"{k}={_attr_text(v, namer)}" for k, v in sorted(attrs.items())) + "]"
         ins = " ".join(namer.use(v) for v in node.inputs)
         lines.append(f"{indent}{outs + ' = ' if outs else ''}{text}" + (f" {ins}" if ins else ""))
-        for label, body in zip(_BODY_LABELS.get(node.op.value, ()), node.bodies):
+        labels = _BODY_LABELS.get(node.op.value, ("body",) * namer.exact * len(node.bodies))
+        for label, body in zip(labels, node.bodies):
             lines += _format_body(body, namer, indent + "  ", label)
     return lines
 
@@ -79,8 +85,9 @@ def format_graph(graph, namer=None, header="main"):
     return "\n".join(_format_body(graph, namer, "", header))
 
 
-def format_program(program):
+def format_program(program, exact=False):
     namer = _Namer(program.funs)
+    namer.exact = exact
     parts = []
     for fun in program.funs:
         outs = ", ".join(map(str, fun.out_types or ()))
@@ -93,3 +100,9 @@ def format_program(program):
 
 
 Program.__str__ = format_program   # the graph module cannot import its printer back
+
+
+def program_key_text(program):
+    """The program as text that determines its compiled code (the disk cache's key):
+    like `str(program)`, plus the bodies of fused loops and full digests of arrays."""
+    return format_program(program, exact=True)

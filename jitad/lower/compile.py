@@ -1,7 +1,9 @@
 """The compiler driver: a traced program (differentiation included) -> the passes of
-`jitad.ir.passes.PIPELINE` -> LLVM IR -> optimized (O3) and loaded machine code with
-CPython entry points (or, for device="cuda", numba-cuda kernels driven from the host).
-`jitad.api` calls `compile_program` once per signature and keeps the result."""
+`jitad.ir.passes.PIPELINE` -> the disk cache, keyed by the program -> (on a miss) LLVM IR
+-> optimized (O2, on two threads for a large program: `parallel`) and loaded machine code
+with CPython entry points (or, for device="cuda", numba-cuda kernels driven from the
+host). Every stage is timed (`jitad.timing`). `jitad.api` calls `compile_program` once
+per signature and keeps the result."""
 import math
 import os
 import sys
@@ -11,12 +13,14 @@ import numpy as np
 
 from ..errors import ArgumentError, ResourceError
 from ..ir.passes import run_passes
+from ..ir.printer import program_key_text
 from ..ir.types import NUMPY, check_int64_range, clean_bools
 from ..pytree import unflatten
+from ..timing import stage
 from ..tree import Tree, plain_tree
 from . import lapack, mpi, runtime, sort, tensor  # noqa: F401  (lapack, mpi, sort and tensor register their rules in the LLVM lowering's table)
 from .entry import ClassArg, DictArg, add_entry, key_symbol
-from .llvm import lower_program
+from .llvm import lower_program, program_constants
 
 PLACEHOLDER = "JITAD_PREFIX_"
 VERIFY = os.environ.get("JITAD_VERIFY", "") not in ("", "0")   # the tests set it
@@ -124,29 +128,41 @@ def _unpackable(td):
 
 def compile_program(program, out_td, in_types, name, fallback, in_td=None, device="cpu"):
     """After tracing (and the transformations staged with it): the passes of
-    `jitad.ir.passes.PIPELINE` -> lower to LLVM -> optimize (O3) -> load (or, for
+    `jitad.ir.passes.PIPELINE` -> the code cached for this program, in this process or
+    on disk, else lower to LLVM -> optimize -> code generation -> load (or, for
     device="cuda", to numba-cuda kernels driven from the host)."""
-    run_passes(program, check=VERIFY)
+    with stage("passes"):
+        run_passes(program, check=VERIFY)
     if device == "cuda":
         from .cuda import compile_cuda
         return compile_cuda(program, out_td, in_types)
     out_types = program.main.out_types
     direct = out_td.is_tuple_nest
     layout = _layout(out_td, iter(range(len(out_types)))) if direct else list(range(len(out_types)))
-    module = runtime.new_module(name)
-    main, constants = lower_program(module, program, PLACEHOLDER)
-    runtime.register_constants(constants)
-    # arguments that are (nested) tuples are taken apart by the entry itself
+    # arguments that are (nested) tuples, namedtuples and dicts are taken apart by the entry itself
     arg_layout = _layout(in_td, iter(range(len(in_types)))) if in_td is not None and in_td.kind == "tuple" \
-        and _unpackable(in_td) else None
-    for suffix in ("entry", "deep"):   # the deep-stack thread's entry also stops when its caller gets Ctrl-C
-        add_entry(module, main, in_types, out_types, layout, f"{PLACEHOLDER}{suffix}", arg_layout,
-                  stoppable=suffix == "deep")
-    (entry, deep), llvm_ir, loaded = runtime.compile_module(str(module), PLACEHOLDER, ("entry", "deep"))
+        and _unpackable(in_td) else None   # (registers the data symbols a dict or namedtuple needs)
+
+    def lower():
+        with stage("lower"):
+            module = runtime.new_module(name)
+            main, constants = lower_program(module, program, PLACEHOLDER)
+            runtime.register_constants(constants)
+            for suffix in ("entry", "deep"):   # the deep-stack thread's entry also stops when its caller gets Ctrl-C
+                add_entry(module, main, in_types, out_types, layout, f"{PLACEHOLDER}{suffix}", arg_layout,
+                          stoppable=suffix == "deep")
+        with stage("ir_text"):
+            return str(module)
+    with stage("ir_text"):
+        key = "\n".join([program_key_text(program), repr(in_types), repr(out_types), repr(layout),
+                         repr(arg_layout)])
+    (entry, deep), llvm_ir, loaded = runtime.compile_module(key, lower, PLACEHOLDER, ("entry", "deep"),
+                                                            lambda: program_constants(program))
     c = Compiled(program, out_td, in_types, direct)
     c.takes_pytree = arg_layout is not None and any(not isinstance(a, int) for a in arg_layout)
     c.out_types = out_types
     c.llvm_ir, c.loaded_from_cache = llvm_ir, loaded
-    c.deep_entry = runtime.python_function(deep, name, fallback, runtime.deep_stack_exhausted)
-    c.entry = runtime.python_function(entry, name, fallback, c.went_deep)
+    with stage("link"):
+        c.deep_entry = runtime.python_function(deep, name, fallback, runtime.deep_stack_exhausted)
+        c.entry = runtime.python_function(entry, name, fallback, c.went_deep)
     return c

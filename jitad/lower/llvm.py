@@ -828,8 +828,7 @@ class Lowerer:
     def constant_array(self, value):
         """A pointer to constant data: in the module when small, else a named external
         symbol the runtime points at the array (registered in every process)."""
-        data = np.ascontiguousarray(value)
-        name = "jitad_const_" + hashlib.sha256(data.tobytes() + str(data.dtype).encode()).hexdigest()[:24]
+        name, data = constant_symbol(value)
         if name in self.module.globals:
             return self.module.globals[name]
         raw = bytearray(data.astype(np.uint8) if data.dtype == np.bool_ else data.tobytes())
@@ -1046,6 +1045,30 @@ class Lowerer:
         b.branch(head)
         b.position_at_end(done)
         return b.select(b.icmp_signed("<", exp, I64(0)), I64(0), acc)
+
+
+def constant_symbol(value):
+    """(symbol, contiguous data) of a constant array: named by its content."""
+    data = np.ascontiguousarray(value)
+    return "jitad_const_" + hashlib.sha256(data.tobytes() + str(data.dtype).encode()).hexdigest()[:24], data
+
+
+def program_constants(program):
+    """{symbol: array} of every array in the program's node attributes: what the code of
+    a program loaded from the disk cache (not lowered here) may name."""
+    found = {}
+
+    def visit(graph):
+        for node in graph.nodes:
+            for value in node.attrs.values():
+                if isinstance(value, np.ndarray):
+                    name, data = constant_symbol(value)
+                    found[name] = data
+            for body in node.bodies:
+                visit(body)
+    for graph in [f.body for f in program.funs] + [program.main]:
+        visit(graph)
+    return found
 
 
 def lower_program(module, program, prefix):

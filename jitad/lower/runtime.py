@@ -20,9 +20,11 @@ import numpy as np
 from ..errors import ResourceError
 from ..ir.ops import PRIMITIVES
 from ..ir.types import NUMPY
+from ..timing import note_cache, stage
+from . import parallel
 from .entry import PY_API, PY_DATA
 
-CACHE_FORMAT = 2   # version 2: entries hold their key and fingerprint
+CACHE_FORMAT = 3   # 2: entries hold their key and fingerprint; 3: keyed by the program, list their symbols
 MAX_CACHE_ENTRY = 256 << 20   # bytes; a larger cache file is ignored
 DEEP_STACK = 512 << 20     # stack of the thread that retries deep recursions
 STACK_MARGIN = 128 << 10   # kept free below compiled code's stack limit: a recursive frame and
@@ -52,10 +54,11 @@ class _Jit:
         def machine():
             return target.create_target_machine(cpu=self.cpu, features=self.features, opt=3, jit=True)
         self.tm = machine()
+        self.machines = [self.tm] + [machine() for _ in range(parallel.THREADS - 1)]   # one per thread
         self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), machine())  # owns its machine
         self.fingerprint = "|".join([str(CACHE_FORMAT), llvmlite.__version__, str(llvm.llvm_version_info),
                                      llvm.get_process_triple(), self.cpu, self.features,
-                                     sys.implementation.cache_tag])
+                                     sys.implementation.cache_tag, _source_digest()])
         for name in PY_API:
             llvm.add_symbol(name, ctypes.cast(getattr(ctypes.pythonapi, name), ctypes.c_void_p).value)
         for pyname, symbol in PY_DATA.items():
@@ -108,6 +111,19 @@ class _Jit:
             llvm.newpassmanagers.NewPassManager._dispose(mpm)   # its own): ~90 KiB a module
             mpm.detach()
         return mod
+
+
+def _source_digest():
+    """A digest of jitad's own source: the disk cache is keyed by programs, not by their
+    LLVM IR, so a change to how jitad lowers them must miss it (~2 ms, once a process)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    h = hashlib.sha256()
+    for folder, dirs, files in sorted(os.walk(root)):
+        dirs.sort()
+        for name in sorted(f for f in files if f.endswith(".py")):
+            with open(os.path.join(folder, name), "rb") as f:
+                h.update(os.path.relpath(os.path.join(folder, name), root).encode() + b"\0" + f.read())
+    return h.hexdigest()[:32]
 
 
 def _numpy_c_api(index):
@@ -260,26 +276,28 @@ def _unpack(payload):
 
 
 def _read_cache(path, key, fingerprint, names):
-    """(object code, optimized IR text) of the entry for `key`, or None unless the file holds
-    exactly that: its checksum matches, it names this key and fingerprint (a file renamed
-    or swapped names another), and its object code mentions the entry symbols `names`."""
+    """(object code, optimized IR text, external symbols) of the entry for `key`, or None
+    unless the file holds exactly that: its checksum matches, it names this key and
+    fingerprint (a file renamed or swapped names another), and its object code mentions
+    the entry symbols `names`."""
     blob = _read_regular_file(path)
     if blob is None or hashlib.sha256(blob[32:]).digest() != blob[:32]:
         return None
     fields = _unpack(blob[32:])
-    if fields is None or len(fields) != 4 or fields[:2] != [key.encode(), fingerprint.encode()]:
+    if fields is None or len(fields) < 5 or fields[:2] != [key.encode(), fingerprint.encode()]:
         return None
-    text, obj = fields[2:]
+    text, obj, symbols = fields[2:5]
     if not all(name.encode() + b"\0" in obj for name in names):
         return None
     try:
-        return obj, text.decode()
+        return [obj] + fields[5:], text.decode(), symbols.decode().split()
     except UnicodeDecodeError:
         return None
 
 
-def _write_cache(path, key, fingerprint, obj, text):
-    payload = _pack([key.encode(), fingerprint.encode(), text.encode(), obj])
+def _write_cache(path, key, fingerprint, objects, text, symbols):
+    payload = _pack([key.encode(), fingerprint.encode(), text.encode(), objects[0], " ".join(symbols).encode()]
+                    + objects[1:])
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
@@ -290,53 +308,95 @@ def _write_cache(path, key, fingerprint, obj, text):
         pass   # an unwritable cache (or a directory in the entry's place) only costs a recompile
 
 
-def _load(j, obj, names):
+def _load(j, objects, names):
     """Add object code to the engine; the addresses of `names`, or None if one is missing."""
-    j.engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
+    for obj in objects:
+        j.engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
     j.engine.finalize_object()
     addresses = [j.engine.get_function_address(name) for name in names]
     return addresses if all(addresses) else None
 
 
-def compile_module(ir_text, placeholder, entries):
-    """Compile (or load from the disk cache) LLVM IR whose symbol names start with
-    `placeholder`; return (addresses of the functions `placeholder + entry` for each of
-    `entries`, optimized IR text, loaded_from_disk)."""
+def _external_symbols(modules, prefix):
+    """The symbols optimized `modules` take from the process (not LLVM intrinsics, not
+    each other's functions, named by `prefix`)."""
+    return sorted({g.name for mod in modules for g in list(mod.functions) + list(mod.global_variables)
+                   if g.is_declaration and not g.name.startswith(("llvm.", prefix))})
+
+
+def _compile(j, ir_text, prefix):
+    """(optimized modules, their object code) of a program's LLVM IR: a large one as
+    up to `parallel.PARTS` modules compiled on `parallel.THREADS` threads, its kernels
+    dealt out between them."""
+    parts = parallel.PARTS if len(ir_text) >= parallel.MIN_SPLIT_BYTES else 1
+    texts = parallel.split_module(ir_text, parts, lambda name: name.startswith(prefix + "kernel")) if parts > 1 else [ir_text]
+    compiled = parallel.compile_parts(texts, j.machines)
+    return [mod for mod, _ in compiled], [obj for _, obj in compiled]
+
+
+def _resolvable(symbols, constants):
+    """Whether every symbol object code needs is known here; registers the large constants
+    it names from `constants()` ({symbol: array} of the program) first. Code from the disk
+    cache skipped lowering, which registers symbols (constants, LAPACK, MPI) as it goes."""
+    wanted = [name for name in symbols if name.startswith("jitad_const_") and name not in jit().constants]
+    if wanted:
+        found = constants()
+        register_constants({name: found[name] for name in wanted if name in found})
+    return all(llvm.address_of_symbol(name) for name in symbols)
+
+
+def compile_module(program_text, lower, placeholder, entries, constants):
+    """The compiled code of a program: loaded from this process's engine or the disk cache
+    by the key `program_text` (the program as `jitad.ir.printer.program_key_text` prints
+    it, and its entries' layouts), else `lower()` (LLVM IR whose symbol names start with
+    `placeholder`) is optimized and compiled. `constants()` gives the {symbol: array} of
+    the program's large constants. Returns (addresses of the functions
+    `placeholder + entry` for each of `entries`, optimized IR text, loaded_from_disk)."""
     j = jit()
-    full_key = hashlib.sha256((j.fingerprint + "\n" + ir_text).encode()).hexdigest()
+    with stage("ir_text"):
+        full_key = hashlib.sha256((j.fingerprint + "\n" + program_text).encode()).hexdigest()
     key = full_key[:32]
     directory = cache_dir()
     path = os.path.join(directory, key + ".jitobj") if directory else None
     with _lock:
         prefix = _modules.get(key)
         if prefix is not None:   # compiled before in this process: its code is in the engine
+            note_cache("process")
             text = _texts.get(key)
             if text is None:   # no Compiled holds the text any more: read or derive it again
                 cached = _read_cache(path, full_key, j.fingerprint, ()) if path else None
-                text = _Text(cached[1] if cached else str(j.optimize(ir_text.replace(placeholder, prefix))))
+                text = _Text(cached[1] if cached else str(j.optimize(lower().replace(placeholder, prefix))))
                 _texts[key] = text
             return [j.engine.get_function_address(prefix + e) for e in entries], text, False
         prefix = f"jitad_{key}_"
         names = [prefix + e for e in entries]
-        cached = _read_cache(path, full_key, j.fingerprint, names) if path else None
-        addresses = _load(j, cached[0], names) if cached else None
+        with stage("cache_load"):
+            cached = _read_cache(path, full_key, j.fingerprint, names) if path else None
+            usable = cached is not None and _resolvable(cached[2], constants)
+        with stage("link"):
+            addresses = _load(j, cached[0], names) if usable else None
         loaded = addresses is not None
         if loaded:
             text = cached[1]
             STATS["loaded"] += 1
+            note_cache("disk")
         else:
-            if cached:   # its object code lacks the entries: compile under another prefix
+            if cached:   # unusable or without its entries: compile under another prefix
                 prefix = f"jitad_{key}_again_"
                 names = [prefix + e for e in entries]
                 with contextlib.suppress(OSError):
                     os.unlink(path)
-            mod = j.optimize(ir_text.replace(placeholder, prefix))
-            text, obj = str(mod), j.tm.emit_object(mod)
+            modules, objects = _compile(j, lower().replace(placeholder, prefix), prefix)
+            with stage("codegen"):
+                text = "\n".join(map(str, modules))
             if path and not cached:
-                _write_cache(path, full_key, j.fingerprint, obj, text)
-            addresses = _load(j, obj, names)
+                with stage("cache_store"):
+                    _write_cache(path, full_key, j.fingerprint, objects, text, _external_symbols(modules, prefix))
+            with stage("link"):
+                addresses = _load(j, objects, names)
             assert addresses, "compiled object code lacks its entry points"
             STATS["compiled"] += 1
+            note_cache("miss" if path else "off")
         _modules[key] = prefix
         _texts[key] = text = _Text(text)
         return addresses, text, loaded
@@ -437,7 +497,8 @@ def _sigint_handler():
         handler.type = fnty.as_pointer()   # lets llvmlite emit the indirect call
         b.call(handler, fn.args)
         b.ret_void()
-        (_on_sigint,), _, _ = compile_module(str(module), "PLACEHOLDER_", ("on_sigint",))
+        text = str(module)   # keyed by its own IR: it is no program
+        (_on_sigint,), _, _ = compile_module(text, lambda: text, "PLACEHOLDER_", ("on_sigint",), dict)
     return _on_sigint
 
 

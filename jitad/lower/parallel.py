@@ -1,0 +1,138 @@
+"""Compiling one program's LLVM IR on several cores: the module is split into parts
+(`split_module`) that LLVM optimizes and turns into object code on threads of their own
+(`compile_parts`); the JIT links the objects by symbol name.
+
+llvmlite holds one process-wide lock around every call into LLVM, so its threads take
+turns (measured: two modules on two threads took as long as one after the other). The
+two long calls of a compile (the pass pipeline and code generation) are therefore made
+without that lock, on modules each parsed into an LLVM context of its own, which LLVM
+allows; ctypes releases the GIL around them.
+"""
+import ctypes
+import os
+import re
+import threading
+
+import llvmlite.binding as llvm
+
+from ..timing import stage
+
+THREADS = min(2, len(os.sched_getaffinity(0)))   # threads compiling one program (more: not measured)
+PARTS = 4 if THREADS > 1 else 1   # modules a large program is compiled as: the threads take
+                                  # the next part when done (the first part holds `main`)
+MIN_SPLIT_BYTES = 64 << 10   # smaller IR is compiled as one module (a part costs ~2 ms)
+LEAF_WEIGHT = 3   # LLVM time per line of a kernel / of other code (measured 2-4: loops vectorize)
+_DEFINE = re.compile(r'define (internal )?(.*?)@"([^"]+)"(\(.*\))')
+
+
+def _unlocked(name):
+    """llvmlite's C function `name`, called without llvmlite's process-wide lock."""
+    return getattr(llvm.ffi.lib, name)._cfn
+
+
+def split_module(text, parts, is_leaf):
+    """LLVM IR text as at most `parts` module texts. Functions for which `is_leaf(name)`
+    holds (kernels: called, calling nothing but declarations and each other) are dealt
+    out, the largest first, to the part of least estimated LLVM time (lines, a kernel's
+    weighing `LEAF_WEIGHT`) among all but the first; the rest make the first part. Every part
+    keeps the module-level lines (declarations, globals, metadata); a function defined in
+    one part and used in another is made external there and declared in the other."""
+    lines = text.split("\n")
+    header, functions, current = [], [], None
+    for line in lines:
+        if current is None and line.startswith("define"):
+            current = [line]
+        elif current is not None:
+            current.append(line)
+            if line == "}":
+                functions.append(current)
+                current = None
+        else:
+            header.append(line)
+    names = [_DEFINE.match(f[0]).group(3) for f in functions]
+    owner, sizes = {}, [0] * parts
+    for k in sorted(range(len(functions)), key=lambda k: (is_leaf(names[k]), -len(functions[k]))):
+        leaf = is_leaf(names[k])
+        part = 1 + sizes[1:].index(min(sizes[1:])) if leaf else 0
+        owner[names[k]] = part
+        sizes[part] += len(functions[k]) * (LEAF_WEIGHT if leaf else 1)
+    bodies = [[] for _ in range(parts)]
+    for name, f in zip(names, functions):
+        bodies[owner[name]].append(f)
+    texts = ["\n".join(f for body in b for f in body) for b in bodies]
+    shared = {name for name in names
+              if any(f'@"{name}"' in texts[p] for p in range(parts) if p != owner[name])}
+    out = []
+    for p in (p for p in range(parts) if bodies[p]):
+        declares = []
+        for name, f in zip(names, functions):
+            if name in shared and owner[name] != p:
+                m = _DEFINE.match(f[0])
+                declares.append(f'declare {m.group(2)}@"{name}"{m.group(4)}')
+        body = "\n".join("\n".join([_external(f[0]) if _DEFINE.match(f[0]).group(3) in shared else f[0]] + f[1:])
+                         for f in bodies[p])
+        out.append("\n".join(header + declares + [body]))
+    return out
+
+
+def _external(define_line):
+    return define_line.replace("define internal ", "define ", 1)
+
+
+def _emit_object(tm, mod):
+    with llvm.ffi.OutputString() as err:
+        buf = _unlocked("LLVMPY_TargetMachineEmitToMemory")(tm, mod, 1, err)
+        if not buf:
+            raise RuntimeError(str(err))
+    try:
+        return ctypes.string_at(llvm.ffi.lib.LLVMPY_GetBufferStart(buf), llvm.ffi.lib.LLVMPY_GetBufferSize(buf))
+    finally:
+        llvm.ffi.lib.LLVMPY_DisposeMemoryBuffer(buf)
+
+
+def compile_part(ir_text, tm, speed_level=2):
+    """(optimized module, object code) of LLVM IR text, in an LLVM context of its own."""
+    with stage("optimize"):
+        mod = llvm.parse_assembly(ir_text, llvm.create_context())
+        mod.verify()
+        pto = llvm.create_pipeline_tuning_options(speed_level=speed_level)
+        pto.loop_vectorization = pto.slp_vectorization = True
+        pb = llvm.create_pass_builder(tm, pto)
+        mpm = pb.getModulePassManager()
+        try:
+            _unlocked("LLVMPY_RunNewModulePassManager")(mpm, mod, pb)
+        finally:   # llvmlite 0.50 never frees a ModulePassManager (ObjectRef._dispose shadows
+            llvm.newpassmanagers.NewPassManager._dispose(mpm)   # its own): ~90 KiB a module
+            mpm.detach()
+    with stage("codegen"):
+        return mod, _emit_object(tm, mod)
+
+
+def compile_parts(texts, machines):
+    """[(optimized module, object code)] of module texts, compiled by `len(machines)`
+    threads (the calling thread and helpers; thread k uses target machine k), each taking
+    the next text when it is done."""
+    results, errors, todo = [None] * len(texts), [], iter(range(len(texts)))
+    take = threading.Lock()
+
+    def work(machine):
+        while not errors:
+            with take:
+                k = next(todo, None)
+            if k is None:
+                return
+            try:
+                results[k] = compile_part(texts[k], machine)
+            except BaseException as e:   # re-raised on the calling thread
+                errors.append(e)
+    helpers = [threading.Thread(target=work, args=(m,), daemon=True)
+               for m in machines[1:min(len(machines), len(texts))]]
+    for t in helpers:
+        t.start()
+    work(machines[0])
+    with stage("wait"):
+        for t in helpers:
+            t.join()
+    if errors:
+        raise errors[0]
+    return results
