@@ -177,6 +177,15 @@ def loglog_slope(ns, us):
     return float(np.polyfit(np.log(ns), np.log(us), 1)[0])
 
 
+def save_markdown(name, text):
+    """Write `text` to bench/results/<name>.md and print it."""
+    stem = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", name)
+    os.makedirs(os.path.dirname(stem), exist_ok=True)
+    with open(stem + ".md", "w") as f:
+        f.write(text)
+    print(text)
+
+
 def write_results(path_stem, info, rows, sweeps, notes, goals=()):
     os.makedirs(os.path.dirname(path_stem), exist_ok=True)
     with open(path_stem + ".json", "w") as f:

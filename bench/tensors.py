@@ -10,14 +10,12 @@ PyTorch eager. Every comparator's value and gradient must equal jitad's before a
 is timed.
 """
 import argparse
-import os
 import sys
 
 import numpy as np
 
 from . import harness
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def _mlp(N, W1, b1, W2, b2, x):
@@ -298,12 +296,7 @@ def main(argv=None):
         lines.append(f"| {row['case']} | {harness.fmt_us(j['median_us'])} | {harness.fmt_us(j['min_us'])}–"
                      f"{harness.fmt_us(j['max_us'])} | {others} |")
     lines += ["", "## Goals", ""] + [f"- {g}" for g in goals]
-    text = "\n".join(lines) + "\n"
-    stem = os.path.join(HERE, "results", "tensors_quick" if opts.quick else "tensors")
-    os.makedirs(os.path.dirname(stem), exist_ok=True)
-    with open(stem + ".md", "w") as f:
-        f.write(text)
-    print(text)
+    harness.save_markdown("tensors_quick" if opts.quick else "tensors", "\n".join(lines) + "\n")
     return 0
 
 

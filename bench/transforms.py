@@ -8,7 +8,6 @@ call whose arguments are a dict or a namedtuple against the same call with a fla
 beside JAX's dispatch of the same.
 """
 import argparse
-import os
 import sys
 
 import numpy as np
@@ -16,7 +15,6 @@ import numpy as np
 from . import harness
 from .tensors import _mlp
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def main(argv=None):
@@ -61,12 +59,7 @@ def main(argv=None):
     goals.append(f"{'✓' if r >= 1 else '✗'} per-example gradients: {r:.2f}× a loop of grad calls (goal: faster)")
     lines += _pytree_calls(jitad, mods, repeats, target, goals)
     lines += ["", "## Goals", ""] + [f"- {g}" for g in goals]
-    text = "\n".join(lines) + "\n"
-    stem = os.path.join(HERE, "results", "transforms_quick" if opts.quick else "transforms")
-    os.makedirs(os.path.dirname(stem), exist_ok=True)
-    with open(stem + ".md", "w") as f:
-        f.write(text)
-    print(text)
+    harness.save_markdown("transforms_quick" if opts.quick else "transforms", "\n".join(lines) + "\n")
     return 0
 
 

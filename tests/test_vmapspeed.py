@@ -19,12 +19,7 @@ rng = np.random.default_rng(1)
 B = 6
 
 
-def close(a, b, rtol=1e-10):
-    la, lb = jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)
-    assert len(la) == len(lb)
-    for x, y in zip(la, lb):
-        assert np.shape(x) == np.shape(y)
-        np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=rtol, atol=1e-12)
+from test_transforms_vmap import close  # noqa: E402  (leaves' shapes and values against JAX's)
 
 
 def mlp(N, W1, b1, W2, b2, x):   # bench/tensors.py's mlp
