@@ -523,16 +523,10 @@ def _axes_per_leaf(axes, tree_args, who):
     return out
 
 
-def vmap_staged(fn, args, in_axes, out_axes):
-    """Emit `vmap(fn, in_axes, out_axes)(*args)` into the current trace."""
-    if isinstance(in_axes, list):
-        in_axes = tuple(in_axes)
-    if isinstance(in_axes, tuple) and len(in_axes) != len(args):
-        raise ArgumentError(f"vmap: in_axes has {len(in_axes)} entries but the function got {len(args)} "
-                            "arguments; give one entry per positional argument (or one int/None for all)")
-    leaves, td = flatten(tuple(args))
-    axes = _axes_per_leaf(in_axes, tuple(args), "in_axes")
-    size, values, types, flags = None, [], [], []
+def _batched_inputs(leaves, axes):
+    """Each argument leaf with its batch axis moved to the front (flag True) or as it is
+    (None: flag False); with the common batch size, checked."""
+    size, values, flags = None, [], []
     for k, (x, ax) in enumerate(zip(leaves, axes)):
         if ax is None:
             values.append(x)
@@ -554,6 +548,37 @@ def vmap_staged(fn, args, in_axes, out_axes):
         size = n
         values.append(NP.moveaxis(x, ax, 0) if ax else x)
         flags.append(True)
+    return values, flags, size
+
+
+def _placed_outputs(outs, out_ax, size):
+    """Each output leaf's batch axis moved where out_axes puts it (None: unbatched, checked)."""
+    results = []
+    for k, ((x, b), ax) in enumerate(zip(outs, out_ax)):
+        if ax is None:
+            if b:
+                raise ArgumentError(f"vmap: out_axes is None for output leaf {k}, but it differs between "
+                                    "lanes; give it an axis in out_axes")
+            results.append(x)
+            continue
+        x = _batched(x, b, size)
+        if not -len(x.shape) <= ax < len(x.shape):
+            raise ArgumentError(f"vmap: out_axes gives axis {ax} for output leaf {k} of batched shape "
+                                f"{x.shape}; the axis must be in [{-len(x.shape)}, {len(x.shape)})")
+        results.append(NP.moveaxis(x, 0, ax % len(x.shape)) if ax % len(x.shape) else x)
+    return results
+
+
+def vmap_staged(fn, args, in_axes, out_axes):
+    """Emit `vmap(fn, in_axes, out_axes)(*args)` into the current trace."""
+    if isinstance(in_axes, list):
+        in_axes = tuple(in_axes)
+    if isinstance(in_axes, tuple) and len(in_axes) != len(args):
+        raise ArgumentError(f"vmap: in_axes has {len(in_axes)} entries but the function got {len(args)} "
+                            "arguments; give one entry per positional argument (or one int/None for all)")
+    leaves, td = flatten(tuple(args))
+    axes = _axes_per_leaf(in_axes, tuple(args), "in_axes")
+    values, flags, size = _batched_inputs(leaves, axes)
     if size is None:
         raise ArgumentError("vmap: in_axes batches no argument; give at least one argument an axis")
     types = []
@@ -573,17 +598,4 @@ def vmap_staged(fn, args, in_axes, out_axes):
         ins = list(zip(values, flags)) + [(wrap(v), False) for v in captured]
         outs = batch_graph(program.main, ins, size)
     out_ax = _axes_per_leaf(out_axes, unflatten(out_td, [0] * len(outs)), "out_axes")
-    results = []
-    for k, ((x, b), ax) in enumerate(zip(outs, out_ax)):
-        if ax is None:
-            if b:
-                raise ArgumentError(f"vmap: out_axes is None for output leaf {k}, but it differs between "
-                                    "lanes; give it an axis in out_axes")
-            results.append(x)
-            continue
-        x = _batched(x, b, size)
-        if not -len(x.shape) <= ax < len(x.shape):
-            raise ArgumentError(f"vmap: out_axes gives axis {ax} for output leaf {k} of batched shape "
-                                f"{x.shape}; the axis must be in [{-len(x.shape)}, {len(x.shape)})")
-        results.append(NP.moveaxis(x, 0, ax % len(x.shape)) if ax % len(x.shape) else x)
-    return unflatten(out_td, results)
+    return unflatten(out_td, _placed_outputs(outs, out_ax, size))

@@ -603,7 +603,7 @@ def _svd_vjp(g, a, out, full):
     return ga
 
 
-def jvp(node, primals, tangents, out):
+def jvp(node, primals, tangents, out):   # long: one case per function, each its textbook formula
     """The tangent of the primitive's result (forward mode), given its operands' tangents."""
     fn, attrs = node.attrs["fn"], node.attrs
     N = _N()

@@ -372,13 +372,9 @@ def _is_array_index(k):
     return is_staged(k) or isinstance(k, np.ndarray)
 
 
-def _advanced(x, key):
-    """`x[key]` with index arrays or staged ints in `key`: the other entries first (a basic
-    index, the indexed axes kept whole), then one gather of rows of a reshaped view over the
-    indexed axes (moved to the front), its result's axes placed where NumPy puts them."""
-    shape = _shape(x)
-    if not shape:
-        raise IndexError_("cannot index a scalar with an array or a staged int")
+def _expand_key(key, shape):
+    """`key` with `...` spelled out, constant masks as their index arrays (NumPy's
+    `nonzero`) and index arrays as int64, checked."""
     dots = [e for e, k in enumerate(key) if k is Ellipsis]   # (`in` would compare the arrays)
     if dots:
         e = dots[0]
@@ -400,6 +396,17 @@ def _advanced(x, key):
             check_int64_range(k, "an index array")
             k = k.astype(np.int64)
         expanded.append(k)
+    return expanded
+
+
+def _advanced(x, key):
+    """`x[key]` with index arrays or staged ints in `key`: the other entries first (a basic
+    index, the indexed axes kept whole), then one gather of rows of a reshaped view over the
+    indexed axes (moved to the front), its result's axes placed where NumPy puts them."""
+    shape = _shape(x)
+    if not shape:
+        raise IndexError_("cannot index a scalar with an array or a staged int")
+    expanded = _expand_key(key, shape)
     arrays = [k for k in expanded if _is_array_index(k)]
     try:
         batch = tuple(np.broadcast_shapes(*[_shape(k) for k in arrays]))
