@@ -93,16 +93,33 @@ CASES = {
 }
 
 
+# The child starts as a process started from a terminal does: SIGINT unblocked, Python's
+# handler installed. (A child inherits its parent's signal mask and an ignored SIGINT; a
+# long pytest run is not a terminal.) What it inherited goes to stderr for the failure report.
+CHILD_SIGNALS = """
+import signal, sys
+print("inherited SIGINT:", signal.getsignal(signal.SIGINT), "blocked:",
+      signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, []), file=sys.stderr, flush=True)
+signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
+signal.signal(signal.SIGINT, signal.default_int_handler)
+"""
+
+
 def _interrupt(script, delay=0.3, timeout=60):
     """Run `script`, send SIGINT `delay` s after it prints "ready"; its output."""
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env)
+    proc = subprocess.Popen([sys.executable, "-c", CHILD_SIGNALS + script], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
     try:
         assert proc.stdout.readline().strip() == "ready", proc.stderr.read()
         time.sleep(delay)
         os.kill(proc.pid, signal.SIGINT)
-        out, err = proc.communicate(timeout=timeout)
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+            raise AssertionError(f"no stop {timeout} s after SIGINT; stdout: {out!r}; stderr: {err[-2000:]}")
     finally:
         proc.kill()
     assert proc.returncode == 0, err
