@@ -4,7 +4,7 @@ from .errors import ArgumentError, DeviceError, DistributedError, ImmutableError
 from .numeric import *  # noqa: F401,F403
 from .pytree import tree_leaves, tree_map
 from .staging import FOR, FUN, IF, TREE, WHILE, ShapeDtype
-from .tree import Tree
+from .tree import Forest, Tree
 from .custom import checkpoint, custom_jvp, custom_vjp, fixed_point, softplus
 from .numpy_api import *  # noqa: F401,F403
 from .control import scan, switch

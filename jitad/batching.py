@@ -30,8 +30,9 @@ import numpy as np
 from . import numeric as N
 from . import numpy_api as NP
 from .ad.forward import contains_effects
-from .ad.restage import restage_node, run_graph
+from .ad.restage import restage, restage_node, run_graph
 from .ad.reverse import value_and_grad_staged
+from .ad.tape import ForestTape
 from .errors import ArgumentError, StagingError
 from .ir.graph import split_operands, walk
 from .ir.ops import CALLS, PRIMITIVES, Op, declare
@@ -291,6 +292,8 @@ def node_flags(node, flags):
     if op == Op.IF and not flags[0]:
         then_body, else_body = node.bodies
         return [a or b for a, b in zip(analyze(then_body, flags[1:]), analyze(else_body, flags[1:]))]
+    if op == Op.TREE and flags[0]:   # over a forest
+        return [True] * n
     if op in (Op.WHILE, Op.FOR, Op.TREE):
         return _state_flags(node, flags)
     return [True] * n
@@ -413,12 +416,82 @@ def _for(node, ins, size, mask):
 def _tree(node, ins, size, mask):
     (tree,), init, caps = split_operands(node, ins)
     if tree[1]:
-        raise ArgumentError("vmap: a jitad.Tree cannot be batched; pass it with in_axes=None")
+        return _forest(node, tree[0], init, caps, size)
     cap_vals, cap_flags = [x for x, _ in caps], [b for _, b in caps]
     flags = _state_flags(node, [b for _, b in ins])
     run = _body(node.bodies[0], flags + flags + cap_flags, size, mask, flags, lead=1)
-    out = TREE(tree[0], _fit(init, flags, size), lambda nd, l, r: run(nd.index, *l, *r, *cap_vals))
+    out = TREE(tree[0], _fit(init, flags, size), lambda nd, l, r: run(nd._k, *l, *r, *cap_vals))
     return list(zip(out, flags))
+
+
+class ForestCombine:
+    """A `forest` node's combine function over a chunk of nodes (a graph: forest, node
+    indices, left states, right states, captures -> states), for its reverse rule."""
+
+    def __init__(self, graph, name):
+        self.graph, self.name = graph, name
+
+    def __repr__(self):
+        return f"forest_combine({self.name})"
+
+
+class _ForestLoop(FUN):
+    """The forward loop of a TREE over a forest: a call that reverse mode differentiates
+    by its own rule (`ad.reverse._forest`) from the `combine` attribute."""
+    call_op = Op.FOREST
+    attrs = None   # set by `_forest`
+
+    def call_attrs(self, in_td):
+        return self.attrs
+
+
+def _forest(node, forest, init, caps, size):
+    """TREE over a batch of trees (a `jitad.Forest`), level by level: each step runs the
+    combine function on a chunk of `width` nodes of equal height (DyNet's autobatching,
+    statically scheduled by the forest's packing) as batched code, reading the children's
+    states from tables and writing the chunk's (`ad.tape.ForestTape`). Captured values
+    that differ per tree are read per node (by its tree)."""
+    lanes, width = forest._var.type.forest
+    n = node.attrs["n_state"]
+    types = [v.type for v in node.outputs]
+    rows = [Type(t.dtype, (width,) + t.shape) for t in types]
+    cap_vals, cap_flags = [x for x, _ in caps], [b for _, b in caps]
+    combine = node.bodies[0]
+
+    def chunk(f, ids, *rest):
+        which, real = _tree_field(f, ids, "_tree"), _tree_field(f, ids, "_real") != 0
+        pairs = [(ids, True)] + [(x, True) for x in rest[:2 * n]]
+        for c, b, orig in zip(rest[2 * n:], cap_flags, cap_vals):
+            pairs.append((f, True) if orig is forest else (c[which], True) if b else (c, False))
+        return tuple(_batched(x, b, width) for x, b in batch_graph(combine, pairs, width, real))
+    in_types = [forest._var.type, Type("i64", (width,))] + rows + rows + [_type(c) for c in cap_vals]
+    graph = trace_program(chunk, None, flatten(tuple(in_types))[1], in_types)[0].main
+
+    def loop(f, *rest):
+        tape = ForestTape(f, types, rest[:n])
+        return tuple(tape.forward(rest[n:], lambda c, args: restage(graph, args)))
+    attrs = {"combine": ForestCombine(graph, "tree"), "lanes": lanes, "width": width, "n_state": n}
+    fun = _ForestLoop(loop, tuple(ShapeDtype((lanes,) + t.shape, t.dtype) for t in types))
+    fun.attrs, fun.__name__ = attrs, "forest"
+    return [(x, True) for x in fun(forest, *_fit(init, [True] * n, size), *cap_vals)]
+
+
+def _tree_field(tree, ids, field):
+    return wrap(emit(Op.TREE_GET, [tree._var, ids._var], {"field": field})[0])
+
+
+def _tree_get(node, ins, size, mask):
+    """A node's field inside a forest's combine: the chunk's nodes' fields, one gather."""
+    (tree, bt), (k, bk) = ins
+    if not bk:
+        raise StagingError("vmap: a tree's field read at a node index that is the same in every lane, "
+                           "from a batch of trees; read fields through TREE's node argument")
+    return [(_tree_field(tree, k, node.attrs["field"]), True)]
+
+
+def _forest_again(node, ins, size, mask):
+    raise StagingError("vmap: a TREE over a jitad.Forest cannot be batched again (vmap inside vmap "
+                       "over a forest); put all the trees in one Forest")
 
 
 def _call(node, ins, size, mask):
@@ -447,7 +520,7 @@ RULES = {Op.BROADCAST: _broadcast, Op.SUM: batch_reduction, Op.MAX: batch_reduct
          Op.DEBUG_PRINT: _debug_print, Op.BMM: _bmm, Op.CUMSUM: _cumsum, Op.SCATTER: _scatter,
          Op.LINALG: _stacked, Op.SORT: _stacked, Op.ARGSORT: _stacked}   # (sorts run along the last axis)
 CONTROL = {Op.IF: _if, Op.WHILE: _while, Op.FOR: _for, Op.TREE: _tree, **{op: _call for op in CALLS},
-           Op.DEFERRED_VJP: _deferred}
+           Op.DEFERRED_VJP: _deferred, Op.TREE_GET: _tree_get, Op.FOREST: _forest_again}
 for _op, _rule in RULES.items():   # fill the declarations' `batch` slot (a declaration's own rule wins)
     if _op.batch is None and _op not in CONTROL:
         _op.batch = _rule
@@ -456,6 +529,7 @@ for _op in PRIMITIVES.values():
         _op.batch = batch_elementwise
 EFFECTS = {Op.SLOT, Op.SLOT_GET, Op.SLOT_SET, Op.SLOT_ADD, Op.SLOT_ADD_AT, Op.SLOT_SCATTER_ADD,
            Op.SLOT_ADD_SLICE, Op.CLOSURE, Op.APPLY, Op.TABLE, Op.TABLE_GET, Op.TABLE_SET, Op.TABLE_ADD,
+           Op.TABLE_GATHER, Op.TABLE_SCATTER,
            Op.TABLE_GEMM_ADD, Op.MATMUL_ADD, Op.ARENA_MARK, Op.ARENA_RELEASE}
 
 
@@ -471,6 +545,10 @@ def batch_graph(graph, ins, size, mask=None):
 def batch_node(node, ins, size, mask):
     if not any(b for _, b in ins) and not _holds_deferred(node):
         return [(o, False) for o in restage_node(node, [x for x, _ in ins])]
+    if node.op not in (Op.TREE, Op.TREE_GET, Op.IF, Op.WHILE, Op.FOR) \
+            and any(b and isinstance(x, StagedTree) for x, b in ins):
+        raise StagingError(f"vmap over a jitad.Forest: `{node.op.value}` got its batch of trees; a batched "
+                           "tree can only be folded by TREE (its fields read through the node argument)")
     rule = CONTROL.get(node.op) or node.op.batch
     if rule is not None:
         return rule(node, ins, size, mask)
@@ -528,12 +606,25 @@ def _batched_inputs(leaves, axes):
     (None: flag False); with the common batch size, checked."""
     size, values, flags = None, [], []
     for k, (x, ax) in enumerate(zip(leaves, axes)):
+        forest = x._var.type.forest if isinstance(x, StagedTree) else None
         if ax is None:
+            if forest:
+                raise ArgumentError(f"vmap: argument leaf {k} is a jitad.Forest (a batch of trees) with "
+                                    "in_axes None; give it axis 0")
             values.append(x)
             flags.append(False)
             continue
-        if isinstance(x, (StagedTree,)) or getattr(x, "_type_code", None) is not None:
-            raise ArgumentError("vmap: a jitad.Tree cannot be batched; pass it with in_axes=None")
+        if isinstance(x, StagedTree) or getattr(x, "_type_code", None) is not None:
+            if not forest or ax not in (0, -1):
+                raise ArgumentError("vmap: a jitad.Tree cannot be batched; pass it with in_axes=None, or "
+                                    "batch trees as a jitad.Forest([t1, t2, ...]) with axis 0")
+            if size is not None and forest[0] != size:
+                raise ArgumentError(f"vmap: the batched axes have different sizes: {size} and {forest[0]} (the "
+                                    f"jitad.Forest at argument leaf {k} has {forest[0]} trees)")
+            size = forest[0]
+            values.append(x)
+            flags.append(True)
+            continue
         x = x if isinstance(x, Staged) else Staged(coerce(x, Type(result_dtype(x), np.shape(x)), "vmap"))
         ndim = len(x.shape)
         if not -ndim <= ax < ndim:
@@ -569,6 +660,14 @@ def _placed_outputs(outs, out_ax, size):
     return results
 
 
+def _lane_type(t):
+    """The type of one lane of a batched value: an array without its batch axis, one
+    tree of a forest (its own fields)."""
+    if isinstance(t, TreeType):
+        return TreeType(tuple((name, d) for name, d in t.fields if not name.startswith("_")))
+    return Type(t.dtype, t.shape[1:])
+
+
 def vmap_staged(fn, args, in_axes, out_axes):
     """Emit `vmap(fn, in_axes, out_axes)(*args)` into the current trace."""
     if isinstance(in_axes, list):
@@ -584,7 +683,7 @@ def vmap_staged(fn, args, in_axes, out_axes):
     types = []
     for x, f in zip(values, flags):
         t = x._var.type if isinstance(x, (Staged, StagedTree)) else arg_type(x)
-        types.append(Type(t.dtype, t.shape[1:]) if f else t)
+        types.append(_lane_type(t) if f else t)
 
     def traced(*a):
         trace_memo()["vmap"] = True

@@ -795,8 +795,8 @@ class _FunState:
 class NodeView:
     """The staged fields of one tree node inside a `TREE` combine function."""
 
-    def __init__(self, tree, index):
-        self._tree, self.index = tree, index
+    def __init__(self, tree, k):
+        self._tree, self._k = tree, k
 
     @property
     def is_leaf(self):
@@ -804,10 +804,10 @@ class NodeView:
 
     def __getattr__(self, name):
         ttype = self._tree._var.type
-        if name not in ("left", "right") and ttype.field_dtype(name) is None:
-            raise StagingError(f"tree nodes have no field `{name}`; they have index, is_leaf, "
-                               f"left, right{''.join(', ' + n for n, _ in ttype.fields)}")
-        return Staged(emit(Op.TREE_GET, [self._tree._var, self.index._var], {"field": name})[0])
+        if name not in ("left", "right", "index") and (ttype.field_dtype(name) is None or name.startswith("_")):
+            raise StagingError(f"tree nodes have no field `{name}`; they have index, is_leaf, left, right"
+                               f"{''.join(', ' + n for n, _ in ttype.fields if not n.startswith('_'))}")
+        return Staged(emit(Op.TREE_GET, [self._tree._var, self._k._var], {"field": name})[0])
 
 
 def TREE(tree, init, combine):
@@ -821,7 +821,12 @@ def TREE(tree, init, combine):
     if not isinstance(tree, StagedTree):
         if not isinstance(tree, Tree):
             raise ArgumentError(f"TREE takes a jitad.Tree, got {type(tree).__name__}")
-        return _tree_eager(plain_tree(tree), init, combine)
+        tree = plain_tree(tree)
+        if not tree.type.forest:
+            return _tree_eager(tree, init, combine)
+    if (tree.type if isinstance(tree, Tree) else tree._var.type).forest:
+        raise StagingError("TREE got a jitad.Forest, a batch of trees: map over it with "
+                           "jitad.vmap(f, in_axes=...) (the forest's axis 0), so that each lane folds one tree")
     init_vars, types, td = _state(init, "TREE init")
     n = len(types)
     frame, out = trace_body(

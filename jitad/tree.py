@@ -110,17 +110,7 @@ class Tree:
                                     f"got dtype {arr.dtype} and shape {arr.shape}")
             check_int64_range(arr, f"Tree: field `{name}`")
             arrays[name] = _frozen(arr, _NUMPY_OF["i64" if kind == "bool" else kind])
-        left, right = _frozen(left, np.int64), _frozen(right, np.int64)
-        order = _frozen(_post_order(left.tolist(), right.tolist(), root), np.int64)   # lists: faster here
-        # the runtime descriptor (see DESCRIPTOR): fields sorted by name
-        descriptor = _frozen([n, root, left.ctypes.data, right.ctypes.data, len(order), order.ctypes.data]
-                             + [a.ctypes.data for a in arrays.values()], np.int64)
-        tree_type = TreeType(tuple((name, dtype_of_numpy(a.dtype)) for name, a in arrays.items()))
-        for slot, value in (("left", left), ("right", right), ("root", root), ("size", n),
-                            ("fields", types.MappingProxyType(arrays)), ("type", tree_type), ("order", order),
-                            ("_keep", (descriptor, left, right, order, *arrays.values())),
-                            ("_address", descriptor.ctypes.data), ("_type_code", type_code(tree_type))):
-            _SLOTS[slot].__set__(self, value)   # Tree's own slots, whatever a subclass declares
+        _install(self, left, right, root, arrays)
 
     def __setattr__(self, name, value):
         if type(self) is Tree or hasattr(Tree, name):   # a subclass may add attributes of its own
@@ -207,6 +197,22 @@ class Tree:
         return f"Tree(size={self.size}, fields={list(self.fields)})" if _is_built(self) else "Tree(<unbuilt>)"
 
 
+def _install(tree, left, right, root, arrays, forest=None):
+    """Fill a new tree's slots from checked arrays (`arrays`: fields sorted by name)."""
+    n = len(left)
+    left, right = _frozen(left, np.int64), _frozen(right, np.int64)
+    order = _frozen(_post_order(left.tolist(), right.tolist(), root), np.int64)   # lists: faster here
+    # the runtime descriptor (see DESCRIPTOR): fields sorted by name
+    descriptor = _frozen([n, root, left.ctypes.data, right.ctypes.data, len(order), order.ctypes.data]
+                         + [a.ctypes.data for a in arrays.values()], np.int64)
+    tree_type = TreeType(tuple((name, dtype_of_numpy(a.dtype)) for name, a in arrays.items()), forest)
+    for slot, value in (("left", left), ("right", right), ("root", root), ("size", n),
+                        ("fields", types.MappingProxyType(arrays)), ("type", tree_type), ("order", order),
+                        ("_keep", (descriptor, left, right, order, *arrays.values())),
+                        ("_address", descriptor.ctypes.data), ("_type_code", type_code(tree_type))):
+        _SLOTS[slot].__set__(tree, value)   # Tree's own slots, whatever a subclass declares
+
+
 _SLOTS = {name: Tree.__dict__[name] for name in Tree.__slots__ if name != "__weakref__"}
 
 
@@ -236,6 +242,96 @@ def plain_tree(tree):
     for slot in _SLOTS.values():
         slot.__set__(plain, slot.__get__(tree))
     return plain
+
+
+class Forest(Tree):
+    """A batch of `jitad.Tree`s with the same fields, for `jitad.vmap`: mapped over, each
+    lane folds one tree, and `TREE` runs level by level, the nodes of equal height
+    (in chunks of `width`) as one batched computation.
+
+    >>> forest = jitad.Forest([t1, t2, t3])
+    >>> jitad.vmap(tree_loss, in_axes=(None, 0))(params, forest)   # one loss per tree
+
+    Inside the combine function `node.index` is the node's index in its own tree. The
+    trees are packed once, here (heights, a renumbering, padding to whole chunks);
+    one compiled function serves every forest of the same number of trees, width
+    and field types.
+    """
+    __slots__ = ("trees", "width")
+
+    def __init__(self, trees, width=32):
+        if _is_built(self):
+            raise ImmutableError("jitad.Forest is immutable: __init__ cannot rebuild it; make a new Forest")
+        if isinstance(trees, Tree) or not isinstance(trees, (list, tuple)) \
+                or not all(isinstance(t, Tree) and not isinstance(t, Forest) for t in trees) or not trees:
+            raise ArgumentError("Forest takes a non-empty list of jitad.Tree (e.g. Forest([t1, t2])), "
+                                f"got {type(trees).__name__}")
+        if isinstance(width, bool) or not isinstance(width, (int, np.integer)) or width < 1:
+            raise ArgumentError(f"Forest: width={width!r}; it must be a positive int (nodes per batched step)")
+        plain = [plain_tree(t) for t in trees]
+        for k, t in enumerate(plain):
+            if t.type != plain[0].type:
+                raise ArgumentError(f"Forest: tree {k} has fields {t.type} but tree 0 has {plain[0].type}; "
+                                    "all trees of a forest need the same field names and dtypes")
+        left, right, root, arrays = _pack(plain, int(width))
+        _install(self, left, right, root, arrays, forest=(len(plain), int(width)))
+        object.__setattr__(self, "trees", tuple(trees))
+        object.__setattr__(self, "width", int(width))
+
+    def __setattr__(self, name, value):
+        raise ImmutableError(f"jitad.Forest is immutable: cannot set `{name}`; build a new Forest")
+
+    def __reduce__(self):
+        return Forest, (self.trees, self.width)
+
+    def __repr__(self):
+        return f"Forest(trees={len(self.trees)}, nodes={self.size}, width={self.width})"
+
+
+def _heights(tree):
+    """Each reachable node's height (a leaf's is 0), by the post-order."""
+    h = {-1: -1}
+    left, right = tree.left.tolist(), tree.right.tolist()
+    for k in tree.order.tolist():
+        h[k] = 1 + max(h[left[k]], h[right[k]])
+    del h[-1]
+    return h
+
+
+def _pack(trees, width):
+    """The forest as one tree's arrays: reachable nodes renumbered by (height, tree, node),
+    each height padded with dummy nodes to whole chunks of `width`, so that chunk c is
+    nodes [c * width, (c + 1) * width) and all its children lie in earlier chunks. Fields
+    of its own: `_local` (index in its tree), `_tree`, `_real` (0 for a dummy), `_root`
+    (entry b: tree b's root, -1 if empty)."""
+    by_height = {}
+    for b, t in enumerate(trees):
+        for k, h in _heights(t).items():
+            by_height.setdefault(h, []).append((b, k))
+    slots = []   # (tree, node) or None per new index
+    for h in sorted(by_height):
+        level = sorted(by_height[h])
+        slots += level + [None] * (-len(level) % width)
+    slots += [None] * (max(0, len(trees) - len(slots)) + (-max(0, len(trees) - len(slots)) % width))
+    new = {bk: i for i, bk in enumerate(slots) if bk is not None}
+    n = len(slots)
+    left, right = -np.ones(n, np.int64), -np.ones(n, np.int64)
+    local, tree_of, real = np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64)
+    fields = {name: np.zeros(n, arr.dtype) for name, arr in trees[0].fields.items()}
+    for i, bk in enumerate(slots):
+        if bk is None:
+            continue
+        b, k = bk
+        t = trees[b]
+        left[i], right[i] = (new[(b, int(c))] if c >= 0 else -1 for c in (t.left[k], t.right[k]))
+        local[i], tree_of[i], real[i] = k, b, 1
+        for name, arr in t.fields.items():
+            fields[name][i] = arr[k]
+    roots = np.full(n, -1, np.int64)
+    roots[:len(trees)] = [new[(b, t.root)] if t.size else -1 for b, t in enumerate(trees)]
+    fields.update(_local=local, _real=real, _root=roots, _tree=tree_of)
+    root = next((int(r) for r in roots[:len(trees)] if r >= 0), 0 if n else -1)
+    return left, right, root, {name: _frozen(fields[name], fields[name].dtype) for name in sorted(fields)}
 
 
 def _slot_offsets():

@@ -132,8 +132,9 @@ def _read(node, ins):
 def _table_update(node, ins):
     (tab, ttab), (i, _), (v, tv) = ins
     restage_node(node, [tab, i, v])
-    if ttab is not None and (tv is not None or node.op == Op.TABLE_SET):
-        emit(node.op, [ttab._var, i._var, (tv if tv is not None else zeros(v._var.type))._var])
+    sets = node.op == Op.TABLE_SET or node.op == Op.TABLE_SCATTER and not node.attrs.get("add")
+    if ttab is not None and (tv is not None or sets):
+        emit(node.op, [ttab._var, i._var, (tv if tv is not None else zeros(v._var.type))._var], node.attrs)
     return []
 
 
@@ -214,7 +215,8 @@ RULES = {Op.SLOT: _slot, Op.SLOT_SET: _slot_update, Op.SLOT_ADD: _slot_update,
          Op.SLOT_GET: _read,
          Op.CLOSURE: _closure, Op.APPLY: _apply, Op.IF: _if, Op.WHILE: _while, Op.FOR: _for,
          **{op: _call for op in CALLS}, Op.TREE: _tree, Op.TABLE: _table, Op.TABLE_GET: _read,
-         Op.TABLE_SET: _table_update, Op.TABLE_ADD: _table_update, Op.TABLE_GEMM_ADD: _table_gemm}
+         Op.TABLE_SET: _table_update, Op.TABLE_ADD: _table_update,
+         Op.TABLE_GATHER: _read, Op.TABLE_SCATTER: _table_update, Op.TABLE_GEMM_ADD: _table_gemm}
 
 
 def contains_effects(program):

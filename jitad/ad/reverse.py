@@ -33,7 +33,7 @@ from ..pytree import flatten, unflatten
 from ..staging import (FUN, IF, Staged, StagedTree, apply, as_var, coerce, emit, is_staged,
                        make_closure, new_slot, slot_add, slot_get, trace_memo, transforming, transformation)
 from .restage import restage, restage_node
-from .tape import at, deferred_weight_grads, loop_invariant_transposes, new_table, stored_values
+from .tape import ForestTape, at, deferred_weight_grads, loop_invariant_transposes, new_table, stored_values
 
 
 class Dual:
@@ -448,7 +448,50 @@ def _tree(rv, node, ins, k):
     take(init, Staged(zero))   # what reached the empty subtrees
 
 
-CONTROL = {Op.IF: _if, Op.WHILE: _while, Op.FOR: _for, Op.CALL: _call, Op.CHECKPOINT: _checkpoint, Op.TREE: _tree}
+def _forest(rv, node, ins, k):
+    """TREE over a forest (`batching._forest`) as `_tree` does it, a chunk of nodes per
+    step: the forward loop keeps the nodes' states in tables (`tape.ForestTape`); the
+    backward loop runs the chunks last to first, recomputes each chunk's batched combine
+    from its children's states and adds its adjoints into the children's entries (the
+    init entries collect what reaches the empty subtrees)."""
+    from ..staging import FOR
+    combine, n = node.attrs["combine"].graph, node.attrs["n_state"]
+    types = [Type(v.type.dtype, v.type.shape[1:]) for v in node.outputs]
+    forest, init, caps = ins[0].primal, ins[1:1 + n], ins[1 + n:]
+    tape = ForestTape(forest, types, [d.primal for d in init])
+    stored = stored_values(combine, tape.chunks)
+    result = new_duals(tape.forward([d.primal for d in caps], lambda c, args: stored.run(args, c)),
+                       [v.type for v in node.outputs])
+    k(result)
+
+    adjoints = [new_table(tape.entries, t) if differentiable(t) else None for t in types]
+    weights = deferred_weight_grads(combine, caps, tape.chunks)
+
+    def take(duals, entries):   # add the adjoints' entries to the duals' adjoints
+        for d, tab in zip(duals, adjoints):
+            if d.adj is not None and tab is not None:
+                slot_add(d.adj, tape.gather([tab], entries)[0])
+    tape.scatter(adjoints, tape.roots(), [slot_get(d.adj) if d.adj is not None else None for d in result], add=True)
+
+    def backward(j, _):
+        c = tape.chunks - 1 - j
+        ids = tape.ids(c)
+        states = tape.children(ids)
+        rows = [Type(t.dtype, (tape.width,) + t.shape) for t in types]
+        kids = [new_duals(states[:n], rows), new_duals(states[n:], rows)]
+        inner = rv.in_loop(stored.replay(c), weights.at(j))
+        cps(inner, combine, [Dual(forest), Dual(ids)] + kids[0] + kids[1] + caps, lambda outs: take(outs, ids))
+        for side, duals in zip(("left", "right"), kids):
+            tape.scatter(adjoints, tape.kids(ids, side),
+                         [slot_get(d.adj) if d.adj is not None else None for d in duals], add=True)
+        return ()
+    FOR(0, tape.chunks, backward, ())
+    weights.flush()
+    take(init, tape.size + np.arange(tape.lanes))
+
+
+CONTROL = {Op.IF: _if, Op.WHILE: _while, Op.FOR: _for, Op.CALL: _call, Op.CHECKPOINT: _checkpoint, Op.TREE: _tree,
+           Op.FOREST: _forest}
 
 
 def value_and_grad_staged(program, args, wrt, seeds=((0, 1.0),)):

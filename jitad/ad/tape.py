@@ -16,10 +16,12 @@ loop, which `reverse.Reverse.in_loop` hands to the backward body's transformatio
 - `loop_invariant_transposes`: W^T, for the input cotangent g @ W^T, is made once
   before the loop.
 """
+import numpy as np
+
 from ..ir.dce import live_nodes
 from ..ir.ops import Op
 from ..ir.types import FLOATS
-from ..staging import IF, Staged, current_frame, emit
+from ..staging import IF, Staged, as_var, current_frame, emit
 from .restage import restage_node, run_graph
 
 
@@ -180,3 +182,63 @@ class loop_invariant_transposes:
             if d is not None and len(v.type.shape) == 2 and v.type.dtype in FLOATS:
                 from ..numeric import transpose
                 self.map[d.primal._var] = transpose(d.primal)
+
+
+class ForestTape:
+    """The tables of `TREE` over a `jitad.Forest` (`batching._forest`): one table per
+    state leaf, entry v holding node v's state and entry size + b the init of tree b
+    (what its empty subtrees give). Chunk c is the forest's nodes [c w, (c + 1) w), w the
+    forest's width; the forest's packing puts every child in an earlier chunk."""
+
+    def __init__(self, forest, types, init=None, zeroed=False):
+        from .. import numeric as N
+        self.N, self.forest = N, forest
+        self.lanes, self.width = forest._var.type.forest
+        self.size = Staged(emit(Op.TREE_SIZE, [forest._var], {"word": "size"})[0])
+        self.chunks = self.size // self.width
+        self.entries = self.size + self.lanes
+        self.tables = [new_table(self.entries, t, written_first=not zeroed) for t in types]
+        if init is not None:
+            self.scatter(self.tables, self.size + np.arange(self.lanes), init)
+
+    def get(self, field, ids):
+        return Staged(emit(Op.TREE_GET, [self.forest._var, as_var(ids, "i64")], {"field": field})[0])
+
+    def ids(self, c):
+        """The nodes of chunk `c`."""
+        return c * self.width + np.arange(self.width)
+
+    def kids(self, ids, side):
+        """The entries of the `side` children of nodes `ids` (an init entry for none)."""
+        child = self.get(side, ids)
+        return self.N.where(child >= 0, child, self.size + self.get("_tree", ids))
+
+    def roots(self):
+        """The entries of the trees' roots (an empty tree's init entry)."""
+        lanes = np.arange(self.lanes)
+        root = self.get("_root", lanes)
+        return self.N.where(root >= 0, root, self.size + lanes)
+
+    def gather(self, tables, entries):
+        return [Staged(emit(Op.TABLE_GATHER, [t._var, as_var(entries, "i64")])[0]) for t in tables]
+
+    def scatter(self, tables, entries, values, add=False):
+        for t, v in zip(tables, values):
+            if t is not None and v is not None:
+                emit(Op.TABLE_SCATTER, [t._var, as_var(entries, "i64"), v._var], {"add": True} if add else {})
+
+    def children(self, ids):
+        """The states of the left and the right children of nodes `ids`."""
+        return self.gather(self.tables, self.kids(ids, "left")) + self.gather(self.tables, self.kids(ids, "right"))
+
+    def forward(self, caps, run):
+        """Run the chunks in order: `run(c, args)` gives chunk c's states from its args
+        `[forest, ids] + left states + right states + caps`; return the roots' states."""
+        from ..staging import FOR
+
+        def step(c, _):
+            ids = self.ids(c)
+            self.scatter(self.tables, ids, run(c, [self.forest, ids] + self.children(ids) + list(caps)))
+            return ()
+        FOR(0, self.chunks, step, ())
+        return self.gather(self.tables, self.roots())

@@ -40,11 +40,21 @@ def _slot_start(t):
     return np.zeros(t.shape, NUMPY[t.dtype])[()]
 
 
+def _scatter_rows(table, idx, v, add):
+    if add:
+        np.add.at(table, idx, v)
+    else:
+        table[idx] = v
+    return []
+
+
 _EFFECTS = {
     Op.TABLE: lambda node, n: [np.zeros((max(int(n), 0),) + node.attrs["type"].shape, NUMPY[node.attrs["type"].dtype])],
     Op.TABLE_GET: lambda node, table, i: [table[i].copy()[()]],
     Op.TABLE_SET: lambda node, table, i, v: table.__setitem__(i, v) or [],
     Op.TABLE_ADD: lambda node, table, i, v: table.__setitem__(i, table[i] + v) or [],
+    Op.TABLE_GATHER: lambda node, table, idx: [table[idx].copy()],
+    Op.TABLE_SCATTER: lambda node, table, idx, v: _scatter_rows(table, idx, v, node.attrs.get("add")),
     Op.ARENA_MARK: lambda node: [np.int64(0)],
     Op.ARENA_RELEASE: lambda node, mark: [],
     Op.SLOT: lambda node: [[_slot_start(node.attrs["type"])]],

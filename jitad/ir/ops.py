@@ -160,13 +160,17 @@ declare("const", lambda op, types, attrs, bodies: [attrs["type"]],
 
 def _tree_get_rule(op, types, attrs, bodies):
     tree, index = types
-    assert index == I64
-    dtype = "i64" if attrs["field"] in ("left", "right", "order") else tree.field_dtype(attrs["field"])
+    assert index.dtype == "i64" and (not index.shape or tree.forest), "one index, or a forest's vector of them"
+    dtype = "i64" if attrs["field"] in ("left", "right", "order", "index") else tree.field_dtype(attrs["field"])
     assert dtype is not None, attrs["field"]
-    return [Type(dtype)]
+    return [Type(dtype, index.shape)]
 
 
 def _tree_get(tree, k, field):
+    """Field `field` of node(s) `k`; "index" is the node's index in its own tree (a
+    forest keeps it in `_local`: its nodes are renumbered)."""
+    if field == "index":
+        return tree.fields["_local"][k] if "_local" in tree.fields else np.int64(k)
     return (getattr(tree, field) if field in ("left", "right", "order") else tree.fields[field])[k]
 
 
@@ -191,6 +195,25 @@ declare("table", _table_rule, arity=1)
 declare("table_get", lambda op, types, attrs, bodies: [types[0].value_type], arity=2, flags="pure")
 declare("table_set", _table_update_rule, arity=3)
 declare("table_add", _table_update_rule, arity=3)
+
+
+def _table_gather_rule(op, types, attrs, bodies):
+    table, index = types
+    assert isinstance(table, TableType) and index.dtype == "i64" and len(index.shape) == 1
+    return [Type(table.dtype, index.shape + table.shape)]
+
+
+def _table_scatter_rule(op, types, attrs, bodies):
+    table, index, value = types
+    assert isinstance(table, TableType) and index.dtype == "i64" and len(index.shape) == 1
+    assert value == Type(table.dtype, index.shape + table.shape), f"{table} <- {value}"
+    return []
+
+
+# a forest's rows of node states (`ad.tape.ForestTape`): entries index[i] as one stacked
+# value; set (or, with attrs add=True, add to) entries index[i] from value[i], in order
+declare("table_gather", _table_gather_rule, arity=2, flags="pure")
+declare("table_scatter", _table_scatter_rule, arity=3)
 
 
 # `spec`: the format string and argument names, as JSON (see jitad.debug); an effect
@@ -327,4 +350,5 @@ declare("call", _call_rule)
 declare("checkpoint", _call_rule)   # a call reverse mode recomputes instead of keeping (jitad.checkpoint)
 declare("custom_vjp", _call_rule)   # a call with the user's VJP (attrs custom, in_td; jitad.custom_vjp)
 declare("tree", _tree_rule)
-CALLS = (Op.CALL, Op.CHECKPOINT, Op.CUSTOM_VJP)   # what does not differentiate them treats them as `call`
+declare("forest", _call_rule)   # a call (of the forest's loop) with its own reverse rule (attrs combine, ...)
+CALLS = (Op.CALL, Op.CHECKPOINT, Op.CUSTOM_VJP, Op.FOREST)   # what does not differentiate them treats them as `call`

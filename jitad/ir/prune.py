@@ -12,7 +12,7 @@ from dataclasses import replace
 from .graph import split_operands, walk
 from .ops import Op
 
-WRITES = {Op.TABLE_SET, Op.TABLE_ADD}
+WRITES = {Op.TABLE_SET, Op.TABLE_ADD, Op.TABLE_SCATTER}
 
 
 def _captures(node):

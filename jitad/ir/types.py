@@ -39,11 +39,16 @@ def is_device_array(x):
 
 @dataclass(frozen=True, slots=True)
 class TreeType:
-    """A `jitad.Tree` input: child arrays plus named per-node fields (name, dtype)."""
+    """A `jitad.Tree` input: child arrays plus named per-node fields (name, dtype).
+    `forest`: None, or `(lanes, width)` for a `jitad.Forest` (a batch of `lanes` trees
+    packed level by level in chunks of `width` nodes; its fields then include the
+    packing's own, named with a leading underscore)."""
     fields: tuple
+    forest: tuple = None
 
     def __str__(self):
-        return "tree{" + ",".join(f"{n}:{d}" for n, d in self.fields) + "}"
+        kind = "forest{}".format(self.forest) if self.forest else "tree"
+        return kind + "{" + ",".join(f"{n}:{d}" for n, d in self.fields) + "}"
 
     def field_dtype(self, name):
         return dict(self.fields).get(name)

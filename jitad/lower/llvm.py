@@ -152,15 +152,29 @@ def _const(lo, node, ins):
 
 @rule(Op.TREE_GET)
 def _tree_get(lo, node, ins):
+    """A node's field; a forest's vector of node indices gives a vector of fields."""
     desc, index = ins
     ttype = node.inputs[0].type
     field = node.attrs["field"]
+    if field == "index":   # the node's index in its own tree: kept by a forest, else the index
+        if ttype.field_dtype("_local") is None:
+            return [index]
+        field = "_local"
     slot = DESCRIPTOR.get(field)
     if slot is None:
         slot = FIRST_FIELD + [name for name, _ in ttype.fields].index(field)
     array = lo.tree_load(lo.b.gep(desc, [I64(slot)], source_etype=I64), PTR)
-    elt = ll_type(node.outputs[0].type)
-    return [lo.tree_load(lo.b.gep(array, [index], source_etype=elt), elt)]
+    t = node.outputs[0].type
+    elt = LL[t.dtype]
+    if not t.shape:
+        return [lo.tree_load(lo.b.gep(array, [index], source_etype=elt), elt)]
+    out = lo.alloc(t)
+
+    def one(i):
+        k = lo.b.load(lo.b.gep(index, [i], source_etype=I64), typ=I64)
+        lo.b.store(lo.tree_load(lo.b.gep(array, [k], source_etype=elt), elt), lo.b.gep(out, [i], source_etype=elt))
+    lo.counted_loop(I64(t.shape[0]), one)
+    return [out]
 
 
 @rule(Op.ARENA_MARK)
@@ -222,6 +236,43 @@ def _table_update(lo, node, ins):
     else:
         _add_into(lo, ptr, ins[2], t)
     return []
+
+
+@rule(Op.TABLE_GATHER)
+def _table_gather(lo, node, ins):
+    table, index = ins
+    t, (n,) = node.inputs[0].type.value_type, node.inputs[1].type.shape
+    out = lo.alloc(node.outputs[0].type)
+    lo.counted_loop(I64(n), lambda i: _move(lo, _table_entry(lo, out, t, i), _row(lo, table, t, index, i), t))
+    return [out]
+
+
+@rule(Op.TABLE_SCATTER)
+def _table_scatter(lo, node, ins):
+    table, index, value = ins
+    t, (n,) = node.inputs[0].type.value_type, node.inputs[1].type.shape
+    add = node.attrs.get("add")
+
+    def one(i):
+        dst, src = _row(lo, table, t, index, i), _table_entry(lo, value, t, i)
+        if add:
+            _add_into(lo, dst, src if t.shape else lo.b.load(src, typ=LL[t.dtype]), t)
+        else:
+            _move(lo, dst, src, t)
+    lo.counted_loop(I64(n), one)
+    return []
+
+
+def _row(lo, table, t, index, i):
+    """Pointer to the table entry `index[i]`."""
+    return _table_entry(lo, table, t, lo.b.load(lo.b.gep(index, [i], source_etype=I64), typ=I64))
+
+
+def _move(lo, dst, src, t):
+    if t.shape:
+        lo.copy(dst, src, t)
+    else:
+        lo.b.store(lo.b.load(src, typ=LL[t.dtype]), dst)
 
 
 def _add_into(lo, ptr, value, t):
