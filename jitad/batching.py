@@ -545,7 +545,7 @@ def batch_graph(graph, ins, size, mask=None):
 def batch_node(node, ins, size, mask):
     if not any(b for _, b in ins) and not _holds_deferred(node):
         return [(o, False) for o in restage_node(node, [x for x, _ in ins])]
-    if node.op not in (Op.TREE, Op.TREE_GET, Op.IF, Op.WHILE, Op.FOR) \
+    if node.op not in (Op.TREE, Op.TREE_GET, Op.IF, Op.WHILE, Op.FOR, Op.DEFERRED_VJP) \
             and any(b and isinstance(x, StagedTree) for x, b in ins):
         raise StagingError(f"vmap over a jitad.Forest: `{node.op.value}` got its batch of trees; a batched "
                            "tree can only be folded by TREE (its fields read through the node argument)")
@@ -615,6 +615,9 @@ def _batched_inputs(leaves, axes):
             flags.append(False)
             continue
         if isinstance(x, StagedTree) or getattr(x, "_type_code", None) is not None:
+            if not forest and getattr(x, "type", None) is not None and x.type.forest:
+                raise ArgumentError("vmap: this jitad.Forest is a constant of the traced function (closed "
+                                    "over); pass it as an argument of the jitted or differentiated function")
             if not forest or ax not in (0, -1):
                 raise ArgumentError("vmap: a jitad.Tree cannot be batched; pass it with in_axes=None, or "
                                     "batch trees as a jitad.Forest([t1, t2, ...]) with axis 0")
