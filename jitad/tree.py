@@ -1,4 +1,5 @@
 """`jitad.Tree`: a binary tree as arrays, a runtime input of compiled functions."""
+import hashlib
 import operator
 import types
 
@@ -55,8 +56,13 @@ def _child_indices(name, value):
 
 
 def type_code(tree_type):
-    """A small int naming a tree type within this process."""
-    return _TYPE_CODES.setdefault(tree_type, len(_TYPE_CODES) + 1)
+    """An int naming a tree type, the same in every process (compiled entries check it,
+    and the disk cache shares them between processes): 56 bits of a digest of the type."""
+    code = _TYPE_CODES.get(tree_type)
+    if code is None:
+        digest = hashlib.sha256(repr(tree_type).encode()).digest()
+        code = _TYPE_CODES[tree_type] = int.from_bytes(digest[:7], "little") + 1
+    return code
 
 
 class Tree:

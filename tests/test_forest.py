@@ -180,3 +180,25 @@ def test_forest_errors(data):
         jitad.vmap(jitad.FUN(lambda t: jitad.TREE(t, 0.0, lambda nd, l, r: l + r + 1.0)))(forest)
     with pytest.raises(ArgumentError, match="argument of the jitted"):
         jitad.jit(lambda x: jitad.vmap(lambda t: jitad.TREE(t, x, lambda nd, l, r: l + r))(forest))(1.0)
+
+
+def test_tree_types_compiled_in_one_process_load_in_another(tmp_path):
+    """Tree type codes are baked into compiled entries and the disk cache shares them
+    between processes: a process that met its tree types in another order (other codes,
+    before codes were digests) must still accept its trees."""
+    import subprocess
+    import sys
+    code = """
+import sys, numpy as np, jitad
+first = jitad.Tree([-1], [-1], other=[1.0]) if sys.argv[1] == "b" else None
+t = jitad.Tree([1, -1], [-1, -1], value=[1.0, 2.0])
+f = jitad.Forest([t, t], width=2)
+print(jitad.jit(lambda t: jitad.TREE(t, 0.0, lambda nd, l, r: l + r + nd.value))(t),
+      jitad.jit(jitad.vmap(lambda t: jitad.TREE(t, 0.0, lambda nd, l, r: l + r + nd.value)))(f).tolist())
+"""
+    env = {**__import__("os").environ, "JITAD_CACHE_DIR": str(tmp_path)}
+    outs = [subprocess.run([sys.executable, "-c", code, which], env=env, capture_output=True, text=True, timeout=300)
+            for which in ("a", "b")]
+    for out in outs:
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.split() == ["3.0", "[3.0,", "3.0]"]
