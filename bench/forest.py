@@ -19,6 +19,7 @@ as a fraction of one core's dgemm; padding (dummy nodes of the forest, JAX's pad
 steps) is work done but not counted.
 """
 import argparse
+import os
 import sys
 import time
 
@@ -160,6 +161,7 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="two batches, one repeat (a smoke test)")
     opts = parser.parse_args(argv)
     n_batches, repeats, widths = (2, 1, (32,)) if opts.quick else (8, 5, (16, 32, 64))
+    widths = tuple(int(w) for w in os.environ.get("FOREST_WIDTHS", "").split(",") if w) or widths
     mods, versions = harness.load_comparators()
     import jitad
     parses = data.sst_parses(n_batches * BATCH)

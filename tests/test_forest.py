@@ -202,3 +202,26 @@ print(jitad.jit(lambda t: jitad.TREE(t, 0.0, lambda nd, l, r: l + r + nd.value))
     for out in outs:
         assert out.returncode == 0, out.stderr
         assert out.stdout.split() == ["3.0", "[3.0,", "3.0]"]
+
+
+def test_forest_on_the_gpu_backend():
+    """The CUDA backend (the simulator here) runs a forest's loops and their gradient."""
+    trees = [jitad.Tree.random(n, seed=n, value=np.arange(n) * 0.3 + 1.0) for n in (3, 1, 6)]
+    forest = jitad.Forest(trees, width=2)
+    w = np.array([[0.5, -0.3], [0.2, 0.4]])
+
+    def f(w, fo):
+        g = lambda w, t: jitad.TREE(t, np.ones(2) * 0.1, lambda nd, l, r: jitad.tanh(w @ (l + r) * nd.value))  # noqa: E731
+        return jitad.sum(jitad.vmap(g, in_axes=(None, 0))(w, fo))
+    np.testing.assert_allclose(jitad.jit(f, device="cuda")(w, forest), jitad.jit(f)(w, forest), rtol=1e-12)
+    np.testing.assert_allclose(jitad.grad(f, device="cuda")(w, forest), jitad.grad(f)(w, forest), rtol=1e-10)
+
+
+def test_forest_second_order(data):
+    trees = [jitad.Tree.random(n, seed=n, value=np.arange(n) * 0.3 + 1.0) for n in (3, 1, 6, 4)]
+    forest = jitad.Forest(trees, width=2)
+
+    def f(w, fo):
+        g = lambda w, t: jitad.TREE(t, np.ones(2) * 0.1, lambda nd, l, r: jitad.tanh(w @ (l + r) * nd.value))  # noqa: E731
+        return jitad.sum(jitad.vmap(g, in_axes=(None, 0))(w, fo))
+    jitad.testing.check_grads(f, (np.array([[0.5, -0.3], [0.2, 0.4]]), forest), order=2, modes=("rev", "fwd"))

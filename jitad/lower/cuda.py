@@ -437,7 +437,15 @@ def _random(rt, node, ins):
 @rule(Op.TREE_GET)
 def _tree_get(rt, node, ins):
     tree, k = ins
-    return [host_value(IMPLS[Op.TREE_GET](tree, int(rt.host(k)), **node.attrs), node.outputs[0].type)]
+    t = node.outputs[0].type
+    if not t.shape:
+        return [host_value(IMPLS[Op.TREE_GET](tree, int(rt.host(k)), **node.attrs), t)]
+    return [rt.to_device(host_value(IMPLS[Op.TREE_GET](tree, _indices(k), **node.attrs), t), t)]
+
+
+def _indices(v):
+    """A vector of indices, on the host."""
+    return np.asarray(v if on_host(v) else v.copy_to_host(), np.int64)
 
 
 @rule(Op.TREE_ROOT, Op.TREE_SIZE)
@@ -481,6 +489,39 @@ def _table_update(rt, node, ins):
         rt.copy(_entry(table, t, i), v)
     else:
         add_into(rt, node, _entry(table, t, i), v, t.shape, t.shape)
+    return []
+
+
+@rule(Op.TABLE_GATHER)
+def _table_gather(rt, node, ins):
+    table, idx = ins
+    t, out_t = node.inputs[0].type.value_type, node.outputs[0].type
+    idx = _indices(idx)
+    if not t.shape:
+        return [rt.to_device(host_value(table[idx], out_t), out_t)]
+    out = rt.arena.alloc(t.dtype, size_of(out_t.shape))
+    for i, k in enumerate(idx.tolist()):   # a forest's chunk of rows: a few dozen copies
+        rt.copy(_entry(out, t, i), _entry(table, t, k))
+    return [out]
+
+
+@rule(Op.TABLE_SCATTER)
+def _table_scatter(rt, node, ins):
+    table, idx, v = ins
+    t, add = node.inputs[0].type.value_type, node.attrs.get("add")
+    idx = _indices(idx)
+    if not t.shape:
+        values = v if on_host(v) else v.copy_to_host()
+        if add:
+            np.add.at(table, idx, values)
+        else:
+            table[idx] = values
+        return []
+    for i, k in enumerate(idx.tolist()):
+        if add:
+            add_into(rt, node, _entry(table, t, k), _entry(v, t, i), t.shape, t.shape)
+        else:
+            rt.copy(_entry(table, t, k), _entry(v, t, i))
     return []
 
 
