@@ -5,7 +5,9 @@ Per-example gradients of the mlp of bench/tensors.py (50→100→50, batch 64):
 calls and against JAX's `jit(vmap(grad))`, side by side in one process. Every
 comparator's gradients must equal jitad's before anything is timed. Then the cost of a
 call whose arguments are a dict or a namedtuple against the same call with a flat tuple,
-beside JAX's dispatch of the same.
+beside JAX's dispatch of the same. Then the gradient of a scan (an RNN step on
+16-vectors) over 1000 and 4000 steps, against JAX's `lax.scan`: the time per step must
+stay flat (reverse mode keeps one step's values per step, not the stacked outputs).
 """
 import argparse
 import sys
@@ -58,6 +60,7 @@ def main(argv=None):
     r = res["jitad loop of grad"]["median_us"] / base
     goals.append(f"{'✓' if r >= 1 else '✗'} per-example gradients: {r:.2f}× a loop of grad calls (goal: faster)")
     lines += _pytree_calls(jitad, mods, repeats, target, goals)
+    lines += _scan_grads(jitad, mods, repeats, target, goals, (50, 200) if opts.quick else (1000, 4000))
     lines += ["", "## Goals", ""] + [f"- {g}" for g in goals]
     harness.save_markdown("transforms_quick" if opts.quick else "transforms", "\n".join(lines) + "\n")
     return 0
@@ -96,6 +99,43 @@ def _pytree_calls(jitad, mods, repeats, target, goals):
     if "JAX jit dict" in res:
         r = res["JAX jit dict"]["median_us"] / res["jitad dict"]["median_us"]
         goals.append(f"{'✓' if r >= 1 else '✗'} a dict call: {r:.1f}× faster than JAX's dispatch of the same dict")
+    return lines
+
+
+def _scan(N, scan, W, xs):
+    def step(c, x):
+        c = N.tanh(W @ c + x)
+        return c, c
+    c, ys = scan(step, N.zeros(W.shape[0]), xs)
+    return N.sum(c) + N.sum(ys * ys)
+
+
+def _scan_grads(jitad, mods, repeats, target, goals, lengths):
+    """grad of `_scan` w.r.t. W and xs at each length, jitad and JAX; returns the table's lines."""
+    rng = np.random.default_rng(0)
+    W = rng.standard_normal((16, 16)) * 0.3
+    runners = {}
+    for n in lengths:
+        xs = rng.standard_normal((n, 16))
+        g = jitad.grad(lambda W, xs: _scan(jitad, jitad.scan, W, xs), argnums=(0, 1))
+        runners[f"jitad grad, {n} steps"] = (g, (W, xs))
+        if mods["jax"] is not None:
+            jax = mods["jax"]
+            f = jax.jit(jax.grad(lambda W, xs: _scan(jax.numpy, jax.lax.scan, W, xs), argnums=(0, 1)))
+            runners[f"JAX jit(grad), {n} steps"] = (lambda W, xs, f=f: jax.block_until_ready(f(W, xs)), (W, xs))
+            harness.check_same("scan gradients", f"JAX, {n} steps", runners[f"JAX jit(grad), {n} steps"][0](W, xs),
+                               runners[f"jitad grad, {n} steps"][0](W, xs))
+    res = harness.measure(runners, repeats, target)
+    lines = ["", "Gradient of a scan (`c = tanh(W @ c + x)`, y = c, 16-vectors) w.r.t. W and xs:", "",
+             "| comparator | median µs | spread | ns per step |", "|---|---|---|---|"]
+    for name, r in res.items():
+        n = int(name.split(", ")[1].split()[0])
+        lines.append(f"| {name} | {harness.fmt_us(r['median_us'])} | {harness.fmt_us(r['min_us'])}–"
+                     f"{harness.fmt_us(r['max_us'])} | {r['median_us'] / n * 1e3:.0f} |")
+    per_step = [res[f"jitad grad, {n} steps"]["median_us"] / n for n in lengths]
+    r = per_step[1] / per_step[0]
+    goals.append(f"{'✓' if r <= 1.5 else '✗'} scan gradient: {r:.2f}× the time per step at {lengths[1]} steps "
+                 f"as at {lengths[0]} (goal ≤ 1.5×: linear in the length)")
     return lines
 
 

@@ -528,7 +528,7 @@ for _op in PRIMITIVES.values():
     if _op.elementwise and _op.batch is None:
         _op.batch = batch_elementwise
 EFFECTS = {Op.SLOT, Op.SLOT_GET, Op.SLOT_SET, Op.SLOT_ADD, Op.SLOT_ADD_AT, Op.SLOT_SCATTER_ADD,
-           Op.SLOT_ADD_SLICE, Op.CLOSURE, Op.APPLY, Op.TABLE, Op.TABLE_GET, Op.TABLE_SET, Op.TABLE_ADD,
+           Op.SLOT_SET_AT, Op.SLOT_ADD_SLICE, Op.CLOSURE, Op.APPLY, Op.TABLE, Op.TABLE_GET, Op.TABLE_SET, Op.TABLE_ADD,
            Op.TABLE_GATHER, Op.TABLE_SCATTER,
            Op.TABLE_GEMM_ADD, Op.MATMUL_ADD, Op.ARENA_MARK, Op.ARENA_RELEASE}
 

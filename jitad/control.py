@@ -1,6 +1,6 @@
 """JAX's structured control flow, built on the staged combinators: `scan` on `FOR`,
 `switch` on a balanced tree of `IF`s. Both differentiate through their combinators
-(reverse mode keeps each step's values as `FOR` does)."""
+(reverse mode keeps each step's carry as `FOR` does, but not the stacked outputs)."""
 import numpy as np
 
 from . import numeric as N
@@ -49,8 +49,11 @@ def scan(f, init, xs=None, length=None, reverse=False):
     >>> jitad.scan(cumsum, 0.0, np.array([1.0, 2.0, 3.0]))
     (6.0, array([1., 3., 6.]))
 
-    Staged, it is one `FOR` loop (reverse mode stores each step like `FOR`); each step
-    writes its row of the stacked output in place (a `scatter`).
+    Staged, it is one `FOR` loop whose state is the carry and the stacked outputs; each
+    step writes its row of them in place (a `scatter`). Reverse mode stores each step's
+    carry like `FOR` but never the stacked outputs: each backward step reads its row's
+    cotangent in place (`jitad.ad.tape.output_rows`), so a step costs O(carry + y), not
+    O(length * y).
     """
     if not callable(f):
         raise ArgumentError(f"scan takes a function f(carry, x) -> (carry, y), got {type(f).__name__}")

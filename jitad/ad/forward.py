@@ -98,8 +98,9 @@ def _slot_update(node, ins):
     (ref, tref), (v, tv) = ins[0], ins[-1]
     restage_node(node, [p for p, _ in ins])
     if tref is not None:
-        if node.op == Op.SLOT_SET:
-            emit(Op.SLOT_SET, [tref._var, (tv if tv is not None else zeros(v._var.type))._var])
+        if node.op in (Op.SLOT_SET, Op.SLOT_SET_AT):
+            emit(node.op, [tref._var] + [p._var for p, _ in ins[1:-1]]
+                 + [(tv if tv is not None else zeros(v._var.type))._var])
         elif tv is not None:
             emit(node.op, [tref._var] + [p._var for p, _ in ins[1:-1]] + [tv._var], node.attrs)
     return []
@@ -211,7 +212,8 @@ def _tree(node, ins):
 
 
 RULES = {Op.SLOT: _slot, Op.SLOT_SET: _slot_update, Op.SLOT_ADD: _slot_update,
-         Op.SLOT_ADD_AT: _slot_update, Op.SLOT_SCATTER_ADD: _slot_update, Op.SLOT_ADD_SLICE: _slot_update,
+         Op.SLOT_ADD_AT: _slot_update, Op.SLOT_SCATTER_ADD: _slot_update, Op.SLOT_SET_AT: _slot_update,
+         Op.SLOT_ADD_SLICE: _slot_update,
          Op.SLOT_GET: _read,
          Op.CLOSURE: _closure, Op.APPLY: _apply, Op.IF: _if, Op.WHILE: _while, Op.FOR: _for,
          **{op: _call for op in CALLS}, Op.TREE: _tree, Op.TABLE: _table, Op.TABLE_GET: _read,

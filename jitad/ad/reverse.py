@@ -20,6 +20,7 @@ holds the transformation's state and is passed to every rule.
 """
 import sys
 from contextlib import contextmanager
+from functools import partial
 
 import numpy as np
 
@@ -33,7 +34,7 @@ from ..pytree import flatten, unflatten
 from ..staging import (FUN, IF, Staged, StagedTree, apply, as_var, coerce, emit, is_staged,
                        make_closure, new_slot, slot_add, slot_get, trace_memo, transforming, transformation)
 from .restage import restage, restage_node
-from .tape import ForestTape, at, deferred_weight_grads, loop_invariant_transposes, new_table, stored_values
+from .tape import ForestTape, at, deferred_weight_grads, loop_invariant_transposes, new_table, output_rows, stored_values
 
 
 class Dual:
@@ -93,19 +94,20 @@ class Reverse:
     var -> new var; `emit` reads it too, for custom rules' closures) and `adjoints` (new
     var -> adjoint slot, inherited from an enclosing transformation); inside a loop's
     backward body, the loop tape in effect (`jitad.ad.tape`): `replay` (node id -> the
-    values the forward loop stored), `deferred` (weight gradients to batch, or None) and
-    `transposed` (W's var -> W^T made before the loop)."""
-    __slots__ = ("subst", "adjoints", "replay", "deferred", "transposed", "in_backward_loop")
+    values the forward loop stored), `deferred` (weight gradients to batch, or None),
+    `transposed` (W's var -> W^T made before the loop) and `rows` (node id -> the
+    `output_rows` of the loop whose output row that scatter writes)."""
+    __slots__ = ("subst", "adjoints", "replay", "deferred", "transposed", "rows", "in_backward_loop")
 
-    def __init__(self, adjoints, subst=None, replay=None, deferred=None, transposed=None):
+    def __init__(self, adjoints, subst=None, replay=None, deferred=None, transposed=None, rows=None):
         self.subst, self.adjoints = {} if subst is None else subst, adjoints
         self.replay, self.deferred, self.transposed = replay or {}, deferred, transposed or {}
-        self.in_backward_loop = False
+        self.rows, self.in_backward_loop = rows or {}, False
 
-    def in_loop(self, replay=None, deferred=None, transposed=None):
+    def in_loop(self, replay=None, deferred=None, transposed=None, rows=None):
         """The transformation of a loop's backward body, with that loop's tape."""
         rv = Reverse(self.adjoints, self.subst, {**self.replay, **(replay or {})}, deferred,
-                     {**self.transposed, **(transposed or {})})
+                     {**self.transposed, **(transposed or {})}, {**self.rows, **(rows or {})})
         rv.in_backward_loop = True
         return rv
 
@@ -143,9 +145,13 @@ def _primal(rv, node, ins):
 
 
 def _run(rv, nodes, env, outputs, k):
-    tape = []
+    tape = []   # the backward steps, run in reverse order
     for i, node in enumerate(nodes):
         ins = [env[v] for v in node.inputs]
+        if id(node) in rv.rows:   # a loop's output row (tape.output_rows): its own backward step
+            rv.bind(env, node.outputs, [Dual(o) for o in _primal(rv, node, ins)])
+            tape.append(partial(rv.rows[id(node)].backprop, node, ins))
+            continue
         if all(d.adj is None for d in ins) or node.op == Op.STOP_GRADIENT:   # no adjoints to carry
             outs = _primal(rv, node, ins)
             rv.bind(env, node.outputs, [Dual(o) for o in outs])
@@ -165,14 +171,11 @@ def _run(rv, nodes, env, outputs, k):
         outs = _primal(rv, node, ins)
         duals = new_duals(outs, [v.type for v in node.outputs])
         rv.bind(env, node.outputs, duals)
-        tape.append((node, ins, duals, None))
+        tape.append(partial(_backprop, rv, node, ins, duals))
     else:
         k([env[v] for v in outputs])
-    for node, ins, outs, residuals in reversed(tape):
-        if residuals is None:
-            _backprop(rv, node, ins, outs)
-        else:
-            _custom_backward(node, ins, outs, residuals)
+    for step in reversed(tape):
+        step()
 
 
 def _custom_forward(rv, node, ins, env):
@@ -187,7 +190,7 @@ def _custom_forward(rv, node, ins, env):
     outs = [Staged(coerce(x, v.type, f"custom_vjp `{rule.__name__}` fwd output")) for x, v in zip(leaves, node.outputs)]
     duals = new_duals(outs, [v.type for v in node.outputs])
     rv.bind(env, node.outputs, duals)
-    return node, ins, duals, (out_td, residuals)
+    return partial(_custom_backward, node, ins, duals, (out_td, residuals))
 
 
 def _custom_backward(node, ins, outs, residuals):
@@ -311,38 +314,43 @@ def _for(rv, node, ins, k):
     the forward loop keeps the state entering each iteration, and the body's products
     and transcendental values, in tables; after the continuation, the backward loop runs
     the iterations in reverse, recomputing the rest of each body from its stored state,
-    and carries the state's adjoint as loop state."""
+    and carries the state's adjoint as loop state. A state the body only writes a row of
+    (`output_rows`: scan's stacked outputs) is neither stored nor carried: O(row) an
+    iteration, not O(buffer)."""
     from ..numeric import where
     from ..staging import FOR
     types, (body,) = [v.type for v in node.outputs], node.bodies
     (lower, upper), init, caps = split_operands(node, ins)
     lower, upper = lower.primal, upper.primal
     trips = where(upper > lower, upper - lower, 0)   # < 0 only if it overflowed: its tables fail
-    tables = [new_table(trips, t, written_first=True) for t in types]
+    rows = output_rows(body, len(types))
+    tables = {k_: new_table(trips, t, written_first=True) for k_, t in enumerate(types) if k_ not in rows.states}
     stored = stored_values(body, trips)
 
     def forward(i, state):
-        for tab, x in zip(tables, state):
-            emit(Op.TABLE_SET, [tab._var, (i - lower)._var, x._var])
+        for k_, tab in tables.items():
+            emit(Op.TABLE_SET, [tab._var, (i - lower)._var, state[k_]._var])
         return tuple(stored.run([i] + list(state) + [d.primal for d in caps], i - lower))
     final = FOR(lower, upper, forward, tuple(d.primal for d in init))
     result = new_duals(final, types)
     k(result)
 
-    active = [k_ for k_, t in enumerate(types) if differentiable(t)]
-    weights = deferred_weight_grads(body, caps, trips, shared=tables + stored.tables)
+    active = [k_ for k_ in tables if differentiable(types[k_])]
+    weights = deferred_weight_grads(body, caps, trips, shared=list(tables.values()) + stored.tables)
     transposes = loop_invariant_transposes(body, caps)
+    rows_replay, rows_rule = rows.start(result), dict.fromkeys(map(id, rows.states.values()), rows)
 
     def backward(i_, adjoint):
         j = i_ - lower   # wraps only past 2^63 trips, whose tables (if any) failed already
         i = upper - 1 - j
-        state = new_duals([at(tab, i - lower) for tab in tables], types)
+        kept = iter(new_duals([at(tab, i - lower) for tab in tables.values()], [types[k_] for k_ in tables]))
+        state = [next(kept) if k_ in tables else Dual(result[k_].primal) for k_ in range(len(types))]
 
         def seed(outs):
             for k_, g in zip(active, adjoint):
                 if outs[k_].adj is not None:
                     slot_add(outs[k_].adj, g)
-        inner = rv.in_loop(stored.replay(i - lower), weights.at(j), transposes.map)
+        inner = rv.in_loop({**stored.replay(i - lower), **rows_replay}, weights.at(j), transposes.map, rows_rule)
         cps(inner, body, [Dual(i)] + state + caps, seed)
         return tuple(slot_get(state[k_].adj) for k_ in active)
     adjoint = FOR(lower, upper, backward, tuple(slot_get(result[k_].adj) for k_ in active))
@@ -350,6 +358,9 @@ def _for(rv, node, ins, k):
     for k_, g in zip(active, adjoint if isinstance(adjoint, tuple) else (adjoint,)):
         if init[k_].adj is not None:
             slot_add(init[k_].adj, g)
+    for k_ in rows.states:   # the rows no iteration wrote
+        if init[k_].adj is not None and result[k_].adj is not None:
+            slot_add(init[k_].adj, slot_get(result[k_].adj))
 
 
 def _checkpoint(rv, node, ins, k):

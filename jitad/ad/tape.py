@@ -3,9 +3,13 @@ backward pass uses it, beyond the CPS rules of `jitad.ad.reverse`.
 
 A FOR loop or a TREE fold is differentiated by two staged loops (see `reverse._for`,
 `reverse._tree`): the forward loop stores each iteration's state in a table, and the
-backward loop recomputes each iteration's body from it. Three optimizations make that
+backward loop recomputes each iteration's body from it. Four optimizations make that
 backward loop cheap; each is an object built from the loop body before the backward
 loop, which `reverse.Reverse.in_loop` hands to the backward body's transformation:
+
+- `output_rows`: a FOR state the body only writes, one row an iteration (scan's stacked
+  outputs), is neither stored per iteration nor carried whole by the backward loop:
+  each backward iteration reads its row's cotangent in place;
 
 - `stored_values`: the body's expensive values (ops flagged "stored": products,
   transcendental functions, on tensors) are stored by the forward loop too, and read
@@ -16,12 +20,15 @@ loop, which `reverse.Reverse.in_loop` hands to the backward body's transformatio
 - `loop_invariant_transposes`: W^T, for the input cotangent g @ W^T, is made once
   before the loop.
 """
+from collections import Counter
+
 import numpy as np
 
 from ..ir.dce import live_nodes
 from ..ir.ops import Op
 from ..ir.types import FLOATS
-from ..staging import IF, Staged, as_var, current_frame, emit
+from ..staging import IF, Staged, as_var, current_frame, emit, slot_add, slot_get
+from .forward import zeros
 from .restage import restage_node, run_graph
 
 
@@ -43,6 +50,48 @@ def _body_nodes(graph):
         if n.op == Op.IF:
             for branch in n.bodies:
                 yield from _body_nodes(branch)
+
+
+class output_rows:
+    """The output accumulators of a FOR body: state k whose only reader is one `scatter`
+    (set, one row: a scalar index) making output k, read by nothing else. scan's stacked
+    `ys` are such states: storing one per iteration copies the whole buffer, and carrying
+    its cotangent through the backward loop copies it again.
+
+    `states`: k -> that scatter. The forward loop stores no table for them; their cotangent
+    stays in the slot of the loop result's adjoint (`start`), and the backward body's
+    scatter (`backprop`) moves its row's cotangent into the row's adjoint and zeroes the
+    row in the slot (what an earlier write to that row receives). After the loop the slot
+    holds the cotangent of the initial buffer: the rows no iteration wrote."""
+
+    def __init__(self, body, n_state):
+        nodes = live_nodes(body)
+        reads = Counter(v for n in nodes for v in n.inputs) + Counter(body.outputs)
+        made_by = {v: n for n in nodes for v in n.outputs}
+        self.states, self.slots = {}, {}
+        for k in range(n_state):
+            param, out = body.params[1 + k], body.outputs[k]
+            node = made_by.get(out)
+            if node is not None and node.op == Op.SCATTER and not node.attrs["add"] \
+                    and node.inputs[0] is param and node.inputs[1].type.shape == () \
+                    and reads[param] == 1 and reads[out] == 1:
+                self.states[k] = node
+
+    def start(self, results):
+        """The replay of the backward body's scatters (a placeholder: nothing reads the
+        buffer), and where their cotangents are: the adjoint slots of the loop's `results`."""
+        self.slots = {id(node): results[k].adj for k, node in self.states.items()}
+        return {id(node): [results[k].primal] for k, node in self.states.items()}
+
+    def backprop(self, node, ins):
+        """The backward step of a planned scatter of the Duals `ins` (buffer, index, row):
+        O(row), where the scatter's own VJP makes two buffers."""
+        slot, (_, index, row) = self.slots[id(node)], ins
+        if slot is None:   # not a float buffer
+            return
+        if row.adj is not None:   # (the row read is a view: added before the row is zeroed)
+            slot_add(row.adj, Staged(emit(Op.INDEX, [slot_get(slot)._var, index.primal._var])[0]))
+        emit(Op.SLOT_SET_AT, [slot._var, index.primal._var, zeros(row.primal._var.type)._var])
 
 
 class stored_values:

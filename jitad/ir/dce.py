@@ -37,7 +37,8 @@ def live_nodes(graph):
     return kept[::-1]
 
 
-SLOT_WRITES = {Op.SLOT_SET, Op.SLOT_ADD, Op.SLOT_ADD_AT, Op.SLOT_SCATTER_ADD, Op.SLOT_ADD_SLICE, Op.MATMUL_ADD}
+SLOT_WRITES = {Op.SLOT_SET, Op.SLOT_ADD, Op.SLOT_ADD_AT, Op.SLOT_SCATTER_ADD, Op.SLOT_SET_AT, Op.SLOT_ADD_SLICE,
+               Op.MATMUL_ADD}
 
 
 def drop_unread_slots(nodes, outputs):

@@ -63,6 +63,7 @@ _EFFECTS = {
     Op.SLOT_ADD: lambda node, slot, v: slot.__setitem__(0, slot[0] + v) or [],
     Op.SLOT_ADD_AT: lambda node, slot, i, v: _add_at(slot, i, v),
     Op.SLOT_SCATTER_ADD: lambda node, slot, i, v: _add_at(slot, i, v),
+    Op.SLOT_SET_AT: lambda node, slot, i, v: slot[0].__setitem__(clip_index(i, slot[0].shape[0]), v) or [],
     Op.SLOT_ADD_SLICE: lambda node, slot, v: _add_region(slot, v, **node.attrs),
     Op.TABLE_GEMM_ADD: lambda node, slot, x, y, count: _table_gemm_add(slot, x, y, int(count), node.attrs["rows"]),
     Op.MATMUL_ADD: lambda node, slot, a, b: slot.__setitem__(0, IMPLS[Op.MATMUL](a, b, node.attrs["ta"], node.attrs["tb"])

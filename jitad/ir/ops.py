@@ -263,6 +263,7 @@ declare("slot_set", _slot_update_rule, arity=2)
 declare("slot_add", _slot_update_rule, arity=2, flags="kernel")
 declare("slot_add_at", _slot_sparse_rule, arity=3, flags="kernel")
 declare("slot_scatter_add", _slot_sparse_rule, arity=3, flags="kernel")
+declare("slot_set_at", _slot_sparse_rule, arity=3, flags="kernel")   # slot[i] = value (one row)
 declare("slot_add_slice", _slot_region_rule, arity=2, flags="kernel")   # slot[starts:stops:steps] += value
 declare("closure", _closure_rule)
 declare("apply", _apply_rule)

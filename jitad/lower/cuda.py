@@ -606,15 +606,16 @@ def _slot_add_slice(rt, node, ins):
     return []
 
 
-@rule(Op.SLOT_ADD_AT, Op.SLOT_SCATTER_ADD)
+@rule(Op.SLOT_ADD_AT, Op.SLOT_SCATTER_ADD, Op.SLOT_SET_AT)
 def _slot_add_sparse(rt, node, ins):
     slot, index, value = ins
     st = node.inputs[0].type
     rows, rest = st.shape[0], size_of(st.shape[1:])
     n = size_of(node.inputs[2].type.shape)
     ki, kv = kind(index), kind(value)
-    if node.op == Op.SLOT_ADD_AT:   # one row: each thread adds one element
-        at, n, op = f"h_clip({K.element('e0', ki, 0)}, {rows}) * {rest} + i", rest, "+="
+    if node.op != Op.SLOT_SCATTER_ADD:   # one row: each thread adds (or sets) one element
+        at, n = f"h_clip({K.element('e0', ki, 0)}, {rows}) * {rest} + i", rest
+        op = "=" if node.op == Op.SLOT_SET_AT else "+="
     else:   # rows may repeat: atomic adds
         at, op = f"h_clip({K.element('e0', ki, f'i // {rest}')}, {rows}) * {rest} + i % {rest}", "atomic"
     kern = rt.kernel((id(node), ki, kv), lambda: K.map_source(kv, at, "i", n, ("e0",), op=op))

@@ -543,7 +543,7 @@ def _outlined(node):
     """Loop nests over tensors become kernel calls (see `Lowerer.call_kernel`)."""
     if node.op in SCALAR_RULES:
         return bool(node.outputs[0].type.shape)
-    if node.op in (Op.SLOT_ADD, Op.SLOT_ADD_AT, Op.SLOT_SCATTER_ADD, Op.SLOT_ADD_SLICE):
+    if node.op in (Op.SLOT_ADD, Op.SLOT_ADD_AT, Op.SLOT_SCATTER_ADD, Op.SLOT_SET_AT, Op.SLOT_ADD_SLICE):
         return bool(node.inputs[-1].type.shape)
     return node.op.kernel
 

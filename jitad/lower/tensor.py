@@ -477,8 +477,9 @@ def _random(lo, node, ins):
     return [_finish(lo, out, out_t)]
 
 
-def _add_rows(lo, slot, ref_t, i, value, value_t, value_idx):
-    """slot[clip_index(i)] += value[value_idx...] (a row, or one element for 1-D slots)."""
+def _add_rows(lo, slot, ref_t, i, value, value_t, value_idx, store=False):
+    """slot[clip_index(i)] += value[value_idx...] (a row, or one element for 1-D slots);
+    `=` with `store`."""
     row_shape = ref_t.shape[1:]
     dst = _row(lo, slot, ref_t.value_type, i)
     row_t = ref_t.value_type.__class__(ref_t.dtype, row_shape)
@@ -487,7 +488,7 @@ def _add_rows(lo, slot, ref_t, i, value, value_t, value_idx):
     def body(idx):
         ptr = lo.elem_ptr(dst, row_t, idx)
         v = lo.load_at(value, value_t, list(value_idx) + idx, value_t.shape) if value_t.shape else value
-        lo.b.store(lo.b.fadd(lo.b.load(ptr, typ=t), v), ptr)
+        lo.b.store(v if store else lo.b.fadd(lo.b.load(ptr, typ=t), v), ptr)
     lo.loop_nest(row_shape, body)
 
 
@@ -504,9 +505,9 @@ def _slot_add_slice(lo, node, ins):
     return []
 
 
-@rule(Op.SLOT_ADD_AT)
+@rule(Op.SLOT_ADD_AT, Op.SLOT_SET_AT)
 def _slot_add_at(lo, node, ins):
-    _add_rows(lo, ins[0], node.inputs[0].type, ins[1], ins[2], node.inputs[2].type, [])
+    _add_rows(lo, ins[0], node.inputs[0].type, ins[1], ins[2], node.inputs[2].type, [], node.op == Op.SLOT_SET_AT)
     return []
 
 
