@@ -14,8 +14,10 @@ Control flow follows JAX: a batched `IF` predicate runs each branch (when some l
 takes it) and selects per lane; a batched `WHILE` condition runs until every lane is
 done, freezing finished lanes (a loop whose lanes never all finish never ends: WHILE
 has no iteration cap); `FOR` and `TREE` batch their bodies; `FUN` calls a batched copy
-of the function, recursion included. Lanes a branch does not take are masked: the
-mask reaches the loops inside, so they stop when the active lanes are done.
+of the function, recursion included. A `TREE` over a batch of trees (a `jitad.Forest`)
+runs level by level, a chunk of nodes of equal height per step (`_forest`). Lanes a
+branch does not take are masked: the mask reaches the loops inside, so they stop when
+the active lanes are done.
 
 `vmap(grad(f))`: reverse mode is effectful CPS code that cannot be batched after the
 fact, so while `vmap` traces its function, `grad`/`vjp` emit a `deferred_vjp` node
