@@ -26,8 +26,8 @@ import numpy as np
 
 from ..ir.dce import live_nodes
 from ..ir.ops import Op
-from ..ir.types import FLOATS
-from ..staging import IF, Staged, as_var, current_frame, emit, slot_add, slot_get
+from ..ir.types import FLOATS, Type
+from ..staging import IF, Staged, as_var, current_frame, emit, new_slot, slot_add, slot_get, slot_set
 from .forward import zeros
 from .restage import restage_node, run_graph
 
@@ -145,7 +145,8 @@ class deferred_weight_grads:
 
     def _scan(self, graph, params, conditional):
         """Plan the products of `graph` (and of IF branches in it: they run at most once an
-        iteration; their tables start zeroed, for the iterations that take the other branch).
+        iteration; the iterations that take one fill its tables' first entries, counted, and
+        the GEMM runs over those: no zeroed entries for the iterations that take the other).
         Dead products are left out: the backward pass skips them, so would not fill their tables."""
         for n in live_nodes(graph):
             if n.op == Op.IF:
@@ -167,9 +168,10 @@ class deferred_weight_grads:
                     x_t, y_t, rows, first = out, other, 1, "g"
                 else:
                     continue
-                self.plan[id(n), pos] = [d.adj, new_table(self.count, x_t, written_first=not conditional),
-                                         new_table(self.count, y_t, written_first=not conditional), rows,
-                                         first, conditional]
+                # in a branch: the iterations that take it fill entries 0, 1, ... (a counter)
+                counter = new_slot(Type("i64")) if conditional else None
+                self.plan[id(n), pos] = [d.adj, new_table(self.count, x_t, written_first=True),
+                                         new_table(self.count, y_t, written_first=True), rows, first, counter]
 
     def _shared_read(self, value):
         """(table, entry) if `value` was read in this iteration from a `shared` table."""
@@ -190,10 +192,10 @@ class deferred_weight_grads:
             planned = self.plan.get((id(node), pos))
             if planned is None:
                 continue
-            _, tab_x, tab_y, _, first, conditional = planned
+            _, tab_x, tab_y, _, first, counter = planned
             other = ins[1 - pos].primal
-            source = None if conditional else self._shared_read(other)
-            entry = source[1] if source else self.entry
+            source = None if counter is not None else self._shared_read(other)
+            entry = source[1] if source else slot_get(counter) if counter is not None else self.entry
             tab_g, tab_other = (tab_y, tab_x) if first == "other" else (tab_x, tab_y)
             if source:
                 tab_other = source[0]
@@ -201,6 +203,8 @@ class deferred_weight_grads:
             else:
                 emit(Op.TABLE_SET, [tab_other._var, entry._var, other._var])
             emit(Op.TABLE_SET, [tab_g._var, entry._var, g._var])
+            if counter is not None:
+                slot_set(counter, entry + 1)
             handled.append(pos)
         return handled
 
@@ -211,8 +215,9 @@ class deferred_weight_grads:
         return self if self.plan else None
 
     def flush(self):
-        for slot, tab_x, tab_y, rows, _, _ in self.plan.values():
-            emit(Op.TABLE_GEMM_ADD, [slot._var, tab_x._var, tab_y._var, self.count._var], {"rows": rows})
+        for slot, tab_x, tab_y, rows, _, counter in self.plan.values():
+            count = slot_get(counter) if counter is not None else self.count
+            emit(Op.TABLE_GEMM_ADD, [slot._var, tab_x._var, tab_y._var, count._var], {"rows": rows})
 
 
 class loop_invariant_transposes:
