@@ -6,7 +6,8 @@ recursive functions over node indices. Control flow inside a graph is lowered in
 (branches and phis). `ctx` points to `{i64 stack_limit, i32 status}`: recursive
 functions check the stack pointer against the limit on entry and, past it, set the
 status and unwind (every call is followed by a status check), so deep recursion never
-overflows the machine stack. The same unwinding stops long-running code when Ctrl-C
+overflows the machine stack. The same unwinding ends a call whose `check` failed
+(status CHECK_FAILED + the message's index) and stops long-running code when Ctrl-C
 arrives: loops, loop nests and recursive functions poll now and then (`Lowerer.poll`).
 `entry.py` adds the CPython entry points.
 """
