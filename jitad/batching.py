@@ -406,7 +406,7 @@ def _while(node, ins, size, mask):
     return [(x, True) for x in out[2:]]
 
 
-CHECK_EVERY = 16   # iterations between tests for stuck lanes (a stuck lane stays stuck)
+CHECK_EVERY = 64   # iterations between tests for stuck lanes (a stuck lane stays stuck)
 STUCK = ("vmap: a lane of a WHILE loop never finishes: its condition stays true while its state "
          "stops changing; bound the loop (carry a counter and test `i < max_iter` in the condition)")
 
