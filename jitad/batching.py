@@ -12,12 +12,15 @@ inputs alone which results a control-flow body makes batched.
 
 Control flow follows JAX: a batched `IF` predicate runs each branch (when some lane
 takes it) and selects per lane; a batched `WHILE` condition runs until every lane is
-done, freezing finished lanes (a loop whose lanes never all finish never ends: WHILE
-has no iteration cap); `FOR` and `TREE` batch their bodies; `FUN` calls a batched copy
-of the function, recursion included. A `TREE` over a batch of trees (a `jitad.Forest`)
-runs level by level, a chunk of nodes of equal height per step (`_forest`). Lanes a
-branch does not take are masked: the mask reaches the loops inside, so they stop when
-the active lanes are done.
+done, freezing finished lanes. A lane still running whose state stopped changing can
+never finish (the body is deterministic): every `CHECK_EVERY` iterations a `check`
+looks for one and fails with `RuntimeCheckError` naming the fix. A lane whose state
+keeps changing forever still runs until Ctrl-C stops it (WHILE has no iteration cap).
+`FOR` and `TREE` batch their bodies; `FUN` calls a batched copy of the function,
+recursion included. A `TREE` over a batch of trees (a `jitad.Forest`) runs level by
+level, a chunk of nodes of equal height per step (`_forest`). Lanes a branch does not
+take are masked: the mask reaches the loops inside, so they stop when the active lanes
+are done.
 
 `vmap(grad(f))`: reverse mode is effectful CPS code that cannot be batched after the
 fact, so while `vmap` traces its function, `grad`/`vjp` emit a `deferred_vjp` node
@@ -252,6 +255,17 @@ def _debug_print(node, ins, size, mask):   # prints the batched values whole
     return [(o, False) for o in restage_node(node, [x for x, _ in ins])]
 
 
+def _check(node, ins, size, mask):   # fails when it fails in some lane that counts
+    (fail, _), = ins
+    check(NP.any(_and(mask, fail)), node.attrs["message"])
+    return []
+
+
+def check(fail, message):
+    """Emit a `check`: the call raises RuntimeCheckError(message) when `fail` is true."""
+    emit(Op.CHECK, [fail._var], {"message": message})
+
+
 def per_lane(node, ins, size):
     """The generic rule: the node once per lane, its results stacked (`stack_lanes`)."""
     types = [v.type for v in node.outputs]
@@ -387,12 +401,38 @@ def _while(node, ins, size, mask):
     active = _and(mask, first)
 
     def step(st):
-        act, s = st[0], st[1:]
+        trip, act, s = st[0], st[1], st[2:]
         new = _body(body, flags + cap_flags, size, act, flags)(*s, *cap_vals)
-        s = tuple(_lane_select(act, n, o) for n, o in zip(new, s))
-        return (act & test(s, act)[0],) + s
-    out = WHILE(lambda st: NP.any(st[0]), step, (active,) + state)
-    return [(x, True) for x in out[1:]]
+        new = tuple(_lane_select(act, n, o) for n, o in zip(new, s))
+        going = act & test(new, act)[0]
+        check(IF(trip % CHECK_EVERY == 0, lambda: _stuck(going, new, s), lambda: False), STUCK)
+        return (trip + 1, going) + new
+    out = WHILE(lambda st: NP.any(st[1]), step, (0, active) + state)
+    return [(x, True) for x in out[2:]]
+
+
+CHECK_EVERY = 64   # iterations between tests for stuck lanes (a stuck lane stays stuck)
+STUCK = ("vmap: a lane of a WHILE loop never finishes: its condition stays true while its state "
+         "stops changing; bound the loop (carry a counter and test `i < max_iter` in the condition)")
+
+
+def _stuck(act, new, old):
+    """Whether an active lane's state did not change in an iteration: the body is
+    deterministic, so that lane would never finish."""
+    stuck = act
+    for n, o in zip(new, old):
+        stuck = stuck & _unchanged(n, o)
+    return NP.any(stuck)
+
+
+def _unchanged(new, old):
+    """Per lane: whether batched `new` equals `old` in every element (NaN equal to NaN,
+    -0.0 not to 0.0: the values a deterministic body cannot tell apart)."""
+    n, o = N.stop_gradient(new), N.stop_gradient(old)   # no adjoints for the 1/x below
+    same = n == o
+    if _type(n).dtype in ("f32", "f64"):
+        same = (same & (1.0 / n == 1.0 / o)) | ((n != n) & (o != o))
+    return NP.all(N.reshape(same, (n.shape[0], int(np.prod(n.shape[1:])))), axis=1) if len(n.shape) > 1 else same
 
 
 def _for(node, ins, size, mask):
@@ -519,7 +559,7 @@ def _call(node, ins, size, mask):
 RULES = {Op.BROADCAST: _broadcast, Op.SUM: batch_reduction, Op.MAX: batch_reduction, Op.RESHAPE: _reshape,
          Op.TRANSPOSE: _transpose, Op.SLICE: _slice, Op.UNSLICE: _unslice, Op.CONCAT: _concat,
          Op.MATMUL: _matmul, Op.INDEX: _gather, Op.GATHER: _gather, Op.CONV2D: _conv2d,
-         Op.DEBUG_PRINT: _debug_print, Op.BMM: _bmm, Op.CUMSUM: _cumsum, Op.SCATTER: _scatter,
+         Op.DEBUG_PRINT: _debug_print, Op.CHECK: _check, Op.BMM: _bmm, Op.CUMSUM: _cumsum, Op.SCATTER: _scatter,
          Op.LINALG: _stacked, Op.SORT: _stacked, Op.ARGSORT: _stacked}   # (sorts run along the last axis)
 CONTROL = {Op.IF: _if, Op.WHILE: _while, Op.FOR: _for, Op.TREE: _tree, **{op: _call for op in CALLS},
            Op.DEFERRED_VJP: _deferred, Op.TREE_GET: _tree_get, Op.FOREST: _forest_again}

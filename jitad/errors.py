@@ -45,6 +45,11 @@ class ResourceError(JitadError):
     """A computation needed more stack or memory than jitad allows."""
 
 
+class RuntimeCheckError(JitadError):
+    """A check in compiled code failed while it ran: a `vmap`ped WHILE loop with a lane
+    that can never finish (its condition stays true while its state stops changing)."""
+
+
 class IndexError_(JitadError, IndexError):
     """An index outside an array or tree."""
 

@@ -137,7 +137,7 @@ def cps(rv, graph, duals, k):
 def _primal(rv, node, ins):
     """A node's staged values: replayed from a loop's table when the forward loop stored
     them (see `stored_values`), else emitted again."""
-    if node.op == Op.DEBUG_PRINT and rv.in_backward_loop:   # the forward pass printed it already
+    if node.op in (Op.DEBUG_PRINT, Op.CHECK) and rv.in_backward_loop:   # the forward pass ran it already
         return []
     if id(node) in rv.replay:
         return rv.replay[id(node)]

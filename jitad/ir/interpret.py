@@ -2,6 +2,7 @@
 must reproduce, used by the tests to check lowering (and, later, derivatives)."""
 import numpy as np
 
+from ..errors import RuntimeCheckError
 from .graph import split_operands
 from .ops import CALLS, IMPLS, Op, clip_index, registrar
 from .types import NUMPY, ContType, RefType, TableType, TreeType
@@ -70,7 +71,14 @@ _EFFECTS = {
                                                              + (0 if node.attrs.get("store") else slot[0])) or [],
     Op.CLOSURE: lambda node, *caps: [lambda *args: run_graph(node.attrs["fun"].body, list(args) + list(caps))],
     Op.APPLY: lambda node, cont, *args: cont(*args) or [],
+    Op.CHECK: lambda node, fail: _check(fail, node.attrs["message"]),
 }
+
+
+def _check(fail, message):
+    if fail:
+        raise RuntimeCheckError(message)
+    return []
 
 
 def _table_gemm_add(slot, x, y, count, rows):

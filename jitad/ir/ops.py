@@ -221,6 +221,17 @@ declare("table_scatter", _table_scatter_rule, arity=3)
 declare("debug_print", lambda op, types, attrs, bodies: [])
 
 
+def _check_rule(op, types, attrs, bodies):
+    assert types == [BOOL] and isinstance(attrs["message"], str), types
+    return []
+
+
+# operand `fail` (a bool): when true as the code runs, the call raises RuntimeCheckError
+# with the static `message` (interpreter: jitad/ir/interpret.py; lowering: jitad/lower);
+# an effect like debug_print: dead-code elimination keeps it, reverse mode runs it once
+declare("check", _check_rule, arity=1)
+
+
 # slots and continuations (what reverse mode emits)
 
 def _slot_update_rule(op, types, attrs, bodies):

@@ -20,7 +20,7 @@ from ..timing import stage
 from ..tree import Tree, plain_tree
 from . import lapack, mpi, runtime, sort, tensor  # noqa: F401  (lapack, mpi, sort and tensor register their rules in the LLVM lowering's table)
 from .entry import ClassArg, DictArg, add_entry, key_symbol
-from .llvm import lower_program, program_constants
+from .llvm import CHECK_FAILED, check_messages, lower_program, program_constants
 
 PLACEHOLDER = "JITAD_PREFIX_"
 VERIFY = os.environ.get("JITAD_VERIFY", "") not in ("", "0")   # the tests set it
@@ -162,7 +162,10 @@ def compile_program(program, out_td, in_types, name, fallback, in_td=None, devic
     c.takes_pytree = arg_layout is not None and any(not isinstance(a, int) for a in arg_layout)
     c.out_types = out_types
     c.llvm_ir, c.loaded_from_cache = llvm_ir, loaded
+    messages = check_messages(program)   # status CHECK_FAILED + k: the k-th failed
+    assert CHECK_FAILED == 6, "the handlers follow the entry's first six"
     with stage("link"):
-        c.deep_entry = runtime.python_function(deep, name, fallback, runtime.deep_stack_exhausted)
-        c.entry = runtime.python_function(entry, name, fallback, c.went_deep)
+        c.deep_entry = runtime.python_function(deep, name, fallback, runtime.deep_stack_exhausted,
+                                               [runtime.CheckFailed(m, where=False) for m in messages])
+        c.entry = runtime.python_function(entry, name, fallback, c.went_deep, map(runtime.CheckFailed, messages))
     return c

@@ -15,7 +15,7 @@ import threading
 
 import numpy as np
 
-from ..errors import ArgumentError, DeviceError, ResourceError
+from ..errors import ArgumentError, DeviceError, ResourceError, RuntimeCheckError
 from ..ir.graph import Graph, Node, Var, split_operands
 from ..ir.ops import CALLS, IMPLS, PRIMITIVES, Op, registrar
 from ..ir.types import NUMPY, RefType, is_device_array, TreeType, Type, clean_bools
@@ -652,6 +652,13 @@ def _arena_release(rt, node, ins):
 
 
 # -- control flow on the host --------------------------------------------------------
+
+@rule(Op.CHECK)
+def _check(rt, node, ins):   # reads the flag back (a synchronization), as IF does its predicate
+    if rt.host(ins[0]):
+        raise RuntimeCheckError(node.attrs["message"])
+    return []
+
 
 @rule(Op.IF)
 def _if(rt, node, ins):

@@ -9,7 +9,8 @@ built here). On any mismatch or keywords it forwards the call to `self[0]` (the 
 dispatcher, which converts what it can); when `main` stopped with a status, to
 `self[status]`: 1, the stack ran out (a retry on a thread with a larger stack, or
 `ResourceError`); 2, the tensor arena ran out; 3, Ctrl-C; 4, told to stop (see
-`runtime.python_function`). The stack limit of a recursive program is the calling
+`runtime.python_function`); 6 + k, the program's k-th `check` message failed
+(`RuntimeCheckError`). The stack limit of a recursive program is the calling
 thread's own, kept under a pthread key; a thread's first call forwards to `self[5]`,
 which stores it.
 """

@@ -6,7 +6,8 @@ recursive functions over node indices. Control flow inside a graph is lowered in
 (branches and phis). `ctx` points to `{i64 stack_limit, i32 status}`: recursive
 functions check the stack pointer against the limit on entry and, past it, set the
 status and unwind (every call is followed by a status check), so deep recursion never
-overflows the machine stack. The same unwinding stops long-running code when Ctrl-C
+overflows the machine stack. The same unwinding ends a call whose `check` failed
+(status CHECK_FAILED + the message's index) and stops long-running code when Ctrl-C
 arrives: loops, loop nests and recursive functions poll now and then (`Lowerer.poll`).
 `entry.py` adds the CPython entry points.
 """
@@ -18,7 +19,7 @@ from collections import Counter
 import llvmlite.ir as ir
 import numpy as np
 
-from ..ir.graph import Graph, Node, Var, split_operands
+from ..ir.graph import Graph, Node, Var, split_operands, walk
 from ..ir.ops import CALLS, PRIMITIVES, Op, registrar
 from .. import primitives  # noqa: F401  (declares the ops lowered below)
 from . import vmath
@@ -30,6 +31,7 @@ PTR = ir.PointerType()
 # stack limit, status, arena top, arena end, stop word (nonzero: stop), calls left until a poll
 CTX = ir.LiteralStructType([I64, I32, PTR, PTR, PTR, I64])
 STACK_EXHAUSTED, ARENA_EXHAUSTED, INTERRUPTED, STOPPED = 1, 2, 3, 4   # statuses (0: running)
+CHECK_FAILED = 6   # + k: the program's k-th `check` message (`check_messages`); 5 is no status
 # Interrupt polls (a call, ~5 ns when nothing is pending) come every POLL_ELEMENTS elements
 # of a loop nest, every POLL_ITERATIONS iterations of a WHILE/FOR with a scalar body (every
 # POLL_HEAVY with calls, loops or tensors in it), every POLL_ITERATIONS calls of a function
@@ -339,6 +341,22 @@ def _apply(lo, node, ins):
     return lo.call_checked(code, [lo.b.extract_value(cont, 1)] + args, 0)
 
 
+@rule(Op.CHECK)
+def _check(lo, node, ins):
+    """A failed check sets its message's status and unwinds like an exhausted stack."""
+    with lo.b.if_then(ins[0], likely=False):
+        lo.b.store(I32(lo.check_status[node.attrs["message"]]), lo.status_ptr())
+        lo.b.branch(lo.bail_block())
+    return []
+
+
+def check_messages(program):
+    """The distinct messages of `program`'s `check` nodes, in a fixed order: status
+    CHECK_FAILED + k reports the k-th (the runtime makes a handler per message)."""
+    graphs = [program.main] + [f.body for f in program.funs]
+    return list(dict.fromkeys(n.attrs["message"] for g in graphs for n in walk(g) if n.op == Op.CHECK))
+
+
 @rule(Op.IF)
 def _if(lo, node, ins):
     b = lo.b
@@ -571,6 +589,7 @@ class Lowerer:
         self.placed = {}  # table_set node -> the entry its value was made in (no copy)
         self.results = ([], [], [])   # the current function's tensor results: positions, buffers, types
         self.n_trees = self.n_codes = 0
+        self.check_status = {m: CHECK_FAILED + k for k, m in enumerate(check_messages(program))}
         for k, fun in enumerate(program.funs):
             fnty = ir.FunctionType(ret_type(fun.out_types), [PTR] + [ll_type(t) for t in fun.body.in_types]
                                    + [PTR] * len(tensor_outputs(fun.out_types)))

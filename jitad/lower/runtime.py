@@ -17,7 +17,7 @@ import llvmlite.binding as llvm
 import llvmlite.ir as llvm_ir
 import numpy as np
 
-from ..errors import ResourceError
+from ..errors import ResourceError, RuntimeCheckError
 from ..ir.ops import PRIMITIVES
 from ..ir.types import NUMPY
 from ..timing import note_cache, stage
@@ -429,17 +429,19 @@ def _method_def(addr, name):
     return block
 
 
-def python_function(addr, name, fallback, on_exhausted):
+def python_function(addr, name, fallback, on_exhausted, checks=()):
     """A builtin function object calling the entry at `addr`; its `self` holds the
     handlers the entry forwards to: (dispatcher, stack exhausted, arena exhausted,
-    Ctrl-C, stopped, first call in this thread)."""
+    Ctrl-C, stopped, first call in this thread, then one per failed-check message:
+    `checks`)."""
     again = _Interrupted()
 
     def first_call_in_thread(*args):
         enter_thread()
         return fn(*args)
     fn = _new_cfunction(_method_def(addr, name),
-                        (fallback, on_exhausted, arena_exhausted, again, stopped, first_call_in_thread), None)
+                        (fallback, on_exhausted, arena_exhausted, again, stopped, first_call_in_thread)
+                        + tuple(checks), None)
     again.entry = weakref.ref(fn)
     return fn
 
@@ -462,6 +464,18 @@ class _Interrupted:
         _trip(signal.SIGINT)
         _run_signal_handlers()
         return self.entry()(*args)
+
+
+class CheckFailed:
+    """An entry's handler for a failed `check`: raises RuntimeCheckError with its message
+    (`where=False` on the deep-stack thread, whose frames are none of the user's)."""
+    __slots__ = ("message", "where")
+
+    def __init__(self, message, where=True):
+        self.message, self.where = message, where
+
+    def __call__(self, *args):
+        raise RuntimeCheckError(self.message, where=self.where)
 
 
 class _Stopped(Exception):
