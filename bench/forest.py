@@ -19,6 +19,7 @@ as a fraction of one core's dgemm; padding (dummy nodes of the forest, JAX's pad
 steps) is work done but not counted.
 """
 import argparse
+import functools
 import os
 import sys
 import time
@@ -26,25 +27,14 @@ import time
 import numpy as np
 
 from . import data, harness
-from .models import TREE, _internal, _leaf, dgemm_rate, tree_flops, tree_params
+from .models import (TREE, dgemm_rate, jax_scan_loss, jitad_tree_loss, padded_post_order, torch_tree_loss, tree_flops,
+                     tree_params)
 
 BATCH = 25
 
 
-def _loss(jitad, ops, p, E, tree):
-    def combine(node, left, right):
-        (hl, cl, ll), (hr, cr, lr) = left, right
-        h, c = jitad.IF(node.is_leaf, lambda: _leaf(ops, p, E[node.word]),
-                        lambda: _internal(ops, jitad.concatenate, p, hl, cl, hr, cr))
-        logits = h @ p["Wo"] + p["bo"]
-        return h, c, ll + lr + (jitad.logsumexp(logits, 0) - logits[node.label])
-    zeros = np.zeros(TREE["H"])
-    return jitad.TREE(tree, (zeros, zeros, 0.0), combine)[2]
-
-
 def _jitad_runners(jitad, p, E, batches, widths):
-    ops = (jitad.tanh, jitad.sigmoid)
-    loss = lambda p, E, t: _loss(jitad, ops, p, E, t)   # noqa: E731
+    loss = functools.partial(jitad_tree_loss, jitad)
     total = jitad.jit(jitad.grad(lambda p, E, f: jitad.sum(jitad.vmap(loss, in_axes=(None, None, 0))(p, E, f))))
     one = jitad.jit(jitad.grad(loss))
     trees = [[jitad.Tree(l, r, word=w, label=y) for l, r, w, y in b] for b in batches]
@@ -66,63 +56,19 @@ def _jitad_runners(jitad, p, E, batches, widths):
 
 
 def _torch_runner(torch, p0, E, batches):
-    ops = (torch.tanh, torch.sigmoid)
     Et = torch.from_numpy(E)
     p = {k: torch.tensor(v, requires_grad=True) for k, v in p0.items()}
     trees = [[(l.tolist(), r.tolist(), w.tolist(), y.tolist()) for l, r, w, y in b] for b in batches]
-
-    def tree_loss(tree):
-        left, right, word, label = tree
-
-        def rec(k):
-            if left[k] < 0:
-                h, c = _leaf(ops, p, Et[word[k]])
-                below = 0.0
-            else:
-                hl, cl, ll = rec(left[k])
-                hr, cr, lr = rec(right[k])
-                h, c = _internal(ops, torch.cat, p, hl, cl, hr, cr)
-                below = ll + lr
-            logits = h @ p["Wo"] + p["bo"]
-            return h, c, below + (torch.logsumexp(logits, 0) - logits[label[k]])
-        return rec(0)[2]
 
     def run():
         out = []
         for ts in trees:
             for v in p.values():
                 v.grad = None
-            sum(tree_loss(t) for t in ts).backward()
+            sum(torch_tree_loss(torch, p, Et, t) for t in ts).backward()
             out.append({k: v.grad.numpy().copy() for k, v in p.items()})
         return out
     return run
-
-
-def _post_order(left, right):
-    order, stack = [], [(0, False)]
-    while stack:
-        v, done = stack.pop()
-        if done:
-            order.append(v)
-        else:
-            stack += [(v, True)] + [(c, False) for c in (right[v], left[v]) if c >= 0]
-    return order
-
-
-def _padded(batch, nb):
-    """A batch's trees as padded post-order arrays (kind 0 = padding, 1 = leaf, 2 = internal;
-    children as positions, nb = the zero row)."""
-    arrays = np.zeros((5, len(batch), nb), np.int64)
-    arrays[3:] = nb
-    for b, (left, right, word, label) in enumerate(batch):
-        order = _post_order(left, right)
-        pos = {v: k for k, v in enumerate(order)}
-        for k, v in enumerate(order):
-            arrays[0, b, k] = 1 if left[v] < 0 else 2
-            arrays[1, b, k], arrays[2, b, k] = word[v], label[v]
-            if left[v] >= 0:
-                arrays[3, b, k], arrays[4, b, k] = pos[left[v]], pos[right[v]]
-    return arrays
 
 
 def _jax_runner(jax, p0, E, batches, buckets=(16, 32, 64, 2 * data.MAX_WORDS - 1)):
@@ -130,25 +76,11 @@ def _jax_runner(jax, p0, E, batches, buckets=(16, 32, 64, 2 * data.MAX_WORDS - 1
     ops = (jnp.tanh, jax.nn.sigmoid)
     H = TREE["H"]
 
-    def scan_loss(p, E, kind, word, label, lp, rp):
-        X = E[word]
-
-        def body(carry, k):
-            hs, cs = carry
-            h_leaf, c_leaf = _leaf(ops, p, X[k])
-            h_int, c_int = _internal(ops, jnp.concatenate, p, hs[lp[k]], cs[lp[k]], hs[rp[k]], cs[rp[k]])
-            h = jnp.where(kind[k] == 1, h_leaf, jnp.where(kind[k] == 2, h_int, 0.0))
-            c = jnp.where(kind[k] == 1, c_leaf, jnp.where(kind[k] == 2, c_int, 0.0))
-            logits = h @ p["Wo"] + p["bo"]
-            loss = jnp.where(kind[k] > 0, jax.nn.logsumexp(logits, 0) - logits[label[k]], 0.0)
-            return (hs.at[k].set(h), cs.at[k].set(c)), loss
-        buf = jnp.zeros((kind.shape[0] + 1, H))
-        return jnp.sum(jax.lax.scan(body, (buf, buf), jnp.arange(kind.shape[0]))[1])
-
+    scan_loss = functools.partial(jax_scan_loss, jax)
     batched = jax.vmap(scan_loss, in_axes=(None, None, 0, 0, 0, 0, 0))
     step = jax.jit(jax.grad(lambda p, E, *a: jnp.sum(batched(p, E, *a))))
     pj, Ej = jax.tree_util.tree_map(jnp.asarray, p0), jnp.asarray(E)
-    padded = [[jnp.asarray(a) for a in _padded(b, next(n for n in buckets if n >= max(len(t[0]) for t in b)))]
+    padded = [[jnp.asarray(a) for a in padded_post_order(b, next(n for n in buckets if n >= max(len(t[0]) for t in b)))]
               for b in batches]
 
     def run():

@@ -488,6 +488,20 @@ def _post_order(left, right):
     return order
 
 
+def jitad_tree_loss(jitad, p, E, tree):
+    """One tree's TreeLSTM loss in jitad: TREE with the leaf and internal formulas in an IF."""
+    ops = (jitad.tanh, jitad.sigmoid)
+
+    def combine(node, left, right):
+        (hl, cl, ll), (hr, cr, lr_) = left, right
+        h, c = jitad.IF(node.is_leaf, lambda: _leaf(ops, p, E[node.word]),
+                        lambda: _internal(ops, jitad.concatenate, p, hl, cl, hr, cr))
+        logits = h @ p["Wo"] + p["bo"]
+        return h, c, ll + lr_ + (jitad.logsumexp(logits, 0) - logits[node.label])
+    zeros = np.zeros(TREE["H"])
+    return jitad.TREE(tree, (zeros, zeros, 0.0), combine)[2]
+
+
 def tree_model(m, size):
     """Binary TreeLSTM over fixed 300-d embeddings; the loss of a tree is the sum over its
     nodes of the cross-entropy of a 5-class softmax on h; Adagrad(0.05), batch 1."""
@@ -504,15 +518,7 @@ def tree_model(m, size):
     ops = (jitad.tanh, jitad.sigmoid)
     trees = [jitad.Tree(l, r, word=w, label=y) for l, r, w, y in parses]
 
-    def loss(p, E, tree):
-        def combine(node, left, right):
-            (hl, cl, ll), (hr, cr, lr_) = left, right
-            h, c = jitad.IF(node.is_leaf, lambda: _leaf(ops, p, E[node.word]),
-                            lambda: _internal(ops, jitad.concatenate, p, hl, cl, hr, cr))
-            logits = h @ p["Wo"] + p["bo"]
-            return h, c, ll + lr_ + (jitad.logsumexp(logits, 0) - logits[node.label])
-        zeros = np.zeros(H)
-        return jitad.TREE(tree, (zeros, zeros, 0.0), combine)[2]
+    loss = functools.partial(jitad_tree_loss, jitad)
 
     # (b) cannot pick the i-th jitad.Tree inside staged code: it recurses with FUN over
     # the index arrays of all trees concatenated (a forest), one root per step.
@@ -567,26 +573,30 @@ def tree_model(m, size):
                       "over the index arrays of all trees concatenated."]}
 
 
-def _tree_torch(torch, p0, E, parses, device="cpu"):
+def torch_tree_loss(torch, p, Et, tree):
+    """One tree's TreeLSTM loss in PyTorch, by per-node recursion (`tree`: left, right,
+    word, label as lists or tensors)."""
     ops = (torch.tanh, torch.sigmoid)
+    left, right, word, label = tree
+
+    def rec(k):
+        if left[k] < 0:
+            h, c = _leaf(ops, p, Et[word[k]])
+            below = 0.0
+        else:
+            hl, cl, ll = rec(left[k])
+            hr, cr, lr_ = rec(right[k])
+            h, c = _internal(ops, torch.cat, p, hl, cl, hr, cr)
+            below = ll + lr_
+        logits = h @ p["Wo"] + p["bo"]
+        return h, c, below + (torch.logsumexp(logits, 0) - logits[label[k]])
+    return rec(0)[2]
+
+
+def _tree_torch(torch, p0, E, parses, device="cpu"):
     Et = torch.from_numpy(E).to(device)
     trees = [(l.tolist(), r.tolist(), w.tolist(), torch.from_numpy(y).to(device)) for l, r, w, y in parses]
-
-    def tree_loss(p, tree):
-        left, right, word, label = tree
-
-        def rec(k):
-            if left[k] < 0:
-                h, c = _leaf(ops, p, Et[word[k]])
-                below = 0.0
-            else:
-                hl, cl, ll = rec(left[k])
-                hr, cr, lr_ = rec(right[k])
-                h, c = _internal(ops, torch.cat, p, hl, cl, hr, cr)
-                below = ll + lr_
-            logits = h @ p["Wo"] + p["bo"]
-            return h, c, below + (torch.logsumexp(logits, 0) - logits[label[k]])
-        return rec(0)[2]
+    tree_loss = lambda p, tree: torch_tree_loss(torch, p, Et, tree)   # noqa: E731
 
     def run(n, check=False):
         p = {k: torch.tensor(v, requires_grad=True, device=device) for k, v in p0.items()}
@@ -600,6 +610,46 @@ def _tree_torch(torch, p0, E, parses, device="cpu"):
             losses.append(value.item())
         return losses
     return Runner("PyTorch eager", run, compile_of=lambda: None)
+
+
+def padded_post_order(batch, nb):
+    """Trees (left, right, word, label) as padded post-order arrays of shape (5, trees, nb):
+    kind (0 = padding, 1 = leaf, 2 = internal), word, label, and the children's positions
+    (nb: the zero row)."""
+    arrays = np.zeros((5, len(batch), nb), np.int64)
+    arrays[3:] = nb
+    for b, (left, right, word, label) in enumerate(batch):
+        order = _post_order(left, right)
+        pos = {v: k for k, v in enumerate(order)}
+        for k, v in enumerate(order):
+            arrays[0, b, k] = 1 if left[v] < 0 else 2
+            arrays[1, b, k], arrays[2, b, k] = max(word[v], 0), label[v]
+            if left[v] >= 0:
+                arrays[3, b, k], arrays[4, b, k] = pos[left[v]], pos[right[v]]
+    return arrays
+
+
+def jax_scan_loss(jax, p, E, kind, word, label, lp, rp):
+    """A padded tree's TreeLSTM loss in JAX: a `lax.scan` over its post-order nodes (kind
+    0 = padding, 1 = leaf, 2 = internal; children as positions, row nb stays zero). Every
+    step computes both the leaf and the internal formula and selects (jnp.where): with
+    lax.switch instead, JAX's reverse pass is 7x slower here (it materializes zero
+    cotangents of every weight for the branches not taken, padding steps included)."""
+    jnp = jax.numpy
+    ops = (jnp.tanh, jax.nn.sigmoid)
+    X = E[word]
+
+    def body(carry, k):
+        hs, cs = carry
+        h_leaf, c_leaf = _leaf(ops, p, X[k])
+        h_int, c_int = _internal(ops, jnp.concatenate, p, hs[lp[k]], cs[lp[k]], hs[rp[k]], cs[rp[k]])
+        h = jnp.where(kind[k] == 1, h_leaf, jnp.where(kind[k] == 2, h_int, 0.0))
+        c = jnp.where(kind[k] == 1, c_leaf, jnp.where(kind[k] == 2, c_int, 0.0))
+        logits = h @ p["Wo"] + p["bo"]
+        loss = jnp.where(kind[k] > 0, jax.nn.logsumexp(logits, 0) - logits[label[k]], 0.0)
+        return (hs.at[k].set(h), cs.at[k].set(c)), loss
+    buf = jnp.zeros((kind.shape[0] + 1, TREE["H"]))
+    return jnp.sum(jax.lax.scan(body, (buf, buf), jnp.arange(kind.shape[0]))[1])
 
 
 def _tree_jax(jax, p0, E, parses, rec_trees_n, buckets):
@@ -660,42 +710,13 @@ def _tree_jax(jax, p0, E, parses, rec_trees_n, buckets):
                         run_rec, warm=lambda: None, compile_of=lambda: compile_s[0])
     rec_runner.iters = rec_trees_n
 
-    # padded lax.scan over the nodes in post-order, one compile per bucket of sizes. Every
-    # step computes both the leaf and the internal formula and selects (jnp.where): with
-    # lax.switch instead, JAX's reverse pass is 7x slower here (it materializes
-    # zero cotangents of every weight for the branches not taken, padding steps included).
+    # padded lax.scan over the nodes in post-order (`jax_scan_loss`), one compile per bucket of sizes
     def bucket(n):
         return next(b for b in buckets if b >= n)
 
-    arrays = []
-    for left, right, word, label in parses:
-        order = _post_order(left, right)
-        pos = {v: k for k, v in enumerate(order)}
-        nb = bucket(len(order))
-        kind, w, y, lp, rp = (np.zeros(nb, np.int64) for _ in range(5))
-        lp[:], rp[:] = nb, nb   # row nb of the state buffers stays zero
-        for k, v in enumerate(order):
-            kind[k] = 1 if left[v] < 0 else 2
-            w[k], y[k] = max(word[v], 0), label[v]
-            if left[v] >= 0:
-                lp[k], rp[k] = pos[left[v]], pos[right[v]]
-        arrays.append((kind, w, y, lp, rp))
+    arrays = [tuple(padded_post_order([parse], bucket(len(parse[0])))[:, 0]) for parse in parses]
 
-    def scan_loss(p, E, kind, word, label, lp, rp):
-        nb = kind.shape[0]
-        X = E[word]
-
-        def body(carry, k):
-            hs, cs = carry
-            h_leaf, c_leaf = _leaf(ops, p, X[k])
-            h_int, c_int = _internal(ops, jnp.concatenate, p, hs[lp[k]], cs[lp[k]], hs[rp[k]], cs[rp[k]])
-            h = jnp.where(kind[k] == 1, h_leaf, jnp.where(kind[k] == 2, h_int, 0.0))
-            c = jnp.where(kind[k] == 1, c_leaf, jnp.where(kind[k] == 2, c_int, 0.0))
-            loss = jnp.where(kind[k] > 0, node_loss(p, h, label[k]), 0.0)
-            return (hs.at[k].set(h), cs.at[k].set(c)), loss
-        buf = jnp.zeros((nb + 1, H))
-        _, losses = jax.lax.scan(body, (buf, buf), jnp.arange(nb))
-        return jnp.sum(losses)
+    scan_loss = functools.partial(jax_scan_loss, jax)
 
     @jax.jit
     def scan_step(p, s, lr, E, *arrs):
