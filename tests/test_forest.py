@@ -225,3 +225,20 @@ def test_forest_second_order(data):
         g = lambda w, t: jitad.TREE(t, np.ones(2) * 0.1, lambda nd, l, r: jitad.tanh(w @ (l + r) * nd.value))  # noqa: E731
         return jitad.sum(jitad.vmap(g, in_axes=(None, 0))(w, fo))
     jitad.testing.check_grads(f, (np.array([[0.5, -0.3], [0.2, 0.4]]), forest), order=2, modes=("rev", "fwd"))
+
+
+def test_forest_inside_loops_and_branches():
+    """A TREE over the forest inside a FOR body (its state batched) and a batched IF branch."""
+    trees = [jitad.Tree.random(n, seed=n, value=np.arange(n) * 0.3 + 1.0) for n in (3, 1, 6)]
+    forest = jitad.Forest(trees, width=2)
+
+    def f(w, x, t):
+        y = jitad.FOR(0, 3, lambda i, s: s + jitad.TREE(t, s, lambda nd, l, r: jitad.tanh(w * (l + r) + nd.value)), x)
+        return jitad.IF(x > 0.0, lambda: y * 2.0, lambda: jitad.TREE(t, y, lambda nd, l, r: l + r + nd.value))
+    xs = np.array([0.5, -0.2, 0.3])
+    got = jitad.vmap(f, in_axes=(None, 0, 0))(0.7, xs, forest)
+    np.testing.assert_allclose(got, [jitad.jit(f)(0.7, x, t) for x, t in zip(xs, trees)], rtol=1e-13)
+    g = jitad.grad(lambda w, xs, fo: jitad.sum(jitad.vmap(f, in_axes=(None, 0, 0))(w, xs, fo)), argnums=(0, 1))(
+        0.7, xs, forest)
+    np.testing.assert_allclose(g[0], sum(jitad.grad(f)(0.7, x, t) for x, t in zip(xs, trees)), rtol=1e-12)
+    np.testing.assert_allclose(g[1], [jitad.grad(f, argnums=1)(0.7, x, t) for x, t in zip(xs, trees)], rtol=1e-12)
