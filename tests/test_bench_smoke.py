@@ -34,3 +34,9 @@ def test_gpu_benchmark_without_a_gpu_says_so():
                          text=True, timeout=300, env=env)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "not available" in out.stdout and "nothing measured" in out.stdout
+
+
+@pytest.mark.slow
+def test_forest_benchmark_quick_mode():
+    out = _run("-m", "bench.forest", "--quick")
+    assert "| jitad forest (width 32) |" in out and "| jitad per tree |" in out
