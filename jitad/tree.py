@@ -304,6 +304,9 @@ def _heights(tree):
     return h
 
 
+MAX_FOREST_NODES = 1 << 24   # a forest's nodes, padding included (about 1 GiB of arrays)
+
+
 def _pack(trees, width):
     """The forest as one tree's arrays: reachable nodes renumbered by (height, tree, node),
     each height padded with dummy nodes to whole chunks of `width`, so that chunk c is
@@ -314,6 +317,10 @@ def _pack(trees, width):
     for b, t in enumerate(trees):
         for k, h in _heights(t).items():
             by_height.setdefault(h, []).append((b, k))
+    padded = sum(-(-len(level) // width) * width for level in by_height.values())
+    if padded > MAX_FOREST_NODES:
+        raise ArgumentError(f"Forest: width {width} pads these trees to {padded} nodes (more than "
+                            f"{MAX_FOREST_NODES}): every height is padded to whole chunks; use a smaller width")
     slots = []   # (tree, node) or None per new index
     for h in sorted(by_height):
         level = sorted(by_height[h])

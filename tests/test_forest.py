@@ -169,6 +169,8 @@ def test_forest_errors(data):
         jitad.Forest([])
     with pytest.raises(ArgumentError, match="width"):
         jitad.Forest(trees, width=0)
+    with pytest.raises(ArgumentError, match="use a smaller width"):
+        jitad.Forest(trees, width=10 ** 9)
     other = jitad.Tree([-1], [-1], value=[1.0])
     with pytest.raises(ArgumentError, match="same field names"):
         jitad.Forest([trees[0], other])
