@@ -504,7 +504,10 @@ def _forest(node, forest, init, caps, size):
         which, real = _tree_field(f, ids, "_tree"), _tree_field(f, ids, "_real") != 0
         pairs = [(ids, True)] + [(x, True) for x in rest[:2 * n]]
         for c, b, orig in zip(rest[2 * n:], cap_flags, cap_vals):
-            pairs.append((f, True) if orig is forest else (c[which], True) if b else (c, False))
+            if isinstance(orig, StagedTree) and b and orig._var is not forest._var:
+                raise StagingError("vmap: a TREE over one jitad.Forest reads the nodes of another; "
+                                   "fold each forest with its own TREE")
+            pairs.append((f, True) if isinstance(orig, StagedTree) and b else (c[which], True) if b else (c, False))
         return tuple(_batched(x, b, width) for x, b in batch_graph(combine, pairs, width, real))
     in_types = [forest._var.type, Type("i64", (width,))] + rows + rows + [_type(c) for c in cap_vals]
     graph = trace_program(chunk, None, flatten(tuple(in_types))[1], in_types)[0].main
