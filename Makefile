@@ -21,7 +21,7 @@ demo: $(VENV)/.installed-base
 	$(PY) examples/quickstart.py
 
 test: $(VENV)/.installed-test,mpi
-	$(PY) -m pytest -q -x --durations=10
+	$(PY) -m pytest -q -x -n 2 --durations=10
 
 bench: $(VENV)/.installed-bench
 	$(PY) -m bench
