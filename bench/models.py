@@ -573,24 +573,27 @@ def tree_model(m, size):
                       "over the index arrays of all trees concatenated."]}
 
 
-def torch_tree_loss(torch, p, Et, tree):
-    """One tree's TreeLSTM loss in PyTorch, by per-node recursion (`tree`: left, right,
-    word, label as lists or tensors)."""
-    ops = (torch.tanh, torch.sigmoid)
+def recursive_tree_loss(ops, concat, logsumexp, p, E, tree):
+    """One tree's TreeLSTM loss by per-node Python recursion (PyTorch, JAX): `ops` =
+    (tanh, sigmoid); `tree` = left, right, word, label (lists, tuples or arrays)."""
     left, right, word, label = tree
 
     def rec(k):
         if left[k] < 0:
-            h, c = _leaf(ops, p, Et[word[k]])
+            h, c = _leaf(ops, p, E[word[k]])
             below = 0.0
         else:
             hl, cl, ll = rec(left[k])
             hr, cr, lr_ = rec(right[k])
-            h, c = _internal(ops, torch.cat, p, hl, cl, hr, cr)
+            h, c = _internal(ops, concat, p, hl, cl, hr, cr)
             below = ll + lr_
         logits = h @ p["Wo"] + p["bo"]
-        return h, c, below + (torch.logsumexp(logits, 0) - logits[label[k]])
+        return h, c, below + (logsumexp(logits, 0) - logits[label[k]])
     return rec(0)[2]
+
+
+def torch_tree_loss(torch, p, Et, tree):
+    return recursive_tree_loss((torch.tanh, torch.sigmoid), torch.cat, torch.logsumexp, p, Et, tree)
 
 
 def _tree_torch(torch, p0, E, parses, device="cpu"):
@@ -660,25 +663,9 @@ def _tree_jax(jax, p0, E, parses, rec_trees_n, buckets):
     Ej = jnp.asarray(E)
     pj = jax.tree_util.tree_map(jnp.asarray, p0)
 
-    def node_loss(p, h, label):
-        logits = h @ p["Wo"] + p["bo"]
-        return jax.nn.logsumexp(logits, 0) - logits[label]
-
     # per-node Python recursion: the graph is specialized to the tree's shape
     def rec_loss(p, E, word, label, shape):
-        left, right = shape
-
-        def rec(k):
-            if left[k] < 0:
-                h, c = _leaf(ops, p, E[word[k]])
-                below = 0.0
-            else:
-                hl, cl, ll = rec(left[k])
-                hr, cr, lr_ = rec(right[k])
-                h, c = _internal(ops, jnp.concatenate, p, hl, cl, hr, cr)
-                below = ll + lr_
-            return h, c, below + node_loss(p, h, label[k])
-        return rec(0)[2]
+        return recursive_tree_loss(ops, jnp.concatenate, jax.nn.logsumexp, p, E, (*shape, word, label))
 
     # E is an argument: closed over, it would be a 48 MB constant in every XLA program
     @functools.partial(jax.jit, static_argnums=6)
