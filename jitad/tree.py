@@ -294,14 +294,24 @@ class Forest(Tree):
         return f"Forest(trees={len(self.trees)}, nodes={self.size}, width={self.width})"
 
 
-def _heights(tree):
-    """Each reachable node's height (a leaf's is 0), by the post-order."""
-    h = {-1: -1}
-    left, right = tree.left.tolist(), tree.right.tolist()
-    for k in tree.order.tolist():
-        h[k] = 1 + max(h[left[k]], h[right[k]])
-    del h[-1]
-    return h
+def _concatenated(trees):
+    """The reachable nodes of all trees as one array of global indices (each tree's
+    post-order, tree after tree), with their tree, local index and global children."""
+    offsets = np.cumsum([0] + [t.size for t in trees])[:-1]
+    glob = np.concatenate([t.order + o for t, o in zip(trees, offsets)] or [np.zeros(0, np.int64)])
+    all_left, all_right = (np.concatenate([np.where(a >= 0, a + o, -1) for a, o in zip(arrays, offsets)])
+                           for arrays in ([t.left for t in trees], [t.right for t in trees]))
+    tree_of = np.repeat(np.arange(len(trees)), [t.size for t in trees])
+    return glob, offsets, tree_of, all_left, all_right
+
+
+def _heights(glob, all_left, all_right):
+    """The height of every node in `glob` (a leaf's is 0), children first."""
+    h = [-1] * (len(all_left) + 1)   # entry -1: no child
+    left, right = all_left.tolist(), all_right.tolist()
+    for v in glob.tolist():
+        h[v] = 1 + max(h[left[v]], h[right[v]])
+    return np.array(h[:-1], np.int64)
 
 
 MAX_FOREST_NODES = 1 << 24   # a forest's nodes, padding included (about 1 GiB of arrays)
@@ -313,36 +323,33 @@ def _pack(trees, width):
     nodes [c * width, (c + 1) * width) and all its children lie in earlier chunks. Fields
     of its own: `_local` (index in its tree), `_tree`, `_real` (0 for a dummy), `_root`
     (entry b: tree b's root, -1 if empty)."""
-    by_height = {}
-    for b, t in enumerate(trees):
-        for k, h in _heights(t).items():
-            by_height.setdefault(h, []).append((b, k))
-    padded = sum(-(-len(level) // width) * width for level in by_height.values())
-    if padded > MAX_FOREST_NODES:
-        raise ArgumentError(f"Forest: width {width} pads these trees to {padded} nodes (more than "
+    glob, offsets, tree_of, all_left, all_right = _concatenated(trees)
+    height = _heights(glob, all_left, all_right)[glob]
+    glob = glob[np.lexsort((glob, height))]   # by height, then tree and node (global order)
+    height = np.sort(height)
+    counts = np.bincount(height, minlength=1) if len(height) else np.zeros(0, np.int64)
+    padded_counts = -(-counts // width) * width
+    n = int(padded_counts.sum())
+    n += max(0, len(trees) - n) + (-max(0, len(trees) - n) % width)   # room for a root per tree
+    if n > MAX_FOREST_NODES:
+        raise ArgumentError(f"Forest: width {width} pads these trees to {n} nodes (more than "
                             f"{MAX_FOREST_NODES}): every height is padded to whole chunks; use a smaller width")
-    slots = []   # (tree, node) or None per new index
-    for h in sorted(by_height):
-        level = sorted(by_height[h])
-        slots += level + [None] * (-len(level) % width)
-    slots += [None] * (max(0, len(trees) - len(slots)) + (-max(0, len(trees) - len(slots)) % width))
-    new = {bk: i for i, bk in enumerate(slots) if bk is not None}
-    n = len(slots)
+    starts = np.concatenate([[0], np.cumsum(padded_counts)[:-1]]) if len(counts) else np.zeros(0, np.int64)
+    first = np.concatenate([[0], np.cumsum(counts)[:-1]]) if len(counts) else np.zeros(0, np.int64)
+    pos = starts[height] + np.arange(len(glob)) - first[height]   # new index of glob[j]
+    new = -np.ones(len(all_left) + 1, np.int64)   # global index -> new index; entry -1 stays -1
+    new[glob] = pos
     left, right = -np.ones(n, np.int64), -np.ones(n, np.int64)
-    local, tree_of, real = np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64)
-    fields = {name: np.zeros(n, arr.dtype) for name, arr in trees[0].fields.items()}
-    for i, bk in enumerate(slots):
-        if bk is None:
-            continue
-        b, k = bk
-        t = trees[b]
-        left[i], right[i] = (new[(b, int(c))] if c >= 0 else -1 for c in (t.left[k], t.right[k]))
-        local[i], tree_of[i], real[i] = k, b, 1
-        for name, arr in t.fields.items():
-            fields[name][i] = arr[k]
+    left[pos], right[pos] = new[all_left[glob]], new[all_right[glob]]
+    fields = {}
+    for name in trees[0].fields:
+        fields[name] = np.zeros(n, trees[0].fields[name].dtype)
+        fields[name][pos] = np.concatenate([t.fields[name] for t in trees])[glob]
+    local, tree_id, real = np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64)
+    local[pos], tree_id[pos], real[pos] = glob - offsets[tree_of[glob]], tree_of[glob], 1
     roots = np.full(n, -1, np.int64)
-    roots[:len(trees)] = [new[(b, t.root)] if t.size else -1 for b, t in enumerate(trees)]
-    fields.update(_local=local, _real=real, _root=roots, _tree=tree_of)
+    roots[:len(trees)] = [new[o + t.root] if t.size else -1 for t, o in zip(trees, offsets)]
+    fields.update(_local=local, _real=real, _root=roots, _tree=tree_id)
     root = next((int(r) for r in roots[:len(trees)] if r >= 0), 0 if n else -1)
     return left, right, root, {name: _frozen(fields[name], fields[name].dtype) for name in sorted(fields)}
 
