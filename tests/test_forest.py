@@ -6,6 +6,8 @@ import types
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import jitad
 from jitad.errors import ArgumentError, ImmutableError, StagingError
@@ -244,3 +246,33 @@ def test_forest_inside_loops_and_branches():
         0.7, xs, forest)
     np.testing.assert_allclose(g[0], sum(jitad.grad(f)(0.7, x, t) for x, t in zip(xs, trees)), rtol=1e-12)
     np.testing.assert_allclose(g[1], [jitad.grad(f, argnums=1)(0.7, x, t) for x, t in zip(xs, trees)], rtol=1e-12)
+
+
+_SUM_PROGRAM = {}
+
+
+def _sum_program():
+    """One compiled forest program per (trees, width), shared by the Hypothesis examples."""
+    def f(w, t):
+        return jitad.TREE(t, 0.25, lambda nd, l, r: jitad.tanh(w * l - r + nd.value) + 0.1 * nd.index)
+    if not _SUM_PROGRAM:
+        _SUM_PROGRAM["one"] = (jitad.jit(f), jitad.grad(f))
+        _SUM_PROGRAM["f"] = f
+    return _SUM_PROGRAM
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(sizes=st.lists(st.integers(0, 12), min_size=1, max_size=4), width=st.integers(1, 5),
+       seed=st.integers(0, 1000))
+def test_random_forests_against_one_tree_at_a_time(sizes, width, seed):
+    """Random trees (empty ones too) and widths: values and gradients equal those of one
+    TREE per tree."""
+    rng = np.random.default_rng(seed)
+    trees = [jitad.Tree.random(n, seed=seed + k, value=rng.standard_normal(n)) for k, n in enumerate(sizes)]
+    prog = _sum_program()
+    one, one_grad = prog["one"]
+    forest = jitad.Forest(trees, width=width)
+    batched = jitad.vmap(prog["f"], in_axes=(None, 0))
+    np.testing.assert_allclose(batched(0.7, forest), [one(0.7, t) for t in trees], rtol=1e-12, atol=1e-14)
+    g = jitad.grad(lambda w, fo: jitad.sum(batched(w, fo)))(0.7, forest)
+    np.testing.assert_allclose(g, sum(one_grad(0.7, t) for t in trees), rtol=1e-10, atol=1e-13)
