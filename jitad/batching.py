@@ -470,11 +470,11 @@ class ForestCombine:
     """A `forest` node's combine function over a chunk of nodes (a graph: forest, node
     indices, left states, right states, captures -> states), for its reverse rule."""
 
-    def __init__(self, graph, name):
-        self.graph, self.name = graph, name
+    def __init__(self, graph):
+        self.graph = graph
 
     def __repr__(self):
-        return f"forest_combine({self.name})"
+        return "forest_combine"
 
 
 class _ForestLoop(FUN):
@@ -515,7 +515,7 @@ def _forest(node, forest, init, caps, size):
     def loop(f, *rest):
         tape = ForestTape(f, types, rest[:n])
         return tuple(tape.forward(rest[n:], lambda c, args: restage(graph, args)))
-    attrs = {"combine": ForestCombine(graph, "tree"), "lanes": lanes, "width": width, "n_state": n}
+    attrs = {"combine": ForestCombine(graph), "lanes": lanes, "width": width, "n_state": n}
     fun = _ForestLoop(loop, tuple(ShapeDtype((lanes,) + t.shape, t.dtype) for t in types))
     fun.attrs, fun.__name__ = attrs, "forest"
     return [(x, True) for x in fun(forest, *_fit(init, [True] * n, size), *cap_vals)]

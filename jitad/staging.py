@@ -818,15 +818,14 @@ def TREE(tree, init, combine):
     _check_callables("TREE", combine=combine)
     if callable(init):
         init = init()
-    if not isinstance(tree, StagedTree):
-        if not isinstance(tree, Tree):
-            raise ArgumentError(f"TREE takes a jitad.Tree, got {type(tree).__name__}")
-        tree = plain_tree(tree)
-        if not tree.type.forest:
-            return _tree_eager(tree, init, combine)
-    if (tree.type if isinstance(tree, Tree) else tree._var.type).forest:
+    if not isinstance(tree, (StagedTree, Tree)):
+        raise ArgumentError(f"TREE takes a jitad.Tree, got {type(tree).__name__}")
+    tree = tree if isinstance(tree, StagedTree) else plain_tree(tree)
+    if (tree._var.type if isinstance(tree, StagedTree) else tree.type).forest:
         raise StagingError("TREE got a jitad.Forest, a batch of trees: map over it with "
                            "jitad.vmap(f, in_axes=...) (the forest's axis 0), so that each lane folds one tree")
+    if isinstance(tree, Tree):
+        return _tree_eager(tree, init, combine)
     init_vars, types, td = _state(init, "TREE init")
     n = len(types)
     frame, out = trace_body(

@@ -477,6 +477,7 @@ def _forest(rv, node, ins, k):
 
     adjoints = [new_table(tape.entries, t) if differentiable(t) else None for t in types]
     weights = deferred_weight_grads(combine, caps, tape.chunks)
+    rows = [Type(t.dtype, (tape.width,) + t.shape) for t in types]
 
     def take(duals, entries):   # add the adjoints' entries to the duals' adjoints
         for d, tab in zip(duals, adjoints):
@@ -488,7 +489,6 @@ def _forest(rv, node, ins, k):
         c = tape.chunks - 1 - j
         ids = tape.ids(c)
         states = tape.children(ids)
-        rows = [Type(t.dtype, (tape.width,) + t.shape) for t in types]
         kids = [new_duals(states[:n], rows), new_duals(states[n:], rows)]
         inner = rv.in_loop(stored.replay(c), weights.at(j))
         cps(inner, combine, [Dual(forest), Dual(ids)] + kids[0] + kids[1] + caps, lambda outs: take(outs, ids))

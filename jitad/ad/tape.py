@@ -244,16 +244,15 @@ class ForestTape:
     (what its empty subtrees give). Chunk c is the forest's nodes [c w, (c + 1) w), w the
     forest's width; the forest's packing puts every child in an earlier chunk."""
 
-    def __init__(self, forest, types, init=None, zeroed=False):
+    def __init__(self, forest, types, init):
         from .. import numeric as N
         self.N, self.forest = N, forest
         self.lanes, self.width = forest._var.type.forest
         self.size = Staged(emit(Op.TREE_SIZE, [forest._var], {"word": "size"})[0])
         self.chunks = self.size // self.width
         self.entries = self.size + self.lanes
-        self.tables = [new_table(self.entries, t, written_first=not zeroed) for t in types]
-        if init is not None:
-            self.scatter(self.tables, self.size + np.arange(self.lanes), init)
+        self.tables = [new_table(self.entries, t, written_first=True) for t in types]
+        self.scatter(self.tables, self.size + np.arange(self.lanes), init)
 
     def get(self, field, ids):
         return Staged(emit(Op.TREE_GET, [self.forest._var, as_var(ids, "i64")], {"field": field})[0])
