@@ -1,0 +1,167 @@
+"""jitad.random: JAX's key API on Threefry-2x32. Bits, keys and samplers against JAX's
+own (bit for bit where JAX's arithmetic is exact), staged against eager, and the
+statistics of the streams: moments, independence of split and folded keys, no overlap
+between neighbouring keys."""
+import numpy as np
+import pytest
+
+import jitad
+from jitad import random as R
+
+jax = pytest.importorskip("jax")
+jr = jax.random
+
+SEEDS = (0, 42, 2 ** 32 - 1, 123456789)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_keys_split_fold_in_and_bits_are_jaxs(seed):
+    key, jkey = R.key(seed), jr.PRNGKey(seed)
+    np.testing.assert_array_equal(R.key_data(key), jkey)
+    np.testing.assert_array_equal(R.key_data(R.split(key, 5)), jr.split(jkey, 5))
+    np.testing.assert_array_equal(R.key_data(R.split(key, (2, 3))), jr.split(jkey, (2, 3)))
+    for data in (0, 7, 2 ** 31 + 5):
+        np.testing.assert_array_equal(R.key_data(R.fold_in(key, data)), jr.fold_in(jkey, data))
+    np.testing.assert_array_equal(R.bits(key, (3, 4)), jr.bits(jkey, (3, 4)))
+    k1, k2 = R.split(key)                   # a JAX key array is accepted as it is
+    np.testing.assert_array_equal(R.uniform(k2, (6,)), R.uniform(jr.split(jkey)[1], (6,)))
+
+
+@pytest.mark.parametrize("seed", SEEDS[1:2])
+def test_samplers_match_jax(seed):
+    key, jkey = R.key(seed), jr.PRNGKey(seed)
+    eq = np.testing.assert_array_equal
+    eq(R.uniform(key, (5, 3), np.float32), jr.uniform(jkey, (5, 3)))
+    np.testing.assert_allclose(R.uniform(key, (7,), np.float32, -2.0, 3.0),   # XLA may fuse a * b + c
+                               jr.uniform(jkey, (7,), minval=-2.0, maxval=3.0), rtol=3e-7, atol=3e-7)
+    eq(R.randint(key, (20,), 3, 17), jr.randint(jkey, (20,), 3, 17))
+    eq(R.randint(key, (20,), -5, 1000003), jr.randint(jkey, (20,), -5, 1000003))
+    eq(R.permutation(key, 12), jr.permutation(jkey, 12))
+    x = np.arange(15.0).reshape(5, 3)
+    eq(R.permutation(key, x), jr.permutation(jkey, x))
+    eq(R.choice(key, 10, (4,), replace=False), jr.choice(jkey, 10, (4,), replace=False))
+    eq(R.choice(key, 10, (2, 3)), jr.choice(jkey, 10, (2, 3)))
+    eq(R.bernoulli(key, np.float32(0.3), (50,)), jr.bernoulli(jkey, 0.3, (50,)))
+    logits = np.log(np.array([[0.2, 0.3, 0.5], [0.6, 0.3, 0.1]], np.float32))
+    eq(R.categorical(key, logits, shape=(4, 2)), jr.categorical(jkey, logits, shape=(4, 2)))
+    np.testing.assert_allclose(R.normal(key, (200,), np.float32), jr.normal(jkey, (200,)), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(R.truncated_normal(key, -1.0, 2.0, (50,), np.float32),
+                               jr.truncated_normal(jkey, -1.0, 2.0, (50,)), rtol=1e-6, atol=1e-6)
+    with jax.enable_x64(True):
+        jkey = jr.PRNGKey(seed)
+        eq(R.uniform(key, (9,)), jr.uniform(jkey, (9,), np.float64))
+        np.testing.assert_allclose(R.normal(key, (200,)), jr.normal(jkey, (200,), np.float64), rtol=1e-13,
+                                   atol=1e-15)
+        p = np.array([0.1, 0.2, 0.3, 0.4])
+        eq(R.choice(key, 4, (30,), p=p), jr.choice(jkey, 4, (30,), p=p))
+
+
+def test_shapes_and_dtypes_as_jax():
+    key = R.key(0)
+    assert np.shape(key) == () and R.split(key).shape == (2,) and R.split(key, 4).shape == (4,)
+    assert R.key_data(R.split(key, 4)).shape == (4, 2) and R.key_data(key).dtype == np.uint32
+    assert R.uniform(key).shape == () and R.uniform(key, (2, 3)).dtype == np.float64
+    assert R.uniform(key, 3, dtype=np.float32).dtype == np.float32
+    assert R.normal(key, (2,), "float32").dtype == np.float32
+    assert R.randint(key, (3,), 0, 5).dtype == np.int64 and R.bernoulli(key, 0.5, (3,)).dtype == np.bool_
+    assert R.categorical(key, np.zeros((4, 3))).shape == (4,)
+    assert R.categorical(key, np.zeros((4, 3)), axis=0).shape == (3,)
+    assert R.choice(key, np.arange(12.0).reshape(4, 3), (5,), axis=0).shape == (5, 3)
+    assert R.multivariate_normal(key, np.zeros(3), np.eye(3), (4,)).shape == (4, 3)
+    assert R.bits(key, (2,)).dtype == np.uint32
+
+
+def test_staged_keys_give_the_eager_values():
+    key = R.key(5)
+    fns = {
+        "uniform": lambda k: R.uniform(R.split(k)[1], (4, 3)),
+        "normal32": lambda k: R.normal(R.fold_in(k, 3), (6,), np.float32),
+        "normal": lambda k: R.normal(k, (6,)),
+        "randint": lambda k: R.randint(k, (5,), -3, 9),
+        "permutation": lambda k: R.permutation(k, np.arange(7.0)),
+        "categorical": lambda k: R.categorical(k, np.log(np.array([0.1, 0.7, 0.2])), shape=(6,)),
+        "truncated": lambda k: R.truncated_normal(k, -0.5, 0.5, (5,)),
+        "mvn": lambda k: R.multivariate_normal(k, np.ones(2), np.array([[2.0, 0.5], [0.5, 1.0]]), (3,)),
+    }
+    for name, fn in fns.items():
+        np.testing.assert_allclose(jitad.jit(fn)(key), fn(key), rtol=1e-14, atol=1e-15, err_msg=name)
+    words = np.random.default_rng(0).integers(-2 ** 63, 2 ** 63 - 1, 64, dtype=np.int64)   # every bit pattern
+    np.testing.assert_array_equal(jitad.jit(jitad.vmap(lambda k: R.split(k, 3)))(words),
+                                  np.stack([R.split(k, 3) for k in words]))
+    # a per-step key inside a compiled loop, and a seed given as a staged int
+    loop = jitad.jit(lambda k: jitad.FOR(0, 10, lambda i, s: s + R.uniform(R.fold_in(k, i)), 0.0))
+    assert loop(key) == pytest.approx(sum(R.uniform(R.fold_in(key, i)) for i in range(10)), rel=1e-14)
+    np.testing.assert_array_equal(jitad.jit(lambda s: R.uniform(R.key(s), (3,)))(9), R.uniform(9, (3,)))
+
+
+def test_vmap_over_keys_and_gradient_through_the_affine_map():
+    keys = R.split(R.key(1), 4)
+    np.testing.assert_array_equal(jitad.vmap(lambda k: R.normal(k, (3,)))(keys),
+                                  np.stack([R.normal(k, (3,)) for k in keys]))
+    g = jitad.grad(lambda lo: jitad.sum(R.uniform(keys[0], (5,), minval=lo, maxval=2.0)))(0.5)
+    assert g == pytest.approx(np.sum(1.0 - R.uniform(keys[0], (5,))))
+
+
+def _corr(a, b):
+    return np.corrcoef(np.ravel(a), np.ravel(b))[0, 1]
+
+
+def test_moments():
+    n = 200_000
+    u, z = R.uniform(R.key(3), (n,)), R.normal(R.key(4), (n,))
+    assert abs(u.mean() - 0.5) < 5 * np.sqrt(1 / 12 / n) and abs(u.var() - 1 / 12) < 1e-3
+    assert 0.0 <= u.min() and u.max() < 1.0
+    assert abs(z.mean()) < 5 / np.sqrt(n) and abs(z.var() - 1.0) < 0.01
+    assert abs(np.mean(z ** 3)) < 0.03 and abs(np.mean(z ** 4) - 3.0) < 0.06
+    b = R.bernoulli(R.key(5), 0.3, (n,))
+    assert abs(b.mean() - 0.3) < 5 * np.sqrt(0.21 / n)
+    counts = np.bincount(R.randint(R.key(6), (n,), 0, 7), minlength=7)
+    assert np.all(np.abs(counts / n - 1 / 7) < 5 * np.sqrt(1 / 7 / n))
+    freq = np.bincount(R.categorical(R.key(7), np.log(np.array([0.1, 0.2, 0.7])), shape=(n,)), minlength=3) / n
+    np.testing.assert_allclose(freq, [0.1, 0.2, 0.7], atol=0.005)
+    t = R.truncated_normal(R.key(8), -1.0, 0.5, (n,))
+    assert -1.0 < t.min() and t.max() < 0.5
+    cov = np.array([[2.0, 0.6], [0.6, 1.0]])
+    m = R.multivariate_normal(R.key(9), np.array([1.0, -1.0]), cov, (n,))
+    np.testing.assert_allclose(np.cov(m.T), cov, atol=0.03)
+    np.testing.assert_allclose(m.mean(0), [1.0, -1.0], atol=0.02)
+
+
+def test_split_and_folded_keys_are_independent():
+    n, bound = 4096, 5 / np.sqrt(4096)
+    key = R.key(11)
+    a, b = R.split(key)
+    assert abs(_corr(R.uniform(a, (n,)), R.uniform(b, (n,)))) < bound
+    assert abs(_corr(R.uniform(key, (n,)), R.uniform(a, (n,)))) < bound
+    folded = np.stack([R.uniform(R.fold_in(key, i), (n,)) for i in range(4)])
+    assert np.all(np.abs(np.corrcoef(folded)[np.triu_indices(4, 1)]) < bound)
+    # the first draw of keys split from one key, across many keys: no pattern
+    firsts = np.array([R.uniform(k) for k in R.split(key, n)])
+    assert abs(_corr(firsts[:-1], firsts[1:])) < bound
+
+
+def test_neighbouring_int_keys_do_not_overlap():
+    """An int given as a key is a seed of the cipher, not an offset into one stream."""
+    n = 40
+    for k in (0, 1, 1000):
+        assert not np.any(np.isin(R.uniform(k, (n,)), R.uniform(k + 1, (n,))))
+    # JAX-style code making a key per step: lag-1 autocorrelation of the draws near 0
+    steps = np.stack([R.uniform(t, (n,)) for t in range(400)])
+    bound = 5 / np.sqrt(steps[1:].size)
+    assert abs(_corr(steps[:-1], steps[1:])) < bound
+    assert abs(_corr(steps[:-1, 1:], steps[1:, :-1])) < bound   # the shifted overlap of an offset stream
+
+
+def test_bad_keys_are_refused():
+    with pytest.raises(jitad.ArgumentError, match="a key is an int"):
+        R.uniform(1.5, (2,))
+    with pytest.raises(jitad.ArgumentError, match="one key"):
+        R.uniform(R.split(R.key(0), 3), (2,))
+    with pytest.raises(jitad.ArgumentError, match="float dtype"):
+        R.uniform(R.key(0), (2,), dtype=np.int64)
+    with pytest.raises(jitad.ArgumentError, match="without replacement"):
+        R.choice(R.key(0), 3, (4,), replace=False)
+    with pytest.raises(jitad.ArgumentError, match="data must be an int"):
+        R.fold_in(R.key(0), 1.5)
+    with pytest.raises(jitad.ArgumentError, match="a key is an int"):
+        jitad.jit(lambda x: R.uniform(x, (2,)))(1.0)
