@@ -165,3 +165,44 @@ def test_bad_keys_are_refused():
         R.fold_in(R.key(0), 1.5)
     with pytest.raises(jitad.ArgumentError, match="a key is an int"):
         jitad.jit(lambda x: R.uniform(x, (2,)))(1.0)
+
+
+# -- NumPy's and Python's generators while tracing: frozen numbers get a warning -----
+
+_rs = np.random.RandomState(0)
+
+
+def _bbvi_objective(params, t):
+    """autograd's black-box VI style: noise drawn inside the differentiated function."""
+    mean, log_std = params[:2], params[2:]
+    samples = np.random.randn(5, 2) * jitad.exp(log_std) + mean
+    return -jitad.mean(jitad.sum(samples ** 2, axis=1)) + jitad.sum(log_std)
+
+
+def test_numpy_draws_while_tracing_warn_with_the_call_and_the_fix():
+    params = np.zeros(4)
+    with pytest.warns(jitad.JitadWarning, match=r"(?s)_bbvi_objective.*np\.random.*`randn`.*jitad\.random"):
+        jitad.grad(_bbvi_objective)(params, 0)
+    with pytest.warns(jitad.JitadWarning, match="RandomState"):
+        jitad.jit(lambda x: x * _rs.standard_normal())(1.0)
+    gen = np.random.default_rng(0)
+    with pytest.warns(jitad.JitadWarning, match="Generator"):
+        jitad.jit(lambda x: x + gen.normal(size=3))(np.ones(3))
+    import random
+    with pytest.warns(jitad.JitadWarning, match="Python's `random`"):
+        jitad.vmap(lambda x: x * random.random())(np.ones(3))
+
+
+def test_keys_give_new_numbers_per_call_without_a_warning():
+    import warnings
+
+    def objective(params, key):
+        samples = R.normal(key, (5, 2)) * jitad.exp(params[2:]) + params[:2]
+        return -jitad.mean(jitad.sum(samples ** 2, axis=1)) + jitad.sum(params[2:])
+
+    data = np.random.randn(4)   # NumPy outside the traced function: no warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", jitad.JitadWarning)
+        step = jitad.jit(jitad.grad(objective))
+        g1, g2 = step(data, R.key(1)), step(data, R.key(2))
+    assert not np.allclose(g1, g2)
