@@ -360,6 +360,47 @@ def multivariate_normal(key, mean, cov, shape=None, dtype=None):
     return _as(mean, name) + A.einsum("ij,...j->...i", factor, z)
 
 
+_GAMMA_TRIES = 12   # proposals per sample: all rejected with probability < 0.05**12 (shape >= 1)
+
+
+def gamma(key, a, shape=None, dtype=None):
+    """Gamma(a, 1) floats (Marsaglia and Tsang's method, its proposals drawn in bulk and the
+    first accepted one kept; shape a < 1 through Gamma(a + 1) * U**(1/a)); not JAX's
+    numbers. No gradient flows to `a`."""
+    name = _float_dtype(dtype, "gamma")
+    shape = _shape("gamma", N._shape(a) if shape is None else shape)
+    a = N.broadcast_to(_as(a, "f64"), shape)
+    k_norm, k_unif, k_boost = split(_one_key(key, "gamma"), 3)
+    a1 = N.where(a < 1.0, a + 1.0, a)
+    d = a1 - 1.0 / 3.0
+    c = 1.0 / N.sqrt(9.0 * d)
+    z, u = normal(k_norm, (_GAMMA_TRIES,) + shape), uniform(k_unif, (_GAMMA_TRIES,) + shape)
+    v = (1.0 + c * z) ** 3
+    safe_v = N.where(v > 0.0, v, 1.0)
+    accept = (v > 0.0) & (N.log(u) < 0.5 * z * z + d - d * safe_v + d * N.log(safe_v))
+    first = A.argmax(N.where(accept, 1.0, 0.0), axis=0)
+    x = d * A.take_along_axis(safe_v, N.reshape(first, (1,) + shape), axis=0)[0]
+    boost = N.where(a < 1.0, uniform(k_boost, shape) ** (1.0 / a), 1.0)
+    return _as(x * boost, name)
+
+
+def beta(key, a, b, shape=None, dtype=None):
+    """Beta(a, b) floats, as X / (X + Y) of two gamma draws."""
+    if shape is None:
+        shape = np.broadcast_shapes(N._shape(a), N._shape(b))
+    k1, k2 = split(_one_key(key, "beta"))
+    x, y = gamma(k1, a, shape, dtype), gamma(k2, b, shape, dtype)
+    return x / (x + y)
+
+
+def dirichlet(key, alpha, shape=None, dtype=None):
+    """Dirichlet(alpha) vectors (the last axis), normalized gamma draws."""
+    alpha_shape = N._shape(alpha)
+    shape = _shape("dirichlet", alpha_shape[:-1] if shape is None else shape)
+    g = gamma(key, alpha, tuple(shape) + alpha_shape[-1:], dtype)
+    return g / N.sum(g, axis=-1, keepdims=True)
+
+
 def dropout(x, rate, key):
     """Zero each element with probability `rate` and scale the rest by 1/(1-rate)."""
     if isinstance(rate, (bool, np.bool_)) or not isinstance(rate, (int, float, np.integer, np.floating)) \

@@ -81,6 +81,7 @@ def test_staged_keys_give_the_eager_values():
         "permutation": lambda k: R.permutation(k, np.arange(7.0)),
         "categorical": lambda k: R.categorical(k, np.log(np.array([0.1, 0.7, 0.2])), shape=(6,)),
         "truncated": lambda k: R.truncated_normal(k, -0.5, 0.5, (5,)),
+        "gamma": lambda k: R.gamma(k, np.array([0.4, 1.0, 3.0])),
         "mvn": lambda k: R.multivariate_normal(k, np.ones(2), np.array([[2.0, 0.5], [0.5, 1.0]]), (3,)),
     }
     for name, fn in fns.items():
@@ -125,6 +126,14 @@ def test_moments():
     m = R.multivariate_normal(R.key(9), np.array([1.0, -1.0]), cov, (n,))
     np.testing.assert_allclose(np.cov(m.T), cov, atol=0.03)
     np.testing.assert_allclose(m.mean(0), [1.0, -1.0], atol=0.02)
+    for a in (0.3, 1.0, 4.0):   # gamma: mean and variance a
+        g = R.gamma(R.key(10), a, (n,))
+        assert g.min() > 0 and abs(g.mean() - a) < 5 * np.sqrt(a / n) and abs(g.var() / a - 1) < 0.03
+    b = R.beta(R.key(12), 2.0, 5.0, (n,))
+    assert abs(b.mean() - 2 / 7) < 0.002 and abs(b.var() - 10 / 392) < 0.001
+    d = R.dirichlet(R.key(13), np.array([1.0, 2.0, 3.0]), (n // 10,))
+    np.testing.assert_allclose(d.sum(-1), 1.0, rtol=1e-12)
+    np.testing.assert_allclose(d.mean(0), [1 / 6, 2 / 6, 3 / 6], atol=0.006)
 
 
 def test_split_and_folded_keys_are_independent():
