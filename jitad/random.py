@@ -242,7 +242,7 @@ def truncated_normal(key, lower, upper, shape=None, dtype=None):
     """Standard normal floats conditioned on [lower, upper], as `jax.random.truncated_normal`."""
     name = _float_dtype(dtype, "truncated_normal")
     if shape is None:
-        shape = np.broadcast_shapes(np.shape(lower), np.shape(upper))
+        shape = np.broadcast_shapes(N._shape(lower), N._shape(upper))
     shape = _shape("truncated_normal", shape)
     lower, upper, r2 = _as(lower, name), _as(upper, name), _as(math.sqrt(2.0), name)
     out = r2 * _erfinv(uniform(key, shape, name, N.erf(lower / r2), N.erf(upper / r2)), name)
@@ -253,7 +253,7 @@ def truncated_normal(key, lower, upper, shape=None, dtype=None):
 
 def bernoulli(key, p=0.5, shape=None):
     """True with probability `p` (bool array), as `jax.random.bernoulli`."""
-    shape = _shape("bernoulli", np.shape(p) if shape is None else shape)
+    shape = _shape("bernoulli", N._shape(p) if shape is None else shape)
     name = "f32" if getattr(p, "dtype", None) == np.float32 else "f64"
     return uniform(key, shape, name) < p
 
@@ -264,6 +264,7 @@ def randint(key, shape, minval, maxval, dtype=None):
     if dtype is not None and np.dtype(dtype).kind not in "iu":
         raise ArgumentError(f"random.randint: dtype must be an int dtype, got {dtype!r}")
     shape = _shape("randint", shape)
+    minval, maxval = (N.convert(v, "i64") if is_staged(v) else np.asarray(v).astype(np.int64) for v in (minval, maxval))
     k1, k2 = split(_one_key(key, "randint"))
     high, low = _bits32(k1, shape, "randint"), _bits32(k2, shape, "randint")
     span = maxval - minval
