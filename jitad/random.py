@@ -10,7 +10,8 @@ uint32 key array (`jax.random.PRNGKey(0)`) is accepted and packed. Each sample i
 cipher of (key, element index), so neighbouring keys give unrelated streams, and the
 bits, `split`, `fold_in`, `uniform` on [0, 1), `bernoulli`, `randint`, `permutation` and
 `choice` without `p` are bit for bit JAX's (with x64 for float64); `normal` and
-`truncated_normal` agree with JAX to 1e-13 (float64) or an ulp (float32). The default float dtype is float64.
+`truncated_normal` agree with JAX to 1e-13 (float64) or an ulp (float32). The default
+float dtype is float64.
 
 >>> key = jitad.random.key(0)
 >>> k1, k2 = jitad.random.split(key)
@@ -50,7 +51,7 @@ def _as_keys(key, who):
     if isinstance(key, (int, np.integer)):
         if not -2 ** 63 <= int(key) < 2 ** 64:
             raise ArgumentError(f"random.{who}: seed {key} is outside the 64-bit range")
-        return np.int64(np.uint64(int(key) % 2 ** 64).astype(np.int64))
+        return np.uint64(int(key) % 2 ** 64).astype(np.int64)
     if hasattr(key, "__array__") and hasattr(key, "dtype") and not isinstance(key, np.ndarray):
         try:
             key = np.asarray(key)   # a JAX array
@@ -66,8 +67,8 @@ def _as_keys(key, who):
 
 def _one_key(key, who):
     key = _as_keys(key, who)
-    if np.shape(key) != ():
-        raise ArgumentError(f"random.{who} takes one key; got an array of keys of shape {np.shape(key)} "
+    if N._shape(key) != ():
+        raise ArgumentError(f"random.{who} takes one key; got an array of keys of shape {N._shape(key)} "
                             f"(map over keys with jitad.vmap, or pick one: keys[0])")
     return key
 
@@ -124,9 +125,7 @@ PRNGKey = key
 def split(key, num=2):
     """`num` new keys (an int64 array of shape `num`, an int or a shape tuple), as
     `jax.random.split`: `k1, k2 = jitad.random.split(key)`."""
-    shape = _shape("split", num)
-    return _threefry(_one_key(key, "split"), np.arange(int(np.prod(shape, dtype=np.int64)),
-                                                       dtype=np.int64).reshape(shape))
+    return _words(key, _shape("split", num), "split")
 
 
 def fold_in(key, data):
