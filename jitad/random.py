@@ -9,7 +9,7 @@ where JAX's raw uint32 keys add an axis of 2). An int given as a key is a seed; 
 uint32 key array (`jax.random.PRNGKey(0)`) is accepted and packed. Each sample is the
 cipher of (key, element index), so neighbouring keys give unrelated streams, and the
 bits, `split`, `fold_in`, `uniform` on [0, 1), `bernoulli`, `randint`, `permutation` and
-`choice` without `p` are bit for bit JAX's (with x64 for float64); `normal` and
+`choice` are bit for bit JAX's (with x64 for float64 and int64); `normal` and
 `truncated_normal` agree with JAX to 1e-13 (float64) or an ulp (float32). The default
 float dtype is float64.
 
@@ -258,20 +258,25 @@ def bernoulli(key, p=0.5, shape=None):
 
 
 def randint(key, shape, minval, maxval, dtype=None):
-    """Uniform ints in [minval, maxval), as `jax.random.randint` with int32 (the span up to
-    2**32; int64 results)."""
+    """Uniform ints in [minval, maxval), as `jax.random.randint`: int64 (JAX with x64; spans
+    below 2**31) or, with an int32 `dtype`, int32's algorithm (spans below 2**32)."""
     if dtype is not None and np.dtype(dtype).kind not in "iu":
         raise ArgumentError(f"random.randint: dtype must be an int dtype, got {dtype!r}")
+    wide = dtype is None or np.dtype(dtype).itemsize == 8
     shape = _shape("randint", shape)
     minval, maxval = (N.convert(v, "i64") if is_staged(v) else np.asarray(v).astype(np.int64) for v in (minval, maxval))
     k1, k2 = split(_one_key(key, "randint"))
-    high, low = _bits32(k1, shape, "randint"), _bits32(k2, shape, "randint")
     span = maxval - minval
-    span = N.where(span <= 0, 1, span) if is_staged(span) else np.where(np.asarray(span) <= 0, 1, span)
-    span = span & _M32
-    mult = 2 ** 16 % span
-    mult = ((mult * mult) & _M32) % span   # JAX's uint32 arithmetic: products wrap at 2**32
-    offset = ((((high % span) * mult) & _M32) + low % span) & _M32
+    span = (N.where(span <= 0, 1, span) if is_staged(span) else np.where(span <= 0, 1, span)) & _M32
+    if wide:   # 64 random bits each: their unsigned remainders, 2**64 = (2**32 % span)**2 (mod span)
+        high, low = _words(k1, shape, "randint"), _words(k2, shape, "randint")
+        mult = (2 ** 32 % span) ** 2 % span
+        umod = lambda w: (w % span + N.where(w < 0, mult, 0)) % span
+        offset = umod(high) * mult + umod(low)
+    else:   # JAX's uint32 arithmetic: products and sums wrap at 2**32
+        high, low = _bits32(k1, shape, "randint"), _bits32(k2, shape, "randint")
+        mult = ((2 ** 16 % span) ** 2 & _M32) % span
+        offset = ((((high % span) * mult) & _M32) + low % span) & _M32
     out = minval + offset % span
     return out if is_staged(out) else np.asarray(out, np.int64 if dtype is None else dtype)
 
@@ -309,8 +314,9 @@ def choice(key, a, shape=(), replace=True, p=None, axis=0):
     if p is None:
         ind = randint(key, shape, 0, n) if replace else N.reshape(permutation(key, n)[:draws], shape)
     elif replace:
-        cum = A.cumsum(_as(p, "f64"))
-        r = cum[-1] * (1.0 - uniform(key, shape))
+        name = "f32" if getattr(p, "dtype", None) == np.float32 else "f64"
+        cum = A.cumsum(_as(p, name))
+        r = cum[-1] * (1.0 - uniform(key, shape, name))
         ind = N.sum(N.reshape(cum, (n,) + (1,) * len(shape)) < r, axis=0)   # searchsorted, left
     else:
         g = gumbel(key, (n,)) + N.log(p)
