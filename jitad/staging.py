@@ -8,11 +8,12 @@ an explicit param of the body and an explicit operand of the control-flow node.
 import operator
 import math
 import threading
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from functools import reduce
 
 import numpy as np
 
+from . import hostrng
 from .errors import ArgumentError, ResourceError, StagingError
 from .ir.graph import FunDef, Graph, Node, Program, Var
 from .ir.ops import IMPLS, Op, infer_types
@@ -888,7 +889,7 @@ def trace_program(fn, args, in_td, types):
     outer_trace, outer_frames = getattr(_local, "trace", None), _frames()
     _local.trace, _local.frames = _Trace(), []
     try:
-        with _entered(root):
+        with _entered(root), (hostrng.watch(fn) if outer_trace is None else nullcontext()):
             proxies = [wrap(v) for v in root.graph.params]
             out = fn(*unflatten(in_td, proxies))
             leaves, out_td = flatten(out)
