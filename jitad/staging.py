@@ -679,7 +679,7 @@ def FOR(lower, upper, body_fn, init, *, checkpoints=None):
     are those of `checkpoints=None`; forward mode and `vmap` ignore it.
 
     >>> jitad.grad(lambda x: FOR(0, 1000, lambda i, s: s * 0.999 + 0.001, x, checkpoints=8))(1.0)
-    0.36769542477096373
+    0.3676954247709635
     """
     _check_callables("FOR", body_fn=body_fn)
     checkpoints = checkpoint_count(checkpoints, "FOR")
