@@ -168,3 +168,13 @@ def test_bad_checkpoint_counts(bad):
             loop()
         with pytest.raises(jitad.ArgumentError, match="checkpoints"):
             jitad.jit(lambda x: loop())(1.0)
+
+
+@pytest.mark.parametrize("variant", ["rr", "rf", "fr", "ff"])
+def test_gradbench_nested_solvers_with_checkpointed_loops(variant):
+    from bench.gradbench import inputs, nested
+    assert nested.compiled("particle", variant, checkpoints=2)(0.0) == pytest.approx(inputs.EXPECTED["particle"],
+                                                                                      rel=1e-12)
+    if variant == "rr":
+        want = nested.compiled("saddle", variant)(1.0, 1.0)
+        np.testing.assert_allclose(nested.compiled("saddle", variant, checkpoints=3)(1.0, 1.0), want, rtol=1e-12)
