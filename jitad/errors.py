@@ -64,3 +64,8 @@ class DistributedError(JitadError):
 
 class ImmutableError(JitadError, AttributeError):
     """Assigning or deleting an attribute of an immutable object (a `jitad.Tree`)."""
+
+
+class ExportError(JitadError):
+    """`jitad.export` cannot turn this program into a C library (it calls back into
+    Python, uses MPI, ...); the message names the operation."""
