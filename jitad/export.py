@@ -13,7 +13,8 @@ expects from jitad's runtime: its context (status word, stack limit for recursio
 tensor arena per calling thread (`JITAD_ARENA_MB`, 256 by default: address space,
 committed as it is touched; freed when the thread exits), and a stand-in for the Ctrl-C
 poll. Matrix products use jitad's own loop nests, not BLAS, so the library links only
-libc and libm.
+libc and libm, and the system's LAPACK and BLAS when the program does linear algebra
+(`jitad.linalg`), which the header then names.
 """
 import os
 import re
@@ -29,7 +30,7 @@ import numpy as np
 from .errors import ArgumentError, ExportError
 from .ir.ops import Op
 from .ir.passes import run_passes
-from .ir.types import NUMPY, TreeType
+from .ir.types import FIRST_FIELD, NUMPY, TreeType
 from .lower import runtime, tensor
 from .lower.llvm import CHECK_FAILED, LL, check_messages, lower_program, ret_type
 from .pytree import flatten
@@ -39,12 +40,12 @@ C_TYPES = {"f64": "double", "f32": "float", "i64": "int64_t", "bool": "bool"}
 # what compiled code may call besides libm and LLVM's intrinsics, and why the rest is refused
 REFUSED = {"jitad_debug_print": "`jitad.debug.print` (a call back into Python)",
            "jitad_mpi_": "an MPI collective (`jitad.distributed`)",
-           "jitad_lapack_": "linear algebra through LAPACK (`jitad.linalg`)",
            "npy_": "sorting (NumPy's sort kernels)"}
 C_KEYWORDS = set("""auto break case char const continue default do double else enum extern float for goto if
     inline int long register restrict return short signed sizeof static struct switch typedef union unsigned
     void volatile while bool true false main""".split())
-INTERRUPT = "PyOS_InterruptOccurred"   # the Ctrl-C poll: the adapter's stand-in says "no"
+INTERRUPT = "PyOS_InterruptOccurred"
+LAPACK = "jitad_lapack_"   # + routine: LAPACK's and BLAS's Fortran routines, all arguments by reference   # the Ctrl-C poll: the adapter's stand-in says "no"
 
 
 @dataclass
@@ -58,7 +59,9 @@ class Leaf:
     def c_type(self):
         return C_TYPES[self.dtype]
 
-    def describe(self):
+    def describe(self, name=None):
+        if self.dtype == "tree":   # `shape` holds the tree's fields: (name, dtype) sorted by name
+            return f"a `jitad.Tree`: struct {name}_tree_{self.index} (above)"
         what = f"{self.c_type}[{']['.join(map(str, self.shape))}]" if self.shape else f"one {self.c_type}"
         return f"{what} ({np.dtype(NUMPY[self.dtype]).name}, shape {self.shape})"
 
@@ -93,7 +96,17 @@ class Exported:
         leaves = flatten(args)[0]
         if len(leaves) != len(self.inputs):
             raise ArgumentError(f"{self.name}: {len(leaves)} input leaves, the library takes {len(self.inputs)}")
-        ins = [np.ascontiguousarray(x, dtype=NUMPY[leaf.dtype]).reshape(leaf.shape) for x, leaf in zip(leaves, self.inputs)]
+        keep = []
+
+        def c_input(x, leaf):
+            if leaf.dtype != "tree":
+                keep.append(np.ascontiguousarray(x, dtype=NUMPY[leaf.dtype]).reshape(leaf.shape))
+                return keep[-1]
+            keep.extend([x.left, x.right] + [x.fields[n] for n, _ in leaf.shape])
+            keep.append(np.array([x.size, x.root] + [a.ctypes.data for a in keep[-2 - len(leaf.shape):]],
+                                 dtype=np.int64))   # the struct: size, root, then the arrays' addresses
+            return keep[-1]
+        ins = [c_input(x, leaf) for x, leaf in zip(leaves, self.inputs)]
         specs = self.grad_outputs if grad else self.outputs
         outs = [np.empty(leaf.shape, NUMPY[leaf.dtype]) for leaf in specs]
         pointers = lambda arrays: (ctypes.c_void_p * max(1, len(arrays)))(*[a.ctypes.data for a in arrays])
@@ -129,34 +142,40 @@ def export(f, *example_args, path, name, grad=False, argnums=0):
     os.makedirs(path, exist_ok=True)
     leaves, in_td = flatten(example_args)
     types = [arg_type(x) for x in leaves]
-    if any(isinstance(t, TreeType) for t in types):
-        raise ExportError("export: `jitad.Tree` arguments cannot be exported yet; pass the tree's arrays "
-                          "and write the recursion over them")
-    inputs = [Leaf(k, t.dtype, tuple(t.shape)) for k, t in enumerate(types)]
+    if any(isinstance(t, TreeType) and t.forest for t in types):
+        raise ExportError("export: a `jitad.Forest` argument cannot be exported; export the function of one "
+                          "`jitad.Tree` and call it per tree")
+    inputs = [Leaf(k, "tree", t.fields) if isinstance(t, TreeType) else Leaf(k, t.dtype, tuple(t.shape))
+              for k, t in enumerate(types)]
     programs = [(name, _trace(f, example_args, in_td, types))]
     if grad:
         vg = value_and_grad(f, argnums=argnums)
         programs.append((name + "_grad", _trace(vg, example_args, in_td, types)))
     with tempfile.TemporaryDirectory() as tmp:
-        objects, entries = [], []
+        objects, entries, lapack = [], [], {}
         for symbol, program in programs:
             _refuse_callbacks(program, symbol)
-            obj, main = _object(program, symbol, tmp)
+            obj, main, routines = _object(program, symbol, tmp)
             objects.append(obj)
             entries.append((symbol, program, main))
-        header = _header(name, inputs, entries)
+            lapack.update(routines)
+        header = _header(name, inputs, entries, lapack)
         with open(os.path.join(path, name + ".h"), "w") as fh:
             fh.write(header)
         adapter = os.path.join(tmp, name + "_adapter.c")
         with open(adapter, "w") as fh:
-            fh.write(_adapter(name, inputs, entries))
+            fh.write(_adapter(name, inputs, entries, lapack))
         script = os.path.join(tmp, "exports.map")
         with open(script, "w") as fh:
             fh.write("{ global: %s; local: *; };\n" % "; ".join([e[0] for e in entries] + [name + "_error"]))
         library = os.path.join(path, f"lib{name}.so")
         cmd = [cc, "-shared", "-fPIC", "-O2", "-o", library, "-I", path, adapter, *objects,
-               f"-Wl,--version-script={script}", "-lm", "-lpthread"]
+               f"-Wl,--version-script={script}"] + (["-llapack", "-lblas"] if lapack else []) + ["-lm", "-lpthread"]
         done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0 and lapack and ("-llapack" in done.stderr or "-lblas" in done.stderr):
+            raise ExportError(f"export: the program calls LAPACK ({', '.join(sorted(lapack))}) and no LAPACK/BLAS "
+                              "library was found to link (liblapack.so, libblas.so): install one (Debian: "
+                              "apt-get install liblapack-dev)")
         if done.returncode != 0:
             raise ExportError(f"export: linking {library} failed:\n{done.stderr.strip()[-2000:]}")
     outs = [[Leaf(j, t.dtype, tuple(t.shape)) for j, t in enumerate(p.main.out_types)] for _, p, _ in entries]
@@ -193,8 +212,11 @@ def _object(program, symbol, tmp):
     finally:
         tensor.BLAS_SYMBOLS = blas
     main.linkage = "external"   # (internal in the JIT, where the entry calls it)
+    lapack = {g.name[len(LAPACK):]: len(g.args) for g in module.globals.values()
+              if isinstance(g, ir.Function) and g.name.startswith(LAPACK)}   # the adapter calls the system's
     for g in list(module.globals.values()):
-        if isinstance(g, ir.Function) and not g.blocks and g.name.startswith(("jitad_", "npy_")):
+        if isinstance(g, ir.Function) and not g.blocks and g.name.startswith(("jitad_", "npy_")) \
+                and not g.name.startswith(LAPACK):
             for prefix, what in REFUSED.items():
                 if g.name.startswith(prefix):
                     raise ExportError(f"export `{symbol}`: the program uses {what}, which the exported "
@@ -223,7 +245,7 @@ def _object(program, symbol, tmp):
     path = os.path.join(tmp, symbol + ".o")
     with open(path, "wb") as fh:
         fh.write(machine.emit_object(optimized))
-    return path, main.name
+    return path, main.name, lapack
 
 
 def _main_signature(symbol, program, main):
@@ -231,7 +253,10 @@ def _main_signature(symbol, program, main):
     result buffers...), as `jitad.lower.llvm` lays them out."""
     params = ["struct jitad_ctx *"]
     for v in program.main.params:
-        params.append(("const " + C_TYPES[v.type.dtype] + " *") if v.type.shape else C_TYPES[v.type.dtype])
+        if isinstance(v.type, TreeType):
+            params.append("const int64_t *")
+        else:
+            params.append(("const " + C_TYPES[v.type.dtype] + " *") if v.type.shape else C_TYPES[v.type.dtype])
     params.append(f"struct {symbol}_results *")
     params += [C_TYPES[t.dtype] + " *" for t in program.main.out_types if t.shape]
     return f"void {main}({', '.join(params)});"
@@ -249,10 +274,15 @@ def _results_struct(symbol, program):
 def _call_body(symbol, program, main, code_offset):
     """The C adapter of one exported function (its check codes shifted by `code_offset`,
     so that one `<name>_error` serves every function of the library)."""
-    args = ["&ctx"]
+    args, trees = ["&ctx"], []
     for k, v in enumerate(program.main.params):
         t = v.type
-        args.append(f"(const {C_TYPES[t.dtype]} *)in[{k}]" if t.shape else f"*(const {C_TYPES[t.dtype]} *)in[{k}]")
+        if isinstance(t, TreeType):   # its descriptor (jitad.ir.types.DESCRIPTOR), with a post-order made here
+            trees.append(f"    int64_t tree{k}[{FIRST_FIELD + len(t.fields)}];\n"
+                         f"    if ((code = jitad_tree(&ctx, in[{k}], {len(t.fields)}, tree{k}))) return code;")
+            args.append(f"tree{k}")
+        else:
+            args.append(f"(const {C_TYPES[t.dtype]} *)in[{k}]" if t.shape else f"*(const {C_TYPES[t.dtype]} *)in[{k}]")
     args.append("&res")
     stores = []
     for k, t in enumerate(program.main.out_types):
@@ -267,6 +297,7 @@ int {symbol}(const void *const *in, void *const *out) {{
     struct jitad_ctx ctx;
     int code = jitad_enter(&ctx);
     if (code) return code;
+{chr(10).join(trees)}
     struct {symbol}_results res;
     {main}({', '.join(args)});
     if (ctx.status) return ctx.status >= {CHECK_FAILED} ? ctx.status + {code_offset} : ctx.status;
@@ -276,7 +307,20 @@ int {symbol}(const void *const *in, void *const *out) {{
 """
 
 
-def _adapter(name, inputs, entries):
+def _lapack_calls(lapack):
+    """C functions `jitad_lapack_<r>` the compiled code calls, each calling the Fortran
+    routine `<r>_` with three hidden string lengths of 1 appended: gfortran's ABI for
+    CHARACTER arguments (a routine without them ignores the extra arguments)."""
+    out = []
+    for routine, n in sorted(lapack.items()):
+        params = ", ".join(f"void *a{k}" for k in range(n))
+        args = ", ".join(f"a{k}" for k in range(n))
+        out.append(f"extern void {routine}_({', '.join(['void *'] * n)}, size_t, size_t, size_t);\n"
+                   f"void {LAPACK}{routine}({params}) {{ {routine}_({args}, 1, 1, 1); }}")
+    return "\n".join(out)
+
+
+def _adapter(name, inputs, entries, lapack):
     messages, offsets = [], []
     for _, program, _ in entries:
         offsets.append(len(messages))
@@ -289,9 +333,12 @@ def _adapter(name, inputs, entries):
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include "{name}.h"
+
+{_lapack_calls(lapack)}
 
 struct jitad_ctx {{      /* the layout `jitad.lower.llvm.CTX` */
     uint64_t stack_limit;
@@ -335,9 +382,42 @@ static int jitad_enter(struct jitad_ctx *ctx) {{
     return 0;
 }}
 
+/* A tree's descriptor: size, root, left, right, the count and post-order of the nodes
+   reachable from the root (made here, in the arena), then the fields. Error {_TREE_CODE}: not a
+   tree (a child index out of range, a node reached twice). */
+static int jitad_tree(struct jitad_ctx *ctx, const void *arg, int n_fields, int64_t *d) {{
+    const int64_t *t = arg;
+    int64_t n = t[0], root = t[1], count = 0, top = 0;
+    const int64_t *left = (const int64_t *)t[2], *right = (const int64_t *)t[3];
+    if (n < 0 || root < -1 || root >= n) return {_TREE_CODE};
+    /* the order (n), a stack (each node pushed once by its parent, once as done: 3n + 1
+       entries however many parents a node claims) and a byte per node */
+    if ((uint64_t)n > ((uint64_t)(ctx->arena_end - ctx->arena_top) - 128) / 33) return {_ARENA_CODE};
+    int64_t *order = (int64_t *)ctx->arena_top, *stack = order + n;
+    unsigned char *seen = (unsigned char *)(stack + 3 * n + 1);
+    ctx->arena_top += ((size_t)n * 33 + 8 + 63) & ~(size_t)63;
+    for (int64_t v = 0; v < n; v++) seen[v] = 0;
+    if (root >= 0) stack[top++] = root;
+    while (top) {{             /* ~v: v's children are done */
+        int64_t v = stack[--top];
+        if (v < 0) {{ order[count++] = ~v; continue; }}
+        if (seen[v]) return {_TREE_CODE};
+        seen[v] = 1;
+        stack[top++] = ~v;
+        int64_t l = left[v], r = right[v];
+        if (l < -1 || l >= n || r < -1 || r >= n) return {_TREE_CODE};
+        if (r >= 0) stack[top++] = r;
+        if (l >= 0) stack[top++] = l;
+    }}
+    d[0] = n; d[1] = root; d[2] = (int64_t)left; d[3] = (int64_t)right; d[4] = count; d[5] = (int64_t)order;
+    for (int k = 0; k < n_fields; k++) d[{FIRST_FIELD} + k] = t[4 + k];
+    return 0;
+}}
+
 const char *{name}_error(int code) {{
     switch (code) {{
         case 0: return "no error";
+        case {_TREE_CODE}: return "a tree argument is not a tree (a child index out of range, or a node reached twice)";
         case {_STACK_CODE}: return "the stack ran out (recursion too deep for this thread's stack: run it on a thread with a larger stack)";
         case {_ARENA_CODE}: return "the tensor arena ran out (set JITAD_ARENA_MB to more than 256, in MiB, before the first call of a thread)";
 {checks}        default: return code >= {CHECK_FAILED} ? "a runtime check of the program failed" : "unknown error code";
@@ -348,16 +428,18 @@ const char *{name}_error(int code) {{
 """
 
 
-_STACK_CODE, _ARENA_CODE = 1, 2
+_STACK_CODE, _ARENA_CODE, _TREE_CODE = 1, 2, 5   # the runtime's statuses; 5 is none of them
 
 
 def _c_string(text):
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
-def _header(name, inputs, entries):
-    lines = [f"/* {name}.h: generated by jitad.export. The library lib{name}.so needs only libc, libm",
-             "   and libpthread (link with -L<dir> -l" + name + " -Wl,-rpath,<dir>).",
+def _header(name, inputs, entries, lapack):
+    needs = "libc, libm and libpthread" + (", and the system's LAPACK and BLAS (liblapack.so.3, libblas.so.3;\n"
+                                          f"   it calls {', '.join(r + '_' for r in sorted(lapack))})" if lapack else "")
+    lines = [f"/* {name}.h: generated by jitad.export. The library lib{name}.so needs only {needs}",
+             "   (link with -L<dir> -l" + name + " -Wl,-rpath,<dir>).",
              "",
              f"   Each function takes `in`, an array of {len(inputs)} pointers, one per input below (a scalar is",
              "   a pointer to one value), and `out`, an array of pointers to buffers the caller allocated,",
@@ -370,8 +452,17 @@ def _header(name, inputs, entries):
              f"#ifndef JITAD_EXPORT_{name.upper()}_H", f"#define JITAD_EXPORT_{name.upper()}_H", "",
              "#include <stdint.h>", "#include <stdbool.h>", "",
              "#ifdef __cplusplus", 'extern "C" {', "#endif", "",
-             "/* inputs (in[i]):"]
-    lines += [f"     in[{leaf.index}]: {leaf.describe()}" for leaf in inputs]
+             ]
+    for leaf in inputs:
+        if leaf.dtype == "tree":
+            lines += [f"/* in[{leaf.index}], a tree of n nodes (any n: one library serves every tree shape). left[v] and",
+                      "   right[v] are v's children (-1: none); each field holds one value per node. */",
+                      f"struct {name}_tree_{leaf.index} {{", "    int64_t size;   /* n */", "    int64_t root;   /* -1: empty */",
+                      "    const int64_t *left, *right;"]
+            lines += [f"    const {C_TYPES[dtype]} *{field};" for field, dtype in leaf.shape]
+            lines += ["};", ""]
+    lines.append("/* inputs (in[i]):")
+    lines += [f"     in[{leaf.index}]: {leaf.describe(name)}" for leaf in inputs]
     lines.append("*/")
     for symbol, program, _ in entries:
         lines += ["", f"/* {symbol} outputs (out[j]):"]
