@@ -189,3 +189,12 @@ def test_one_library_serves_every_tree(tmp_path):
         ins = (ctypes.c_void_p * 2)(x.ctypes.data, tree.ctypes.data)
         code = lib.treefold(ins, (ctypes.c_void_p * 1)(out.ctypes.data))
         assert "not a tree" in lib.treefold_error(code).decode()
+
+
+def test_the_export_example_trains_on_in_c(tmp_path):
+    here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "export_c")
+    out = subprocess.run(["make", "-s", "-C", here, f"PY={os.sys.executable}", "clean", "run"], capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    losses = [float(line.split()[-1]) for line in out.stdout.splitlines() if line.startswith("C: step")]
+    assert len(losses) == 5 and losses[-1] < losses[0] / 2
