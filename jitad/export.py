@@ -31,7 +31,7 @@ from .errors import ArgumentError, ExportError
 from .ir.ops import Op
 from .ir.passes import run_passes
 from .ir.types import FIRST_FIELD, NUMPY, TreeType
-from .lower import runtime, tensor
+from .lower import runtime, sort, tensor
 from .lower.llvm import CHECK_FAILED, LL, check_messages, lower_program, ret_type
 from .pytree import flatten
 from .staging import arg_type, trace_program
@@ -39,8 +39,7 @@ from .staging import arg_type, trace_program
 C_TYPES = {"f64": "double", "f32": "float", "i64": "int64_t", "bool": "bool"}
 # what compiled code may call besides libm and LLVM's intrinsics, and why the rest is refused
 REFUSED = {"jitad_debug_print": "`jitad.debug.print` (a call back into Python)",
-           "jitad_mpi_": "an MPI collective (`jitad.distributed`)",
-           "npy_": "sorting (NumPy's sort kernels)"}
+           "jitad_mpi_": "an MPI collective (`jitad.distributed`)"}
 C_KEYWORDS = set("""auto break case char const continue default do double else enum extern float for goto if
     inline int long register restrict return short signed sizeof static struct switch typedef union unsigned
     void volatile while bool true false main""".split())
@@ -205,17 +204,18 @@ def _refuse_callbacks(program, symbol):
 def _object(program, symbol, tmp):
     """Lower `program` with its main named `<symbol>_main`, optimize it, and write its
     position-independent object code; refuse what needs jitad's Python runtime."""
-    blas, tensor.BLAS_SYMBOLS = tensor.BLAS_SYMBOLS, {}   # jitad's own loop nests for every product
+    # jitad's own loop nests for every product and sort (not NumPy's OpenBLAS and sort kernels)
+    blas, tensor.BLAS_SYMBOLS, fast_sort, sort.FAST_SORT = tensor.BLAS_SYMBOLS, {}, sort.FAST_SORT, set()
     try:
         module = runtime.new_module(symbol)
         main, constants = lower_program(module, program, f"jitad_{symbol}_")
     finally:
-        tensor.BLAS_SYMBOLS = blas
+        tensor.BLAS_SYMBOLS, sort.FAST_SORT = blas, fast_sort
     main.linkage = "external"   # (internal in the JIT, where the entry calls it)
     lapack = {g.name[len(LAPACK):]: len(g.args) for g in module.globals.values()
               if isinstance(g, ir.Function) and g.name.startswith(LAPACK)}   # the adapter calls the system's
     for g in list(module.globals.values()):
-        if isinstance(g, ir.Function) and not g.blocks and g.name.startswith(("jitad_", "npy_")) \
+        if isinstance(g, ir.Function) and not g.blocks and g.name.startswith("jitad_") \
                 and not g.name.startswith(LAPACK):
             for prefix, what in REFUSED.items():
                 if g.name.startswith(prefix):

@@ -198,3 +198,13 @@ def test_the_export_example_trains_on_in_c(tmp_path):
     assert out.returncode == 0, out.stdout + out.stderr
     losses = [float(line.split()[-1]) for line in out.stdout.splitlines() if line.startswith("C: step")]
     assert len(losses) == 5 and losses[-1] < losses[0] / 2
+
+
+def test_sorting_exports_with_jitads_own_sort(tmp_path):
+    f = lambda x: jitad.sum(jitad.sort(x) * np.arange(5.0)) + jitad.sum(jitad.argsort(x) * x)
+    ex = jitad.export(f, np.ones(5), path=str(tmp_path), name="ranked", grad=True)
+    for x in (RNG.normal(size=5), np.array([3.0, np.nan, -1.0, 2.0, 2.0])):
+        got = ex.call(x, grad=True)
+        want = jitad.value_and_grad(f)(x)
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-13)
+        np.testing.assert_allclose(got[1], want[1], rtol=1e-13)
