@@ -43,165 +43,137 @@ def _ir_dtype(dtype, where):
 
 
 class _Flat:
-    """`f` on flat leaves for one input structure: its compiled forms, made once."""
+    """`f` for one input structure (`_describe`'s): compiled forms made once."""
 
-    def __init__(self, f, in_td, rebuild=None):
+    def __init__(self, f, structure):
         import jitad
-        rebuild = rebuild or (lambda leaves: unflatten(in_td, list(leaves)))
-        self.f, self.in_td = f, in_td
-        self.call = lambda *leaves: f(*rebuild(leaves))
+        self.f, self.structure = f, structure
         self.out_td = self.out_structure = None
-        self.jit = jitad.jit(lambda *leaves: flatten(self.call(*leaves))[0])
+        self.jit = jitad.jit(lambda *args: flatten(f(*args))[0])
 
     def out_types(self, types):
-        """The flat output types for input `types` (and the output structure), from a trace."""
+        """The flat output types for the flat input `types` (a Tree's: its TreeType), from
+        a trace; sets the output structure."""
         from .staging import trace_program
-        program, self.out_td, _ = trace_program(lambda *leaves: self.call(*leaves), None,
-                                                flatten(tuple(range(len(types))))[1], list(types))
+        in_td = flatten(_build(self.structure, iter(range(len(types)))))[1]
+        program, self.out_td, _ = trace_program(self.f, None, in_td, list(types))
         self.out_structure = _structure_of(self.out_td)
         return program.main.out_types
 
     @functools.cached_property
     def pullback(self):
-        """(leaves, cotangents) -> the cotangents of the float leaves, compiled."""
+        """(args, cotangents of the float outputs) -> cotangents of the float array
+        leaves of args, in flattened order; compiled."""
         import jitad
 
-        def vjp(leaves, cts):
-            outs, back = jitad.vjp(lambda *xs: tuple(flatten(self.call(*xs))[0]), *leaves)
-            return back(tuple(cts))
-        return jitad.jit(vjp)
+        def pullback(args, cts):
+            leaves, td = flatten(args)
+            wrt = [k for k, x in enumerate(leaves) if _is_float_leaf(x)]
 
-    @functools.cached_property
-    def pushforward(self):
-        import jitad
-        return jitad.jit(lambda leaves, tangents: jitad.jvp(lambda *xs: tuple(flatten(self.call(*xs))[0]),
-                                                          tuple(leaves), tuple(tangents)))
+            def of_floats(*xs):
+                full = list(leaves)
+                for k, x in zip(wrt, xs):
+                    full[k] = x
+                return tuple(o for o in flatten(self.f(*unflatten(td, full)))[0] if _is_float_leaf(o))
+            return jitad.vjp(of_floats, *[leaves[k] for k in wrt])[1](tuple(cts))
+        return jitad.jit(pullback)
 
 
 # -- PyTorch ----------------------------------------------------------------------------
 
 def to_torch(f):
-    """`f` as a function of CPU `torch.Tensor`s (pytrees as `f` takes them), with its
-    gradient registered: `loss.backward()` runs jitad's reverse mode.
+    """`f` as a function of CPU `torch.Tensor`s (pytrees of them and `jitad.Tree`s, as
+    `f` takes them), its gradient registered: `loss.backward()` runs jitad's reverse mode.
 
     >>> g = jitad.interop.to_torch(lambda x: jitad.sum(jitad.sin(x) ** 2))
     >>> x = torch.tensor([0.5, 1.0], dtype=torch.float64, requires_grad=True)
     >>> g(x).backward(); x.grad                                # doctest: +SKIP
     tensor([0.8415, 0.9093], dtype=torch.float64)
 
-    A `torch.library` custom op (`jitad::<name>_<k>`): usable eagerly and inside
-    `torch.compile(fullgraph=True)`; tensors are passed to jitad as NumPy views (no
-    copy), results come back as tensors over jitad's fresh result arrays.
+    A `torch.library` custom op (`jitad::<name>_<k>`) with a fake kernel (the output
+    shapes from a trace of `f`): usable eagerly and inside `torch.compile(fullgraph=True)`.
+    Tensors reach jitad as NumPy views (no copy); results are tensors over jitad's fresh
+    result arrays. A tree travels as its arrays and is rebuilt for each call.
     """
     torch = _need("torch")
     if not callable(f):
         raise ArgumentError(f"to_torch takes a function, got {type(f).__name__}")
     name = f"{_c_name(getattr(f, '__name__', 'f'))}_{next(_counter)}"
 
-    def arrays(tensors):
-        out = []
+    def arguments(tensors, structure):
+        """The call's arguments from the op's tensors: arrays (NumPy views) and trees."""
+        arrays = []
         for t in tensors:
             if t.device.type != "cpu":
-                raise DeviceError(f"to_torch: a tensor on {t.device} was passed; jitad runs on the CPU: "
-                                  "pass tensor.cpu()")
+                raise DeviceError(f"to_torch: a tensor on {t.device} was passed; jitad runs on the CPU: pass "
+                                  "tensor.cpu()")
             _ir_dtype(_torch_dtype(t), "to_torch")
-            out.append(t.detach().numpy())
-        return out
+            arrays.append(t.detach().numpy())
+        return _build(structure, iter(arrays), _rebuild_tree)
 
     @torch.library.custom_op(f"jitad::{name}", mutates_args=())
-    def op(tensors: list[torch.Tensor], structure: int) -> list[torch.Tensor]:
-        flat = _structures[structure]
-        outs = flat.jit(*arrays(tensors))
+    def op(tensors: list[torch.Tensor], key: int) -> list[torch.Tensor]:
+        flat = _structures[key]
+        outs = flat.jit(*arguments(tensors, flat.structure))
         return [torch.from_numpy(np.asarray(o)) for o in outs]
 
     @op.register_fake
-    def _(tensors, structure):
-        flat = _structures[structure]
-        types = [Type(_ir_dtype(_torch_dtype(t), "to_torch"), tuple(t.shape)) for t in tensors]
-        return [tensors[0].new_empty(t.shape, dtype=getattr(torch, np.dtype(NUMPY[t.dtype]).name))
-                if tensors else torch.empty(t.shape, dtype=getattr(torch, np.dtype(NUMPY[t.dtype]).name))
-                for t in flat.out_types(types)]
+    def _(tensors, key):
+        flat = _structures[key]
+        return [torch.empty(t.shape, dtype=getattr(torch, np.dtype(NUMPY[t.dtype]).name))
+                for t in flat.out_types(_types(tensors, flat.structure))]
 
     @torch.library.custom_op(f"jitad::{name}_pullback", mutates_args=())
-    def pullback(tensors: list[torch.Tensor], cts: list[torch.Tensor], structure: int) -> list[torch.Tensor]:
-        flat = _structures[structure]
-        grads = flat.pullback(tuple(arrays(tensors)), tuple(arrays(cts)))
-        return [torch.from_numpy(np.array(g, dtype=np.asarray(x).dtype, copy=True)) if _floating(x) else
-                torch.zeros(x.shape, dtype=x.dtype) for g, x in zip(grads, tensors)]
+    def pullback(tensors: list[torch.Tensor], cts: list[torch.Tensor], key: int) -> list[torch.Tensor]:
+        flat = _structures[key]
+        args = arguments(tensors, flat.structure)
+        grads = iter(flat.pullback(args, tuple(c.detach().numpy() for c in cts)))
+        return [torch.from_numpy(np.array(next(grads))) if t.is_floating_point() and not tree else torch.zeros_like(t)
+                for t, tree in zip(tensors, _tree_parts(flat.structure))]
 
     @pullback.register_fake
-    def _(tensors, cts, structure):
+    def _(tensors, cts, key):
         return [torch.empty_like(t) for t in tensors]
 
     def setup_context(ctx, inputs, output):
         ctx.save_for_backward(*inputs[0])
-        ctx.structure = inputs[1]
+        ctx.key, ctx.float_outputs = inputs[1], [o.is_floating_point() for o in output]
 
     def backward(ctx, grads):
         tensors = list(ctx.saved_tensors)
-        flat = _structures[ctx.structure]
-        outs = op(tensors, ctx.structure) if any(g is None for g in grads) else None
-        cts = [g if g is not None else torch.zeros_like(o) for g, o in zip(grads, outs or grads)]
-        got = pullback(tensors, cts, ctx.structure)
-        return [g if _floating(t) else None for g, t in zip(got, tensors)], None
+        cts = [g if g is not None else torch.zeros(0) for g, k in zip(grads, ctx.float_outputs) if k]
+        if any(g is None for g, k in zip(grads, ctx.float_outputs) if k):   # an output no gradient reached
+            outs = [o for o, k in zip(op(tensors, ctx.key), ctx.float_outputs) if k]
+            cts = [c if c.numel() or not o.numel() else torch.zeros_like(o) for c, o in zip(cts, outs)]
+        got = pullback(tensors, cts, ctx.key)
+        return [g if t.is_floating_point() and not tree else None
+                for g, t, tree in zip(got, tensors, _tree_parts(_structures[ctx.key].structure))], None
 
     op.register_autograd(backward, setup_context=setup_context)
 
     @functools.wraps(f)
     def call(*args):
-        # (torch.compile traces this: plain containers, constants, no locks)
-        leaves, structure = _describe(args)
+        # (torch.compile traces this: plain containers and constants only)
+        tensors, structure = _describe(args)
+        for t in tensors:
+            if not isinstance(t, torch.Tensor):
+                raise ArgumentError(f"to_torch: {name} takes tensors and jitad.Trees (pytrees of them); got a "
+                                    f"{type(t).__name__}")
         key = key_of(structure)
-        outs = op(leaves, key)   # (under torch.compile the fake kernel runs here and traces f)
+        outs = op(tensors, key)   # (under torch.compile the fake kernel runs here: it traces f)
         flat = _structures[key]
         if flat.out_structure is None:
-            flat.out_types([Type(_ir_dtype(_torch_dtype(t), "to_torch"), tuple(t.shape)) for t in leaves])
+            flat.out_types(_types(tensors, structure))
         return _build(flat.out_structure, iter(outs))
 
     @torch._dynamo.assume_constant_result   # run while torch.compile traces: an int constant
     def key_of(structure):
         if structure not in keys:
-            keys[structure] = _register(_Flat(f, None, lambda leaves: _build(structure, iter(leaves))))
+            keys[structure] = _register(_Flat(f, structure))
         return keys[structure]
     keys = {}
     call.op = op
     return call
-
-
-def _describe(x):
-    """(leaves, structure) of a pytree of tensors, the structure as nested tuples."""
-    if isinstance(x, (tuple, list)):
-        parts = [_describe(v) for v in x]
-        return [leaf for p in parts for leaf in p[0]], (type(x).__name__, tuple(p[1] for p in parts))
-    if isinstance(x, dict):
-        keys = tuple(x)
-        parts = [_describe(x[k]) for k in keys]
-        return [leaf for p in parts for leaf in p[0]], ("dict", keys, tuple(p[1] for p in parts))
-    if x is None:
-        return [], "none"
-    return [x], "leaf"
-
-
-def _build(structure, leaves):
-    if structure == "leaf":
-        return next(leaves)
-    if structure == "none":
-        return None
-    if structure[0] == "dict":
-        return {k: _build(s, leaves) for k, s in zip(structure[1], structure[2])}
-    items = [_build(s, leaves) for s in structure[1]]
-    return items if structure[0] == "list" else tuple(items)
-
-
-def _structure_of(td):
-    """A jitad treedef as `_describe`'s nested tuples (namedtuples become tuples)."""
-    if td.kind == "leaf":
-        return "leaf"
-    if td.kind == "none":
-        return "none"
-    if td.kind == "dict":
-        return ("dict", tuple(td.keys), tuple(map(_structure_of, td.children)))
-    return ("list" if td.kind == "list" else "tuple", tuple(map(_structure_of, td.children)))
 
 
 _structures = {}   # int -> _Flat: custom ops take ints, not Python objects
@@ -214,12 +186,82 @@ def _register(flat):
         return key
 
 
+def _describe(x):
+    """(tensors, structure) of a pytree of tensors and trees; the structure is nested
+    tuples of strings (dict keys sorted, as jitad and JAX flatten them); a tree becomes
+    its arrays: left, right, root, then its fields by name."""
+    from .tree import Tree
+    if isinstance(x, (tuple, list)):
+        parts = [_describe(v) for v in x]
+        return [t for p in parts for t in p[0]], (type(x).__name__, tuple(p[1] for p in parts))
+    if isinstance(x, dict):
+        keys = tuple(sorted(x))
+        parts = [_describe(x[k]) for k in keys]
+        return [t for p in parts for t in p[0]], ("dict", keys, tuple(p[1] for p in parts))
+    if x is None:
+        return [], "none"
+    if isinstance(x, Tree):
+        import torch
+        names = tuple(sorted(x.fields))
+        arrays = [x.left, x.right, np.array(x.root)] + [x.fields[n] for n in names]
+        return [torch.from_numpy(np.array(a)) for a in arrays], ("tree", names)
+    return [x], "leaf"
+
+
+def _build(structure, leaves, tree=None):
+    """The pytree `structure` describes, its leaves from the iterator `leaves`; a tree's
+    from `tree(left, right, root, fields)` (default: the next leaf stands for the tree)."""
+    if structure == "leaf":
+        return next(leaves)
+    if structure == "none":
+        return None
+    if structure[0] == "tree":
+        if tree is None:
+            return next(leaves)
+        left, right, root = next(leaves), next(leaves), next(leaves)
+        return tree(left, right, root, {n: next(leaves) for n in structure[1]})
+    if structure[0] == "dict":
+        return {k: _build(s, leaves, tree) for k, s in zip(structure[1], structure[2])}
+    items = [_build(s, leaves, tree) for s in structure[1]]
+    return items if structure[0] == "list" else tuple(items)
+
+
+def _rebuild_tree(left, right, root, fields):
+    from .tree import Tree
+    return Tree(left, right, root=int(root), **fields)
+
+
+def _tree_parts(structure):
+    """For each tensor of `structure`: whether it is an array of a tree."""
+    if structure in ("leaf", "none"):
+        return [False] * (structure == "leaf")
+    if structure[0] == "tree":
+        return [True] * (3 + len(structure[1]))
+    return [t for s in structure[-1] for t in _tree_parts(s)]
+
+
+def _types(tensors, structure):
+    """The jitad types of the call's flat arguments (a tree is one, its TreeType)."""
+    from .ir.types import TreeType
+
+    def tree(left, right, root, fields):
+        return TreeType(tuple((n, _ir_dtype(_torch_dtype(t), "to_torch")) for n, t in fields.items()))
+    args = _build(structure, iter(tensors), tree)
+    return [x if isinstance(x, TreeType) else Type(_ir_dtype(_torch_dtype(x), "to_torch"), tuple(x.shape))
+            for x in flatten(args)[0]]
+
+
+def _structure_of(td):
+    """A jitad treedef as `_describe`'s nested tuples (namedtuples become tuples)."""
+    if td.kind in ("leaf", "none"):
+        return td.kind
+    if td.kind == "dict":
+        return ("dict", tuple(td.keys), tuple(map(_structure_of, td.children)))
+    return ("list" if td.kind == "list" else "tuple", tuple(map(_structure_of, td.children)))
+
+
 def _torch_dtype(t):
     return str(t.dtype).replace("torch.", "")
-
-
-def _floating(t):
-    return getattr(t, "is_floating_point", lambda: np.asarray(t).dtype.kind == "f")()
 
 
 def _c_name(name):
