@@ -38,8 +38,9 @@ def _ir_dtype(dtype, where):
     for ir, np_name in NUMPY.items():
         if np.dtype(np_name).name == name:
             return ir
+    hint = " (JAX makes ints int32 unless jax_enable_x64 is set)" if name == "int32" and where == "to_jax" else ""
     raise ArgumentError(f"{where}: arrays of dtype {name} cannot be passed to jitad; use float64, float32, "
-                        "int64 or bool")
+                        f"int64 or bool{hint}")
 
 
 class _Flat:
@@ -159,6 +160,9 @@ def to_torch(f):
             if not isinstance(t, torch.Tensor):
                 raise ArgumentError(f"to_torch: {name} takes tensors and jitad.Trees (pytrees of them); got a "
                                     f"{type(t).__name__}")
+            if t.device.type != "cpu":
+                raise DeviceError(f"to_torch: a tensor on {t.device} was passed; jitad runs on the CPU: pass "
+                                  "tensor.cpu()")
         key = key_of(structure)
         outs = op(tensors, key)   # (under torch.compile the fake kernel runs here: it traces f)
         flat = _structures[key]
