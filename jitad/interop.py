@@ -19,6 +19,7 @@ import numpy as np
 from .errors import ArgumentError, DeviceError, JitadError
 from .ir.types import NUMPY, Type
 from .pytree import flatten, unflatten
+from .tree import Tree
 
 FLOAT = ("f64", "f32")
 _counter = itertools.count()
@@ -33,6 +34,7 @@ def _need(module, extra="interop"):
             from None
 
 
+@functools.lru_cache(maxsize=None)
 def _ir_dtype(dtype, where):
     name = np.dtype(dtype).name
     for ir, np_name in NUMPY.items():
@@ -50,7 +52,7 @@ class _Flat:
         import jitad
         self.f, self.structure = f, structure
         self.out_td = self.out_structure = None
-        self.jit = jitad.jit(lambda *args: flatten(f(*args))[0])
+        self.jit = jitad.jit(lambda *args: tuple(flatten(f(*args))[0]))   # (a tuple: the native entry's fast path)
 
     def out_types(self, types):
         """The flat output types for the flat input `types` (a Tree's: its TreeType), from
@@ -163,18 +165,19 @@ def to_torch(f):
             if t.device.type != "cpu":
                 raise DeviceError(f"to_torch: a tensor on {t.device} was passed; jitad runs on the CPU: pass "
                                   "tensor.cpu()")
-        key = key_of(structure)
+        key = key_of(structure) if torch.compiler.is_compiling() else key_for(structure)
         outs = op(tensors, key)   # (under torch.compile the fake kernel runs here: it traces f)
         flat = _structures[key]
         if flat.out_structure is None:
             flat.out_types(_types(tensors, structure))
         return _build(flat.out_structure, iter(outs))
 
-    @torch._dynamo.assume_constant_result   # run while torch.compile traces: an int constant
-    def key_of(structure):
-        if structure not in keys:
-            keys[structure] = _register(_Flat(f, structure))
-        return keys[structure]
+    def key_for(structure):
+        key = keys.get(structure)
+        if key is None:
+            key = keys[structure] = _register(_Flat(f, structure))
+        return key
+    key_of = torch._dynamo.assume_constant_result(key_for)   # run while torch.compile traces: a constant
     keys = {}
     call.op = op
     return call
@@ -194,8 +197,9 @@ def _describe(x):
     """(tensors, structure) of a pytree of tensors and trees; the structure is nested
     tuples of strings (dict keys sorted, as jitad and JAX flatten them); a tree becomes
     its arrays: left, right, root, then its fields by name."""
-    from .tree import Tree
     if isinstance(x, (tuple, list)):
+        if all(type(v).__name__ == "Tensor" for v in x):   # the common case, quickly
+            return list(x), (type(x).__name__, ("leaf",) * len(x))
         parts = [_describe(v) for v in x]
         return [t for p in parts for t in p[0]], (type(x).__name__, tuple(p[1] for p in parts))
     if isinstance(x, dict):
@@ -231,7 +235,6 @@ def _build(structure, leaves, tree=None):
 
 
 def _rebuild_tree(left, right, root, fields):
-    from .tree import Tree
     return Tree(left, right, root=int(root), **fields)
 
 
