@@ -208,3 +208,15 @@ def test_sorting_exports_with_jitads_own_sort(tmp_path):
         want = jitad.value_and_grad(f)(x)
         np.testing.assert_allclose(got[0], want[0], rtol=1e-13)
         np.testing.assert_allclose(got[1], want[1], rtol=1e-13)
+
+
+def test_checkpointed_loops_export(tmp_path):
+    f = lambda x, n: jitad.sum(WHILE(lambda s: s[1] < n, lambda s: (jitad.sin(s[0]) * 1.01, s[1] + 1), (x, 0),
+                                     checkpoints=3)[0])
+    ex = jitad.export(f, np.ones(4), 5, path=str(tmp_path), name="ckpt", grad=True)
+    x = RNG.normal(size=4)
+    for n in (0, 7, 100):
+        got = ex.call(x, n, grad=True)
+        want = jitad.value_and_grad(f)(x, n)
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-13)
+        np.testing.assert_allclose(got[1], want[1], rtol=1e-12)
