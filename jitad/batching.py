@@ -553,10 +553,73 @@ def _call(node, ins, size, mask):
         def body(*a):
             outs = batch_graph(fundef.body, list(zip(a[:n], flags)), size, a[n] if len(a) > n else None)
             return tuple(_batched(x, b, size) for x, b in outs)
-        fun = memo[key] = FUN(body, out=spec)
+        fun = memo[key] = _batched_fun(node, body, spec, flags, size, mask is not None)
         fun.__name__ = fundef.name + "_vmap"
     args = [x for x, _ in ins] + ([mask] if mask is not None else [])
     return [(x, True) for x in fun(*args)]
+
+
+def _batched_fun(node, body, spec, flags, size, masked):
+    """The batched copy of a called function, keeping what reverse and forward mode read
+    from the call: a checkpoint stays one, and a function with the user's derivative rule
+    gets that rule batched (the rule runs per lane), so the rule, not the body, is
+    differentiated."""
+    from .custom import checkpoint, custom_jvp, custom_vjp
+    if node.op == Op.CHECKPOINT:
+        return checkpoint(body, out=spec)
+    if node.op != Op.CUSTOM_VJP or node.attrs["fun"].n_captures:
+        return FUN(body, out=spec)   # (a rule whose function closes over staged values: the body)
+    in_td = node.attrs["in_td"]
+    k = in_td.num_leaves
+    lane_types = node.attrs["fun"].in_types[:k]
+    axes = tuple(0 if f else None for f in flags[:k])
+    if "custom_jvp" in node.attrs:
+        def jvp_rule(primals, tangents):
+            def lane(p, t):
+                out, tan = node.attrs["custom_jvp"]._rule(unflatten(in_td, list(p)), unflatten(in_td, list(t)))
+                return tuple(flatten(out)[0]), tuple(flatten(tan)[0])
+            out, tan = vmap_staged(lane, (primals[:k], tangents[:k]), (axes, axes), 0)
+            return out, tan
+        fun = custom_jvp(body, out=spec)
+        fun.defjvp(jvp_rule)
+        return fun
+    rule = node.attrs["custom"]
+
+    def fwd(*args):
+        return vmap_staged(lambda *a: rule.fwd(*unflatten(in_td, list(a))), args[:k], axes, 0)
+
+    def bwd(res, g):
+        def lane(res, g):
+            cts = rule.bwd(res, g)
+            leaves = flatten(tuple(cts) if isinstance(cts, (tuple, list)) else (cts,))[0]
+            return tuple(_lane_cotangent(c, t) for c, t in zip(leaves, lane_types)) if len(leaves) == k else leaves
+        cts = list(vmap_staged(lane, (res, g), 0, 0))
+        if len(cts) != k:   # the reverse pass names the mismatch
+            return tuple(cts)
+        cts = [c if f else N.sum(c, axis=0) for c, f in zip(cts, flags)]
+        return tuple(cts) + (0.0,) * masked   # (none for the lane mask)
+    fun = custom_vjp(body, out=spec)
+    fun.defvjp(fwd, bwd)
+    return fun
+
+
+def _lane_cotangent(ct, t):
+    """One lane's cotangent from a user's bwd rule as an array of its argument's type `t`
+    (a None or a scalar broadcast, a larger one summed)."""
+    if isinstance(t, TreeType) or t.dtype not in ("f32", "f64"):
+        return N.zeros((), "f64")
+    if ct is None:
+        return N.zeros(t.shape, t.dtype)
+    shape = tuple(ct.shape) if isinstance(ct, Staged) else np.shape(ct)
+    if shape != t.shape and len(shape) >= len(t.shape):
+        from .primitives.rules import unbroadcast
+        try:
+            if np.broadcast_shapes(shape, t.shape) == shape:
+                ct = unbroadcast(ct if isinstance(ct, Staged) else Staged(coerce(ct, Type(t.dtype, shape), "bwd")),
+                                 t.shape)
+        except ValueError:
+            return ct
+    return N.broadcast_to(ct, t.shape) if (tuple(ct.shape) if isinstance(ct, Staged) else np.shape(ct)) != t.shape else ct
 
 
 RULES = {Op.BROADCAST: _broadcast, Op.SUM: batch_reduction, Op.MAX: batch_reduction, Op.RESHAPE: _reshape,
