@@ -140,6 +140,22 @@ def _lane_select(active, new, old):
     return N.where(_lift(active, len(new.shape) - 1), new, old)
 
 
+def _lane_gate(x, active):
+    """Batched `x` as it is, whose cotangent is selected to zero in the lanes not `active`:
+    the lanes a branch or loop step does not run give no gradient, even where their
+    (discarded) values are inf or NaN and a zero cotangent would meet them (0 * inf)."""
+    if active is None or not isinstance(x, Staged) or not _type(x).is_float:
+        return x
+    return _lane_select(active, x, N.stop_gradient(x))
+
+
+def _gated(run, active, flags):
+    """`run` with its batched arguments gated by `active` (`_lane_gate`)."""
+    def gated(*args):
+        return run(*[_lane_gate(a, active) if f else a for a, f in zip(args, flags)])
+    return gated
+
+
 # -- the batching rules of the primitives (their declarations' `batch` slot) --------
 
 def batch_elementwise(node, ins, size, mask):
@@ -374,7 +390,7 @@ def _if(node, ins, size, mask):
     results = []
     for body, take in ((then_body, pred), (else_body, ~pred)):
         active = _and(mask, take)
-        taken = _body(body, flags, size, active, [True] * len(types))
+        taken = _gated(_body(body, flags, size, active, [True] * len(types)), active, flags)
 
         def idle(*a):
             return tuple(N.zeros((size,) + t.shape, t.dtype) for t in types)
@@ -402,7 +418,7 @@ def _while(node, ins, size, mask):
 
     def step(st):
         trip, act, s = st[0], st[1], st[2:]
-        new = _body(body, flags + cap_flags, size, act, flags)(*s, *cap_vals)
+        new = _gated(_body(body, flags + cap_flags, size, act, flags), act, flags + cap_flags)(*s, *cap_vals)
         new = tuple(_lane_select(act, n, o) for n, o in zip(new, s))
         going = act & test(new, act)[0]
         check(IF(trip % CHECK_EVERY == 0, lambda: _stuck(going, new, s), lambda: False), STUCK)
@@ -449,7 +465,8 @@ def _for(node, ins, size, mask):
 
     def step(i, s):
         act = _and(mask, (i >= lo) & (i < hi))
-        new = _body(node.bodies[0], flags + cap_flags, size, act, flags, lead=1)(i, *s, *cap_vals)
+        run = _body(node.bodies[0], flags + cap_flags, size, act, flags, lead=1)
+        new = _gated(lambda *a: run(i, *a), act, flags + cap_flags)(*s, *cap_vals)
         return tuple(_lane_select(act, n, o) for n, o in zip(new, s))
     out = FOR(N.min(lo), N.max(hi), step, state)
     return [(x, True) for x in out]
@@ -659,7 +676,13 @@ def batch_node(node, ins, size, mask):
                            "tree can only be folded by TREE (its fields read through the node argument)")
     rule = CONTROL.get(node.op) or node.op.batch
     if rule is not None:
-        return rule(node, ins, size, mask)
+        outs = rule(node, ins, size, mask)
+        if mask is not None and node.op not in CONTROL and any(not b and v.type.is_float
+                                                               for (_, b), v in zip(ins, node.inputs)
+                                                               if isinstance(v.type, Type)):
+            # an unbatched value met the lanes: its cotangent sums theirs, so gate them first
+            outs = [(_lane_gate(x, mask), b) if b else (x, b) for x, b in outs]
+        return outs
     if node.op in EFFECTS:
         raise StagingError(f"vmap: cannot batch `{node.op.value}` (reverse-mode code made before vmap "
                            "saw it, e.g. by jitad.hvp or a grad inside a combinator body); apply vmap "
