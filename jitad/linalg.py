@@ -341,6 +341,13 @@ def svd(a, full_matrices=True, compute_uv=True):
         return np.linalg.svd(a, full_matrices=full_matrices, compute_uv=compute_uv)
     m, n = a.shape[-2:]
     k = min(m, n)
+    if k == 0:   # an empty matrix (LAPACK refuses one): no singular values, identity factors
+        dt, batch = _np_float(a.dtype), tuple(a.shape[:-2])
+        full = bool(full_matrices)
+        u = np.broadcast_to(np.eye(m, m if full else 0, dtype=dt), batch + (m, m if full else 0))
+        vh = np.broadcast_to(np.eye(n if full else 0, n, dtype=dt), batch + (n if full else 0, n))
+        s = np.zeros(batch + (0,), dt)
+        return (u, s, vh) if compute_uv else s
     full = bool(full_matrices) and compute_uv and m != n
     u, s, vh = _unpack(_prim("svd", a, full=full), [(m, m if full else k), (k,), (n if full else k, n)])
     return (u, s, vh) if compute_uv else s
