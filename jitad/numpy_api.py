@@ -607,6 +607,13 @@ def pad(x, pad_width, mode="constant", constant_values=0):
     all); modes 'constant', 'edge', 'reflect', 'symmetric', 'wrap': `jitad.pad(x, 1)`."""
     shape = _shape(x)
     try:
+        kind = np.asarray(pad_width).dtype.kind
+    except (TypeError, ValueError):
+        kind = None
+    if kind not in ("i", "u"):
+        raise ArgumentError(f"`pad`: pad_width {pad_width!r} is not made of integers; widths count "
+                            "elements: give ints, e.g. `pad(x, 2)` or `pad(x, ((1, 2), (0, 0)))`")
+    try:
         widths = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (len(shape), 2))
     except ValueError:
         raise ShapeError(f"`pad`: pad_width {pad_width!r} for shape {shape}: give (before, after) "
@@ -620,12 +627,13 @@ def pad(x, pad_width, mode="constant", constant_values=0):
         if not is_staged(x):
             return np.pad(np.asarray(x), widths, constant_values=constant_values)
         out = N.unslice(x, new, starts, stops, (1,) * len(shape))
+        constant_values = np.asarray(constant_values).astype(_np_dtype(x))   # as NumPy: in x's dtype
         if np.ndim(constant_values) == 0 and constant_values == 0:
             return out
         inside = np.zeros(new, bool)
         inside[tuple(slice(a, b) for a, b in zip(starts, stops))] = True
         if np.ndim(constant_values) == 0:
-            return N.where(inside, out, constant_values)
+            return N.where(inside, out, constant_values[()])
         fill = np.pad(np.zeros(shape), widths, constant_values=constant_values)
         return N.where(inside, out, fill.astype(_np_dtype(x)))
     if mode not in ("edge", "reflect", "symmetric", "wrap"):
