@@ -525,7 +525,8 @@ def _forest(node, forest, init, caps, size):
                 raise StagingError("vmap: a TREE over one jitad.Forest reads the nodes of another; "
                                    "fold each forest with its own TREE")
             pairs.append((f, True) if isinstance(orig, StagedTree) and b else (c[which], True) if b else (c, False))
-        return tuple(_batched(x, b, width) for x, b in batch_graph(combine, pairs, width, real))
+        # (no gates: the rows of padding nodes are left to the forest's own reverse rule, as before)
+        return tuple(_batched(x, b, width) for x, b in batch_graph(combine, pairs, width, real, gate=False))
     in_types = [forest._var.type, Type("i64", (width,))] + rows + rows + [_type(c) for c in cap_vals]
     graph = trace_program(chunk, None, flatten(tuple(in_types))[1], in_types)[0].main
 
@@ -660,14 +661,15 @@ EFFECTS = {Op.SLOT, Op.SLOT_GET, Op.SLOT_SET, Op.SLOT_ADD, Op.SLOT_ADD_AT, Op.SL
 
 # -- the interpreter ---------------------------------------------------------------
 
-def batch_graph(graph, ins, size, mask=None):
+def batch_graph(graph, ins, size, mask=None, gate=True):
     """Run `graph` on `(value, batched)` pairs, emitting the batched computation into the
     current trace; return the outputs as `(value, batched)` pairs. `mask` (a bool per
-    lane, or None) marks the lanes whose results count (inside a batched branch)."""
-    return run_graph(graph, ins, lambda node, node_ins: batch_node(node, node_ins, size, mask))
+    lane, or None) marks the lanes whose results count (inside a batched branch); with
+    `gate`, the lanes outside it pass no cotangent to unbatched values (`_lane_gate`)."""
+    return run_graph(graph, ins, lambda node, node_ins: batch_node(node, node_ins, size, mask, gate))
 
 
-def batch_node(node, ins, size, mask):
+def batch_node(node, ins, size, mask, gate=True):
     if not any(b for _, b in ins) and not _holds_deferred(node):
         return [(o, False) for o in restage_node(node, [x for x, _ in ins])]
     if node.op not in (Op.TREE, Op.TREE_GET, Op.IF, Op.WHILE, Op.FOR, Op.DEFERRED_VJP) \
@@ -677,7 +679,7 @@ def batch_node(node, ins, size, mask):
     rule = CONTROL.get(node.op) or node.op.batch
     if rule is not None:
         outs = rule(node, ins, size, mask)
-        if mask is not None and node.op not in CONTROL and any(not b and v.type.is_float
+        if gate and mask is not None and node.op not in CONTROL and any(not b and v.type.is_float
                                                                for (_, b), v in zip(ins, node.inputs)
                                                                if isinstance(v.type, Type)):
             # an unbatched value met the lanes: its cotangent sums theirs, so gate them first
