@@ -99,6 +99,12 @@ def test_vmap_custom_rule_inside_a_batched_branch_and_nested_vmaps():
     np.testing.assert_allclose(hess, -2.0 * np.sin(X), rtol=1e-13)
 
 
+def test_vmap_of_a_checkpoint_stays_a_checkpoint():
+    block = jitad.checkpoint(lambda h, w: jitad.tanh(w @ h))
+    program = str(jitad.trace(lambda h, w: jitad.vmap(block, in_axes=(0, None))(h, w), np.ones((4, 3)), np.eye(3)))
+    assert "checkpoint @" in program
+
+
 # -- vmap of IF with a batched predicate: each lane's gradient is its own program's ------
 
 def branchy(x, w):   # the branch not taken is NaN or inf in some lanes (sqrt, log of <= 0)
