@@ -20,10 +20,10 @@ keeps changing forever still runs until Ctrl-C stops it (WHILE has no iteration 
 recursion included (a `custom_vjp`/`custom_jvp` copy keeps the user's rule, run per lane
 by `vmap`; a `checkpoint` stays one). Inside a batched branch or loop step, the lanes
 that do not run it pass no cotangent back (`_lane_gate`, a select): each lane's gradient
-is its own program's, even where a discarded lane computed inf or NaN. A `TREE` over a batch of trees (a `jitad.Forest`) runs level by
-level, a chunk of nodes of equal height per step (`_forest`). Lanes a branch does not
-take are masked: the mask reaches the loops inside, so they stop when the active lanes
-are done.
+is its own program's, even where a discarded lane computed inf or NaN. A `TREE` over a
+batch of trees (a `jitad.Forest`) runs level by level, a chunk of nodes of equal height
+per step (`_forest`). Lanes a branch does not take are masked: the mask reaches the
+loops inside, so they stop when the active lanes are done.
 
 `vmap(grad(f))`: reverse mode is effectful CPS code that cannot be batched after the
 fact, so while `vmap` traces its function, `grad`/`vjp` emit a `deferred_vjp` node
@@ -45,6 +45,7 @@ from .errors import ArgumentError, StagingError
 from .ir.graph import split_operands, walk
 from .ir.ops import CALLS, PRIMITIVES, Op, declare
 from .ir.types import TreeType, Type
+from .primitives.rules import unbroadcast
 from .pytree import flatten, unflatten
 from .staging import (FOR, FUN, IF, TREE, WHILE, ShapeDtype, Staged, StagedTree, arg_type, coerce, current_frame, emit,
                       result_dtype, trace_memo, trace_program, wrap)
@@ -625,22 +626,20 @@ def _batched_fun(node, body, spec, flags, size, masked):
 
 
 def _lane_cotangent(ct, t):
-    """One lane's cotangent from a user's bwd rule as an array of its argument's type `t`
-    (a None or a scalar broadcast, a larger one summed)."""
-    if isinstance(t, TreeType) or t.dtype not in ("f32", "f64"):
-        return N.zeros((), "f64")
+    """One lane's cotangent from a user's bwd rule as an array of its argument's type `t`:
+    None or a scalar broadcast, a larger one summed (as the reverse pass takes them)."""
+    if isinstance(t, TreeType) or not t.is_float:
+        return N.zeros((), "f64")   # (not differentiated)
     if ct is None:
         return N.zeros(t.shape, t.dtype)
-    shape = tuple(ct.shape) if isinstance(ct, Staged) else np.shape(ct)
-    if shape != t.shape and len(shape) >= len(t.shape):
-        from .primitives.rules import unbroadcast
-        try:
-            if np.broadcast_shapes(shape, t.shape) == shape:
-                ct = unbroadcast(ct if isinstance(ct, Staged) else Staged(coerce(ct, Type(t.dtype, shape), "bwd")),
-                                 t.shape)
-        except ValueError:
-            return ct
-    return N.broadcast_to(ct, t.shape) if (tuple(ct.shape) if isinstance(ct, Staged) else np.shape(ct)) != t.shape else ct
+    shape = tuple(N._shape(ct))
+    try:
+        grown = np.broadcast_shapes(shape, t.shape)
+    except ValueError:
+        return ct   # (the reverse pass names the mismatch)
+    if shape != t.shape and grown == shape:
+        return unbroadcast(ct if isinstance(ct, Staged) else Staged(coerce(ct, Type(t.dtype, shape), "bwd")), t.shape)
+    return N.broadcast_to(ct, t.shape) if shape != t.shape else ct
 
 
 RULES = {Op.BROADCAST: _broadcast, Op.SUM: batch_reduction, Op.MAX: batch_reduction, Op.RESHAPE: _reshape,
@@ -682,9 +681,7 @@ def batch_node(node, ins, size, mask, gate=True):
     rule = CONTROL.get(node.op) or node.op.batch
     if rule is not None:
         outs = rule(node, ins, size, mask)
-        if gate and mask is not None and node.op not in CONTROL and any(not b and v.type.is_float
-                                                               for (_, b), v in zip(ins, node.inputs)
-                                                               if isinstance(v.type, Type)):
+        if gate and mask is not None and node.op not in CONTROL and _meets_unbatched_float(node, ins):
             # an unbatched value met the lanes: its cotangent sums theirs, so gate them first
             outs = [(_lane_gate(x, mask), b) if b else (x, b) for x, b in outs]
         return outs
@@ -693,6 +690,10 @@ def batch_node(node, ins, size, mask, gate=True):
                            "saw it, e.g. by jitad.hvp or a grad inside a combinator body); apply vmap "
                            "to the function that calls grad, or take the gradient of the vmapped function")
     return per_lane(node, ins, size)
+
+
+def _meets_unbatched_float(node, ins):
+    return any(not b and isinstance(v.type, Type) and v.type.is_float for (_, b), v in zip(ins, node.inputs))
 
 
 def _holds_deferred(node):
