@@ -97,6 +97,8 @@ def test_vmap_custom_rule_inside_a_batched_branch_and_nested_vmaps():
     assert np.array_equal(nested, np.full((2, 3), 6.0))
     hess = jitad.vmap(jitad.grad(jitad.grad(twice_sin)))(X)
     np.testing.assert_allclose(hess, -2.0 * np.sin(X), rtol=1e-13)
+    out, tangent = jitad.jvp(jitad.vmap(twice_sin), (X,), (np.ones(3),))
+    np.testing.assert_allclose(tangent, np.asarray(jax.jvp(jax.vmap(j_twice_sin), (X,), (np.ones(3),))[1]), rtol=1e-14)
 
 
 def test_vmap_of_a_checkpoint_stays_a_checkpoint():
