@@ -44,7 +44,8 @@ def environment():
                "exp": np.exp, "log": np.log, "log1p": np.log1p, "expm1": np.expm1, "sqrt": np.sqrt,
                "sin": np.sin, "cos": np.cos, "tanh": np.tanh, "fmod": np.fmod,
                "power": np.power, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan,
-               "atan2": np.arctan2, "quiet": lambda: np.errstate(all="ignore")}
+               "atan2": np.arctan2, "sinh": np.sinh, "cosh": np.cosh, "hypot": np.hypot,
+               "quiet": lambda: np.errstate(all="ignore")}
     else:
         env = {"f64": numba.float64, "f32": numba.float32, "i64": numba.int64, "u64": numba.uint64,
                "b1": numba.boolean, "fmod": math.fmod, "power": math.pow}
