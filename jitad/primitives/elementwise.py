@@ -193,14 +193,18 @@ declare("arctan", floating, np.arctan, arity=1, flags=MATH,
         vjp=elementwise_vjp(lambda x, out: 1.0 / (1.0 + x * x)), llvm="atan", cuda="atan({0})",
         doc="Inverse tangent: `jitad.arctan(1.0) == math.pi / 4`.")
 
-# libm's, exact to the last bit and overflowing where the result does (no public name: the
-# NumPy-style functions in numpy_api call them)
+# libm's, exact where NumPy is (log2 of a power of two, exp2 of an integer) and overflowing where
+# the result does (no public name: the NumPy-style functions in numpy_api call them)
 declare("sinh", floating, np.sinh, arity=1, flags=MATH, vjp=lambda g, x, out: (g * N.bind(Op.COSH, x),),
         llvm="sinh", cuda="sinh({0})")
 declare("cosh", floating, np.cosh, arity=1, flags=MATH, vjp=lambda g, x, out: (g * N.bind(Op.SINH, x),),
         llvm="cosh", cuda="cosh({0})")
 declare("exp2", floating, np.exp2, arity=1, flags=MATH, vjp=lambda g, x, out: (g * out * math.log(2.0),),
         llvm="exp2", cuda="power({t}(2), {0})")
+declare("log2", floating, np.log2, arity=1, flags=MATH, vjp=lambda g, x, out: (g / (x * math.log(2.0)),),
+        llvm="log2", cuda="log2({0})")
+declare("log10", floating, np.log10, arity=1, flags=MATH, vjp=lambda g, x, out: (g / (x * math.log(10.0)),),
+        llvm="log10", cuda="log10({0})")
 
 
 def _hypot_vjp(g, x, y, out):
