@@ -154,7 +154,7 @@ def lgamma_impl(x):
 
 declare("lgamma", floating, lgamma_impl, arity=1, flags="elementwise float_only stored",
         vjp=lambda g, x, out: (g * N.bind(Op.POLYGAMMA, x, n=0),), llvm="lgamma", cuda="lgamma({0})",
-        doc="log|Gamma(x)| (libm's; inf at the poles): `jitad.lgamma(3.0) == math.log(2.0)`.")
+        doc="log|Gamma(x)| (libm's; inf at the poles): `jitad.lgamma(1.0) == 0.0`.")
 declare("polygamma", floating, _polygamma_impl, arity=1, flags="elementwise float_only stored",
         vjp=lambda g, x, out, n: (g * N.bind(Op.POLYGAMMA, x, n=n + 1),), llvm=_polygamma_rule,
         cuda="{t}(h_polygamma({n}, f64({0})))")
