@@ -8,7 +8,6 @@ import math
 import types
 
 import numpy as np
-from llvmlite import ir
 
 from ..ir.ops import Op, declare, floating
 from .rules import N, is_float
@@ -100,6 +99,7 @@ class _Value:
         self.lo, self.v = lo, v
 
     def _of(self, other):
+        """`other` as an LLVM value of this value's type."""
         return other.v if isinstance(other, _Value) else self.v.type(float(other))
 
     def _op(name, swap=False):
@@ -127,8 +127,8 @@ class _Value:
 
 
 def _llvm_where(c, a, b):
-    a, b = (x.v if isinstance(x, _Value) else ir.DoubleType()(float(x)) for x in (a, b))
-    return _Value(c.lo, c.lo.b.select(c.v, a, b))
+    v = a if isinstance(a, _Value) else b   # (one of them is a value)
+    return _Value(c.lo, c.lo.b.select(c.v, v._of(a), v._of(b)))
 
 
 _polygamma_llvm = backend(polygamma_scalar, where=_llvm_where, log=lambda x: x.call("llvm.log"),
