@@ -3,16 +3,17 @@ import functools
 import gc
 import inspect
 import os
+import re
 from collections import OrderedDict
 
 import numpy as np
 
 from . import numpy_api, timing
-from .errors import ArgumentError, ShapeError
+from .errors import ArgumentError, ShapeError, env_int
 from .ir.types import NUMPY, TreeType
 from .ir.verify import verify
 from .lower.compile import SCALAR_KEYS, compile_program
-from .pytree import flatten, unflatten
+from .pytree import check_hashable, flatten, unflatten
 from .ad.forward import contains_effects
 from .batching import value_and_grad as _reverse_or_defer, vmap_staged
 from .staging import (Staged, StagedTree, arg_type, as_var, current_frame, is_device_array, is_staged,
@@ -21,7 +22,7 @@ from .tree import SLOT_OFFSETS, Tree, plain_tree
 
 # signatures a jitted function keeps compiled (least recently called dropped first);
 # `f.max_signatures` changes it for one function
-MAX_SIGNATURES = int(os.environ.get("JITAD_MAX_SIGNATURES", "128"))
+MAX_SIGNATURES = env_int("JITAD_MAX_SIGNATURES", 128, 0)
 JVP_CACHE_SIZE = 128   # functions `jvp` keeps compiled (least recently used dropped first)
 
 
@@ -73,7 +74,7 @@ class Jitted:
         self.device = check_device(device)
         self.static_argnums = tuple(sorted(set(check_argnums(static_argnums, "jit", "static_argnums",
                                                              allow_empty=True))))
-        self._signature = inspect.signature(fn) if callable(fn) else None
+        self._signature = _signature(fn)
         self._compiled = OrderedDict()   # signature key -> Compiled, least recently called first
         self.max_signatures = MAX_SIGNATURES
         self._static_by_count = {}   # positional argument count -> static_argnums, normalized
@@ -114,7 +115,10 @@ class Jitted:
         try:
             compiled = self._compiled.get(key)
         except TypeError:
-            raise ArgumentError("static arguments must be hashable") from None
+            check_hashable(td)
+            raise ArgumentError(f"{_fn_name(self.fn)}: static arguments must be hashable, got "
+                                f"{', '.join(type(s).__name__ for s in static)}; pass tuples instead of "
+                                "lists, or leave it out of static_argnums") from None
         if compiled is not self._last and compiled is not None:   # the last called is the newest
             _lru_touch(self._compiled, key)
         if compiled is None:
@@ -166,7 +170,7 @@ class Jitted:
         try:
             with timing.stage("trace"):
                 program, out_td, _ = trace_program(staged_fn, dynamic, in_td, types)
-            compiled = compile_program(program, out_td, types, getattr(self.fn, "__name__", "f"),
+            compiled = compile_program(program, out_td, types, _fn_name(self.fn),
                                        self._fallback, in_td if not nums else None,
                                        self.device)
             compiled.in_td = in_td
@@ -223,11 +227,24 @@ def jit(fn=None, static_argnums=(), device="cpu"):
     if fn is None:
         return lambda f: jit(f, static_argnums, device)
     check_callable(fn, "jit")
-    cls = type(f"jit_{getattr(fn, '__name__', 'f')}", (Jitted,), {})   # its own __call__ slot
+    cls = type(f"jit_{_fn_name(fn)}", (Jitted,), {})   # its own __call__ slot
     return cls(fn, static_argnums, device)
 
 
 DEVICES = ("cpu", "cuda")
+
+
+def _fn_name(fn):
+    """`fn.__name__` made safe as a type, LLVM module and C method name (no NUL, quote or newline)."""
+    return re.sub(r"[^A-Za-z0-9_<>.]", "_", str(getattr(fn, "__name__", "f")))
+
+
+def _signature(fn):
+    """`fn`'s signature, or None where Python has none (some builtins): then any call binds."""
+    try:
+        return inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
 
 
 def check_callable(fn, who):
@@ -366,7 +383,7 @@ def _transformation(fn, name, body, device="cpu"):
     check_callable(fn, name)
     staged = functools.wraps(fn)(body)
     staged.__name__ = f"{name}_{getattr(fn, '__name__', 'f')}"
-    staged.__signature__ = inspect.signature(fn)
+    staged.__signature__ = _signature(fn)
     return jit(staged, device=device)
 
 

@@ -108,9 +108,16 @@ def _entered(frame):
         _frames().pop()
 
 
+ESCAPED = ("a staged value escaped the function that traced it (it was stored in a Python variable, "
+           "list or attribute during a jit/grad/vmap trace) and is used after that trace ended, where it "
+           "has no value; return it from the traced function instead, and use the returned result")
+
+
 def emit(op, inputs, attrs=None, bodies=()):
     """Append a node to the current graph; return its output vars."""
     frame = current_frame()
+    if frame is None:
+        raise StagingError(ESCAPED)
     attrs = attrs or {}
     subst = getattr(_local, "subst", None)
     if subst:   # values of a program being transformed, used by Python code run meanwhile
