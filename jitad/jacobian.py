@@ -36,6 +36,8 @@ def _flat(leaves):
 
 def _rows(count, width, row_fn):
     """The (count, width) matrix whose row e is `row_fn(basis vector e)`."""
+    if count == 0:   # a zero-size input (jacfwd) or output (jacrev): an empty Jacobian, as JAX's
+        return np.zeros((0, width))
     if count <= UNROLL:
         return N.stack([row_fn(np.eye(count)[e]) for e in range(count)])
     index = np.arange(count)

@@ -159,8 +159,7 @@ def mean(x, axis=None, keepdims=False):
 def max(x, axis=None, keepdims=False):
     """Maximum over `axis`; its gradient is shared among tied maxima: `jitad.max(x, -1)`."""
     axes = _axes(x, axis, "max")
-    if not builtins.all(_shape(x)[a] for a in axes if _shape(x)):
-        raise ShapeError(f"`max` of an empty axis (shape {tuple(_shape(x))})")
+    _check_nonempty(x, axes, "max")
     if not _shape(x):
         return x
     return bind(Op.MAX, x, axes=axes, keepdims=keepdims)
@@ -168,8 +167,18 @@ def max(x, axis=None, keepdims=False):
 
 def min(x, axis=None, keepdims=False):
     """Minimum over `axis`: `jitad.min(x)`."""
-    _axes(x, axis, "min")
+    _check_nonempty(x, _axes(x, axis, "min"), "min")
     return -max(-x, axis, keepdims)
+
+
+def _nonempty(x, axes):
+    return builtins.all(_shape(x)[a] for a in axes if _shape(x))
+
+
+def _check_nonempty(x, axes, who):
+    if not _nonempty(x, axes):
+        raise ShapeError(f"`{who}` of an empty axis (shape {tuple(_shape(x))}): there is no element to "
+                         "reduce; reduce over non-empty axes only (test the size first)")
 
 
 def reshape(x, shape):
@@ -545,6 +554,8 @@ def logsumexp(x, axis=-1, keepdims=False):
     axes = _axes(x, axis, "logsumexp")
     if not _shape(x):
         return x
+    if not _nonempty(x, axes):   # a sum of no terms: log 0 = -inf, as JAX
+        return log(sum(exp(x), axis, keepdims))
     m = max(stop_gradient(x), axis, keepdims=True)   # its gradient cancels exactly: not computed
     m = where(abs(m) < np.inf, m, 0.0)   # an infinite maximum: exp(x - m) must not be inf - inf
     out = log(sum(exp(x - m), axis, keepdims=True)) + m
@@ -559,7 +570,8 @@ def log_softmax(x, axis=-1):
 
 def softmax(x, axis=-1):
     """exp(x) / sum(exp(x)) along `axis`, computed stably: `jitad.softmax(logits)`."""
-    _axes(x, axis, "softmax")
+    if not _nonempty(x, _axes(x, axis, "softmax")):   # no elements to normalize: empty, as JAX
+        return x * 1.0
     e = exp(x - max(stop_gradient(x), axis, keepdims=True))
     return e / sum(e, axis, keepdims=True)
 

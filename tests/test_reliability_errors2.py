@@ -87,3 +87,85 @@ def test_unhashable_aux_data_names_the_class_not_static_arguments():
             t(lambda p: jitad.sum(p.x * 2.0))(ListAux(np.ones(2)))
     with pytest.raises(jitad.ArgumentError, match="static arguments must be hashable, got list"):
         jitad.jit(lambda a, b: a, static_argnums=1)(1.0, [1])
+
+
+# -- scan over NumPy constants and over zero steps, against JAX ------------------------
+
+jax = pytest.importorskip("jax")
+jnp = jax.numpy
+jax.config.update("jax_enable_x64", True)
+
+
+def step(c, x):
+    return c * x + 1.0, (jnp if isinstance(c, jax.Array) else jitad).sin(c * x)
+
+
+@pytest.mark.parametrize("xs", [np.array([1.0, 2.0, 3.0]), np.arange(6.0).reshape(3, 2), np.zeros(0),
+                                np.zeros((0, 2))], ids=["vector", "matrix", "empty", "empty-rows"])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_scan_over_numpy_constant_and_zero_steps_matches_jax(xs, reverse):
+    c0 = 0.5 if xs.ndim == 1 else np.array([0.5, 0.3])
+
+    def loss(lib, scan):
+        def f(c):
+            carry, ys = scan(step, c, xs, reverse=reverse)
+            return lib.sum(carry) + lib.sum(ys * ys)
+        return f
+    carry, ys = jitad.jit(lambda c: jitad.scan(step, c, xs, reverse=reverse))(c0)
+    carry_j, ys_j = jax.lax.scan(step, c0, xs, reverse=reverse)
+    np.testing.assert_allclose(carry, carry_j, rtol=1e-12)
+    assert np.shape(ys) == ys_j.shape
+    np.testing.assert_allclose(ys, ys_j, rtol=1e-12)
+    np.testing.assert_allclose(jitad.grad(loss(jitad, jitad.scan))(c0), jax.grad(loss(jnp, jax.lax.scan))(c0),
+                               rtol=1e-10)
+
+
+def test_scan_of_zero_staged_steps_has_a_gradient_for_each_argument():
+    f = lambda c, x: jitad.sum(jitad.scan(lambda c, x: (c * x, c + x), c, x)[1]) + c
+    gc, gx = jitad.grad(f, argnums=(0, 1))(1.0, np.zeros(0))
+    assert gc == 1.0 and gx.shape == (0,)
+    assert jitad.jit(lambda c: jitad.scan(lambda c, _: (c + 1.0, c), c, None, length=0))(2.0)[0] == 2.0
+
+
+# -- zero sizes and broadcasting in jacobians and linalg --------------------------------
+
+@pytest.mark.parametrize("make, x", [
+    (lambda L: lambda x: x * 2.0, np.zeros(0)),
+    (lambda L: lambda x: L.sum(x), np.zeros(0)),
+    (lambda L: lambda x: x * 2.0, np.zeros((0, 3))),
+    (lambda L: lambda x: L.sum(x) * L.ones(3), np.zeros(0)),
+    (lambda L: lambda x: x[:0] * 1.0, np.ones(3)),
+    (lambda L: lambda x: (x * 2.0, L.sum(x ** 2)), np.zeros(0))])
+@pytest.mark.parametrize("which", ["jacrev", "jacfwd"])
+def test_zero_size_jacobian_has_jax_shape(make, x, which):
+    ours = getattr(jitad, which)(make(jitad))(x)
+    theirs = getattr(jax, which)(make(jnp))(x)
+    assert jax.tree_util.tree_map(np.shape, ours) == jax.tree_util.tree_map(np.shape, theirs)
+
+
+def test_pinv_of_zero_size_and_solve_of_batched_matrix_and_vector_match_numpy():
+    for shape in [(0, 3), (3, 0), (2, 0, 3)]:
+        z = np.zeros(shape)
+        assert jitad.linalg.pinv(z).shape == jitad.jit(jitad.linalg.pinv)(z).shape == np.linalg.pinv(z).shape
+    a = np.stack([np.eye(3) * (k + 1) + 0.1 * k for k in range(4)])
+    b = np.arange(3.0)
+    want = np.linalg.solve(a, b)
+    assert want.shape == (4, 3)
+    np.testing.assert_allclose(jitad.linalg.solve(a, b), want, rtol=1e-12)
+    np.testing.assert_allclose(jitad.jit(jitad.linalg.solve)(a, b), want, rtol=1e-12)
+    loss = lambda lib: lambda a, b: lib.sum(lib.linalg.solve(a, b) ** 2)
+    for g, gj in zip(jitad.grad(loss(jitad), argnums=(0, 1))(a, b), jax.grad(loss(jnp), argnums=(0, 1))(a, b)):
+        np.testing.assert_allclose(g, gj, rtol=1e-10)
+
+
+def test_empty_reductions_name_themselves_and_softmax_is_empty_as_in_jax():
+    for name in ("min", "max"):
+        for fn in (getattr(jitad, name), jitad.jit(getattr(jitad, name))):
+            with pytest.raises(jitad.ShapeError, match=f"^`{name}` of an empty axis"):
+                fn(np.zeros(0))
+    for x in (np.zeros(0), np.zeros((2, 0))):
+        for ours, theirs in [(jitad.softmax, jax.nn.softmax), (jitad.log_softmax, jax.nn.log_softmax),
+                             (lambda x: jitad.logsumexp(x, axis=-1), lambda x: jax.nn.logsumexp(x, axis=-1))]:
+            for f in (ours, jitad.jit(ours)):
+                np.testing.assert_array_equal(f(x), theirs(x))
+    assert jitad.grad(jitad.logsumexp)(np.zeros(0)).shape == (0,)
