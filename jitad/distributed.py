@@ -185,8 +185,14 @@ def shard(batch, axis=0):
     n, r = size(), rank()
     leaves, td = flatten(batch)
     out = []
-    for x in leaves:
-        length = x.shape[axis]
+    for k, x in enumerate(leaves):
+        shape = tuple(x.shape) if is_staged(x) else np.shape(x)
+        if isinstance(axis, (bool, np.bool_)) or not isinstance(axis, (int, np.integer)) \
+                or not -len(shape) <= axis < len(shape):
+            raise ArgumentError(f"shard: axis={axis!r} but leaf {k} of the batch has shape {shape}; give an "
+                                f"int axis the leaves have, -{len(shape)} .. {len(shape) - 1}" if shape else
+                                f"shard: leaf {k} of the batch is a scalar; every leaf must be an array to split")
+        length = shape[axis]
         if length % n:
             raise ArgumentError(f"shard: {length} rows along axis {axis} do not split evenly over "
                                 f"{n} processes; drop or pad examples to a multiple of {n}")

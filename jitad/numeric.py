@@ -757,13 +757,18 @@ def numpy_function(func, args, kwargs):
     if name in ("shape", "ndim", "size"):   # NumPy's own code reads the attribute
         return func._implementation(*args, **kwargs)
     call = f"{func.__module__.replace('numpy', 'np', 1)}.{func.__name__}"
-    fn = globals().get(name) if name in __all__ else NUMPY_API.get(name)
+    if func.__module__ == "numpy.linalg":   # np.linalg.solve runs jitad.linalg.solve
+        from . import linalg
+        fn = getattr(linalg, name) if name in linalg.__all__ else None
+        name = f"linalg.{name}"
+    else:
+        fn = globals().get(name) if name in __all__ else NUMPY_API.get(name)
     if fn is None:
         return _no_numpy(call, None)
     try:
         inspect.signature(fn).bind(*args, **kwargs)
     except TypeError:
-        return _no_numpy(f"{call}({', '.join(kwargs)}{'=...' if kwargs else ''})", name)
+        return _no_numpy(f"{call}({', '.join(kwargs)}{'=...' if kwargs else ''})", name, fn)
     return fn(*args, **kwargs)
 
 
@@ -772,9 +777,10 @@ def _numpy_error(what, fix):
                         f"known when the compiled code runs. {fix}")
 
 
-def _no_numpy(call, jitad_name):
-    if jitad_name in __all__:
-        fix = f"Call `jitad.{jitad_name}{inspect.signature(globals()[jitad_name])}` instead"
+def _no_numpy(call, jitad_name, fn=None):
+    fn = fn or (globals()[jitad_name] if jitad_name in __all__ else None)
+    if fn is not None:
+        fix = f"Call `jitad.{jitad_name}{inspect.signature(fn)}` instead"
     else:
         fix = "jitad has no function of that name: write it with jitad's functions (jitad.exp, jitad.sum, ...)"
     raise _numpy_error(f"{call} on a staged value", fix)

@@ -169,3 +169,24 @@ def test_empty_reductions_name_themselves_and_softmax_is_empty_as_in_jax():
             for f in (ours, jitad.jit(ours)):
                 np.testing.assert_array_equal(f(x), theirs(x))
     assert jitad.grad(jitad.logsumexp)(np.zeros(0)).shape == (0,)
+
+
+# -- np.linalg on staged values, shard's axis -----------------------------------------
+
+def test_numpy_linalg_on_staged_values_runs_jitad_linalg():
+    a, b = np.array([[2.0, 1.0], [1.0, 3.0]]), np.array([1.0, 2.0])
+    np.testing.assert_allclose(jitad.jit(lambda a, b: np.linalg.solve(a, b))(a, b), np.linalg.solve(a, b))
+    np.testing.assert_allclose(jitad.jit(lambda a: np.linalg.inv(a))(a), np.linalg.inv(a))
+    np.testing.assert_allclose(jitad.grad(lambda a: np.linalg.det(a))(a), np.linalg.det(a) * np.linalg.inv(a).T)
+    with pytest.raises(jitad.StagingError, match="np.linalg.eigvals on a staged value"):
+        jitad.jit(lambda a: np.linalg.eigvals(a))(a)
+
+
+def test_shard_with_a_bad_axis_names_the_axis():
+    from jitad import distributed as dist
+    for axis in (5, -3, 1.0):
+        with pytest.raises(jitad.ArgumentError, match=f"shard: axis={axis!r} but leaf 0 .* shape \\(4, 2\\)"):
+            dist.shard(np.ones((4, 2)), axis=axis)
+    with pytest.raises(jitad.ArgumentError, match="leaf 1 of the batch is a scalar"):
+        dist.shard((np.ones(4), 2.0))
+    np.testing.assert_array_equal(dist.shard(np.arange(4.0), axis=-1), np.arange(4.0))
