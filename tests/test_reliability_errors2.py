@@ -3,6 +3,7 @@ works, as in JAX/NumPy): leaked staged values, odd functions, environment variab
 malformed pytree registrations, keyword arguments, scan over constants and zero steps,
 zero-size jacobians, np.linalg on staged values, collectives that disagree."""
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -190,3 +191,77 @@ def test_shard_with_a_bad_axis_names_the_axis():
     with pytest.raises(jitad.ArgumentError, match="leaf 1 of the batch is a scalar"):
         dist.shard((np.ones(4), 2.0))
     np.testing.assert_array_equal(dist.shard(np.arange(4.0), axis=-1), np.arange(4.0))
+
+
+# -- eager collectives whose ranks disagree, and their timeout ------------------------
+
+MPIEXEC = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or shutil.which("mpiexec")
+try:
+    import mpi4py  # noqa: F401
+except ImportError:
+    MPIEXEC = None
+needs_mpi = pytest.mark.skipif(MPIEXEC is None, reason="needs the mpi extra: pip install 'jitad[mpi]'")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def mpirun(tmp_path, source, timeout=60):
+    script = tmp_path / "job.py"
+    script.write_text(textwrap.dedent(source))
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    done = subprocess.run([MPIEXEC, "-n", "2", sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=timeout, env=env, cwd=tmp_path)
+    return done.returncode, done.stdout + done.stderr
+
+
+@needs_mpi
+def test_ranks_passing_different_values_all_raise(tmp_path):
+    rc, out = mpirun(tmp_path, """
+        import numpy as np, jitad
+        from jitad import distributed as dist
+        dist.init()
+        r = dist.rank()
+        cases = [(lambda: dist.allreduce(np.ones(3) if r == 0 else np.ones(3, np.float32)), "float32[3]"),
+                 (lambda: dist.allreduce(3.0 if r == 0 else 3), "int64[]"),
+                 (lambda: dist.allreduce(np.ones(3 + r)), "float64[4]"),
+                 (lambda: dist.allreduce({"a": 1.0} if r == 0 else {"b": 1.0}), "('b',)"),
+                 (lambda: dist.allreduce(1.0, op="sum" if r == 0 else "max"), "op='max'"),
+                 (lambda: dist.allreduce(1.0) if r == 0 else dist.broadcast(1.0), "broadcast(op=0)")]
+        for k, (call, want) in enumerate(cases):
+            try:
+                call()
+            except jitad.DistributedError as e:
+                assert want in str(e) and "rank 0: allreduce" in str(e) and "rank 1: " in str(e), str(e)
+            else:
+                raise AssertionError(f"case {k}: no error")
+        # agreeing ranks still combine, with or without a timeout
+        assert dist.allreduce(np.ones(2) * r, op="mean", timeout=30).tolist() == [0.5, 0.5]
+        assert dist.broadcast({"a": np.ones(2) * r}, root=1, timeout=30)["a"].tolist() == [1, 1]
+        assert dist.allreduce((1.0, [np.int64(r)]), op="max") == (1.0, [1])
+        print(f"OK-{r}", flush=True)
+    """)
+    assert rc == 0 and "OK-0" in out and "OK-1" in out, out
+
+
+@needs_mpi
+def test_collective_timeout_raises_instead_of_hanging(tmp_path):
+    rc, out = mpirun(tmp_path, """
+        import time, numpy as np
+        from jitad import distributed as dist
+        dist.init()
+        if dist.rank() == 1:
+            time.sleep(60)   # never joins: rank 0's uncaught error must end the job
+        dist.allreduce(np.ones(3), timeout=0.5)
+    """, timeout=30)
+    assert rc != 0 and "DistributedError: allreduce: rank 0 waited 0.5 s for the other ranks" in out, out
+
+
+def test_timeout_argument_is_checked():
+    from jitad import distributed as dist
+    for bad in (-1, 0, "5", True):
+        with pytest.raises(jitad.ArgumentError, match="give a number of seconds > 0"):
+            dist.allreduce(1.0, timeout=bad)
+    with pytest.raises(jitad.ArgumentError, match="broadcast: timeout=-1"):
+        dist.broadcast(1.0, timeout=-1)
+    assert dist.allreduce(2.0, timeout=1) == 2.0 and dist.broadcast(2.0, timeout=0.5) == 2.0   # one process
+    with pytest.raises(jitad.ArgumentError, match="timeout only to collectives on NumPy values"):
+        dist._no_staged_timeout("allreduce", 5)
