@@ -136,10 +136,12 @@ def allreduce(tree, op="sum", timeout=None):
     leaves, td = flatten(tree)
     for x in leaves:
         _check_leaf(x, "allreduce")
+    staged = any(map(is_staged, leaves))
+    if staged:
+        _no_staged_timeout("allreduce", timeout)
     if size() == 1:
         return tree
-    if any(map(is_staged, leaves)):
-        _no_staged_timeout("allreduce", timeout)
+    if staged:
         return unflatten(td, [_allreduce_staged(x, op) for x in leaves])
     from mpi4py import MPI
     deadline = _agree("allreduce", op, leaves, td, timeout)
@@ -177,10 +179,12 @@ def broadcast(tree, root=0, timeout=None):
     leaves, td = flatten(tree)
     for x in leaves:
         _check_leaf(x, "broadcast")
+    staged = any(map(is_staged, leaves))
+    if staged:
+        _no_staged_timeout("broadcast", timeout)
     if n == 1:
         return tree
-    if any(map(is_staged, leaves)):
-        _no_staged_timeout("broadcast", timeout)
+    if staged:
         return unflatten(td, [wrap(emit(Op.BCAST, [_staged(x)._var], {"root": int(root)})[0])
                               for x in leaves])
     deadline = _agree("broadcast", int(root), leaves, td, timeout)
