@@ -78,21 +78,37 @@ class Jitted:
         self._compiled = OrderedDict()   # signature key -> Compiled, least recently called first
         self.max_signatures = MAX_SIGNATURES
         self._static_by_count = {}   # positional argument count -> static_argnums, normalized
+        self._keyword_jits = {}   # static_argnums -> the jit of calls with keyword arguments
         self._last = None
         self._fallback = functools.partial(Jitted.__call__, self)
         functools.update_wrapper(self, fn, updated=())
 
     def _bind(self, args, kwargs):
+        """`(positional, keyword)` arguments: those a parameter before `*` can take become
+        positional; the rest (keyword-only and `**kwargs` ones) stay keywords."""
         if self._signature is None:
-            return args
+            return args, kwargs
         try:
             bound = self._signature.bind(*args, **kwargs)
         except TypeError as e:
             raise ArgumentError(f"{getattr(self.fn, '__name__', 'function')}: {e}") from None
-        if bound.kwargs:
-            raise ArgumentError(f"{self.fn.__name__}: keyword-only arguments are not supported; "
-                                "pass them positionally")
-        return bound.args
+        return bound.args, bound.kwargs
+
+    def _call_with_keywords(self, args, kwargs):
+        """Keyword arguments are dynamic, as in JAX's jit: they travel as a dict after the
+        positional ones, through a jit of their own (its signatures kept apart)."""
+        if current_frame() is not None:
+            return self.fn(*args, **kwargs)
+        nums = self._static_nums(len(args)) if self.static_argnums else ()
+        inner = self._keyword_jits.get(nums)
+        if inner is None:
+            fn = self.fn
+
+            def with_keywords(*a):
+                return fn(*a[:-1], **a[-1])
+            with_keywords.__name__ = _fn_name(fn)
+            inner = self._keyword_jits[nums] = jit(with_keywords, nums, self.device)
+        return inner(*args, kwargs)
 
     def __call__(self, *args, **kwargs):
         """The dispatcher: find or compile this signature's code and run it.
@@ -101,7 +117,9 @@ class Jitted:
         installed as this object's `__call__`, so later calls skip this method.
         """
         if kwargs:
-            args = self._bind(args, kwargs)
+            args, kwargs = self._bind(args, kwargs)
+            if kwargs:
+                return self._call_with_keywords(args, kwargs)
         if current_frame() is not None:
             return self.fn(*args)   # called inside a trace: inline, as a nested jit in JAX
         nums = (self._static_by_count.get(len(args)) or self._static_nums(len(args))) if self.static_argnums else ()
@@ -380,8 +398,13 @@ def _grad_by_forward_mode(program, args, wrt, who):
 
 
 def _transformation(fn, name, body, device="cpu"):
+    """The jit of `body(f, *args)`, where `f` is `fn` with the call's keyword arguments
+    bound: they pass through to `fn` and are not differentiated (as in JAX)."""
     check_callable(fn, name)
-    staged = functools.wraps(fn)(body)
+
+    @functools.wraps(fn)
+    def staged(*args, **kwargs):
+        return body(functools.partial(fn, **kwargs) if kwargs else fn, *args)
     staged.__name__ = f"{name}_{getattr(fn, '__name__', 'f')}"
     staged.__signature__ = _signature(fn)
     return jit(staged, device=device)
@@ -395,8 +418,8 @@ def value_and_grad(fn, argnums=0, has_aux=False, device="cpu"):
     (12.0, (4.0, 3.0))
     """
     check_argnums(argnums, "value_and_grad")
-    return _transformation(fn, "value_and_grad", lambda *args: _value_and_grad_staged(
-        fn, args, argnums, has_aux, "value_and_grad"), device)
+    return _transformation(fn, "value_and_grad", lambda f, *args: _value_and_grad_staged(
+        f, args, argnums, has_aux, "value_and_grad"), device)
 
 
 def grad(fn, argnums=0, has_aux=False, device="cpu"):
@@ -408,8 +431,8 @@ def grad(fn, argnums=0, has_aux=False, device="cpu"):
     """
     check_argnums(argnums, "grad")
 
-    def body(*args):
-        value, g = _value_and_grad_staged(fn, args, argnums, has_aux, "grad")
+    def body(f, *args):
+        value, g = _value_and_grad_staged(f, args, argnums, has_aux, "grad")
         return (g, value[1]) if has_aux else g
     return _transformation(fn, "grad", body, device)
 
@@ -444,9 +467,14 @@ def vmap(fn, in_axes=0, out_axes=0):
         return vmap_staged(fn, args, in_axes, out_axes)
     staged.__name__ = f"vmap_{getattr(fn, '__name__', 'f')}"
     compiled = jit(staged)
+    with_keywords = []
 
     @functools.wraps(fn)
-    def batched(*args):
+    def batched(*args, **kwargs):
+        if kwargs:   # keyword arguments are batched along their axis 0, as in JAX
+            if not with_keywords:
+                with_keywords.append(vmap(lambda a, k: fn(*a, **k), (in_axes, 0), out_axes))
+            return with_keywords[0](args, kwargs)
         if current_frame() is not None:
             return vmap_staged(fn, args, in_axes, out_axes)
         return compiled(*args)

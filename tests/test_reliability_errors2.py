@@ -15,6 +15,9 @@ import jitad
 from jitad.tree_util import register_pytree_node
 
 pytestmark = pytest.mark.llvm
+jax = pytest.importorskip("jax")
+jnp = jax.numpy
+jax.config.update("jax_enable_x64", True)
 
 
 def child_stderr(code, **env):
@@ -90,12 +93,43 @@ def test_unhashable_aux_data_names_the_class_not_static_arguments():
         jitad.jit(lambda a, b: a, static_argnums=1)(1.0, [1])
 
 
+
+# -- keyword arguments, as JAX takes them ----------------------------------------------
+
+def scaled(x, *, scale=2.0):
+    return x * scale
+
+
+def with_options(x, **options):
+    return x * options.get("s", 1.0)
+
+
+def test_keyword_arguments_are_dynamic_in_jit_and_pass_through_grad():
+    f = jitad.jit(scaled)
+    assert f(3.0) == 6.0 and f(3.0, scale=4.0) == 12.0 and f(3.0, scale=5.0) == 15.0   # not baked in
+    np.testing.assert_array_equal(f(np.ones(2), scale=np.arange(2.0)), [0.0, 1.0])
+    assert jitad.jit(with_options)(3.0, s=4.0) == 12.0
+    assert jitad.jit(lambda x, n, *, s: x * n * s, static_argnums=1)(3.0, 2, s=2.0) == 12.0
+    with pytest.raises(jitad.ArgumentError, match="missing a required argument: 'scale'"):
+        jitad.jit(lambda x, *, scale: x * scale)(3.0)
+    # grad differentiates the positional arguments only; keywords pass through, as in JAX
+    assert jitad.grad(scaled)(3.0, scale=4.0) == jax.grad(scaled)(3.0, scale=4.0) == 4.0
+    assert jitad.grad(with_options)(3.0, s=4.0) == 4.0
+    assert jitad.value_and_grad(scaled)(2.0, scale=3.0) == (6.0, 3.0)
+    assert jitad.jit(lambda x, s: jitad.grad(scaled)(x, scale=s))(3.0, 5.0) == 5.0
+    np.testing.assert_array_equal(jitad.jacrev(scaled)(np.ones(2), scale=3.0), 3.0 * np.eye(2))
+
+
+def test_vmap_batches_keyword_arguments_along_axis_0():
+    want = jax.vmap(scaled)(np.ones(3), scale=np.arange(3.0))
+    np.testing.assert_array_equal(jitad.vmap(scaled)(np.ones(3), scale=np.arange(3.0)), want)
+    np.testing.assert_array_equal(jitad.vmap(lambda x, y: x * y, in_axes=(0,))(np.ones(3), y=np.arange(3.0)),
+                                  np.arange(3.0))
+    inside = jitad.jit(lambda x, s: jitad.vmap(scaled)(x, scale=s))(np.ones(3), np.arange(3.0))
+    np.testing.assert_array_equal(inside, want)
+
+
 # -- scan over NumPy constants and over zero steps, against JAX ------------------------
-
-jax = pytest.importorskip("jax")
-jnp = jax.numpy
-jax.config.update("jax_enable_x64", True)
-
 
 def step(c, x):
     return c * x + 1.0, (jnp if isinstance(c, jax.Array) else jitad).sin(c * x)
