@@ -473,7 +473,8 @@ def vmap(fn, in_axes=0, out_axes=0):
     def batched(*args, **kwargs):
         if kwargs:   # keyword arguments are batched along their axis 0, as in JAX
             if not with_keywords:
-                with_keywords.append(vmap(lambda a, k: fn(*a, **k), (in_axes, 0), out_axes))
+                axes = tuple(in_axes) if isinstance(in_axes, list) else in_axes   # one per positional
+                with_keywords.append(vmap(lambda a, k: fn(*a, **k), (axes, 0), out_axes))
             return with_keywords[0](args, kwargs)
         if current_frame() is not None:
             return vmap_staged(fn, args, in_axes, out_axes)
