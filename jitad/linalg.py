@@ -689,3 +689,6 @@ def check_cpu(program):
                 raise DeviceError(f"`jitad.linalg.{name}` runs on the CPU backend only (LAPACK); "
                                   "device='cuda' has no linear-algebra solver yet: compile with "
                                   "device='cpu', or move the solve out of the GPU function")
+
+
+_N().NUMPY_API.update({f"linalg.{name}": globals()[name] for name in __all__})   # np.linalg.solve(staged)

@@ -247,7 +247,8 @@ NUMPY_OF = {"bool": np.bool_, "i64": np.int64, "f32": np.float32, "f64": np.floa
 
 N_D = {}   # the N-D `matmul` and `dot`, composites that jitad.numpy_api (a layer above) fills in
 NUMPY_API = {}   # jitad.numpy_api's public functions, filled in there: NumPy's functions and the
-                 # methods on staged values (`np.var(x)`, `x.var()`) find them here
+                 # methods on staged values (`np.var(x)`, `x.var()`) find them here; jitad.linalg's
+                 # as "linalg.solve", ... (for `np.linalg.solve(x, b)`)
 
 
 def matmul(a, b):
@@ -758,11 +759,8 @@ def numpy_function(func, args, kwargs):
         return func._implementation(*args, **kwargs)
     call = f"{func.__module__.replace('numpy', 'np', 1)}.{func.__name__}"
     if func.__module__ == "numpy.linalg":   # np.linalg.solve runs jitad.linalg.solve
-        from . import linalg
-        fn = getattr(linalg, name) if name in linalg.__all__ else None
         name = f"linalg.{name}"
-    else:
-        fn = globals().get(name) if name in __all__ else NUMPY_API.get(name)
+    fn = globals().get(name) if name in __all__ else NUMPY_API.get(name)
     if fn is None:
         return _no_numpy(call, None)
     try:
