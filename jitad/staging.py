@@ -259,6 +259,9 @@ class Staged:
     cumprod = lambda self, axis=None, dtype=None: N.NUMPY_API["cumprod"](self, axis, dtype)
     any = lambda self, axis=None, keepdims=False: N.NUMPY_API["any"](self, axis, keepdims)
     all = lambda self, axis=None, keepdims=False: N.NUMPY_API["all"](self, axis, keepdims)
+    round = __round__ = lambda self, decimals=None: N.NUMPY_API["round"](self, decimals or 0)   # stays staged
+    __divmod__ = lambda a, b: (a // b, a % b)
+    __rdivmod__ = lambda a, b: (b // a, b % a)
 
     def __getitem__(self, key):
         return N.getitem(self, key)

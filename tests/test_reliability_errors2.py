@@ -46,6 +46,8 @@ def test_builtin_and_odd_names_compile():
     assert jitad.jit(pow)(2.0, 3.0) == 8.0
     with pytest.raises(jitad.StagingError, match="bool"):   # Python's max compares: as in JAX
         jitad.jit(max)(1.0, 2.0)
+    assert jitad.jit(round)(2.5) == 2.0 and jitad.jit(lambda x: round(x, 1))(2.25) == round(2.25, 1)
+    assert jitad.jit(divmod)(7.0, 2.0) == (3.0, 1.0) and jitad.jit(lambda x: divmod(7.5, x))(2.0) == (3.0, 1.5)
 
     def g(x):
         return x * x
