@@ -2,7 +2,6 @@
 import functools
 import gc
 import inspect
-import os
 import re
 from collections import OrderedDict
 
