@@ -125,8 +125,9 @@ def allreduce(tree, op="sum", timeout=None):
     """Combine every rank's `tree` leaf by leaf ("sum", "mean", "max" or "min"); every rank
     gets the result. All ranks must call it in the same order, with the same structure,
     shapes and dtypes: called on NumPy values, the ranks first compare these (one small
-    collective) and all raise `DistributedError` if they differ. `timeout=` (seconds, NumPy
-    values only) raises `DistributedError` when the other ranks have not joined by then.
+    collective) and all raise `DistributedError` if they differ. `timeout=` seconds: when
+    the other ranks have not joined by then, `DistributedError` (compiled code, which cannot
+    raise, prints that and ends the job) instead of waiting forever.
 
     >>> grads = dist.allreduce(grads, op="mean")   # data-parallel gradient average
     >>> total = dist.allreduce(3.0, timeout=60)    # 3.0 * size()
@@ -136,13 +137,10 @@ def allreduce(tree, op="sum", timeout=None):
     leaves, td = flatten(tree)
     for x in leaves:
         _check_leaf(x, "allreduce")
-    staged = any(map(is_staged, leaves))
-    if staged:
-        _no_staged_timeout("allreduce", timeout)
     if size() == 1:
         return tree
-    if staged:
-        return unflatten(td, [_allreduce_staged(x, op) for x in leaves])
+    if any(map(is_staged, leaves)):
+        return unflatten(td, [_allreduce_staged(x, op, timeout) for x in leaves])
     from mpi4py import MPI
     deadline = _agree("allreduce", op, leaves, td, timeout)
     mpi_op, out = {"sum": MPI.SUM, "mean": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}[op], []
@@ -160,8 +158,14 @@ def _staged(x):
     return _check_count(x if is_staged(x) else wrap(as_var(np.asarray(x) if np.ndim(x) else x)))
 
 
-def _allreduce_staged(x, op):
-    out = wrap(emit(Op.ALLREDUCE, [_staged(x)._var], {"reduce": "sum" if op == "mean" else op})[0])
+def _timeout_attr(timeout):
+    """A staged collective's `timeout` attribute (none without one: the blocking MPI call)."""
+    return {} if timeout is None else {"timeout": float(timeout)}
+
+
+def _allreduce_staged(x, op, timeout=None):
+    out = wrap(emit(Op.ALLREDUCE, [_staged(x)._var], {"reduce": "sum" if op == "mean" else op,
+                                                      **_timeout_attr(timeout)})[0])
     return out / size() if op == "mean" else out
 
 
@@ -179,14 +183,11 @@ def broadcast(tree, root=0, timeout=None):
     leaves, td = flatten(tree)
     for x in leaves:
         _check_leaf(x, "broadcast")
-    staged = any(map(is_staged, leaves))
-    if staged:
-        _no_staged_timeout("broadcast", timeout)
     if n == 1:
         return tree
-    if staged:
-        return unflatten(td, [wrap(emit(Op.BCAST, [_staged(x)._var], {"root": int(root)})[0])
-                              for x in leaves])
+    if any(map(is_staged, leaves)):
+        attrs = {"root": int(root), **_timeout_attr(timeout)}
+        return unflatten(td, [wrap(emit(Op.BCAST, [_staged(x)._var], attrs)[0]) for x in leaves])
     deadline = _agree("broadcast", int(root), leaves, td, timeout)
     out = []
     for x in leaves:
@@ -203,13 +204,6 @@ def _check_timeout(who, timeout):
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
                                 or not timeout > 0):
         raise ArgumentError(f"{who}: timeout={timeout!r}; give a number of seconds > 0, or None to wait forever")
-
-
-def _no_staged_timeout(who, timeout):
-    if timeout is not None:
-        raise ArgumentError(f"{who}(..., timeout={timeout!r}) on staged values: compiled collectives wait "
-                            "for every rank (an error on one rank ends the job after `init()`); pass "
-                            "timeout only to collectives on NumPy values")
 
 
 def _structure(td):
@@ -306,17 +300,17 @@ def _not_differentiable(reduce):
                             "op='sum' or 'mean', or apply jitad.stop_gradient to its input")
 
 
-def allreduce_vjp(g, reduce):
+def allreduce_vjp(g, reduce, timeout=None):
     """y = sum over ranks of x: each rank's cotangent is the sum of all ranks' cotangents."""
     if reduce != "sum":
         raise _not_differentiable(reduce)
-    return wrap(emit(Op.ALLREDUCE, [g._var], {"reduce": "sum"})[0])
+    return _allreduce_staged(g, "sum", timeout)
 
 
-def broadcast_vjp(g, root):
+def broadcast_vjp(g, root, timeout=None):
     """y = x on root: root's cotangent sums every rank's; the others' inputs get none (they
     still take part in the sum, a collective)."""
-    total = wrap(emit(Op.ALLREDUCE, [g._var], {"reduce": "sum"})[0])
+    total = _allreduce_staged(g, "sum", timeout)
     return total if rank() == root else None
 
 
@@ -333,7 +327,9 @@ def _collective_jvp(node, tangents, primals, out):
 
 # effects: never removed or fused. `reduce` is "sum", "max" or "min" (staging makes "mean"
 # a sum and a division). Lowered in jitad/lower/mpi.py.
-declare("allreduce", shape_rule(lambda types, reduce: types[0].shape), lambda x, reduce: allreduce(x, reduce),
-        arity=1, vjp=lambda g, x, out, reduce: (allreduce_vjp(g, reduce),), jvp=_collective_jvp)
-declare("bcast", shape_rule(lambda types, root: types[0].shape), lambda x, root: broadcast(x, root),
-        arity=1, vjp=lambda g, x, out, root: (broadcast_vjp(g, root),), jvp=_collective_jvp)
+declare("allreduce", shape_rule(lambda types, reduce, timeout=None: types[0].shape),
+        lambda x, reduce, timeout=None: allreduce(x, reduce, timeout), arity=1, jvp=_collective_jvp,
+        vjp=lambda g, x, out, reduce, timeout=None: (allreduce_vjp(g, reduce, timeout),))
+declare("bcast", shape_rule(lambda types, root, timeout=None: types[0].shape),
+        lambda x, root, timeout=None: broadcast(x, root, timeout), arity=1, jvp=_collective_jvp,
+        vjp=lambda g, x, out, root, timeout=None: (broadcast_vjp(g, root, timeout),))
