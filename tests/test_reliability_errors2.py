@@ -58,10 +58,12 @@ def test_builtin_and_odd_names_compile():
         np.testing.assert_array_equal(jitad.vmap(g)(np.arange(3.0)), [0.0, 1.0, 4.0])
 
 
-@pytest.mark.parametrize("name, value", [("JITAD_ARENA_MB", "-5"), ("JITAD_MAX_SIGNATURES", "x")])
-def test_bad_environment_variable_is_named(name, value):
+@pytest.mark.parametrize("name, value, said", [("JITAD_ARENA_MB", "-5", "integer >= 1"),
+                                               ("JITAD_MAX_SIGNATURES", "x", "integer >= 0"),
+                                               ("JITAD_ARENA_MB", str(2 ** 40), "cannot reserve")])
+def test_bad_environment_variable_is_named(name, value, said):
     rc, err = child_stderr("import jitad; jitad.jit(lambda x: x + 1.0)(1.0)", **{name: value})
-    assert rc == 1 and "jitad.errors.ConfigError" in err and name in err and "integer >=" in err, err
+    assert rc == 1 and "jitad.errors.ConfigError" in err and f"{name}=" in err and said in err, err
 
 
 # -- pytree registrations -------------------------------------------------------------
