@@ -201,8 +201,8 @@ def broadcast(tree, root=0, timeout=None):
 # -- checks before an eager collective ------------------------------------------------
 
 def _check_timeout(who, timeout):
-    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float, np.integer, np.floating))
-                                or not timeout > 0):
+    number = isinstance(timeout, (int, float, np.integer, np.floating)) and not isinstance(timeout, bool)
+    if timeout is not None and not (number and timeout > 0):
         raise ArgumentError(f"{who}: timeout={timeout!r}; give a number of seconds > 0, or None to wait forever")
 
 
