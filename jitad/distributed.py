@@ -215,16 +215,29 @@ def _structure(td):
     return f"{name}({inner})" if td.children or td.kind != "leaf" else "*"
 
 
+_SIGNATURES = {}   # (collective, op or root, structure, leaf shapes and dtypes) -> (text, [hash, -hash])
+
+
+def _signature(key):
+    who, how, td, leaves = key
+    text = f"{who}(op={how!r}) of {_structure(td)} with leaves " + ", ".join(
+        f"{np.dtype(char)}{list(shape)}" for shape, char in leaves)
+    h = int.from_bytes(hashlib.blake2b(text.encode(), digest_size=7).digest(), "little")
+    if len(_SIGNATURES) > 1000:
+        _SIGNATURES.clear()
+    _SIGNATURES[key] = text, np.array([h, -h], np.int64)
+    return _SIGNATURES[key]
+
+
 def _agree(who, how, leaves, td, timeout):
     """Compare what each rank passes (the collective, its op or root, the pytree's structure,
     each leaf's shape and dtype) with one small allreduce; DistributedError on every rank
     if they differ. Returns the deadline of `timeout` (None without one)."""
     deadline = time.monotonic() + timeout if timeout is not None else None
     from mpi4py import MPI
-    text = f"{who}(op={how!r}) of {_structure(td)} with leaves " + ", ".join(
-        f"{np.asarray(x).dtype}{list(np.shape(x))}" for x in leaves)
-    h = int.from_bytes(hashlib.blake2b(text.encode(), digest_size=7).digest(), "little")
-    sig, both = np.array([h, -h], np.int64), np.empty(2, np.int64)
+    key = (who, how, td, tuple((np.shape(x), np.asarray(x).dtype.char) for x in leaves))
+    text, sig = _SIGNATURES.get(key) or _signature(key)
+    both = np.empty(2, np.int64)
     _wait(_world.Iallreduce(sig, both, op=MPI.MAX) if deadline else _world.Allreduce(sig, both, op=MPI.MAX),
           deadline, who, timeout)
     if both[0] != -both[1]:   # max != min: not all the same
