@@ -8,16 +8,16 @@ from collections import OrderedDict
 import numpy as np
 
 from . import numpy_api, timing
-from .errors import ArgumentError, ShapeError, env_int
+from .errors import ArgumentError, env_int
 from .ir.types import NUMPY, TreeType
 from .ir.verify import verify
 from .lower.compile import SCALAR_KEYS, compile_program
 from .pytree import check_hashable, flatten, unflatten
 from .ad.forward import contains_effects
 from .batching import value_and_grad as _reverse_or_defer, vmap_staged
-from .staging import (Staged, StagedTree, arg_type, as_var, current_frame, is_device_array, is_staged,
-                      trace_program, wrap)
+from .staging import arg_type, current_frame, is_device_array, is_staged, trace_program, wrap
 from .tree import SLOT_OFFSETS, Tree, plain_tree
+from .pullback import leaf_type, positive_zero, pullback_staged, staged_arg
 
 # signatures a jitted function keeps compiled (least recently called dropped first);
 # `f.max_signatures` changes it for one function
@@ -304,13 +304,8 @@ def trace(fn, *args, **kwargs):
 
 # -- reverse mode ---------------------------------------------------------------
 
-def _leaf_type(x):
-    return x._var.type if isinstance(x, (Staged, StagedTree)) else arg_type(x)
-
-
 def _value_and_grad_staged(fn, args, argnums, has_aux, who):
     """Trace `fn(*args)` and emit its value and reverse-mode gradient into the current trace."""
-    from .ad.reverse import value_and_grad_staged
     nums = check_argnums(argnums, who)
     for i in nums:
         if not 0 <= i < len(args):
@@ -323,7 +318,7 @@ def _value_and_grad_staged(fn, args, argnums, has_aux, who):
             wrt_tds.append((len(wrt), len(leaves), td))
             wrt += range(len(flat), len(flat) + len(leaves))
         flat += leaves
-    types = [_leaf_type(x) for x in flat]
+    types = [leaf_type(x) for x in flat]
     for k in wrt:
         if isinstance(types[k], TreeType) or types[k].dtype not in ("f64", "f32"):
             raise ArgumentError(f"{who}: cannot differentiate with respect to a value of type "
@@ -338,31 +333,19 @@ def _value_and_grad_staged(fn, args, argnums, has_aux, who):
         got = out_types[0] if value_td.kind == "leaf" else "a pytree"
         raise ArgumentError(f"{who}: the function must return a float scalar to differentiate, got "
                             f"{got}; reduce it first (e.g. with a sum) or use jitad.vjp")
-    staged = [_staged(x, t) for x, t in zip(flat, types)] + [wrap(v) for v in captured]
+    staged = [staged_arg(x, t) for x, t in zip(flat, types)] + [wrap(v) for v in captured]
     if contains_effects(program):   # the function itself takes a gradient: go forward
         with timing.stage("ad"):
             outs, grads = _grad_by_forward_mode(program, staged, wrt, who)
     else:
         with timing.stage("ad"):
             outs, grads = _reverse_or_defer(program, staged, wrt)
-        grads = [_positive_zero(g) for g in grads]
+        grads = [positive_zero(g) for g in grads]
     value = outs[0]
     if has_aux:
         value = (value, unflatten(out_td.children[1], outs[1:]))
     per_arg = [unflatten(td, grads[start:start + n]) for start, n, td in wrt_tds]
     return value, (per_arg[0] if isinstance(argnums, (int, np.integer)) else tuple(per_arg))
-
-
-def _positive_zero(g):
-    """A scalar gradient with -0.0 made 0.0: scalar adjoint slots start at -0.0
-    (lower/llvm.py), so an input that no path reaches would otherwise read -0.0."""
-    return g + 0.0 if is_staged(g) and g.shape == () else g
-
-
-def _staged(x, t):
-    if isinstance(x, (Staged, StagedTree)):
-        return x
-    return Staged(as_var(np.asarray(x) if t.shape else x, t.dtype))
 
 
 MAX_FORWARD_DIRECTIONS = 256
@@ -385,7 +368,7 @@ def _grad_by_forward_mode(program, args, wrt, who):
         for e in range(max(1, int(np.prod(shape, dtype=np.int64)))):
             direction = np.zeros(shape, NUMPY[dtype])
             direction.reshape(-1)[e] = 1.0
-            pairs = [(a, (_staged(direction if shape else 1.0, args[k]._var.type) if j == k else None))
+            pairs = [(a, (staged_arg(direction if shape else 1.0, args[k]._var.type) if j == k else None))
                      for j, a in enumerate(args)]
             result = jvp_graph(program.main, pairs)
             outs = [p for p, _ in result]
@@ -488,16 +471,16 @@ def _jvp_staged(fn, primals, tangents):
     flat_t, td_t = flatten(tangents)
     if td != td_t:
         raise ArgumentError("jvp: primals and tangents must have the same structure")
-    types = [_leaf_type(x) for x in flat]
+    types = [leaf_type(x) for x in flat]
     program, out_td, captured = trace_program(fn, primals, td, types)
     pairs = []
     for x, t, ty in zip(flat, flat_t, types):
         if isinstance(ty, TreeType) or ty.dtype not in ("f64", "f32"):
-            pairs.append((_staged(x, ty), None))
+            pairs.append((staged_arg(x, ty), None))
         else:
             if np.shape(t) != ty.shape:
                 raise ArgumentError(f"jvp: a tangent of shape {np.shape(t)} for a primal of shape {ty.shape}")
-            pairs.append((_staged(x, ty), _staged(t, ty)))
+            pairs.append((staged_arg(x, ty), staged_arg(t, ty)))
     with timing.stage("ad"):
         result = jvp_graph(program.main, pairs + [(wrap(v), None) for v in captured])
     outs = [p for p, _ in result]
@@ -567,40 +550,3 @@ def vjp(fn, *primals):
     from .pytree import tree_map   # the pullback uses the primals as they are now, not as later changed
     kept = tree_map(lambda x: x.copy() if isinstance(x, np.ndarray) else x, primals)
     return out, lambda ct: compiled(kept, ct)
-
-
-def pullback_staged(fn, primals, ct, to_closure=True):
-    """Emit the cotangents of `fn` at `primals` for output cotangent `ct`. When this runs
-    inside a reverse pass (a custom rule) and `to_closure`, the cotangents of staged
-    values `fn` closes over are added to their adjoints in that pass."""
-    from .ad.reverse import adjoint_of, value_and_grad_staged
-    flat, td = flatten(tuple(primals))
-    types = [_leaf_type(x) for x in flat]
-    program, out_td, captured = trace_program(fn, tuple(primals), td, types)
-    ct_leaves, ct_td = flatten(ct)
-    if ct_td != out_td:
-        raise ArgumentError("vjp: the cotangent must have the structure of the function's output")
-    for k, (c, t) in enumerate(zip(ct_leaves, program.main.out_types)):
-        shape = tuple(c.shape if is_staged(c) else np.shape(c))
-        if shape != t.shape:
-            raise ShapeError(f"vjp: a cotangent of shape {shape} for output {k} of shape {t.shape}; "
-                             "the cotangent must have the output's shape")
-    wrt = [k for k, t in enumerate(types) if not isinstance(t, TreeType) and t.dtype in ("f64", "f32")]
-    closure = [len(flat) + j for j, v in enumerate(captured) if to_closure and adjoint_of(v) is not None]
-    staged = [_staged(x, t) for x, t in zip(flat, types)] + [wrap(v) for v in captured]
-    seeds = [(k, c) for k, c in enumerate(ct_leaves)]
-    with timing.stage("ad"):
-        _, grads = (_reverse_or_defer if not closure else value_and_grad_staged)(program, staged, wrt + closure, seeds)
-    by_leaf = dict(zip(wrt, map(_positive_zero, grads)))
-    from .staging import slot_add
-    for j, g in zip(closure, grads[len(wrt):]):
-        slot_add(adjoint_of(captured[j - len(flat)]), g)
-    from .ad.forward import zeros
-    cts = [by_leaf[k] if k in by_leaf else None for k in range(len(flat))]
-    out = []
-    start = 0
-    for p in primals:
-        n = len(flatten(p)[0])
-        out.append(unflatten(flatten(p)[1], cts[start:start + n]))
-        start += n
-    return tuple(out)

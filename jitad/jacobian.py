@@ -13,7 +13,8 @@ import math
 import numpy as np
 
 from . import numeric as N
-from .api import _jvp_staged, _transformation, check_argnums, pullback_staged
+from .api import _jvp_staged, _transformation, check_argnums
+from .pullback import pullback_staged
 from .errors import ArgumentError
 from .pytree import flatten, unflatten
 from .staging import FOR, is_staged

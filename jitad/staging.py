@@ -821,6 +821,19 @@ class FUN:
         return fun
 
 
+class checkpoint(FUN):
+    """`jitad.checkpoint(f)`: during reverse mode, run `f` without keeping its
+    intermediate values, and recompute them when the backward pass reaches `f`
+    (less memory, one more forward pass of `f`).
+
+    >>> block = jitad.checkpoint(lambda h, W: jitad.tanh(W @ h))
+    """
+    call_op = Op.CHECKPOINT
+
+    def __repr__(self):
+        return f"checkpoint({self.__name__})"
+
+
 class _FunState:
     def __init__(self, fundef, in_td):
         self.fundef, self.in_td = fundef, in_td
