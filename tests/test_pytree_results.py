@@ -185,3 +185,15 @@ def test_vmap_and_jacrev_results():
     got, want = jitad.jacrev(f)(P), jax.jacrev(f_jax)(P)
     assert list(got) == ["o", "s"] and type(got["s"]) is list and type(got["o"]) is dict
     _same(got, want)
+
+
+def test_list_and_none_arguments_go_through_the_entry():
+    jf = jitad.jit(lambda p, n, x: (p[0] * x, p[1][0] + x, n))
+    for _ in range(2):
+        r = jf([A, [2.0]], None, 1.5)
+        np.testing.assert_array_equal(r[0], 1.5 * A)
+        assert r[1:] == (3.5, None)
+    assert _native(jf)
+    assert jf([A, [2.0, 3.0]], None, 1.5)[1] == 3.5   # another structure: another signature
+    assert jf((A, [2.0]), None, 1.5)[1] == 3.5
+    assert jf([A, [2.0]], 4.0, 1.5)[2] == 4.0

@@ -19,7 +19,7 @@ from ..pytree import _REGISTRY, unflatten
 from ..timing import stage
 from ..tree import Tree, plain_tree
 from . import lapack, mpi, runtime, sort, tensor  # noqa: F401  (lapack, mpi, sort and tensor register their rules in the LLVM lowering's table)
-from .entry import Built, ClassArg, DictArg, add_entry, key_symbol
+from .entry import Built, ClassArg, DictArg, ListArg, NoneArg, add_entry, key_symbol
 from .llvm import CHECK_FAILED, check_messages, lower_program, program_constants
 
 PLACEHOLDER = "JITAD_PREFIX_"
@@ -107,7 +107,11 @@ _PHYSICAL_MEMORY = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 def _layout(td, counter):
     if td.kind == "leaf":
         return next(counter)
+    if td.kind == "none":
+        return NoneArg()
     children = [_layout(c, counter) for c in td.children]
+    if td.kind == "list":
+        return ListArg(children)
     if td.kind == "dict":
         return DictArg((tuple(runtime.data_symbol(key_symbol(k), sys.intern(k)) for k in td.keys), children))
     if td.kind == "namedtuple":
@@ -160,10 +164,11 @@ def _plain_namedtuple(cls):
 
 
 def _unpackable(td):
-    """The entry takes apart leaves and (nested) tuples, namedtuples and dicts with string keys."""
+    """The entry takes apart leaves, None and (nested) tuples, namedtuples, lists and dicts
+    with string keys."""
     if td.kind == "dict" and not all(type(k) is str for k in td.keys):
         return False
-    return td.kind in ("leaf", "tuple", "namedtuple", "dict") and all(map(_unpackable, td.children))
+    return td.kind in ("leaf", "none", "tuple", "namedtuple", "list", "dict") and all(map(_unpackable, td.children))
 
 
 def compile_program(program, out_td, in_types, name, fallback, in_td=None, device="cpu"):

@@ -50,7 +50,8 @@ PY_API = {
 # numpy's PyArray_New(subtype, nd, dims, typenum, strides, data, itemsize, flags, obj)
 ARRAY_NEW = ir.FunctionType(PTR, [PTR, C_INT, PTR, C_INT, PTR, PTR, C_INT, C_INT, PTR])
 PY_DATA = {"float": "PyFloat_Type", "int": "PyLong_Type", "bool": "PyBool_Type", "True": "_Py_TrueStruct",
-           "tuple": "PyTuple_Type", "dict": "PyDict_Type", "None": "_Py_NoneStruct"}
+           "tuple": "PyTuple_Type", "dict": "PyDict_Type", "None": "_Py_NoneStruct",
+           "list": "PyList_Type"}
 _EXPECTED = {"f64": "float", "f32": "float", "i64": "int", "bool": "bool"}
 NPY_TYPENUM = {"bool": 0, "i64": 7, "f32": 11, "f64": 12}
 # Field offsets of CPython's objects and NumPy's PyArrayObject (checked below)
@@ -231,6 +232,22 @@ class ClassArg(tuple):
     children = property(lambda self: self[1])
 
 
+class ListArg(tuple):
+    """A list argument: its children, read from the list's item array."""
+    __slots__ = ()
+
+    def __repr__(self):   # (part of the cache key)
+        return f"ListArg{tuple.__repr__(self)}"
+
+
+class NoneArg(tuple):
+    """A None argument (no leaves): the entry checks it is None."""
+    __slots__ = ()
+
+    def __repr__(self):
+        return "NoneArg()"
+
+
 def key_symbol(key):
     return "jitad_key_" + key.encode("utf-8", "surrogatepass").hex()
 
@@ -247,7 +264,7 @@ def _check_arguments(b, module, in_types, arg_layout, fallback):
         b.cbranch(holds, nxt, fallback)
         b.position_at_end(nxt)
 
-    def walk(node, obj):   # a (nested) tuple, namedtuple or dict argument: its type and size, then its leaves
+    def walk(node, obj):   # a (nested) tuple, namedtuple, list or dict argument: its type and size, then its leaves
         if isinstance(node, int):
             objs[node] = obj
             return
@@ -258,6 +275,16 @@ def _check_arguments(b, module, in_types, arg_layout, fallback):
                 item = b.call(api("PyDict_GetItemWithError"), [obj, api(key)])   # (no error with str keys)
                 check(b.icmp_unsigned("!=", item, PTR(None)))
                 walk(child, item)
+            return
+        if isinstance(node, NoneArg):
+            check(b.icmp_unsigned("==", obj, api("_Py_NoneStruct")))
+            return
+        if isinstance(node, ListArg):   # exactly a list of this length
+            check(b.and_(b.icmp_unsigned("==", _field(b, obj, OB_TYPE, PTR), api("PyList_Type")),
+                         b.icmp_signed("==", _field(b, obj, TUPLE_SIZE, I64), I64(len(node)))))
+            items = _field(b, obj, LIST_ITEMS, PTR)
+            for k, child in enumerate(node):
+                walk(child, b.load(b.gep(items, [I64(k)], source_etype=PTR), typ=PTR))
             return
         cls, children = (node.symbol, node.children) if isinstance(node, ClassArg) else ("PyTuple_Type", node)
         check(b.and_(b.icmp_unsigned("==", _field(b, obj, OB_TYPE, PTR), api(cls)),
