@@ -236,6 +236,16 @@ def _gemm(lo, out, out_t, ins, in_types, attrs, accumulate):
     a_t, b_t = in_types
     ta, tb = attrs["ta"], attrs["tb"]
     (m, n), k = out_t.shape, (a_t.shape[0] if ta else a_t.shape[1])
+    # a transposed vector (one side 1) is the same memory untransposed: an outer product
+    # ct @ v.T or a column A.T @ c (as the row c.T @ A) then needs no BLAS call
+    if ta and 1 in a_t.shape:
+        ta, a_t = False, Type(a_t.dtype, a_t.shape[::-1])
+    if tb and 1 in b_t.shape:
+        tb, b_t = False, Type(b_t.dtype, b_t.shape[::-1])
+    if n == 1 and ta and not tb:   # out.T (1, m) = b.T (1, k) @ a (k, m), untransposed
+        _gemm(lo, out, Type(out_t.dtype, (1, m)), (bm, a), (Type(b_t.dtype, (1, k)), Type(a_t.dtype, a_t.shape)),
+              {"ta": False, "tb": False}, accumulate)
+        return
     b = lo.b
     t = LL[out_t.dtype]
     if BLAS_MIN_FLOPS <= m * n * k <= REGISTER_GEMM_MAX and out_t.dtype in BLAS_SYMBOLS and not ta and not tb:
