@@ -40,3 +40,9 @@ def test_gpu_benchmark_without_a_gpu_says_so():
 def test_forest_benchmark_quick_mode():
     out = _run("-m", "bench.forest", "--quick")
     assert "| jitad forest (width 32) |" in out and "| jitad per tree |" in out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("module,expect", [("bench.calls", "jit_grad over it"), ("bench.userloop", "user-style")])
+def test_call_cost_and_user_loop_quick_mode(module, expect):
+    assert expect in _run("-m", module, "--quick", timeout=600)
