@@ -16,6 +16,9 @@ class TreeDef(tuple):
     children = property(lambda self: self[1])
     keys = property(lambda self: self[2])
 
+    def __reduce__(self):   # (copies and pickles)
+        return TreeDef, tuple(self)
+
     @property
     def num_leaves(self):
         if self[0] == "leaf":
@@ -58,6 +61,9 @@ class BuiltDict(TreeDef):
         td = tuple.__new__(cls, ("dict", children, keys))
         td.order = order
         return td
+
+    def __reduce__(self):   # (copies and pickles)
+        return BuiltDict, (self[1], self[2], self.order)
 
 
 def with_built_order(tree, td):

@@ -197,3 +197,15 @@ def test_list_and_none_arguments_go_through_the_entry():
     assert jf([A, [2.0, 3.0]], None, 1.5)[1] == 3.5   # another structure: another signature
     assert jf((A, [2.0]), None, 1.5)[1] == 3.5
     assert jf([A, [2.0]], 4.0, 1.5)[2] == 4.0
+
+
+def test_structures_pickle_and_keep_the_built_order():
+    import pickle
+    from jitad.pytree import flatten, with_built_order
+    tree = {"z": 1.0, "a": (2.0, {"y": 1.0, "b": None}), "p": Point(1.0, [2.0])}
+    td = with_built_order(tree, flatten(tree)[1])
+    back = pickle.loads(pickle.dumps(td))
+    assert back == td == flatten(tree)[1] and hash(back) == hash(td)
+    rebuilt = back.unflatten([10.0, 20.0, 30.0, 40.0, 50.0])
+    assert list(rebuilt) == ["z", "a", "p"] and list(rebuilt["a"][1]) == ["y", "b"]
+    assert rebuilt["p"] == Point(30.0, [40.0]) and rebuilt["z"] == 50.0   # leaves in sorted-key order
