@@ -50,3 +50,20 @@ def test_matrix_times_vector_adds_into_a_gradient():
     for g, w in zip(got[1], want[1]):
         np.testing.assert_allclose(g, w, rtol=1e-11, atol=1e-12)
     np.testing.assert_allclose(jitad.jit(lambda W, x: W @ x)(W, x), W @ x, rtol=1e-13, atol=1e-13)
+
+
+def test_a_weight_read_transposed_in_an_unrolled_loop_is_transposed_once():
+    W, h0 = R.standard_normal((30, 30)) * 0.3, R.standard_normal((20, 30))
+
+    def f(N):
+        def loss(W, h):
+            for _ in range(4):
+                h = N.tanh(h @ W + 0.1)   # its gradient reads W.T at every step
+            return N.sum(h * h)
+        return loss
+    g = jitad.value_and_grad(f(jitad), argnums=(0, 1))
+    got, want = g(W, h0), jax.value_and_grad(f(jax.numpy), argnums=(0, 1))(W, h0)
+    assert g.ir.count("transpose") == 1 and "tb=True" not in g.ir
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-12)
+    for a, b in zip(got[1], want[1]):
+        np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-12)

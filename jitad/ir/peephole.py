@@ -334,11 +334,11 @@ SHARED_TRANSPOSE_MAX = 1 << 20   # m·n·k of the products that read a transpose
 
 def shared_transposes(graph):
     """A matrix read transposed by several small products (a weight in an unrolled loop,
-    `dz @ W.T` at every step) is transposed once, after it is made: each product then
-    runs untransposed in register tiles rather than one BLAS call each. Only for inputs
-    of the graph and values no slot write can change (not views)."""
-    nodes, made = graph.nodes, {v: k for k, n in enumerate(graph.nodes) for v in n.outputs}
-    params = set(graph.params)
+    `dz @ W.T` at every step) is transposed once, first thing: each product then
+    runs untransposed in register tiles rather than one BLAS call each. Only for the
+    graph's inputs (transposed first thing: no arena scope to outlive, no slot write to
+    miss)."""
+    nodes, params = graph.nodes, set(graph.params)
     reads = {}
     for k, n in enumerate(nodes):
         if n.op not in (Op.MATMUL, Op.MATMUL_ADD):
@@ -349,18 +349,14 @@ def shared_transposes(graph):
         if out_shape[0] * out_shape[1] * depth > SHARED_TRANSPOSE_MAX:
             continue
         for flag, v in (("ta", a), ("tb", b)):
-            if n.attrs[flag] and 1 not in v.type.shape and \
-                    (v in params or (v in made and not nodes[made[v]].op.view)):
+            if n.attrs[flag] and 1 not in v.type.shape and v in params:
                 reads.setdefault(v, []).append((k, flag))
     shared = {v: ks for v, ks in reads.items() if len(ks) >= 2}
     if not shared:
         return
     transposed = {v: Var(Type(v.type.dtype, v.type.shape[::-1])) for v in shared}
-    at = {}
-    for v, tv in transposed.items():
-        at.setdefault(made.get(v, -1), []).append(Node(Op.TRANSPOSE, (v,), (tv,), {"perm": (1, 0)}))
     rewrite = {(k, flag): v for v, ks in shared.items() for k, flag in ks}
-    out = list(at.get(-1, []))
+    out = [Node(Op.TRANSPOSE, (v,), (tv,), {"perm": (1, 0)}) for v, tv in transposed.items()]
     for k, n in enumerate(nodes):
         flags = [f for f in ("ta", "tb") if (k, f) in rewrite]
         if flags:
@@ -370,5 +366,4 @@ def shared_transposes(graph):
                 ins[i] = transposed[ins[i]]
             n = Node(n.op, tuple(ins), n.outputs, {**n.attrs, **{f: False for f in flags}})
         out.append(n)
-        out.extend(at.get(k, []))
     graph.nodes = out
