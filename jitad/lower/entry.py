@@ -411,9 +411,8 @@ def _build_result(b, module, layout, leaves, out_types, arrays):
             obj = made(b.call(api("PyList_New"), [n]), k)
         else:
             obj = made(b.call(api("_PyDict_NewPresized"), [n]), k)
-        first = k + 1
+        child_slot = k + 1   # (slots are numbered in the order `build` visits the nodes)
         for i, child in enumerate(children):
-            child_slot = first + sum(map(_size, children[:i]))
             item = build(child)
             if kind == "dict":   # (PyDict_SetItem takes its own reference)
                 failed = b.call(api("PyDict_SetItem"), [obj, api(symbols[i]), item])
@@ -427,6 +426,7 @@ def _build_result(b, module, layout, leaves, out_types, arrays):
             else:   # PyTuple_SET_ITEM, for a tuple or a namedtuple alike
                 b.store(item, b.gep(obj, [I64(TUPLE_ITEMS + 8 * i)], source_etype=I8))
             b.store(PTR(None), slot(child_slot))   # now the container's
+            child_slot += _size(child)
         if kind in ("call", "custom"):
             if kind == "call":
                 result = b.call(api("PyObject_Call"), [api(symbols[0]), obj, PTR(None)])
