@@ -16,6 +16,9 @@ class TreeDef(tuple):
     children = property(lambda self: self[1])
     keys = property(lambda self: self[2])
 
+    def __reduce__(self):   # (copies and pickles)
+        return TreeDef, tuple(self)
+
     @property
     def num_leaves(self):
         if self[0] == "leaf":
@@ -48,6 +51,36 @@ class TreeDef(tuple):
 
 LEAF = TreeDef("leaf")
 NONE = TreeDef("none")
+
+
+class BuiltDict(TreeDef):
+    """A dict node that also remembers the order its keys were built in (`order`), for
+    results: it compares and hashes as the plain node (leaves stay in sorted-key order)."""
+
+    def __new__(cls, children, keys, order):
+        td = tuple.__new__(cls, ("dict", children, keys))
+        td.order = order
+        return td
+
+    def __reduce__(self):   # (copies and pickles)
+        return BuiltDict, (self[1], self[2], self.order)
+
+
+def with_built_order(tree, td):
+    """`td` (the structure of `tree`) with the dicts whose keys `tree` holds in another
+    than sorted order marked with that order (`BuiltDict`), so that results come back
+    with their keys in the order the function built them."""
+    kind, children = td[0], td[1]
+    if kind in ("leaf", "none", "custom"):
+        return td
+    if kind == "dict":
+        marked = tuple([with_built_order(tree[k], c) for k, c in zip(td.keys, children)])
+        order = tuple(tree)
+        if order != td.keys:
+            return BuiltDict(marked, td.keys, order)
+    else:
+        marked = tuple([with_built_order(x, c) for x, c in zip(tree, children)])
+    return td if all(m is c for m, c in zip(marked, children)) else TreeDef(kind, marked, td.keys)
 
 
 def flatten(tree):
@@ -130,7 +163,9 @@ def _unflatten(td, it):
     if td.kind == "custom":
         cls, aux = td.keys
         return _REGISTRY[cls][1](aux, children)
-    return dict(zip(td.keys, children))
+    d = dict(zip(td.keys, children))
+    order = getattr(td, "order", None)   # a BuiltDict
+    return d if order is None else {k: d[k] for k in order}
 
 
 _REGISTRY = {}   # class -> (flatten(x) -> (children, aux_data), unflatten(aux_data, children) -> x)

@@ -19,7 +19,7 @@ from .ir.graph import FunDef, Graph, Node, Program, Var
 from .ir.ops import IMPLS, Op, infer_types
 from .primitives.rules import N
 from .ir.types import FLOATS, I64, NUMPY, is_device_array, Type, TreeType, check_int64_range, clean_bools, dtype_of_numpy, promote
-from .pytree import LEAF, flatten, unflatten
+from .pytree import LEAF, flatten, unflatten, with_built_order
 from .tree import Tree, plain_tree
 
 _local = threading.local()
@@ -945,6 +945,7 @@ def trace_program(fn, args, in_td, types):
             proxies = [wrap(v) for v in root.graph.params]
             out = fn(*unflatten(in_td, proxies))
             leaves, out_td = flatten(out)
+            out_td = with_built_order(out, out_td)
             root.graph.outputs = [root.resolve(coerce(x, _leaf_type(x, "the function's result"), "result"))
                                   for x in leaves]
         return Program(root.graph, _local.trace.fun_list), out_td, list(root.captures)

@@ -63,7 +63,7 @@ class _Jit:
             llvm.add_symbol(name, ctypes.cast(getattr(ctypes.pythonapi, name), ctypes.c_void_p).value)
         for pyname, symbol in PY_DATA.items():
             llvm.add_symbol(symbol, id({"float": float, "int": int, "bool": bool, "True": True,
-                                        "tuple": tuple, "dict": dict}[pyname]))
+                                        "tuple": tuple, "dict": dict, "None": None, "list": list}[pyname]))
         llvm.add_symbol("jitad_ndarray_type", id(np.ndarray))
         from ..tree import Tree
         llvm.add_symbol("jitad_tree_type", id(Tree))
