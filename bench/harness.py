@@ -46,18 +46,23 @@ def run_info(versions, settings):
             "cpu": platform.processor() or platform.machine(), "cpu_count": os.cpu_count(),
             "load_average": [round(x, 2) for x in os.getloadavg()],
             "numpy": np.__version__, "versions": versions, "settings": settings,
-            "env": {k: os.environ.get(k) for k in ("OPENBLAS_NUM_THREADS", "XLA_FLAGS",
+            "env": {k: os.environ.get(k) for k in ("OPENBLAS_NUM_THREADS", "XLA_FLAGS", "JITAD_BENCH_CLOCK",
                                                   "JITAD_CACHE_DIR")}}
 
 
 # -- timing ------------------------------------------------------------------------
+
+# JITAD_BENCH_CLOCK=cpu times calls by the process's CPU time instead of the wall clock:
+# steadier on a shared machine, where waiting for a core would count as the call's time
+CLOCK = time.process_time if os.environ.get("JITAD_BENCH_CLOCK") == "cpu" else time.perf_counter
+
 
 def _timer(fn, args):
     """A `timeit.Timer` calling `fn(*args)` with the arguments bound as locals, so the
     loop costs the same for every comparator and no tuple is unpacked per call."""
     names = [f"a{i}" for i in range(len(args))]
     setup = f"f = _f; {', '.join(names)}{',' if len(names) == 1 else ''} = _args" if names else "f = _f"
-    return timeit.Timer(f"f({', '.join(names)})", setup, globals={"_f": fn, "_args": tuple(args)})
+    return timeit.Timer(f"f({', '.join(names)})", setup, timer=CLOCK, globals={"_f": fn, "_args": tuple(args)})
 
 
 def _calibrate(timer, target):

@@ -325,6 +325,8 @@ def char_model(kind, m, size):
     runners.update(_jitad_runners(jitad, loss, jitad.optim.adagrad, cfg, p0,
                                   [(chars[i],) for i in range(n_data)], chars,
                                   lambda all_, i: (all_[i],), device=device))
+    if kind == "rnn" and device == "cpu":
+        runners.update(_char_user_style(jitad, kind, cfg, p0, chars, loss))
     if m["torch"]:
         runners[TORCH] = _char_torch(kind, m["torch"], cfg, p0, chars, size.get("torch_device", device))
     if m["jax"]:
@@ -347,6 +349,60 @@ def char_model(kind, m, size):
                          "included), so no two runs agree to 1e-6 past step ~16; the loss-check "
                          "section says for how many steps the lr 0.1 runs agree."
                          if cfg["check_lr"] != cfg["lr"] else "")]}
+
+
+def _char_user_style(jitad, kind, cfg, p0, chars, scan_loss):
+    """Two more jitad forms of the char model, each looped in Python with `float(loss)`
+    every step: (u) as a PyTorch user writes it: a Python loop over time in the loss,
+    `jit_grad(loss)` over the dict of parameters, then a jitted Adagrad update written out
+    over dicts; (o) JAX's program: one jitted step, `value_and_grad` of the loss that
+    loops with FOR (a scan) and the same update inside."""
+    V, H, T, B, clip = (CHAR[k] for k in ("V", "H", "T", "B", "clip"))
+    ops = (jitad.tanh, jitad.sigmoid)
+    seqs = [np.ascontiguousarray(c) for c in chars]
+
+    def loss(p, seq):
+        h = c = np.zeros((B, H))
+        total = 0.0
+        for t in range(T):
+            h, c = _cell(kind, ops, p, jitad.one_hot(seq[t], V), h, c)
+            total = total + jitad.cross_entropy(h @ p["Wy"] + p["by"], seq[t + 1])
+        return total
+
+    def adagrad(p, g, s, lr):
+        g = {k: jitad.clip(v, -clip, clip) for k, v in g.items()}
+        s = {k: s[k] + g[k] * g[k] for k in s}
+        return {k: p[k] - lr * g[k] / (jitad.sqrt(s[k]) + 1e-10) for k in p}, s
+
+    step, update = jitad.jit_grad(loss), jitad.jit(adagrad)
+
+    @jitad.jit
+    def one_step(p, s, lr, seq):
+        value, g = jitad.value_and_grad(scan_loss)(p, seq)
+        p, s = adagrad(p, g, s, lr)
+        return p, s, value
+
+    s0 = {k: np.zeros_like(v) for k, v in p0.items()}
+
+    def run_user(n, check=False):
+        p, s, lr, losses = p0, s0, _lr(cfg, check), []
+        for i in range(n):
+            value, g = step(p, seqs[i])
+            p, s = update(p, g, s, lr)
+            losses.append(float(value))
+        return losses
+
+    def run_one(n, check=False):
+        p, s, lr, losses = p0, s0, _lr(cfg, check), []
+        for i in range(n):
+            p, s, value = one_step(p, s, lr, seqs[i])
+            losses.append(float(value))
+        return losses
+
+    return {"jitad_user": Runner("jitad (u) user-style loop", run_user, jitad=True, compiled=(step, update),
+                                 compile_of=lambda: step.compile_seconds + update.compile_seconds),
+            "jitad_onestep": Runner("jitad (o) one jitted step", run_one, jitad=True, compiled=(one_step,),
+                                    compile_of=lambda: one_step.compile_seconds)}
 
 
 def _char_torch(kind, torch, cfg, p0, chars, device="cpu"):

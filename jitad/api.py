@@ -2,26 +2,26 @@
 import functools
 import gc
 import inspect
-import os
+import re
 from collections import OrderedDict
 
 import numpy as np
 
 from . import numpy_api, timing
-from .errors import ArgumentError, ShapeError
+from .errors import ArgumentError, env_int
 from .ir.types import NUMPY, TreeType
 from .ir.verify import verify
 from .lower.compile import SCALAR_KEYS, compile_program
-from .pytree import flatten, unflatten
+from .pytree import check_hashable, flatten, unflatten
 from .ad.forward import contains_effects
 from .batching import value_and_grad as _reverse_or_defer, vmap_staged
-from .staging import (Staged, StagedTree, arg_type, as_var, current_frame, is_device_array, is_staged,
-                      trace_program, wrap)
+from .staging import arg_type, current_frame, is_device_array, is_staged, trace_program, wrap
 from .tree import SLOT_OFFSETS, Tree, plain_tree
+from .pullback import leaf_type, positive_zero, pullback_staged, staged_arg
 
 # signatures a jitted function keeps compiled (least recently called dropped first);
 # `f.max_signatures` changes it for one function
-MAX_SIGNATURES = int(os.environ.get("JITAD_MAX_SIGNATURES", "128"))
+MAX_SIGNATURES = env_int("JITAD_MAX_SIGNATURES", 128, 0)
 
 
 def _lru_touch(cache, key):
@@ -72,25 +72,41 @@ class Jitted:
         self.device = check_device(device)
         self.static_argnums = tuple(sorted(set(check_argnums(static_argnums, "jit", "static_argnums",
                                                              allow_empty=True))))
-        self._signature = inspect.signature(fn) if callable(fn) else None
+        self._signature = _signature(fn)
         self._compiled = OrderedDict()   # signature key -> Compiled, least recently called first
         self.max_signatures = MAX_SIGNATURES
         self._static_by_count = {}   # positional argument count -> static_argnums, normalized
+        self._keyword_jits = {}   # static_argnums -> the jit of calls with keyword arguments
         self._last = None
         self._fallback = functools.partial(Jitted.__call__, self)
         functools.update_wrapper(self, fn, updated=())
 
     def _bind(self, args, kwargs):
+        """`(positional, keyword)` arguments: those a parameter before `*` can take become
+        positional; the rest (keyword-only and `**kwargs` ones) stay keywords."""
         if self._signature is None:
-            return args
+            return args, kwargs
         try:
             bound = self._signature.bind(*args, **kwargs)
         except TypeError as e:
             raise ArgumentError(f"{getattr(self.fn, '__name__', 'function')}: {e}") from None
-        if bound.kwargs:
-            raise ArgumentError(f"{self.fn.__name__}: keyword-only arguments are not supported; "
-                                "pass them positionally")
-        return bound.args
+        return bound.args, bound.kwargs
+
+    def _call_with_keywords(self, args, kwargs):
+        """Keyword arguments are dynamic, as in JAX's jit: they travel as a dict after the
+        positional ones, through a jit of their own (its signatures kept apart)."""
+        if current_frame() is not None:
+            return self.fn(*args, **kwargs)
+        nums = self._static_nums(len(args)) if self.static_argnums else ()
+        inner = self._keyword_jits.get(nums)
+        if inner is None:
+            fn = self.fn
+
+            def with_keywords(*a):
+                return fn(*a[:-1], **a[-1])
+            with_keywords.__name__ = _fn_name(fn)
+            inner = self._keyword_jits[nums] = jit(with_keywords, nums, self.device)
+        return inner(*args, kwargs)
 
     def __call__(self, *args, **kwargs):
         """The dispatcher: find or compile this signature's code and run it.
@@ -99,7 +115,9 @@ class Jitted:
         installed as this object's `__call__`, so later calls skip this method.
         """
         if kwargs:
-            args = self._bind(args, kwargs)
+            args, kwargs = self._bind(args, kwargs)
+            if kwargs:
+                return self._call_with_keywords(args, kwargs)
         if current_frame() is not None:
             return self.fn(*args)   # called inside a trace: inline, as a nested jit in JAX
         nums = (self._static_by_count.get(len(args)) or self._static_nums(len(args))) if self.static_argnums else ()
@@ -113,7 +131,10 @@ class Jitted:
         try:
             compiled = self._compiled.get(key)
         except TypeError:
-            raise ArgumentError("static arguments must be hashable") from None
+            check_hashable(td)
+            raise ArgumentError(f"{_fn_name(self.fn)}: static arguments must be hashable, got "
+                                f"{', '.join(type(s).__name__ for s in static)}; pass tuples instead of "
+                                "lists, or leave it out of static_argnums") from None
         if compiled is not self._last and compiled is not None:   # the last called is the newest
             _lru_touch(self._compiled, key)
         if compiled is None:
@@ -165,7 +186,7 @@ class Jitted:
         try:
             with timing.stage("trace"):
                 program, out_td, _ = trace_program(staged_fn, dynamic, in_td, types)
-            compiled = compile_program(program, out_td, types, getattr(self.fn, "__name__", "f"),
+            compiled = compile_program(program, out_td, types, _fn_name(self.fn),
                                        self._fallback, in_td if not nums else None,
                                        self.device)
             compiled.in_td = in_td
@@ -222,11 +243,24 @@ def jit(fn=None, static_argnums=(), device="cpu"):
     if fn is None:
         return lambda f: jit(f, static_argnums, device)
     check_callable(fn, "jit")
-    cls = type(f"jit_{getattr(fn, '__name__', 'f')}", (Jitted,), {})   # its own __call__ slot
+    cls = type(f"jit_{_fn_name(fn)}", (Jitted,), {})   # its own __call__ slot
     return cls(fn, static_argnums, device)
 
 
 DEVICES = ("cpu", "cuda")
+
+
+def _fn_name(fn):
+    """`fn.__name__` made safe as a type, LLVM module and C method name (no NUL, quote or newline)."""
+    return re.sub(r"[^A-Za-z0-9_<>.]", "_", str(getattr(fn, "__name__", "f")))
+
+
+def _signature(fn):
+    """`fn`'s signature, or None where Python has none (some builtins): then any call binds."""
+    try:
+        return inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
 
 
 def check_callable(fn, who):
@@ -270,13 +304,8 @@ def trace(fn, *args, **kwargs):
 
 # -- reverse mode ---------------------------------------------------------------
 
-def _leaf_type(x):
-    return x._var.type if isinstance(x, (Staged, StagedTree)) else arg_type(x)
-
-
 def _value_and_grad_staged(fn, args, argnums, has_aux, who):
     """Trace `fn(*args)` and emit its value and reverse-mode gradient into the current trace."""
-    from .ad.reverse import value_and_grad_staged
     nums = check_argnums(argnums, who)
     for i in nums:
         if not 0 <= i < len(args):
@@ -289,7 +318,7 @@ def _value_and_grad_staged(fn, args, argnums, has_aux, who):
             wrt_tds.append((len(wrt), len(leaves), td))
             wrt += range(len(flat), len(flat) + len(leaves))
         flat += leaves
-    types = [_leaf_type(x) for x in flat]
+    types = [leaf_type(x) for x in flat]
     for k in wrt:
         if isinstance(types[k], TreeType) or types[k].dtype not in ("f64", "f32"):
             raise ArgumentError(f"{who}: cannot differentiate with respect to a value of type "
@@ -304,31 +333,19 @@ def _value_and_grad_staged(fn, args, argnums, has_aux, who):
         got = out_types[0] if value_td.kind == "leaf" else "a pytree"
         raise ArgumentError(f"{who}: the function must return a float scalar to differentiate, got "
                             f"{got}; reduce it first (e.g. with a sum) or use jitad.vjp")
-    staged = [_staged(x, t) for x, t in zip(flat, types)] + [wrap(v) for v in captured]
+    staged = [staged_arg(x, t) for x, t in zip(flat, types)] + [wrap(v) for v in captured]
     if contains_effects(program):   # the function itself takes a gradient: go forward
         with timing.stage("ad"):
             outs, grads = _grad_by_forward_mode(program, staged, wrt, who)
     else:
         with timing.stage("ad"):
             outs, grads = _reverse_or_defer(program, staged, wrt)
-        grads = [_positive_zero(g) for g in grads]
+        grads = [positive_zero(g) for g in grads]
     value = outs[0]
     if has_aux:
         value = (value, unflatten(out_td.children[1], outs[1:]))
     per_arg = [unflatten(td, grads[start:start + n]) for start, n, td in wrt_tds]
     return value, (per_arg[0] if isinstance(argnums, (int, np.integer)) else tuple(per_arg))
-
-
-def _positive_zero(g):
-    """A scalar gradient with -0.0 made 0.0: scalar adjoint slots start at -0.0
-    (lower/llvm.py), so an input that no path reaches would otherwise read -0.0."""
-    return g + 0.0 if is_staged(g) and g.shape == () else g
-
-
-def _staged(x, t):
-    if isinstance(x, (Staged, StagedTree)):
-        return x
-    return Staged(as_var(np.asarray(x) if t.shape else x, t.dtype))
 
 
 MAX_FORWARD_DIRECTIONS = 256
@@ -351,7 +368,7 @@ def _grad_by_forward_mode(program, args, wrt, who):
         for e in range(max(1, int(np.prod(shape, dtype=np.int64)))):
             direction = np.zeros(shape, NUMPY[dtype])
             direction.reshape(-1)[e] = 1.0
-            pairs = [(a, (_staged(direction if shape else 1.0, args[k]._var.type) if j == k else None))
+            pairs = [(a, (staged_arg(direction if shape else 1.0, args[k]._var.type) if j == k else None))
                      for j, a in enumerate(args)]
             result = jvp_graph(program.main, pairs)
             outs = [p for p, _ in result]
@@ -362,10 +379,15 @@ def _grad_by_forward_mode(program, args, wrt, who):
 
 
 def _transformation(fn, name, body, device="cpu"):
+    """The jit of `body(f, *args)`, where `f` is `fn` with the call's keyword arguments
+    bound: they pass through to `fn` and are not differentiated (as in JAX)."""
     check_callable(fn, name)
-    staged = functools.wraps(fn)(body)
+
+    @functools.wraps(fn)
+    def staged(*args, **kwargs):
+        return body(functools.partial(fn, **kwargs) if kwargs else fn, *args)
     staged.__name__ = f"{name}_{getattr(fn, '__name__', 'f')}"
-    staged.__signature__ = inspect.signature(fn)
+    staged.__signature__ = _signature(fn)
     return jit(staged, device=device)
 
 
@@ -377,8 +399,8 @@ def value_and_grad(fn, argnums=0, has_aux=False, device="cpu"):
     (12.0, (4.0, 3.0))
     """
     check_argnums(argnums, "value_and_grad")
-    return _transformation(fn, "value_and_grad", lambda *args: _value_and_grad_staged(
-        fn, args, argnums, has_aux, "value_and_grad"), device)
+    return _transformation(fn, "value_and_grad", lambda f, *args: _value_and_grad_staged(
+        f, args, argnums, has_aux, "value_and_grad"), device)
 
 
 def grad(fn, argnums=0, has_aux=False, device="cpu"):
@@ -390,8 +412,8 @@ def grad(fn, argnums=0, has_aux=False, device="cpu"):
     """
     check_argnums(argnums, "grad")
 
-    def body(*args):
-        value, g = _value_and_grad_staged(fn, args, argnums, has_aux, "grad")
+    def body(f, *args):
+        value, g = _value_and_grad_staged(f, args, argnums, has_aux, "grad")
         return (g, value[1]) if has_aux else g
     return _transformation(fn, "grad", body, device)
 
@@ -426,9 +448,15 @@ def vmap(fn, in_axes=0, out_axes=0):
         return vmap_staged(fn, args, in_axes, out_axes)
     staged.__name__ = f"vmap_{getattr(fn, '__name__', 'f')}"
     compiled = jit(staged)
+    with_keywords = []
 
     @functools.wraps(fn)
-    def batched(*args):
+    def batched(*args, **kwargs):
+        if kwargs:   # keyword arguments are batched along their axis 0, as in JAX
+            if not with_keywords:
+                axes = tuple(in_axes) if isinstance(in_axes, list) else in_axes   # one per positional
+                with_keywords.append(vmap(lambda a, k: fn(*a, **k), (axes, 0), out_axes))
+            return with_keywords[0](args, kwargs)
         if current_frame() is not None:
             return vmap_staged(fn, args, in_axes, out_axes)
         return compiled(*args)
@@ -443,16 +471,16 @@ def _jvp_staged(fn, primals, tangents):
     flat_t, td_t = flatten(tangents)
     if td != td_t:
         raise ArgumentError("jvp: primals and tangents must have the same structure")
-    types = [_leaf_type(x) for x in flat]
+    types = [leaf_type(x) for x in flat]
     program, out_td, captured = trace_program(fn, primals, td, types)
     pairs = []
     for x, t, ty in zip(flat, flat_t, types):
         if isinstance(ty, TreeType) or ty.dtype not in ("f64", "f32"):
-            pairs.append((_staged(x, ty), None))
+            pairs.append((staged_arg(x, ty), None))
         else:
             if np.shape(t) != ty.shape:
                 raise ArgumentError(f"jvp: a tangent of shape {np.shape(t)} for a primal of shape {ty.shape}")
-            pairs.append((_staged(x, ty), _staged(t, ty)))
+            pairs.append((staged_arg(x, ty), staged_arg(t, ty)))
     with timing.stage("ad"):
         result = jvp_graph(program.main, pairs + [(wrap(v), None) for v in captured])
     outs = [p for p, _ in result]
@@ -522,40 +550,3 @@ def vjp(fn, *primals):
     from .pytree import tree_map   # the pullback uses the primals as they are now, not as later changed
     kept = tree_map(lambda x: x.copy() if isinstance(x, np.ndarray) else x, primals)
     return out, lambda ct: compiled(kept, ct)
-
-
-def pullback_staged(fn, primals, ct, to_closure=True):
-    """Emit the cotangents of `fn` at `primals` for output cotangent `ct`. When this runs
-    inside a reverse pass (a custom rule) and `to_closure`, the cotangents of staged
-    values `fn` closes over are added to their adjoints in that pass."""
-    from .ad.reverse import adjoint_of, value_and_grad_staged
-    flat, td = flatten(tuple(primals))
-    types = [_leaf_type(x) for x in flat]
-    program, out_td, captured = trace_program(fn, tuple(primals), td, types)
-    ct_leaves, ct_td = flatten(ct)
-    if ct_td != out_td:
-        raise ArgumentError("vjp: the cotangent must have the structure of the function's output")
-    for k, (c, t) in enumerate(zip(ct_leaves, program.main.out_types)):
-        shape = tuple(c.shape if is_staged(c) else np.shape(c))
-        if shape != t.shape:
-            raise ShapeError(f"vjp: a cotangent of shape {shape} for output {k} of shape {t.shape}; "
-                             "the cotangent must have the output's shape")
-    wrt = [k for k, t in enumerate(types) if not isinstance(t, TreeType) and t.dtype in ("f64", "f32")]
-    closure = [len(flat) + j for j, v in enumerate(captured) if to_closure and adjoint_of(v) is not None]
-    staged = [_staged(x, t) for x, t in zip(flat, types)] + [wrap(v) for v in captured]
-    seeds = [(k, c) for k, c in enumerate(ct_leaves)]
-    with timing.stage("ad"):
-        _, grads = (_reverse_or_defer if not closure else value_and_grad_staged)(program, staged, wrt + closure, seeds)
-    by_leaf = dict(zip(wrt, map(_positive_zero, grads)))
-    from .staging import slot_add
-    for j, g in zip(closure, grads[len(wrt):]):
-        slot_add(adjoint_of(captured[j - len(flat)]), g)
-    from .ad.forward import zeros
-    cts = [by_leaf[k] if k in by_leaf else None for k in range(len(flat))]
-    out = []
-    start = 0
-    for p in primals:
-        n = len(flatten(p)[0])
-        out.append(unflatten(flatten(p)[1], cts[start:start + n]))
-        start += n
-    return tuple(out)

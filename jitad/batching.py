@@ -588,7 +588,7 @@ def _batched_fun(node, body, spec, flags, size, masked):
     from the call: a checkpoint stays one, and a function with the user's derivative rule
     gets that rule batched (the rule runs per lane), so the rule, not the body, is
     differentiated."""
-    from .custom import checkpoint, custom_jvp, custom_vjp
+    from .staging import checkpoint   # (the rules' own classes come from the node: custom.py is above us)
     if node.op == Op.CHECKPOINT:
         return checkpoint(body, out=spec)
     if node.op != Op.CUSTOM_VJP or node.attrs["fun"].n_captures:
@@ -604,7 +604,7 @@ def _batched_fun(node, body, spec, flags, size, masked):
                 return tuple(flatten(out)[0]), tuple(flatten(tan)[0])
             out, tan = vmap_staged(lane, (primals[:k], tangents[:k]), (axes, axes), 0)
             return out, tan
-        fun = custom_jvp(body, out=spec)
+        fun = type(node.attrs["custom_jvp"])(body, out=spec)
         fun.defjvp(jvp_rule)
         return fun
     rule = node.attrs["custom"]
@@ -622,7 +622,7 @@ def _batched_fun(node, body, spec, flags, size, masked):
             return tuple(cts)
         cts = [c if f else N.sum(c, axis=0) for c, f in zip(cts, flags)]
         return tuple(cts) + (0.0,) * masked   # (none for the lane mask)
-    fun = custom_vjp(body, out=spec)
+    fun = type(rule)(body, out=spec)
     fun.defvjp(fwd, bwd)
     return fun
 

@@ -10,7 +10,7 @@ from . import numeric as N
 from .errors import ArgumentError, ShapeError
 from .ir.ops import Op
 from .pytree import flatten, tree_map, unflatten
-from .staging import FUN, WHILE, Staged, current_frame, is_staged
+from .staging import FUN, WHILE, Staged, checkpoint, current_frame, is_staged  # noqa: F401  (checkpoint: public here)
 
 
 class custom_vjp(FUN):
@@ -45,18 +45,6 @@ class custom_vjp(FUN):
     def __repr__(self):
         return f"custom_vjp({self.__name__})"
 
-
-class checkpoint(FUN):
-    """`jitad.checkpoint(f)`: during reverse mode, run `f` without keeping its
-    intermediate values, and recompute them when the backward pass reaches `f`
-    (less memory, one more forward pass of `f`).
-
-    >>> block = jitad.checkpoint(lambda h, W: jitad.tanh(W @ h))
-    """
-    call_op = Op.CHECKPOINT
-
-    def __repr__(self):
-        return f"checkpoint({self.__name__})"
 
 
 def _norm(x):
@@ -103,7 +91,7 @@ def fixed_point(f, x0, tol=1e-10, max_iter=1000):
         return x_star, x_star
 
     def bwd(x_star, g):
-        from .api import pullback_staged
+        from .pullback import pullback_staged
         # u = g + (df/dx)^T u, solved by the same iteration; then u flows to what f closes over
         def step(u):
             (du,) = pullback_staged(f, (x_star,), u, to_closure=False)
@@ -238,7 +226,7 @@ class _TransposedJvp:
         return self.f.fn(*args), args
 
     def bwd(self, args, g):
-        from .api import pullback_staged
+        from .pullback import pullback_staged
         leaves, td = flatten(args)
 
         def tangent_out(*tangents):

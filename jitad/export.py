@@ -32,7 +32,7 @@ from .ir.ops import Op
 from .ir.passes import run_passes
 from .ir.types import FIRST_FIELD, NUMPY, TreeType
 from .lower import runtime, sort, tensor
-from .lower.llvm import CHECK_FAILED, LL, check_messages, lower_program, ret_type
+from .lower.llvm import CHECK_FAILED, check_messages, lower_program
 from .pytree import flatten
 from .staging import arg_type, trace_program
 
@@ -469,6 +469,6 @@ def _header(name, inputs, entries, lapack):
         lines += [f"     out[{j}]: {Leaf(j, t.dtype, tuple(t.shape)).describe()}"
                   for j, t in enumerate(program.main.out_types)]
         lines += ["*/", f"int {symbol}(const void *const *in, void *const *out);"]
-    lines += ["", f"/* The message of an error code returned by the functions above. */",
+    lines += ["", "/* The message of an error code returned by the functions above. */",
               f"const char *{name}_error(int code);", "", "#ifdef __cplusplus", "}", "#endif", "#endif", ""]
     return "\n".join(lines)

@@ -16,7 +16,9 @@ import threading
 
 import numpy as np
 
+from . import api
 from .errors import ArgumentError, DeviceError, JitadError
+from .export import export
 from .ir.types import NUMPY, Type
 from .pytree import flatten, unflatten
 from .tree import Tree
@@ -49,10 +51,9 @@ class _Flat:
     """`f` for one input structure (`_describe`'s): compiled forms made once."""
 
     def __init__(self, f, structure):
-        import jitad
         self.f, self.structure = f, structure
         self.out_td = self.out_structure = None
-        self.jit = jitad.jit(lambda *args: tuple(flatten(f(*args))[0]))   # (a tuple: the native entry's fast path)
+        self.jit = api.jit(lambda *args: tuple(flatten(f(*args))[0]))   # (a tuple: the native entry's fast path)
 
     def out_types(self, types):
         """The flat output types for the flat input `types` (a Tree's: its TreeType), from
@@ -67,7 +68,6 @@ class _Flat:
     def pullback(self):
         """(args, cotangents of the float outputs) -> cotangents of the float array
         leaves of args, in flattened order; compiled."""
-        import jitad
 
         def pullback(args, cts):
             leaves, td = flatten(args)
@@ -78,8 +78,8 @@ class _Flat:
                 for k, x in zip(wrt, xs):
                     full[k] = x
                 return tuple(o for o in flatten(self.f(*unflatten(td, full)))[0] if _is_float_leaf(o))
-            return jitad.vjp(of_floats, *[leaves[k] for k in wrt])[1](tuple(cts))
-        return jitad.jit(pullback)
+            return api.vjp(of_floats, *[leaves[k] for k in wrt])[1](tuple(cts))
+        return api.jit(pullback)
 
 
 # -- PyTorch ----------------------------------------------------------------------------
@@ -400,9 +400,8 @@ class _JaxFn:
     per signature), and the functions derived from it (tangent part, pullback, vmap)."""
 
     def __init__(self, fn, name, floats):
-        import jitad
         self.fn, self.name, self.floats, self.n_in = fn, name, tuple(floats), len(floats)
-        self.jit = jitad.jit(lambda *leaves: tuple(fn(*leaves)))
+        self.jit = api.jit(lambda *leaves: tuple(fn(*leaves)))
         self.signatures, self.derived, self.out_floats = {}, {}, None
 
     def __hash__(self):
@@ -439,13 +438,11 @@ class _JaxFn:
     def library(self, avals):
         """`jitad.export` of this function for `avals` (once per signature and process)."""
         import ctypes
-
-        import jitad
         key = ("lib",) + tuple(self._types(avals))
         if key not in self.signatures:
             examples = [np.zeros(a.shape, a.dtype) for a in avals]
             name = f"{_c_name(self.name)}_{next(_counter)}"
-            ex = jitad.export(lambda *leaves: tuple(self.fn(*leaves)), *examples, path=_jax_setup()["tmp"], name=name)
+            ex = export(lambda *leaves: tuple(self.fn(*leaves)), *examples, path=_jax_setup()["tmp"], name=name)
             lib = ctypes.CDLL(ex.library)
             address = lambda symbol: ctypes.cast(getattr(lib, symbol), ctypes.c_void_p).value
             self.signatures[key] = (ex, lib, address(name), address(name + "_error"))
@@ -463,7 +460,6 @@ class _JaxFn:
     @property
     def tangent(self):
         """(primals..., tangents of the float primals...) -> tangents of the float outputs."""
-        import jitad
 
         def make():
             n = self.n_in
@@ -477,7 +473,7 @@ class _JaxFn:
                     for k, x in zip(float_pos, xs):
                         full[k] = x
                     return tuple(self.fn(*full))
-                outs, touts = jitad.jvp(of_floats, tuple(primals[k] for k in float_pos), tuple(ts))
+                outs, touts = api.jvp(of_floats, tuple(primals[k] for k in float_pos), tuple(ts))
                 return tuple(t for t, o in zip(touts, outs) if _is_float_leaf(o))
             return _JaxFn(tangent, self.name + "_jvp", list(self.floats) + [True] * sum(self.floats))
         return self._derive("tangent", make)
@@ -485,7 +481,6 @@ class _JaxFn:
     @property
     def pullback(self):
         """(primals..., cotangents of the float outputs...) -> cotangents of the float primals."""
-        import jitad
 
         def make():
             n = self.n_in
@@ -499,16 +494,15 @@ class _JaxFn:
                     for k, x in zip(float_pos, xs):
                         full[k] = x
                     return tuple(o for o in self.fn(*full) if _is_float_leaf(o))
-                _, back = jitad.vjp(of_floats, *[primals[k] for k in float_pos])
+                _, back = api.vjp(of_floats, *[primals[k] for k in float_pos])
                 return tuple(back(tuple(cts)))
             return _JaxFn(pullback, self.name + "_vjp", list(self.floats) + [True] * sum(self.out_floats))
         return self._derive("pullback", make)
 
     def vmapped(self, axes):
-        import jitad
 
         def make():
-            return _JaxFn(lambda *leaves: tuple(jitad.vmap(lambda *xs: tuple(self.fn(*xs)), in_axes=axes)(*leaves)),
+            return _JaxFn(lambda *leaves: tuple(api.vmap(lambda *xs: tuple(self.fn(*xs)), in_axes=axes)(*leaves)),
                           self.name + "_vmap", self.floats)
         return self._derive(("vmap", axes), make)
 

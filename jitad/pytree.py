@@ -16,6 +16,9 @@ class TreeDef(tuple):
     children = property(lambda self: self[1])
     keys = property(lambda self: self[2])
 
+    def __reduce__(self):   # (copies and pickles)
+        return TreeDef, tuple(self)
+
     @property
     def num_leaves(self):
         if self[0] == "leaf":
@@ -50,6 +53,36 @@ LEAF = TreeDef("leaf")
 NONE = TreeDef("none")
 
 
+class BuiltDict(TreeDef):
+    """A dict node that also remembers the order its keys were built in (`order`), for
+    results: it compares and hashes as the plain node (leaves stay in sorted-key order)."""
+
+    def __new__(cls, children, keys, order):
+        td = tuple.__new__(cls, ("dict", children, keys))
+        td.order = order
+        return td
+
+    def __reduce__(self):   # (copies and pickles)
+        return BuiltDict, (self[1], self[2], self.order)
+
+
+def with_built_order(tree, td):
+    """`td` (the structure of `tree`) with the dicts whose keys `tree` holds in another
+    than sorted order marked with that order (`BuiltDict`), so that results come back
+    with their keys in the order the function built them."""
+    kind, children = td[0], td[1]
+    if kind in ("leaf", "none", "custom"):
+        return td
+    if kind == "dict":
+        marked = tuple([with_built_order(tree[k], c) for k, c in zip(td.keys, children)])
+        order = tuple(tree)
+        if order != td.keys:
+            return BuiltDict(marked, td.keys, order)
+    else:
+        marked = tuple([with_built_order(x, c) for x, c in zip(tree, children)])
+    return td if all(m is c for m, c in zip(marked, children)) else TreeDef(kind, marked, td.keys)
+
+
 def flatten(tree):
     """`(leaves, treedef)`; dict keys are sorted, as in JAX."""
     leaves = []
@@ -66,7 +99,16 @@ def _flatten(x, leaves):
         return TreeDef("tuple", tuple([_flatten(c, leaves) for c in x]))
     node = _REGISTRY.get(t)
     if node is not None:   # a registered class
-        children, aux = node[0](x)
+        out = node[0](x)
+        try:
+            children, aux = out
+            children = tuple(children)
+        except (TypeError, ValueError):
+            children = None
+        if children is None:
+            raise ArgumentError(f"the flatten function registered for the pytree class {t.__name__} returned "
+                                f"{out!r}; it must return a pair (children, aux_data) with children a "
+                                "list or tuple")
         return TreeDef("custom", tuple([_flatten(c, leaves) for c in children]), (t, aux))
     if isinstance(x, tuple):
         if hasattr(x, "_fields"):   # a namedtuple comes back as its class
@@ -85,6 +127,21 @@ def _flatten(x, leaves):
         return NONE
     leaves.append(x)
     return LEAF
+
+
+def check_hashable(td):
+    """ArgumentError naming the registered class whose aux_data cannot be hashed (the
+    structure of an argument is part of a compiled function's cache key)."""
+    if td.kind == "custom":
+        try:
+            hash(td.keys[1])
+        except TypeError:
+            cls, aux = td.keys
+            raise ArgumentError(f"the pytree class {cls.__name__} flattens to aux_data {aux!r}, which is not "
+                                "hashable; aux_data is part of the structure that selects the compiled code, "
+                                "so return it as a hashable value (a tuple instead of a list, None, ...)") from None
+    for c in td.children:
+        check_hashable(c)
 
 
 def unflatten(treedef, leaves):
@@ -106,7 +163,9 @@ def _unflatten(td, it):
     if td.kind == "custom":
         cls, aux = td.keys
         return _REGISTRY[cls][1](aux, children)
-    return dict(zip(td.keys, children))
+    d = dict(zip(td.keys, children))
+    order = getattr(td, "order", None)   # a BuiltDict
+    return d if order is None else {k: d[k] for k in order}
 
 
 _REGISTRY = {}   # class -> (flatten(x) -> (children, aux_data), unflatten(aux_data, children) -> x)

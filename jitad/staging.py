@@ -19,7 +19,7 @@ from .ir.graph import FunDef, Graph, Node, Program, Var
 from .ir.ops import IMPLS, Op, infer_types
 from .primitives.rules import N
 from .ir.types import FLOATS, I64, NUMPY, is_device_array, Type, TreeType, check_int64_range, clean_bools, dtype_of_numpy, promote
-from .pytree import LEAF, flatten, unflatten
+from .pytree import LEAF, flatten, unflatten, with_built_order
 from .tree import Tree, plain_tree
 
 _local = threading.local()
@@ -109,9 +109,16 @@ def _entered(frame):
         _frames().pop()
 
 
+ESCAPED = ("a staged value escaped the function that traced it (it was stored in a Python variable, "
+           "list or attribute during a jit/grad/vmap trace) and is used after that trace ended, where it "
+           "has no value; return it from the traced function instead, and use the returned result")
+
+
 def emit(op, inputs, attrs=None, bodies=()):
     """Append a node to the current graph; return its output vars."""
     frame = current_frame()
+    if frame is None:
+        raise StagingError(ESCAPED)
     attrs = attrs or {}
     subst = getattr(_local, "subst", None)
     if subst:   # values of a program being transformed, used by Python code run meanwhile
@@ -252,6 +259,9 @@ class Staged:
     cumprod = lambda self, axis=None, dtype=None: N.NUMPY_API["cumprod"](self, axis, dtype)
     any = lambda self, axis=None, keepdims=False: N.NUMPY_API["any"](self, axis, keepdims)
     all = lambda self, axis=None, keepdims=False: N.NUMPY_API["all"](self, axis, keepdims)
+    round = __round__ = lambda self, decimals=None: N.NUMPY_API["round"](self, decimals or 0)   # stays staged
+    __divmod__ = lambda a, b: (a // b, a % b)
+    __rdivmod__ = lambda a, b: (b // a, b % a)
 
     def __getitem__(self, key):
         return N.getitem(self, key)
@@ -811,6 +821,19 @@ class FUN:
         return fun
 
 
+class checkpoint(FUN):
+    """`jitad.checkpoint(f)`: during reverse mode, run `f` without keeping its
+    intermediate values, and recompute them when the backward pass reaches `f`
+    (less memory, one more forward pass of `f`).
+
+    >>> block = jitad.checkpoint(lambda h, W: jitad.tanh(W @ h))
+    """
+    call_op = Op.CHECKPOINT
+
+    def __repr__(self):
+        return f"checkpoint({self.__name__})"
+
+
 class _FunState:
     def __init__(self, fundef, in_td):
         self.fundef, self.in_td = fundef, in_td
@@ -924,6 +947,7 @@ def trace_program(fn, args, in_td, types):
             proxies = [wrap(v) for v in root.graph.params]
             out = fn(*unflatten(in_td, proxies))
             leaves, out_td = flatten(out)
+            out_td = with_built_order(out, out_td)
             root.graph.outputs = [root.resolve(coerce(x, _leaf_type(x, "the function's result"), "result"))
                                   for x in leaves]
         return Program(root.graph, _local.trace.fun_list), out_td, list(root.captures)

@@ -47,3 +47,9 @@ def test_long_simulation_example_runs():
     lines = [line for line in out.splitlines() if line.startswith("k = ")]
     losses = [float(line.split("loss = ")[1].split()[0]) for line in lines]
     assert len(losses) == 4 and losses[-1] < losses[0] / 10   # the fit makes progress
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("module,expect", [("bench.calls", "jit_grad over it"), ("bench.userloop", "user-style")])
+def test_call_cost_and_user_loop_quick_mode(module, expect):
+    assert expect in _run("-m", module, "--quick", timeout=600)

@@ -49,6 +49,8 @@ PIPELINE = [   # (name, pass(program), purpose)
      "a tensor slot set once and then read: its reads are the stored value"),
     ("accumulate_products", _nested(peephole.accumulate_products),
      "a matrix product only added to a slot becomes `matmul_add` (BLAS beta = 1)"),
+    ("shared_transposes", lambda program: peephole.shared_transposes(program.main),
+     "a weight read transposed by several small products is transposed once"),
 ]
 
 

@@ -327,3 +327,43 @@ def _unbatched_product(node, producer):
     product = make(Op.MATMUL, (flat, w), (rows, cols), ta=False, tb=flag)
     nodes.append(Node(Op.RESHAPE, (product,), node.outputs, {"shape": node.outputs[0].type.shape}))
     return nodes
+
+
+SHARED_TRANSPOSE_MAX = 1 << 20   # m·n·k of the products that read a transposed copy (register tiles)
+
+
+def shared_transposes(graph):
+    """A matrix read transposed by several small products (a weight in an unrolled loop,
+    `dz @ W.T` at every step) is transposed once, first thing: each product then
+    runs untransposed in register tiles rather than one BLAS call each. Only for the
+    graph's inputs (transposed first thing: no arena scope to outlive, no slot write to
+    miss)."""
+    nodes, params = graph.nodes, set(graph.params)
+    reads = {}
+    for k, n in enumerate(nodes):
+        if n.op not in (Op.MATMUL, Op.MATMUL_ADD):
+            continue
+        a, b = n.inputs[-2:]
+        out_shape = n.outputs[0].type.shape if n.op == Op.MATMUL else n.inputs[0].type.value_type.shape
+        depth = a.type.shape[0] if n.attrs["ta"] else a.type.shape[1]
+        if out_shape[0] * out_shape[1] * depth > SHARED_TRANSPOSE_MAX:
+            continue
+        for flag, v in (("ta", a), ("tb", b)):
+            if n.attrs[flag] and 1 not in v.type.shape and v in params:
+                reads.setdefault(v, []).append((k, flag))
+    shared = {v: ks for v, ks in reads.items() if len(ks) >= 2}
+    if not shared:
+        return
+    transposed = {v: Var(Type(v.type.dtype, v.type.shape[::-1])) for v in shared}
+    rewrite = {(k, flag): v for v, ks in shared.items() for k, flag in ks}
+    out = [Node(Op.TRANSPOSE, (v,), (tv,), {"perm": (1, 0)}) for v, tv in transposed.items()]
+    for k, n in enumerate(nodes):
+        flags = [f for f in ("ta", "tb") if (k, f) in rewrite]
+        if flags:
+            ins = list(n.inputs)
+            for f in flags:
+                i = len(ins) - (2 if f == "ta" else 1)
+                ins[i] = transposed[ins[i]]
+            n = Node(n.op, tuple(ins), n.outputs, {**n.attrs, **{f: False for f in flags}})
+        out.append(n)
+    graph.nodes = out

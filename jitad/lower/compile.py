@@ -15,11 +15,11 @@ from ..errors import ArgumentError, ResourceError
 from ..ir.passes import run_passes
 from ..ir.printer import program_key_text
 from ..ir.types import NUMPY, check_int64_range, clean_bools
-from ..pytree import unflatten
+from ..pytree import _REGISTRY, unflatten
 from ..timing import stage
 from ..tree import Tree, plain_tree
 from . import lapack, mpi, runtime, sort, tensor  # noqa: F401  (lapack, mpi, sort and tensor register their rules in the LLVM lowering's table)
-from .entry import ClassArg, DictArg, add_entry, key_symbol
+from .entry import Built, ClassArg, DictArg, ListArg, NoneArg, add_entry, key_symbol
 from .llvm import CHECK_FAILED, check_messages, lower_program, program_constants
 
 PLACEHOLDER = "JITAD_PREFIX_"
@@ -107,7 +107,11 @@ _PHYSICAL_MEMORY = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 def _layout(td, counter):
     if td.kind == "leaf":
         return next(counter)
+    if td.kind == "none":
+        return NoneArg()
     children = [_layout(c, counter) for c in td.children]
+    if td.kind == "list":
+        return ListArg(children)
     if td.kind == "dict":
         return DictArg((tuple(runtime.data_symbol(key_symbol(k), sys.intern(k)) for k in td.keys), children))
     if td.kind == "namedtuple":
@@ -115,15 +119,56 @@ def _layout(td, counter):
     return children
 
 
-def _class_symbol(cls):
-    return "jitad_class_" + f"{cls.__module__}.{cls.__qualname__}".encode().hex()
+def _class_symbol(cls, what="class"):
+    return f"jitad_{what}_" + f"{cls.__module__}.{cls.__qualname__}".encode().hex()
+
+
+def _buildable(td):
+    """The entry builds every result but dicts with keys other than strings."""
+    if td.kind == "dict" and not all(type(k) is str for k in td.keys):
+        return False
+    return all(map(_buildable, td.children))
+
+
+def _result_layout(td, counter):
+    """What the entry builds for a result of structure `td` (see `entry.Built`): leaf
+    indices in the flat order, dicts with their keys in the order the function built them."""
+    if td.kind == "leaf":
+        return next(counter)
+    children = [_result_layout(c, counter) for c in td.children]
+    if td.kind in ("none", "tuple", "list"):
+        return Built((td.kind, (), tuple(children)))
+    if td.kind == "dict":
+        keys = [runtime.data_symbol(key_symbol(k), sys.intern(k)) for k in td.keys]
+        order = getattr(td, "order", None)   # a `pytree.BuiltDict`
+        if order is not None:
+            at = {k: i for i, k in enumerate(td.keys)}
+            keys, children = [keys[at[k]] for k in order], [children[at[k]] for k in order]
+        return Built(("dict", tuple(keys), tuple(children)))
+    if td.kind == "namedtuple":
+        cls = td.keys
+        kind = "namedtuple" if _plain_namedtuple(cls) else "call"
+        return Built((kind, (runtime.data_symbol(_class_symbol(cls), cls),), tuple(children)))
+    cls, aux = td.keys   # a registered class: its unflatten(aux, [children])
+    symbols = (runtime.data_symbol(_class_symbol(cls, "unflatten"), _REGISTRY[cls][1]),
+               runtime.data_symbol(_class_symbol(cls, "aux"), aux))
+    return Built(("custom", symbols, tuple(children)))
+
+
+def _plain_namedtuple(cls):
+    """A class made by `collections.namedtuple` (or `typing.NamedTuple`), not extended:
+    its instances are tuples of that class, which the entry allocates itself."""
+    new = getattr(cls.__new__, "__globals__", {})
+    return new.get("_tuple_new") is tuple.__new__ and cls.__init__ is tuple.__init__ \
+        and cls.__basicsize__ == tuple.__basicsize__ and cls.__itemsize__ == tuple.__itemsize__
 
 
 def _unpackable(td):
-    """The entry takes apart leaves and (nested) tuples, namedtuples and dicts with string keys."""
+    """The entry takes apart leaves, None and (nested) tuples, namedtuples, lists and dicts
+    with string keys."""
     if td.kind == "dict" and not all(type(k) is str for k in td.keys):
         return False
-    return td.kind in ("leaf", "tuple", "namedtuple", "dict") and all(map(_unpackable, td.children))
+    return td.kind in ("leaf", "none", "tuple", "namedtuple", "list", "dict") and all(map(_unpackable, td.children))
 
 
 def compile_program(program, out_td, in_types, name, fallback, in_td=None, device="cpu"):
@@ -137,8 +182,9 @@ def compile_program(program, out_td, in_types, name, fallback, in_td=None, devic
         from .cuda import compile_cuda
         return compile_cuda(program, out_td, in_types)
     out_types = program.main.out_types
-    direct = out_td.is_tuple_nest
-    layout = _layout(out_td, iter(range(len(out_types)))) if direct else list(range(len(out_types)))
+    direct = _buildable(out_td)   # else the entry returns the flat leaves, `Compiled.run` the pytree
+    leaf_indices = iter(range(len(out_types)))
+    layout = _result_layout(out_td, leaf_indices) if direct else Built(("tuple", (), tuple(leaf_indices)))
     # arguments that are (nested) tuples, namedtuples and dicts are taken apart by the entry itself
     arg_layout = _layout(in_td, iter(range(len(in_types)))) if in_td is not None and in_td.kind == "tuple" \
         and _unpackable(in_td) else None   # (registers the data symbols a dict or namedtuple needs)

@@ -37,7 +37,12 @@ PY_API = {
     "PyTuple_New": ir.FunctionType(PTR, [I64]),
     "PyTuple_SetItem": ir.FunctionType(C_INT, [PTR, I64, PTR]),
     "PyTuple_GetItem": ir.FunctionType(PTR, [PTR, I64]),
-    "PyDict_GetItem": ir.FunctionType(PTR, [PTR, PTR]),
+    "PyDict_GetItemWithError": ir.FunctionType(PTR, [PTR, PTR]),
+    "_PyDict_NewPresized": ir.FunctionType(PTR, [I64]),
+    "PyDict_SetItem": ir.FunctionType(C_INT, [PTR, PTR, PTR]),
+    "PyList_New": ir.FunctionType(PTR, [I64]),
+    "PyType_GenericAlloc": ir.FunctionType(PTR, [PTR, I64]),
+    "PyObject_Call": ir.FunctionType(PTR, [PTR, PTR, PTR]),
     "PyObject_Vectorcall": ir.FunctionType(PTR, [PTR, PTR, I64, PTR]),
     "Py_DecRef": ir.FunctionType(ir.VoidType(), [PTR]),
     "Py_IncRef": ir.FunctionType(ir.VoidType(), [PTR]),
@@ -46,11 +51,12 @@ PY_API = {
 # numpy's PyArray_New(subtype, nd, dims, typenum, strides, data, itemsize, flags, obj)
 ARRAY_NEW = ir.FunctionType(PTR, [PTR, C_INT, PTR, C_INT, PTR, PTR, C_INT, C_INT, PTR])
 PY_DATA = {"float": "PyFloat_Type", "int": "PyLong_Type", "bool": "PyBool_Type", "True": "_Py_TrueStruct",
-           "tuple": "PyTuple_Type", "dict": "PyDict_Type"}
+           "tuple": "PyTuple_Type", "dict": "PyDict_Type", "None": "_Py_NoneStruct",
+           "list": "PyList_Type"}
 _EXPECTED = {"f64": "float", "f32": "float", "i64": "int", "bool": "bool"}
 NPY_TYPENUM = {"bool": 0, "i64": 7, "f32": 11, "f64": 12}
 # Field offsets of CPython's objects and NumPy's PyArrayObject (checked below)
-OB_TYPE, TUPLE_SIZE, TUPLE_ITEMS, DICT_USED = 8, 16, 24, 16
+OB_TYPE, TUPLE_SIZE, TUPLE_ITEMS, DICT_USED, LIST_ITEMS = 8, 16, 24, 16, 24
 ARRAY_DATA, ARRAY_ND, ARRAY_DIMS, ARRAY_DESCR, ARRAY_FLAGS = 16, 24, 32, 56, 64
 ARRAY_WEAKLIST = np.ndarray.__weakrefoffset__   # the array's weak references (NULL when none)
 C_CONTIGUOUS_ALIGNED = 0x0001 | 0x0100
@@ -60,18 +66,19 @@ OWNDATA_WRITEABLE = 0x0004 | 0x0400
 def _check_layout():
     """The entries read objects at the offsets above: compare them with a real tuple and
     array here, so that another CPython or NumPy layout is an error, not a crash."""
-    a, t, d = np.zeros((2, 3)), (None, 7), dict.fromkeys("abc")
+    a, t, d, lst = np.zeros((2, 3)), (None, 7), dict.fromkeys("abc"), [7]
     read = lambda obj, offset, c=ctypes.c_int64: c.from_address(id(obj) + offset).value
     flags = C_CONTIGUOUS_ALIGNED | OWNDATA_WRITEABLE
     seen = [read(t, OB_TYPE) == id(tuple), read(t, TUPLE_SIZE) == 2, read(t, TUPLE_ITEMS) == id(None),
-            read(d, OB_TYPE) == id(dict), read(d, DICT_USED) == 3,
+            read(d, OB_TYPE) == id(dict), read(d, DICT_USED) == 3, read(lst, TUPLE_SIZE) == 1,
             read(a, OB_TYPE) == id(np.ndarray), read(a, ARRAY_DATA) == a.ctypes.data,
             read(a, ARRAY_ND, ctypes.c_int) == 2, read(a, ARRAY_DESCR) == id(a.dtype),
             read(a, ARRAY_FLAGS, ctypes.c_int) & flags == flags, read(a, ARRAY_WEAKLIST) == 0]
     ref = weakref.ref(a)
     seen.append(read(a, ARRAY_WEAKLIST) != 0 and ref() is a)
-    if all(seen):   # then the dims pointer can be followed
+    if all(seen):   # then the dims and item pointers can be followed
         seen.append((ctypes.c_int64 * 2).from_address(read(a, ARRAY_DIMS))[:] == [2, 3])
+        seen.append(ctypes.c_int64.from_address(read(lst, LIST_ITEMS)).value == id(7))
     if not all(seen):
         raise ImportError(f"jitad: the object layout of this Python or NumPy {np.__version__} is not the one "
                           f"jitad's compiled entries read (checks passed: {seen}); please report it")
@@ -231,6 +238,22 @@ class ClassArg(tuple):
     children = property(lambda self: self[1])
 
 
+class ListArg(tuple):
+    """A list argument: its children, read from the list's item array."""
+    __slots__ = ()
+
+    def __repr__(self):   # (part of the cache key)
+        return f"ListArg{tuple.__repr__(self)}"
+
+
+class NoneArg(tuple):
+    """A None argument (no leaves): the entry checks it is None."""
+    __slots__ = ()
+
+    def __repr__(self):
+        return "NoneArg()"
+
+
 def key_symbol(key):
     return "jitad_key_" + key.encode("utf-8", "surrogatepass").hex()
 
@@ -247,7 +270,7 @@ def _check_arguments(b, module, in_types, arg_layout, fallback):
         b.cbranch(holds, nxt, fallback)
         b.position_at_end(nxt)
 
-    def walk(node, obj):   # a (nested) tuple, namedtuple or dict argument: its type and size, then its leaves
+    def walk(node, obj):   # a (nested) tuple, namedtuple, list or dict argument: its type and size, then its leaves
         if isinstance(node, int):
             objs[node] = obj
             return
@@ -255,9 +278,19 @@ def _check_arguments(b, module, in_types, arg_layout, fallback):
             check(b.icmp_unsigned("==", _field(b, obj, OB_TYPE, PTR), api("PyDict_Type")))
             check(b.icmp_signed("==", _field(b, obj, DICT_USED, I64), I64(len(node.keys))))
             for key, child in zip(node.keys, node.children):
-                item = b.call(api("PyDict_GetItem"), [obj, api(key)])
+                item = b.call(api("PyDict_GetItemWithError"), [obj, api(key)])   # (no error with str keys)
                 check(b.icmp_unsigned("!=", item, PTR(None)))
                 walk(child, item)
+            return
+        if isinstance(node, NoneArg):
+            check(b.icmp_unsigned("==", obj, api("_Py_NoneStruct")))
+            return
+        if isinstance(node, ListArg):   # exactly a list of this length
+            check(b.and_(b.icmp_unsigned("==", _field(b, obj, OB_TYPE, PTR), api("PyList_Type")),
+                         b.icmp_signed("==", _field(b, obj, TUPLE_SIZE, I64), I64(len(node)))))
+            items = _field(b, obj, LIST_ITEMS, PTR)
+            for k, child in enumerate(node):
+                walk(child, b.load(b.gep(items, [I64(k)], source_etype=PTR), typ=PTR))
             return
         cls, children = (node.symbol, node.children) if isinstance(node, ClassArg) else ("PyTuple_Type", node)
         check(b.and_(b.icmp_unsigned("==", _field(b, obj, OB_TYPE, PTR), api(cls)),
@@ -305,22 +338,122 @@ def _unbox(b, module, obj, t):
     return b.fptrunc(v, F32) if t.dtype == "f32" else v
 
 
-def _box(b, module, node, leaves, out_types, arrays):
-    """The result object of `node` (a leaf index or a list of nodes: a tuple)."""
+class Built(tuple):
+    """A result node the entry builds: `(kind, symbols, children)`, children being
+    nodes or leaf indices. Kinds: 'tuple', 'list', 'none'; 'dict' (symbols: the keys,
+    in the order the function built them); 'namedtuple' (symbols: the class, allocated
+    as a tuple of that class); 'call' (the class called with the children: a namedtuple
+    class with its own `__new__`); 'custom' (symbols: a registered class's unflatten
+    function and aux data, called with them and a list of the children)."""
+    __slots__ = ()
+    kind = property(lambda self: self[0])
+    symbols = property(lambda self: self[1])
+    children = property(lambda self: self[2])
+
+
+def _box(b, module, v, t):
+    """A new Python object for scalar result `v` of type `t` (NULL: no memory)."""
     api = lambda n: _api(module, n)
-    if not isinstance(node, int):
-        tup = b.call(api("PyTuple_New"), [I64(len(node))])
-        for k, child in enumerate(node):
-            b.call(api("PyTuple_SetItem"), [tup, I64(k), _box(b, module, child, leaves, out_types, arrays)])
-        return tup
-    v, t = leaves[node], out_types[node]
-    if t.shape:
-        return arrays[node]   # main wrote the result into it
     if t.dtype == "bool":
         return b.call(api("PyBool_FromLong"), [b.zext(v, I64)])
     if t.dtype == "i64":
         return b.call(api("PyLong_FromLongLong"), [v])
     return b.call(api("PyFloat_FromDouble"), [b.fpext(v, F64) if t.dtype == "f32" else v])
+
+
+def _build_result(b, module, layout, leaves, out_types, arrays):
+    """The result object of `layout` (a leaf index or a `Built` node), built container
+    first, then its items. Every object not yet inside the result is held in a slot of
+    its own (the tensor results from the start); a failure (no memory, a user's
+    unflatten raising) releases what the slots hold and returns NULL with the error set."""
+    api = lambda n, fnty=None: _api(module, n, fnty)
+    nodes = []
+
+    def count(node):
+        nodes.append(node)
+        for child in (node.children if isinstance(node, Built) else ()):
+            count(child)
+    count(layout)
+    slots = alloca(b, ir.ArrayType(PTR, len(nodes)))
+    slot = lambda k: b.gep(slots, [I64(k)], source_etype=PTR)
+    for k in range(len(nodes)):
+        b.store(PTR(None), slot(k))
+    fail = b.function.append_basic_block("result_failed")
+    with b.goto_block(fail):
+        for k in range(len(nodes)):
+            b.call(api("Py_DecRef"), [b.load(slot(k), typ=PTR)])   # (NULL-safe)
+        b.ret(PTR(None))
+    leaf_slot = {node: k for k, node in enumerate(nodes) if isinstance(node, int)}
+    for leaf, arr in arrays.items():
+        b.store(arr, slot(leaf_slot[leaf]))
+
+    def made(obj, k):   # `obj` is new: held by slot k, or the failure path if NULL
+        ok = b.function.append_basic_block("made")
+        b.cbranch(b.icmp_unsigned("==", obj, PTR(None)), fail, ok)
+        b.position_at_end(ok)
+        b.store(obj, slot(k))
+        return obj
+
+    counter = iter(range(len(nodes)))
+
+    def build(node):   # a new reference, held by the node's slot
+        k = next(counter)
+        if isinstance(node, int):
+            if out_types[node].shape:
+                return arrays[node]   # main wrote the result into it
+            return made(_box(b, module, leaves[node], out_types[node]), k)
+        kind, symbols, children = node
+        n = I64(len(children))
+        if kind == "none":
+            none = api("_Py_NoneStruct")
+            b.call(api("Py_IncRef"), [none])
+            b.store(none, slot(k))
+            return none
+        if kind in ("tuple", "call"):
+            obj = made(b.call(api("PyTuple_New"), [n]), k)
+        elif kind == "namedtuple":
+            obj = made(b.call(api("PyType_GenericAlloc"), [api(symbols[0]), n]), k)
+        elif kind in ("list", "custom"):
+            obj = made(b.call(api("PyList_New"), [n]), k)
+        else:
+            obj = made(b.call(api("_PyDict_NewPresized"), [n]), k)
+        child_slot = k + 1   # (slots are numbered in the order `build` visits the nodes)
+        for i, child in enumerate(children):
+            item = build(child)
+            if kind == "dict":   # (PyDict_SetItem takes its own reference)
+                failed = b.call(api("PyDict_SetItem"), [obj, api(symbols[i]), item])
+                ok = b.function.append_basic_block("set")
+                b.cbranch(b.icmp_signed("!=", failed, C_INT(0)), fail, ok)
+                b.position_at_end(ok)
+                b.call(api("Py_DecRef"), [item])
+            elif kind in ("list", "custom"):   # PyList_SET_ITEM: ob_item[i] = item
+                items = _field(b, obj, LIST_ITEMS, PTR)
+                b.store(item, b.gep(items, [I64(i)], source_etype=PTR))
+            else:   # PyTuple_SET_ITEM, for a tuple or a namedtuple alike
+                b.store(item, b.gep(obj, [I64(TUPLE_ITEMS + 8 * i)], source_etype=I8))
+            b.store(PTR(None), slot(child_slot))   # now the container's
+            child_slot += _size(child)
+        if kind in ("call", "custom"):
+            if kind == "call":
+                result = b.call(api("PyObject_Call"), [api(symbols[0]), obj, PTR(None)])
+            else:
+                argv = alloca(b, ir.ArrayType(PTR, 2))
+                b.store(api(symbols[1]), b.gep(argv, [I64(0)], source_etype=PTR))
+                b.store(obj, b.gep(argv, [I64(1)], source_etype=PTR))
+                result = b.call(api("PyObject_Vectorcall"), [api(symbols[0]), argv, I64(2), PTR(None)])
+            ok = b.function.append_basic_block("called")
+            b.cbranch(b.icmp_unsigned("==", result, PTR(None)), fail, ok)
+            b.position_at_end(ok)
+            b.call(api("Py_DecRef"), [obj])
+            b.store(result, slot(k))
+            obj = result
+        return obj
+    return build(layout)
+
+
+def _size(node):
+    """Nodes in `node`'s subtree (itself included)."""
+    return 1 + (sum(map(_size, node.children)) if isinstance(node, Built) else 0)
 
 
 def _new_array(b, module, t):
@@ -372,7 +505,8 @@ def add_entry(module, main, in_types, out_types, layout, name, arg_layout=None, 
     api = lambda n, fnty=None: _api(module, n, fnty)
     fallback = fn.append_basic_block("fallback")
     objs = _check_arguments(b, module, in_types, arg_layout, fallback)
-    with b.goto_block(fallback):
+    with b.goto_block(fallback):   # (a user's key __eq__ may have raised in a dict lookup)
+        b.call(api("PyErr_Clear"), [])
         _forward(b, module, 0)
     values = [_unbox(b, module, obj, t) for obj, t in zip(objs, in_types)]
 
@@ -404,5 +538,5 @@ def add_entry(module, main, in_types, out_types, layout, name, arg_layout=None, 
     rt = ret_type(out_types)
     leaves = [b.load(b.gep(out, [I32(0), I32(k)], source_etype=rt), typ=rt.elements[k])
               for k in range(len(out_types))]
-    b.ret(_box(b, module, layout, leaves, out_types, arrays))
+    b.ret(_build_result(b, module, layout, leaves, out_types, arrays))
     return fn

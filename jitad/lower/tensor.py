@@ -235,8 +235,22 @@ def _gemm(lo, out, out_t, ins, in_types, attrs, accumulate):
     a_t, b_t = in_types
     ta, tb = attrs["ta"], attrs["tb"]
     (m, n), k = out_t.shape, (a_t.shape[0] if ta else a_t.shape[1])
+    # a transposed vector (one side 1) is the same memory untransposed: an outer product
+    # ct @ v.T or a column A.T @ c (as the row c.T @ A) then needs no BLAS call
+    if ta and 1 in a_t.shape:
+        ta, a_t = False, Type(a_t.dtype, a_t.shape[::-1])
+    if tb and 1 in b_t.shape:
+        tb, b_t = False, Type(b_t.dtype, b_t.shape[::-1])
+    if n == 1 and ta and not tb:   # out.T (1, m) = b.T (1, k) @ a (k, m), untransposed
+        _gemm(lo, out, Type(out_t.dtype, (1, m)), (bm, a), (Type(b_t.dtype, (1, k)), Type(a_t.dtype, a_t.shape)),
+              {"ta": False, "tb": False}, accumulate)
+        return
     b = lo.b
     t = LL[out_t.dtype]
+    if n == 1 and not ta and k >= 64 // ELEMENT_BYTES[out_t.dtype] and BLAS_MIN_FLOPS <= m * k <= REGISTER_GEMM_MAX \
+            and out_t.dtype in BLAS_SYMBOLS:
+        _row_dots(lo, out, out_t, a, bm, k, accumulate)
+        return
     if BLAS_MIN_FLOPS <= m * n * k <= REGISTER_GEMM_MAX and out_t.dtype in BLAS_SYMBOLS and not ta and not tb:
         (_streaming_gemm if m <= 2 and n >= 64 else _register_gemm)(lo, out, out_t, a, bm, k, accumulate)
         return
@@ -313,6 +327,44 @@ def _streaming_gemm(lo, out, out_t, a, bm, k, accumulate):
         lo.counted_loop(I64(k // 4), lambda pb: rows_of_b(b.mul(pb, I64(4)), 4), rolled=True)
     if k % 4:
         rows_of_b(I64(k // 4 * 4), k % 4)
+
+
+def _row_dots(lo, out, out_t, a, x, k, accumulate):
+    """out (m, 1) (=|+=) a (m, k) @ x (k, 1), a matrix times a vector: each output a dot
+    product of a row of a with x, four rows at a time in vector registers (one load of x
+    shared by them, four independent sums), summed across lanes at the end."""
+    b = lo.b
+    m = out_t.shape[0]
+    ty, lanes = LL[out_t.dtype], 64 // ELEMENT_BYTES[out_t.dtype]
+    vt = ir.VectorType(ty, lanes)
+    at = lambda buf, off: b.gep(buf, [off], source_etype=ty)
+    whole = k // lanes * lanes
+
+    def rows(first, count):
+        def body(update):
+            def step(pb):
+                p = b.mul(pb, I64(lanes))
+                xv = b.load(at(x, p), typ=vt, align=1)
+                for r in range(count):
+                    row = b.load(at(a, b.add(b.mul(b.add(first, I64(r)), I64(k)), p)), typ=vt, align=1)
+                    update(r, lambda acc, row=row: _fma(lo, row, xv, acc))
+            lo.counted_loop(I64(k // lanes), step, rolled=True)
+        sums = _registers(b, [vt] * count, body)
+        for r in range(count):
+            i = b.add(first, I64(r))
+            total = b.extract_element(sums[r], I32(0))
+            for e in range(1, lanes):
+                total = b.fadd(total, b.extract_element(sums[r], I32(e)))
+            for p in range(whole, k):   # the tail of the row
+                total = b.fadd(total, b.fmul(b.load(at(a, b.add(b.mul(i, I64(k)), I64(p))), typ=ty),
+                                             b.load(at(x, I64(p)), typ=ty)))
+            if accumulate:
+                total = b.fadd(b.load(at(out, i), typ=ty), total)
+            b.store(total, at(out, i))
+    if m // 4:
+        lo.counted_loop(I64(m // 4), lambda ib: rows(b.mul(ib, I64(4)), 4), rolled=True)
+    if m % 4:
+        rows(I64(m // 4 * 4), m % 4)
 
 
 def _register_gemm(lo, out, out_t, a, bm, k, accumulate):
