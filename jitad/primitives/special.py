@@ -59,7 +59,7 @@ def polygamma_scalar(n, x):
         p = 0.0
         for k in range(len(ROOT_SERIES) - 1, -1, -1):
             p = (p + ROOT_SERIES[k]) * d
-        right = where(abs(d) < 0.05, p, right)
+        right = where(abs(d) < 0.1, p, right)
         reflected = where(r == 0.0, math.nan, right - math.pi * cos(math.pi * r) / sn)
     else:
         reflected = where(r == 0.0, math.inf, math.pi * math.pi / (sn * sn) - right)
@@ -78,7 +78,7 @@ def _root():
     root = decimal.Decimal("1.4616321449683623412626595423257213284681962040064463512959884085987864")
     hi = float(root)
     psi = backend(polygamma_scalar, where=np.where, log=np.log, sin=np.sin, cos=np.cos, ROOT=None, ROOT_SERIES=None)
-    coefficients = [float(psi(k, np.float64(hi))) / math.factorial(k) for k in range(1, 13)]
+    coefficients = [float(psi(k, np.float64(hi))) / math.factorial(k) for k in range(1, 17)]
     return (hi, float(root - decimal.Decimal(hi))), tuple(coefficients)
 
 
