@@ -37,7 +37,8 @@ class _Checker(doctest.OutputChecker):
 
 
 @pytest.mark.parametrize("name", public_modules())
-def test_doctests(name):
+def test_doctests(name, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)   # what an example writes (jitad.export's library) lands there
     try:
         module = importlib.import_module(name)
     except ImportError as e:   # an optional dependency (mpi4py, torch) missing
