@@ -90,6 +90,26 @@ CASES = {
         def check_again():
             assert np.array_equal(f(x[:100]), expected)
     """,
+    "debug_print_loop": """
+        # the printing callback runs Python, where the signal lands: it must still stop the loop
+        f = jitad.jit(lambda x, n: FOR(0, n, lambda i, s: (jitad.debug.print("{}", s), s * 0.5 + x)[1], x))
+        def long_call():
+            sys.stdout = open("/dev/null", "w")
+            try:
+                f(1.0, 2 ** 62)
+            finally:
+                sys.stdout = sys.__stdout__
+        def check_again():
+            assert layer(a).shape == (40, 40)
+    """,
+    "sort_in_loop": """
+        xs = np.random.default_rng(0).standard_normal(1000)
+        f = jitad.jit(lambda x, n: FOR(0, n, lambda i, s: s + jitad.sort(x * s)[0] * 1e-9, 1.0))
+        expected = f(xs, 3)
+        long_call = lambda: f(xs, 2 ** 62)
+        def check_again():
+            assert f(xs, 3) == expected
+    """,
 }
 
 
