@@ -3,6 +3,7 @@ KeyboardInterrupt in the caller within a fraction of a second, and jitad stays u
 (the next call is right and starts with the arena empty). Each case runs in a subprocess
 that the test interrupts with a real signal."""
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -115,7 +116,9 @@ CASES = {
 
 # The child starts as a process started from a terminal does: SIGINT unblocked, Python's
 # handler installed. (A child inherits its parent's signal mask and an ignored SIGINT; a
-# long pytest run is not a terminal.) What it inherited goes to stderr for the failure report.
+# long pytest run is not a terminal: a command a non-interactive shell starts in the
+# background with `&`, as a CI script may, starts with SIGINT ignored, and so would each
+# child, which then never stops.) What it inherited goes to stderr for the failure report.
 CHILD_SIGNALS = """
 import signal, sys
 print("inherited SIGINT:", signal.getsignal(signal.SIGINT), "blocked:",
@@ -131,6 +134,8 @@ def _interrupt(script, delay=0.3, timeout=60):
     proc = subprocess.Popen([sys.executable, "-c", CHILD_SIGNALS + script], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env)
     try:
+        # (a child stuck before "ready" fails the test instead of hanging the run)
+        assert select.select([proc.stdout], [], [], timeout)[0], f"not ready after {timeout} s"
         assert proc.stdout.readline().strip() == "ready", proc.stderr.read()
         time.sleep(delay)
         os.kill(proc.pid, signal.SIGINT)
