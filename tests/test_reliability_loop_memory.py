@@ -30,6 +30,8 @@ CASES = {
     "solve": lambda w, k, c: FOR(0, k, lambda i, s: s + jitad.linalg.solve(w, jitad.ones(N) * s).sum() * c, 1.0),
     "inv": lambda w, k, c: FOR(0, k, lambda i, s: s + jitad.linalg.inv(w * s).sum() * c, 1.0),
     "cross_entropy_eval": lambda w, k, c: FOR(0, k, lambda i, s: s + _row_xent(w, i) * c, 0.0),
+    "nested_for": lambda w, k, c: FOR(0, k // 10, lambda i, s: FOR(0, 10, lambda j, t: t + jitad.sum(w @ (w * t)) * c, s),
+                                      1.0),
     "sort": lambda w, k, c: FOR(0, k, lambda i, s: s + jitad.sort(w * s)[0, 0] * c, 1.0),
     "tensor_state": lambda w, k, c: jitad.sum(FOR(0, k, lambda i, s: s + jitad.tanh(w @ s) * c, w)),
 }
