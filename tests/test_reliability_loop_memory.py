@@ -67,3 +67,13 @@ def test_backward_loop_memory_and_gradients(name):
     # deferred weight gradient), else one scalar; the bodies' temporaries are released
     per_step = (long - short) / 1000
     assert per_step <= (64 if name in SCALAR_TAPE else 2 * N * N * 8 + 64), per_step
+
+
+def test_reverse_while_frame_keeps_only_forward_values():
+    """Reverse mode through WHILE keeps a frame per iteration (continuations); a frame
+    holds the body's forward values (here w * s and the product: two N x N), not the
+    adjoint slots it makes only once the deeper frames have returned."""
+    g = jitad.jit(jitad.grad(CASES["while_matmul"]))
+    _, short = _peak(g, W, 1000, 1e-9)
+    _, long = _peak(g, W, 2000, 1e-9)
+    assert (long - short) / 1000 <= 2 * N * N * 8
