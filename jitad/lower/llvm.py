@@ -378,9 +378,9 @@ def _loop(lo, types, init, cond, step, period=None):
     Tensor state lives in two buffers allocated before the loop: each iteration copies
     its new state into the spare one and releases everything else it (or its condition)
     allocated, whatever the state's type, so a loop's memory does not grow with its trip
-    count. With a `period` (a power of two),
-    an iteration counter paces interrupt polls at the end of the body (where the body's
-    loads come first: LLVM still hoists the invariant ones).
+    count. With a `period` (a power of two), an iteration counter paces interrupt polls
+    at the end of the body (where the body's loads come first: LLVM still hoists the
+    invariant ones).
     """
     b = lo.b
     tensors = [k for k, t in enumerate(types) if t.shape]
