@@ -455,16 +455,29 @@ _trip.argtypes = [ctypes.c_int]
 _run_signal_handlers = ctypes.pythonapi.PyErr_CheckSignals   # (pythonapi raises what a handler raised)
 
 
+_raised = threading.local()   # what a signal handler raised in a callback from compiled code
+
+
+def interrupted_by(exc):
+    """A callback from compiled code (`jitad.debug.print`) ran a signal handler that raised
+    `exc`: the code unwinds with status INTERRUPTED, and its caller raises `exc`."""
+    _raised.exc = exc
+
+
 class _Interrupted:
     """An entry's handler for Ctrl-C: its compiled code found SIGINT at a poll (which
     consumed the signal's flag) and unwound, so its arena space is free. The signal is
     tripped again and Python's handler runs here, raising KeyboardInterrupt by default; a
     handler that returns gets the call run again from the start (compiled code has no
     side effects). Handlers never run inside compiled code, so one that calls jitad
-    functions cannot disturb the arena of the call it interrupted."""
+    functions cannot disturb the arena of the call it interrupted; only a `debug.print`
+    callback runs Python there, and what a handler raised in it is raised here."""
     __slots__ = ("entry",)
 
     def __call__(self, *args):
+        exc = _raised.__dict__.pop("exc", None)
+        if exc is not None:   # the handler ran already, in a callback
+            raise exc
         _trip(signal.SIGINT)
         _run_signal_handlers()
         return self.entry()(*args)
