@@ -1,0 +1,242 @@
+"""`jitad.numpy`: NumPy's namespace over jitad's functions, for code written against
+`jax.numpy` or `autograd.numpy` (`import jitad.numpy as jnp`, `import jitad.numpy as np`).
+
+In staged code every function here is jitad's (differentiable, compiled, JAX's semantics);
+on plain arrays each computes eagerly with NumPy's results.
+
+Arrays made here outside staged code (`array`, `asarray`, `zeros`, `ones`, `full`, `eye`,
+`arange`, `linspace`, the `*_like`) are `jitad.numpy.Array`s: NumPy arrays in every respect
+(in-place writes as autograd code does them, NumPy's functions and printing) that also have
+JAX's `.at[...]` updates and accept a staged index (`table[i]` with `i` staged lifts the table
+to a staged constant). NumPy hands the subclass on through its own arithmetic; other results
+are plain NumPy arrays (`jnp.asarray(y).at[...]` gives `.at` back, without a copy).
+
+>>> import jitad.numpy as jnp
+>>> jnp.zeros(3).at[0].set(1.0)
+Array([1., 0., 0.])
+"""
+import builtins as _builtins
+import math as _math
+import operator as _op
+
+import numpy as _np
+
+from .. import numeric as _N
+from ..staging import Staged as _Staged, as_var as _as_var, current_frame as _current_frame, is_staged as _is_staged
+
+# NumPy's dtypes and dtype helpers, as NumPy has them (jitad computes in float64, float32,
+# int64 and bool; an int32 in staged code is an int64)
+from numpy import (bool_, dtype, finfo, float32, float64, iinfo, int8, int16, int32, int64, integer,  # noqa: F401
+                   floating, inexact, number, signedinteger, issubdtype, promote_types, uint8, uint32,
+                   uint64, can_cast, e, inf, nan, newaxis, pi, euler_gamma)
+
+float_ = float64
+int_ = int64
+
+from ..numeric import *  # noqa: E402,F401,F403
+from ..numpy_api import *  # noqa: E402,F401,F403
+from ..numpy_api import trace  # noqa: E402,F401  (NumPy's trace; `jitad.trace` stages a function)
+from . import linalg, random  # noqa: E402,F401
+
+
+def _staged_any(xs):
+    return _builtins.any(_is_staged(x) for x in xs)
+
+
+def _either(name, staged_fn, np_fn=None):
+    """NumPy's `name`: `staged_fn` when an argument is staged, else NumPy's function."""
+    np_fn = np_fn or getattr(_np, name)
+
+    def fn(*xs):
+        return staged_fn(*xs) if _staged_any(xs) else np_fn(*xs)
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"NumPy's `{name}`, staged where an argument is: `jnp.{name}(a, b)`."
+    return fn
+
+
+def _bool(x):
+    return _N.convert(x, "bool") if _is_staged(x) else _np.asarray(x, bool)
+
+
+add = _either("add", _op.add)
+subtract = _either("subtract", _op.sub)
+multiply = _either("multiply", _op.mul)
+divide = true_divide = _either("divide", _op.truediv)
+floor_divide = _either("floor_divide", _op.floordiv)
+negative = _either("negative", _op.neg)
+positive = _either("positive", _op.pos)
+greater = _either("greater", _op.gt)
+greater_equal = _either("greater_equal", _op.ge)
+less = _either("less", _op.lt)
+less_equal = _either("less_equal", _op.le)
+equal = _either("equal", _op.eq)
+not_equal = _either("not_equal", _op.ne)
+logical_and = _either("logical_and", lambda a, b: _bool(a) & _bool(b))
+logical_or = _either("logical_or", lambda a, b: _bool(a) | _bool(b))
+logical_xor = _either("logical_xor", lambda a, b: _bool(a) != _bool(b))
+logical_not = _either("logical_not", lambda a: ~_bool(a))
+absolute = abs  # noqa: F405
+amax, amin = max, min  # noqa: F405
+float_power = power  # noqa: F405
+
+
+def cbrt(x):
+    """The real cube root: `jnp.cbrt(-8.0) == -2.0`."""
+    return sign(x) * power(abs(x), 1.0 / 3.0)  # noqa: F405
+
+
+def shape(x):
+    """`x.shape` of a staged value or anything NumPy takes: `jnp.shape(x)`."""
+    return tuple(x.shape) if _is_staged(x) else _np.shape(x)
+
+
+def ndim(x):
+    """The number of axes: `jnp.ndim(x)`."""
+    return len(shape(x))
+
+
+def size(x, axis=None):
+    """The number of elements (along `axis`): `jnp.size(x)`."""
+    s = shape(x)
+    return _math.prod(s) if axis is None else s[axis]
+
+
+def result_type(*xs):
+    """NumPy's `result_type` of values and dtypes, staged values included."""
+    return _np.result_type(*[x.dtype if _is_staged(x) else x for x in xs])
+
+
+def vdot(a, b):
+    """The dot product of the flattened arrays: `jnp.vdot(a, b)`."""
+    return sum(ravel(a) * ravel(b))  # noqa: F405
+
+
+def isclose(a, b, rtol=1e-05, atol=1e-08):
+    """`|a - b| <= atol + rtol * |b|` elementwise (NaN is never close): `jnp.isclose(a, b)`."""
+    if not _staged_any((a, b)):
+        return _np.isclose(a, b, rtol=rtol, atol=atol)
+    return abs(a - b) <= atol + rtol * abs(b)  # noqa: F405
+
+
+def allclose(a, b, rtol=1e-05, atol=1e-08):
+    """All of `isclose(a, b)`: `jnp.allclose(a, b)`."""
+    return all(isclose(a, b, rtol, atol))  # noqa: F405
+
+
+def astype(x, dtype):
+    """`x` converted to `dtype`: `jnp.astype(x, jnp.float32)`."""
+    return x.astype(dtype) if _is_staged(x) else asarray(x, dtype)
+
+
+def copy(x):
+    """A copy of `x` (a staged value is immutable: itself)."""
+    return x if _is_staged(x) else array(x)
+
+
+# -- arrays: plain NumPy arrays with JAX's `.at` ------------------------------
+
+class Array(_np.ndarray):
+    """A NumPy array that also has JAX's `.at[...]` updates and accepts a staged index."""
+
+    @property
+    def at(self):
+        """`x.at[i].set(v)`, `.add`, `.multiply`, `.min`, `.max`, `.get`: new arrays, as JAX's."""
+        return _AtArray(_N.NUMPY_API["ndarray.at"](_np.asarray(self)))
+
+    def __getitem__(self, key):
+        keys = key if isinstance(key, tuple) else (key,)
+        if _staged_any(keys):   # a constant table read at a staged index
+            return _N.getitem(_np.asarray(self), key)
+        return super().__getitem__(key)
+
+    def block_until_ready(self):
+        """Itself (jitad's results are ready when a call returns)."""
+        return self
+
+
+class _AtArray:
+    def __init__(self, at):
+        self._at = at
+
+    def __getitem__(self, index):
+        return _AtArray(self._at[index])
+
+    def get(self):
+        return _wrap(_N.getitem(self._at.x, self._at.index))
+
+    def __getattr__(self, how):
+        update = getattr(self._at, how)
+        return lambda v, **_: _wrap(update(v))
+
+
+def _wrap(x):
+    return x.view(Array) if type(x) is _np.ndarray else x
+
+
+def _nested_staged(obj):
+    if isinstance(obj, (list, tuple)):
+        return _builtins.any(_nested_staged(o) for o in obj)
+    return _is_staged(obj)
+
+
+def _stack_nested(obj, dtype):
+    if isinstance(obj, (list, tuple)):
+        return stack([_stack_nested(o, dtype) for o in obj])  # noqa: F405
+    if dtype is not None:
+        return _N.convert(obj, dtype) if _is_staged(obj) else _np.asarray(obj, dtype)
+    return obj
+
+
+def array(obj, dtype=None, copy=True, ndmin=0):
+    """An array of `obj`: a staged value passes through (converted to `dtype`), nested
+    lists holding staged values are stacked, anything else is a NumPy array (an `Array`,
+    with `.at`): `jnp.array([[1.0, 2.0], [x, 3.0]])`."""
+    if _nested_staged(obj):
+        out = _stack_nested(obj, dtype)
+        if _is_staged(out) and dtype is not None:
+            out = _N.convert(out, dtype)
+        while ndim(out) < ndmin:
+            out = expand_dims(out, 0)  # noqa: F405
+        return out
+    return _wrap(_np.array(obj, dtype=dtype, copy=copy, ndmin=ndmin))
+
+
+def asarray(a, dtype=None):
+    """`a` as an array without a copy where possible: a staged value passes through
+    (converted to `dtype`); plain data gives an `Array` (a NumPy array with `.at`)."""
+    return array(a, dtype=dtype, copy=None)
+
+
+def _creator(name):
+    like = name.endswith("_like")
+
+    def fn(*args, dtype=None, **kwargs):
+        if like and _is_staged(args[0]):   # constant contents of a staged value's shape
+            value = {"zeros_like": 0, "empty_like": 0, "ones_like": 1}.get(name)
+            value = value if value is not None else (args[1] if len(args) > 1 else kwargs["fill_value"])
+            return full(shape(args[0]), value, dtype=args[0].dtype if dtype is None else dtype)
+        if _staged_any(args[like:] + tuple(kwargs.values())):
+            jfn = _N.full if name == "full" else _N.NUMPY_API.get(name)   # arange, linspace
+            if jfn is None:
+                raise _N.data_dependent_shape(f"`jnp.{name}` with a staged size")
+            return jfn(*args, **kwargs) if dtype is None else jfn(*args, dtype=dtype, **kwargs)
+        return _wrap(getattr(_np, name)(*args, dtype=dtype, **kwargs))
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"NumPy's `{name}` (an `Array`, with `.at`; staged when a value or bound is staged)."
+    return fn
+
+
+zeros, ones, empty, full, eye, identity, arange, linspace = (
+    _creator(n) for n in ("zeros", "ones", "empty", "full", "eye", "identity", "arange", "linspace"))
+zeros_like, ones_like, empty_like, full_like = (
+    _creator(n) for n in ("zeros_like", "ones_like", "empty_like", "full_like"))
+
+
+class _NDArrayMeta(type):
+    def __instancecheck__(cls, x):
+        return isinstance(x, (_np.ndarray, _Staged))
+
+
+class ndarray(metaclass=_NDArrayMeta):
+    """For `isinstance(x, jnp.ndarray)`: true of NumPy arrays and staged values."""
+
