@@ -9,7 +9,7 @@ from .tree import Forest, Tree
 from .custom import checkpoint, custom_jvp, custom_vjp, fixed_point, softplus
 from .numpy_api import *  # noqa: F401,F403
 from .control import scan, switch
-from .jacobian import hessian, jacfwd, jacrev
+from .jacobians import hessian, jacfwd, jacobian, jacrev
 from . import debug, distributed, lax, linalg, nn, numpy, optim, random, scipy, testing, tree_util  # noqa: E402
 from .random import dropout  # noqa: E402
 

@@ -139,3 +139,9 @@ def hessian(fun, argnums=0, has_aux=False):
     """
     check_argnums(argnums, "hessian")
     return jacfwd(jacrev(fun, argnums, has_aux), argnums, has_aux)
+
+
+def jacobian(fun, argnums=0, has_aux=False, *, argnum=None):
+    """`jacrev` under the name JAX (`argnums=`) and autograd (`argnum=`) give it:
+    `jitad.jacobian(f)(x)`, `jitad.jacobian(f, argnum=1)(x, y)`."""
+    return jacrev(fun, argnums if argnum is None else argnum, has_aux)
