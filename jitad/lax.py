@@ -76,7 +76,7 @@ def select(pred, on_true, on_false):
     return N.where(pred, on_true, on_false)
 
 
-def _starts(who, shape, start_indices, sizes):
+def _starts(who, shape, start_indices, sizes, allow_negative):
     if len(start_indices) != len(shape) or len(sizes) != len(shape):
         raise ArgumentError(f"`lax.{who}`: an operand of shape {tuple(shape)} needs {len(shape)} start "
                             f"indices and sizes, got {len(start_indices)} and {len(sizes)}")
@@ -84,6 +84,8 @@ def _starts(who, shape, start_indices, sizes):
     for d, (s, size) in enumerate(zip(start_indices, sizes)):
         if not 0 <= size <= shape[d]:
             raise ArgumentError(f"`lax.{who}`: size {size} on axis {d} does not fit its length {shape[d]}")
+        if allow_negative:   # -1 is the last position, as JAX
+            s = N.where(s < 0, s + shape[d], s)
         starts.append(N.clip(s, 0, shape[d] - size))   # JAX's clamp: the slice stays inside
     return starts
 
@@ -95,22 +97,22 @@ def _index(starts, sizes):
                  for d, (s, size) in enumerate(zip(starts, sizes)))
 
 
-def dynamic_slice(operand, start_indices, slice_sizes):
-    """`operand[s0:s0+n0, s1:s1+n1, ...]` with staged starts, clamped so the block lies
-    inside (as JAX): `lax.dynamic_slice(x, (i, 0), (2, 3))`."""
+def dynamic_slice(operand, start_indices, slice_sizes, allow_negative_indices=True):
+    """`operand[s0:s0+n0, s1:s1+n1, ...]` with staged starts, negative ones counted from
+    the end, clamped so the block lies inside (as JAX): `lax.dynamic_slice(x, (i, 0), (2, 3))`."""
     shape = _shape(operand)
     sizes = tuple(int(k) for k in slice_sizes)
-    starts = _starts("dynamic_slice", shape, tuple(start_indices), sizes)
+    starts = _starts("dynamic_slice", shape, tuple(start_indices), sizes, allow_negative_indices)
     if not any(is_staged(s) for s in starts):
         return operand[tuple(slice(int(s), int(s) + k) for s, k in zip(starts, sizes))]
     return N.getitem(operand, _index(starts, sizes))
 
 
-def dynamic_update_slice(operand, update, start_indices):
+def dynamic_update_slice(operand, update, start_indices, allow_negative_indices=True):
     """`operand` with the block at `start_indices` replaced by `update` (starts clamped so
-    the block lies inside, as JAX): `lax.dynamic_update_slice(x, u, (i, 0))`."""
+    the block lies inside, negative ones counted from the end, as JAX): `lax.dynamic_update_slice(x, u, (i, 0))`."""
     sizes, shape = _shape(update), _shape(operand)
-    starts = _starts("dynamic_update_slice", shape, tuple(start_indices), sizes)
+    starts = _starts("dynamic_update_slice", shape, tuple(start_indices), sizes, allow_negative_indices)
     return N.NUMPY_API["ndarray.at"](operand)[_index(starts, sizes)].set(update)
 
 

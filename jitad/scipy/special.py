@@ -41,14 +41,15 @@ def ndtr(x):
 
 
 def log_ndtr(x):
-    """log of the standard normal CDF, accurate far into the left tail (an asymptotic
-    series below -20): `special.log_ndtr(-30.0)`."""
-    near = N.where(x > -20.0, x, -20.0)   # each branch sees only inputs it handles
-    far = N.where(x > -20.0, -21.0, x)
+    """log of the standard normal CDF, accurate in both tails (an asymptotic series below
+    -20, log1p of the upper tail above 5): `special.log_ndtr(-30.0)`."""
+    mid = N.clip(x, -20.0, 5.0)   # each branch sees only inputs it handles
+    far = N.minimum(x, -20.0)
     z2 = 1.0 / (far * far)
-    tail = (-0.5 * far * far - N.log(-far) - 0.5 * math.log(2 * math.pi)
+    left = (-0.5 * far * far - N.log(-far) - 0.5 * math.log(2 * math.pi)
             + N.log1p(z2 * (-1.0 + z2 * (3.0 + z2 * (-15.0 + z2 * 105.0)))))
-    return N.where(x > -20.0, N.log(ndtr(near)), tail)
+    right = N.log1p(-ndtr(-N.maximum(x, 5.0)))
+    return N.where(x < -20.0, left, N.where(x > 5.0, right, N.log(ndtr(mid))))
 
 
 def xlogy(x, y):
