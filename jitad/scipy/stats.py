@@ -9,6 +9,8 @@ in their arguments, with SciPy's signatures (`from jitad.scipy.stats import norm
 staged values; their other arguments may be staged.
 """
 import math
+import sys
+import types
 
 import numpy as np
 
@@ -180,3 +182,18 @@ class uniform:
     def logpdf(x, loc=0.0, scale=1.0):
         y = (x - loc) / scale
         return N.where((y < 0) | (y > 1), -np.inf, -N.log(scale))
+
+
+def _as_modules():
+    """Each distribution is a module, as in SciPy's and JAX's paths:
+    `import jitad.scipy.stats.multivariate_normal as mvn` works like `from ... import`."""
+    for name in __all__:
+        cls = globals()[name]
+        module = types.ModuleType(f"{__name__}.{name}", cls.__doc__)
+        for key in dir(cls):
+            if not key.startswith("_"):
+                setattr(module, key, getattr(cls, key))
+        sys.modules[module.__name__] = globals()[name] = module
+
+
+_as_modules()
