@@ -207,29 +207,80 @@ def asarray(a, dtype=None):
     return array(a, dtype=dtype, copy=None)
 
 
-def _creator(name):
-    like = name.endswith("_like")
-
-    def fn(*args, dtype=None, **kwargs):
-        if like and _is_staged(args[0]):   # constant contents of a staged value's shape
-            value = {"zeros_like": 0, "empty_like": 0, "ones_like": 1}.get(name)
-            value = value if value is not None else (args[1] if len(args) > 1 else kwargs["fill_value"])
-            return full(shape(args[0]), value, dtype=args[0].dtype if dtype is None else dtype)
-        if _staged_any(args[like:] + tuple(kwargs.values())):
-            jfn = _N.full if name == "full" else _N.NUMPY_API.get(name)   # arange, linspace
-            if jfn is None:
-                raise _N.data_dependent_shape(f"`jnp.{name}` with a staged size")
-            return jfn(*args, **kwargs) if dtype is None else jfn(*args, dtype=dtype, **kwargs)
-        return _wrap(getattr(_np, name)(*args, dtype=dtype, **kwargs))
-    fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = f"NumPy's `{name}` (an `Array`, with `.at`; staged when a value or bound is staged)."
-    return fn
+def _plain_or(name, staged_fn, args, kwargs):
+    """NumPy's `name` as an `Array`, or `staged_fn` when an argument is staged."""
+    if _staged_any(args + tuple(kwargs.values())):
+        if staged_fn is None:
+            raise _N.data_dependent_shape(f"`jnp.{name}` with a staged size")
+        return staged_fn(*args, **kwargs)
+    return _wrap(getattr(_np, name)(*args, **kwargs))
 
 
-zeros, ones, empty, full, eye, identity, arange, linspace = (
-    _creator(n) for n in ("zeros", "ones", "empty", "full", "eye", "identity", "arange", "linspace"))
-zeros_like, ones_like, empty_like, full_like = (
-    _creator(n) for n in ("zeros_like", "ones_like", "empty_like", "full_like"))
+def zeros(shape, dtype=None):
+    """NumPy's `zeros`, as an `Array` (with `.at`): `jnp.zeros(3).at[0].set(1.0)`."""
+    return _plain_or("zeros", None, (shape,), {"dtype": dtype})
+
+
+def ones(shape, dtype=None):
+    """NumPy's `ones`, as an `Array` (with `.at`)."""
+    return _plain_or("ones", None, (shape,), {"dtype": dtype})
+
+
+empty = zeros
+
+
+def full(shape, fill_value, dtype=None):
+    """NumPy's `full`, as an `Array`; a staged `fill_value` gives a staged array."""
+    if _is_staged(fill_value):
+        return _N.full(shape, fill_value, "f64" if dtype is None else dtype)
+    return _plain_or("full", None, (shape, fill_value), {"dtype": dtype})
+
+
+def eye(N, M=None, k=0, dtype=None):
+    """NumPy's `eye`, as an `Array`."""
+    return _plain_or("eye", None, (N, M, k), {"dtype": dtype})
+
+
+def identity(n, dtype=None):
+    """NumPy's `identity`, as an `Array`."""
+    return _plain_or("identity", None, (n,), {"dtype": dtype})
+
+
+def arange(start, stop=None, step=None, dtype=None):
+    """NumPy's `arange`, as an `Array` (staged bounds: jitad's)."""
+    args = (start,) if stop is None else (start, stop) if step is None else (start, stop, step)
+    return _plain_or("arange", _N.NUMPY_API["arange"], args, {"dtype": dtype} if dtype is not None else {})
+
+
+def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0):
+    """NumPy's `linspace`, as an `Array` (staged ends: jitad's)."""
+    return _plain_or("linspace", _N.NUMPY_API["linspace"], (start, stop, num, endpoint, retstep, dtype, axis), {})
+
+
+def _like(x, value, dtype):
+    if _is_staged(x):   # constant contents of a staged value's shape
+        return full(shape(x), value, dtype=x.dtype if dtype is None else dtype)
+    return _wrap(_np.full_like(x, value, dtype=dtype))
+
+
+def zeros_like(a, dtype=None):
+    """Zeros of `a`'s shape and dtype (or `dtype`), as an `Array`."""
+    return _like(a, 0, dtype)
+
+
+def ones_like(a, dtype=None):
+    """Ones of `a`'s shape and dtype (or `dtype`), as an `Array`."""
+    return _like(a, 1, dtype)
+
+
+empty_like = zeros_like
+
+
+def full_like(a, fill_value, dtype=None):
+    """`fill_value` in `a`'s shape and dtype (or `dtype`)."""
+    if _is_staged(fill_value):
+        return _N.broadcast_to(_N.convert(fill_value, _np.dtype(dtype or a.dtype)), shape(a))
+    return _like(a, fill_value, dtype)
 
 
 class _NDArrayMeta(type):
