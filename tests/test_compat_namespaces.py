@@ -83,6 +83,35 @@ def test_shape_helpers_and_allclose():
     np.testing.assert_allclose(f(X), np.full(4, 2 * 20 + np.vdot(X, X) - 2.0))
     assert jnp.allclose(X, X + 1e-9) and not jnp.allclose(X, X + 1e-3)
     assert jnp.result_type(np.float32(1), np.ones(2)) == np.float64
+    np.testing.assert_allclose(jit(lambda x: jnp.dot(x, x.T, precision=lax.Precision.HIGH))(X), X @ X.T)
+    np.testing.assert_allclose(jnp.einsum("ij,kj->ik", X, X, optimize=True), X @ X.T)
+
+
+_A, _V = rng.standard_normal(6), rng.standard_normal(3)
+_W = rng.random(5)
+_NAN = X.copy()
+_NAN[0, 0] = np.nan
+NUMPY_CASES = [   # (name, call on a module, arguments): jnp's result, staged and plain, equals NumPy's
+    ("convolve", lambda m, a, v: m.convolve(a, v, "same"), (_A, _V)),
+    ("convolve", lambda m, a, v: m.convolve(a, v), (_V, _A)),
+    ("correlate", lambda m, a, v: m.correlate(a, v, "full"), (_A, _V)),
+    ("correlate", lambda m, a, v: m.correlate(a, v), (_V, _A)),
+    ("searchsorted", lambda m, s, q: m.searchsorted(s, q, "right"), (np.sort(_A), np.append(_V, np.sort(_A)[2]))),
+    ("average", lambda m, x, w: m.average(x, 1, w), (X, _W)),
+    ("trapezoid", lambda m, y, x: m.trapezoid(y, np.cumsum(x)), (X, _W)),
+    ("nanmean", lambda m, x: m.nanmean(x, 0), (_NAN,)),
+    ("ptp", lambda m, x: m.ptp(x, 1), (X,)),
+    ("fmod", lambda m, x: m.fmod(x, 0.3), (X,)),
+    ("clip", lambda m, x: m.clip(x, min=-0.5), (X,)),
+    ("logspace", lambda m, x: m.logspace(0.0, x, 4), (2.0,)),
+]
+
+
+@pytest.mark.parametrize("name,call,args", NUMPY_CASES, ids=[f"{c[0]}{i}" for i, c in enumerate(NUMPY_CASES)])
+def test_more_numpy_names(name, call, args):
+    want = call(np, *args)
+    np.testing.assert_allclose(call(jnp, *args), want, rtol=1e-12)
+    np.testing.assert_allclose(jit(lambda *a: call(jnp, *a))(*args), want, rtol=1e-12)
 
 
 # -- jitad.lax -----------------------------------------------------------------

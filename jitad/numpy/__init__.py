@@ -133,6 +133,138 @@ def copy(x):
     return x if _is_staged(x) else array(x)
 
 
+# NumPy 2's names for the same functions, and NumPy's static index helpers
+acos, asin, atan, atan2, acosh, asinh, atanh = arccos, arcsin, arctan, arctan2, arccosh, arcsinh, arctanh  # noqa: F405
+pow = power  # noqa: F405
+around = rint = round  # noqa: F405
+fabs = abs  # noqa: F405
+concat = concatenate  # noqa: F405
+permute_dims = transpose  # noqa: F405
+double, single = float64, float32
+from numpy import (broadcast_shapes, diag_indices, indices, ix_, tril_indices, triu_indices,  # noqa: E402,F401
+                   unravel_index, ravel_multi_index)
+
+
+def _drop_precision(fn):
+    """`fn` that also takes (and ignores) JAX's `precision=` and `preferred_element_type=`."""
+    def wrapped(*args, precision=None, preferred_element_type=None, **kwargs):
+        return fn(*args, **kwargs)
+    wrapped.__name__ = wrapped.__qualname__ = fn.__name__
+    wrapped.__doc__ = fn.__doc__
+    return wrapped
+
+
+dot, matmul, tensordot, inner, outer = (_drop_precision(f) for f in (dot, matmul, tensordot, inner, outer))  # noqa: F405
+_einsum = einsum  # noqa: F405
+
+
+def einsum(subscripts, *operands, optimize=None, precision=None, preferred_element_type=None):
+    """`jitad.einsum` (JAX's `optimize=` and `precision=` accepted and ignored)."""
+    return _einsum(subscripts, *operands)
+
+
+def clip(a, a_min=None, a_max=None, *, min=None, max=None):
+    """`a` limited to [a_min, a_max] (NumPy's and JAX's names for the bounds): `jnp.clip(x, 0.0, 1.0)`."""
+    return _N.clip(a, a_min if min is None else min, a_max if max is None else max)
+
+
+def isscalar(x):
+    """True for numbers and 0-d values, staged ones included."""
+    return _np.isscalar(x) or (_is_staged(x) and not x.shape)
+
+
+def ptp(a, axis=None, keepdims=False):
+    """max - min along `axis`."""
+    return _N.max(a, axis, keepdims) - _N.min(a, axis, keepdims)
+
+
+def average(a, axis=None, weights=None):
+    """The mean, or the `weights`-weighted mean, along `axis`."""
+    if weights is None:
+        return _N.mean(a, axis)
+    if ndim(weights) != ndim(a):   # 1-D weights along `axis`, as NumPy
+        weights = _N.reshape(weights, tuple(-1 if d == axis % ndim(a) else 1 for d in range(ndim(a))))
+    return _N.sum(a * weights, axis) / _N.sum(weights * _N.ones_like(a), axis)
+
+
+def nansum(a, axis=None, keepdims=False):
+    """The sum with NaNs counted as zero."""
+    return _N.sum(_N.where(isnan(a), 0.0, a), axis, keepdims)  # noqa: F405
+
+
+def nanmean(a, axis=None, keepdims=False):
+    """The mean of the entries that are not NaN."""
+    return nansum(a, axis, keepdims) / _N.sum(_N.where(isnan(a), 0.0, 1.0), axis, keepdims)  # noqa: F405
+
+
+def fmod(x, y):
+    """The remainder of `x / y` with the sign of `x` (C's fmod)."""
+    return x - trunc(x / y) * y  # noqa: F405
+
+
+def divmod(x, y):
+    """`(x // y, x % y)`."""
+    return floor_divide(x, y), mod(x, y)  # noqa: F405
+
+
+def diagflat(v, k=0):
+    """A 2-D array with the flattened `v` on diagonal `k`."""
+    return diag(ravel(v), k)  # noqa: F405
+
+
+def broadcast_arrays(*args):
+    """The arguments broadcast to their common shape."""
+    target = _np.broadcast_shapes(*(shape(a) for a in args))
+    return [broadcast_to(a, target) for a in args]  # noqa: F405
+
+
+def array_equal(a1, a2):
+    """True if `a1` and `a2` have the same shape and entries."""
+    if not _staged_any((a1, a2)):
+        return _np.array_equal(a1, a2)
+    return shape(a1) == shape(a2) and all(a1 == a2)  # noqa: F405
+
+
+def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):
+    """`base ** linspace(start, stop, num)`."""
+    out = power(base, linspace(start, stop, num, endpoint, dtype=None, axis=axis))  # noqa: F405
+    return out if dtype is None else astype(out, dtype)
+
+
+def searchsorted(a, v, side="left", sorter=None):
+    """Where `v` would go in the sorted 1-D `a` to keep it sorted (`side` 'left' or 'right');
+    staged, a comparison of every `v` with every `a` (O(len(a) * size(v)))."""
+    if not _staged_any((a, v)):
+        return _np.searchsorted(a, v, side, sorter)
+    if sorter is not None:
+        a = take(a, sorter)  # noqa: F405
+    v_col = expand_dims(v, -1)  # noqa: F405
+    before = (a < v_col) if side == "left" else (a <= v_col)
+    return _N.sum(_N.convert(before, "i64"), -1)
+
+
+def trapezoid(y, x=None, dx=1.0, axis=-1):
+    """The integral of `y` along `axis` by the trapezoidal rule."""
+    y = moveaxis(y, axis, -1)  # noqa: F405
+    mid = (y[..., 1:] + y[..., :-1]) / 2.0
+    return _N.sum(mid * (dx if x is None else x[1:] - x[:-1]), -1)
+
+
+def convolve(a, v, mode="full"):
+    """NumPy's 1-D `convolve` (`mode` 'full', 'same', 'valid'), staged and differentiable."""
+    from ..scipy.signal import convolve as conv
+    if shape(v)[0] > shape(a)[0]:
+        a, v = v, a
+    return conv(a, v, mode)
+
+
+def correlate(a, v, mode="valid"):
+    """NumPy's 1-D `correlate` of real arrays: `convolve(a, v[::-1], mode)`."""
+    if shape(v)[0] > shape(a)[0]:
+        return convolve(v, a[::-1], mode)[::-1]
+    return convolve(a, v[::-1], mode)
+
+
 # -- arrays: plain NumPy arrays with JAX's `.at` ------------------------------
 
 class Array(_np.ndarray):
