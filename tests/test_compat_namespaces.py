@@ -48,6 +48,9 @@ def test_zeros_have_at_outside_staging():
     x[0, 0] = 5.0   # a NumPy array: in-place writes as autograd code does them
     assert (x + 1).at[0, 0].get() == 6.0
     assert isinstance(x, jnp.ndarray) and not isinstance(1.0, jnp.ndarray)
+    kept = [x]
+    x += 1.0   # a new array, as in JAX: the one kept is unchanged
+    assert kept[0][0, 0] == 5.0 and x[0, 0] == 6.0 and type(x) is jnp.Array
 
 
 def test_array_in_staged_code():

@@ -5,11 +5,14 @@ In staged code every function here is jitad's (differentiable, compiled, JAX's s
 on plain arrays each computes eagerly with NumPy's results.
 
 Arrays made here outside staged code (`array`, `asarray`, `zeros`, `ones`, `full`, `eye`,
-`arange`, `linspace`, the `*_like`) are `jitad.numpy.Array`s: NumPy arrays in every respect
-(in-place writes as autograd code does them, NumPy's functions and printing) that also have
-JAX's `.at[...]` updates and accept a staged index (`table[i]` with `i` staged lifts the table
-to a staged constant). NumPy hands the subclass on through its own arithmetic; other results
-are plain NumPy arrays (`jnp.asarray(y).at[...]` gives `.at` back, without a copy).
+`arange`, `linspace`, the `*_like`) are `jitad.numpy.Array`s: NumPy arrays (NumPy's
+functions and printing, `x[i] = v` writes as autograd code does them) that also have JAX's
+`.at[...]` updates, accept a staged index (`table[i]` with `i` staged lifts the table to a
+staged constant), and make a new array on `x += y` as JAX does (a reference kept elsewhere
+keeps its values). NumPy hands the subclass on through its own arithmetic; other results
+are plain NumPy arrays (`jnp.asarray(y).at[...]` gives `.at` back, without a copy). A
+compiled function takes plain NumPy arrays through its fastest path: pass those in
+a hot loop (`np.asarray(x)`, no copy).
 
 >>> import jitad.numpy as jnp
 >>> jnp.zeros(3).at[0].set(1.0)
@@ -284,6 +287,20 @@ class Array(_np.ndarray):
     def block_until_ready(self):
         """Itself (jitad's results are ready when a call returns)."""
         return self
+
+    # `x += y` makes a new array, as in JAX, so a reference kept elsewhere (a list of past
+    # parameters) keeps its values; `x[i] = v` still writes in place, as NumPy and autograd
+    __iadd__ = _np.ndarray.__add__
+    __isub__ = _np.ndarray.__sub__
+    __imul__ = _np.ndarray.__mul__
+    __itruediv__ = _np.ndarray.__truediv__
+    __ifloordiv__ = _np.ndarray.__floordiv__
+    __imod__ = _np.ndarray.__mod__
+    __ipow__ = _np.ndarray.__pow__
+    __imatmul__ = _np.ndarray.__matmul__
+    __iand__ = _np.ndarray.__and__
+    __ior__ = _np.ndarray.__or__
+    __ixor__ = _np.ndarray.__xor__
 
 
 class _AtArray:
