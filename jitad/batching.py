@@ -394,7 +394,8 @@ def _while(node, ins, size, mask):
         return c, b
     if not analyze(cond, flags + cap_flags)[0]:   # every lane runs the same trips
         run = _body(body, flags + cap_flags, size, mask, flags)
-        out = WHILE(lambda s: test(s, mask)[0], lambda s: run(*s, *cap_vals), state)
+        out = WHILE(lambda s: test(s, mask)[0], lambda s: run(*s, *cap_vals), state,
+                    checkpoints=node.attrs.get("checkpoints"))
         return list(zip(out, flags))
     # a batched condition: run while some lane is active; finished lanes keep their state
     first, _ = test(state, mask)
@@ -407,7 +408,7 @@ def _while(node, ins, size, mask):
         going = act & test(new, act)[0]
         check(IF(trip % CHECK_EVERY == 0, lambda: _stuck(going, new, s), lambda: False), STUCK)
         return (trip + 1, going) + new
-    out = WHILE(lambda st: NP.any(st[1]), step, (0, active) + state)
+    out = WHILE(lambda st: NP.any(st[1]), step, (0, active) + state, checkpoints=node.attrs.get("checkpoints"))
     return [(x, True) for x in out[2:]]
 
 
@@ -442,7 +443,8 @@ def _for(node, ins, size, mask):
     run = _body(node.bodies[0], flags + cap_flags, size, mask, flags, lead=1)
     state = _fit(init, flags, size)
     if not (lower[1] or upper[1]):
-        out = FOR(lower[0], upper[0], lambda i, s: run(i, *s, *cap_vals), state)
+        out = FOR(lower[0], upper[0], lambda i, s: run(i, *s, *cap_vals), state,
+                  checkpoints=node.attrs.get("checkpoints"))
         return list(zip(out, flags))
     # batched bounds: from the least lower to the greatest upper bound, lanes outside theirs frozen
     lo, hi = (_batched(x, b, size) for x, b in (lower, upper))
@@ -451,7 +453,7 @@ def _for(node, ins, size, mask):
         act = _and(mask, (i >= lo) & (i < hi))
         new = _body(node.bodies[0], flags + cap_flags, size, act, flags, lead=1)(i, *s, *cap_vals)
         return tuple(_lane_select(act, n, o) for n, o in zip(new, s))
-    out = FOR(N.min(lo), N.max(hi), step, state)
+    out = FOR(N.min(lo), N.max(hi), step, state, checkpoints=node.attrs.get("checkpoints"))
     return [(x, True) for x in out]
 
 

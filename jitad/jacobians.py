@@ -145,3 +145,17 @@ def jacobian(fun, argnums=0, has_aux=False, *, argnum=None):
     """`jacrev` under the name JAX (`argnums=`) and autograd (`argnum=`) give it:
     `jitad.jacobian(f)(x)`, `jitad.jacobian(f, argnum=1)(x, y)`."""
     return jacrev(fun, argnums if argnum is None else argnum, has_aux)
+
+
+def elementwise_grad(fn, argnum=0):
+    """autograd's `elementwise_grad`: the gradient of the sum of `fn`'s outputs with respect
+    to argument `argnum` (the Jacobian's diagonal when it is diagonal).
+
+    >>> jitad.elementwise_grad(jitad.tanh)(np.array([0.0, 1.0]))   # 1 - tanh(x)**2
+    """
+    from .api import grad
+    from .pytree import tree_leaves
+
+    def total(*args, **kwargs):
+        return sum(N.sum(leaf) for leaf in tree_leaves(fn(*args, **kwargs)))
+    return grad(total, argnums=argnum)
