@@ -167,6 +167,23 @@ def test_dynamic_slice_gradients():
     check_grads(lambda x: jit(lambda x, i: lax.dynamic_slice_in_dim(x, i, 3) ** 3)(x, 1).sum(), (X[0],))
 
 
+def test_check_grads_in_both_forms():
+    from jitad.test_util import check_grads
+    loss = lambda w, b: jnp.sum(jnp.tanh(X[:, :3] @ w + b) ** 2)
+    check_grads(loss, (np.ones(3), 0.5), order=2)   # JAX's form
+    check_grads(loss, 1, modes=["rev"])(np.ones(3), 0.5)   # autograd's, in argument 1
+    with pytest.raises(AssertionError):   # a wrong derivative rule is caught
+        check_grads(_wrong_grad, (0.7,), order=1, modes=["rev"])
+
+
+@jitad.custom_vjp
+def _wrong_grad(x):
+    return jnp.sin(x)
+
+
+_wrong_grad.defvjp(lambda x: (jnp.sin(x), x), lambda x, g: (g * 2.0,))
+
+
 def test_precision_accepted():
     a = X[:2, :2]
     np.testing.assert_allclose(lax.dot(a, a, precision=lax.Precision.HIGHEST), a @ a)
