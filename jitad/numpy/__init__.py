@@ -25,7 +25,7 @@ import operator as _op
 import numpy as _np
 
 from .. import numeric as _N
-from ..staging import Staged as _Staged, as_var as _as_var, current_frame as _current_frame, is_staged as _is_staged
+from ..staging import Staged as _Staged, is_staged as _is_staged
 
 # NumPy's dtypes and dtype helpers, as NumPy has them (jitad computes in float64, float32,
 # int64 and bool; an int32 in staged code is an int64)
