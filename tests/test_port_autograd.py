@@ -290,3 +290,4 @@ def test_ica():
     assert mine["result"].fun == pytest.approx(theirs["result"].fun, rel=1e-10)
     np.testing.assert_allclose(mine["result"].x, theirs["result"].x, rtol=1e-8, atol=1e-10)
     assert mine["result"].fun < mine["objective"](mine["init_params"])
+

@@ -145,7 +145,8 @@ concat = concatenate  # noqa: F405
 permute_dims = transpose  # noqa: F405
 double, single = float64, float32
 from numpy import (broadcast_shapes, diag_indices, indices, ix_, tril_indices, triu_indices,  # noqa: E402,F401
-                   unravel_index, ravel_multi_index)
+                   unravel_index, ravel_multi_index, errstate, geterr, seterr, get_printoptions,
+                   set_printoptions, printoptions)
 
 
 def _drop_precision(fn):
