@@ -61,7 +61,7 @@ def clip(x, lo=None, hi=None):
 
 
 _DTYPE_NAMES = {"f64": "f64", "float64": "f64", "f32": "f32", "float32": "f32", "i64": "i64",
-                "int64": "i64", "int": "i64", "float": "f64", "bool": "bool"}
+                "int64": "i64", "int32": "i64", "int": "i64", "float": "f64", "bool": "bool"}
 
 
 def _dtype_name(dtype, who):
