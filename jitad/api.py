@@ -283,11 +283,11 @@ def _value_and_grad_staged(fn, args, argnums, has_aux, who):
         if not 0 <= i < len(args):
             raise ArgumentError(f"{who}: argnums={argnums!r} but the function got {len(args)} "
                                 "positional arguments")
-    flat, wrt, wrt_tds = [], [], []
+    flat, wrt, wrt_tds = [], [], {}
     for i, a in enumerate(args):
         leaves, td = flatten(a)
         if i in nums:
-            wrt_tds.append((len(wrt), len(leaves), td))
+            wrt_tds[i] = (len(wrt), len(leaves), td)
             wrt += range(len(flat), len(flat) + len(leaves))
         flat += leaves
     types = [_leaf_type(x) for x in flat]
@@ -316,7 +316,7 @@ def _value_and_grad_staged(fn, args, argnums, has_aux, who):
     value = outs[0]
     if has_aux:
         value = (value, unflatten(out_td.children[1], outs[1:]))
-    per_arg = [unflatten(td, grads[start:start + n]) for start, n, td in wrt_tds]
+    per_arg = [unflatten(td, grads[start:start + n]) for start, n, td in map(wrt_tds.get, nums)]   # in the order asked
     return value, (per_arg[0] if isinstance(argnums, (int, np.integer)) else tuple(per_arg))
 
 
@@ -335,9 +335,10 @@ def _staged(x, t):
 MAX_FORWARD_DIRECTIONS = 256
 
 
-def _grad_by_forward_mode(program, args, wrt, who):
-    """The gradient as one forward-mode pass per input element: for programs that
-    themselves contain reverse mode (grad of grad, grad of a function calling grad)."""
+def _grad_by_forward_mode(program, args, wrt, who, seeds=((0, 1.0),)):
+    """The gradient of sum <seed, output> (by default output 0) as one forward-mode pass
+    per input element: for programs that themselves contain reverse mode (grad of grad,
+    grad or vjp of a function calling grad or vjp)."""
     from . import numeric as N
     from .ad.forward import jvp_graph
     total = sum(max(1, int(np.prod(args[k].shape, dtype=np.int64))) for k in wrt)
@@ -356,7 +357,8 @@ def _grad_by_forward_mode(program, args, wrt, who):
                      for j, a in enumerate(args)]
             result = jvp_graph(program.main, pairs)
             outs = [p for p, _ in result]
-            parts.append(result[0][1] if result[0][1] is not None else 0.0)
+            parts.append(sum(N.sum(result[j][1] * c) if np.shape(result[j][1]) else result[j][1] * c
+                             for j, c in seeds if result[j][1] is not None))
         grads.append(N.reshape(N.stack([N.convert(p, dtype) if is_staged(p) else p for p in parts]), shape)
                      if shape else parts[0])
     return outs, grads
@@ -551,7 +553,10 @@ def pullback_staged(fn, primals, ct, to_closure=True):
     staged = [_staged(x, t) for x, t in zip(flat, types)] + [wrap(v) for v in captured]
     seeds = [(k, c) for k, c in enumerate(ct_leaves)]
     with timing.stage("ad"):
-        _, grads = (_reverse_or_defer if not closure else value_and_grad_staged)(program, staged, wrt + closure, seeds)
+        if contains_effects(program) and not closure:   # fn itself takes a gradient: go forward
+            _, grads = _grad_by_forward_mode(program, staged, wrt, "vjp", seeds)
+        else:
+            _, grads = (_reverse_or_defer if not closure else value_and_grad_staged)(program, staged, wrt + closure, seeds)
     by_leaf = dict(zip(wrt, map(_positive_zero, grads)))
     from .staging import slot_add
     for j, g in zip(closure, grads[len(wrt):]):

@@ -182,11 +182,20 @@ def det(a):
     return sign * _N().exp(logdet)
 
 
-def cholesky(a, check=False):
+def cholesky(a, check=False, lower=True):
     """The lower-triangular L with L @ L.T == a (only a's lower triangle is read); a
-    matrix that is not positive definite gives NaN."""
+    matrix that is not positive definite gives NaN. `lower=False` (SciPy's default) gives
+    the upper-triangular U = L.T with U.T @ U == a, reading a's upper triangle.
+
+    >>> jitad.linalg.cholesky(np.array([[4.0, 2.0], [2.0, 5.0]]), lower=False)
+    array([[2., 1.],
+           [0., 2.]])
+    """
     a = _float(a, "cholesky")
     _square(a, "cholesky")
+    if not lower:
+        swap = _swap if is_staged(a) else (lambda x: np.swapaxes(x, -1, -2))
+        return swap(cholesky(swap(a), check))
     if is_staged(a):
         return _prim("cholesky", a)
     return _eager_each(np.linalg.cholesky, "cholesky", "matrix is not positive definite", check, a,
@@ -232,7 +241,8 @@ def _eager_trisolve(a, b, lower, trans, check):
 
 def eigh(a, UPLO="L"):
     """Eigenvalues (ascending) and eigenvectors (columns) of symmetric matrices, from the
-    lower triangle: `w, v = jitad.linalg.eigh(a)`. A failed decomposition gives NaN."""
+    lower triangle (`UPLO="U"`: the upper): `w, v = jitad.linalg.eigh(a)`. The same LAPACK
+    routine as NumPy's, so the same eigenvector signs. A failed decomposition gives NaN."""
     if UPLO not in ("L", "U"):
         raise ArgumentError(f"`linalg.eigh`: UPLO={UPLO!r}; use 'L' or 'U'")
     a = _float(a, "eigh")
@@ -240,9 +250,9 @@ def eigh(a, UPLO="L"):
     if not is_staged(a):
         w, v = np.linalg.eigh(a, UPLO=UPLO)
         return w, v
-    if UPLO == "U":
-        a = _swap(a)
-    packed = _prim("eigh", a)
+    if a.ir_dtype == "f32":   # as NumPy: computed in double, so the eigenvector signs are NumPy's
+        return tuple(_N().convert(x, "f32") for x in eigh(_N().convert(a, "f64"), UPLO))
+    packed = _prim("eigh", a, upper=UPLO == "U")
     return _unpack_eigh(packed, n)
 
 
@@ -494,7 +504,7 @@ def impl(*xs, fn, **attrs):
         if fn == "lu_slogdet":
             return np.stack(np.linalg.slogdet(a), axis=-1).astype(a.dtype)
         if fn == "eigh":
-            w, v = np.linalg.eigh(a)
+            w, v = np.linalg.eigh(a, UPLO="U" if attrs.get("upper") else "L")
             return np.concatenate([w[..., None, :], v], axis=-2)
         batch = a.shape[:-2]
         flat = lambda *ps: np.concatenate([p.reshape(batch + (-1,)) for p in ps], axis=-1).astype(a.dtype)

@@ -319,8 +319,8 @@ def unslice(g, shape, starts, stops, steps):
 def getitem(x, key):
     """`x[key]` as NumPy indexes: static ints, slices (negative steps too), `None`, `...`,
     and index arrays, lists and staged ints on any axes (NumPy's advanced indexing; the
-    indexed axes broadcast together). Negative indices count from the end; index arrays and
-    staged ints out of range after that clamp, as JAX."""
+    indexed axes broadcast together). Negative indices count from the end; any index out of
+    range after that (a static int too) clamps, as JAX."""
     shape = _shape(x)
     key = tuple(np.asarray(k) if isinstance(k, list) else k for k in (key if isinstance(key, tuple) else (key,)))
     if builtins.any(_is_array_index(k) for k in key):
@@ -339,9 +339,9 @@ def getitem(x, key):
             raise IndexError_(f"too many indices for shape {shape}")
         n = shape[d]
         if isinstance(k, (int, np.integer)):
-            if not -n <= k < n:
-                raise IndexError_(f"index {k} is out of range for axis {d} of size {n}")
-            k = int(k) % n
+            if n == 0:
+                raise IndexError_(f"index {k} into axis {d} of size 0: there is nothing to index")
+            k = builtins.min(builtins.max(int(k) + n if k < 0 else int(k), 0), n - 1)   # clamped, as JAX
             starts.append(k), stops.append(k + 1), steps.append(1)
         elif isinstance(k, slice):
             a, b, c = k.indices(n)

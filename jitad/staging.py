@@ -162,9 +162,11 @@ class Staged:
         return N.numpy_function(func, args, kwargs)
 
     def __array__(self, dtype=None, copy=None):
-        raise _staging_error("Converting it to a NumPy array (`np.asarray`, `np.array`)",
-                             "Stay with jitad functions; `jitad.stack([...])` builds an array from "
-                             "staged values.")
+        raise _staging_error("Converting it to a NumPy array (`np.asarray`, `np.array`, or indexing "
+                             "a NumPy array with it)",
+                             "Stay with jitad functions: index a NumPy constant `table` as "
+                             "`jitad.numpy.asarray(table)[i]` or `jitad.take(table, i)`; "
+                             "`jitad.stack([...])` builds an array from staged values.")
 
     def __init__(self, var):
         self._var = var
@@ -196,7 +198,8 @@ class Staged:
 
     def __index__(self):
         raise _staging_error("Using it as a Python index or `range()` bound",
-                             "Use `jitad.FOR(lower, upper, body_fn, init)` for a staged loop bound.")
+                             "Use `jitad.FOR(lower, upper, body_fn, init)` for a staged loop bound; index a "
+                             "NumPy constant `table` as `jitad.numpy.asarray(table)[i]` or `jitad.take(table, i)`.")
 
     def __iter__(self):
         if not self.shape:
