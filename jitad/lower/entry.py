@@ -314,7 +314,13 @@ def _box(b, module, node, leaves, out_types, arrays):
         return b.call(api("PyBool_FromLong"), [b.zext(v, I64)])
     if t.dtype == "i64":
         return b.call(api("PyLong_FromLongLong"), [v])
-    return b.call(api("PyFloat_FromDouble"), [b.fpext(v, F64) if t.dtype == "f32" else v])
+    if t.dtype == "f64":
+        return b.call(api("PyFloat_FromDouble"), [v])
+    args = alloca(b, PTR)   # an f32 scalar stays one, as in NumPy: np.float32(value)
+    b.store(b.call(api("PyFloat_FromDouble"), [b.fpext(v, F64)]), args)
+    scalar = b.call(api("PyObject_Vectorcall"), [api("jitad_float32_type"), args, I64(1), PTR(None)])
+    b.call(api("Py_DecRef"), [b.load(args, typ=PTR)])
+    return scalar
 
 
 def _new_array(b, module, t):

@@ -65,6 +65,7 @@ class _Jit:
             llvm.add_symbol(symbol, id({"float": float, "int": int, "bool": bool, "True": True,
                                         "tuple": tuple, "dict": dict}[pyname]))
         llvm.add_symbol("jitad_ndarray_type", id(np.ndarray))
+        llvm.add_symbol("jitad_float32_type", id(np.float32))
         from ..tree import Tree
         llvm.add_symbol("jitad_tree_type", id(Tree))
         for dtype, np_dtype in NUMPY.items():   # the builtin descriptor singletons
