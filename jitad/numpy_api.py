@@ -917,12 +917,22 @@ def _parse_einsum(subscripts, shapes):
     sizes = {}
     for t, s in zip(result, shapes):
         for c, n in zip(t, s):
-            if sizes.setdefault(c, n) != n:
-                if 1 in (n, sizes[c]):
-                    raise ShapeError(f"`einsum`: index '{c}' has lengths {sizes[c]} and {n}; jitad's "
-                                     "einsum does not broadcast a length-1 axis: broadcast it first")
-                raise ShapeError(f"`einsum`: index '{c}' has lengths {sizes[c]} and {n} in {subscripts!r}")
+            if len({m for d, m in zip(t, s) if d == c}) > 1:
+                raise ShapeError(f"`einsum`: index '{c}' repeated in operand '{t}' of shape {s} has different lengths")
+            if sizes.setdefault(c, n) != n and n != 1:   # a length-1 axis broadcasts, as NumPy
+                if sizes[c] != 1:
+                    raise ShapeError(f"`einsum`: index '{c}' has lengths {sizes[c]} and {n} in {subscripts!r}")
+                sizes[c] = n
     return result, out, sizes
+
+
+def _einsum_squeeze(x, idx, sizes):
+    """`x` without the length-1 axes of indices other operands give more entries (they broadcast)."""
+    drop = [d for d, c in enumerate(idx) if _shape(x)[d] == 1 and sizes[c] != 1]
+    if not drop:
+        return x, idx
+    return (N.reshape(x, tuple(n for d, n in enumerate(_shape(x)) if d not in drop)),
+            "".join(c for d, c in enumerate(idx) if d not in drop))
 
 
 def _einsum_prepare(x, idx, keep):
@@ -963,7 +973,7 @@ def einsum(subscripts, *operands):
     """Sums of products named by index letters ('...' for leading axes), contracted pairwise
     (smallest result first) as GEMMs: `jitad.einsum('bqd,bkd->bqk', q, k)`."""
     terms, out, sizes = _parse_einsum(subscripts, [_shape(x) for x in operands])
-    ops = list(zip(operands, terms))
+    ops = [_einsum_squeeze(x, t, sizes) for x, t in zip(operands, terms)]
     ops = [_einsum_prepare(x, t, out + "".join(u for j, (_, u) in enumerate(ops) if j != i))
            for i, (x, t) in enumerate(ops)]
     while len(ops) > 1:
