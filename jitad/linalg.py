@@ -35,13 +35,13 @@ With `device="cuda"` these functions raise `DeviceError`: they run on the CPU ba
 """
 import numpy as np
 
-from .errors import ArgumentError, DeviceError, JitadError, ShapeError
+from .errors import ArgumentError, DeviceError, JitadError, ShapeError, StagingError
 from .ir.ops import Op, declare
 from .ir.types import Type
 from .staging import Staged, as_var, emit, is_staged
 
-__all__ = ["solve", "inv", "det", "slogdet", "cholesky", "solve_triangular", "eigh", "eigvalsh", "qr",
-           "svd", "norm", "pinv", "LinAlgError"]
+__all__ = ["solve", "inv", "det", "slogdet", "cholesky", "solve_triangular", "eigh", "eigvalsh", "eig", "eigvals",
+           "qr", "svd", "norm", "pinv", "LinAlgError"]
 
 
 class LinAlgError(JitadError, np.linalg.LinAlgError):
@@ -259,6 +259,25 @@ def eigh(a, UPLO="L"):
 def eigvalsh(a, UPLO="L"):
     """The eigenvalues (ascending) of symmetric matrices."""
     return eigh(a, UPLO)[0]
+
+
+def eig(a):
+    """Eigenvalues and right eigenvectors of general square matrices, NumPy's (complex
+    where they are): on plain arrays only, and not differentiated; staged code has no
+    complex dtype, so it raises there: use `eigh` for symmetric matrices.
+
+    >>> w, v = jitad.linalg.eig(np.array([[2.0, 1.0], [0.0, 3.0]]))
+    """
+    if is_staged(a):
+        raise StagingError("`linalg.eig` on a staged value: its eigenvalues may be complex, which staged "
+                           "code does not have. Call it on plain arrays (outside jit and grad), or use "
+                           "`jitad.linalg.eigh` for a symmetric matrix")
+    return np.linalg.eig(a)
+
+
+def eigvals(a):
+    """The eigenvalues of general square matrices (see `eig`: plain arrays only)."""
+    return eig(a)[0]
 
 
 def _unpack_eigh(packed, n):

@@ -45,8 +45,15 @@ for _op in PRIMITIVES.values():
         __all__.append(_op.value)
 
 
-def where(cond, a, b):
-    """`a` where `cond` else `b`; both are computed: `jitad.where(x > 0, x, 0.0)`."""
+def where(cond, a=None, b=None):
+    """`a` where `cond` else `b`; both are computed: `jitad.where(x > 0, x, 0.0)`. With
+    `cond` alone, NumPy's `nonzero(cond)` (plain arrays only: its shape depends on the values)."""
+    if a is None and b is None:
+        if is_staged(cond):
+            raise data_dependent_shape("`where` with one argument (the indices where `cond` holds)")
+        return np.nonzero(cond)
+    if a is None or b is None:
+        raise ArgumentError("`where` takes cond alone or cond, x and y: `jitad.where(cond, x, y)`")
     if not (is_staged(cond) or is_staged(a) or is_staged(b)):
         return np.where(cond, a, b)[()]
     dtype = result_dtype(a, b)
