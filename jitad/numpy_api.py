@@ -1383,13 +1383,15 @@ class _IndexConcat:
                                     "with staged values ('r' and 'c' matrices are NumPy's only)") from None
             axis, ndmin, trans1d = (spec + [ndmin, trans1d][len(spec) - 1:])[:3]
             items = items[1:]
+        staged_dtype = result_dtype(*[k for k in items if is_staged(k)])
         parts = []
         for item in items:
             if isinstance(item, slice):
                 item = np.r_[item]
             if isinstance(item, str):
                 raise ArgumentError(f"`{self.name}`: a directive string must come first")
-            item = item if is_staged(item) else np.asarray(item)
+            weak = type(item) is int or (type(item) is float and staged_dtype in ("f32", "f64"))
+            item = item if is_staged(item) else np.asarray(item, N.NUMPY_OF[staged_dtype] if weak else None)
             parts.append(_ndmin(item, ndmin, trans1d))
         return N.concatenate(parts, axis)
 
