@@ -316,11 +316,10 @@ def _box(b, module, node, leaves, out_types, arrays):
         return b.call(api("PyLong_FromLongLong"), [v])
     if t.dtype == "f64":
         return b.call(api("PyFloat_FromDouble"), [v])
-    args = alloca(b, PTR)   # an f32 scalar stays one, as in NumPy: np.float32(value)
-    b.store(b.call(api("PyFloat_FromDouble"), [b.fpext(v, F64)]), args)
-    scalar = b.call(api("PyObject_Vectorcall"), [api("jitad_float32_type"), args, I64(1), PTR(None)])
-    b.call(api("Py_DecRef"), [b.load(args, typ=PTR)])
-    return scalar
+    data = alloca(b, F32)   # an f32 scalar stays one, as in NumPy: an np.float32 made from its bytes
+    b.store(v, data)
+    return b.call(_api(module, "jitad_PyArray_Scalar", ir.FunctionType(PTR, [PTR, PTR, PTR])),
+                  [data, api("jitad_descr_f32"), PTR(None)])
 
 
 def _new_array(b, module, t):
