@@ -335,7 +335,7 @@ def _staged(x, t):
 MAX_FORWARD_DIRECTIONS = 256
 
 
-def _grad_by_forward_mode(program, args, wrt, who, seeds=((0, 1.0),)):
+def _grad_by_forward_mode(program, args, wrt, who, seeds=((0, None),)):
     """The gradient of sum <seed, output> (by default output 0) as one forward-mode pass
     per input element: for programs that themselves contain reverse mode (grad of grad,
     grad or vjp of a function calling grad or vjp)."""
@@ -357,11 +357,22 @@ def _grad_by_forward_mode(program, args, wrt, who, seeds=((0, 1.0),)):
                      for j, a in enumerate(args)]
             result = jvp_graph(program.main, pairs)
             outs = [p for p, _ in result]
-            parts.append(sum(N.sum(result[j][1] * c) if np.shape(result[j][1]) else result[j][1] * c
-                             for j, c in seeds if result[j][1] is not None))
+            parts.append(_along(result, seeds))
         grads.append(N.reshape(N.stack([N.convert(p, dtype) if is_staged(p) else p for p in parts]), shape)
                      if shape else parts[0])
     return outs, grads
+
+
+def _along(result, seeds):
+    """sum_j <seed_j, tangent of output j> over jvp results (a None seed: the tangent
+    itself; a None tangent: zero)."""
+    from . import numeric as N
+    parts = []
+    for j, c in seeds:
+        t = result[j][1]
+        if t is not None:
+            parts.append(t if c is None else N.sum(t * c))
+    return sum(parts[1:], parts[0]) if parts else 0.0
 
 
 def _transformation(fn, name, body, device="cpu"):
