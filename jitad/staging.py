@@ -409,8 +409,10 @@ def _eager(op, *xs):
     for x in xs:
         _kind(x if isinstance(x, np.ndarray) or np.ndim(x) == 0 else np.asarray(x))   # numbers only
     with np.errstate(all="ignore"):
-        # Python numbers stay weakly typed (float32 with a Python float gives float32, as NumPy)
-        values = [x if type(x) in (float, int) else np.asarray(x)[()] for x in xs]
+        values = [np.asarray(x)[()] for x in xs]
+        if len(xs) > 1 and any(getattr(v, "dtype", None) == np.float32 for v in values):
+            # Python numbers are weakly typed: float32 and a Python float give float32, as NumPy
+            values = [np.float32(x) if type(x) in (float, int) else v for x, v in zip(xs, values)]
         if op.float_only:   # as when staged: ints and bools compute in f64
             values = [v if np.asarray(v).dtype.kind == "f" else np.float64(v) for v in values]
         return IMPLS[op](*values)
