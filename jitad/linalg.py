@@ -276,7 +276,8 @@ def eig(a):
 
 
 def eigvals(a):
-    """The eigenvalues of general square matrices (see `eig`: plain arrays only)."""
+    """The eigenvalues of general square matrices (see `eig`: plain arrays only):
+    `jitad.linalg.eigvals(np.diag([1.0, 2.0]))` is `array([1., 2.])`."""
     return eig(a)[0]
 
 
