@@ -4,7 +4,10 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export OPENBLAS_NUM_THREADS ?= 1
 
-.PHONY: demo test bench clean
+.PHONY: demo test bench clean lapack export-example
+
+# `jitad.export` links the system's LAPACK for linear algebra; its tests need one (Debian: liblapack-dev)
+LAPACK := $(firstword $(wildcard /usr/lib/*/liblapack.so /usr/lib64/liblapack.so /usr/lib/liblapack.so))
 
 $(VENV)/.installed-%: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -20,8 +23,17 @@ $(VENV)/.installed-base: pyproject.toml
 demo: $(VENV)/.installed-base
 	$(PY) examples/quickstart.py
 
-test: $(VENV)/.installed-test,mpi
+test: $(VENV)/.installed-test,mpi lapack
 	$(PY) -m pytest -q -x -n 2 --durations=10
+
+lapack:
+ifeq ($(LAPACK),)
+	command -v apt-get >/dev/null && (apt-get update -qq && apt-get install -y -qq liblapack-dev >/dev/null) \
+		|| echo "no LAPACK installed: the export test of a linear-algebra program will fail"
+endif
+
+export-example: $(VENV)/.installed-base
+	$(MAKE) -C examples/export_c PY=$(abspath $(PY))
 
 bench: $(VENV)/.installed-bench
 	$(PY) -m bench

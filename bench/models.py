@@ -756,8 +756,8 @@ def cnn_flat():
 
 def dropout_keep(i, shape):
     """jitad's dropout mask of step i (jitad.dropout(x, 0.5, key0 + i)), for the others."""
-    from jitad.random import uniform_numpy
-    return uniform_numpy(CNN["key0"] + i, shape) >= CNN["rate"]
+    from jitad.random import uniform
+    return uniform(CNN["key0"] + i, shape) >= CNN["rate"]
 
 
 def cnn_model(m, size):
@@ -800,7 +800,7 @@ def cnn_model(m, size):
                       "batch 100: conv 1→10 5×5, maxpool 2, relu, conv 10→20 5×5, maxpool 2, relu, "
                       "linear 320→50, relu (as PyTorch's MNIST example), dropout 0.5, linear "
                       "50→10, log_softmax + NLL; SGD lr 0.01, momentum 0.5. The loss check runs "
-                      "PyTorch and JAX with jitad's dropout masks (jitad.random.uniform_numpy); "
+                      "PyTorch and JAX with jitad's dropout masks (jitad.random.uniform, eagerly); "
                       "timed runs use their own dropout (F.dropout, jax.random.bernoulli)."]}
 
 

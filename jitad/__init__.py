@@ -1,7 +1,7 @@
 """jitad: JIT-compiled differentiable programs through LLVM."""
 from .api import grad, hvp, jit, jit_grad, jvp, trace, value_and_grad, vjp, vmap
-from .errors import (ArgumentError, DeviceError, DistributedError, ImmutableError, JitadError, ResourceError,
-                     RuntimeCheckError, ShapeError, StagingError)
+from .errors import (ArgumentError, DeviceError, DistributedError, ExportError, ImmutableError, JitadError,
+                     JitadWarning, ResourceError, RuntimeCheckError, ShapeError, StagingError)
 from .numeric import *  # noqa: F401,F403
 from .pytree import tree_leaves, tree_map
 from .staging import FOR, FUN, IF, TREE, WHILE, ShapeDtype
@@ -9,8 +9,10 @@ from .tree import Forest, Tree
 from .custom import checkpoint, custom_jvp, custom_vjp, fixed_point, softplus
 from .numpy_api import *  # noqa: F401,F403
 from .control import scan, switch
-from .jacobian import hessian, jacfwd, jacrev
-from . import debug, distributed, linalg, nn, optim, random, testing, tree_util  # noqa: E402
+from .jacobian import elementwise_grad, hessian, jacfwd, jacrev
+from . import debug, distributed, flatten_util, linalg, nn, optim, random, testing, tree_util  # noqa: E402
 from .random import dropout  # noqa: E402
+from .export import Exported, export  # noqa: E402
+from . import interop  # noqa: E402  (JAX and PyTorch are imported when it is used)
 
 __version__ = "0.1.0"

@@ -22,7 +22,6 @@ from .tree import SLOT_OFFSETS, Tree, plain_tree
 # signatures a jitted function keeps compiled (least recently called dropped first);
 # `f.max_signatures` changes it for one function
 MAX_SIGNATURES = int(os.environ.get("JITAD_MAX_SIGNATURES", "128"))
-JVP_CACHE_SIZE = 128   # functions `jvp` keeps compiled (least recently used dropped first)
 
 
 def _lru_touch(cache, key):
@@ -474,9 +473,6 @@ def _jvp_staged(fn, primals, tangents):
     return unflatten(out_td, outs), unflatten(out_td, tans)
 
 
-_JVP_CACHE = OrderedDict()   # fn -> its compiled jvp, least recently used first
-
-
 def jvp(fn, primals, tangents):
     """Forward mode: `(fn(*primals), directional derivative along tangents)`.
 
@@ -491,13 +487,9 @@ def jvp(fn, primals, tangents):
     primals, tangents = tuple(primals), tuple(tangents)
     if current_frame() is not None:
         return _jvp_staged(fn, primals, tangents)
-    compiled = _JVP_CACHE.get(fn)
-    if compiled is not None:
-        _lru_touch(_JVP_CACHE, fn)
-    else:
-        compiled = jit(lambda p, t: _jvp_staged(fn, p, t))
-        _lru_put(_JVP_CACHE, fn, compiled, JVP_CACHE_SIZE)
-    return compiled(primals, tangents)
+    # traced at every call, as JAX's jvp is (a global `fn` reads may have changed since the
+    # last call); compiling the same program again is a lookup in the compiled-code cache
+    return jit(lambda p, t: _jvp_staged(fn, p, t))(primals, tangents)
 
 
 def hvp(fn, argnums=0):
@@ -540,7 +532,9 @@ def vjp(fn, *primals):
         return out, lambda ct: pullback_staged(fn, primals, ct)
     out = jit(fn)(*primals)
     compiled = jit(staged_pullback)
-    return out, lambda ct: compiled(primals, ct)
+    from .pytree import tree_map   # the pullback uses the primals as they are now, not as later changed
+    kept = tree_map(lambda x: x.copy() if isinstance(x, np.ndarray) else x, primals)
+    return out, lambda ct: compiled(kept, ct)
 
 
 def pullback_staged(fn, primals, ct, to_closure=True):

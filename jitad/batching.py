@@ -17,10 +17,13 @@ never finish (the body is deterministic): every `CHECK_EVERY` iterations a `chec
 looks for one and fails with `RuntimeCheckError` naming the fix. A lane whose state
 keeps changing forever still runs until Ctrl-C stops it (WHILE has no iteration cap).
 `FOR` and `TREE` batch their bodies; `FUN` calls a batched copy of the function,
-recursion included. A `TREE` over a batch of trees (a `jitad.Forest`) runs level by
-level, a chunk of nodes of equal height per step (`_forest`). Lanes a branch does not
-take are masked: the mask reaches the loops inside, so they stop when the active lanes
-are done.
+recursion included (a `custom_vjp`/`custom_jvp` copy keeps the user's rule, run per lane
+by `vmap`; a `checkpoint` stays one). Inside a batched branch or loop step, the lanes
+that do not run it pass no cotangent back (`_lane_gate`, a select): each lane's gradient
+is its own program's, even where a discarded lane computed inf or NaN. A `TREE` over a
+batch of trees (a `jitad.Forest`) runs level by level, a chunk of nodes of equal height
+per step (`_forest`). Lanes a branch does not take are masked: the mask reaches the
+loops inside, so they stop when the active lanes are done.
 
 `vmap(grad(f))`: reverse mode is effectful CPS code that cannot be batched after the
 fact, so while `vmap` traces its function, `grad`/`vjp` emit a `deferred_vjp` node
@@ -42,6 +45,7 @@ from .errors import ArgumentError, StagingError
 from .ir.graph import split_operands, walk
 from .ir.ops import CALLS, PRIMITIVES, Op, declare
 from .ir.types import TreeType, Type
+from .primitives.rules import unbroadcast
 from .pytree import flatten, unflatten
 from .staging import (FOR, FUN, IF, TREE, WHILE, ShapeDtype, Staged, StagedTree, arg_type, coerce, current_frame, emit,
                       result_dtype, trace_memo, trace_program, wrap)
@@ -138,6 +142,22 @@ def _emit(node, args, **attrs):
 def _lane_select(active, new, old):
     """Per lane: `new` where `active` (a bool per lane) else `old`."""
     return N.where(_lift(active, len(new.shape) - 1), new, old)
+
+
+def _lane_gate(x, active):
+    """Batched `x` as it is, whose cotangent is selected to zero in the lanes not `active`:
+    the lanes a branch or loop step does not run give no gradient, even where their
+    (discarded) values are inf or NaN and a zero cotangent would meet them (0 * inf)."""
+    if active is None or not isinstance(x, Staged) or not _type(x).is_float:
+        return x
+    return _lane_select(active, x, N.stop_gradient(x))
+
+
+def _gated(run, active, flags):
+    """`run` with its batched arguments gated by `active` (`_lane_gate`)."""
+    def gated(*args):
+        return run(*[_lane_gate(a, active) if f else a for a, f in zip(args, flags)])
+    return gated
 
 
 # -- the batching rules of the primitives (their declarations' `batch` slot) --------
@@ -374,7 +394,7 @@ def _if(node, ins, size, mask):
     results = []
     for body, take in ((then_body, pred), (else_body, ~pred)):
         active = _and(mask, take)
-        taken = _body(body, flags, size, active, [True] * len(types))
+        taken = _gated(_body(body, flags, size, active, [True] * len(types)), active, flags)
 
         def idle(*a):
             return tuple(N.zeros((size,) + t.shape, t.dtype) for t in types)
@@ -394,7 +414,8 @@ def _while(node, ins, size, mask):
         return c, b
     if not analyze(cond, flags + cap_flags)[0]:   # every lane runs the same trips
         run = _body(body, flags + cap_flags, size, mask, flags)
-        out = WHILE(lambda s: test(s, mask)[0], lambda s: run(*s, *cap_vals), state)
+        out = WHILE(lambda s: test(s, mask)[0], lambda s: run(*s, *cap_vals), state,
+                    checkpoints=node.attrs.get("checkpoints"))
         return list(zip(out, flags))
     # a batched condition: run while some lane is active; finished lanes keep their state
     first, _ = test(state, mask)
@@ -402,12 +423,12 @@ def _while(node, ins, size, mask):
 
     def step(st):
         trip, act, s = st[0], st[1], st[2:]
-        new = _body(body, flags + cap_flags, size, act, flags)(*s, *cap_vals)
+        new = _gated(_body(body, flags + cap_flags, size, act, flags), act, flags + cap_flags)(*s, *cap_vals)
         new = tuple(_lane_select(act, n, o) for n, o in zip(new, s))
         going = act & test(new, act)[0]
         check(IF(trip % CHECK_EVERY == 0, lambda: _stuck(going, new, s), lambda: False), STUCK)
         return (trip + 1, going) + new
-    out = WHILE(lambda st: NP.any(st[1]), step, (0, active) + state)
+    out = WHILE(lambda st: NP.any(st[1]), step, (0, active) + state, checkpoints=node.attrs.get("checkpoints"))
     return [(x, True) for x in out[2:]]
 
 
@@ -442,16 +463,18 @@ def _for(node, ins, size, mask):
     run = _body(node.bodies[0], flags + cap_flags, size, mask, flags, lead=1)
     state = _fit(init, flags, size)
     if not (lower[1] or upper[1]):
-        out = FOR(lower[0], upper[0], lambda i, s: run(i, *s, *cap_vals), state)
+        out = FOR(lower[0], upper[0], lambda i, s: run(i, *s, *cap_vals), state,
+                  checkpoints=node.attrs.get("checkpoints"))
         return list(zip(out, flags))
     # batched bounds: from the least lower to the greatest upper bound, lanes outside theirs frozen
     lo, hi = (_batched(x, b, size) for x, b in (lower, upper))
 
     def step(i, s):
         act = _and(mask, (i >= lo) & (i < hi))
-        new = _body(node.bodies[0], flags + cap_flags, size, act, flags, lead=1)(i, *s, *cap_vals)
+        run = _body(node.bodies[0], flags + cap_flags, size, act, flags, lead=1)
+        new = _gated(lambda *a: run(i, *a), act, flags + cap_flags)(*s, *cap_vals)
         return tuple(_lane_select(act, n, o) for n, o in zip(new, s))
-    out = FOR(N.min(lo), N.max(hi), step, state)
+    out = FOR(N.min(lo), N.max(hi), step, state, checkpoints=node.attrs.get("checkpoints"))
     return [(x, True) for x in out]
 
 
@@ -508,7 +531,8 @@ def _forest(node, forest, init, caps, size):
                 raise StagingError("vmap: a TREE over one jitad.Forest reads the nodes of another; "
                                    "fold each forest with its own TREE")
             pairs.append((f, True) if isinstance(orig, StagedTree) and b else (c[which], True) if b else (c, False))
-        return tuple(_batched(x, b, width) for x, b in batch_graph(combine, pairs, width, real))
+        # (no gates: the rows of padding nodes are left to the forest's own reverse rule, as before)
+        return tuple(_batched(x, b, width) for x, b in batch_graph(combine, pairs, width, real, gate=False))
     in_types = [forest._var.type, Type("i64", (width,))] + rows + rows + [_type(c) for c in cap_vals]
     graph = trace_program(chunk, None, flatten(tuple(in_types))[1], in_types)[0].main
 
@@ -553,10 +577,71 @@ def _call(node, ins, size, mask):
         def body(*a):
             outs = batch_graph(fundef.body, list(zip(a[:n], flags)), size, a[n] if len(a) > n else None)
             return tuple(_batched(x, b, size) for x, b in outs)
-        fun = memo[key] = FUN(body, out=spec)
+        fun = memo[key] = _batched_fun(node, body, spec, flags, size, mask is not None)
         fun.__name__ = fundef.name + "_vmap"
     args = [x for x, _ in ins] + ([mask] if mask is not None else [])
     return [(x, True) for x in fun(*args)]
+
+
+def _batched_fun(node, body, spec, flags, size, masked):
+    """The batched copy of a called function, keeping what reverse and forward mode read
+    from the call: a checkpoint stays one, and a function with the user's derivative rule
+    gets that rule batched (the rule runs per lane), so the rule, not the body, is
+    differentiated."""
+    from .custom import checkpoint, custom_jvp, custom_vjp
+    if node.op == Op.CHECKPOINT:
+        return checkpoint(body, out=spec)
+    if node.op != Op.CUSTOM_VJP or node.attrs["fun"].n_captures:
+        return FUN(body, out=spec)   # (a rule whose function closes over staged values: the body)
+    in_td = node.attrs["in_td"]
+    k = in_td.num_leaves
+    lane_types = node.attrs["fun"].in_types[:k]
+    axes = tuple(0 if f else None for f in flags[:k])
+    if "custom_jvp" in node.attrs:
+        def jvp_rule(primals, tangents):
+            def lane(p, t):
+                out, tan = node.attrs["custom_jvp"]._rule(unflatten(in_td, list(p)), unflatten(in_td, list(t)))
+                return tuple(flatten(out)[0]), tuple(flatten(tan)[0])
+            out, tan = vmap_staged(lane, (primals[:k], tangents[:k]), (axes, axes), 0)
+            return out, tan
+        fun = custom_jvp(body, out=spec)
+        fun.defjvp(jvp_rule)
+        return fun
+    rule = node.attrs["custom"]
+
+    def fwd(*args):
+        return vmap_staged(lambda *a: rule.fwd(*unflatten(in_td, list(a))), args[:k], axes, 0)
+
+    def bwd(res, g):
+        def lane(res, g):
+            cts = rule.bwd(res, g)
+            leaves = flatten(tuple(cts) if isinstance(cts, (tuple, list)) else (cts,))[0]
+            return tuple(_lane_cotangent(c, t) for c, t in zip(leaves, lane_types)) if len(leaves) == k else leaves
+        cts = list(vmap_staged(lane, (res, g), 0, 0))
+        if len(cts) != k:   # the reverse pass names the mismatch
+            return tuple(cts)
+        cts = [c if f else N.sum(c, axis=0) for c, f in zip(cts, flags)]
+        return tuple(cts) + (0.0,) * masked   # (none for the lane mask)
+    fun = custom_vjp(body, out=spec)
+    fun.defvjp(fwd, bwd)
+    return fun
+
+
+def _lane_cotangent(ct, t):
+    """One lane's cotangent from a user's bwd rule as an array of its argument's type `t`:
+    None or a scalar broadcast, a larger one summed (as the reverse pass takes them)."""
+    if isinstance(t, TreeType) or not t.is_float:
+        return N.zeros((), "f64")   # (not differentiated)
+    if ct is None:
+        return N.zeros(t.shape, t.dtype)
+    shape = tuple(N._shape(ct))
+    try:
+        grown = np.broadcast_shapes(shape, t.shape)
+    except ValueError:
+        return ct   # (the reverse pass names the mismatch)
+    if shape != t.shape and grown == shape:
+        return unbroadcast(ct if isinstance(ct, Staged) else Staged(coerce(ct, Type(t.dtype, shape), "bwd")), t.shape)
+    return N.broadcast_to(ct, t.shape) if shape != t.shape else ct
 
 
 RULES = {Op.BROADCAST: _broadcast, Op.SUM: batch_reduction, Op.MAX: batch_reduction, Op.RESHAPE: _reshape,
@@ -580,14 +665,15 @@ EFFECTS = {Op.SLOT, Op.SLOT_GET, Op.SLOT_SET, Op.SLOT_ADD, Op.SLOT_ADD_AT, Op.SL
 
 # -- the interpreter ---------------------------------------------------------------
 
-def batch_graph(graph, ins, size, mask=None):
+def batch_graph(graph, ins, size, mask=None, gate=True):
     """Run `graph` on `(value, batched)` pairs, emitting the batched computation into the
     current trace; return the outputs as `(value, batched)` pairs. `mask` (a bool per
-    lane, or None) marks the lanes whose results count (inside a batched branch)."""
-    return run_graph(graph, ins, lambda node, node_ins: batch_node(node, node_ins, size, mask))
+    lane, or None) marks the lanes whose results count (inside a batched branch); with
+    `gate`, the lanes outside it pass no cotangent to unbatched values (`_lane_gate`)."""
+    return run_graph(graph, ins, lambda node, node_ins: batch_node(node, node_ins, size, mask, gate))
 
 
-def batch_node(node, ins, size, mask):
+def batch_node(node, ins, size, mask, gate=True):
     if not any(b for _, b in ins) and not _holds_deferred(node):
         return [(o, False) for o in restage_node(node, [x for x, _ in ins])]
     if node.op not in (Op.TREE, Op.TREE_GET, Op.IF, Op.WHILE, Op.FOR, Op.DEFERRED_VJP) \
@@ -596,12 +682,20 @@ def batch_node(node, ins, size, mask):
                            "tree can only be folded by TREE (its fields read through the node argument)")
     rule = CONTROL.get(node.op) or node.op.batch
     if rule is not None:
-        return rule(node, ins, size, mask)
+        outs = rule(node, ins, size, mask)
+        if gate and mask is not None and node.op not in CONTROL and _meets_unbatched_float(node, ins):
+            # an unbatched value met the lanes: its cotangent sums theirs, so gate them first
+            outs = [(_lane_gate(x, mask), b) if b else (x, b) for x, b in outs]
+        return outs
     if node.op in EFFECTS:
         raise StagingError(f"vmap: cannot batch `{node.op.value}` (reverse-mode code made before vmap "
                            "saw it, e.g. by jitad.hvp or a grad inside a combinator body); apply vmap "
                            "to the function that calls grad, or take the gradient of the vmapped function")
     return per_lane(node, ins, size)
+
+
+def _meets_unbatched_float(node, ins):
+    return any(not b and isinstance(v.type, Type) and v.type.is_float for (_, b), v in zip(ins, node.inputs))
 
 
 def _holds_deferred(node):

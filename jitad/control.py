@@ -7,7 +7,7 @@ from . import numeric as N
 from .errors import ArgumentError, StagingError
 from .ir.types import Type
 from .pytree import TreeDef, flatten, unflatten
-from .staging import FOR, IF, _leaf_type, current_frame, is_staged, trace_program
+from .staging import FOR, IF, _leaf_type, checkpoint_count, current_frame, is_staged, trace_program
 
 
 def _leading_lengths(leaves):
@@ -38,7 +38,7 @@ def _scan_length(xs_leaves, length):
     return lengths[0]
 
 
-def scan(f, init, xs=None, length=None, reverse=False):
+def scan(f, init, xs=None, length=None, reverse=False, *, checkpoints=None):
     """`f(carry, x) -> (carry, y)` over the slices of `xs` along axis 0; returns
     `(final carry, ys)` with the `y`s stacked along a new first axis (JAX's `lax.scan`).
     `xs` is a pytree of arrays (or None with `length=`); `reverse=True` runs from the
@@ -53,10 +53,12 @@ def scan(f, init, xs=None, length=None, reverse=False):
     step writes its row of them in place (a `scatter`). Reverse mode stores each step's
     carry like `FOR` but never the stacked outputs: each backward step reads its row's
     cotangent in place (`jitad.ad.tape.output_rows`), so a step costs O(carry + y), not
-    O(length * y).
+    O(length * y). `checkpoints=c` bounds the carries kept to `c` (see `FOR`); the
+    stacked outputs are the result and are not copied into the checkpoints.
     """
     if not callable(f):
         raise ArgumentError(f"scan takes a function f(carry, x) -> (carry, y), got {type(f).__name__}")
+    checkpoints = checkpoint_count(checkpoints, "scan")
     xs_leaves, xs_td = flatten(xs)
     n = _scan_length(xs_leaves, length)
     order = range(n - 1, -1, -1) if reverse else range(n)
@@ -83,7 +85,7 @@ def scan(f, init, xs=None, length=None, reverse=False):
         x = unflatten(xs_td, [leaf[j] for leaf in xs_leaves])
         carry, y = f(carry, x)
         return carry, tuple(N.bind(N.Op.SCATTER, buf, j, leaf, add=False) for buf, leaf in zip(ys, flatten(y)[0]))
-    carry, ys = FOR(0, n, body, (init, tuple(ys0)))
+    carry, ys = FOR(0, n, body, (init, tuple(ys0)), checkpoints=checkpoints)
     return carry, unflatten(y_td, list(ys))
 
 

@@ -64,3 +64,13 @@ class DistributedError(JitadError):
 
 class ImmutableError(JitadError, AttributeError):
     """Assigning or deleting an attribute of an immutable object (a `jitad.Tree`)."""
+
+
+class JitadWarning(UserWarning):
+    """A warning about a program that runs but may not mean what it says (random
+    numbers drawn from NumPy while tracing: frozen into the compiled code)."""
+
+
+class ExportError(JitadError):
+    """`jitad.export` cannot turn this program into a C library (it calls back into
+    Python, uses MPI, ...); the message names the operation."""

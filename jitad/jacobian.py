@@ -139,3 +139,17 @@ def hessian(fun, argnums=0, has_aux=False):
     """
     check_argnums(argnums, "hessian")
     return jacfwd(jacrev(fun, argnums, has_aux), argnums, has_aux)
+
+
+def elementwise_grad(fn, argnum=0):
+    """autograd's `elementwise_grad`: the gradient of the sum of `fn`'s outputs with respect
+    to argument `argnum` (the Jacobian's diagonal when it is diagonal).
+
+    >>> jitad.elementwise_grad(jitad.tanh)(np.array([0.0, 1.0]))   # 1 - tanh(x)**2
+    """
+    from .api import grad
+    from .pytree import tree_leaves
+
+    def total(*args, **kwargs):
+        return sum(N.sum(leaf) for leaf in tree_leaves(fn(*args, **kwargs)))
+    return grad(total, argnums=argnum)

@@ -173,13 +173,73 @@ def slogdet(a):
 
 
 def det(a):
-    """The determinant of square matrices (..., n, n), through `slogdet`."""
+    """The determinant of square matrices (..., n, n), through `slogdet`; its derivative is
+    the adjugate (transposed), finite at singular matrices too."""
     a = _float(a, "det")
+    _square(a, "det")
     if not is_staged(a):
-        _square(a, "det")
         return np.linalg.det(a)
+    global _DET
+    if _DET is None:
+        from .custom import custom_jvp
+        _DET = custom_jvp(_det_value)
+        _DET.__name__ = "det"
+        _DET.defjvp(_det_jvp)
+    return _DET(a)
+
+
+_DET = None   # det as a custom_jvp (made at first use)
+
+
+def _det_value(a):
     sign, logdet = slogdet(a)
     return sign * _N().exp(logdet)
+
+
+def _det_jvp(primals, tangents):
+    (a,), (t,) = primals, tangents
+    nd = len(a.shape)
+    N = _N()
+    return _det_value(a), N.sum(N.sum(_adjugate_t(a) * t, axis=nd - 1), axis=nd - 2)
+
+
+def _adjugate_t(a):
+    """adj(a)^T, the gradient of det(a): det(a) a^-T where a is well conditioned (so that
+    its own derivative is the textbook one), else from the SVD a = u s vh as
+    det(u) det(vh) u diag(prod_{j != i} s_j) vh, which stays finite at singular matrices
+    (zero below rank n - 1)."""
+    N = _N()
+    n = a.shape[-1]
+    batch = tuple(a.shape[:-2])
+    u, s, vh = svd(a)
+    eye = _eye(n, a.dtype)
+    rows = N.where(eye != 0.0, 1.0, N.reshape(s, batch + (1, n)) + 0.0 * eye)   # row i: s, s_i made 1
+    others = N.reshape(_prod_last(rows), batch + (1, n))
+    sign = slogdet(u)[0] * slogdet(vh)[0]
+    by_svd = N.reshape(sign, batch + (1, 1)) * _mm(u * others, vh)
+    nd = len(s.shape)
+    smin = N.reshape(N.min(s, axis=nd - 1), batch + (1, 1))
+    ok = smin > N.reshape(N.max(s, axis=nd - 1), batch + (1, 1)) * (n * float(np.finfo(_np_float(a.dtype)).eps) * 16.0)
+    safe = N.where(ok, a, eye + 0.0 * a)   # (the inverse of a singular matrix is never formed)
+    lu = _prim("lu", safe)
+    by_inv = N.reshape(_det_value(safe), batch + (1, 1)) * _lu_solve(safe, lu, np.broadcast_to(eye, a.shape), True)
+    return N.where(ok, by_inv, by_svd)
+
+
+def _np_float(dtype):
+    return np.float64 if dtype in ("f64", np.float64) else np.float32
+
+
+def _prod_last(x):
+    """The product over the last axis (a staged tree of products)."""
+    N = _N()
+    last, n = len(x.shape) - 1, x.shape[-1]
+    while n > 1:
+        h = n // 2
+        p = N.take_slice(x, last, 0, h) * N.take_slice(x, last, h, 2 * h)
+        x = N.concatenate([p, N.take_slice(x, last, 2 * h, n)], last) if n % 2 else p
+        n = h + n % 2
+    return N.reshape(x, tuple(x.shape[:-1]))
 
 
 def cholesky(a, check=False, lower=True):
@@ -311,6 +371,13 @@ def svd(a, full_matrices=True, compute_uv=True):
         return np.linalg.svd(a, full_matrices=full_matrices, compute_uv=compute_uv)
     m, n = a.shape[-2:]
     k = min(m, n)
+    if k == 0:   # an empty matrix (LAPACK refuses one): no singular values, identity factors
+        dt, batch = _np_float(a.dtype), tuple(a.shape[:-2])
+        full = bool(full_matrices)
+        u = np.broadcast_to(np.eye(m, m if full else 0, dtype=dt), batch + (m, m if full else 0))
+        vh = np.broadcast_to(np.eye(n if full else 0, n, dtype=dt), batch + (n if full else 0, n))
+        s = np.zeros(batch + (0,), dt)
+        return (u, s, vh) if compute_uv else s
     full = bool(full_matrices) and compute_uv and m != n
     u, s, vh = _unpack(_prim("svd", a, full=full), [(m, m if full else k), (k,), (n if full else k, n)])
     return (u, s, vh) if compute_uv else s
@@ -581,11 +648,13 @@ def _eigh_parts(packed):
 
 
 def _eig_gaps(w):
-    """F[i, j] = 1 / (w[j] - w[i]) off the diagonal, 0 on it (infinite at repeated values)."""
-    n = w.shape[-1]
-    eye = _eye(n, w.dtype)
-    col = _N().reshape(w, tuple(w.shape) + (1,))
-    return 1.0 / (eye + _row(w) - col) - eye
+    """F[i, j] = 1 / (w[j] - w[i]), 0 where w[j] == w[i] (the diagonal, and repeated values:
+    as with JAX's symbolic zeros, a function of the values alone, symmetric in the repeated
+    ones, gets its finite gradient, not inf * 0)."""
+    N = _N()
+    gap = _row(w) - N.reshape(w, tuple(w.shape) + (1,))
+    same = gap == 0.0
+    return N.where(same, 0.0, 1.0 / N.where(same, 1.0, gap))
 
 
 def _eigh_vjp(g, packed):

@@ -13,7 +13,7 @@ import numpy as np
 from . import numeric as N
 from .errors import ArgumentError, IndexError_, ShapeError
 from .ir.ops import Op
-from .staging import is_staged, power as _power, result_dtype
+from .staging import binary, is_staged, power as _power, result_dtype, unary
 
 __all__ = [
     # elementwise
@@ -62,15 +62,13 @@ def tan(x):
 
 
 def sinh(x):
-    """Hyperbolic sine, accurate near 0: `jitad.sinh(0.0) == 0.0`."""
-    x = _float(x)
-    return 0.5 * (N.expm1(x) - N.expm1(-x))
+    """Hyperbolic sine (libm's): `jitad.sinh(0.0) == 0.0`."""
+    return unary(Op.SINH, _float(x))
 
 
 def cosh(x):
-    """Hyperbolic cosine: `jitad.cosh(0.0) == 1.0`."""
-    x = _float(x)
-    return 0.5 * (N.exp(x) + N.exp(-x))
+    """Hyperbolic cosine (libm's): `jitad.cosh(0.0) == 1.0`."""
+    return unary(Op.COSH, _float(x))
 
 
 def _odd(x, f):
@@ -116,8 +114,8 @@ def log10(x):
 
 
 def exp2(x):
-    """2**x: `jitad.exp2(3.0) == 8.0`."""
-    return N.exp(_float(x) * _LN2)
+    """2**x (libm's): `jitad.exp2(3.0) == 8.0`."""
+    return unary(Op.EXP2, _float(x))
 
 
 def power(x, y):
@@ -172,12 +170,9 @@ def reciprocal(x):
 
 
 def hypot(x, y):
-    """sqrt(x² + y²) without overflow or underflow: `jitad.hypot(3.0, 4.0) == 5.0`."""
-    x, y = _float(x), _float(y)
-    m = N.maximum(N.abs(x), N.abs(y))
-    m_safe = N.where(m == 0.0, 1.0, N.where(m == np.inf, 1.0, m))
-    r = m * N.sqrt(N.square(x / m_safe) + N.square(y / m_safe))
-    return N.where(m == np.inf, m, r)
+    """sqrt(x² + y²) without overflow or underflow (libm's; inf if either is inf, NaN or
+    not): `jitad.hypot(3.0, 4.0) == 5.0`."""
+    return binary(Op.HYPOT, _float(x), _float(y))
 
 
 def logaddexp(x, y):
@@ -615,6 +610,13 @@ def pad(x, pad_width, mode="constant", constant_values=0):
     all); modes 'constant', 'edge', 'reflect', 'symmetric', 'wrap': `jitad.pad(x, 1)`."""
     shape = _shape(x)
     try:
+        kind = np.asarray(pad_width).dtype.kind
+    except (TypeError, ValueError):
+        kind = None
+    if kind not in ("i", "u"):
+        raise ArgumentError(f"`pad`: pad_width {pad_width!r} is not made of integers; widths count "
+                            "elements: give ints, e.g. `pad(x, 2)` or `pad(x, ((1, 2), (0, 0)))`")
+    try:
         widths = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (len(shape), 2))
     except ValueError:
         raise ShapeError(f"`pad`: pad_width {pad_width!r} for shape {shape}: give (before, after) "
@@ -628,12 +630,13 @@ def pad(x, pad_width, mode="constant", constant_values=0):
         if not is_staged(x):
             return np.pad(np.asarray(x), widths, constant_values=constant_values)
         out = N.unslice(x, new, starts, stops, (1,) * len(shape))
+        constant_values = np.asarray(constant_values).astype(_np_dtype(x))   # as NumPy: in x's dtype
         if np.ndim(constant_values) == 0 and constant_values == 0:
             return out
         inside = np.zeros(new, bool)
         inside[tuple(slice(a, b) for a, b in zip(starts, stops))] = True
         if np.ndim(constant_values) == 0:
-            return N.where(inside, out, constant_values)
+            return N.where(inside, out, constant_values[()])
         fill = np.pad(np.zeros(shape), widths, constant_values=constant_values)
         return N.where(inside, out, fill.astype(_np_dtype(x)))
     if mode not in ("edge", "reflect", "symmetric", "wrap"):

@@ -8,11 +8,12 @@ an explicit param of the body and an explicit operand of the control-flow node.
 import operator
 import math
 import threading
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from functools import reduce
 
 import numpy as np
 
+from . import hostrng
 from .errors import ArgumentError, ResourceError, StagingError
 from .ir.graph import FunDef, Graph, Node, Program, Var
 from .ir.ops import IMPLS, Op, infer_types
@@ -622,23 +623,41 @@ def _state(init, what):
     return [coerce(x, t, what) for x, t in zip(leaves, types)], types, td
 
 
-def _loop_node(op, operands, frames, out, td, types, part):
+def checkpoint_count(checkpoints, where):
+    """`checkpoints=` of a loop, checked: None (reverse mode keeps every step) or an int >= 1."""
+    if checkpoints is None:
+        return None
+    if isinstance(checkpoints, (bool, np.bool_)) or not isinstance(checkpoints, (int, np.integer)) \
+            or checkpoints < 1:
+        raise ArgumentError(f"{where}: checkpoints={checkpoints!r}; give None (reverse mode keeps every "
+                            "step) or an int >= 1 (the number of loop states it keeps at once)")
+    return int(checkpoints)
+
+
+def _loop_node(op, operands, frames, out, td, types, part, checkpoints=None):
     """Finish a loop's last body (in `frames`; `out`: what it returned, the new state)
     and emit the loop; return its results as the state's pytree."""
     leaves, out_td = flatten(out)
     _check_structure(td, out_td, f"{op.value.upper()}'s init and {part}")
     finish_body(frames[-1], leaves, types, f"the {op.value.upper()} {part}")
-    outs = _control_node(op, operands, frames, {"n_state": len(types)})
+    attrs = {"n_state": len(types)}
+    if checkpoints is not None:
+        attrs["checkpoints"] = checkpoints
+    outs = _control_node(op, operands, frames, attrs)
     return unflatten(td, [Staged(v) for v in outs])
 
 
-def WHILE(cond_fn, body_fn, init):
+def WHILE(cond_fn, body_fn, init, *, checkpoints=None):
     """`state = init; while cond_fn(state): state = body_fn(state)`, staged.
 
     >>> jitad.jit(lambda x: WHILE(lambda t: t > 1.0, lambda t: t * 0.5, x))(10.0)
     0.625
+
+    Reverse mode keeps every iteration's values; `checkpoints=c` keeps at most `c` loop
+    states at once and recomputes the rest (see `FOR`).
     """
     _check_callables("WHILE", cond_fn=cond_fn, body_fn=body_fn)
+    checkpoints = checkpoint_count(checkpoints, "WHILE")
     if current_frame() is None:   # not staging: run in Python
         state = init
         while cond_fn(state):
@@ -650,16 +669,27 @@ def WHILE(cond_fn, body_fn, init):
     with _entered(cond_fr):
         cond_fr.graph.outputs = [cond_fr.resolve(to_bool(_check_predicate(cond_out, "WHILE's cond_fn"), "WHILE"))]
     body_fr, body_out = trace_body(body_fn, td, types, state_arg)
-    return _loop_node(Op.WHILE, init_vars, [cond_fr, body_fr], body_out, td, types, "body")
+    return _loop_node(Op.WHILE, init_vars, [cond_fr, body_fr], body_out, td, types, "body", checkpoints)
 
 
-def FOR(lower, upper, body_fn, init):
+def FOR(lower, upper, body_fn, init, *, checkpoints=None):
     """`for i in range(lower, upper): state = body_fn(i, state)`, staged.
 
     >>> jitad.jit(lambda n: FOR(0, n, lambda i, s: s + i, 0))(5)
     10
+
+    Reverse mode keeps every iteration's state (memory grows with the trip count).
+    `checkpoints=c` bounds it: at most `c` states besides the initial one are kept at
+    once, and the backward pass recomputes the others from the nearest kept state on a
+    binomial schedule (Griewank's Revolve): with `n` steps each step runs forward at most
+    `r + 1` times, `r` the least with `C(c + r + 1, r + 1) >= n`. Values and gradients
+    are those of `checkpoints=None`; forward mode and `vmap` ignore it.
+
+    >>> jitad.grad(lambda x: FOR(0, 1000, lambda i, s: s * 0.999 + 0.001, x, checkpoints=8))(1.0)
+    0.3676954247709635
     """
     _check_callables("FOR", body_fn=body_fn)
+    checkpoints = checkpoint_count(checkpoints, "FOR")
     if current_frame() is None:   # not staging: run in Python
         state = init
         for i in range(lower, upper):
@@ -674,7 +704,7 @@ def FOR(lower, upper, body_fn, init):
     init_vars, types, td = _state(init, "FOR init")
     body_fr, body_out = trace_body(
         body_fn, None, [I64] + types, lambda ps: (ps[0], unflatten(td, ps[1:])))
-    return _loop_node(Op.FOR, bounds + init_vars, [body_fr], body_out, td, types, "body")
+    return _loop_node(Op.FOR, bounds + init_vars, [body_fr], body_out, td, types, "body", checkpoints)
 
 
 class ShapeDtype:
@@ -894,7 +924,7 @@ def trace_program(fn, args, in_td, types):
     outer_trace, outer_frames = getattr(_local, "trace", None), _frames()
     _local.trace, _local.frames = _Trace(), []
     try:
-        with _entered(root):
+        with _entered(root), (hostrng.watch(fn) if outer_trace is None else nullcontext()):
             proxies = [wrap(v) for v in root.graph.params]
             out = fn(*unflatten(in_td, proxies))
             leaves, out_td = flatten(out)

@@ -40,3 +40,10 @@ def test_gpu_benchmark_without_a_gpu_says_so():
 def test_forest_benchmark_quick_mode():
     out = _run("-m", "bench.forest", "--quick")
     assert "| jitad forest (width 32) |" in out and "| jitad per tree |" in out
+
+
+def test_long_simulation_example_runs():
+    out = _run("examples/long_simulation.py", "3000")
+    lines = [line for line in out.splitlines() if line.startswith("k = ")]
+    losses = [float(line.split("loss = ")[1].split()[0]) for line in lines]
+    assert len(losses) == 4 and losses[-1] < losses[0] / 10   # the fit makes progress

@@ -45,7 +45,7 @@ def _norm(v):
     return jitad.sqrt(sum(a * a for a in v))
 
 
-def argmin(grad, f, x0):
+def argmin(grad, f, x0, checkpoints=None):
     """Gradient descent with step doubling every 10 accepted steps and halving on a
     rejected one; stops when the gradient or the step gets shorter than TOL. Each trial
     point costs one value-and-gradient pass (GradBench's reference solvers call f, then
@@ -69,11 +69,11 @@ def argmin(grad, f, x0):
                   lambda: IF(i == 10, lambda: (x, fx, gx, 2 * eta, 0, True), try_step))
 
     x0 = tuple(x0)
-    return WHILE(lambda s: s[5], step, (x0, *vg(x0), ETA0, 0, True))[0]
+    return WHILE(lambda s: s[5], step, (x0, *vg(x0), ETA0, 0, True), checkpoints=checkpoints)[0]
 
 
-def argmax(grad, f, x0):
-    return argmin(grad, lambda x: -f(x), x0)
+def argmax(grad, f, x0, checkpoints=None):
+    return argmin(grad, lambda x: -f(x), x0, checkpoints)
 
 
 # -- particle --------------------------------------------------------------------------
@@ -86,7 +86,7 @@ def _potential(x, w):
     return inv_dist(10.0, 10.0 - w) + inv_dist(10.0, 0.0)
 
 
-def naive_euler(grad, w):
+def naive_euler(grad, w, checkpoints=None):
     """Squared x-coordinate where the particle (Euler steps of 0.1) crosses the x axis."""
     dt = 0.1
     force = grad(lambda x: _potential(x, w))
@@ -99,14 +99,14 @@ def naive_euler(grad, w):
                   lambda: (x_new, (v[0] + dt * a[0], v[1] + dt * a[1]), True),
                   lambda: (x, v, False))
 
-    x, v, _ = WHILE(lambda s: s[2], step, ((0.0, 8.0), (0.75, 0.0), True))
+    x, v, _ = WHILE(lambda s: s[2], step, ((0.0, 8.0), (0.75, 0.0), True), checkpoints=checkpoints)
     t_f = -x[1] / v[1]
     x_f = x[0] + t_f * v[0]
     return x_f * x_f
 
 
-def particle(outer, inner, w0):
-    return argmin(MODES[outer], lambda w: naive_euler(MODES[inner], w[0]), (w0,))[0]
+def particle(outer, inner, w0, checkpoints=None):
+    return argmin(MODES[outer], lambda w: naive_euler(MODES[inner], w[0], checkpoints), (w0,), checkpoints)[0]
 
 
 # -- saddle ----------------------------------------------------------------------------
@@ -117,23 +117,25 @@ def _saddle_f(p1, p2):
     return (p1[0] * p1[0] + p1[1] * p1[1]) - (p2[0] * p2[0] + p2[1] * p2[1])
 
 
-def saddle(outer, inner, start):
+def saddle(outer, inner, start, checkpoints=None):
     """The min over p1 of the max over p2 of f, then the max over p2 at that p1; all
     solvers start at `start`. The final argmax uses the outer mode, as the eval asks."""
     start = tuple(start)
     g0, g1 = MODES[outer], MODES[inner]
 
     def inner_max(p1):
-        return _saddle_f(p1, argmax(g1, lambda p2: _saddle_f(p1, p2), start))
+        return _saddle_f(p1, argmax(g1, lambda p2: _saddle_f(p1, p2), start, checkpoints))
 
-    r1 = argmin(g0, inner_max, start)
-    r2 = argmax(g0, lambda p2: _saddle_f(r1, p2), start)
+    r1 = argmin(g0, inner_max, start, checkpoints)
+    r2 = argmax(g0, lambda p2: _saddle_f(r1, p2), start, checkpoints)
     return r1 + r2
 
 
-def compiled(eval_name, variant):
-    """The jitted function for one variant: particle(w) -> w, saddle(s0, s1) -> 4 floats."""
+def compiled(eval_name, variant, checkpoints=None):
+    """The jitted function for one variant: particle(w) -> w, saddle(s0, s1) -> 4 floats
+    (`checkpoints=`: every solver and simulation loop keeps at most that many states in
+    reverse mode)."""
     outer, inner = variant
     if eval_name == "particle":
-        return jitad.jit(lambda w: particle(outer, inner, w))
-    return jitad.jit(lambda a, b: saddle(outer, inner, (a, b)))
+        return jitad.jit(lambda w: particle(outer, inner, w, checkpoints))
+    return jitad.jit(lambda a, b: saddle(outer, inner, (a, b), checkpoints))

@@ -170,7 +170,7 @@ def _while(node, ins):
     cond, body = node.bodies
     out = WHILE(lambda s: jvp_graph(cond, unpack(list(s), types) + caps)[0][0],
                 lambda s: tuple(pack(jvp_graph(body, unpack(list(s), types) + caps), types)),
-                tuple(pack(init, types)))
+                tuple(pack(init, types)), checkpoints=node.attrs.get("checkpoints"))
     return unpack(list(out), types)
 
 
@@ -180,7 +180,7 @@ def _for(node, ins):
     (body,) = node.bodies
     out = FOR(lower[0], upper[0],
               lambda i, s: tuple(pack(jvp_graph(body, [(i, None)] + unpack(list(s), types) + caps), types)),
-              tuple(pack(init, types)))
+              tuple(pack(init, types)), checkpoints=node.attrs.get("checkpoints"))
     return unpack(list(out), types)
 
 

@@ -39,13 +39,15 @@ def _while(node, ins):
     _, init, caps = split_operands(node, ins)
     cond, body = node.bodies
     return WHILE(lambda s: restage(cond, list(s) + caps)[0],
-                 lambda s: tuple(restage(body, list(s) + caps)), tuple(init))
+                 lambda s: tuple(restage(body, list(s) + caps)), tuple(init),
+                 checkpoints=node.attrs.get("checkpoints"))
 
 
 def _for(node, ins):
     (lower, upper), init, caps = split_operands(node, ins)
     (body,) = node.bodies
-    return FOR(lower, upper, lambda i, s: tuple(restage(body, [i] + list(s) + caps)), tuple(init))
+    return FOR(lower, upper, lambda i, s: tuple(restage(body, [i] + list(s) + caps)), tuple(init),
+               checkpoints=node.attrs.get("checkpoints"))
 
 
 def _call(node, ins):

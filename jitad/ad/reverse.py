@@ -33,8 +33,8 @@ from ..errors import ArgumentError, ShapeError
 from ..pytree import flatten, unflatten
 from ..staging import (FUN, IF, Staged, StagedTree, apply, as_var, coerce, emit, is_staged,
                        make_closure, new_slot, slot_add, slot_get, trace_memo, transforming, transformation)
-from .restage import restage, restage_node
-from .tape import ForestTape, at, deferred_weight_grads, loop_invariant_transposes, new_table, output_rows, stored_values
+from .restage import restage, restage_node, run_graph
+from .tape import ForestTape, at, body_nodes, deferred_weight_grads, loop_invariant_transposes, new_table, output_rows, stored_values
 
 
 class Dual:
@@ -293,6 +293,8 @@ def _loop(name, types, cap_types, step):
 
 
 def _while(rv, node, ins, k):
+    if node.attrs.get("checkpoints") is not None:
+        return _while_checkpointed(rv, node, ins, k)
     _, state_in, caps_in = split_operands(node, ins)
     types, cap_types = _types(node.outputs), _types(split_operands(node)[2])
     cond, body = node.bodies
@@ -310,29 +312,46 @@ def _while(rv, node, ins, k):
 
 
 def _for(rv, node, ins, k):
+    (lower, upper), init, caps = split_operands(node, ins)
+    types, (body,) = _types(node.outputs), node.bodies
+    if node.attrs.get("checkpoints") is not None:
+        return _for_checkpointed(rv, node, ins, k)
+    _for_taped(rv, types, body, lower.primal, upper.primal, init, caps, k)
+
+
+def _for_taped(rv, types, body, lower, upper, init, caps, k, segment=False):
     """FOR by two loops instead of recursion (its trip count is known when it starts):
     the forward loop keeps the state entering each iteration, and the body's products
     and transcendental values, in tables; after the continuation, the backward loop runs
     the iterations in reverse, recomputing the rest of each body from its stored state,
     and carries the state's adjoint as loop state. A state the body only writes a row of
     (`output_rows`: scan's stacked outputs) is neither stored nor carried: O(row) an
-    iteration, not O(buffer)."""
+    iteration, not O(buffer).
+
+    `segment`: these steps are a segment of a checkpointed loop, whose first forward
+    pass ran them already: the forward loop skips its prints and checks and the rows,
+    and the rows' cotangents are in the slots of `init`'s duals (the whole loop's
+    result adjoints)."""
     from ..numeric import where
     from ..staging import FOR
-    types, (body,) = [v.type for v in node.outputs], node.bodies
-    (lower, upper), init, caps = split_operands(node, ins)
-    lower, upper = lower.primal, upper.primal
     trips = where(upper > lower, upper - lower, 0)   # < 0 only if it overflowed: its tables fail
     rows = output_rows(body, len(types))
     tables = {k_: new_table(trips, t, written_first=True) for k_, t in enumerate(types) if k_ not in rows.states}
     stored = stored_values(body, trips)
+    carried = [k_ for k_ in range(len(types)) if not (segment and k_ in rows.states)]
+    skip = _ran_already(body, rows.states) if segment else ()
 
     def forward(i, state):
+        full = [init[k_].primal for k_ in range(len(types))]
+        for k_, x in zip(carried, state):
+            full[k_] = x
         for k_, tab in tables.items():
-            emit(Op.TABLE_SET, [tab._var, (i - lower)._var, state[k_]._var])
-        return tuple(stored.run([i] + list(state) + [d.primal for d in caps], i - lower))
-    final = FOR(lower, upper, forward, tuple(d.primal for d in init))
-    result = new_duals(final, types)
+            emit(Op.TABLE_SET, [tab._var, (i - lower)._var, full[k_]._var])
+        outs = stored.run([i] + full + [d.primal for d in caps], i - lower, skip)
+        return tuple(outs[k_] for k_ in carried)
+    final = FOR(lower, upper, forward, tuple(init[k_].primal for k_ in carried))
+    final = dict(zip(carried, final if isinstance(final, tuple) else (final,)))
+    result = [new_duals([final[k_]], [types[k_]])[0] if k_ in final else init[k_] for k_ in range(len(types))]
     k(result)
 
     active = [k_ for k_ in tables if differentiable(types[k_])]
@@ -358,9 +377,144 @@ def _for(rv, node, ins, k):
     for k_, g in zip(active, adjoint if isinstance(adjoint, tuple) else (adjoint,)):
         if init[k_].adj is not None:
             slot_add(init[k_].adj, g)
-    for k_ in rows.states:   # the rows no iteration wrote
+    for k_ in () if segment else rows.states:   # the rows no iteration wrote
         if init[k_].adj is not None and result[k_].adj is not None:
             slot_add(init[k_].adj, slot_get(result[k_].adj))
+
+
+# -- loops in bounded memory: checkpoints -------------------------------------------
+
+def _for_checkpointed(rv, node, ins, k):
+    """FOR with `checkpoints=c`. A loop of at most c + 1 trips is taped whole
+    (`_for_taped`). A longer one runs forward once keeping only its result, runs the
+    continuation, and then reverses its steps with `_reverse_segments`."""
+    (lower, upper), init, caps = split_operands(node, ins)
+    types, (body,) = _types(node.outputs), node.bodies
+    lower, upper, c = lower.primal, upper.primal, node.attrs["checkpoints"]
+    kc = closure(k, types, "k_for")
+
+    def long_loop():
+        final = restage_node(node, [d.primal for d in ins])
+        result = new_duals(final, types)
+        apply(kc, pack(result, types))
+        _reverse_segments(rv, types, _types(split_operands(node)[2]), body, lower, upper, init, caps, result, c)
+    IF(upper - lower <= c + 1, lambda: _for_taped(rv, types, body, lower, upper, init, caps, resume(kc, types)),
+       long_loop)
+
+
+def _while_checkpointed(rv, node, ins, k):
+    """WHILE with `checkpoints=c`: its trip count is known only at the end, so a first
+    forward run counts the trips (keeping only the final state), the continuation runs,
+    and the backward pass reverses the counted steps as a checkpointed FOR does: one
+    forward sweep more than a FOR of that trip count."""
+    from ..staging import WHILE
+    _, init, caps = split_operands(node, ins)
+    types, (cond, body) = _types(node.outputs), node.bodies
+    cap_primals = [d.primal for d in caps]
+    counted = WHILE(lambda st: restage(cond, list(st[1:]) + cap_primals)[0],
+                    lambda st: (st[0] + 1,) + tuple(restage(body, list(st[1:]) + cap_primals)),
+                    (Staged(as_var(0, "i64")),) + tuple(d.primal for d in init))
+    trips, final = counted[0], counted[1:]
+    result = new_duals(list(final), types)
+    k(result)
+    step = _indexed_body(body)   # the body as a FOR body: the index unused
+    zero = Staged(as_var(0, "i64"))
+    _reverse_segments(rv, types, _types(split_operands(node)[2]), step, zero, trips, init, caps, result,
+                      node.attrs["checkpoints"])
+
+
+def _indexed_body(body):
+    from ..ir.graph import Graph, Var
+    return Graph([Var(Type("i64"))] + list(body.params), body.nodes, body.outputs)
+
+
+def _reverse_segments(rv, types, cap_types, body, lower, upper, init, caps, result, c):
+    """Add the adjoints of the FOR steps [lower, upper) into `init` and `caps`, given the
+    adjoints of the loop's `result`, keeping at most `c` states at once (the binomial
+    schedule of Griewank's Revolve, as a recursion). A segment [a, b) with `s` states to
+    spare and n = b - a steps:
+
+    - n <= s + 1: tape it whole (`_for_taped`);
+    - otherwise run [a, m) forward keeping only x_m, reverse [m, b) from x_m with s - 1
+      (x_a is held meanwhile), then reverse [a, m) from x_a with s, seeded with x_m's
+      adjoint. The split puts as many steps on the right as `s - 1` states can reverse
+      with the recomputation count of the whole segment (`_split`).
+
+    The rows of scan's stacked outputs (`output_rows`) were written by the first forward
+    pass: no segment recomputes or keeps them, and their cotangents stay in `result`'s
+    slots. Nor do recomputed steps print or check again."""
+    from ..staging import FOR
+    rows = output_rows(body, len(types)).states
+    skip = _ran_already(body, rows)
+    row_duals = {k_: result[k_] for k_ in rows}
+
+    def start(duals):   # a segment's input state: the row states are the results'
+        return [row_duals.get(k_, d) for k_, d in enumerate(duals)]
+
+    def step(extra, state, caps_, kk, loop):
+        a, b, s = extra
+        n = b - a
+
+        def split():
+            m = b - _split(n, s)
+            cap_primals = [d.primal for d in caps_]
+            mid = FOR(a, m, lambda i, st: tuple(_advance(body, i, st, state, cap_primals, rows, skip)),
+                      tuple(d.primal for k_, d in enumerate(state) if k_ not in rows))
+            mid = iter(mid if isinstance(mid, tuple) else (mid,))
+            mid_duals = start([None if k_ in rows else new_duals([next(mid)], [t])[0] for k_, t in enumerate(types)])
+            loop(m, b, s - 1, *pack(mid_duals, types), *pack(caps_, cap_types), kk)
+
+            def seed(outs):
+                for k_, (o, md) in enumerate(zip(outs, mid_duals)):
+                    if k_ not in rows and o.adj is not None and md.adj is not None:
+                        slot_add(o.adj, slot_get(md.adj))
+            loop(a, m, s, *pack(state, types), *pack(caps_, cap_types), closure(seed, types, "k_segment"))
+        IF(n <= s + 1, lambda: _for_taped(rv, types, body, a, b, state, caps_, resume(kk, types), segment=True),
+           split)
+
+    def seed_result(outs):
+        for k_, (o, r) in enumerate(zip(outs, result)):
+            if k_ not in rows and o.adj is not None and r.adj is not None:
+                slot_add(o.adj, slot_get(r.adj))
+    loop = _loop("for_segments", types, cap_types, step)
+    loop(lower, upper, Staged(as_var(c, "i64")), *pack(start(init), types), *pack(caps, cap_types),
+         closure(seed_result, types, "k_segments"))
+    for k_ in rows:   # the rows no iteration wrote
+        if init[k_].adj is not None and result[k_].adj is not None:
+            slot_add(init[k_].adj, slot_get(result[k_].adj))
+
+
+def _ran_already(body, rows):
+    """The ids of the nodes a recomputed step of `body` skips: prints and checks (the
+    first pass ran them), and the scatters of output rows (it wrote them)."""
+    skip = {id(n) for n in body_nodes(body) if n.op in (Op.DEBUG_PRINT, Op.CHECK)}
+    return skip | {id(n) for n in rows.values()}
+
+
+def _advance(body, i, carried, state, cap_primals, rows, skip):
+    """One plain forward step of `body` over the non-row states `carried`; a skipped
+    node (`_ran_already`) gives its first input for its result (a row scatter) or nothing."""
+    full, it = [], iter(carried)
+    for k_, d in enumerate(state):
+        full.append(d.primal if k_ in rows else next(it))
+    outs = run_graph(body, [i] + full + cap_primals,
+                     lambda node, xs: xs[:len(node.outputs)] if id(node) in skip else restage_node(node, xs))
+    return [o for k_, o in enumerate(outs) if k_ not in rows]
+
+
+def _split(n, s):
+    """How many of a segment's n steps go right (reversed with s - 1 spare states) in the
+    binomial schedule: with r the least count of recomputations such that s spare states
+    reverse n steps — N(s, r) = C(s + r + 1, s) >= n, as N(s, r) = N(s, r - 1) +
+    N(s - 1, r) and N(s, 0) = s + 1 —, the right part takes min(n - 1, N(s - 1, r)) =
+    min(n - 1, N(s, r) * s / (s + r + 1)) steps and the left part (recomputed once
+    more) at most N(s, r - 1)."""
+    from ..numeric import where
+    from ..staging import WHILE
+    r, big = WHILE(lambda st: st[1] < n, lambda st: (st[0] + 1, st[1] * (s + st[0] + 2) // (st[0] + 2)),
+                   (Staged(as_var(0, "i64")), s + 1))
+    right = big * s // (s + r + 1)
+    return where(right < n - 1, right, n - 1)
 
 
 def _checkpoint(rv, node, ins, k):

@@ -42,14 +42,14 @@ def at(table, i):
     return Staged(emit(Op.TABLE_GET, [table._var, i._var])[0])
 
 
-def _body_nodes(graph):
+def body_nodes(graph):
     """The live nodes of a loop body and of its IF branches (a branch runs at most once an
     iteration, and the backward pass runs the same branch)."""
     for n in live_nodes(graph):
         yield n
         if n.op == Op.IF:
             for branch in n.bodies:
-                yield from _body_nodes(branch)
+                yield from body_nodes(branch)
 
 
 class output_rows:
@@ -103,13 +103,17 @@ class stored_values:
 
     def __init__(self, body, count):
         self.body = body
-        self.nodes = [n for n in _body_nodes(body) if n.op.stored and n.outputs[0].type.shape]
+        self.nodes = [n for n in body_nodes(body) if n.op.stored and n.outputs[0].type.shape]
         self.tables = [new_table(count, n.outputs[0].type, written_first=True) for n in self.nodes]
 
-    def run(self, args, entry):
+    def run(self, args, entry, skip=()):
+        """(`skip`: ids of nodes a recomputed step leaves out: a row scatter gives its
+        buffer for its result, a print or check nothing; see `reverse._ran_already`.)"""
         keep = {id(n): tab for n, tab in zip(self.nodes, self.tables)}
 
         def rule(node, xs):
+            if id(node) in skip:
+                return xs[:len(node.outputs)]
             if node.op == Op.IF:
                 branch = lambda g: lambda *a: tuple(run_graph(g, list(a), rule))
                 outs = IF(xs[0], branch(node.bodies[0]), branch(node.bodies[1]), *xs[1:])
@@ -228,7 +232,7 @@ class loop_invariant_transposes:
 
     def __init__(self, body, caps):
         by_param = dict(zip(body.params[len(body.params) - len(caps):], caps))
-        weights = {n.inputs[1]: None for n in _body_nodes(body)   # a dict: in program order, so the
+        weights = {n.inputs[1]: None for n in body_nodes(body)   # a dict: in program order, so the
                    if n.op == Op.MATMUL and not n.attrs["ta"] and not n.attrs["tb"]}   # program is the same in every process
         self.map = {}
         for v in weights:

@@ -422,16 +422,6 @@ def _sort(rt, node, ins):
     return [result]
 
 
-@rule(Op.RANDOM)
-def _random(rt, node, ins):
-    (key,), out = ins, node.outputs[0].type
-    n = size_of(out.shape)
-    result = rt.alloc(out)
-    kern = rt.kernel((id(node), kind(key)), lambda: K.random_source(kind(key), n))
-    rt.launch(kern, n, key, result)
-    return [result]
-
-
 # -- trees and tables (tree data stays on the host) ------------------------------
 
 @rule(Op.TREE_GET)

@@ -44,7 +44,8 @@ def environment():
                "exp": np.exp, "log": np.log, "log1p": np.log1p, "expm1": np.expm1, "sqrt": np.sqrt,
                "sin": np.sin, "cos": np.cos, "tanh": np.tanh, "fmod": np.fmod,
                "power": np.power, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan,
-               "atan2": np.arctan2, "quiet": lambda: np.errstate(all="ignore")}
+               "atan2": np.arctan2, "sinh": np.sinh, "cosh": np.cosh, "hypot": np.hypot,
+               "quiet": lambda: np.errstate(all="ignore")}
     else:
         env = {"f64": numba.float64, "f32": numba.float32, "i64": numba.int64, "u64": numba.uint64,
                "b1": numba.boolean, "fmod": math.fmod, "power": math.pow}
@@ -138,10 +139,20 @@ def h_dot_columns(x, y, p, q, k, n, depth):
     return acc
 
 
-def h_mix(z):
-    z = (z ^ (z >> u64(30))) * u64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> u64(27))) * u64(0x94D049BB133111EB)
-    return z ^ (z >> u64(31))
+def h_threefry(key, count):   # jitad/primitives/bits.py, in i64 words masked to 32 bits
+    m = 0xFFFFFFFF
+    k0, k1, x0, x1 = (key >> 32) & m, key & m, (count >> 32) & m, count & m
+    k2 = k0 ^ k1 ^ 0x1BD11BDA
+    x0, x1 = (x0 + k0) & m, (x1 + k1) & m
+    for i in range(5):
+        for j in range(4):
+            r = (13, 15, 26, 6, 17, 29, 16, 24)[(i % 2) * 4 + j]
+            x0 = (x0 + x1) & m
+            x1 = (((x1 << r) & m) | (x1 >> (32 - r))) ^ x0
+        a = (k0, k1, k2)[(i + 1) % 3]
+        c = (k0, k1, k2)[(i + 2) % 3]
+        x0, x1 = (x0 + a) & m, (x1 + c + i + 1) & m
+    return ((x0 - ((x0 >> 31) << 32)) << 32) | x1
 """
 
 CTOR = {"f64": "f64", "f32": "f32", "i64": "i64", "bool": "b1"}
@@ -382,15 +393,6 @@ def matmul_source(m, n, k, ta, tb, dtype, tile, accumulate=False):
 def matmul_shared_bytes(dtype, tile):
     """Dynamic shared memory a `matmul_source` kernel launch needs: two tiles."""
     return 2 * tile * tile * np.dtype(NUMPY[dtype]).itemsize
-
-
-def random_source(kind_key, n):
-    """Element k of uniform(key): splitmix64 of (key, k + 1), as jitad.random defines it."""
-    golden = "u64(0x9E3779B97F4A7C15)"
-    key = element("key", kind_key, 0)
-    lines = [f"z = h_mix(u64({key}) * {golden} + u64(i + 1) * {golden})",
-             "out[i] = f64(z >> u64(11)) * 1.1102230246251565e-16"]
-    return "\n".join(["def kernel(key, out):"] + _grid_loop(str(n), lines)) + "\n"
 
 
 def cumsum_source(outer, n, inner, reverse):

@@ -16,6 +16,7 @@ which stores it.
 """
 import ctypes
 import sysconfig
+import weakref
 
 import llvmlite.ir as ir
 import numpy as np
@@ -51,6 +52,7 @@ NPY_TYPENUM = {"bool": 0, "i64": 7, "f32": 11, "f64": 12}
 # Field offsets of CPython's objects and NumPy's PyArrayObject (checked below)
 OB_TYPE, TUPLE_SIZE, TUPLE_ITEMS, DICT_USED = 8, 16, 24, 16
 ARRAY_DATA, ARRAY_ND, ARRAY_DIMS, ARRAY_DESCR, ARRAY_FLAGS = 16, 24, 32, 56, 64
+ARRAY_WEAKLIST = np.ndarray.__weakrefoffset__   # the array's weak references (NULL when none)
 C_CONTIGUOUS_ALIGNED = 0x0001 | 0x0100
 OWNDATA_WRITEABLE = 0x0004 | 0x0400
 
@@ -65,7 +67,9 @@ def _check_layout():
             read(d, OB_TYPE) == id(dict), read(d, DICT_USED) == 3,
             read(a, OB_TYPE) == id(np.ndarray), read(a, ARRAY_DATA) == a.ctypes.data,
             read(a, ARRAY_ND, ctypes.c_int) == 2, read(a, ARRAY_DESCR) == id(a.dtype),
-            read(a, ARRAY_FLAGS, ctypes.c_int) & flags == flags]
+            read(a, ARRAY_FLAGS, ctypes.c_int) & flags == flags, read(a, ARRAY_WEAKLIST) == 0]
+    ref = weakref.ref(a)
+    seen.append(read(a, ARRAY_WEAKLIST) != 0 and ref() is a)
     if all(seen):   # then the dims pointer can be followed
         seen.append((ctypes.c_int64 * 2).from_address(read(a, ARRAY_DIMS))[:] == [2, 3])
     if not all(seen):
@@ -75,6 +79,7 @@ def _check_layout():
 
 _check_layout()
 # Result arrays kept per tensor output for reuse (see `add_entry`), up to this size each;
+# a pooled array is reused only when nothing else holds it, not even a weak reference;
 # the check reads ob_refcnt, so not on free-threaded builds.
 POOL, POOL_MAX_BYTES = 2, 16 << 20
 POOLING = not sysconfig.get_config_var("Py_GIL_DISABLED")
@@ -153,6 +158,7 @@ def _pool_take(module):
         obj = b.load(b.gep(pool, [I64(s_)], source_etype=PTR), typ=PTR)
         with b.if_then(b.icmp_unsigned("!=", obj, PTR(None))):
             ok = b.icmp_signed("==", b.load(obj, typ=I64), I64(1))   # ob_refcnt: only the pool's
+            ok = b.and_(ok, b.icmp_unsigned("==", _field(b, obj, ARRAY_WEAKLIST, PTR), PTR(None)))   # no weakref
             ok = b.and_(ok, b.icmp_unsigned("==", _field(b, obj, ARRAY_DESCR, PTR), descr))
             ok = b.and_(ok, b.icmp_signed("==", _field(b, obj, ARRAY_ND, C_INT), nd))
             flags = C_CONTIGUOUS_ALIGNED | OWNDATA_WRITEABLE

@@ -9,7 +9,6 @@ loop nest in register tiles too.
 import llvmlite.ir as ir
 import numpy as np
 
-from .. import random  # noqa: F401  (declares Op.RANDOM)
 from ..ir.ops import Op
 from ..ir.types import RefType, Type
 from .llvm import ELEMENT_BYTES, F32, F64, I1, I32, I64, LL, PTR, SCALAR_RULES, alloca, collapse, rule
@@ -451,30 +450,6 @@ def _concat(lo, node, ins):
             lo.elem_ptr(out, out_t, idx, steps=[1] * len(starts), starts=starts)))
         start += t.shape[axis]
     return [out]
-
-
-def _mix(b, z):
-    """splitmix64's finalizer (matches `jitad.random.uniform_numpy`)."""
-    for shift, mult in ((30, 0xBF58476D1CE4E5B9), (27, 0x94D049BB133111EB)):
-        z = b.mul(b.xor(z, b.lshr(z, I64(shift))), I64(mult - (1 << 64)))
-    return b.xor(z, b.lshr(z, I64(31)))
-
-
-@rule(Op.RANDOM)
-def _random(lo, node, ins):
-    out_t = node.outputs[0].type
-    out = _scalar_or_buffer(lo, node.outputs[0])
-    b = lo.b
-    golden = I64(0x9E3779B97F4A7C15 - (1 << 64))
-    base = b.mul(ins[0], golden)
-
-    def body(idx):
-        counter = b.add(lo.offset(out_t.shape, idx), I64(1))
-        bits = _mix(b, b.add(base, b.mul(counter, golden)))
-        value = b.fmul(b.uitofp(b.lshr(bits, I64(11)), F64), F64(2.0 ** -53))
-        b.store(value, lo.elem_ptr(out, out_t, idx) if out_t.shape else out)
-    lo.loop_nest(out_t.shape, body)
-    return [_finish(lo, out, out_t)]
 
 
 def _add_rows(lo, slot, ref_t, i, value, value_t, value_idx, store=False):

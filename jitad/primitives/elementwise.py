@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from ..ir.ops import broadcast_shapes, comparison, convert_value, declare, elementwise, floating, logical
+from ..ir.ops import Op, broadcast_shapes, comparison, convert_value, declare, elementwise, floating, logical
 from ..ir.types import FLOATS, Type
 from .rules import N, by_dtype, elementwise_vjp, impl_float, in_double, instruction, intrinsic, is_float, \
     zero_gradient
@@ -192,6 +192,25 @@ declare("arccos", floating, np.arccos, arity=1, flags=MATH,
 declare("arctan", floating, np.arctan, arity=1, flags=MATH,
         vjp=elementwise_vjp(lambda x, out: 1.0 / (1.0 + x * x)), llvm="atan", cuda="atan({0})",
         doc="Inverse tangent: `jitad.arctan(1.0) == math.pi / 4`.")
+
+# libm's, exact to the last bit and overflowing where the result does (no public name: the
+# NumPy-style functions in numpy_api call them)
+declare("sinh", floating, np.sinh, arity=1, flags=MATH, vjp=lambda g, x, out: (g * N.bind(Op.COSH, x),),
+        llvm="sinh", cuda="sinh({0})")
+declare("cosh", floating, np.cosh, arity=1, flags=MATH, vjp=lambda g, x, out: (g * N.bind(Op.SINH, x),),
+        llvm="cosh", cuda="cosh({0})")
+declare("exp2", floating, np.exp2, arity=1, flags=MATH, vjp=lambda g, x, out: (g * out * math.log(2.0),),
+        llvm="exp2", cuda="power({t}(2), {0})")
+
+
+def _hypot_vjp(g, x, y, out):
+    """d/dx = x / r, d/dy = y / r; (1/2, 1/2) at the origin, as JAX."""
+    zero = out == 0.0
+    r = N.where(zero, 1.0, out)
+    return g * N.where(zero, 0.5, x / r), g * N.where(zero, 0.5, y / r)
+
+
+declare("hypot", floating, np.hypot, arity=2, flags=MATH, vjp=_hypot_vjp, llvm="hypot", cuda="hypot({0}, {1})")
 
 
 def _arctan2_vjp(g, y, x, out):
