@@ -1,7 +1,7 @@
 """jitad: JIT-compiled differentiable programs through LLVM."""
 from .api import grad, hvp, jit, jit_grad, jvp, trace, value_and_grad, vjp, vmap
-from .errors import (ArgumentError, DeviceError, DistributedError, ExportError, ImmutableError, JitadError,
-                     JitadWarning, ResourceError, RuntimeCheckError, ShapeError, StagingError)
+from .errors import (ArgumentError, ConfigError, DeviceError, DistributedError, ExportError, ImmutableError,
+                     JitadError, JitadWarning, ResourceError, RuntimeCheckError, ShapeError, StagingError)
 from .numeric import *  # noqa: F401,F403
 from .pytree import tree_leaves, tree_map
 from .staging import FOR, FUN, IF, TREE, WHILE, ShapeDtype

@@ -2,17 +2,17 @@
 import functools
 import gc
 import inspect
-import os
+import re
 from collections import OrderedDict
 
 import numpy as np
 
 from . import numpy_api, timing
-from .errors import ArgumentError, ShapeError
+from .errors import ArgumentError, ShapeError, env_int
 from .ir.types import NUMPY, TreeType
 from .ir.verify import verify
 from .lower.compile import SCALAR_KEYS, compile_program
-from .pytree import flatten, unflatten
+from .pytree import check_hashable, flatten, unflatten
 from .ad.forward import contains_effects
 from .batching import value_and_grad as _reverse_or_defer, vmap_staged
 from .staging import (Staged, StagedTree, arg_type, as_var, current_frame, is_device_array, is_staged,
@@ -21,7 +21,7 @@ from .tree import SLOT_OFFSETS, Tree, plain_tree
 
 # signatures a jitted function keeps compiled (least recently called dropped first);
 # `f.max_signatures` changes it for one function
-MAX_SIGNATURES = int(os.environ.get("JITAD_MAX_SIGNATURES", "128"))
+MAX_SIGNATURES = env_int("JITAD_MAX_SIGNATURES", 128, 0)
 
 
 def _lru_touch(cache, key):
@@ -72,25 +72,41 @@ class Jitted:
         self.device = check_device(device)
         self.static_argnums = tuple(sorted(set(check_argnums(static_argnums, "jit", "static_argnums",
                                                              allow_empty=True))))
-        self._signature = inspect.signature(fn) if callable(fn) else None
+        self._signature = _signature(fn)
         self._compiled = OrderedDict()   # signature key -> Compiled, least recently called first
         self.max_signatures = MAX_SIGNATURES
         self._static_by_count = {}   # positional argument count -> static_argnums, normalized
+        self._keyword_jits = {}   # static_argnums -> the jit of calls with keyword arguments
         self._last = None
         self._fallback = functools.partial(Jitted.__call__, self)
         functools.update_wrapper(self, fn, updated=())
 
     def _bind(self, args, kwargs):
+        """`(positional, keyword)` arguments: those a parameter before `*` can take become
+        positional; the rest (keyword-only and `**kwargs` ones) stay keywords."""
         if self._signature is None:
-            return args
+            return args, kwargs
         try:
             bound = self._signature.bind(*args, **kwargs)
         except TypeError as e:
             raise ArgumentError(f"{getattr(self.fn, '__name__', 'function')}: {e}") from None
-        if bound.kwargs:
-            raise ArgumentError(f"{self.fn.__name__}: keyword-only arguments are not supported; "
-                                "pass them positionally")
-        return bound.args
+        return bound.args, bound.kwargs
+
+    def _call_with_keywords(self, args, kwargs):
+        """Keyword arguments are dynamic, as in JAX's jit: they travel as a dict after the
+        positional ones, through a jit of their own (its signatures kept apart)."""
+        if current_frame() is not None:
+            return self.fn(*args, **kwargs)
+        nums = self._static_nums(len(args)) if self.static_argnums else ()
+        inner = self._keyword_jits.get(nums)
+        if inner is None:
+            fn = self.fn
+
+            def with_keywords(*a):
+                return fn(*a[:-1], **a[-1])
+            with_keywords.__name__ = _fn_name(fn)
+            inner = self._keyword_jits[nums] = jit(with_keywords, nums, self.device)
+        return inner(*args, kwargs)
 
     def __call__(self, *args, **kwargs):
         """The dispatcher: find or compile this signature's code and run it.
@@ -99,7 +115,9 @@ class Jitted:
         installed as this object's `__call__`, so later calls skip this method.
         """
         if kwargs:
-            args = self._bind(args, kwargs)
+            args, kwargs = self._bind(args, kwargs)
+            if kwargs:
+                return self._call_with_keywords(args, kwargs)
         if current_frame() is not None:
             return self.fn(*args)   # called inside a trace: inline, as a nested jit in JAX
         nums = (self._static_by_count.get(len(args)) or self._static_nums(len(args))) if self.static_argnums else ()
@@ -113,7 +131,10 @@ class Jitted:
         try:
             compiled = self._compiled.get(key)
         except TypeError:
-            raise ArgumentError("static arguments must be hashable") from None
+            check_hashable(td)
+            raise ArgumentError(f"{_fn_name(self.fn)}: static arguments must be hashable, got "
+                                f"{', '.join(type(s).__name__ for s in static)}; pass tuples instead of "
+                                "lists, or leave it out of static_argnums") from None
         if compiled is not self._last and compiled is not None:   # the last called is the newest
             _lru_touch(self._compiled, key)
         if compiled is None:
@@ -165,7 +186,7 @@ class Jitted:
         try:
             with timing.stage("trace"):
                 program, out_td, _ = trace_program(staged_fn, dynamic, in_td, types)
-            compiled = compile_program(program, out_td, types, getattr(self.fn, "__name__", "f"),
+            compiled = compile_program(program, out_td, types, _fn_name(self.fn),
                                        self._fallback, in_td if not nums else None,
                                        self.device)
             compiled.in_td = in_td
@@ -222,11 +243,24 @@ def jit(fn=None, static_argnums=(), device="cpu"):
     if fn is None:
         return lambda f: jit(f, static_argnums, device)
     check_callable(fn, "jit")
-    cls = type(f"jit_{getattr(fn, '__name__', 'f')}", (Jitted,), {})   # its own __call__ slot
+    cls = type(f"jit_{_fn_name(fn)}", (Jitted,), {})   # its own __call__ slot
     return cls(fn, static_argnums, device)
 
 
 DEVICES = ("cpu", "cuda")
+
+
+def _fn_name(fn):
+    """`fn.__name__` made safe as a type, LLVM module and C method name (no NUL, quote or newline)."""
+    return re.sub(r"[^A-Za-z0-9_<>.]", "_", str(getattr(fn, "__name__", "f")))
+
+
+def _signature(fn):
+    """`fn`'s signature, or None where Python has none (some builtins): then any call binds."""
+    try:
+        return inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
 
 
 def check_callable(fn, who):
@@ -375,10 +409,15 @@ def _along(result, seeds):
 
 
 def _transformation(fn, name, body, device="cpu"):
+    """The jit of `body(f, *args)`, where `f` is `fn` with the call's keyword arguments
+    bound: they pass through to `fn` and are not differentiated (as in JAX)."""
     check_callable(fn, name)
-    staged = functools.wraps(fn)(body)
+
+    @functools.wraps(fn)
+    def staged(*args, **kwargs):
+        return body(functools.partial(fn, **kwargs) if kwargs else fn, *args)
     staged.__name__ = f"{name}_{getattr(fn, '__name__', 'f')}"
-    staged.__signature__ = inspect.signature(fn)
+    staged.__signature__ = _signature(fn)
     return jit(staged, device=device)
 
 
@@ -390,8 +429,8 @@ def value_and_grad(fn, argnums=0, has_aux=False, device="cpu"):
     (12.0, (4.0, 3.0))
     """
     check_argnums(argnums, "value_and_grad")
-    return _transformation(fn, "value_and_grad", lambda *args: _value_and_grad_staged(
-        fn, args, argnums, has_aux, "value_and_grad"), device)
+    return _transformation(fn, "value_and_grad", lambda f, *args: _value_and_grad_staged(
+        f, args, argnums, has_aux, "value_and_grad"), device)
 
 
 def grad(fn, argnums=0, has_aux=False, device="cpu"):
@@ -403,8 +442,8 @@ def grad(fn, argnums=0, has_aux=False, device="cpu"):
     """
     check_argnums(argnums, "grad")
 
-    def body(*args):
-        value, g = _value_and_grad_staged(fn, args, argnums, has_aux, "grad")
+    def body(f, *args):
+        value, g = _value_and_grad_staged(f, args, argnums, has_aux, "grad")
         return (g, value[1]) if has_aux else g
     return _transformation(fn, "grad", body, device)
 
@@ -439,9 +478,15 @@ def vmap(fn, in_axes=0, out_axes=0):
         return vmap_staged(fn, args, in_axes, out_axes)
     staged.__name__ = f"vmap_{getattr(fn, '__name__', 'f')}"
     compiled = jit(staged)
+    with_keywords = []
 
     @functools.wraps(fn)
-    def batched(*args):
+    def batched(*args, **kwargs):
+        if kwargs:   # keyword arguments are batched along their axis 0, as in JAX
+            if not with_keywords:
+                axes = tuple(in_axes) if isinstance(in_axes, list) else in_axes   # one per positional
+                with_keywords.append(vmap(lambda a, k: fn(*a, **k), (axes, 0), out_axes))
+            return with_keywords[0](args, kwargs)
         if current_frame() is not None:
             return vmap_staged(fn, args, in_axes, out_axes)
         return compiled(*args)

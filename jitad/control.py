@@ -7,7 +7,7 @@ from . import numeric as N
 from .errors import ArgumentError, StagingError
 from .ir.types import Type
 from .pytree import TreeDef, flatten, unflatten
-from .staging import FOR, IF, _leaf_type, checkpoint_count, current_frame, is_staged, trace_program
+from .staging import FOR, IF, Staged, _leaf_type, as_var, checkpoint_count, current_frame, is_staged, trace_program
 
 
 def _leading_lengths(leaves):
@@ -66,8 +66,9 @@ def scan(f, init, xs=None, length=None, reverse=False, *, checkpoints=None):
         return _scan_eager(f, init, xs_leaves, xs_td, n, order)
     c_leaves, c_td = flatten(init)
     c_types = [_leaf_type(x, "scan carry") for x in c_leaves]
-    x_types = [Type(x.ir_dtype if is_staged(x) else _leaf_type(np.asarray(x)[0], "scan xs").dtype,
-                    tuple(np.shape(x) if not is_staged(x) else x.shape)[1:]) for x in xs_leaves]
+    # NumPy xs are constants of the program: staged, a traced step index can slice them
+    xs_leaves = [x if is_staged(x) else Staged(as_var(np.asarray(x))) for x in xs_leaves]
+    x_types = [Type(x.ir_dtype, tuple(x.shape)[1:]) for x in xs_leaves]
     # the types of y (and a check of the carry), from a trace of f on its own
     program, out_td, _ = trace_program(f, None, TreeDef("tuple", (c_td, xs_td)), c_types + x_types)
     carry_td, y_td = _check_step(out_td, c_td)
@@ -78,6 +79,8 @@ def scan(f, init, xs=None, length=None, reverse=False, *, checkpoints=None):
                                "the carry must keep its type (e.g. init 0.0, not 0, for a float carry)")
     ys0 = [N.zeros((n,) + t.shape, t.dtype) if t.dtype != "bool" else N.zeros((n,) + t.shape, "i64") < 0
            for t in y_types]
+    if n == 0:   # no step runs: JAX returns init and empty ys
+        return init, unflatten(y_td, ys0)
 
     def body(i, state):
         carry, ys = state

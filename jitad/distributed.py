@@ -16,6 +16,7 @@ runs by calling MPI itself (jitad/lower/mpi.py), so a whole training loop runs n
 In a single process (no `init()`, or `mpiexec -n 1`) the collectives are identities.
 Install MPI with `pip install jitad[mpi]` (mpi4py and the MPICH wheel).
 """
+import hashlib
 import os
 import sys
 import threading
@@ -26,7 +27,7 @@ import numpy as np
 from .errors import ArgumentError, DistributedError
 from .ir.ops import Op, declare, shape_rule
 from .pytree import flatten, unflatten
-from .staging import emit, is_staged, wrap
+from .staging import as_var, emit, is_staged, wrap
 
 OPS = ("sum", "mean", "max", "min")
 _world = None   # mpi4py's COMM_WORLD once `init()` ran
@@ -120,60 +121,146 @@ def _check_leaf(x, what):
                             "collectives take floats and integers (convert bools first)")
 
 
-def allreduce(tree, op="sum"):
+def allreduce(tree, op="sum", timeout=None):
     """Combine every rank's `tree` leaf by leaf ("sum", "mean", "max" or "min"); every rank
     gets the result. All ranks must call it in the same order, with the same structure,
-    shapes and dtypes.
+    shapes and dtypes: called on NumPy values, the ranks first compare these (one small
+    collective) and all raise `DistributedError` if they differ. `timeout=` seconds: when
+    the other ranks have not joined by then, `DistributedError` (compiled code, which cannot
+    raise, prints that and ends the job) instead of waiting forever.
 
     >>> grads = dist.allreduce(grads, op="mean")   # data-parallel gradient average
-    >>> total = dist.allreduce(3.0)                # 3.0 * size()
+    >>> total = dist.allreduce(3.0, timeout=60)    # 3.0 * size()
     """
     _check_op(op)
+    _check_timeout("allreduce", timeout)
     leaves, td = flatten(tree)
-    return unflatten(td, [_allreduce_leaf(x, op) for x in leaves])
-
-
-def _allreduce_leaf(x, op):
-    _check_leaf(x, "allreduce")
-    n = size()
-    if n == 1:
-        return x
-    if is_staged(x):
-        _check_count(x)
-        out = wrap(emit(Op.ALLREDUCE, [x._var], {"reduce": "sum" if op == "mean" else op})[0])
-        return out / n if op == "mean" else out
+    for x in leaves:
+        _check_leaf(x, "allreduce")
+    if size() == 1:
+        return tree
+    if any(map(is_staged, leaves)):
+        return unflatten(td, [_allreduce_staged(x, op, timeout) for x in leaves])
     from mpi4py import MPI
-    a = np.ascontiguousarray(x)
-    out = np.empty_like(a)
-    _world.Allreduce(a, out, op={"sum": MPI.SUM, "mean": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}[op])
-    if op == "mean":
-        out = out / n
-    return _like(x, out)
+    deadline = _agree("allreduce", op, leaves, td, timeout)
+    mpi_op, out = {"sum": MPI.SUM, "mean": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}[op], []
+    for x in leaves:
+        a = np.ascontiguousarray(x)
+        o = np.empty_like(a)
+        _wait(_world.Iallreduce(a, o, op=mpi_op) if deadline else _world.Allreduce(a, o, op=mpi_op),
+              deadline, "allreduce", timeout)
+        out.append(_like(x, o / size() if op == "mean" else o))
+    return unflatten(td, out)
 
 
-def broadcast(tree, root=0):
+def _staged(x):
+    """A leaf of a pytree whose other leaves are staged: a constant of the program."""
+    return _check_count(x if is_staged(x) else wrap(as_var(np.asarray(x) if np.ndim(x) else x)))
+
+
+def _timeout_attr(timeout):
+    """A staged collective's `timeout` attribute (none without one: the blocking MPI call)."""
+    return {} if timeout is None else {"timeout": float(timeout)}
+
+
+def _allreduce_staged(x, op, timeout=None):
+    out = wrap(emit(Op.ALLREDUCE, [_staged(x)._var], {"reduce": "sum" if op == "mean" else op,
+                                                      **_timeout_attr(timeout)})[0])
+    return out / size() if op == "mean" else out
+
+
+def broadcast(tree, root=0, timeout=None):
     """Every rank gets rank `root`'s `tree` (the others' values are only read for their
-    structure, shapes and dtypes, which must match root's).
+    structure, shapes and dtypes, which must match root's: checked as by `allreduce`, as is
+    `timeout=`).
 
     >>> params = dist.broadcast(init_params(seed=dist.rank()))   # all ranks start equal
     """
     n = size()
     if not isinstance(root, (int, np.integer)) or not 0 <= root < n:
         raise ArgumentError(f"broadcast: root={root!r}; it must be a rank, 0 .. {n - 1}")
+    _check_timeout("broadcast", timeout)
     leaves, td = flatten(tree)
-    return unflatten(td, [_broadcast_leaf(x, int(root)) for x in leaves])
+    for x in leaves:
+        _check_leaf(x, "broadcast")
+    if n == 1:
+        return tree
+    if any(map(is_staged, leaves)):
+        attrs = {"root": int(root), **_timeout_attr(timeout)}
+        return unflatten(td, [wrap(emit(Op.BCAST, [_staged(x)._var], attrs)[0]) for x in leaves])
+    deadline = _agree("broadcast", int(root), leaves, td, timeout)
+    out = []
+    for x in leaves:
+        a = np.array(x, order="C")   # a copy: the caller's array stays as it was
+        _wait(_world.Ibcast(a, root=int(root)) if deadline else _world.Bcast(a, root=int(root)),
+              deadline, "broadcast", timeout)
+        out.append(_like(x, a))
+    return unflatten(td, out)
 
 
-def _broadcast_leaf(x, root):
-    _check_leaf(x, "broadcast")
-    if size() == 1:
-        return x
-    if is_staged(x):
-        _check_count(x)
-        return wrap(emit(Op.BCAST, [x._var], {"root": root})[0])
-    a = np.array(x, order="C")   # a copy: the caller's array stays as it was
-    _world.Bcast(a, root=root)
-    return _like(x, a)
+# -- checks before an eager collective ------------------------------------------------
+
+def _check_timeout(who, timeout):
+    number = isinstance(timeout, (int, float, np.integer, np.floating)) and not isinstance(timeout, bool)
+    if timeout is not None and not (number and timeout > 0):
+        raise ArgumentError(f"{who}: timeout={timeout!r}; give a number of seconds > 0, or None to wait forever")
+
+
+def _structure(td):
+    """The structure of a pytree as text that is the same in every process (no aux_data:
+    its repr may hold addresses)."""
+    inner = ",".join(_structure(c) for c in td.children)
+    name = {"custom": lambda: td.keys[0].__qualname__, "namedtuple": lambda: td.keys.__qualname__,
+            "dict": lambda: repr(td.keys)}.get(td.kind, lambda: td.kind)()
+    return f"{name}({inner})" if td.children or td.kind != "leaf" else "*"
+
+
+_SIGNATURES = {}   # (collective, op or root, structure, leaf shapes and dtypes) -> (text, [hash, -hash])
+
+
+def _signature(key):
+    who, how, td, leaves = key
+    text = f"{who}(op={how!r}) of {_structure(td)} with leaves " + ", ".join(
+        f"{np.dtype(char)}{list(shape)}" for shape, char in leaves)
+    h = int.from_bytes(hashlib.blake2b(text.encode(), digest_size=7).digest(), "little")
+    if len(_SIGNATURES) > 1000:
+        _SIGNATURES.clear()
+    _SIGNATURES[key] = text, np.array([h, -h], np.int64)
+    return _SIGNATURES[key]
+
+
+def _agree(who, how, leaves, td, timeout):
+    """Compare what each rank passes (the collective, its op or root, the pytree's structure,
+    each leaf's shape and dtype) with one small allreduce; DistributedError on every rank
+    if they differ. Returns the deadline of `timeout` (None without one)."""
+    deadline = time.monotonic() + timeout if timeout is not None else None
+    from mpi4py import MPI
+    key = (who, how, td, tuple((np.shape(x), np.asarray(x).dtype.char) for x in leaves))
+    text, sig = _SIGNATURES.get(key) or _signature(key)
+    both = np.empty(2, np.int64)
+    _wait(_world.Iallreduce(sig, both, op=MPI.MAX) if deadline else _world.Allreduce(sig, both, op=MPI.MAX),
+          deadline, who, timeout)
+    if both[0] != -both[1]:   # max != min: not all the same
+        texts = _world.allgather(text)
+        lines = "\n".join(f"  rank {r}: {t}" for r, t in enumerate(texts))
+        raise DistributedError(f"{who}: the ranks pass different values:\n{lines}\nevery rank must make the same "
+                               "collective with the same structure, shapes and dtypes (convert with "
+                               ".astype(...), or use floats on every rank)")
+    return deadline
+
+
+def _wait(request, deadline, who, timeout):
+    """Wait for a non-blocking collective until `deadline` (None: it was blocking, done)."""
+    if deadline is None:
+        return
+    pause = 1e-5
+    while not request.Test():
+        if time.monotonic() > deadline:
+            raise DistributedError(
+                f"{who}: rank {rank()} waited {timeout} s for the other ranks; one of them failed, hangs or "
+                "calls collectives in another order. The job's collectives are now out of step: end it")
+        time.sleep(pause)
+        pause = min(pause * 2, 1e-3)
 
 
 def shard(batch, axis=0):
@@ -185,8 +272,14 @@ def shard(batch, axis=0):
     n, r = size(), rank()
     leaves, td = flatten(batch)
     out = []
-    for x in leaves:
-        length = x.shape[axis]
+    for k, x in enumerate(leaves):
+        shape = tuple(x.shape) if is_staged(x) else np.shape(x)
+        if isinstance(axis, (bool, np.bool_)) or not isinstance(axis, (int, np.integer)) \
+                or not -len(shape) <= axis < len(shape):
+            raise ArgumentError(f"shard: axis={axis!r} but leaf {k} of the batch has shape {shape}; give an "
+                                f"int axis the leaves have, -{len(shape)} .. {len(shape) - 1}" if shape else
+                                f"shard: leaf {k} of the batch is a scalar; every leaf must be an array to split")
+        length = shape[axis]
         if length % n:
             raise ArgumentError(f"shard: {length} rows along axis {axis} do not split evenly over "
                                 f"{n} processes; drop or pad examples to a multiple of {n}")
@@ -210,6 +303,7 @@ def _check_count(x):
     if x.size >= 2 ** 31:
         raise ArgumentError(f"a staged collective of {x.size} elements: MPI counts are 32-bit; "
                             "split the array")
+    return x
 
 
 # -- the primitives and their derivative rules ---------------------------------------
@@ -219,17 +313,17 @@ def _not_differentiable(reduce):
                             "op='sum' or 'mean', or apply jitad.stop_gradient to its input")
 
 
-def allreduce_vjp(g, reduce):
+def allreduce_vjp(g, reduce, timeout=None):
     """y = sum over ranks of x: each rank's cotangent is the sum of all ranks' cotangents."""
     if reduce != "sum":
         raise _not_differentiable(reduce)
-    return wrap(emit(Op.ALLREDUCE, [g._var], {"reduce": "sum"})[0])
+    return _allreduce_staged(g, "sum", timeout)
 
 
-def broadcast_vjp(g, root):
+def broadcast_vjp(g, root, timeout=None):
     """y = x on root: root's cotangent sums every rank's; the others' inputs get none (they
     still take part in the sum, a collective)."""
-    total = wrap(emit(Op.ALLREDUCE, [g._var], {"reduce": "sum"})[0])
+    total = _allreduce_staged(g, "sum", timeout)
     return total if rank() == root else None
 
 
@@ -246,7 +340,9 @@ def _collective_jvp(node, tangents, primals, out):
 
 # effects: never removed or fused. `reduce` is "sum", "max" or "min" (staging makes "mean"
 # a sum and a division). Lowered in jitad/lower/mpi.py.
-declare("allreduce", shape_rule(lambda types, reduce: types[0].shape), lambda x, reduce: allreduce(x, reduce),
-        arity=1, vjp=lambda g, x, out, reduce: (allreduce_vjp(g, reduce),), jvp=_collective_jvp)
-declare("bcast", shape_rule(lambda types, root: types[0].shape), lambda x, root: broadcast(x, root),
-        arity=1, vjp=lambda g, x, out, root: (broadcast_vjp(g, root),), jvp=_collective_jvp)
+declare("allreduce", shape_rule(lambda types, reduce, timeout=None: types[0].shape),
+        lambda x, reduce, timeout=None: allreduce(x, reduce, timeout), arity=1, jvp=_collective_jvp,
+        vjp=lambda g, x, out, reduce, timeout=None: (allreduce_vjp(g, reduce, timeout),))
+declare("bcast", shape_rule(lambda types, root, timeout=None: types[0].shape),
+        lambda x, root, timeout=None: broadcast(x, root, timeout), arity=1, jvp=_collective_jvp,
+        vjp=lambda g, x, out, root, timeout=None: (broadcast_vjp(g, root, timeout),))

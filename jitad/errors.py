@@ -18,6 +18,22 @@ def user_location():
     return ""
 
 
+def env_int(name, default, minimum):
+    """The integer environment variable `name` (`default` when unset); a ConfigError
+    naming it and its valid values when it is not an integer >= `minimum`."""
+    text = os.environ.get(name)
+    if text is None:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or value < minimum:
+        raise ConfigError(f"the environment variable {name}={text!r} must be an integer >= {minimum} "
+                          f"(default {default}); fix or unset it before importing jitad", where=False)
+    return value
+
+
 class JitadError(Exception):
     """Base class of every error jitad raises for a user mistake."""
 
@@ -74,3 +90,7 @@ class JitadWarning(UserWarning):
 class ExportError(JitadError):
     """`jitad.export` cannot turn this program into a C library (it calls back into
     Python, uses MPI, ...); the message names the operation."""
+
+
+class ConfigError(JitadError, ValueError):
+    """An environment variable that jitad reads holds a value it cannot use."""

@@ -36,6 +36,8 @@ def _flat(leaves):
 
 def _rows(count, width, row_fn):
     """The (count, width) matrix whose row e is `row_fn(basis vector e)`."""
+    if count == 0:   # a zero-size input (jacfwd) or output (jacrev): an empty Jacobian, as JAX's
+        return np.zeros((0, width))
     if count <= UNROLL:
         return N.stack([row_fn(np.eye(count)[e]) for e in range(count)])
     index = np.arange(count)
@@ -115,7 +117,7 @@ def jacfwd(fun, argnums=0, has_aux=False):
            [0., 4.]])
     """
     check_argnums(argnums, "jacfwd")
-    return _transformation(fun, "jacfwd", lambda *args: _jacobian(fun, args, argnums, has_aux, True, "jacfwd"))
+    return _transformation(fun, "jacfwd", lambda f, *args: _jacobian(f, args, argnums, has_aux, True, "jacfwd"))
 
 
 def jacrev(fun, argnums=0, has_aux=False):
@@ -126,7 +128,7 @@ def jacrev(fun, argnums=0, has_aux=False):
     (3.0, 2.0)
     """
     check_argnums(argnums, "jacrev")
-    return _transformation(fun, "jacrev", lambda *args: _jacobian(fun, args, argnums, has_aux, False, "jacrev"))
+    return _transformation(fun, "jacrev", lambda f, *args: _jacobian(f, args, argnums, has_aux, False, "jacrev"))
 
 
 def hessian(fun, argnums=0, has_aux=False):

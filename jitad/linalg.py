@@ -146,7 +146,8 @@ def solve(a, b, check=False):
     else:
         (a, b), _ = _same_dtype(a, b)
         x = _eager_each(np.linalg.solve, "solve", "singular matrix", check, a, b, out_shape=b.shape, dtype=b.dtype)
-    return (_N().reshape(x, (n,)) if is_staged(x) else x.reshape(n)) if vector else x
+    # a vector b solves against each matrix of a batched a: x is (..., n), as in NumPy
+    return (_N().reshape(x, tuple(x.shape[:-1])) if is_staged(x) else x[..., 0]) if vector else x
 
 
 def inv(a, check=False):
@@ -471,6 +472,8 @@ def pinv(a, rtol=None):
     if not is_staged(a):
         return np.linalg.pinv(a, rtol=max(m, n) * np.finfo(a.dtype).eps if rtol is None else rtol)
     N = _N()
+    if m == 0 or n == 0:   # no singular values: the (n, m) zero matrix, as NumPy
+        return N.zeros(tuple(a.shape[:-2]) + (n, m), a.ir_dtype)
     rtol = max(m, n) * np.finfo(a.dtype).eps if rtol is None else rtol
     u, s, vh = svd(a, full_matrices=False)
     nd = len(s.shape)
@@ -785,3 +788,6 @@ def check_cpu(program):
                 raise DeviceError(f"`jitad.linalg.{name}` runs on the CPU backend only (LAPACK); "
                                   "device='cuda' has no linear-algebra solver yet: compile with "
                                   "device='cpu', or move the solve out of the GPU function")
+
+
+_N().NUMPY_API.update({f"linalg.{name}": globals()[name] for name in __all__})   # np.linalg.solve(staged)

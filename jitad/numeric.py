@@ -166,8 +166,7 @@ def mean(x, axis=None, keepdims=False):
 def max(x, axis=None, keepdims=False):
     """Maximum over `axis`; its gradient is shared among tied maxima: `jitad.max(x, -1)`."""
     axes = _axes(x, axis, "max")
-    if not builtins.all(_shape(x)[a] for a in axes if _shape(x)):
-        raise ShapeError(f"`max` of an empty axis (shape {tuple(_shape(x))})")
+    _check_nonempty(x, axes, "max")
     if not _shape(x):
         return x
     return bind(Op.MAX, x, axes=axes, keepdims=keepdims)
@@ -175,8 +174,18 @@ def max(x, axis=None, keepdims=False):
 
 def min(x, axis=None, keepdims=False):
     """Minimum over `axis`: `jitad.min(x)`."""
-    _axes(x, axis, "min")
+    _check_nonempty(x, _axes(x, axis, "min"), "min")
     return -max(-x, axis, keepdims)
+
+
+def _nonempty(x, axes):
+    return builtins.all(_shape(x)[a] for a in axes if _shape(x))
+
+
+def _check_nonempty(x, axes, who):
+    if not _nonempty(x, axes):
+        raise ShapeError(f"`{who}` of an empty axis (shape {tuple(_shape(x))}): there is no element to "
+                         "reduce; reduce over non-empty axes only (test the size first)")
 
 
 def reshape(x, shape):
@@ -245,7 +254,8 @@ NUMPY_OF = {"bool": np.bool_, "i64": np.int64, "f32": np.float32, "f64": np.floa
 
 N_D = {}   # the N-D `matmul` and `dot`, composites that jitad.numpy_api (a layer above) fills in
 NUMPY_API = {}   # jitad.numpy_api's public functions, filled in there: NumPy's functions and the
-                 # methods on staged values (`np.var(x)`, `x.var()`) find them here
+                 # methods on staged values (`np.var(x)`, `x.var()`) find them here; jitad.linalg's
+                 # as "linalg.solve", ... (for `np.linalg.solve(x, b)`)
 
 
 def matmul(a, b):
@@ -552,6 +562,8 @@ def logsumexp(x, axis=-1, keepdims=False):
     axes = _axes(x, axis, "logsumexp")
     if not _shape(x):
         return x
+    if not _nonempty(x, axes):   # a sum of no terms: log 0 = -inf, as JAX
+        return log(sum(exp(x), axis, keepdims))
     m = max(stop_gradient(x), axis, keepdims=True)   # its gradient cancels exactly: not computed
     m = where(abs(m) < np.inf, m, 0.0)   # an infinite maximum: exp(x - m) must not be inf - inf
     out = log(sum(exp(x - m), axis, keepdims=True)) + m
@@ -566,7 +578,8 @@ def log_softmax(x, axis=-1):
 
 def softmax(x, axis=-1):
     """exp(x) / sum(exp(x)) along `axis`, computed stably: `jitad.softmax(logits)`."""
-    _axes(x, axis, "softmax")
+    if not _nonempty(x, _axes(x, axis, "softmax")):   # no elements to normalize: empty, as JAX
+        return x * 1.0
     e = exp(x - max(stop_gradient(x), axis, keepdims=True))
     return e / sum(e, axis, keepdims=True)
 
@@ -752,13 +765,15 @@ def numpy_function(func, args, kwargs):
     if name in ("shape", "ndim", "size"):   # NumPy's own code reads the attribute
         return func._implementation(*args, **kwargs)
     call = f"{func.__module__.replace('numpy', 'np', 1)}.{func.__name__}"
+    if func.__module__ == "numpy.linalg":   # np.linalg.solve runs jitad.linalg.solve
+        name = f"linalg.{name}"
     fn = globals().get(name) if name in __all__ else NUMPY_API.get(name)
     if fn is None:
         return _no_numpy(call, None)
     try:
         inspect.signature(fn).bind(*args, **kwargs)
     except TypeError:
-        return _no_numpy(f"{call}({', '.join(kwargs)}{'=...' if kwargs else ''})", name)
+        return _no_numpy(f"{call}({', '.join(kwargs)}{'=...' if kwargs else ''})", name, fn)
     return fn(*args, **kwargs)
 
 
@@ -767,9 +782,10 @@ def _numpy_error(what, fix):
                         f"known when the compiled code runs. {fix}")
 
 
-def _no_numpy(call, jitad_name):
-    if jitad_name in __all__:
-        fix = f"Call `jitad.{jitad_name}{inspect.signature(globals()[jitad_name])}` instead"
+def _no_numpy(call, jitad_name, fn=None):
+    fn = fn or (globals()[jitad_name] if jitad_name in __all__ else None)
+    if fn is not None:
+        fix = f"Call `jitad.{jitad_name}{inspect.signature(fn)}` instead"
     else:
         fix = "jitad has no function of that name: write it with jitad's functions (jitad.exp, jitad.sum, ...)"
     raise _numpy_error(f"{call} on a staged value", fix)

@@ -66,7 +66,16 @@ def _flatten(x, leaves):
         return TreeDef("tuple", tuple([_flatten(c, leaves) for c in x]))
     node = _REGISTRY.get(t)
     if node is not None:   # a registered class
-        children, aux = node[0](x)
+        out = node[0](x)
+        try:
+            children, aux = out
+            children = tuple(children)
+        except (TypeError, ValueError):
+            children = None
+        if children is None:
+            raise ArgumentError(f"the flatten function registered for the pytree class {t.__name__} returned "
+                                f"{out!r}; it must return a pair (children, aux_data) with children a "
+                                "list or tuple")
         return TreeDef("custom", tuple([_flatten(c, leaves) for c in children]), (t, aux))
     if isinstance(x, tuple):
         if hasattr(x, "_fields"):   # a namedtuple comes back as its class
@@ -85,6 +94,21 @@ def _flatten(x, leaves):
         return NONE
     leaves.append(x)
     return LEAF
+
+
+def check_hashable(td):
+    """ArgumentError naming the registered class whose aux_data cannot be hashed (the
+    structure of an argument is part of a compiled function's cache key)."""
+    if td.kind == "custom":
+        try:
+            hash(td.keys[1])
+        except TypeError:
+            cls, aux = td.keys
+            raise ArgumentError(f"the pytree class {cls.__name__} flattens to aux_data {aux!r}, which is not "
+                                "hashable; aux_data is part of the structure that selects the compiled code, "
+                                "so return it as a hashable value (a tuple instead of a list, None, ...)") from None
+    for c in td.children:
+        check_hashable(c)
 
 
 def unflatten(treedef, leaves):

@@ -109,9 +109,16 @@ def _entered(frame):
         _frames().pop()
 
 
+ESCAPED = ("a staged value escaped the function that traced it (it was stored in a Python variable, "
+           "list or attribute during a jit/grad/vmap trace) and is used after that trace ended, where it "
+           "has no value; return it from the traced function instead, and use the returned result")
+
+
 def emit(op, inputs, attrs=None, bodies=()):
     """Append a node to the current graph; return its output vars."""
     frame = current_frame()
+    if frame is None:
+        raise StagingError(ESCAPED)
     attrs = attrs or {}
     subst = getattr(_local, "subst", None)
     if subst:   # values of a program being transformed, used by Python code run meanwhile
@@ -255,6 +262,9 @@ class Staged:
     cumprod = lambda self, axis=None, dtype=None: N.NUMPY_API["cumprod"](self, axis, dtype)
     any = lambda self, axis=None, keepdims=False: N.NUMPY_API["any"](self, axis, keepdims)
     all = lambda self, axis=None, keepdims=False: N.NUMPY_API["all"](self, axis, keepdims)
+    round = __round__ = lambda self, decimals=None: N.NUMPY_API["round"](self, decimals or 0)   # stays staged
+    __divmod__ = lambda a, b: (a // b, a % b)
+    __rdivmod__ = lambda a, b: (b // a, b % a)
 
     def __getitem__(self, key):
         return N.getitem(self, key)

@@ -17,7 +17,7 @@ import numpy as np
 from .. import distributed  # noqa: F401  (declares the collectives)
 from ..ir.ops import Op
 from . import runtime
-from .llvm import I32, I64, LL, PTR, alloca, rule
+from .llvm import F64, I32, I64, LL, PTR, alloca, rule
 
 DTYPES = ("f64", "f32", "i64")
 REDUCE = ("sum", "max", "min")
@@ -45,6 +45,14 @@ def _helpers(MPI):
     mpi_allreduce = fn("MPI_Allreduce", I32, [PTR, PTR, I32, h, h, h])
     mpi_bcast = fn("MPI_Bcast", I32, [PTR, I32, h, I32, h])
     mpi_abort = fn("MPI_Abort", I32, [h, I32])
+    mpi_iallreduce = fn("MPI_Iallreduce", I32, [PTR, PTR, I32, h, h, h, PTR])
+    mpi_ibcast = fn("MPI_Ibcast", I32, [PTR, I32, h, I32, h, PTR])
+    mpi_test = fn("MPI_Test", I32, [PTR, PTR, PTR])
+    mpi_wtime = fn("MPI_Wtime", F64, [])
+    write, usleep = fn("write", I64, [I32, PTR, I64]), fn("usleep", I32, [I32])
+    text = bytearray(TIMED_OUT.encode())
+    message = ir.GlobalVariable(module, ir.ArrayType(ir.IntType(8), len(text)), "jitad_mpi_timed_out")
+    message.initializer, message.global_constant = ir.Constant(message.type.pointee, text), True
 
     def define(name, args, call):
         f = fn(name, ir.VoidType(), args)
@@ -57,7 +65,41 @@ def _helpers(MPI):
         mpi_allreduce, [send, recv, b.trunc(n, I32), _pick(b, dt, types, h), _pick(b, op, ops, h), comm]))
     define("jitad_mpi_helper_bcast", [PTR, I64, I32, I32], lambda b, buf, n, dt, root: b.call(
         mpi_bcast, [buf, b.trunc(n, I32), _pick(b, dt, types, h), root, comm]))
+
+    def within(b, timeout, start):
+        """Start a non-blocking collective, test it until done; past `timeout` seconds, say so
+        on stderr and end the job (compiled code cannot raise; after `init()` an error would)."""
+        request = b.alloca(ir.ArrayType(ir.IntType(8), MPI._sizeof(MPI.Request)))
+        status = b.alloca(ir.ArrayType(ir.IntType(8), MPI._sizeof(MPI.Status)))
+        flag = b.alloca(I32)
+        rc = start(request)
+        with b.if_then(b.icmp_signed("!=", rc, I32(0)), likely=False):
+            b.call(mpi_abort, [comm, rc])
+        t0 = b.call(mpi_wtime, [])
+        loop, done = b.append_basic_block("wait"), b.append_basic_block("done")
+        b.branch(loop)
+        b.position_at_end(loop)
+        rc = b.call(mpi_test, [request, flag, status])
+        with b.if_then(b.icmp_signed("!=", rc, I32(0)), likely=False):
+            b.call(mpi_abort, [comm, rc])
+        with b.if_then(b.fcmp_ordered(">", b.fsub(b.call(mpi_wtime, []), t0), timeout), likely=False):
+            b.call(write, [I32(2), message, I64(len(text))])
+            b.call(usleep, [I32(500000)])   # mpiexec forwards output asynchronously
+            b.call(mpi_abort, [comm, I32(1)])
+        b.cbranch(b.icmp_signed("!=", b.load(flag, typ=I32), I32(0)), done, loop)
+        b.position_at_end(done)
+        return I32(0)
+    define("jitad_mpi_helper_allreduce_within", [PTR, PTR, I64, I32, I32, F64],
+           lambda b, send, recv, n, dt, op, timeout: within(b, timeout, lambda req: b.call(mpi_iallreduce, [
+               send, recv, b.trunc(n, I32), _pick(b, dt, types, h), _pick(b, op, ops, h), comm, req])))
+    define("jitad_mpi_helper_bcast_within", [PTR, I64, I32, I32, F64],
+           lambda b, buf, n, dt, root, timeout: within(b, timeout, lambda req: b.call(mpi_ibcast, [
+               buf, b.trunc(n, I32), _pick(b, dt, types, h), root, comm, req])))
     return str(module)
+
+
+TIMED_OUT = ("jitad.distributed: a compiled collective waited longer than its timeout= for the other ranks "
+             "(one failed, hangs or calls collectives in another order); ending the job\n")
 
 
 def register():
@@ -68,12 +110,16 @@ def register():
             return
         from mpi4py import MPI
         lib = ctypes.CDLL(MPI.__file__)   # dlsym searches its dependencies too: the libmpi it links
-        for name in ("MPI_Allreduce", "MPI_Bcast", "MPI_Abort"):
+        for name in ("MPI_Allreduce", "MPI_Bcast", "MPI_Abort", "MPI_Iallreduce", "MPI_Ibcast", "MPI_Test",
+                     "MPI_Wtime"):
             llvm.add_symbol(name, ctypes.cast(getattr(lib, name), ctypes.c_void_p).value)
+        libc = ctypes.CDLL(None)
+        for name in ("write", "usleep"):
+            llvm.add_symbol(name, ctypes.cast(getattr(libc, name), ctypes.c_void_p).value)
         j = runtime.jit()
         j.engine.add_module(j.optimize(_helpers(MPI)))
         j.engine.finalize_object()
-        for name in ("allreduce", "bcast"):
+        for name in ("allreduce", "bcast", "allreduce_within", "bcast_within"):
             llvm.add_symbol(f"jitad_mpi_{name}", j.engine.get_function_address(f"jitad_mpi_helper_{name}"))
         _ready = True
 
@@ -89,11 +135,15 @@ def _collective(lo, node, ins):
     else:   # scalars go through stack slots
         out, src = alloca(lo.b, LL[t.dtype]), alloca(lo.b, LL[t.dtype])
         lo.b.store(ins[0], src)
+    timeout = node.attrs.get("timeout")   # seconds: the helper that gives up (and ends the job) then
+    within, extra = ("_within", [F64]) if timeout else ("", [])
     if node.op == Op.ALLREDUCE:
-        helper = lo.extern("jitad_mpi_allreduce", ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I32, I32]))
-        lo.b.call(helper, [src, out, count, dtype, I32(REDUCE.index(node.attrs["reduce"]))])
+        helper = lo.extern(f"jitad_mpi_allreduce{within}",
+                           ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I32, I32] + extra))
+        args = [src, out, count, dtype, I32(REDUCE.index(node.attrs["reduce"]))]
     else:
         lo.copy(out, src, t)
-        helper = lo.extern("jitad_mpi_bcast", ir.FunctionType(ir.VoidType(), [PTR, I64, I32, I32]))
-        lo.b.call(helper, [out, count, dtype, I32(node.attrs["root"])])
+        helper = lo.extern(f"jitad_mpi_bcast{within}", ir.FunctionType(ir.VoidType(), [PTR, I64, I32, I32] + extra))
+        args = [out, count, dtype, I32(node.attrs["root"])]
+    lo.b.call(helper, args + ([F64(timeout)] if timeout else []))
     return [out] if t.shape else [lo.b.load(out, typ=LL[t.dtype])]

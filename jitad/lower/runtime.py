@@ -17,7 +17,7 @@ import llvmlite.binding as llvm
 import llvmlite.ir as llvm_ir
 import numpy as np
 
-from ..errors import ResourceError, RuntimeCheckError
+from ..errors import ConfigError, ResourceError, RuntimeCheckError, env_int
 from ..ir.ops import PRIMITIVES
 from ..ir.types import NUMPY
 from ..timing import note_cache, stage
@@ -74,8 +74,12 @@ class _Jit:
         libm = ctypes.CDLL("libm.so.6")
         for name in libm_symbols():
             llvm.add_symbol(name, ctypes.cast(getattr(libm, name), ctypes.c_void_p).value)
-        mb = int(os.environ.get("JITAD_ARENA_MB", "1024"))
-        self.arena = np.empty(mb << 20, dtype=np.uint8)   # pages are committed when touched
+        mb = env_int("JITAD_ARENA_MB", 1024, 1)
+        try:
+            self.arena = np.empty(mb << 20, dtype=np.uint8)   # pages are committed when touched
+        except MemoryError:
+            raise ConfigError(f"JITAD_ARENA_MB={mb}: this machine cannot reserve {mb} MiB for jitad's arena; "
+                              "set a smaller size (default 1024)", where=False) from None
         base = self.arena.ctypes.data   # {base, end, high-water mark}
         self.arena_bounds = np.array([base, base + self.arena.size, base], dtype=np.uint64)
         llvm.add_symbol("jitad_arena", self.arena_bounds.ctypes.data)
