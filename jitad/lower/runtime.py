@@ -70,6 +70,7 @@ class _Jit:
         for dtype, np_dtype in NUMPY.items():   # the builtin descriptor singletons
             llvm.add_symbol(f"jitad_descr_{dtype}", id(np.dtype(np_dtype)))
         llvm.add_symbol("jitad_PyArray_New", _numpy_c_api(93))
+        llvm.add_symbol("jitad_PyArray_Scalar", _numpy_c_api(60))
         libm = ctypes.CDLL("libm.so.6")
         for name in libm_symbols():
             llvm.add_symbol(name, ctypes.cast(getattr(libm, name), ctypes.c_void_p).value)
@@ -131,7 +132,7 @@ def _source_digest():
 
 
 def _numpy_c_api(index):
-    """Entry `index` of numpy's C-API function table (93 is PyArray_New)."""
+    """Entry `index` of numpy's C-API function table (93 is PyArray_New, 60 PyArray_Scalar)."""
     from numpy._core import _multiarray_umath
     get = ctypes.pythonapi.PyCapsule_GetPointer
     get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
