@@ -8,7 +8,7 @@ from collections import OrderedDict
 import numpy as np
 
 from . import numpy_api, timing
-from .errors import ArgumentError, env_int
+from .errors import ArgumentError, check_argnums, env_int
 from .ir.types import TreeType
 from .ir.verify import verify
 from .lower.compile import SCALAR_KEYS, compile_program
@@ -266,21 +266,6 @@ def _signature(fn):
 def check_callable(fn, who):
     if not callable(fn):
         raise ArgumentError(f"{who} takes a function, got {type(fn).__name__}")
-
-
-def check_argnums(argnums, who, name="argnums", allow_empty=False):
-    """`argnums` (an int or a sequence of ints) as a tuple of distinct ints."""
-    nums = (argnums,) if isinstance(argnums, (int, np.integer)) else argnums
-    try:
-        nums = tuple(nums)
-    except TypeError:
-        nums = None
-    if nums is None or not (nums or allow_empty) or any(
-            isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer)) for i in nums):
-        raise ArgumentError(f"{who}: {name}={argnums!r}; it must be an int or a tuple of ints")
-    if len(set(nums)) != len(nums):
-        raise ArgumentError(f"{who}: {name}={argnums!r} repeats an argument; list each one once")
-    return tuple(int(i) for i in nums)
 
 
 def check_device(device):

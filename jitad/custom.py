@@ -7,7 +7,7 @@ the body) or `checkpoint` (recompute the body during the backward pass).
 import numpy as np
 
 from . import numeric as N
-from .errors import ArgumentError, ShapeError
+from .errors import ArgumentError, ShapeError, check_argnums
 from .ir.ops import Op
 from .pytree import flatten, tree_map, unflatten
 from .staging import FUN, WHILE, Staged, checkpoint, current_frame, is_staged  # noqa: F401  (checkpoint: public here)
@@ -44,7 +44,6 @@ class custom_vjp(FUN):
         return object.__new__(cls)
 
     def __init__(self, fn=None, out=None, nondiff_argnums=()):
-        from .api import check_argnums
         super().__init__(fn, out)
         self.fwd = self.bwd = None
         self.nondiff_argnums = check_argnums(nondiff_argnums, "custom_vjp", "nondiff_argnums", allow_empty=True)
