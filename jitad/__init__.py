@@ -9,8 +9,8 @@ from .tree import Forest, Tree
 from .custom import checkpoint, custom_jvp, custom_vjp, fixed_point, softplus
 from .numpy_api import *  # noqa: F401,F403
 from .control import scan, switch
-from .jacobian import elementwise_grad, hessian, jacfwd, jacrev
-from . import debug, distributed, flatten_util, linalg, nn, optim, random, testing, tree_util  # noqa: E402
+from .jacobians import elementwise_grad, hessian, jacfwd, jacobian, jacrev
+from . import debug, distributed, flatten_util, lax, linalg, nn, numpy, optim, random, scipy, testing, tree_util  # noqa: E402
 from .random import dropout  # noqa: E402
 from .export import Exported, export  # noqa: E402
 from . import interop  # noqa: E402  (JAX and PyTorch are imported when it is used)

@@ -8,16 +8,16 @@ from collections import OrderedDict
 import numpy as np
 
 from . import numpy_api, timing
-from .errors import ArgumentError, env_int
-from .ir.types import NUMPY, TreeType
+from .errors import ArgumentError, check_argnums, env_int
+from .ir.types import TreeType
 from .ir.verify import verify
 from .lower.compile import SCALAR_KEYS, compile_program
 from .pytree import check_hashable, flatten, unflatten
 from .ad.forward import contains_effects
 from .batching import value_and_grad as _reverse_or_defer, vmap_staged
-from .staging import arg_type, current_frame, is_device_array, is_staged, trace_program, wrap
+from .staging import arg_type, current_frame, is_device_array, trace_program, wrap
 from .tree import SLOT_OFFSETS, Tree, plain_tree
-from .pullback import leaf_type, positive_zero, pullback_staged, staged_arg
+from .pullback import grad_by_forward_mode, leaf_type, positive_zero, pullback_staged, staged_arg
 
 # signatures a jitted function keeps compiled (least recently called dropped first);
 # `f.max_signatures` changes it for one function
@@ -268,21 +268,6 @@ def check_callable(fn, who):
         raise ArgumentError(f"{who} takes a function, got {type(fn).__name__}")
 
 
-def check_argnums(argnums, who, name="argnums", allow_empty=False):
-    """`argnums` (an int or a sequence of ints) as a tuple of distinct ints."""
-    nums = (argnums,) if isinstance(argnums, (int, np.integer)) else argnums
-    try:
-        nums = tuple(nums)
-    except TypeError:
-        nums = None
-    if nums is None or not (nums or allow_empty) or any(
-            isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer)) for i in nums):
-        raise ArgumentError(f"{who}: {name}={argnums!r}; it must be an int or a tuple of ints")
-    if len(set(nums)) != len(nums):
-        raise ArgumentError(f"{who}: {name}={argnums!r} repeats an argument; list each one once")
-    return tuple(int(i) for i in nums)
-
-
 def check_device(device):
     if device not in DEVICES:
         raise ArgumentError(f"device={device!r}: jitad runs on 'cpu' (LLVM) or 'cuda' (numba-cuda kernels)")
@@ -311,11 +296,11 @@ def _value_and_grad_staged(fn, args, argnums, has_aux, who):
         if not 0 <= i < len(args):
             raise ArgumentError(f"{who}: argnums={argnums!r} but the function got {len(args)} "
                                 "positional arguments")
-    flat, wrt, wrt_tds = [], [], []
+    flat, wrt, wrt_tds = [], [], {}
     for i, a in enumerate(args):
         leaves, td = flatten(a)
         if i in nums:
-            wrt_tds.append((len(wrt), len(leaves), td))
+            wrt_tds[i] = (len(wrt), len(leaves), td)
             wrt += range(len(flat), len(flat) + len(leaves))
         flat += leaves
     types = [leaf_type(x) for x in flat]
@@ -336,7 +321,7 @@ def _value_and_grad_staged(fn, args, argnums, has_aux, who):
     staged = [staged_arg(x, t) for x, t in zip(flat, types)] + [wrap(v) for v in captured]
     if contains_effects(program):   # the function itself takes a gradient: go forward
         with timing.stage("ad"):
-            outs, grads = _grad_by_forward_mode(program, staged, wrt, who)
+            outs, grads = grad_by_forward_mode(program, staged, wrt, who)
     else:
         with timing.stage("ad"):
             outs, grads = _reverse_or_defer(program, staged, wrt)
@@ -344,38 +329,8 @@ def _value_and_grad_staged(fn, args, argnums, has_aux, who):
     value = outs[0]
     if has_aux:
         value = (value, unflatten(out_td.children[1], outs[1:]))
-    per_arg = [unflatten(td, grads[start:start + n]) for start, n, td in wrt_tds]
+    per_arg = [unflatten(td, grads[start:start + n]) for start, n, td in map(wrt_tds.get, nums)]   # in the order asked
     return value, (per_arg[0] if isinstance(argnums, (int, np.integer)) else tuple(per_arg))
-
-
-MAX_FORWARD_DIRECTIONS = 256
-
-
-def _grad_by_forward_mode(program, args, wrt, who):
-    """The gradient as one forward-mode pass per input element: for programs that
-    themselves contain reverse mode (grad of grad, grad of a function calling grad)."""
-    from . import numeric as N
-    from .ad.forward import jvp_graph
-    total = sum(max(1, int(np.prod(args[k].shape, dtype=np.int64))) for k in wrt)
-    if total > MAX_FORWARD_DIRECTIONS:
-        raise ArgumentError(f"{who}: differentiating a function that itself takes a gradient needs "
-                            f"one forward pass per input element, and there are {total} (limit "
-                            f"{MAX_FORWARD_DIRECTIONS}); use jitad.hvp or jitad.hessian (forward-over-reverse)")
-    outs, grads = None, []
-    for k in wrt:
-        shape, dtype = args[k].shape, args[k].ir_dtype
-        parts = []
-        for e in range(max(1, int(np.prod(shape, dtype=np.int64)))):
-            direction = np.zeros(shape, NUMPY[dtype])
-            direction.reshape(-1)[e] = 1.0
-            pairs = [(a, (staged_arg(direction if shape else 1.0, args[k]._var.type) if j == k else None))
-                     for j, a in enumerate(args)]
-            result = jvp_graph(program.main, pairs)
-            outs = [p for p, _ in result]
-            parts.append(result[0][1] if result[0][1] is not None else 0.0)
-        grads.append(N.reshape(N.stack([N.convert(p, dtype) if is_staged(p) else p for p in parts]), shape)
-                     if shape else parts[0])
-    return outs, grads
 
 
 def _transformation(fn, name, body, device="cpu"):
@@ -550,3 +505,4 @@ def vjp(fn, *primals):
     from .pytree import tree_map   # the pullback uses the primals as they are now, not as later changed
     kept = tree_map(lambda x: x.copy() if isinstance(x, np.ndarray) else x, primals)
     return out, lambda ct: compiled(kept, ct)
+

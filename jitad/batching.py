@@ -750,6 +750,8 @@ def _batched_inputs(leaves, axes):
             if forest:
                 raise ArgumentError(f"vmap: argument leaf {k} is a jitad.Forest (a batch of trees) with "
                                     "in_axes None; give it axis 0")
+            if not isinstance(x, (Staged, StagedTree)) and getattr(x, "_type_code", None) is None:
+                x = Staged(coerce(x, Type(result_dtype(x), np.shape(x)), "vmap"))   # a constant (vmap inside jit)
             values.append(x)
             flags.append(False)
             continue

@@ -7,7 +7,7 @@ the body) or `checkpoint` (recompute the body during the backward pass).
 import numpy as np
 
 from . import numeric as N
-from .errors import ArgumentError, ShapeError
+from .errors import ArgumentError, ShapeError, check_argnums
 from .ir.ops import Op
 from .pytree import flatten, tree_map, unflatten
 from .staging import FUN, WHILE, Staged, checkpoint, current_frame, is_staged  # noqa: F401  (checkpoint: public here)
@@ -25,13 +25,59 @@ class custom_vjp(FUN):
     one per argument`. The rule runs as staged code inside the enclosing
     differentiation: it may call `jitad.vjp` on functions closing over staged values,
     and gradients flow to those values.
+
+    `nondiff_argnums` (as JAX's) names arguments that are not differentiated (a function,
+    a static setting): `fwd` takes every argument, `bwd(*nondiff_args, residuals, g)`
+    returns cotangents for the others only.
+
+    >>> @functools.partial(jitad.custom_vjp, nondiff_argnums=(0,))
+    ... def apply(f, x):
+    ...     return f(x)
+    >>> apply.defvjp(lambda f, x: (f(x), x), lambda f, x, g: (g * jitad.grad(f)(x),))
     """
 
     call_op = Op.CUSTOM_VJP
 
-    def __init__(self, fn=None, out=None):
+    def __new__(cls, fn=None, out=None, nondiff_argnums=()):
+        if fn is None:   # @custom_vjp(nondiff_argnums=...) or functools.partial
+            return lambda f: cls(f, out, nondiff_argnums)
+        return object.__new__(cls)
+
+    def __init__(self, fn=None, out=None, nondiff_argnums=()):
         super().__init__(fn, out)
         self.fwd = self.bwd = None
+        self.nondiff_argnums = check_argnums(nondiff_argnums, "custom_vjp", "nondiff_argnums", allow_empty=True)
+        self._rules = []   # (nondiff argument values, the rule over the other arguments)
+
+    def __call__(self, *args):
+        if not self.nondiff_argnums or current_frame() is None:
+            return super().__call__(*args)
+        for i in self.nondiff_argnums:
+            if not -len(args) <= i < len(args):
+                raise ArgumentError(f"custom_vjp `{self.__name__}`: nondiff_argnums includes {i}, but the "
+                                    f"call passes {len(args)} arguments")
+        nums = sorted(i % len(args) for i in self.nondiff_argnums)
+        fixed = tuple(args[i] for i in nums)
+        rule = next((r for f, r in self._rules if len(f) == len(fixed) and all(map(
+            lambda a, b: a is b, f, fixed))), None)
+        if rule is None:
+            rule = self._rule_for(nums, fixed)
+            self._rules = [(fixed, rule)] + self._rules[:63]   # a few recent ones
+        return rule(*[a for i, a in enumerate(args) if i not in nums])
+
+    def _rule_for(self, nums, fixed):
+        """A rule over the differentiated arguments, the others fixed to `fixed`."""
+        if self.fwd is None:
+            raise ArgumentError(f"custom_vjp `{self.__name__}`: call defvjp(fwd, bwd) before using it")
+
+        def full(diff):
+            args = list(diff)
+            for i, value in zip(nums, fixed):
+                args.insert(i, value)
+            return args
+        rule = custom_vjp(lambda *diff: self.fn(*full(diff)), self.out)
+        rule.__name__ = self.__name__
+        return rule.defvjp(lambda *diff: self.fwd(*full(diff)), lambda res, g: self.bwd(*fixed, res, g))
 
     def defvjp(self, fwd, bwd):
         self.fwd, self.bwd = fwd, bwd

@@ -3,6 +3,8 @@ import linecache
 import os
 import sys
 
+import numpy as np
+
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -94,3 +96,18 @@ class ExportError(JitadError):
 
 class ConfigError(JitadError, ValueError):
     """An environment variable that jitad reads holds a value it cannot use."""
+
+
+def check_argnums(argnums, who, name="argnums", allow_empty=False):
+    """`argnums` (an int or a sequence of ints) as a tuple of distinct ints."""
+    nums = (argnums,) if isinstance(argnums, (int, np.integer)) else argnums
+    try:
+        nums = tuple(nums)
+    except TypeError:
+        nums = None
+    if nums is None or not (nums or allow_empty) or any(
+            isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer)) for i in nums):
+        raise ArgumentError(f"{who}: {name}={argnums!r}; it must be an int or a tuple of ints")
+    if len(set(nums)) != len(nums):
+        raise ArgumentError(f"{who}: {name}={argnums!r} repeats an argument; list each one once")
+    return tuple(int(i) for i in nums)

@@ -35,13 +35,13 @@ With `device="cuda"` these functions raise `DeviceError`: they run on the CPU ba
 """
 import numpy as np
 
-from .errors import ArgumentError, DeviceError, JitadError, ShapeError
+from .errors import ArgumentError, DeviceError, JitadError, ShapeError, StagingError
 from .ir.ops import Op, declare
 from .ir.types import Type
 from .staging import Staged, as_var, emit, is_staged
 
-__all__ = ["solve", "inv", "det", "slogdet", "cholesky", "solve_triangular", "eigh", "eigvalsh", "qr",
-           "svd", "norm", "pinv", "LinAlgError"]
+__all__ = ["solve", "inv", "det", "slogdet", "cholesky", "solve_triangular", "eigh", "eigvalsh", "eig", "eigvals",
+           "qr", "svd", "norm", "pinv", "LinAlgError"]
 
 
 class LinAlgError(JitadError, np.linalg.LinAlgError):
@@ -243,11 +243,20 @@ def _prod_last(x):
     return N.reshape(x, tuple(x.shape[:-1]))
 
 
-def cholesky(a, check=False):
+def cholesky(a, check=False, lower=True):
     """The lower-triangular L with L @ L.T == a (only a's lower triangle is read); a
-    matrix that is not positive definite gives NaN."""
+    matrix that is not positive definite gives NaN. `lower=False` (SciPy's default) gives
+    the upper-triangular U = L.T with U.T @ U == a, reading a's upper triangle.
+
+    >>> jitad.linalg.cholesky(np.array([[4.0, 2.0], [2.0, 5.0]]), lower=False)
+    array([[2., 1.],
+           [0., 2.]])
+    """
     a = _float(a, "cholesky")
     _square(a, "cholesky")
+    if not lower:
+        swap = _swap if is_staged(a) else (lambda x: np.swapaxes(x, -1, -2))
+        return swap(cholesky(swap(a), check))
     if is_staged(a):
         return _prim("cholesky", a)
     return _eager_each(np.linalg.cholesky, "cholesky", "matrix is not positive definite", check, a,
@@ -293,7 +302,8 @@ def _eager_trisolve(a, b, lower, trans, check):
 
 def eigh(a, UPLO="L"):
     """Eigenvalues (ascending) and eigenvectors (columns) of symmetric matrices, from the
-    lower triangle: `w, v = jitad.linalg.eigh(a)`. A failed decomposition gives NaN."""
+    lower triangle (`UPLO="U"`: the upper): `w, v = jitad.linalg.eigh(a)`. The same LAPACK
+    routine as NumPy's, so the same eigenvector signs. A failed decomposition gives NaN."""
     if UPLO not in ("L", "U"):
         raise ArgumentError(f"`linalg.eigh`: UPLO={UPLO!r}; use 'L' or 'U'")
     a = _float(a, "eigh")
@@ -301,15 +311,35 @@ def eigh(a, UPLO="L"):
     if not is_staged(a):
         w, v = np.linalg.eigh(a, UPLO=UPLO)
         return w, v
-    if UPLO == "U":
-        a = _swap(a)
-    packed = _prim("eigh", a)
+    if a.ir_dtype == "f32":   # as NumPy: computed in double, so the eigenvector signs are NumPy's
+        return tuple(_N().convert(x, "f32") for x in eigh(_N().convert(a, "f64"), UPLO))
+    packed = _prim("eigh", a, upper=UPLO == "U")
     return _unpack_eigh(packed, n)
 
 
 def eigvalsh(a, UPLO="L"):
     """The eigenvalues (ascending) of symmetric matrices."""
     return eigh(a, UPLO)[0]
+
+
+def eig(a):
+    """Eigenvalues and right eigenvectors of general square matrices, NumPy's (complex
+    where they are): on plain arrays only, and not differentiated; staged code has no
+    complex dtype, so it raises there: use `eigh` for symmetric matrices.
+
+    >>> w, v = jitad.linalg.eig(np.array([[2.0, 1.0], [0.0, 3.0]]))
+    """
+    if is_staged(a):
+        raise StagingError("`linalg.eig` on a staged value: its eigenvalues may be complex, which staged "
+                           "code does not have. Call it on plain arrays (outside jit and grad), or use "
+                           "`jitad.linalg.eigh` for a symmetric matrix")
+    return np.linalg.eig(a)
+
+
+def eigvals(a):
+    """The eigenvalues of general square matrices (see `eig`: plain arrays only):
+    `jitad.linalg.eigvals(np.diag([1.0, 2.0]))` is `array([1., 2.])`."""
+    return eig(a)[0]
 
 
 def _unpack_eigh(packed, n):
@@ -564,7 +594,7 @@ def impl(*xs, fn, **attrs):
         if fn == "lu_slogdet":
             return np.stack(np.linalg.slogdet(a), axis=-1).astype(a.dtype)
         if fn == "eigh":
-            w, v = np.linalg.eigh(a)
+            w, v = np.linalg.eigh(a, UPLO="U" if attrs.get("upper") else "L")
             return np.concatenate([w[..., None, :], v], axis=-2)
         batch = a.shape[:-2]
         flat = lambda *ps: np.concatenate([p.reshape(batch + (-1,)) for p in ps], axis=-1).astype(a.dtype)

@@ -61,8 +61,15 @@ def digamma(x):
 __all__ += ["polygamma", "digamma"]
 
 
-def where(cond, a, b):
-    """`a` where `cond` else `b`; both are computed: `jitad.where(x > 0, x, 0.0)`."""
+def where(cond, a=None, b=None):
+    """`a` where `cond` else `b`; both are computed: `jitad.where(x > 0, x, 0.0)`. With
+    `cond` alone, NumPy's `nonzero(cond)` (plain arrays only: its shape depends on the values)."""
+    if a is None and b is None:
+        if is_staged(cond):
+            raise data_dependent_shape("`where` with one argument (the indices where `cond` holds)")
+        return np.nonzero(cond)
+    if a is None or b is None:
+        raise ArgumentError("`where` takes cond alone or cond, x and y: `jitad.where(cond, x, y)`")
     if not (is_staged(cond) or is_staged(a) or is_staged(b)):
         return np.where(cond, a, b)[()]
     dtype = result_dtype(a, b)
@@ -77,7 +84,7 @@ def clip(x, lo=None, hi=None):
 
 
 _DTYPE_NAMES = {"f64": "f64", "float64": "f64", "f32": "f32", "float32": "f32", "i64": "i64",
-                "int64": "i64", "int": "i64", "float": "f64", "bool": "bool"}
+                "int64": "i64", "int32": "i64", "int": "i64", "float": "f64", "bool": "bool"}
 
 
 def _dtype_name(dtype, who):
@@ -345,8 +352,8 @@ def unslice(g, shape, starts, stops, steps):
 def getitem(x, key):
     """`x[key]` as NumPy indexes: static ints, slices (negative steps too), `None`, `...`,
     and index arrays, lists and staged ints on any axes (NumPy's advanced indexing; the
-    indexed axes broadcast together). Negative indices count from the end; index arrays and
-    staged ints out of range after that clamp, as JAX."""
+    indexed axes broadcast together). Negative indices count from the end; any index out of
+    range after that (a static int too) clamps, as JAX."""
     shape = _shape(x)
     key = tuple(np.asarray(k) if isinstance(k, list) else k for k in (key if isinstance(key, tuple) else (key,)))
     if builtins.any(_is_array_index(k) for k in key):
@@ -365,9 +372,9 @@ def getitem(x, key):
             raise IndexError_(f"too many indices for shape {shape}")
         n = shape[d]
         if isinstance(k, (int, np.integer)):
-            if not -n <= k < n:
-                raise IndexError_(f"index {k} is out of range for axis {d} of size {n}")
-            k = int(k) % n
+            if n == 0:
+                raise IndexError_(f"index {k} into axis {d} of size 0: there is nothing to index")
+            k = builtins.min(builtins.max(int(k) + n if k < 0 else int(k), 0), n - 1)   # clamped, as JAX
             starts.append(k), stops.append(k + 1), steps.append(1)
         elif isinstance(k, slice):
             a, b, c = k.indices(n)

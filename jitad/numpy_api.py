@@ -32,6 +32,9 @@ __all__ = [
     "sort", "argsort", "top_k",
     # indexing
     "take_along_axis", "nonzero", "flatnonzero", "argwhere", "unique", "extract", "compress",
+    # more of NumPy
+    "diff", "gradient", "rollaxis", "partition", "vsplit", "hsplit", "dsplit", "row_stack", "append", "rot90",
+    "select", "real", "imag", "conj", "conjugate", "angle", "r_", "c_",
 ]
 
 _LN2 = math.log(2.0)
@@ -920,12 +923,22 @@ def _parse_einsum(subscripts, shapes):
     sizes = {}
     for t, s in zip(result, shapes):
         for c, n in zip(t, s):
-            if sizes.setdefault(c, n) != n:
-                if 1 in (n, sizes[c]):
-                    raise ShapeError(f"`einsum`: index '{c}' has lengths {sizes[c]} and {n}; jitad's "
-                                     "einsum does not broadcast a length-1 axis: broadcast it first")
-                raise ShapeError(f"`einsum`: index '{c}' has lengths {sizes[c]} and {n} in {subscripts!r}")
+            if len({m for d, m in zip(t, s) if d == c}) > 1:
+                raise ShapeError(f"`einsum`: index '{c}' repeated in operand '{t}' of shape {s} has different lengths")
+            if sizes.setdefault(c, n) != n and n != 1:   # a length-1 axis broadcasts, as NumPy
+                if sizes[c] != 1:
+                    raise ShapeError(f"`einsum`: index '{c}' has lengths {sizes[c]} and {n} in {subscripts!r}")
+                sizes[c] = n
     return result, out, sizes
+
+
+def _einsum_squeeze(x, idx, sizes):
+    """`x` without the length-1 axes of indices other operands give more entries (they broadcast)."""
+    drop = [d for d, c in enumerate(idx) if _shape(x)[d] == 1 and sizes[c] != 1]
+    if not drop:
+        return x, idx
+    return (N.reshape(x, tuple(n for d, n in enumerate(_shape(x)) if d not in drop)),
+            "".join(c for d, c in enumerate(idx) if d not in drop))
 
 
 def _einsum_prepare(x, idx, keep):
@@ -966,7 +979,7 @@ def einsum(subscripts, *operands):
     """Sums of products named by index letters ('...' for leading axes), contracted pairwise
     (smallest result first) as GEMMs: `jitad.einsum('bqd,bkd->bqk', q, k)`."""
     terms, out, sizes = _parse_einsum(subscripts, [_shape(x) for x in operands])
-    ops = list(zip(operands, terms))
+    ops = [_einsum_squeeze(x, t, sizes) for x, t in zip(operands, terms)]
     ops = [_einsum_prepare(x, t, out + "".join(u for j, (_, u) in enumerate(ops) if j != i))
            for i, (x, t) in enumerate(ops)]
     while len(ops) > 1:
@@ -1183,6 +1196,227 @@ def _update_staged(flat, pos, vf, how, combine):
         unit = np.iinfo(np.int64).max if how == "min" else np.iinfo(np.int64).min
     reduce = {"multiply": lambda a: prod(a, 0), "min": lambda a: N.min(a, 0), "max": lambda a: N.max(a, 0)}[how]
     return combine(flat, reduce(N.where(hit, column, np.asarray(unit, _np_dtype(flat)))))
+
+
+
+# -- more of NumPy: differences, rotations, index tricks, complex parts of real values -----
+
+def diff(a, n=1, axis=-1, prepend=None, append=None):
+    """The n-th forward difference along `axis`, as NumPy (`prepend`/`append` values join
+    first): `jitad.diff(x)[i] == x[i + 1] - x[i]`."""
+    shape = _shape(a)
+    if not shape:
+        raise ShapeError("`diff` of a 0-d array: it needs an axis; pass an array")
+    n = N._int_arg("diff", "n", n, 0)
+    axis = N._axis("diff", axis, len(shape), shape)
+    parts = []
+    for v in (prepend, a, append):
+        if v is not None:
+            parts.append(v if v is a or _shape(v) else N.broadcast_to(v, shape[:axis] + (1,) + shape[axis + 1:]))
+    x = N.concatenate(parts, axis) if len(parts) > 1 else a
+    for _ in range(n):
+        m = _shape(x)[axis]
+        x = N.take_slice(x, axis, 1, builtins.max(m, 1)) - N.take_slice(x, axis, 0, builtins.max(m - 1, 0))
+    return x
+
+
+def gradient(f, *varargs, axis=None, edge_order=1):
+    """NumPy's `gradient`: central differences inside, one-sided ones (first or second
+    order, `edge_order`) at the ends, for evenly spaced samples (a scalar spacing per axis,
+    or one for all): `jitad.gradient(x, 0.5)`. One array per axis (a list for several)."""
+    shape = _shape(f)
+    axes = list(range(len(shape))) if axis is None else [
+        N._axis("gradient", d, len(shape), shape) for d in np.atleast_1d(axis).tolist()]
+    if edge_order not in (1, 2):
+        raise ArgumentError(f"`gradient`: edge_order={edge_order!r}; use 1 or 2")
+    spacing = list(varargs) if len(varargs) != 1 else list(varargs) * len(axes)
+    if not spacing:
+        spacing = [1.0] * len(axes)
+    if len(spacing) != len(axes) or builtins.any(np.ndim(h) != 0 or is_staged(h) for h in spacing):
+        raise ArgumentError("`gradient`: give one constant scalar spacing per axis (or one for all); jitad's "
+                            "gradient takes evenly spaced samples")
+    out = []
+    for d, h in zip(axes, spacing):
+        n = shape[d]
+        if n < edge_order + 1:
+            raise ShapeError(f"`gradient`: axis {d} of length {n} needs at least {edge_order + 1} samples")
+        s = lambda a, b: N.take_slice(f, d, a, b)   # noqa: E731
+        inner = (s(2, n) - s(0, n - 2)) / (2.0 * h)
+        if edge_order == 1:
+            first, last = (s(1, 2) - s(0, 1)) / h, (s(n - 1, n) - s(n - 2, n - 1)) / h
+        else:
+            first = (-1.5 * s(0, 1) + 2.0 * s(1, 2) - 0.5 * s(2, 3)) / h
+            last = (0.5 * s(n - 3, n - 2) - 2.0 * s(n - 2, n - 1) + 1.5 * s(n - 1, n)) / h
+        out.append(N.concatenate([first, inner, last], d))
+    return out[0] if len(out) == 1 else out
+
+
+def rollaxis(a, axis, start=0):
+    """`a` with `axis` moved to just before position `start` (NumPy's older `moveaxis`):
+    `jitad.rollaxis(x, 2).shape == (x.shape[2], x.shape[0], x.shape[1])`."""
+    shape = _shape(a)
+    n = len(shape)
+    axis = N._axis("rollaxis", axis, n, shape)
+    if not -n <= start <= n:
+        raise ArgumentError(f"`rollaxis`: start={start} must be in [{-n}, {n}] for {n} axes")
+    start = start + n if start < 0 else start
+    if axis < start:
+        start -= 1
+    order = [d for d in range(n) if d != axis]
+    order.insert(start, axis)
+    return N.transpose(a, tuple(order)) if order != list(range(n)) else a
+
+
+def partition(a, kth, axis=-1):
+    """`a` rearranged along `axis` so that position `kth` holds the value it would hold
+    sorted, smaller ones before it and larger after. The order within each side is left
+    open by NumPy and JAX; here it is sorted (so it is `jitad.sort`):
+    `jitad.partition(x, 2)[..., 2]` is each row's third smallest value."""
+    shape = _shape(a)
+    if axis is None:
+        a, axis, shape = ravel(a), 0, (math.prod(shape),)
+    d = N._axis("partition", axis, len(shape), shape)
+    for k in np.atleast_1d(kth).tolist():
+        if not -shape[d] <= k < shape[d]:
+            raise ArgumentError(f"`partition`: kth={k} out of range for axis {d} of length {shape[d]}")
+    return sort(a, d)
+
+
+def _split_along(who, axis, min_ndim):
+    def fn(x, indices_or_sections):
+        ndim = len(_shape(x))
+        if ndim < min_ndim:
+            raise ShapeError(f"`{who}` takes an array with at least {min_ndim} axes, got shape {_shape(x)}")
+        return split(x, indices_or_sections, axis if ndim > 1 else 0)
+    fn.__name__ = fn.__qualname__ = who
+    fn.__doc__ = (f"`split` along axis {axis}" + (" (axis 0 for 1-D arrays)" if min_ndim == 1 else "")
+                  + f": `jitad.{who}(x, 2)`.")
+    return fn
+
+
+vsplit, hsplit, dsplit = _split_along("vsplit", 0, 2), _split_along("hsplit", 1, 1), _split_along("dsplit", 2, 3)
+row_stack = vstack
+
+
+def append(arr, values, axis=None):
+    """`values` joined after `arr` along `axis` (None: both flattened): `jitad.append(x, 0.0)`."""
+    if axis is None:
+        return N.concatenate([N.reshape(arr, (-1,)), N.reshape(values, (-1,))], 0)
+    return N.concatenate([arr, values], axis)
+
+
+def rot90(m, k=1, axes=(0, 1)):
+    """`m` turned by 90 degrees `k` times in the plane of `axes` (from the first axis
+    towards the second), as NumPy: `jitad.rot90(m)`."""
+    shape = _shape(m)
+    if len(axes) != 2 or len(shape) < 2:
+        raise ArgumentError(f"`rot90`: needs two axes of an array with at least 2, got axes={axes!r}, shape {shape}")
+    a, b = (N._axis("rot90", d, len(shape), shape) for d in axes)
+    if a == b:
+        raise ArgumentError(f"`rot90`: axes={axes!r} names one axis twice")
+    k = int(k) % 4
+    if k == 0:
+        return m
+    if k == 2:
+        return flip(flip(m, a), b)
+    perm = list(range(len(shape)))
+    perm[a], perm[b] = b, a
+    return N.transpose(flip(m, b), tuple(perm)) if k == 1 else flip(N.transpose(m, tuple(perm)), b)
+
+
+def select(condlist, choicelist, default=0):
+    """Per position, the entry of the first choice whose condition holds, else `default`:
+    `jitad.select([x < 0, x > 1], [-x, x ** 2], x)`."""
+    if len(condlist) != len(choicelist):
+        raise ArgumentError(f"`select`: {len(condlist)} conditions for {len(choicelist)} choices; give one each")
+    if not builtins.any(is_staged(v) for v in list(condlist) + list(choicelist) + [default]):
+        return np.select(condlist, choicelist, default)
+    out = default
+    for cond, choice in reversed(list(zip(condlist, choicelist))):   # the first true wins
+        out = N.where(cond, choice, out)
+    shape = np.broadcast_shapes(*[_shape(v) for v in list(condlist) + list(choicelist)])
+    return N.broadcast_to(out, shape)
+
+
+def real(x):
+    """The real part: `x` itself for real values (staged code has no complex dtype):
+    `jitad.real(2.0) == 2.0`."""
+    return x if is_staged(x) else np.real(x)
+
+
+def imag(x):
+    """The imaginary part: zeros for real values: `jitad.imag(2.0) == 0.0`."""
+    return N.zeros_like(x) if is_staged(x) else np.imag(x)
+
+
+def conj(x):
+    """The complex conjugate: `x` itself for real values: `jitad.conj(2.0) == 2.0`."""
+    return x if is_staged(x) else np.conj(x)
+
+
+conjugate = conj
+
+
+def angle(z, deg=False):
+    """The complex argument: 0 for real values >= 0 (and +0.0), pi for negative ones (and
+    -0.0), as NumPy; `deg=True` in degrees. Its derivative is 0: `jitad.angle(-2.0) == math.pi`."""
+    if not is_staged(z):
+        return np.angle(z, deg)
+    z = _float(z)
+    out = N.arctan2(N.zeros_like(N.stop_gradient(z)), N.stop_gradient(z))
+    return out * (180.0 / math.pi) if deg else out
+
+
+class _IndexConcat:
+    """NumPy's `r_` / `c_`: `jitad.r_[a, 0.0, b]`, `jitad.c_[x, y]`. Slices make ranges
+    (`r_[0:1:5j]` a linspace), a leading string "axis[,ndmin[,trans1d]]" sets how items
+    join; on plain arrays it is NumPy's own."""
+
+    def __init__(self, name, axis, ndmin, trans1d):
+        self.name, self.axis, self.ndmin, self.trans1d = name, axis, ndmin, trans1d
+
+    def __getitem__(self, key):
+        items = key if isinstance(key, tuple) else (key,)
+        if not builtins.any(is_staged(k) for k in items):
+            return getattr(np, self.name)[key]
+        axis, ndmin, trans1d = self.axis, self.ndmin, self.trans1d
+        if items and isinstance(items[0], str):
+            try:
+                spec = [int(v) for v in items[0].split(",")]
+            except ValueError:
+                raise ArgumentError(f"`{self.name}`: directive {items[0]!r}; jitad takes 'axis[,ndmin[,trans1d]]' "
+                                    "with staged values ('r' and 'c' matrices are NumPy's only)") from None
+            axis, ndmin, trans1d = (spec + [ndmin, trans1d][len(spec) - 1:])[:3]
+            items = items[1:]
+        staged_dtype = result_dtype(*[k for k in items if is_staged(k)])
+        parts = []
+        for item in items:
+            if isinstance(item, slice):
+                item = np.r_[item]
+            if isinstance(item, str):
+                raise ArgumentError(f"`{self.name}`: a directive string must come first")
+            weak = type(item) is int or (type(item) is float and staged_dtype in ("f32", "f64"))
+            item = item if is_staged(item) else np.asarray(item, N.NUMPY_OF[staged_dtype] if weak else None)
+            parts.append(_ndmin(item, ndmin, trans1d))
+        return N.concatenate(parts, axis)
+
+
+def _ndmin(x, ndmin, trans1d):
+    """`x` with ones added to `ndmin` axes, its own axes starting at `trans1d` (NumPy's r_ rule)."""
+    nd = len(_shape(x))
+    if nd >= ndmin:
+        return x if nd else N.reshape(x, (1,))
+    x = N.reshape(x, (1,) * (ndmin - nd) + _shape(x))
+    if trans1d == -1:
+        return x
+    k1 = trans1d + (ndmin - nd) + 1 if trans1d < 0 else trans1d
+    order = list(range(ndmin))
+    order = order[:k1] + order[ndmin - nd:] + order[k1:ndmin - nd]
+    return N.transpose(x, tuple(order))
+
+
+r_ = _IndexConcat("r_", 0, 1, -1)
+c_ = _IndexConcat("c_", -1, 2, 0)
 
 
 N.N_D.update(matmul=matmul_nd, dot=dot_nd)

@@ -5,9 +5,10 @@ and Jacobians build on). Inside `vmap` the reverse pass is deferred (see
 import numpy as np
 
 from . import timing
+from .ad.forward import contains_effects
 from .batching import value_and_grad as _reverse_or_defer
 from .errors import ArgumentError, ShapeError
-from .ir.types import TreeType
+from .ir.types import NUMPY, TreeType
 from .pytree import flatten, unflatten
 from .staging import Staged, StagedTree, arg_type, as_var, is_staged, trace_program, wrap
 
@@ -49,7 +50,10 @@ def pullback_staged(fn, primals, ct, to_closure=True):
     staged = [staged_arg(x, t) for x, t in zip(flat, types)] + [wrap(v) for v in captured]
     seeds = [(k, c) for k, c in enumerate(ct_leaves)]
     with timing.stage("ad"):
-        _, grads = (_reverse_or_defer if not closure else value_and_grad_staged)(program, staged, wrt + closure, seeds)
+        if contains_effects(program) and not closure:   # fn itself takes a gradient: go forward
+            _, grads = grad_by_forward_mode(program, staged, wrt, "vjp", seeds)
+        else:
+            _, grads = (_reverse_or_defer if not closure else value_and_grad_staged)(program, staged, wrt + closure, seeds)
     by_leaf = dict(zip(wrt, map(positive_zero, grads)))
     from .staging import slot_add
     for j, g in zip(closure, grads[len(wrt):]):
@@ -62,3 +66,46 @@ def pullback_staged(fn, primals, ct, to_closure=True):
         out.append(unflatten(flatten(p)[1], cts[start:start + n]))
         start += n
     return tuple(out)
+
+
+MAX_FORWARD_DIRECTIONS = 256
+
+
+def grad_by_forward_mode(program, args, wrt, who, seeds=((0, None),)):
+    """The gradient of sum <seed, output> (by default output 0) as one forward-mode pass
+    per input element: for programs that themselves contain reverse mode (grad of grad,
+    grad or vjp of a function calling grad or vjp)."""
+    from . import numeric as N
+    from .ad.forward import jvp_graph
+    total = sum(max(1, int(np.prod(args[k].shape, dtype=np.int64))) for k in wrt)
+    if total > MAX_FORWARD_DIRECTIONS:
+        raise ArgumentError(f"{who}: differentiating a function that itself takes a gradient needs "
+                            f"one forward pass per input element, and there are {total} (limit "
+                            f"{MAX_FORWARD_DIRECTIONS}); use jitad.hvp or jitad.hessian (forward-over-reverse)")
+    outs, grads = None, []
+    for k in wrt:
+        shape, dtype = args[k].shape, args[k].ir_dtype
+        parts = []
+        for e in range(max(1, int(np.prod(shape, dtype=np.int64)))):
+            direction = np.zeros(shape, NUMPY[dtype])
+            direction.reshape(-1)[e] = 1.0
+            pairs = [(a, (staged_arg(direction if shape else 1.0, args[k]._var.type) if j == k else None))
+                     for j, a in enumerate(args)]
+            result = jvp_graph(program.main, pairs)
+            outs = [p for p, _ in result]
+            parts.append(_along(result, seeds))
+        grads.append(N.reshape(N.stack([N.convert(p, dtype) if is_staged(p) else p for p in parts]), shape)
+                     if shape else parts[0])
+    return outs, grads
+
+
+def _along(result, seeds):
+    """sum_j <seed_j, tangent of output j> over jvp results (a None seed: the tangent
+    itself; a None tangent: zero)."""
+    from . import numeric as N
+    parts = []
+    for j, c in seeds:
+        t = result[j][1]
+        if t is not None:
+            parts.append(t if c is None else N.sum(t * c))
+    return sum(parts[1:], parts[0]) if parts else 0.0

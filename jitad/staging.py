@@ -170,9 +170,11 @@ class Staged:
         return N.numpy_function(func, args, kwargs)
 
     def __array__(self, dtype=None, copy=None):
-        raise _staging_error("Converting it to a NumPy array (`np.asarray`, `np.array`)",
-                             "Stay with jitad functions; `jitad.stack([...])` builds an array from "
-                             "staged values.")
+        raise _staging_error("Converting it to a NumPy array (`np.asarray`, `np.array`, or indexing "
+                             "a NumPy array with it)",
+                             "Stay with jitad functions: index a NumPy constant `table` as "
+                             "`jitad.numpy.asarray(table)[i]` or `jitad.take(table, i)`; "
+                             "`jitad.stack([...])` builds an array from staged values.")
 
     def __init__(self, var):
         self._var = var
@@ -204,7 +206,8 @@ class Staged:
 
     def __index__(self):
         raise _staging_error("Using it as a Python index or `range()` bound",
-                             "Use `jitad.FOR(lower, upper, body_fn, init)` for a staged loop bound.")
+                             "Use `jitad.FOR(lower, upper, body_fn, init)` for a staged loop bound; index a "
+                             "NumPy constant `table` as `jitad.numpy.asarray(table)[i]` or `jitad.take(table, i)`.")
 
     def __iter__(self):
         if not self.shape:
@@ -418,6 +421,9 @@ def _eager(op, *xs):
         _kind(x if isinstance(x, np.ndarray) or np.ndim(x) == 0 else np.asarray(x))   # numbers only
     with np.errstate(all="ignore"):
         values = [np.asarray(x)[()] for x in xs]
+        if len(xs) > 1 and any(getattr(v, "dtype", None) == np.float32 for v in values):
+            # Python numbers are weakly typed: float32 and a Python float give float32, as NumPy
+            values = [np.float32(x) if type(x) in (float, int) else v for x, v in zip(xs, values)]
         if op.float_only:   # as when staged: ints and bools compute in f64
             values = [v if np.asarray(v).dtype.kind == "f" else np.float64(v) for v in values]
         return IMPLS[op](*values)

@@ -27,17 +27,35 @@ def _float_positions(args):
     return tuple(positions)
 
 
-def check_grads(f, args, order=1, modes=("rev",), eps=1e-6, rtol=1e-5, atol=1e-7, seed=0, device="cpu"):
-    """Check the derivatives of a float-scalar `f` at `args` along a random direction.
+def check_grads(f, args=None, order=None, modes=None, eps=None, rtol=None, atol=None, seed=0, device="cpu"):
+    """Check the derivatives of `f` at `args` along a random direction.
 
     Reverse mode must satisfy <v, grad f(x)> == (f(x + eps v) - f(x - eps v)) / (2 eps)
     for a random direction v over every all-float argument (others are held fixed), and
     forward mode jvp(f, x, v) the same. With `order=2` the gradient along a random
     cotangent u is checked in forward mode: <u, H v> by forward-over-reverse against
-    central differences of the gradient (what `hvp` and `hessian` compute).
+    central differences of the gradient (what `hvp` and `hessian` compute). A function
+    with array or pytree outputs is checked through <w, f(x)> for a random w.
     `device="cuda"` runs `f` and its reverse-mode gradient on the GPU backend (forward
     mode and second order stay on the CPU). Raises AssertionError naming the mismatch.
+
+    Both libraries' call forms work: JAX's `check_grads(f, args, order, modes=("fwd",
+    "rev"), atol=, rtol=, eps=)` (defaults here: order 1, reverse mode), and autograd's
+    `check_grads(f, modes=["fwd", "rev"], order=2)(*args)` (given no `args`, a checker
+    to call on them; defaults: order 2, both modes).
+
+    >>> check_grads(lambda x: jitad.sin(x) * x, (0.3,), order=2, modes=("fwd", "rev"))
+    >>> check_grads(jitad.tanh, modes=["rev"])(np.array([0.1, 0.2]))
     """
+    if args is None:   # autograd's form: a checker to call on the arguments
+        return lambda *a: check_grads(f, a, 2 if order is None else order, modes or ("fwd", "rev"),
+                                      eps, rtol, atol, seed, device)
+    order = 1 if order is None else order
+    modes = ("rev",) if modes is None else tuple(modes)
+    eps, rtol, atol = 1e-6 if eps is None else eps, 1e-5 if rtol is None else rtol, 1e-7 if atol is None else atol
+    if not isinstance(args, (tuple, list)):
+        raise ArgumentError(f"check_grads: args must be a tuple of arguments, got {type(args).__name__}; "
+                            "write check_grads(f, (x,))")
     args = tuple(args)
     positions = _float_positions(args)
     if not positions:
@@ -58,7 +76,12 @@ def check_grads(f, args, order=1, modes=("rev",), eps=1e-6, rtol=1e-5, atol=1e-7
         return tuple(new)
 
     forward = jit(f, device=device)
-    numeric = (forward(*at(eps)) - forward(*at(-eps))) / (2 * eps)
+    plus = forward(*at(eps))
+    if not isinstance(plus, (float, np.floating)):   # an array or pytree result: check <w, f(x)>
+        f = _weighted(f, plus, seed)
+        forward = jit(f, device=device)
+        plus = forward(*at(eps))
+    numeric = (plus - forward(*at(-eps))) / (2 * eps)
     for mode in modes:
         if mode == "rev":
             g = grad(f, argnums=positions, device=device)(*args)
@@ -82,3 +105,19 @@ def check_grads(f, args, order=1, modes=("rev",), eps=1e-6, rtol=1e-5, atol=1e-7
             return sum((gl * w).sum() if np.ndim(w) else gl * float(w)
                        for gi, ws in zip(g, u) for gl, w in zip(flatten(gi)[0], ws))
         check_grads(along, args, order - 1, ("fwd",), eps, rtol, atol, seed + 1)
+
+
+def _weighted(f, out, seed):
+    """x -> <w, f(x)> over the float leaves of f's result `out`, for a random w (the
+    identities checked on it then check the whole Jacobian of f)."""
+    rng = np.random.default_rng(seed + 1000)
+    weights = [rng.standard_normal(np.shape(y)) if np.asarray(y).dtype.kind == "f" else None
+               for y in flatten(out)[0]]
+    if all(w is None for w in weights):
+        raise ArgumentError("check_grads: the function returns no float values to differentiate")
+
+    def along(*a):
+        from . import numeric as N
+        return sum(N.sum(y * w) for y, w in zip(flatten(f(*a))[0], weights) if w is not None)
+    along.__name__ = getattr(f, "__name__", "f")
+    return along

@@ -3,6 +3,7 @@ KeyboardInterrupt in the caller within a fraction of a second, and jitad stays u
 (the next call is right and starts with the arena empty). Each case runs in a subprocess
 that the test interrupts with a real signal."""
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -90,12 +91,34 @@ CASES = {
         def check_again():
             assert np.array_equal(f(x[:100]), expected)
     """,
+    "debug_print_loop": """
+        # the printing callback runs Python, where the signal lands: it must still stop the loop
+        f = jitad.jit(lambda x, n: FOR(0, n, lambda i, s: (jitad.debug.print("{}", s), s * 0.5 + x)[1], x))
+        def long_call():
+            sys.stdout = open("/dev/null", "w")
+            try:
+                f(1.0, 2 ** 62)
+            finally:
+                sys.stdout = sys.__stdout__
+        def check_again():
+            assert layer(a).shape == (40, 40)
+    """,
+    "sort_in_loop": """
+        xs = np.random.default_rng(0).standard_normal(1000)
+        f = jitad.jit(lambda x, n: FOR(0, n, lambda i, s: s + jitad.sort(x * s)[0] * 1e-9, 1.0))
+        expected = f(xs, 3)
+        long_call = lambda: f(xs, 2 ** 62)
+        def check_again():
+            assert f(xs, 3) == expected
+    """,
 }
 
 
 # The child starts as a process started from a terminal does: SIGINT unblocked, Python's
 # handler installed. (A child inherits its parent's signal mask and an ignored SIGINT; a
-# long pytest run is not a terminal.) What it inherited goes to stderr for the failure report.
+# long pytest run is not a terminal: a command a non-interactive shell starts in the
+# background with `&`, as a CI script may, starts with SIGINT ignored, and so would each
+# child, which then never stops.) What it inherited goes to stderr for the failure report.
 CHILD_SIGNALS = """
 import signal, sys
 print("inherited SIGINT:", signal.getsignal(signal.SIGINT), "blocked:",
@@ -111,6 +134,8 @@ def _interrupt(script, delay=0.3, timeout=60):
     proc = subprocess.Popen([sys.executable, "-c", CHILD_SIGNALS + script], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env)
     try:
+        # (a child stuck before "ready" fails the test instead of hanging the run)
+        assert select.select([proc.stdout], [], [], timeout)[0], f"not ready after {timeout} s"
         assert proc.stdout.readline().strip() == "ready", proc.stderr.read()
         time.sleep(delay)
         os.kill(proc.pid, signal.SIGINT)

@@ -232,3 +232,57 @@ def test_reverse_loop_of_more_than_2_63_trips_without_a_tape_runs_not_returns():
     finally:
         proc.kill()
         proc.wait()
+
+
+
+def test_threads_compile_the_same_functions_at_once():
+    """Six threads make their first calls of the same jitted functions together (one
+    compile wins, the others find its code or compile their own), with evictions from a
+    small signature cache, and two compile their own copies meanwhile: every result right.
+    (In this process: what could go wrong here is an exception, not a crash.)"""
+    import threading
+
+    import numpy as np
+
+    import jitad
+    from jitad import FOR, WHILE
+
+    def make():
+        fs = [jitad.jit(lambda x: jitad.sum(jitad.tanh(x) * x)),
+              jitad.jit(jitad.grad(lambda x, n: FOR(0, n, lambda i, s: s * jitad.cos(s) + jitad.sum(x), 1.0))),
+              jitad.jit(jitad.vmap(jitad.grad(lambda x: jitad.sum(x * x)))),
+              jitad.grad(lambda x: WHILE(lambda s: s[1] < 5, lambda s: (s[0] * 1.5, s[1] + 1), (x, 0))[0]),
+              jitad.jit(lambda d: d["a"] * 2.0 + d["b"])]
+        for f in fs[:3] + fs[4:]:
+            f.max_signatures = 2
+        return fs
+    shared, errors, barrier = make(), [], threading.Barrier(6)
+
+    def check(fs, k, rep):
+        x = np.linspace(0.1, 1.0, 1 + (k + rep) % 3)
+        assert np.isclose(fs[0](x), np.sum(np.tanh(x) * x))
+        np.testing.assert_allclose(fs[1](x, 0), np.zeros_like(x))
+        np.testing.assert_allclose(fs[2](np.stack([x, 2 * x])), np.stack([2 * x, 4 * x]))
+        assert fs[3](1.0) == 1.5 ** 5
+        assert fs[4]({"a": 1.0, "b": float(k)}) == 2.0 + k
+
+    def work(k):
+        try:
+            barrier.wait()
+            for rep in range(3):
+                check(shared, k, rep)
+            if k < 2:
+                check(make(), k, 0)
+        except BaseException as e:
+            errors.append(repr(e))
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)   # switch threads often
+    try:
+        threads = [threading.Thread(target=work, args=(k,)) for k in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert errors == []

@@ -142,7 +142,7 @@ def test_scan_stacked_outputs_and_gradient_match_jax(reverse):
 
 
 def test_jacobians_through_the_row_loop_match_jax():
-    x = rng.standard_normal(20)   # more than jacobian.UNROLL rows: the staged FOR loop
+    x = rng.standard_normal(20)   # more than jacobians.UNROLL rows: the staged FOR loop
     f = lambda N: (lambda x: N.sin(x) * x[0] + N.cumsum(x))
     close(jitad.jacfwd(f(jitad))(x), jax.jacfwd(f(jnp))(x))
     close(jitad.jacrev(f(jitad))(x), jax.jacrev(f(jnp))(x))

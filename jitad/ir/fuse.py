@@ -8,7 +8,7 @@ register). Values defined in the run and used after it are materialized as outpu
 Runs keep their position in the node list, so effects on slots stay in order.
 """
 from .graph import Graph, Node, Var, uses
-from .ops import Op
+from .ops import CALLS, Op
 from .types import Type
 
 
@@ -32,12 +32,31 @@ def _member_shape(node):
     return None
 
 
+def _place_slots(nodes):
+    """New slots depend on nothing: creating them first keeps runs together. A tensor slot
+    first used after the graph's last call is made just after that call instead (outside
+    any arena scope), so a recursion (reverse mode's frame per WHILE iteration) does not
+    keep it allocated in every frame while the deeper ones run."""
+    slots = [n for n in nodes if n.op == Op.SLOT]
+    rest = [n for n in nodes if n.op != Op.SLOT]
+    calls = [k for k, n in enumerate(rest) if n.op in CALLS or n.op in (Op.APPLY, Op.TREE)]
+    if not calls:
+        return slots + rest
+    after = calls[-1] + 1
+    marks = {n.outputs[0]: k for k, n in enumerate(rest) if n.op == Op.ARENA_MARK}
+    if any(n.op == Op.ARENA_RELEASE and marks.get(n.inputs[0], after) < after <= k for k, n in enumerate(rest)):
+        return slots + rest   # `after` is inside a scope, whose end would free them
+    used = {v for n in rest[:after] for v in n.inputs}
+    late = [n for n in slots if n.outputs[0].type.shape and n.outputs[0] not in used]
+    early = [n for n in slots if all(n is not m for m in late)]
+    return early + rest[:after] + late + rest[after:]
+
+
 def fuse_graph(graph):
     for node in graph.nodes:
         for body in node.bodies:
             fuse_graph(body)
-    # new slots do not depend on anything: creating them first keeps runs together
-    graph.nodes = [n for n in graph.nodes if n.op == Op.SLOT] + [n for n in graph.nodes if n.op != Op.SLOT]
+    graph.nodes = _place_slots(graph.nodes)
     graph.nodes = _drop_idle_scopes(graph.nodes)
     users = uses(graph.nodes, graph.outputs)
     out, run, shape, sums = [], [], None, set()

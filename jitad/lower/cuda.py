@@ -780,8 +780,9 @@ class CudaCompiled:
         return dev
 
     def _result(self, v, t, on_device):
-        if not t.shape:
-            return self.runner.host(v).item()
+        if not t.shape:   # a Python number; float32 stays np.float32, as the CPU entry's
+            value = self.runner.host(v)
+            return np.float32(value) if t.dtype == "f32" else value.item()
         if on_device:   # a fresh device array (the arena is reused by the next call)
             out = K.cuda().device_array(size_of(t.shape), dtype=NUMPY[t.dtype])
             if out.shape[0]:

@@ -4,7 +4,10 @@ The compiled code calls `jitad_debug_print(spec, n, values)`: `spec` points at a
 NUL-terminated JSON constant in the module (format string, keyword names, each
 value's dtype and shape), `values` at `n` pointers to the values (a tensor's data, or
 a stack slot holding a scalar). The symbol is a ctypes callback registered with the JIT
-at import, so programs loaded from the disk cache find it too.
+at import, so programs loaded from the disk cache find it too. Python's signal handlers
+run inside the callback: an exception one raises (KeyboardInterrupt on Ctrl-C) makes it
+return nonzero, and the compiled code unwinds as at a poll that saw Ctrl-C; the caller
+gets that exception.
 """
 import ctypes
 import json
@@ -14,7 +17,8 @@ import llvmlite.ir as ir
 import numpy as np
 
 from ..ir.ops import Op
-from .llvm import I8, I64, LL, PTR, alloca, rule
+from . import runtime
+from .llvm import I8, I32, I64, INTERRUPTED, LL, PTR, alloca, rule
 
 _CTYPES = {"f64": ctypes.c_double, "f32": ctypes.c_float, "i64": ctypes.c_int64, "bool": ctypes.c_uint8}
 _NUMPY = {"f64": np.float64, "f32": np.float32, "i64": np.int64, "bool": np.bool_}
@@ -42,9 +46,13 @@ def _callback(spec, n, values):
         print(decoded["fmt"].format(*args, **kwargs), flush=True)
     except Exception as e:   # an exception cannot unwind through native code
         print(f"jitad.debug.print: {type(e).__name__}: {e}", flush=True)
+    except BaseException as e:   # a signal handler's (Ctrl-C): stop the call, raise it in the caller
+        runtime.interrupted_by(e)
+        return 1
+    return 0
 
 
-_CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_int64, ctypes.POINTER(ctypes.c_void_p))(_callback)
+_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_char_p, ctypes.c_int64, ctypes.POINTER(ctypes.c_void_p))(_callback)
 llvm.add_symbol("jitad_debug_print", ctypes.cast(_CALLBACK, ctypes.c_void_p).value)
 
 
@@ -60,6 +68,8 @@ def _debug_print(lo, node, ins):
             ptr = alloca(b, LL[var.type.dtype] if var.type.dtype != "bool" else I8)
             b.store(value if var.type.dtype != "bool" else b.zext(value, I8), ptr)
         b.store(ptr, b.gep(table, [I64(0), I64(k)], source_etype=ir.ArrayType(PTR, max(len(ins), 1))))
-    fn = lo.extern("jitad_debug_print", ir.FunctionType(ir.VoidType(), [PTR, I64, PTR]))
-    b.call(fn, [spec, I64(len(ins)), table])
+    fn = lo.extern("jitad_debug_print", ir.FunctionType(I32, [PTR, I64, PTR]))
+    with b.if_then(b.icmp_unsigned("!=", b.call(fn, [spec, I64(len(ins)), table]), I32(0)), likely=False):
+        b.store(I32(INTERRUPTED), lo.status_ptr())
+        b.branch(lo.bail_block())
     return []

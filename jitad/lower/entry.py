@@ -358,7 +358,12 @@ def _box(b, module, v, t):
         return b.call(api("PyBool_FromLong"), [b.zext(v, I64)])
     if t.dtype == "i64":
         return b.call(api("PyLong_FromLongLong"), [v])
-    return b.call(api("PyFloat_FromDouble"), [b.fpext(v, F64) if t.dtype == "f32" else v])
+    if t.dtype == "f64":
+        return b.call(api("PyFloat_FromDouble"), [v])
+    data = alloca(b, F32)   # an f32 scalar stays one, as in NumPy: an np.float32 made from its bytes
+    b.store(v, data)
+    return b.call(_api(module, "jitad_PyArray_Scalar", ir.FunctionType(PTR, [PTR, PTR, PTR])),
+                  [data, api("jitad_descr_f32"), PTR(None)])
 
 
 def _build_result(b, module, layout, leaves, out_types, arrays):

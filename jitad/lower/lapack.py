@@ -230,9 +230,11 @@ def _eigh(c, node, n, _):
     lwork, liwork = 1 + 6 * n + 2 * n * n, 3 + 5 * n
     w, work, iwork, info = c.scratch(n * n), c.scratch(lwork), c.scratch(liwork, "i64"), alloca(lo.b, I32)
 
+    uplo = "U" if node.attrs.get("upper") else "L"
+
     def step(a, out):
-        lo.copy(w, a, Type(c.dtype, (n, n)))
-        c("syevd", "V", "U", n, w, max(1, n), out, work, lwork, iwork, liwork, info)
+        c.transpose(a, w, n, n)   # a column-major, read on NumPy's side: its eigenvector signs
+        c("syevd", "V", uplo, n, w, max(1, n), out, work, lwork, iwork, liwork, info)
         c.transpose(w, c.at(out, n), n, n)   # column j of w is eigenvector j
         c.nan_if(c.info_failed(info), out, n * n + n)
     return step

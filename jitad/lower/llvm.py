@@ -376,10 +376,11 @@ def _loop(lo, types, init, cond, step, period=None):
     """A loop with state phis; `cond(phis) -> i1`, `step(phis) -> next state`.
 
     Tensor state lives in two buffers allocated before the loop: each iteration copies
-    its new state into the spare one and releases everything else it allocated, so a
-    loop's memory does not grow with its trip count. With a `period` (a power of two),
-    an iteration counter paces interrupt polls at the end of the body (where the body's
-    loads come first: LLVM still hoists the invariant ones).
+    its new state into the spare one and releases everything else it (or its condition)
+    allocated, whatever the state's type, so a loop's memory does not grow with its trip
+    count. With a `period` (a power of two), an iteration counter paces interrupt polls
+    at the end of the body (where the body's loads come first: LLVM still hoists the
+    invariant ones).
     """
     b = lo.b
     tensors = [k for k, t in enumerate(types) if t.shape]
@@ -401,7 +402,7 @@ def _loop(lo, types, init, cond, step, period=None):
     if period:
         count = b.phi(I64)
         count.add_incoming(I64(0), pre)
-    mark = lo.mark()
+    mark, allocs = lo.mark(), lo.allocs
     b.cbranch(cond(state), body_bb, exit_bb)
     b.position_at_end(body_bb)
     new = list(step(state))
@@ -409,7 +410,7 @@ def _loop(lo, types, init, cond, step, period=None):
         if new[k] is not state[k]:   # else unchanged, or updated in place (`lower_loop_body`)
             lo.copy(spare[k], new[k], types[k])
             new[k] = spare[k]
-    if tensors:
+    if tensors or lo.allocs != allocs:   # whatever the state's type, the body's temporaries are dead
         lo.release(mark)
     if period:
         lo.poll_every(count, period)
@@ -589,6 +590,7 @@ class Lowerer:
         self.placed = {}  # table_set node -> the entry its value was made in (no copy)
         self.results = ([], [], [])   # the current function's tensor results: positions, buffers, types
         self.n_trees = self.n_codes = 0
+        self.allocs = 0   # arena allocations emitted so far (a loop whose body made any releases them)
         self.check_status = {m: CHECK_FAILED + k for k, m in enumerate(check_messages(program))}
         for k, fun in enumerate(program.funs):
             fnty = ir.FunctionType(ret_type(fun.out_types), [PTR] + [ll_type(t) for t in fun.body.in_types]
@@ -763,6 +765,7 @@ class Lowerer:
     def alloc_bytes(self, nbytes):
         """`nbytes` (an i64 value read as unsigned, rounded up to 64) from the arena."""
         b = self.b
+        self.allocs += 1
         top = b.load(self.ctx_field(2), typ=PTR)
         end = b.load(self.ctx_field(3), typ=PTR)
         room = b.sub(b.ptrtoint(end, I64), b.ptrtoint(top, I64))   # a multiple of 64, as every allocation

@@ -70,6 +70,7 @@ class _Jit:
         for dtype, np_dtype in NUMPY.items():   # the builtin descriptor singletons
             llvm.add_symbol(f"jitad_descr_{dtype}", id(np.dtype(np_dtype)))
         llvm.add_symbol("jitad_PyArray_New", _numpy_c_api(93))
+        llvm.add_symbol("jitad_PyArray_Scalar", _numpy_c_api(60))
         libm = ctypes.CDLL("libm.so.6")
         for name in libm_symbols():
             llvm.add_symbol(name, ctypes.cast(getattr(libm, name), ctypes.c_void_p).value)
@@ -131,7 +132,7 @@ def _source_digest():
 
 
 def _numpy_c_api(index):
-    """Entry `index` of numpy's C-API function table (93 is PyArray_New)."""
+    """Entry `index` of numpy's C-API function table (93 is PyArray_New, 60 PyArray_Scalar)."""
     from numpy._core import _multiarray_umath
     get = ctypes.pythonapi.PyCapsule_GetPointer
     get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
@@ -455,16 +456,29 @@ _trip.argtypes = [ctypes.c_int]
 _run_signal_handlers = ctypes.pythonapi.PyErr_CheckSignals   # (pythonapi raises what a handler raised)
 
 
+_raised = threading.local()   # what a signal handler raised in a callback from compiled code
+
+
+def interrupted_by(exc):
+    """A callback from compiled code (`jitad.debug.print`) ran a signal handler that raised
+    `exc`: the code unwinds with status INTERRUPTED, and its caller raises `exc`."""
+    _raised.exc = exc
+
+
 class _Interrupted:
     """An entry's handler for Ctrl-C: its compiled code found SIGINT at a poll (which
     consumed the signal's flag) and unwound, so its arena space is free. The signal is
     tripped again and Python's handler runs here, raising KeyboardInterrupt by default; a
     handler that returns gets the call run again from the start (compiled code has no
     side effects). Handlers never run inside compiled code, so one that calls jitad
-    functions cannot disturb the arena of the call it interrupted."""
+    functions cannot disturb the arena of the call it interrupted; only a `debug.print`
+    callback runs Python there, and what a handler raised in it is raised here."""
     __slots__ = ("entry",)
 
     def __call__(self, *args):
+        exc = _raised.__dict__.pop("exc", None)
+        if exc is not None:   # the handler ran already, in a callback
+            raise exc
         _trip(signal.SIGINT)
         _run_signal_handlers()
         return self.entry()(*args)

@@ -144,6 +144,12 @@ def hessian(fun, argnums=0, has_aux=False):
     return jacfwd(jacrev(fun, argnums, has_aux), argnums, has_aux)
 
 
+def jacobian(fun, argnums=0, has_aux=False, *, argnum=None):
+    """`jacrev` under the name JAX (`argnums=`) and autograd (`argnum=`) give it:
+    `jitad.jacobian(f)(x)`, `jitad.jacobian(f, argnum=1)(x, y)`."""
+    return jacrev(fun, argnums if argnum is None else argnum, has_aux)
+
+
 def elementwise_grad(fn, argnum=0):
     """autograd's `elementwise_grad`: the gradient of the sum of `fn`'s outputs with respect
     to argument `argnum` (the Jacobian's diagonal when it is diagonal).

@@ -1,0 +1,443 @@
+"""`jitad.numpy`: NumPy's namespace over jitad's functions, for code written against
+`jax.numpy` or `autograd.numpy` (`import jitad.numpy as jnp`, `import jitad.numpy as np`).
+
+In staged code every function here is jitad's (differentiable, compiled, JAX's semantics);
+on plain arrays each computes eagerly with NumPy's results.
+
+Arrays made here outside staged code (`array`, `asarray`, `zeros`, `ones`, `full`, `eye`,
+`arange`, `linspace`, the `*_like`) are `jitad.numpy.Array`s: NumPy arrays (NumPy's
+functions and printing, `x[i] = v` writes as autograd code does them) that also have JAX's
+`.at[...]` updates, accept a staged index (`table[i]` with `i` staged lifts the table to a
+staged constant), and make a new array on `x += y` as JAX does (a reference kept elsewhere
+keeps its values). NumPy hands the subclass on through its own arithmetic; other results
+are plain NumPy arrays (`jnp.asarray(y).at[...]` gives `.at` back, without a copy). A
+compiled function takes plain NumPy arrays through its fastest path: pass those in
+a hot loop (`np.asarray(x)`, no copy).
+
+>>> import jitad.numpy as jnp
+>>> jnp.zeros(3).at[0].set(1.0)
+Array([1., 0., 0.])
+"""
+import builtins as _builtins
+import math as _math
+import operator as _op
+
+import numpy as _np
+
+from .. import numeric as _N
+from ..staging import Staged as _Staged, is_staged as _is_staged
+
+# NumPy's dtypes and dtype helpers, as NumPy has them (jitad computes in float64, float32,
+# int64 and bool; an int32 in staged code is an int64)
+from numpy import (bool_, dtype, finfo, float32, float64, iinfo, int8, int16, int32, int64, integer,  # noqa: F401
+                   floating, inexact, number, signedinteger, issubdtype, promote_types, uint8, uint32,
+                   uint64, can_cast, e, inf, nan, newaxis, pi, euler_gamma)
+
+float_ = float64
+int_ = int64
+
+from ..numeric import *  # noqa: E402,F401,F403
+from ..numpy_api import *  # noqa: E402,F401,F403
+from ..numpy_api import trace  # noqa: E402,F401  (NumPy's trace; `jitad.trace` stages a function)
+from . import linalg, random  # noqa: E402,F401
+
+
+def _staged_any(xs):
+    return _builtins.any(_is_staged(x) for x in xs)
+
+
+def _either(name, staged_fn, np_fn=None):
+    """NumPy's `name`: `staged_fn` when an argument is staged, else NumPy's function."""
+    np_fn = np_fn or getattr(_np, name)
+
+    def fn(*xs):
+        return staged_fn(*xs) if _staged_any(xs) else np_fn(*xs)
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"NumPy's `{name}`, staged where an argument is: `jnp.{name}(a, b)`."
+    return fn
+
+
+def _bool(x):
+    return _N.convert(x, "bool") if _is_staged(x) else _np.asarray(x, bool)
+
+
+add = _either("add", _op.add)
+subtract = _either("subtract", _op.sub)
+multiply = _either("multiply", _op.mul)
+divide = true_divide = _either("divide", _op.truediv)
+floor_divide = _either("floor_divide", _op.floordiv)
+negative = _either("negative", _op.neg)
+positive = _either("positive", _op.pos)
+greater = _either("greater", _op.gt)
+greater_equal = _either("greater_equal", _op.ge)
+less = _either("less", _op.lt)
+less_equal = _either("less_equal", _op.le)
+equal = _either("equal", _op.eq)
+not_equal = _either("not_equal", _op.ne)
+logical_and = _either("logical_and", lambda a, b: _bool(a) & _bool(b))
+logical_or = _either("logical_or", lambda a, b: _bool(a) | _bool(b))
+logical_xor = _either("logical_xor", lambda a, b: _bool(a) != _bool(b))
+logical_not = _either("logical_not", lambda a: ~_bool(a))
+absolute = abs  # noqa: F405
+amax, amin = max, min  # noqa: F405
+float_power = power  # noqa: F405
+
+
+def cbrt(x):
+    """The real cube root: `jnp.cbrt(-8.0) == -2.0`."""
+    return sign(x) * power(abs(x), 1.0 / 3.0)  # noqa: F405
+
+
+def shape(x):
+    """`x.shape` of a staged value or anything NumPy takes: `jnp.shape(x)`."""
+    return tuple(x.shape) if _is_staged(x) else _np.shape(x)
+
+
+def ndim(x):
+    """The number of axes: `jnp.ndim(x)`."""
+    return len(shape(x))
+
+
+def size(x, axis=None):
+    """The number of elements (along `axis`): `jnp.size(x)`."""
+    s = shape(x)
+    return _math.prod(s) if axis is None else s[axis]
+
+
+def result_type(*xs):
+    """NumPy's `result_type` of values and dtypes, staged values included."""
+    return _np.result_type(*[x.dtype if _is_staged(x) else x for x in xs])
+
+
+def vdot(a, b):
+    """The dot product of the flattened arrays: `jnp.vdot(a, b)`."""
+    return sum(ravel(a) * ravel(b))  # noqa: F405
+
+
+def isclose(a, b, rtol=1e-05, atol=1e-08):
+    """`|a - b| <= atol + rtol * |b|` elementwise (NaN is never close): `jnp.isclose(a, b)`."""
+    if not _staged_any((a, b)):
+        return _np.isclose(a, b, rtol=rtol, atol=atol)
+    return abs(a - b) <= atol + rtol * abs(b)  # noqa: F405
+
+
+def allclose(a, b, rtol=1e-05, atol=1e-08):
+    """All of `isclose(a, b)`: `jnp.allclose(a, b)`."""
+    return all(isclose(a, b, rtol, atol))  # noqa: F405
+
+
+def astype(x, dtype):
+    """`x` converted to `dtype`: `jnp.astype(x, jnp.float32)`."""
+    return x.astype(dtype) if _is_staged(x) else asarray(x, dtype)
+
+
+def copy(x):
+    """A copy of `x` (a staged value is immutable: itself)."""
+    return x if _is_staged(x) else array(x)
+
+
+# NumPy 2's names for the same functions, and NumPy's static index helpers
+acos, asin, atan, atan2, acosh, asinh, atanh = arccos, arcsin, arctan, arctan2, arccosh, arcsinh, arctanh  # noqa: F405
+pow = power  # noqa: F405
+around = rint = round  # noqa: F405
+fabs = abs  # noqa: F405
+concat = concatenate  # noqa: F405
+permute_dims = transpose  # noqa: F405
+double, single = float64, float32
+from numpy import (broadcast_shapes, diag_indices, indices, ix_, tril_indices, triu_indices,  # noqa: E402,F401
+                   unravel_index, ravel_multi_index, errstate, geterr, seterr, get_printoptions,
+                   set_printoptions, printoptions)
+
+
+def _drop_precision(fn):
+    """`fn` that also takes (and ignores) JAX's `precision=` and `preferred_element_type=`."""
+    def wrapped(*args, precision=None, preferred_element_type=None, **kwargs):
+        return fn(*args, **kwargs)
+    wrapped.__name__ = wrapped.__qualname__ = fn.__name__
+    wrapped.__doc__ = fn.__doc__
+    return wrapped
+
+
+dot, matmul, tensordot, inner, outer = (_drop_precision(f) for f in (dot, matmul, tensordot, inner, outer))  # noqa: F405
+_einsum = einsum  # noqa: F405
+
+
+def einsum(subscripts, *operands, optimize=None, precision=None, preferred_element_type=None):
+    """`jitad.einsum` (JAX's `optimize=` and `precision=` accepted and ignored)."""
+    return _einsum(subscripts, *operands)
+
+
+def clip(a, a_min=None, a_max=None, *, min=None, max=None):
+    """`a` limited to [a_min, a_max] (NumPy's and JAX's names for the bounds): `jnp.clip(x, 0.0, 1.0)`."""
+    return _N.clip(a, a_min if min is None else min, a_max if max is None else max)
+
+
+def isscalar(x):
+    """True for numbers and 0-d values, staged ones included."""
+    return _np.isscalar(x) or (_is_staged(x) and not x.shape)
+
+
+def ptp(a, axis=None, keepdims=False):
+    """max - min along `axis`."""
+    return _N.max(a, axis, keepdims) - _N.min(a, axis, keepdims)
+
+
+def average(a, axis=None, weights=None):
+    """The mean, or the `weights`-weighted mean, along `axis`."""
+    if weights is None:
+        return _N.mean(a, axis)
+    if ndim(weights) != ndim(a):   # 1-D weights along `axis`, as NumPy
+        weights = _N.reshape(weights, tuple(-1 if d == axis % ndim(a) else 1 for d in range(ndim(a))))
+    return _N.sum(a * weights, axis) / _N.sum(weights * _N.ones_like(a), axis)
+
+
+def nansum(a, axis=None, keepdims=False):
+    """The sum with NaNs counted as zero."""
+    return _N.sum(_N.where(isnan(a), 0.0, a), axis, keepdims)  # noqa: F405
+
+
+def nanmean(a, axis=None, keepdims=False):
+    """The mean of the entries that are not NaN."""
+    return nansum(a, axis, keepdims) / _N.sum(_N.where(isnan(a), 0.0, 1.0), axis, keepdims)  # noqa: F405
+
+
+def fmod(x, y):
+    """The remainder of `x / y` with the sign of `x` (C's fmod)."""
+    return x - trunc(x / y) * y  # noqa: F405
+
+
+def divmod(x, y):
+    """`(x // y, x % y)`."""
+    return floor_divide(x, y), mod(x, y)  # noqa: F405
+
+
+def diagflat(v, k=0):
+    """A 2-D array with the flattened `v` on diagonal `k`."""
+    return diag(ravel(v), k)  # noqa: F405
+
+
+def broadcast_arrays(*args):
+    """The arguments broadcast to their common shape."""
+    target = _np.broadcast_shapes(*(shape(a) for a in args))
+    return [broadcast_to(a, target) for a in args]  # noqa: F405
+
+
+def array_equal(a1, a2):
+    """True if `a1` and `a2` have the same shape and entries."""
+    if not _staged_any((a1, a2)):
+        return _np.array_equal(a1, a2)
+    return shape(a1) == shape(a2) and all(a1 == a2)  # noqa: F405
+
+
+def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):
+    """`base ** linspace(start, stop, num)`."""
+    out = power(base, linspace(start, stop, num, endpoint, dtype=None, axis=axis))  # noqa: F405
+    return out if dtype is None else astype(out, dtype)
+
+
+def searchsorted(a, v, side="left", sorter=None):
+    """Where `v` would go in the sorted 1-D `a` to keep it sorted (`side` 'left' or 'right');
+    staged, a comparison of every `v` with every `a` (O(len(a) * size(v)))."""
+    if not _staged_any((a, v)):
+        return _np.searchsorted(a, v, side, sorter)
+    if sorter is not None:
+        a = take(a, sorter)  # noqa: F405
+    v_col = expand_dims(v, -1)  # noqa: F405
+    before = (a < v_col) if side == "left" else (a <= v_col)
+    return _N.sum(_N.convert(before, "i64"), -1)
+
+
+def trapezoid(y, x=None, dx=1.0, axis=-1):
+    """The integral of `y` along `axis` by the trapezoidal rule."""
+    y = moveaxis(y, axis, -1)  # noqa: F405
+    mid = (y[..., 1:] + y[..., :-1]) / 2.0
+    return _N.sum(mid * (dx if x is None else x[1:] - x[:-1]), -1)
+
+
+def convolve(a, v, mode="full"):
+    """NumPy's 1-D `convolve` (`mode` 'full', 'same', 'valid'), staged and differentiable."""
+    from ..scipy.signal import convolve as conv
+    if shape(v)[0] > shape(a)[0]:
+        a, v = v, a
+    return conv(a, v, mode)
+
+
+def correlate(a, v, mode="valid"):
+    """NumPy's 1-D `correlate` of real arrays: `convolve(a, v[::-1], mode)`."""
+    if shape(v)[0] > shape(a)[0]:
+        return convolve(v, a[::-1], mode)[::-1]
+    return convolve(a, v[::-1], mode)
+
+
+# -- arrays: plain NumPy arrays with JAX's `.at` ------------------------------
+
+class Array(_np.ndarray):
+    """A NumPy array that also has JAX's `.at[...]` updates and accepts a staged index."""
+
+    @property
+    def at(self):
+        """`x.at[i].set(v)`, `.add`, `.multiply`, `.min`, `.max`, `.get`: new arrays, as JAX's."""
+        return _AtArray(_N.NUMPY_API["ndarray.at"](_np.asarray(self)))
+
+    def __getitem__(self, key):
+        keys = key if isinstance(key, tuple) else (key,)
+        if _staged_any(keys):   # a constant table read at a staged index
+            return _N.getitem(_np.asarray(self), key)
+        return super().__getitem__(key)
+
+    def block_until_ready(self):
+        """Itself (jitad's results are ready when a call returns)."""
+        return self
+
+    # `x += y` makes a new array, as in JAX, so a reference kept elsewhere (a list of past
+    # parameters) keeps its values; `x[i] = v` still writes in place, as NumPy and autograd
+    __iadd__ = _np.ndarray.__add__
+    __isub__ = _np.ndarray.__sub__
+    __imul__ = _np.ndarray.__mul__
+    __itruediv__ = _np.ndarray.__truediv__
+    __ifloordiv__ = _np.ndarray.__floordiv__
+    __imod__ = _np.ndarray.__mod__
+    __ipow__ = _np.ndarray.__pow__
+    __imatmul__ = _np.ndarray.__matmul__
+    __iand__ = _np.ndarray.__and__
+    __ior__ = _np.ndarray.__or__
+    __ixor__ = _np.ndarray.__xor__
+
+
+class _AtArray:
+    def __init__(self, at):
+        self._at = at
+
+    def __getitem__(self, index):
+        return _AtArray(self._at[index])
+
+    def get(self):
+        return _wrap(_N.getitem(self._at.x, self._at.index))
+
+    def __getattr__(self, how):
+        update = getattr(self._at, how)
+        return lambda v, **_: _wrap(update(v))
+
+
+def _wrap(x):
+    return x.view(Array) if type(x) is _np.ndarray else x
+
+
+def _nested_staged(obj):
+    if isinstance(obj, (list, tuple)):
+        return _builtins.any(_nested_staged(o) for o in obj)
+    return _is_staged(obj)
+
+
+def _stack_nested(obj, dtype):
+    if isinstance(obj, (list, tuple)):
+        return stack([_stack_nested(o, dtype) for o in obj])  # noqa: F405
+    if dtype is not None:
+        return _N.convert(obj, dtype) if _is_staged(obj) else _np.asarray(obj, dtype)
+    return obj
+
+
+def array(obj, dtype=None, copy=True, ndmin=0):
+    """An array of `obj`: a staged value passes through (converted to `dtype`), nested
+    lists holding staged values are stacked, anything else is a NumPy array (an `Array`,
+    with `.at`): `jnp.array([[1.0, 2.0], [x, 3.0]])`."""
+    if _nested_staged(obj):
+        out = _stack_nested(obj, dtype)
+        if _is_staged(out) and dtype is not None:
+            out = _N.convert(out, dtype)
+        while ndim(out) < ndmin:
+            out = expand_dims(out, 0)  # noqa: F405
+        return out
+    return _wrap(_np.array(obj, dtype=dtype, copy=copy, ndmin=ndmin))
+
+
+def asarray(a, dtype=None):
+    """`a` as an array without a copy where possible: a staged value passes through
+    (converted to `dtype`); plain data gives an `Array` (a NumPy array with `.at`)."""
+    return array(a, dtype=dtype, copy=None)
+
+
+def _plain_or(name, staged_fn, args, kwargs):
+    """NumPy's `name` as an `Array`, or `staged_fn` when an argument is staged."""
+    if _staged_any(args + tuple(kwargs.values())):
+        if staged_fn is None:
+            raise _N.data_dependent_shape(f"`jnp.{name}` with a staged size")
+        return staged_fn(*args, **kwargs)
+    return _wrap(getattr(_np, name)(*args, **kwargs))
+
+
+def zeros(shape, dtype=None):
+    """NumPy's `zeros`, as an `Array` (with `.at`): `jnp.zeros(3).at[0].set(1.0)`."""
+    return _plain_or("zeros", None, (shape,), {"dtype": dtype})
+
+
+def ones(shape, dtype=None):
+    """NumPy's `ones`, as an `Array` (with `.at`)."""
+    return _plain_or("ones", None, (shape,), {"dtype": dtype})
+
+
+empty = zeros
+
+
+def full(shape, fill_value, dtype=None):
+    """NumPy's `full`, as an `Array`; a staged `fill_value` gives a staged array."""
+    if _is_staged(fill_value):
+        return _N.full(shape, fill_value, "f64" if dtype is None else dtype)
+    return _plain_or("full", None, (shape, fill_value), {"dtype": dtype})
+
+
+def eye(N, M=None, k=0, dtype=None):
+    """NumPy's `eye`, as an `Array`."""
+    return _plain_or("eye", None, (N, M, k), {"dtype": dtype})
+
+
+def identity(n, dtype=None):
+    """NumPy's `identity`, as an `Array`."""
+    return _plain_or("identity", None, (n,), {"dtype": dtype})
+
+
+def arange(start, stop=None, step=None, dtype=None):
+    """NumPy's `arange`, as an `Array` (staged bounds: jitad's)."""
+    args = (start,) if stop is None else (start, stop) if step is None else (start, stop, step)
+    return _plain_or("arange", _N.NUMPY_API["arange"], args, {"dtype": dtype} if dtype is not None else {})
+
+
+def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0):
+    """NumPy's `linspace`, as an `Array` (staged ends: jitad's)."""
+    return _plain_or("linspace", _N.NUMPY_API["linspace"], (start, stop, num, endpoint, retstep, dtype, axis), {})
+
+
+def _like(x, value, dtype):
+    if _is_staged(x):   # constant contents of a staged value's shape
+        return full(shape(x), value, dtype=x.dtype if dtype is None else dtype)
+    return _wrap(_np.full_like(x, value, dtype=dtype))
+
+
+def zeros_like(a, dtype=None):
+    """Zeros of `a`'s shape and dtype (or `dtype`), as an `Array`."""
+    return _like(a, 0, dtype)
+
+
+def ones_like(a, dtype=None):
+    """Ones of `a`'s shape and dtype (or `dtype`), as an `Array`."""
+    return _like(a, 1, dtype)
+
+
+empty_like = zeros_like
+
+
+def full_like(a, fill_value, dtype=None):
+    """`fill_value` in `a`'s shape and dtype (or `dtype`)."""
+    if _is_staged(fill_value):
+        return _N.broadcast_to(_N.convert(fill_value, _np.dtype(dtype or a.dtype)), shape(a))
+    return _like(a, fill_value, dtype)
+
+
+class _NDArrayMeta(type):
+    def __instancecheck__(cls, x):
+        return isinstance(x, (_np.ndarray, _Staged))
+
+
+class ndarray(metaclass=_NDArrayMeta):
+    """For `isinstance(x, jnp.ndarray)`: true of NumPy arrays and staged values."""
+

@@ -1,0 +1,96 @@
+"""`jitad.scipy.special`: SciPy's special functions that jitad computes (staged and
+differentiable), with SciPy's signatures: `special.logsumexp(a, axis=None, b=None)`.
+`gammaln` and `betaln` take plain numbers only
+(jitad has no staged log-gamma); distributions use them on their shape parameters."""
+import math
+
+import numpy as np
+
+from .. import numeric as N
+from ..errors import StagingError
+from ..numeric import erf, erfc, sigmoid as expit  # noqa: F401
+from ..staging import is_staged
+
+__all__ = ["logsumexp", "expit", "logit", "erf", "erfc", "ndtr", "log_ndtr", "xlogy", "xlog1py",
+           "softmax", "log_softmax", "gammaln", "betaln", "entr"]
+
+_SQRT_HALF = math.sqrt(0.5)
+
+
+def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
+    """log(sum(b * exp(a))) over `axis` (None: all axes), computed stably:
+    `special.logsumexp(x, axis=0)`."""
+    if return_sign:
+        raise StagingError("`logsumexp(..., return_sign=True)` is not supported; give positive weights b")
+    if b is None:
+        return N.logsumexp(a, axis, keepdims)
+    m = N.max(N.stop_gradient(a), axis, keepdims=True)
+    m = N.where(N.abs(m) < np.inf, m, 0.0)
+    s = N.sum(b * N.exp(a - m), axis, keepdims=keepdims)
+    return N.log(s) + (m if keepdims else N.NUMPY_API["squeeze"](m, axis))
+
+
+def logit(p):
+    """log(p / (1 - p)): `special.logit(0.5) == 0.0`."""
+    return N.log(p) - N.log1p(-p)
+
+
+def ndtr(x):
+    """The standard normal CDF: `special.ndtr(0.0) == 0.5`."""
+    return 0.5 * N.erfc(-x * _SQRT_HALF)
+
+
+def log_ndtr(x):
+    """log of the standard normal CDF, accurate in both tails (an asymptotic series below
+    -20, log1p of the upper tail above 5): `special.log_ndtr(-30.0)`."""
+    mid = N.clip(x, -20.0, 5.0)   # each branch sees only inputs it handles
+    far = N.minimum(x, -20.0)
+    z2 = 1.0 / (far * far)
+    left = (-0.5 * far * far - N.log(-far) - 0.5 * math.log(2 * math.pi)
+            + N.log1p(z2 * (-1.0 + z2 * (3.0 + z2 * (-15.0 + z2 * 105.0)))))
+    right = N.log1p(-ndtr(-N.maximum(x, 5.0)))
+    return N.where(x < -20.0, left, N.where(x > 5.0, right, N.log(ndtr(mid))))
+
+
+def xlogy(x, y):
+    """x * log(y), 0 where x == 0: `special.xlogy(0.0, 0.0) == 0.0`."""
+    zero = x == 0
+    return N.where(zero, 0.0, x * N.log(N.where(zero, 1.0, y)))
+
+
+def xlog1py(x, y):
+    """x * log1p(y), 0 where x == 0."""
+    zero = x == 0
+    return N.where(zero, 0.0, x * N.log1p(N.where(zero, 0.0, y)))
+
+
+def entr(x):
+    """-x log x for x > 0, 0 at 0, -inf below."""
+    return N.where(x < 0, -np.inf, -xlogy(x, x))
+
+
+def softmax(x, axis=None):
+    """exp(x) / sum(exp(x)) over `axis` (None: all axes, as SciPy)."""
+    return N.exp(log_softmax(x, axis))
+
+
+def log_softmax(x, axis=None):
+    """x - logsumexp(x) over `axis` (None: all axes, as SciPy)."""
+    return x - N.logsumexp(x, axis, keepdims=True)
+
+
+def _plain(fn, name):
+    def f(*xs):
+        if any(is_staged(x) for x in xs):
+            raise StagingError(f"`special.{name}` of a staged value: jitad has no staged log-gamma; "
+                               "compute it outside the staged function and pass it in")
+        return fn(*xs)
+    f.__name__ = f.__qualname__ = name
+    return f
+
+
+_lgamma = np.vectorize(math.lgamma, otypes=[np.float64])
+gammaln = _plain(lambda x: _lgamma(x)[()], "gammaln")
+gammaln.__doc__ = "log|Γ(x)| of plain numbers (not staged values): `special.gammaln(5.0) == log(24)`."
+betaln = _plain(lambda a, b: (_lgamma(a) + _lgamma(b) - _lgamma(np.add(a, b)))[()], "betaln")
+betaln.__doc__ = "log B(a, b) of plain numbers (not staged values)."
