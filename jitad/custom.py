@@ -30,6 +30,7 @@ class custom_vjp(FUN):
     a static setting): `fwd` takes every argument, `bwd(*nondiff_args, residuals, g)`
     returns cotangents for the others only.
 
+    >>> import functools
     >>> @functools.partial(jitad.custom_vjp, nondiff_argnums=(0,))
     ... def apply(f, x):
     ...     return f(x)

@@ -27,8 +27,11 @@ def public_modules():
 
 
 def _globs():
+    """What examples may use unimported: jitad, np, math's names, and the namespaces' usual
+    aliases (`lax`, `jnp`)."""
     return {"jitad": jitad, "np": np, "math": math, "nan": math.nan, "inf": math.inf, "pi": math.pi,
-            "log": math.log, "exp": math.exp, "sqrt": math.sqrt}
+            "log": math.log, "exp": math.exp, "sqrt": math.sqrt,
+            "lax": importlib.import_module("jitad.lax"), "jnp": importlib.import_module("jitad.numpy")}
 
 
 class _Checker(doctest.OutputChecker):
