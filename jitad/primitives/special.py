@@ -21,7 +21,8 @@ def polygamma_scalar(n, x):
     """psi^(n)(x) in float64, branch-free (`where` picks, both sides are computed).
 
     x >= 0: shift up by K = 10 + n with psi^(n)(x) = psi^(n)(x + K) + (-1)^(n+1) n! sum 1/(x+i)^(n+1),
-    then the asymptotic series at z = x + K >= 10 + n (error below 1e-16 relative).
+    then the asymptotic series at z = x + K >= 10 + n (truncated below 1e-16 relative);
+    near digamma's positive root, its Taylor series there.
     x < 0: reflection, psi(x) = psi(1 - x) - pi cot(pi x) and psi'(x) = pi^2 / sin^2(pi x) - psi'(1 - x);
     NaN for n >= 2; at the poles (0 and the negative integers) as SciPy's."""
     neg = x < 0.0
@@ -51,11 +52,11 @@ def polygamma_scalar(n, x):
     right = lead + sign * (fact * s + fact * 0.5 * zn * w + series)
     if n >= 2:
         return where(neg, math.nan, right)
-    r = x - ((x + ROUND) - ROUND)   # pi x modulo pi, in [-pi/2, pi/2]
+    r = x - ((x + ROUND) - ROUND)   # x less its nearest integer, in [-1/2, 1/2]
     r = where(abs(x) < 4503599627370496.0, r, 0.0)   # past 2**52 every float is an integer
     sn = sin(math.pi * r)
     if n == 0:
-        d = (x - ROOT[0]) - ROOT[1]   # near the root, a Taylor series keeps the relative error small
+        d = (y - ROOT[0]) - ROOT[1]   # near the root, a Taylor series keeps the relative error small
         p = 0.0
         for k in range(len(ROOT_SERIES) - 1, -1, -1):
             p = (p + ROOT_SERIES[k]) * d
