@@ -3,7 +3,7 @@
 dot, sum_mat_vec and mlp against hand-written numba gradients and JAX; a large
 elementwise gradient against the memory-bandwidth time of a NumPy copy of its input; and
 the cost of a Hessian-vector product relative to a gradient (mlp, a small TreeLSTM).
-The speed goals of issue 14 (`--speed` runs only these): einsum and batched matmul at
+The tensor speed goals (`--speed` runs only these): einsum and batched matmul at
 attention shapes against NumPy forward and JAX for the gradient, cumsum and var of 10^6
 elements and sort of 1000 rows of 1000 against NumPy, and a float32 transformer block's gradient against JAX jit and
 PyTorch eager. Every comparator's value and gradient must equal jitad's before anything
@@ -115,7 +115,7 @@ def _block_params(rng, d, dtype):
 
 
 def _speed(mods, rng, repeats, target, quick, rows, goals):
-    """Issue 14's speed cases (see the module docstring)."""
+    """The tensor speed cases (see the module docstring)."""
     import jitad
     jax, torch = mods["jax"], mods["torch"]
     B, Hh = (2, 2) if quick else (8, 4)
@@ -221,7 +221,7 @@ class _TorchNumpy:
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="tiny sizes, one repeat (a smoke test)")
-    parser.add_argument("--speed", action="store_true", help="only issue 14's speed cases")
+    parser.add_argument("--speed", action="store_true", help="only the tensor speed cases")
     opts = parser.parse_args(argv)
     repeats, target = (1, 0.002) if opts.quick else (7, 0.1)
     mods, versions = harness.load_comparators()

@@ -1,4 +1,4 @@
-"""User-supplied derivative rules, fixed points and checkpointing (SPEC §4).
+"""User-supplied derivative rules, fixed points and checkpointing.
 
 All three are staged functions (`FUN`) whose call nodes carry a static attribute
 that reverse mode reads: `custom` (run the user's fwd/bwd instead of differentiating

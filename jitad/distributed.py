@@ -1,4 +1,4 @@
-"""Data-parallel training on MPI (SPEC §6): one process per rank, started by `mpiexec`.
+"""Data-parallel training on MPI: one process per rank, started by `mpiexec`.
 
     # mpiexec -n 2 python train.py
     import jitad

@@ -465,15 +465,8 @@ class _JaxFn:
             n = self.n_in
 
             def tangent(*args):
-                primals, ts = list(args[:n]), iter(args[n:])
-                float_pos = [k for k in range(n) if self.floats[k]]
-
-                def of_floats(*xs):
-                    full = list(primals)
-                    for k, x in zip(float_pos, xs):
-                        full[k] = x
-                    return tuple(self.fn(*full))
-                outs, touts = api.jvp(of_floats, tuple(primals[k] for k in float_pos), tuple(ts))
+                of_floats, at = _of_floats(self, args[:n], all_outputs=True)
+                outs, touts = api.jvp(of_floats, at, tuple(args[n:]))
                 return tuple(t for t, o in zip(touts, outs) if _is_float_leaf(o))
             return _JaxFn(tangent, self.name + "_jvp", list(self.floats) + [True] * sum(self.floats))
         return self._derive("tangent", make)
@@ -486,16 +479,8 @@ class _JaxFn:
             n = self.n_in
 
             def pullback(*args):
-                primals, cts = list(args[:n]), list(args[n:])
-                float_pos = [k for k in range(n) if self.floats[k]]
-
-                def of_floats(*xs):
-                    full = list(primals)
-                    for k, x in zip(float_pos, xs):
-                        full[k] = x
-                    return tuple(o for o in self.fn(*full) if _is_float_leaf(o))
-                _, back = api.vjp(of_floats, *[primals[k] for k in float_pos])
-                return tuple(back(tuple(cts)))
+                of_floats, at = _of_floats(self, args[:n], all_outputs=False)
+                return tuple(api.vjp(of_floats, *at)[1](tuple(args[n:])))
             return _JaxFn(pullback, self.name + "_vjp", list(self.floats) + [True] * sum(self.out_floats))
         return self._derive("pullback", make)
 
@@ -505,6 +490,19 @@ class _JaxFn:
             return _JaxFn(lambda *leaves: tuple(api.vmap(lambda *xs: tuple(self.fn(*xs)), in_axes=axes)(*leaves)),
                           self.name + "_vmap", self.floats)
         return self._derive(("vmap", axes), make)
+
+
+def _of_floats(fn, primals, all_outputs):
+    """`fn` as a function of its float arguments alone (the others held at `primals`), of
+    all its outputs or only the float ones; and those float arguments' values."""
+    float_pos = [k for k in range(len(primals)) if fn.floats[k]]
+
+    def of_floats(*xs):
+        full = list(primals)
+        for k, x in zip(float_pos, xs):
+            full[k] = x
+        return tuple(o for o in fn.fn(*full) if all_outputs or _is_float_leaf(o))
+    return of_floats, tuple(primals[k] for k in float_pos)
 
 
 def _is_float_leaf(x):

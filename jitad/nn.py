@@ -1,4 +1,4 @@
-"""Activations and normalization for networks (SPEC §5), as `jax.nn` names them."""
+"""Activations and normalization for networks, as `jax.nn` names them."""
 import math
 
 from . import numeric as N

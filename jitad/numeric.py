@@ -1,4 +1,4 @@
-"""The math functions of SPEC §1, for staged values and plain numbers alike.
+"""The math functions users call, for staged values and plain numbers alike.
 
 On Python or NumPy numbers they compute eagerly with NumPy; on staged values they
 record a node. `jitad.exp(x)` is to jitad what `jnp.exp(x)` is to JAX.

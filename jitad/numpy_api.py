@@ -1,4 +1,4 @@
-"""NumPy's functions (SPEC §5) as compositions of jitad's primitives.
+"""NumPy's functions as compositions of jitad's primitives.
 
 Each has NumPy's name, signature and semantics (as `jax.numpy` has them), works on staged
 values and plain numbers alike (plain ones compute eagerly, through the same composition),

@@ -592,7 +592,7 @@ def _describe(td):
     return f"a {td.kind} of {len(td.children)}"
 
 
-# -- the combinators (SPEC §1) -------------------------------------------------
+# -- the combinators -------------------------------------------------
 
 def IF(pred, then_fn, else_fn, *operands):
     """`then_fn(*operands)` if `pred` else `else_fn(*operands)`, staged.

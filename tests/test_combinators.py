@@ -1,4 +1,4 @@
-"""Staged control flow (SPEC §1): each combinator alone and nested, compiled vs Python.
+"""Staged control flow: each combinator alone and nested, compiled vs Python.
 
 Every compiled result is compared with plain Python (NumPy semantics for scalar
 arithmetic) written by hand or, where the combinators run eagerly on Python values

@@ -1,4 +1,4 @@
-"""SPEC §2, Errors: user mistakes raise `jitad.JitadError` subclasses that say what,
+"""Errors: user mistakes raise `jitad.JitadError` subclasses that say what,
 where (the user's source line) and what to do; nothing a user passes crashes the
 process. The robustness checks run in a subprocess, so a crash fails the test
 instead of killing the test run."""

@@ -126,3 +126,10 @@ def test_without_the_frameworks_jitad_imports_and_names_the_extra():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.count("jitad[interop]") == 2
+
+
+def test_jax_second_order():
+    f = jitad.interop.to_jax(lambda x: jitad.sin(x) * x)
+    want = 2 * np.cos(1.0) - np.sin(1.0)
+    np.testing.assert_allclose(jax.grad(jax.grad(f))(1.0), want, rtol=1e-12)
+    np.testing.assert_allclose(jax.jit(jax.hessian(f))(1.0), want, rtol=1e-12)

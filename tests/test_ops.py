@@ -1,4 +1,4 @@
-"""Every tensor op of SPEC §1, table-driven (STYLE: "An OP_SPECS list parametrizes the op tests").
+"""Every tensor op, table-driven.
 
 Each `OpSpec` is one formula `fn(m, *args)` written once against a namespace `m` that is
 `jitad`, `NP` (NumPy, with direct-loop references for conv/pooling) or `JNP` (jax.numpy),

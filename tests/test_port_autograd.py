@@ -4,16 +4,10 @@ counts made small, data synthetic where the original reads files) and gives the 
 numbers as the original run through autograd itself (the same text with the rename undone)."""
 import numpy as np
 import pytest
+from porting import run
 
 pytest.importorskip("autograd", reason="the original programs run through autograd (the test extra installs it)")
 pytest.importorskip("scipy")
-
-
-def run(source, lib):
-    """Execute a program's text with `jitad` renamed to `lib` in it; its globals."""
-    namespace = {"__name__": "__port__"}
-    exec(compile(source.replace("jitad", lib), f"<port through {lib}>", "exec"), namespace)
-    return namespace
 
 
 def both(source):

@@ -5,17 +5,11 @@ gives the same numbers as the original run through JAX (the same text with the r
 undone, 64-bit floats enabled)."""
 import numpy as np
 import pytest
+from porting import run
 
 jax = pytest.importorskip("jax", reason="the original programs run through JAX (the test extra installs it)")
 jax.config.update("jax_enable_x64", True)
 pytest.importorskip("scipy")
-
-
-def run(source, lib):
-    """Execute a program's text with `jitad` renamed to `lib` in it; its globals."""
-    namespace = {"__name__": "__port__"}
-    exec(compile(source.replace("jitad", lib), f"<port through {lib}>", "exec"), namespace)
-    return namespace
 
 
 def both(source):

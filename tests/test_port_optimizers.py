@@ -7,6 +7,7 @@ import importlib.util
 
 import numpy as np
 import pytest
+from porting import run
 
 import jitad
 
@@ -17,13 +18,6 @@ pytest.importorskip("autograd", reason="the original programs run through autogr
 
 def _needs(module):
     return pytest.mark.skipif(importlib.util.find_spec(module) is None, reason=f"{module} is not in this jitad")
-
-
-def run(source, lib):
-    """Execute a program's text with `jitad` renamed to `lib` in it; its globals."""
-    namespace = {"__name__": "__port__"}
-    exec(compile(source.replace("jitad", lib), f"<port through {lib}>", "exec"), namespace)
-    return namespace
 
 
 KERNEL_LSQ = '''

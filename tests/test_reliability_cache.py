@@ -1,4 +1,4 @@
-"""The disk cache never trusts a file's name (SPEC §2): an entry whose content does not
+"""The disk cache never trusts a file's name: an entry whose content does not
 belong to its key — swapped, relabelled, garbage with a valid checksum, or not a regular
 file at all — is ignored and recompiled, and the process neither crashes nor hangs.
 The in-memory caches (signatures per jitted function, functions `jvp` compiled) are bounded.
@@ -137,7 +137,7 @@ def test_an_entry_that_is_not_a_small_regular_file_is_never_read(cache, make):
         assert run(directory) == {"results": F_RESULTS, "compiled": 0, "loaded": 1}
 
 
-# -- bounded in-memory caches (issue 12, item 11) ------------------------------------
+# -- bounded in-memory caches ------------------------------------
 
 def test_a_jitted_function_keeps_a_bounded_number_of_signatures():
     f = jitad.jit(lambda x: jitad.sum(x * 2.0))

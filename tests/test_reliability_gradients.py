@@ -1,4 +1,4 @@
-"""Wrong gradients of issue 12 (and those the nesting fuzzer of
+"""Wrong gradients (and those the nesting fuzzer of
 tests/test_reliability_nesting.py found), one regression test each."""
 import math
 

@@ -1,4 +1,4 @@
-"""Reliability (issue 12, silently wrong values): negative staged indices count from the
+"""Reliability (silently wrong values): negative staged indices count from the
 end as in NumPy and JAX (then out-of-range clamps, as JAX), in every backend and
 derivative; bool arrays whose bytes are not 0/1 read as NumPy reads them; masked
 arrays are refused instead of losing their mask."""

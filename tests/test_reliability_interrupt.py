@@ -1,4 +1,4 @@
-"""Ctrl-C stops compiled code (SPEC §2): a SIGINT during a long compiled loop raises
+"""Ctrl-C stops compiled code: a SIGINT during a long compiled loop raises
 KeyboardInterrupt in the caller within a fraction of a second, and jitad stays usable
 (the next call is right and starts with the arena empty). Each case runs in a subprocess
 that the test interrupts with a real signal."""

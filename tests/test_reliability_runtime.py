@@ -1,4 +1,4 @@
-"""SPEC §2: deep recursion on any thread's stack, forked children, threads calling one
+"""Deep recursion on any thread's stack, forked children, threads calling one
 compiled function, and sizes whose byte counts overflow 64 bits — each completes or
 raises `jitad.ResourceError`, never a signal or a hang. Every case runs in a child
 process (with a timeout), so a crash or a hang fails the test instead of the run."""

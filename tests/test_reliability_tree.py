@@ -1,4 +1,4 @@
-"""SPEC §2 for `jitad.Tree` (issue 12): a Tree is immutable, copies and pickles rebuild
+"""`jitad.Tree`: a Tree is immutable, copies and pickles rebuild
 it (its descriptor holds this process's addresses), subclasses run as Trees, and no
 construction input crashes: each either builds a tree a compiled TREE reads correctly
 or raises a `JitadError`. What used to crash runs in a subprocess."""

@@ -1,4 +1,4 @@
-"""Issue 12 (items 3, 9, 10): user mistakes that crashed, gave silently wrong values or
+"""User mistakes that crashed, gave silently wrong values or
 raised internal errors now raise a `JitadError` naming the problem; the NumPy functions
 jitad also has run on staged values, the rest say which jitad function to call.
 """

@@ -1,4 +1,4 @@
-"""Bad and unusual tensor inputs (SPEC §2): shape errors name the op and both shapes at
+"""Bad and unusual tensor inputs: shape errors name the op and both shapes at
 trace time; any array layout or convertible dtype gives the result of its contiguous
 float64 (int64) copy; unsupported dtypes are `ArgumentError`s; empty arrays, NaN/inf and
 out-of-range staged indices behave as documented and never crash or misread memory.
@@ -300,7 +300,7 @@ def test_indexing_an_empty_table_never_reads_outside_it(index):
     np.testing.assert_array_equal(out, np.zeros(np.shape(index) + (3,)))
 
 
-# -- out-of-range staged indices clamp (SPEC §1) ------------------------------------------
+# -- out-of-range staged indices clamp ------------------------------------------
 # (a negative index first counts from the end, as in NumPy: tests/test_reliability_indexing.py)
 
 E43 = arr(4, 3)

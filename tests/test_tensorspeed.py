@@ -1,4 +1,4 @@
-"""The primitives behind issue 14's speed goals: `bmm` (batched matmul, einsum,
+"""The primitives behind the tensor speed goals: `bmm` (batched matmul, einsum,
 tensordot), `cumsum` (one sequential pass) and `scatter` (`.at[].set/add`, `scan`'s
 stacked outputs, `jacfwd`/`jacrev` rows, in place in loops): values and gradients
 against JAX, `check_grads`, the CUDA simulator, and the in-place loop update's cost."""

@@ -1,4 +1,4 @@
-"""jitad.scan and jitad.switch (SPEC §5) against JAX's lax.scan / lax.switch."""
+"""jitad.scan and jitad.switch against JAX's lax.scan / lax.switch."""
 import numpy as np
 import pytest
 

@@ -1,4 +1,4 @@
-"""custom_jvp with defjvp (SPEC §5): forward mode runs the rule, reverse mode transposes it."""
+"""custom_jvp with defjvp: forward mode runs the rule, reverse mode transposes it."""
 import numpy as np
 import pytest
 

@@ -1,4 +1,4 @@
-"""jacfwd / jacrev / hessian (SPEC §5) against JAX: values, shapes, pytree nesting."""
+"""jacfwd / jacrev / hessian against JAX: values, shapes, pytree nesting."""
 import collections
 
 import numpy as np

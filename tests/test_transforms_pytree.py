@@ -1,4 +1,4 @@
-"""Pytrees (SPEC §5): namedtuples, registered classes and dataclasses, None, tree_util."""
+"""Pytrees: namedtuples, registered classes and dataclasses, None, tree_util."""
 import collections
 import dataclasses
 

@@ -1,4 +1,4 @@
-"""`jitad.Tree` and `TREE` (SPEC §1): random trees of 0…1000 nodes against a Python
+"""`jitad.Tree` and `TREE`: random trees of 0…1000 nodes against a Python
 recursion, one compiled signature for every shape and size, and construction errors."""
 import math
 
