@@ -30,6 +30,7 @@ class custom_vjp(FUN):
     a static setting): `fwd` takes every argument, `bwd(*nondiff_args, residuals, g)`
     returns cotangents for the others only.
 
+    >>> import functools
     >>> @functools.partial(jitad.custom_vjp, nondiff_argnums=(0,))
     ... def apply(f, x):
     ...     return f(x)
@@ -117,6 +118,7 @@ def fixed_point(f, x0, tol=1e-10, max_iter=1000):
     Differentiated by the implicit function theorem, with memory independent of the
     number of iterations, including gradients w.r.t. staged values `f` closes over:
 
+    >>> a = 2.0
     >>> sqrt_a = jitad.fixed_point(lambda x: 0.5 * (x + a / x), 1.0)   # Newton for sqrt(a)
     """
     if current_frame() is None:   # plain Python values: just iterate

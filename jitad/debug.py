@@ -17,7 +17,10 @@ def print(fmt, *args, **kwargs):   # noqa: A001  (JAX's name)
     prints (the backward pass does not print again). Outside staged code it prints at once.
 
     >>> f = jitad.jit(lambda xs: jitad.FOR(0, 3, lambda i, s: (jitad.debug.print("i={} s={}", i, s), s + xs[i])[1], 0.0))
-    >>> f(np.ones(3))   # prints i=0 s=0.0, i=1 s=1.0, i=2 s=2.0
+    >>> f(np.ones(3))
+    i=0 s=0.0
+    i=1 s=1.0
+    i=2 s=2.0
     3.0
     """
     if not isinstance(fmt, str):

@@ -40,7 +40,7 @@ def init():
     on any rank then aborts the whole job (`MPI_Abort`) instead of leaving the other
     ranks waiting in a collective forever.
 
-    >>> dist.init(); print(f"rank {dist.rank()} of {dist.size()}")
+    >>> dist.init(); print(f"rank {dist.rank()} of {dist.size()}")   # doctest: +SKIP
     """
     global _world
     if _world is not None:
@@ -129,8 +129,8 @@ def allreduce(tree, op="sum", timeout=None):
     the other ranks have not joined by then, `DistributedError` (compiled code, which cannot
     raise, prints that and ends the job) instead of waiting forever.
 
-    >>> grads = dist.allreduce(grads, op="mean")   # data-parallel gradient average
-    >>> total = dist.allreduce(3.0, timeout=60)    # 3.0 * size()
+    >>> grads = dist.allreduce(grads, op="mean")   # data-parallel gradient average   # doctest: +SKIP
+    >>> total = dist.allreduce(3.0, timeout=60)    # 3.0 * size()   # doctest: +SKIP
     """
     _check_op(op)
     _check_timeout("allreduce", timeout)
@@ -174,7 +174,7 @@ def broadcast(tree, root=0, timeout=None):
     structure, shapes and dtypes, which must match root's: checked as by `allreduce`, as is
     `timeout=`).
 
-    >>> params = dist.broadcast(init_params(seed=dist.rank()))   # all ranks start equal
+    >>> params = dist.broadcast(init_params(seed=dist.rank()))   # all ranks start equal   # doctest: +SKIP
     """
     n = size()
     if not isinstance(root, (int, np.integer)) or not 0 <= root < n:
@@ -267,7 +267,7 @@ def shard(batch, axis=0):
     """This rank's equal share of every leaf of `batch` along `axis` (contiguous blocks,
     rank 0 first), so the mean of the ranks' mean losses is the full batch's mean loss.
 
-    >>> xs, ys = dist.shard((x, y))   # with 2 ranks: rows 0..n/2-1 on rank 0, the rest on 1
+    >>> xs, ys = dist.shard((x, y))   # with 2 ranks: rows 0..n/2-1 on rank 0, the rest on 1   # doctest: +SKIP
     """
     n, r = size(), rank()
     leaves, td = flatten(batch)

@@ -88,8 +88,8 @@ def to_torch(f):
     """`f` as a function of CPU `torch.Tensor`s (pytrees of them and `jitad.Tree`s, as
     `f` takes them), its gradient registered: `loss.backward()` runs jitad's reverse mode.
 
-    >>> g = jitad.interop.to_torch(lambda x: jitad.sum(jitad.sin(x) ** 2))
-    >>> x = torch.tensor([0.5, 1.0], dtype=torch.float64, requires_grad=True)
+    >>> g = jitad.interop.to_torch(lambda x: jitad.sum(jitad.sin(x) ** 2))   # doctest: +SKIP
+    >>> x = torch.tensor([0.5, 1.0], dtype=torch.float64, requires_grad=True)   # doctest: +SKIP
     >>> g(x).backward(); x.grad                                # doctest: +SKIP
     tensor([0.8415, 0.9093], dtype=torch.float64)
 

@@ -3,8 +3,8 @@ jitad's staged combinators (`FOR`, `WHILE`, `IF`, `scan`). Reverse mode goes thr
 them, `while_loop` included (JAX refuses that one):
 
 >>> from jitad import grad, lax
->>> grad(lambda x: lax.while_loop(lambda c: c < 10.0, lambda c: c * x, 1.0))(3.0)
-9.0
+>>> grad(lambda x: lax.while_loop(lambda c: c < 10.0, lambda c: c * x, 1.0))(3.0)   # d/dx x**3
+27.0
 
 Outside staged code they run in Python, as the combinators do.
 """

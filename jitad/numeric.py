@@ -15,7 +15,7 @@ import numpy as np
 from .errors import ArgumentError, IndexError_, ShapeError, StagingError
 from .ir.ops import IMPLS, PRIMITIVES, Op, clip_index
 from .primitives import rules
-from .ir.types import check_int64_range
+from .ir.types import FLOATS, check_int64_range
 from .staging import (Staged, as_var, binary, emit, is_staged, logical, result_dtype, to_bool, trace_memo,
                       unary)
 
@@ -43,6 +43,22 @@ for _op in PRIMITIVES.values():
     if _op.doc is not None:
         globals()[_op.value] = _wrapper(_op)
         __all__.append(_op.value)
+
+
+def polygamma(n, x):
+    """The n-th derivative of digamma, for an int n >= 0 (x < 0 only for n <= 1):
+    `jitad.polygamma(1, 1.0) == math.pi ** 2 / 6`."""
+    n = _int_arg("polygamma", "n", n, 0)
+    x = x if result_dtype(x) in FLOATS else convert(x, "f64")
+    return bind(Op.POLYGAMMA, x, n=n)
+
+
+def digamma(x):
+    """The derivative of `lgamma`: `jitad.digamma(1.0)` is -0.57721566490153 (minus Euler's constant)."""
+    return polygamma(0, x)
+
+
+__all__ += ["polygamma", "digamma"]
 
 
 def where(cond, a=None, b=None):

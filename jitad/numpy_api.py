@@ -37,7 +37,7 @@ __all__ = [
     "select", "real", "imag", "conj", "conjugate", "angle", "r_", "c_",
 ]
 
-_LN2, _LN10 = math.log(2.0), math.log(10.0)
+_LN2 = math.log(2.0)
 
 
 def _shape(x):
@@ -104,13 +104,13 @@ def arctanh(x):
 
 
 def log2(x):
-    """Base-2 logarithm: `jitad.log2(8.0) == 3.0`."""
-    return N.log(_float(x)) * (1.0 / _LN2)
+    """Base-2 logarithm (libm's: exact on powers of two): `jitad.log2(8.0) == 3.0`."""
+    return unary(Op.LOG2, _float(x))
 
 
 def log10(x):
-    """Base-10 logarithm: `jitad.log10(100.0) == 2.0`."""
-    return N.log(_float(x)) * (1.0 / _LN10)
+    """Base-10 logarithm (libm's): `jitad.log10(100.0) == 2.0`."""
+    return unary(Op.LOG10, _float(x))
 
 
 def exp2(x):

@@ -1,5 +1,6 @@
 """Optimizers as pure functions on pytrees, usable inside and outside staged code.
 
+>>> params, grads = np.ones(3), np.full(3, 0.5)
 >>> opt = jitad.optim.adam(1e-3)
 >>> state = opt.init(params)
 >>> params, state = opt.update(params, grads, state)

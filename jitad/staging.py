@@ -872,7 +872,9 @@ class NodeView:
 def TREE(tree, init, combine):
     """Recursion over a binary tree: `f(n) = init if n is empty else combine(node, f(n.left), f(n.right))`.
 
+    >>> tree = jitad.Tree.from_nested((5.0, (3.0, None, None), (4.0, None, None)))
     >>> jitad.jit(lambda t: TREE(t, 1.0, lambda node, l, r: l * r * node.value))(tree)
+    60.0
     """
     _check_callables("TREE", combine=combine)
     if callable(init):

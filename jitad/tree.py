@@ -255,8 +255,8 @@ class Forest(Tree):
     lane folds one tree, and `TREE` runs level by level, the nodes of equal height
     (in chunks of `width`) as one batched computation.
 
-    >>> forest = jitad.Forest([t1, t2, t3])
-    >>> jitad.vmap(tree_loss, in_axes=(None, 0))(params, forest)   # one loss per tree
+    >>> forest = jitad.Forest([t1, t2, t3])   # doctest: +SKIP
+    >>> jitad.vmap(tree_loss, in_axes=(None, 0))(params, forest)   # one loss per tree  # doctest: +SKIP
 
     Inside the combine function `node.index` is the node's index in its own tree. The
     trees are packed once, here (heights, a renumbering, padding to whole chunks);

@@ -277,6 +277,16 @@ def test_edge_values_match_cpu(name):
         assert_trees_close(on_gpu(f)(*args), jitad.jit(f)(*args), rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_libm_and_special_functions_match_cpu(dtype):
+    x = np.array([8.0, 2.0 ** -100, 1000.0, 0.5, 3.0, 1.4616, -2.5, 0.0, -1.0, np.inf, np.nan], dtype)
+    f = lambda x: (jitad.log2(x), jitad.log10(x), jitad.exp2(x), jitad.lgamma(x), jitad.digamma(x),  # noqa: E731
+                   jitad.polygamma(1, x), jitad.polygamma(2, x))
+    got = on_gpu(f)(x)
+    assert_trees_close(got, jitad.jit(f)(x), rtol=1e-14 if dtype == np.float64 else 1e-6, atol=0)
+    assert got[0][:2].tolist() == [3.0, -100.0] and got[2][4] == 8.0
+
+
 def test_without_a_gpu_the_error_says_what_to_do():
     import subprocess
     code = ("import jitad, numpy as np\n"

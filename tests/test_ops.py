@@ -20,6 +20,7 @@ from typing import Callable
 
 import numpy as np
 import pytest
+import scipy.special
 
 import jitad
 import jitad.random
@@ -151,12 +152,19 @@ def _dropout_mask(key, shape, rate):
     return jitad.random.uniform(key, shape) >= rate     # eager: jitad's NumPy reference stream
 
 
+def _same_dtype(fn, x):
+    return np.asarray(fn(x), dtype=np.asarray(x).dtype)[()]
+
+
 NP = SimpleNamespace(
     **{n: getattr(np, n) for n in ["exp", "log", "log1p", "expm1", "sqrt", "sin", "cos", "tanh", "abs",
                                    "square", "arcsin", "arccos", "arctan", "arctan2", "maximum", "minimum", "where", "clip", "sum", "mean", "max",
                                    "min", "dot", "matmul", "outer", "transpose", "reshape", "broadcast_to",
                                    "concatenate", "stack", "zeros", "zeros_like", "ones", "ones_like",
                                    "full"]},
+    lgamma=lambda x: _same_dtype(scipy.special.gammaln, x),
+    digamma=lambda x: _same_dtype(scipy.special.digamma, x),
+    polygamma=lambda n, x: _same_dtype(functools.partial(scipy.special.polygamma, n), x),
     erf=lambda x: np.vectorize(math.erf, otypes=[np.asarray(x).dtype])(x)[()],
     erfc=lambda x: np.vectorize(math.erfc, otypes=[np.asarray(x).dtype])(x)[()],
     sigmoid=lambda x: 1 / (1 + np.exp(-x)),
@@ -202,6 +210,9 @@ def jax_namespace():
         return jnp.asarray(np.asarray(x))
 
     return jax, jnp, SimpleNamespace(**{n: getattr(jnp, n) for n in vars(NP) if hasattr(jnp, n)} | dict(
+        lgamma=jax.scipy.special.gammaln,
+        digamma=jax.scipy.special.digamma,
+        polygamma=jax.scipy.special.polygamma,
         erf=jax.scipy.special.erf,
         erfc=jax.scipy.special.erfc,
         sigmoid=jax.nn.sigmoid,
@@ -231,7 +242,8 @@ S = OpSpec
 UNARY = [("exp", "real"), ("log", "pos"), ("log1p", "pos"), ("expm1", "real"), ("sqrt", "pos"), ("erf", "real"),
          ("erfc", "real"), ("arcsin", "unit"), ("arccos", "unit"), ("arctan", "wide"),
          ("sin", "wide"), ("cos", "wide"), ("tanh", "real"), ("sigmoid", "wide"), ("relu", "real"),
-         ("abs", "real"), ("square", "real")]
+         ("abs", "real"), ("square", "real"),
+         ("lgamma", "wide"), ("digamma", "pos")]
 BROADCASTS = [((3, 4), (3, 4)), ((3, 1), (1, 4)), ((2, 3), (3,)), ((), (3, 4)), ((2, 3), ())]
 BINARY = [("+", operator.add, "real"), ("-", operator.sub, "real"), ("*", operator.mul, "real"),
           ("/", operator.truediv, "pos")]
@@ -285,6 +297,8 @@ OP_SPECS = [
     S("neg", "neg", lambda m, x: -x, (F((3, 4)),)),
     S("stop_gradient", "stop_gradient", lambda m, x: m.stop_gradient(x) * 2.0, (F((3, 4)),), grad=False),
     S("exp[scalar]", "exp", lambda m, x: m.exp(x), (F(()),)),
+    *[S(f"polygamma[{n}]", "polygamma", lambda m, x, n=n: m.polygamma(n, x), (F((3, 4), d),))
+      for n, d in [(1, "pos")]],
     # elementwise binary with every broadcasting combination
     *[S(f"{sym}[{_sh(sa)},{_sh(sb)}]", sym, lambda m, a, b, f=f: f(a, b), (F(sa, d), F(sb, d)))
       for sym, f, d in BINARY for sa, sb in BROADCASTS],

@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import primitives  # noqa: F401  (declares the ops in SCALAR)
 from ..ir.ops import PRIMITIVES, Op
+from ..primitives import special
 from ..ir.types import NUMPY, RefType
 
 _cache = {}
@@ -45,6 +46,7 @@ def environment():
                "sin": np.sin, "cos": np.cos, "tanh": np.tanh, "fmod": np.fmod,
                "power": np.power, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan,
                "atan2": np.arctan2, "sinh": np.sinh, "cosh": np.cosh, "hypot": np.hypot,
+               "log2": np.log2, "log10": np.log10, "lgamma": special.lgamma_impl,
                "quiet": lambda: np.errstate(all="ignore")}
     else:
         env = {"f64": numba.float64, "f32": numba.float32, "i64": numba.int64, "u64": numba.uint64,
@@ -57,6 +59,8 @@ def environment():
     exec(compile(_HELPERS, "<jitad cuda helpers>", "exec"), env)
     for name in [n for n in env if n.startswith("h_")]:
         env[name] = c.jit(device=True)(env[name])
+    env["h_polygamma"] = c.jit(device=True)(special.backend(special.polygamma_scalar, where=env["h_where"],
+                                                            log=env["log"], sin=env["sin"], cos=env["cos"]))
     _env = env
     return env
 
@@ -122,6 +126,10 @@ def h_to_i64(x):
     return i64(x)
 
 
+def h_where(c, a, b):
+    return a if c else b
+
+
 def h_clip(i, n):   # `clip_index` (jitad/ir/ops.py)
     if i < 0:
         i += n
@@ -170,7 +178,7 @@ def literal(value, dtype):
 def _template(spec):
     """A declaration's CUDA expression (jitad/primitives) as template(args, dtype) -> str."""
     if isinstance(spec, str):
-        return lambda a, t: spec.format(*a, t=CTOR[t])
+        return lambda a, t, **attrs: spec.format(*a, t=CTOR[t], **attrs)
     return spec
 
 
@@ -281,7 +289,7 @@ def fused_source(body, shape, kinds, in_types):
         elif node.op == Op.CONVERT:
             expr = _convert(ins[0], dtype, node.attrs["dtype"])
         else:
-            expr = SCALAR[node.op](ins, node.inputs[-1].type.dtype if node.op == Op.SELECT else dtype)
+            expr = SCALAR[node.op](ins, node.inputs[-1].type.dtype if node.op == Op.SELECT else dtype, **node.attrs)
         var = fresh()
         lines.append(f"{var} = {expr}")
         names[node.outputs[0]] = var

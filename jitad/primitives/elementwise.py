@@ -193,14 +193,24 @@ declare("arctan", floating, np.arctan, arity=1, flags=MATH,
         vjp=elementwise_vjp(lambda x, out: 1.0 / (1.0 + x * x)), llvm="atan", cuda="atan({0})",
         doc="Inverse tangent: `jitad.arctan(1.0) == math.pi / 4`.")
 
-# libm's, exact to the last bit and overflowing where the result does (no public name: the
-# NumPy-style functions in numpy_api call them)
+# libm's, exact where NumPy is (log2 of a power of two, exp2 of an integer) and overflowing where
+# the result does (no public name: the NumPy-style functions in numpy_api call them)
 declare("sinh", floating, np.sinh, arity=1, flags=MATH, vjp=lambda g, x, out: (g * N.bind(Op.COSH, x),),
         llvm="sinh", cuda="sinh({0})")
 declare("cosh", floating, np.cosh, arity=1, flags=MATH, vjp=lambda g, x, out: (g * N.bind(Op.SINH, x),),
         llvm="cosh", cuda="cosh({0})")
-declare("exp2", floating, np.exp2, arity=1, flags=MATH, vjp=lambda g, x, out: (g * out * math.log(2.0),),
+def _via_double(fn):
+    """NumPy's `fn`, float32 through float64 (as libm's exact results: NumPy's float32 exp2
+    misses 2**127 and its float32 log10 misses 100 by an ulp)."""
+    return lambda x: fn(x.astype(np.float64)).astype(x.dtype)[()] if x.dtype == np.float32 else fn(x)
+
+
+declare("exp2", floating, _via_double(np.exp2), arity=1, flags=MATH, vjp=lambda g, x, out: (g * out * math.log(2.0),),
         llvm="exp2", cuda="power({t}(2), {0})")
+declare("log2", floating, np.log2, arity=1, flags=MATH, vjp=lambda g, x, out: (g / (x * math.log(2.0)),),
+        llvm="log2", cuda="log2({0})")
+declare("log10", floating, _via_double(np.log10), arity=1, flags=MATH, vjp=lambda g, x, out: (g / (x * math.log(10.0)),),
+        llvm="log10", cuda="log10({0})")
 
 
 def _hypot_vjp(g, x, y, out):

@@ -1,18 +1,17 @@
 """`jitad.scipy.special`: SciPy's special functions that jitad computes (staged and
 differentiable), with SciPy's signatures: `special.logsumexp(a, axis=None, b=None)`.
-`gammaln` and `betaln` take plain numbers only
-(jitad has no staged log-gamma); distributions use them on their shape parameters."""
+`gammaln`, `digamma` and `polygamma` are jitad's `lgamma`, `digamma` and `polygamma`."""
 import math
 
 import numpy as np
 
 from .. import numeric as N
 from ..errors import StagingError
-from ..numeric import erf, erfc, sigmoid as expit  # noqa: F401
-from ..staging import is_staged
+from ..numeric import digamma, erf, erfc, polygamma, sigmoid as expit  # noqa: F401
 
 __all__ = ["logsumexp", "expit", "logit", "erf", "erfc", "ndtr", "log_ndtr", "xlogy", "xlog1py",
-           "softmax", "log_softmax", "gammaln", "betaln", "entr"]
+           "softmax", "log_softmax", "gammaln", "betaln", "digamma", "psi", "polygamma", "entr"]
+psi = digamma
 
 _SQRT_HALF = math.sqrt(0.5)
 
@@ -79,18 +78,11 @@ def log_softmax(x, axis=None):
     return x - N.logsumexp(x, axis, keepdims=True)
 
 
-def _plain(fn, name):
-    def f(*xs):
-        if any(is_staged(x) for x in xs):
-            raise StagingError(f"`special.{name}` of a staged value: jitad has no staged log-gamma; "
-                               "compute it outside the staged function and pass it in")
-        return fn(*xs)
-    f.__name__ = f.__qualname__ = name
-    return f
+def gammaln(x):
+    """log|Γ(x)| (jitad.lgamma): `special.gammaln(5.0) == log(24)`."""
+    return N.lgamma(x)
 
 
-_lgamma = np.vectorize(math.lgamma, otypes=[np.float64])
-gammaln = _plain(lambda x: _lgamma(x)[()], "gammaln")
-gammaln.__doc__ = "log|Γ(x)| of plain numbers (not staged values): `special.gammaln(5.0) == log(24)`."
-betaln = _plain(lambda a, b: (_lgamma(a) + _lgamma(b) - _lgamma(np.add(a, b)))[()], "betaln")
-betaln.__doc__ = "log B(a, b) of plain numbers (not staged values)."
+def betaln(a, b):
+    """log B(a, b) = gammaln(a) + gammaln(b) - gammaln(a + b)."""
+    return N.lgamma(a) + N.lgamma(b) - N.lgamma(np.add(a, b))

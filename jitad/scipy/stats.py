@@ -4,9 +4,9 @@ in their arguments, with SciPy's signatures (`from jitad.scipy.stats import norm
 >>> norm.logpdf(0.0)
 -0.9189385332046727
 
-`t`, `gamma`, `beta`, `poisson` and `dirichlet` need log-gamma of their shape parameters
-(`df`, `a`, `b`, `k`, `alpha`): those must be plain numbers (data or constants), not
-staged values; their other arguments may be staged.
+The shape parameters of `gamma`, `beta`, `poisson` and `dirichlet` (`a`, `b`, `k`,
+`alpha`) must be plain numbers (data or constants), not staged values; their other
+arguments, and all of `t`'s, may be staged.
 """
 import math
 import sys
