@@ -72,7 +72,7 @@ def session(eval_name, eval_args, tool, gradbench, timeout):
     killed = threading.Event()
     timer = threading.Timer(timeout, lambda: (killed.set(), ev.kill(), tl.kill()))
     timer.start()
-    evaluates, total, invalid, failed, validated = {}, 0.0, [], [], 0
+    evaluates, per_message, total, invalid, failed, validated = {}, {}, 0.0, [], [], 0
     try:
         for line in ev.stdout:
             msg = json.loads(line)
@@ -90,7 +90,9 @@ def session(eval_name, eval_args, tool, gradbench, timeout):
                     failed.append(f"{label}: {str(reply.get('error', ''))[-300:]}")
                 else:
                     runs = [t["nanoseconds"] for t in reply.get("timings", []) if t["name"] == "evaluate"]
-                    total += statistics.median(runs) / 1e6 if runs else 0.0
+                    ms = statistics.median(runs) / 1e6 if runs else 0.0
+                    per_message[label] = ms
+                    total += ms
             elif msg["kind"] == "define" and not reply.get("success"):
                 failed.append(f"define: {str(reply.get('error', ''))[-300:]}")
             elif msg["kind"] == "analysis":
@@ -111,7 +113,7 @@ def session(eval_name, eval_args, tool, gradbench, timeout):
         ev.wait(), tl.wait()
     if killed.is_set():
         failed.append(f"killed after {timeout} s")
-    return {"ms": total, "messages": len(evaluates), "validated": validated, "invalid": invalid, "failed": failed}
+    return {"ms": total, "messages": len(evaluates), "validated": validated, "per_message": per_message, "invalid": invalid, "failed": failed}
 
 
 def cell(runs):
