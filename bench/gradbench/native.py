@@ -52,8 +52,12 @@ def serve(tool, gradbench):
             reply["tool"] = tool
         elif message["kind"] == "define":
             binary = os.path.join("tools", tool, "bin", message["module"])
-            reply["success"] = os.path.exists(binary)
-            if not reply["success"]:
+            with open(os.path.join("tools", tool, "evals.txt")) as f:
+                known = message["module"] in f.read().split()
+            reply["success"] = known and os.path.exists(binary)
+            if not known:
+                reply["error"] = f"GradBench's {tool} tool has no {message['module']}"
+            elif not reply["success"]:
                 reply["error"] = f"{binary} was not built (make gradbench-native)"
         elif message["kind"] == "evaluate":
             reply |= cpp.evaluate(tool=tool, module=message["module"], function=message["function"],
@@ -111,6 +115,10 @@ def session(eval_name, eval_args, tool, gradbench, timeout):
             except OSError:
                 pass
         ev.wait(), tl.wait()
+    if ev.returncode and not killed.is_set():
+        failed.append(f"the eval exited with status {ev.returncode} (its stderr above)")
+    if not evaluates and not failed:
+        failed.append("the eval sent no evaluate message")
     if killed.is_set():
         failed.append(f"killed after {timeout} s")
     return {"ms": total, "messages": len(evaluates), "validated": validated, "per_message": per_message, "invalid": invalid, "failed": failed}
