@@ -40,3 +40,18 @@ bench: $(VENV)/.installed-bench
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
+
+# GradBench's evals and its C++ tools (hand-written "manual", CoDiPack, ADOL-C) against jitad,
+# outside `make test`: needs g++, nlohmann-json3-dev and libadolc-dev (apt), CoDiPack's headers
+# (CODIPACK_INCLUDE) and, for GradBench's eval scripts, pydantic and dataclasses-json.
+GRADBENCH_REPO ?= https://github.com/gradbench/gradbench
+CODIPACK_INCLUDE ?= build/CoDiPack/include
+GRADBENCH_EVALS = det lse llsq ode kmeans gmm lstm ba ht
+gradbench-native:
+	test -d build/gradbench || git clone --depth 1 $(GRADBENCH_REPO) build/gradbench
+	test -d $(CODIPACK_INCLUDE) || git clone --depth 1 --branch v2.3.1 https://github.com/SciCompKL/CoDiPack build/CoDiPack
+	test -f build/gradbench/cpp/json.hpp || echo '#include <nlohmann/json.hpp>' > build/gradbench/cpp/json.hpp
+	for t in manual codipack adol-c; do \
+	  CPATH=$(abspath $(CODIPACK_INCLUDE)) $(MAKE) -k -C build/gradbench/tools/$$t EXECUTABLES="$(GRADBENCH_EVALS)" || true; done
+	@echo "run: python -m bench.gradbench.native --repeats 3   (see bench/gradbench/native.py)"
+.PHONY: gradbench-native

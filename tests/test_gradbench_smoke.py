@@ -356,3 +356,33 @@ def test_ht_complicated():
             down[:, k] -= 1e-6
             fd = (numpy_ht(theta, up, *args[2:]) - numpy_ht(theta, down, *args[2:])) / 2e-6
             np.testing.assert_allclose(jac[:, k], fd, rtol=1e-5, atol=1e-7)
+
+
+def test_det():
+    """det by expansion by minors at GradBench's smallest size: NumPy's det and its
+    gradient, the cofactor matrix det(A)·A⁻ᵀ; central differences of jitad's own det."""
+    from bench.gradbench import det
+    (a,) = args_of("det")
+    assert a.shape == (5, 5)
+    f = det.compiled()
+    want = np.linalg.det(a)
+    assert f["primal"](a) == pytest.approx(want, rel=1e-12)
+    np.testing.assert_allclose(f["gradient"](a), want * np.linalg.inv(a).T, rtol=1e-9, atol=1e-14)
+    b = np.array([[2.0, -1.0, 0.5], [1.0, 3.0, -2.0], [0.0, 1.5, 4.0]])
+    assert f["primal"](b) == pytest.approx(np.linalg.det(b), rel=1e-12)
+    jitad_testing = pytest.importorskip("jitad.testing")
+    jitad_testing.check_grads(det.det, (b,))
+
+
+def test_tool_det_output():
+    """The tool's det messages: a float, and the gradient flat in row-major order."""
+    from bench.gradbench import tool
+    inp = inputs.generate("det", {"ell": 5}) | {"min_runs": 2, "min_seconds": 0}
+    a = np.reshape(inp["A"], (5, 5))
+    primal = tool.respond({"id": 1, "kind": "evaluate", "module": "det", "function": "primal", "input": inp})
+    grad = tool.respond({"id": 2, "kind": "evaluate", "module": "det", "function": "gradient", "input": inp})
+    assert primal["success"] and grad["success"], (primal.get("error"), grad.get("error"))
+    assert primal["output"] == pytest.approx(np.linalg.det(a), rel=1e-12)
+    assert len(grad["output"]) == 25
+    np.testing.assert_allclose(grad["output"], np.ravel(np.linalg.det(a) * np.linalg.inv(a).T), rtol=1e-9)
+    assert [t["name"] for t in grad["timings"]] == ["compile", "evaluate", "evaluate"]

@@ -20,7 +20,7 @@ from bench.harness import (LABELS, NoBar, GradientMismatch, check_same, first_ca
 
 from . import inputs
 
-EVALS = ("particle", "saddle", "lse", "llsq", "ode", "kmeans", "gmm", "lstm", "ba", "ht")
+EVALS = ("particle", "saddle", "lse", "llsq", "ode", "kmeans", "gmm", "lstm", "ba", "ht", "det")
 NESTED = ("particle", "saddle")
 OTHERS = ("jax", "torch", "numba")
 SLOW_CALL_S = 2.0     # a comparator whose checked call took longer is timed by that call alone
@@ -43,7 +43,9 @@ def load(name):
 
 
 def jitad_functions(name):
-    from . import arrays, jacobians, nested
+    from . import arrays, det, jacobians, nested
+    if name == "det":
+        return det.compiled()
     if name in NESTED:
         return {v: nested.compiled(name, v) for v in nested.VARIANTS}
     if name in jacobians.EVALS:

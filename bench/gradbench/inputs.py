@@ -14,7 +14,8 @@ FUNCTIONS = {"particle": ("rr", "rf", "fr", "ff"), "saddle": ("rr", "rf", "fr", 
              "lse": ("primal", "gradient"), "llsq": ("primal", "gradient"),
              "ode": ("primal", "gradient"), "kmeans": ("cost", "dir"),
              "gmm": ("objective", "jacobian"), "lstm": ("objective", "jacobian"),
-             "ba": ("objective", "jacobian"), "ht": ("objective", "jacobian")}
+             "ba": ("objective", "jacobian"), "ht": ("objective", "jacobian"),
+             "det": ("primal", "gradient")}
 
 # sizes: the smallest first (the smoke test's), then the ones a default run times
 SIZES = {"particle": [{}], "saddle": [{}],
@@ -26,7 +27,8 @@ SIZES = {"particle": [{}], "saddle": [{}],
          "lstm": [{"l": 2, "c": 1024}, {"l": 2, "c": 4096}, {"l": 4, "c": 4096}],
          "ba": [{"file": 1}, {"file": 3}, {"file": 10}],
          "ht": [{"variant": "complicated", "file": 1}, {"variant": "complicated", "file": 5},
-                {"variant": "simple", "file": 5}]}
+                {"variant": "simple", "file": 5}],
+         "det": [{"ell": 5}, {"ell": 8}, {"ell": 10}]}
 
 # GradBench's ba data files (evals/ba/data/ba{i}_n…_m…_p….txt): (n, m, p) per file, and
 # the one camera, point, weight and feature every file holds (all twenty hold the same)
@@ -36,6 +38,8 @@ BA_FILES = {1: (49, 7776, 31843), 2: (21, 11315, 36455), 3: (161, 48126, 182072)
 BA_CAM = [-0.758453, -1.109613, -0.845551, 34.556073, 39.676747, 53.881673, 419.194514, 5.864426, -8.518870,
           0.087812, 0.002739]
 BA_X, BA_W, BA_FEAT = [7.203245, 0.001144, 3.023326], 0.417022, [271.760969, 834.209256]
+
+DET_ELLS = (5, 6, 7, 8, 9, 10, 11)   # det's default sizes, drawn in this order from one seed
 
 EXPECTED = {"particle": 0.2071918746486116, "saddle": [8.246324826140356e-06] * 4}
 
@@ -102,6 +106,11 @@ def generate(name, size):
     if name == "ba":
         n, m, p = BA_FILES[size["file"]]
         return {"n": n, "m": m, "p": p, "cam": BA_CAM, "x": BA_X, "w": BA_W, "feat": BA_FEAT}
+    if name == "det":    # one seed, then a matrix per size in turn: the sizes before draw first
+        ell = size["ell"]
+        for before in DET_ELLS[:DET_ELLS.index(ell)] if ell in DET_ELLS else ():
+            np.random.rand(before * before)
+        return {"A": np.random.rand(ell * ell).tolist(), "ell": ell}
     raise KeyError(name)
 
 
@@ -143,6 +152,9 @@ def prepare(name, inp):
         return (_a(inp["theta"]), us, _a(model["base_relatives"]), _a(model["inverse_base_absolutes"]),
                 _a(model["base_positions"]), _a(model["weights"]), _a(inp["data"]["points"]), corr,
                 np.ascontiguousarray(tri), tuple(int(v) for v in model["parents"]))
+    if name == "det":
+        ell = int(inp["ell"])
+        return (_a(inp["A"]).reshape(ell, ell),)
     if name == "ba":
         n, m, p = int(inp["n"]), int(inp["m"]), int(inp["p"])
         obs = np.ascontiguousarray(np.stack([np.arange(p) % n, np.arange(p) % m], axis=1).astype(np.int64))

@@ -23,8 +23,10 @@ _COMPILED = {}
 
 def _functions(module):
     if module not in _COMPILED:
-        from . import arrays, jacobians, nested
-        if module in ("particle", "saddle"):
+        from . import arrays, det, jacobians, nested
+        if module == "det":
+            _COMPILED[module] = det.compiled()
+        elif module in ("particle", "saddle"):
             _COMPILED[module] = {v: nested.compiled(module, v) for v in nested.VARIANTS}
         elif module in jacobians.EVALS:
             _COMPILED[module] = jacobians.compiled(module)
@@ -47,6 +49,8 @@ def output(module, function, result, args=None):
         return _ba_output(function, result, args)
     if module == "particle":
         return float(result)
+    if module == "det" and function == "gradient":
+        return _json(np.ravel(result))       # row-major
     if module == "gmm" and function == "jacobian":
         return dict(zip(("alpha", "mu", "q", "l"), _json(result)))
     if module == "lstm" and function == "jacobian":

@@ -1,0 +1,184 @@
+"""jitad against GradBench's native C++ tools, through GradBench's own evals.
+
+```
+make gradbench-native                      # a GradBench checkout in build/gradbench, C++ tools built
+python -m bench.gradbench.native --eval det --eval lse --min-seconds 0.1 --repeats 3
+```
+
+Each session runs one of GradBench's evals (`python/gradbench/gradbench/evals/E/run.py`,
+its inputs, its validation against GradBench's manual tool) with one tool, relaying the
+JSON-lines messages between the two processes (what GradBench's `gradbench run` does
+without its containers). Tools: `jitad` (`python -m bench.gradbench.tool`) and the C++
+tools `manual`, `codipack`, `adol-c` (the binaries `make gradbench-native` built; they are
+served by GradBench's `cpp.py` functions, minus its rebuild at every `define`).
+
+Score per session (GradBench's basis): Σ over every evaluate message of the eval (each
+input, primal and derivative) of the median of its `evaluate` timings. Repeats run
+interleaved (repeat 1 of every tool, then repeat 2, ...); the table gives the median of
+the repeats' sums and their spread. A session whose outputs failed validation or whose
+tool refused is reported as such. Output: a Markdown table on stdout and `--out` (JSON).
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CPP_TOOLS = ("manual", "codipack", "adol-c")
+EVALS = ("det", "lse", "llsq", "ode", "kmeans", "gmm", "lstm", "ba", "ht", "particle", "saddle")
+
+
+def tool_command(tool, gradbench):
+    if tool == "jitad":
+        return [sys.executable, "-m", "bench.gradbench.tool"], ROOT
+    if tool in CPP_TOOLS:
+        return [sys.executable, "-m", "bench.gradbench.native", "--serve", tool, "--gradbench", gradbench], ROOT
+    raise SystemExit(f"unknown tool {tool!r}: jitad or one of {', '.join(CPP_TOOLS)}")
+
+
+def serve(tool, gradbench):
+    """A C++ tool on stdin/stdout: GradBench's cpp.py protocol, the binaries prebuilt."""
+    os.chdir(gradbench)
+    sys.path.insert(0, os.path.join(gradbench, "python", "gradbench"))
+    from gradbench import cpp
+    for line in sys.stdin:
+        message = json.loads(line)
+        reply = {"id": message["id"]}
+        if message["kind"] == "start":
+            reply["tool"] = tool
+        elif message["kind"] == "define":
+            binary = os.path.join("tools", tool, "bin", message["module"])
+            with open(os.path.join("tools", tool, "evals.txt")) as f:
+                known = message["module"] in f.read().split()
+            reply["success"] = known and os.path.exists(binary)
+            if not known:
+                reply["error"] = f"GradBench's {tool} tool has no {message['module']}"
+            elif not reply["success"]:
+                reply["error"] = f"{binary} was not built (make gradbench-native)"
+        elif message["kind"] == "evaluate":
+            reply |= cpp.evaluate(tool=tool, module=message["module"], function=message["function"],
+                                  input=message["input"])
+        print(json.dumps(reply), flush=True)
+
+
+def session(eval_name, eval_args, tool, gradbench, timeout):
+    """One eval run with one tool: `{"ms": Σ, "messages": n, "invalid": [...], "failed": [...]}`."""
+    env = os.environ | {"PYTHONPATH": os.path.join(gradbench, "python", "gradbench")}
+    ev = subprocess.Popen([sys.executable, f"python/gradbench/gradbench/evals/{eval_name}/run.py", *eval_args],
+                          cwd=gradbench, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    cmd, cwd = tool_command(tool, gradbench)
+    tl = subprocess.Popen(cmd, cwd=cwd, env=os.environ | {"PYTHONPATH": ROOT}, stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, text=True)
+    killed = threading.Event()
+    timer = threading.Timer(timeout, lambda: (killed.set(), ev.kill(), tl.kill()))
+    timer.start()
+    evaluates, per_message, total, invalid, failed, validated = {}, {}, 0.0, [], [], 0
+    try:
+        for line in ev.stdout:
+            msg = json.loads(line)
+            tl.stdin.write(line if line.endswith("\n") else line + "\n")
+            tl.stdin.flush()
+            reply_line = tl.stdout.readline()
+            if not reply_line:
+                failed.append(f"tool exited at message {msg['id']}")
+                break
+            reply = json.loads(reply_line)
+            label = f"{msg.get('function')} {msg.get('description', '')}".strip()
+            if msg["kind"] == "evaluate":
+                evaluates[msg["id"]] = label
+                if not reply.get("success"):
+                    failed.append(f"{label}: {str(reply.get('error', ''))[-300:]}")
+                else:
+                    runs = [t["nanoseconds"] for t in reply.get("timings", []) if t["name"] == "evaluate"]
+                    ms = statistics.median(runs) / 1e6 if runs else 0.0
+                    per_message[label] = ms
+                    total += ms
+            elif msg["kind"] == "define" and not reply.get("success"):
+                failed.append(f"define: {str(reply.get('error', ''))[-300:]}")
+            elif msg["kind"] == "analysis":
+                validated += 1
+                if not msg.get("valid", True):
+                    invalid.append(f"{evaluates.get(msg['of'])}: {str(msg.get('error', ''))[:300]}")
+            ev.stdin.write(reply_line)
+            ev.stdin.flush()
+    except (BrokenPipeError, ValueError) as e:
+        failed.append(f"pipe closed ({type(e).__name__})")
+    finally:
+        timer.cancel()
+        for p in (ev, tl):
+            try:
+                p.stdin.close()
+            except OSError:
+                pass
+        ev.wait(), tl.wait()
+    if ev.returncode and not killed.is_set():
+        failed.append(f"the eval exited with status {ev.returncode} (its stderr above)")
+    if not evaluates and not failed:
+        failed.append("the eval sent no evaluate message")
+    if killed.is_set():
+        failed.append(f"killed after {timeout} s")
+    return {"ms": total, "messages": len(evaluates), "validated": validated, "per_message": per_message, "invalid": invalid, "failed": failed}
+
+
+def cell(runs):
+    bad = [r for r in runs if r["failed"] or r["invalid"]]
+    if bad:
+        r = bad[0]
+        why = (r["failed"] or r["invalid"])[0]
+        kind = "fails" if r["failed"] else "INVALID"
+        return f"{kind}: {' '.join(why.split())[:120]}"
+    ms = sorted(r["ms"] for r in runs)
+    return f"{statistics.median(ms):,.1f} ({ms[0]:,.1f}–{ms[-1]:,.1f})"
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--gradbench", default=os.path.join(ROOT, "build", "gradbench"), help="GradBench checkout")
+    p.add_argument("--eval", action="append", choices=EVALS)
+    p.add_argument("--tool", action="append", help="jitad, manual, codipack, adol-c (default: all)")
+    p.add_argument("--eval-args", action="append", default=[], metavar="EVAL=ARGS",
+                   help='extra arguments of one eval, e.g. "det=-l 5 6 7 8 9 10"')
+    p.add_argument("--min-seconds", type=float, default=0.1, help="each eval's --min-seconds")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--timeout", type=float, default=900.0, help="seconds a session may take")
+    p.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "gradbench_native.json"))
+    p.add_argument("--serve", help=argparse.SUPPRESS)
+    a = p.parse_args(argv)
+    if a.serve:
+        return serve(a.serve, a.gradbench)
+    evals, tools = a.eval or EVALS, a.tool or ("jitad",) + CPP_TOOLS
+    extra = {k: v.split() for k, v in (s.split("=", 1) for s in a.eval_args)}
+    load = os.getloadavg()
+    results = {e: {t: [] for t in tools} for e in evals}
+    for rep in range(a.repeats):
+        for e in evals:
+            for t in tools:
+                args = ["--min-seconds", str(a.min_seconds)] + extra.get(e, [])
+                start = time.perf_counter()
+                r = session(e, args, t, a.gradbench, a.timeout)
+                r["wall_s"] = time.perf_counter() - start
+                results[e][t].append(r)
+                print(f"[{rep + 1}/{a.repeats}] {e} {t}: {r['ms']:.1f} ms over {r['messages']} messages, {r['validated']} validated"
+                      f"{' FAILED ' + r['failed'][0][:200] if r['failed'] else ''}"
+                      f"{' INVALID ' + r['invalid'][0][:200] if r['invalid'] else ''}", file=sys.stderr, flush=True)
+    load_after = os.getloadavg()
+    lines = [f"| eval | {' | '.join(tools)} |", "|---|" + "---|" * len(tools)]
+    for e in evals:
+        lines.append(f"| {e} {' '.join(extra.get(e, []))} | " + " | ".join(cell(results[e][t]) for t in tools) + " |")
+    lines.append(f"\nΣ ms over the eval's evaluate messages (median of each message's timings), median of "
+                 f"{a.repeats} interleaved repeats (min–max); --min-seconds {a.min_seconds}; load average "
+                 f"{load[0]:.1f} before, {load_after[0]:.1f} after, {os.cpu_count()} cores.")
+    md = "\n".join(lines)
+    print(md)
+    os.makedirs(os.path.dirname(a.out), exist_ok=True)
+    with open(a.out, "w") as f:
+        json.dump({"results": results, "load": [load, load_after], "args": vars(a)}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
