@@ -205,12 +205,12 @@ def _object(program, symbol, tmp):
     """Lower `program` with its main named `<symbol>_main`, optimize it, and write its
     position-independent object code; refuse what needs jitad's Python runtime."""
     # jitad's own loop nests for every product and sort (not NumPy's OpenBLAS and sort kernels)
-    blas, tensor.BLAS_SYMBOLS, fast_sort, sort.FAST_SORT = tensor.BLAS_SYMBOLS, {}, sort.FAST_SORT, set()
+    blas, tensor.BLAS, fast_sort, sort.FAST_SORT = tensor.BLAS, False, sort.FAST_SORT, set()
     try:
         module = runtime.new_module(symbol)
         main, constants = lower_program(module, program, f"jitad_{symbol}_")
     finally:
-        tensor.BLAS_SYMBOLS, sort.FAST_SORT = blas, fast_sort
+        tensor.BLAS, sort.FAST_SORT = blas, fast_sort
     main.linkage = "external"   # (internal in the JIT, where the entry calls it)
     lapack = {g.name[len(LAPACK):]: len(g.args) for g in module.globals.values()
               if isinstance(g, ir.Function) and g.name.startswith(LAPACK)}   # the adapter calls the system's

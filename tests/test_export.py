@@ -220,3 +220,17 @@ def test_checkpointed_loops_export(tmp_path):
         want = jitad.value_and_grad(f)(x, n)
         np.testing.assert_allclose(got[0], want[0], rtol=1e-13)
         np.testing.assert_allclose(got[1], want[1], rtol=1e-12)
+
+
+def test_loop_weight_gradients_export_without_blas(tmp_path):
+    W = RNG.normal(size=(6, 6)) * 0.4
+
+    def rnn(w, h0, xs):   # a FOR over steps: the weight's gradient is batched after the loop
+        return jitad.sum(jitad.FOR(0, xs.shape[0], lambda t, h: jitad.tanh(w @ h + xs[t]), h0) ** 2)
+    args = (W, RNG.normal(size=6), RNG.normal(size=(12, 6)))
+    ex = jitad.export(rnn, *args, path=str(tmp_path), name="rnn", grad=True)
+    assert "cblas" not in subprocess.run(["nm", "-D", ex.library], capture_output=True, text=True).stdout
+    got = ex.call(*args, grad=True)
+    want = jitad.value_and_grad(rnn)(*args)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-13)
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-12)

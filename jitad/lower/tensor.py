@@ -15,6 +15,7 @@ from .llvm import ELEMENT_BYTES, F32, F64, I1, I32, I64, LL, PTR, SCALAR_RULES, 
 
 BLAS_MIN_FLOPS = 16 ** 3
 BLAS_SYMBOLS = {"f64": "scipy_cblas_dgemm64_", "f32": "scipy_cblas_sgemm64_"}
+BLAS = True   # call BLAS for the products beyond the kernels below (`jitad.export` turns it off)
 
 
 def _scalar_or_buffer(lo, var):
@@ -215,8 +216,22 @@ def _table_gemm_add(lo, node, ins):
     b = lo.b
     depth = b.mul(b.select(b.icmp_signed("<", count, I64(0)), I64(0), count), I64(node.attrs["rows"]))
     with b.if_then(b.icmp_signed(">", depth, I64(0))):
-        b.call(_blas_gemm(lo, node.inputs[0].type.dtype), [I32(101), I32(112), I32(111), I64(k), I64(n), depth, t(1.0), x, I64(k), y, I64(n),
-                      t(1.0), slot, I64(n)])
+        if BLAS:
+            b.call(_blas_gemm(lo, node.inputs[0].type.dtype), [I32(101), I32(112), I32(111), I64(k), I64(n), depth, t(1.0), x,
+                          I64(k), y, I64(n), t(1.0), slot, I64(n)])
+        else:   # (an exported library) the same sum of outer products in loops
+            at = lambda base, row, width, col: b.gep(base, [b.add(b.mul(row, I64(width)), col)], source_etype=t)
+
+            def outer(r):
+                def row(i):
+                    xi = b.load(at(x, r, k, i), typ=t)
+
+                    def cell(j):
+                        p = at(slot, i, n, j)
+                        b.store(b.fadd(b.load(p, typ=t), b.fmul(xi, b.load(at(y, r, n, j), typ=t))), p)
+                    lo.counted_loop(I64(n), cell)
+                lo.counted_loop(I64(k), row)
+            lo.counted_loop(depth, outer)
     return []
 
 
@@ -254,7 +269,7 @@ def _gemm(lo, out, out_t, ins, in_types, attrs, accumulate):
     if BLAS_MIN_FLOPS <= m * n * k <= REGISTER_GEMM_MAX and out_t.dtype in BLAS_SYMBOLS and not ta and not tb:
         (_streaming_gemm if m <= 2 and n >= 64 else _register_gemm)(lo, out, out_t, a, bm, k, accumulate)
         return
-    if m * n * k >= BLAS_MIN_FLOPS and out_t.dtype in BLAS_SYMBOLS:
+    if m * n * k >= BLAS_MIN_FLOPS and out_t.dtype in BLAS_SYMBOLS and BLAS:
         # row-major C = op(A) @ op(B); 111 = no transpose, 112 = transpose
         b.call(_blas_gemm(lo, out_t.dtype), [I32(101), I32(112 if ta else 111), I32(112 if tb else 111), I64(m), I64(n), I64(k),
                       t(1.0), a, I64(a_t.shape[1]), bm, I64(b_t.shape[1]), t(1.0 if accumulate else 0.0),
