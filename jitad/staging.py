@@ -664,7 +664,9 @@ def WHILE(cond_fn, body_fn, init, *, checkpoints=None):
     0.625
 
     Reverse mode keeps every iteration's values; `checkpoints=c` keeps at most `c` loop
-    states at once and recomputes the rest (see `FOR`).
+    states at once and recomputes the rest (see `FOR`): the first `c // 4` iterations are
+    kept as with `checkpoints=None`, the remaining ones (counted by one more forward run)
+    are reversed on the binomial schedule with the other states.
     """
     _check_callables("WHILE", cond_fn=cond_fn, body_fn=body_fn)
     checkpoints = checkpoint_count(checkpoints, "WHILE")

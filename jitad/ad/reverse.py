@@ -403,12 +403,36 @@ def _for_checkpointed(rv, node, ins, k):
 
 
 def _while_checkpointed(rv, node, ins, k):
-    """WHILE with `checkpoints=c`: its trip count is known only at the end, so a first
-    forward run counts the trips (keeping only the final state), the continuation runs,
-    and the backward pass reverses the counted steps as a checkpointed FOR does: one
-    forward sweep more than a FOR of that trip count."""
+    """WHILE with `checkpoints=c`. Its trip count is known only at the end, so the first
+    c // 4 iterations run as `_while` runs them, each in a frame of the recursion (no
+    recomputation: a short loop costs what it costs with checkpoints=None). A loop still
+    running then counts its remaining trips in a forward run from there (keeping only the
+    final state), runs the continuation, and reverses the counted steps as a checkpointed
+    FOR does, with the other c - c // 4 states (`_while_rest`)."""
+    _, state_in, caps_in = split_operands(node, ins)
+    types, cap_types = _types(node.outputs), _types(split_operands(node)[2])
+    cond, body = node.bodies
+    c = node.attrs["checkpoints"]
+    in_frames = c // 4
+
+    def step(extra, state, caps, kk, loop):
+        (j,) = extra
+        go_on = restage(cond, [d.primal for d in state + caps])[0]
+
+        def iterate():
+            cps(rv, body, state + caps, lambda new: loop(j + 1, *pack(new, types), *pack(caps, cap_types), kk))
+        IF(go_on, lambda: IF(j < in_frames, iterate, lambda: _while_rest(rv, node, state, caps, kk, c - in_frames)),
+           lambda: apply(kk, pack(state, types)))
+
+    loop = _loop("while_ckpt", types, cap_types, step)
+    loop(Staged(as_var(0, "i64")), *pack(state_in, types), *pack(caps_in, cap_types), closure(k, types, "k_while"))
+
+
+def _while_rest(rv, node, init, caps, kk, c):
+    """The rest of a checkpointed WHILE from the state `init`: count its trips forward,
+    apply the continuation `kk` to the final state, then reverse the counted steps with
+    `c` states (one forward sweep more than a FOR of that trip count)."""
     from ..staging import WHILE
-    _, init, caps = split_operands(node, ins)
     types, (cond, body) = _types(node.outputs), node.bodies
     cap_primals = [d.primal for d in caps]
     counted = WHILE(lambda st: restage(cond, list(st[1:]) + cap_primals)[0],
@@ -416,11 +440,10 @@ def _while_checkpointed(rv, node, ins, k):
                     (Staged(as_var(0, "i64")),) + tuple(d.primal for d in init))
     trips, final = counted[0], counted[1:]
     result = new_duals(list(final), types)
-    k(result)
+    apply(kk, pack(result, types))
     step = _indexed_body(body)   # the body as a FOR body: the index unused
-    zero = Staged(as_var(0, "i64"))
-    _reverse_segments(rv, types, _types(split_operands(node)[2]), step, zero, trips, init, caps, result,
-                      node.attrs["checkpoints"])
+    _reverse_segments(rv, types, _types(split_operands(node)[2]), step, Staged(as_var(0, "i64")), trips, init, caps,
+                      result, c)
 
 
 def _indexed_body(body):
