@@ -296,7 +296,8 @@ def _slot(lo, node, ins):
         if not node.attrs.get("uninit"):   # its first update stores instead of adding
             lo.fill(buf, t, LL[t.dtype](0))
         return [buf]
-    slot = alloca(lo.b, LL[t.dtype])
+    slot = lo.frame_slots.get(node.outputs[0])
+    slot = slot if slot is not None else alloca(lo.b, LL[t.dtype])
     # -0.0, the exact additive identity (x + -0.0 == x for every x; x + 0.0 turns -0.0 into
     # 0.0): LLVM folds the first slot_add into a store, which it cannot with 0.0. Gradients
     # leave through api._positive_zero, so an input without a path still reads 0.0.
@@ -544,6 +545,32 @@ def _slot_homes(main, destinations):
     return homes
 
 
+SEGMENT_NODES = 128   # a main graph of more nodes (sub-graphs counted) is lowered in spans of about this many
+
+
+def _segments(graph, size=None):
+    """[(start, stop)] spans of `graph`'s nodes, each of about `size` nodes (sub-graphs'
+    nodes counted), cut only where no closure (its environment lives in the frame of the
+    function that made it) is live: one span for a graph under twice that size."""
+    size = size or SEGMENT_NODES
+    weights = [1 + sum(1 for body in n.bodies for _ in walk(body)) for n in graph.nodes]
+    if sum(weights) < 2 * size:
+        return [(0, len(graph.nodes))]
+    last = {v: k for k, n in enumerate(graph.nodes) for v in n.inputs}
+    pinned_until, spans, start, total = -1, [], 0, 0
+    for k, n in enumerate(graph.nodes):
+        for v in n.outputs:
+            if isinstance(v.type, ContType) or (isinstance(v.type, RefType) and not v.type.shape
+                                                  and n.op != Op.SLOT):
+                pinned_until = max(pinned_until, last.get(v, k))
+        total += weights[k]
+        if total >= size and pinned_until <= k and k + 1 < len(graph.nodes):
+            spans.append((start, k + 1))
+            start, total = k + 1, 0
+    spans.append((start, len(graph.nodes)))
+    return spans
+
+
 def _table_stores(graph):
     """value -> the `table_set` that stores it, for tensor values made in `graph` whose
     producer can write them into the table entry directly: the table is written by this
@@ -585,6 +612,8 @@ class Lowerer:
         self.outlining = True
         self.slot_homes = {}
         self.main_func = None
+        self.frame_slots = {}   # scalar slot -> its home in main's frame (`lower_segments`)
+        self.outline_products = False   # matrix products as kernel calls too (`lower_segments`)
         self.dests = {}   # var -> the buffer its producer must write it into
         self.placed = {}  # table_set node -> the entry its value was made in (no copy)
         self.results = ([], [], [])   # the current function's tensor results: positions, buffers, types
@@ -611,7 +640,9 @@ class Lowerer:
         self.dests = {}
         for k, dest in destinations.items():
             self.dests.setdefault(main.outputs[k], dest)
-        outs = self.lower(main, list(self.main.args[1:1 + n_in]))
+        spans = _segments(main)
+        args = list(self.main.args[1:1 + n_in])
+        outs = self.lower(main, args) if len(spans) < 2 else self.lower_segments(main, args, spans)
         self.dests = {}
         out_ptr = self.main.args[1 + n_in]
         rt = ret_type(main.out_types)
@@ -671,8 +702,12 @@ class Lowerer:
 
     def lower(self, graph, args):
         env = dict(zip(graph.params, args))
-        stores = _table_stores(graph)
-        for node in graph.nodes:
+        self.lower_nodes(graph.nodes, env, _table_stores(graph))
+        return [env[v] for v in graph.outputs]
+
+    def lower_nodes(self, nodes, env, stores):
+        """Lower `nodes` in order, adding their results to `env` (var -> LLVM value)."""
+        for node in nodes:
             placed = []   # a value stored in a table is made in its entry
             for v in node.outputs:
                 store = stores.get(v)
@@ -681,14 +716,74 @@ class Lowerer:
                     self.dests[v] = self.placed[store] = entry
                     placed.append(v)
             ins = [env[v] for v in node.inputs]
-            if self.outlining and _outlined(node):
+            if self.outlining and (_outlined(node) or self.outline_products and node.op in (Op.MATMUL, Op.MATMUL_ADD)):
                 outs = self.call_kernel(node, ins)
             else:
                 outs = LOWER[node.op](self, node, ins)
             for v in placed:
                 del self.dests[v]
             env.update(zip(node.outputs, outs))
-        return [env[v] for v in graph.outputs]
+
+    def lower_segments(self, graph, args, spans):
+        """Lower the main graph as one function per span of its nodes (`_segments`), called
+        in order by main: LLVM's time on one function grows faster than its size (its loop
+        and value-numbering passes rescan the whole function), so a long unrolled program
+        compiles in time linear in its length as many bounded functions, which the
+        compile threads also share. Values live across spans pass through a struct in
+        main's frame (`env`); scalar slots live in main's frame from the start."""
+        nodes, b = graph.nodes, self.b
+        frame = {n.outputs[0]: alloca(b, LL[n.attrs["type"].dtype]) for n in nodes
+                 if n.op == Op.SLOT and not n.attrs["type"].shape}
+        outer = {**dict(zip(graph.params, args)), **frame}
+        homes = {**{("dest", v): d for v, d in self.dests.items()},
+                 **{("home", v): d for v, d in self.slot_homes.items()}}
+        stores = _table_stores(graph)
+        defined = {v: k for k, (lo_, hi) in enumerate(spans) for n in nodes[lo_:hi] for v in n.outputs}
+        needs, gives = [], []
+        for k, (lo_, hi) in enumerate(spans):
+            made = {v for n in nodes[lo_:hi] for v in n.outputs}
+            wanted = [v for n in nodes[lo_:hi] for v in n.inputs if v not in made]
+            wanted += [x for n in nodes[lo_:hi] for v in n.outputs if v in stores
+                       for x in stores[v].inputs[:2] if defined.get(x, -1) < k and x not in made]
+            wanted += [v for n in nodes[lo_:hi] if n.op == Op.SLOT for v in n.outputs if v in frame]
+            wanted += [key for key in homes if key[1] in made]
+            needs.append(list(dict.fromkeys(wanted)))
+        used_later = set(graph.outputs)
+        for k in range(len(spans) - 1, -1, -1):
+            gives.append([v for v in dict.fromkeys(v for n in nodes[spans[k][0]:spans[k][1]] for v in n.outputs)
+                          if v in used_later])
+            used_later.update(v for v in needs[k] if not isinstance(v, tuple))
+        gives.reverse()
+        fields = list(dict.fromkeys([key for need in needs for key in need] + [v for g in gives for v in g]))
+        index = {key: i for i, key in enumerate(fields)}
+        kind = lambda key: PTR if isinstance(key, tuple) else ll_type(key.type)
+        env = alloca(b, ir.ArrayType(I64, max(1, len(fields))))   # a word per value (none is wider)
+        field = lambda bld, ptr, key: bld.gep(ptr, [I64(8 * index[key])], source_etype=I8)
+        for key in fields:
+            value = homes.get(key) if isinstance(key, tuple) else outer.get(key)
+            if value is not None:
+                b.store(value, field(b, env, key))
+        saved = (self.func, self.ctx, self.bail, self.b, self.arena_mark, self.main_func)
+        self.outline_products = True   # the unrolled copies of a product share one kernel
+        fnty = ir.FunctionType(ret_type([]), [PTR, PTR])
+        for k, (lo_, hi) in enumerate(spans):
+            fn = self.internal_function(fnty, f"segment{k}")
+            fn.attributes.add("noinline")
+            self._begin(fn)
+            self.main_func, sb, sp = fn, self.b, fn.args[1]
+            local = {key: sb.load(field(sb, sp, key), typ=kind(key)) for key in needs[k]}
+            self.dests = {key[1]: value for key, value in local.items() if isinstance(key, tuple) and key[0] == "dest"}
+            self.slot_homes = {key[1]: value for key, value in local.items() if isinstance(key, tuple) and key[0] == "home"}
+            self.frame_slots = {v: value for v, value in local.items() if v in frame}
+            values = {v: value for v, value in local.items() if not isinstance(v, tuple)}
+            self.lower_nodes(nodes[lo_:hi], values, stores)
+            for v in gives[k]:
+                self.b.store(values[v], field(self.b, sp, v))
+            self.b.ret(ir.Constant(ret_type([]), None))
+            self.func, self.ctx, self.bail, self.b, self.arena_mark, self.main_func = saved
+            self.call_checked(fn, [env], 0)
+        self.frame_slots, self.slot_homes, self.outline_products = {}, {}, False
+        return [outer[v] if v in outer else b.load(field(b, env, v), typ=kind(v)) for v in graph.outputs]
 
     def call_kernel(self, node, ins):
         """Lower a loop-nest op as a call to a kernel function, one per distinct op, attributes
@@ -762,6 +857,11 @@ class Lowerer:
 
     def alloc_bytes(self, nbytes):
         """`nbytes` (an i64 value read as unsigned, rounded up to 64) from the arena."""
+        if self.outline_products:   # a long program: a call, ~20 fewer lines per buffer for LLVM
+            top = self.b.call(self.alloc_function(), [self.ctx, nbytes])
+            with self.b.if_then(self.b.icmp_unsigned("==", top, ir.Constant(PTR, None)), likely=False):
+                self.b.branch(self.bail_block())
+            return top
         b = self.b
         top = b.load(self.ctx_field(2), typ=PTR)
         end = b.load(self.ctx_field(3), typ=PTR)
@@ -776,6 +876,20 @@ class Lowerer:
         peak, here = b.load(peak_ptr, typ=I64), b.ptrtoint(new, I64)
         b.store(b.select(b.icmp_unsigned(">", here, peak), here, peak), peak_ptr)
         return top
+
+    def alloc_function(self):
+        """`ptr alloc(ctx, i64 nbytes)`: `alloc_bytes` as a function (null, with the status
+        set, when the arena is exhausted)."""
+        fn = self.module.globals.get(f"{self.prefix}alloc")
+        if fn is None:
+            fn = self.internal_function(ir.FunctionType(PTR, [PTR, I64]), "alloc")
+            fn.attributes.add("noinline")
+            saved = (self.func, self.ctx, self.bail, self.b, self.arena_mark, self.outline_products)
+            self._begin(fn)
+            self.outline_products = False
+            self.b.ret(self.alloc_bytes(fn.args[1]))   # (its bail block returns null)
+            self.func, self.ctx, self.bail, self.b, self.arena_mark, self.outline_products = saved
+        return fn
 
     def tree_load(self, ptr, typ):
         """A load from a tree (read-only while compiled code runs: LLVM may hoist it)."""

@@ -329,7 +329,7 @@ def _compile(j, ir_text, prefix):
     up to `parallel.PARTS` modules compiled on `parallel.THREADS` threads, its kernels
     dealt out between them."""
     parts = parallel.PARTS if len(ir_text) >= parallel.MIN_SPLIT_BYTES else 1
-    texts = parallel.split_module(ir_text, parts, lambda name: name.startswith(prefix + "kernel")) if parts > 1 else [ir_text]
+    texts = parallel.split_module(ir_text, parts, lambda name: name.startswith((prefix + "kernel", prefix + "segment"))) if parts > 1 else [ir_text]
     compiled = parallel.compile_parts(texts, j.machines)
     return [mod for mod, _ in compiled], [obj for _, obj in compiled]
 
