@@ -553,7 +553,7 @@ def _segments(graph, size=None):
     nodes counted), cut only where no closure (its environment lives in the frame of the
     function that made it) is live: one span for a graph under twice that size."""
     size = size or SEGMENT_NODES
-    weights = [1 + sum(1 for body in n.bodies for _ in walk(body)) for n in graph.nodes]
+    weights = [1 if _kernel_call(n) else 1 + sum(1 for body in n.bodies for _ in walk(body)) for n in graph.nodes]
     if sum(weights) < 2 * size:
         return [(0, len(graph.nodes))]
     last = {v: k for k, n in enumerate(graph.nodes) for v in n.inputs}
@@ -569,6 +569,25 @@ def _segments(graph, size=None):
             start, total = k + 1, 0
     spans.append((start, len(graph.nodes)))
     return spans
+
+
+def _glue(nodes):
+    """Is a span of a long main graph (matrix products outlined) straight code that calls
+    kernels and moves pointers, where LLVM's pass pipeline has nothing to gain? No loops,
+    no branches, and at most one node in 8 computing on scalars in line."""
+    inline = 0
+    for n in nodes:
+        if _kernel_call(n):
+            continue
+        if n.bodies:
+            return False
+        inline += n.op in SCALAR_RULES
+    return inline * 8 <= len(nodes)
+
+
+def _kernel_call(node):
+    """Is `node` a kernel call in a long main graph (`Lowerer.lower_segments`)?"""
+    return _outlined(node) or node.op in (Op.MATMUL, Op.MATMUL_ADD)
 
 
 def _table_stores(graph):
@@ -716,7 +735,7 @@ class Lowerer:
                     self.dests[v] = self.placed[store] = entry
                     placed.append(v)
             ins = [env[v] for v in node.inputs]
-            if self.outlining and (_outlined(node) or self.outline_products and node.op in (Op.MATMUL, Op.MATMUL_ADD)):
+            if self.outlining and (_kernel_call(node) if self.outline_products else _outlined(node)):
                 outs = self.call_kernel(node, ins)
             else:
                 outs = LOWER[node.op](self, node, ins)
@@ -767,7 +786,7 @@ class Lowerer:
         self.outline_products = True   # the unrolled copies of a product share one kernel
         fnty = ir.FunctionType(ret_type([]), [PTR, PTR])
         for k, (lo_, hi) in enumerate(spans):
-            fn = self.internal_function(fnty, f"segment{k}")
+            fn = self.internal_function(fnty, f"{'glue' if _glue(nodes[lo_:hi]) else 'segment'}{k}")
             fn.attributes.add("noinline")
             self._begin(fn)
             self.main_func, sb, sp = fn, self.b, fn.args[1]
