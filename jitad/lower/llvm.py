@@ -878,8 +878,7 @@ class Lowerer:
         """`nbytes` (an i64 value read as unsigned, rounded up to 64) from the arena."""
         if self.outline_products:   # a long program: a call, ~20 fewer lines per buffer for LLVM
             top = self.b.call(self.alloc_function(), [self.ctx, nbytes])
-            with self.b.if_then(self.b.icmp_unsigned("==", top, ir.Constant(PTR, None)), likely=False):
-                self.b.branch(self.bail_block())
+            self.bail_if(self.b.icmp_unsigned("==", top, ir.Constant(PTR, None)))
             return top
         b = self.b
         top = b.load(self.ctx_field(2), typ=PTR)
@@ -1051,6 +1050,22 @@ class Lowerer:
     def status_ptr(self):
         return self.b.gep(self.ctx, [I32(0), I32(1)], source_etype=CTX)
 
+    def status_field(self):
+        """`status_ptr()` computed once, in the function's entry block."""
+        if getattr(self, "status_func", None) is not self.func:
+            with self.b.goto_entry_block():
+                self.status_func, self.status_at = self.func, self.status_ptr()
+        return self.status_at
+
+    def bail_if(self, cond):
+        """Unwind (the status is set) when the i1 `cond` holds."""
+        cont = self.func.append_basic_block("ok")
+        if getattr(self, "unlikely", None) is None:   # (made once: llvmlite's set_weights is slow)
+            self.unlikely = self.module.add_metadata([ir.MetaDataString(self.module, "branch_weights"),
+                                                      I32(1), I32(1 << 20)])
+        self.b.cbranch(cond, self.bail_block(), cont).set_metadata("prof", self.unlikely)
+        self.b.position_at_end(cont)
+
     def bail_block(self):
         if self.bail is None:
             here = self.b.block
@@ -1128,6 +1143,9 @@ class Lowerer:
         buffers = [self.result_buffer(out_vars[k]) if out_vars is not None else self.alloc(out_types[k])
                    for k in tensor_outputs(out_types)]
         result = self.b.call(fn, [self.ctx] + list(args) + buffers)
+        if self.outline_products:   # a long program: fewer lines for LLVM
+            self.bail_if(self.b.icmp_unsigned("!=", self.b.load(self.status_field(), typ=I32), I32(0)))
+            return [self.b.extract_value(result, k) for k in range(n_out)]
         status = self.b.load(self.status_ptr(), typ=I32)
         cont = self.func.append_basic_block("ok")
         self.b.cbranch(self.b.icmp_unsigned("!=", status, I32(0)), self.bail_block(), cont)
