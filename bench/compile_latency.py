@@ -288,15 +288,17 @@ def markdown(results, title):
     out = [f"# {title}", "",
            "Cold compile (first call: trace, differentiation, compile, one run), fresh process each, "
            "median (min–max) over the repeats, jitad and JAX alternating; run = median time of a "
-           "later call. Ratio = jitad / JAX.", "",
-           "| program | jitad compile s | JAX compile s | ratio | jitad run ms | JAX run ms |",
-           "|---|---|---|---|---|---|"]
+           "later call. Ratio = jitad / JAX (wall). CPU s = the process's CPU time during the first "
+           "call (all its threads: JAX compiles on several, jitad on two).", "",
+           "| program | jitad compile s | JAX compile s | ratio | CPU s: jitad / JAX | jitad run ms | JAX run ms |",
+           "|---|---|---|---|---|---|---|"]
     for name, runs in results.items():
         j, x = _med(runs.get("jitad", []), "compile_s"), _med(runs.get("jax", []), "compile_s")
         timeouts = [fw for fw in runs if any("timeout" in r for r in runs[fw])]
         cells = [f"{j[0]:.2f} ({j[1]:.2f}–{j[2]:.2f})" if j else "timeout" if "jitad" in timeouts else "—",
                  f"{x[0]:.2f} ({x[1]:.2f}–{x[2]:.2f})" if x else f"> {TIMEOUT_S}" if "jax" in timeouts else "—",
                  f"**{j[0] / x[0]:.2f}**" if j and x else "—",
+                 f"{_fmt(_med(runs.get('jitad', []), 'compile_cpu_s'))} / {_fmt(_med(runs.get('jax', []), 'compile_cpu_s'))}",
                  _fmt(_med(runs.get("jitad", []), "run_s"), 1e3, 3), _fmt(_med(runs.get("jax", []), "run_s"), 1e3, 3)]
         out.append(f"| {TITLES[name]} | " + " | ".join(cells) + " |")
     out += ["", "jitad's compile by stage (ms, median):", "",
@@ -315,6 +317,17 @@ def markdown(results, title):
         out += ["", f"jitad's compile time against the steps unrolled (log–log slope over "
                 f"{', '.join(map(str, ns))} steps): **{slope:.2f}** (1 = linear)."]
     return "\n".join(out) + "\n"
+
+
+def merge(paths):
+    """The results of several runs' JSON files (later ones add repeats to earlier ones)."""
+    results = {}
+    for path in paths:
+        with open(path) as f:
+            for name, runs in json.load(f)["results"].items():
+                for fw, rs in runs.items():
+                    results.setdefault(name, {}).setdefault(fw, []).extend(rs)
+    return results
 
 
 def main(argv=None):

@@ -545,16 +545,20 @@ def _slot_homes(main, destinations):
     return homes
 
 
-SEGMENT_NODES = 512   # a main graph of more nodes (sub-graphs counted) is lowered in spans of about this many
+SEGMENT_NODES = 128   # a main graph of more nodes (sub-graphs counted) is lowered in spans of about this many
+SEGMENT_PRODUCTS = 16   # or of this many matrix products (each inline is a loop nest LLVM unrolls: an
+                        # unrolled 10-step cell's main took seconds at O2; outlined, they share kernels)
 
 
 def _segments(graph, size=None):
     """[(start, stop)] spans of `graph`'s nodes, each of about `size` nodes (sub-graphs'
     nodes counted), cut only where no closure (its environment lives in the frame of the
-    function that made it) is live: one span for a graph under twice that size."""
+    function that made it) is live: one span for a graph under twice that size with fewer
+    than SEGMENT_PRODUCTS matrix products."""
     size = size or SEGMENT_NODES
     weights = [1 if _kernel_call(n) else 1 + sum(1 for body in n.bodies for _ in walk(body)) for n in graph.nodes]
-    if sum(weights) < 2 * size:
+    products = sum(n.op in (Op.MATMUL, Op.MATMUL_ADD) for n in graph.nodes)
+    if sum(weights) < 2 * size and products < SEGMENT_PRODUCTS:
         return [(0, len(graph.nodes))]
     last = {v: k for k, n in enumerate(graph.nodes) for v in n.inputs}
     pinned_until, spans, start, total = -1, [], 0, 0
