@@ -755,12 +755,11 @@ class Lowerer:
         in order by main: LLVM's time on one function grows faster than its size (its loop
         and value-numbering passes rescan the whole function), so a long unrolled program
         compiles in time linear in its length as many bounded functions, which the
-        compile threads also share. Values live across spans pass through a struct in
-        main's frame (`env`); scalar slots live in main's frame from the start."""
+        compile threads also share. Values live across spans pass through an array of
+        words in main's frame (`env`); a scalar slot lives in a word of it."""
         nodes, b = graph.nodes, self.b
-        frame = {n.outputs[0]: alloca(b, LL[n.attrs["type"].dtype]) for n in nodes
-                 if n.op == Op.SLOT and not n.attrs["type"].shape}
-        outer = {**dict(zip(graph.params, args)), **frame}
+        frame = {n.outputs[0] for n in nodes if n.op == Op.SLOT and not n.attrs["type"].shape}
+        outer = dict(zip(graph.params, args))
         homes = {**{("dest", v): d for v, d in self.dests.items()},
                  **{("home", v): d for v, d in self.slot_homes.items()}}
         stores = _table_stores(graph)
@@ -777,7 +776,7 @@ class Lowerer:
         used_later = set(graph.outputs)
         for k in range(len(spans) - 1, -1, -1):
             gives.append([v for v in dict.fromkeys(v for n in nodes[spans[k][0]:spans[k][1]] for v in n.outputs)
-                          if v in used_later])
+                          if v in used_later and v not in frame])
             used_later.update(v for v in needs[k] if not isinstance(v, tuple))
         gives.reverse()
         fields = list(dict.fromkeys([key for need in needs for key in need] + [v for g in gives for v in g]))
@@ -797,7 +796,8 @@ class Lowerer:
             fn.attributes.add("noinline")
             self._begin(fn)
             self.main_func, sb, sp = fn, self.b, fn.args[1]
-            local = {key: sb.load(field(sb, sp, key), typ=kind(key)) for key in needs[k]}
+            local = {key: field(sb, sp, key) if key in frame else sb.load(field(sb, sp, key), typ=kind(key))
+                     for key in needs[k]}
             self.dests = {key[1]: value for key, value in local.items() if isinstance(key, tuple) and key[0] == "dest"}
             self.slot_homes = {key[1]: value for key, value in local.items() if isinstance(key, tuple) and key[0] == "home"}
             self.frame_slots = {v: value for v, value in local.items() if v in frame}
