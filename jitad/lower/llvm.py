@@ -13,6 +13,7 @@ arrives: loops, loop nests and recursive functions poll now and then (`Lowerer.p
 """
 import hashlib
 import math
+from dataclasses import replace
 import re
 from collections import Counter
 
@@ -814,6 +815,8 @@ class Lowerer:
     def call_kernel(self, node, ins):
         """Lower a loop-nest op as a call to a kernel function, one per distinct op, attributes
         and types: repeated layers share code, and LLVM optimizes small functions."""
+        if self.outline_products and node.op in (Op.SLICE, Op.SLOT_ADD_SLICE) and any(node.attrs["starts"]):
+            node, ins = self.slice_at_zero(node, ins)
         key = _kernel_key(node)
         fn = self.kernels.get(key)
         out_types = [v.type for v in node.outputs]
@@ -837,6 +840,21 @@ class Lowerer:
                 self.outlining = True
                 self.dests = saved_dests
         return self.call_checked(fn, ins, len(out_types), out_types, node.outputs)
+
+    def slice_at_zero(self, node, ins):
+        """A slice's (or a slot region's) start moved into its operand's pointer: the
+        slices of an unrolled `xs[t]` then share one kernel (the address of element i is
+        linear in the starts)."""
+        t = node.inputs[0].type
+        shape, a = (t.value_type if isinstance(t, RefType) else t).shape, node.attrs
+        offset, stride = 0, 1
+        for d in reversed(range(len(shape))):
+            if shape[d] != 1:   # (`offset` reads no start on a dimension of size 1)
+                offset += a["starts"][d] * stride
+            stride *= shape[d]
+        ptr = self.b.gep(ins[0], [I64(offset)], source_etype=LL[t.dtype])
+        attrs = dict(a, starts=(0,) * len(shape), stops=tuple(b - s for s, b in zip(a["starts"], a["stops"])))
+        return replace(node, attrs=attrs), [ptr] + list(ins[1:])
 
     def internal_function(self, fnty, name):
         """A function of this program's module, named `name` after its symbol prefix."""
