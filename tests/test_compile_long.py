@@ -168,3 +168,16 @@ def test_a_segmented_program_with_branches_and_scalar_slots_is_right_and_cached(
         assert run["gs"] == pytest.approx(float(gs), rel=1e-11)
         assert run["names"], "no segments were made"
     assert runs[0]["cache"] == "miss" and runs[1]["cache"] == "disk"
+
+
+@pytest.mark.slow
+def test_compile_latency_benchmark_runs_a_program(tmp_path):
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.run([sys.executable, "-m", "bench.compile_latency", "--program", "cell_10", "--repeats", "1",
+                           "--no-jax", "--out", str(tmp_path / "c")], cwd=root, capture_output=True, text=True,
+                          timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "| small cell unrolled 10 steps |" in proc.stdout and "compile by stage" in proc.stdout
+    result = json.loads((tmp_path / "c.json").read_text())["results"]
+    assert set(result) == {"cell_10"}
+    assert all(r["cache"] == "miss" for runs in result.values() for r in runs["jitad"])
