@@ -184,6 +184,7 @@ def compile_parts(texts, machines, fast_machines=None):
                 return
             text, fast = texts[k]
             try:
+                fast = fast and fast_machines is not None and thread < len(fast_machines)
                 results[k] = compile_part(text, fast_machines[thread] if fast else machines[thread], fast=fast)
             except BaseException as e:   # re-raised on the calling thread
                 errors.append(e)
