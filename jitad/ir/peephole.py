@@ -2,11 +2,27 @@
 traffic around the fused loops and the matrix products. Each takes a graph's nodes and
 outputs and returns the new nodes; `jitad.ir.passes.PIPELINE` runs them in order.
 """
+import heapq
 from dataclasses import replace
 
 from .graph import HEAD, Graph, Node, Var, split_operands, uses
 from .ops import Op
 from .types import RefType, Type
+
+
+def _first_close(scopes, n):
+    """For each position p < n, the least r of the scopes (m, r) with m < p < r (infinite
+    when none): one sweep with a heap, not a scan of every scope per position."""
+    starts = sorted(scopes)
+    closes, open_, i = [], [], 0
+    for p in range(n):
+        while i < len(starts) and starts[i][0] < p:
+            heapq.heappush(open_, starts[i][1])
+            i += 1
+        while open_ and open_[0] <= p:
+            heapq.heappop(open_)
+        closes.append(open_[0] if open_ else float("inf"))
+    return closes
 
 
 def forward_single_stores(nodes, outputs):
@@ -17,6 +33,7 @@ def forward_single_stores(nodes, outputs):
     users, made_at = uses(nodes), {v: (k, n) for k, n in enumerate(nodes) for v in n.outputs}
     scopes = [(made_at[n.inputs[0]][0], k) for k, n in enumerate(nodes)
               if n.op == Op.ARENA_RELEASE and n.inputs[0] in made_at]
+    closes = _first_close(scopes, len(nodes))
     candidates = []
     for k, n in enumerate(nodes):
         where = users.get(n.outputs[0], []) if n.op == Op.SLOT and n.outputs[0].type.shape else []
@@ -39,7 +56,7 @@ def forward_single_stores(nodes, outputs):
                 break
             root = rename.get(producer.inputs[0], producer.inputs[0])
         last = max((u for g in gets for u in users.get(nodes[g].outputs[0], [])), default=j)
-        if born is None or any(m < born < r <= last for m, r in scopes) \
+        if born is None or 0 <= born < len(closes) and closes[born] <= last \
                 or any(nodes[g].outputs[0] in outputs for g in gets):
             continue
         drop.update([k, j] + gets)

@@ -13,6 +13,7 @@ arrives: loops, loop nests and recursive functions poll now and then (`Lowerer.p
 """
 import hashlib
 import math
+from dataclasses import replace
 import re
 from collections import Counter
 
@@ -296,7 +297,8 @@ def _slot(lo, node, ins):
         if not node.attrs.get("uninit"):   # its first update stores instead of adding
             lo.fill(buf, t, LL[t.dtype](0))
         return [buf]
-    slot = alloca(lo.b, LL[t.dtype])
+    slot = lo.frame_slots.get(node.outputs[0])
+    slot = slot if slot is not None else alloca(lo.b, LL[t.dtype])
     # -0.0, the exact additive identity (x + -0.0 == x for every x; x + 0.0 turns -0.0 into
     # 0.0): LLVM folds the first slot_add into a store, which it cannot with 0.0. Gradients
     # leave through api._positive_zero, so an input without a path still reads 0.0.
@@ -545,6 +547,55 @@ def _slot_homes(main, destinations):
     return homes
 
 
+SEGMENT_NODES = 128   # a main graph of more nodes (sub-graphs counted) is lowered in spans of about this many
+SEGMENT_PRODUCTS = 16   # or of this many matrix products (each inline is a loop nest LLVM unrolls: an
+                        # unrolled 10-step cell's main took seconds at O2; outlined, they share kernels)
+
+
+def _segments(graph, size=None):
+    """[(start, stop)] spans of `graph`'s nodes, each of about `size` nodes (sub-graphs'
+    nodes counted), cut only where no closure (its environment lives in the frame of the
+    function that made it) is live: one span for a graph under twice that size with fewer
+    than SEGMENT_PRODUCTS matrix products."""
+    size = size or SEGMENT_NODES
+    weights = [1 if _kernel_call(n) else 1 + sum(1 for body in n.bodies for _ in walk(body)) for n in graph.nodes]
+    products = sum(n.op in (Op.MATMUL, Op.MATMUL_ADD) for n in graph.nodes)
+    if sum(weights) < 2 * size and products < SEGMENT_PRODUCTS:
+        return [(0, len(graph.nodes))]
+    last = {v: k for k, n in enumerate(graph.nodes) for v in n.inputs}
+    pinned_until, spans, start, total = -1, [], 0, 0
+    for k, n in enumerate(graph.nodes):
+        for v in n.outputs:
+            if isinstance(v.type, ContType) or (isinstance(v.type, RefType) and not v.type.shape
+                                                  and n.op != Op.SLOT):
+                pinned_until = max(pinned_until, last.get(v, k))
+        total += weights[k]
+        if total >= size and pinned_until <= k and k + 1 < len(graph.nodes):
+            spans.append((start, k + 1))
+            start, total = k + 1, 0
+    spans.append((start, len(graph.nodes)))
+    return spans
+
+
+def _glue(nodes):
+    """Is a span of a long main graph (matrix products outlined) straight code that calls
+    kernels and moves pointers, where LLVM's pass pipeline has nothing to gain? No loops,
+    no branches, and at most one node in 8 computing on scalars in line."""
+    inline = 0
+    for n in nodes:
+        if _kernel_call(n):
+            continue
+        if n.bodies:
+            return False
+        inline += n.op in SCALAR_RULES
+    return inline * 8 <= len(nodes)
+
+
+def _kernel_call(node):
+    """Is `node` a kernel call in a long main graph (`Lowerer.lower_segments`)?"""
+    return _outlined(node) or node.op in (Op.MATMUL, Op.MATMUL_ADD)
+
+
 def _table_stores(graph):
     """value -> the `table_set` that stores it, for tensor values made in `graph` whose
     producer can write them into the table entry directly: the table is written by this
@@ -586,6 +637,9 @@ class Lowerer:
         self.outlining = True
         self.slot_homes = {}
         self.main_func = None
+        self.frame_slots = {}   # scalar slot -> its home in main's frame (`lower_segments`)
+        self.outline_products = False   # matrix products as kernel calls too (`lower_segments`)
+        self.never_fail = set()   # functions that never unwind (no status to check after a call)
         self.dests = {}   # var -> the buffer its producer must write it into
         self.placed = {}  # table_set node -> the entry its value was made in (no copy)
         self.results = ([], [], [])   # the current function's tensor results: positions, buffers, types
@@ -613,7 +667,9 @@ class Lowerer:
         self.dests = {}
         for k, dest in destinations.items():
             self.dests.setdefault(main.outputs[k], dest)
-        outs = self.lower(main, list(self.main.args[1:1 + n_in]))
+        spans = _segments(main)
+        args = list(self.main.args[1:1 + n_in])
+        outs = self.lower(main, args) if len(spans) < 2 else self.lower_segments(main, args, spans)
         self.dests = {}
         out_ptr = self.main.args[1 + n_in]
         rt = ret_type(main.out_types)
@@ -653,6 +709,8 @@ class Lowerer:
         if args is not None:
             outs = self.lower(graph, args)
             self.ret(outs)
+        if self.bail is None:   # it never sets a status: its callers need not look
+            self.never_fail.add(func)
         if saved:
             self.func, self.ctx, self.bail, self.b, self.arena_mark, self.results = saved
 
@@ -673,8 +731,12 @@ class Lowerer:
 
     def lower(self, graph, args):
         env = dict(zip(graph.params, args))
-        stores = _table_stores(graph)
-        for node in graph.nodes:
+        self.lower_nodes(graph.nodes, env, _table_stores(graph))
+        return [env[v] for v in graph.outputs]
+
+    def lower_nodes(self, nodes, env, stores):
+        """Lower `nodes` in order, adding their results to `env` (var -> LLVM value)."""
+        for node in nodes:
             placed = []   # a value stored in a table is made in its entry
             for v in node.outputs:
                 store = stores.get(v)
@@ -683,18 +745,80 @@ class Lowerer:
                     self.dests[v] = self.placed[store] = entry
                     placed.append(v)
             ins = [env[v] for v in node.inputs]
-            if self.outlining and _outlined(node):
+            if self.outlining and (_kernel_call(node) if self.outline_products else _outlined(node)):
                 outs = self.call_kernel(node, ins)
             else:
                 outs = LOWER[node.op](self, node, ins)
             for v in placed:
                 del self.dests[v]
             env.update(zip(node.outputs, outs))
-        return [env[v] for v in graph.outputs]
+
+    def lower_segments(self, graph, args, spans):
+        """Lower the main graph as one function per span of its nodes (`_segments`), called
+        in order by main: LLVM's time on one function grows faster than its size (its loop
+        and value-numbering passes rescan the whole function), so a long unrolled program
+        compiles in time linear in its length as many bounded functions, which the
+        compile threads also share. Values live across spans pass through an array of
+        words in main's frame (`env`); a scalar slot lives in a word of it."""
+        nodes, b = graph.nodes, self.b
+        frame = {n.outputs[0] for n in nodes if n.op == Op.SLOT and not n.attrs["type"].shape}
+        outer = dict(zip(graph.params, args))
+        homes = {**{("dest", v): d for v, d in self.dests.items()},
+                 **{("home", v): d for v, d in self.slot_homes.items()}}
+        stores = _table_stores(graph)
+        defined = {v: k for k, (lo_, hi) in enumerate(spans) for n in nodes[lo_:hi] for v in n.outputs}
+        needs, gives = [], []
+        for k, (lo_, hi) in enumerate(spans):
+            made = {v for n in nodes[lo_:hi] for v in n.outputs}
+            wanted = [v for n in nodes[lo_:hi] for v in n.inputs if v not in made]
+            wanted += [x for n in nodes[lo_:hi] for v in n.outputs if v in stores
+                       for x in stores[v].inputs[:2] if defined.get(x, -1) < k and x not in made]
+            wanted += [v for n in nodes[lo_:hi] if n.op == Op.SLOT for v in n.outputs if v in frame]
+            wanted += [key for key in homes if key[1] in made]
+            needs.append(list(dict.fromkeys(wanted)))
+        used_later = set(graph.outputs)
+        for k in range(len(spans) - 1, -1, -1):
+            gives.append([v for v in dict.fromkeys(v for n in nodes[spans[k][0]:spans[k][1]] for v in n.outputs)
+                          if v in used_later and v not in frame])
+            used_later.update(v for v in needs[k] if not isinstance(v, tuple))
+        gives.reverse()
+        fields = list(dict.fromkeys([key for need in needs for key in need] + [v for g in gives for v in g]))
+        index = {key: i for i, key in enumerate(fields)}
+        kind = lambda key: PTR if isinstance(key, tuple) else ll_type(key.type)
+        env = alloca(b, ir.ArrayType(I64, max(1, len(fields))))   # a word per value (none is wider)
+        field = lambda bld, ptr, key: bld.gep(ptr, [I64(8 * index[key])], source_etype=I8)
+        for key in fields:
+            value = homes.get(key) if isinstance(key, tuple) else outer.get(key)
+            if value is not None:
+                b.store(value, field(b, env, key))
+        saved = (self.func, self.ctx, self.bail, self.b, self.arena_mark, self.main_func)
+        self.outline_products = True   # the unrolled copies of a product share one kernel
+        fnty = ir.FunctionType(ret_type([]), [PTR, PTR])
+        for k, (lo_, hi) in enumerate(spans):
+            fn = self.internal_function(fnty, f"{'glue' if _glue(nodes[lo_:hi]) else 'segment'}{k}")
+            fn.attributes.add("noinline")
+            self._begin(fn)
+            self.main_func, sb, sp = fn, self.b, fn.args[1]
+            local = {key: field(sb, sp, key) if key in frame else sb.load(field(sb, sp, key), typ=kind(key))
+                     for key in needs[k]}
+            self.dests = {key[1]: value for key, value in local.items() if isinstance(key, tuple) and key[0] == "dest"}
+            self.slot_homes = {key[1]: value for key, value in local.items() if isinstance(key, tuple) and key[0] == "home"}
+            self.frame_slots = {v: value for v, value in local.items() if v in frame}
+            values = {v: value for v, value in local.items() if not isinstance(v, tuple)}
+            self.lower_nodes(nodes[lo_:hi], values, stores)
+            for v in gives[k]:
+                self.b.store(values[v], field(self.b, sp, v))
+            self.b.ret(ir.Constant(ret_type([]), None))
+            self.func, self.ctx, self.bail, self.b, self.arena_mark, self.main_func = saved
+            self.call_checked(fn, [env], 0)
+        self.frame_slots, self.slot_homes, self.outline_products = {}, {}, False
+        return [outer[v] if v in outer else b.load(field(b, env, v), typ=kind(v)) for v in graph.outputs]
 
     def call_kernel(self, node, ins):
         """Lower a loop-nest op as a call to a kernel function, one per distinct op, attributes
         and types: repeated layers share code, and LLVM optimizes small functions."""
+        if self.outline_products and node.op in (Op.SLICE, Op.SLOT_ADD_SLICE) and any(node.attrs["starts"]):
+            node, ins = self.slice_at_zero(node, ins)
         key = _kernel_key(node)
         fn = self.kernels.get(key)
         out_types = [v.type for v in node.outputs]
@@ -718,6 +842,21 @@ class Lowerer:
                 self.outlining = True
                 self.dests = saved_dests
         return self.call_checked(fn, ins, len(out_types), out_types, node.outputs)
+
+    def slice_at_zero(self, node, ins):
+        """A slice's (or a slot region's) start moved into its operand's pointer: the
+        slices of an unrolled `xs[t]` then share one kernel (the address of element i is
+        linear in the starts)."""
+        t = node.inputs[0].type
+        shape, a = (t.value_type if isinstance(t, RefType) else t).shape, node.attrs
+        offset, stride = 0, 1
+        for d in reversed(range(len(shape))):
+            if shape[d] != 1:   # (`offset` reads no start on a dimension of size 1)
+                offset += a["starts"][d] * stride
+            stride *= shape[d]
+        ptr = self.b.gep(ins[0], [I64(offset)], source_etype=LL[t.dtype])
+        attrs = dict(a, starts=(0,) * len(shape), stops=tuple(b - s for s, b in zip(a["starts"], a["stops"])))
+        return replace(node, attrs=attrs), [ptr] + list(ins[1:])
 
     def internal_function(self, fnty, name):
         """A function of this program's module, named `name` after its symbol prefix."""
@@ -764,6 +903,10 @@ class Lowerer:
 
     def alloc_bytes(self, nbytes):
         """`nbytes` (an i64 value read as unsigned, rounded up to 64) from the arena."""
+        if self.outline_products:   # a long program: a call, ~20 fewer lines per buffer for LLVM
+            top = self.b.call(self.alloc_function(), [self.ctx, nbytes])
+            self.bail_if(self.b.icmp_unsigned("==", top, ir.Constant(PTR, None)))
+            return top
         b = self.b
         self.allocs += 1
         top = b.load(self.ctx_field(2), typ=PTR)
@@ -779,6 +922,20 @@ class Lowerer:
         peak, here = b.load(peak_ptr, typ=I64), b.ptrtoint(new, I64)
         b.store(b.select(b.icmp_unsigned(">", here, peak), here, peak), peak_ptr)
         return top
+
+    def alloc_function(self):
+        """`ptr alloc(ctx, i64 nbytes)`: `alloc_bytes` as a function (null, with the status
+        set, when the arena is exhausted)."""
+        fn = self.module.globals.get(f"{self.prefix}alloc")
+        if fn is None:
+            fn = self.internal_function(ir.FunctionType(PTR, [PTR, I64]), "alloc")
+            fn.attributes.add("noinline")
+            saved = (self.func, self.ctx, self.bail, self.b, self.arena_mark, self.outline_products)
+            self._begin(fn)
+            self.outline_products = False
+            self.b.ret(self.alloc_bytes(fn.args[1]))   # (its bail block returns null)
+            self.func, self.ctx, self.bail, self.b, self.arena_mark, self.outline_products = saved
+        return fn
 
     def tree_load(self, ptr, typ):
         """A load from a tree (read-only while compiled code runs: LLVM may hoist it)."""
@@ -921,6 +1078,22 @@ class Lowerer:
     def status_ptr(self):
         return self.b.gep(self.ctx, [I32(0), I32(1)], source_etype=CTX)
 
+    def status_field(self):
+        """`status_ptr()` computed once, in the function's entry block."""
+        if getattr(self, "status_func", None) is not self.func:
+            with self.b.goto_entry_block():
+                self.status_func, self.status_at = self.func, self.status_ptr()
+        return self.status_at
+
+    def bail_if(self, cond):
+        """Unwind (the status is set) when the i1 `cond` holds."""
+        cont = self.func.append_basic_block("ok")
+        if getattr(self, "unlikely", None) is None:   # (made once: llvmlite's set_weights is slow)
+            self.unlikely = self.module.add_metadata([ir.MetaDataString(self.module, "branch_weights"),
+                                                      I32(1), I32(1 << 20)])
+        self.b.cbranch(cond, self.bail_block(), cont).set_metadata("prof", self.unlikely)
+        self.b.position_at_end(cont)
+
     def bail_block(self):
         if self.bail is None:
             here = self.b.block
@@ -998,6 +1171,11 @@ class Lowerer:
         buffers = [self.result_buffer(out_vars[k]) if out_vars is not None else self.alloc(out_types[k])
                    for k in tensor_outputs(out_types)]
         result = self.b.call(fn, [self.ctx] + list(args) + buffers)
+        if self.outline_products:   # a long program: fewer lines for LLVM
+            if fn not in self.never_fail:
+                self.bail_if(self.b.icmp_unsigned("!=", self.b.load(self.status_field(), typ=I32), I32(0)))
+            given = dict(zip(tensor_outputs(out_types), buffers))   # (a function returns them as given)
+            return [given[k] if k in given else self.b.extract_value(result, k) for k in range(n_out)]
         status = self.b.load(self.status_ptr(), typ=I32)
         cont = self.func.append_basic_block("ok")
         self.b.cbranch(self.b.icmp_unsigned("!=", status, I32(0)), self.bail_block(), cont)

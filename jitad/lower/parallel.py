@@ -30,13 +30,21 @@ def _unlocked(name):
     return getattr(llvm.ffi.lib, name)._cfn
 
 
-def split_module(text, parts, is_leaf):
+def split_module(text, parts, is_leaf, is_glue=None):
     """LLVM IR text as at most `parts` module texts. Functions for which `is_leaf(name)`
     holds (kernels: called, calling nothing but declarations and each other) are dealt
     out, the largest first, to the part of least estimated LLVM time (lines, a kernel's
     weighing `LEAF_WEIGHT`) among all but the first; the rest make the first part. Every part
     keeps the module-level lines (declarations, globals, metadata); a function defined in
-    one part and used in another is made external there and declared in the other."""
+    one part and used in another is made external there and declared in the other.
+
+    With `is_glue`, the functions for which it holds (straight code calling kernels, which
+    LLVM's pipeline cannot make faster) are dealt to up to `GLUE_PARTS` parts of their own,
+    and the result is [(text, glue)]: compile the glue parts with `fast=True`."""
+    if is_glue is not None:
+        glue, rest = _take_glue(text, is_glue)
+        texts = split_module(rest, parts, is_leaf)
+        return [(t, False) for t in texts] + [(t, True) for t in glue]
     lines = text.split("\n")
     header, functions, current = [], [], None
     for line in lines:
@@ -75,6 +83,52 @@ def split_module(text, parts, is_leaf):
     return out
 
 
+GLUE_PARTS = 2
+
+
+def _take_glue(text, is_glue):
+    """(glue part texts, the rest of `text`): the glue functions moved out, each part with
+    the module-level lines and the declarations of what it calls."""
+    header, functions, glue, current = [], [], [], None
+    for line in text.split("\n"):
+        if current is None and line.startswith("define"):
+            current = [line]
+        elif current is not None:
+            current.append(line)
+            if line == "}":
+                (glue if is_glue(_DEFINE.match(current[0]).group(3)) else functions).append(current)
+                current = None
+        else:
+            header.append(line)
+    if not glue:
+        return [], text
+    defines = [_DEFINE.match(f[0]) for f in functions + glue]
+    declares = {m.group(3): f'declare {m.group(2)}@"{m.group(3)}"{m.group(4)}' for m in defines}
+    moved = {_DEFINE.match(f[0]).group(3) for f in glue}
+    rest_body = "\n".join("\n".join(f) for f in functions)
+    rest = "\n".join(header + [declares[n] for n in moved if f'@"{n}"' in rest_body] + [rest_body])
+    shares = [[] for _ in range(min(GLUE_PARTS, len(glue)))]
+    for k, f in enumerate(glue):   # in program order, one run of functions per part
+        shares[k * len(shares) // len(glue)].append(f)
+    texts = []
+    for share in shares:
+        body = "\n".join("\n".join([_external(f[0])] + f[1:]) for f in share)
+        mine = {_DEFINE.match(f[0]).group(3) for f in share}
+        wanted = [declares[n] for n in declares if n not in mine and f'@"{n}"' in body]
+        texts.append("\n".join(header + wanted + [body]))
+    rest_defined = {_DEFINE.match(f[0]).group(3) for f in functions}
+    return texts, _externalize(rest, {n for n in rest_defined if any(f'@"{n}"' in t for t in texts)})
+
+
+def _externalize(text, names):
+    """`text` with the functions `names` defined external (other modules call them)."""
+    out = []
+    for line in text.split("\n"):
+        m = _DEFINE.match(line) if line.startswith("define internal") else None
+        out.append(_external(line) if m and m.group(3) in names else line)
+    return "\n".join(out)
+
+
 def _external(define_line):
     return define_line.replace("define internal ", "define ", 1)
 
@@ -90,11 +144,16 @@ def _emit_object(tm, mod):
         llvm.ffi.lib.LLVMPY_DisposeMemoryBuffer(buf)
 
 
-def compile_part(ir_text, tm, speed_level=2):
-    """(optimized module, object code) of LLVM IR text, in an LLVM context of its own."""
+def compile_part(ir_text, tm, speed_level=2, fast=False):
+    """(optimized module, object code) of LLVM IR text, in an LLVM context of its own;
+    `fast`: no pass pipeline (`tm` then should be a machine of codegen level 0, LLVM's
+    fast instruction selection and register allocation)."""
     with stage("optimize"):
         mod = llvm.parse_assembly(ir_text, llvm.create_context())
         mod.verify()
+        if fast:
+            with stage("codegen"):
+                return mod, _emit_object(tm, mod)
         pto = llvm.create_pipeline_tuning_options(speed_level=speed_level)
         pto.loop_vectorization = pto.slp_vectorization = True
         pb = llvm.create_pass_builder(tm, pto)
@@ -108,28 +167,32 @@ def compile_part(ir_text, tm, speed_level=2):
         return mod, _emit_object(tm, mod)
 
 
-def compile_parts(texts, machines):
+def compile_parts(texts, machines, fast_machines=None):
     """[(optimized module, object code)] of module texts, compiled by `len(machines)`
     threads (the calling thread and helpers; thread k uses target machine k), each taking
-    the next text when it is done."""
+    the next text when it is done. A text may be a pair (text, fast): a fast one is
+    compiled by `compile_part(..., fast=True)` on thread k's `fast_machines[k]`."""
+    texts = [t if isinstance(t, tuple) else (t, False) for t in texts]
     results, errors, todo = [None] * len(texts), [], iter(range(len(texts)))
     take = threading.Lock()
 
-    def work(machine):
+    def work(thread):
         while not errors:
             with take:
                 k = next(todo, None)
             if k is None:
                 return
+            text, fast = texts[k]
             try:
-                results[k] = compile_part(texts[k], machine)
+                fast = fast and fast_machines is not None and thread < len(fast_machines)
+                results[k] = compile_part(text, fast_machines[thread] if fast else machines[thread], fast=fast)
             except BaseException as e:   # re-raised on the calling thread
                 errors.append(e)
-    helpers = [threading.Thread(target=work, args=(m,), daemon=True)
-               for m in machines[1:min(len(machines), len(texts))]]
+    helpers = [threading.Thread(target=work, args=(k,), daemon=True)
+               for k in range(1, min(len(machines), len(texts)))]
     for t in helpers:
         t.start()
-    work(machines[0])
+    work(0)
     with stage("wait"):
         for t in helpers:
             t.join()

@@ -55,6 +55,8 @@ class _Jit:
             return target.create_target_machine(cpu=self.cpu, features=self.features, opt=3, jit=True)
         self.tm = machine()
         self.machines = [self.tm] + [machine() for _ in range(parallel.THREADS - 1)]   # one per thread
+        self.fast_machines = [target.create_target_machine(cpu=self.cpu, features=self.features, opt=0, jit=True)
+                              for _ in self.machines]   # for code LLVM's pipeline cannot improve
         self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), machine())  # owns its machine
         self.fingerprint = "|".join([str(CACHE_FORMAT), llvmlite.__version__, str(llvm.llvm_version_info),
                                      llvm.get_process_triple(), self.cpu, self.features,
@@ -334,8 +336,11 @@ def _compile(j, ir_text, prefix):
     up to `parallel.PARTS` modules compiled on `parallel.THREADS` threads, its kernels
     dealt out between them."""
     parts = parallel.PARTS if len(ir_text) >= parallel.MIN_SPLIT_BYTES else 1
-    texts = parallel.split_module(ir_text, parts, lambda name: name.startswith(prefix + "kernel")) if parts > 1 else [ir_text]
-    compiled = parallel.compile_parts(texts, j.machines)
+    glue = f'@"{prefix}glue' in ir_text   # a long program's straight code (llvm.Lowerer.lower_segments)
+    texts = parallel.split_module(ir_text, parts, lambda name: name.startswith((prefix + "kernel", prefix + "segment")),
+                                  (lambda name: name.startswith(prefix + "glue")) if glue else None) \
+        if parts > 1 or glue else [ir_text]
+    compiled = parallel.compile_parts(texts, j.machines, j.fast_machines)
     return [mod for mod, _ in compiled], [obj for _, obj in compiled]
 
 
