@@ -401,7 +401,7 @@ def tree_inputs(draw):
 
 
 def as_array(values, dtype):
-    if dtype == np.uint64:   # as the user did: -1 wraps to 2^64-1
+    if dtype == np.uint64:   # as a user might: -1 wraps to 2^64-1
         return np.array(values, dtype=np.int64).astype(np.uint64)
     if dtype == np.int32:
         return np.array(values, dtype=np.int64).astype(np.int32)   # wraps the huge ones
