@@ -29,7 +29,7 @@ PAIRS = (("jitad_step", "jax_step"), ("jitad_loop", "jax_loop"), ("jitad_step", 
 
 def child(model, frameworks, order):
     """Time the first call of each runner of `model`; print one JSON line."""
-    from . import models   # imports bench first: single-threaded BLAS, XLA on the CPU
+    from . import harness, models   # imports bench first: single-threaded BLAS, XLA on the CPU
     import jitad
     jitad.jit(lambda x: x + 1.0)(1.0)   # the LLVM engine's start
     m = {"jitad": jitad, "torch": None, "jax": None}
@@ -147,13 +147,8 @@ def main(argv=None):
     models = ["rnn"] if args.quick else (args.model or list(MODELS))
     results = measure(models, 1 if args.quick else args.repeats, jitad_dir=args.jitad)
     out = args.out or os.path.join(HERE, "results", "compile_quick" if args.quick else "compile")
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    with open(out + ".json", "w") as f:
-        json.dump({"load_average": os.getloadavg(), "results": results}, f, indent=1)
-    text = markdown(results, "jitad compile latency against JAX")
-    with open(out + ".md", "w") as f:
-        f.write(text)
-    print(text)
+    from . import harness
+    harness.save_results(out, results, markdown(results, "jitad compile latency against JAX"))
     return 0
 
 

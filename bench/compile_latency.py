@@ -213,7 +213,7 @@ def build(name, fw):
 
 def child(name, fw):
     """Compile and run `name` once cold in this process, time calls; print one JSON line."""
-    from . import models   # noqa: F401  (single-threaded BLAS, XLA on the CPU, as bench.models sets them)
+    from . import harness, models   # noqa: F401  (single-threaded BLAS, XLA on the CPU, as bench.models sets them)
     if fw == "jax":
         import jax
         jax.config.update("jax_enable_x64", True)
@@ -348,13 +348,8 @@ def main(argv=None):
     frameworks = ("jitad",) if args.no_jax else ("jitad", "jax")
     results = measure(names, 1 if args.quick else args.repeats, frameworks, args.jitad)
     out = args.out or os.path.join(HERE, "results", "compile_latency_quick" if args.quick else "compile_latency")
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    with open(out + ".json", "w") as f:
-        json.dump({"load_average": os.getloadavg(), "results": results}, f, indent=1)
-    text = markdown(results, "jitad compile latency on long programs, against JAX")
-    with open(out + ".md", "w") as f:
-        f.write(text)
-    print(text)
+    from . import harness
+    harness.save_results(out, results, markdown(results, "jitad compile latency on long programs, against JAX"))
     return 0
 
 

@@ -182,6 +182,16 @@ def loglog_slope(ns, us):
     return float(np.polyfit(np.log(ns), np.log(us), 1)[0])
 
 
+def save_results(stem, results, text):
+    """Write `results` (with the machine's load) to `stem`.json and `text` to `stem`.md; print `text`."""
+    os.makedirs(os.path.dirname(stem), exist_ok=True)
+    with open(stem + ".json", "w") as f:
+        json.dump({"load_average": os.getloadavg(), "results": results}, f, indent=1)
+    with open(stem + ".md", "w") as f:
+        f.write(text)
+    print(text)
+
+
 def save_markdown(name, text):
     """Write `text` to bench/results/<name>.md and print it."""
     stem = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", name)

@@ -106,10 +106,7 @@ def to_torch(f):
     def arguments(tensors, structure):
         """The call's arguments from the op's tensors: arrays (NumPy views) and trees."""
         arrays = []
-        for t in tensors:
-            if t.device.type != "cpu":
-                raise DeviceError(f"to_torch: a tensor on {t.device} was passed; jitad runs on the CPU: pass "
-                                  "tensor.cpu()")
+        for t in tensors:   # (their devices: checked by `call`, before any kernel is chosen)
             _ir_dtype(_torch_dtype(t), "to_torch")
             arrays.append(t.detach().numpy())
         return _build(structure, iter(arrays), _rebuild_tree)
