@@ -293,22 +293,28 @@ def _loop(name, types, cap_types, step):
 
 
 def _while(rv, node, ins, k):
-    if node.attrs.get("checkpoints") is not None:
-        return _while_checkpointed(rv, node, ins, k)
+    """WHILE as a recursive function: an iteration's values live in its frame. With
+    `checkpoints=c` only the first c // 4 iterations do (no recomputation: a short loop
+    costs what it costs without checkpoints); a loop still running then goes on in
+    `_while_rest`, keeping the other c - c // 4 states."""
     _, state_in, caps_in = split_operands(node, ins)
     types, cap_types = _types(node.outputs), _types(split_operands(node)[2])
     cond, body = node.bodies
+    c = node.attrs.get("checkpoints")
 
-    def step(extra, state, caps, kk, loop):
-        primals = [d.primal for d in state + caps]
-        go_on = restage(cond, primals)[0]
-        IF(go_on,
-           lambda: cps(rv, body, state + caps,
-                       lambda new: loop(*pack(new, types), *pack(caps, cap_types), kk)),
-           lambda: apply(kk, pack(state, types)))
+    def step(extra, state, caps, kk, loop):   # extra: [] or, with checkpoints, [iterations so far]
+        go_on = restage(cond, [d.primal for d in state + caps])[0]
+
+        def iterate():
+            cps(rv, body, state + caps, lambda new: loop(*[j + 1 for j in extra], *pack(new, types),
+                                                         *pack(caps, cap_types), kk))
+        more = iterate if c is None else \
+            lambda: IF(extra[0] < c // 4, iterate, lambda: _while_rest(rv, node, state, caps, kk, c - c // 4))
+        IF(go_on, more, lambda: apply(kk, pack(state, types)))
 
     loop = _loop("while_rev", types, cap_types, step)
-    loop(*pack(state_in, types), *pack(caps_in, cap_types), closure(k, types, "k_while"))
+    counter = [] if c is None else [Staged(as_var(0, "i64"))]
+    loop(*counter, *pack(state_in, types), *pack(caps_in, cap_types), closure(k, types, "k_while"))
 
 
 def _for(rv, node, ins, k):
@@ -400,32 +406,6 @@ def _for_checkpointed(rv, node, ins, k):
         _reverse_segments(rv, types, _types(split_operands(node)[2]), body, lower, upper, init, caps, result, c)
     IF(upper - lower <= c + 1, lambda: _for_taped(rv, types, body, lower, upper, init, caps, resume(kc, types)),
        long_loop)
-
-
-def _while_checkpointed(rv, node, ins, k):
-    """WHILE with `checkpoints=c`. Its trip count is known only at the end, so the first
-    c // 4 iterations run as `_while` runs them, each in a frame of the recursion (no
-    recomputation: a short loop costs what it costs with checkpoints=None). A loop still
-    running then counts its remaining trips in a forward run from there (keeping only the
-    final state), runs the continuation, and reverses the counted steps as a checkpointed
-    FOR does, with the other c - c // 4 states (`_while_rest`)."""
-    _, state_in, caps_in = split_operands(node, ins)
-    types, cap_types = _types(node.outputs), _types(split_operands(node)[2])
-    cond, body = node.bodies
-    c = node.attrs["checkpoints"]
-    in_frames = c // 4
-
-    def step(extra, state, caps, kk, loop):
-        (j,) = extra
-        go_on = restage(cond, [d.primal for d in state + caps])[0]
-
-        def iterate():
-            cps(rv, body, state + caps, lambda new: loop(j + 1, *pack(new, types), *pack(caps, cap_types), kk))
-        IF(go_on, lambda: IF(j < in_frames, iterate, lambda: _while_rest(rv, node, state, caps, kk, c - in_frames)),
-           lambda: apply(kk, pack(state, types)))
-
-    loop = _loop("while_ckpt", types, cap_types, step)
-    loop(Staged(as_var(0, "i64")), *pack(state_in, types), *pack(caps_in, cap_types), closure(k, types, "k_while"))
 
 
 def _while_rest(rv, node, init, caps, kk, c):
