@@ -587,32 +587,47 @@ def _batched_fun(node, body, spec, flags, size, masked):
     """The batched copy of a called function, keeping what reverse and forward mode read
     from the call: a checkpoint stays one, and a function with the user's derivative rule
     gets that rule batched (the rule runs per lane), so the rule, not the body, is
-    differentiated."""
-    from .staging import checkpoint   # (the rules' own classes come from the node: custom.py is above us)
+    differentiated. A rule whose function closes over staged values reads them, per lane,
+    as the batched call's extra arguments (they get no cotangent or tangent from the rule,
+    as without `vmap`)."""
+    from .staging import checkpoint, substituted   # (the rules' own classes: custom.py is above us)
     if node.op == Op.CHECKPOINT:
         return checkpoint(body, out=spec)
-    if node.op != Op.CUSTOM_VJP or node.attrs["fun"].n_captures:
-        return FUN(body, out=spec)   # (a rule whose function closes over staged values: the body)
+    fundef = node.attrs["fun"]
+    if node.op != Op.CUSTOM_VJP or (fundef.n_captures and fundef.captured is None):
+        return FUN(body, out=spec)
     in_td = node.attrs["in_td"]
     k = in_td.num_leaves
-    lane_types = node.attrs["fun"].in_types[:k]
-    axes = tuple(0 if f else None for f in flags[:k])
+    n = k + fundef.n_captures
+    lane_types = fundef.in_types[:k]
+    axes = tuple(0 if f else None for f in flags[:n])
+
+    def per_lane(rule_part):
+        """rule_part(args pytree) run on one lane, the captured values rebound to the lane's."""
+        def lane(*a):
+            with substituted(dict(zip(fundef.captured or (), (x._var for x in a[k:n])))):
+                return rule_part(unflatten(in_td, list(a[:k])))
+        return lane
+
     if "custom_jvp" in node.attrs:
         def jvp_rule(primals, tangents):
             def lane(p, t):
-                out, tan = node.attrs["custom_jvp"]._rule(unflatten(in_td, list(p)), unflatten(in_td, list(t)))
-                return tuple(flatten(out)[0]), tuple(flatten(tan)[0])
-            out, tan = vmap_staged(lane, (primals[:k], tangents[:k]), (axes, axes), 0)
-            return out, tan
+                def rule(args):
+                    out, tan = node.attrs["custom_jvp"]._rule(args, unflatten(in_td, list(t)))
+                    return tuple(flatten(out)[0]), tuple(flatten(tan)[0])
+                return per_lane(rule)(*p)
+            return vmap_staged(lane, (primals[:n], tangents[:k]), (axes, axes[:k]), 0)
         fun = type(node.attrs["custom_jvp"])(body, out=spec)
         fun.defjvp(jvp_rule)
         return fun
     rule = node.attrs["custom"]
 
     def fwd(*args):
-        return vmap_staged(lambda *a: rule.fwd(*unflatten(in_td, list(a))), args[:k], axes, 0)
+        out, res = vmap_staged(per_lane(lambda a: rule.fwd(*a)), args[:n], axes, 0)
+        return out, (res, args[k:n])
 
-    def bwd(res, g):
+    def bwd(res_caps, g):
+        res, caps = res_caps
         def lane(res, g):
             cts = rule.bwd(res, g)
             leaves = flatten(tuple(cts) if isinstance(cts, (tuple, list)) else (cts,))[0]
@@ -621,7 +636,7 @@ def _batched_fun(node, body, spec, flags, size, masked):
         if len(cts) != k:   # the reverse pass names the mismatch
             return tuple(cts)
         cts = [c if f else N.sum(c, axis=0) for c, f in zip(cts, flags)]
-        return tuple(cts) + (0.0,) * masked   # (none for the lane mask)
+        return tuple(cts) + tuple(N.zeros_like(c) for c in caps) + (0.0,) * masked   # (captures, lane mask)
     fun = type(rule)(body, out=spec)
     fun.defvjp(fwd, bwd)
     return fun

@@ -8,6 +8,7 @@ an explicit param of the body and an explicit operand of the control-flow node.
 import operator
 import math
 import threading
+from collections import ChainMap
 from contextlib import contextmanager, nullcontext
 from functools import reduce
 
@@ -82,6 +83,18 @@ def transforming(t):
         yield t
     finally:
         _local.subst, _local.transformation = saved
+
+
+@contextmanager
+def substituted(mapping):
+    """Inside, Python code that holds the staged values `mapping`'s keys (a closure
+    traced elsewhere) emits with their counterparts, the mapping's values, instead."""
+    saved = getattr(_local, "subst", None)
+    _local.subst = ChainMap(mapping, saved) if saved else mapping   # (a live view of the outer one)
+    try:
+        yield
+    finally:
+        _local.subst = saved
 
 
 def transformation():
@@ -824,7 +837,7 @@ class FUN:
         finish_body(frame, leaves, out_types, f"FUN `{self.__name__}`")
         frame.align_captures(fun.captures)
         fun.fundef.body = frame.graph
-        fun.fundef.n_captures = len(fun.captures)
+        fun.fundef.n_captures, fun.fundef.captured = len(fun.captures), list(fun.captures)
         trace.fun_list.append(fun.fundef)
         return fun
 

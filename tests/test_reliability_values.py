@@ -101,6 +101,48 @@ def test_vmap_custom_rule_inside_a_batched_branch_and_nested_vmaps():
     np.testing.assert_allclose(tangent, np.asarray(jax.jvp(jax.vmap(j_twice_sin), (X,), (np.ones(3),))[1]), rtol=1e-14)
 
 
+def _closing_rules(w):
+    """A custom_vjp and a custom_jvp function closing over `w` and over a per-lane value."""
+    def vjp_lane(x):
+        y = 2.0 * x
+
+        @jitad.custom_vjp
+        def f(z):
+            return w * y * z
+
+        def bwd(z, g):   # the rule's own cotangent for z, and w's through a vjp of a closure
+            _, pull = jitad.vjp(lambda z: w * z, z)
+            return (3.0 * g + 0.0 * pull(g)[0],)
+        f.defvjp(lambda z: (f(z), z), bwd)
+        return f(x)
+
+    def jvp_lane(x):
+        @jitad.custom_jvp
+        def f(z):
+            return w * jitad.sin(z)
+        f.defjvp(lambda p, t: (f(p[0]), 5.0 * t[0]))
+        return f(x)
+    return vjp_lane, jvp_lane
+
+
+def test_vmap_keeps_rules_whose_function_closes_over_staged_values():
+    xs = np.array([0.5, -1.0, 2.0])
+    for k in range(2):
+        def batched(w, xs):
+            return jitad.sum(jitad.vmap(_closing_rules(w)[k])(xs))
+
+        def looped(w, xs):
+            return sum(_closing_rules(w)[k](xs[i]) for i in range(3))
+        got, want = jitad.grad(batched, argnums=(0, 1))(1.5, xs), jitad.grad(looped, argnums=(0, 1))(1.5, xs)
+        np.testing.assert_allclose(got[1], [3.0, 3.0, 3.0] if k == 0 else [5.0, 5.0, 5.0], rtol=0)
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-13)
+        np.testing.assert_allclose(got[1], want[1], rtol=1e-13)
+        per_lane = jitad.vmap(jitad.grad(lambda x: _closing_rules(1.5)[k](x)))(xs)
+        np.testing.assert_allclose(per_lane, got[1], rtol=1e-13)
+        jac = jitad.jacrev(lambda xs: jitad.vmap(_closing_rules(1.5)[k])(xs))(xs)
+        np.testing.assert_allclose(jac, np.diag(got[1]), rtol=1e-13)
+
+
 def test_vmap_of_a_checkpoint_stays_a_checkpoint():
     block = jitad.checkpoint(lambda h, w: jitad.tanh(w @ h))
     program = str(jitad.trace(lambda h, w: jitad.vmap(block, in_axes=(0, None))(h, w), np.ones((4, 3)), np.eye(3)))

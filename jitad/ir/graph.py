@@ -47,13 +47,16 @@ class FunDef:
     """A staged function (`FUN`): called by `call` nodes, possibly recursively.
 
     `body.params` are the function's flattened arguments followed by the values it
-    captures from its callers' scopes (`n_captures` of them).
+    captures from its callers' scopes (`n_captures` of them); `captured` holds those values
+    as the Python code that traced the body holds them (a custom rule's closure may read
+    them), in the same order.
     """
     name: str
     in_types: list
     out_types: list = None
     body: Graph = None
     n_captures: int = 0
+    captured: list = None
 
 
 @dataclass(slots=True, eq=False)
