@@ -26,6 +26,7 @@ import numpy as np
 
 from .errors import ArgumentError, DistributedError
 from .ir.ops import Op, declare, shape_rule
+from .ir.types import NUMPY
 from .pytree import flatten, unflatten
 from .staging import as_var, emit, is_staged, wrap
 
@@ -140,6 +141,7 @@ def allreduce(tree, op="sum", timeout=None):
     if size() == 1:
         return tree
     if any(map(is_staged, leaves)):
+        _agree_staged("allreduce", op, leaves, td, timeout)
         return unflatten(td, [_allreduce_staged(x, op, timeout) for x in leaves])
     from mpi4py import MPI
     deadline = _agree("allreduce", op, leaves, td, timeout)
@@ -186,6 +188,7 @@ def broadcast(tree, root=0, timeout=None):
     if n == 1:
         return tree
     if any(map(is_staged, leaves)):
+        _agree_staged("broadcast", int(root), leaves, td, timeout)
         attrs = {"root": int(root), **_timeout_attr(timeout)}
         return unflatten(td, [wrap(emit(Op.BCAST, [_staged(x)._var], attrs)[0]) for x in leaves])
     deadline = _agree("broadcast", int(root), leaves, td, timeout)
@@ -247,6 +250,21 @@ def _agree(who, how, leaves, td, timeout):
                                "collective with the same structure, shapes and dtypes (convert with "
                                ".astype(...), or use floats on every rank)")
     return deadline
+
+
+def _agree_staged(who, how, leaves, td, timeout):
+    """`_agree` in compiled code: one allreduce of the call's signature hash before the
+    collective, and a `check` that stops the call with `RuntimeCheckError` on every rank if
+    the ranks' signatures differ (the mismatched collective itself would hang or corrupt)."""
+    def char(x):
+        return np.dtype(NUMPY[x.ir_dtype]).char if is_staged(x) else np.asarray(x).dtype.char
+    key = (who, how, td, tuple((tuple(x.shape) if is_staged(x) else np.shape(x), char(x)) for x in leaves))
+    text, sig = _SIGNATURES.get(key) or _signature(key)
+    both = wrap(emit(Op.ALLREDUCE, [as_var(sig)], {"reduce": "max", **_timeout_attr(timeout)})[0])
+    differ = wrap(emit(Op.NE, [(both[0] + both[1])._var, as_var(np.int64(0))])[0])   # max - min != 0
+    emit(Op.CHECK, [differ._var], {"message": (
+        f"{who}: the ranks make different collectives here (this rank: {text}); every rank must make the "
+        "same collectives in the same order, with the same structure, shapes and dtypes")})
 
 
 def _wait(request, deadline, who, timeout):

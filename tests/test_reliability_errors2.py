@@ -285,6 +285,34 @@ def test_ranks_passing_different_values_all_raise(tmp_path):
 
 
 @needs_mpi
+def test_compiled_collectives_compare_the_ranks_calls(tmp_path):
+    rc, out = mpirun(tmp_path, """
+        import numpy as np, jitad
+        from jitad import distributed as dist
+        dist.init()
+        r = dist.rank()
+        cases = [(lambda x: dist.allreduce(x if r == 0 else jitad.convert(x, "f32")), np.ones(3)),
+                 (lambda x: dist.allreduce(x[: 2 + r]), np.ones(3)),
+                 (lambda x: dist.allreduce(x, op="sum" if r == 0 else "max"), 1.0),
+                 (lambda x: dist.allreduce(x) if r == 0 else dist.broadcast(x), 1.0),
+                 (lambda x: jitad.FOR(0, 3, lambda i, s: s + jitad.sum(dist.allreduce(s[: 2 + r])), x), np.ones(3))]
+        for k, (fn, x) in enumerate(cases):
+            try:
+                jitad.jit(fn)(x)
+            except jitad.RuntimeCheckError as e:
+                assert "the ranks make different collectives here" in str(e), str(e)
+            else:
+                raise AssertionError(f"case {k}: no error")
+        # agreeing ranks, in a loop and in a gradient, still combine
+        f = jitad.jit(lambda x: jitad.FOR(0, 3, lambda i, s: dist.allreduce(s) * 0.5, x))
+        assert f(np.ones(2) * (r + 1)).tolist() == [1.5, 1.5]
+        assert jitad.grad(lambda x: jitad.sum(dist.allreduce(x) ** 2))(np.ones(2)).tolist() == [8, 8]
+        print(f"OK-{r}", flush=True)
+    """)
+    assert rc == 0 and "OK-0" in out and "OK-1" in out, out
+
+
+@needs_mpi
 @pytest.mark.parametrize("call, said", [
     ("dist.allreduce(np.ones(3), timeout=0.5)", "DistributedError: allreduce: rank 0 waited 0.5 s for the other ranks"),
     ("jitad.jit(lambda x: dist.allreduce(x, timeout=0.5))(np.ones(3))",
