@@ -178,3 +178,31 @@ def test_gradbench_nested_solvers_with_checkpointed_loops(variant):
     if variant == "rr":
         want = nested.compiled("saddle", variant)(1.0, 1.0)
         np.testing.assert_allclose(nested.compiled("saddle", variant, checkpoints=3)(1.0, 1.0), want, rtol=1e-12)
+
+
+ARENA_CHILD = """
+import numpy as np, jitad
+w0 = np.ones((64, 64)) * 1e-3
+def loss(c):
+    return lambda w: jitad.FOR(0, 4000, lambda i, s: s + jitad.sum((w * s) @ w) * 1e-9, 1.0, checkpoints=c)
+try:
+    jitad.grad(loss(None))(w0)
+except jitad.ResourceError as e:
+    assert "checkpoints=" in str(e), str(e)
+    print("taped: ResourceError naming checkpoints=")
+g = jitad.grad(loss(16))(w0)
+print("checkpointed:", np.isfinite(g).all())
+"""
+
+
+def test_a_tape_that_outgrows_the_arena_names_checkpoints():
+    """4,000 steps of a 64x64 temporary (32 KiB each) outgrow a 64 MiB arena when taped,
+    and fit with checkpoints."""
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, JITAD_ARENA_MB="64", JITAD_CACHE_DIR="")
+    done = subprocess.run([sys.executable, "-c", ARENA_CHILD], capture_output=True, text=True, timeout=300, env=env,
+                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "taped: ResourceError naming checkpoints=" in done.stdout and "checkpointed: True" in done.stdout, done.stdout

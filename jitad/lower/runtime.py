@@ -670,7 +670,8 @@ def arena_exhausted(*args):
     raise ResourceError(
         f"the compiled function needed more tensor memory than the {jit().arena.size >> 20} MiB "
         "arena holds; set JITAD_ARENA_MB to a larger size (before importing jitad) or use "
-        "smaller batches")
+        "smaller batches; a gradient through a long FOR/WHILE/scan keeps a tape entry per "
+        "iteration: give the loop `checkpoints=` (e.g. 64) to bound it")
 
 
 class _StackExhausted(Exception):
