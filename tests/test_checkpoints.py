@@ -184,7 +184,7 @@ ARENA_CHILD = """
 import numpy as np, jitad
 w0 = np.ones((64, 64)) * 1e-3
 def loss(c):
-    return lambda w: jitad.FOR(0, 4000, lambda i, s: s + jitad.sum((w * s) @ w) * 1e-9, 1.0, checkpoints=c)
+    return lambda w: jitad.FOR(0, 1000, lambda i, s: s + jitad.sum((w * s) @ w) * 1e-9, 1.0, checkpoints=c)
 try:
     jitad.grad(loss(None))(w0)
 except jitad.ResourceError as e:
@@ -196,12 +196,12 @@ print("checkpointed:", np.isfinite(g).all())
 
 
 def test_a_tape_that_outgrows_the_arena_names_checkpoints():
-    """4,000 steps of a 64x64 temporary (32 KiB each) outgrow a 64 MiB arena when taped,
+    """1,000 steps of a 64x64 temporary (32 KiB each) outgrow a 16 MiB arena when taped,
     and fit with checkpoints."""
     import os
     import subprocess
     import sys
-    env = dict(os.environ, JITAD_ARENA_MB="64", JITAD_CACHE_DIR="")
+    env = dict(os.environ, JITAD_ARENA_MB="16", JITAD_CACHE_DIR="")
     done = subprocess.run([sys.executable, "-c", ARENA_CHILD], capture_output=True, text=True, timeout=300, env=env,
                           cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     assert done.returncode == 0, done.stderr[-2000:]
