@@ -145,12 +145,16 @@ def _lane_select(active, new, old):
 
 
 def _lane_gate(x, active):
-    """Batched `x` as it is, whose cotangent is selected to zero in the lanes not `active`:
-    the lanes a branch or loop step does not run give no gradient, even where their
-    (discarded) values are inf or NaN and a zero cotangent would meet them (0 * inf)."""
-    if active is None or not isinstance(x, Staged) or not _type(x).is_float:
+    """Batched `x` for a branch or loop step that only the `active` lanes run: the other
+    lanes get a copy of the first active lane's value, with no gradient. Their (discarded)
+    results are then those of a lane that does run, so where a zero cotangent meets them
+    (0 * value, summed into a value shared by all lanes) it meets no inf or NaN that the
+    lane's own program never computed."""
+    if active is None or not isinstance(x, (Staged,)):
         return x
-    return _lane_select(active, x, N.stop_gradient(x))
+    first = x[NP.argmax(active)]
+    stand_in = N.stop_gradient(first) if _type(x).is_float else first
+    return _lane_select(active, x, stand_in)
 
 
 def _gated(run, active, flags):

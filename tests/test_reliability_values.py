@@ -325,3 +325,17 @@ def test_pad_casts_the_constant_to_the_array_dtype(constant):
     want = np.pad(x, 1, constant_values=constant)
     assert got.dtype == want.dtype
     np.testing.assert_array_equal(got, want)
+
+
+def test_batched_if_shared_value_meets_no_inf_from_a_lane_that_skips_the_branch():
+    """A value computed before the branch (inf in a lane that does not take it) times a
+    value shared by all lanes: the shared value's gradient is the sum of the lanes' own."""
+    def f(x, w):
+        big = jitad.exp(x * 1000.0)
+        return jitad.IF(x < 0.5, lambda: big * w + x, lambda: w * x)
+    xs = np.array([0.1, 1.0, 0.3, 2.0])
+    _, gw = jitad.grad(lambda xs, w: jitad.sum(jitad.vmap(f, in_axes=(0, None))(xs, w)), argnums=(0, 1))(xs, 2.0)
+    lanes = [jitad.grad(f, argnums=1)(x, 2.0) for x in xs]
+    assert np.isfinite(gw) and gw == pytest.approx(sum(lanes), rel=1e-14)
+    loop = jitad.jit(lambda xs, w: jitad.FOR(0, 4, lambda i, s: s + jitad.grad(f, argnums=1)(xs[i], w), 0.0))
+    assert loop(xs, 2.0) == pytest.approx(gw, rel=1e-14)
