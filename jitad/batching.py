@@ -19,8 +19,9 @@ keeps changing forever still runs until Ctrl-C stops it (WHILE has no iteration 
 `FOR` and `TREE` batch their bodies; `FUN` calls a batched copy of the function,
 recursion included (a `custom_vjp`/`custom_jvp` copy keeps the user's rule, run per lane
 by `vmap`; a `checkpoint` stays one). Inside a batched branch or loop step, the lanes
-that do not run it pass no cotangent back (`_lane_gate`, a select): each lane's gradient
-is its own program's, even where a discarded lane computed inf or NaN. A `TREE` over a
+that do not run it pass no cotangent back and compute on a stand-in, the first running
+lane's values (`_lane_gate`, a select): each lane's gradient is its own program's, even
+where a discarded lane would have computed inf or NaN. A `TREE` over a
 batch of trees (a `jitad.Forest`) runs level by level, a chunk of nodes of equal height
 per step (`_forest`). Lanes a branch does not take are masked: the mask reaches the
 loops inside, so they stop when the active lanes are done.
