@@ -19,9 +19,10 @@ keeps changing forever still runs until Ctrl-C stops it (WHILE has no iteration 
 `FOR` and `TREE` batch their bodies; `FUN` calls a batched copy of the function,
 recursion included (a `custom_vjp`/`custom_jvp` copy keeps the user's rule, run per lane
 by `vmap`; a `checkpoint` stays one). Inside a batched branch or loop step, the lanes
-that do not run it pass no cotangent back and compute on a stand-in, the first running
-lane's values (`_lane_gate`, a select): each lane's gradient is its own program's, even
-where a discarded lane would have computed inf or NaN. A `TREE` over a
+that do not run it pass no cotangent back (`_lane_gate`, a select), and a branch's
+skipping lanes compute on a stand-in, the first taking lane's values: each lane's gradient
+is its own program's, even where a discarded lane would have computed inf or NaN, or met
+one computed before the branch. A `TREE` over a
 batch of trees (a `jitad.Forest`) runs level by level, a chunk of nodes of equal height
 per step (`_forest`). Lanes a branch does not take are masked: the mask reaches the
 loops inside, so they stop when the active lanes are done.
@@ -145,23 +146,24 @@ def _lane_select(active, new, old):
     return N.where(_lift(active, len(new.shape) - 1), new, old)
 
 
-def _lane_gate(x, active):
-    """Batched `x` for a branch or loop step that only the `active` lanes run: the other
-    lanes get a copy of the first active lane's value, with no gradient. Their (discarded)
-    results are then those of a lane that does run, so where a zero cotangent meets them
-    (0 * value, summed into a value shared by all lanes) it meets no inf or NaN that the
-    lane's own program never computed."""
-    if active is None or not isinstance(x, (Staged,)):
+def _lane_gate(x, active, stand_in):
+    """Batched `x` for a branch or loop step that only the `active` lanes run: its
+    cotangent is zero in the other lanes, and (with `stand_in`) their value is a copy of the
+    first active lane's. Their discarded results are then those of a lane that does run,
+    so where a zero cotangent meets them (0 * value, summed into a value shared by all
+    lanes) it meets no inf or NaN that the lane's own program never computed."""
+    if active is None or not isinstance(x, Staged):
         return x
-    first = x[NP.argmax(active)]
-    stand_in = N.stop_gradient(first) if _type(x).is_float else first
-    return _lane_select(active, x, stand_in)
+    if not stand_in:
+        return _lane_select(active, x, N.stop_gradient(x)) if _type(x).is_float else x
+    other = x[NP.argmax(active)]
+    return _lane_select(active, x, N.stop_gradient(other) if _type(x).is_float else other)
 
 
-def _gated(run, active, flags):
+def _gated(run, active, flags, stand_in=False):
     """`run` with its batched arguments gated by `active` (`_lane_gate`)."""
     def gated(*args):
-        return run(*[_lane_gate(a, active) if f else a for a, f in zip(args, flags)])
+        return run(*[_lane_gate(a, active, stand_in) if f else a for a, f in zip(args, flags)])
     return gated
 
 
@@ -399,7 +401,7 @@ def _if(node, ins, size, mask):
     results = []
     for body, take in ((then_body, pred), (else_body, ~pred)):
         active = _and(mask, take)
-        taken = _gated(_body(body, flags, size, active, [True] * len(types)), active, flags)
+        taken = _gated(_body(body, flags, size, active, [True] * len(types)), active, flags, stand_in=True)
 
         def idle(*a):
             return tuple(N.zeros((size,) + t.shape, t.dtype) for t in types)
@@ -705,7 +707,7 @@ def batch_node(node, ins, size, mask, gate=True):
         outs = rule(node, ins, size, mask)
         if gate and mask is not None and node.op not in CONTROL and _meets_unbatched_float(node, ins):
             # an unbatched value met the lanes: its cotangent sums theirs, so gate them first
-            outs = [(_lane_gate(x, mask), b) if b else (x, b) for x, b in outs]
+            outs = [(_lane_gate(x, mask, stand_in=False), b) if b else (x, b) for x, b in outs]
         return outs
     if node.op in EFFECTS:
         raise StagingError(f"vmap: cannot batch `{node.op.value}` (reverse-mode code made before vmap "
