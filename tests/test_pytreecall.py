@@ -96,3 +96,20 @@ def test_threads_calling_with_dicts():
     for t in threads:
         t.join()
     assert not errors
+
+
+def test_jitad_numpy_arrays_take_the_native_entry():
+    import jitad.numpy as jnp
+    f = jitad.jit_grad(lambda p, x: jitad.sum(p["w"] * x))
+    general = []
+    slow = f._fallback
+    f._fallback = lambda *a, **k: general.append(1) or slow(*a, **k)
+    p, x = {"w": jnp.arange(3.0)}, jnp.ones(3)
+    assert type(p["w"]) is jnp.Array
+    value, g = f(p, x)                                 # compiles (the general way, once)
+    calls = len(general)
+    for _ in range(3):
+        value, g = f(p, x)
+    assert len(general) == calls                       # later calls: native
+    assert value == 3.0 and np.array_equal(g["w"], np.ones(3))
+    assert f(p, jnp.ones(3) * 2)[0] == 6.0 and len(general) == calls

@@ -307,8 +307,9 @@ def _check_arguments(b, module, in_types, arg_layout, fallback):
             check(b.icmp_unsigned("==", ob_type, api("jitad_tree_type")))
             code = b.call(api("PyLong_AsLongLong"), [_field(b, obj, SLOT_OFFSETS[1], PTR)])
             check(b.icmp_signed("==", code, I64(type_code(t))))
-        elif t.shape:
-            check(b.icmp_unsigned("==", ob_type, api("jitad_ndarray_type")))
+        elif t.shape:   # an ndarray, or jitad.numpy's subclass of it (the same layout)
+            check(b.or_(b.icmp_unsigned("==", ob_type, api("jitad_ndarray_type")),
+                        b.icmp_unsigned("==", ob_type, api("jitad_ndarray_subtype"))))
             check(_array_matches(b, module, obj, t))
             if t.dtype == "bool":   # (the dispatcher makes a clean copy)
                 clean = _bools_clean(module)

@@ -67,6 +67,7 @@ class _Jit:
             llvm.add_symbol(symbol, id({"float": float, "int": int, "bool": bool, "True": True,
                                         "tuple": tuple, "dict": dict, "None": None, "list": list}[pyname]))
         llvm.add_symbol("jitad_ndarray_type", id(np.ndarray))
+        llvm.add_symbol("jitad_ndarray_subtype", id(_ARRAY_SUBTYPE[0]))
         from ..tree import Tree
         llvm.add_symbol("jitad_tree_type", id(Tree))
         for dtype, np_dtype in NUMPY.items():   # the builtin descriptor singletons
@@ -664,6 +665,18 @@ def arena_high_water(reset=False):
     if reset:
         bounds[2] = bounds[0]
     return used
+
+
+_ARRAY_SUBTYPE = [np.ndarray]   # one subclass of ndarray the native entry takes as an ndarray
+
+
+def native_array_subclass(cls):
+    """Let compiled entries take instances of `cls`, a Python subclass of `np.ndarray`
+    with no fields of its own (`jitad.numpy.Array`), as they take ndarrays: without it
+    they go through the slower dispatcher. Call before the first compile."""
+    assert issubclass(cls, np.ndarray) and cls.__basicsize__ == np.ndarray.__basicsize__, cls
+    _ARRAY_SUBTYPE[0] = cls
+    llvm.add_symbol("jitad_ndarray_subtype", id(cls))
 
 
 def arena_exhausted(*args):

@@ -25,6 +25,7 @@ import operator as _op
 import numpy as _np
 
 from .. import numeric as _N
+from ..lower import runtime as _runtime
 from ..staging import Staged as _Staged, is_staged as _is_staged
 
 # NumPy's dtypes and dtype helpers, as NumPy has them (jitad computes in float64, float32,
@@ -302,6 +303,9 @@ class Array(_np.ndarray):
     __iand__ = _np.ndarray.__and__
     __ior__ = _np.ndarray.__or__
     __ixor__ = _np.ndarray.__xor__
+
+
+_runtime.native_array_subclass(Array)   # compiled entries take it as an ndarray
 
 
 class _AtArray:
