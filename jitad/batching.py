@@ -43,7 +43,7 @@ from .ad.reverse import value_and_grad_staged
 from .ad.tape import ForestTape
 from .errors import ArgumentError, StagingError
 from .ir.graph import split_operands, walk
-from .ir.ops import CALLS, PRIMITIVES, Op, declare
+from .ir.ops import CALLS, Op, declare, missing_rule
 from .ir.types import TreeType, Type
 from .primitives.rules import unbroadcast
 from .pytree import flatten, unflatten
@@ -290,8 +290,7 @@ def per_lane(node, ins, size):
     """The generic rule: the node once per lane, its results stacked (`stack_lanes`)."""
     types = [v.type for v in node.outputs]
     if any(not isinstance(t, Type) for t in types):
-        raise StagingError(f"vmap: `{node.op.value}` has no batching rule and its results cannot be "
-                           "stacked; apply vmap to the function without it")
+        raise missing_rule(node.op, "batching (vmap)", "batch")
     return stack_lanes(lambda i: restage_node(node, [x[i] if b else x for x, b in ins]), types, size)
 
 
@@ -651,12 +650,15 @@ RULES = {Op.BROADCAST: _broadcast, Op.SUM: batch_reduction, Op.MAX: batch_reduct
          Op.LINALG: _stacked, Op.SORT: _stacked, Op.ARGSORT: _stacked}   # (sorts run along the last axis)
 CONTROL = {Op.IF: _if, Op.WHILE: _while, Op.FOR: _for, Op.TREE: _tree, **{op: _call for op in CALLS},
            Op.DEFERRED_VJP: _deferred, Op.TREE_GET: _tree_get, Op.FOREST: _forest_again}
-for _op, _rule in RULES.items():   # fill the declarations' `batch` slot (a declaration's own rule wins)
-    if _op.batch is None and _op not in CONTROL:
-        _op.batch = _rule
-for _op in PRIMITIVES.values():
-    if _op.elementwise and _op.batch is None:
-        _op.batch = batch_elementwise
+
+
+def batching_rule(op):
+    """`op`'s batching rule, looked up when used (a primitive declared after import has
+    its own): control flow's here, else its declaration's `batch`, else this module's
+    table, else the elementwise rule for an elementwise op; None: the per-lane fallback."""
+    rule = CONTROL.get(op) or op.batch or RULES.get(op)
+    return batch_elementwise if rule is None and op.elementwise else rule
+
 EFFECTS = {Op.SLOT, Op.SLOT_GET, Op.SLOT_SET, Op.SLOT_ADD, Op.SLOT_ADD_AT, Op.SLOT_SCATTER_ADD,
            Op.SLOT_SET_AT, Op.SLOT_ADD_SLICE, Op.CLOSURE, Op.APPLY, Op.TABLE, Op.TABLE_GET, Op.TABLE_SET, Op.TABLE_ADD,
            Op.TABLE_GATHER, Op.TABLE_SCATTER,
@@ -680,7 +682,7 @@ def batch_node(node, ins, size, mask, gate=True):
             and any(b and isinstance(x, StagedTree) for x, b in ins):
         raise StagingError(f"vmap over a jitad.Forest: `{node.op.value}` got its batch of trees; a batched "
                            "tree can only be folded by TREE (its fields read through the node argument)")
-    rule = CONTROL.get(node.op) or node.op.batch
+    rule = batching_rule(node.op)
     if rule is not None:
         outs = rule(node, ins, size, mask)
         if gate and mask is not None and node.op not in CONTROL and _meets_unbatched_float(node, ins):

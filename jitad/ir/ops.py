@@ -10,7 +10,7 @@ and the collectives in `jitad/distributed.py`, each beside its rules.
 """
 import numpy as np
 
-from ..errors import ShapeError
+from ..errors import MissingRuleError, ShapeError
 from .types import BOOL, FLOATS, I64, ContType, RefType, TableType, Type
 
 FLAGS = frozenset({
@@ -81,6 +81,19 @@ def registrar(table):
             return fn
         return register
     return rule
+
+
+def missing_rule(op, what, slot):
+    """The error for primitive `op` lacking its `what` rule (its declaration's `slot`)."""
+    return MissingRuleError(f"primitive `{op.value}` has no {what} rule: give its declaration `{slot}=`")
+
+
+def impl_of(op):
+    """The NumPy meaning of `op` (the interpreter and the eager path run it)."""
+    impl = IMPLS.get(op)
+    if impl is None:
+        raise missing_rule(op, "NumPy (interpreter)", "impl")
+    return impl
 
 
 def infer_types(op, in_types, attrs, bodies=()):

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import ArgumentError, DeviceError, ResourceError, RuntimeCheckError
 from ..ir.graph import Graph, Node, Var, split_operands
-from ..ir.ops import CALLS, IMPLS, PRIMITIVES, Op, registrar
+from ..ir.ops import CALLS, IMPLS, Op, impl_of, missing_rule, registrar
 from ..ir.types import NUMPY, RefType, is_device_array, TreeType, Type, clean_bools
 from . import cuda_kernels as K
 from .cuda_kernels import size_of
@@ -141,7 +141,7 @@ class Runner:
     def run_graph(self, graph, args):
         env = dict(zip(graph.params, args))
         for node in graph.nodes:
-            outs = RULES[node.op](self, node, [env[v] for v in node.inputs])
+            outs = rule_of(node.op)(self, node, [env[v] for v in node.inputs])
             env.update(zip(node.outputs, outs))
         return [env[v] for v in graph.outputs]
 
@@ -201,12 +201,26 @@ def host_value(value, t):
     return np.asarray(value, NUMPY[t.dtype])[()]
 
 
-@rule(*[op for op in PRIMITIVES.values() if op.elementwise], Op.BROADCAST)
+def rule_of(op):
+    """`op`'s host-side rule fn(runner, node, ins) -> [values], looked up when used: the
+    declaration's `cuda` rule (an elementwise op's `cuda` is its element expression: one
+    fused kernel), else the rule registered here; MissingRuleError if none."""
+    if callable(op.cuda) and not op.elementwise:
+        return op.cuda
+    fn = RULES.get(op)
+    if fn is None and op.elementwise and op.cuda is not None:
+        fn = _elementwise
+    if fn is None:
+        raise missing_rule(op, "CUDA", "cuda")
+    return fn
+
+
+@rule(Op.BROADCAST)
 def _elementwise(rt, node, ins):
     out = node.outputs[0].type
     if not out.shape and all(on_host(v) for v in ins):
         with np.errstate(all="ignore"):
-            return [host_value(IMPLS[node.op](*ins, **node.attrs), out)]
+            return [host_value(impl_of(node.op)(*ins, **node.attrs), out)]
     return rt.fused(rt.single(node), out.shape, ins, [v.type for v in node.inputs], [out], id(node))
 
 

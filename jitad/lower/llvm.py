@@ -21,7 +21,7 @@ import llvmlite.ir as ir
 import numpy as np
 
 from ..ir.graph import Graph, Node, Var, split_operands, walk
-from ..ir.ops import CALLS, PRIMITIVES, Op, registrar
+from ..ir.ops import CALLS, Op, missing_rule, registrar
 from .. import primitives  # noqa: F401  (declares the ops lowered below)
 from . import vmath
 from ..ir.types import DESCRIPTOR, FIRST_FIELD, FLOATS, ContType, RefType, TableType, TreeType, Type
@@ -140,9 +140,27 @@ def _declared(spec):
     return libm
 
 
-for _op in PRIMITIVES.values():
-    if _op.elementwise and _op.llvm is not None:
-        elementwise(_op)(_declared(_op.llvm))
+def scalar_rule(op):
+    """The scalar rule of an elementwise op, made from its declaration when first used
+    (a primitive declared after import lowers too); None for the other ops."""
+    fn = SCALAR_RULES.get(op)
+    if fn is None and op.elementwise and op.llvm is not None:
+        fn = elementwise(op)(_declared(op.llvm))
+    return fn
+
+
+def lowering(op):
+    """`op`'s LLVM rule fn(lowerer, node, ins) -> [values], looked up when used: the
+    declaration's `llvm` rule (for an elementwise op, its scalar rule in a loop nest), else
+    the rule registered here under the op (the IR's own ops); MissingRuleError if none."""
+    if op.llvm is not None and not op.elementwise:
+        return op.llvm
+    fn = LOWER.get(op)
+    if fn is None and scalar_rule(op) is not None:
+        fn = LOWER[op]
+    if fn is None:
+        raise missing_rule(op, "LLVM lowering", "llvm")
+    return fn
 
 
 @rule(Op.CONST)
@@ -587,7 +605,7 @@ def _glue(nodes):
             continue
         if n.bodies:
             return False
-        inline += n.op in SCALAR_RULES
+        inline += scalar_rule(n.op) is not None
     return inline * 8 <= len(nodes)
 
 
@@ -611,7 +629,7 @@ def _table_stores(graph):
 
 def _outlined(node):
     """Loop nests over tensors become kernel calls (see `Lowerer.call_kernel`)."""
-    if node.op in SCALAR_RULES:
+    if scalar_rule(node.op) is not None:
         return bool(node.outputs[0].type.shape)
     if node.op in (Op.SLOT_ADD, Op.SLOT_ADD_AT, Op.SLOT_SCATTER_ADD, Op.SLOT_SET_AT, Op.SLOT_ADD_SLICE):
         return bool(node.inputs[-1].type.shape)
@@ -748,7 +766,7 @@ class Lowerer:
             if self.outlining and (_kernel_call(node) if self.outline_products else _outlined(node)):
                 outs = self.call_kernel(node, ins)
             else:
-                outs = LOWER[node.op](self, node, ins)
+                outs = lowering(node.op)(self, node, ins)
             for v in placed:
                 del self.dests[v]
             env.update(zip(node.outputs, outs))

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..ir.ops import Op
 from ..ir.types import RefType, Type
-from .llvm import ELEMENT_BYTES, F32, F64, I1, I32, I64, LL, PTR, SCALAR_RULES, alloca, collapse, rule
+from .llvm import ELEMENT_BYTES, F32, F64, I1, I32, I64, LL, PTR, alloca, collapse, rule, scalar_rule
 
 BLAS_MIN_FLOPS = 16 ** 3
 BLAS_SYMBOLS = {"f64": "scipy_cblas_dgemm64_", "f32": "scipy_cblas_sgemm64_"}
@@ -622,8 +622,8 @@ def _fused(lo, node, ins):   # long: one dispatch on the body's ops, read top to
             elif n.op in (Op.BROADCAST, Op.RESHAPE):   # the element is already broadcast
                 env[n.outputs[0]] = args[0]
             else:
-                env[n.outputs[0]] = SCALAR_RULES[n.op](lo, n, args)[0] if n.op in SCALAR_RULES \
-                    else lo_const(n)
+                scalar = scalar_rule(n.op)
+                env[n.outputs[0]] = scalar(lo, n, args)[0] if scalar is not None else lo_const(n)
         for v, out, buf in zip(body.outputs, node.outputs, results):
             if v not in reduced:
                 b.store(value(v), lo.elem_ptr(buf, flat(out.type), idx))
