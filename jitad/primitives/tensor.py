@@ -6,7 +6,7 @@ import numpy as np
 from ..errors import ShapeError
 from ..ir.ops import Op, clip_index, declare, same_dtype, shape_rule
 from ..ir.types import Type
-from .rules import N, Region, Sparse, linear, reduced_shape, unbroadcast
+from .rules import N, Region, Sparse, batched, lift, linear, rebind, reduced_shape, unbroadcast
 
 
 def _slices(shape, starts, stops, steps):
@@ -36,10 +36,15 @@ def _max_jvp(node, tangents, primals, out):
     return N.sum(share * tangents[0], axis=node.attrs["axes"], keepdims=node.attrs["keepdims"])
 
 
+def _batch_broadcast(node, ins, size, mask):
+    shape = node.attrs["shape"]
+    return rebind(node, lift(ins[0][0], len(shape)), shape=(size,) + tuple(shape))
+
+
 _reduced = shape_rule(lambda types, axes, keepdims: reduced_shape(types[0].shape, axes, keepdims))
 declare("broadcast", shape_rule(lambda types, shape: shape), lambda x, shape: np.broadcast_to(x, shape).copy(),
         arity=1, flags="pure cheap linear kernel", vjp=linear(lambda g, x, out, shape: unbroadcast(g, x.shape)),
-        cuda="{0}")
+        batch=_batch_broadcast, cuda="{0}")
 declare("sum", _reduced, lambda x, axes, keepdims: np.sum(x, axis=axes, keepdims=keepdims),
         arity=1, flags="pure linear kernel", vjp=linear(lambda g, x, out, axes, keepdims: N.broadcast_to(
             N.reshape(g, reduced_shape(x.shape, axes, True)), x.shape)))
@@ -47,10 +52,12 @@ declare("max", _reduced, lambda x, axes, keepdims: np.max(x, axis=axes, keepdims
         arity=1, flags="pure kernel", vjp=_max_vjp, jvp=_max_jvp)
 declare("reshape", shape_rule(lambda types, shape: shape), lambda x, shape: np.reshape(x, shape),
         arity=1, flags="pure cheap view linear", vjp=linear(lambda g, x, out, shape: N.reshape(g, x.shape)),
+        batch=lambda node, ins, size, mask: rebind(node, ins[0][0], shape=(size,) + tuple(node.attrs["shape"])),
         cuda="{0}")
 declare("transpose", shape_rule(lambda types, perm: [types[0].shape[p] for p in perm]),
         lambda x, perm: np.ascontiguousarray(np.transpose(x, perm)), arity=1, flags="pure linear kernel",
-        vjp=linear(lambda g, x, out, perm: N.transpose(g, tuple(np.argsort(perm)))))
+        vjp=linear(lambda g, x, out, perm: N.transpose(g, tuple(np.argsort(perm)))),
+        batch=lambda node, ins, size, mask: rebind(node, ins[0][0], perm=(0,) + tuple(p + 1 for p in node.attrs["perm"])))
 
 
 def _matmul_rule(op, types, attrs, bodies):
@@ -80,8 +87,24 @@ def _bilinear_jvp(node, tangents, primals, out):
     return terms[0] if len(terms) == 1 else terms[0] + terms[1]
 
 
+def _swap_last(x):
+    perm = tuple(range(len(x.shape)))
+    return N.transpose(x, perm[:-2] + perm[-2:][::-1])
+
+
+def _batch_matmul(node, ins, size, mask):
+    """op(a) @ op(b) per lane: one GEMM when only `a` is batched, else NumPy's N-D matmul."""
+    (a, ba), (b, bb) = ins
+    ta, tb = node.attrs["ta"], node.attrs["tb"]
+    if ba and not bb and not ta:   # the rows of every lane's `a` in one product
+        m, k = a.shape[1:]
+        out = N.matmul_t(N.reshape(a, (size * m, k)), b, ta=False, tb=tb)
+        return [(N.reshape(out, (size, m, out.shape[1])), True)]
+    return [(N.matmul(_swap_last(a) if ta else a, _swap_last(b) if tb else b), True)]   # (3-D: NumPy's rules)
+
+
 declare("matmul", _matmul_rule, lambda a, b, ta, tb: np.matmul(a.T if ta else a, b.T if tb else b),
-        arity=2, flags="pure stored", vjp=_matmul_vjp, jvp=_bilinear_jvp)
+        arity=2, flags="pure stored", vjp=_matmul_vjp, jvp=_bilinear_jvp, batch=_batch_matmul)
 
 
 def _bmm_rule(op, types, attrs, bodies):
@@ -107,8 +130,16 @@ def _bmm_vjp(g, a, b, out, ta, tb):
     return ga, gb
 
 
+def _batch_bmm(node, ins, size, mask):
+    """The lanes' batches of products as one batch of lanes × entries."""
+    a, b = (batched(x, bx, size) for x, bx in ins)
+    out = N.bind(Op.BMM, *[N.reshape(x, (size * x.shape[1],) + x.shape[2:]) for x in (a, b)], **node.attrs)
+    return [(N.reshape(out, (size,) + node.outputs[0].type.shape), True)]
+
+
 # a GEMM per batch entry: op(a[i]) @ op(b[i]), op a transpose of the last two axes where flagged
-declare("bmm", _bmm_rule, _bmm_impl, arity=2, flags="pure stored kernel", vjp=_bmm_vjp, jvp=_bilinear_jvp)
+declare("bmm", _bmm_rule, _bmm_impl, arity=2, flags="pure stored kernel", vjp=_bmm_vjp, jvp=_bilinear_jvp,
+        batch=_batch_bmm)
 # running sums along `axis` (from the end with `reverse`): one sequential pass, NumPy's rounding
 declare("cumsum", shape_rule(lambda types, axis, reverse: types[0].shape),
         lambda x, axis, reverse: np.flip(np.cumsum(np.flip(x, axis), axis), axis) if reverse else np.cumsum(x, axis),
@@ -149,7 +180,17 @@ def _conv2d_vjp(g, x, w, out):
     return N.conv2d_valid(padded, flipped), gw
 
 
-declare("conv2d", _conv2d_rule, _conv2d_impl, arity=2, flags="kernel", vjp=_conv2d_vjp, jvp=_bilinear_jvp)
+def _batch_conv2d(node, ins, size, mask):
+    """The lanes' images as one batch of images; batched weights run per lane (None)."""
+    (x, bx), (w, bw) = ins
+    if bw:
+        return None
+    out = N.bind(Op.CONV2D, N.reshape(x, (size * x.shape[1],) + x.shape[2:]), w)
+    return [(N.reshape(out, (size, x.shape[1]) + out.shape[1:]), True)]
+
+
+declare("conv2d", _conv2d_rule, _conv2d_impl, arity=2, flags="kernel", vjp=_conv2d_vjp, jvp=_bilinear_jvp,
+        batch=_batch_conv2d)
 
 
 def _take_jvp(node, tangents, primals, out):
@@ -157,19 +198,58 @@ def _take_jvp(node, tangents, primals, out):
     return N.bind(node.op, tangents[0], *primals[1:], **node.attrs)
 
 
+def _clipped(i, n):
+    """Staged indices as `index`/`gather` read them: negative from the end, then clamped."""
+    return N.clip(N.where(i < 0, i + n, i), 0, max(n - 1, 0))
+
+
+def _lane_offsets(idx, size, n):
+    """Per lane, the first row of its block in the lanes' rows stacked (shaped to add to `idx`)."""
+    return N.reshape(np.arange(size) * n, (size,) + (1,) * (len(idx.shape) - 1))
+
+
+def _batch_take(node, ins, size, mask):
+    """x[idx] per lane, for `index` (a scalar idx) and `gather` (an index array)."""
+    (x, bx), (idx, bi) = ins
+    n = node.inputs[0].type.shape[0]
+    if bx and bi:   # rows of the flattened lanes, offset by lane
+        flat = N.reshape(x, (size * n,) + x.shape[2:])
+        return [(N.bind(Op.GATHER, flat, _clipped(idx, n) + _lane_offsets(idx, size, n)), True)]
+    if bi:
+        return [(N.bind(Op.GATHER, x, idx), True)]
+    out = N.bind(node.op, N.transpose(x, (1, 0) + tuple(range(2, len(x.shape)))), idx)   # rows (n, size, ...)
+    lead = len(idx.shape)
+    return [(N.NUMPY_API["moveaxis"](out, lead, 0) if lead else out, True)]
+
+
 declare("index", shape_rule(lambda types: types[0].shape[1:]), lambda x, i: x[clip_index(i, x.shape[0])].copy(),
-        arity=2, flags="pure view", vjp=lambda g, x, i, out: (Sparse(i, g), None), jvp=_take_jvp)
+        arity=2, flags="pure view", vjp=lambda g, x, i, out: (Sparse(i, g), None), jvp=_take_jvp, batch=_batch_take)
 declare("gather", shape_rule(lambda types: types[1].shape + types[0].shape[1:]),
         lambda x, idx: x[clip_index(idx, x.shape[0])], arity=2, flags="pure kernel",
-        vjp=lambda g, x, idx, out: (Sparse(idx, g), None), jvp=_take_jvp)
+        vjp=lambda g, x, idx, out: (Sparse(idx, g), None), jvp=_take_jvp, batch=_batch_take)
+
+
+def _batch_slice(node, ins, size, mask):
+    a = node.attrs
+    return rebind(node, ins[0][0], starts=(0,) + tuple(a["starts"]), stops=(size,) + tuple(a["stops"]),
+                  steps=(1,) + tuple(a["steps"]))
+
+
+def _batch_unslice(node, ins, size, mask):
+    a = node.attrs
+    return rebind(node, ins[0][0], shape=(size,) + tuple(a["shape"]), starts=(0,) + tuple(a["starts"]),
+                  stops=(size,) + tuple(a["stops"]), steps=(1,) + tuple(a["steps"]))
+
+
 declare("slice", shape_rule(lambda types, starts, stops, steps: [
             len(range(a, b, c)) for a, b, c in zip(starts, stops, steps)]),
         lambda x, starts, stops, steps: x[_slices(x.shape, starts, stops, steps)].copy(),
         arity=1, flags="pure linear kernel",
-        vjp=lambda g, x, out, starts, stops, steps: (Region(g, starts, stops, steps),))
+        vjp=lambda g, x, out, starts, stops, steps: (Region(g, starts, stops, steps),), batch=_batch_slice)
 declare("unslice", shape_rule(lambda types, shape, starts, stops, steps: shape), _unslice_impl,
         arity=1, flags="pure linear kernel",
-        vjp=linear(lambda g, x, out, shape, starts, stops, steps: N.slice_static(g, starts, stops, steps)))
+        vjp=linear(lambda g, x, out, shape, starts, stops, steps: N.slice_static(g, starts, stops, steps)),
+        batch=_batch_unslice)
 
 
 def _concat_rule(op, types, attrs, bodies):
@@ -199,7 +279,8 @@ def _concat_jvp(node, tangents, primals, out):
 
 
 declare("concat", _concat_rule, lambda *xs, axis: np.concatenate(xs, axis=axis), flags="pure kernel",
-        vjp=_concat_vjp, jvp=_concat_jvp)
+        vjp=_concat_vjp, jvp=_concat_jvp, batch=lambda node, ins, size, mask: rebind(
+            node, *[batched(x, b, size) for x, b in ins], axis=node.attrs["axis"] + 1))
 
 
 def _scatter_rule(op, types, attrs, bodies):
@@ -241,6 +322,16 @@ def _scatter_jvp(node, tangents, primals, out):
     return N.bind(node.op, tx, idx, tv, **node.attrs)
 
 
+def _batch_scatter(node, ins, size, mask):
+    """Every lane's rows in one scatter into the flattened lanes, indices offset by lane."""
+    x, idx, v = (batched(x, b, size) for x, b in ins)
+    n = node.inputs[0].type.shape[0]
+    flat = N.reshape(x, (size * n,) + x.shape[2:])
+    out = N.bind(Op.SCATTER, flat, _clipped(idx, n) + _lane_offsets(idx, size, n), v, **node.attrs)
+    return [(N.reshape(out, x.shape), True)]
+
+
 # x with rows idx (clamped as `index` reads them) set to, or with `add` added, v's rows, in
 # order; a loop state nothing else reads is updated in place (jitad/lower/llvm.py `_loop`)
-declare("scatter", _scatter_rule, _scatter_impl, arity=3, flags="pure", vjp=_scatter_vjp, jvp=_scatter_jvp)
+declare("scatter", _scatter_rule, _scatter_impl, arity=3, flags="pure", vjp=_scatter_vjp, jvp=_scatter_jvp,
+        batch=_batch_scatter)
