@@ -1053,6 +1053,21 @@ class Lowerer:
     def elem_ptr(self, buf, t, idx, **kw):
         return self.b.gep(buf, [self.offset(t.shape, idx, **kw)], source_etype=LL[t.dtype])
 
+    @staticmethod
+    def ll(dtype):
+        """The LLVM type of an element of `dtype` ("f64" -> double; `lo.ll("i64")(3)` a constant)."""
+        return LL[dtype]
+
+    def row(self, x, x_t, i):
+        """Pointer to row `i` of tensor `x` of type `x_t`, `i` read as `clip_index` reads it:
+        a negative `i` counts from the end, then clamps into range."""
+        b, n = self.b, x_t.shape[0]
+        i = b.select(b.icmp_signed("<", i, I64(0)), b.add(i, I64(n)), i)
+        i = b.select(b.icmp_signed("<", i, I64(0)), I64(0), i)
+        i = b.select(b.icmp_signed(">", i, I64(n - 1)), I64(max(n - 1, 0)), i)
+        row_size = int(np.prod(x_t.shape[1:], dtype=np.int64))
+        return b.gep(x, [b.mul(i, I64(row_size))], source_etype=LL[x_t.dtype])
+
     def load_at(self, x, t, idx, out_shape):
         """Element `idx` of the output of a broadcast: `x` is a scalar or a tensor of type `t`."""
         if not t.shape:
