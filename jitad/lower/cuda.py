@@ -232,12 +232,12 @@ def host_value(value, t):
 
 def rule_of(op):
     """`op`'s host-side rule fn(runner, node, ins) -> [values], looked up when used: the
-    declaration's `cuda` rule (an elementwise op's `cuda` is its element expression: one
-    fused kernel), else the rule registered here; MissingRuleError if none."""
+    declaration's `cuda` rule, else the rule registered here, else for an elementwise op
+    one kernel of its element expression (its `cuda`); MissingRuleError if none."""
     if callable(op.cuda) and not op.elementwise:
         return op.cuda
     fn = RULES.get(op)
-    if fn is None and op.elementwise and op.cuda is not None:
+    if fn is None and op.elementwise:
         fn = _elementwise
     if fn is None:
         raise missing_rule(op, "CUDA", "cuda")
