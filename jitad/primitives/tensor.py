@@ -106,7 +106,8 @@ declare("reshape", shape_rule(lambda types, shape: shape), lambda x, shape: np.r
 declare("transpose", shape_rule(lambda types, perm: [types[0].shape[p] for p in perm]),
         lambda x, perm: np.ascontiguousarray(np.transpose(x, perm)), arity=1, flags="pure linear kernel",
         vjp=linear(lambda g, x, out, perm: N.transpose(g, tuple(np.argsort(perm)))),
-        batch=lambda node, ins, size, mask: rebind(node, ins[0][0], perm=(0,) + tuple(p + 1 for p in node.attrs["perm"])),
+        batch=lambda node, ins, size, mask: rebind(node, ins[0][0],
+                                                   perm=(0,) + tuple(p + 1 for p in node.attrs["perm"])),
         llvm=_transpose_llvm, cuda=_transpose_cuda)
 
 
