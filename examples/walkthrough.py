@@ -52,19 +52,22 @@ note("""
     The folders say where an op lives. A math op is declared in jitad/primitives/ (its
     VJP beside it); the IR's own ops (slots, closures, control flow, `custom_vjp`,
     `checkpoint`, `debug_print`) in jitad/ir/ops.py, and they are differentiated by
-    rules in jitad/ad/reverse.py (CPS) and jitad/ad/forward.py. Lowering rules register
-    into tables keyed by the op: jitad/lower/llvm.py (scalars, control flow, and the
-    elementwise rules made from declarations), jitad/lower/tensor.py (loop nests, BLAS),
-    jitad/lower/cuda.py (the GPU). Looked up in those tables:
+    rules in jitad/ad/reverse.py (CPS) and jitad/ad/forward.py. A backend looks an op's
+    lowering up when it meets it: the declaration's rule, else one registered under the
+    op in jitad/lower/llvm.py (control flow, slots), jitad/lower/tensor.py (BLAS, loop
+    nests along an axis), jitad/lower/cuda.py (the GPU). Looked up as they do:
 """)
 from jitad.ad import reverse  # noqa: E402
 from jitad.lower import cuda, llvm  # noqa: E402
 print(f"{'op':12} {'derivative':24} {'LLVM lowering':20} {'CUDA lowering'}")
-for op in (Op.ERF, Op.MATMUL, Op.WHILE, Op.CHECKPOINT, Op.DEBUG_PRINT):
+for op in (Op.ERF, Op.TRANSPOSE, Op.MATMUL, Op.WHILE, Op.CHECKPOINT, Op.DEBUG_PRINT):
     rule = reverse.CONTROL.get(op) or op.vjp
     derivative = rule.__module__ if rule else "(none: no gradient)"
-    print(f"{op.value:12} {derivative:24} {llvm.LOWER[op].__module__:20} "
-          f"{cuda.RULES[op].__module__ if op in cuda.RULES else '(CPU only)'}")
+    try:
+        on_gpu = cuda.rule_of(op).__module__
+    except jitad.JitadError:
+        on_gpu = "(CPU only)"
+    print(f"{op.value:12} {derivative:24} {llvm.lowering(op).__module__:20} {on_gpu}")
 print()
 
 # ------------------------------------------------------------------------------------

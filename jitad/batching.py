@@ -45,9 +45,9 @@ from .ad.reverse import value_and_grad_staged
 from .ad.tape import ForestTape
 from .errors import ArgumentError, StagingError
 from .ir.graph import split_operands, walk
-from .ir.ops import CALLS, PRIMITIVES, Op, declare
+from .ir.ops import CALLS, Op, declare, missing_rule
 from .ir.types import TreeType, Type
-from .primitives.rules import unbroadcast
+from .primitives.rules import batch_stacked, lift, unbroadcast
 from .pytree import flatten, unflatten
 from .staging import (FOR, FUN, IF, TREE, WHILE, ShapeDtype, Staged, StagedTree, arg_type, coerce, current_frame, emit,
                       result_dtype, trace_memo, trace_program, wrap)
@@ -131,19 +131,13 @@ def _batched(x, b, size):
     return N.broadcast_to(x, (size,) + x.shape)
 
 
-def _lift(x, rank):
-    """Batched `x` with unit axes after the batch axis, to `rank` axes besides it."""
-    shape = x.shape[1:]
-    return x if len(shape) == rank else N.reshape(x, x.shape[:1] + (1,) * (rank - len(shape)) + shape)
-
-
 def _emit(node, args, **attrs):
     return [(wrap(v), True) for v in emit(node.op, [a._var for a in args], {**node.attrs, **attrs})]
 
 
 def _lane_select(active, new, old):
     """Per lane: `new` where `active` (a bool per lane) else `old`."""
-    return N.where(_lift(active, len(new.shape) - 1), new, old)
+    return N.where(lift(active, len(new.shape) - 1), new, old)
 
 
 def _lane_gate(x, active, stand_in):
@@ -167,115 +161,19 @@ def _gated(run, active, flags, stand_in=False):
     return gated
 
 
-# -- the batching rules of the primitives (their declarations' `batch` slot) --------
+# -- the rules held here: elementwise ops, the along-axis ops, the IR's own ops --------
 
 def batch_elementwise(node, ins, size, mask):
     rank = max(len(v.type.shape) for v in node.inputs)
-    return _emit(node, [_lift(x, rank) if b else x for x, b in ins])
+    return _emit(node, [lift(x, rank) if b else x for x, b in ins])
 
 
 def batch_reduction(node, ins, size, mask):
     return _emit(node, [ins[0][0]], axes=tuple(a + 1 for a in node.attrs["axes"]))
 
 
-def _broadcast(node, ins, size, mask):
-    shape = node.attrs["shape"]
-    return _emit(node, [_lift(ins[0][0], len(shape))], shape=(size,) + tuple(shape))
-
-
-def _reshape(node, ins, size, mask):
-    return _emit(node, [ins[0][0]], shape=(size,) + tuple(node.attrs["shape"]))
-
-
-def _transpose(node, ins, size, mask):
-    return _emit(node, [ins[0][0]], perm=(0,) + tuple(p + 1 for p in node.attrs["perm"]))
-
-
-def _slice(node, ins, size, mask):
-    a = node.attrs
-    return _emit(node, [ins[0][0]], starts=(0,) + tuple(a["starts"]), stops=(size,) + tuple(a["stops"]),
-                 steps=(1,) + tuple(a["steps"]))
-
-
-def _unslice(node, ins, size, mask):
-    a = node.attrs
-    return _emit(node, [ins[0][0]], shape=(size,) + tuple(a["shape"]), starts=(0,) + tuple(a["starts"]),
-                 stops=(size,) + tuple(a["stops"]), steps=(1,) + tuple(a["steps"]))
-
-
-def _concat(node, ins, size, mask):
-    return _emit(node, [_batched(x, b, size) for x, b in ins], axis=node.attrs["axis"] + 1)
-
-
-def _swap_last(x):
-    perm = tuple(range(len(x.shape)))
-    return N.transpose(x, perm[:-2] + perm[-2:][::-1])
-
-
-def _matmul(node, ins, size, mask):
-    """op(a) @ op(b) per lane: one GEMM when only `a` is batched, else NumPy's N-D matmul."""
-    (a, ba), (b, bb) = ins
-    ta, tb = node.attrs["ta"], node.attrs["tb"]
-    if ba and not bb and not ta:   # the rows of every lane's `a` in one product
-        m, k = a.shape[1:]
-        out = N.matmul_t(N.reshape(a, (size * m, k)), b, ta=False, tb=tb)
-        return [(N.reshape(out, (size, m, out.shape[1])), True)]
-    return [(NP.matmul_nd(_swap_last(a) if ta else a, _swap_last(b) if tb else b), True)]
-
-
-def _clipped(i, n):
-    """Staged indices as `index`/`gather` read them: negative from the end, then clamped."""
-    return N.clip(N.where(i < 0, i + n, i), 0, max(n - 1, 0))
-
-
-def _gather(node, ins, size, mask):
-    """x[idx] per lane, for `index` (a scalar idx) and `gather` (an index array)."""
-    (x, bx), (idx, bi) = ins
-    n = node.inputs[0].type.shape[0]
-    if bx and bi:   # rows of the flattened lanes, offset by lane
-        flat = N.reshape(x, (size * n,) + x.shape[2:])
-        offsets = N.reshape(np.arange(size) * n, (size,) + (1,) * (len(idx.shape) - 1))
-        return [(wrap(emit(Op.GATHER, [flat._var, (_clipped(idx, n) + offsets)._var])[0]), True)]
-    if bi:
-        return [(wrap(emit(Op.GATHER, [x._var, idx._var])[0]), True)]
-    rows = N.transpose(x, (1, 0) + tuple(range(2, len(x.shape))))   # (n, size, ...)
-    out = wrap(emit(node.op, [rows._var, idx._var])[0])
-    lead = len(idx.shape)
-    return [(NP.moveaxis(out, lead, 0) if lead else out, True)]
-
-
-def _conv2d(node, ins, size, mask):
-    (x, bx), (w, bw) = ins
-    if bw:
-        return per_lane(node, ins, size)
-    out = wrap(emit(Op.CONV2D, [N.reshape(x, (size * x.shape[1],) + x.shape[2:])._var, w._var])[0])
-    return [(N.reshape(out, (size, x.shape[1]) + out.shape[1:]), True)]
-
-
-def _bmm(node, ins, size, mask):
-    """The lanes' batches of products as one batch of lanes × entries."""
-    a, b = (_batched(x, bx, size) for x, bx in ins)
-    flat = [N.reshape(x, (size * x.shape[1],) + x.shape[2:]) for x in (a, b)]
-    out = wrap(emit(Op.BMM, [x._var for x in flat], node.attrs)[0])
-    return [(N.reshape(out, (size,) + node.outputs[0].type.shape), True)]
-
-
 def _cumsum(node, ins, size, mask):
     return _emit(node, [ins[0][0]], axis=node.attrs["axis"] + 1)
-
-
-def _scatter(node, ins, size, mask):
-    """Every lane's rows in one scatter into the flattened lanes, indices offset by lane."""
-    x, idx, v = (_batched(x, b, size) for x, b in ins)
-    n = node.inputs[0].type.shape[0]
-    flat = N.reshape(x, (size * n,) + x.shape[2:])
-    offsets = N.reshape(np.arange(size) * n, (size,) + (1,) * (len(idx.shape) - 1))
-    out = wrap(emit(Op.SCATTER, [flat._var, (_clipped(idx, n) + offsets)._var, v._var], node.attrs)[0])
-    return [(N.reshape(out, x.shape), True)]
-
-
-def _stacked(node, ins, size, mask):   # an op taking leading batch axes on all its operands (linalg)
-    return _emit(node, [_batched(x, b, size) for x, b in ins])
 
 
 def _debug_print(node, ins, size, mask):   # prints the batched values whole
@@ -297,8 +195,7 @@ def per_lane(node, ins, size):
     """The generic rule: the node once per lane, its results stacked (`stack_lanes`)."""
     types = [v.type for v in node.outputs]
     if any(not isinstance(t, Type) for t in types):
-        raise StagingError(f"vmap: `{node.op.value}` has no batching rule and its results cannot be "
-                           "stacked; apply vmap to the function without it")
+        raise missing_rule(node.op, "batching (vmap)", "batch")
     return stack_lanes(lambda i: restage_node(node, [x[i] if b else x for x, b in ins]), types, size)
 
 
@@ -666,19 +563,21 @@ def _lane_cotangent(ct, t):
     return N.broadcast_to(ct, t.shape) if shape != t.shape else ct
 
 
-RULES = {Op.BROADCAST: _broadcast, Op.SUM: batch_reduction, Op.MAX: batch_reduction, Op.RESHAPE: _reshape,
-         Op.TRANSPOSE: _transpose, Op.SLICE: _slice, Op.UNSLICE: _unslice, Op.CONCAT: _concat,
-         Op.MATMUL: _matmul, Op.INDEX: _gather, Op.GATHER: _gather, Op.CONV2D: _conv2d,
-         Op.DEBUG_PRINT: _debug_print, Op.CHECK: _check, Op.BMM: _bmm, Op.CUMSUM: _cumsum, Op.SCATTER: _scatter,
-         Op.LINALG: _stacked, Op.SORT: _stacked, Op.ARGSORT: _stacked}   # (sorts run along the last axis)
+# the rules of the IR's own ops, and of ops whose declarations do not give theirs (the
+# tensor primitives' are beside their declarations, in jitad/primitives)
+RULES = {Op.SUM: batch_reduction, Op.MAX: batch_reduction, Op.CUMSUM: _cumsum, Op.DEBUG_PRINT: _debug_print,
+         Op.CHECK: _check, Op.LINALG: batch_stacked}
 CONTROL = {Op.IF: _if, Op.WHILE: _while, Op.FOR: _for, Op.TREE: _tree, **{op: _call for op in CALLS},
            Op.DEFERRED_VJP: _deferred, Op.TREE_GET: _tree_get, Op.FOREST: _forest_again}
-for _op, _rule in RULES.items():   # fill the declarations' `batch` slot (a declaration's own rule wins)
-    if _op.batch is None and _op not in CONTROL:
-        _op.batch = _rule
-for _op in PRIMITIVES.values():
-    if _op.elementwise and _op.batch is None:
-        _op.batch = batch_elementwise
+
+
+def batching_rule(op):
+    """`op`'s batching rule, looked up when used (a primitive declared after import has
+    its own): control flow's here, else its declaration's `batch`, else this module's
+    table, else the elementwise rule for an elementwise op; None: the per-lane fallback."""
+    rule = CONTROL.get(op) or op.batch or RULES.get(op)
+    return batch_elementwise if rule is None and op.elementwise else rule
+
 EFFECTS = {Op.SLOT, Op.SLOT_GET, Op.SLOT_SET, Op.SLOT_ADD, Op.SLOT_ADD_AT, Op.SLOT_SCATTER_ADD,
            Op.SLOT_SET_AT, Op.SLOT_ADD_SLICE, Op.CLOSURE, Op.APPLY, Op.TABLE, Op.TABLE_GET, Op.TABLE_SET, Op.TABLE_ADD,
            Op.TABLE_GATHER, Op.TABLE_SCATTER,
@@ -702,9 +601,9 @@ def batch_node(node, ins, size, mask, gate=True):
             and any(b and isinstance(x, StagedTree) for x, b in ins):
         raise StagingError(f"vmap over a jitad.Forest: `{node.op.value}` got its batch of trees; a batched "
                            "tree can only be folded by TREE (its fields read through the node argument)")
-    rule = CONTROL.get(node.op) or node.op.batch
-    if rule is not None:
-        outs = rule(node, ins, size, mask)
+    rule = batching_rule(node.op)
+    outs = rule(node, ins, size, mask) if rule is not None else None
+    if outs is not None:
         if gate and mask is not None and node.op not in CONTROL and _meets_unbatched_float(node, ins):
             # an unbatched value met the lanes: its cotangent sums theirs, so gate them first
             outs = [(_lane_gate(x, mask, stand_in=False), b) if b else (x, b) for x, b in outs]

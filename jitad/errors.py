@@ -94,6 +94,11 @@ class ExportError(JitadError):
     Python, uses MPI, ...); the message names the operation."""
 
 
+class MissingRuleError(JitadError, NotImplementedError):
+    """A primitive has no rule for the transformation or backend a program needs: the
+    message names the primitive, the transformation and the declaration slot to give."""
+
+
 class ConfigError(JitadError, ValueError):
     """An environment variable that jitad reads holds a value it cannot use."""
 

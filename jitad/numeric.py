@@ -13,7 +13,7 @@ import sys
 import numpy as np
 
 from .errors import ArgumentError, IndexError_, ShapeError, StagingError
-from .ir.ops import IMPLS, PRIMITIVES, Op, clip_index
+from .ir.ops import IMPLS, PRIMITIVES, Op, clip_index, impl_of
 from .primitives import rules
 from .ir.types import FLOATS, check_int64_range
 from .staging import (Staged, as_var, binary, emit, is_staged, logical, result_dtype, to_bool, trace_memo,
@@ -125,7 +125,7 @@ def _shape(x):
 def bind(op, *xs, **attrs):
     """Apply primitive `op`: eagerly with NumPy on plain values, else staged."""
     if not builtins.any(is_staged(x) for x in xs):
-        return IMPLS[op](*[np.asarray(x) for x in xs], **attrs)
+        return impl_of(op)(*[np.asarray(x) for x in xs], **attrs)
     return Staged(emit(op, [as_var(x) for x in xs], attrs)[0])
 
 

@@ -17,7 +17,7 @@ import numpy as np
 from . import hostrng
 from .errors import ArgumentError, ResourceError, StagingError
 from .ir.graph import FunDef, Graph, Node, Program, Var
-from .ir.ops import IMPLS, Op, infer_types
+from .ir.ops import Op, impl_of, infer_types
 from .primitives.rules import N
 from .ir.types import FLOATS, I64, NUMPY, is_device_array, Type, TreeType, check_int64_range, clean_bools, dtype_of_numpy, promote
 from .pytree import LEAF, flatten, unflatten, with_built_order
@@ -439,7 +439,7 @@ def _eager(op, *xs):
             values = [np.float32(x) if type(x) in (float, int) else v for x, v in zip(xs, values)]
         if op.float_only:   # as when staged: ints and bools compute in f64
             values = [v if np.asarray(v).dtype.kind == "f" else np.float64(v) for v in values]
-        return IMPLS[op](*values)
+        return impl_of(op)(*values)
 
 
 _BOOL_ARITH = {Op.ADD: Op.OR, Op.MUL: Op.AND, Op.MAXIMUM: Op.OR, Op.MINIMUM: Op.AND}

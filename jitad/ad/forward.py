@@ -10,7 +10,7 @@ take tangent arguments), which gives second order as forward-over-reverse.
 import numpy as np
 
 from ..ir.graph import split_operands
-from ..ir.ops import CALLS, Op
+from ..ir.ops import CALLS, Op, missing_rule
 from ..ir.types import FLOATS, ContType, RefType, TableType, Type
 from ..staging import (FOR, FUN, IF, TREE, WHILE, ShapeDtype, Staged, apply, emit, make_closure,
                        new_slot, trace_memo, wrap)
@@ -69,7 +69,7 @@ def _tangent(node, ins, primals, out):
     tangents = [t for _, t in ins]
     if op.jvp is not None:
         return op.jvp(node, tangents, primals, out)
-    if op.elementwise:
+    if op.elementwise and op.vjp is not None:
         total = None
         for k, t in enumerate(tangents):
             if t is None:
@@ -83,7 +83,7 @@ def _tangent(node, ins, primals, out):
         return N.broadcast_to(total, out.shape)
     if op.linear:
         return wrap(emit(op, [tangents[0]._var] + [p._var for p in primals[1:]], attrs)[0])
-    raise NotImplementedError(f"forward mode: no rule for {op.value}")
+    raise missing_rule(op, "JVP (forward-mode)", "jvp")
 
 
 # -- effects and control flow ------------------------------------------------------

@@ -4,7 +4,7 @@ import numpy as np
 
 from ..errors import RuntimeCheckError
 from .graph import split_operands
-from .ops import CALLS, IMPLS, Op, clip_index, registrar
+from .ops import CALLS, IMPLS, Op, clip_index, impl_of, registrar
 from .types import NUMPY, ContType, RefType, TableType, TreeType
 
 _CONTROL = {}
@@ -27,7 +27,7 @@ def run_graph(graph, args):
         elif node.op in _EFFECTS:
             outs = _EFFECTS[node.op](node, *ins)
         else:
-            outs = [IMPLS[node.op](*ins, **node.attrs)]
+            outs = [impl_of(node.op)(*ins, **node.attrs)]
         for var, value in zip(node.outputs, outs):
             plain = isinstance(var.type, (TreeType, RefType, ContType, TableType))
             env[var] = value if plain else np.asarray(value, NUMPY[var.type.dtype])[()]

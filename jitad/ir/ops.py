@@ -10,7 +10,7 @@ and the collectives in `jitad/distributed.py`, each beside its rules.
 """
 import numpy as np
 
-from ..errors import ShapeError
+from ..errors import MissingRuleError, ShapeError
 from .types import BOOL, FLOATS, I64, ContType, RefType, TableType, Type
 
 FLAGS = frozenset({
@@ -51,11 +51,15 @@ def declare(name, rule, impl=None, *, arity=None, flags="", vjp=None, jvp=None, 
     vjp(g, *inputs, out, **attrs) -> one cotangent per input (None: none flows);
     jvp(node, tangents, primals, out) -> the output tangent, where not derived from the VJP;
     batch: the batching rule batch(node, ins, size, mask) -> [(value, batched)] for `(value, batched)`
-    operands (jitad/batching.py gives elementwise ops, reductions and the shape ops theirs);
-    llvm: a libm symbol ("log1p": "log1pf" for f32) or a scalar rule fn(lowerer, node, ins) -> [value]
-    for an elementwise op (other ops register their rule in jitad/lower);
-    cuda: the element expression, a format string ("log1p({0})") or fn(args, dtype) -> str;
+    operands, or None to run the node per lane (derived for an elementwise op);
+    llvm: for an elementwise op a libm symbol ("log1p": "log1pf" for f32) or a scalar rule
+    fn(lowerer, node, ins) -> [value]; for another op its rule fn(lowerer, node, ins) -> [values];
+    cuda: for an elementwise op the element expression, a format string ("log1p({0})") or
+    fn(args, dtype) -> str; for another op its host rule fn(runner, node, ins) -> [values];
     doc: the docstring of the public wrapper `jitad.<name>` (with an example), if it has one.
+    The transformations and backends look the rules up when they meet the op (an op
+    without a `llvm`/`cuda` rule may have one registered under it in jitad/lower); a rule
+    a program needs and nobody gives is a `MissingRuleError` naming the op and the slot.
     """
     assert name not in PRIMITIVES, f"{name} declared twice"
     flags = set(flags.split())
@@ -81,6 +85,19 @@ def registrar(table):
             return fn
         return register
     return rule
+
+
+def missing_rule(op, what, slot):
+    """The error for primitive `op` lacking its `what` rule (its declaration's `slot`)."""
+    return MissingRuleError(f"primitive `{op.value}` has no {what} rule: give its declaration `{slot}=`")
+
+
+def impl_of(op):
+    """The NumPy meaning of `op` (the interpreter and the eager path run it)."""
+    impl = IMPLS.get(op)
+    if impl is None:
+        raise missing_rule(op, "NumPy (interpreter)", "impl")
+    return impl
 
 
 def infer_types(op, in_types, attrs, bodies=()):

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import ArgumentError, DeviceError, ResourceError, RuntimeCheckError
 from ..ir.graph import Graph, Node, Var, split_operands
-from ..ir.ops import CALLS, IMPLS, PRIMITIVES, Op, registrar
+from ..ir.ops import CALLS, IMPLS, Op, impl_of, missing_rule, registrar
 from ..ir.types import NUMPY, RefType, is_device_array, TreeType, Type, clean_bools
 from . import cuda_kernels as K
 from .cuda_kernels import size_of
@@ -141,7 +141,7 @@ class Runner:
     def run_graph(self, graph, args):
         env = dict(zip(graph.params, args))
         for node in graph.nodes:
-            outs = RULES[node.op](self, node, [env[v] for v in node.inputs])
+            outs = rule_of(node.op)(self, node, [env[v] for v in node.inputs])
             env.update(zip(node.outputs, outs))
         return [env[v] for v in graph.outputs]
 
@@ -187,6 +187,35 @@ class Runner:
                     *[r for r, s in zip(results, total) if s])
         return results
 
+    # -- data movement (the rules in jitad/primitives build index expressions in `i`) --
+
+    coordinate = staticmethod(K.coordinate)   # coordinate(i, shape, d): axis d of flat index i in shape
+
+    @staticmethod
+    def strides(shape):
+        return _strides(shape)
+
+    @staticmethod
+    def slice_index(i, out_shape, in_shape, starts, steps):
+        """The flat index in `in_shape` of element `i` of the slice (starts, steps) of shape `out_shape`."""
+        return _slice_index(i, out_shape, in_shape, starts, steps)
+
+    def gather(self, node, x, in_index, n, extra=()):
+        """out[i] = x[in_index] for i < n, a new result of `node`; `in_index(el)` may read
+        element `el(j, index)` of the j-th extra argument (an index array or scalar)."""
+        result = self.alloc(node.outputs[0].type)
+        kinds = tuple(kind(e) for e in extra)
+        names = [f"e{j}" for j in range(len(extra))]
+        kern = self.kernel((id(node), kinds), lambda: K.map_source(
+            "a", "i", in_index(lambda j, index: K.element(names[j], kinds[j], index)), n, names))
+        self.launch(kern, n, x, result, *extra)
+        return [result]
+
+    def put(self, key, x, out_index, n, out):
+        """out[out_index] = x[i] for i < n (a kernel cached under `key`)."""
+        kern = self.kernel(key, lambda: K.map_source(kind(x), out_index, "i", n))
+        self.launch(kern, n, x, out)
+
     def single(self, node):
         """A one-node body for an elementwise op, as `fused` takes it."""
         body = self.bodies.get(id(node))
@@ -201,12 +230,26 @@ def host_value(value, t):
     return np.asarray(value, NUMPY[t.dtype])[()]
 
 
-@rule(*[op for op in PRIMITIVES.values() if op.elementwise], Op.BROADCAST)
+def rule_of(op):
+    """`op`'s host-side rule fn(runner, node, ins) -> [values], looked up when used: the
+    declaration's `cuda` rule, else the rule registered here, else for an elementwise op
+    one kernel of its element expression (its `cuda`); MissingRuleError if none."""
+    if callable(op.cuda) and not op.elementwise:
+        return op.cuda
+    fn = RULES.get(op)
+    if fn is None and op.elementwise:
+        fn = _elementwise
+    if fn is None:
+        raise missing_rule(op, "CUDA", "cuda")
+    return fn
+
+
+@rule(Op.BROADCAST)
 def _elementwise(rt, node, ins):
     out = node.outputs[0].type
     if not out.shape and all(on_host(v) for v in ins):
         with np.errstate(all="ignore"):
-            return [host_value(IMPLS[node.op](*ins, **node.attrs), out)]
+            return [host_value(impl_of(node.op)(*ins, **node.attrs), out)]
     return rt.fused(rt.single(node), out.shape, ins, [v.type for v in node.inputs], [out], id(node))
 
 
@@ -339,77 +382,10 @@ def _strides(shape):
     return [size_of(shape[d + 1:]) for d in range(len(shape))]
 
 
-def gather(rt, node, x, in_index, n, extra=()):
-    """out[i] = x[in_index] for i < n; `in_index(el)` may read element `el(j, index)` of
-    the j-th extra argument (an index array or scalar)."""
-    result = rt.alloc(node.outputs[0].type)
-    kinds = tuple(kind(e) for e in extra)
-    names = [f"e{j}" for j in range(len(extra))]
-    kern = rt.kernel((id(node), kinds), lambda: K.map_source(
-        "a", "i", in_index(lambda j, index: K.element(names[j], kinds[j], index)), n, names))
-    rt.launch(kern, n, x, result, *extra)
-    return [result]
-
-
-@rule(Op.TRANSPOSE)
-def _transpose(rt, node, ins):
-    shape, perm = node.inputs[0].type.shape, node.attrs["perm"]
-    out_shape = node.outputs[0].type.shape
-    strides = _strides(shape)
-    index = " + ".join(f"{K.coordinate('i', out_shape, d)} * {strides[p]}" for d, p in enumerate(perm)) or "0"
-    return gather(rt, node, ins[0], lambda el: index, size_of(out_shape))
-
-
 def _slice_index(i, out_shape, in_shape, starts, steps):
     strides = _strides(in_shape)
     return " + ".join(f"({a} + {K.coordinate(i, out_shape, d)} * {c}) * {strides[d]}"
                       for d, (a, c) in enumerate(zip(starts, steps))) or "0"
-
-
-@rule(Op.SLICE)
-def _slice(rt, node, ins):
-    out_shape, a = node.outputs[0].type.shape, node.attrs
-    index = _slice_index("i", out_shape, node.inputs[0].type.shape, a["starts"], a["steps"])
-    return gather(rt, node, ins[0], lambda el: index, size_of(out_shape))
-
-
-@rule(Op.UNSLICE)
-def _unslice(rt, node, ins):
-    g_shape, a = node.inputs[0].type.shape, node.attrs
-    out_t = node.outputs[0].type
-    result = rt.alloc(out_t)
-    rt.fill(result, 0, out_t.dtype)
-    index = _slice_index("i", g_shape, a["shape"], a["starts"], a["steps"])
-    n = size_of(g_shape)
-    kern = rt.kernel(id(node), lambda: K.map_source("a", index, "i", n))
-    rt.launch(kern, n, ins[0], result)
-    return [result]
-
-
-@rule(Op.CONCAT)
-def _concat(rt, node, ins):
-    out_t, axis = node.outputs[0].type, node.attrs["axis"]
-    result = rt.alloc(out_t)
-    offset = 0
-    out_strides = _strides(out_t.shape)
-    for j, (x, t) in enumerate(zip(ins, node.inputs)):
-        shape = t.type.shape
-        index = " + ".join(f"({K.coordinate('i', shape, d)}{f' + {offset}' if d == axis else ''}) * {out_strides[d]}"
-                           for d in range(len(shape))) or "0"
-        n = size_of(shape)
-        kern = rt.kernel((id(node), j), lambda: K.map_source(kind(x), index, "i", n))
-        rt.launch(kern, n, x, result)
-        offset += shape[axis]
-    return [result]
-
-
-@rule(Op.INDEX, Op.GATHER)
-def _gather(rt, node, ins):   # rows of x at an index (a scalar for INDEX) or an index array
-    x, idx = ins
-    rows, rest = node.inputs[0].type.shape[0], size_of(node.inputs[0].type.shape[1:])
-    n = size_of(node.outputs[0].type.shape)
-    return gather(rt, node, x, lambda el: f"h_clip({el(0, f'i // {rest}')}, {rows}) * {rest} + i % {rest}",
-                  n, (idx,))
 
 
 @rule(Op.SORT, Op.ARGSORT)

@@ -13,8 +13,8 @@ import re
 
 import numpy as np
 
-from .. import primitives  # noqa: F401  (declares the ops in SCALAR)
-from ..ir.ops import PRIMITIVES, Op
+from .. import primitives  # noqa: F401  (declares the ops `scalar` reads)
+from ..ir.ops import PRIMITIVES, Op, missing_rule
 from ..primitives import special
 from ..ir.types import NUMPY, RefType
 
@@ -51,10 +51,7 @@ def environment():
     else:
         env = {"f64": numba.float64, "f32": numba.float32, "i64": numba.int64, "u64": numba.uint64,
                "b1": numba.boolean, "fmod": math.fmod, "power": math.pow}
-    for name in _math_names():   # exp(...), log1p(...): Python's math on a GPU
-        if name not in env:   # the simulator computes in the operand's NumPy type
-            fn = getattr(math, name)
-            env[name] = (lambda f: lambda x, *y: type(x)(f(x, *y)))(fn) if simulated() else fn
+    _add_math(env)
     env.update(cuda=c, numba=numba, inf=math.inf, nan=math.nan)
     exec(compile(_HELPERS, "<jitad cuda helpers>", "exec"), env)
     for name in [n for n in env if n.startswith("h_")]:
@@ -63,6 +60,15 @@ def environment():
                                                             log=env["log"], sin=env["sin"], cos=env["cos"]))
     _env = env
     return env
+
+
+def _add_math(env):
+    """The `math` functions declared expressions call ("log1p({0})"), where `env` has none
+    yet: Python's math on a GPU; the simulator computes in the operand's NumPy type."""
+    for name in _math_names():
+        if name not in env:
+            fn = getattr(math, name)
+            env[name] = (lambda f: lambda x, *y: type(x)(f(x, *y)))(fn) if simulated() else fn
 
 
 # Integer and NaN semantics shared with the CPU backend (jitad.ir.ops): no traps.
@@ -182,8 +188,12 @@ def _template(spec):
     return spec
 
 
-# op -> template(argument expressions, input dtype) -> expression of one element
-SCALAR = {op: _template(op.cuda) for op in PRIMITIVES.values() if op.cuda is not None}
+def scalar(op):
+    """template(argument expressions, input dtype) -> the expression of one element of
+    elementwise `op`, from its declaration's `cuda` (looked up when used)."""
+    if op.cuda is None:
+        raise missing_rule(op, "CUDA", "cuda")
+    return _template(op.cuda)
 
 
 def _math_names():
@@ -229,6 +239,7 @@ def compiled(source, name="kernel"):
     kernel = _cache.get(source)
     if kernel is None:
         namespace = dict(environment())
+        _add_math(namespace)   # (those of primitives declared since)
         exec(compile(source, f"<jitad cuda {name}>", "exec"), namespace)
         kernel = cuda().jit(namespace[name])
         _cache[source] = kernel
@@ -289,7 +300,7 @@ def fused_source(body, shape, kinds, in_types):
         elif node.op == Op.CONVERT:
             expr = _convert(ins[0], dtype, node.attrs["dtype"])
         else:
-            expr = SCALAR[node.op](ins, node.inputs[-1].type.dtype if node.op == Op.SELECT else dtype, **node.attrs)
+            expr = scalar(node.op)(ins, node.inputs[-1].type.dtype if node.op == Op.SELECT else dtype, **node.attrs)
         var = fresh()
         lines.append(f"{var} = {expr}")
         names[node.outputs[0]] = var

@@ -10,6 +10,11 @@ overflows the machine stack. The same unwinding ends a call whose `check` failed
 (status CHECK_FAILED + the message's index) and stops long-running code when Ctrl-C
 arrives: loops, loop nests and recursive functions poll now and then (`Lowerer.poll`).
 `entry.py` adds the CPython entry points.
+
+This module holds the machinery (types, the `Lowerer` and its helpers, segments and
+kernels, the rule lookup `lowering`); the rules are a declaration's (jitad/primitives)
+or registered under the opcode: the IR's own ops in `ir_ops.py`, products and along-axis
+loop nests in `tensor.py`, and `sort.py`, `lapack.py`, `mpi.py`, `debug.py`.
 """
 import hashlib
 import math
@@ -20,11 +25,11 @@ from collections import Counter
 import llvmlite.ir as ir
 import numpy as np
 
-from ..ir.graph import Graph, Node, Var, split_operands, walk
-from ..ir.ops import CALLS, PRIMITIVES, Op, registrar
+from ..ir.graph import Graph, Node, Var, walk
+from ..ir.ops import CALLS, Op, missing_rule, registrar
 from .. import primitives  # noqa: F401  (declares the ops lowered below)
 from . import vmath
-from ..ir.types import DESCRIPTOR, FIRST_FIELD, FLOATS, ContType, RefType, TableType, TreeType, Type
+from ..ir.types import FLOATS, ContType, RefType, TableType, TreeType, Type
 
 F64, F32, I64, I32, I1, I8 = (ir.DoubleType(), ir.FloatType(), ir.IntType(64), ir.IntType(32),
                              ir.IntType(1), ir.IntType(8))
@@ -140,61 +145,27 @@ def _declared(spec):
     return libm
 
 
-for _op in PRIMITIVES.values():
-    if _op.elementwise and _op.llvm is not None:
-        elementwise(_op)(_declared(_op.llvm))
+def scalar_rule(op):
+    """The scalar rule of an elementwise op, made from its declaration when first used
+    (a primitive declared after import lowers too); None for the other ops."""
+    fn = SCALAR_RULES.get(op)
+    if fn is None and op.elementwise and op.llvm is not None:
+        fn = elementwise(op)(_declared(op.llvm))
+    return fn
 
 
-@rule(Op.CONST)
-def _const(lo, node, ins):
-    t = node.attrs["type"]
-    if t.shape:
-        return [lo.constant_array(node.attrs["value"])]
-    return [LL[t.dtype](node.attrs["value"])]
-
-
-@rule(Op.TREE_GET)
-def _tree_get(lo, node, ins):
-    """A node's field; a forest's vector of node indices gives a vector of fields."""
-    desc, index = ins
-    ttype = node.inputs[0].type
-    field = node.attrs["field"]
-    if field == "index":   # the node's index in its own tree: kept by a forest, else the index
-        if ttype.field_dtype("_local") is None:
-            return [index]
-        field = "_local"
-    slot = DESCRIPTOR.get(field)
-    if slot is None:
-        slot = FIRST_FIELD + [name for name, _ in ttype.fields].index(field)
-    array = lo.tree_load(lo.b.gep(desc, [I64(slot)], source_etype=I64), PTR)
-    t = node.outputs[0].type
-    elt = LL[t.dtype]
-    if not t.shape:
-        return [lo.tree_load(lo.b.gep(array, [index], source_etype=elt), elt)]
-    out = lo.alloc(t)
-
-    def one(i):
-        k = lo.b.load(lo.b.gep(index, [i], source_etype=I64), typ=I64)
-        lo.b.store(lo.tree_load(lo.b.gep(array, [k], source_etype=elt), elt), lo.b.gep(out, [i], source_etype=elt))
-    lo.counted_loop(I64(t.shape[0]), one)
-    return [out]
-
-
-@rule(Op.ARENA_MARK)
-def _arena_mark(lo, node, ins):
-    return [lo.b.ptrtoint(lo.mark(), I64)]
-
-
-@rule(Op.ARENA_RELEASE)
-def _arena_release(lo, node, ins):
-    lo.release(lo.b.inttoptr(ins[0], PTR))
-    return []
-
-
-@rule(Op.TREE_ROOT, Op.TREE_SIZE)
-def _tree_word(lo, node, ins):
-    word = DESCRIPTOR["root" if node.op == Op.TREE_ROOT else node.attrs["word"]]
-    return [lo.tree_load(lo.b.gep(ins[0], [I64(word)], source_etype=I64), I64)]
+def lowering(op):
+    """`op`'s LLVM rule fn(lowerer, node, ins) -> [values], looked up when used: the
+    declaration's `llvm` rule (for an elementwise op, its scalar rule in a loop nest), else
+    the rule registered here under the op (the IR's own ops); MissingRuleError if none."""
+    if op.llvm is not None and not op.elementwise:
+        return op.llvm
+    fn = LOWER.get(op)
+    if fn is None and scalar_rule(op) is not None:
+        fn = LOWER[op]
+    if fn is None:
+        raise missing_rule(op, "LLVM lowering", "llvm")
+    return fn
 
 
 def _table_entry(lo, table, t, index):
@@ -203,234 +174,11 @@ def _table_entry(lo, table, t, index):
     return lo.b.gep(table, [lo.b.mul(index, I64(size))], source_etype=LL[t.dtype])
 
 
-@rule(Op.TABLE)
-def _table(lo, node, ins):
-    t = node.attrs["type"]
-    b = lo.b
-    n, size = ins[0], max(1, math.prod(t.shape))   # n < 0: a trip count that overflowed
-    umul = lo.extern("llvm.umul.with.overflow.i64", ir.FunctionType(ir.LiteralStructType([I64, I1]), [I64, I64]))
-    nbytes = b.call(umul, [n, I64(size * ELEMENT_BYTES[t.dtype])])   # n < 0 is huge unsigned
-    table = lo.alloc_bytes(b.select(b.extract_value(nbytes, 1), I64(-1), b.extract_value(nbytes, 0)))
-    entries = b.mul(n, I64(size))   # fits: the table was allocated
-    if not node.attrs.get("uninit"):   # (entries written before they are read need no zeros)
-        lo.counted_loop(entries, lambda i: b.store(LL[t.dtype](0), b.gep(table, [i], source_etype=LL[t.dtype])))
-    return [table]
-
-
-@rule(Op.TABLE_GET)
-def _table_get(lo, node, ins):
-    t = node.outputs[0].type
-    ptr = _table_entry(lo, ins[0], t, ins[1])
-    return [ptr if t.shape else lo.b.load(ptr, typ=LL[t.dtype])]
-
-
-@rule(Op.TABLE_SET, Op.TABLE_ADD)
-def _table_update(lo, node, ins):
-    t = node.inputs[2].type
-    ptr = _table_entry(lo, ins[0], t, ins[1])
-    if node.op == Op.TABLE_SET:
-        if not t.shape:
-            lo.b.store(ins[2], ptr)
-        elif node not in lo.placed:
-            lo.copy(ptr, ins[2], t)
-        elif lo.placed[node] is not ins[2]:   # the producer was given the entry: a kernel call
-            with lo.b.if_then(lo.b.icmp_unsigned("!=", ins[2], ptr)):   # returns it, a view does not
-                lo.copy(ptr, ins[2], t)
-    else:
-        _add_into(lo, ptr, ins[2], t)
-    return []
-
-
-@rule(Op.TABLE_GATHER)
-def _table_gather(lo, node, ins):
-    table, index = ins
-    t, (n,) = node.inputs[0].type.value_type, node.inputs[1].type.shape
-    out = lo.alloc(node.outputs[0].type)
-    lo.counted_loop(I64(n), lambda i: _move(lo, _table_entry(lo, out, t, i), _row(lo, table, t, index, i), t))
-    return [out]
-
-
-@rule(Op.TABLE_SCATTER)
-def _table_scatter(lo, node, ins):
-    table, index, value = ins
-    t, (n,) = node.inputs[0].type.value_type, node.inputs[1].type.shape
-    add = node.attrs.get("add")
-
-    def one(i):
-        dst, src = _row(lo, table, t, index, i), _table_entry(lo, value, t, i)
-        if add:
-            _add_into(lo, dst, src if t.shape else lo.b.load(src, typ=LL[t.dtype]), t)
-        else:
-            _move(lo, dst, src, t)
-    lo.counted_loop(I64(n), one)
-    return []
-
-
-def _row(lo, table, t, index, i):
-    """Pointer to the table entry `index[i]`."""
-    return _table_entry(lo, table, t, lo.b.load(lo.b.gep(index, [i], source_etype=I64), typ=I64))
-
-
-def _move(lo, dst, src, t):
-    if t.shape:
-        lo.copy(dst, src, t)
-    else:
-        lo.b.store(lo.b.load(src, typ=LL[t.dtype]), dst)
-
-
-def _add_into(lo, ptr, value, t):
-    """*ptr += value, elementwise over a tensor `t` (in one flat loop)."""
-    t = Type(t.dtype, (int(np.prod(t.shape, dtype=np.int64)),)) if t.shape else t
-
-    def add(idx):
-        p = lo.elem_ptr(ptr, t, idx)
-        lo.b.store(lo.b.fadd(lo.b.load(p, typ=LL[t.dtype]), lo.load_at(value, t, idx, t.shape)), p)
-    lo.loop_nest(t.shape, add)
-
-
-@rule(Op.SLOT)
-def _slot(lo, node, ins):
-    t = node.attrs["type"]
-    if t.shape:   # a tensor slot is an arena buffer of the creating frame (or a result array)
-        buf = lo.slot_homes.get(node.outputs[0]) if lo.func is lo.main_func else None
-        buf = buf if buf is not None else lo.alloc(t)
-        if not node.attrs.get("uninit"):   # its first update stores instead of adding
-            lo.fill(buf, t, LL[t.dtype](0))
-        return [buf]
-    slot = lo.frame_slots.get(node.outputs[0])
-    slot = slot if slot is not None else alloca(lo.b, LL[t.dtype])
-    # -0.0, the exact additive identity (x + -0.0 == x for every x; x + 0.0 turns -0.0 into
-    # 0.0): LLVM folds the first slot_add into a store, which it cannot with 0.0. Gradients
-    # leave through api._positive_zero, so an input without a path still reads 0.0.
-    lo.b.store(LL[t.dtype](-0.0 if t.dtype in ("f64", "f32") else 0), slot)
-    return [slot]
-
-
-@rule(Op.SLOT_GET)
-def _slot_get(lo, node, ins):
-    t = node.outputs[0].type
-    return [ins[0] if t.shape else lo.b.load(ins[0], typ=LL[t.dtype])]
-
-
-@rule(Op.SLOT_SET, Op.SLOT_ADD)
-def _slot_update(lo, node, ins):
-    t = node.inputs[1].type
-    if node.op == Op.SLOT_ADD:
-        _add_into(lo, ins[0], ins[1], t)
-    elif t.shape:
-        lo.copy(ins[0], ins[1], t)
-    else:
-        lo.b.store(ins[1], ins[0])
-    return []
-
-
-@rule(Op.CLOSURE)
-def _closure(lo, node, ins):
-    env_type = ir.LiteralStructType([v.type for v in ins])
-    env = alloca(lo.b, env_type)
-    for k, v in enumerate(ins):
-        lo.b.store(v, lo.b.gep(env, [I32(0), I32(k)], source_etype=env_type))
-    code = lo.trampoline(node.attrs["fun"], env_type)
-    closure = lo.b.insert_value(ir.Constant(CLOSURE, None), code, 0)
-    return [lo.b.insert_value(closure, env, 1)]
-
-
-@rule(Op.APPLY)
-def _apply(lo, node, ins):
-    cont, args = ins[0], ins[1:]
-    code = lo.b.extract_value(cont, 0)
-    code.type = cont_fnty(node.inputs[0].type).as_pointer()   # lets llvmlite emit the indirect call
-    return lo.call_checked(code, [lo.b.extract_value(cont, 1)] + args, 0)
-
-
-@rule(Op.CHECK)
-def _check(lo, node, ins):
-    """A failed check sets its message's status and unwinds like an exhausted stack."""
-    with lo.b.if_then(ins[0], likely=False):
-        lo.b.store(I32(lo.check_status[node.attrs["message"]]), lo.status_ptr())
-        lo.b.branch(lo.bail_block())
-    return []
-
-
 def check_messages(program):
     """The distinct messages of `program`'s `check` nodes, in a fixed order: status
     CHECK_FAILED + k reports the k-th (the runtime makes a handler per message)."""
     graphs = [program.main] + [f.body for f in program.funs]
     return list(dict.fromkeys(n.attrs["message"] for g in graphs for n in walk(g) if n.op == Op.CHECK))
-
-
-@rule(Op.IF)
-def _if(lo, node, ins):
-    b = lo.b
-    then_bb, else_bb, merge_bb = (lo.func.append_basic_block(n) for n in ("then", "else", "endif"))
-    b.cbranch(ins[0], then_bb, else_bb)
-    incoming = []
-    for bb, body in ((then_bb, node.bodies[0]), (else_bb, node.bodies[1])):
-        b.position_at_end(bb)
-        outs = lo.lower(body, ins[1:])
-        incoming.append((outs, b.block))
-        b.branch(merge_bb)
-    b.position_at_end(merge_bb)
-    return lo.phis([v.type for v in node.outputs], incoming)
-
-
-def _loop(lo, types, init, cond, step, period=None):
-    """A loop with state phis; `cond(phis) -> i1`, `step(phis) -> next state`.
-
-    Tensor state lives in two buffers allocated before the loop: each iteration copies
-    its new state into the spare one and releases everything else it (or its condition)
-    allocated, whatever the state's type, so a loop's memory does not grow with its trip
-    count. With a `period` (a power of two), an iteration counter paces interrupt polls
-    at the end of the body (where the body's loads come first: LLVM still hoists the
-    invariant ones).
-    """
-    b = lo.b
-    tensors = [k for k, t in enumerate(types) if t.shape]
-    init, spare_init = list(init), {}
-    for k in tensors:
-        first, spare_init[k] = lo.alloc(types[k]), lo.alloc(types[k])
-        lo.copy(first, init[k], types[k])
-        init[k] = first
-    header, body_bb, exit_bb = (lo.func.append_basic_block(n) for n in ("loop", "body", "endloop"))
-    pre = b.block
-    b.branch(header)
-    b.position_at_end(header)
-    state = [b.phi(v.type) for v in init]
-    spare = {k: b.phi(PTR) for k in tensors}
-    for phi, v in zip(state, init):
-        phi.add_incoming(v, pre)
-    for k in tensors:
-        spare[k].add_incoming(spare_init[k], pre)
-    if period:
-        count = b.phi(I64)
-        count.add_incoming(I64(0), pre)
-    mark, allocs = lo.mark(), lo.allocs
-    b.cbranch(cond(state), body_bb, exit_bb)
-    b.position_at_end(body_bb)
-    new = list(step(state))
-    for k in tensors:
-        if new[k] is not state[k]:   # else unchanged, or updated in place (`lower_loop_body`)
-            lo.copy(spare[k], new[k], types[k])
-            new[k] = spare[k]
-    if tensors or lo.allocs != allocs:   # whatever the state's type, the body's temporaries are dead
-        lo.release(mark)
-    if period:
-        lo.poll_every(count, period)
-        count.add_incoming(b.add(count, I64(1)), b.block)
-    for phi, v in zip(state, new):
-        phi.add_incoming(v, b.block)
-    for k in tensors:
-        spare[k].add_incoming(spare[k] if new[k] is state[k] else state[k], b.block)
-    b.branch(header)
-    b.position_at_end(exit_bb)
-    return state
-
-
-def _heavy(graph):
-    """Does `graph` call functions, loop, recurse or touch tensors (an iteration of
-    unknown, possibly large cost)?"""
-    return any(n.op in CALLS or n.op in (Op.APPLY, Op.TREE, Op.WHILE, Op.FOR) or any(_heavy(g) for g in n.bodies)
-               or any(isinstance(v.type, Type) and v.type.shape for v in n.outputs) for n in graph.nodes)
 
 
 def _calls(graph):
@@ -450,89 +198,6 @@ def _calls(graph):
             total += sum(inner)
     return total
 
-
-def _poll_period(graphs):
-    return POLL_HEAVY if any(_heavy(g) for g in graphs) else POLL_ITERATIONS
-
-
-def lower_loop_body(lo, body, args, states):
-    """Lower a loop `body`; a scatter may write into its operand's buffer when that is a
-    loop state (`states`: `_loop` owns their buffers) read nowhere after the scatter: an
-    update of O(rows written) instead of a copy of the state per iteration."""
-    marks = {n for n in body.nodes if n.op is Op.SCATTER and n.inputs[0] in states and _last_reader(body, n)}
-    lo.in_place |= marks
-    try:
-        return lo.lower(body, args)
-    finally:
-        lo.in_place -= marks
-
-
-def _last_reader(graph, scatter):
-    """Is `scatter` the last reader of its operand x, directly or through views of it
-    (an `index` row is a pointer into x), and no output of `graph`?"""
-    aliases, after = {scatter.inputs[0]}, False
-    for n in graph.nodes:
-        if n is scatter:
-            after = True
-            if any(v in aliases for v in n.inputs[1:]):
-                return False
-        elif any(v in aliases for v in n.inputs):
-            if after:
-                return False
-            if n.op.view or n.bodies:   # results that may share x's buffer
-                aliases.update(n.outputs)
-    return not any(v in aliases for v in graph.outputs)
-
-
-@rule(Op.WHILE)
-def _while(lo, node, ins):
-    _, init, caps = split_operands(node, ins)
-    cond, body = node.bodies
-    return _loop(lo, [v.type for v in node.outputs], init, lambda s: lo.lower(cond, s + caps)[0],
-                 lambda s: lower_loop_body(lo, body, s + caps, body.params[:len(init)]), _poll_period(node.bodies))
-
-
-@rule(Op.FOR)
-def _for(lo, node, ins):
-    """A heavy body polls every POLL_HEAVY iterations; a scalar one runs in chunks of
-    POLL_ITERATIONS iterations with a poll after each, each chunk a loop of known trip
-    count that LLVM unrolls as it would the whole loop."""
-    (lower, upper), init, caps = split_operands(node, ins)
-    (body,) = node.bodies
-    b = lo.b
-    types = [I64_T] + [v.type for v in node.outputs]
-
-    def step(s):
-        return [b.add(s[0], I64(1))] + lower_loop_body(lo, body, s + caps, body.params[1:1 + len(init)])
-
-    def below(end):
-        return lambda s: b.icmp_signed("<", s[0], end)
-    if _heavy(body):
-        return _loop(lo, types, [lower] + init, below(upper), step, POLL_HEAVY)[1:]
-
-    def chunk(s):
-        sat_add = lo.extern("llvm.sadd.sat.i64", ir.FunctionType(I64, [I64, I64]))
-        smin = lo.extern("llvm.smin.i64", ir.FunctionType(I64, [I64, I64]))
-        end = b.call(smin, [b.call(sat_add, [s[0], I64(POLL_ITERATIONS)]), upper])
-        s = _loop(lo, types, s, below(end), step)
-        lo.poll()
-        return s
-    return _loop(lo, types, [lower] + init, below(upper), chunk)[1:]
-
-
-@rule(*CALLS)
-def _call(lo, node, ins):
-    return lo.call_checked(lo.functions[node.attrs["fun"]], ins, len(node.outputs), [v.type for v in node.outputs])
-
-
-@rule(Op.TREE)
-def _tree(lo, node, ins):
-    fn = lo.tree_function(node)
-    root = lo.b.load(lo.b.gep(ins[0], [I64(1)], source_etype=I64), typ=I64)
-    return lo.call_checked(fn, [ins[0], root] + ins[1:], len(node.outputs), [v.type for v in node.outputs])
-
-
-# -- the lowerer ----------------------------------------------------------------
 
 def _slot_homes(main, destinations):
     """Slots of the main graph whose final value is a tensor result: they live in the
@@ -587,7 +252,7 @@ def _glue(nodes):
             continue
         if n.bodies:
             return False
-        inline += n.op in SCALAR_RULES
+        inline += scalar_rule(n.op) is not None
     return inline * 8 <= len(nodes)
 
 
@@ -611,7 +276,7 @@ def _table_stores(graph):
 
 def _outlined(node):
     """Loop nests over tensors become kernel calls (see `Lowerer.call_kernel`)."""
-    if node.op in SCALAR_RULES:
+    if scalar_rule(node.op) is not None:
         return bool(node.outputs[0].type.shape)
     if node.op in (Op.SLOT_ADD, Op.SLOT_ADD_AT, Op.SLOT_SCATTER_ADD, Op.SLOT_SET_AT, Op.SLOT_ADD_SLICE):
         return bool(node.inputs[-1].type.shape)
@@ -748,7 +413,7 @@ class Lowerer:
             if self.outlining and (_kernel_call(node) if self.outline_products else _outlined(node)):
                 outs = self.call_kernel(node, ins)
             else:
-                outs = LOWER[node.op](self, node, ins)
+                outs = lowering(node.op)(self, node, ins)
             for v in placed:
                 del self.dests[v]
             env.update(zip(node.outputs, outs))
@@ -1034,6 +699,21 @@ class Lowerer:
 
     def elem_ptr(self, buf, t, idx, **kw):
         return self.b.gep(buf, [self.offset(t.shape, idx, **kw)], source_etype=LL[t.dtype])
+
+    @staticmethod
+    def ll(dtype):
+        """The LLVM type of an element of `dtype` ("f64" -> double; `lo.ll("i64")(3)` a constant)."""
+        return LL[dtype]
+
+    def row(self, x, x_t, i):
+        """Pointer to row `i` of tensor `x` of type `x_t`, `i` read as `clip_index` reads it:
+        a negative `i` counts from the end, then clamps into range."""
+        b, n = self.b, x_t.shape[0]
+        i = b.select(b.icmp_signed("<", i, I64(0)), b.add(i, I64(n)), i)
+        i = b.select(b.icmp_signed("<", i, I64(0)), I64(0), i)
+        i = b.select(b.icmp_signed(">", i, I64(n - 1)), I64(max(n - 1, 0)), i)
+        row_size = int(np.prod(x_t.shape[1:], dtype=np.int64))
+        return b.gep(x, [b.mul(i, I64(row_size))], source_etype=LL[x_t.dtype])
 
     def load_at(self, x, t, idx, out_shape):
         """Element `idx` of the output of a broadcast: `x` is a scalar or a tensor of type `t`."""

@@ -42,6 +42,20 @@ def libm_symbols():
     return [op.llvm + suffix for op in PRIMITIVES.values() if isinstance(op.llvm, str) for suffix in ("", "f")]
 
 
+_libm_bound = set()
+
+
+def bind_libm():
+    """Give compiled code the libm functions declarations name, those of primitives
+    declared since the last call included (before each compile: looked up when used)."""
+    names = [name for name in libm_symbols() if name not in _libm_bound]
+    if names:
+        libm = ctypes.CDLL("libm.so.6")
+        for name in names:
+            llvm.add_symbol(name, ctypes.cast(getattr(libm, name), ctypes.c_void_p).value)
+        _libm_bound.update(names)
+
+
 class _Jit:
     def __init__(self):
         llvm.initialize_native_target()
@@ -74,9 +88,7 @@ class _Jit:
             llvm.add_symbol(f"jitad_descr_{dtype}", id(np.dtype(np_dtype)))
         llvm.add_symbol("jitad_PyArray_New", _numpy_c_api(93))
         llvm.add_symbol("jitad_PyArray_Scalar", _numpy_c_api(60))
-        libm = ctypes.CDLL("libm.so.6")
-        for name in libm_symbols():
-            llvm.add_symbol(name, ctypes.cast(getattr(libm, name), ctypes.c_void_p).value)
+        bind_libm()
         mb = env_int("JITAD_ARENA_MB", 1024, 1)
         try:
             self.arena = np.empty(mb << 20, dtype=np.uint8)   # pages are committed when touched
@@ -364,6 +376,7 @@ def compile_module(program_text, lower, placeholder, entries, constants):
     the program's large constants. Returns (addresses of the functions
     `placeholder + entry` for each of `entries`, optimized IR text, loaded_from_disk)."""
     j = jit()
+    bind_libm()
     with stage("ir_text"):
         full_key = hashlib.sha256((j.fingerprint + "\n" + program_text).encode()).hexdigest()
     key = full_key[:32]

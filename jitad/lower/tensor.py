@@ -11,7 +11,7 @@ import numpy as np
 
 from ..ir.ops import Op
 from ..ir.types import RefType, Type
-from .llvm import ELEMENT_BYTES, F32, F64, I1, I32, I64, LL, PTR, SCALAR_RULES, alloca, collapse, rule
+from .llvm import ELEMENT_BYTES, F32, F64, I1, I32, I64, LL, PTR, alloca, collapse, rule, scalar_rule
 
 BLAS_MIN_FLOPS = 16 ** 3
 BLAS_SYMBOLS = {"f64": "scipy_cblas_dgemm64_", "f32": "scipy_cblas_sgemm64_"}
@@ -25,16 +25,6 @@ def _scalar_or_buffer(lo, var):
 
 def _finish(lo, out, t):
     return lo.b.load(out, typ=LL[t.dtype]) if not t.shape else out
-
-
-@rule(Op.BROADCAST)
-def _broadcast(lo, node, ins):
-    out_t = node.outputs[0].type
-    out = lo.result_buffer(node.outputs[0])
-    src_t = node.inputs[0].type
-    lo.loop_nest(out_t.shape, lambda idx: lo.b.store(lo.load_at(ins[0], src_t, idx, out_t.shape),
-                                                     lo.elem_ptr(out, out_t, idx)))
-    return [out]
 
 
 def _reduce(lo, node, ins, init, combine):
@@ -93,31 +83,6 @@ def _max(lo, node, ins):
     low = I1(0) if dtype == "bool" else I64(np.iinfo(np.int64).min)
     op = b.icmp_unsigned if dtype == "bool" else b.icmp_signed
     return _reduce(lo, node, ins, low, lambda acc, v: b.select(op(">=", acc, v), acc, v))
-
-
-@rule(Op.RESHAPE)
-def _reshape(lo, node, ins):
-    x_t, out_t = node.inputs[0].type, node.outputs[0].type
-    if x_t.shape and out_t.shape:
-        return [ins[0]]   # same row-major buffer
-    if out_t.shape:   # a scalar into a buffer of size 1
-        buf = lo.result_buffer(node.outputs[0])
-        lo.b.store(ins[0], buf)
-        return [buf]
-    return [lo.b.load(ins[0], typ=LL[x_t.dtype])]
-
-
-@rule(Op.TRANSPOSE)
-def _transpose(lo, node, ins):
-    x_t, out_t = node.inputs[0].type, node.outputs[0].type
-    perm = node.attrs["perm"]
-    out = lo.result_buffer(node.outputs[0])
-
-    def body(idx):
-        src = [idx[perm.index(d)] for d in range(len(perm))]
-        lo.b.store(lo.b.load(lo.elem_ptr(ins[0], x_t, src), typ=LL[x_t.dtype]), lo.elem_ptr(out, out_t, idx))
-    lo.loop_nest(out_t.shape, body)
-    return [out]
 
 
 @rule(Op.MATMUL)
@@ -419,111 +384,11 @@ def _register_gemm(lo, out, out_t, a, bm, k, accumulate):
             block(I64(m // rows * rows), m % rows)
 
 
-def _clamp(lo, i, n):
-    """`clip_index` (jitad/ir/ops.py): a negative `i` counts from the end, then clamps."""
-    b = lo.b
-    i = b.select(b.icmp_signed("<", i, I64(0)), b.add(i, I64(n)), i)
-    i = b.select(b.icmp_signed("<", i, I64(0)), I64(0), i)
-    return b.select(b.icmp_signed(">", i, I64(n - 1)), I64(max(n - 1, 0)), i)
-
-
-def _row(lo, x, x_t, i):
-    """Pointer to row `i` (wrapped and clamped into range) of `x`."""
-    row_size = int(np.prod(x_t.shape[1:], dtype=np.int64))
-    i = _clamp(lo, i, x_t.shape[0])
-    return lo.b.gep(x, [lo.b.mul(i, I64(row_size))], source_etype=LL[x_t.dtype])
-
-
-@rule(Op.INDEX)
-def _index(lo, node, ins):
-    x_t, out_t = node.inputs[0].type, node.outputs[0].type
-    ptr = _row(lo, ins[0], x_t, ins[1])   # a view: values are immutable
-    return [ptr if out_t.shape else lo.b.load(ptr, typ=LL[x_t.dtype])]
-
-
-@rule(Op.GATHER)
-def _gather(lo, node, ins):
-    x_t, idx_t, out_t = node.inputs[0].type, node.inputs[1].type, node.outputs[0].type
-    out = lo.result_buffer(node.outputs[0])
-    row_size = int(np.prod(x_t.shape[1:], dtype=np.int64))
-    nbytes_t = out_t.__class__(out_t.dtype, (row_size,))
-
-    def body(idx):
-        j = lo.b.load(lo.elem_ptr(ins[1], idx_t, idx), typ=I64)
-        dst = lo.b.gep(out, [lo.b.mul(lo.offset(idx_t.shape, idx), I64(row_size))], source_etype=LL[x_t.dtype])
-        lo.copy(dst, _row(lo, ins[0], x_t, j), nbytes_t)
-    lo.loop_nest(idx_t.shape, body)
-    return [out]
-
-
-@rule(Op.SCATTER)
-def _scatter(lo, node, ins):
-    """A copy of x (none when x is a loop state only this reads: `llvm.lower_loop_body`), then
-    its rows at the indices set or added, in order."""
-    x_t, idx_t, v_t = (v.type for v in node.inputs)
-    out = ins[0] if node in lo.in_place else lo.result_buffer(node.outputs[0])
-    if out is not ins[0]:
-        lo.copy(out, ins[0], x_t)
-    row_t, ty, b = Type(x_t.dtype, x_t.shape[1:]), LL[x_t.dtype], lo.b
-    add = b.fadd if x_t.dtype in ("f64", "f32") else b.add
-
-    def update(idx):
-        i = b.load(lo.elem_ptr(ins[1], idx_t, idx), typ=I64) if idx_t.shape else ins[1]
-        dst = _row(lo, out, x_t, i)
-
-        def element(r):
-            v = lo.load_at(ins[2], v_t, idx + r, v_t.shape) if v_t.shape else ins[2]
-            ptr = lo.elem_ptr(dst, row_t, r)
-            b.store(add(b.load(ptr, typ=ty), v) if node.attrs["add"] else v, ptr)
-        lo.loop_nest(row_t.shape, element)
-    lo.loop_nest(idx_t.shape, update)
-    return [out]
-
-
-@rule(Op.SLICE)
-def _slice(lo, node, ins):
-    x_t, out_t = node.inputs[0].type, node.outputs[0].type
-    a = node.attrs
-    out = lo.result_buffer(node.outputs[0])
-    lo.loop_nest(out_t.shape, lambda idx: lo.b.store(
-        lo.b.load(lo.elem_ptr(ins[0], x_t, idx, steps=a["steps"], starts=a["starts"]), typ=LL[x_t.dtype]),
-        lo.elem_ptr(out, out_t, idx)))
-    return [out]
-
-
-@rule(Op.UNSLICE)
-def _unslice(lo, node, ins):
-    g_t, out_t = node.inputs[0].type, node.outputs[0].type
-    a = node.attrs
-    out = lo.result_buffer(node.outputs[0])
-    lo.fill(out, out_t, LL[out_t.dtype](0))
-    lo.loop_nest(g_t.shape, lambda idx: lo.b.store(
-        lo.load_at(ins[0], g_t, idx, g_t.shape),
-        lo.elem_ptr(out, out_t, idx, steps=a["steps"], starts=a["starts"])))
-    return [out]
-
-
-@rule(Op.CONCAT)
-def _concat(lo, node, ins):
-    out_t = node.outputs[0].type
-    axis = node.attrs["axis"]
-    out = lo.result_buffer(node.outputs[0])
-    start = 0
-    for x, v in zip(ins, node.inputs):
-        t = v.type
-        starts = [start if d == axis else 0 for d in range(len(t.shape))]
-        lo.loop_nest(t.shape, lambda idx, t=t, x=x, starts=starts: lo.b.store(
-            lo.b.load(lo.elem_ptr(x, t, idx), typ=LL[t.dtype]),
-            lo.elem_ptr(out, out_t, idx, steps=[1] * len(starts), starts=starts)))
-        start += t.shape[axis]
-    return [out]
-
-
 def _add_rows(lo, slot, ref_t, i, value, value_t, value_idx, store=False):
     """slot[clip_index(i)] += value[value_idx...] (a row, or one element for 1-D slots);
     `=` with `store`."""
     row_shape = ref_t.shape[1:]
-    dst = _row(lo, slot, ref_t.value_type, i)
+    dst = lo.row(slot, ref_t.value_type, i)
     row_t = ref_t.value_type.__class__(ref_t.dtype, row_shape)
     t = LL[ref_t.dtype]
 
@@ -622,8 +487,8 @@ def _fused(lo, node, ins):   # long: one dispatch on the body's ops, read top to
             elif n.op in (Op.BROADCAST, Op.RESHAPE):   # the element is already broadcast
                 env[n.outputs[0]] = args[0]
             else:
-                env[n.outputs[0]] = SCALAR_RULES[n.op](lo, n, args)[0] if n.op in SCALAR_RULES \
-                    else lo_const(n)
+                scalar = scalar_rule(n.op)
+                env[n.outputs[0]] = scalar(lo, n, args)[0] if scalar is not None else lo_const(n)
         for v, out, buf in zip(body.outputs, node.outputs, results):
             if v not in reduced:
                 b.store(value(v), lo.elem_ptr(buf, flat(out.type), idx))

@@ -52,6 +52,31 @@ class Region:
         self.value, self.attrs = value, {"starts": starts, "stops": stops, "steps": steps}
 
 
+# -- batching rules: batch(node, ins, size, mask) -> [(value, batched)] ------------
+# `ins` are (value, batched) pairs; a batched value has the batch axis first; the rule
+# returns None to run the node once per lane instead (jitad/batching.py)
+
+def batched(x, b, size):
+    """`x` with the batch axis, broadcast if it is the same in every lane (`b` False)."""
+    return x if b else N.broadcast_to(x, (size,) + x.shape)
+
+
+def lift(x, rank):
+    """Batched `x` with unit axes after the batch axis, to `rank` axes besides it."""
+    shape = x.shape[1:]
+    return x if len(shape) == rank else N.reshape(x, x.shape[:1] + (1,) * (rank - len(shape)) + shape)
+
+
+def rebind(node, *args, **attrs):
+    """`node`'s op on `args`, its attrs updated by `attrs`: one batched result."""
+    return [(N.bind(node.op, *args, **{**node.attrs, **attrs}), True)]
+
+
+def batch_stacked(node, ins, size, mask):
+    """The rule of an op that takes leading batch axes on all its operands."""
+    return rebind(node, *[batched(x, b, size) for x, b in ins])
+
+
 def reduced_shape(shape, axes, keepdims):
     return tuple(1 if d in axes else n for d, n in enumerate(shape) if keepdims or d not in axes)
 

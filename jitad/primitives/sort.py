@@ -7,7 +7,7 @@ import numpy as np
 
 from ..ir.ops import Op, declare, shape_rule
 from ..ir.types import Type
-from .rules import N, zero_gradient
+from .rules import N, batch_stacked, zero_gradient
 
 
 def _along_last(v, index):
@@ -25,6 +25,7 @@ def _sort_jvp(node, tangents, primals, out):
 
 
 declare("sort", shape_rule(lambda types: types[0].shape), lambda x: np.sort(x, axis=-1),
-        arity=1, flags="pure kernel", vjp=_sort_vjp, jvp=_sort_jvp)
+        arity=1, flags="pure kernel", vjp=_sort_vjp, jvp=_sort_jvp, batch=batch_stacked)   # (along the last axis)
 declare("argsort", lambda op, types, attrs, bodies: [Type("i64", types[0].shape)],
-        lambda x: np.argsort(x, axis=-1, kind="stable"), arity=1, flags="pure kernel", vjp=zero_gradient)
+        lambda x: np.argsort(x, axis=-1, kind="stable"), arity=1, flags="pure kernel", vjp=zero_gradient,
+        batch=batch_stacked)

@@ -1,12 +1,16 @@
 """The tensor primitives: broadcast, reductions, shape ops, matmul, conv2d, indexing,
-slicing and concatenation. Their LLVM and CUDA lowerings are loop nests and kernels
-registered in jitad/lower (`rule(Op.SUM)`); the declarations here hold the rest."""
+slicing and concatenation, each declared with its rules: type, NumPy meaning, VJP, JVP,
+batching, and the LLVM loop nest and CUDA kernel of the shape ops, indexing, slicing and
+concatenation (written against the lowerer and runner objects they are given). The
+products (`matmul`, `bmm`, `conv2d`: GEMM and register-tile kernels) and the along-axis
+ops (`sum`, `max`, `cumsum`) are lowered by rules registered under their opcode in
+jitad/lower (`tensor.py`, `cuda.py`)."""
 import numpy as np
 
 from ..errors import ShapeError
 from ..ir.ops import Op, clip_index, declare, same_dtype, shape_rule
 from ..ir.types import Type
-from .rules import N, Region, Sparse, linear, reduced_shape, unbroadcast
+from .rules import N, Region, Sparse, batched, lift, linear, rebind, reduced_shape, unbroadcast
 
 
 def _slices(shape, starts, stops, steps):
@@ -36,10 +40,60 @@ def _max_jvp(node, tangents, primals, out):
     return N.sum(share * tangents[0], axis=node.attrs["axes"], keepdims=node.attrs["keepdims"])
 
 
+# -- LLVM rules: llvm(lo, node, ins) -> [values], lo a `jitad.lower.llvm.Lowerer` --------
+
+def _copy_llvm(lo, out_t, out, read):
+    """A fresh result buffer `out` filled by a loop nest: element idx is `read(idx)`."""
+    lo.loop_nest(out_t.shape, lambda idx: lo.b.store(read(idx), lo.elem_ptr(out, out_t, idx)))
+    return [out]
+
+
+def _broadcast_llvm(lo, node, ins):
+    out_t, src_t = node.outputs[0].type, node.inputs[0].type
+    return _copy_llvm(lo, out_t, lo.result_buffer(node.outputs[0]),
+                      lambda idx: lo.load_at(ins[0], src_t, idx, out_t.shape))
+
+
+def _reshape_llvm(lo, node, ins):
+    x_t, out_t = node.inputs[0].type, node.outputs[0].type
+    if x_t.shape and out_t.shape:
+        return [ins[0]]   # same row-major buffer
+    if out_t.shape:   # a scalar into a buffer of size 1
+        buf = lo.result_buffer(node.outputs[0])
+        lo.b.store(ins[0], buf)
+        return [buf]
+    return [lo.b.load(ins[0], typ=lo.ll(x_t.dtype))]
+
+
+def _transpose_llvm(lo, node, ins):
+    x_t, out_t, perm = node.inputs[0].type, node.outputs[0].type, node.attrs["perm"]
+    return _copy_llvm(lo, out_t, lo.result_buffer(node.outputs[0]), lambda idx: lo.b.load(
+        lo.elem_ptr(ins[0], x_t, [idx[perm.index(d)] for d in range(len(perm))]), typ=lo.ll(x_t.dtype)))
+
+
+# -- CUDA rules: cuda(rt, node, ins) -> [values], rt a `jitad.lower.cuda.Runner`; data
+# movement is one kernel whose index expression (in the flat output index `i`) they build
+
+def _size(shape):
+    return int(np.prod(shape, dtype=np.int64))
+
+
+def _transpose_cuda(rt, node, ins):
+    shape, perm, out_shape = node.inputs[0].type.shape, node.attrs["perm"], node.outputs[0].type.shape
+    strides = rt.strides(shape)
+    index = " + ".join(f"{rt.coordinate('i', out_shape, d)} * {strides[p]}" for d, p in enumerate(perm)) or "0"
+    return rt.gather(node, ins[0], lambda el: index, _size(out_shape))
+
+
+def _batch_broadcast(node, ins, size, mask):
+    shape = node.attrs["shape"]
+    return rebind(node, lift(ins[0][0], len(shape)), shape=(size,) + tuple(shape))
+
+
 _reduced = shape_rule(lambda types, axes, keepdims: reduced_shape(types[0].shape, axes, keepdims))
 declare("broadcast", shape_rule(lambda types, shape: shape), lambda x, shape: np.broadcast_to(x, shape).copy(),
         arity=1, flags="pure cheap linear kernel", vjp=linear(lambda g, x, out, shape: unbroadcast(g, x.shape)),
-        cuda="{0}")
+        batch=_batch_broadcast, llvm=_broadcast_llvm, cuda="{0}")
 declare("sum", _reduced, lambda x, axes, keepdims: np.sum(x, axis=axes, keepdims=keepdims),
         arity=1, flags="pure linear kernel", vjp=linear(lambda g, x, out, axes, keepdims: N.broadcast_to(
             N.reshape(g, reduced_shape(x.shape, axes, True)), x.shape)))
@@ -47,10 +101,14 @@ declare("max", _reduced, lambda x, axes, keepdims: np.max(x, axis=axes, keepdims
         arity=1, flags="pure kernel", vjp=_max_vjp, jvp=_max_jvp)
 declare("reshape", shape_rule(lambda types, shape: shape), lambda x, shape: np.reshape(x, shape),
         arity=1, flags="pure cheap view linear", vjp=linear(lambda g, x, out, shape: N.reshape(g, x.shape)),
-        cuda="{0}")
+        batch=lambda node, ins, size, mask: rebind(node, ins[0][0], shape=(size,) + tuple(node.attrs["shape"])),
+        llvm=_reshape_llvm, cuda="{0}")
 declare("transpose", shape_rule(lambda types, perm: [types[0].shape[p] for p in perm]),
         lambda x, perm: np.ascontiguousarray(np.transpose(x, perm)), arity=1, flags="pure linear kernel",
-        vjp=linear(lambda g, x, out, perm: N.transpose(g, tuple(np.argsort(perm)))))
+        vjp=linear(lambda g, x, out, perm: N.transpose(g, tuple(np.argsort(perm)))),
+        batch=lambda node, ins, size, mask: rebind(node, ins[0][0],
+                                                   perm=(0,) + tuple(p + 1 for p in node.attrs["perm"])),
+        llvm=_transpose_llvm, cuda=_transpose_cuda)
 
 
 def _matmul_rule(op, types, attrs, bodies):
@@ -80,8 +138,24 @@ def _bilinear_jvp(node, tangents, primals, out):
     return terms[0] if len(terms) == 1 else terms[0] + terms[1]
 
 
+def _swap_last(x):
+    perm = tuple(range(len(x.shape)))
+    return N.transpose(x, perm[:-2] + perm[-2:][::-1])
+
+
+def _batch_matmul(node, ins, size, mask):
+    """op(a) @ op(b) per lane: one GEMM when only `a` is batched, else NumPy's N-D matmul."""
+    (a, ba), (b, bb) = ins
+    ta, tb = node.attrs["ta"], node.attrs["tb"]
+    if ba and not bb and not ta:   # the rows of every lane's `a` in one product
+        m, k = a.shape[1:]
+        out = N.matmul_t(N.reshape(a, (size * m, k)), b, ta=False, tb=tb)
+        return [(N.reshape(out, (size, m, out.shape[1])), True)]
+    return [(N.matmul(_swap_last(a) if ta else a, _swap_last(b) if tb else b), True)]   # (3-D: NumPy's rules)
+
+
 declare("matmul", _matmul_rule, lambda a, b, ta, tb: np.matmul(a.T if ta else a, b.T if tb else b),
-        arity=2, flags="pure stored", vjp=_matmul_vjp, jvp=_bilinear_jvp)
+        arity=2, flags="pure stored", vjp=_matmul_vjp, jvp=_bilinear_jvp, batch=_batch_matmul)
 
 
 def _bmm_rule(op, types, attrs, bodies):
@@ -107,8 +181,16 @@ def _bmm_vjp(g, a, b, out, ta, tb):
     return ga, gb
 
 
+def _batch_bmm(node, ins, size, mask):
+    """The lanes' batches of products as one batch of lanes × entries."""
+    a, b = (batched(x, bx, size) for x, bx in ins)
+    out = N.bind(Op.BMM, *[N.reshape(x, (size * x.shape[1],) + x.shape[2:]) for x in (a, b)], **node.attrs)
+    return [(N.reshape(out, (size,) + node.outputs[0].type.shape), True)]
+
+
 # a GEMM per batch entry: op(a[i]) @ op(b[i]), op a transpose of the last two axes where flagged
-declare("bmm", _bmm_rule, _bmm_impl, arity=2, flags="pure stored kernel", vjp=_bmm_vjp, jvp=_bilinear_jvp)
+declare("bmm", _bmm_rule, _bmm_impl, arity=2, flags="pure stored kernel", vjp=_bmm_vjp, jvp=_bilinear_jvp,
+        batch=_batch_bmm)
 # running sums along `axis` (from the end with `reverse`): one sequential pass, NumPy's rounding
 declare("cumsum", shape_rule(lambda types, axis, reverse: types[0].shape),
         lambda x, axis, reverse: np.flip(np.cumsum(np.flip(x, axis), axis), axis) if reverse else np.cumsum(x, axis),
@@ -149,7 +231,17 @@ def _conv2d_vjp(g, x, w, out):
     return N.conv2d_valid(padded, flipped), gw
 
 
-declare("conv2d", _conv2d_rule, _conv2d_impl, arity=2, flags="kernel", vjp=_conv2d_vjp, jvp=_bilinear_jvp)
+def _batch_conv2d(node, ins, size, mask):
+    """The lanes' images as one batch of images; batched weights run per lane (None)."""
+    (x, bx), (w, bw) = ins
+    if bw:
+        return None
+    out = N.bind(Op.CONV2D, N.reshape(x, (size * x.shape[1],) + x.shape[2:]), w)
+    return [(N.reshape(out, (size, x.shape[1]) + out.shape[1:]), True)]
+
+
+declare("conv2d", _conv2d_rule, _conv2d_impl, arity=2, flags="kernel", vjp=_conv2d_vjp, jvp=_bilinear_jvp,
+        batch=_batch_conv2d)
 
 
 def _take_jvp(node, tangents, primals, out):
@@ -157,19 +249,118 @@ def _take_jvp(node, tangents, primals, out):
     return N.bind(node.op, tangents[0], *primals[1:], **node.attrs)
 
 
+def _clipped(i, n):
+    """Staged indices as `index`/`gather` read them: negative from the end, then clamped."""
+    return N.clip(N.where(i < 0, i + n, i), 0, max(n - 1, 0))
+
+
+def _lane_offsets(idx, size, n):
+    """Per lane, the first row of its block in the lanes' rows stacked (shaped to add to `idx`)."""
+    return N.reshape(np.arange(size) * n, (size,) + (1,) * (len(idx.shape) - 1))
+
+
+def _batch_take(node, ins, size, mask):
+    """x[idx] per lane, for `index` (a scalar idx) and `gather` (an index array)."""
+    (x, bx), (idx, bi) = ins
+    n = node.inputs[0].type.shape[0]
+    if bx and bi:   # rows of the flattened lanes, offset by lane
+        flat = N.reshape(x, (size * n,) + x.shape[2:])
+        return [(N.bind(Op.GATHER, flat, _clipped(idx, n) + _lane_offsets(idx, size, n)), True)]
+    if bi:
+        return [(N.bind(Op.GATHER, x, idx), True)]
+    out = N.bind(node.op, N.transpose(x, (1, 0) + tuple(range(2, len(x.shape)))), idx)   # rows (n, size, ...)
+    lead = len(idx.shape)
+    return [(N.NUMPY_API["moveaxis"](out, lead, 0) if lead else out, True)]
+
+
+def _index_llvm(lo, node, ins):
+    x_t, out_t = node.inputs[0].type, node.outputs[0].type
+    ptr = lo.row(ins[0], x_t, ins[1])   # a view: values are immutable
+    return [ptr if out_t.shape else lo.b.load(ptr, typ=lo.ll(x_t.dtype))]
+
+
+def _gather_llvm(lo, node, ins):
+    x_t, idx_t, out_t = node.inputs[0].type, node.inputs[1].type, node.outputs[0].type
+    out = lo.result_buffer(node.outputs[0])
+    row_size = int(np.prod(x_t.shape[1:], dtype=np.int64))
+    row_t, i64 = Type(out_t.dtype, (row_size,)), lo.ll("i64")
+
+    def body(idx):
+        j = lo.b.load(lo.elem_ptr(ins[1], idx_t, idx), typ=i64)
+        dst = lo.b.gep(out, [lo.b.mul(lo.offset(idx_t.shape, idx), i64(row_size))], source_etype=lo.ll(x_t.dtype))
+        lo.copy(dst, lo.row(ins[0], x_t, j), row_t)
+    lo.loop_nest(idx_t.shape, body)
+    return [out]
+
+
+def _take_cuda(rt, node, ins):   # rows of x at an index (a scalar for `index`) or an index array
+    x, idx = ins
+    rows, rest = node.inputs[0].type.shape[0], _size(node.inputs[0].type.shape[1:])
+    return rt.gather(node, x, lambda el: f"h_clip({el(0, f'i // {rest}')}, {rows}) * {rest} + i % {rest}",
+                     _size(node.outputs[0].type.shape), (idx,))
+
+
 declare("index", shape_rule(lambda types: types[0].shape[1:]), lambda x, i: x[clip_index(i, x.shape[0])].copy(),
-        arity=2, flags="pure view", vjp=lambda g, x, i, out: (Sparse(i, g), None), jvp=_take_jvp)
+        arity=2, flags="pure view", vjp=lambda g, x, i, out: (Sparse(i, g), None), jvp=_take_jvp, batch=_batch_take,
+        llvm=_index_llvm, cuda=_take_cuda)
 declare("gather", shape_rule(lambda types: types[1].shape + types[0].shape[1:]),
         lambda x, idx: x[clip_index(idx, x.shape[0])], arity=2, flags="pure kernel",
-        vjp=lambda g, x, idx, out: (Sparse(idx, g), None), jvp=_take_jvp)
+        vjp=lambda g, x, idx, out: (Sparse(idx, g), None), jvp=_take_jvp, batch=_batch_take, llvm=_gather_llvm,
+        cuda=_take_cuda)
+
+
+def _batch_slice(node, ins, size, mask):
+    a = node.attrs
+    return rebind(node, ins[0][0], starts=(0,) + tuple(a["starts"]), stops=(size,) + tuple(a["stops"]),
+                  steps=(1,) + tuple(a["steps"]))
+
+
+def _batch_unslice(node, ins, size, mask):
+    a = node.attrs
+    return rebind(node, ins[0][0], shape=(size,) + tuple(a["shape"]), starts=(0,) + tuple(a["starts"]),
+                  stops=(size,) + tuple(a["stops"]), steps=(1,) + tuple(a["steps"]))
+
+
+def _slice_llvm(lo, node, ins):
+    x_t, out_t, a = node.inputs[0].type, node.outputs[0].type, node.attrs
+    return _copy_llvm(lo, out_t, lo.result_buffer(node.outputs[0]), lambda idx: lo.b.load(
+        lo.elem_ptr(ins[0], x_t, idx, steps=a["steps"], starts=a["starts"]), typ=lo.ll(x_t.dtype)))
+
+
+def _unslice_llvm(lo, node, ins):
+    g_t, out_t, a = node.inputs[0].type, node.outputs[0].type, node.attrs
+    out = lo.result_buffer(node.outputs[0])
+    lo.fill(out, out_t, lo.ll(out_t.dtype)(0))
+    lo.loop_nest(g_t.shape, lambda idx: lo.b.store(
+        lo.load_at(ins[0], g_t, idx, g_t.shape),
+        lo.elem_ptr(out, out_t, idx, steps=a["steps"], starts=a["starts"])))
+    return [out]
+
+
+def _slice_cuda(rt, node, ins):
+    out_shape, a = node.outputs[0].type.shape, node.attrs
+    index = rt.slice_index("i", out_shape, node.inputs[0].type.shape, a["starts"], a["steps"])
+    return rt.gather(node, ins[0], lambda el: index, _size(out_shape))
+
+
+def _unslice_cuda(rt, node, ins):
+    g_shape, a, out_t = node.inputs[0].type.shape, node.attrs, node.outputs[0].type
+    result = rt.alloc(out_t)
+    rt.fill(result, 0, out_t.dtype)
+    rt.put(id(node), ins[0], rt.slice_index("i", g_shape, a["shape"], a["starts"], a["steps"]), _size(g_shape), result)
+    return [result]
+
+
 declare("slice", shape_rule(lambda types, starts, stops, steps: [
             len(range(a, b, c)) for a, b, c in zip(starts, stops, steps)]),
         lambda x, starts, stops, steps: x[_slices(x.shape, starts, stops, steps)].copy(),
         arity=1, flags="pure linear kernel",
-        vjp=lambda g, x, out, starts, stops, steps: (Region(g, starts, stops, steps),))
+        vjp=lambda g, x, out, starts, stops, steps: (Region(g, starts, stops, steps),), batch=_batch_slice,
+        llvm=_slice_llvm, cuda=_slice_cuda)
 declare("unslice", shape_rule(lambda types, shape, starts, stops, steps: shape), _unslice_impl,
         arity=1, flags="pure linear kernel",
-        vjp=linear(lambda g, x, out, shape, starts, stops, steps: N.slice_static(g, starts, stops, steps)))
+        vjp=linear(lambda g, x, out, shape, starts, stops, steps: N.slice_static(g, starts, stops, steps)),
+        batch=_batch_unslice, llvm=_unslice_llvm, cuda=_unslice_cuda)
 
 
 def _concat_rule(op, types, attrs, bodies):
@@ -198,8 +389,37 @@ def _concat_jvp(node, tangents, primals, out):
                   **node.attrs)
 
 
+def _concat_llvm(lo, node, ins):
+    out_t, axis = node.outputs[0].type, node.attrs["axis"]
+    out = lo.result_buffer(node.outputs[0])
+    start = 0
+    for x, v in zip(ins, node.inputs):
+        t = v.type
+        starts = [start if d == axis else 0 for d in range(len(t.shape))]
+        lo.loop_nest(t.shape, lambda idx, t=t, x=x, starts=starts: lo.b.store(
+            lo.b.load(lo.elem_ptr(x, t, idx), typ=lo.ll(t.dtype)),
+            lo.elem_ptr(out, out_t, idx, steps=[1] * len(starts), starts=starts)))
+        start += t.shape[axis]
+    return [out]
+
+
+def _concat_cuda(rt, node, ins):
+    out_t, axis = node.outputs[0].type, node.attrs["axis"]
+    result = rt.alloc(out_t)
+    offset, out_strides = 0, rt.strides(out_t.shape)
+    for j, (x, t) in enumerate(zip(ins, node.inputs)):
+        shape = t.type.shape
+        index = " + ".join(f"({rt.coordinate('i', shape, d)}{f' + {offset}' if d == axis else ''}) * {out_strides[d]}"
+                           for d in range(len(shape))) or "0"
+        rt.put((id(node), j), x, index, _size(shape), result)
+        offset += shape[axis]
+    return [result]
+
+
 declare("concat", _concat_rule, lambda *xs, axis: np.concatenate(xs, axis=axis), flags="pure kernel",
-        vjp=_concat_vjp, jvp=_concat_jvp)
+        vjp=_concat_vjp, jvp=_concat_jvp, batch=lambda node, ins, size, mask: rebind(
+            node, *[batched(x, b, size) for x, b in ins], axis=node.attrs["axis"] + 1), llvm=_concat_llvm,
+        cuda=_concat_cuda)
 
 
 def _scatter_rule(op, types, attrs, bodies):
@@ -241,6 +461,39 @@ def _scatter_jvp(node, tangents, primals, out):
     return N.bind(node.op, tx, idx, tv, **node.attrs)
 
 
+def _scatter_llvm(lo, node, ins):
+    """A copy of x (none when x is a loop state only this reads: `llvm.lower_loop_body`), then
+    its rows at the indices set or added, in order."""
+    x_t, idx_t, v_t = (v.type for v in node.inputs)
+    out = ins[0] if node in lo.in_place else lo.result_buffer(node.outputs[0])
+    if out is not ins[0]:
+        lo.copy(out, ins[0], x_t)
+    row_t, ty, b = Type(x_t.dtype, x_t.shape[1:]), lo.ll(x_t.dtype), lo.b
+    add = b.fadd if x_t.dtype in ("f64", "f32") else b.add
+
+    def update(idx):
+        i = b.load(lo.elem_ptr(ins[1], idx_t, idx), typ=lo.ll("i64")) if idx_t.shape else ins[1]
+        dst = lo.row(out, x_t, i)
+
+        def element(r):
+            v = lo.load_at(ins[2], v_t, idx + r, v_t.shape) if v_t.shape else ins[2]
+            ptr = lo.elem_ptr(dst, row_t, r)
+            b.store(add(b.load(ptr, typ=ty), v) if node.attrs["add"] else v, ptr)
+        lo.loop_nest(row_t.shape, element)
+    lo.loop_nest(idx_t.shape, update)
+    return [out]
+
+
+def _batch_scatter(node, ins, size, mask):
+    """Every lane's rows in one scatter into the flattened lanes, indices offset by lane."""
+    x, idx, v = (batched(x, b, size) for x, b in ins)
+    n = node.inputs[0].type.shape[0]
+    flat = N.reshape(x, (size * n,) + x.shape[2:])
+    out = N.bind(Op.SCATTER, flat, _clipped(idx, n) + _lane_offsets(idx, size, n), v, **node.attrs)
+    return [(N.reshape(out, x.shape), True)]
+
+
 # x with rows idx (clamped as `index` reads them) set to, or with `add` added, v's rows, in
 # order; a loop state nothing else reads is updated in place (jitad/lower/llvm.py `_loop`)
-declare("scatter", _scatter_rule, _scatter_impl, arity=3, flags="pure", vjp=_scatter_vjp, jvp=_scatter_jvp)
+declare("scatter", _scatter_rule, _scatter_impl, arity=3, flags="pure", vjp=_scatter_vjp, jvp=_scatter_jvp,
+        batch=_batch_scatter, llvm=_scatter_llvm)
