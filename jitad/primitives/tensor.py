@@ -6,6 +6,8 @@ import numpy as np
 from ..errors import ShapeError
 from ..ir.ops import Op, clip_index, declare, same_dtype, shape_rule
 from ..ir.types import Type
+from . import along_axis
+from .along_axis import declare_reduction, declare_scan
 from .rules import N, Region, Sparse, linear, reduced_shape, unbroadcast
 
 
@@ -36,15 +38,19 @@ def _max_jvp(node, tangents, primals, out):
     return N.sum(share * tangents[0], axis=node.attrs["axes"], keepdims=node.attrs["keepdims"])
 
 
-_reduced = shape_rule(lambda types, axes, keepdims: reduced_shape(types[0].shape, axes, keepdims))
+def _lowest(dtype):
+    """max's identity: below every value of `dtype`."""
+    return {"bool": False, "i64": int(np.iinfo(np.int64).min)}.get(dtype, -np.inf)
+
+
 declare("broadcast", shape_rule(lambda types, shape: shape), lambda x, shape: np.broadcast_to(x, shape).copy(),
         arity=1, flags="pure cheap linear kernel", vjp=linear(lambda g, x, out, shape: unbroadcast(g, x.shape)),
         cuda="{0}")
-declare("sum", _reduced, lambda x, axes, keepdims: np.sum(x, axis=axes, keepdims=keepdims),
-        arity=1, flags="pure linear kernel", vjp=linear(lambda g, x, out, axes, keepdims: N.broadcast_to(
-            N.reshape(g, reduced_shape(x.shape, axes, True)), x.shape)))
-declare("max", _reduced, lambda x, axes, keepdims: np.max(x, axis=axes, keepdims=keepdims),
-        arity=1, flags="pure kernel", vjp=_max_vjp, jvp=_max_jvp)
+declare_reduction("sum", lambda acc, x: acc + x, 0, lambda x, axes, keepdims: np.sum(x, axis=axes, keepdims=keepdims),
+                  flags="pure linear kernel", vjp=linear(lambda g, x, out, axes, keepdims: N.broadcast_to(
+                      N.reshape(g, reduced_shape(x.shape, axes, True)), x.shape)))
+declare_reduction("max", along_axis.maximum, _lowest, lambda x, axes, keepdims: np.max(x, axis=axes, keepdims=keepdims),
+                  vjp=_max_vjp, jvp=_max_jvp)
 declare("reshape", shape_rule(lambda types, shape: shape), lambda x, shape: np.reshape(x, shape),
         arity=1, flags="pure cheap view linear", vjp=linear(lambda g, x, out, shape: N.reshape(g, x.shape)),
         cuda="{0}")
@@ -110,10 +116,10 @@ def _bmm_vjp(g, a, b, out, ta, tb):
 # a GEMM per batch entry: op(a[i]) @ op(b[i]), op a transpose of the last two axes where flagged
 declare("bmm", _bmm_rule, _bmm_impl, arity=2, flags="pure stored kernel", vjp=_bmm_vjp, jvp=_bilinear_jvp)
 # running sums along `axis` (from the end with `reverse`): one sequential pass, NumPy's rounding
-declare("cumsum", shape_rule(lambda types, axis, reverse: types[0].shape),
-        lambda x, axis, reverse: np.flip(np.cumsum(np.flip(x, axis), axis), axis) if reverse else np.cumsum(x, axis),
-        arity=1, flags="pure linear kernel",
-        vjp=linear(lambda g, x, out, axis, reverse: N.bind(Op.CUMSUM, g, axis=axis, reverse=not reverse)))
+declare_scan("cumsum", lambda acc, x: acc + x, 0,
+             lambda x, axis, reverse: np.flip(np.cumsum(np.flip(x, axis), axis), axis) if reverse else np.cumsum(x, axis),
+             flags="pure linear kernel",
+             vjp=linear(lambda g, x, out, axis, reverse: N.bind(Op.CUMSUM, g, axis=axis, reverse=not reverse)))
 
 
 def _conv2d_rule(op, types, attrs, bodies):
