@@ -122,6 +122,41 @@ declare_scan("cumsum", lambda acc, x: acc + x, 0,
              vjp=linear(lambda g, x, out, axis, reverse: N.bind(Op.CUMSUM, g, axis=axis, reverse=not reverse)))
 
 
+def _logaddexp(acc, x):
+    """log(exp(acc) + exp(x)) without overflow; equal operands (two infinities too) add log 2."""
+    d = along_axis.where(acc == x, 0.0, -abs(acc - x))
+    return along_axis.maximum(acc, x) + along_axis.log1p(along_axis.exp(d))
+
+
+def _log_part(v):
+    """log v where v > 0, else -inf (no NaN in its derivatives either)."""
+    pos = v > 0.0
+    return N.where(pos, N.log(N.where(pos, v, 1.0)), -np.inf)
+
+
+def _logcumsumexp_vjp(g, x, out, axis, reverse):
+    """x_i's cotangent, the sum of g_j exp(x_i - out_j) over the outputs x_i reaches: a
+    logcumsumexp the other way over log g - out, per sign of g (nothing overflows). An
+    output of -inf (only -inf reached it) passes nothing back."""
+    def back(logs):
+        v = N.where(out > -np.inf, logs - out, -np.inf)
+        return N.exp(x + N.bind(Op.LOGCUMSUMEXP, v, axis=axis, reverse=not reverse))
+    return (back(_log_part(g)) - back(_log_part(-g)),)
+
+
+def _logcumsumexp_jvp(node, tangents, primals, out):
+    """out_j's tangent, the sum of t_i exp(x_i - out_j) over the inputs reaching it."""
+    def ahead(logs):
+        return N.exp(N.where(out > -np.inf, N.bind(Op.LOGCUMSUMEXP, primals[0] + logs, **node.attrs) - out, -np.inf))
+    return ahead(_log_part(tangents[0])) - ahead(_log_part(-tangents[0]))
+
+
+declare_scan("logcumsumexp", _logaddexp, -np.inf, flags="pure kernel float_only",
+             vjp=_logcumsumexp_vjp, jvp=_logcumsumexp_jvp,
+             doc="log(cumsum(exp(x))) along `axis` (None: the flattened array), without overflow: "
+                 "`jitad.logcumsumexp(np.log([1.0, 2.0]))` is `np.log([1.0, 3.0])`.")
+
+
 def _conv2d_rule(op, types, attrs, bodies):
     x, w = types
     same_dtype(op, types)
