@@ -167,10 +167,6 @@ def batch_elementwise(node, ins, size, mask):
     return _emit(node, [_lift(x, rank) if b else x for x, b in ins])
 
 
-def batch_reduction(node, ins, size, mask):
-    return _emit(node, [ins[0][0]], axes=tuple(a + 1 for a in node.attrs["axes"]))
-
-
 def _broadcast(node, ins, size, mask):
     shape = node.attrs["shape"]
     return _emit(node, [_lift(ins[0][0], len(shape))], shape=(size,) + tuple(shape))
@@ -251,10 +247,6 @@ def _bmm(node, ins, size, mask):
     flat = [N.reshape(x, (size * x.shape[1],) + x.shape[2:]) for x in (a, b)]
     out = wrap(emit(Op.BMM, [x._var for x in flat], node.attrs)[0])
     return [(N.reshape(out, (size,) + node.outputs[0].type.shape), True)]
-
-
-def _cumsum(node, ins, size, mask):
-    return _emit(node, [ins[0][0]], axis=node.attrs["axis"] + 1)
 
 
 def _scatter(node, ins, size, mask):
@@ -644,10 +636,10 @@ def _lane_cotangent(ct, t):
     return N.broadcast_to(ct, t.shape) if shape != t.shape else ct
 
 
-RULES = {Op.BROADCAST: _broadcast, Op.SUM: batch_reduction, Op.MAX: batch_reduction, Op.RESHAPE: _reshape,
+RULES = {Op.BROADCAST: _broadcast, Op.RESHAPE: _reshape,
          Op.TRANSPOSE: _transpose, Op.SLICE: _slice, Op.UNSLICE: _unslice, Op.CONCAT: _concat,
          Op.MATMUL: _matmul, Op.INDEX: _gather, Op.GATHER: _gather, Op.CONV2D: _conv2d,
-         Op.DEBUG_PRINT: _debug_print, Op.CHECK: _check, Op.BMM: _bmm, Op.CUMSUM: _cumsum, Op.SCATTER: _scatter,
+         Op.DEBUG_PRINT: _debug_print, Op.CHECK: _check, Op.BMM: _bmm, Op.SCATTER: _scatter,
          Op.LINALG: _stacked, Op.SORT: _stacked, Op.ARGSORT: _stacked}   # (sorts run along the last axis)
 CONTROL = {Op.IF: _if, Op.WHILE: _while, Op.FOR: _for, Op.TREE: _tree, **{op: _call for op in CALLS},
            Op.DEFERRED_VJP: _deferred, Op.TREE_GET: _tree_get, Op.FOREST: _forest_again}
