@@ -5,7 +5,7 @@ import numpy as np
 
 from ..errors import ShapeError
 from ..ir.ops import Op, clip_index, declare, same_dtype, shape_rule
-from ..ir.types import Type
+from ..ir.types import FLOATS, Type
 from . import along_axis
 from .along_axis import declare_reduction, declare_scan
 from .rules import N, Region, Sparse, linear, reduced_shape, unbroadcast
@@ -116,7 +116,8 @@ def _bmm_vjp(g, a, b, out, ta, tb):
 # a GEMM per batch entry: op(a[i]) @ op(b[i]), op a transpose of the last two axes where flagged
 declare("bmm", _bmm_rule, _bmm_impl, arity=2, flags="pure stored kernel", vjp=_bmm_vjp, jvp=_bilinear_jvp)
 # running sums along `axis` (from the end with `reverse`): one sequential pass, NumPy's rounding
-declare_scan("cumsum", lambda acc, x: acc + x, 0,
+# (a scan starts from -0.0, addition's exact identity: the first sum is x[0], -0.0 too, as NumPy's)
+declare_scan("cumsum", lambda acc, x: acc + x, lambda dtype: -0.0 if dtype in FLOATS else 0,
              lambda x, axis, reverse: np.flip(np.cumsum(np.flip(x, axis), axis), axis) if reverse else np.cumsum(x, axis),
              flags="pure linear kernel",
              vjp=linear(lambda g, x, out, axis, reverse: N.bind(Op.CUMSUM, g, axis=axis, reverse=not reverse)))
