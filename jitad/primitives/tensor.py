@@ -1,6 +1,8 @@
 """The tensor primitives: broadcast, reductions, shape ops, matmul, conv2d, indexing,
 slicing and concatenation. Their LLVM and CUDA lowerings are loop nests and kernels
-registered in jitad/lower (`rule(Op.SUM)`); the declarations here hold the rest."""
+registered in jitad/lower (`rule(Op.MATMUL)`); the declarations here hold the rest. The
+scans and reductions are declared by a combine function and an identity, from which
+every backend builds its loops (jitad/primitives/along_axis.py)."""
 import numpy as np
 
 from ..errors import ShapeError
