@@ -167,7 +167,7 @@ NP = SimpleNamespace(
                                    "square", "arcsin", "arccos", "arctan", "arctan2", "maximum", "minimum", "where", "clip", "sum", "mean", "max",
                                    "min", "dot", "matmul", "outer", "transpose", "reshape", "broadcast_to",
                                    "concatenate", "stack", "zeros", "zeros_like", "ones", "ones_like",
-                                   "full"]},
+                                   "full", "cumsum", "cumprod"]},
     lgamma=lambda x: _same_dtype(scipy.special.gammaln, x),
     digamma=lambda x: _same_dtype(scipy.special.digamma, x),
     polygamma=lambda n, x: _same_dtype(functools.partial(scipy.special.polygamma, n), x),
@@ -411,6 +411,8 @@ OP_SPECS = [
     S("logsumexp[None]", "logsumexp", lambda m, x: m.logsumexp(x, axis=None), (F((3, 5), "bigmix"),), rtol32=1e-4),
     S("logsumexp[keepdims]", "logsumexp", lambda m, x: m.logsumexp(x, axis=1, keepdims=True), (X234,)),
     S("softmax[3d,axis1]", "softmax", lambda m, x: m.softmax(x, axis=1), (X234,)),
+    *[S(f"{op}[axis={ax},{d}]", op, lambda m, x, op=op, ax=ax: getattr(m, op)(x, axis=ax), (F((3, 5), d),))
+      for op in ("cumsum", "cumprod") for ax in (0, -1) for d in ("real", "quant")],
     *[S(f"logcumsumexp[axis={ax},reverse={rev},{d}]", "logcumsumexp",
         lambda m, x, ax=ax, rev=rev: m.logcumsumexp(x, axis=ax, reverse=rev), (F((3, 5), d),), rtol32=1e-4)
       for ax, rev in ((0, False), (-1, True)) for d in ("real", "bigmix")],

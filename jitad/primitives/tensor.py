@@ -125,6 +125,46 @@ declare_scan("cumsum", lambda acc, x: acc + x, lambda dtype: -0.0 if dtype in FL
              vjp=linear(lambda g, x, out, axis, reverse: N.bind(Op.CUMSUM, g, axis=axis, reverse=not reverse)))
 
 
+def _shifts(x, axis, reverse):
+    """x's Hillis-Steele steps along `axis` (y, k), y_{k+1} = y * S_k(y): S_k(v) reads v k
+    places back along the scan (`fill`, 1, past the start), U_k(c) is its transpose (0 past
+    the end)."""
+    n = x.shape[axis]
+    cut = lambda v, a, b: N.take_slice(v, axis, a, b)
+    pad = lambda k, value: np.full([k if d == axis else m for d, m in enumerate(x.shape)], value, x.dtype)
+    S = lambda v, k, fill=1: N.concatenate([cut(v, k, n), pad(k, fill)] if reverse else [pad(k, fill), cut(v, 0, n - k)],
+                                           axis)
+    U = lambda c, k: N.concatenate([pad(k, 0), cut(c, 0, n - k)] if reverse else [cut(c, k, n), pad(k, 0)], axis)
+    steps, y, k = [], x, 1
+    while k < n:
+        steps.append((y, k))
+        y, k = y * S(y, k), 2 * k
+    return steps, S, U
+
+
+def _cumprod_vjp(g, x, out, axis, reverse):
+    """Through the log2(n) products of the Hillis-Steele form: only products, so exact at
+    zeros (no division by x)."""
+    steps, S, U = _shifts(x, axis, reverse)
+    for y, k in reversed(steps):
+        g = g * S(y, k) + U(g * y, k)
+    return (g,)
+
+
+def _cumprod_jvp(node, tangents, primals, out):
+    steps, S, _ = _shifts(primals[0], node.attrs["axis"], node.attrs["reverse"])
+    t = tangents[0]
+    for y, k in steps:
+        t = t * S(y, k) + y * S(t, k, 0)
+    return t
+
+
+# running products, one sequential pass (NumPy's rounding)
+declare_scan("cumprod", lambda acc, x: acc * x, 1,
+             lambda x, axis, reverse: np.flip(np.cumprod(np.flip(x, axis), axis), axis) if reverse else np.cumprod(x, axis),
+             vjp=_cumprod_vjp, jvp=_cumprod_jvp)
+
+
 def _logaddexp(acc, x):
     """log(exp(acc) + exp(x)) without overflow; equal operands (two infinities too) add log 2."""
     d = along_axis.where(acc == x, 0.0, -abs(acc - x))
