@@ -143,12 +143,15 @@ def _shifts(x, axis, reverse):
 
 
 def _cumprod_vjp(g, x, out, axis, reverse):
-    """Through the log2(n) products of the Hillis-Steele form: only products, so exact at
-    zeros (no division by x)."""
-    steps, S, U = _shifts(x, axis, reverse)
-    for y, k in reversed(steps):
-        g = g * S(y, k) + U(g * y, k)
-    return (g,)
+    """x_i's cotangent is P_i T_i: P_i the product before it (`out` shifted by one), T_i =
+    g_i + x_{i+1} T_{i+1} (along the scan), a linear recurrence solved in log2(n) doubling
+    steps. Only products and sums: exact at zeros (no division by x)."""
+    _, S, U = _shifts(x, axis, reverse)
+    a, t, k, n = U(x, 1), g, 1, x.shape[axis]
+    while k < n:   # t_i = sum of g_j times x_{i+1} ... x_j, over j < i + 2k
+        t = t + a * U(t, k)
+        a, k = (a * U(a, k) if 2 * k < n else a), 2 * k
+    return (S(out, 1) * t if n else g,)
 
 
 def _cumprod_jvp(node, tangents, primals, out):
