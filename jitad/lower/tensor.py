@@ -15,7 +15,7 @@ from ..ir.graph import Var
 from ..ir.ops import Op
 from ..ir.types import RefType, Type
 from ..primitives.along_axis import REDUCTIONS, SCANS, lines
-from .llvm import ELEMENT_BYTES, F32, F64, I1, I32, I64, LL, PTR, SCALAR_RULES, alloca, collapse, rule
+from .llvm import ELEMENT_BYTES, F32, F64, I32, I64, LL, PTR, SCALAR_RULES, alloca, collapse, rule
 
 BLAS_MIN_FLOPS = 16 ** 3
 BLAS_SYMBOLS = {"f64": "scipy_cblas_dgemm64_", "f32": "scipy_cblas_sgemm64_"}

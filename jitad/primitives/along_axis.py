@@ -9,11 +9,13 @@ its identity. Every backend builds its loop nest from the description:
 - `identity` (a number, or fn(dtype) -> number) starts every accumulator: a scan's first
   element is combine(identity, x[0]), so nothing else ever initializes one.
 
-The index arithmetic is written once per backend, on the array seen as (outer, n, inner):
-the scan runs along n; a reduction's axes are given sorted and non-negative (the public
-wrappers normalize them).
+The index arithmetic is written once per backend, on the array seen as (outer, n, inner)
+(`lines`): the scan runs along n; a reduction's axes come sorted and non-negative (the
+public wrappers, `jitad.numeric.scan` for the scans, normalize them). The LLVM and CUDA
+backends register their generic rule for every op in `SCANS` and `REDUCTIONS` when
+imported.
 
-    declare_scan("cumsum", lambda acc, x: acc + x, 0, flags="pure linear kernel", vjp=...)
+    declare_scan("cumprod", lambda acc, x: acc * x, 1, vjp=..., jvp=...)
 """
 import functools
 
