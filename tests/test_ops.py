@@ -411,11 +411,12 @@ OP_SPECS = [
     S("logsumexp[None]", "logsumexp", lambda m, x: m.logsumexp(x, axis=None), (F((3, 5), "bigmix"),), rtol32=1e-4),
     S("logsumexp[keepdims]", "logsumexp", lambda m, x: m.logsumexp(x, axis=1, keepdims=True), (X234,)),
     S("softmax[3d,axis1]", "softmax", lambda m, x: m.softmax(x, axis=1), (X234,)),
-    *[S(f"{op}[axis={ax},{d}]", op, lambda m, x, op=op, ax=ax: getattr(m, op)(x, axis=ax), (F((3, 5), d),))
-      for op in ("cumsum", "cumprod") for ax in (0, -1) for d in ("real", "quant")],
+    S("cumsum[axis=-1]", "cumsum", lambda m, x: m.cumsum(x, axis=-1), (F((3, 5)),)),
+    *[S(f"cumprod[axis={ax},{d}]", "cumprod", lambda m, x, ax=ax: m.cumprod(x, axis=ax), (F((3, 5), d),))
+      for ax, d in ((0, "real"), (-1, "quant"))],   # (quant: zeros)
     *[S(f"logcumsumexp[axis={ax},reverse={rev},{d}]", "logcumsumexp",
         lambda m, x, ax=ax, rev=rev: m.logcumsumexp(x, axis=ax, reverse=rev), (F((3, 5), d),), rtol32=1e-4)
-      for ax, rev in ((0, False), (-1, True)) for d in ("real", "bigmix")],
+      for ax, rev, d in ((0, False, "real"), (-1, True, "bigmix"))],
     S("logcumsumexp[None]", "logcumsumexp", lambda m, x: m.logcumsumexp(x), (X234,)),
     # classification
     S("one_hot", "one_hot", lambda m, labels: m.one_hot(labels, 5), (I((4,), 5),), grad=False),
