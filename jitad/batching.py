@@ -168,12 +168,6 @@ def batch_elementwise(node, ins, size, mask):
     return _emit(node, [lift(x, rank) if b else x for x, b in ins])
 
 
-def batch_reduction(node, ins, size, mask):
-    return _emit(node, [ins[0][0]], axes=tuple(a + 1 for a in node.attrs["axes"]))
-
-
-def _cumsum(node, ins, size, mask):
-    return _emit(node, [ins[0][0]], axis=node.attrs["axis"] + 1)
 
 
 def _debug_print(node, ins, size, mask):   # prints the batched values whole
@@ -564,9 +558,8 @@ def _lane_cotangent(ct, t):
 
 
 # the rules of the IR's own ops, and of ops whose declarations do not give theirs (the
-# tensor primitives' are beside their declarations, in jitad/primitives)
-RULES = {Op.SUM: batch_reduction, Op.MAX: batch_reduction, Op.CUMSUM: _cumsum, Op.DEBUG_PRINT: _debug_print,
-         Op.CHECK: _check, Op.LINALG: batch_stacked}
+# tensor and along-axis primitives' are beside their declarations, in jitad/primitives)
+RULES = {Op.DEBUG_PRINT: _debug_print, Op.CHECK: _check, Op.LINALG: batch_stacked}
 CONTROL = {Op.IF: _if, Op.WHILE: _while, Op.FOR: _for, Op.TREE: _tree, **{op: _call for op in CALLS},
            Op.DEFERRED_VJP: _deferred, Op.TREE_GET: _tree_get, Op.FOREST: _forest_again}
 
@@ -648,7 +641,6 @@ def _axes_per_leaf(axes, tree_args, who):
         leaves, td = flatten(x)
         ax_leaves, ax_td = flatten(ax)
         if isinstance(ax, (tuple, list, dict)) and type(ax) is type(x) or type(ax) is tuple and isinstance(x, tuple):
-            items = ax.items() if isinstance(ax, dict) else enumerate(ax)
             if len(ax) != len(x) or (isinstance(ax, dict) and set(ax) != set(x)):
                 raise ArgumentError(f"vmap: {who}{where} is {ax!r} but the value there has structure "
                                     f"{td}; give one axis per entry (or one int/None for all)")

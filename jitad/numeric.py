@@ -15,6 +15,7 @@ import numpy as np
 from .errors import ArgumentError, IndexError_, ShapeError, StagingError
 from .ir.ops import IMPLS, PRIMITIVES, Op, clip_index, impl_of
 from .primitives import rules
+from .primitives.along_axis import SCANS
 from .ir.types import FLOATS, check_int64_range
 from .staging import (Staged, as_var, binary, emit, is_staged, logical, result_dtype, to_bool, trace_memo,
                       unary)
@@ -28,7 +29,10 @@ __all__ = ["where", "clip", "convert",
 
 def _wrapper(op):
     """The public function of a primitive declared with a docstring (jitad/primitives)."""
-    if op.arity == 1:
+    if op in SCANS:
+        def fn(x, axis=None, reverse=False):
+            return scan(op, x, axis, reverse)
+    elif op.arity == 1:
         def fn(x):
             return unary(op, x)
     else:
@@ -37,6 +41,18 @@ def _wrapper(op):
     fn.__name__ = fn.__qualname__ = op.value
     fn.__doc__ = op.doc
     return fn
+
+
+def scan(op, x, axis=None, reverse=False):
+    """The along-axis scan `op` of `x` along `axis` (an int, negative from the end; None: of
+    the flattened array), from the end with `reverse`: `jitad.numeric.scan(Op.CUMSUM, x, 0)`."""
+    if not is_staged(x):
+        x = np.asarray(x)
+    if op.float_only and result_dtype(x) not in FLOATS:
+        x = convert(x, "f64")
+    if axis is None or not _shape(x):
+        x, axis = reshape(x, (-1,)), 0
+    return bind(op, x, axis=_axis(op.value, axis, len(_shape(x)), _shape(x)), reverse=bool(reverse))
 
 
 for _op in PRIMITIVES.values():

@@ -365,39 +365,16 @@ def all(x, axis=None, keepdims=False):
     return (N.sum(zeros, axis, keepdims) if _shape(x) else zeros) == 0
 
 
-def _scan(x, axis, dtype, combine, unit, who):
-    """Inclusive scan along `axis` in log2(n) steps (Hillis-Steele): each step combines
-    the running values with themselves shifted by 1, 2, 4, ... (the unit shifted in)."""
-    x = _with_dtype(x, dtype, who)
-    if axis is None:
-        x, axis = ravel(x), 0
-    shape = _shape(x)
-    axis = N._axis(who, axis, len(shape), shape)
-    if not shape:
-        return N.reshape(x, (1,))
-    n, k = shape[axis], 1
-    while k < n:
-        pad = np.full([k if d == axis else s for d, s in enumerate(shape)], unit, _np_dtype(x))
-        x = combine(x, N.concatenate([pad, N.take_slice(x, axis, 0, n - k)], axis))
-        k *= 2
-    return x
-
-
 def cumsum(x, axis=None, dtype=None):
     """Running sums along `axis` (of the flattened array by default), one sequential pass
     (NumPy's rounding): `jitad.cumsum(x, axis=1)`."""
-    x = _with_dtype(x, dtype, "cumsum")
-    if axis is None:
-        x, axis = ravel(x), 0
-    shape = _shape(x)
-    if not shape:
-        return N.reshape(x, (1,))
-    return N.bind(N.Op.CUMSUM, x, axis=N._axis("cumsum", axis, len(shape), shape), reverse=False)
+    return N.scan(N.Op.CUMSUM, _with_dtype(x, dtype, "cumsum"), axis)
 
 
 def cumprod(x, axis=None, dtype=None):
-    """Running products along `axis` (exact at zeros): `jitad.cumprod(x, axis=0)`."""
-    return _scan(x, axis, dtype, lambda a, b: a * b, 1, "cumprod")
+    """Running products along `axis`, one sequential pass (NumPy's rounding; gradients exact
+    at zeros): `jitad.cumprod(x, axis=0)`."""
+    return N.scan(N.Op.CUMPROD, _with_dtype(x, dtype, "cumprod"), axis)
 
 
 # -- shapes ----------------------------------------------------------------------

@@ -265,6 +265,12 @@ EDGES = {
     "integers": (lambda x, y: (x // y, x % y, x ** 2, x > y), (np.array([7, -7, 3]), np.array([2, 0, -1]))),
     "saturating_convert": (lambda x: jitad.convert(x, "i64"), (np.array([1e30, -1e30, np.nan, -2.7]),)),
     "dict_pytree": (lambda d: {"a": d["x"] * 2, "b": d["y"] + 1}, ({"x": np.ones(2), "y": 3},)),
+    # along-axis loops start from their identity: an infinite cotangent stays infinite
+    "along_axis": (lambda x, w: (jitad.cumsum(x, axis=1), jitad.max(x, axis=1), jitad.sum(x, axis=0),
+                                 jitad.logcumsumexp(x, axis=1, reverse=True),
+                                 jitad.grad(lambda x: jitad.sum(jitad.cumsum(x, axis=1) * w))(x)),
+                   (np.array([[-np.inf, 0.0, np.inf, np.nan], [-np.inf, -np.inf, 0.0, -np.inf]]),
+                    np.array([[np.inf, 1.0, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0]]))),
     "slices_and_transposes": (lambda x: jitad.transpose(x, (2, 0, 1))[1:, :, ::2].sum(axis=0),
                               (np.arange(24.0).reshape(2, 3, 4),)),
 }

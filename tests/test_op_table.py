@@ -209,6 +209,8 @@ CASES = {   # primitive -> (operands, attrs) of one lane
     "matmul": ([_floats(3, 2), _floats(3, 4)], {"ta": True, "tb": False}),
     "bmm": ([_floats(2, 2, 3), _floats(2, 4, 3)], {"ta": False, "tb": True}),
     "cumsum": ([_floats(2, 3)], {"axis": 1, "reverse": True}),
+    "cumprod": ([_floats(2, 3)], {"axis": 0, "reverse": False}),
+    "logcumsumexp": ([_floats(2, 3)], {"axis": 1, "reverse": True}),
     "conv2d": ([_floats(1, 2, 4, 4), _floats(3, 2, 2, 2)], {}),
     "index": ([_floats(4, 3), np.int64(-1)], {}),
     "gather": ([_floats(4, 3), _ints(4, 5)], {}),

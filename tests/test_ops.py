@@ -152,6 +152,12 @@ def _dropout_mask(key, shape, rate):
     return jitad.random.uniform(key, shape) >= rate     # eager: jitad's NumPy reference stream
 
 
+def _np_logcumsumexp(x, axis=None, reverse=False):
+    x, axis = (np.ravel(x), 0) if axis is None else (np.asarray(x), axis)
+    flip = (lambda a: np.flip(a, axis)) if reverse else (lambda a: a)
+    return flip(np.logaddexp.accumulate(flip(x), axis=axis))
+
+
 def _same_dtype(fn, x):
     return np.asarray(fn(x), dtype=np.asarray(x).dtype)[()]
 
@@ -161,7 +167,7 @@ NP = SimpleNamespace(
                                    "square", "arcsin", "arccos", "arctan", "arctan2", "maximum", "minimum", "where", "clip", "sum", "mean", "max",
                                    "min", "dot", "matmul", "outer", "transpose", "reshape", "broadcast_to",
                                    "concatenate", "stack", "zeros", "zeros_like", "ones", "ones_like",
-                                   "full"]},
+                                   "full", "cumsum", "cumprod"]},
     lgamma=lambda x: _same_dtype(scipy.special.gammaln, x),
     digamma=lambda x: _same_dtype(scipy.special.digamma, x),
     polygamma=lambda n, x: _same_dtype(functools.partial(scipy.special.polygamma, n), x),
@@ -174,6 +180,7 @@ NP = SimpleNamespace(
     softmax=_np_softmax,
     log_softmax=lambda x, axis=-1: x - _np_logsumexp(x, axis, keepdims=True),
     logsumexp=_np_logsumexp,
+    logcumsumexp=_np_logcumsumexp,
     one_hot=lambda labels, n, dtype="f64": (np.asarray(labels)[..., None] == np.arange(n)).astype(_NP_DTYPE[dtype]),
     take=lambda a, idx, axis=0: np.take(a, idx, axis=axis),
     nll_loss=_np_nll_loss,
@@ -221,6 +228,8 @@ def jax_namespace():
         softmax=lambda x, axis=-1: jax.nn.softmax(x, axis=axis),
         log_softmax=lambda x, axis=-1: jax.nn.log_softmax(x, axis=axis),
         logsumexp=lambda x, axis=-1, keepdims=False: jax.scipy.special.logsumexp(x, axis=axis, keepdims=keepdims),
+        logcumsumexp=lambda x, axis=None, reverse=False: lax.cumlogsumexp(
+            jnp.ravel(x) if axis is None else x, 0 if axis is None else axis % x.ndim, reverse),
         one_hot=lambda labels, n, dtype="f64": jax.nn.one_hot(labels, n, dtype=_NP_DTYPE[dtype]),
         take=lambda a, idx, axis=0: jnp.take(a, jnp.asarray(idx), axis=axis),
         nll_loss=nll_loss,
@@ -402,6 +411,13 @@ OP_SPECS = [
     S("logsumexp[None]", "logsumexp", lambda m, x: m.logsumexp(x, axis=None), (F((3, 5), "bigmix"),), rtol32=1e-4),
     S("logsumexp[keepdims]", "logsumexp", lambda m, x: m.logsumexp(x, axis=1, keepdims=True), (X234,)),
     S("softmax[3d,axis1]", "softmax", lambda m, x: m.softmax(x, axis=1), (X234,)),
+    S("cumsum[axis=-1]", "cumsum", lambda m, x: m.cumsum(x, axis=-1), (F((3, 5)),)),
+    *[S(f"cumprod[axis={ax},{d}]", "cumprod", lambda m, x, ax=ax: m.cumprod(x, axis=ax), (F((3, 5), d),))
+      for ax, d in ((0, "real"), (-1, "quant"))],   # (quant: zeros)
+    *[S(f"logcumsumexp[axis={ax},reverse={rev},{d}]", "logcumsumexp",
+        lambda m, x, ax=ax, rev=rev: m.logcumsumexp(x, axis=ax, reverse=rev), (F((3, 5), d),), rtol32=1e-4)
+      for ax, rev, d in ((0, False, "real"), (-1, True, "bigmix"))],
+    S("logcumsumexp[None]", "logcumsumexp", lambda m, x: m.logcumsumexp(x), (X234,)),
     # classification
     S("one_hot", "one_hot", lambda m, labels: m.one_hot(labels, 5), (I((4,), 5),), grad=False),
     S("one_hot[2d]", "one_hot", lambda m, x, labels: m.sum(x * m.one_hot(labels, 5), -1), (F((2, 3, 5)), I((2, 3), 5))),

@@ -19,6 +19,7 @@ from ..errors import ArgumentError, DeviceError, ResourceError, RuntimeCheckErro
 from ..ir.graph import Graph, Node, Var, split_operands
 from ..ir.ops import CALLS, IMPLS, Op, impl_of, missing_rule, registrar
 from ..ir.types import NUMPY, RefType, is_device_array, TreeType, Type, clean_bools
+from ..primitives.along_axis import REDUCTIONS, SCANS, lines
 from . import cuda_kernels as K
 from .cuda_kernels import size_of
 
@@ -279,7 +280,6 @@ def _reshape(rt, node, ins):
 
 # -- reductions, products and data movement --------------------------------------
 
-@rule(Op.SUM, Op.MAX)
 def _reduce(rt, node, ins):
     (x,), xt, out = ins, node.inputs[0].type, node.outputs[0].type
     axes = tuple(sorted(node.attrs["axes"]))
@@ -288,9 +288,13 @@ def _reduce(rt, node, ins):
     if node.op == Op.SUM and len(axes) == len(xt.shape):   # a total: per-thread sums, atomics
         return rt.fused(rt.single(node), xt.shape, ins, [xt], [Type(out.dtype)], id(node))
     result = rt.alloc(out)
-    kern = rt.kernel(id(node), lambda: K.reduce_source(xt.shape, axes, node.op.value, xt.dtype))
+    kern = rt.kernel(id(node), lambda: K.reduce_source(xt.shape, axes, REDUCTIONS[node.op], xt.dtype))
     rt.launch(kern, size_of(out.shape), x, result)
     return [result]
+
+
+for _op in REDUCTIONS:
+    rule(_op)(_reduce)
 
 
 @rule(Op.MATMUL)
@@ -313,14 +317,17 @@ def _bmm(rt, node, ins):
     return [out]
 
 
-@rule(Op.CUMSUM)
-def _cumsum(rt, node, ins):
-    t, axis = node.outputs[0].type, node.attrs["axis"]
-    outer, n, inner = size_of(t.shape[:axis]), t.shape[axis], size_of(t.shape[axis + 1:])
+def _scan(rt, node, ins):
+    t = node.outputs[0].type
+    outer, n, inner = lines(t.shape, node.attrs["axis"])
     out = rt.alloc(t)
-    kern = rt.kernel(id(node), lambda: K.cumsum_source(outer, n, inner, node.attrs["reverse"]))
+    kern = rt.kernel(id(node), lambda: K.scan_source(outer, n, inner, node.attrs["reverse"], SCANS[node.op], t.dtype))
     rt.launch(kern, outer * inner, rt.to_device(ins[0], t), out)
     return [out]
+
+
+for _op in SCANS:
+    rule(_op)(_scan)
 
 
 @rule(Op.SCATTER)

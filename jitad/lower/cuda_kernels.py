@@ -347,8 +347,33 @@ def coordinate(i, shape, d):
     return f"(({i} // {size_of(shape[d + 1:])}) % {shape[d]})"
 
 
-def reduce_source(shape, axes, op, dtype):
-    """out[o] = sum or max of x over `axes`, one thread per output element."""
+class _Source:
+    """The scalar language of along-axis combines (jitad/primitives/along_axis.py) as kernel
+    source: each primitive by its element expression, one line per value."""
+
+    def __init__(self):
+        self.lines = []
+
+    @staticmethod
+    def constant(value, dtype):
+        return literal(value, dtype)
+
+    def apply(self, op, values, dtypes, out_dtype):
+        name = f"c{len(self.lines)}"
+        self.lines.append(f"{name} = {scalar(op)(values, dtypes[-1] if op == Op.SELECT else dtypes[0])}")
+        return name
+
+
+def combine_lines(desc, dtype, acc, x):
+    """Lines setting `acc` to an along-axis op's combine(acc, x) (`desc`: its description)."""
+    source = _Source()
+    result = desc.run(source, dtype, acc, x)
+    return source.lines + [f"{acc} = {result}"]
+
+
+def reduce_source(shape, axes, desc, dtype):
+    """out[o] = the reduction `desc` of x over `axes` from its identity, one thread per
+    output element."""
     kept = [d for d in range(len(shape)) if d not in axes]
     red = [d for d in axes]
     kept_shape = [shape[d] for d in kept]
@@ -356,10 +381,8 @@ def reduce_source(shape, axes, op, dtype):
     strides = [size_of(shape[d + 1:]) for d in range(len(shape))]
     base = " + ".join(f"{coordinate('i', kept_shape, k)} * {strides[d]}" for k, d in enumerate(kept)) or "0"
     offset = " + ".join(f"{coordinate('r', red_shape, k)} * {strides[d]}" for k, d in enumerate(red)) or "0"
-    combine = "acc + v" if op == "sum" else "h_max(acc, v)"
-    start = literal(0, dtype) if op == "sum" else "x[base]"
-    lines = [f"base = {base}", f"acc = {start}", f"for r in range({size_of(red_shape)}):",
-             f"    v = x[base + {offset}]", f"    acc = {combine}", "out[i] = acc"]
+    lines = [f"base = {base}", f"acc = {literal(desc.identity(dtype), dtype)}", f"for r in range({size_of(red_shape)}):",
+             f"    v = x[base + {offset}]"] + ["    " + s for s in combine_lines(desc, dtype, "acc", "v")] + ["out[i] = acc"]
     return "\n".join(["def kernel(x, out):"] + _grid_loop(str(size_of(kept_shape)), lines)) + "\n"
 
 
@@ -414,10 +437,12 @@ def matmul_shared_bytes(dtype, tile):
     return 2 * tile * tile * np.dtype(NUMPY[dtype]).itemsize
 
 
-def cumsum_source(outer, n, inner, reverse):
-    """Running sums along the middle axis of x (outer, n, inner): one thread per line."""
-    lines = [f"base = (i // {inner}) * {n * inner} + i % {inner}", "acc = x[base] * 0", f"for j in range({n}):",
-             f"    p = base + {f'({n - 1} - j)' if reverse else 'j'} * {inner}", "    acc = acc + x[p]", "    out[p] = acc"]
+def scan_source(outer, n, inner, reverse, desc, dtype):
+    """The scan `desc` along the middle axis of x (outer, n, inner) from its identity:
+    one thread per line."""
+    lines = [f"base = (i // {inner}) * {n * inner} + i % {inner}", f"acc = {literal(desc.identity(dtype), dtype)}",
+             f"for j in range({n}):", f"    p = base + {f'({n - 1} - j)' if reverse else 'j'} * {inner}",
+             "    v = x[p]"] + ["    " + s for s in combine_lines(desc, dtype, "acc", "v")] + ["    out[p] = acc"]
     return "\n".join(["def kernel(x, out):"] + _grid_loop(str(outer * inner), lines)) + "\n"
 
 

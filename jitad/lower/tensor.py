@@ -6,12 +6,16 @@ loop nest below `BLAS_MIN_FLOPS`, tiles of vector registers for small untranspos
 products (`_register_gemm`) and numpy's bundled OpenBLAS otherwise; `conv2d` is a direct
 loop nest in register tiles too.
 """
+from types import SimpleNamespace
+
 import llvmlite.ir as ir
 import numpy as np
 
+from ..ir.graph import Var
 from ..ir.ops import Op
 from ..ir.types import RefType, Type
-from .llvm import ELEMENT_BYTES, F32, F64, I1, I32, I64, LL, PTR, alloca, collapse, rule, scalar_rule
+from ..primitives.along_axis import REDUCTIONS, SCANS, lines
+from .llvm import ELEMENT_BYTES, F32, F64, I32, I64, LL, PTR, alloca, collapse, rule, scalar_rule
 
 BLAS_MIN_FLOPS = 16 ** 3
 BLAS_SYMBOLS = {"f64": "scipy_cblas_dgemm64_", "f32": "scipy_cblas_sgemm64_"}
@@ -64,25 +68,46 @@ def _reduce(lo, node, ins, init, combine):
     return [_finish(lo, out, out_t)]
 
 
-@rule(Op.SUM)
-def _sum(lo, node, ins):
-    t = LL[node.inputs[0].type.dtype]
-    if t in (F64, F32):
-        return _reduce(lo, node, ins, t(0), lambda acc, v: lo.b.fadd(acc, v, flags=("reassoc",)))
-    return _reduce(lo, node, ins, t(0), lambda acc, v: lo.b.add(acc, v))
+class _Scalars:
+    """The scalar language of along-axis combines (jitad/primitives/along_axis.py) on LLVM
+    values: each elementwise primitive by its own scalar rule, except that a reduction's
+    float sums may reassociate and float max/min are `llvm.maximum`/`llvm.minimum` (NaN
+    propagates, as NumPy; LLVM vectorizes both in reductions)."""
+
+    def __init__(self, lo, reassociate):
+        self.lo, self.reassociate = lo, reassociate
+
+    @staticmethod
+    def constant(value, dtype):
+        return LL[dtype](value)
+
+    def apply(self, op, values, dtypes, out_dtype):
+        b, dtype = self.lo.b, dtypes[0]
+        if dtype in ("f64", "f32") and op == Op.ADD and self.reassociate:
+            return b.fadd(*values, flags=("reassoc",))
+        if dtype in ("f64", "f32") and op in (Op.MAXIMUM, Op.MINIMUM):
+            t = LL[dtype]
+            fn = self.lo.extern(f"llvm.{op.value}.{dtype}", ir.FunctionType(t, [t, t]))
+            return b.call(fn, values)
+        if dtype == "bool":   # NumPy's bool arithmetic, as staging rewrites it
+            op = {Op.ADD: Op.OR, Op.MAXIMUM: Op.OR, Op.MUL: Op.AND, Op.MINIMUM: Op.AND}.get(op, op)
+        node = SimpleNamespace(op=op, attrs={}, inputs=[Var(Type(d)) for d in dtypes], outputs=[Var(Type(out_dtype))])
+        return scalar_rule(op)(self.lo, node, values)[0]
 
 
-@rule(Op.MAX)
-def _max(lo, node, ins):
-    dtype = node.inputs[0].type.dtype
-    t = LL[dtype]
-    b = lo.b
-    if t in (F64, F32):   # llvm.maximum: NaN propagates, as NumPy; LLVM vectorizes its reductions
-        maximum = lo.extern(f"llvm.maximum.{'f64' if t == F64 else 'f32'}", ir.FunctionType(t, [t, t]))
-        return _reduce(lo, node, ins, t(float("-inf")), lambda acc, v: b.call(maximum, [acc, v]))
-    low = I1(0) if dtype == "bool" else I64(np.iinfo(np.int64).min)
-    op = b.icmp_unsigned if dtype == "bool" else b.icmp_signed
-    return _reduce(lo, node, ins, low, lambda acc, v: b.select(op(">=", acc, v), acc, v))
+def _combine(lo, desc, dtype):
+    """combine(acc, x) of an along-axis op's description, on LLVM values of `dtype`."""
+    scalars = _Scalars(lo, desc.reassociate)
+    return lambda acc, x: desc.run(scalars, dtype, acc, x)
+
+
+def _reduction(lo, node, ins):
+    desc, dtype = REDUCTIONS[node.op], node.inputs[0].type.dtype
+    return _reduce(lo, node, ins, LL[dtype](desc.identity(dtype)), _combine(lo, desc, dtype))
+
+
+for _op in REDUCTIONS:
+    rule(_op)(_reduction)
 
 
 @rule(Op.MATMUL)
@@ -123,46 +148,52 @@ def _bmm(lo, node, ins):
     return [out]
 
 
-@rule(Op.CUMSUM)
-def _cumsum(lo, node, ins):
-    """out[o, j, r] = out[o, j -+ 1, r] + x[o, j, r]: rows along `axis` in order, the inner
-    axes (r) contiguous and vectorizable."""
+def _scan(lo, node, ins):
+    """out[o, j, r] = combine(out[o, j -+ 1, r], x[o, j, r]) from the identity: lines along
+    `axis` in order, the inner axes (r) contiguous and vectorizable."""
     t = node.outputs[0].type
     axis, reverse = node.attrs["axis"], node.attrs["reverse"]
-    outer, n, inner = int(np.prod(t.shape[:axis])), t.shape[axis], int(np.prod(t.shape[axis + 1:]))
+    outer, n, inner = lines(t.shape, axis)
     out = lo.result_buffer(node.outputs[0])
     ty, b = LL[t.dtype], lo.b
-    add = (lambda x, y: b.fadd(x, y)) if t.dtype in ("f64", "f32") else b.add
+    desc = SCANS[node.op]
+    combine, identity = _combine(lo, desc, t.dtype), ty(desc.identity(t.dtype))
     at = lambda buf, o, j, r: b.gep(buf, [b.add(b.mul(b.add(b.mul(o, I64(n)), j), I64(inner)), r)], source_etype=ty)
     acc = alloca(b, ty)
 
     def line(idx):
         o, r = idx
-        b.store(ty(0), acc)
+        b.store(identity, acc)
 
         def step(j):
             j = b.sub(I64(n - 1), j) if reverse else j
-            total = add(b.load(acc, typ=ty), b.load(at(ins[0], o, j, r), typ=ty))
+            total = combine(b.load(acc, typ=ty), b.load(at(ins[0], o, j, r), typ=ty))
             b.store(total, acc)
             b.store(total, at(out, o, j, r))
         lo.counted_loop(I64(n), step, rolled=True)
-    if inner == 1:   # a running sum in a register
+    if inner == 1:   # a running value in a register
         lo.loop_nest((outer, 1), line)
         return [out]
 
-    def rows(odx):   # row j = row j -+ 1 + x's row j, the row loop innermost (vectorized)
+    def rows(odx):   # row j = combine(row j -+ 1, x's row j), the row loop innermost (vectorized)
         (o,) = odx
         first = I64(n - 1) if reverse else I64(0)
-        lo.loop_nest((inner,), lambda r: b.store(b.load(at(ins[0], o, first, r[0]), typ=ty), at(out, o, first, r[0])))
+        lo.loop_nest((inner,), lambda r: b.store(combine(identity, b.load(at(ins[0], o, first, r[0]), typ=ty)),
+                                                 at(out, o, first, r[0])))
 
         def step(j):
             j = b.sub(I64(n - 2), j) if reverse else b.add(j, I64(1))
             prev = b.add(j, I64(1)) if reverse else b.sub(j, I64(1))
-            lo.loop_nest((inner,), lambda r: b.store(add(b.load(at(out, o, prev, r[0]), typ=ty),
-                                                         b.load(at(ins[0], o, j, r[0]), typ=ty)), at(out, o, j, r[0])))
+            lo.loop_nest((inner,), lambda r: b.store(combine(b.load(at(out, o, prev, r[0]), typ=ty),
+                                                             b.load(at(ins[0], o, j, r[0]), typ=ty)), at(out, o, j, r[0])))
         lo.counted_loop(I64(n - 1), step, rolled=True)
-    lo.loop_nest((outer,), rows)
+    if n:
+        lo.loop_nest((outer,), rows)
     return [out]
+
+
+for _op in SCANS:
+    rule(_op)(_scan)
 
 
 def _blas_gemm(lo, dtype):

@@ -2,14 +2,17 @@
 slicing and concatenation, each declared with its rules: type, NumPy meaning, VJP, JVP,
 batching, and the LLVM loop nest and CUDA kernel of the shape ops, indexing, slicing and
 concatenation (written against the lowerer and runner objects they are given). The
-products (`matmul`, `bmm`, `conv2d`: GEMM and register-tile kernels) and the along-axis
-ops (`sum`, `max`, `cumsum`) are lowered by rules registered under their opcode in
-jitad/lower (`tensor.py`, `cuda.py`)."""
+products (`matmul`, `bmm`, `conv2d`: GEMM and register-tile kernels) are lowered by rules
+registered under their opcode in jitad/lower (`tensor.py`, `cuda.py`). The scans and
+reductions are declared by a combine function and an identity, from which every backend
+builds its loops (jitad/primitives/along_axis.py)."""
 import numpy as np
 
 from ..errors import ShapeError
 from ..ir.ops import Op, clip_index, declare, same_dtype, shape_rule
-from ..ir.types import Type
+from ..ir.types import FLOATS, Type
+from . import along_axis
+from .along_axis import declare_reduction, declare_scan
 from .rules import N, Region, Sparse, batched, lift, linear, rebind, reduced_shape, unbroadcast
 
 
@@ -90,15 +93,19 @@ def _batch_broadcast(node, ins, size, mask):
     return rebind(node, lift(ins[0][0], len(shape)), shape=(size,) + tuple(shape))
 
 
-_reduced = shape_rule(lambda types, axes, keepdims: reduced_shape(types[0].shape, axes, keepdims))
+def _lowest(dtype):
+    """max's identity: below every value of `dtype`."""
+    return {"bool": False, "i64": int(np.iinfo(np.int64).min)}.get(dtype, -np.inf)
+
+
 declare("broadcast", shape_rule(lambda types, shape: shape), lambda x, shape: np.broadcast_to(x, shape).copy(),
         arity=1, flags="pure cheap linear kernel", vjp=linear(lambda g, x, out, shape: unbroadcast(g, x.shape)),
         batch=_batch_broadcast, llvm=_broadcast_llvm, cuda="{0}")
-declare("sum", _reduced, lambda x, axes, keepdims: np.sum(x, axis=axes, keepdims=keepdims),
-        arity=1, flags="pure linear kernel", vjp=linear(lambda g, x, out, axes, keepdims: N.broadcast_to(
-            N.reshape(g, reduced_shape(x.shape, axes, True)), x.shape)))
-declare("max", _reduced, lambda x, axes, keepdims: np.max(x, axis=axes, keepdims=keepdims),
-        arity=1, flags="pure kernel", vjp=_max_vjp, jvp=_max_jvp)
+declare_reduction("sum", lambda acc, x: acc + x, 0, lambda x, axes, keepdims: np.sum(x, axis=axes, keepdims=keepdims),
+                  flags="pure linear kernel", vjp=linear(lambda g, x, out, axes, keepdims: N.broadcast_to(
+                      N.reshape(g, reduced_shape(x.shape, axes, True)), x.shape)))
+declare_reduction("max", along_axis.maximum, _lowest, lambda x, axes, keepdims: np.max(x, axis=axes, keepdims=keepdims),
+                  vjp=_max_vjp, jvp=_max_jvp)
 declare("reshape", shape_rule(lambda types, shape: shape), lambda x, shape: np.reshape(x, shape),
         arity=1, flags="pure cheap view linear", vjp=linear(lambda g, x, out, shape: N.reshape(g, x.shape)),
         batch=lambda node, ins, size, mask: rebind(node, ins[0][0], shape=(size,) + tuple(node.attrs["shape"])),
@@ -192,10 +199,89 @@ def _batch_bmm(node, ins, size, mask):
 declare("bmm", _bmm_rule, _bmm_impl, arity=2, flags="pure stored kernel", vjp=_bmm_vjp, jvp=_bilinear_jvp,
         batch=_batch_bmm)
 # running sums along `axis` (from the end with `reverse`): one sequential pass, NumPy's rounding
-declare("cumsum", shape_rule(lambda types, axis, reverse: types[0].shape),
-        lambda x, axis, reverse: np.flip(np.cumsum(np.flip(x, axis), axis), axis) if reverse else np.cumsum(x, axis),
-        arity=1, flags="pure linear kernel",
-        vjp=linear(lambda g, x, out, axis, reverse: N.bind(Op.CUMSUM, g, axis=axis, reverse=not reverse)))
+# (a scan starts from -0.0, addition's exact identity: the first sum is x[0], -0.0 too, as NumPy's)
+declare_scan("cumsum", lambda acc, x: acc + x, lambda dtype: -0.0 if dtype in FLOATS else 0,
+             lambda x, axis, reverse: np.flip(np.cumsum(np.flip(x, axis), axis), axis) if reverse else np.cumsum(x, axis),
+             flags="pure linear kernel",
+             vjp=linear(lambda g, x, out, axis, reverse: N.bind(Op.CUMSUM, g, axis=axis, reverse=not reverse)))
+
+
+def _shifts(x, axis, reverse):
+    """x's Hillis-Steele steps along `axis` (y, k), y_{k+1} = y * S_k(y): S_k(v) reads v k
+    places back along the scan (`fill`, 1, past the start), U_k(c) is its transpose (0 past
+    the end)."""
+    n = x.shape[axis]
+    cut = lambda v, a, b: N.take_slice(v, axis, a, b)
+    pad = lambda k, value: np.full([k if d == axis else m for d, m in enumerate(x.shape)], value, x.dtype)
+    S = lambda v, k, fill=1: N.concatenate([cut(v, k, n), pad(k, fill)] if reverse else [pad(k, fill), cut(v, 0, n - k)],
+                                           axis)
+    U = lambda c, k: N.concatenate([pad(k, 0), cut(c, 0, n - k)] if reverse else [cut(c, k, n), pad(k, 0)], axis)
+    steps, y, k = [], x, 1
+    while k < n:
+        steps.append((y, k))
+        y, k = y * S(y, k), 2 * k
+    return steps, S, U
+
+
+def _cumprod_vjp(g, x, out, axis, reverse):
+    """x_i's cotangent is P_i T_i: P_i the product before it (`out` shifted by one), T_i =
+    g_i + x_{i+1} T_{i+1} (along the scan), a linear recurrence solved in log2(n) doubling
+    steps. Only products and sums: exact at zeros (no division by x)."""
+    _, S, U = _shifts(x, axis, reverse)
+    a, t, k, n = U(x, 1), g, 1, x.shape[axis]
+    while k < n:   # t_i = sum of g_j times x_{i+1} ... x_j, over j < i + 2k
+        t = t + a * U(t, k)
+        a, k = (a * U(a, k) if 2 * k < n else a), 2 * k
+    return (S(out, 1) * t if n else g,)
+
+
+def _cumprod_jvp(node, tangents, primals, out):
+    steps, S, _ = _shifts(primals[0], node.attrs["axis"], node.attrs["reverse"])
+    t = tangents[0]
+    for y, k in steps:
+        t = t * S(y, k) + y * S(t, k, 0)
+    return t
+
+
+# running products, one sequential pass (NumPy's rounding)
+declare_scan("cumprod", lambda acc, x: acc * x, 1,
+             lambda x, axis, reverse: np.flip(np.cumprod(np.flip(x, axis), axis), axis) if reverse else np.cumprod(x, axis),
+             vjp=_cumprod_vjp, jvp=_cumprod_jvp)
+
+
+def _logaddexp(acc, x):
+    """log(exp(acc) + exp(x)) without overflow; equal operands (two infinities too) add log 2."""
+    d = along_axis.where(acc == x, 0.0, -abs(acc - x))
+    return along_axis.maximum(acc, x) + along_axis.log1p(along_axis.exp(d))
+
+
+def _log_part(v):
+    """log v where v > 0, else -inf (no NaN in its derivatives either)."""
+    pos = v > 0.0
+    return N.where(pos, N.log(N.where(pos, v, 1.0)), -np.inf)
+
+
+def _logcumsumexp_vjp(g, x, out, axis, reverse):
+    """x_i's cotangent, the sum of g_j exp(x_i - out_j) over the outputs x_i reaches: a
+    logcumsumexp the other way over log g - out, per sign of g (nothing overflows). An
+    output of -inf (only -inf reached it) passes nothing back."""
+    def back(logs):
+        v = N.where(out > -np.inf, logs - out, -np.inf)
+        return N.exp(x + N.bind(Op.LOGCUMSUMEXP, v, axis=axis, reverse=not reverse))
+    return (back(_log_part(g)) - back(_log_part(-g)),)
+
+
+def _logcumsumexp_jvp(node, tangents, primals, out):
+    """out_j's tangent, the sum of t_i exp(x_i - out_j) over the inputs reaching it."""
+    def ahead(logs):
+        return N.exp(N.where(out > -np.inf, N.bind(Op.LOGCUMSUMEXP, primals[0] + logs, **node.attrs) - out, -np.inf))
+    return ahead(_log_part(tangents[0])) - ahead(_log_part(-tangents[0]))
+
+
+declare_scan("logcumsumexp", _logaddexp, -np.inf, flags="pure kernel float_only",
+             vjp=_logcumsumexp_vjp, jvp=_logcumsumexp_jvp,
+             doc="log(cumsum(exp(x))) along `axis` (None: the flattened array), without overflow: "
+                 "`jitad.logcumsumexp(np.log([1.0, 2.0]))` is `np.log([1.0, 3.0])`.")
 
 
 def _conv2d_rule(op, types, attrs, bodies):

@@ -1,0 +1,174 @@
+"""Along-axis ops: a scan (running values along one axis, as `cumsum`) or a reduction
+(over some axes, as `sum`) of one array, each described once by its combine function and
+its identity. Every backend builds its loop nest from the description:
+
+- `combine(acc, x) -> acc` is plain Python over scalars: the operators `+ - * /`, the
+  comparisons and the functions below (`maximum`, `where`, `exp`, ...). Each one applies
+  an elementwise primitive, so each backend runs it with that primitive's own scalar
+  rule (NumPy's meaning, the LLVM scalar rule, the CUDA element expression).
+- `identity` (a number, or fn(dtype) -> number) starts every accumulator: a scan's first
+  element is combine(identity, x[0]), so nothing else ever initializes one.
+
+The index arithmetic is written once per backend, on the array seen as (outer, n, inner)
+(`lines`): the scan runs along n; a reduction's axes come sorted and non-negative (the
+public wrappers, `jitad.numeric.scan` for the scans, normalize them). The LLVM and CUDA
+backends register their generic rule for every op in `SCANS` and `REDUCTIONS` when
+imported.
+
+    declare_scan("cumprod", lambda acc, x: acc * x, 1, vjp=..., jvp=...)
+"""
+import functools
+
+import numpy as np
+
+from ..ir.ops import IMPLS, Op, declare, infer_types, shape_rule
+from ..ir.types import NUMPY, Type, dtype_of_numpy
+from .rules import N, reduced_shape
+
+SCANS = {}        # op -> AlongAxis, for ops with attrs (axis, reverse)
+REDUCTIONS = {}   # op -> AlongAxis, for ops with attrs (axes, keepdims)
+
+
+class AlongAxis:
+    """How one along-axis op combines: `combine(acc, x)` in the scalar language of this
+    module, `identity(dtype)`, and `reassociate` (the backend may reorder the combines:
+    vectorized reductions; a scan keeps NumPy's order)."""
+
+    def __init__(self, combine, identity, reassociate=False):
+        self.combine, self.reassociate = combine, reassociate
+        self._identity = identity
+
+    def identity(self, dtype):
+        value = self._identity(dtype) if callable(self._identity) else self._identity
+        return bool(value) if dtype == "bool" else value
+
+    def run(self, backend, dtype, acc, x):
+        """combine(acc, x) on a backend's values of `dtype` (see `Scalar`)."""
+        out = self.combine(Scalar(backend, acc, dtype), Scalar(backend, x, dtype))
+        return out.value
+
+
+# -- the scalar language of combine functions --------------------------------------
+
+class Scalar:
+    """A value inside a combine function: `backend.apply(op, values, dtypes)` computes
+    an elementwise primitive on the backend's values, `backend.constant(number, dtype)`
+    makes a constant (of the loop's dtype)."""
+    __slots__ = ("backend", "value", "dtype")
+
+    def __init__(self, backend, value, dtype):
+        self.backend, self.value, self.dtype = backend, value, dtype
+
+    def _op(op, swap=False):
+        return lambda self, other: apply(op, (other, self) if swap else (self, other))
+
+    __add__, __radd__ = _op(Op.ADD), _op(Op.ADD, True)
+    __sub__, __rsub__ = _op(Op.SUB), _op(Op.SUB, True)
+    __mul__, __rmul__ = _op(Op.MUL), _op(Op.MUL, True)
+    __truediv__, __rtruediv__ = _op(Op.DIV), _op(Op.DIV, True)
+    __lt__, __le__, __gt__, __ge__ = _op(Op.LT), _op(Op.LE), _op(Op.GT), _op(Op.GE)
+    __eq__, __ne__ = _op(Op.EQ), _op(Op.NE)
+    __hash__ = None
+
+    def __neg__(self):
+        return apply(Op.NEG, (self,))
+
+    def __abs__(self):
+        return apply(Op.ABS, (self,))
+
+
+def apply(op, args):
+    """`op` on Scalars and Python numbers (constants of the Scalars' dtype)."""
+    first = next(a for a in args if isinstance(a, Scalar))
+    backend, loop_dtype = first.backend, next((a.dtype for a in args if isinstance(a, Scalar) and a.dtype != "bool"),
+                                              first.dtype)
+    args = [a if isinstance(a, Scalar) else Scalar(backend, backend.constant(a, loop_dtype), loop_dtype) for a in args]
+    dtypes = [a.dtype for a in args]
+    (out,) = infer_types(op, [Type(d) for d in dtypes], {})
+    return Scalar(backend, backend.apply(op, [a.value for a in args], dtypes, out.dtype), out.dtype)
+
+
+def maximum(a, b):
+    """NaN propagates, as NumPy's."""
+    return apply(Op.MAXIMUM, (a, b))
+
+
+def minimum(a, b):
+    return apply(Op.MINIMUM, (a, b))
+
+
+def where(c, a, b):
+    return apply(Op.SELECT, (c, a, b))
+
+
+def exp(a):
+    return apply(Op.EXP, (a,))
+
+
+def log1p(a):
+    return apply(Op.LOG1P, (a,))
+
+
+class NumPyBackend:
+    """The NumPy meaning: the primitives' own NumPy functions on arrays."""
+
+    @staticmethod
+    def apply(op, values, dtypes, out_dtype):
+        return IMPLS[op](*values)
+
+    @staticmethod
+    def constant(value, dtype):
+        return NUMPY[dtype](value)
+
+
+def scan_impl(desc):
+    """The NumPy meaning of a scan from its description: one sequential pass."""
+    def impl(x, axis, reverse):
+        x = np.moveaxis(np.asarray(x), axis, 0)
+        out = np.empty_like(x)
+        dtype = dtype_of_numpy(x.dtype)
+        acc = np.full(x.shape[1:], desc.identity(dtype), x.dtype)
+        with np.errstate(all="ignore"):
+            for j in (range(len(x) - 1, -1, -1) if reverse else range(len(x))):
+                acc = out[j] = desc.run(NumPyBackend, dtype, acc, x[j])
+        return np.moveaxis(out, 0, axis)
+    return impl
+
+
+# -- declaring one ------------------------------------------------------------------
+
+def batch_scan(node, ins, size, mask):
+    """vmap: the lanes are a new leading axis, the scan's axis moves up by one."""
+    return [(N.bind(node.op, ins[0][0], axis=node.attrs["axis"] + 1, reverse=node.attrs["reverse"]), True)]
+
+
+def batch_reduction(node, ins, size, mask):
+    return [(N.bind(node.op, ins[0][0], axes=tuple(a + 1 for a in node.attrs["axes"]),
+                    keepdims=node.attrs["keepdims"]), True)]
+
+
+def declare_scan(name, combine, identity, impl=None, *, flags="pure kernel", **fields):
+    """Declare a scan along `axis` (from the end with `reverse`), output shaped as its
+    input: the other fields as `declare`'s; `impl` defaults to the description's own
+    sequential NumPy loop."""
+    desc = AlongAxis(combine, identity)
+    op = declare(name, shape_rule(lambda types, axis, reverse: types[0].shape), impl or scan_impl(desc),
+                 arity=1, flags=flags, batch=fields.pop("batch", batch_scan), **fields)
+    SCANS[op] = desc
+    return op
+
+
+_reduced = shape_rule(lambda types, axes, keepdims: reduced_shape(types[0].shape, axes, keepdims))
+
+
+def declare_reduction(name, combine, identity, impl, *, reassociate=True, flags="pure kernel", **fields):
+    """Declare a reduction over `axes` (with `keepdims`): the other fields as `declare`'s."""
+    op = declare(name, _reduced, impl, arity=1, flags=flags, batch=fields.pop("batch", batch_reduction), **fields)
+    REDUCTIONS[op] = AlongAxis(combine, identity, reassociate)
+    return op
+
+
+def lines(shape, axis):
+    """(outer, n, inner): an array of `shape` as lines of n along `axis`."""
+    size = functools.partial(np.prod, dtype=np.int64)
+    return int(size(shape[:axis])), shape[axis], int(size(shape[axis + 1:]))
