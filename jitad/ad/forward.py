@@ -27,22 +27,109 @@ def zeros(t):
                                       if t.shape else 0.0, "type": t})[0])
 
 
-def dual_types(types):
-    return [x for t in types for x in ((t, t) if has_tangent(t) else (t,))]
+def _flags(types, flags):
+    return [has_tangent(t) for t in types] if flags is None else [f and has_tangent(t) for t, f in zip(types, flags)]
 
 
-def pack(pairs, types):
+def dual_types(types, flags=None):
+    """Each type, followed by its tangent's where `flags` (default: every float) says."""
+    return [x for t, f in zip(types, _flags(types, flags)) for x in ((t, t) if f else (t,))]
+
+
+def pack(pairs, types, flags=None):
+    """(primal, tangent) pairs as a flat tuple: a tangent where `flags` says (a zero one
+    for None), none elsewhere (there the tangent must be None)."""
     flat = []
-    for (p, t), ty in zip(pairs, types):
+    for (p, t), ty, f in zip(pairs, types, _flags(types, flags)):
         flat.append(p)
-        if has_tangent(ty):
+        if f:
             flat.append(t if t is not None else (new_slot(ty.value_type) if isinstance(ty, RefType) else zeros(ty)))
+        else:
+            assert t is None, "forward mode: the activity analysis missed a tangent"
     return flat
 
 
-def unpack(flat, types):
+def unpack(flat, types, flags=None):
     it = iter(flat)
-    return [(next(it), next(it)) if has_tangent(ty) else (next(it), None) for ty in types]
+    return [(next(it), next(it)) if f else (next(it), None) for f in _flags(types, flags)]
+
+
+def active(pairs):
+    return [t is not None for _, t in pairs]
+
+
+# -- activity analysis ---------------------------------------------------------------
+
+def analyze(graph, flags):
+    """Which outputs of `graph` carry a tangent, given which params do: a float result
+    of a node with a tangent-carrying input, or of a slot or table (effects always carry
+    one). Conservative: a tangent it allows may still come out zero."""
+    memo = trace_memo().setdefault("jvp_activity", {})
+    key = (graph, tuple(flags))
+    if key not in memo:
+        env = dict(zip(graph.params, flags))
+        for node in graph.nodes:
+            env.update(zip(node.outputs, node_flags(node, [env[v] for v in node.inputs])))
+        memo[key] = [bool(env[v]) for v in graph.outputs]
+    return memo[key]
+
+
+def node_flags(node, flags):
+    types = [v.type for v in node.outputs]
+    op = node.op
+    if op in (Op.SLOT, Op.TABLE):
+        return _flags(types, None)
+    if not any(flags):
+        return [False] * len(types)
+    if op == Op.IF:
+        then_body, else_body = node.bodies
+        return [a or b for a, b in zip(analyze(then_body, flags[1:]), analyze(else_body, flags[1:]))]
+    if op in (Op.WHILE, Op.FOR, Op.TREE):
+        return _state_flags(node, flags)
+    if op in CALLS and "custom_jvp" not in node.attrs:
+        return _call_flags(node.attrs["fun"], tuple(flags))
+    return _flags(types, None)
+
+
+def _state_flags(node, flags):
+    """The loop state entries carrying a tangent: where the init does, or where the body
+    makes one (a fixed point)."""
+    _, state, caps = split_operands(node, flags)
+    state = _flags([v.type for v in node.outputs], state)
+    while True:
+        if node.op == Op.WHILE:
+            new = analyze(node.bodies[1], state + caps)
+        elif node.op == Op.FOR:
+            new = analyze(node.bodies[0], [False] + state + caps)
+        else:
+            new = analyze(node.bodies[0], [False] + state + state + caps)
+        new = [a or b for a, b in zip(state, new)]
+        if new == state:
+            return state
+        state = new
+
+
+def _call_flags(fundef, flags):
+    """A function's active results for these active arguments. A recursive call meets
+    the summary being computed (first: none active); it is recomputed until it holds,
+    forgetting the summaries of other calls made against the older one."""
+    memo = trace_memo().setdefault("jvp_calls", {})
+    key = (fundef, flags)
+    if key in memo:
+        return memo[key]
+    memo[key] = [False] * len(fundef.out_types)
+    while True:
+        before = set(memo)
+        acts = trace_memo().setdefault("jvp_activity", {})
+        acts_before = set(acts)
+        new = [a or b for a, b in zip(memo[key], analyze(fundef.body, list(flags)))]
+        if new == memo[key]:
+            return new
+        memo[key] = new
+        for k in set(memo) - before:
+            del memo[k]
+        for k in set(acts) - acts_before:
+            del acts[k]
 
 
 def jvp_graph(graph, pairs):
@@ -157,31 +244,35 @@ def _apply(node, ins):
 def _if(node, ins):
     types = [v.type for v in node.outputs]
     in_types = [v.type for v in node.inputs[1:]]
+    flags, out_flags = active(ins[1:]), node_flags(node, active(ins))
 
     def branch(body):
-        return lambda *flat: tuple(pack(jvp_graph(body, unpack(flat, in_types)), types))
-    out = IF(ins[0][0], branch(node.bodies[0]), branch(node.bodies[1]), *pack(ins[1:], in_types))
-    return unpack(list(out), types)
+        return lambda *flat: tuple(pack(jvp_graph(body, unpack(flat, in_types, flags)), types, out_flags))
+    out = IF(ins[0][0], branch(node.bodies[0]), branch(node.bodies[1]), *pack(ins[1:], in_types, flags))
+    return unpack(list(out), types, out_flags)
 
 
 def _while(node, ins):
     _, init, caps = split_operands(node, ins)
     types = [v.type for v in node.outputs]
+    flags = _state_flags(node, active(ins))
     cond, body = node.bodies
-    out = WHILE(lambda s: jvp_graph(cond, unpack(list(s), types) + caps)[0][0],
-                lambda s: tuple(pack(jvp_graph(body, unpack(list(s), types) + caps), types)),
-                tuple(pack(init, types)), checkpoints=node.attrs.get("checkpoints"))
-    return unpack(list(out), types)
+    out = WHILE(lambda s: jvp_graph(cond, unpack(list(s), types, flags) + caps)[0][0],
+                lambda s: tuple(pack(jvp_graph(body, unpack(list(s), types, flags) + caps), types, flags)),
+                tuple(pack(init, types, flags)), checkpoints=node.attrs.get("checkpoints"))
+    return unpack(list(out), types, flags)
 
 
 def _for(node, ins):
     (lower, upper), init, caps = split_operands(node, ins)
     types = [v.type for v in node.outputs]
+    flags = _state_flags(node, active(ins))
     (body,) = node.bodies
-    out = FOR(lower[0], upper[0],
-              lambda i, s: tuple(pack(jvp_graph(body, [(i, None)] + unpack(list(s), types) + caps), types)),
-              tuple(pack(init, types)), checkpoints=node.attrs.get("checkpoints"))
-    return unpack(list(out), types)
+
+    def step(i, s):
+        return tuple(pack(jvp_graph(body, [(i, None)] + unpack(list(s), types, flags) + caps), types, flags))
+    out = FOR(lower[0], upper[0], step, tuple(pack(init, types, flags)), checkpoints=node.attrs.get("checkpoints"))
+    return unpack(list(out), types, flags)
 
 
 def _call(node, ins):
@@ -189,26 +280,31 @@ def _call(node, ins):
         return node.attrs["custom_jvp"].forward(node, ins)
     fundef = node.attrs["fun"]
     in_types, out_types = fundef.body.in_types, list(fundef.out_types)
+    flags = tuple(active(ins))
+    out_flags = _call_flags(fundef, flags)
     memo = trace_memo()
-    fun = memo.get(("jvp", fundef))
+    fun = memo.get(("jvp", fundef, flags))
     if fun is None:
-        spec = tuple(ShapeDtype(t.shape, t.dtype) for t in dual_types(out_types))
-        fun = FUN(lambda *flat: tuple(pack(jvp_graph(fundef.body, unpack(flat, in_types)), out_types)), out=spec)
+        spec = tuple(ShapeDtype(t.shape, t.dtype) for t in dual_types(out_types, out_flags))
+        fun = FUN(lambda *flat: tuple(pack(jvp_graph(fundef.body, unpack(flat, in_types, flags)), out_types,
+                                           out_flags)), out=spec)
         fun.__name__ = fundef.name + "_jvp"
-        memo[("jvp", fundef)] = fun
-    return unpack(list(fun(*pack(ins, in_types))), out_types)
+        memo[("jvp", fundef, flags)] = fun
+    return unpack(list(fun(*pack(ins, in_types, flags))), out_types, out_flags)
 
 
 def _tree(node, ins):
     (tree,), init, caps = split_operands(node, ins)
     types = [v.type for v in node.outputs]
+    flags = _state_flags(node, active(ins))
     (combine,) = node.bodies
 
     def combine_jvp(nd, left, right):
-        pairs = [(nd.index, None)] + unpack(list(left), types) + unpack(list(right), types) + caps
-        return tuple(pack(jvp_graph(combine, pairs), types))
-    out = TREE(tree[0], tuple(pack(init, types)), combine_jvp)
-    return unpack(list(out), types)
+        pairs = ([(nd.index, None)] + unpack(list(left), types, flags) + unpack(list(right), types, flags)
+                 + caps)
+        return tuple(pack(jvp_graph(combine, pairs), types, flags))
+    out = TREE(tree[0], tuple(pack(init, types, flags)), combine_jvp)
+    return unpack(list(out), types, flags)
 
 
 RULES = {Op.SLOT: _slot, Op.SLOT_SET: _slot_update, Op.SLOT_ADD: _slot_update,
