@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from . import numeric as N
-from .api import _jvp_staged, _transformation, check_argnums
+from .api import _jvp_staged, _transformation, check_argnums, linearize_staged
 from .pullback import pullback_staged
 from .errors import ArgumentError
 from .pytree import flatten, unflatten
@@ -47,6 +47,15 @@ def _rows(count, width, row_fn):
         row = row_fn(N.where(index == e, 1.0, 0.0))
         return N.bind(N.Op.SCATTER, acc, e, N.convert(N.reshape(row, (width,)), "f64"), add=False)
     return FOR(0, count, body, np.zeros((count, width)))
+
+
+def _forward_columns(flat_fn, x0, n, m):
+    """The (m, n) Jacobian by forward mode: the primal once (`linearize`), then the
+    tangent code alone per basis vector (reverse-mode code inside, a Hessian's
+    gradient: a whole `jvp` per basis vector)."""
+    lin = linearize_staged(flat_fn, (x0,))
+    column = (lambda v: lin[1](v)) if lin is not None else (lambda v: _jvp_staged(flat_fn, (x0,), (v,))[1])
+    return N.transpose(_rows(n, m, column))
 
 
 def _jacobian(fn, args, argnums, has_aux, forward, who):
@@ -89,7 +98,7 @@ def _jacobian(fn, args, argnums, has_aux, forward, who):
     y0 = flat_fn(x0)   # the output's structure (and aux)
     n, m = offsets[-1], _shape(y0)[0]
     if forward:
-        jac = N.transpose(_rows(n, m, lambda v: _jvp_staged(flat_fn, (x0,), (v,))[1]))
+        jac = _forward_columns(flat_fn, x0, n, m)
     else:
         jac = _rows(m, n, lambda u: pullback_staged(flat_fn, (x0,), u, to_closure=False)[0])
     out_shapes, blocks, row = out_info["shapes"], [], 0

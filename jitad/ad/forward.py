@@ -322,3 +322,35 @@ def contains_effects(program):
     from ..ir.graph import walk
     graphs = [program.main] + [f.body for f in program.funs]
     return any(n.op in (Op.SLOT, Op.CLOSURE) for g in graphs for n in walk(g))
+
+
+def linearize_graph(graph, args):
+    """Emit `graph`'s primal computation on staged `args` once; return its outputs and
+    `tangents(ts) -> output tangents` (None: zero), which emits tangent code only, reading
+    the primal values computed here: called once per direction (inside a loop over
+    them, say), the primal is not recomputed. A control-flow node with a tangent runs
+    whole (its primal inside it again). For programs without effects."""
+    env = dict(zip(graph.params, args))
+
+    def primal(node, ins):
+        outs = restage_node(node, ins)
+        env.update(zip(node.outputs, outs))
+        return outs
+    outs = run_graph(graph, args, primal)
+
+    def tangents(ts):
+        tenv = {v: t for v, t in zip(graph.params, ts) if t is not None}
+        for node in graph.nodes:
+            ins = [(env[v], tenv.get(v)) for v in node.inputs]
+            if all(t is None for _, t in ins):
+                continue
+            if node.op in RULES:
+                pairs = jvp_node(node, ins)
+            elif has_tangent(node.outputs[0].type):
+                out = env[node.outputs[0]]
+                pairs = [(out, _tangent(node, ins, [p for p, _ in ins], out))]
+            else:
+                continue
+            tenv.update((v, t) for v, (_, t) in zip(node.outputs, pairs) if t is not None)
+        return [tenv.get(v) for v in graph.outputs]
+    return outs, tangents
