@@ -62,16 +62,45 @@ def active(pairs):
 
 def analyze(graph, flags):
     """Which outputs of `graph` carry a tangent, given which params do: a float result
-    of a node with a tangent-carrying input, or of a slot or table (effects always carry
-    one). Conservative: a tangent it allows may still come out zero."""
+    of a node with a tangent-carrying input, or of a table or slot (a slot of this graph
+    used only by reads and writes here carries one when some write stores a value that
+    does; any other slot always does). Conservative: a tangent it allows may still come
+    out zero."""
+    return _analysis(graph, tuple(flags))[0]
+
+
+def _analysis(graph, flags):
+    """(output flags, the slots of `graph` that carry no tangent)."""
     memo = trace_memo().setdefault("jvp_activity", {})
-    key = (graph, tuple(flags))
+    key = (graph, flags)
     if key not in memo:
-        env = dict(zip(graph.params, flags))
-        for node in graph.nodes:
-            env.update(zip(node.outputs, node_flags(node, [env[v] for v in node.inputs])))
-        memo[key] = [bool(env[v]) for v in graph.outputs]
+        local = _local_slots(graph)
+        idle = set(local)
+        changed = True
+        while changed:   # again when a write made a slot active after reads of it were seen
+            changed, env = False, dict(zip(graph.params, flags))
+            for node in graph.nodes:
+                if node.op == Op.SLOT and node.outputs[0] in local:
+                    env[node.outputs[0]] = node.outputs[0] not in idle
+                    continue
+                ins = [env[v] for v in node.inputs]
+                env.update(zip(node.outputs, node_flags(node, ins)))
+                if node.op in SLOT_WRITES and ins[-1] and node.inputs[0] in idle:
+                    idle.discard(node.inputs[0])
+                    changed = True
+        memo[key] = [bool(env[v]) for v in graph.outputs], idle
     return memo[key]
+
+
+def _local_slots(graph):
+    """The float slots made in `graph` that only its own reads and writes use (as their
+    first operand), so the analysis sees every write."""
+    local = {n.outputs[0] for n in graph.nodes if n.op == Op.SLOT and n.attrs["type"].dtype in FLOATS}
+    for node in graph.nodes:
+        for k, v in enumerate(node.inputs):
+            if v in local and not (k == 0 and (node.op in SLOT_WRITES or node.op == Op.SLOT_GET)):
+                local.discard(v)
+    return local - set(graph.outputs)
 
 
 def node_flags(node, flags):
@@ -133,7 +162,13 @@ def _call_flags(fundef, flags):
 
 
 def jvp_graph(graph, pairs):
-    return run_graph(graph, pairs, jvp_node)
+    idle = _analysis(graph, tuple(active(pairs)))[1]
+
+    def node_rule(node, ins):
+        if node.op == Op.SLOT and node.outputs[0] in idle:   # no write gives it a tangent
+            return [(restage_node(node, [])[0], None)]
+        return jvp_node(node, ins)
+    return run_graph(graph, pairs, node_rule)
 
 
 def jvp_node(node, ins):
@@ -183,6 +218,7 @@ def _slot(node, ins):
 
 def _slot_update(node, ins):
     (ref, tref), (v, tv) = ins[0], ins[-1]
+    assert tref is not None or tv is None, "forward mode: the activity analysis missed a slot's tangent"
     restage_node(node, [p for p, _ in ins])
     if tref is not None:
         if node.op in (Op.SLOT_SET, Op.SLOT_SET_AT):
@@ -315,6 +351,9 @@ RULES = {Op.SLOT: _slot, Op.SLOT_SET: _slot_update, Op.SLOT_ADD: _slot_update,
          **{op: _call for op in CALLS}, Op.TREE: _tree, Op.TABLE: _table, Op.TABLE_GET: _read,
          Op.TABLE_SET: _table_update, Op.TABLE_ADD: _table_update,
          Op.TABLE_GATHER: _read, Op.TABLE_SCATTER: _table_update, Op.TABLE_GEMM_ADD: _table_gemm}
+
+
+SLOT_WRITES = (Op.SLOT_SET, Op.SLOT_ADD, Op.SLOT_ADD_AT, Op.SLOT_SCATTER_ADD, Op.SLOT_SET_AT, Op.SLOT_ADD_SLICE)
 
 
 def contains_effects(program):
