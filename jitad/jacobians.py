@@ -35,8 +35,8 @@ def _flat(leaves):
     return parts[0] if len(parts) == 1 else N.concatenate(parts)
 
 
-def _rows(count, width, row_fn):
-    """The (count, width) matrix whose row e is `row_fn(basis vector e)`."""
+def _rows(count, width, row_fn, dtype="f64"):
+    """The (count, width) matrix of `dtype` whose row e is `row_fn(basis vector e)`."""
     if count == 0:   # a zero-size input (jacfwd) or output (jacrev): an empty Jacobian, as JAX's
         return np.zeros((0, width))
     if count <= UNROLL:
@@ -45,17 +45,17 @@ def _rows(count, width, row_fn):
 
     def body(e, acc):
         row = row_fn(N.where(index == e, 1.0, 0.0))
-        return N.bind(N.Op.SCATTER, acc, e, N.convert(N.reshape(row, (width,)), "f64"), add=False)
-    return FOR(0, count, body, np.zeros((count, width)))
+        return N.bind(N.Op.SCATTER, acc, e, N.convert(N.reshape(row, (width,)), dtype), add=False)
+    return FOR(0, count, body, N.zeros((count, width), dtype))
 
 
-def _forward_columns(flat_fn, x0, n, m):
+def _forward_columns(flat_fn, x0, n, m, dtype):
     """The (m, n) Jacobian by forward mode: the primal once (`linearize`), then the
     tangent code alone per basis vector (reverse-mode code inside, a Hessian's
     gradient: a whole `jvp` per basis vector)."""
     lin = linearize_staged(flat_fn, (x0,))
     column = (lambda v: lin[1](v)) if lin is not None else (lambda v: _jvp_staged(flat_fn, (x0,), (v,))[1])
-    return N.transpose(_rows(n, m, column))
+    return N.transpose(_rows(n, m, column, dtype))
 
 
 def _jacobian(fn, args, argnums, has_aux, forward, who):
@@ -98,7 +98,7 @@ def _jacobian(fn, args, argnums, has_aux, forward, who):
     y0 = flat_fn(x0)   # the output's structure (and aux)
     n, m = offsets[-1], _shape(y0)[0]
     if forward:
-        jac = _forward_columns(flat_fn, x0, n, m)
+        jac = _forward_columns(flat_fn, x0, n, m, "f32" if _dtype(x0) == _dtype(y0) == "f32" else "f64")
     else:
         jac = _rows(m, n, lambda u: pullback_staged(flat_fn, (x0,), u, to_closure=False)[0])
     out_shapes, blocks, row = out_info["shapes"], [], 0
