@@ -161,17 +161,22 @@ def test_jacfwd_and_hessian_through_control_flow():
             y = loop(0, 3, lambda i, s: s * np_.tanh(x) + x[::-1], x)
             return cond(y[0] > 0.0, lambda y: y * y, lambda y: -y, y)
         return g
+
+    def unrolled(lo, hi, body, s):   # JAX's reference as straight-line code (quick to compile)
+        for i in range(lo, hi):
+            s = body(i, s)
+        return s
+    where = lambda p, a, b, y: jnp.where(p, a(y), b(y))
     x = np.linspace(-0.5, 0.8, 10)   # looped directions (the Hessian's: unrolled, smaller)
-    jl = lambda lo, hi, b, s: jax.lax.fori_loop(lo, hi, b, s)
-    np.testing.assert_allclose(jitad.jacfwd(f(jitad, FOR, IF))(x), jax.jacfwd(f(jnp, jl, jax.lax.cond))(x),
+    np.testing.assert_allclose(jitad.jacfwd(f(jitad, FOR, IF))(x), jax.jacfwd(f(jnp, unrolled, where))(x),
                                rtol=1e-11, atol=1e-13)
     s = lambda np_, loop, cond: (lambda x: np_.sum(f(np_, loop, cond)(x) ** 2))
-    np.testing.assert_allclose(jitad.hessian(s(jitad, FOR, IF))(x[:4]), jax.hessian(s(jnp, jl, jax.lax.cond))(x[:4]),
+    np.testing.assert_allclose(jitad.hessian(s(jitad, FOR, IF))(x[:4]), jax.hessian(s(jnp, unrolled, where))(x[:4]),
                                rtol=1e-10, atol=1e-12)
     x32 = x.astype(np.float32)
     got = jitad.jacfwd(f(jitad, FOR, IF))(x32)
     assert got.dtype == np.float32
-    np.testing.assert_allclose(got, jax.jacfwd(f(jnp, jl, jax.lax.cond))(x32), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got, jax.jacfwd(f(jnp, unrolled, where))(x32), rtol=1e-5, atol=1e-5)
 
 
 def test_linearize_matches_jax_and_shares_the_primal():
