@@ -1,10 +1,14 @@
 """Full Jacobians and Hessians: `jacfwd`, `jacrev`, `hessian` (JAX's signatures).
 
 The function is seen as a map between flat vectors (the chosen arguments' leaves
-concatenated, the output leaves concatenated). `jacfwd` takes one `jvp` per input
-element, `jacrev` one `vjp` per output element: unrolled for a few, else a staged
-`FOR` loop over the basis vectors that writes one row per step in place (a
-`scatter`; `vmap` will replace the loop). The flat Jacobian is then cut into blocks shaped
+concatenated, the output leaves concatenated). `jacfwd` computes the primal once
+(`linearize`) and then the tangent code alone per input element, `jacrev` one `vjp` per
+output element: unrolled for a few, else a staged `FOR` loop over the basis vectors that
+writes one row per step in place (a `scatter`). JAX's jacfwd is `vmap` of `jvp`, all
+directions as one batched tangent; in jitad that was measured slower than the loop
+(ht's Jacobian: 2.6 ms against 1.0 ms; the batched tangents, 26 times the size of one,
+leave the cache, and the products with a batched right operand need transposes). The
+flat Jacobian is then cut into blocks shaped
 `out.shape + in.shape`, nested as JAX nests them: the output's pytree outside, the
 inputs' (a tuple of them for a tuple `argnums`) inside.
 """
@@ -119,7 +123,8 @@ def _jacobian(fn, args, argnums, has_aux, forward, who):
 
 
 def jacfwd(fun, argnums=0, has_aux=False):
-    """The Jacobian of `fun` by forward mode (one `jvp` per input element), compiled:
+    """The Jacobian of `fun` by forward mode (the function once, then its tangent code
+    per input element), compiled:
     shaped `out.shape + in.shape` per output and input leaf.
 
     >>> jitad.jacfwd(lambda x: x ** 2)(np.array([1.0, 2.0]))
