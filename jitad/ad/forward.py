@@ -6,6 +6,14 @@ from their VJP (their Jacobian is diagonal, so the VJP applied to a tangent is t
 JVP); linear ops apply themselves to tangents; control flow carries tangents through
 its state. Programs made by reverse mode work too (slots get tangent slots, closures
 take tangent arguments), which gives second order as forward-over-reverse.
+
+Activity: a value whose tangent is structurally zero carries none (None) and makes no
+tangent code. `analyze` tells from which params carry tangents which results of a graph
+do (a fixed point over loop state; a summary per function and set of tangent-carrying
+arguments, recursion included; a slot only where a write can store a tangent), so IF
+branches, FOR/WHILE/TREE state, FUN calls and adjoint slots carry tangents only where
+one can be nonzero. `linearize_graph` emits the primal once and the tangent code apart
+from it, for several directions at the price of one primal (`jacfwd`).
 """
 import numpy as np
 
