@@ -393,7 +393,7 @@ def linearize_graph(graph, args):
                 continue
             if node.op in RULES:
                 pairs = jvp_node(node, ins)
-            elif has_tangent(node.outputs[0].type):
+            elif node.outputs and has_tangent(node.outputs[0].type):
                 out = env[node.outputs[0]]
                 pairs = [(out, _tangent(node, ins, [p for p, _ in ins], out))]
             else:
