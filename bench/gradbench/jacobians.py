@@ -14,6 +14,11 @@ Jacobian; the other parameters' zero tangents make no code).
 theta. In the "complicated" variant point i also depends on its own barycentric pair
 us[i]: two more `jvp`s, each seeding one coordinate of every pair (compressed again),
 give GradBench's first two Jacobian columns (one `linearize`, two tangent evaluations).
+
+Measured (CPU time, 2-core machine under load 13–18, medians of 5, two alternating runs
+against the previous per-direction `jvp`s): ht's Jacobian 2.2–2.4 → 1.3–1.7 ms, ba's
+108 → 78–80 ms. `vmap` of the tangent function instead (every direction as one batched
+tangent, JAX's way) was slower here: ht 2.6 ms against 1.0, ba 185 ms against 88.
 """
 import numpy as np
 
