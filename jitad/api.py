@@ -15,7 +15,7 @@ from .lower.compile import SCALAR_KEYS, compile_program
 from .pytree import check_hashable, flatten, unflatten
 from .ad.forward import contains_effects
 from .batching import value_and_grad as _reverse_or_defer, vmap_staged
-from .staging import arg_type, current_frame, is_device_array, trace_program, wrap
+from .staging import Staged, StagedTree, arg_type, current_frame, is_device_array, trace_program, wrap
 from .tree import SLOT_OFFSETS, Tree, plain_tree
 from .pullback import grad_by_forward_mode, leaf_type, positive_zero, pullback_staged, staged_arg
 
@@ -441,6 +441,64 @@ def _jvp_staged(fn, primals, tangents):
     outs = [p for p, _ in result]
     tans = [t if t is not None else zeros(v.type) for (_, t), v in zip(result, program.main.outputs)]
     return unflatten(out_td, outs), unflatten(out_td, tans)
+
+
+def linearize_staged(fn, primals):
+    """`(fn(*primals), tangent_fn)`: the primal emitted once; each `tangent_fn(*tangents)`
+    call emits only the tangent computation (None or a constant zero for a tangent: no
+    code for it). None when the program holds reverse-mode code (effects)."""
+    from .ad.forward import linearize_graph, zeros
+    flat, td = flatten(primals)
+    types = [leaf_type(x) for x in flat]
+    program, out_td, captured = trace_program(fn, primals, td, types)
+    if contains_effects(program):
+        return None
+    with timing.stage("ad"):
+        outs, tangents = linearize_graph(program.main, [staged_arg(x, t) for x, t in zip(flat, types)]
+                                         + [wrap(v) for v in captured])
+
+    def tangent_fn(*tans):
+        flat_t, td_t = flatten(tans)
+        if td_t != td:
+            raise ArgumentError("linearize: the tangents must have the primals' structure")
+        ts = []
+        for t, ty in zip(flat_t, types):
+            if isinstance(ty, TreeType) or ty.dtype not in ("f64", "f32") or _is_constant_zero(t):
+                ts.append(None)
+            elif np.shape(t) != ty.shape:
+                raise ArgumentError(f"linearize: a tangent of shape {np.shape(t)} for a primal of shape {ty.shape}")
+            else:
+                ts.append(staged_arg(t, ty))
+        with timing.stage("ad"):
+            out_t = tangents(ts + [None] * len(captured))
+        return unflatten(out_td, [t if t is not None else zeros(v.type) for t, v in zip(out_t, program.main.outputs)])
+    return unflatten(out_td, outs), tangent_fn
+
+
+def _is_constant_zero(t):
+    """A tangent known zero when staged (a NumPy or Python zero): it makes no code."""
+    return not isinstance(t, (Staged, StagedTree)) and not np.any(np.asarray(t))
+
+
+def linearize(fn, *primals):
+    """JAX's `linearize`: `(fn(*primals), f_jvp)` where `f_jvp(*tangents)` is the `jvp`'s
+    tangent. Inside a staged function the primal is computed once and each `f_jvp` call
+    adds only tangent code (a zero NumPy or Python tangent adds none): several directions
+    for the price of one primal.
+
+    >>> y, f_jvp = jitad.linearize(jitad.sin, 0.0)
+    >>> f_jvp(2.0)
+    2.0
+    """
+    check_callable(fn, "linearize")
+    primals = tuple(primals)
+    if current_frame() is None:
+        out = jit(fn)(*primals)
+        return out, lambda *tangents: jvp(fn, primals, tangents)[1]
+    res = linearize_staged(fn, primals)
+    if res is None:   # reverse-mode code inside: a whole jvp per call
+        return fn(*primals), lambda *tangents: _jvp_staged(fn, primals, tangents)[1]
+    return res
 
 
 def jvp(fn, primals, tangents):

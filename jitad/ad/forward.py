@@ -6,6 +6,14 @@ from their VJP (their Jacobian is diagonal, so the VJP applied to a tangent is t
 JVP); linear ops apply themselves to tangents; control flow carries tangents through
 its state. Programs made by reverse mode work too (slots get tangent slots, closures
 take tangent arguments), which gives second order as forward-over-reverse.
+
+Activity: a value whose tangent is structurally zero carries none (None) and makes no
+tangent code. `analyze` tells from which params carry tangents which results of a graph
+do (a fixed point over loop state; a summary per function and set of tangent-carrying
+arguments, recursion included; a slot only where a write can store a tangent), so IF
+branches, FOR/WHILE/TREE state, FUN calls and adjoint slots carry tangents only where
+one can be nonzero. `linearize_graph` emits the primal once and the tangent code apart
+from it, for several directions at the price of one primal (`jacfwd`).
 """
 import numpy as np
 
@@ -27,26 +35,148 @@ def zeros(t):
                                       if t.shape else 0.0, "type": t})[0])
 
 
-def dual_types(types):
-    return [x for t in types for x in ((t, t) if has_tangent(t) else (t,))]
+def _flags(types, flags):
+    return [has_tangent(t) for t in types] if flags is None else [f and has_tangent(t) for t, f in zip(types, flags)]
 
 
-def pack(pairs, types):
+def dual_types(types, flags=None):
+    """Each type, followed by its tangent's where `flags` (default: every float) says."""
+    return [x for t, f in zip(types, _flags(types, flags)) for x in ((t, t) if f else (t,))]
+
+
+def pack(pairs, types, flags=None):
+    """(primal, tangent) pairs as a flat tuple: a tangent where `flags` says (a zero one
+    for None), none elsewhere (there the tangent must be None)."""
     flat = []
-    for (p, t), ty in zip(pairs, types):
+    for (p, t), ty, f in zip(pairs, types, _flags(types, flags)):
         flat.append(p)
-        if has_tangent(ty):
+        if f:
             flat.append(t if t is not None else (new_slot(ty.value_type) if isinstance(ty, RefType) else zeros(ty)))
+        else:
+            assert t is None, "forward mode: the activity analysis missed a tangent"
     return flat
 
 
-def unpack(flat, types):
+def unpack(flat, types, flags=None):
     it = iter(flat)
-    return [(next(it), next(it)) if has_tangent(ty) else (next(it), None) for ty in types]
+    return [(next(it), next(it)) if f else (next(it), None) for f in _flags(types, flags)]
+
+
+def active(pairs):
+    return [t is not None for _, t in pairs]
+
+
+# -- activity analysis ---------------------------------------------------------------
+
+def analyze(graph, flags):
+    """Which outputs of `graph` carry a tangent, given which params do: a float result
+    of a node with a tangent-carrying input, or of a table or slot (a slot of this graph
+    used only by reads and writes here carries one when some write stores a value that
+    does; any other slot always does). Conservative: a tangent it allows may still come
+    out zero."""
+    return _analysis(graph, tuple(flags))[0]
+
+
+def _analysis(graph, flags):
+    """(output flags, the slots of `graph` that carry no tangent)."""
+    memo = trace_memo().setdefault("jvp_activity", {})
+    key = (graph, flags)
+    if key not in memo:
+        local = _local_slots(graph)
+        idle = set(local)
+        changed = True
+        while changed:   # again when a write made a slot active after reads of it were seen
+            changed, env = False, dict(zip(graph.params, flags))
+            for node in graph.nodes:
+                if node.op == Op.SLOT and node.outputs[0] in local:
+                    env[node.outputs[0]] = node.outputs[0] not in idle
+                    continue
+                ins = [env[v] for v in node.inputs]
+                env.update(zip(node.outputs, node_flags(node, ins)))
+                if node.op in SLOT_WRITES and ins[-1] and node.inputs[0] in idle:
+                    idle.discard(node.inputs[0])
+                    changed = True
+        memo[key] = [bool(env[v]) for v in graph.outputs], idle
+    return memo[key]
+
+
+def _local_slots(graph):
+    """The float slots made in `graph` that only its own reads and writes use (as their
+    first operand), so the analysis sees every write."""
+    local = {n.outputs[0] for n in graph.nodes if n.op == Op.SLOT and n.attrs["type"].dtype in FLOATS}
+    for node in graph.nodes:
+        for k, v in enumerate(node.inputs):
+            if v in local and not (k == 0 and (node.op in SLOT_WRITES or node.op == Op.SLOT_GET)):
+                local.discard(v)
+    return local - set(graph.outputs)
+
+
+def node_flags(node, flags):
+    types = [v.type for v in node.outputs]
+    op = node.op
+    if op in (Op.SLOT, Op.TABLE):
+        return _flags(types, None)
+    if not any(flags):
+        return [False] * len(types)
+    if op == Op.IF:
+        then_body, else_body = node.bodies
+        return [a or b for a, b in zip(analyze(then_body, flags[1:]), analyze(else_body, flags[1:]))]
+    if op in (Op.WHILE, Op.FOR, Op.TREE):
+        return _state_flags(node, flags)
+    if op in CALLS and "custom_jvp" not in node.attrs:
+        return _call_flags(node.attrs["fun"], tuple(flags))
+    return _flags(types, None)
+
+
+def _state_flags(node, flags):
+    """The loop state entries carrying a tangent: where the init does, or where the body
+    makes one (a fixed point)."""
+    _, state, caps = split_operands(node, flags)
+    state = _flags([v.type for v in node.outputs], state)
+    while True:
+        if node.op == Op.WHILE:
+            new = analyze(node.bodies[1], state + caps)
+        elif node.op == Op.FOR:
+            new = analyze(node.bodies[0], [False] + state + caps)
+        else:
+            new = analyze(node.bodies[0], [False] + state + state + caps)
+        new = [a or b for a, b in zip(state, new)]
+        if new == state:
+            return state
+        state = new
+
+
+def _call_flags(fundef, flags):
+    """A function's active results for these active arguments. A recursive call meets
+    the summary being computed (first: none active); it is recomputed until it holds,
+    forgetting the summaries of other calls made against the older one."""
+    memo = trace_memo().setdefault("jvp_calls", {})
+    key = (fundef, flags)
+    if key in memo:
+        return memo[key]
+    memo[key] = [False] * len(fundef.out_types)
+    while True:
+        before = set(memo)
+        acts = trace_memo().setdefault("jvp_activity", {})
+        acts_before = set(acts)
+        new = [a or b for a, b in zip(memo[key], analyze(fundef.body, list(flags)))]
+        if new == memo[key]:
+            return new
+        memo[key] = new
+        for k in set(memo) - before:
+            del memo[k]
+        for k in set(acts) - acts_before:
+            del acts[k]
 
 
 def jvp_graph(graph, pairs):
-    return run_graph(graph, pairs, jvp_node)
+    idle = _analysis(graph, tuple(active(pairs)))[1]
+
+    def node_rule(node, ins):
+        if node.op == Op.SLOT and node.outputs[0] in idle:   # no write gives it a tangent
+            return [(restage_node(node, [])[0], None)]
+        return jvp_node(node, ins)
+    return run_graph(graph, pairs, node_rule)
 
 
 def jvp_node(node, ins):
@@ -96,6 +226,7 @@ def _slot(node, ins):
 
 def _slot_update(node, ins):
     (ref, tref), (v, tv) = ins[0], ins[-1]
+    assert tref is not None or tv is None, "forward mode: the activity analysis missed a slot's tangent"
     restage_node(node, [p for p, _ in ins])
     if tref is not None:
         if node.op in (Op.SLOT_SET, Op.SLOT_SET_AT):
@@ -157,31 +288,35 @@ def _apply(node, ins):
 def _if(node, ins):
     types = [v.type for v in node.outputs]
     in_types = [v.type for v in node.inputs[1:]]
+    flags, out_flags = active(ins[1:]), node_flags(node, active(ins))
 
     def branch(body):
-        return lambda *flat: tuple(pack(jvp_graph(body, unpack(flat, in_types)), types))
-    out = IF(ins[0][0], branch(node.bodies[0]), branch(node.bodies[1]), *pack(ins[1:], in_types))
-    return unpack(list(out), types)
+        return lambda *flat: tuple(pack(jvp_graph(body, unpack(flat, in_types, flags)), types, out_flags))
+    out = IF(ins[0][0], branch(node.bodies[0]), branch(node.bodies[1]), *pack(ins[1:], in_types, flags))
+    return unpack(list(out), types, out_flags)
 
 
 def _while(node, ins):
     _, init, caps = split_operands(node, ins)
     types = [v.type for v in node.outputs]
+    flags = _state_flags(node, active(ins))
     cond, body = node.bodies
-    out = WHILE(lambda s: jvp_graph(cond, unpack(list(s), types) + caps)[0][0],
-                lambda s: tuple(pack(jvp_graph(body, unpack(list(s), types) + caps), types)),
-                tuple(pack(init, types)), checkpoints=node.attrs.get("checkpoints"))
-    return unpack(list(out), types)
+    out = WHILE(lambda s: jvp_graph(cond, unpack(list(s), types, flags) + caps)[0][0],
+                lambda s: tuple(pack(jvp_graph(body, unpack(list(s), types, flags) + caps), types, flags)),
+                tuple(pack(init, types, flags)), checkpoints=node.attrs.get("checkpoints"))
+    return unpack(list(out), types, flags)
 
 
 def _for(node, ins):
     (lower, upper), init, caps = split_operands(node, ins)
     types = [v.type for v in node.outputs]
+    flags = _state_flags(node, active(ins))
     (body,) = node.bodies
-    out = FOR(lower[0], upper[0],
-              lambda i, s: tuple(pack(jvp_graph(body, [(i, None)] + unpack(list(s), types) + caps), types)),
-              tuple(pack(init, types)), checkpoints=node.attrs.get("checkpoints"))
-    return unpack(list(out), types)
+
+    def step(i, s):
+        return tuple(pack(jvp_graph(body, [(i, None)] + unpack(list(s), types, flags) + caps), types, flags))
+    out = FOR(lower[0], upper[0], step, tuple(pack(init, types, flags)), checkpoints=node.attrs.get("checkpoints"))
+    return unpack(list(out), types, flags)
 
 
 def _call(node, ins):
@@ -189,26 +324,31 @@ def _call(node, ins):
         return node.attrs["custom_jvp"].forward(node, ins)
     fundef = node.attrs["fun"]
     in_types, out_types = fundef.body.in_types, list(fundef.out_types)
+    flags = tuple(active(ins))
+    out_flags = _call_flags(fundef, flags)
     memo = trace_memo()
-    fun = memo.get(("jvp", fundef))
+    fun = memo.get(("jvp", fundef, flags))
     if fun is None:
-        spec = tuple(ShapeDtype(t.shape, t.dtype) for t in dual_types(out_types))
-        fun = FUN(lambda *flat: tuple(pack(jvp_graph(fundef.body, unpack(flat, in_types)), out_types)), out=spec)
+        spec = tuple(ShapeDtype(t.shape, t.dtype) for t in dual_types(out_types, out_flags))
+        fun = FUN(lambda *flat: tuple(pack(jvp_graph(fundef.body, unpack(flat, in_types, flags)), out_types,
+                                           out_flags)), out=spec)
         fun.__name__ = fundef.name + "_jvp"
-        memo[("jvp", fundef)] = fun
-    return unpack(list(fun(*pack(ins, in_types))), out_types)
+        memo[("jvp", fundef, flags)] = fun
+    return unpack(list(fun(*pack(ins, in_types, flags))), out_types, out_flags)
 
 
 def _tree(node, ins):
     (tree,), init, caps = split_operands(node, ins)
     types = [v.type for v in node.outputs]
+    flags = _state_flags(node, active(ins))
     (combine,) = node.bodies
 
     def combine_jvp(nd, left, right):
-        pairs = [(nd.index, None)] + unpack(list(left), types) + unpack(list(right), types) + caps
-        return tuple(pack(jvp_graph(combine, pairs), types))
-    out = TREE(tree[0], tuple(pack(init, types)), combine_jvp)
-    return unpack(list(out), types)
+        pairs = ([(nd.index, None)] + unpack(list(left), types, flags) + unpack(list(right), types, flags)
+                 + caps)
+        return tuple(pack(jvp_graph(combine, pairs), types, flags))
+    out = TREE(tree[0], tuple(pack(init, types, flags)), combine_jvp)
+    return unpack(list(out), types, flags)
 
 
 RULES = {Op.SLOT: _slot, Op.SLOT_SET: _slot_update, Op.SLOT_ADD: _slot_update,
@@ -221,8 +361,43 @@ RULES = {Op.SLOT: _slot, Op.SLOT_SET: _slot_update, Op.SLOT_ADD: _slot_update,
          Op.TABLE_GATHER: _read, Op.TABLE_SCATTER: _table_update, Op.TABLE_GEMM_ADD: _table_gemm}
 
 
+SLOT_WRITES = (Op.SLOT_SET, Op.SLOT_ADD, Op.SLOT_ADD_AT, Op.SLOT_SCATTER_ADD, Op.SLOT_SET_AT, Op.SLOT_ADD_SLICE)
+
+
 def contains_effects(program):
     """True when the program holds slots or closures (it was made by reverse mode)."""
     from ..ir.graph import walk
     graphs = [program.main] + [f.body for f in program.funs]
     return any(n.op in (Op.SLOT, Op.CLOSURE) for g in graphs for n in walk(g))
+
+
+def linearize_graph(graph, args):
+    """Emit `graph`'s primal computation on staged `args` once; return its outputs and
+    `tangents(ts) -> output tangents` (None: zero), which emits tangent code only, reading
+    the primal values computed here: called once per direction (inside a loop over
+    them, say), the primal is not recomputed. A control-flow node with a tangent runs
+    whole (its primal inside it again). For programs without effects."""
+    env = dict(zip(graph.params, args))
+
+    def primal(node, ins):
+        outs = restage_node(node, ins)
+        env.update(zip(node.outputs, outs))
+        return outs
+    outs = run_graph(graph, args, primal)
+
+    def tangents(ts):
+        tenv = {v: t for v, t in zip(graph.params, ts) if t is not None}
+        for node in graph.nodes:
+            ins = [(env[v], tenv.get(v)) for v in node.inputs]
+            if all(t is None for _, t in ins):
+                continue
+            if node.op in RULES:
+                pairs = jvp_node(node, ins)
+            elif node.outputs and has_tangent(node.outputs[0].type):
+                out = env[node.outputs[0]]
+                pairs = [(out, _tangent(node, ins, [p for p, _ in ins], out))]
+            else:
+                continue
+            tenv.update((v, t) for v, (_, t) in zip(node.outputs, pairs) if t is not None)
+        return [tenv.get(v) for v in graph.outputs]
+    return outs, tangents
