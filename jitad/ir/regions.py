@@ -30,6 +30,8 @@ def indexed_reads(nodes, outputs):
         if not chain:
             continue
         readers = sorted(set(users.get(n.outputs[0], [])))
+        if readers and readers[-1] == len(nodes):   # returned: it is made
+            continue
         reads = {x for i in chain for x in nodes[i].inputs if made.get(x) not in chain}
         if not readers or any(nodes[j].op != Op.FUSED or tuple(nodes[j].attrs["shape"]) != n.outputs[0].type.shape
                               or not all(_unchanged(x, min(chain), j, nodes, made) for x in reads)
@@ -142,7 +144,7 @@ def _region_chain(s, k, nodes, made, users, outputs):
     fused loop at `k` in the chain `region_adds` rewrites, or None."""
     def only(v, op):
         u = users.get(v, [])
-        return u[0] if len(u) == 1 and nodes[u[0]].op == op else None
+        return u[0] if len(u) == 1 and u[0] < len(nodes) and nodes[u[0]].op == op else None
     f = nodes[k]
     if not isinstance(s.type, RefType) or s not in made or nodes[made[s]].op != Op.SLOT or s in outputs:
         return None
@@ -153,7 +155,7 @@ def _region_chain(s, k, nodes, made, users, outputs):
             or f.inputs.count(s) != 1:
         return None
     where = users.get(s, [])
-    if len(where) != 2 or where[0] != k or nodes[where[1]].op != Op.SLOT_GET:
+    if len(where) != 2 or where[0] != k or where[1] == len(nodes) or nodes[where[1]].op != Op.SLOT_GET:
         return None
     jv = where[1]
     j0 = only(nodes[jv].outputs[0], Op.SLICE)
@@ -165,7 +167,7 @@ def _region_chain(s, k, nodes, made, users, outputs):
     t = nodes[j1].inputs[0]
     tu = users.get(t, [])
     if t in outputs or t not in made or nodes[made[t]].op != Op.SLOT or len(tu) != 2 or tu[0] != j1 \
-            or nodes[tu[1]].op != Op.SLOT_GET:
+            or tu[1] == len(nodes) or nodes[tu[1]].op != Op.SLOT_GET:
         return None
     j2 = tu[1]
     j3 = only(nodes[j2].outputs[0], Op.SLOT_ADD_SLICE)
