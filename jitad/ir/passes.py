@@ -2,6 +2,7 @@
 rewrites a program in place; under `JITAD_VERIFY=1` (the tests) the verifier checks
 the program before the first and after every pass."""
 from . import peephole, regions
+from .cse import eliminate_common_subexpressions
 from .dce import drop_unread_slots, eliminate_dead_code, forward_stop_gradients
 from .fuse import fuse_graph
 from .ops import Op
@@ -30,6 +31,8 @@ def _nested(rewrite):
 PIPELINE = [   # (name, pass(program), purpose)
     ("stop_gradients", _each_graph(forward_stop_gradients),
      "after differentiation `stop_gradient` is the identity: its users read its input"),
+    ("cse", _each_graph(eliminate_common_subexpressions),
+     "a pure node repeating an earlier one's work (a max's tie mask in each use of its VJP) reads its result"),
     ("batched_products", _nested(peephole.batched_products),
      "a batched product with a matrix broadcast to every lane (vmap's shared weights) is one GEMM; "
      "one over a single term (per-lane outer products) an elementwise `mul`"),
