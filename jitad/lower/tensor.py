@@ -38,10 +38,12 @@ def _broadcast(lo, node, ins):
     return [out]
 
 
-def _reduce(lo, node, ins, init, combine):
+def _reduce(lo, node, ins, init, combine, row_combine=None):
     """out = combine over `axes` of x, on x's dimensions merged where possible: reduced
     innermost dimensions accumulate in a register per output element, kept innermost
-    dimensions add a contiguous row into the output."""
+    dimensions add a contiguous row into the output. `row_combine` (a float max) is the
+    row loop's NaN-ignoring combine: NaN is then tracked in a flag of its own, off the
+    accumulator's dependency chain, so that the row loop vectorizes."""
     x_t, out_t = node.inputs[0].type, node.outputs[0].type
     axes = node.attrs["axes"]
     b, t = lo.b, LL[x_t.dtype]
@@ -57,15 +59,24 @@ def _reduce(lo, node, ins, init, combine):
     def out_ptr(idx):
         return lo.elem_ptr(out, kt, idx) if out_t.shape else out
     if shape and kt.shape[-1] == 1 and shape[-1] != 1:
-        acc = alloca(b, t)
+        acc, nan = alloca(b, t), alloca(b, I1) if row_combine else None
+
+        def step(idx, i):
+            v = b.load(lo.elem_ptr(ins[0], xt, idx + [i]), typ=t)
+            b.store((row_combine or combine)(b.load(acc, typ=t), v), acc)
+            if nan:
+                b.store(b.or_(b.load(nan, typ=I1), b.fcmp_unordered("uno", v, v)), nan)
 
         def row(idx):
             b.store(init, acc)
-            lo.counted_loop(I64(shape[-1]), lambda i: b.store(
-                combine(b.load(acc, typ=t), b.load(lo.elem_ptr(ins[0], xt, idx + [i]), typ=t)), acc),
-                rolled=len(shape) > 1 and shape[-1] >= 8)
+            if nan:
+                b.store(I1(0), nan)
+            lo.counted_loop(I64(shape[-1]), lambda i: step(idx, i), rolled=len(shape) > 1 and shape[-1] >= 8)
+            total = b.load(acc, typ=t)
+            if nan:
+                total = b.select(b.load(nan, typ=I1), t(float("nan")), total)
             ptr = out_ptr(idx + [I64(0)])
-            b.store(combine(b.load(ptr, typ=t), b.load(acc, typ=t)), ptr)
+            b.store(combine(b.load(ptr, typ=t), total), ptr)
         lo.loop_nest(shape[:-1], row)
     else:
         def body(idx):
@@ -89,8 +100,10 @@ def _max(lo, node, ins):
     t = LL[dtype]
     b = lo.b
     if t in (F64, F32):   # llvm.maximum: NaN propagates, as NumPy; LLVM vectorizes its reductions
-        maximum = lo.extern(f"llvm.maximum.{'f64' if t == F64 else 'f32'}", ir.FunctionType(t, [t, t]))
-        return _reduce(lo, node, ins, t(float("-inf")), lambda acc, v: b.call(maximum, [acc, v]))
+        maximum, maxnum = (lo.extern(f"llvm.{name}.{'f64' if t == F64 else 'f32'}", ir.FunctionType(t, [t, t]))
+                           for name in ("maximum", "maxnum"))
+        return _reduce(lo, node, ins, t(float("-inf")), lambda acc, v: b.call(maximum, [acc, v]),
+                       lambda acc, v: b.call(maxnum, [acc, v], fastmath=("nnan", "nsz")))
     low = I1(0) if dtype == "bool" else I64(np.iinfo(np.int64).min)
     op = b.icmp_unsigned if dtype == "bool" else b.icmp_signed
     return _reduce(lo, node, ins, low, lambda acc, v: b.select(op(">=", acc, v), acc, v))
