@@ -180,11 +180,12 @@ def _region_chain(s, k, nodes, made, users, outputs):
 
 
 def _reads(f, r):
-    """Whether fused loop `f` reads slot `r` (adding to it commutes with the region add)."""
+    """Whether fused loop `f` reads or stores slot `r` (adding to it commutes with the
+    region add; a store, `first_adds_store`'s, would overwrite it)."""
     if r not in f.inputs:
         return False
     q = f.bodies[0].params[f.inputs.index(r)]
-    return any(q in b.inputs and b.op != Op.SLOT_ADD for b in f.bodies[0].nodes)
+    return any(q in b.inputs and (b.op != Op.SLOT_ADD or b.attrs.get("store")) for b in f.bodies[0].nodes)
 
 
 def _add_region(f, s, r, region, add):
