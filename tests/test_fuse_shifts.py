@@ -114,3 +114,20 @@ def test_a_returned_concatenation_is_still_made():
     expected = np.concatenate([[0.0], x[1:]])
     np.testing.assert_array_equal(c, expected)
     np.testing.assert_array_equal(d, expected * x)
+
+
+@pytest.mark.parametrize("writes", [False, True])
+def test_a_slice_of_a_slot_the_loop_writes_is_copied_first(writes):
+    from jitad.ir.graph import Graph, Node, Var
+    from jitad.ir.regions import indexed_reads
+    from jitad.ir.types import RefType, Type
+    t4, t3 = Type("f64", (4,)), Type("f64", (3,))
+    s, other = Var(RefType("f64", (4,))), Var(RefType("f64", (3,)))
+    v, w = Var(t4), Var(t3)
+    target = s if writes else other
+    p_w, p_s, e = Var(t3), Var(target.type), Var(Type("f64"))
+    body = Graph([p_w, p_s], [Node(Op.EXP, (p_w,), (e,)), Node(Op.SLOT_ADD, (p_s, e), ())], [])
+    nodes = [Node(Op.SLOT_GET, (s,), (v,)), Node(Op.SLICE, (v,), (w,), {"starts": (1,), "stops": (4,), "steps": (1,)}),
+             Node(Op.FUSED, (w, target), (), {"shape": (3,)}, (body,))]
+    ops = [n.op for n in indexed_reads(nodes, [])]
+    assert (Op.SLICE in ops) == writes   # (a view of slot s: read in the loop only when nothing writes s)

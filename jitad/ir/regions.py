@@ -61,13 +61,13 @@ def _chain(n, k, nodes, made, users):
 
 
 def _unchanged(x, start, end, nodes, made):
-    """Whether tensor `x` holds the same elements, in a live buffer, at position `end` as
-    at `start`: the slot or table it may be a view of is not written in between, and no
-    arena scope that holds its buffer closes."""
+    """Whether tensor `x` holds the same elements, in a live buffer, while the node at
+    `end` runs as at `start`: the slot or table it may be a view of is not written in
+    between (nor by that node), and no arena scope that holds its buffer closes."""
     root = x
     while root in made and nodes[made[root]].op.view and nodes[made[root]].op != Op.SLOT_GET:
         root = nodes[made[root]].inputs[0]
-    between = nodes[start + 1:end]
+    between = nodes[start + 1:end + 1]   # the reader too: it may write what it reads
     marks = {m.outputs[0]: k for k, m in enumerate(nodes) if m.op == Op.ARENA_MARK}
     born = made.get(root, -1)
     if any(m.op == Op.ARENA_RELEASE and marks.get(m.inputs[0], -1) < born for m in between):
