@@ -9,7 +9,7 @@ Runs keep their position in the node list, so effects on slots stay in order.
 """
 from .graph import Graph, Node, Var, uses
 from .ops import CALLS, Op
-from .types import Type
+from .types import RefType, Type
 
 
 def _member_shape(node):
@@ -82,6 +82,9 @@ def fuse_graph(graph):
             out.append(node)
             sums.clear()
             continue
+        if s is None and _passes_run(node, run):   # computed first: the run goes on past it
+            out.append(node)
+            continue
         if s is None or (s and shape is not None and s != shape):
             flush()
             if s is None:
@@ -92,6 +95,17 @@ def fuse_graph(graph):
         run.append((k, node))
     flush()
     graph.nodes = out
+
+
+def _passes_run(node, run):
+    """Whether `node` (not a member) may run before the open `run`: pure, with no body,
+    reading nothing the run makes, and the run touches no slot (whose views `node`
+    might read)."""
+    if not run or not node.op.pure or node.bodies or any(isinstance(v.type, RefType) for v in node.inputs):
+        return False
+    made = {v for _, n in run for v in n.outputs}
+    return not any(v in made for v in node.inputs) and \
+        not any(isinstance(v.type, RefType) for _, n in run for v in n.inputs)
 
 
 def _drop_idle_scopes(nodes):

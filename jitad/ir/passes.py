@@ -1,7 +1,8 @@
 """The passes between tracing (differentiation included) and lowering, in order. Each
 rewrites a program in place; under `JITAD_VERIFY=1` (the tests) the verifier checks
 the program before the first and after every pass."""
-from . import peephole
+from . import peephole, regions
+from .cse import eliminate_common_subexpressions
 from .dce import drop_unread_slots, eliminate_dead_code, forward_stop_gradients
 from .fuse import fuse_graph
 from .ops import Op
@@ -30,6 +31,8 @@ def _nested(rewrite):
 PIPELINE = [   # (name, pass(program), purpose)
     ("stop_gradients", _each_graph(forward_stop_gradients),
      "after differentiation `stop_gradient` is the identity: its users read its input"),
+    ("cse", _each_graph(eliminate_common_subexpressions),
+     "a pure node repeating an earlier one's work (a max's tie mask in each use of its VJP) reads its result"),
     ("batched_products", _nested(peephole.batched_products),
      "a batched product with a matrix broadcast to every lane (vmap's shared weights) is one GEMM; "
      "one over a single term (per-lane outer products) an elementwise `mul`"),
@@ -47,6 +50,10 @@ PIPELINE = [   # (name, pass(program), purpose)
      "a tensor slot's first addition stores: no zero fill"),
     ("forward_single_stores", _nested(peephole.forward_single_stores),
      "a tensor slot set once and then read: its reads are the stored value"),
+    ("indexed_reads", _nested(regions.indexed_reads),
+     "a slice or concatenation made only for a fused loop is read through its index map there (LLVM only)"),
+    ("region_adds", _nested(regions.region_adds),
+     "a fused result whose slice is only added to a region of a slot is added there from the loop (LLVM only)"),
     ("accumulate_products", _nested(peephole.accumulate_products),
      "a matrix product only added to a slot becomes `matmul_add` (BLAS beta = 1)"),
     ("shared_transposes", lambda program: peephole.shared_transposes(program.main),
@@ -54,11 +61,16 @@ PIPELINE = [   # (name, pass(program), purpose)
 ]
 
 
-def run_passes(program, check=False):
-    """Run the pipeline on `program`, verifying after each pass if `check`; return it."""
+LLVM_ONLY = {"indexed_reads", "region_adds"}   # fused bodies the CUDA kernels do not take
+
+
+def run_passes(program, check=False, device="cpu"):
+    """Run the pipeline on `program` (for `device`), verifying after each pass if `check`; return it."""
     if check:
         verify(program)
     for name, run, _ in PIPELINE:
+        if device != "cpu" and name in LLVM_ONLY:
+            continue
         run(program)
         if check:
             try:

@@ -177,7 +177,7 @@ def compile_program(program, out_td, in_types, name, fallback, in_td=None, devic
     on disk, else lower to LLVM -> optimize -> code generation -> load (or, for
     device="cuda", to numba-cuda kernels driven from the host)."""
     with stage("passes"):
-        run_passes(program, check=VERIFY)
+        run_passes(program, check=VERIFY, device=device)
     if device == "cuda":
         from .cuda import compile_cuda
         return compile_cuda(program, out_td, in_types)

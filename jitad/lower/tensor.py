@@ -11,11 +11,12 @@ from types import SimpleNamespace
 import llvmlite.ir as ir
 import numpy as np
 
+from ..ir import regions
 from ..ir.graph import Var
 from ..ir.ops import Op
 from ..ir.types import RefType, Type
 from ..primitives.along_axis import REDUCTIONS, SCANS, lines
-from .llvm import ELEMENT_BYTES, F32, F64, I32, I64, LL, PTR, alloca, collapse, rule, scalar_rule
+from .llvm import ELEMENT_BYTES, F32, F64, I1, I32, I64, LL, NO_WRAP, PTR, alloca, collapse, rule, scalar_rule
 
 BLAS_MIN_FLOPS = 16 ** 3
 BLAS_SYMBOLS = {"f64": "scipy_cblas_dgemm64_", "f32": "scipy_cblas_sgemm64_"}
@@ -31,10 +32,12 @@ def _finish(lo, out, t):
     return lo.b.load(out, typ=LL[t.dtype]) if not t.shape else out
 
 
-def _reduce(lo, node, ins, init, combine):
+def _reduce(lo, node, ins, init, combine, row_combine=None):
     """out = combine over `axes` of x, on x's dimensions merged where possible: reduced
     innermost dimensions accumulate in a register per output element, kept innermost
-    dimensions add a contiguous row into the output."""
+    dimensions add a contiguous row into the output. `row_combine` (a float max) is the
+    row loop's NaN-ignoring combine: NaN is then tracked in a flag of its own, off the
+    accumulator's dependency chain, so that the row loop vectorizes."""
     x_t, out_t = node.inputs[0].type, node.outputs[0].type
     axes = node.attrs["axes"]
     b, t = lo.b, LL[x_t.dtype]
@@ -50,15 +53,24 @@ def _reduce(lo, node, ins, init, combine):
     def out_ptr(idx):
         return lo.elem_ptr(out, kt, idx) if out_t.shape else out
     if shape and kt.shape[-1] == 1 and shape[-1] != 1:
-        acc = alloca(b, t)
+        acc, nan = alloca(b, t), alloca(b, I1) if row_combine else None
+
+        def step(idx, i):
+            v = b.load(lo.elem_ptr(ins[0], xt, idx + [i]), typ=t)
+            b.store((row_combine or combine)(b.load(acc, typ=t), v), acc)
+            if nan:
+                b.store(b.or_(b.load(nan, typ=I1), b.fcmp_unordered("uno", v, v)), nan)
 
         def row(idx):
             b.store(init, acc)
-            lo.counted_loop(I64(shape[-1]), lambda i: b.store(
-                combine(b.load(acc, typ=t), b.load(lo.elem_ptr(ins[0], xt, idx + [i]), typ=t)), acc),
-                rolled=len(shape) > 1 and shape[-1] >= 8)
+            if nan:
+                b.store(I1(0), nan)
+            lo.counted_loop(I64(shape[-1]), lambda i: step(idx, i), rolled=len(shape) > 1 and shape[-1] >= 8)
+            total = b.load(acc, typ=t)
+            if nan:
+                total = b.select(b.load(nan, typ=I1), t(float("nan")), total)
             ptr = out_ptr(idx + [I64(0)])
-            b.store(combine(b.load(ptr, typ=t), b.load(acc, typ=t)), ptr)
+            b.store(combine(b.load(ptr, typ=t), total), ptr)
         lo.loop_nest(shape[:-1], row)
     else:
         def body(idx):
@@ -101,9 +113,18 @@ def _combine(lo, desc, dtype):
     return lambda acc, x: desc.run(scalars, dtype, acc, x)
 
 
+def _row_max(lo, dtype):
+    """A float max's NaN-ignoring combine for `_reduce`'s row loop (`maxnum`, no NaNs
+    assumed: `_reduce` tracks NaN in a flag of its own), so that the row loop vectorizes."""
+    t = LL[dtype]
+    maxnum = lo.extern(f"llvm.maxnum.{dtype}", ir.FunctionType(t, [t, t]))
+    return lambda acc, v: lo.b.call(maxnum, [acc, v], fastmath=("nnan", "nsz"))
+
+
 def _reduction(lo, node, ins):
     desc, dtype = REDUCTIONS[node.op], node.inputs[0].type.dtype
-    return _reduce(lo, node, ins, LL[dtype](desc.identity(dtype)), _combine(lo, desc, dtype))
+    row = _row_max(lo, dtype) if node.op == Op.MAX and dtype in ("f64", "f32") else None
+    return _reduce(lo, node, ins, LL[dtype](desc.identity(dtype)), _combine(lo, desc, dtype), row)
 
 
 for _op in REDUCTIONS:
@@ -463,10 +484,13 @@ def _fused(lo, node, ins):   # long: one dispatch on the body's ops, read top to
     (body,) = node.bodies
     b = lo.b
     operand_shapes = [v.type.value_type.shape if isinstance(v.type, RefType) else v.type.shape for v in node.inputs]
-    shape, merged = collapse(node.attrs["shape"], [node.attrs["shape"]] + operand_shapes)
+    shifted = regions.indexed(node)   # slices, concatenations, region adds: no merged dimensions
+    shape, merged = (tuple(node.attrs["shape"]), None) if shifted else \
+        collapse(node.attrs["shape"], [node.attrs["shape"]] + operand_shapes)
+    index_nodes = {n.outputs[0]: n for n in body.nodes if n.op in (Op.SLICE, Op.CONCAT)}
 
     def flat(t):   # a type as the merged loop indexes it
-        return Type(t.dtype, merged[t.shape]) if t.shape else t
+        return Type(t.dtype, merged[t.shape]) if t.shape and merged else t
     reduced = {n.outputs[0] for n in body.nodes if n.op == Op.SUM}
     results = []
     for v, out in zip(body.outputs, node.outputs):
@@ -478,20 +502,45 @@ def _fused(lo, node, ins):   # long: one dispatch on the body's ops, read top to
             results.append(lo.result_buffer(out))
     accumulator = {v: results[k] for k, v in enumerate(body.outputs) if v in reduced}
 
-    def element(idx):
+    sources = {p: (x, v.type) for p, x, v in zip(body.params, ins, node.inputs)}
+
+    def read(v, at, box):   # element `at` of a tensor param or of a slice / concatenation of them
+        n = index_nodes.get(v)
+        if n is None:
+            x, t = sources[v]
+            return lo.load_at(x, flat(t), at, shape)
+        if n.op == Op.SLICE:
+            x, t = sources[n.inputs[0]]
+            return b.load(lo.elem_ptr(x, t, at, steps=n.attrs["steps"], starts=n.attrs["starts"]), typ=LL[t.dtype])
+        d, start = n.attrs["axis"], 0   # the piece this box lies in, read at the index shifted into it
+        for piece, size in zip(n.inputs, n.attrs["sizes"]):
+            if box[d][0] < start + size:
+                return read(piece, at[:d] + [b.sub(at[d], I64(start), flags=NO_WRAP)] + at[d + 1:], box)
+            start += size
+
+    def element(idx, box=None):
         # inputs are loaded where first used: a slot added to earlier in the same
         # iteration must be read after that addition
         env, env_local = {}, set()
-        sources = {p: (x, v.type) for p, x, v in zip(body.params, ins, node.inputs)}
 
         def value(v):
             if v not in env:
-                x, t = sources[v]
-                env[v] = x if isinstance(t, RefType) else lo.load_at(x, flat(t), idx, shape)
+                x, t = sources.get(v, (None, None))
+                env[v] = x if isinstance(t, RefType) else read(v, idx, box)
             return env[v]
         for n in body.nodes:
+            if n.op in (Op.SLICE, Op.CONCAT):   # read where used, at the index it is used at
+                continue
             args = [value(v) for v in n.inputs]
-            if n.op == Op.SLOT:   # a per-element scalar slot: a register after mem2reg
+            if n.op == Op.SLOT_ADD_SLICE:   # added when this box lies in the region
+                a = n.attrs
+                if all(lo_ <= box[d][0] and box[d][1] <= hi for d, (lo_, hi) in
+                       enumerate(zip(a["src_starts"], a["src_stops"]))):
+                    t = ref_type(node, body, n.inputs[0])
+                    at = [b.sub(i, I64(s0), flags=NO_WRAP) for i, s0 in zip(idx, a["src_starts"])]
+                    ptr = lo.elem_ptr(args[0], t, at, steps=a["steps"], starts=a["starts"])
+                    b.store(b.fadd(b.load(ptr, typ=args[1].type), args[1]), ptr)
+            elif n.op == Op.SLOT:   # a per-element scalar slot: a register after mem2reg
                 t = LL[n.attrs["type"].dtype]
                 env[n.outputs[0]] = alloca(b, t)
                 b.store(t(0), env[n.outputs[0]])
@@ -523,7 +572,11 @@ def _fused(lo, node, ins):   # long: one dispatch on the body's ops, read top to
         for v, out, buf in zip(body.outputs, node.outputs, results):
             if v not in reduced:
                 b.store(value(v), lo.elem_ptr(buf, flat(out.type), idx))
-    lo.loop_nest(shape, element)
+    if not shifted:
+        lo.loop_nest(shape, element)
+    for box in regions.boxes(node) if shifted else ():   # one loop nest per box between the cuts
+        lo.loop_nest(tuple(hi - lo_ for lo_, hi in box), lambda idx, box=box: element(
+            [b.add(i, I64(lo_), flags=NO_WRAP) for i, (lo_, _) in zip(idx, box)], box))
     return [b.load(buf, typ=LL[out.type.dtype]) if v in reduced else buf
             for v, out, buf in zip(body.outputs, node.outputs, results)]
 

@@ -1,0 +1,232 @@
+"""Slices and concatenations inside fused loops: a shifted operand (`concatenate([c,
+y[:-1]])`) is read through its index map in the loop that uses it, and a region of a
+fused loop's result added to a slot (the adjoint of a shift: the VJP of `concatenate`
+is slices, that of a slice a region added in place) is added from inside that loop.
+No copy is made either way.
+
+In a fused body these ops keep their names with an element's meaning: `slice` reads
+one element of a tensor param at the mapped index; `concat` picks its piece by where
+the loop index falls on its axis (`sizes`: the pieces' lengths); `slot_add_slice` adds
+the element into a slot param at the mapped index while the loop index lies in
+[`src_starts`, `src_stops`). The lowering runs one loop nest per box between these
+cuts, so each box knows statically which piece or region applies (`cuts`).
+"""
+import itertools
+
+from .graph import Graph, Node, Var, uses
+from .ops import Op
+from .types import RefType, TableType, Type
+
+
+def indexed_reads(nodes, outputs):
+    """A tensor made by `slice`, or `concatenate` of slices and tensors, that only fused
+    loops of its shape read is read through that index map inside each of them: the
+    slice and concatenation copies go."""
+    users = uses(nodes, outputs)
+    made = {v: k for k, n in enumerate(nodes) for v in n.outputs}
+    nodes, drop = list(nodes), set()
+    for k, n in enumerate(nodes):
+        chain = _chain(n, k, nodes, made, users)
+        if not chain:
+            continue
+        readers = sorted(set(users.get(n.outputs[0], [])))
+        if readers and readers[-1] == len(nodes):   # returned: it is made
+            continue
+        reads = {x for i in chain for x in nodes[i].inputs if made.get(x) not in chain}
+        if not readers or any(nodes[j].op != Op.FUSED or tuple(nodes[j].attrs["shape"]) != n.outputs[0].type.shape
+                              or not all(_unchanged(x, min(chain), j, nodes, made) for x in reads)
+                              for j in readers):
+            continue
+        for j in readers:
+            nodes[j] = _absorb(nodes[j], n.outputs[0], [nodes[i] for i in sorted(chain)])
+        drop.update(chain)
+    return [n for k, n in enumerate(nodes) if k not in drop]
+
+
+def _chain(n, k, nodes, made, users):
+    """Positions of `n` (at `k`: a `slice`, or a `concat` with the slices only it reads),
+    or None."""
+    if n.op == Op.SLICE and not isinstance(n.inputs[0].type, RefType):
+        return {k}
+    if n.op != Op.CONCAT:
+        return None
+    chain = {k}
+    for p in n.inputs:
+        j = made.get(p)
+        if j is not None and nodes[j].op == Op.SLICE and users.get(p) == [k]:
+            chain.add(j)
+        elif isinstance(p.type, RefType):
+            return None
+    return chain
+
+
+def _unchanged(x, start, end, nodes, made):
+    """Whether tensor `x` holds the same elements, in a live buffer, while the node at
+    `end` runs as at `start`: the slot or table it may be a view of is not written in
+    between (nor by that node), and no arena scope that holds its buffer closes."""
+    root = x
+    while root in made and nodes[made[root]].op.view and nodes[made[root]].op != Op.SLOT_GET:
+        root = nodes[made[root]].inputs[0]
+    between = nodes[start + 1:end + 1]   # the reader too: it may write what it reads
+    marks = {m.outputs[0]: k for k, m in enumerate(nodes) if m.op == Op.ARENA_MARK}
+    born = made.get(root, -1)
+    if any(m.op == Op.ARENA_RELEASE and marks.get(m.inputs[0], -1) < born for m in between):
+        return False
+    producer = nodes[made[root]] if root in made else None
+    if producer is not None and producer.op in (Op.SLOT_GET, Op.TABLE_GET):
+        src = producer.inputs[0]
+        return not any(src in m.inputs and m.op not in (Op.SLOT_GET, Op.TABLE_GET) for m in between)
+    if producer is not None:
+        return True   # a value of its own
+    local = {v for m in nodes if m.op in (Op.SLOT, Op.TABLE) for v in m.outputs}
+    return all(m.op.pure or all(v in local for v in m.inputs if isinstance(v.type, (RefType, TableType)))
+               for m in between)   # a param: written only through refs it cannot alias
+
+
+def _absorb(f, v, chain):
+    """Fused loop `f` with its operand `v` computed in its body by `chain`."""
+    (body,) = f.bodies
+    inputs, params = list(f.inputs), list(body.params)
+    target = params[inputs.index(v)]
+    del params[inputs.index(v)], inputs[inputs.index(v)]
+    local = {}
+
+    def param(x):
+        if x in local:
+            return local[x]
+        if x not in inputs:
+            inputs.append(x)
+            params.append(Var(x.type))
+        return params[inputs.index(x)]
+    new = []
+    for n in chain:
+        out = target if n.outputs[0] is v else Var(Type(n.outputs[0].type.dtype))
+        attrs = dict(n.attrs)
+        if n.op == Op.CONCAT:
+            attrs["sizes"] = tuple(p.type.shape[n.attrs["axis"]] for p in n.inputs)
+        new.append(Node(n.op, tuple(param(x) for x in n.inputs), (out,), attrs))
+        local[n.outputs[0]] = out
+    return Node(Op.FUSED, tuple(inputs), f.outputs, f.attrs, (Graph(params, new + body.nodes, body.outputs),))
+
+
+def region_adds(nodes, outputs):
+    """A fused loop that stores a slot S read only to add a slice of it into a region of
+    slot R (through a temporary slot T: `slot_get S`, `slice`, `slot_set T`, `slot_get
+    T`, `slot_add_slice R`) adds into R from inside the loop; S, T and the copies go."""
+    users = uses(nodes, outputs)
+    made = {v: k for k, n in enumerate(nodes) for v in n.outputs}
+    nodes, drop = list(nodes), set()
+    for k, f in enumerate(nodes):
+        if f.op != Op.FUSED:
+            continue
+        for s in f.inputs:
+            found = _region_chain(s, k, nodes, made, users, outputs)
+            if found is None or drop.intersection(found[0]):
+                continue
+            chain, (a, add) = found
+            f = _add_region(f, s, add.inputs[0], a.attrs, add.attrs)
+            nodes[k] = f
+            drop.update(chain)
+    nodes = [n for k, n in enumerate(nodes) if k not in drop]
+    return [n for k, n in enumerate(nodes) if not _empty_scope(nodes, k)]
+
+
+def _empty_scope(nodes, k):
+    """Whether node `k` is half of an arena scope around nothing (what the rewrite leaves)."""
+    n = nodes[k]
+    if n.op == Op.ARENA_MARK:
+        return k + 1 < len(nodes) and nodes[k + 1].op == Op.ARENA_RELEASE and nodes[k + 1].inputs[0] is n.outputs[0]
+    return n.op == Op.ARENA_RELEASE and k > 0 and nodes[k - 1].outputs[:1] == n.inputs[:1]
+
+
+def _region_chain(s, k, nodes, made, users, outputs):
+    """(positions to drop, (the slice, the slot_add_slice)) for slot `s` written by the
+    fused loop at `k` in the chain `region_adds` rewrites, or None."""
+    def only(v, op):
+        u = users.get(v, [])
+        return u[0] if len(u) == 1 and u[0] < len(nodes) and nodes[u[0]].op == op else None
+    f = nodes[k]
+    if not isinstance(s.type, RefType) or s not in made or nodes[made[s]].op != Op.SLOT or s in outputs:
+        return None
+    (body,) = f.bodies
+    p = body.params[f.inputs.index(s)]
+    touching = [b for b in body.nodes if p in b.inputs]
+    if len(touching) != 1 or touching[0].op != Op.SLOT_ADD or tuple(f.attrs["shape"]) != s.type.shape \
+            or f.inputs.count(s) != 1:
+        return None
+    where = users.get(s, [])
+    if len(where) != 2 or where[0] != k or where[1] == len(nodes) or nodes[where[1]].op != Op.SLOT_GET:
+        return None
+    jv = where[1]
+    j0 = only(nodes[jv].outputs[0], Op.SLICE)
+    if j0 is None or any(st != 1 for st in nodes[j0].attrs["steps"]):
+        return None
+    j1 = only(nodes[j0].outputs[0], Op.SLOT_SET)
+    if j1 is None:
+        return None
+    t = nodes[j1].inputs[0]
+    tu = users.get(t, [])
+    if t in outputs or t not in made or nodes[made[t]].op != Op.SLOT or len(tu) != 2 or tu[0] != j1 \
+            or tu[1] == len(nodes) or nodes[tu[1]].op != Op.SLOT_GET:
+        return None
+    j2 = tu[1]
+    j3 = only(nodes[j2].outputs[0], Op.SLOT_ADD_SLICE)
+    if j3 is None or nodes[j3].inputs[1] is not nodes[j2].outputs[0]:
+        return None
+    r = nodes[j3].inputs[0]
+    if r in (s, t) or _reads(f, r) or made.get(r, -1) > k or any(u for u in users.get(r, []) if k < u < j3):
+        return None
+    return {made[s], jv, j0, j1, made[t], j2, j3}, (nodes[j0], nodes[j3])
+
+
+def _reads(f, r):
+    """Whether fused loop `f` reads or stores slot `r` (adding to it commutes with the
+    region add; a store, `first_adds_store`'s, would overwrite it)."""
+    if r not in f.inputs:
+        return False
+    q = f.bodies[0].params[f.inputs.index(r)]
+    return any(q in b.inputs and (b.op != Op.SLOT_ADD or b.attrs.get("store")) for b in f.bodies[0].nodes)
+
+
+def _add_region(f, s, r, region, add):
+    """Fused loop `f` adding into slot `r` at the region, in place of storing slot `s`."""
+    (body,) = f.bodies
+    i = f.inputs.index(s)
+    p = body.params[i]
+    inputs, params = list(f.inputs), list(body.params)
+    if r in inputs:
+        q = params[inputs.index(r)]
+        del inputs[i], params[i]
+    else:
+        inputs[i], params[i] = r, Var(r.type)
+        q = params[i]
+    attrs = {"src_starts": region["starts"], "src_stops": region["stops"],
+             "starts": add["starts"], "steps": add["steps"]}
+    new = [Node(Op.SLOT_ADD_SLICE, (q, b.inputs[1]), (), attrs) if p in b.inputs else b for b in body.nodes]
+    return Node(Op.FUSED, tuple(inputs), f.outputs, f.attrs, (Graph(params, new, body.outputs),))
+
+
+def cuts(node):
+    """Per loop axis of fused `node`, the sorted positions where a body's `concat` changes
+    piece or a region add starts or stops (0 and the length included)."""
+    shape = node.attrs["shape"]
+    at = [{0, n} for n in shape]
+    for b in node.bodies[0].nodes:
+        if b.op == Op.CONCAT:
+            d = b.attrs["axis"]
+            at[d].update(itertools.accumulate(b.attrs["sizes"]))
+        elif b.op == Op.SLOT_ADD_SLICE:
+            for d, (lo, hi) in enumerate(zip(b.attrs["src_starts"], b.attrs["src_stops"])):
+                at[d].update((lo, hi))
+    return [sorted(c) for c in at]
+
+
+def boxes(node):
+    """The boxes (per axis (start, stop)) between `cuts`, in order."""
+    return list(itertools.product(*[list(zip(c, c[1:])) for c in cuts(node)]))
+
+
+def indexed(node):
+    """Whether fused `node` reads or adds through index maps (then its loop is not merged)."""
+    return any(b.op in (Op.SLICE, Op.CONCAT, Op.SLOT_ADD_SLICE) for b in node.bodies[0].nodes)
+
