@@ -340,6 +340,9 @@ def _compile(j, ir_text, prefix):
     texts = parallel.split_module(ir_text, parts, lambda name: name.startswith((prefix + "kernel", prefix + "segment")),
                                   (lambda name: name.startswith(prefix + "glue")) if glue else None) \
         if parts > 1 or glue else [ir_text]
+    texts = [t if isinstance(t, tuple) else (t, False) for t in texts]
+    if parts > 1:   # the parts after the first that are not glue hold kernels: no loop unrolling
+        texts = [(t, fast, fast or k == 0) for k, (t, fast) in enumerate(texts)]   # (`parallel.compile_part`)
     compiled = parallel.compile_parts(texts, j.machines, j.fast_machines)
     return [mod for mod, _ in compiled], [obj for _, obj in compiled]
 

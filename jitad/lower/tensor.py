@@ -626,7 +626,7 @@ def _fused(lo, node, ins):   # long: one dispatch on the body's ops, read top to
                     else lo_const(n)
         for v, out, buf in zip(body.outputs, node.outputs, results):
             if v not in reduced:
-                b.store(value(v), lo.elem_ptr(buf, flat(out.type), idx))
+                lo.store_elem(value(v), lo.elem_ptr(buf, flat(out.type), idx))
     lo.loop_nest(shape, element)
     return [b.load(buf, typ=LL[out.type.dtype]) if v in reduced else buf
             for v, out, buf in zip(body.outputs, node.outputs, results)]
