@@ -130,3 +130,33 @@ def test_bool_masks(shape):
     assert np.asarray(gt).view(np.uint8).max() <= 1   # stored as the bytes 0 and 1
     g = jitad.grad(lambda x: jitad.sum(jitad.where(m, jitad.sin(x), x * x)))(x)
     np.testing.assert_allclose(g, np.where(m, np.cos(x), 2 * x), rtol=1e-13)
+
+
+LOOP_IR = """
+define void @doubling(ptr %p) {
+entry:
+  br label %loop
+loop:
+  %i = phi i64 [ 0, %entry ], [ %n, %loop ]
+  %q = getelementptr double, ptr %p, i64 %i
+  %v = load double, ptr %q
+  %w = fmul double %v, 2.0
+  %n = add i64 %i, 1
+  %r = getelementptr double, ptr %p, i64 %n
+  store double %w, ptr %r
+  %c = icmp ult i64 %n, 100
+  br i1 %c, label %loop, label %done
+done:
+  ret void
+}
+"""
+
+
+def test_kernel_parts_compile_without_unrolling():
+    """`compile_part(..., unroll=False)` (a large program's kernel parts) keeps a loop (here
+    a recurrence, which does not vectorize) one multiplication per iteration."""
+    from jitad.lower import parallel, runtime
+    tm = runtime.jit().machines[0]
+    unrolled = str(parallel.compile_part(LOOP_IR, tm)[0])
+    rolled = str(parallel.compile_part(LOOP_IR, tm, unroll=False)[0])
+    assert unrolled.count("fmul") > 1 and rolled.count("fmul") == 1
