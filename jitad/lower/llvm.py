@@ -485,7 +485,7 @@ def lower_loop_body(lo, body, args, states, spares, counter=None):
     stores = _table_stores(body) if counter is not None else {}
     in_place = {n.inputs[0] for n in marks}
     outside = set(body.params[1 + len(states):])   # the captured values (a FOR's body: counter, states, captures)
-    entries = {}   # output position -> (table, index)
+    entries = {}   # output position -> the `table_set` storing it
     for k, v in enumerate(body.outputs):
         store = stores.get(v)
         if k not in spares or store is None or store.inputs[0] not in outside or states[k] in in_place:
