@@ -160,3 +160,35 @@ def test_kernel_parts_compile_without_unrolling():
     unrolled = str(parallel.compile_part(LOOP_IR, tm)[0])
     rolled = str(parallel.compile_part(LOOP_IR, tm, unroll=False)[0])
     assert unrolled.count("fmul") > 1 and rolled.count("fmul") == 1
+
+
+def _copy_program(write_src_after):
+    """src = slot; src += x; dst = slot; dst := src's value; [src += x]; y = dst's value."""
+    from jitad.ir.graph import Node, Var
+    from jitad.ir.ops import Op
+    from jitad.ir.types import RefType, Type
+    t = Type("f64", (4,))
+    x, src, dst = Var(t), Var(RefType(t)), Var(RefType(t))
+    value, y = Var(t), Var(t)
+    nodes = [Node(Op.SLOT, (), (src,), {"type": t}), Node(Op.SLOT_ADD, (src, x), ()),
+             Node(Op.SLOT, (), (dst,), {"type": t, "uninit": True}),
+             Node(Op.SLOT_GET, (src,), (value,)), Node(Op.SLOT_SET, (dst, value), ())]
+    if write_src_after:
+        nodes.append(Node(Op.SLOT_ADD, (src, x), ()))
+    nodes.append(Node(Op.SLOT_GET, (dst,), (y,)))
+    return nodes, [y], src
+
+
+@pytest.mark.parametrize("write_src_after", [False, True])
+def test_forward_slot_copies(write_src_after):
+    """A slot set to another slot's value and then only read reads that slot instead (no
+    copy), but not when the source is written again before the read."""
+    from jitad.ir.ops import Op
+    from jitad.ir.peephole import forward_slot_copies
+    nodes, outputs, src = _copy_program(write_src_after)
+    out = forward_slot_copies(nodes, outputs)
+    if write_src_after:
+        assert out == nodes
+    else:
+        assert not any(n.op == Op.SLOT_SET for n in out) and out[-1].inputs == (src,)
+        assert sum(n.op == Op.SLOT for n in out) == 1

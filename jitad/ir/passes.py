@@ -47,6 +47,8 @@ PIPELINE = [   # (name, pass(program), purpose)
      "a tensor slot's first addition stores: no zero fill"),
     ("forward_single_stores", _nested(peephole.forward_single_stores),
      "a tensor slot set once and then read: its reads are the stored value"),
+    ("forward_slot_copies", _nested(peephole.forward_slot_copies),
+     "a tensor slot set to another slot's value and then only read: its reads read that slot"),
     ("accumulate_products", _nested(peephole.accumulate_products),
      "a matrix product only added to a slot becomes `matmul_add` (BLAS beta = 1)"),
     ("shared_transposes", lambda program: peephole.shared_transposes(program.main),
