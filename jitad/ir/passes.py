@@ -54,6 +54,8 @@ PIPELINE = [   # (name, pass(program), purpose)
      "a slice or concatenation made only for a fused loop is read through its index map there (LLVM only)"),
     ("region_adds", _nested(regions.region_adds),
      "a fused result whose slice is only added to a region of a slot is added there from the loop (LLVM only)"),
+    ("forward_slot_copies", _nested(peephole.forward_slot_copies),
+     "a tensor slot set to another slot's value and then only read: its reads read that slot"),
     ("accumulate_products", _nested(peephole.accumulate_products),
      "a matrix product only added to a slot becomes `matmul_add` (BLAS beta = 1)"),
     ("shared_transposes", lambda program: peephole.shared_transposes(program.main),

@@ -65,6 +65,52 @@ def forward_single_stores(nodes, outputs):
             for k, n in enumerate(nodes) if k not in drop]
 
 
+def forward_slot_copies(nodes, outputs):
+    """A tensor slot set once to another slot's value (`slot_set dst (slot_get src)`) and
+    then only read (its value, or its elements by fused loops) is read from `src` instead,
+    no copy, when `src` is not written while those reads and their values last and no
+    arena scope around its creation closes before them."""
+    users, made_at = uses(nodes, outputs), {v: k for k, n in enumerate(nodes) for v in n.outputs}
+    scopes = [(made_at[n.inputs[0]], k) for k, n in enumerate(nodes)
+              if n.op == Op.ARENA_RELEASE and n.inputs[0] in made_at]
+    closes = _first_close(scopes, len(nodes))
+    rename, drop = {}, set()
+    for j, n in enumerate(nodes):
+        if n.op != Op.SLOT_SET or not n.inputs[1].type.shape:
+            continue
+        dst, value = n.inputs
+        g, d = made_at.get(value), made_at.get(dst)
+        if g is None or d is None or nodes[g].op != Op.SLOT_GET or nodes[d].op != Op.SLOT or dst in rename:
+            continue
+        src = nodes[g].inputs[0]
+        s = made_at.get(src)
+        reads = [u for u in users.get(dst, []) if u != j]
+        if s is None or nodes[s].op != Op.SLOT or src in rename or not reads \
+                or any(u < j or u >= len(nodes) or not _reads_slot(nodes[u], dst) for u in reads):
+            continue
+        last = max(max(users.get(nodes[u].outputs[0], [u])) if nodes[u].op == Op.SLOT_GET else u for u in reads)
+        if closes[s] <= last or any(g < u <= last and (u >= len(nodes) or not _reads_slot(nodes[u], src))
+                                    for u in users.get(src, [])):
+            continue
+        rename[dst] = src
+        drop.update([j, d])
+    if not rename:
+        return nodes
+    return [replace(n, inputs=tuple(rename.get(v, v) for v in n.inputs))
+            for k, n in enumerate(nodes) if k not in drop]
+
+
+def _reads_slot(node, slot):
+    """Does `node` only read `slot`: its value, or its elements in a fused loop?"""
+    if node.op == Op.SLOT_GET:
+        return True
+    if node.op != Op.FUSED:
+        return False
+    (body,) = node.bodies
+    params = {p for p, v in zip(body.params, node.inputs) if v is slot}
+    return all(b.op == Op.SLOT_GET for b in body.nodes if params & set(b.inputs))
+
+
 def accumulate_products(nodes, outputs):
     """A matrix product used only to update a tensor slot (a weight's adjoint) becomes
     `matmul_add`: BLAS adds into the slot (beta = 1), no temporary, one pass over it."""

@@ -11,7 +11,7 @@ from ..ir.graph import split_operands
 from ..ir.ops import CALLS, Op
 from ..ir.types import DESCRIPTOR, FIRST_FIELD, Type
 from .llvm import (CLOSURE, ELEMENT_BYTES, I1, I32, I64, I64_T, LL, POLL_HEAVY, POLL_ITERATIONS, PTR, _table_entry,
-                   alloca, cont_fnty, rule)
+                   _table_stores, alloca, cont_fnty, rule)
 
 
 @rule(Op.CONST)
@@ -156,6 +156,7 @@ def _slot(lo, node, ins):
     t = node.attrs["type"]
     if t.shape:   # a tensor slot is an arena buffer of the creating frame (or a result array)
         buf = lo.slot_homes.get(node.outputs[0]) if lo.func is lo.main_func else None
+        buf = buf if buf is not None else lo.loop_homes.get(node.outputs[0])   # (`lower_loop_body`)
         buf = buf if buf is not None else lo.alloc(t)
         if not node.attrs.get("uninit"):   # its first update stores instead of adding
             lo.fill(buf, t, LL[t.dtype](0))
@@ -236,9 +237,12 @@ def _loop(lo, types, init, cond, step, period=None):
     Tensor state lives in two buffers allocated before the loop: each iteration copies
     its new state into the spare one and releases everything else it (or its condition)
     allocated, whatever the state's type, so a loop's memory does not grow with its trip
-    count. With a `period` (a power of two), an iteration counter paces interrupt polls
-    at the end of the body (where the body's loads come first: LLVM still hoists the
-    invariant ones).
+    count. `step(phis, spares)` gets the spare buffers: a new state made in its spare
+    buffer needs no copy, and one the body stored in a table entry of its own (an id in
+    `lo.entry_states`, see `lower_loop_body`) is passed on as that entry and copied out
+    once, when the loop ends. With a `period` (a power of two), an iteration counter paces
+    interrupt polls at the end of the body (where the body's loads come first: LLVM still
+    hoists the invariant ones).
     """
     b = lo.b
     tensors = [k for k, t in enumerate(types) if t.shape]
@@ -263,9 +267,10 @@ def _loop(lo, types, init, cond, step, period=None):
     mark, allocs = lo.mark(), lo.allocs
     b.cbranch(cond(state), body_bb, exit_bb)
     b.position_at_end(body_bb)
-    new = list(step(state))
-    for k in tensors:
-        if new[k] is not state[k]:   # else unchanged, or updated in place (`lower_loop_body`)
+    new = list(step(state, spare))
+    entries = {k for k in tensors if id(new[k]) in lo.entry_states}
+    for k in tensors:   # else unchanged, updated in place, made in the spare or in a table entry
+        if new[k] is not state[k] and new[k] is not spare[k] and k not in entries:
             lo.copy(spare[k], new[k], types[k])
             new[k] = spare[k]
     if tensors or lo.allocs != allocs:   # whatever the state's type, the body's temporaries are dead
@@ -276,10 +281,14 @@ def _loop(lo, types, init, cond, step, period=None):
     for phi, v in zip(state, new):
         phi.add_incoming(v, b.block)
     for k in tensors:
-        spare[k].add_incoming(spare[k] if new[k] is state[k] else state[k], b.block)
+        spare[k].add_incoming(spare[k] if new[k] is state[k] or k in entries else state[k], b.block)
     b.branch(header)
     b.position_at_end(exit_bb)
-    return state
+    out = list(state)
+    for k in entries:   # the loop's result must not change when the table entry is written again
+        lo.copy(spare[k], state[k], types[k])
+        out[k] = spare[k]
+    return out
 
 
 def _heavy(graph):
@@ -293,16 +302,50 @@ def _poll_period(graphs):
     return POLL_HEAVY if any(_heavy(g) for g in graphs) else POLL_ITERATIONS
 
 
-def lower_loop_body(lo, body, args, states):
+def lower_loop_body(lo, body, args, states, spares, counter=None):
     """Lower a loop `body`; a scatter may write into its operand's buffer when that is a
     loop state (`states`: `_loop` owns their buffers) read nowhere after the scatter: an
-    update of O(rows written) instead of a copy of the state per iteration."""
+    update of O(rows written) instead of a copy of the state per iteration.
+
+    New states that `_loop` need not copy: a tensor slot of the body read as new state k
+    is made in the spare buffer `spares[k]`; a new state the body stores in a table entry
+    indexed by the iteration (`counter` minus a value from outside the body, a table made
+    before the loop that the body only writes there, `_table_stores`) is that entry (its
+    id goes into `lo.entry_states`), unless a scatter updates that state in place."""
     marks = {n for n in body.nodes if n.op is Op.SCATTER and n.inputs[0] in states and _last_reader(body, n)}
+    made = {n.outputs[0]: n for n in body.nodes if len(n.outputs) == 1}
+    homes = {}
+    for k, v in enumerate(body.outputs):
+        slot = made[v].inputs[0] if v in made and made[v].op == Op.SLOT_GET else None
+        if k in spares and slot in made and made[slot].op == Op.SLOT and slot not in homes \
+                and made[slot].attrs["type"] == v.type:
+            homes[slot] = spares[k]
+    stores = _table_stores(body) if counter is not None else {}
+    in_place = {n.inputs[0] for n in marks}
+    outside = set(body.params[1 + len(states):])   # the captured values (a FOR's body: counter, states, captures)
+    entries = {}   # output position -> the `table_set` storing it
+    for k, v in enumerate(body.outputs):
+        store = stores.get(v)
+        if k not in spares or store is None or store.inputs[0] not in outside or states[k] in in_place:
+            continue
+        index = made.get(store.inputs[1])
+        if store.inputs[1] is counter or index is not None and index.op == Op.SUB \
+                and index.inputs[0] is counter and (index.inputs[1] in outside or made.get(index.inputs[1])
+                                                    is not None and made[index.inputs[1]].op == Op.CONST):
+            entries[k] = store
     lo.in_place |= marks
+    saved, lo.loop_homes = lo.loop_homes, {**lo.loop_homes, **homes}
     try:
-        return lo.lower(body, args)
+        env = dict(zip(body.params, args))
+        lo.lower_nodes(body.nodes, env, _table_stores(body))
+        outs = [env[v] for v in body.outputs]
     finally:
         lo.in_place -= marks
+        lo.loop_homes = saved
+    for k, store in entries.items():   # the entry holds the value once its `table_set` ran
+        outs[k] = _table_entry(lo, env[store.inputs[0]], store.inputs[2].type, env[store.inputs[1]])
+        lo.entry_states.add(id(outs[k]))
+    return outs
 
 
 def _last_reader(graph, scatter):
@@ -327,7 +370,8 @@ def _while(lo, node, ins):
     _, init, caps = split_operands(node, ins)
     cond, body = node.bodies
     return _loop(lo, [v.type for v in node.outputs], init, lambda s: lo.lower(cond, s + caps)[0],
-                 lambda s: lower_loop_body(lo, body, s + caps, body.params[:len(init)]), _poll_period(node.bodies))
+                 lambda s, spares: lower_loop_body(lo, body, s + caps, body.params[:len(init)], spares),
+                 _poll_period(node.bodies))
 
 
 @rule(Op.FOR)
@@ -340,15 +384,16 @@ def _for(lo, node, ins):
     b = lo.b
     types = [I64_T] + [v.type for v in node.outputs]
 
-    def step(s):
-        return [b.add(s[0], I64(1))] + lower_loop_body(lo, body, s + caps, body.params[1:1 + len(init)])
+    def step(s, spares):
+        return [b.add(s[0], I64(1))] + lower_loop_body(lo, body, s + caps, body.params[1:1 + len(init)],
+                                                       {k - 1: p for k, p in spares.items()}, body.params[0])
 
     def below(end):
         return lambda s: b.icmp_signed("<", s[0], end)
     if _heavy(body):
         return _loop(lo, types, [lower] + init, below(upper), step, POLL_HEAVY)[1:]
 
-    def chunk(s):
+    def chunk(s, spares):
         sat_add = lo.extern("llvm.sadd.sat.i64", ir.FunctionType(I64, [I64, I64]))
         smin = lo.extern("llvm.smin.i64", ir.FunctionType(I64, [I64, I64]))
         end = b.call(smin, [b.call(sat_add, [s[0], I64(POLL_ITERATIONS)]), upper])

@@ -123,7 +123,7 @@ def elementwise(*ops):
 
             def body(idx):
                 elems = [lo.load_at(x, v.type, idx, out_t.shape) for x, v in zip(ins, node.inputs)]
-                lo.b.store(fn(lo, node, elems)[0], lo.elem_ptr(out, out_t, idx))
+                lo.store_elem(fn(lo, node, elems)[0], lo.elem_ptr(out, out_t, idx))
             lo.loop_nest(out_t.shape, body)
             return [out]
         for op in ops:
@@ -301,6 +301,8 @@ class Lowerer:
         self.in_place = set()   # scatter nodes that update their operand's buffer (`lower_loop_body`)
         self.outlining = True
         self.slot_homes = {}
+        self.loop_homes = {}   # tensor slot of a loop body -> the loop's spare buffer (`lower_loop_body`)
+        self.entry_states = set()   # ids of new loop states that are table entries (`_loop`)
         self.main_func = None
         self.frame_slots = {}   # scalar slot -> its home in main's frame (`lower_segments`)
         self.outline_products = False   # matrix products as kernel calls too (`lower_segments`)
@@ -720,7 +722,14 @@ class Lowerer:
         if not t.shape:
             return x
         lead = len(out_shape) - len(t.shape)
-        return self.b.load(self.elem_ptr(x, t, idx[lead:]), typ=LL[t.dtype])
+        ptr = self.elem_ptr(x, t, idx[lead:])
+        if t.dtype == "bool":   # a byte 0/1: loads of bytes vectorize, loads of i1 do not
+            return self.b.icmp_unsigned("!=", self.b.load(ptr, typ=I8), I8(0))
+        return self.b.load(ptr, typ=LL[t.dtype])
+
+    def store_elem(self, value, ptr):
+        """Store an element; a bool as the byte 0/1 (so stores of bools vectorize)."""
+        self.b.store(self.b.zext(value, I8) if value.type == I1 else value, ptr)
 
     def fill(self, buf, t, value):
         if isinstance(value, ir.Constant) and value.constant in (0, 0.0, False):   # all-zero bits

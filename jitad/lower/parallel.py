@@ -144,10 +144,12 @@ def _emit_object(tm, mod):
         llvm.ffi.lib.LLVMPY_DisposeMemoryBuffer(buf)
 
 
-def compile_part(ir_text, tm, speed_level=2, fast=False):
+def compile_part(ir_text, tm, speed_level=2, fast=False, unroll=True):
     """(optimized module, object code) of LLVM IR text, in an LLVM context of its own;
     `fast`: no pass pipeline (`tm` then should be a machine of codegen level 0, LLVM's
-    fast instruction selection and register allocation)."""
+    fast instruction selection and register allocation); `unroll=False`: the pipeline
+    without loop unrolling (for the kernel parts of a large program: their loops are
+    vectorized already, and unrolling them cost 15% of LLVM's time for no measured speed)."""
     with stage("optimize"):
         mod = llvm.parse_assembly(ir_text, llvm.create_context())
         mod.verify()
@@ -156,6 +158,7 @@ def compile_part(ir_text, tm, speed_level=2, fast=False):
                 return mod, _emit_object(tm, mod)
         pto = llvm.create_pipeline_tuning_options(speed_level=speed_level)
         pto.loop_vectorization = pto.slp_vectorization = True
+        pto.loop_unrolling = unroll
         pb = llvm.create_pass_builder(tm, pto)
         mpm = pb.getModulePassManager()
         try:
@@ -171,8 +174,9 @@ def compile_parts(texts, machines, fast_machines=None):
     """[(optimized module, object code)] of module texts, compiled by `len(machines)`
     threads (the calling thread and helpers; thread k uses target machine k), each taking
     the next text when it is done. A text may be a pair (text, fast): a fast one is
-    compiled by `compile_part(..., fast=True)` on thread k's `fast_machines[k]`."""
-    texts = [t if isinstance(t, tuple) else (t, False) for t in texts]
+    compiled by `compile_part(..., fast=True)` on thread k's `fast_machines[k]`; or a
+    triple (text, fast, unroll)."""
+    texts = [t + (True,) * (3 - len(t)) if isinstance(t, tuple) else (t, False, True) for t in texts]
     results, errors, todo = [None] * len(texts), [], iter(range(len(texts)))
     take = threading.Lock()
 
@@ -182,10 +186,11 @@ def compile_parts(texts, machines, fast_machines=None):
                 k = next(todo, None)
             if k is None:
                 return
-            text, fast = texts[k]
+            text, fast, unroll = texts[k]
             try:
                 fast = fast and fast_machines is not None and thread < len(fast_machines)
-                results[k] = compile_part(text, fast_machines[thread] if fast else machines[thread], fast=fast)
+                results[k] = compile_part(text, fast_machines[thread] if fast else machines[thread], fast=fast,
+                                          unroll=unroll)
             except BaseException as e:   # re-raised on the calling thread
                 errors.append(e)
     helpers = [threading.Thread(target=work, args=(k,), daemon=True)

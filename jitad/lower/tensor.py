@@ -571,7 +571,7 @@ def _fused(lo, node, ins):   # long: one dispatch on the body's ops, read top to
                 env[n.outputs[0]] = scalar(lo, n, args)[0] if scalar is not None else lo_const(n)
         for v, out, buf in zip(body.outputs, node.outputs, results):
             if v not in reduced:
-                b.store(value(v), lo.elem_ptr(buf, flat(out.type), idx))
+                lo.store_elem(value(v), lo.elem_ptr(buf, flat(out.type), idx))
     if not shifted:
         lo.loop_nest(shape, element)
     for box in regions.boxes(node) if shifted else ():   # one loop nest per box between the cuts
