@@ -6,7 +6,7 @@ path), derivative rules, lowerings and flags. `declare` makes one and names it
 `Op.<NAME>`. This module declares the operations of the IR itself (constants, slots,
 continuations, tables, trees, control flow and what the passes make); the math
 primitives are declared in `jitad/primitives` (the random bits' cipher in `bits.py`)
-and the collectives in `jitad/distributed.py`, each beside its rules.
+and the collectives in `collectives.py`, each beside its rules.
 """
 import numpy as np
 
