@@ -6,6 +6,7 @@ beside the communicator), are in jitad/distributed.py; the lowering in jitad/low
 """
 from ..errors import DistributedError
 from ..ir.ops import Op, declare, shape_rule
+# N: jitad.numeric, the staged math the derivative rules are written in (see rules.N)
 from .rules import N
 
 

@@ -8,6 +8,7 @@ from ..errors import DeviceError, LinAlgError
 from ..ir.graph import walk
 from ..ir.ops import Op, declare
 from ..ir.types import Type
+# N: jitad.numeric, the staged math the derivative rules are written in (see rules.N)
 from .rules import N
 
 

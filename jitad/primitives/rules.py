@@ -4,9 +4,16 @@ import numpy as np
 
 
 class _StagedMath:
-    """`jitad.numeric`, the staged math the derivative rules are written in. It is a
-    layer above (it imports this package to build its wrappers), so it installs itself
-    here when imported; rules run only while tracing, long after that."""
+    """`jitad.numeric`, the staged math the derivative rules are written in.
+
+    The one seam between the layers, kept on purpose: a VJP, JVP or batching rule builds
+    staged code (`where`, `exp`, `reshape`, `bind(Op.X, ...)`), and the staged math is two
+    layers up (`numeric` imports the declarations to make its wrappers; `staging` gives
+    `Staged` its methods from it). Writing the rules in staging's terms alone would repeat
+    numeric's broadcasting and promotion in every rule; handing the math to each rule as an
+    argument would change every rule's signature for no gain. So `numeric` installs itself
+    here when imported, and the rules, which run only while tracing, find it here. Nothing
+    else is filled in: lowerings use no staged math."""
     module = None
 
     def __getattr__(self, name):

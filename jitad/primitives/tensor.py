@@ -6,6 +6,7 @@ import numpy as np
 from ..errors import ShapeError
 from ..ir.ops import Op, clip_index, declare, same_dtype, shape_rule
 from ..ir.types import Type
+# N: jitad.numeric, the staged math the derivative rules are written in (see rules.N)
 from .rules import N, Region, Sparse, linear, reduced_shape, unbroadcast
 
 
