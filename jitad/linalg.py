@@ -36,6 +36,7 @@ With `device="cuda"` these functions raise `DeviceError`: they run on the CPU ba
 import numpy as np
 
 from .errors import ArgumentError, LinAlgError, ShapeError, StagingError
+from .ir.types import FLOATS
 from .primitives.linalg import (_eager_each, _eager_trisolve, _eye, _lu_solve, _mm, _prim, _same_dtype, _swap, _unpack,
     _unpack_eigh)
 from .staging import Staged, as_var, is_staged
@@ -54,7 +55,7 @@ def _N():
 def _float(x, who):
     """`x` as a float staged value or a float NumPy array (ints become float64)."""
     if is_staged(x):
-        if x.ir_dtype not in ("f32", "f64"):
+        if x.ir_dtype not in FLOATS:
             return Staged(as_var(x, "f64"))
         return x
     a = np.asarray(x)

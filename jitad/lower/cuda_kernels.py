@@ -16,7 +16,7 @@ import numpy as np
 from .. import primitives  # noqa: F401  (declares the ops in SCALAR)
 from ..ir.ops import PRIMITIVES, Op
 from ..primitives import special
-from ..ir.types import NUMPY, RefType
+from ..ir.types import FLOATS, NUMPY, RefType
 
 _cache = {}
 _env = None
@@ -193,7 +193,7 @@ def _math_names():
 
 
 def _convert(expr, source, target):
-    if target == "i64" and source in ("f32", "f64"):
+    if target == "i64" and source in FLOATS:
         return f"h_to_i64({expr})"
     if target == "bool":
         return f"({expr} != {literal(0, source)})"

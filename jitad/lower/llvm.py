@@ -302,7 +302,7 @@ def _slot(lo, node, ins):
     # -0.0, the exact additive identity (x + -0.0 == x for every x; x + 0.0 turns -0.0 into
     # 0.0): LLVM folds the first slot_add into a store, which it cannot with 0.0. Gradients
     # leave through api._positive_zero, so an input without a path still reads 0.0.
-    lo.b.store(LL[t.dtype](-0.0 if t.dtype in ("f64", "f32") else 0), slot)
+    lo.b.store(LL[t.dtype](-0.0 if t.dtype in FLOATS else 0), slot)
     return [slot]
 
 

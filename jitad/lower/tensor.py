@@ -10,7 +10,7 @@ import llvmlite.ir as ir
 import numpy as np
 
 from ..ir.ops import Op
-from ..ir.types import RefType, Type
+from ..ir.types import FLOATS, RefType, Type
 from .llvm import ELEMENT_BYTES, F32, F64, I1, I32, I64, LL, PTR, SCALAR_RULES, alloca, collapse, rule
 
 BLAS_MIN_FLOPS = 16 ** 3
@@ -167,7 +167,7 @@ def _cumsum(lo, node, ins):
     outer, n, inner = int(np.prod(t.shape[:axis])), t.shape[axis], int(np.prod(t.shape[axis + 1:]))
     out = lo.result_buffer(node.outputs[0])
     ty, b = LL[t.dtype], lo.b
-    add = (lambda x, y: b.fadd(x, y)) if t.dtype in ("f64", "f32") else b.add
+    add = (lambda x, y: b.fadd(x, y)) if t.dtype in FLOATS else b.add
     at = lambda buf, o, j, r: b.gep(buf, [b.add(b.mul(b.add(b.mul(o, I64(n)), j), I64(inner)), r)], source_etype=ty)
     acc = alloca(b, ty)
 
@@ -275,7 +275,7 @@ def _gemm(lo, out, out_t, ins, in_types, attrs, accumulate):
                       t(1.0), a, I64(a_t.shape[1]), bm, I64(b_t.shape[1]), t(1.0 if accumulate else 0.0),
                       out, I64(n)])
         return
-    is_float = out_t.dtype in ("f64", "f32")
+    is_float = out_t.dtype in FLOATS
     mul, add = (b.fmul, b.fadd) if is_float else (b.mul, b.add)
     a_at = lambda i, p: b.load(lo.elem_ptr(a, a_t, [p, i] if ta else [i, p]), typ=t)
     b_at = lambda p, j: b.load(lo.elem_ptr(bm, b_t, [j, p] if tb else [p, j]), typ=t)
@@ -465,7 +465,7 @@ def _scatter(lo, node, ins):
     if out is not ins[0]:
         lo.copy(out, ins[0], x_t)
     row_t, ty, b = Type(x_t.dtype, x_t.shape[1:]), LL[x_t.dtype], lo.b
-    add = b.fadd if x_t.dtype in ("f64", "f32") else b.add
+    add = b.fadd if x_t.dtype in FLOATS else b.add
 
     def update(idx):
         i = b.load(lo.elem_ptr(ins[1], idx_t, idx), typ=I64) if idx_t.shape else ins[1]
@@ -699,7 +699,7 @@ def _conv2d(lo, node, ins):   # long: its two loop nests share the vector-regist
     _, O, OH, OW = out_t.shape
     b, ty, x, w = lo.b, LL[out_t.dtype], ins[0], ins[1]
     out = lo.result_buffer(node.outputs[0])
-    floating = out_t.dtype in ("f32", "f64")
+    floating = out_t.dtype in FLOATS
     lanes = 64 // ELEMENT_BYTES[out_t.dtype]
     at = lambda buf, off: b.gep(buf, [off], source_etype=ty)
     # offsets as sums of index × stride in this order (`lo.offset`'s form measured 1.7× slower)

@@ -7,7 +7,7 @@ import numpy as np
 from ..errors import DeviceError, LinAlgError
 from ..ir.graph import walk
 from ..ir.ops import Op, declare
-from ..ir.types import Type
+from ..ir.types import FLOATS, Type
 # N: jitad.numeric, the staged math the derivative rules are written in (see rules.N)
 from .rules import N
 
@@ -145,7 +145,7 @@ def _trisolve(a, b, lower, trans):
 
 def type_rule(types, attrs):
     fn, a = attrs["fn"], types[0]
-    assert all(t.dtype == a.dtype and t.dtype in ("f32", "f64") for t in types), types
+    assert all(t.dtype == a.dtype and t.dtype in FLOATS for t in types), types
     batch, (m, n) = a.shape[:-2], a.shape[-2:]
     if fn == "lu":   # getrf's factors (of a^T, read row-major), then the pivots as floats
         return [Type(a.dtype, batch + (n + 1, n))]

@@ -2,6 +2,8 @@
 common VJP shapes and the common LLVM scalar rules."""
 import numpy as np
 
+from ..ir.types import FLOATS
+
 
 class _StagedMath:
     """`jitad.numeric`, the staged math the derivative rules are written in.
@@ -75,7 +77,7 @@ def unbroadcast(g, shape):
 # -- LLVM scalar rules: rule(lowerer, node, ins) -> [value] ------------------------
 
 def is_float(node):
-    return node.inputs[0].type.dtype in ("f32", "f64")
+    return node.inputs[0].type.dtype in FLOATS
 
 
 def intrinsic(name):
