@@ -14,7 +14,7 @@ from ..ir.ops import CALLS, Op
 from ..ir.types import FLOATS, ContType, RefType, TableType, Type
 from ..staging import (FOR, FUN, IF, TREE, WHILE, ShapeDtype, Staged, apply, emit, make_closure,
                        new_slot, trace_memo, wrap)
-from .restage import restage_node, run_graph
+from .restage import pack_pairs, restage_node, run_graph, unpack_pairs
 
 
 def has_tangent(t):
@@ -32,17 +32,11 @@ def dual_types(types):
 
 
 def pack(pairs, types):
-    flat = []
-    for (p, t), ty in zip(pairs, types):
-        flat.append(p)
-        if has_tangent(ty):
-            flat.append(t if t is not None else (new_slot(ty.value_type) if isinstance(ty, RefType) else zeros(ty)))
-    return flat
+    return pack_pairs(pairs, types, has_tangent, lambda t: new_slot(t.value_type) if isinstance(t, RefType) else zeros(t))
 
 
 def unpack(flat, types):
-    it = iter(flat)
-    return [(next(it), next(it)) if has_tangent(ty) else (next(it), None) for ty in types]
+    return unpack_pairs(flat, types, has_tangent)[0]
 
 
 def jvp_graph(graph, pairs):
