@@ -216,11 +216,6 @@ def _matmul(node, ins, size, mask):
     return [(NP.matmul_nd(_swap_last(a) if ta else a, _swap_last(b) if tb else b), True)]
 
 
-def _clipped(i, n):
-    """Staged indices as `index`/`gather` read them: negative from the end, then clamped."""
-    return N.clip(N.where(i < 0, i + n, i), 0, max(n - 1, 0))
-
-
 def _gather(node, ins, size, mask):
     """x[idx] per lane, for `index` (a scalar idx) and `gather` (an index array)."""
     (x, bx), (idx, bi) = ins
@@ -228,7 +223,7 @@ def _gather(node, ins, size, mask):
     if bx and bi:   # rows of the flattened lanes, offset by lane
         flat = N.reshape(x, (size * n,) + x.shape[2:])
         offsets = N.reshape(np.arange(size) * n, (size,) + (1,) * (len(idx.shape) - 1))
-        return [(wrap(emit(Op.GATHER, [flat._var, (_clipped(idx, n) + offsets)._var])[0]), True)]
+        return [(wrap(emit(Op.GATHER, [flat._var, (N.clip_index(idx, n) + offsets)._var])[0]), True)]
     if bi:
         return [(wrap(emit(Op.GATHER, [x._var, idx._var])[0]), True)]
     rows = N.transpose(x, (1, 0) + tuple(range(2, len(x.shape))))   # (n, size, ...)
@@ -263,7 +258,7 @@ def _scatter(node, ins, size, mask):
     n = node.inputs[0].type.shape[0]
     flat = N.reshape(x, (size * n,) + x.shape[2:])
     offsets = N.reshape(np.arange(size) * n, (size,) + (1,) * (len(idx.shape) - 1))
-    out = wrap(emit(Op.SCATTER, [flat._var, (_clipped(idx, n) + offsets)._var, v._var], node.attrs)[0])
+    out = wrap(emit(Op.SCATTER, [flat._var, (N.clip_index(idx, n) + offsets)._var, v._var], node.attrs)[0])
     return [(N.reshape(out, x.shape), True)]
 
 

@@ -1078,8 +1078,7 @@ def take_along_axis(arr, indices, axis):
     rest = sum(np.arange(m).reshape((-1,) + (1,) * (len(shape) - d - 1)) * (strides[d] if shape[d] > 1 else 0)
                for d, m in enumerate(out_shape) if d != axis)
     i = N.broadcast_to(indices, out_shape) if is_staged(indices) else np.broadcast_to(indices, out_shape)
-    i = N.where(i < 0, i + n, i)
-    flat = N.clip(i, 0, builtins.max(n - 1, 0)) * int(strides[axis]) + rest
+    flat = N.clip_index(i, n) * int(strides[axis]) + rest
     if not is_staged(arr) and not is_staged(flat):
         return np.reshape(arr, -1)[flat]
     return N.getitem(N.reshape(arr, (-1,)), flat)

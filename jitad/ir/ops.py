@@ -141,6 +141,15 @@ def clip_index(i, n):
     return np.clip(i + n * (i < 0), 0, max(n - 1, 0))
 
 
+def clip_index_code(i, n):
+    """`clip_index` of one index in generated code, branch free: each backend runs it with
+    its own `where` (`primitives.special.backend`): an LLVM select (lower/tensor.py) or a
+    CUDA device function (`h_clip`, lower/cuda_kernels.py); `n` is a Python int."""
+    i = where(i < 0, i + n, i)  # noqa: F821  (`where`: the backend's)
+    i = where(i < 0, 0, i)  # noqa: F821
+    return where(i > n - 1, max(n - 1, 0), i)  # noqa: F821
+
+
 def convert_value(x, dtype):
     """`x` as `dtype`, as the compiled code converts: float to int like llvm.fptosi.sat."""
     if dtype == "i64" and np.asarray(x).dtype.kind == "f":

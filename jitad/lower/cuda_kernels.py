@@ -14,7 +14,7 @@ import re
 import numpy as np
 
 from .. import primitives  # noqa: F401  (declares the ops in SCALAR)
-from ..ir.ops import PRIMITIVES, Op
+from ..ir.ops import PRIMITIVES, Op, clip_index_code
 from ..primitives import special
 from ..ir.types import FLOATS, NUMPY, RefType
 
@@ -59,6 +59,7 @@ def environment():
     exec(compile(_HELPERS, "<jitad cuda helpers>", "exec"), env)
     for name in [n for n in env if n.startswith("h_")]:
         env[name] = c.jit(device=True)(env[name])
+    env["h_clip"] = c.jit(device=True)(special.backend(clip_index_code, where=env["h_where"]))
     env["h_polygamma"] = c.jit(device=True)(special.backend(special.polygamma_scalar, where=env["h_where"],
                                                             log=env["log"], sin=env["sin"], cos=env["cos"]))
     _env = env
@@ -128,16 +129,6 @@ def h_to_i64(x):
 
 def h_where(c, a, b):
     return a if c else b
-
-
-def h_clip(i, n):   # `clip_index` (jitad/ir/ops.py)
-    if i < 0:
-        i += n
-    if i < 0:
-        return 0
-    if i >= n:
-        return n - 1
-    return i
 
 
 def h_dot_columns(x, y, p, q, k, n, depth):

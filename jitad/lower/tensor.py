@@ -9,8 +9,9 @@ loop nest in register tiles too.
 import llvmlite.ir as ir
 import numpy as np
 
-from ..ir.ops import Op
+from ..ir.ops import Op, clip_index_code
 from ..ir.types import FLOATS, RefType, Type
+from ..primitives.special import backend
 from .llvm import ELEMENT_BYTES, F32, F64, I1, I32, I64, LL, PTR, SCALAR_RULES, alloca, collapse, rule
 
 BLAS_MIN_FLOPS = 16 ** 3
@@ -419,12 +420,26 @@ def _register_gemm(lo, out, out_t, a, bm, k, accumulate):
             block(I64(m // rows * rows), m % rows)
 
 
+class _Index:
+    """An i64 LLVM value with the operators `clip_index_code` uses."""
+
+    def __init__(self, b, v):
+        self.b, self.v = b, v
+
+    def _of(self, x):
+        return x.v if isinstance(x, _Index) else I64(x)
+
+    __add__ = lambda self, x: _Index(self.b, self.b.add(self.v, self._of(x)))
+    __lt__ = lambda self, x: _Index(self.b, self.b.icmp_signed("<", self.v, self._of(x)))
+    __gt__ = lambda self, x: _Index(self.b, self.b.icmp_signed(">", self.v, self._of(x)))
+
+
+_clip_index = backend(clip_index_code, where=lambda c, a, x: _Index(c.b, c.b.select(c.v, c._of(a), c._of(x))))
+
+
 def _clamp(lo, i, n):
     """`clip_index` (jitad/ir/ops.py): a negative `i` counts from the end, then clamps."""
-    b = lo.b
-    i = b.select(b.icmp_signed("<", i, I64(0)), b.add(i, I64(n)), i)
-    i = b.select(b.icmp_signed("<", i, I64(0)), I64(0), i)
-    return b.select(b.icmp_signed(">", i, I64(n - 1)), I64(max(n - 1, 0)), i)
+    return _clip_index(_Index(lo.b, i), n).v
 
 
 def _row(lo, x, x_t, i):
