@@ -9,7 +9,7 @@ import numpy as np
 
 from . import numpy_api, timing
 from .errors import ArgumentError, check_argnums, env_int
-from .ir.types import TreeType
+from .ir.types import FLOATS, TreeType
 from .ir.verify import verify
 from .lower.compile import SCALAR_KEYS, compile_program
 from .pytree import check_hashable, flatten, unflatten
@@ -305,7 +305,7 @@ def _value_and_grad_staged(fn, args, argnums, has_aux, who):
         flat += leaves
     types = [leaf_type(x) for x in flat]
     for k in wrt:
-        if isinstance(types[k], TreeType) or types[k].dtype not in ("f64", "f32"):
+        if isinstance(types[k], TreeType) or types[k].dtype not in FLOATS:
             raise ArgumentError(f"{who}: cannot differentiate with respect to a value of type "
                                 f"{types[k]} (argument leaf {k}); only float arguments have gradients. "
                                 "Pass it as a float, or leave it out of argnums")
@@ -314,7 +314,7 @@ def _value_and_grad_staged(fn, args, argnums, has_aux, who):
     if has_aux and value_td is out_td:
         raise ArgumentError(f"{who}: with has_aux=True the function must return a pair (value, aux)")
     out_types = program.main.out_types
-    if value_td.kind != "leaf" or out_types[0].shape != () or out_types[0].dtype not in ("f64", "f32"):
+    if value_td.kind != "leaf" or out_types[0].shape != () or out_types[0].dtype not in FLOATS:
         got = out_types[0] if value_td.kind == "leaf" else "a pytree"
         raise ArgumentError(f"{who}: the function must return a float scalar to differentiate, got "
                             f"{got}; reduce it first (e.g. with a sum) or use jitad.vjp")
@@ -430,7 +430,7 @@ def _jvp_staged(fn, primals, tangents):
     program, out_td, captured = trace_program(fn, primals, td, types)
     pairs = []
     for x, t, ty in zip(flat, flat_t, types):
-        if isinstance(ty, TreeType) or ty.dtype not in ("f64", "f32"):
+        if isinstance(ty, TreeType) or ty.dtype not in FLOATS:
             pairs.append((staged_arg(x, ty), None))
         else:
             if np.shape(t) != ty.shape:

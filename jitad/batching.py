@@ -46,7 +46,7 @@ from .ad.tape import ForestTape
 from .errors import ArgumentError, StagingError
 from .ir.graph import split_operands, walk
 from .ir.ops import CALLS, Op, declare, missing_rule
-from .ir.types import TreeType, Type
+from .ir.types import FLOATS, TreeType, Type
 from .primitives.rules import batch_stacked, lift, unbroadcast
 from .pytree import flatten, unflatten
 from .staging import (FOR, FUN, IF, TREE, WHILE, ShapeDtype, Staged, StagedTree, arg_type, coerce, current_frame, emit,
@@ -349,7 +349,7 @@ def _unchanged(new, old):
     -0.0 not to 0.0: the values a deterministic body cannot tell apart)."""
     n, o = N.stop_gradient(new), N.stop_gradient(old)   # no adjoints for the 1/x below
     same = n == o
-    if _type(n).dtype in ("f32", "f64"):
+    if _type(n).dtype in FLOATS:
         same = (same & (1.0 / n == 1.0 / o)) | ((n != n) & (o != o))
     return NP.all(N.reshape(same, (n.shape[0], int(np.prod(n.shape[1:])))), axis=1) if len(n.shape) > 1 else same
 

@@ -9,6 +9,7 @@ import numpy as np
 from . import numeric as N
 from .errors import ArgumentError, ShapeError, check_argnums
 from .ir.ops import Op
+from .ir.types import FLOATS
 from .pytree import flatten, tree_map, unflatten
 from .staging import FUN, WHILE, Staged, checkpoint, current_frame, is_staged  # noqa: F401  (checkpoint: public here)
 
@@ -247,7 +248,7 @@ class custom_jvp(FUN):
         for k, (o, t, ty) in enumerate(zip(out_leaves, tan_leaves, types)):
             for what, x in (("output", o), ("tangent", t)):
                 self._check_shape(what, k, _shape(x), ty.shape)
-            differentiable = ty.dtype in ("f64", "f32")
+            differentiable = ty.dtype in FLOATS
             pairs.append((Staged(coerce(o, ty, f"custom_jvp `{self.__name__}` output")),
                           Staged(coerce(t, ty, f"custom_jvp `{self.__name__}` tangent")) if differentiable else None))
         return pairs

@@ -25,7 +25,7 @@ import time
 import numpy as np
 
 from .errors import ArgumentError, DistributedError
-from .ir.ops import Op, declare, shape_rule
+from .ir.ops import IMPLS, Op
 from .ir.types import NUMPY
 from .pytree import flatten, unflatten
 from .staging import as_var, emit, is_staged, wrap
@@ -324,43 +324,7 @@ def _check_count(x):
     return x
 
 
-# -- the primitives and their derivative rules ---------------------------------------
-
-def _not_differentiable(reduce):
-    return DistributedError(f"allreduce(op={reduce!r}) has no derivative rule here; use "
-                            "op='sum' or 'mean', or apply jitad.stop_gradient to its input")
-
-
-def allreduce_vjp(g, reduce, timeout=None):
-    """y = sum over ranks of x: each rank's cotangent is the sum of all ranks' cotangents."""
-    if reduce != "sum":
-        raise _not_differentiable(reduce)
-    return _allreduce_staged(g, "sum", timeout)
-
-
-def broadcast_vjp(g, root, timeout=None):
-    """y = x on root: root's cotangent sums every rank's; the others' inputs get none (they
-    still take part in the sum, a collective)."""
-    total = _allreduce_staged(g, "sum", timeout)
-    return total if rank() == root else None
-
-
-def collective_jvp(node, tangent):
-    """Both collectives are linear (allreduce for op='sum'): the tangent goes through them."""
-    if node.op == Op.ALLREDUCE and node.attrs["reduce"] != "sum":
-        raise _not_differentiable(node.attrs["reduce"])
-    return wrap(emit(node.op, [tangent._var], node.attrs)[0])
-
-
-def _collective_jvp(node, tangents, primals, out):
-    return collective_jvp(node, tangents[0])
-
-
-# effects: never removed or fused. `reduce` is "sum", "max" or "min" (staging makes "mean"
-# a sum and a division). Lowered in jitad/lower/mpi.py.
-declare("allreduce", shape_rule(lambda types, reduce, timeout=None: types[0].shape),
-        lambda x, reduce, timeout=None: allreduce(x, reduce, timeout), arity=1, jvp=_collective_jvp,
-        vjp=lambda g, x, out, reduce, timeout=None: (allreduce_vjp(g, reduce, timeout),))
-declare("bcast", shape_rule(lambda types, root, timeout=None: types[0].shape),
-        lambda x, root, timeout=None: broadcast(x, root, timeout), arity=1, jvp=_collective_jvp,
-        vjp=lambda g, x, out, root, timeout=None: (broadcast_vjp(g, root, timeout),))
+# The collectives' NumPy meaning (the reference interpreter's) is the eager path above,
+# which owns the communicator; they are declared in jitad/primitives/collectives.py.
+IMPLS[Op.ALLREDUCE] = lambda x, reduce, timeout=None: allreduce(x, reduce, timeout)
+IMPLS[Op.BCAST] = lambda x, root, timeout=None: broadcast(x, root, timeout)

@@ -116,3 +116,7 @@ def check_argnums(argnums, who, name="argnums", allow_empty=False):
     if len(set(nums)) != len(nums):
         raise ArgumentError(f"{who}: {name}={argnums!r} repeats an argument; list each one once")
     return tuple(int(i) for i in nums)
+
+
+class LinAlgError(JitadError, np.linalg.LinAlgError):
+    """A singular matrix or one that is not positive definite, with `check=True`."""

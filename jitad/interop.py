@@ -19,11 +19,10 @@ import numpy as np
 from . import api
 from .errors import ArgumentError, DeviceError, JitadError
 from .export import export
-from .ir.types import NUMPY, Type
+from .ir.types import FLOATS, NUMPY, Type
 from .pytree import flatten, unflatten
 from .tree import Tree
 
-FLOAT = ("f64", "f32")
 _counter = itertools.count()
 _lock = threading.Lock()
 
@@ -539,7 +538,7 @@ def to_jax(f):
                 out_leaves, out_td = flatten(out)
                 structure["out"] = _structure_of(out_td)
                 return out_leaves
-            fns[key] = (_JaxFn(flat, getattr(f, "__name__", "f"), [d in FLOAT for d in dtypes]), structure)
+            fns[key] = (_JaxFn(flat, getattr(f, "__name__", "f"), [d in FLOATS for d in dtypes]), structure)
         fn, structure = fns[key]
         outs = setup["call"].bind(*leaves, fn=fn)
         return _build(structure["out"], iter(outs))

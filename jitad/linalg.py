@@ -35,17 +35,14 @@ With `device="cuda"` these functions raise `DeviceError`: they run on the CPU ba
 """
 import numpy as np
 
-from .errors import ArgumentError, DeviceError, JitadError, ShapeError, StagingError
-from .ir.ops import Op, declare
-from .ir.types import Type
-from .staging import Staged, as_var, emit, is_staged
+from .errors import ArgumentError, LinAlgError, ShapeError, StagingError
+from .ir.types import FLOATS
+from .primitives.linalg import (_eager_each, _eager_trisolve, _eye, _lu_solve, _mm, _prim, _same_dtype, _swap, _unpack,
+    _unpack_eigh)
+from .staging import Staged, as_var, is_staged
 
 __all__ = ["solve", "inv", "det", "slogdet", "cholesky", "solve_triangular", "eigh", "eigvalsh", "eig", "eigvals",
            "qr", "svd", "norm", "pinv", "LinAlgError"]
-
-
-class LinAlgError(JitadError, np.linalg.LinAlgError):
-    """A singular matrix or one that is not positive definite, with `check=True`."""
 
 
 def _N():
@@ -53,17 +50,12 @@ def _N():
     return numeric
 
 
-def scipy_linalg():
-    import scipy.linalg
-    return scipy.linalg
-
-
 # -- operands --------------------------------------------------------------------
 
 def _float(x, who):
     """`x` as a float staged value or a float NumPy array (ints become float64)."""
     if is_staged(x):
-        if x.ir_dtype not in ("f32", "f64"):
+        if x.ir_dtype not in FLOATS:
             return Staged(as_var(x, "f64"))
         return x
     a = np.asarray(x)
@@ -84,19 +76,6 @@ def _matrix(a, who):
         raise ShapeError(f"`linalg.{who}`: shape {tuple(a.shape)}: need matrices (..., m, n)")
 
 
-def _same_dtype(*xs):
-    dts = {x.ir_dtype if is_staged(x) else {np.float32: "f32", np.float64: "f64"}[x.dtype.type] for x in xs}
-    dtype = "f64" if "f64" in dts else "f32"
-    return [Staged(as_var(x, dtype)) if is_staged(x) else
-            np.asarray(x, np.float64 if dtype == "f64" else np.float32) for x in xs], dtype
-
-
-def _prim(fn, *xs, **attrs):
-    """Record the `linalg` primitive for routine `fn` (operands made float and of one dtype)."""
-    xs, dtype = _same_dtype(*xs)
-    return Staged(emit(Op.LINALG, [as_var(x, dtype) for x in xs], dict(fn=fn, **attrs))[0])
-
-
 def _broadcast_batch(a, b, core_a, core_b):
     """`a`, `b` broadcast to one batch shape (the dimensions before their `core` ones)."""
     N = _N()
@@ -105,26 +84,6 @@ def _broadcast_batch(a, b, core_a, core_b):
         N.broadcast_to(x, batch + tuple(x.shape[len(x.shape) - core:])) if is_staged(x)
         else np.broadcast_to(x, batch + tuple(x.shape[len(x.shape) - core:])))
     return bt(a, core_a), bt(b, core_b)
-
-
-def _fail(who, what, check):
-    if check:
-        raise LinAlgError(f"`linalg.{who}`: {what}")
-
-
-def _eager_each(fn, who, what, check, *arrays, out_shape, dtype):
-    """Apply NumPy `fn` per matrix of a batch; a failing matrix gives NaN (or raises)."""
-    try:
-        return np.asarray(fn(*arrays), dtype)
-    except np.linalg.LinAlgError:
-        _fail(who, what, check)
-    out = np.empty(out_shape, dtype)
-    for idx in np.ndindex(*arrays[0].shape[:-2]):
-        try:
-            out[idx] = fn(*(x[idx] for x in arrays))
-        except np.linalg.LinAlgError:
-            out[idx] = np.nan
-    return out
 
 
 # -- the public functions ----------------------------------------------------------
@@ -287,19 +246,6 @@ def solve_triangular(a, b, trans=0, lower=False, check=False):
     return (N.reshape(x, tuple(x.shape[:-1])) if is_staged(x) else x[..., 0]) if vector else x
 
 
-def _eager_trisolve(a, b, lower, trans, check):
-    tri = np.tril(a) if lower else np.triu(a)
-    if np.any(np.diagonal(a, axis1=-2, axis2=-1) == 0):
-        _fail("solve_triangular", "singular matrix (a zero on the diagonal)", check)
-    with np.errstate(all="ignore"):
-        out = np.empty(b.shape, b.dtype)
-        for idx in np.ndindex(*b.shape[:-2]):
-            t = tri[idx].T if trans else tri[idx]
-            singular = np.any(np.diagonal(t) == 0)
-            out[idx] = np.nan if singular else np.linalg.solve(t, b[idx])
-    return out
-
-
 def eigh(a, UPLO="L"):
     """Eigenvalues (ascending) and eigenvectors (columns) of symmetric matrices, from the
     lower triangle (`UPLO="U"`: the upper): `w, v = jitad.linalg.eigh(a)`. The same LAPACK
@@ -342,13 +288,6 @@ def eigvals(a):
     return eig(a)[0]
 
 
-def _unpack_eigh(packed, n):
-    N = _N()
-    nd = len(packed.shape)
-    w = N.reshape(N.take_slice(packed, nd - 2, 0, 1), tuple(packed.shape[:-2]) + (n,))
-    return w, N.take_slice(packed, nd - 2, 1, n + 1)
-
-
 def qr(a, mode="reduced"):
     """`q, r = jitad.linalg.qr(a)` (mode 'reduced'; 'r' gives r alone), as NumPy: q (..., m, k),
     r (..., k, n), k = min(m, n)."""
@@ -382,17 +321,6 @@ def svd(a, full_matrices=True, compute_uv=True):
     full = bool(full_matrices) and compute_uv and m != n
     u, s, vh = _unpack(_prim("svd", a, full=full), [(m, m if full else k), (k,), (n if full else k, n)])
     return (u, s, vh) if compute_uv else s
-
-
-def _unpack(flat, shapes):
-    """Split the last axis of a packed result into arrays of the given core shapes."""
-    N = _N()
-    batch, nd, out, start = tuple(flat.shape[:-1]), len(flat.shape) - 1, [], 0
-    for shape in shapes:
-        size = int(np.prod(shape))
-        out.append(N.reshape(N.take_slice(flat, nd, start, start + size), batch + tuple(shape)))
-        start += size
-    return out
 
 
 def norm(x, ord=None, axis=None, keepdims=False):
@@ -480,314 +408,6 @@ def pinv(a, rtol=None):
     cutoff = N.reshape(rtol * N.max(s, axis=nd - 1), tuple(s.shape[:-1]) + (1,))
     s_inv = N.where(s > cutoff, 1.0 / N.where(s > cutoff, s, 1.0), 0.0)
     return _mm(_swap(vh) * N.reshape(s_inv, tuple(s.shape[:-1]) + (1, s.shape[-1])), _swap(u))
-
-
-# -- batched helpers for the derivative rules --------------------------------------
-
-def _swap(x):
-    """x with its last two axes swapped."""
-    nd = len(x.shape)
-    return _N().transpose(x, tuple(range(nd - 2)) + (nd - 1, nd - 2))
-
-
-def _mm(a, b):
-    """a @ b over matrices with the same batch dimensions."""
-    N = _N()
-    if len(a.shape) == 2:
-        return N.matmul_t(a, b)
-    batch, (m, k), n = tuple(a.shape[:-2]), a.shape[-2:], b.shape[-1]
-    count = int(np.prod(batch))
-    if count <= 16:   # a product per matrix (BLAS), unrolled
-        fa, fb = N.reshape(a, (count, m, k)), N.reshape(b, (count, k, n))
-        rows = [N.matmul_t(N.reshape(N.take_slice(fa, 0, i, i + 1), (m, k)),
-                           N.reshape(N.take_slice(fb, 0, i, i + 1), (k, n))) for i in range(count)]
-        return N.reshape(N.stack(rows), batch + (m, n))
-    nd = len(batch)
-    return N.sum(N.reshape(a, batch + (m, k, 1)) * N.reshape(b, batch + (1, k, n)), axis=nd + 1)
-
-
-def _eye(n, dtype):
-    return np.eye(n, dtype=np.float64 if dtype in ("f64", np.float64) else np.float32)
-
-
-def _diag(x):
-    """The diagonal (..., n) of matrices (..., n, n)."""
-    n = x.shape[-1]
-    return _N().sum(x * _eye(n, x.dtype), axis=len(x.shape) - 1)
-
-
-def _diagm(v):
-    """Diagonal matrices (..., n, n) from vectors (..., n)."""
-    n = v.shape[-1]
-    return _N().reshape(v, tuple(v.shape) + (1,)) * _eye(n, v.dtype)
-
-
-def _row(v):
-    """Vectors (..., n) as rows (..., 1, n), which broadcast over a matrix's rows."""
-    return _N().reshape(v, tuple(v.shape[:-1]) + (1, v.shape[-1]))
-
-
-def _sym(x):
-    return 0.5 * (x + _swap(x))
-
-
-def _tri_mask(n, dtype, lower, k=0):
-    ones = np.ones((n, n), np.float64 if dtype in ("f64", np.float64) else np.float32)
-    return np.tril(ones, k) if lower else np.triu(ones, -k)
-
-
-def _lu_solve(a, lu, b, trans):
-    """x with op(a) x = b, from `lu`, a's LU factors (the `lu` routine's packed result)."""
-    return _prim("lu_solve", a, lu, b, trans=trans)
-
-
-def _trisolve(a, b, lower, trans):
-    return _prim("trisolve", a, b, lower=lower, trans=trans)
-
-
-# -- the primitive: types, NumPy meaning, derivatives ---------------------------------
-
-def type_rule(types, attrs):
-    fn, a = attrs["fn"], types[0]
-    assert all(t.dtype == a.dtype and t.dtype in ("f32", "f64") for t in types), types
-    batch, (m, n) = a.shape[:-2], a.shape[-2:]
-    if fn == "lu":   # getrf's factors (of a^T, read row-major), then the pivots as floats
-        return [Type(a.dtype, batch + (n + 1, n))]
-    if fn == "lu_solve":
-        assert m == n and types[1].shape == batch + (n + 1, n) and types[2].shape[:-2] == batch \
-            and types[2].shape[-2] == n, types
-        return [types[2]]
-    if fn == "trisolve":
-        assert m == n and types[1].shape[:-2] == batch and types[1].shape[-2] == n, types
-        return [types[1]]
-    if fn == "cholesky":
-        return [a]
-    if fn == "lu_slogdet":
-        return [Type(a.dtype, batch + (2,))]
-    if fn == "eigh":
-        return [Type(a.dtype, batch + (n + 1, n))]
-    k = min(m, n)
-    if fn == "qr":
-        return [Type(a.dtype, batch + (m * k + k * n,))]
-    assert fn == "svd", fn
-    full = attrs["full"]
-    return [Type(a.dtype, batch + ((m * m if full else m * k) + k + (n * n if full else k * n),))]
-
-
-def impl(*xs, fn, **attrs):
-    """The NumPy meaning of the primitive (the reference interpreter's)."""
-    a = xs[0]
-    with np.errstate(all="ignore"):
-        if fn == "lu":
-            out = np.empty(a.shape[:-2] + (a.shape[-1] + 1, a.shape[-1]), a.dtype)
-            for idx in np.ndindex(*a.shape[:-2]):
-                lu, piv = scipy_linalg().lu_factor(a[idx].T, check_finite=False)
-                out[idx] = np.concatenate([lu.T, piv[None] + 1])
-            return out
-        if fn == "lu_solve":
-            a = np.swapaxes(a, -1, -2) if attrs["trans"] else a
-            return _eager_each(np.linalg.solve, fn, "", False, a, xs[2], out_shape=xs[2].shape, dtype=a.dtype)
-        if fn == "trisolve":
-            return _eager_trisolve(a, xs[1], attrs["lower"], attrs["trans"], False)
-        if fn == "cholesky":
-            return _eager_each(np.linalg.cholesky, fn, "", False, a, out_shape=a.shape, dtype=a.dtype)
-        if fn == "lu_slogdet":
-            return np.stack(np.linalg.slogdet(a), axis=-1).astype(a.dtype)
-        if fn == "eigh":
-            w, v = np.linalg.eigh(a, UPLO="U" if attrs.get("upper") else "L")
-            return np.concatenate([w[..., None, :], v], axis=-2)
-        batch = a.shape[:-2]
-        flat = lambda *ps: np.concatenate([p.reshape(batch + (-1,)) for p in ps], axis=-1).astype(a.dtype)
-        if fn == "qr":
-            return flat(*np.linalg.qr(a))
-        return flat(*np.linalg.svd(a, full_matrices=attrs["full"]))
-
-
-def vjp(g, *args, fn, **attrs):
-    """Cotangents of the primitive's operands given the cotangent `g` of its result."""
-    *ins, out = args
-    N = _N()
-    a = ins[0]
-    if fn == "lu":   # only read by lu_solve / lu_slogdet, whose rules differentiate through `a`
-        return (None,)
-    if fn == "lu_solve":   # x = op(a)^-1 b: gb = op(a)^-T g, ga = -gb x^T (transposed for op)
-        lu, trans = ins[1], attrs["trans"]
-        gb = _lu_solve(a, lu, g, not trans)
-        return -(_mm(out, _swap(gb)) if trans else _mm(gb, _swap(out))), None, gb
-    if fn == "trisolve":
-        lower, trans = attrs["lower"], attrs["trans"]
-        gb = _trisolve(a, g, lower, not trans)
-        ga = -(_mm(out, _swap(gb)) if trans else _mm(gb, _swap(out)))
-        return ga * _tri_mask(a.shape[-1], a.dtype, lower), gb
-    if fn == "lu_slogdet":   # d log|det a| = tr(a^-1 da): ga = g a^-T
-        n = a.shape[-1]
-        nd = len(g.shape) - 1
-        g_log = N.reshape(N.take_slice(g, nd, 1, 2), tuple(g.shape[:-1]) + (1, 1))
-        return g_log * _lu_solve(a, ins[1], np.broadcast_to(_eye(n, a.dtype), a.shape), True), None
-    if fn == "cholesky":
-        return (_cholesky_vjp(g, out),)
-    if fn == "eigh":
-        return (_eigh_vjp(g, out),)
-    if fn == "qr":
-        return (_qr_vjp(g, a, out),)
-    return (_svd_vjp(g, a, out, attrs["full"]),)
-
-
-def _phi(x):
-    """The lower triangle of x with its diagonal halved (Murray 2016's Φ)."""
-    n = x.shape[-1]
-    return x * (_tri_mask(n, x.dtype, True) - 0.5 * _eye(n, x.dtype))
-
-
-def _cholesky_vjp(g, L):
-    """ga = sym(L^-T Φ(L^T g) L^-1), by two triangular solves."""
-    p = _phi(_mm(_swap(L), g))
-    q = _trisolve(L, p, True, True)                       # L^-T P
-    return _sym(_swap(_trisolve(L, _swap(q), True, True)))  # (L^-T (L^-T P)^T)^T = L^-T P L^-1
-
-
-def _eigh_parts(packed):
-    return _unpack_eigh(packed, packed.shape[-1])
-
-
-def _eig_gaps(w):
-    """F[i, j] = 1 / (w[j] - w[i]), 0 where w[j] == w[i] (the diagonal, and repeated values:
-    as with JAX's symbolic zeros, a function of the values alone, symmetric in the repeated
-    ones, gets its finite gradient, not inf * 0)."""
-    N = _N()
-    gap = _row(w) - N.reshape(w, tuple(w.shape) + (1,))
-    same = gap == 0.0
-    return N.where(same, 0.0, 1.0 / N.where(same, 1.0, gap))
-
-
-def _eigh_vjp(g, packed):
-    w, v = _eigh_parts(packed)
-    gw, gv = _eigh_parts(g)
-    inner = _diagm(gw) + _eig_gaps(w) * _mm(_swap(v), gv)
-    return _sym(_mm(_mm(v, inner), _swap(v)))
-
-
-def _qr_vjp(g, a, out):
-    m, n = a.shape[-2:]
-    if m < n:
-        raise NotImplementedError("`linalg.qr`: derivatives need m >= n (as JAX)")
-    q, r = _unpack(out, [(m, n), (n, n)])
-    gq, gr = _unpack(g, [(m, n), (n, n)])
-    mm = _mm(_swap(q), gq) - _mm(gr, _swap(r))
-    skew = mm - _swap(mm)
-    gc = skew * _tri_mask(n, a.dtype, True, -1) - mm
-    y = gq + _mm(q, gc)                                    # ga = y r^-T
-    return _swap(_trisolve(r, _swap(y), False, False))
-
-
-def _svd_vjp(g, a, out, full):
-    m, n = a.shape[-2:]
-    k = min(m, n)
-    if full:
-        raise NotImplementedError("`linalg.svd`: derivatives of full_matrices=True need a square input; "
-                                  "use full_matrices=False")
-    N = _N()
-    u, s, vh = _unpack(out, [(m, k), (k,), (k, n)])
-    gu, gs, gvh = _unpack(g, [(m, k), (k,), (k, n)])
-    v, gv = _swap(vh), _swap(gvh)
-    s2 = s * s
-    f = _eig_gaps(s2)                                      # 1 / (s_j^2 - s_i^2)
-    srow = _row(s)
-    x = f * _mm(_swap(u), gu)
-    y = f * _mm(vh, gv)
-    gd = _diagm(gs) + (x + _swap(x)) * srow + _swap((y + _swap(y)) * srow)
-    ga = _mm(_mm(u, gd), vh)
-    if m > k:   # (I - u u^T) gu s^-1 v^T
-        ga = ga + _mm((gu - _mm(u, _mm(_swap(u), gu))) / srow, vh)
-    if n > k:   # u s^-1 gv^T (I - v v^T)
-        ga = ga + _mm(u, _swap((gv - _mm(v, _mm(vh, gv))) / srow))
-    del N
-    return ga
-
-
-def jvp(node, primals, tangents, out):   # long: one case per function, each its textbook formula
-    """The tangent of the primitive's result (forward mode), given its operands' tangents."""
-    fn, attrs = node.attrs["fn"], node.attrs
-    N = _N()
-    a, ta = primals[0], tangents[0]
-    if fn == "lu":
-        return None
-    if fn == "lu_solve":   # dx = op(a)^-1 (db - op(da) x)
-        lu, trans, rhs = primals[1], attrs["trans"], tangents[2]
-        if ta is not None:
-            term = _mm(_swap(ta) if trans else ta, out)
-            rhs = -term if rhs is None else rhs - term
-        return _lu_solve(a, lu, rhs, trans)
-    if fn == "trisolve":
-        lower, trans = attrs["lower"], attrs["trans"]
-        rhs = tangents[1]
-        if ta is not None:
-            tri = ta * _tri_mask(a.shape[-1], a.dtype, lower)
-            term = _mm(_swap(tri) if trans else tri, out)
-            rhs = -term if rhs is None else rhs - term
-        return _trisolve(a, rhs, lower, trans)
-    if fn == "lu_slogdet":   # d log|det| = tr(a^-1 da); the sign is locally constant
-        nd = len(a.shape)
-        dlog = N.sum(N.sum(_lu_solve(a, primals[1], ta, False) * _eye(a.shape[-1], a.dtype), axis=nd - 1), axis=nd - 2)
-        dlog = N.reshape(dlog, tuple(dlog.shape) + (1,))
-        return N.concatenate([dlog * 0.0, dlog], axis=nd - 2)
-    if fn == "cholesky":   # dL = L Φ(L^-1 sym(da) L^-T)
-        tmp = _trisolve(out, _sym(ta), True, False)
-        return _mm(out, _phi(_swap(_trisolve(out, _swap(tmp), True, False))))
-    if fn == "eigh":
-        w, v = _eigh_parts(out)
-        inner = _mm(_mm(_swap(v), _sym(ta)), v)
-        dw, dv = _diag(inner), _mm(v, _eig_gaps(w) * inner)
-        return N.concatenate([_row(dw), dv], axis=len(a.shape) - 2)
-    m, n = a.shape[-2:]
-    batch = tuple(a.shape[:-2])
-    flat = lambda *ps: N.concatenate([N.reshape(p, batch + (-1,)) for p in ps], axis=len(batch))
-    if fn == "qr":
-        if m < n:
-            raise NotImplementedError("`linalg.qr`: derivatives need m >= n (as JAX)")
-        q, r = _unpack(out, [(m, n), (n, n)])
-        z = _swap(_trisolve(r, _swap(ta), False, True))         # da r^-1
-        c = _mm(_swap(q), z)
-        low = c * _tri_mask(n, a.dtype, True, -1)
-        do = low - _swap(low)
-        return flat(_mm(q, do - c) + z, _mm(c - do, r))
-    if attrs["full"]:
-        raise NotImplementedError("`linalg.svd`: derivatives of full_matrices=True need a square input; "
-                                  "use full_matrices=False")
-    k = min(m, n)
-    u, s, vh = _unpack(out, [(m, k), (k,), (k, n)])
-    v = _swap(vh)
-    ds_mat = _mm(_mm(_swap(u), ta), v)
-    f = _eig_gaps(s * s)
-    srow = _row(s)
-    scol = _swap(srow)
-    du = _mm(u, f * (ds_mat * srow + _swap(ds_mat * srow)))
-    dv = _mm(v, f * (scol * ds_mat + _swap(scol * ds_mat)))
-    if m > k:
-        dav = _mm(ta, v)
-        du = du + (dav - _mm(u, _mm(_swap(u), dav))) / srow
-    if n > k:
-        dau = _mm(_swap(ta), u)
-        dv = dv + (dau - _mm(v, _mm(vh, dau))) / srow
-    return flat(du, _diag(ds_mat), _swap(dv))
-
-
-declare("linalg", lambda op, types, attrs, bodies: type_rule(types, attrs), impl, flags="pure", vjp=vjp,
-        jvp=lambda node, tangents, primals, out: jvp(node, primals, tangents, out))   # lowered in lower/lapack.py
-
-
-def check_cpu(program):
-    """A `DeviceError` when a program for the GPU backend holds linalg work."""
-    from .ir.graph import walk
-    graphs = [program.main] + [f.body for f in program.funs]
-    for g in graphs:
-        for node in walk(g):
-            if node.op == Op.LINALG:
-                name = {"trisolve": "solve_triangular", "lu": "solve", "lu_solve": "solve",
-                        "lu_slogdet": "slogdet"}.get(node.attrs["fn"], node.attrs["fn"])
-                raise DeviceError(f"`jitad.linalg.{name}` runs on the CPU backend only (LAPACK); "
-                                  "device='cuda' has no linear-algebra solver yet: compile with "
-                                  "device='cpu', or move the solve out of the GPU function")
 
 
 _N().NUMPY_API.update({f"linalg.{name}": globals()[name] for name in __all__})   # np.linalg.solve(staged)

@@ -13,7 +13,7 @@ import sys
 import numpy as np
 
 from .errors import ArgumentError, IndexError_, ShapeError, StagingError
-from .ir.ops import IMPLS, PRIMITIVES, Op, clip_index, impl_of
+from .ir.ops import IMPLS, PRIMITIVES, Op, clip_index as clip_index_values, impl_of
 from .primitives import rules
 from .primitives.along_axis import SCANS
 from .ir.types import FLOATS, check_int64_range
@@ -111,6 +111,14 @@ def _dtype_name(dtype, who):
     if name is None:
         raise ArgumentError(f"`{who}`: unknown dtype {dtype!r}; use 'f64', 'f32', 'i64' or 'bool'")
     return name
+
+
+def clip_index(i, n):
+    """Index `i` along an axis of `n` as `index`/`gather` read it: a negative one counts
+    from the end, then out of range clamps (`jitad.ir.ops.clip_index` on plain values)."""
+    if not is_staged(i):
+        return clip_index_values(i, n)
+    return clip(where(i < 0, i + n, i), 0, builtins.max(n - 1, 0))
 
 
 def convert(x, dtype):
@@ -489,8 +497,7 @@ def _advanced(x, key):
     else:
         flat = 0
         for k, n, stride in zip([expanded[p] for p in places], sizes, np.cumprod([1] + sizes[:0:-1])[::-1]):
-            i = clip_index(k, n) if not is_staged(k) else clip(where(k < 0, k + n, k), 0, builtins.max(n - 1, 0))
-            flat = flat + i * int(stride)
+            flat = flat + clip_index(k, n) * int(stride)
         axes_index = flat
     rows = reshape(y, (math.prod(sizes),) + tuple(y_shape[d] for d in rest))
     if not is_staged(axes_index):

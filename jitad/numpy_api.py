@@ -13,6 +13,7 @@ import numpy as np
 from . import numeric as N
 from .errors import ArgumentError, IndexError_, ShapeError
 from .ir.ops import Op
+from .ir.types import FLOATS
 from .staging import binary, is_staged, power as _power, result_dtype, unary
 
 __all__ = [
@@ -46,7 +47,7 @@ def _shape(x):
 
 def _float(x):
     """`x` as a float value: ints and bools become float64, as NumPy's float functions do."""
-    return x if result_dtype(x) in ("f32", "f64") else N.convert(x, "f64")
+    return x if result_dtype(x) in FLOATS else N.convert(x, "f64")
 
 
 def _np_dtype(x):
@@ -131,29 +132,29 @@ def sign(x):
     if result_dtype(x) == "bool":
         return x
     s = N.convert(x > 0, result_dtype(x)) - N.convert(x < 0, result_dtype(x))
-    return N.where(x != x, x, s) if result_dtype(x) in ("f32", "f64") else s
+    return N.where(x != x, x, s) if result_dtype(x) in FLOATS else s
 
 
 def floor(x):
     """Largest integer <= x, as a float (derivative 0): `jitad.floor(-1.5) == -2.0`."""
-    if result_dtype(x) not in ("f32", "f64"):
+    if result_dtype(x) not in FLOATS:
         return x
     return N.where(N.abs(x) < np.inf, x // 1.0, x)   # inf // 1 is NaN
 
 
 def ceil(x):
     """Smallest integer >= x, as a float (derivative 0): `jitad.ceil(-1.5) == -1.0`."""
-    return -floor(-x) if result_dtype(x) in ("f32", "f64") else x
+    return -floor(-x) if result_dtype(x) in FLOATS else x
 
 
 def trunc(x):
     """x rounded toward zero (derivative 0): `jitad.trunc(-1.5) == -1.0`."""
-    return N.where(x < 0, ceil(x), floor(x)) if result_dtype(x) in ("f32", "f64") else x
+    return N.where(x < 0, ceil(x), floor(x)) if result_dtype(x) in FLOATS else x
 
 
 def round(x, decimals=0):
     """x rounded to `decimals` digits, halves to even as NumPy: `jitad.round(2.5) == 2.0`."""
-    if result_dtype(x) not in ("f32", "f64"):
+    if result_dtype(x) not in FLOATS:
         return x
     scale = 10.0 ** N._int_arg("round", "decimals", decimals, -400) if decimals else None
     y = x * scale if scale else x
@@ -225,18 +226,18 @@ def isnan(x):
 
 def isinf(x):
     """True where x is +inf or -inf: `jitad.isinf(-float('inf')) == True`."""
-    return N.abs(x) == np.inf if result_dtype(x) in ("f32", "f64") else x != x
+    return N.abs(x) == np.inf if result_dtype(x) in FLOATS else x != x
 
 
 def isfinite(x):
     """True where x is neither infinite nor NaN: `jitad.isfinite(1.0) == True`."""
-    return N.abs(x) < np.inf if result_dtype(x) in ("f32", "f64") else x == x
+    return N.abs(x) < np.inf if result_dtype(x) in FLOATS else x == x
 
 
 def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
     """x with NaN, +inf and -inf replaced (by 0 and the largest finite values by default):
     `jitad.nan_to_num(float('inf')) == 1.7976931348623157e308`."""
-    if result_dtype(x) not in ("f32", "f64"):
+    if result_dtype(x) not in FLOATS:
         return x
     big = float(np.finfo(_np_dtype(x)).max)
     posinf = big if posinf is None else posinf
@@ -329,7 +330,7 @@ def _arg_best(x, axis, keepdims, best, who):
     if result_dtype(x) == "bool":
         x = N.convert(x, "i64")
     hit = x == best(x, axis, keepdims=True)
-    if result_dtype(x) in ("f32", "f64"):
+    if result_dtype(x) in FLOATS:
         hit = hit | (x != x)   # the first NaN, as NumPy
     iota = np.arange(n, dtype=np.int64).reshape([n if d == axis else 1 for d in range(len(shape))])
     return N.min(N.where(hit, iota, np.int64(n)), axis, keepdims)
@@ -1054,8 +1055,7 @@ def take_along_axis(arr, indices, axis):
     rest = sum(np.arange(m).reshape((-1,) + (1,) * (len(shape) - d - 1)) * (strides[d] if shape[d] > 1 else 0)
                for d, m in enumerate(out_shape) if d != axis)
     i = N.broadcast_to(indices, out_shape) if is_staged(indices) else np.broadcast_to(indices, out_shape)
-    i = N.where(i < 0, i + n, i)
-    flat = N.clip(i, 0, builtins.max(n - 1, 0)) * int(strides[axis]) + rest
+    flat = N.clip_index(i, n) * int(strides[axis]) + rest
     if not is_staged(arr) and not is_staged(flat):
         return np.reshape(arr, -1)[flat]
     return N.getitem(N.reshape(arr, (-1,)), flat)
@@ -1372,7 +1372,7 @@ class _IndexConcat:
                 item = np.r_[item]
             if isinstance(item, str):
                 raise ArgumentError(f"`{self.name}`: a directive string must come first")
-            weak = type(item) is int or (type(item) is float and staged_dtype in ("f32", "f64"))
+            weak = type(item) is int or (type(item) is float and staged_dtype in FLOATS)
             item = item if is_staged(item) else np.asarray(item, N.NUMPY_OF[staged_dtype] if weak else None)
             parts.append(_ndmin(item, ndmin, trans1d))
         return N.concatenate(parts, axis)

@@ -8,7 +8,7 @@ from . import timing
 from .ad.forward import contains_effects
 from .batching import value_and_grad as _reverse_or_defer
 from .errors import ArgumentError, ShapeError
-from .ir.types import NUMPY, TreeType
+from .ir.types import FLOATS, NUMPY, TreeType
 from .pytree import flatten, unflatten
 from .staging import Staged, StagedTree, arg_type, as_var, is_staged, trace_program, wrap
 
@@ -45,7 +45,7 @@ def pullback_staged(fn, primals, ct, to_closure=True):
         if shape != t.shape:
             raise ShapeError(f"vjp: a cotangent of shape {shape} for output {k} of shape {t.shape}; "
                              "the cotangent must have the output's shape")
-    wrt = [k for k, t in enumerate(types) if not isinstance(t, TreeType) and t.dtype in ("f64", "f32")]
+    wrt = [k for k, t in enumerate(types) if not isinstance(t, TreeType) and t.dtype in FLOATS]
     closure = [len(flat) + j for j, v in enumerate(captured) if to_closure and adjoint_of(v) is not None]
     staged = [staged_arg(x, t) for x, t in zip(flat, types)] + [wrap(v) for v in captured]
     seeds = [(k, c) for k, c in enumerate(ct_leaves)]

@@ -26,6 +26,7 @@ from . import numeric as N
 from . import numpy_api as A
 from .errors import ArgumentError, ShapeError
 from .ir.ops import Op
+from .ir.types import FLOATS
 from .primitives.bits import threefry_numpy
 from .staging import Staged, as_var, emit, is_staged
 
@@ -102,7 +103,7 @@ def _bits32(key, shape, who):
 
 def _float_dtype(dtype, who):
     name = N._dtype_name(np.float64 if dtype is None else dtype, f"random.{who}")
-    if name not in ("f32", "f64"):
+    if name not in FLOATS:
         raise ArgumentError(f"random.{who}: dtype must be a float dtype (float32 or float64), got {dtype!r}")
     return name
 

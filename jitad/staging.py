@@ -18,6 +18,7 @@ from . import hostrng
 from .errors import ArgumentError, ResourceError, StagingError
 from .ir.graph import FunDef, Graph, Node, Program, Var
 from .ir.ops import Op, impl_of, infer_types
+# N: jitad.numeric, a layer above, which Staged's methods call (x.sum(), x.T, x[i]): see rules.N
 from .primitives.rules import N
 from .ir.types import FLOATS, I64, NUMPY, is_device_array, Type, TreeType, check_int64_range, clean_bools, dtype_of_numpy, promote
 from .pytree import LEAF, flatten, unflatten, with_built_order

@@ -1,6 +1,8 @@
-"""The package's layers import downward only: the module import graph of jitad
-(function-level imports included) has no cycle, and the IR layer imports nothing of
-the front end."""
+"""The package's layers import downward only (README, "Layout"): the module import graph
+of jitad (function-level imports included) has no cycle, each layer of
+ir/ <- primitives/ <- staging <- numeric <- ad/ <- lower/ <- api imports none above it, and
+ir/, primitives/ and lower/ import no front-end module (the user-facing modules: linalg,
+random, distributed, numpy_api, ...)."""
 import ast
 import pathlib
 
@@ -62,13 +64,52 @@ def test_import_graph_is_acyclic():
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
 
 
-def test_ir_imports_no_front_end():
+LAYERS = ["jitad.ir", "jitad.primitives", "jitad.staging", "jitad.numeric", "jitad.ad", "jitad.lower", "jitad.api"]
+# what every layer may use: errors, timing, pytrees and the tree layout (no staging in them)
+SUPPORT = {"jitad.errors", "jitad.timing", "jitad.pytree", "jitad.tree", "jitad.hostrng"}
+
+
+def layer(module):
+    """The index of `module`'s layer in LAYERS, None for support and front-end modules."""
+    for i, name in enumerate(LAYERS):
+        if module == name or module.startswith(name + "."):
+            return i
+    return None
+
+
+def is_front_end(module):
+    return layer(module) is None and module not in SUPPORT and module != "jitad"
+
+
+def upward_imports(graph):
+    return sorted(f"{m} -> {e}" for m, edges in graph.items() for e in edges
+                  if layer(m) is not None and layer(e) is not None and layer(e) > layer(m))
+
+
+def front_end_imports(graph, bottom=("jitad.ir", "jitad.primitives", "jitad.lower")):
+    return sorted(f"{m} -> {e}" for m, edges in graph.items() for e in edges
+                  if m.startswith(bottom) and is_front_end(e))
+
+
+def test_layers_import_downward_only():
+    assert upward_imports(import_graph()) == []
+
+
+def test_ir_primitives_and_lowering_import_no_front_end():
     graph = import_graph()
-    front = {"jitad.staging", "jitad.numeric", "jitad.random", "jitad.tree", "jitad.api", "jitad.primitives"}
-    for m, edges in graph.items():
-        if m.startswith("jitad.ir"):
-            assert not {e for e in edges if e in front or e.startswith("jitad.primitives") or
-                        e.startswith(("jitad.ad", "jitad.lower"))}, m
+    assert front_end_imports(graph) == []
+    # the support modules stay below staging: they import no layer above the primitives
+    assert [f"{m} -> {e}" for m in SUPPORT for e in graph[m] if layer(e) is not None and layer(e) > 1] == []
+
+
+def test_the_checks_see_what_they_must():   # the checkers themselves, on made-up graphs
+    assert upward_imports({"jitad.lower.tensor": {"jitad.random"}, "jitad.ir.ops": {"jitad.staging"}}) == \
+        ["jitad.ir.ops -> jitad.staging"]
+    assert front_end_imports({"jitad.lower.tensor": {"jitad.random", "jitad.errors", "jitad.ir.ops"},
+                              "jitad.primitives.rules": {"jitad.numeric"}}) == ["jitad.lower.tensor -> jitad.random"]
+    # a function-level import counts as well as a module-level one
+    graph = import_graph()
+    assert "jitad.primitives.linalg" in graph["jitad.lower.cuda"]
 
 
 def test_finds_a_cycle():   # the checker itself

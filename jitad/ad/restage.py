@@ -8,6 +8,26 @@ from ..ir.ops import CALLS, Op
 from ..staging import FOR, FUN, IF, TREE, WHILE, ShapeDtype, emit, trace_memo, wrap
 
 
+def pack_pairs(pairs, types, paired, missing):
+    """Flat values for (value, companion) `pairs` of `types`: each value, followed by its
+    companion where `paired(type)` (`missing(type)` when the companion is None). Forward
+    mode pairs a value with its tangent, reverse mode with its adjoint slot: how both pass
+    such pairs through closures, loop states and function calls."""
+    flat = []
+    for (value, companion), t in zip(pairs, types):
+        flat.append(value)
+        if paired(t):
+            flat.append(companion if companion is not None else missing(t))
+    return flat
+
+
+def unpack_pairs(flat, types, paired):
+    """(value, companion or None) pairs of `types` from the start of `flat` (see
+    `pack_pairs`), and the rest of `flat`."""
+    it = iter(flat)
+    return [(next(it), next(it)) if paired(t) else (next(it), None) for t in types], list(it)
+
+
 def run_graph(graph, args, node_rule):
     """Walk `graph` with `args` bound to its params: `node_rule(node, inputs) -> outputs`
     gives each node's values; return the graph's output values."""

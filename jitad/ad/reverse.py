@@ -33,7 +33,7 @@ from ..errors import ArgumentError, ShapeError
 from ..pytree import flatten, unflatten
 from ..staging import (FUN, IF, Staged, StagedTree, apply, as_var, coerce, emit, is_staged,
                        make_closure, new_slot, slot_add, slot_get, trace_memo, transforming, transformation)
-from .restage import restage, restage_node, run_graph
+from .restage import pack_pairs, restage, restage_node, run_graph, unpack_pairs
 from .tape import ForestTape, at, body_nodes, deferred_weight_grads, loop_invariant_transposes, new_table, output_rows, stored_values
 
 
@@ -63,18 +63,13 @@ def dual_types(types):
 
 def pack(duals, types):
     """Flat staged values for `duals` of `types`; a missing adjoint becomes a fresh slot."""
-    flat = []
-    for d, t in zip(duals, types):
-        flat.append(d.primal)
-        if differentiable(t):
-            flat.append(d.adj if d.adj is not None else new_slot(t))
-    return flat
+    return pack_pairs([(d.primal, d.adj) for d in duals], types, differentiable, new_slot)
 
 
 def unpack(flat, types):
     """Duals of `types` from the start of `flat` (see `pack`), and the rest of `flat`."""
-    it = iter(flat)
-    return [Dual(next(it), next(it)) if differentiable(t) else Dual(next(it)) for t in types], list(it)
+    pairs, rest = unpack_pairs(flat, types, differentiable)
+    return [Dual(p, adj) for p, adj in pairs], rest
 
 
 def closure(k, types, name):

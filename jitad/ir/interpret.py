@@ -5,7 +5,7 @@ import numpy as np
 from ..errors import RuntimeCheckError
 from .graph import split_operands
 from .ops import CALLS, IMPLS, Op, clip_index, impl_of, registrar
-from .types import NUMPY, ContType, RefType, TableType, TreeType
+from .types import FLOATS, NUMPY, ContType, RefType, TableType, TreeType
 
 _CONTROL = {}
 
@@ -36,7 +36,7 @@ def run_graph(graph, args):
 
 def _slot_start(t):
     """A slot's first value, as compiled code gives it: a scalar float starts at -0.0."""
-    if not t.shape and t.dtype in ("f64", "f32"):
+    if not t.shape and t.dtype in FLOATS:
         return NUMPY[t.dtype](-0.0)
     return np.zeros(t.shape, NUMPY[t.dtype])[()]
 

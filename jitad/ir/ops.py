@@ -6,7 +6,7 @@ path), derivative rules, lowerings and flags. `declare` makes one and names it
 `Op.<NAME>`. This module declares the operations of the IR itself (constants, slots,
 continuations, tables, trees, control flow and what the passes make); the math
 primitives are declared in `jitad/primitives` (the random bits' cipher in `bits.py`)
-and the collectives in `jitad/distributed.py`, each beside its rules.
+and the collectives in `collectives.py`, each beside its rules.
 """
 import numpy as np
 
@@ -156,6 +156,15 @@ def clip_index(i, n):
     out of range after that clamps (JAX). (`i + n * (i < 0)`: no overflow for large `i`.)"""
     i = np.asarray(i)
     return np.clip(i + n * (i < 0), 0, max(n - 1, 0))
+
+
+def clip_index_code(i, n):
+    """`clip_index` of one index in generated code, branch free: each backend runs it with
+    its own `where` (`primitives.special.backend`): an LLVM select (lower/tensor.py) or a
+    CUDA device function (`h_clip`, lower/cuda_kernels.py); `n` is a Python int."""
+    i = where(i < 0, i + n, i)  # noqa: F821  (`where`: the backend's)
+    i = where(i < 0, 0, i)  # noqa: F821
+    return where(i > n - 1, max(n - 1, 0), i)  # noqa: F821
 
 
 def convert_value(x, dtype):

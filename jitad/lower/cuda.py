@@ -785,6 +785,6 @@ def _with_recursion_limit(fn, *args):
 
 
 def compile_cuda(program, out_td, in_types):
-    from ..linalg import check_cpu
+    from ..primitives.linalg import check_cpu
     check_cpu(program)
     return CudaCompiled(program, out_td, in_types)

@@ -14,9 +14,9 @@ import re
 import numpy as np
 
 from .. import primitives  # noqa: F401  (declares the ops `scalar` reads)
-from ..ir.ops import PRIMITIVES, Op, missing_rule
+from ..ir.ops import PRIMITIVES, Op, clip_index_code, missing_rule
 from ..primitives import special
-from ..ir.types import NUMPY, RefType
+from ..ir.types import FLOATS, NUMPY, RefType
 
 _cache = {}
 _env = None
@@ -56,6 +56,7 @@ def environment():
     exec(compile(_HELPERS, "<jitad cuda helpers>", "exec"), env)
     for name in [n for n in env if n.startswith("h_")]:
         env[name] = c.jit(device=True)(env[name])
+    env["h_clip"] = c.jit(device=True)(special.backend(clip_index_code, where=env["h_where"]))
     env["h_polygamma"] = c.jit(device=True)(special.backend(special.polygamma_scalar, where=env["h_where"],
                                                             log=env["log"], sin=env["sin"], cos=env["cos"]))
     _env = env
@@ -136,16 +137,6 @@ def h_where(c, a, b):
     return a if c else b
 
 
-def h_clip(i, n):   # `clip_index` (jitad/ir/ops.py)
-    if i < 0:
-        i += n
-    if i < 0:
-        return 0
-    if i >= n:
-        return n - 1
-    return i
-
-
 def h_dot_columns(x, y, p, q, k, n, depth):
     acc = x[0] * 0
     for r in range(depth):
@@ -203,7 +194,7 @@ def _math_names():
 
 
 def _convert(expr, source, target):
-    if target == "i64" and source in ("f32", "f64"):
+    if target == "i64" and source in FLOATS:
         return f"h_to_i64({expr})"
     if target == "bool":
         return f"({expr} != {literal(0, source)})"

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..ir.graph import split_operands
 from ..ir.ops import CALLS, Op
-from ..ir.types import DESCRIPTOR, FIRST_FIELD, Type
+from ..ir.types import DESCRIPTOR, FIRST_FIELD, FLOATS, Type
 from .llvm import (CLOSURE, ELEMENT_BYTES, I1, I32, I64, I64_T, LL, POLL_HEAVY, POLL_ITERATIONS, PTR, _table_entry,
                    _table_stores, alloca, cont_fnty, rule)
 
@@ -166,7 +166,7 @@ def _slot(lo, node, ins):
     # -0.0, the exact additive identity (x + -0.0 == x for every x; x + 0.0 turns -0.0 into
     # 0.0): LLVM folds the first slot_add into a store, which it cannot with 0.0. Gradients
     # leave through api._positive_zero, so an input without a path still reads 0.0.
-    lo.b.store(LL[t.dtype](-0.0 if t.dtype in ("f64", "f32") else 0), slot)
+    lo.b.store(LL[t.dtype](-0.0 if t.dtype in FLOATS else 0), slot)
     return [slot]
 
 

@@ -17,7 +17,7 @@ import math
 import llvmlite.binding as llvm
 import llvmlite.ir as ir
 
-from .. import linalg  # noqa: F401  (declares the primitive)
+from ..primitives import linalg  # noqa: F401  (declares the primitive)
 from ..ir.ops import Op
 from ..ir.types import Type
 from . import runtime

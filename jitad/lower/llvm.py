@@ -26,8 +26,9 @@ import llvmlite.ir as ir
 import numpy as np
 
 from ..ir.graph import Graph, Node, Var, walk
-from ..ir.ops import CALLS, Op, missing_rule, registrar
+from ..ir.ops import CALLS, Op, clip_index_code, missing_rule, registrar
 from .. import primitives  # noqa: F401  (declares the ops lowered below)
+from ..primitives.special import backend
 from . import vmath
 from ..ir.types import FLOATS, ContType, RefType, TableType, TreeType, Type
 
@@ -288,6 +289,23 @@ def _kernel_key(node):
     bodies = tuple(format_graph(b) for b in node.bodies)
     attrs = tuple(sorted((k, repr(v)) for k, v in node.attrs.items()))
     return node.op, attrs, tuple(v.type for v in node.inputs), tuple(v.type for v in node.outputs), bodies
+
+
+class _Index:
+    """An i64 LLVM value with the operators `clip_index_code` uses."""
+
+    def __init__(self, b, v):
+        self.b, self.v = b, v
+
+    def _of(self, x):
+        return x.v if isinstance(x, _Index) else I64(x)
+
+    __add__ = lambda self, x: _Index(self.b, self.b.add(self.v, self._of(x)))
+    __lt__ = lambda self, x: _Index(self.b, self.b.icmp_signed("<", self.v, self._of(x)))
+    __gt__ = lambda self, x: _Index(self.b, self.b.icmp_signed(">", self.v, self._of(x)))
+
+
+_clip_index = backend(clip_index_code, where=lambda c, a, x: _Index(c.b, c.b.select(c.v, c._of(a), c._of(x))))
 
 
 class Lowerer:
@@ -710,10 +728,8 @@ class Lowerer:
     def row(self, x, x_t, i):
         """Pointer to row `i` of tensor `x` of type `x_t`, `i` read as `clip_index` reads it:
         a negative `i` counts from the end, then clamps into range."""
-        b, n = self.b, x_t.shape[0]
-        i = b.select(b.icmp_signed("<", i, I64(0)), b.add(i, I64(n)), i)
-        i = b.select(b.icmp_signed("<", i, I64(0)), I64(0), i)
-        i = b.select(b.icmp_signed(">", i, I64(n - 1)), I64(max(n - 1, 0)), i)
+        b = self.b
+        i = _clip_index(_Index(b, i), x_t.shape[0]).v
         row_size = int(np.prod(x_t.shape[1:], dtype=np.int64))
         return b.gep(x, [b.mul(i, I64(row_size))], source_etype=LL[x_t.dtype])
 

@@ -14,7 +14,7 @@ import llvmlite.binding as llvm
 import llvmlite.ir as ir
 import numpy as np
 
-from .. import distributed  # noqa: F401  (declares the collectives)
+from ..primitives import collectives  # noqa: F401  (declares the collectives)
 from ..ir.ops import Op
 from . import runtime
 from .llvm import F64, I32, I64, LL, PTR, alloca, rule

@@ -14,7 +14,7 @@ import llvmlite.ir as ir
 import numpy as np
 
 from ..ir.ops import Op
-from ..ir.types import Type
+from ..ir.types import FLOATS, Type
 from .llvm import I64, LL, PTR, alloca, rule
 
 RUN = 16   # entries sorted by insertion before the merges
@@ -42,7 +42,7 @@ FAST_SORT = set(numpy_qsort_symbols())   # (the runtime binds these names; jitad
 
 def _less(b, a, c, dtype):
     """a < c, NaNs after every number (NumPy's order)."""
-    if dtype in ("f32", "f64"):
+    if dtype in FLOATS:
         return b.or_(b.fcmp_ordered("<", a, c), b.and_(b.fcmp_unordered("uno", c, c), b.fcmp_ordered("ord", a, a)))
     return b.icmp_signed("<", a, c)
 

@@ -14,7 +14,7 @@ import numpy as np
 from ..ir import regions
 from ..ir.graph import Var
 from ..ir.ops import Op
-from ..ir.types import RefType, Type
+from ..ir.types import FLOATS, RefType, Type
 from ..primitives.along_axis import REDUCTIONS, SCANS, lines
 from .llvm import ELEMENT_BYTES, F32, F64, I1, I32, I64, LL, NO_WRAP, PTR, alloca, collapse, rule, scalar_rule
 
@@ -292,7 +292,7 @@ def _gemm(lo, out, out_t, ins, in_types, attrs, accumulate):
                       t(1.0), a, I64(a_t.shape[1]), bm, I64(b_t.shape[1]), t(1.0 if accumulate else 0.0),
                       out, I64(n)])
         return
-    is_float = out_t.dtype in ("f64", "f32")
+    is_float = out_t.dtype in FLOATS
     mul, add = (b.fmul, b.fadd) if is_float else (b.mul, b.add)
     a_at = lambda i, p: b.load(lo.elem_ptr(a, a_t, [p, i] if ta else [i, p]), typ=t)
     b_at = lambda p, j: b.load(lo.elem_ptr(bm, b_t, [j, p] if tb else [p, j]), typ=t)
@@ -648,7 +648,7 @@ def _conv2d(lo, node, ins):   # long: its two loop nests share the vector-regist
     _, O, OH, OW = out_t.shape
     b, ty, x, w = lo.b, LL[out_t.dtype], ins[0], ins[1]
     out = lo.result_buffer(node.outputs[0])
-    floating = out_t.dtype in ("f32", "f64")
+    floating = out_t.dtype in FLOATS
     lanes = 64 // ELEMENT_BYTES[out_t.dtype]
     at = lambda buf, off: b.gep(buf, [off], source_etype=ty)
     # offsets as sums of index × stride in this order (`lo.offset`'s form measured 1.7× slower)

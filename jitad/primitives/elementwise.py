@@ -9,6 +9,7 @@ import numpy as np
 
 from ..ir.ops import Op, broadcast_shapes, comparison, convert_value, declare, elementwise, floating, logical
 from ..ir.types import FLOATS, Type
+# N: jitad.numeric, the staged math the derivative rules are written in (see rules.N)
 from .rules import N, by_dtype, elementwise_vjp, impl_float, in_double, instruction, intrinsic, is_float, \
     zero_gradient
 

@@ -2,11 +2,20 @@
 common VJP shapes and the common LLVM scalar rules."""
 import numpy as np
 
+from ..ir.types import FLOATS
+
 
 class _StagedMath:
-    """`jitad.numeric`, the staged math the derivative rules are written in. It is a
-    layer above (it imports this package to build its wrappers), so it installs itself
-    here when imported; rules run only while tracing, long after that."""
+    """`jitad.numeric`, the staged math the derivative rules are written in.
+
+    The one seam between the layers, kept on purpose: a VJP, JVP or batching rule builds
+    staged code (`where`, `exp`, `reshape`, `bind(Op.X, ...)`), and the staged math is two
+    layers up (`numeric` imports the declarations to make its wrappers; `staging` gives
+    `Staged` its methods from it). Writing the rules in staging's terms alone would repeat
+    numeric's broadcasting and promotion in every rule; handing the math to each rule as an
+    argument would change every rule's signature for no gain. So `numeric` installs itself
+    here when imported, and the rules, which run only while tracing, find it here. Nothing
+    else is filled in: lowerings use no staged math."""
     module = None
 
     def __getattr__(self, name):
@@ -93,7 +102,7 @@ def unbroadcast(g, shape):
 # -- LLVM scalar rules: rule(lowerer, node, ins) -> [value] ------------------------
 
 def is_float(node):
-    return node.inputs[0].type.dtype in ("f32", "f64")
+    return node.inputs[0].type.dtype in FLOATS
 
 
 def intrinsic(name):

@@ -7,10 +7,13 @@ import numpy as np
 
 from ..ir.ops import Op, declare, shape_rule
 from ..ir.types import Type
+# N: jitad.numeric, the staged math the derivative rules are written in (see rules.N)
 from .rules import N, batch_stacked, zero_gradient
 
 
 def _along_last(v, index):
+    # numpy_api's take_along_axis, found through numeric: its index arithmetic (broadcast,
+    # negative indices, clamp) is written once, there
     return N.NUMPY_API["take_along_axis"](v, index, -1)
 
 

@@ -10,6 +10,7 @@ import types
 import numpy as np
 
 from ..ir.ops import Op, declare, floating
+# N: jitad.numeric, the staged math the derivative rules are written in (see rules.N)
 from .rules import N, is_float
 
 # B_2, B_4, ..., B_20: the Bernoulli numbers of the asymptotic series

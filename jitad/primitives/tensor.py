@@ -13,6 +13,7 @@ from ..ir.ops import Op, clip_index, declare, same_dtype, shape_rule
 from ..ir.types import FLOATS, Type
 from . import along_axis
 from .along_axis import declare_reduction, declare_scan
+# N: jitad.numeric, the staged math the derivative rules are written in (see rules.N)
 from .rules import N, Region, Sparse, batched, lift, linear, rebind, reduced_shape, unbroadcast
 
 
@@ -335,11 +336,6 @@ def _take_jvp(node, tangents, primals, out):
     return N.bind(node.op, tangents[0], *primals[1:], **node.attrs)
 
 
-def _clipped(i, n):
-    """Staged indices as `index`/`gather` read them: negative from the end, then clamped."""
-    return N.clip(N.where(i < 0, i + n, i), 0, max(n - 1, 0))
-
-
 def _lane_offsets(idx, size, n):
     """Per lane, the first row of its block in the lanes' rows stacked (shaped to add to `idx`)."""
     return N.reshape(np.arange(size) * n, (size,) + (1,) * (len(idx.shape) - 1))
@@ -351,7 +347,7 @@ def _batch_take(node, ins, size, mask):
     n = node.inputs[0].type.shape[0]
     if bx and bi:   # rows of the flattened lanes, offset by lane
         flat = N.reshape(x, (size * n,) + x.shape[2:])
-        return [(N.bind(Op.GATHER, flat, _clipped(idx, n) + _lane_offsets(idx, size, n)), True)]
+        return [(N.bind(Op.GATHER, flat, N.clip_index(idx, n) + _lane_offsets(idx, size, n)), True)]
     if bi:
         return [(N.bind(Op.GATHER, x, idx), True)]
     out = N.bind(node.op, N.transpose(x, (1, 0) + tuple(range(2, len(x.shape)))), idx)   # rows (n, size, ...)
@@ -575,7 +571,7 @@ def _batch_scatter(node, ins, size, mask):
     x, idx, v = (batched(x, b, size) for x, b in ins)
     n = node.inputs[0].type.shape[0]
     flat = N.reshape(x, (size * n,) + x.shape[2:])
-    out = N.bind(Op.SCATTER, flat, _clipped(idx, n) + _lane_offsets(idx, size, n), v, **node.attrs)
+    out = N.bind(Op.SCATTER, flat, N.clip_index(idx, n) + _lane_offsets(idx, size, n), v, **node.attrs)
     return [(N.reshape(out, x.shape), True)]
 
 
