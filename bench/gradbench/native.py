@@ -29,6 +29,15 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CPP_TOOLS = ("manual", "codipack", "adol-c")
+TOOLS = ("jitad",) + CPP_TOOLS + ("jax",)
+# evals where GradBench's manual derivative is an analytic shortcut no AD tool takes
+ANALYTIC_MANUAL = {"ode"}
+# the inputs of bench/README.md's table (GradBench's defaults where no entry)
+TABLE_ARGS = {"det": "-l 5 6 7 8 9 10".split(), "lse": "-n 2500 10000 40000 160000 640000".split(),
+              "ode": "-n 1000 10000 100000 -s 1 10".split(), "kmeans": "-k 10 100 1000 -n 1000 10000 -d 8".split(),
+              "gmm": "-d 2 10 20 -k 5 10 25".split(), "ba": "--max 4".split(), "ht": "--model small --max 6".split(),
+              "lstm": []}
+LSTM_TEXT = os.path.join("evals", "lstm", "data", "lstm_full.txt")
 EVALS = ("det", "lse", "llsq", "ode", "kmeans", "gmm", "lstm", "ba", "ht", "particle", "saddle")
 
 
@@ -37,11 +46,76 @@ def tool_command(tool, gradbench):
         return [sys.executable, "-m", "bench.gradbench.tool"], ROOT
     if tool in CPP_TOOLS:
         return [sys.executable, "-m", "bench.gradbench.native", "--serve", tool, "--gradbench", gradbench], ROOT
-    raise SystemExit(f"unknown tool {tool!r}: jitad or one of {', '.join(CPP_TOOLS)}")
+    if tool == "jax":
+        return [sys.executable, "-m", "bench.gradbench.native", "--serve", tool, "--gradbench", gradbench], ROOT
+    raise SystemExit(f"unknown tool {tool!r}: one of {', '.join(TOOLS)}")
+
+
+def implements(tool, eval_name, gradbench):
+    """Whether the tool has the eval (GradBench's tools list theirs in `tools/T/evals.txt`)."""
+    if tool == "jitad":
+        from .inputs import FUNCTIONS
+        return eval_name in FUNCTIONS
+    with open(os.path.join(gradbench, "tools", tool, "evals.txt")) as f:
+        return eval_name in f.read().split()
+
+
+def ensure_lstm_text(gradbench):
+    """GradBench's lstm eval reads `evals/lstm/data/lstm_full.txt`; where the checkout lacks
+    it (a partial mirror), write `inputs.synthetic_text` there. Returns whether it did."""
+    path = os.path.join(gradbench, LSTM_TEXT)
+    if os.path.exists(path):
+        return False
+    from .inputs import synthetic_text
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf8") as f:
+        f.write(synthetic_text(20000))
+    with open(path + ".synthetic", "w") as f:
+        f.write("written by bench.gradbench.native: inputs.synthetic_text(20000)\n")
+    return True
+
+
+def serve_jax(gradbench):
+    """GradBench's JAX tool (`python/gradbench/gradbench/tools/jax`, its modules unchanged)
+    with two changes to its timing: each timed call blocks until its result is computed
+    (`jax.block_until_ready`; JAX dispatches asynchronously on CPU too, so unblocked calls
+    time the dispatch alone), and a first call, reported as `compile`, precedes the timed
+    ones (GradBench's loop otherwise times the compilation as one of its runs). Not pinned
+    to CPU 0 (its run.py's default) since every other tool here floats too."""
+    import importlib
+    import jax
+    os.chdir(os.path.join(gradbench, "python", "gradbench", "gradbench", "tools", "jax"))
+    sys.path[:0] = [os.getcwd(), os.path.join(gradbench, "python", "gradbench")]
+    from gradbench import wrap
+    timed = wrap.multiple_runs
+
+    def blocking(**kw):
+        return lambda f: timed(**kw)(lambda x: jax.block_until_ready(f(x)))
+    wrap.multiple_runs = blocking
+    for line in sys.stdin:
+        message = json.loads(line)
+        reply = {"id": message["id"]}
+        try:
+            if message["kind"] == "start":
+                reply["tool"] = "jax"
+            elif message["kind"] == "define":
+                importlib.import_module(message["module"])
+                reply["success"] = True
+            elif message["kind"] == "evaluate":
+                fn = getattr(importlib.import_module(message["module"]), message["function"]).wrapped
+                first = fn(message["input"] | {"min_runs": 1, "min_seconds": 0})
+                reply |= fn(message["input"])
+                reply["timings"] = [{"name": "compile", "nanoseconds": first["timings"][0]["nanoseconds"]},
+                                    *reply["timings"]]
+        except Exception as e:   # the protocol reports failures in the response
+            reply.update(success=False, error=f"{type(e).__name__}: {e}")
+        print(json.dumps(reply), flush=True)
 
 
 def serve(tool, gradbench):
     """A C++ tool on stdin/stdout: GradBench's cpp.py protocol, the binaries prebuilt."""
+    if tool == "jax":
+        return serve_jax(gradbench)
     os.chdir(gradbench)
     sys.path.insert(0, os.path.join(gradbench, "python", "gradbench"))
     from gradbench import cpp
@@ -71,7 +145,10 @@ def session(eval_name, eval_args, tool, gradbench, timeout):
     ev = subprocess.Popen([sys.executable, f"python/gradbench/gradbench/evals/{eval_name}/run.py", *eval_args],
                           cwd=gradbench, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     cmd, cwd = tool_command(tool, gradbench)
-    tl = subprocess.Popen(cmd, cwd=cwd, env=os.environ | {"PYTHONPATH": ROOT}, stdin=subprocess.PIPE,
+    # single-threaded XLA for the JAX tool (as every other tool runs on one thread)
+    tl_env = os.environ | {"PYTHONPATH": os.pathsep.join([ROOT, env["PYTHONPATH"]]), "JAX_PLATFORMS": "cpu",
+                           "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"}
+    tl = subprocess.Popen(cmd, cwd=cwd, env=tl_env, stdin=subprocess.PIPE,
                           stdout=subprocess.PIPE, text=True)
     killed = threading.Event()
     timer = threading.Timer(timeout, lambda: (killed.set(), ev.kill(), tl.kill()))
@@ -125,6 +202,8 @@ def session(eval_name, eval_args, tool, gradbench, timeout):
 
 
 def cell(runs):
+    if not runs:
+        return "has none"
     bad = [r for r in runs if r["failed"] or r["invalid"]]
     if bad:
         r = bad[0]
@@ -135,11 +214,39 @@ def cell(runs):
     return f"{statistics.median(ms):,.1f} ({ms[0]:,.1f}–{ms[-1]:,.1f})"
 
 
+def ok_ms(runs):
+    """The median Σ of a tool's sessions, or None where any failed, was invalid or is absent."""
+    if not runs or any(r["failed"] or r["invalid"] for r in runs):
+        return None
+    return statistics.median(r["ms"] for r in runs)
+
+
+def table(evals, tools, results, loads, extra, synthetic=False):
+    """The Markdown table: a column per tool, jitad over the fastest other AD tool, the load."""
+    head = ["eval (arguments)", *tools, "jitad / fastest AD tool", "load"]
+    lines = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
+    for e in evals:
+        ms = {t: ok_ms(results[e][t]) for t in tools}
+        others = {t: v for t, v in ms.items() if t != "jitad" and v is not None
+                  and not (t == "manual" and e in ANALYTIC_MANUAL)}
+        ratio = "—"
+        if ms.get("jitad") is not None and others:
+            best = min(others, key=others.get)
+            ratio = f"**{ms['jitad'] / others[best]:.2f}×** {best}"
+        ld = sorted(loads[e]) or [0.0]
+        note = " (synthetic text)" if e == "lstm" and synthetic else ""
+        lines.append(f"| {e}{note} {' '.join(extra.get(e, []))} | " + " | ".join(cell(results[e][t]) for t in tools)
+                     + f" | {ratio} | {ld[0]:.1f}–{ld[-1]:.1f} |")
+    return "\n".join(lines)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--gradbench", default=os.path.join(ROOT, "build", "gradbench"), help="GradBench checkout")
     p.add_argument("--eval", action="append", choices=EVALS)
-    p.add_argument("--tool", action="append", help="jitad, manual, codipack, adol-c (default: all)")
+    p.add_argument("--tool", action="append", choices=TOOLS, help="default: all")
+    p.add_argument("--table", action="store_true",
+                   help="the inputs of bench/README.md's table (TABLE_ARGS; --eval-args overrides one eval's)")
     p.add_argument("--eval-args", action="append", default=[], metavar="EVAL=ARGS",
                    help='extra arguments of one eval, e.g. "det=-l 5 6 7 8 9 10"')
     p.add_argument("--min-seconds", type=float, default=0.1, help="each eval's --min-seconds")
@@ -150,33 +257,39 @@ def main(argv=None):
     a = p.parse_args(argv)
     if a.serve:
         return serve(a.serve, a.gradbench)
-    evals, tools = a.eval or EVALS, a.tool or ("jitad",) + CPP_TOOLS
-    extra = {k: v.split() for k, v in (s.split("=", 1) for s in a.eval_args)}
+    evals, tools = a.eval or EVALS, a.tool or TOOLS
+    extra = dict(TABLE_ARGS) if a.table else {}
+    extra |= {k: v.split() for k, v in (s.split("=", 1) for s in a.eval_args)}
+    synthetic = "lstm" in evals and ensure_lstm_text(a.gradbench)
     load = os.getloadavg()
     results = {e: {t: [] for t in tools} for e in evals}
+    loads = {e: [] for e in evals}
     for rep in range(a.repeats):
         for e in evals:
             for t in tools:
+                if not implements(t, e, a.gradbench):
+                    continue
                 args = ["--min-seconds", str(a.min_seconds)] + extra.get(e, [])
+                loads[e].append(os.getloadavg()[0])
                 start = time.perf_counter()
                 r = session(e, args, t, a.gradbench, a.timeout)
                 r["wall_s"] = time.perf_counter() - start
                 results[e][t].append(r)
-                print(f"[{rep + 1}/{a.repeats}] {e} {t}: {r['ms']:.1f} ms over {r['messages']} messages, {r['validated']} validated"
+                print(f"[{rep + 1}/{a.repeats}] {e} {t}: {r['ms']:.1f} ms over {r['messages']} messages, "
+                      f"{r['validated']} validated, {r['wall_s']:.0f} s"
                       f"{' FAILED ' + r['failed'][0][:200] if r['failed'] else ''}"
                       f"{' INVALID ' + r['invalid'][0][:200] if r['invalid'] else ''}", file=sys.stderr, flush=True)
     load_after = os.getloadavg()
-    lines = [f"| eval | {' | '.join(tools)} |", "|---|" + "---|" * len(tools)]
-    for e in evals:
-        lines.append(f"| {e} {' '.join(extra.get(e, []))} | " + " | ".join(cell(results[e][t]) for t in tools) + " |")
-    lines.append(f"\nΣ ms over the eval's evaluate messages (median of each message's timings), median of "
-                 f"{a.repeats} interleaved repeats (min–max); --min-seconds {a.min_seconds}; load average "
-                 f"{load[0]:.1f} before, {load_after[0]:.1f} after, {os.cpu_count()} cores.")
-    md = "\n".join(lines)
+    md = table(evals, tools, results, loads, extra, synthetic)
+    md += (f"\n\nΣ ms over the eval's evaluate messages (median of each message's timings), median of "
+           f"{a.repeats} interleaved repeats (min–max); --min-seconds {a.min_seconds}; load average "
+           f"{load[0]:.1f} before, {load_after[0]:.1f} after, {os.cpu_count()} cores.")
     print(md)
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
     with open(a.out, "w") as f:
-        json.dump({"results": results, "load": [load, load_after], "args": vars(a)}, f, indent=1)
+        json.dump({"results": results, "loads": loads, "load": [load, load_after], "args": vars(a),
+                   "lstm_text": "synthetic" if synthetic or os.path.exists(
+                       os.path.join(a.gradbench, LSTM_TEXT + ".synthetic")) else "GradBench's"}, f, indent=1)
     return 0
 
 
