@@ -6,6 +6,8 @@ import math
 import numpy as np
 import pytest
 
+import jitad
+
 from bench.gradbench import arrays, inputs, nested
 
 
@@ -372,6 +374,9 @@ def test_det():
     assert f["primal"](b) == pytest.approx(np.linalg.det(b), rel=1e-12)
     jitad_testing = pytest.importorskip("jitad.testing")
     jitad_testing.check_grads(det.det, (b,))
+    c = np.random.default_rng(3).random((6, 6))   # four rows picked in the loop, a 2×2 minor left
+    g = jitad.jit(jitad.grad(lambda x: det.det(x, base=2)))(c)
+    np.testing.assert_allclose(g, np.linalg.det(c) * np.linalg.inv(c).T, rtol=1e-9, atol=1e-14)
 
 
 def test_tool_det_output():
