@@ -41,7 +41,8 @@ bench: $(VENV)/.installed-bench
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
 
-# GradBench's evals and its C++ tools (hand-written "manual", CoDiPack, ADOL-C) against jitad,
+# GradBench's evals and its C++ tools (hand-written "manual", CoDiPack, ADOL-C; finite
+# differences for particle and saddle, which none of those has) against jitad,
 # outside `make test`: needs g++, nlohmann-json3-dev, libadolc-dev and libboost-dev (ADOL-C's
 # ht) from apt, CoDiPack's headers (CODIPACK_INCLUDE) and, for GradBench's eval scripts,
 # pydantic and dataclasses-json. GRADBENCH_REPO / CODIPACK_REPO may name local clones or
@@ -60,5 +61,6 @@ gradbench-native:
 	test -f build/gradbench/cpp/json.hpp || echo '#include <nlohmann/json.hpp>' > build/gradbench/cpp/json.hpp
 	for t in manual codipack adol-c; do \
 	  CPATH=$(abspath $(CODIPACK_INCLUDE)) $(MAKE) -k -C build/gradbench/tools/$$t EXECUTABLES="$(GRADBENCH_EVALS)" || true; done
+	$(MAKE) -k -C build/gradbench/tools/finite EXECUTABLES="particle saddle" || true
 	@echo "run: python -m bench.gradbench.native --repeats 3   (see bench/gradbench/native.py)"
 .PHONY: gradbench-native

@@ -28,8 +28,10 @@ import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-CPP_TOOLS = ("manual", "codipack", "adol-c")
-TOOLS = ("jitad",) + CPP_TOOLS + ("jax",)
+CPP_TOOLS = ("manual", "codipack", "adol-c", "finite")
+TOOLS = ("jitad",) + CPP_TOOLS[:3] + ("jax", "finite")
+NOT_AD = {"finite"}   # GradBench's finite differences: a column for context, not in the ratio
+FINITE_EVALS = {"particle", "saddle"}   # run only where no AD tool here has the eval
 # evals where GradBench's manual derivative is an analytic shortcut no AD tool takes
 ANALYTIC_MANUAL = {"ode"}
 # the inputs of bench/README.md's table (GradBench's defaults where no entry)
@@ -56,6 +58,8 @@ def implements(tool, eval_name, gradbench):
     if tool == "jitad":
         from .inputs import FUNCTIONS
         return eval_name in FUNCTIONS
+    if tool == "finite" and eval_name not in FINITE_EVALS:
+        return False
     with open(os.path.join(gradbench, "tools", tool, "evals.txt")) as f:
         return eval_name in f.read().split()
 
@@ -227,7 +231,7 @@ def table(evals, tools, results, loads, extra, synthetic=False):
     lines = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
     for e in evals:
         ms = {t: ok_ms(results[e][t]) for t in tools}
-        others = {t: v for t, v in ms.items() if t != "jitad" and v is not None
+        others = {t: v for t, v in ms.items() if t != "jitad" and t not in NOT_AD and v is not None
                   and not (t == "manual" and e in ANALYTIC_MANUAL)}
         ratio = "—"
         if ms.get("jitad") is not None and others:
