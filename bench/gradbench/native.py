@@ -35,9 +35,9 @@ FINITE_EVALS = {"particle", "saddle"}   # run only where no AD tool here has the
 # evals where GradBench's manual derivative is an analytic shortcut no AD tool takes
 ANALYTIC_MANUAL = {"ode"}
 # the inputs of bench/README.md's table (GradBench's defaults where no entry)
-TABLE_ARGS = {"det": "-l 5 6 7 8 9 10".split(), "lse": "-n 2500 10000 40000 160000 640000".split(),
+TABLE_ARGS = {"det": "-l 5 6 7 8 9 10".split(), "lse": "-n 2500 10000 40000 160000".split(),
               "ode": "-n 1000 10000 100000 -s 1 10".split(), "kmeans": "-k 10 100 1000 -n 1000 10000 -d 8".split(),
-              "gmm": "-d 2 10 20 -k 5 10 25".split(), "ba": "--max 4".split(), "ht": "--model small --max 6".split(),
+              "gmm": "-d 2 10 20 -k 5 10 25".split(), "ba": "--max 3".split(), "ht": "--model big --max 3".split(),
               "lstm": []}
 LSTM_TEXT = os.path.join("evals", "lstm", "data", "lstm_full.txt")
 EVALS = ("det", "lse", "llsq", "ode", "kmeans", "gmm", "lstm", "ba", "ht", "particle", "saddle")
@@ -244,6 +244,23 @@ def table(evals, tools, results, loads, extra, synthetic=False):
     return "\n".join(lines)
 
 
+def report(a, evals, tools, results, loads, extra, synthetic, load, done, final):
+    """The table so far (after each repeat, so that a cut-short run still leaves one) to
+    `--out` (JSON) and, when `final`, stdout."""
+    load_after = os.getloadavg()
+    md = table(evals, tools, results, loads, extra, synthetic)
+    md += (f"\n\nΣ ms over the eval's evaluate messages (median of each message's timings), median of "
+           f"{done} interleaved repeats (min–max); --min-seconds {a.min_seconds}; load average "
+           f"{load[0]:.1f} before, {load_after[0]:.1f} after, {os.cpu_count()} cores.")
+    if final:
+        print(md)
+    os.makedirs(os.path.dirname(a.out), exist_ok=True)
+    with open(a.out, "w") as f:
+        json.dump({"results": results, "loads": loads, "load": [load, load_after], "args": vars(a),
+                   "repeats_done": done, "table": md,
+                   "lstm_text": "synthetic" if synthetic else "GradBench's"}, f, indent=1)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--gradbench", default=os.path.join(ROOT, "build", "gradbench"), help="GradBench checkout")
@@ -264,7 +281,8 @@ def main(argv=None):
     evals, tools = a.eval or EVALS, a.tool or TOOLS
     extra = dict(TABLE_ARGS) if a.table else {}
     extra |= {k: v.split() for k, v in (s.split("=", 1) for s in a.eval_args)}
-    synthetic = "lstm" in evals and ensure_lstm_text(a.gradbench)
+    synthetic = "lstm" in evals and (ensure_lstm_text(a.gradbench)
+                                     or os.path.exists(os.path.join(a.gradbench, LSTM_TEXT + ".synthetic")))
     load = os.getloadavg()
     results = {e: {t: [] for t in tools} for e in evals}
     loads = {e: [] for e in evals}
@@ -283,17 +301,7 @@ def main(argv=None):
                       f"{r['validated']} validated, {r['wall_s']:.0f} s"
                       f"{' FAILED ' + r['failed'][0][:200] if r['failed'] else ''}"
                       f"{' INVALID ' + r['invalid'][0][:200] if r['invalid'] else ''}", file=sys.stderr, flush=True)
-    load_after = os.getloadavg()
-    md = table(evals, tools, results, loads, extra, synthetic)
-    md += (f"\n\nΣ ms over the eval's evaluate messages (median of each message's timings), median of "
-           f"{a.repeats} interleaved repeats (min–max); --min-seconds {a.min_seconds}; load average "
-           f"{load[0]:.1f} before, {load_after[0]:.1f} after, {os.cpu_count()} cores.")
-    print(md)
-    os.makedirs(os.path.dirname(a.out), exist_ok=True)
-    with open(a.out, "w") as f:
-        json.dump({"results": results, "loads": loads, "load": [load, load_after], "args": vars(a),
-                   "lstm_text": "synthetic" if synthetic or os.path.exists(
-                       os.path.join(a.gradbench, LSTM_TEXT + ".synthetic")) else "GradBench's"}, f, indent=1)
+        report(a, evals, tools, results, loads, extra, synthetic, load, rep + 1, final=rep + 1 == a.repeats)
     return 0
 
 
