@@ -405,5 +405,5 @@ def test_native_table():
                       {"ode": [1.0, 2.0], "ht": [3.0]}, {"ode": ["-n", "10"]})
     ode, ht = md.splitlines()[2:]
     assert "| ode -n 10 | 3.0 (2.0–9.0) | 1.0 (1.0–1.0) |" in ode and "INVALID: mismatch" in ode
-    assert "**0.75×** codipack" in ode and "has none" in ode
+    assert "**0.75×** codipack [0.50–2.25]" in ode and "has none" in ode
     assert "**3.00×** manual (0.50× codipack)" in ht and "| 3–3 |" in ht

@@ -233,7 +233,8 @@ NIGHTLY = {"det": "ad-hpp", "lse": "PyTorch", "llsq": "Enzyme", "ode": "manual (
 
 def table(evals, tools, results, loads, extra, synthetic=False):
     """The Markdown table: a column per tool, jitad over the fastest AD tool (manual counts
-    except on ANALYTIC_MANUAL; where manual is the fastest, also over the fastest other),
+    except on ANALYTIC_MANUAL; [the same ratio repeat by repeat, min–max]; where manual is
+    the fastest, also over the fastest other),
     the load average during the eval's sessions, and GradBench's nightly fastest."""
     head = ["eval (arguments)", *tools, "jitad / fastest AD tool", "load", "GradBench nightly's fastest"]
     lines = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
@@ -245,6 +246,9 @@ def table(evals, tools, results, loads, extra, synthetic=False):
         if ms.get("jitad") is not None and others:
             best = min(others, key=others.get)
             ratio = f"**{ms['jitad'] / others[best]:.2f}×** {best}"
+            per = sorted(a["ms"] / b["ms"] for a, b in zip(results[e]["jitad"], results[e][best]) if b["ms"])
+            if len(per) > 1:   # repeat by repeat (the sessions ran minutes apart, under one load)
+                ratio += f" [{per[0]:.2f}–{per[-1]:.2f}]"
             rest = {t: v for t, v in others.items() if t != "manual"}
             if best == "manual" and rest:
                 second = min(rest, key=rest.get)
@@ -253,7 +257,7 @@ def table(evals, tools, results, loads, extra, synthetic=False):
                 ratio += f" ({ms['jitad'] / ms['manual']:.2f}× manual¹)"
         ld = sorted(loads[e]) or [0.0]
         note = " (synthetic text)" if e == "lstm" and synthetic else ""
-        lines.append(f"| {e}{note} {' '.join(extra.get(e, []))} | " + " | ".join(cell(results[e][t]) for t in tools)
+        lines.append(f"| {e}{note} {' '.join(extra.get(e, [])) or '(defaults)'} | " + " | ".join(cell(results[e][t]) for t in tools)
                      + f" | {ratio} | {ld[0]:.0f}–{ld[-1]:.0f} | {NIGHTLY.get(e, '')} |")
     return "\n".join(lines)
 
