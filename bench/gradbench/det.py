@@ -19,7 +19,7 @@ written out) but its gradient recomputes each level's subtree in the backward pa
 ms, against 0.25 / 2.3 ms for this loop, whose backward pass recomputes nothing nested.
 A (the input) is read as a flat row-major array, `flat[i * ell + j]`, as the reference
 does: `a[i, j]` with a staged j copies row i for every read, and its cotangent is a
-row-sized slot per read (5–10× slower gradient here).
+row-sized slot per read (6–7× slower gradient here).
 """
 import math
 
