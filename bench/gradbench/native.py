@@ -1,16 +1,19 @@
-"""jitad against GradBench's native C++ tools, through GradBench's own evals.
+"""jitad against GradBench's native C++ tools and its JAX tool, through GradBench's own evals.
 
 ```
 make gradbench-native                      # a GradBench checkout in build/gradbench, C++ tools built
+python -m bench.gradbench.native --table   # bench/README.md's table: every eval and tool, 3 repeats
 python -m bench.gradbench.native --eval det --eval lse --min-seconds 0.1 --repeats 3
 ```
 
 Each session runs one of GradBench's evals (`python/gradbench/gradbench/evals/E/run.py`,
 its inputs, its validation against GradBench's manual tool) with one tool, relaying the
 JSON-lines messages between the two processes (what GradBench's `gradbench run` does
-without its containers). Tools: `jitad` (`python -m bench.gradbench.tool`) and the C++
-tools `manual`, `codipack`, `adol-c` (the binaries `make gradbench-native` built; they are
-served by GradBench's `cpp.py` functions, minus its rebuild at every `define`).
+without its containers). Tools: `jitad` (`python -m bench.gradbench.tool`), the C++
+tools `manual`, `codipack`, `adol-c` and, for particle and saddle only, `finite` (the
+binaries `make gradbench-native` built; they are served by GradBench's `cpp.py` functions,
+minus its rebuild at every `define`), and `jax`, GradBench's JAX tool (`serve_jax`). A
+tool whose `evals.txt` lacks the eval is not run ("has none").
 
 Score per session (GradBench's basis): Σ over every evaluate message of the eval (each
 input, primal and derivative) of the median of its `evaluate` timings. Repeats run
@@ -46,9 +49,7 @@ EVALS = ("det", "lse", "llsq", "ode", "kmeans", "gmm", "lstm", "ba", "ht", "part
 def tool_command(tool, gradbench):
     if tool == "jitad":
         return [sys.executable, "-m", "bench.gradbench.tool"], ROOT
-    if tool in CPP_TOOLS:
-        return [sys.executable, "-m", "bench.gradbench.native", "--serve", tool, "--gradbench", gradbench], ROOT
-    if tool == "jax":
+    if tool in CPP_TOOLS or tool == "jax":
         return [sys.executable, "-m", "bench.gradbench.native", "--serve", tool, "--gradbench", gradbench], ROOT
     raise SystemExit(f"unknown tool {tool!r}: one of {', '.join(TOOLS)}")
 
