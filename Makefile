@@ -41,17 +41,26 @@ bench: $(VENV)/.installed-bench
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
 
-# GradBench's evals and its C++ tools (hand-written "manual", CoDiPack, ADOL-C) against jitad,
-# outside `make test`: needs g++, nlohmann-json3-dev and libadolc-dev (apt), CoDiPack's headers
-# (CODIPACK_INCLUDE) and, for GradBench's eval scripts, pydantic and dataclasses-json.
+# GradBench's evals and its C++ tools (hand-written "manual", CoDiPack, ADOL-C; finite
+# differences for particle and saddle, which none of those has) against jitad,
+# outside `make test`: needs g++, nlohmann-json3-dev, libadolc-dev and libboost-dev (ADOL-C's
+# ht) from apt, CoDiPack's headers (CODIPACK_INCLUDE) and, for GradBench's eval scripts,
+# pydantic and dataclasses-json. GRADBENCH_REPO / CODIPACK_REPO may name local clones or
+# mirrors; files whose contents a partial mirror lacks are left out of the checkout
+# (bench/gradbench/native.py makes a synthetic lstm text in their place).
 GRADBENCH_REPO ?= https://github.com/gradbench/gradbench
+CODIPACK_REPO ?= https://github.com/SciCompKL/CoDiPack
 CODIPACK_INCLUDE ?= build/CoDiPack/include
 GRADBENCH_EVALS = det lse llsq ode kmeans gmm lstm ba ht
 gradbench-native:
-	test -d build/gradbench || git clone --depth 1 $(GRADBENCH_REPO) build/gradbench
-	test -d $(CODIPACK_INCLUDE) || git clone --depth 1 --branch v2.3.1 https://github.com/SciCompKL/CoDiPack build/CoDiPack
+	test -d build/gradbench || { git clone -q --no-checkout $(GRADBENCH_REPO) build/gradbench && \
+	  git -C build/gradbench ls-tree -r HEAD --format='%(objectname) %(path)' \
+	  | while read o p; do git -C build/gradbench cat-file -e $$o 2>/dev/null && echo "$$p"; done \
+	  | git -C build/gradbench checkout HEAD --pathspec-from-file=- ; }
+	test -d $(CODIPACK_INCLUDE) || git clone -q --depth 1 --branch v2.3.1 $(CODIPACK_REPO) build/CoDiPack
 	test -f build/gradbench/cpp/json.hpp || echo '#include <nlohmann/json.hpp>' > build/gradbench/cpp/json.hpp
 	for t in manual codipack adol-c; do \
 	  CPATH=$(abspath $(CODIPACK_INCLUDE)) $(MAKE) -k -C build/gradbench/tools/$$t EXECUTABLES="$(GRADBENCH_EVALS)" || true; done
+	$(MAKE) -k -C build/gradbench/tools/finite EXECUTABLES="particle saddle" || true
 	@echo "run: python -m bench.gradbench.native --repeats 3   (see bench/gradbench/native.py)"
 .PHONY: gradbench-native

@@ -6,6 +6,8 @@ import math
 import numpy as np
 import pytest
 
+import jitad
+
 from bench.gradbench import arrays, inputs, nested
 
 
@@ -372,6 +374,9 @@ def test_det():
     assert f["primal"](b) == pytest.approx(np.linalg.det(b), rel=1e-12)
     jitad_testing = pytest.importorskip("jitad.testing")
     jitad_testing.check_grads(det.det, (b,))
+    c = np.random.default_rng(3).random((6, 6))   # four rows picked in the loop, a 2×2 minor left
+    g = jitad.jit(jitad.grad(lambda x: det.det(x, base=2)))(c)
+    np.testing.assert_allclose(g, np.linalg.det(c) * np.linalg.inv(c).T, rtol=1e-9, atol=1e-14)
 
 
 def test_tool_det_output():
@@ -386,3 +391,19 @@ def test_tool_det_output():
     assert len(grad["output"]) == 25
     np.testing.assert_allclose(grad["output"], np.ravel(np.linalg.det(a) * np.linalg.inv(a).T), rtol=1e-9)
     assert [t["name"] for t in grad["timings"]] == ["compile", "evaluate", "evaluate"]
+
+
+def test_native_table():
+    """The comparison table: medians of the repeats, failures shown, the ratio to the fastest
+    AD tool (manual left out where its derivative is an analytic shortcut, finite always)."""
+    from bench.gradbench import native
+    run = lambda ms, **kw: {"ms": ms, "failed": kw.get("failed", []), "invalid": kw.get("invalid", [])}
+    res = {"ode": {"jitad": [run(3.0), run(2.0), run(9.0)], "manual": [run(1.0)] * 3, "codipack": [run(4.0)] * 3,
+                   "jax": [run(1.0, invalid=["mismatch"])], "finite": []},
+           "ht": {"jitad": [run(6.0)], "manual": [run(2.0)], "codipack": [run(12.0)], "jax": [], "finite": [run(0.5)]}}
+    md = native.table(["ode", "ht"], ["jitad", "manual", "codipack", "jax", "finite"], res,
+                      {"ode": [1.0, 2.0], "ht": [3.0]}, {"ode": ["-n", "10"]})
+    ode, ht = md.splitlines()[2:]
+    assert "| ode -n 10 | 3.0 (2.0–9.0) | 1.0 (1.0–1.0) |" in ode and "INVALID: mismatch" in ode
+    assert "**0.75×** codipack [0.50–2.25]" in ode and "has none" in ode
+    assert "**3.00×** manual (0.50× codipack)" in ht and "| 3–3 |" in ht
