@@ -202,7 +202,7 @@ def compile_program(program, out_td, in_types, name, fallback, in_td=None, devic
     with stage("ir_text"):
         key = "\n".join([program_key_text(program), repr(in_types), repr(out_types), repr(layout),
                          repr(arg_layout)])
-    (entry, deep), llvm_ir, loaded = runtime.compile_module(key, lower, PLACEHOLDER, ("entry", "deep"),
+    (entry, deep), llvm_ir, loaded, code = runtime.compile_module(key, lower, PLACEHOLDER, ("entry", "deep"),
                                                             lambda: program_constants(program))
     c = Compiled(program, out_td, in_types, direct)
     c.takes_pytree = arg_layout is not None and any(not isinstance(a, int) for a in arg_layout)
@@ -212,6 +212,7 @@ def compile_program(program, out_td, in_types, name, fallback, in_td=None, devic
     assert CHECK_FAILED == 6, "the handlers follow the entry's first six"
     with stage("link"):
         c.deep_entry = runtime.python_function(deep, name, fallback, runtime.deep_stack_exhausted,
-                                               [runtime.CheckFailed(m, where=False) for m in messages])
-        c.entry = runtime.python_function(entry, name, fallback, c.went_deep, map(runtime.CheckFailed, messages))
+                                               [runtime.CheckFailed(m, where=False) for m in messages], code)
+        c.entry = runtime.python_function(entry, name, fallback, c.went_deep, map(runtime.CheckFailed, messages),
+                                          code)   # each entry keeps the machine code it runs
     return c
