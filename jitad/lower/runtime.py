@@ -6,6 +6,7 @@ import ctypes
 import hashlib
 import os
 import queue
+import re
 import signal
 import stat
 import sys
@@ -23,7 +24,7 @@ from ..ir.ops import PRIMITIVES
 from ..ir.types import NUMPY
 from ..timing import note_cache, stage
 from . import parallel
-from .entry import PY_API, PY_DATA
+from .entry import POOL, PY_API, PY_DATA
 
 CACHE_FORMAT = 3   # 2: entries hold their key and fingerprint; 3: keyed by the program, list their symbols
 MAX_CACHE_ENTRY = 256 << 20   # bytes; a larger cache file is ignored
@@ -328,13 +329,19 @@ class Generation:
     made from code in it (`python_function`) holds its generation, and once none does the
     engine and its memory are freed (at the next compile, under the lock). A program's
     code only calls itself and process-wide symbols (`llvm.add_symbol`), never code of
-    another program, so engines are independent."""
+    another program, so engines are independent. The result arrays its entries keep for
+    reuse (`entry._result_array`) are let go too."""
 
     def __init__(self, j):
         self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), j.new_machine())
-        self.modules, self.keys = 0, []   # programs loaded; their process-cache keys
-        weakref.finalize(self, _retired.append, (self.engine, self.keys))   # runs in any thread: no LLVM call
+        self.modules, self.keys, self.pools = 0, [], []   # programs loaded; their cache keys; pool addresses
+        weakref.finalize(self, _retired.append, (self.engine, self.keys, self.pools))   # in any thread: no LLVM
         STATS["engines"] += 1
+
+    def add_pools(self, text, prefix):
+        """Note the result pools that the optimized IR `text` of the code under `prefix` defines."""
+        names = re.findall(rf'^@"?({re.escape(prefix)}\w+_pool\d+)"? = ', text, re.M)
+        self.pools += [self.engine.get_global_value_address(name) for name in names]
 
 
 def _generation(j):
@@ -348,12 +355,22 @@ def _generation(j):
 def _dispose_retired():
     """Free the engines of generations nobody references (under `_lock`)."""
     while _retired:
-        engine, keys = _retired.pop()
+        engine, keys, pools = _retired.pop()
         for key in keys:
             if key in _modules and _modules[key][0]() is None:
                 del _modules[key]
+        for address in pools:   # the arrays the pools hold (they may be a user's too)
+            slots = (ctypes.c_void_p * POOL).from_address(address)
+            for i, obj in enumerate(slots):
+                if obj:
+                    slots[i] = None
+                    _decref(obj)
         engine.close()
         STATS["disposed"] += 1
+
+
+_decref = ctypes.pythonapi.Py_DecRef
+_decref.argtypes = [ctypes.c_void_p]
 
 
 def _load(generation, objects, names):
@@ -458,6 +475,7 @@ def compile_module(program_text, lower, placeholder, entries, constants):
             note_cache("miss" if path else "off")
         _modules[key] = weakref.ref(generation), prefix
         generation.keys.append(key)
+        generation.add_pools(text, prefix)
         _texts[key] = text = _Text(text)
         return addresses, text, loaded, generation
 
