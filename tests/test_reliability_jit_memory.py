@@ -29,7 +29,8 @@ def churn(count, start=0):
     for n in range(start + 1, start + count + 1):
         assert f(np.ones(n)) == 3.0 * n
     del f
-    gc.collect()   # entries and their Compiled form cycles
+    gc.collect()
+    assert jitad.jit(lambda x: x - 1.0)(0.5) == -0.5   # engines nobody holds are freed at the next compile
 
 
 RSS_CHILD = textwrap.dedent("""
