@@ -334,14 +334,18 @@ class Generation:
 
     def __init__(self, j):
         self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), j.new_machine())
-        self.modules, self.keys, self.pools = 0, [], []   # programs loaded; their cache keys; pool addresses
-        weakref.finalize(self, _retired.append, (self.engine, self.keys, self.pools))   # in any thread: no LLVM
-        STATS["engines"] += 1
+        self.modules, self.keys = 0, []   # programs loaded; their cache keys
+        self.pools, self.method_defs = [], []   # addresses of its entries' result pools and PyMethodDefs
+        weakref.finalize(self, _retired.append, (self.engine, self.keys, self.pools, self.method_defs))
+        STATS["engines"] += 1   # (the finalizer may run in any thread: it calls no LLVM)
 
     def add_pools(self, text, prefix):
         """Note the result pools that the optimized IR `text` of the code under `prefix` defines."""
-        names = re.findall(rf'^@"?({re.escape(prefix)}\w+_pool\d+)"? = ', text, re.M)
-        self.pools += [self.engine.get_global_value_address(name) for name in names]
+        self.pools += [self.engine.get_global_value_address(name) for name in _POOL_NAME.findall(text)
+                       if name.startswith(prefix)]
+
+
+_POOL_NAME = re.compile(r'^@"?(\w+_pool\d+)"? = ', re.M)
 
 
 def _generation(j):
@@ -355,7 +359,7 @@ def _generation(j):
 def _dispose_retired():
     """Free the engines of generations nobody references (under `_lock`)."""
     while _retired:
-        engine, keys, pools = _retired.pop()
+        engine, keys, pools, method_defs = _retired.pop()
         for key in keys:
             if key in _modules and _modules[key][0]() is None:
                 del _modules[key]
@@ -365,6 +369,8 @@ def _dispose_retired():
                 if obj:
                     slots[i] = None
                     _decref(obj)
+        for block in method_defs:   # read by entries until their deallocation, which is over
+            _raw_free(block)
         engine.close()
         STATS["disposed"] += 1
 
@@ -491,11 +497,14 @@ _new_cfunction.restype = ctypes.py_object
 _new_cfunction.argtypes = [ctypes.c_void_p, ctypes.py_object, ctypes.py_object]
 _raw_malloc = ctypes.pythonapi.PyMem_RawMalloc
 _raw_malloc.restype, _raw_malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+_raw_free = ctypes.pythonapi.PyMem_RawFree
+_raw_free.argtypes = [ctypes.c_void_p]
 
 
 def _method_def(addr, name):
-    """A PyMethodDef in memory that is never freed: a builtin function reads it until
-    its very end, which at interpreter exit can come after every module is torn down."""
+    """A PyMethodDef in memory of its own: a builtin function reads it until its very end,
+    which at interpreter exit can come after every module is torn down. (Its generation
+    frees it with the code, once no entry is left.)"""
     encoded = name.encode() + b"\0"
     block = _raw_malloc(ctypes.sizeof(_MethodDef) + len(encoded))
     if not block:
@@ -514,8 +523,10 @@ def python_function(addr, name, fallback, on_exhausted, checks=(), owner=None):
     `checks`), and last `owner`, the `Generation` of the code (alive while the function is)."""
     again = _Interrupted()
     first_call_in_thread = _FirstCall()
-    fn = _new_cfunction(_method_def(addr, name),
-                        (fallback, on_exhausted, arena_exhausted, again, stopped, first_call_in_thread)
+    block = _method_def(addr, name)
+    if owner is not None:
+        owner.method_defs.append(block)
+    fn = _new_cfunction(block, (fallback, on_exhausted, arena_exhausted, again, stopped, first_call_in_thread)
                         + tuple(checks) + (owner,), None)
     again.entry = first_call_in_thread.entry = weakref.ref(fn)   # (no cycle: freed when unreferenced)
     return fn
