@@ -200,7 +200,7 @@ def compile_program(program, out_td, in_types, name, fallback, in_td=None, devic
         key = "\n".join([program_key_text(program), repr(in_types), repr(out_types), repr(layout),
                          repr(arg_layout)])
     (entry, deep), llvm_ir, loaded, code = runtime.compile_module(key, lower, PLACEHOLDER, ("entry", "deep"),
-                                                            lambda: program_constants(program))
+                                                                  lambda: program_constants(program))
     c = Compiled(program, out_td, in_types, direct)
     c.takes_pytree = arg_layout is not None and any(not isinstance(a, int) for a in arg_layout)
     c.out_types = out_types

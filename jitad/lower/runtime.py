@@ -38,7 +38,7 @@ GENERATION_MODULES = 64   # programs an engine takes before a fresh one takes th
 _lock = threading.RLock()
 _engine = None
 _modules = {}       # cache key -> (weak reference to its `Generation`, the symbol prefix of its code there)
-_retired = []       # (engine, cache keys) of generations nothing references any more: disposed at the next compile
+_retired = []       # what generations nothing references any more leave to free at the next compile
 _texts = weakref.WeakValueDictionary()   # cache key -> its optimized IR while a Compiled holds it
 
 
