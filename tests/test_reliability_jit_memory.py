@@ -85,10 +85,13 @@ def test_code_of_an_old_generation_runs_while_referenced(small_generations):
 def test_an_evicted_signature_compiles_again_after_its_engine_is_freed(small_generations):
     f = jitad.jit(lambda x: x * 2.0 - 1.0)
     f.max_signatures = 1
+    loaded = runtime.STATS["loaded"]
     for round_ in range(3):   # each shape is evicted by the next, its engine freed and loaded again
         for n in (3, 5, 7):
             assert np.array_equal(f(np.full(n, float(round_))), np.full(n, 2.0 * round_ - 1.0))
             gc.collect()
+    if runtime.cache_dir():   # (the tests' private disk cache) its object code went into new engines
+        assert runtime.STATS["loaded"] >= loaded + 6
 
 
 def test_a_freed_generation_lets_go_of_pooled_results(small_generations):
