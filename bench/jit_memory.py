@@ -10,6 +10,12 @@ per signature over the block, and the median compile time of the block (wall and
 
 A process that compiles without end (a notebook, a sweep, a server) stays flat only if
 an evicted signature's memory (its machine code, its pooled result arrays) is returned.
+Measured on 2 shared cores, 10,000 signatures, the two versions running side by side:
+one MCJIT engine for the process grew 19.9 KiB a signature after warm-up (320 MiB at
+the end); engines in generations 1.75 KiB (144 MiB), at the same compile CPU time
+(median 24.0 ms against 24.8). The rest is llvmlite's optimization pipeline (about
+1.5 KiB each time `runtime._Jit.optimize` runs), not machine code. With array results
+(3,000 signatures): 41.3 KiB against 4.4 KiB a signature.
 """
 import argparse
 import json
