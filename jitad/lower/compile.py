@@ -4,6 +4,7 @@
 with CPython entry points (or, for device="cuda", numba-cuda kernels driven from the
 host). Every stage is timed (`jitad.timing`). `jitad.api` calls `compile_program` once
 per signature and keeps the result."""
+import functools
 import math
 import os
 import sys
@@ -60,10 +61,6 @@ class Compiled:
         finally:
             _dispatching.active = False
         return result if self.direct else unflatten(self.out_td, result)
-
-    def went_deep(self, *args):
-        """The caller's stack ran out: retry on the deep-stack thread."""
-        return runtime.run_with_deep_stack(self.deep_entry, *args)
 
 
 def _canonical(x, t):
@@ -202,8 +199,8 @@ def compile_program(program, out_td, in_types, name, fallback, in_td=None, devic
     with stage("ir_text"):
         key = "\n".join([program_key_text(program), repr(in_types), repr(out_types), repr(layout),
                          repr(arg_layout)])
-    (entry, deep), llvm_ir, loaded = runtime.compile_module(key, lower, PLACEHOLDER, ("entry", "deep"),
-                                                            lambda: program_constants(program))
+    (entry, deep), llvm_ir, loaded, code = runtime.compile_module(key, lower, PLACEHOLDER, ("entry", "deep"),
+                                                                  lambda: program_constants(program))
     c = Compiled(program, out_td, in_types, direct)
     c.takes_pytree = arg_layout is not None and any(not isinstance(a, int) for a in arg_layout)
     c.out_types = out_types
@@ -212,6 +209,9 @@ def compile_program(program, out_td, in_types, name, fallback, in_td=None, devic
     assert CHECK_FAILED == 6, "the handlers follow the entry's first six"
     with stage("link"):
         c.deep_entry = runtime.python_function(deep, name, fallback, runtime.deep_stack_exhausted,
-                                               [runtime.CheckFailed(m, where=False) for m in messages])
-        c.entry = runtime.python_function(entry, name, fallback, c.went_deep, map(runtime.CheckFailed, messages))
+                                               [runtime.CheckFailed(m, where=False) for m in messages], code)
+        went_deep = functools.partial(runtime.run_with_deep_stack, c.deep_entry)   # the caller's stack ran out
+        c.entry = runtime.python_function(entry, name, fallback, went_deep, map(runtime.CheckFailed, messages),
+                                          code)   # each entry keeps the machine code it runs (and no cycle:
+                                                  # evicted code is freed at once, not at a full collection)
     return c

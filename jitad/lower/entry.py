@@ -481,8 +481,8 @@ def _result_array(b, module, name, k, t):
     last step's arrays gets them back: no allocation, no page faults."""
     if not POOLING or int(np.prod(t.shape)) * ELEMENT_BYTES[t.dtype] > POOL_MAX_BYTES:
         return _new_array(b, module, t)
-    pool = ir.GlobalVariable(module, ir.ArrayType(PTR, POOL + 1), name=f"{name}_pool{k}")
-    pool.linkage, pool.initializer = "internal", ir.Constant(ir.ArrayType(PTR, POOL + 1), [PTR(None)] * (POOL + 1))
+    pool = ir.GlobalVariable(module, ir.ArrayType(PTR, POOL + 1), name=f"{name}_pool{k}")   # exported: the
+    pool.initializer = ir.Constant(ir.ArrayType(PTR, POOL + 1), [PTR(None)] * (POOL + 1))   # runtime empties it
     dims = ir.GlobalVariable(module, ir.ArrayType(I64, max(len(t.shape), 1)), name=f"{name}_dims{k}")
     dims.linkage, dims.global_constant = "internal", True
     dims.initializer = ir.Constant(dims.value_type, list(t.shape) or [0])

@@ -1,10 +1,12 @@
-"""The process-wide JIT: one MCJIT engine, symbol registration, the object-code disk
-cache, and turning entry addresses into Python callables."""
+"""The process-wide JIT: MCJIT engines in generations (so that code nobody can call any
+more is freed), symbol registration, the object-code disk cache, and turning entry
+addresses into Python callables."""
 import contextlib
 import ctypes
 import hashlib
 import os
 import queue
+import re
 import signal
 import stat
 import sys
@@ -22,18 +24,21 @@ from ..ir.ops import PRIMITIVES
 from ..ir.types import NUMPY
 from ..timing import note_cache, stage
 from . import parallel
-from .entry import PY_API, PY_DATA
+from .entry import POOL, PY_API, PY_DATA
 
 CACHE_FORMAT = 3   # 2: entries hold their key and fingerprint; 3: keyed by the program, list their symbols
 MAX_CACHE_ENTRY = 256 << 20   # bytes; a larger cache file is ignored
 DEEP_STACK = 512 << 20     # stack of the thread that retries deep recursions
 STACK_MARGIN = 128 << 10   # kept free below compiled code's stack limit: a recursive frame and
                            # what it calls between two checks (kernels, BLAS, libm)
-STATS = {"compiled": 0, "loaded": 0}   # modules compiled here / loaded from the disk cache
+STATS = {"compiled": 0, "loaded": 0, "engines": 0, "disposed": 0}   # modules compiled here / loaded
+# from the disk cache; engines (generations) started / disposed with their machine code
+GENERATION_MODULES = 64   # programs an engine takes before a fresh one takes the new ones
 
 _lock = threading.RLock()
 _engine = None
-_modules = {}       # cache key -> the symbol prefix of its object code in the engine
+_modules = {}       # cache key -> (weak reference to its `Generation`, the symbol prefix of its code there)
+_retired = []       # what generations nothing references any more leave to free at the next compile
 _texts = weakref.WeakValueDictionary()   # cache key -> its optimized IR while a Compiled holds it
 
 
@@ -71,7 +76,10 @@ class _Jit:
         self.machines = [self.tm] + [machine() for _ in range(parallel.THREADS - 1)]   # one per thread
         self.fast_machines = [target.create_target_machine(cpu=self.cpu, features=self.features, opt=0, jit=True)
                               for _ in self.machines]   # for code LLVM's pipeline cannot improve
-        self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), machine())  # owns its machine
+        self.new_machine = machine
+        self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), machine())  # owns its machine;
+        # holds what lives as long as the process (the MPI helpers); programs go to generations
+        self.generation = None   # the `Generation` taking new programs
         self.fingerprint = "|".join([str(CACHE_FORMAT), llvmlite.__version__, str(llvm.llvm_version_info),
                                      llvm.get_process_triple(), self.cpu, self.features,
                                      sys.implementation.cache_tag, _source_digest()])
@@ -328,12 +336,71 @@ def _write_cache(path, key, fingerprint, objects, text, symbols):
         pass   # an unwritable cache (or a directory in the entry's place) only costs a recompile
 
 
-def _load(j, objects, names):
-    """Add object code to the engine; the addresses of `names`, or None if one is missing."""
+class Generation:
+    """An MCJIT engine holding the machine code of up to `GENERATION_MODULES` programs.
+    MCJIT cannot unload one program, but a whole engine can go: every Python callable
+    made from code in it (`python_function`) holds its generation, and once none does the
+    engine and its memory are freed (at the next compile, under the lock). A program's
+    code only calls itself and process-wide symbols (`llvm.add_symbol`), never code of
+    another program, so engines are independent. The result arrays its entries keep for
+    reuse (`entry._result_array`) are let go too."""
+
+    def __init__(self, j):
+        self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), j.new_machine())
+        self.modules, self.keys = 0, []   # programs loaded; their cache keys
+        self.pools, self.method_defs = [], []   # addresses of its entries' result pools and PyMethodDefs
+        weakref.finalize(self, _retired.append, (self.engine, self.keys, self.pools, self.method_defs))
+        STATS["engines"] += 1   # (the finalizer may run in any thread: it calls no LLVM)
+
+    def add_pools(self, text, prefix):
+        """Note the result pools that the optimized IR `text` of the code under `prefix` defines."""
+        self.pools += [self.engine.get_global_value_address(name) for name in _POOL_NAME.findall(text)
+                       if name.startswith(prefix)]
+
+
+_POOL_NAME = re.compile(r'^@"?(\w+_pool\d+)"? = ', re.M)
+
+
+def _generation(j):
+    """The generation taking new code: a fresh one once the current holds `GENERATION_MODULES`
+    programs (the old one lives on while its callables do)."""
+    if j.generation is None or j.generation.modules >= GENERATION_MODULES:
+        j.generation = Generation(j)
+    return j.generation
+
+
+def _dispose_retired():
+    """Free the engines of generations nobody references (under `_lock`)."""
+    while _retired:
+        engine, keys, pools, method_defs = _retired.pop()
+        for key in keys:
+            if key in _modules and _modules[key][0]() is None:
+                del _modules[key]
+        for address in pools:   # the arrays the pools hold (they may be a user's too)
+            slots = (ctypes.c_void_p * POOL).from_address(address)
+            for i, obj in enumerate(slots):
+                if obj:
+                    slots[i] = None
+                    _decref(obj)
+        for block in method_defs:   # read by entries until their deallocation, which is over
+            _raw_free(block)
+        engine.close()
+        STATS["disposed"] += 1
+
+
+_decref = ctypes.pythonapi.Py_DecRef
+_decref.argtypes = [ctypes.c_void_p]
+
+
+def _load(generation, objects, names):
+    """Add object code to `generation`'s engine; the addresses of `names`, or None if one
+    is missing."""
+    engine = generation.engine
     for obj in objects:
-        j.engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
-    j.engine.finalize_object()
-    addresses = [j.engine.get_function_address(name) for name in names]
+        engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
+    engine.finalize_object()
+    generation.modules += 1
+    addresses = [engine.get_function_address(name) for name in names]
     return addresses if all(addresses) else None
 
 
@@ -377,7 +444,8 @@ def compile_module(program_text, lower, placeholder, entries, constants):
     it, and its entries' layouts), else `lower()` (LLVM IR whose symbol names start with
     `placeholder`) is optimized and compiled. `constants()` gives the {symbol: array} of
     the program's large constants. Returns (addresses of the functions
-    `placeholder + entry` for each of `entries`, optimized IR text, loaded_from_disk)."""
+    `placeholder + entry` for each of `entries`, optimized IR text, loaded_from_disk,
+    the `Generation` holding the code: whatever calls the addresses must keep it)."""
     j = jit()
     bind_libm()
     with stage("ir_text"):
@@ -386,22 +454,26 @@ def compile_module(program_text, lower, placeholder, entries, constants):
     directory = cache_dir()
     path = os.path.join(directory, key + ".jitobj") if directory else None
     with _lock:
-        prefix = _modules.get(key)
-        if prefix is not None:   # compiled before in this process: its code is in the engine
+        _dispose_retired()
+        found = _modules.get(key)
+        generation = found[0]() if found else None
+        if generation is not None:   # compiled before in this process, and its engine is still there
+            prefix = found[1]
             note_cache("process")
             text = _texts.get(key)
             if text is None:   # no Compiled holds the text any more: read or derive it again
                 cached = _read_cache(path, full_key, j.fingerprint, ()) if path else None
                 text = _Text(cached[1] if cached else str(j.optimize(lower().replace(placeholder, prefix))))
                 _texts[key] = text
-            return [j.engine.get_function_address(prefix + e) for e in entries], text, False
+            return [generation.engine.get_function_address(prefix + e) for e in entries], text, False, generation
+        generation = _generation(j)
         prefix = f"jitad_{key}_"
         names = [prefix + e for e in entries]
         with stage("cache_load"):
             cached = _read_cache(path, full_key, j.fingerprint, names) if path else None
             usable = cached is not None and _resolvable(cached[2], constants)
         with stage("link"):
-            addresses = _load(j, cached[0], names) if usable else None
+            addresses = _load(generation, cached[0], names) if usable else None
         loaded = addresses is not None
         if loaded:
             text = cached[1]
@@ -420,13 +492,15 @@ def compile_module(program_text, lower, placeholder, entries, constants):
                 with stage("cache_store"):
                     _write_cache(path, full_key, j.fingerprint, objects, text, _external_symbols(modules, prefix))
             with stage("link"):
-                addresses = _load(j, objects, names)
+                addresses = _load(generation, objects, names)
             assert addresses, "compiled object code lacks its entry points"
             STATS["compiled"] += 1
             note_cache("miss" if path else "off")
-        _modules[key] = prefix
+        _modules[key] = weakref.ref(generation), prefix
+        generation.keys.append(key)
+        generation.add_pools(text, prefix)
         _texts[key] = text = _Text(text)
-        return addresses, text, loaded
+        return addresses, text, loaded, generation
 
 
 class _MethodDef(ctypes.Structure):
@@ -440,11 +514,14 @@ _new_cfunction.restype = ctypes.py_object
 _new_cfunction.argtypes = [ctypes.c_void_p, ctypes.py_object, ctypes.py_object]
 _raw_malloc = ctypes.pythonapi.PyMem_RawMalloc
 _raw_malloc.restype, _raw_malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+_raw_free = ctypes.pythonapi.PyMem_RawFree
+_raw_free.argtypes = [ctypes.c_void_p]
 
 
 def _method_def(addr, name):
-    """A PyMethodDef in memory that is never freed: a builtin function reads it until
-    its very end, which at interpreter exit can come after every module is torn down."""
+    """A PyMethodDef in memory of its own: a builtin function reads it until its very end,
+    which at interpreter exit can come after every module is torn down. (Its generation
+    frees it with the code, once no entry is left.)"""
     encoded = name.encode() + b"\0"
     block = _raw_malloc(ctypes.sizeof(_MethodDef) + len(encoded))
     if not block:
@@ -456,21 +533,30 @@ def _method_def(addr, name):
     return block
 
 
-def python_function(addr, name, fallback, on_exhausted, checks=()):
+def python_function(addr, name, fallback, on_exhausted, checks=(), owner=None):
     """A builtin function object calling the entry at `addr`; its `self` holds the
     handlers the entry forwards to: (dispatcher, stack exhausted, arena exhausted,
     Ctrl-C, stopped, first call in this thread, then one per failed-check message:
-    `checks`)."""
+    `checks`), and last `owner`, the `Generation` of the code (alive while the function is)."""
     again = _Interrupted()
-
-    def first_call_in_thread(*args):
-        enter_thread()
-        return fn(*args)
-    fn = _new_cfunction(_method_def(addr, name),
-                        (fallback, on_exhausted, arena_exhausted, again, stopped, first_call_in_thread)
-                        + tuple(checks), None)
-    again.entry = weakref.ref(fn)
+    first_call_in_thread = _FirstCall()
+    block = _method_def(addr, name)
+    if owner is not None:
+        owner.method_defs.append(block)
+    fn = _new_cfunction(block, (fallback, on_exhausted, arena_exhausted, again, stopped, first_call_in_thread)
+                        + tuple(checks) + (owner,), None)
+    again.entry = first_call_in_thread.entry = weakref.ref(fn)   # (no cycle: freed when unreferenced)
     return fn
+
+
+class _FirstCall:
+    """An entry's handler for its first call in a thread: stores the thread's stack limit,
+    then calls the entry again."""
+    __slots__ = ("entry",)
+
+    def __call__(self, *args):
+        enter_thread()
+        return self.entry()(*args)
 
 
 _trip = ctypes.pythonapi.PyErr_SetInterruptEx
@@ -533,11 +619,12 @@ class _SigAction(ctypes.Structure):   # glibc's struct sigaction (Linux)
 
 _SA_SIGINFO = 4
 _on_sigint = None   # address of the C-level SIGINT handler below, compiled on first use
+_on_sigint_code = None   # its `Generation`, kept for the process
 
 
 def _sigint_handler():
     """`void on_sigint(int)`: set the stop word, then call the handler it displaced."""
-    global _on_sigint
+    global _on_sigint, _on_sigint_code
     if _on_sigint is None:
         module = new_module("jitad_on_sigint")
         stop = llvm_ir.GlobalVariable(module, llvm_ir.IntType(64), name="jitad_stop")
@@ -552,7 +639,8 @@ def _sigint_handler():
         b.call(handler, fn.args)
         b.ret_void()
         text = str(module)   # keyed by its own IR: it is no program
-        (_on_sigint,), _, _ = compile_module(text, lambda: text, "PLACEHOLDER_", ("on_sigint",), dict)
+        (_on_sigint,), _, _, _on_sigint_code = compile_module(text, lambda: text, "PLACEHOLDER_", ("on_sigint",),
+                                                              dict)
     return _on_sigint
 
 
