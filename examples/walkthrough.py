@@ -46,7 +46,7 @@ note("""
     and backends read its fields:
 """)
 from jitad.ir.ops import Op  # noqa: E402
-print({field: getattr(Op.ERF, field) for field in ("value", "arity", "llvm", "cuda", "elementwise", "float_only")})
+print({field: getattr(Op.ERF, field) for field in ("name", "arity", "llvm", "cuda", "elementwise", "float_only")})
 print("jitad.erf(0.5) =", jitad.erf(0.5), "  grad:", jitad.grad(jitad.erf)(0.5), end="\n\n")
 note("""
     The folders say where an op lives. A math op is declared in jitad/primitives/ (its
@@ -67,7 +67,7 @@ for op in (Op.ERF, Op.TRANSPOSE, Op.MATMUL, Op.WHILE, Op.CHECKPOINT, Op.DEBUG_PR
         on_gpu = cuda.rule_of(op).__module__
     except jitad.JitadError:
         on_gpu = "(CPU only)"
-    print(f"{op.value:12} {derivative:24} {llvm.lowering(op).__module__:20} {on_gpu}")
+    print(f"{op.name:12} {derivative:24} {llvm.lowering(op).__module__:20} {on_gpu}")
 print()
 
 # ------------------------------------------------------------------------------------

@@ -9,13 +9,13 @@ import numpy as np
 
 from . import numpy_api, timing
 from .errors import ArgumentError, check_argnums, env_int
-from .ir.types import FLOATS, TreeType
+from .ir.types import FLOATS, TreeType, is_device_array
 from .ir.verify import verify
 from .lower.compile import SCALAR_KEYS, compile_program
 from .pytree import check_hashable, flatten, unflatten
 from .ad.forward import contains_effects
 from .batching import value_and_grad as _reverse_or_defer, vmap_staged
-from .staging import Staged, StagedTree, arg_type, current_frame, is_device_array, trace_program, wrap
+from .staging import Staged, StagedTree, arg_type, current_frame, trace_program, wrap
 from .tree import SLOT_OFFSETS, Tree, plain_tree
 from .pullback import grad_by_forward_mode, leaf_type, positive_zero, pullback_staged, staged_arg
 
@@ -463,7 +463,7 @@ def linearize_staged(fn, primals):
             raise ArgumentError("linearize: the tangents must have the primals' structure")
         ts = []
         for t, ty in zip(flat_t, types):
-            if isinstance(ty, TreeType) or ty.dtype not in ("f64", "f32") or _is_constant_zero(t):
+            if isinstance(ty, TreeType) or ty.dtype not in FLOATS or _is_constant_zero(t):
                 ts.append(None)
             elif np.shape(t) != ty.shape:
                 raise ArgumentError(f"linearize: a tangent of shape {np.shape(t)} for a primal of shape {ty.shape}")

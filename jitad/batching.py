@@ -38,7 +38,7 @@ passes then make the products against those lane copies GEMMs with the shared pa
 import numpy as np
 
 from . import numeric as N
-from . import numpy_api as NP
+from . import numpy_api
 from .ad.forward import contains_effects
 from .ad.restage import restage, restage_node, run_graph
 from .ad.reverse import value_and_grad_staged
@@ -150,7 +150,7 @@ def _lane_gate(x, active, stand_in):
         return x
     if not stand_in:
         return _lane_select(active, x, N.stop_gradient(x)) if _type(x).is_float else x
-    other = x[NP.argmax(active)]
+    other = x[numpy_api.argmax(active)]
     return _lane_select(active, x, N.stop_gradient(other) if _type(x).is_float else other)
 
 
@@ -176,7 +176,7 @@ def _debug_print(node, ins, size, mask):   # prints the batched values whole
 
 def _check(node, ins, size, mask):   # fails when it fails in some lane that counts
     (fail, _), = ins
-    check(NP.any(_and(mask, fail)), node.attrs["message"])
+    check(numpy_api.any(_and(mask, fail)), node.attrs["message"])
     return []
 
 
@@ -296,7 +296,7 @@ def _if(node, ins, size, mask):
 
         def idle(*a):
             return tuple(N.zeros((size,) + t.shape, t.dtype) for t in types)
-        results.append(IF(NP.any(active), taken, idle, *values))
+        results.append(IF(numpy_api.any(active), taken, idle, *values))
     return [(_lane_select(pred, t, e), True) for t, e in zip(*results)]
 
 
@@ -326,7 +326,7 @@ def _while(node, ins, size, mask):
         going = act & test(new, act)[0]
         check(IF(trip % CHECK_EVERY == 0, lambda: _stuck(going, new, s), lambda: False), STUCK)
         return (trip + 1, going) + new
-    out = WHILE(lambda st: NP.any(st[1]), step, (0, active) + state, checkpoints=node.attrs.get("checkpoints"))
+    out = WHILE(lambda st: numpy_api.any(st[1]), step, (0, active) + state, checkpoints=node.attrs.get("checkpoints"))
     return [(x, True) for x in out[2:]]
 
 
@@ -341,7 +341,7 @@ def _stuck(act, new, old):
     stuck = act
     for n, o in zip(new, old):
         stuck = stuck & _unchanged(n, o)
-    return NP.any(stuck)
+    return numpy_api.any(stuck)
 
 
 def _unchanged(new, old):
@@ -351,7 +351,7 @@ def _unchanged(new, old):
     same = n == o
     if _type(n).dtype in FLOATS:
         same = (same & (1.0 / n == 1.0 / o)) | ((n != n) & (o != o))
-    return NP.all(N.reshape(same, (n.shape[0], int(np.prod(n.shape[1:])))), axis=1) if len(n.shape) > 1 else same
+    return numpy_api.all(N.reshape(same, (n.shape[0], int(np.prod(n.shape[1:])))), axis=1) if len(n.shape) > 1 else same
 
 
 def _for(node, ins, size, mask):
@@ -592,7 +592,7 @@ def batch_node(node, ins, size, mask, gate=True):
         return [(o, False) for o in restage_node(node, [x for x, _ in ins])]
     if node.op not in (Op.TREE, Op.TREE_GET, Op.IF, Op.WHILE, Op.FOR, Op.DEFERRED_VJP) \
             and any(b and isinstance(x, StagedTree) for x, b in ins):
-        raise StagingError(f"vmap over a jitad.Forest: `{node.op.value}` got its batch of trees; a batched "
+        raise StagingError(f"vmap over a jitad.Forest: `{node.op.name}` got its batch of trees; a batched "
                            "tree can only be folded by TREE (its fields read through the node argument)")
     rule = batching_rule(node.op)
     outs = rule(node, ins, size, mask) if rule is not None else None
@@ -602,7 +602,7 @@ def batch_node(node, ins, size, mask, gate=True):
             outs = [(_lane_gate(x, mask, stand_in=False), b) if b else (x, b) for x, b in outs]
         return outs
     if node.op in EFFECTS:
-        raise StagingError(f"vmap: cannot batch `{node.op.value}` (reverse-mode code made before vmap "
+        raise StagingError(f"vmap: cannot batch `{node.op.name}` (reverse-mode code made before vmap "
                            "saw it, e.g. by jitad.hvp or a grad inside a combinator body); apply vmap "
                            "to the function that calls grad, or take the gradient of the vmapped function")
     return per_lane(node, ins, size)
@@ -694,7 +694,7 @@ def _batched_inputs(leaves, axes):
                                 f"leaf {k}, shape {x.shape}, axis {ax}); every batched argument needs the "
                                 "same batch size")
         size = n
-        values.append(NP.moveaxis(x, ax, 0) if ax else x)
+        values.append(numpy_api.moveaxis(x, ax, 0) if ax else x)
         flags.append(True)
     return values, flags, size
 
@@ -713,7 +713,7 @@ def _placed_outputs(outs, out_ax, size):
         if not -len(x.shape) <= ax < len(x.shape):
             raise ArgumentError(f"vmap: out_axes gives axis {ax} for output leaf {k} of batched shape "
                                 f"{x.shape}; the axis must be in [{-len(x.shape)}, {len(x.shape)})")
-        results.append(NP.moveaxis(x, 0, ax % len(x.shape)) if ax % len(x.shape) else x)
+        results.append(numpy_api.moveaxis(x, 0, ax % len(x.shape)) if ax % len(x.shape) else x)
     return results
 
 

@@ -7,7 +7,8 @@ from . import numeric as N
 from .errors import ArgumentError, StagingError
 from .ir.types import Type
 from .pytree import TreeDef, flatten, unflatten
-from .staging import FOR, IF, Staged, _leaf_type, as_var, checkpoint_count, current_frame, is_staged, trace_program
+from .staging import FOR, IF, Staged, as_var, checkpoint_count, current_frame, is_staged, trace_program
+from .staging.values import _leaf_type
 
 
 def _leading_lengths(leaves):

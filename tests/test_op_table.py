@@ -11,7 +11,7 @@ from jitad.errors import MissingRuleError
 from jitad.ir import ops
 from jitad.ir.interpret import interpret
 from jitad.lower.llvm import LL
-from jitad.ir.ops import IMPLS, PRIMITIVES, Op, declare, elementwise, shape_rule
+from jitad.ir.ops import IMPLS, PRIMITIVES, Op, declare, elementwise_type, shape_rule
 from jitad.numeric import bind
 from jitad.primitives.rules import elementwise_vjp, linear
 
@@ -39,7 +39,7 @@ def _flip_llvm(lo, node, ins):   # x[::-1] along the first axis, as a loop nest
 @pytest.fixture
 def late_ops():
     """An elementwise and a non-elementwise primitive declared now, removed afterwards."""
-    cube = declare("late_cube", elementwise, lambda x: x * x * x, arity=1, flags="elementwise float_only",
+    cube = declare("late_cube", elementwise_type, lambda x: x * x * x, arity=1, flags="elementwise float_only",
                    vjp=elementwise_vjp(lambda x, out: 3 * x * x), llvm=_cube_llvm, cuda="({0} * {0} * {0})")
     flip = declare("late_flip", shape_rule(lambda types: types[0].shape), lambda x: np.flip(x, 0).copy(),
                    arity=1, flags="pure linear", vjp=linear(lambda g, x, out: bind(Op.LATE_FLIP, g)),
@@ -47,9 +47,9 @@ def late_ops():
                    llvm=_flip_llvm)
     yield cube, flip
     for op in (cube, flip):
-        del PRIMITIVES[op.value]
+        del PRIMITIVES[op.name]
         IMPLS.pop(op, None)
-        delattr(Op, op.value.upper())
+        delattr(Op, op.name.upper())
 
 
 def test_a_primitive_declared_after_import_works_everywhere(late_ops):
@@ -84,8 +84,8 @@ def bare_op():
     """A non-elementwise primitive with a type rule and nothing else."""
     op = declare("late_bare", shape_rule(lambda types: types[0].shape), arity=1, flags="pure")
     yield op
-    del PRIMITIVES[op.value]
-    delattr(Op, op.value.upper())
+    del PRIMITIVES[op.name]
+    delattr(Op, op.name.upper())
 
 
 def test_a_missing_rule_names_the_primitive_and_the_slot(bare_op):
@@ -189,13 +189,13 @@ def _ints(n, *shape):
 
 def _elementwise_case(op):
     shape = (2, 3)
-    if op.value in ("and", "or", "not"):
+    if op.name in ("and", "or", "not"):
         return [RNG.random(shape) < 0.5 for _ in range(op.arity)], {}
-    if op.value == "threefry2x32":
+    if op.name == "threefry2x32":
         return [RNG.integers(-2 ** 62, 2 ** 62, shape) for _ in range(2)], {}
-    if op.value == "select":
+    if op.name == "select":
         return [RNG.random(shape) < 0.5, _floats(*shape), _floats(*shape)], {}
-    attrs = {"polygamma": {"n": 1}, "convert": {"dtype": "f32"}}.get(op.value, {})
+    attrs = {"polygamma": {"n": 1}, "convert": {"dtype": "f32"}}.get(op.name, {})
     return [_floats(*shape) for _ in range(op.arity)], attrs
 
 

@@ -140,19 +140,19 @@ def _primal(rv, node, ins):
 
 
 def _run(rv, nodes, env, outputs, k):
-    tape = []   # the backward steps, run in reverse order
+    backward_steps = []   # run in reverse order, after the forward pass
     for i, node in enumerate(nodes):
         ins = [env[v] for v in node.inputs]
         if id(node) in rv.rows:   # a loop's output row (tape.output_rows): its own backward step
             rv.bind(env, node.outputs, [Dual(o) for o in _primal(rv, node, ins)])
-            tape.append(partial(rv.rows[id(node)].backprop, node, ins))
+            backward_steps.append(partial(rv.rows[id(node)].backprop, node, ins))
             continue
         if all(d.adj is None for d in ins) or node.op == Op.STOP_GRADIENT:   # no adjoints to carry
             outs = _primal(rv, node, ins)
             rv.bind(env, node.outputs, [Dual(o) for o in outs])
             continue
         if node.op == Op.CUSTOM_VJP:
-            tape.append(_custom_forward(rv, node, ins, env))
+            backward_steps.append(_custom_forward(rv, node, ins, env))
             continue
         if node.op in CONTROL:
             rest = nodes[i + 1:]
@@ -166,10 +166,10 @@ def _run(rv, nodes, env, outputs, k):
         outs = _primal(rv, node, ins)
         duals = new_duals(outs, [v.type for v in node.outputs])
         rv.bind(env, node.outputs, duals)
-        tape.append(partial(_backprop, rv, node, ins, duals))
+        backward_steps.append(partial(_backprop, rv, node, ins, duals))
     else:
         k([env[v] for v in outputs])
-    for step in reversed(tape):
+    for step in reversed(backward_steps):
         step()
 
 

@@ -96,6 +96,6 @@ def split_operands(node, values=None):
     their order: the head is IF's predicate, FOR's bounds or TREE's tree; the state is
     the loop state (also the results); IF has none, its branch arguments are captures."""
     values = list(node.inputs if values is None else values)
-    h = HEAD[node.op.value]
+    h = HEAD[node.op.name]
     n = h + node.attrs.get("n_state", 0)
     return values[:h], values[h:n], values[n:]

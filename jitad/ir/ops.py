@@ -27,11 +27,11 @@ FLAGS = frozenset({
 
 
 class Primitive:
-    """One operation: `Op.EXP.value == "exp"`. Compared by identity."""
-    __slots__ = ("value", "arity", "type_rule", "vjp", "jvp", "batch", "llvm", "cuda", "doc") + tuple(FLAGS)
+    """One operation: `Op.EXP.name == "exp"`. Compared by identity."""
+    __slots__ = ("name", "arity", "type_rule", "vjp", "jvp", "batch", "llvm", "cuda", "doc") + tuple(FLAGS)
 
     def __repr__(self):
-        return f"Op.{self.value.upper()}"
+        return f"Op.{self.name.upper()}"
 
 
 class Op:
@@ -65,7 +65,7 @@ def declare(name, rule, impl=None, *, arity=None, flags="", vjp=None, jvp=None, 
     flags = set(flags.split())
     assert flags <= FLAGS, flags - FLAGS
     op = Primitive()
-    op.value, op.arity, op.type_rule, op.vjp, op.jvp, op.batch = name, arity, rule, vjp, jvp, batch
+    op.name, op.arity, op.type_rule, op.vjp, op.jvp, op.batch = name, arity, rule, vjp, jvp, batch
     op.llvm, op.cuda, op.doc = llvm, cuda, doc
     for flag in FLAGS:
         setattr(op, flag, flag in flags or (flag == "pure" and "elementwise" in flags))
@@ -89,7 +89,7 @@ def registrar(table):
 
 def missing_rule(op, what, slot):
     """The error for primitive `op` lacking its `what` rule (its declaration's `slot`)."""
-    return MissingRuleError(f"primitive `{op.value}` has no {what} rule: give its declaration `{slot}=`")
+    return MissingRuleError(f"primitive `{op.name}` has no {what} rule: give its declaration `{slot}=`")
 
 
 def impl_of(op):
@@ -113,17 +113,17 @@ def broadcast_shapes(op, *shapes):
     try:
         return tuple(np.broadcast_shapes(*shapes))
     except ValueError:
-        name = USER_NAMES.get(op.value, op.value)
+        name = USER_NAMES.get(op.name, op.name)
         raise ShapeError(f"`{name}`: shapes {' and '.join(map(str, shapes))} do not broadcast") from None
 
 
 def same_dtype(op, types):
     dtypes = {t.dtype for t in types}
-    assert len(dtypes) == 1, f"{op.value}: mixed dtypes {dtypes} (staging promotes first)"
+    assert len(dtypes) == 1, f"{op.name}: mixed dtypes {dtypes} (staging promotes first)"
     return types[0].dtype
 
 
-def elementwise(op, types, attrs, bodies):
+def elementwise_type(op, types, attrs, bodies):
     return [Type(same_dtype(op, types), broadcast_shapes(op, *(t.shape for t in types)))]
 
 
@@ -134,12 +134,12 @@ def comparison(op, types, attrs, bodies):
 
 def logical(op, types, attrs, bodies):
     assert same_dtype(op, types) in ("bool", "i64")
-    return elementwise(op, types, attrs, bodies)
+    return elementwise_type(op, types, attrs, bodies)
 
 
 def floating(op, types, attrs, bodies):
-    assert types[0].dtype in FLOATS, f"{op.value} takes floats"
-    return elementwise(op, types, attrs, bodies)
+    assert types[0].dtype in FLOATS, f"{op.name} takes floats"
+    return elementwise_type(op, types, attrs, bodies)
 
 
 def shape_rule(fn):

@@ -282,7 +282,7 @@ def batched_products(nodes, outputs):
     outer products of the weights' cotangents) becomes an elementwise `mul`, which fusion
     writes straight into the gradient's slot."""
     producer, users = {v: n for n in nodes for v in n.outputs}, uses(nodes, outputs)
-    nodes = [_sink_shared(n, producer) if n.op.value in HEAD else n for n in nodes]
+    nodes = [_sink_shared(n, producer) if n.op.name in HEAD else n for n in nodes]
     before = {}   # position -> nodes to put before it
     for k, n in enumerate(nodes):
         if n.op != Op.BMM:

@@ -61,7 +61,7 @@ def _format_nodes(graph, namer, indent):
     for node in graph.nodes:
         outs = " ".join(namer.define(v) for v in node.outputs)
         attrs = {k: v for k, v in node.attrs.items() if k not in ("fun", "value") and (k != "type" or namer.exact)}
-        text = node.op.value
+        text = node.op.name
         if "value" in node.attrs:
             text += " " + _attr_text(node.attrs["value"], namer)
         if "fun" in node.attrs:
@@ -70,7 +70,7 @@ def _format_nodes(graph, namer, indent):
             text += "[" + ", ".join(f"{k}={_attr_text(v, namer)}" for k, v in sorted(attrs.items())) + "]"
         ins = " ".join(namer.use(v) for v in node.inputs)
         lines.append(f"{indent}{outs + ' = ' if outs else ''}{text}" + (f" {ins}" if ins else ""))
-        labels = _BODY_LABELS.get(node.op.value, ("body",) * namer.exact * len(node.bodies))
+        labels = _BODY_LABELS.get(node.op.name, ("body",) * namer.exact * len(node.bodies))
         for label, body in zip(labels, node.bodies):
             lines += _format_body(body, namer, indent + "  ", label)
     return lines

@@ -33,7 +33,7 @@ def _verify_graph(graph, seen, where, check_types=True):
             if arity is not None and len(node.inputs) != arity:
                 raise AssertionError(f"takes {arity} operands, got {len(node.inputs)}")
             for i, body in enumerate(node.bodies):   # a fused body holds per-element scalars
-                _verify_graph(body, seen, f"{where} / {node.op.value} body {i}", node.op != Op.FUSED)
+                _verify_graph(body, seen, f"{where} / {node.op.name} body {i}", node.op != Op.FUSED)
             got = [v.type for v in node.outputs]
             expected = infer_types(node.op, [v.type for v in node.inputs], node.attrs, node.bodies) \
                 if check_types else got
@@ -42,7 +42,7 @@ def _verify_graph(graph, seen, where, check_types=True):
         except VerifyError:
             raise
         except (AssertionError, KeyError) as e:
-            raise VerifyError(f"in {where}, node {k} ({node.op.value}): {e}\n{_context(graph, k)}") from None
+            raise VerifyError(f"in {where}, node {k} ({node.op.name}): {e}\n{_context(graph, k)}") from None
         for v in node.outputs:
             _define(v, scope, seen, where)
     for v in graph.outputs:

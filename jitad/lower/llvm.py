@@ -112,7 +112,7 @@ SCALAR_RULES = {}   # op -> the scalar rule of an elementwise op (applied per el
 rule = registrar(LOWER)
 
 
-def elementwise(*ops):
+def scalar_rule(*ops):
     """Register a scalar rule; on tensors it runs inside a loop nest over the output
     with NumPy broadcasting of the inputs."""
     def register(fn):
@@ -146,12 +146,12 @@ def _declared(spec):
     return libm
 
 
-def scalar_rule(op):
+def scalar_rule_of(op):
     """The scalar rule of an elementwise op, made from its declaration when first used
     (a primitive declared after import lowers too); None for the other ops."""
     fn = SCALAR_RULES.get(op)
     if fn is None and op.elementwise and op.llvm is not None:
-        fn = elementwise(op)(_declared(op.llvm))
+        fn = scalar_rule(op)(_declared(op.llvm))
     return fn
 
 
@@ -162,7 +162,7 @@ def lowering(op):
     if op.llvm is not None and not op.elementwise:
         return op.llvm
     fn = LOWER.get(op)
-    if fn is None and scalar_rule(op) is not None:
+    if fn is None and scalar_rule_of(op) is not None:
         fn = LOWER[op]
     if fn is None:
         raise missing_rule(op, "LLVM lowering", "llvm")
@@ -253,7 +253,7 @@ def _glue(nodes):
             continue
         if n.bodies:
             return False
-        inline += scalar_rule(n.op) is not None
+        inline += scalar_rule_of(n.op) is not None
     return inline * 8 <= len(nodes)
 
 
@@ -277,7 +277,7 @@ def _table_stores(graph):
 
 def _outlined(node):
     """Loop nests over tensors become kernel calls (see `Lowerer.call_kernel`)."""
-    if scalar_rule(node.op) is not None:
+    if scalar_rule_of(node.op) is not None:
         return bool(node.outputs[0].type.shape)
     if node.op in (Op.SLOT_ADD, Op.SLOT_ADD_AT, Op.SLOT_SCATTER_ADD, Op.SLOT_SET_AT, Op.SLOT_ADD_SLICE):
         return bool(node.inputs[-1].type.shape)
@@ -514,7 +514,7 @@ class Lowerer:
                          outputs=outs)
             fnty = ir.FunctionType(ret_type(out_types), [PTR] + [ll_type(v.type) for v in node.inputs]
                                    + [PTR] * len(tensor_outputs(out_types)))
-            fn = self.internal_function(fnty, f"kernel{len(self.kernels)}_{node.op.value}")
+            fn = self.internal_function(fnty, f"kernel{len(self.kernels)}_{node.op.name}")
             fn.attributes.add("noinline")
             self.kernels[key] = fn
             self.outlining = False

@@ -1,6 +1,6 @@
 """LLVM lowering of the tensor primitives: loop nests over arena buffers.
 
-Elementwise ops reuse their scalar rules inside a loop nest (`llvm.elementwise`);
+Elementwise ops reuse their scalar rules inside a loop nest (`llvm.scalar_rule`);
 this module holds the rest, one rule per primitive. Matrix products use a vectorizable
 loop nest below `BLAS_MIN_FLOPS`, tiles of vector registers for small untransposed
 products (`_register_gemm`) and numpy's bundled OpenBLAS otherwise; `conv2d` is a direct
@@ -16,7 +16,7 @@ from ..ir.graph import Var
 from ..ir.ops import Op
 from ..ir.types import FLOATS, RefType, Type
 from ..primitives.along_axis import REDUCTIONS, SCANS, lines
-from .llvm import ELEMENT_BYTES, F32, F64, I1, I32, I64, LL, NO_WRAP, PTR, alloca, collapse, rule, scalar_rule
+from .llvm import ELEMENT_BYTES, F32, F64, I1, I32, I64, LL, NO_WRAP, PTR, alloca, collapse, rule, scalar_rule_of
 
 BLAS_MIN_FLOPS = 16 ** 3
 BLAS_SYMBOLS = {"f64": "scipy_cblas_dgemm64_", "f32": "scipy_cblas_sgemm64_"}
@@ -95,16 +95,16 @@ class _Scalars:
 
     def apply(self, op, values, dtypes, out_dtype):
         b, dtype = self.lo.b, dtypes[0]
-        if dtype in ("f64", "f32") and op == Op.ADD and self.reassociate:
+        if dtype in FLOATS and op == Op.ADD and self.reassociate:
             return b.fadd(*values, flags=("reassoc",))
-        if dtype in ("f64", "f32") and op in (Op.MAXIMUM, Op.MINIMUM):
+        if dtype in FLOATS and op in (Op.MAXIMUM, Op.MINIMUM):
             t = LL[dtype]
-            fn = self.lo.extern(f"llvm.{op.value}.{dtype}", ir.FunctionType(t, [t, t]))
+            fn = self.lo.extern(f"llvm.{op.name}.{dtype}", ir.FunctionType(t, [t, t]))
             return b.call(fn, values)
         if dtype == "bool":   # NumPy's bool arithmetic, as staging rewrites it
             op = {Op.ADD: Op.OR, Op.MAXIMUM: Op.OR, Op.MUL: Op.AND, Op.MINIMUM: Op.AND}.get(op, op)
         node = SimpleNamespace(op=op, attrs={}, inputs=[Var(Type(d)) for d in dtypes], outputs=[Var(Type(out_dtype))])
-        return scalar_rule(op)(self.lo, node, values)[0]
+        return scalar_rule_of(op)(self.lo, node, values)[0]
 
 
 def _combine(lo, desc, dtype):
@@ -123,7 +123,7 @@ def _row_max(lo, dtype):
 
 def _reduction(lo, node, ins):
     desc, dtype = REDUCTIONS[node.op], node.inputs[0].type.dtype
-    row = _row_max(lo, dtype) if node.op == Op.MAX and dtype in ("f64", "f32") else None
+    row = _row_max(lo, dtype) if node.op == Op.MAX and dtype in FLOATS else None
     return _reduce(lo, node, ins, LL[dtype](desc.identity(dtype)), _combine(lo, desc, dtype), row)
 
 
@@ -567,7 +567,7 @@ def _fused(lo, node, ins):   # long: one dispatch on the body's ops, read top to
             elif n.op in (Op.BROADCAST, Op.RESHAPE):   # the element is already broadcast
                 env[n.outputs[0]] = args[0]
             else:
-                scalar = scalar_rule(n.op)
+                scalar = scalar_rule_of(n.op)
                 env[n.outputs[0]] = scalar(lo, n, args)[0] if scalar is not None else lo_const(n)
         for v, out, buf in zip(body.outputs, node.outputs, results):
             if v not in reduced:

@@ -5,7 +5,7 @@ Each i64 word packs two 32-bit words, high then low (JAX's uint32 pairs)."""
 import llvmlite.ir as ir
 import numpy as np
 
-from ..ir.ops import declare, elementwise
+from ..ir.ops import declare, elementwise_type
 
 ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 PARITY = 0x1BD11BDA
@@ -46,7 +46,7 @@ def _threefry_llvm(lo, node, ins):
 
 def _int_words(op, types, attrs, bodies):
     assert all(t.dtype == "i64" for t in types), "threefry2x32 takes i64 words"
-    return elementwise(op, types, attrs, bodies)
+    return elementwise_type(op, types, attrs, bodies)
 
 
 declare("threefry2x32", _int_words, threefry_numpy, arity=2, flags="elementwise", llvm=_threefry_llvm,

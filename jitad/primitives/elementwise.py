@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from ..ir.ops import Op, broadcast_shapes, comparison, convert_value, declare, elementwise, floating, logical
+from ..ir.ops import Op, broadcast_shapes, comparison, convert_value, declare, elementwise_type, floating, logical
 from ..ir.types import FLOATS, Type
 # N: jitad.numeric, the staged math the derivative rules are written in (see rules.N)
 from .rules import N, by_dtype, elementwise_vjp, impl_float, in_double, instruction, intrinsic, is_float, \
@@ -61,11 +61,11 @@ def _float_or(int_form, float_form):
 # -- arithmetic --------------------------------------------------------------------
 
 ARITH = "elementwise arith cheap"
-declare("add", elementwise, np.add, arity=2, flags=ARITH, vjp=lambda g, x, y, out: (g, g),
+declare("add", elementwise_type, np.add, arity=2, flags=ARITH, vjp=lambda g, x, y, out: (g, g),
         llvm=by_dtype(instruction("fadd"), instruction("add")), cuda="({0} + {1})")
-declare("sub", elementwise, np.subtract, arity=2, flags=ARITH, vjp=lambda g, x, y, out: (g, -g),
+declare("sub", elementwise_type, np.subtract, arity=2, flags=ARITH, vjp=lambda g, x, y, out: (g, -g),
         llvm=by_dtype(instruction("fsub"), instruction("sub")), cuda="({0} - {1})")
-declare("mul", elementwise, np.multiply, arity=2, flags=ARITH, vjp=lambda g, x, y, out: (g * y, g * x),
+declare("mul", elementwise_type, np.multiply, arity=2, flags=ARITH, vjp=lambda g, x, y, out: (g * y, g * x),
         llvm=by_dtype(instruction("fmul"), instruction("mul")), cuda="({0} * {1})")
 declare("div", floating, np.true_divide, arity=2, flags="elementwise arith float_only",
         vjp=lambda g, x, y, out: (g / y, -g * out / y), llvm=instruction("fdiv"), cuda="({0} / {1})")
@@ -88,10 +88,10 @@ def _extremum_vjp(g, x, y, out):
     return N.where(x == out, N.where(y == out, half, g), 0.0), N.where(y == out, N.where(x == out, half, g), 0.0)
 
 
-declare("maximum", elementwise, np.maximum, arity=2, flags=ARITH, vjp=_extremum_vjp,
+declare("maximum", elementwise_type, np.maximum, arity=2, flags=ARITH, vjp=_extremum_vjp,
         llvm=_extremum(">="), cuda="h_max({0}, {1})",
         doc="Elementwise maximum, NaN propagating as NumPy: `jitad.maximum(1.0, 2.0) == 2.0`.")
-declare("minimum", elementwise, np.minimum, arity=2, flags=ARITH, vjp=_extremum_vjp,
+declare("minimum", elementwise_type, np.minimum, arity=2, flags=ARITH, vjp=_extremum_vjp,
         llvm=_extremum("<="), cuda="h_min({0}, {1})",
         doc="Elementwise minimum, NaN propagating as NumPy: `jitad.minimum(1.0, 2.0) == 1.0`.")
 
@@ -108,16 +108,16 @@ def _pow_vjp(g, x, y, out):
 
 def _divmod(lo, node, ins):
     div, mod = lo.float_divmod(*ins) if is_float(node) else lo.int_divmod(*ins)
-    return [div if node.op.value == "floordiv" else mod]
+    return [div if node.op.name == "floordiv" else mod]
 
 
-declare("pow", elementwise, _pick(_int_pow, np.power), arity=2, flags="elementwise arith", vjp=_pow_vjp,
+declare("pow", elementwise_type, _pick(_int_pow, np.power), arity=2, flags="elementwise arith", vjp=_pow_vjp,
         llvm=by_dtype(intrinsic("llvm.pow"), lambda lo, node, ins: [lo.int_pow(*ins)]),
         cuda=_float_or("h_ipow({0}, {1})", "power({0}, {1})"))
-declare("mod", elementwise, _pick(_int_mod, np.mod), arity=2, flags="elementwise arith",
+declare("mod", elementwise_type, _pick(_int_mod, np.mod), arity=2, flags="elementwise arith",
         vjp=lambda g, x, y, out: (g, -g * (x // y)), llvm=_divmod,
         cuda=_float_or("h_imod({0}, {1})", "h_fmod({0}, {1})"))
-declare("floordiv", elementwise, _pick(_int_floordiv, np.floor_divide), arity=2, flags="elementwise arith",
+declare("floordiv", elementwise_type, _pick(_int_floordiv, np.floor_divide), arity=2, flags="elementwise arith",
         vjp=zero_gradient, llvm=_divmod, cuda=_float_or("h_ifloordiv({0}, {1})", "h_ffloordiv({0}, {1})"))
 
 
@@ -135,18 +135,18 @@ def _int_abs(lo, node, ins):
 
 
 CHEAP = "elementwise cheap"
-declare("neg", elementwise, np.negative, arity=1, flags=CHEAP, vjp=lambda g, x, out: (-g,),
+declare("neg", elementwise_type, np.negative, arity=1, flags=CHEAP, vjp=lambda g, x, out: (-g,),
         llvm=by_dtype(instruction("fneg"), instruction("neg")), cuda="(-{0})")
-declare("abs", elementwise, np.abs, arity=1, flags=CHEAP, vjp=lambda g, x, out: (N.where(x >= 0.0, g, -g),),
+declare("abs", elementwise_type, np.abs, arity=1, flags=CHEAP, vjp=lambda g, x, out: (N.where(x >= 0.0, g, -g),),
         llvm=by_dtype(intrinsic("llvm.fabs"), _int_abs), cuda="abs({0})",
         doc="Absolute value: `jitad.abs(-2.0) == 2.0`.")
-declare("square", elementwise, lambda x: x * x, arity=1, flags=CHEAP, vjp=lambda g, x, out: (2.0 * g * x,),
+declare("square", elementwise_type, lambda x: x * x, arity=1, flags=CHEAP, vjp=lambda g, x, out: (2.0 * g * x,),
         llvm=lambda lo, node, ins: [(lo.b.fmul if is_float(node) else lo.b.mul)(ins[0], ins[0])],
         cuda="({0} * {0})", doc="x * x: `jitad.square(3.0) == 9.0`.")
-declare("relu", elementwise, lambda x: np.where(x < 0, x.dtype.type(0), x)[()], arity=1, flags=CHEAP,
+declare("relu", elementwise_type, lambda x: np.where(x < 0, x.dtype.type(0), x)[()], arity=1, flags=CHEAP,
         vjp=lambda g, x, out: (N.where(x > 0.0, g, 0.0),), llvm=_relu, cuda="({t}(0) if {0} < {t}(0) else {0})",
         doc="max(x, 0), NaN propagating: `jitad.relu(-2.0) == 0.0`.")
-declare("stop_gradient", elementwise, lambda x: x, arity=1, flags=CHEAP,
+declare("stop_gradient", elementwise_type, lambda x: x, arity=1, flags=CHEAP,
         vjp=zero_gradient, llvm=lambda lo, node, ins: [ins[0]], cuda="{0}",   # no cotangent, no tangent
         doc="x, as a constant to differentiation: "
             "`jitad.grad(lambda x: x * jitad.stop_gradient(x))(3.0) == 3.0`.")

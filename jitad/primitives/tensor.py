@@ -551,7 +551,7 @@ def _scatter_llvm(lo, node, ins):
     if out is not ins[0]:
         lo.copy(out, ins[0], x_t)
     row_t, ty, b = Type(x_t.dtype, x_t.shape[1:]), lo.ll(x_t.dtype), lo.b
-    add = b.fadd if x_t.dtype in ("f64", "f32") else b.add
+    add = b.fadd if x_t.dtype in FLOATS else b.add
 
     def update(idx):
         i = b.load(lo.elem_ptr(ins[1], idx_t, idx), typ=lo.ll("i64")) if idx_t.shape else ins[1]

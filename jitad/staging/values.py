@@ -1,0 +1,365 @@
+"""The staged value type: `Staged` holds a `Var`, and every operation on it records a node
+(`StagedTree` for a tree); how Python numbers, NumPy arrays and staged values combine
+(NumPy's promotion, bools as NumPy treats them) and convert."""
+from functools import reduce
+
+import numpy as np
+
+from ..errors import ArgumentError, StagingError
+from ..ir.ops import Op, impl_of
+# N: jitad.numeric, a layer above, which Staged's methods call (x.sum(), x.T, x[i]): see rules.N
+from ..primitives.rules import N
+from ..ir.types import FLOATS, NUMPY, Type, TreeType, check_int64_range, clean_bools, dtype_of_numpy, promote
+from .frames import emit
+
+
+def _staging_error(what, fix):
+    return StagingError(f"{what} on a staged value cannot be traced: its value is only "
+                        f"known when the compiled code runs. {fix}")
+
+
+_BOOL_FIX = ("For `if`, use `jitad.IF(pred, then_fn, else_fn, *operands)`; for `while`, "
+             "`jitad.WHILE(cond_fn, body_fn, init)`; `and`/`or`/`not` become `&`, `|`, `~`.")
+
+
+_NP_DTYPES = {k: np.dtype(v) for k, v in NUMPY.items()}
+
+
+class Staged:
+    """A staged scalar: arithmetic on it records graph nodes."""
+    __slots__ = ("_var",)
+    __hash__ = object.__hash__
+
+    # NumPy functions on staged values run the jitad function of the same name, or raise
+    # a StagingError naming what to call (`np.ones(3) + x` comes here too)
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        return N.numpy_ufunc(ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        return N.numpy_function(func, args, kwargs)
+
+    def __array__(self, dtype=None, copy=None):
+        raise _staging_error("Converting it to a NumPy array (`np.asarray`, `np.array`, or indexing "
+                             "a NumPy array with it)",
+                             "Stay with jitad functions: index a NumPy constant `table` as "
+                             "`jitad.numpy.asarray(table)[i]` or `jitad.take(table, i)`; "
+                             "`jitad.stack([...])` builds an array from staged values.")
+
+    def __init__(self, var):
+        self._var = var
+
+    @property
+    def dtype(self):
+        """NumPy's dtype: `x.dtype == np.float64` (the IR's name, 'f64', is `x.ir_dtype`)."""
+        return _NP_DTYPES[self._var.type.dtype]
+
+    @property
+    def ir_dtype(self):
+        return self._var.type.dtype
+
+    @property
+    def shape(self):
+        return self._var.type.shape
+
+    def __repr__(self):
+        return f"Staged({self._var.type})"
+
+    def __bool__(self):
+        raise _staging_error("Python `if`, `while`, `and`, `or`, `not` or `bool()`", _BOOL_FIX)
+
+    def __int__(self):
+        raise _staging_error("`int()`", "Use `jitad.convert(x, 'i64')` to stay staged.")
+
+    def __float__(self):
+        raise _staging_error("`float()`", "Use `jitad.convert(x, 'f64')` to stay staged.")
+
+    def __index__(self):
+        raise _staging_error("Using it as a Python index or `range()` bound",
+                             "Use `jitad.FOR(lower, upper, body_fn, init)` for a staged loop bound; index a "
+                             "NumPy constant `table` as `jitad.numpy.asarray(table)[i]` or `jitad.take(table, i)`.")
+
+    def __iter__(self):
+        if not self.shape:
+            raise _staging_error("Iterating", "Scalars cannot be iterated.")
+        return (self[i] for i in range(self.shape[0]))
+
+    def __len__(self):
+        if not self.shape:
+            raise ArgumentError("len() of a staged scalar")
+        return self.shape[0]
+
+    ndim = property(lambda self: len(self.shape))
+    size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
+    T = property(lambda self: N.transpose(self))
+
+    sum = lambda self, axis=None, keepdims=False: N.sum(self, axis, keepdims)
+    mean = lambda self, axis=None, keepdims=False: N.mean(self, axis, keepdims)
+    max = lambda self, axis=None, keepdims=False: N.max(self, axis, keepdims)
+    min = lambda self, axis=None, keepdims=False: N.min(self, axis, keepdims)
+
+    def item(self):
+        raise _staging_error("`item()`", "Return the value from the jitted function to get a Python number.")
+
+    tolist = item
+
+    def astype(self, dtype):
+        return N.convert(self, dtype)
+
+    def reshape(self, *shape):
+        return N.reshape(self, shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape)
+
+    def transpose(self, *axes):
+        return N.transpose(self, axes[0] if len(axes) == 1 and not isinstance(axes[0], int) else axes or None)
+
+    def clip(self, min=None, max=None):
+        return N.clip(self, min, max)
+
+    # NumPy's methods that are functions of jitad.numpy_api (a layer above: numeric.NUMPY_API)
+    prod = lambda self, axis=None, dtype=None, keepdims=False: N.NUMPY_API["prod"](self, axis, dtype, keepdims)
+    var = lambda self, axis=None, dtype=None, ddof=0, keepdims=False: N.NUMPY_API["var"](
+        self, axis, dtype, ddof, keepdims)
+    std = lambda self, axis=None, dtype=None, ddof=0, keepdims=False: N.NUMPY_API["std"](
+        self, axis, dtype, ddof, keepdims)
+    argmax = lambda self, axis=None, keepdims=False: N.NUMPY_API["argmax"](self, axis, keepdims)
+    argmin = lambda self, axis=None, keepdims=False: N.NUMPY_API["argmin"](self, axis, keepdims)
+    squeeze = lambda self, axis=None: N.NUMPY_API["squeeze"](self, axis)
+    sort = lambda self, axis=-1: N.NUMPY_API["sort"](self, axis)   # a new array, as jax.numpy's
+    argsort = lambda self, axis=-1: N.NUMPY_API["argsort"](self, axis)
+    ravel = flatten = lambda self: N.reshape(self, (-1,))
+    at = property(lambda self: N.NUMPY_API["ndarray.at"](self))
+    cumsum = lambda self, axis=None, dtype=None: N.NUMPY_API["cumsum"](self, axis, dtype)
+    cumprod = lambda self, axis=None, dtype=None: N.NUMPY_API["cumprod"](self, axis, dtype)
+    any = lambda self, axis=None, keepdims=False: N.NUMPY_API["any"](self, axis, keepdims)
+    all = lambda self, axis=None, keepdims=False: N.NUMPY_API["all"](self, axis, keepdims)
+    round = __round__ = lambda self, decimals=None: N.NUMPY_API["round"](self, decimals or 0)   # stays staged
+    __divmod__ = lambda a, b: (a // b, a % b)
+    __rdivmod__ = lambda a, b: (b // a, b % a)
+
+    def __getitem__(self, key):
+        return N.getitem(self, key)
+
+    __matmul__ = lambda a, b: N.matmul(a, b)
+    __rmatmul__ = lambda a, b: N.matmul(b, a)
+
+    __add__ = lambda a, b: binary(Op.ADD, a, b)
+    __radd__ = lambda a, b: binary(Op.ADD, b, a)
+    __sub__ = lambda a, b: binary(Op.SUB, a, b)
+    __rsub__ = lambda a, b: binary(Op.SUB, b, a)
+    __mul__ = lambda a, b: binary(Op.MUL, a, b)
+    __rmul__ = lambda a, b: binary(Op.MUL, b, a)
+    __truediv__ = lambda a, b: binary(Op.DIV, a, b)
+    __rtruediv__ = lambda a, b: binary(Op.DIV, b, a)
+    __pow__ = lambda a, b: power(a, b)
+    __rpow__ = lambda a, b: binary(Op.POW, b, a)
+    __mod__ = lambda a, b: binary(Op.MOD, a, b)
+    __rmod__ = lambda a, b: binary(Op.MOD, b, a)
+    __floordiv__ = lambda a, b: binary(Op.FLOORDIV, a, b)
+    __rfloordiv__ = lambda a, b: binary(Op.FLOORDIV, b, a)
+    __lt__ = lambda a, b: binary(Op.LT, a, b)
+    __le__ = lambda a, b: binary(Op.LE, a, b)
+    __gt__ = lambda a, b: binary(Op.GT, a, b)
+    __ge__ = lambda a, b: binary(Op.GE, a, b)
+    __eq__ = lambda a, b: binary(Op.EQ, a, b)
+    __ne__ = lambda a, b: binary(Op.NE, a, b)
+    __and__ = lambda a, b: logical(Op.AND, a, b)
+    __rand__ = lambda a, b: logical(Op.AND, b, a)
+    __or__ = lambda a, b: logical(Op.OR, a, b)
+    __ror__ = lambda a, b: logical(Op.OR, b, a)
+    __invert__ = lambda a: unary(Op.NOT, a) if a.ir_dtype in ("bool", "i64") else _bad_logical("~", a)
+    __neg__ = lambda a: unary(Op.NEG, a)
+    __pos__ = lambda a: a
+    __abs__ = lambda a: unary(Op.ABS, a)
+
+
+class StagedTree:
+    """A staged `jitad.Tree` input; use it with `TREE`."""
+    __slots__ = ("_var",)
+
+    def __init__(self, var):
+        self._var = var
+
+    def __repr__(self):
+        return f"StagedTree({self._var.type})"
+
+
+def is_staged(x):
+    return isinstance(x, Staged)
+
+
+def wrap(var):
+    """The proxy of a var: `StagedTree` for trees, else `Staged`."""
+    return StagedTree(var) if isinstance(var.type, TreeType) else Staged(var)
+
+
+def _refuse_masked(x, where):
+    if isinstance(x, np.ma.MaskedArray):
+        raise ArgumentError(f"a masked array (numpy.ma) {where}: jitad would ignore its mask; "
+                            "pass `x.filled(value)` (masked entries replaced) or `x.data`")
+
+
+def _kind(x):
+    """(dtype, weak): Python and NumPy scalars are weakly typed, as in JAX."""
+    if isinstance(x, Staged):
+        return x.ir_dtype, False
+    _refuse_masked(x, "in staged code")
+    if isinstance(x, (bool, np.bool_)):
+        return "bool", True
+    if isinstance(x, (int, np.integer)):
+        return "i64", True
+    if isinstance(x, np.float32):
+        return "f32", True
+    if isinstance(x, (float, np.floating)):
+        return "f64", True
+    if isinstance(x, np.ndarray) and dtype_of_numpy(x.dtype):
+        return dtype_of_numpy(x.dtype), x.ndim == 0
+    raise ArgumentError(f"cannot use a value of type {type(x).__name__} in staged arithmetic; "
+                        "use numbers or staged values")
+
+
+_CATEGORY = {"bool": 0, "i64": 1, "f32": 2, "f64": 2}
+
+
+def result_dtype(*xs):
+    kinds = [_kind(x) for x in xs]
+    strong = [d for d, weak in kinds if not weak]
+    dtype = reduce(promote, strong or [d for d, _ in kinds])
+    for d, weak in kinds:
+        if weak and _CATEGORY[d] > _CATEGORY[dtype]:
+            dtype = d
+    return dtype
+
+
+def as_var(x, dtype=None):
+    """The var of `x` (a staged value or a Python number) converted to `dtype`."""
+    if isinstance(x, Staged):
+        if dtype is None or x.ir_dtype == dtype:
+            return x._var
+        return emit(Op.CONVERT, [x._var], {"dtype": dtype})[0]
+    dtype = dtype or _kind(x)[0]
+    if dtype == "i64" and isinstance(x, int) and not -2**63 <= x < 2**63:
+        raise ArgumentError(f"the int constant {x} does not fit in 64 bits (staged ints are int64); "
+                            "use a float constant or a smaller int")
+    if isinstance(x, np.ndarray) and x.ndim:
+        check_int64_range(x)
+        value = np.array(clean_bools(x), dtype=NUMPY[dtype], order="C")
+        value.flags.writeable = False
+        return emit(Op.CONST, [], {"value": value, "type": Type(dtype, value.shape)})[0]
+    value = {"bool": bool, "i64": int, "f32": float, "f64": float}[dtype](x)
+    return emit(Op.CONST, [], {"value": value, "type": Type(dtype)})[0]
+
+
+def _eager(op, *xs):
+    for x in xs:
+        _kind(x if isinstance(x, np.ndarray) or np.ndim(x) == 0 else np.asarray(x))   # numbers only
+    with np.errstate(all="ignore"):
+        values = [np.asarray(x)[()] for x in xs]
+        if len(xs) > 1 and any(getattr(v, "dtype", None) == np.float32 for v in values):
+            # Python numbers are weakly typed: float32 and a Python float give float32, as NumPy
+            values = [np.float32(x) if type(x) in (float, int) else v for x, v in zip(xs, values)]
+        if op.float_only:   # as when staged: ints and bools compute in f64
+            values = [v if np.asarray(v).dtype.kind == "f" else np.float64(v) for v in values]
+        return impl_of(op)(*values)
+
+
+_BOOL_ARITH = {Op.ADD: Op.OR, Op.MUL: Op.AND, Op.MAXIMUM: Op.OR, Op.MINIMUM: Op.AND}
+
+
+def binary(op, a, b):
+    if not (is_staged(a) or is_staged(b)):
+        return _eager(op, a, b)
+    dtype = result_dtype(a, b)
+    if op.float_only and dtype not in FLOATS:
+        dtype = "f64"
+    if dtype == "bool" and op.arith:   # as NumPy: + is or, * is and, the rest on ints
+        if op == Op.SUB:
+            raise ArgumentError("`-` on two bools is not supported (as in NumPy); use `^`-like "
+                                "logic with `&`, `|`, `~`, or convert to int first")
+        if op in _BOOL_ARITH:
+            op = _BOOL_ARITH[op]
+        else:
+            dtype = "i64"
+    return Staged(emit(op, [as_var(a, dtype), as_var(b, dtype)])[0])
+
+
+def power(x, n):
+    """`x ** n`. A float `x` to a constant integer power (a Python or NumPy int, or a float
+    with an integer value, |n| <= 64) is squarings and products, as JAX's `integer_pow`:
+    no `pow` call (x ** 3 over 10^6 elements: 21 -> 0.27 ms) and no log(x) in its
+    derivatives (a `pow` node's exponent derivative, NaN at x < 0)."""
+    dtype = result_dtype(x, n) if is_staged(x) else None
+    if dtype not in FLOATS or is_staged(n) or isinstance(n, (bool, np.bool_)) \
+            or not isinstance(n, (int, float, np.integer, np.floating)) or n != np.trunc(n) or abs(n) > 64:
+        return binary(Op.POW, x, n)
+    if n == 0:   # 1, as NumPy's x ** 0 for every x (inf and NaN too), with derivatives 0
+        return N.broadcast_to(Staged(as_var(1.0, dtype)), x.shape)
+    x, k = Staged(as_var(x, dtype)), int(abs(n))
+    result = None
+    while k:
+        if k & 1:
+            result = x if result is None else result * x
+        k >>= 1
+        if k:
+            x = unary(Op.SQUARE, x)
+    return result if n > 0 else 1.0 / result
+
+
+def unary(op, x):
+    if not is_staged(x):
+        return _eager(op, x)
+    dtype = x.ir_dtype
+    if op.float_only and dtype not in FLOATS:
+        dtype = "f64"
+    if op in (Op.NEG, Op.ABS, Op.SQUARE, Op.RELU) and dtype == "bool":
+        dtype = "i64"
+    return Staged(emit(op, [as_var(x, dtype)])[0])
+
+
+def _bad_logical(name, *xs):
+    raise ArgumentError(f"`{name}` takes bool or int operands, got "
+                        f"{', '.join(_kind(x)[0] for x in xs)}; compare first (e.g. `x > 0`)")
+
+
+def logical(op, a, b):
+    if not (is_staged(a) or is_staged(b)):
+        return _eager(op, a, b)
+    dtype = result_dtype(a, b)
+    if dtype not in ("bool", "i64"):
+        _bad_logical({Op.AND: "&", Op.OR: "|"}[op], a, b)
+    return Staged(emit(op, [as_var(a, dtype), as_var(b, dtype)])[0])
+
+
+def to_bool(x, what):
+    """A staged bool var from a staged value (non-zero is true) or a Python value."""
+    if not is_staged(x):
+        if isinstance(x, np.ndarray) and x.ndim:
+            return as_var(x.astype(bool), "bool")
+        return as_var(bool(x), "bool")
+    if x.ir_dtype == "bool":
+        return x._var
+    return binary(Op.NE, x, 0)._var
+
+
+def _leaf_type(x, what, allow_tree=False):
+    if isinstance(x, Staged) or (allow_tree and isinstance(x, StagedTree)):
+        return x._var.type
+    if isinstance(x, StagedTree):
+        raise StagingError(f"{what}: a Tree cannot be a loop state or result; use it with TREE")
+    return Type(_kind(x)[0], np.shape(x) if isinstance(x, np.ndarray) else ())
+
+
+def _literal(x):
+    return not isinstance(x, (Staged, StagedTree))
+
+
+def coerce(x, type, what):
+    """`x` as a var of `type` in the current frame: Python numbers become constants."""
+    if isinstance(x, (Staged, StagedTree)):
+        if x._var.type != type:
+            raise StagingError(f"{what} is {x._var.type} where {type} is expected; "
+                               f"convert it (e.g. `jitad.convert(x, '{type.dtype}')`) or change the "
+                               "initial value's type (e.g. `0.0` instead of `0`)")
+        return x._var
+    kind = _kind(x)[0]
+    if _CATEGORY[kind] > _CATEGORY[type.dtype] or np.shape(x) != type.shape:
+        raise StagingError(f"{what} is the constant {x!r} where {type} is expected")
+    return as_var(x, type.dtype)
