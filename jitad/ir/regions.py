@@ -24,6 +24,8 @@ def indexed_reads(nodes, outputs):
     slice and concatenation copies go."""
     users = uses(nodes, outputs)
     made = {v: k for k, n in enumerate(nodes) for v in n.outputs}
+    marks = {m.outputs[0]: k for k, m in enumerate(nodes) if m.op == Op.ARENA_MARK}
+    local = {v for m in nodes if m.op in (Op.SLOT, Op.TABLE) for v in m.outputs}
     nodes, drop = list(nodes), set()
     for k, n in enumerate(nodes):
         chain = _chain(n, k, nodes, made, users)
@@ -34,7 +36,7 @@ def indexed_reads(nodes, outputs):
             continue
         reads = {x for i in chain for x in nodes[i].inputs if made.get(x) not in chain}
         if not readers or any(nodes[j].op != Op.FUSED or tuple(nodes[j].attrs["shape"]) != n.outputs[0].type.shape
-                              or not all(_unchanged(x, min(chain), j, nodes, made) for x in reads)
+                              or not all(_unchanged(x, min(chain), j, nodes, made, marks, local) for x in reads)
                               for j in readers):
             continue
         for j in readers:
@@ -60,15 +62,15 @@ def _chain(n, k, nodes, made, users):
     return chain
 
 
-def _unchanged(x, start, end, nodes, made):
+def _unchanged(x, start, end, nodes, made, marks, local):
     """Whether tensor `x` holds the same elements, in a live buffer, while the node at
     `end` runs as at `start`: the slot or table it may be a view of is not written in
-    between (nor by that node), and no arena scope that holds its buffer closes."""
+    between (nor by that node), and no arena scope that holds its buffer closes (`marks`:
+    arena marks -> position; `local`: the slots and tables made in `nodes`)."""
     root = x
     while root in made and nodes[made[root]].op.view and nodes[made[root]].op != Op.SLOT_GET:
         root = nodes[made[root]].inputs[0]
     between = nodes[start + 1:end + 1]   # the reader too: it may write what it reads
-    marks = {m.outputs[0]: k for k, m in enumerate(nodes) if m.op == Op.ARENA_MARK}
     born = made.get(root, -1)
     if any(m.op == Op.ARENA_RELEASE and marks.get(m.inputs[0], -1) < born for m in between):
         return False
@@ -78,7 +80,6 @@ def _unchanged(x, start, end, nodes, made):
         return not any(src in m.inputs and m.op not in (Op.SLOT_GET, Op.TABLE_GET) for m in between)
     if producer is not None:
         return True   # a value of its own
-    local = {v for m in nodes if m.op in (Op.SLOT, Op.TABLE) for v in m.outputs}
     return all(m.op.pure or all(v in local for v in m.inputs if isinstance(v.type, (RefType, TableType)))
                for m in between)   # a param: written only through refs it cannot alias
 
