@@ -19,10 +19,10 @@ import numpy as np
 
 from ..ir.graph import split_operands
 from ..ir.ops import CALLS, Op, missing_rule
-from ..ir.types import FLOATS, ContType, RefType, TableType, Type
+from ..ir.types import FLOATS, RefType, TableType, Type
 from ..staging import (FOR, FUN, IF, TREE, WHILE, ShapeDtype, Staged, apply, emit, make_closure,
                        new_slot, trace_memo, wrap)
-from .restage import pack_pairs, restage_node, run_graph, unpack_pairs
+from .restage import restage_node, run_graph
 
 
 def has_tangent(t):
