@@ -34,7 +34,10 @@ def _value(ptr, dtype, shape):
     return np.ctypeslib.as_array(raw).view(_NUMPY[dtype]).reshape(shape).copy()
 
 
-def _callback(spec, n, values):
+def _callback(spec, n, values, done):
+    """Print one `debug.print`; set `*done` when the compiled code may go on. A signal
+    handler's exception (Ctrl-C) leaves it unset, even one raised as this function is
+    entered (before its `try`: ctypes then ignores it), so the code unwinds either way."""
     try:
         decoded = _specs.get(spec)
         if decoded is None:
@@ -44,15 +47,17 @@ def _callback(spec, n, values):
         args = [v for v, name in zip(vals, names) if name is None]
         kwargs = {name: v for v, name in zip(vals, names) if name is not None}
         print(decoded["fmt"].format(*args, **kwargs), flush=True)
+        done[0] = 1
     except Exception as e:   # an exception cannot unwind through native code
         print(f"jitad.debug.print: {type(e).__name__}: {e}", flush=True)
+        done[0] = 1
     except BaseException as e:   # a signal handler's (Ctrl-C): stop the call, raise it in the caller
         runtime.interrupted_by(e)
-        return 1
     return 0
 
 
-_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_char_p, ctypes.c_int64, ctypes.POINTER(ctypes.c_void_p))(_callback)
+_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_char_p, ctypes.c_int64, ctypes.POINTER(ctypes.c_void_p),
+                             ctypes.POINTER(ctypes.c_int32))(_callback)
 llvm.add_symbol("jitad_debug_print", ctypes.cast(_CALLBACK, ctypes.c_void_p).value)
 
 
@@ -68,8 +73,11 @@ def _debug_print(lo, node, ins):
             ptr = alloca(b, LL[var.type.dtype] if var.type.dtype != "bool" else I8)
             b.store(value if var.type.dtype != "bool" else b.zext(value, I8), ptr)
         b.store(ptr, b.gep(table, [I64(0), I64(k)], source_etype=ir.ArrayType(PTR, max(len(ins), 1))))
-    fn = lo.extern("jitad_debug_print", ir.FunctionType(I32, [PTR, I64, PTR]))
-    with b.if_then(b.icmp_unsigned("!=", b.call(fn, [spec, I64(len(ins)), table]), I32(0)), likely=False):
+    fn = lo.extern("jitad_debug_print", ir.FunctionType(I32, [PTR, I64, PTR, PTR]))
+    done = alloca(b, I32)   # the callback sets it when the code may go on (not after Ctrl-C)
+    b.store(I32(0), done)
+    b.call(fn, [spec, I64(len(ins)), table, done])
+    with b.if_then(b.icmp_unsigned("==", b.load(done, typ=I32), I32(0)), likely=False):
         b.store(I32(INTERRUPTED), lo.status_ptr())
         b.branch(lo.bail_block())
     return []
