@@ -44,7 +44,7 @@ from .ad.restage import restage, restage_node, run_graph
 from .ad.reverse import value_and_grad_staged
 from .ad.tape import ForestTape
 from .errors import ArgumentError, StagingError
-from .ir.graph import split_operands, walk
+from .ir.graph import loop_state_flags, split_operands, walk
 from .ir.ops import CALLS, Op, declare, missing_rule
 from .ir.types import FLOATS, TreeType, Type
 from .primitives.rules import batch_stacked, lift, unbroadcast
@@ -235,25 +235,15 @@ def node_flags(node, flags):
 
 def _state_flags(node, flags):
     """The loop state's batched flags: batched where the init is, or where the body makes
-    it so (a fixed point); all of it when the condition or the trip count is batched."""
+    it so (a fixed point); all of it when the condition or the trip count is batched (the
+    condition's flags only grow with the state's, so the fixed point's decide)."""
     head, state, caps = split_operands(node, flags)
-    state = list(state)
     if any(head) and node.op == Op.FOR:
         return [True] * len(state)
-    while True:
-        if node.op == Op.WHILE:
-            cond, body = node.bodies
-            if analyze(cond, state + caps)[0]:
-                return [True] * len(state)
-            new = analyze(body, state + caps)
-        elif node.op == Op.FOR:
-            new = analyze(node.bodies[0], [False] + state + caps)
-        else:
-            new = analyze(node.bodies[0], [False] + state + state + caps)
-        new = [a or b for a, b in zip(state, new)]
-        if new == state:
-            return state
-        state = new
+    state = loop_state_flags(node, state, caps, analyze)
+    if node.op == Op.WHILE and analyze(node.bodies[0], state + caps)[0]:
+        return [True] * len(state)
+    return state
 
 
 def _fit(pairs, flags, size):

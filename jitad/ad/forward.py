@@ -17,7 +17,7 @@ from it, for several directions at the price of one primal (`jacfwd`).
 """
 import numpy as np
 
-from ..ir.graph import split_operands
+from ..ir.graph import loop_state_flags, split_operands
 from ..ir.ops import CALLS, Op, missing_rule
 from ..ir.types import FLOATS, RefType, TableType, Type
 from ..staging import (FOR, FUN, IF, TREE, WHILE, ShapeDtype, Staged, apply, emit, make_closure,
@@ -132,18 +132,7 @@ def _state_flags(node, flags):
     """The loop state entries carrying a tangent: where the init does, or where the body
     makes one (a fixed point)."""
     _, state, caps = split_operands(node, flags)
-    state = _flags([v.type for v in node.outputs], state)
-    while True:
-        if node.op == Op.WHILE:
-            new = analyze(node.bodies[1], state + caps)
-        elif node.op == Op.FOR:
-            new = analyze(node.bodies[0], [False] + state + caps)
-        else:
-            new = analyze(node.bodies[0], [False] + state + state + caps)
-        new = [a or b for a, b in zip(state, new)]
-        if new == state:
-            return state
-        state = new
+    return loop_state_flags(node, _flags([v.type for v in node.outputs], state), caps, analyze)
 
 
 def _call_flags(fundef, flags):

@@ -91,6 +91,24 @@ def uses(nodes, outputs=()):
 HEAD = {"if": 1, "while": 0, "for": 2, "tree": 1}   # operands before a control-flow node's state
 
 
+def loop_state_flags(node, state, caps, analyze):
+    """A loop's (`while`, `for`, `tree`) state flags as a fixed point: an entry is set where
+    `state` (the init's) has it or where the body's result has it, `analyze(body, param
+    flags) -> result flags` given the body's params' flags (`caps`: the captured values')."""
+    state = list(state)
+    while True:
+        if node.op.name == "while":
+            new = analyze(node.bodies[1], state + caps)
+        elif node.op.name == "for":
+            new = analyze(node.bodies[0], [False] + state + caps)
+        else:   # tree: the node, its children's states, its own
+            new = analyze(node.bodies[0], [False] + state + state + caps)
+        new = [a or b for a, b in zip(state, new)]
+        if new == state:
+            return state
+        state = new
+
+
 def split_operands(node, values=None):
     """(head, state, captures) of control-flow `node`'s operands, or of `values` given in
     their order: the head is IF's predicate, FOR's bounds or TREE's tree; the state is
