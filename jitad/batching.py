@@ -482,7 +482,7 @@ def _batched_fun(node, body, spec, flags, size, masked):
     if node.op == Op.CHECKPOINT:
         return checkpoint(body, out=spec)
     fundef = node.attrs["fun"]
-    if node.op != Op.CUSTOM_VJP or (fundef.n_captures and fundef.captured is None):
+    if node.op != Op.CUSTOM_VJP:
         return FUN(body, out=spec)
     in_td = node.attrs["in_td"]
     k = in_td.num_leaves
@@ -493,7 +493,7 @@ def _batched_fun(node, body, spec, flags, size, masked):
     def per_lane(rule_part):
         """rule_part(args pytree) run on one lane, the captured values rebound to the lane's."""
         def lane(*a):
-            with substituted(dict(zip(fundef.captured or (), (x._var for x in a[k:n])))):
+            with substituted(dict(zip(fundef.captured, (x._var for x in a[k:n])))):
                 return rule_part(unflatten(in_td, list(a[:k])))
         return lane
 

@@ -221,6 +221,16 @@ def _structure(td):
 _SIGNATURES = {}   # (collective, op or root, structure, leaf shapes and dtypes) -> (text, [hash, -hash])
 
 
+def _call_key(who, how, leaves, td):
+    """What the ranks compare before a collective: the collective, its op or root, the
+    pytree's structure, each leaf's shape and dtype (staged or not)."""
+    def shape_char(x):
+        if is_staged(x):
+            return tuple(x.shape), np.dtype(NUMPY[x.ir_dtype]).char
+        return np.shape(x), np.asarray(x).dtype.char
+    return who, how, td, tuple(map(shape_char, leaves))
+
+
 def _signature(key):
     who, how, td, leaves = key
     text = f"{who}(op={how!r}) of {_structure(td)} with leaves " + ", ".join(
@@ -238,7 +248,7 @@ def _agree(who, how, leaves, td, timeout):
     if they differ. Returns the deadline of `timeout` (None without one)."""
     deadline = time.monotonic() + timeout if timeout is not None else None
     from mpi4py import MPI
-    key = (who, how, td, tuple((np.shape(x), np.asarray(x).dtype.char) for x in leaves))
+    key = _call_key(who, how, leaves, td)
     text, sig = _SIGNATURES.get(key) or _signature(key)
     both = np.empty(2, np.int64)
     _wait(_world.Iallreduce(sig, both, op=MPI.MAX) if deadline else _world.Allreduce(sig, both, op=MPI.MAX),
@@ -256,9 +266,7 @@ def _agree_staged(who, how, leaves, td, timeout):
     """`_agree` in compiled code: one allreduce of the call's signature hash before the
     collective, and a `check` that stops the call with `RuntimeCheckError` on every rank if
     the ranks' signatures differ (the mismatched collective itself would hang or corrupt)."""
-    def char(x):
-        return np.dtype(NUMPY[x.ir_dtype]).char if is_staged(x) else np.asarray(x).dtype.char
-    key = (who, how, td, tuple((tuple(x.shape) if is_staged(x) else np.shape(x), char(x)) for x in leaves))
+    key = _call_key(who, how, leaves, td)
     text, sig = _SIGNATURES.get(key) or _signature(key)
     both = wrap(emit(Op.ALLREDUCE, [as_var(sig)], {"reduce": "max", **_timeout_attr(timeout)})[0])
     differ = wrap(emit(Op.NE, [(both[0] + both[1])._var, as_var(np.int64(0))])[0])   # max - min != 0
