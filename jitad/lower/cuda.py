@@ -2,10 +2,13 @@
 structure of reverse mode stay on the host.
 
 The program is the one the LLVM backend lowers (after reverse mode and fusion). The
-host walks its graphs with one rule per opcode (the table `RULES`): a `fused` node is
-one kernel, every other tensor op is one kernel (`jitad.lower.cuda_kernels` writes and
-caches them), scalar work on host numbers stays on the host, and a scalar that a kernel
-produced stays on the device until a condition, a loop bound or an index needs it.
+host walks its graphs with one rule per op (`rule_of`): a primitive's is its
+declaration's `cuda` (jitad/primitives), which launches kernels through the `Runner`'s
+services (`gather`, `gemm`, `scan`, `sort_rows`, ...); the IR's own ops have theirs
+registered here (the table `RULES`). A `fused` node is one kernel, every other tensor op
+is one kernel (`jitad.lower.cuda_kernels` writes and caches them), scalar work on host
+numbers stays on the host, and a scalar that a kernel produced stays on the device until
+a condition, a loop bound or an index needs it.
 
 Device memory follows the CPU backend's stack discipline: one pool per dtype, bump
 allocation, a mark at every function/closure/loop-iteration entry and a release when it
@@ -226,6 +229,87 @@ class Runner:
             body = self.bodies[id(node)] = Graph(params, [Node(node.op, tuple(params), outs, node.attrs)], list(outs))
         return body
 
+    # -- kernels the declarations' rules call (jitad/primitives) -------------------
+
+    def elementwise(self, node, ins):
+        """`node`'s element expression (its declaration's `cuda`) as one kernel; on host
+        scalars, its NumPy meaning on the host."""
+        out = node.outputs[0].type
+        if not out.shape and all(on_host(v) for v in ins):
+            with np.errstate(all="ignore"):
+                return [host_value(impl_of(node.op)(*ins, **node.attrs), out)]
+        return self.fused(self.single(node), out.shape, ins, [v.type for v in node.inputs], [out], id(node))
+
+    def reduction(self, node, ins):
+        """An along-axis reduction (jitad/primitives/along_axis.py): a kernel over the kept elements."""
+        (x,), xt, out = ins, node.inputs[0].type, node.outputs[0].type
+        axes = tuple(sorted(node.attrs["axes"]))
+        if not axes:
+            return [x]
+        if node.op == Op.SUM and len(axes) == len(xt.shape):   # a total: per-thread sums, atomics
+            return self.fused(self.single(node), xt.shape, ins, [xt], [Type(out.dtype)], id(node))
+        result = self.alloc(out)
+        kern = self.kernel(id(node), lambda: K.reduce_source(xt.shape, axes, REDUCTIONS[node.op], xt.dtype))
+        self.launch(kern, size_of(out.shape), x, result)
+        return [result]
+
+    def scan(self, node, ins):
+        """An along-axis scan (jitad/primitives/along_axis.py): a thread per line."""
+        t = node.outputs[0].type
+        outer, n, inner = lines(t.shape, node.attrs["axis"])
+        out = self.alloc(t)
+        kern = self.kernel(id(node), lambda: K.scan_source(outer, n, inner, node.attrs["reverse"], SCANS[node.op],
+                                                           t.dtype))
+        self.launch(kern, outer * inner, self.to_device(ins[0], t), out)
+        return [out]
+
+    def gemm(self, node, out, ins, in_types, shape, accumulate=False):
+        """out (=|+=) op(a) @ op(b) of `shape`, op a transpose where `node`'s ta/tb say: a
+        tiled kernel (shared memory)."""
+        a, b = ins
+        (m, n), ta, tb = shape, node.attrs["ta"], node.attrs["tb"]
+        at = in_types[0]
+        k = at.shape[0] if ta else at.shape[1]
+        tile = TILE_SIM if self.sim else TILE_GPU
+        kern = self.kernel(id(node), lambda: K.matmul_source(m, n, k, ta, tb, at.dtype, tile, accumulate))
+        if m and n:
+            if k == 0:
+                if not accumulate:
+                    self.fill(out, 0, at.dtype)
+            else:
+                grid = ((n + tile - 1) // tile, (m + tile - 1) // tile)
+                kern[grid, (tile, tile), 0, K.matmul_shared_bytes(at.dtype, tile)](a, b, out)
+
+    def batched_gemm(self, node, out, ins, in_types, out_t):
+        """`gemm` per batch entry, on views of the flat buffers."""
+        mats = [Type(t.dtype, t.shape[1:]) for t in [out_t] + list(in_types)]
+        sizes = [size_of(t.shape) for t in mats]
+        for i in range(out_t.shape[0]):
+            o, a, b = (buf[i * n:(i + 1) * n] for buf, n in zip([out] + list(ins), sizes))
+            self.gemm(node, o, [a, b], mats[1:], mats[0].shape)
+
+    def conv2d(self, node, out, ins, in_types, out_t):
+        """out = the valid convolution of image batch x by weights w: a thread per output."""
+        (x_t, w_t) = in_types
+        kern = self.kernel(id(node), lambda: K.conv2d_source(x_t.shape, w_t.shape, out_t.shape))
+        self.launch(kern, size_of(out_t.shape), ins[0], ins[1], out)
+
+    def sort_rows(self, node, out, x, shape, indices=False):
+        """out = each row of x (along the last axis) sorted, or with `indices` its stable
+        argsort: a thread per row."""
+        rows = size_of(shape[:-1])
+        kern = self.kernel(id(node), lambda: K.sort_source(rows, shape[-1], indices))
+        self.launch(kern, rows if shape[-1] else 0, x, out)
+
+    def scatter_rows(self, node, out, index, value, add):
+        """Rows `index` (clamped) of `out` (a copy of `node`'s operand) set to, or with `add`
+        added, `value`'s rows, in order: a thread per element of a row."""
+        x_t, idx_t = node.inputs[0].type, node.inputs[1].type
+        rows, rest, count = x_t.shape[0], size_of(x_t.shape[1:]), size_of(idx_t.shape)
+        kern = self.kernel((id(node), kind(index), kind(value)), lambda: K.scatter_source(
+            kind(index), kind(value), count, rows, rest, add))
+        self.launch(kern, rest, value, out, index)
+
 
 def host_value(value, t):
     return np.asarray(value, NUMPY[t.dtype])[()]
@@ -234,24 +318,15 @@ def host_value(value, t):
 def rule_of(op):
     """`op`'s host-side rule fn(runner, node, ins) -> [values], looked up when used: the
     declaration's `cuda` rule, else the rule registered here, else for an elementwise op
-    one kernel of its element expression (its `cuda`); MissingRuleError if none."""
+    (or `broadcast`) one kernel of its element expression (its `cuda`); MissingRuleError if none."""
     if callable(op.cuda) and not op.elementwise:
         return op.cuda
     fn = RULES.get(op)
-    if fn is None and op.elementwise:
-        fn = _elementwise
+    if fn is None and (op.elementwise or isinstance(op.cuda, str)):
+        fn = Runner.elementwise
     if fn is None:
         raise missing_rule(op, "CUDA", "cuda")
     return fn
-
-
-@rule(Op.BROADCAST)
-def _elementwise(rt, node, ins):
-    out = node.outputs[0].type
-    if not out.shape and all(on_host(v) for v in ins):
-        with np.errstate(all="ignore"):
-            return [host_value(impl_of(node.op)(*ins, **node.attrs), out)]
-    return rt.fused(rt.single(node), out.shape, ins, [v.type for v in node.inputs], [out], id(node))
 
 
 @rule(Op.FUSED)
@@ -272,85 +347,13 @@ def _const(rt, node, ins):
     return [dev]
 
 
-@rule(Op.RESHAPE)
+@rule(Op.RESHAPE)   # a view (its `cuda`, "{0}", is its element expression in a fused kernel)
 def _reshape(rt, node, ins):
     (x,), out = ins, node.outputs[0].type
     return [x if not out.shape or not on_host(x) else rt.to_device(x, out)]
 
 
-# -- reductions, products and data movement --------------------------------------
-
-def _reduce(rt, node, ins):
-    (x,), xt, out = ins, node.inputs[0].type, node.outputs[0].type
-    axes = tuple(sorted(node.attrs["axes"]))
-    if not axes:
-        return [x]
-    if node.op == Op.SUM and len(axes) == len(xt.shape):   # a total: per-thread sums, atomics
-        return rt.fused(rt.single(node), xt.shape, ins, [xt], [Type(out.dtype)], id(node))
-    result = rt.alloc(out)
-    kern = rt.kernel(id(node), lambda: K.reduce_source(xt.shape, axes, REDUCTIONS[node.op], xt.dtype))
-    rt.launch(kern, size_of(out.shape), x, result)
-    return [result]
-
-
-for _op in REDUCTIONS:
-    rule(_op)(_reduce)
-
-
-@rule(Op.MATMUL)
-def _matmul(rt, node, ins):
-    out = rt.alloc(node.outputs[0].type)
-    _gemm(rt, node, out, ins, node.inputs, node.outputs[0].type.shape, False)
-    return [out]
-
-
-@rule(Op.BMM)
-def _bmm(rt, node, ins):
-    """`_gemm` per batch entry, on views of the flat buffers."""
-    out_t, types = node.outputs[0].type, [v.type for v in node.inputs]
-    out = rt.alloc(out_t)
-    mats = [Type(t.dtype, t.shape[1:]) for t in [out_t] + types]
-    sizes = [size_of(t.shape) for t in mats]
-    for i in range(out_t.shape[0]):
-        o, a, b = (buf[i * n:(i + 1) * n] for buf, n in zip([out] + list(ins), sizes))
-        _gemm(rt, node, o, [a, b], [Var(t) for t in mats[1:]], mats[0].shape, False)
-    return [out]
-
-
-def _scan(rt, node, ins):
-    t = node.outputs[0].type
-    outer, n, inner = lines(t.shape, node.attrs["axis"])
-    out = rt.alloc(t)
-    kern = rt.kernel(id(node), lambda: K.scan_source(outer, n, inner, node.attrs["reverse"], SCANS[node.op], t.dtype))
-    rt.launch(kern, outer * inner, rt.to_device(ins[0], t), out)
-    return [out]
-
-
-for _op in SCANS:
-    rule(_op)(_scan)
-
-
-@rule(Op.SCATTER)
-def _scatter(rt, node, ins):
-    x, index, value = ins
-    x_t, idx_t = node.inputs[0].type, node.inputs[1].type
-    out = rt.alloc(x_t)
-    rt.copy(out, x)
-    rows, rest, count = x_t.shape[0], size_of(x_t.shape[1:]), size_of(idx_t.shape)
-    kern = rt.kernel((id(node), kind(index), kind(value)), lambda: K.scatter_source(
-        kind(index), kind(value), count, rows, rest, node.attrs["add"]))
-    rt.launch(kern, rest, value, out, index)
-    return [out]
-
-
-@rule(Op.CONV2D)
-def _conv2d(rt, node, ins):
-    (x_t, w_t), out_t = [v.type for v in node.inputs], node.outputs[0].type
-    out = rt.alloc(out_t)
-    kern = rt.kernel(id(node), lambda: K.conv2d_source(x_t.shape, w_t.shape, out_t.shape))
-    rt.launch(kern, size_of(out_t.shape), ins[0], ins[1], out)
-    return [out]
-
+# -- what the passes make ----------------------------------------------------------
 
 @rule(Op.TABLE_GEMM_ADD)
 def _table_gemm_add(rt, node, ins):
@@ -365,24 +368,9 @@ def _table_gemm_add(rt, node, ins):
 
 @rule(Op.MATMUL_ADD)
 def _matmul_add(rt, node, ins):
-    _gemm(rt, node, ins[0], ins[1:], node.inputs[1:], node.inputs[0].type.shape, not node.attrs.get("store"))
+    rt.gemm(node, ins[0], ins[1:], [v.type for v in node.inputs[1:]], node.inputs[0].type.shape,
+            not node.attrs.get("store"))
     return []
-
-
-def _gemm(rt, node, out, ins, in_vars, shape, accumulate):
-    a, b = ins
-    (m, n), ta, tb = shape, node.attrs["ta"], node.attrs["tb"]
-    at = in_vars[0].type
-    k = at.shape[0] if ta else at.shape[1]
-    tile = TILE_SIM if rt.sim else TILE_GPU
-    kern = rt.kernel(id(node), lambda: K.matmul_source(m, n, k, ta, tb, at.dtype, tile, accumulate))
-    if m and n:
-        if k == 0:
-            if not accumulate:
-                rt.fill(out, 0, at.dtype)
-        else:
-            grid = ((n + tile - 1) // tile, (m + tile - 1) // tile)
-            kern[grid, (tile, tile), 0, K.matmul_shared_bytes(at.dtype, tile)](a, b, out)
 
 
 def _strides(shape):
@@ -393,16 +381,6 @@ def _slice_index(i, out_shape, in_shape, starts, steps):
     strides = _strides(in_shape)
     return " + ".join(f"({a} + {K.coordinate(i, out_shape, d)} * {c}) * {strides[d]}"
                       for d, (a, c) in enumerate(zip(starts, steps))) or "0"
-
-
-@rule(Op.SORT, Op.ARGSORT)
-def _sort(rt, node, ins):
-    shape = node.inputs[0].type.shape
-    result = rt.alloc(node.outputs[0].type)
-    rows = size_of(shape[:-1])
-    kern = rt.kernel(id(node), lambda: K.sort_source(rows, shape[-1], node.op == Op.ARGSORT))
-    rt.launch(kern, rows if shape[-1] else 0, ins[0], result)
-    return [result]
 
 
 # -- trees and tables (tree data stays on the host) ------------------------------

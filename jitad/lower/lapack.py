@@ -1,4 +1,5 @@
-"""LLVM lowering of `linalg` (jitad.linalg): calls of SciPy's bundled LAPACK.
+"""The lowerer's LAPACK service `lapack` (the LLVM rule of the `linalg` primitive,
+jitad/primitives/linalg.py, calls it): calls of SciPy's bundled LAPACK.
 
 SciPy exports its LAPACK and BLAS as C function pointers in the `__pyx_capi__` capsules of
 `scipy.linalg.cython_lapack` / `cython_blas` (what numba calls too). They take every
@@ -17,11 +18,9 @@ import math
 import llvmlite.binding as llvm
 import llvmlite.ir as ir
 
-from ..primitives import linalg  # noqa: F401  (declares the primitive)
-from ..ir.ops import Op
 from ..ir.types import Type
 from . import runtime
-from .llvm import ELEMENT_BYTES, I8, I32, I64, LL, PTR, alloca, rule
+from .llvm import ELEMENT_BYTES, I8, I32, I64, LL, PTR, alloca, service
 
 ARGS = {"getrf": 6, "getrs": 9, "potrf": 5, "trsm": 11, "syevd": 11, "geqrf": 8, "orgqr": 9, "gesdd": 14}
 BLAS = {"trsm"}
@@ -101,8 +100,9 @@ class Call:
         return self.lo.b.icmp_signed("!=", self.lo.b.load(info, typ=I32), I32(0))
 
 
-@rule(Op.LINALG)
+@service("lapack")
 def _linalg(lo, node, ins):
+    """`node`'s linear-algebra function (attribute `fn`) per matrix of the batch."""
     register()
     fn = node.attrs["fn"]
     a_t, out_t = node.inputs[0].type, node.outputs[0].type

@@ -12,9 +12,12 @@ arrives: loops, loop nests and recursive functions poll now and then (`Lowerer.p
 `entry.py` adds the CPython entry points.
 
 This module holds the machinery (types, the `Lowerer` and its helpers, segments and
-kernels, the rule lookup `lowering`); the rules are a declaration's (jitad/primitives)
-or registered under the opcode: the IR's own ops in `ir_ops.py`, products and along-axis
-loop nests in `tensor.py`, and `sort.py`, `lapack.py`, `mpi.py`, `debug.py`.
+kernels, the rule lookup `lowering`). A primitive's rule is its declaration's
+(jitad/primitives); the heavy kernels those rules call are services of the `Lowerer`
+(`service`), written beside their machinery: GEMM, along-axis loop nests and conv2d in
+`tensor.py`, sorting in `sort.py`, LAPACK calls in `lapack.py`, MPI calls in `mpi.py`.
+The IR's own ops (control flow, slots, tables, what the passes make) have rules
+registered under their opcode: `ir_ops.py`, `tensor.py`, `debug.py`.
 """
 import hashlib
 import math
@@ -110,6 +113,17 @@ SCALAR_RULES = {}   # op -> the scalar rule of an elementwise op (applied per el
 
 
 rule = registrar(LOWER)
+
+
+def service(name):
+    """`@service("gemm")` makes fn(lowerer, ...) the method `Lowerer.gemm`: a kernel the
+    declarations' rules call through the lowerer they are given (jitad/primitives imports
+    nothing from here), written in the module of this package that holds its machinery."""
+    def offer(fn):
+        assert not hasattr(Lowerer, name), f"`Lowerer.{name}` exists"
+        setattr(Lowerer, name, fn)
+        return fn
+    return offer
 
 
 def scalar_rule(*ops):

@@ -1,4 +1,5 @@
-"""LLVM lowering of the collectives `allreduce` and `bcast` (jitad.distributed).
+"""The lowerer's MPI service `collective` (the LLVM rules of `allreduce` and `bcast`,
+jitad/primitives/collectives.py, call it; jitad.distributed).
 
 Compiled programs call two helpers by name,
 `jitad_mpi_allreduce(ptr send, ptr recv, i64 count, i32 dtype, i32 reduce)` and
@@ -14,10 +15,9 @@ import llvmlite.binding as llvm
 import llvmlite.ir as ir
 import numpy as np
 
-from ..primitives import collectives  # noqa: F401  (declares the collectives)
 from ..ir.ops import Op
 from . import runtime
-from .llvm import F64, I32, I64, LL, PTR, alloca, rule
+from .llvm import F64, I32, I64, LL, PTR, alloca, service
 
 DTYPES = ("f64", "f32", "i64")
 REDUCE = ("sum", "max", "min")
@@ -124,8 +124,9 @@ def register():
         _ready = True
 
 
-@rule(Op.ALLREDUCE, Op.BCAST)
+@service("collective")
 def _collective(lo, node, ins):
+    """`node`'s collective (`allreduce` or `bcast`) through the process's MPI library."""
     register()
     t = node.outputs[0].type
     count, dtype = I64(int(np.prod(t.shape, dtype=np.int64))), I32(DTYPES.index(t.dtype))

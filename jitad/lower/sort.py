@@ -1,5 +1,5 @@
-"""LLVM lowering of `sort` and `argsort` (jitad/primitives/sort.py), row by row along the
-last axis.
+"""The lowerer's sorting kernel `sort_rows` (a `Lowerer` service), which the LLVM rules of
+`sort` and `argsort` (jitad/primitives/sort.py) call: row by row along the last axis.
 
 `argsort` is a stable bottom-up merge sort of (key, index) pairs: an insertion sort of
 runs of RUN entries, then branch-free merges between two buffers, the last pass landing
@@ -13,9 +13,8 @@ import ctypes
 import llvmlite.ir as ir
 import numpy as np
 
-from ..ir.ops import Op
 from ..ir.types import FLOATS, Type
-from .llvm import I64, LL, PTR, alloca, rule
+from .llvm import I64, LL, PTR, alloca, service
 
 RUN = 16   # entries sorted by insertion before the merges
 
@@ -138,47 +137,37 @@ class _Row:
             self.merge_pass(w, *bufs[(first + k) % 2], *bufs[(first + k + 1) % 2])
 
 
-def _rows(lo, node, ins, each):
-    x_t = node.inputs[0].type
-    n, rows = x_t.shape[-1], int(np.prod(x_t.shape[:-1], dtype=np.int64))
-    out = lo.result_buffer(node.outputs[0])
+@service("sort_rows")
+def sort_rows(lo, out, x, t, indices=False):
+    """out = each row of x (type `t`) along the last axis sorted, or with `indices` its
+    stable argsort (i64), in arena scratch released after."""
+    n, rows = t.shape[-1], int(np.prod(t.shape[:-1], dtype=np.int64))
     if n == 0 or rows == 0:
-        return [out]
+        return
     mark = lo.mark()
-    each(out, n, rows)
+    (_argsort if indices else _sort)(lo, out, x, t, n, rows)
     lo.release(mark)
-    return [out]
 
 
-@rule(Op.ARGSORT)
-def _argsort(lo, node, ins):
-    dtype = node.inputs[0].type.dtype
-
-    def each(out, n, rows):
-        keys, keys_tmp = (lo.alloc(Type(dtype, (n,))) for _ in range(2))
-        index_tmp = lo.alloc(Type("i64", (n,)))
-        row = _Row(lo, dtype, n, True)
-        lo.loop_nest((rows,), lambda r: row.sort(row.at(ins[0], lo.b.mul(r[0], I64(n))), keys,
-                                                 row.at(out, lo.b.mul(r[0], I64(n)), I64), keys_tmp, index_tmp),
-                     work=n * max(n.bit_length(), 1))
-    return _rows(lo, node, ins, each)
+def _argsort(lo, out, x, t, n, rows):
+    keys, keys_tmp = (lo.alloc(Type(t.dtype, (n,))) for _ in range(2))
+    index_tmp = lo.alloc(Type("i64", (n,)))
+    row = _Row(lo, t.dtype, n, True)
+    lo.loop_nest((rows,), lambda r: row.sort(row.at(x, lo.b.mul(r[0], I64(n))), keys,
+                                             row.at(out, lo.b.mul(r[0], I64(n)), I64), keys_tmp, index_tmp),
+                 work=n * max(n.bit_length(), 1))
 
 
-@rule(Op.SORT)
-def _sort(lo, node, ins):
-    t = node.inputs[0].type
+def _sort(lo, out, x, t, n, rows):
     symbol = f"jitad_np_qsort_{t.dtype}"
-
-    def each(out, n, rows):
-        row = _Row(lo, t.dtype, n, False)
-        if symbol in FAST_SORT:
-            lo.copy(out, ins[0], t)
-            qsort = lo.extern(symbol, ir.FunctionType(ir.VoidType(), [PTR, I64]))
-            lo.loop_nest((rows,), lambda r: lo.b.call(qsort, [row.at(out, lo.b.mul(r[0], I64(n))), I64(n)]),
-                         work=n * max(n.bit_length(), 1))
-            return
-        keys_tmp = lo.alloc(Type(t.dtype, (n,)))
-        lo.loop_nest((rows,), lambda r: row.sort(row.at(ins[0], lo.b.mul(r[0], I64(n))),
-                                                 row.at(out, lo.b.mul(r[0], I64(n))), None, keys_tmp, None),
+    row = _Row(lo, t.dtype, n, False)
+    if symbol in FAST_SORT:
+        lo.copy(out, x, t)
+        qsort = lo.extern(symbol, ir.FunctionType(ir.VoidType(), [PTR, I64]))
+        lo.loop_nest((rows,), lambda r: lo.b.call(qsort, [row.at(out, lo.b.mul(r[0], I64(n))), I64(n)]),
                      work=n * max(n.bit_length(), 1))
-    return _rows(lo, node, ins, each)
+        return
+    keys_tmp = lo.alloc(Type(t.dtype, (n,)))
+    lo.loop_nest((rows,), lambda r: row.sort(row.at(x, lo.b.mul(r[0], I64(n))),
+                                             row.at(out, lo.b.mul(r[0], I64(n))), None, keys_tmp, None),
+                 work=n * max(n.bit_length(), 1))

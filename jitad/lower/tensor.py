@@ -1,10 +1,13 @@
-"""LLVM lowering of the tensor primitives: loop nests over arena buffers.
+"""The lowerer's tensor kernels: loop nests over arena buffers, which the declarations'
+rules (jitad/primitives) call as `Lowerer` services (`llvm.service`).
 
-Elementwise ops reuse their scalar rules inside a loop nest (`llvm.scalar_rule`);
-this module holds the rest, one rule per primitive. Matrix products use a vectorizable
-loop nest below `BLAS_MIN_FLOPS`, tiles of vector registers for small untransposed
-products (`_register_gemm`) and numpy's bundled OpenBLAS otherwise; `conv2d` is a direct
-loop nest in register tiles too.
+Elementwise ops reuse their scalar rules inside a loop nest (`llvm.scalar_rule`). The
+along-axis ops run `reduction`/`scan` (loop nests around their combine function). Matrix
+products (`gemm`, `batched_gemm`) use a vectorizable loop nest below `BLAS_MIN_FLOPS`,
+tiles of vector registers for small untransposed products (`_register_gemm`) and numpy's
+bundled OpenBLAS otherwise; `conv2d` is a direct loop nest in register tiles too. The
+passes' own ops (`matmul_add`, `table_gemm_add`, `fused`, slot updates) have rules
+registered under their opcode here.
 """
 from types import SimpleNamespace
 
@@ -16,7 +19,7 @@ from ..ir.graph import Var
 from ..ir.ops import Op
 from ..ir.types import FLOATS, RefType, Type
 from ..primitives.along_axis import REDUCTIONS, SCANS, lines
-from .llvm import ELEMENT_BYTES, F32, F64, I1, I32, I64, LL, NO_WRAP, PTR, alloca, collapse, rule, scalar_rule_of
+from .llvm import ELEMENT_BYTES, F32, F64, I1, I32, I64, LL, NO_WRAP, PTR, alloca, collapse, rule, scalar_rule_of, service
 
 BLAS_MIN_FLOPS = 16 ** 3
 BLAS_SYMBOLS = {"f64": "scipy_cblas_dgemm64_", "f32": "scipy_cblas_sgemm64_"}
@@ -121,34 +124,25 @@ def _row_max(lo, dtype):
     return lambda acc, v: lo.b.call(maxnum, [acc, v], fastmath=("nnan", "nsz"))
 
 
+@service("reduction")
 def _reduction(lo, node, ins):
+    """An along-axis reduction (jitad/primitives/along_axis.py) as a loop nest."""
     desc, dtype = REDUCTIONS[node.op], node.inputs[0].type.dtype
     row = _row_max(lo, dtype) if node.op == Op.MAX and dtype in FLOATS else None
     return _reduce(lo, node, ins, LL[dtype](desc.identity(dtype)), _combine(lo, desc, dtype), row)
 
 
-for _op in REDUCTIONS:
-    rule(_op)(_reduction)
-
-
-@rule(Op.MATMUL)
-def _matmul(lo, node, ins):
-    out = lo.result_buffer(node.outputs[0])
-    _gemm(lo, out, node.outputs[0].type, ins, [v.type for v in node.inputs], node.attrs, accumulate=False)
-    return [out]
-
-
-@rule(Op.BMM)
-def _bmm(lo, node, ins):
-    """A loop over the batch around `_gemm` (register tiles or one BLAS call per entry)."""
-    out_t, (a_t, b_t) = node.outputs[0].type, [v.type for v in node.inputs]
-    out = lo.result_buffer(node.outputs[0])
+@service("batched_gemm")
+def _bmm(lo, out, out_t, ins, in_types, attrs):
+    """out[i] = op(a[i]) @ op(b[i]) over the batch: a loop around `_gemm` (register tiles
+    or one BLAS call per entry)."""
+    a_t, b_t = in_types
     mats = [Type(t.dtype, t.shape[1:]) for t in (out_t, a_t, b_t)]
     sizes = [int(np.prod(t.shape)) for t in mats]
     ty, b = LL[out_t.dtype], lo.b
 
-    (m, n), k = mats[0].shape, mats[1].shape[0 if node.attrs["ta"] else 1]
-    flags = [node.attrs["ta"], node.attrs["tb"]]
+    (m, n), k = mats[0].shape, mats[1].shape[0 if attrs["ta"] else 1]
+    flags = [attrs["ta"], attrs["tb"]]
     # a transposed operand of a small product is copied untransposed per entry: the
     # register tiles beat one BLAS call per small entry by more than the copy costs
     scratch = [lo.alloc(Type(t.dtype, t.shape[::-1])) if flag and BLAS_MIN_FLOPS <= m * n * k <= REGISTER_GEMM_MAX
@@ -166,11 +160,11 @@ def _bmm(lo, node, ins):
         _gemm(lo, o, mats[0], ops, [Type(t.dtype, t.shape[::-1]) if buf is not None else t
                                     for t, buf in zip(mats[1:], scratch)], attrs, accumulate=False)
     lo.counted_loop(I64(out_t.shape[0]), entry, rolled=True)
-    return [out]
 
 
+@service("scan")
 def _scan(lo, node, ins):
-    """out[o, j, r] = combine(out[o, j -+ 1, r], x[o, j, r]) from the identity: lines along
+    """An along-axis scan (jitad/primitives/along_axis.py): out[o, j, r] = combine(out[o, j -+ 1, r], x[o, j, r]) from the identity: lines along
     `axis` in order, the inner axes (r) contiguous and vectorizable."""
     t = node.outputs[0].type
     axis, reverse = node.attrs["axis"], node.attrs["reverse"]
@@ -211,10 +205,6 @@ def _scan(lo, node, ins):
     if n:
         lo.loop_nest((outer,), rows)
     return [out]
-
-
-for _op in SCANS:
-    rule(_op)(_scan)
 
 
 def _blas_gemm(lo, dtype):
@@ -259,6 +249,7 @@ def _matmul_add(lo, node, ins):
     return []
 
 
+@service("gemm")
 def _gemm(lo, out, out_t, ins, in_types, attrs, accumulate):
     """out (=|+=) op(a) @ op(b): a loop nest below BLAS_MIN_FLOPS, register tiles up to
     REGISTER_GEMM_MAX when nothing is transposed (BLAS's small-matrix path runs a 20×50 @
@@ -629,8 +620,8 @@ def _registers(b, types, body, init=None):
     return [b.load(r, typ=t) for r, t in zip(regs, types)]
 
 
-@rule(Op.CONV2D)
-def _conv2d(lo, node, ins):   # long: its two loop nests share the vector-register setup around them
+@service("conv2d")
+def _conv2d(lo, out, out_t, ins, in_types):   # long: its two loop nests share the vector-register setup around them
     """out[n, o, y, x] = sum over c, i, j of w[o, c, i, j] * x[n, c, y + i, x + j], in
     vector registers, several independent sums at a time (a multiply-add waits for the
     previous one on its register):
@@ -642,12 +633,11 @@ def _conv2d(lo, node, ins):   # long: its two loop nests share the vector-regist
       load of a kernel row shared by the row's elements), summed across lanes at the end.
 
     Rows wider than `VECTOR` elements go in pieces."""
-    (x_t, w_t), out_t = [v.type for v in node.inputs], node.outputs[0].type
+    x_t, w_t = in_types
     _, C, H, W = x_t.shape
     _, _, KH, KW = w_t.shape
     _, O, OH, OW = out_t.shape
     b, ty, x, w = lo.b, LL[out_t.dtype], ins[0], ins[1]
-    out = lo.result_buffer(node.outputs[0])
     floating = out_t.dtype in FLOATS
     lanes = 64 // ELEMENT_BYTES[out_t.dtype]
     at = lambda buf, off: b.gep(buf, [off], source_etype=ty)
@@ -685,7 +675,7 @@ def _conv2d(lo, node, ins):   # long: its two loop nests share the vector-regist
                             dst = at(out, out_at(n, I64(o), y, I64(off)))
                             b.store(regs[k * len(parts) + q], dst, align=1)
         lo.loop_nest((out_t.shape[0], OH), lambda idx: rows(*idx), work=O * OW * C * KH * KW)
-        return [out]
+        return
 
     def row(n, o, y):
         totals = [None] * OW
@@ -710,7 +700,6 @@ def _conv2d(lo, node, ins):   # long: its two loop nests share the vector-regist
         for xo, total in enumerate(totals):
             b.store(total, at(out, out_at(n, o, y, I64(xo))))
     lo.loop_nest(out_t.shape[:3], lambda idx: row(*idx), work=OW * C * KH * KW)
-    return [out]
 
 
 VECTOR = 32   # row elements per register group in the tiles (four 512-bit registers of f64)

@@ -11,9 +11,9 @@ its identity. Every backend builds its loop nest from the description:
 
 The index arithmetic is written once per backend, on the array seen as (outer, n, inner)
 (`lines`): the scan runs along n; a reduction's axes come sorted and non-negative (the
-public wrappers, `jitad.numeric.scan` for the scans, normalize them). The LLVM and CUDA
-backends register their generic rule for every op in `SCANS` and `REDUCTIONS` when
-imported.
+public wrappers, `jitad.numeric.scan` for the scans, normalize them). A declaration's
+LLVM and CUDA rules run the backend's loop nest for the description: the lowerer's and
+the runner's `scan` and `reduction`.
 
     declare_scan("cumprod", lambda acc, x: acc * x, 1, vjp=..., jvp=...)
 """
@@ -147,13 +147,30 @@ def batch_reduction(node, ins, size, mask):
                     keepdims=node.attrs["keepdims"]), True)]
 
 
+def _scan_llvm(lo, node, ins):
+    return lo.scan(node, ins)
+
+
+def _scan_cuda(rt, node, ins):
+    return rt.scan(node, ins)
+
+
+def _reduction_llvm(lo, node, ins):
+    return lo.reduction(node, ins)
+
+
+def _reduction_cuda(rt, node, ins):
+    return rt.reduction(node, ins)
+
+
 def declare_scan(name, combine, identity, impl=None, *, flags="pure kernel", **fields):
     """Declare a scan along `axis` (from the end with `reverse`), output shaped as its
     input: the other fields as `declare`'s; `impl` defaults to the description's own
     sequential NumPy loop."""
     desc = AlongAxis(combine, identity)
     op = declare(name, shape_rule(lambda types, axis, reverse: types[0].shape), impl or scan_impl(desc),
-                 arity=1, flags=flags, batch=fields.pop("batch", batch_scan), **fields)
+                 arity=1, flags=flags, batch=fields.pop("batch", batch_scan), llvm=_scan_llvm, cuda=_scan_cuda,
+                 **fields)
     SCANS[op] = desc
     return op
 
@@ -163,7 +180,8 @@ _reduced = shape_rule(lambda types, axes, keepdims: reduced_shape(types[0].shape
 
 def declare_reduction(name, combine, identity, impl, *, reassociate=True, flags="pure kernel", **fields):
     """Declare a reduction over `axes` (with `keepdims`): the other fields as `declare`'s."""
-    op = declare(name, _reduced, impl, arity=1, flags=flags, batch=fields.pop("batch", batch_reduction), **fields)
+    op = declare(name, _reduced, impl, arity=1, flags=flags, batch=fields.pop("batch", batch_reduction),
+                 llvm=_reduction_llvm, cuda=_reduction_cuda, **fields)
     REDUCTIONS[op] = AlongAxis(combine, identity, reassociate)
     return op
 

@@ -2,7 +2,8 @@
 
 Effects: never removed or fused. `reduce` is "sum", "max" or "min" (staging makes "mean"
 a sum and a division). The public functions, and the NumPy meaning (MPI's eager path,
-beside the communicator), are in jitad/distributed.py; the lowering in jitad/lower/mpi.py.
+beside the communicator), are in jitad/distributed.py. Compiled, they call the process's MPI
+library through the lowerer's `collective` service; they run on the CPU backend only.
 """
 from ..errors import DistributedError
 from ..ir.ops import Op, declare, shape_rule
@@ -47,7 +48,11 @@ def _collective_jvp(node, tangents, primals, out):
     return N.bind(node.op, tangents[0], **node.attrs)
 
 
+def _collective_llvm(lo, node, ins):
+    return lo.collective(node, ins)
+
+
 declare("allreduce", shape_rule(lambda types, reduce, timeout=None: types[0].shape), arity=1, jvp=_collective_jvp,
-        vjp=lambda g, x, out, reduce, timeout=None: (allreduce_vjp(g, reduce, timeout),))
+        vjp=lambda g, x, out, reduce, timeout=None: (allreduce_vjp(g, reduce, timeout),), llvm=_collective_llvm)
 declare("bcast", shape_rule(lambda types, root, timeout=None: types[0].shape), arity=1, jvp=_collective_jvp,
-        vjp=lambda g, x, out, root, timeout=None: (broadcast_vjp(g, root, timeout),))
+        vjp=lambda g, x, out, root, timeout=None: (broadcast_vjp(g, root, timeout),), llvm=_collective_llvm)

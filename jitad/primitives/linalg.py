@@ -376,5 +376,10 @@ def check_cpu(program):
                                   "device='cpu', or move the solve out of the GPU function")
 
 
+def _linalg_llvm(lo, node, ins):   # calls of LAPACK, per matrix of the batch
+    return lo.lapack(node, ins)
+
+
+# (no CUDA rule: `check_cpu` refuses a GPU program holding one, before it runs)
 declare("linalg", lambda op, types, attrs, bodies: type_rule(types, attrs), impl, flags="pure", vjp=vjp,
-        jvp=lambda node, tangents, primals, out: jvp(node, primals, tangents, out))   # lowered in lower/lapack.py
+        jvp=lambda node, tangents, primals, out: jvp(node, primals, tangents, out), llvm=_linalg_llvm)

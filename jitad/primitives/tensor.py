@@ -1,9 +1,9 @@
 """The tensor primitives: broadcast, reductions, shape ops, matmul, conv2d, indexing,
 slicing and concatenation, each declared with its rules: type, NumPy meaning, VJP, JVP,
-batching, and the LLVM loop nest and CUDA kernel of the shape ops, indexing, slicing and
-concatenation (written against the lowerer and runner objects they are given). The
-products (`matmul`, `bmm`, `conv2d`: GEMM and register-tile kernels) are lowered by rules
-registered under their opcode in jitad/lower (`tensor.py`, `cuda.py`). The scans and
+batching, and its LLVM and CUDA rules, written against the lowerer and runner objects
+they are given: the loop nests and kernels of the shape ops, indexing, slicing and
+concatenation in full; the products (`matmul`, `bmm`, `conv2d`) as calls of the GEMM and
+register-tile kernels those objects offer (`lo.gemm`, `rt.conv2d`, ...). The scans and
 reductions are declared by a combine function and an identity, from which every backend
 builds its loops (jitad/primitives/along_axis.py)."""
 import numpy as np
@@ -162,8 +162,21 @@ def _batch_matmul(node, ins, size, mask):
     return [(N.matmul(_swap_last(a) if ta else a, _swap_last(b) if tb else b), True)]   # (3-D: NumPy's rules)
 
 
+def _matmul_llvm(lo, node, ins):   # register tiles, a loop nest or BLAS, as the sizes say
+    out = lo.result_buffer(node.outputs[0])
+    lo.gemm(out, node.outputs[0].type, ins, [v.type for v in node.inputs], node.attrs, accumulate=False)
+    return [out]
+
+
+def _matmul_cuda(rt, node, ins):
+    out = rt.alloc(node.outputs[0].type)
+    rt.gemm(node, out, ins, [v.type for v in node.inputs], node.outputs[0].type.shape)
+    return [out]
+
+
 declare("matmul", _matmul_rule, lambda a, b, ta, tb: np.matmul(a.T if ta else a, b.T if tb else b),
-        arity=2, flags="pure stored", vjp=_matmul_vjp, jvp=_bilinear_jvp, batch=_batch_matmul)
+        arity=2, flags="pure stored", vjp=_matmul_vjp, jvp=_bilinear_jvp, batch=_batch_matmul,
+        llvm=_matmul_llvm, cuda=_matmul_cuda)
 
 
 def _bmm_rule(op, types, attrs, bodies):
@@ -196,9 +209,21 @@ def _batch_bmm(node, ins, size, mask):
     return [(N.reshape(out, (size,) + node.outputs[0].type.shape), True)]
 
 
+def _bmm_llvm(lo, node, ins):
+    out = lo.result_buffer(node.outputs[0])
+    lo.batched_gemm(out, node.outputs[0].type, ins, [v.type for v in node.inputs], node.attrs)
+    return [out]
+
+
+def _bmm_cuda(rt, node, ins):
+    out = rt.alloc(node.outputs[0].type)
+    rt.batched_gemm(node, out, ins, [v.type for v in node.inputs], node.outputs[0].type)
+    return [out]
+
+
 # a GEMM per batch entry: op(a[i]) @ op(b[i]), op a transpose of the last two axes where flagged
 declare("bmm", _bmm_rule, _bmm_impl, arity=2, flags="pure stored kernel", vjp=_bmm_vjp, jvp=_bilinear_jvp,
-        batch=_batch_bmm)
+        batch=_batch_bmm, llvm=_bmm_llvm, cuda=_bmm_cuda)
 # running sums along `axis` (from the end with `reverse`): one sequential pass, NumPy's rounding
 # (a scan starts from -0.0, addition's exact identity: the first sum is x[0], -0.0 too, as NumPy's)
 declare_scan("cumsum", lambda acc, x: acc + x, lambda dtype: -0.0 if dtype in FLOATS else 0,
@@ -327,8 +352,20 @@ def _batch_conv2d(node, ins, size, mask):
     return [(N.reshape(out, (size, x.shape[1]) + out.shape[1:]), True)]
 
 
+def _conv2d_llvm(lo, node, ins):   # vector-register tiles
+    out = lo.result_buffer(node.outputs[0])
+    lo.conv2d(out, node.outputs[0].type, ins, [v.type for v in node.inputs])
+    return [out]
+
+
+def _conv2d_cuda(rt, node, ins):
+    out = rt.alloc(node.outputs[0].type)
+    rt.conv2d(node, out, ins, [v.type for v in node.inputs], node.outputs[0].type)
+    return [out]
+
+
 declare("conv2d", _conv2d_rule, _conv2d_impl, arity=2, flags="kernel", vjp=_conv2d_vjp, jvp=_bilinear_jvp,
-        batch=_batch_conv2d)
+        batch=_batch_conv2d, llvm=_conv2d_llvm, cuda=_conv2d_cuda)
 
 
 def _take_jvp(node, tangents, primals, out):
@@ -566,6 +603,13 @@ def _scatter_llvm(lo, node, ins):
     return [out]
 
 
+def _scatter_cuda(rt, node, ins):   # a copy of x, then one thread per element of a row
+    out = rt.alloc(node.inputs[0].type)
+    rt.copy(out, ins[0])
+    rt.scatter_rows(node, out, ins[1], ins[2], node.attrs["add"])
+    return [out]
+
+
 def _batch_scatter(node, ins, size, mask):
     """Every lane's rows in one scatter into the flattened lanes, indices offset by lane."""
     x, idx, v = (batched(x, b, size) for x, b in ins)
@@ -578,4 +622,4 @@ def _batch_scatter(node, ins, size, mask):
 # x with rows idx (clamped as `index` reads them) set to, or with `add` added, v's rows, in
 # order; a loop state nothing else reads is updated in place (jitad/lower/llvm.py `_loop`)
 declare("scatter", _scatter_rule, _scatter_impl, arity=3, flags="pure", vjp=_scatter_vjp, jvp=_scatter_jvp,
-        batch=_batch_scatter, llvm=_scatter_llvm)
+        batch=_batch_scatter, llvm=_scatter_llvm, cuda=_scatter_cuda)
