@@ -53,9 +53,9 @@ note("""
     VJP beside it); the IR's own ops (slots, closures, control flow, `custom_vjp`,
     `checkpoint`, `debug_print`) in jitad/ir/ops.py, and they are differentiated by
     rules in jitad/ad/reverse.py (CPS) and jitad/ad/forward.py. A backend looks an op's
-    lowering up when it meets it: the declaration's rule, else one registered under the
-    op in jitad/lower/llvm.py (control flow, slots), jitad/lower/tensor.py (BLAS, loop
-    nests along an axis), jitad/lower/cuda.py (the GPU). Looked up as they do:
+    lowering up when it meets it: the declaration's rule (which may call a kernel the
+    backend offers: GEMM, sorting, LAPACK), else, for the IR's own ops, one registered
+    under the op in jitad/lower/ (ir_ops.py, debug.py, cuda.py). Looked up as they do:
 """)
 from jitad.ad import reverse  # noqa: E402
 from jitad.lower import cuda, llvm  # noqa: E402

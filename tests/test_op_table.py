@@ -13,6 +13,7 @@ from jitad.ir.interpret import interpret
 from jitad.lower.llvm import LL
 from jitad.ir.ops import IMPLS, PRIMITIVES, Op, declare, elementwise_type, shape_rule
 from jitad.numeric import bind
+from jitad.primitives import along_axis
 from jitad.primitives.rules import elementwise_vjp, linear
 
 DECLARED = dict(PRIMITIVES)   # jitad's own primitives (before the ones the tests declare)
@@ -77,6 +78,24 @@ def test_a_late_elementwise_primitive_runs_on_the_gpu_backend(late_ops):
     assert np.allclose(jitad.jit(lambda x: bind(cube, x) + 1.0, device="cuda")(x), x ** 3 + 1.0)
     with pytest.raises(MissingRuleError, match="`late_flip` has no CUDA rule: give its declaration `cuda=`"):
         jitad.jit(lambda x: bind(flip, x), device="cuda")(x)
+
+
+@pytest.fixture
+def late_scan():
+    """A running maximum declared now by its combine function, removed afterwards."""
+    op = along_axis.declare_scan("late_cummax", along_axis.maximum, -np.inf, flags="pure kernel float_only")
+    yield op
+    del PRIMITIVES[op.name], IMPLS[op], along_axis.SCANS[op]
+    delattr(Op, op.name.upper())
+
+
+def test_a_scan_declared_after_import_lowers_on_both_backends(late_scan):
+    x = np.array([[0.5, -1.0, 2.0, 1.0], [1.5, 3.0, -0.75, 4.0]])
+    f = lambda x: bind(late_scan, x, axis=1, reverse=True)
+    want = np.flip(np.maximum.accumulate(np.flip(x, 1), 1), 1)
+    np.testing.assert_array_equal(jitad.jit(f)(x), want)
+    pytest.importorskip("numba.cuda")
+    np.testing.assert_array_equal(jitad.jit(f, device="cuda")(x), want)
 
 
 @pytest.fixture
@@ -165,6 +184,18 @@ OPT_OUT = (
     # vmap's own node, expanded by vmap before any other transformation or backend sees it
     | _without("deferred_vjp", "interpret", "vjp", "jvp", "llvm", "cuda")
 )
+
+
+def test_a_primitive_s_backend_rules_are_in_its_declaration():
+    """jitad/lower registers rules by opcode for the IR's own ops only (control flow,
+    slots, tables, and what the passes make: `fused`, `matmul_add`, `table_gemm_add`); a
+    primitive's LLVM and CUDA rules are its declaration's, which call the kernels the
+    lowerer and the runner offer. The exception: `reshape` on the GPU is a view, while its
+    `cuda` is its element expression inside fused kernels."""
+    from jitad.lower import cuda, llvm
+    registered = {(op.name, "llvm") for op in llvm.LOWER if not op.elementwise} | \
+        {(op.name, "cuda") for op in cuda.RULES}
+    assert {(name, t) for name, t in registered if name not in IR_OPS} == {("reshape", "cuda")}
 
 
 def test_every_primitive_has_every_rule_or_a_reason():
