@@ -138,7 +138,7 @@ class _Row:
 
 
 @service("sort_rows")
-def sort_rows(lo, out, x, t, indices=False):
+def _sort_rows(lo, out, x, t, indices=False):
     """out = each row of x (type `t`) along the last axis sorted, or with `indices` its
     stable argsort (i64), in arena scratch released after."""
     n, rows = t.shape[-1], int(np.prod(t.shape[:-1], dtype=np.int64))

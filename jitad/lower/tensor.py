@@ -19,7 +19,8 @@ from ..ir.graph import Var
 from ..ir.ops import Op
 from ..ir.types import FLOATS, RefType, Type
 from ..primitives.along_axis import REDUCTIONS, SCANS, lines
-from .llvm import ELEMENT_BYTES, F32, F64, I1, I32, I64, LL, NO_WRAP, PTR, alloca, collapse, rule, scalar_rule_of, service
+from .llvm import (ELEMENT_BYTES, F32, F64, I1, I32, I64, LL, NO_WRAP, PTR, alloca, collapse, rule, scalar_rule_of,
+                   service)
 
 BLAS_MIN_FLOPS = 16 ** 3
 BLAS_SYMBOLS = {"f64": "scipy_cblas_dgemm64_", "f32": "scipy_cblas_sgemm64_"}
@@ -164,8 +165,9 @@ def _bmm(lo, out, out_t, ins, in_types, attrs):
 
 @service("scan")
 def _scan(lo, node, ins):
-    """An along-axis scan (jitad/primitives/along_axis.py): out[o, j, r] = combine(out[o, j -+ 1, r], x[o, j, r]) from the identity: lines along
-    `axis` in order, the inner axes (r) contiguous and vectorizable."""
+    """An along-axis scan (jitad/primitives/along_axis.py): out[o, j, r] =
+    combine(out[o, j -+ 1, r], x[o, j, r]) from the identity: lines along `axis` in
+    order, the inner axes (r) contiguous and vectorizable."""
     t = node.outputs[0].type
     axis, reverse = node.attrs["axis"], node.attrs["reverse"]
     outer, n, inner = lines(t.shape, axis)
