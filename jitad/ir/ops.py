@@ -57,8 +57,8 @@ def declare(name, rule, impl=None, *, arity=None, flags="", vjp=None, jvp=None, 
     cuda: for an elementwise op the element expression, a format string ("log1p({0})") or
     fn(args, dtype) -> str; for another op its host rule fn(runner, node, ins) -> [values];
     doc: the docstring of the public wrapper `jitad.<name>` (with an example), if it has one.
-    The transformations and backends look the rules up when they meet the op (an op
-    without a `llvm`/`cuda` rule may have one registered under it in jitad/lower); a rule
+    The transformations and backends look the rules up when they meet the op (the IR's own
+    ops have their `llvm`/`cuda` rules registered under the op in jitad/lower); a rule
     a program needs and nobody gives is a `MissingRuleError` naming the op and the slot.
     """
     assert name not in PRIMITIVES, f"{name} declared twice"

@@ -1,7 +1,7 @@
 """The `linalg` primitive: one primitive for the LAPACK routines, its attribute `fn`
 naming the routine. Its type rule, NumPy meaning and derivative rules, and the batched
 matrix helpers those are written in (staged math: see `rules.N`). The public functions
-are in jitad/linalg.py, the lowering in jitad/lower/lapack.py."""
+are in jitad/linalg.py; its LLVM rule calls the lowerer's LAPACK service (jitad/lower/lapack.py)."""
 import numpy as np
 
 from ..errors import DeviceError, LinAlgError
