@@ -9,9 +9,9 @@ the scope closes, so no later node reads a freed buffer. Each body is its own sc
 """
 import numpy as np
 
-from .graph import FunDef
-from .ops import Op
-from .types import RefType, TableType
+from .graph import FunDef, Node
+from .ops import IMPLS, Op
+from .types import RefType, TableType, Type
 
 
 def eliminate_common_subexpressions(graph):
@@ -72,3 +72,33 @@ def _frozen(value):
     if isinstance(value, float):
         return ("float", float(value).hex())   # -0.0 is not 0.0 (reverse mode's exact zero), NaN is NaN
     return (type(value).__name__, value)   # True is not 1
+
+
+FOLDED = ("add", "sub", "mul", "div", "neg")   # exact in IEEE arithmetic: NumPy computes what the code would
+_SCALAR = {"f64": np.float64, "f32": np.float32}
+
+
+def fold_constants(graph):
+    """Rewrite `graph` (and its bodies) in place: a scalar float `add`, `sub`, `mul`, `div`
+    or `neg` of constants becomes the constant it computes, rounded as the compiled code
+    rounds it (a gradient's seed times constant factors, summed: LLVM cannot fold it
+    across the functions a long program is split into). Return the number folded."""
+    folded = 0
+    for node in graph.nodes:
+        for body in node.bodies:
+            folded += fold_constants(body)
+    known, kept = {}, []
+    for node in graph.nodes:
+        if node.op == Op.CONST and not node.outputs[0].type.shape and node.outputs[0].type.dtype in _SCALAR:
+            known[node.outputs[0]] = _SCALAR[node.outputs[0].type.dtype](node.attrs["value"])
+        elif node.op.name in FOLDED and all(v in known for v in node.inputs) \
+                and node.outputs[0].type.dtype in _SCALAR and not node.outputs[0].type.shape:
+            (out,) = node.outputs
+            with np.errstate(all="ignore"):
+                value = _SCALAR[out.type.dtype](IMPLS[node.op](*(known[v] for v in node.inputs)))
+            known[out] = value
+            node = Node(Op.CONST, (), (out,), {"value": float(value), "type": Type(out.type.dtype)})
+            folded += 1
+        kept.append(node)
+    graph.nodes = kept
+    return folded

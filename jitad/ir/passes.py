@@ -2,11 +2,12 @@
 rewrites a program in place; under `JITAD_VERIFY=1` (the tests) the verifier checks
 the program before the first and after every pass."""
 from . import peephole, regions
-from .cse import eliminate_common_subexpressions
+from .cse import eliminate_common_subexpressions, fold_constants
 from .dce import drop_unread_slots, eliminate_dead_code, forward_stop_gradients
 from .fuse import fuse_graph
 from .ops import Op
 from .prune import drop_unread_tables
+from .slots import promote_scalar_slots
 from .verify import VerifyError, verify
 
 
@@ -31,6 +32,10 @@ def _nested(rewrite):
 PIPELINE = [   # (name, pass(program), purpose)
     ("stop_gradients", _each_graph(forward_stop_gradients),
      "after differentiation `stop_gradient` is the identity: its users read its input"),
+    ("scalar_slots", _each_graph(promote_scalar_slots),
+     "a scalar slot (a cotangent's sum) that only reads and writes in its own graph touch is its SSA values"),
+    ("fold_constants", _each_graph(fold_constants),
+     "scalar float arithmetic on constants (a gradient's seed through constant factors) is its constant"),
     ("cse", _each_graph(eliminate_common_subexpressions),
      "a pure node repeating an earlier one's work (a max's tie mask in each use of its VJP) reads its result"),
     ("batched_products", _nested(peephole.batched_products),
