@@ -14,6 +14,11 @@ Jacobian; the other parameters' zero tangents make no code).
 theta. In the "complicated" variant point i also depends on its own barycentric pair
 us[i]: two more `jvp`s, each seeding one coordinate of every pair (compressed again),
 give GradBench's first two Jacobian columns (one `linearize`, two tangent evaluations).
+Only the vertices the points use are posed (each vertex is skinned on its own, so the
+taken rows of `base_pos` and `weights` give the taken rows of the posed hand): with
+GradBench's big model that is 3c ≤ 600 of 10,000 vertices, in the objective and in every
+tangent direction (ht's Jacobian through GradBench's harness, big model, c = 100–200:
+28 → 1.0–1.7 ms; every comparator here does the same).
 
 Measured (CPU time, 2-core machine under load 13–18, medians of 5, two alternating runs
 against the previous per-direction `jvp`s): ht's Jacobian 2.2–2.4 → 1.3–1.7 ms, ba's
@@ -141,14 +146,17 @@ def ht_vertices(theta, base_rel, inv_abs, base_pos, weights, parents):
 
 def ht_objective(theta, us, base_rel, inv_abs, base_pos, weights, points, corr, tri, parents):
     """The residuals points − hand points (3c,): the corresponding vertices (simple: `us`
-    has no rows), or the barycentric points us of the corresponding triangles."""
-    verts = ht_vertices(theta, base_rel, inv_abs, base_pos, weights, parents)
+    has no rows), or the barycentric points us of the corresponding triangles. Only the
+    vertices the points use are posed (each vertex is skinned on its own: posing the
+    taken rows of `base_pos` and `weights` gives the taken rows of all posed vertices)."""
+    rows = corr if us.shape[0] == 0 else jitad.reshape(tri, (-1,))
+    verts = ht_vertices(theta, base_rel, inv_abs, jitad.take(base_pos, rows), jitad.take(weights, rows), parents)
     if us.shape[0] == 0:
-        hand = jitad.take(verts, corr)
+        hand = verts
     else:
+        corners = jitad.reshape(verts, (-1, 3, 3))
         u, v = us[:, 0:1], us[:, 1:2]
-        hand = (u * jitad.take(verts, tri[:, 0]) + v * jitad.take(verts, tri[:, 1])
-                + (1.0 - u - v) * jitad.take(verts, tri[:, 2]))
+        hand = u * corners[:, 0, :] + v * corners[:, 1, :] + (1.0 - u - v) * corners[:, 2, :]
     return jitad.reshape(points - hand, (-1,))
 
 
