@@ -8,7 +8,11 @@ error is written over all observations at once (columns of (p,) arrays) and its 
 come from one `linearize` (the primal once) and 15 tangent evaluations, one per block
 column, each seeding that parameter of every observation at once (the observations do
 not interact, so one direction gives column k of all p blocks: the "compressed" forward
-Jacobian; the other parameters' zero tangents make no code).
+Jacobian; the other parameters' zero tangents make no code). The primal and the 15
+directions are elementwise over the observations, so fusion makes them one loop, which
+stores each value straight into GradBench's layout (`jitad/ir/placed.py`: the stack of
+30 columns and the concatenation with the weights' derivatives are not copies); ba3's
+Jacobian took 74 ms CPU with those copies, 24 ms without (load ≈ 3).
 
 `ht`: the residuals (3 per point) depend on all 26 pose parameters: `jitad.jacfwd` over
 theta. In the "complicated" variant point i also depends on its own barycentric pair
