@@ -63,10 +63,10 @@ def ba_reproj(cam, pt, w, feat):
 
 
 def _gathered(cams, X, obs):
-    """The camera and point columns of every observation."""
-    cam = jitad.take(cams, obs[:, 0])
-    pt = jitad.take(X, obs[:, 1])
-    return [cam[:, k] for k in range(NCAM)], [pt[:, k] for k in range(3)]
+    """The camera and point columns of every observation (each column gathered on its
+    own: a column of a gathered matrix would be one more copy)."""
+    ci, pi = obs[:, 0], obs[:, 1]
+    return [jitad.take(cams[:, k], ci) for k in range(NCAM)], [jitad.take(X[:, k], pi) for k in range(3)]
 
 
 def ba_objective(cams, X, w, feats, obs):
