@@ -60,6 +60,17 @@ def test_two_dimensional_pieces_and_a_piece_used_elsewhere():
     np.testing.assert_allclose(got[1], want[1], rtol=1e-14)
 
 
+def test_integer_and_bool_pieces():
+    x = np.arange(-5, 7)
+
+    def f(np_, x):
+        return (np_.concatenate([np_.stack([x * 2, x + 1], axis=1).reshape(-1), x]),
+                np_.concatenate([np_.reshape(np_.stack([x > 0, x < 3], axis=1), (-1,)), x == 1]))
+    for got, want in zip(jitad.jit(lambda x: f(jitad, x))(x), f(np, x)):
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+
+
 def test_inside_a_loop_and_under_jvp_match_jax():
     rng = np.random.default_rng(2)
     x, y, extra = rng.standard_normal(11), rng.standard_normal(11), rng.standard_normal(11)

@@ -542,7 +542,10 @@ def _fused(lo, node, ins):   # long: one dispatch on the body's ops, read top to
                         ptr = lo.elem_ptr(args[0], Type(t.dtype, (int(np.prod(t.shape)),)), [_flat_index(b, at, *a["flat"])])
                     else:
                         ptr = lo.elem_ptr(args[0], t, at, steps=a["steps"], starts=a["starts"])
-                    b.store(args[1] if a.get("store") else b.fadd(b.load(ptr, typ=args[1].type), args[1]), ptr)
+                    if a.get("store"):
+                        lo.store_elem(args[1], ptr)
+                    else:
+                        b.store(b.fadd(b.load(ptr, typ=args[1].type), args[1]), ptr)
             elif n.op == Op.SLOT:   # a per-element scalar slot: a register after mem2reg
                 t = LL[n.attrs["type"].dtype]
                 env[n.outputs[0]] = alloca(b, t)
