@@ -17,6 +17,8 @@ from .types import RefType, Type
 
 
 def concat_in_place(nodes, outputs):
+    """Each concatenation (not one inside another's chain), outermost first, whose
+    pieces include a fused loop's result read nowhere else: a slot, stored into."""
     users = uses(nodes, outputs)
     made = {v: k for k, n in enumerate(nodes) for v in n.outputs}
     nodes = list(nodes)
@@ -32,17 +34,13 @@ def concat_in_place(nodes, outputs):
         placed = _placements(pieces, math.prod(out.type.shape))
         if placed is None:
             continue
-        owners = {}
+        chain = inner | {k}
+        stored = {}   # piece -> the fused loop that makes it and reads it nowhere else
         for v, _ in placed:
             j = made.get(v)
-            if j is not None and nodes[j].op == Op.FUSED and j not in done and _storable(nodes[j], v):
-                owners[v] = j
-        fused_uses = {}
-        for v, _ in placed:
-            fused_uses[v] = fused_uses.get(v, 0) + 1
-        inner_uses = {v: sum(1 for i in inner | {k} for x in nodes[i].inputs if x is v) for v in fused_uses}
-        stored = {v: j for v, j in owners.items()
-                  if len(users.get(v, [])) == inner_uses[v] and all(u in inner | {k} for u in users[v])}
+            if j is not None and nodes[j].op == Op.FUSED and _storable(nodes[j], v) \
+                    and all(u in chain for u in users.get(v, [])):
+                stored[v] = j
         if not stored:
             continue
         slot = Var(RefType(out.type.dtype, out.type.shape))
@@ -56,7 +54,7 @@ def concat_in_place(nodes, outputs):
         for j in set(stored.values()):
             nodes[j] = _drop_outputs(nodes[j], set(stored))
         nodes[k] = copies + [Node(Op.SLOT_GET, (slot,), (out,))]
-        done |= inner | {k}
+        done |= chain
         for i in inner:
             nodes[i] = []
     flat = []
