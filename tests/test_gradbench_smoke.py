@@ -253,6 +253,23 @@ def test_ba():
         np.testing.assert_array_equal(cols[30 * i + 15:30 * i + 30], np.concatenate(want))
 
 
+def test_ba_jacobian_is_one_pass_written_in_place():
+    """ba's Jacobian: the primal and all 15 tangent directions in one fused loop over the
+    observations, which stores every value straight into GradBench's layout (no stack
+    or concatenation copies)."""
+    from bench.gradbench import jacobians
+    from jitad.ir.ops import Op
+    args = inputs.prepare("ba", inputs.generate("ba", {"file": 1}) | {"n": 3, "m": 5, "p": 17})
+    f = jitad.jit(jacobians.ba_jacobian)
+    f(*args)
+    main = f._latest("ir").program.main
+    passes = [n for n in main.nodes if n.op == Op.FUSED and any(b.op == Op.COS for b in n.bodies[0].nodes)]
+    assert len(passes) == 1
+    stores = [b for b in passes[0].bodies[0].nodes if b.op == Op.SLOT_ADD_SLICE and "flat" in b.attrs]
+    assert len(stores) >= 26   # the 30 values of a block, less the structural zeros
+    assert not any(n.op in (Op.CONCAT, Op.SLOT_SET) for n in main.nodes)
+
+
 def test_tool_ba_output():
     """The tool answers ba in GradBench's format: one observation's errors with their
     count; the first 30 and the last entries of the sparse Jacobian's rows, cols, vals."""
@@ -330,6 +347,19 @@ def test_ht_simple_objective():
     from bench.gradbench import jacobians
     args = inputs.prepare("ht", inputs.generate("ht", {"variant": "simple", "file": 1}))
     np.testing.assert_allclose(jacobians.compiled("ht")["objective"](*args), numpy_ht(*args), rtol=1e-10, atol=1e-13)
+
+
+def test_ht_poses_only_the_vertices_used():
+    """The skinning product's rows are the points' vertices, not all of the model's."""
+    from bench.gradbench import jacobians
+    from jitad.ir.graph import walk
+    from jitad.ir.ops import Op
+    args = inputs.prepare("ht", inputs.generate("ht", {"variant": "complicated", "file": 1}))
+    f = jitad.jit(jacobians.ht_objective, static_argnums=(9,))
+    f(*args)
+    rows = {n.outputs[0].type.shape[0] for n in walk(f._latest("ir").program.main) if n.op == Op.MATMUL
+            and n.outputs[0].type.shape[-1] == 3 * len(args[9])}
+    assert rows == {3 * len(args[6])} and args[4].shape[0] > 3 * len(args[6])
 
 
 def test_ht_complicated():

@@ -8,12 +8,21 @@ error is written over all observations at once (columns of (p,) arrays) and its 
 come from one `linearize` (the primal once) and 15 tangent evaluations, one per block
 column, each seeding that parameter of every observation at once (the observations do
 not interact, so one direction gives column k of all p blocks: the "compressed" forward
-Jacobian; the other parameters' zero tangents make no code).
+Jacobian; the other parameters' zero tangents make no code). The primal and the 15
+directions are elementwise over the observations, so fusion makes them one loop, which
+stores each value straight into GradBench's layout (`jitad/ir/placed.py`: the stack of
+30 columns and the concatenation with the weights' derivatives are not copies); ba3's
+Jacobian took 74 ms CPU with those copies, 24 ms without (load ≈ 3).
 
 `ht`: the residuals (3 per point) depend on all 26 pose parameters: `jitad.jacfwd` over
 theta. In the "complicated" variant point i also depends on its own barycentric pair
 us[i]: two more `jvp`s, each seeding one coordinate of every pair (compressed again),
 give GradBench's first two Jacobian columns (one `linearize`, two tangent evaluations).
+Only the vertices the points use are posed (each vertex is skinned on its own, so the
+taken rows of `base_pos` and `weights` give the taken rows of the posed hand): with
+GradBench's big model that is 3c ≤ 600 of 10,000 vertices, in the objective and in every
+tangent direction (ht's Jacobian through GradBench's harness, big model, c = 100–200:
+28 → 1.0–1.7 ms; every comparator here does the same).
 
 Measured (CPU time, 2-core machine under load 13–18, medians of 5, two alternating runs
 against the previous per-direction `jvp`s): ht's Jacobian 2.2–2.4 → 1.3–1.7 ms, ba's
@@ -54,10 +63,10 @@ def ba_reproj(cam, pt, w, feat):
 
 
 def _gathered(cams, X, obs):
-    """The camera and point columns of every observation."""
-    cam = jitad.take(cams, obs[:, 0])
-    pt = jitad.take(X, obs[:, 1])
-    return [cam[:, k] for k in range(NCAM)], [pt[:, k] for k in range(3)]
+    """The camera and point columns of every observation (each column gathered on its
+    own: a column of a gathered matrix would be one more copy)."""
+    ci, pi = obs[:, 0], obs[:, 1]
+    return [jitad.take(cams[:, k], ci) for k in range(NCAM)], [jitad.take(X[:, k], pi) for k in range(3)]
 
 
 def ba_objective(cams, X, w, feats, obs):
@@ -141,14 +150,17 @@ def ht_vertices(theta, base_rel, inv_abs, base_pos, weights, parents):
 
 def ht_objective(theta, us, base_rel, inv_abs, base_pos, weights, points, corr, tri, parents):
     """The residuals points − hand points (3c,): the corresponding vertices (simple: `us`
-    has no rows), or the barycentric points us of the corresponding triangles."""
-    verts = ht_vertices(theta, base_rel, inv_abs, base_pos, weights, parents)
+    has no rows), or the barycentric points us of the corresponding triangles. Only the
+    vertices the points use are posed (each vertex is skinned on its own: posing the
+    taken rows of `base_pos` and `weights` gives the taken rows of all posed vertices)."""
+    rows = corr if us.shape[0] == 0 else jitad.reshape(tri, (-1,))
+    verts = ht_vertices(theta, base_rel, inv_abs, jitad.take(base_pos, rows), jitad.take(weights, rows), parents)
     if us.shape[0] == 0:
-        hand = jitad.take(verts, corr)
+        hand = verts
     else:
+        corners = jitad.reshape(verts, (-1, 3, 3))
         u, v = us[:, 0:1], us[:, 1:2]
-        hand = (u * jitad.take(verts, tri[:, 0]) + v * jitad.take(verts, tri[:, 1])
-                + (1.0 - u - v) * jitad.take(verts, tri[:, 2]))
+        hand = u * corners[:, 0, :] + v * corners[:, 1, :] + (1.0 - u - v) * corners[:, 2, :]
     return jitad.reshape(points - hand, (-1,))
 
 

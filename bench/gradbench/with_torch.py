@@ -261,13 +261,16 @@ def ht_objective(theta, us, base_rel, inv_abs, base_pos, weights, points, corr, 
         rel = base_rel[b] @ tr
         absolutes.append(rel if parent < 0 else absolutes[parent] @ rel)
     transforms = torch.stack([a @ inv_abs[b] for b, a in enumerate(absolutes)])
+    rows = corr if us.shape[0] == 0 else tri.reshape(-1)   # pose only the vertices used
+    base_pos, weights = base_pos[rows], weights[rows]
     moved = torch.einsum("bij,vj->vbi", transforms[:, :3, :], base_pos)
     skinned = torch.sum(moved * weights[:, :, None], dim=1)
     verts = skinned @ (ht_angle_axis(pose[0]) * pose[1][None, :]).T + pose[2]
     if us.shape[0] == 0:
-        hand = verts[corr]
+        hand = verts
     else:
-        hand = us[:, 0:1] * verts[tri[:, 0]] + us[:, 1:2] * verts[tri[:, 1]] + (1 - us[:, 0:1] - us[:, 1:2]) * verts[tri[:, 2]]
+        c = verts.reshape(-1, 3, 3)
+        hand = us[:, 0:1] * c[:, 0] + us[:, 1:2] * c[:, 1] + (1 - us[:, 0:1] - us[:, 1:2]) * c[:, 2]
     return (points - hand).reshape(-1)
 
 

@@ -1,7 +1,7 @@
 """The passes between tracing (differentiation included) and lowering, in order. Each
 rewrites a program in place; under `JITAD_VERIFY=1` (the tests) the verifier checks
 the program before the first and after every pass."""
-from . import peephole, regions
+from . import peephole, placed, regions
 from .cse import eliminate_common_subexpressions, fold_constants
 from .dce import drop_unread_slots, eliminate_dead_code, forward_stop_gradients
 from .fuse import fuse_graph
@@ -59,6 +59,8 @@ PIPELINE = [   # (name, pass(program), purpose)
      "a slice or concatenation made only for a fused loop is read through its index map there (LLVM only)"),
     ("region_adds", _nested(regions.region_adds),
      "a fused result whose slice is only added to a region of a slot is added there from the loop (LLVM only)"),
+    ("concat_in_place", _nested(placed.concat_in_place),
+     "the fused loops making a concatenation's pieces store them into it (LLVM only)"),
     ("forward_slot_copies", _nested(peephole.forward_slot_copies),
      "a tensor slot set to another slot's value and then only read: its reads read that slot"),
     ("accumulate_products", _nested(peephole.accumulate_products),
@@ -68,7 +70,7 @@ PIPELINE = [   # (name, pass(program), purpose)
 ]
 
 
-LLVM_ONLY = {"indexed_reads", "region_adds"}   # fused bodies the CUDA kernels do not take
+LLVM_ONLY = {"indexed_reads", "region_adds", "concat_in_place"}   # fused bodies the CUDA kernels do not take
 
 
 def run_passes(program, check=False, device="cpu"):

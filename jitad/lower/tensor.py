@@ -531,8 +531,14 @@ def _fused(lo, node, ins):   # long: one dispatch on the body's ops, read top to
                        enumerate(zip(a["src_starts"], a["src_stops"]))):
                     t = ref_type(node, body, n.inputs[0])
                     at = [b.sub(i, I64(s0), flags=NO_WRAP) for i, s0 in zip(idx, a["src_starts"])]
-                    ptr = lo.elem_ptr(args[0], t, at, steps=a["steps"], starts=a["starts"])
-                    b.store(b.fadd(b.load(ptr, typ=args[1].type), args[1]), ptr)
+                    if "flat" in a:   # a concatenation's piece, stored at base + strides · index
+                        ptr = lo.elem_ptr(args[0], Type(t.dtype, (int(np.prod(t.shape)),)), [_flat_index(b, at, *a["flat"])])
+                    else:
+                        ptr = lo.elem_ptr(args[0], t, at, steps=a["steps"], starts=a["starts"])
+                    if a.get("store"):
+                        lo.store_elem(args[1], ptr)
+                    else:
+                        b.store(b.fadd(b.load(ptr, typ=args[1].type), args[1]), ptr)
             elif n.op == Op.SLOT:   # a per-element scalar slot: a register after mem2reg
                 t = LL[n.attrs["type"].dtype]
                 env[n.outputs[0]] = alloca(b, t)
@@ -572,6 +578,14 @@ def _fused(lo, node, ins):   # long: one dispatch on the body's ops, read top to
             [b.add(i, I64(lo_), flags=NO_WRAP) for i, (lo_, _) in zip(idx, box)], box))
     return [b.load(buf, typ=LL[out.type.dtype]) if v in reduced else buf
             for v, out, buf in zip(body.outputs, node.outputs, results)]
+
+
+def _flat_index(b, at, base, strides):
+    offset = I64(base)
+    for i, s in zip(at, strides):
+        if s:
+            offset = b.add(offset, b.mul(i, I64(s), flags=NO_WRAP), flags=NO_WRAP)
+    return offset
 
 
 def ref_type(node, body, param):
