@@ -595,12 +595,12 @@ class Lowerer:
 
     def alloc_bytes(self, nbytes):
         """`nbytes` (an i64 value read as unsigned, rounded up to 64) from the arena."""
+        self.allocs += 1   # (a loop around releases them)
         if self.outline_products:   # a long program: a call, ~20 fewer lines per buffer for LLVM
             top = self.b.call(self.alloc_function(), [self.ctx, nbytes])
             self.bail_if(self.b.icmp_unsigned("==", top, ir.Constant(PTR, None)))
             return top
         b = self.b
-        self.allocs += 1
         top = b.load(self.ctx_field(2), typ=PTR)
         end = b.load(self.ctx_field(3), typ=PTR)
         room = b.sub(b.ptrtoint(end, I64), b.ptrtoint(top, I64))   # a multiple of 64, as every allocation
