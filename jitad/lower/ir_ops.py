@@ -311,11 +311,11 @@ def _slots_in_states(body, args, states, spares, homes, excluded):
     users = uses(body.nodes, body.outputs)
     buffer_of = dict(zip(body.params, args))
     made = {n.outputs[0]: j for j, n in enumerate(body.nodes) if n.op == Op.SLOT}
-    returned = {}   # slot -> the output position reading it
+    got = {n.outputs[0]: n.inputs[0] for n in body.nodes if n.op == Op.SLOT_GET}
+    returned = {}   # slot -> the first output position reading it
     for k, v in enumerate(body.outputs):
-        getter = next((n for n in body.nodes if v in n.outputs and n.op == Op.SLOT_GET), None)
-        if getter is not None:
-            returned.setdefault(getter.inputs[0], k)
+        if v in got:
+            returned.setdefault(got[v], k)
     nodes = list(body.nodes)
     for j, n in enumerate(body.nodes):
         if n.op != Op.FUSED or n.outputs:
