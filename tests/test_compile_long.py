@@ -181,3 +181,42 @@ def test_compile_latency_benchmark_runs_a_program(tmp_path):
     result = json.loads((tmp_path / "c.json").read_text())["results"]
     assert set(result) == {"cell_10"}
     assert all(r["cache"] == "miss" for runs in result.values() for r in runs["jitad"])
+
+
+def test_products_in_a_loop_are_shared_kernels_and_right():
+    """A loop over time with matrix products (the char-RNN's shape): main calls each product
+    shape as one kernel instead of carrying the register tiles inline (LLVM's time on main
+    grows faster than its length); values and gradients stay those of JAX."""
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    jnp = jax.numpy
+    r = np.random.default_rng(3)
+    p = (r.normal(0, 0.3, (20, 20)), r.normal(0, 0.3, (20, 12)), r.normal(0, 0.1, 20))
+    xs = r.normal(0, 1, (5, 16, 20))
+
+    def loss(p, xs):
+        W, V, b = p
+
+        def body(t, carry):
+            h, total = carry
+            h = jitad.tanh(h @ W + xs[t] + b)
+            return h, total + jitad.sum(jitad.tanh(h @ V))
+        return jitad.FOR(0, 5, body, (jitad.zeros((16, 20)), 0.0))[1]
+
+    def reference(p, xs):
+        W, V, b = p
+        h, total = jnp.zeros((16, 20)), 0.0
+        for t in range(5):
+            h = jnp.tanh(h @ W + xs[t] + b)
+            total = total + jnp.sum(jnp.tanh(h @ V))
+        return total
+    step = jitad.value_and_grad(loss)
+    value, grads = step(p, xs)
+    want, want_grads = jax.value_and_grad(reference)(p, xs)
+    assert value == pytest.approx(float(want), rel=1e-12)
+    for g, w in zip(grads, want_grads):
+        np.testing.assert_allclose(g, np.asarray(w), rtol=1e-10, atol=1e-12)
+    names = _function_lines(step.llvm_ir)
+    assert any(re.search(r"_kernel\d+_matmul$", n) for n in names), sorted(names)
+    assert any(re.search(r"_kernel\d+_matmul_add$", n) for n in names), sorted(names)
+    assert not any(re.search(r"_(segment|glue)\d+$", n) for n in names), "a short program is not segmented"

@@ -7,7 +7,7 @@ import math
 import llvmlite.ir as ir
 import numpy as np
 
-from ..ir.graph import split_operands
+from ..ir.graph import Graph, Node, split_operands, uses
 from ..ir.ops import CALLS, Op
 from ..ir.types import DESCRIPTOR, FIRST_FIELD, FLOATS, Type
 from .llvm import (CLOSURE, ELEMENT_BYTES, I1, I32, I64, I64_T, LL, POLL_HEAVY, POLL_ITERATIONS, PTR, _table_entry,
@@ -302,6 +302,49 @@ def _poll_period(graphs):
     return POLL_HEAVY if any(_heavy(g) for g in graphs) else POLL_ITERATIONS
 
 
+def _slots_in_states(body, args, states, spares, homes, excluded):
+    """A tensor slot of a loop body whose first write stores tensor state k (a fused
+    `slot_add[store=True]`), where nothing else reads that state, lives in the state's
+    buffer (`_loop` owns it; its value is dead after the store), and the store goes: the
+    reverse loop's carried cotangents no longer copy into the slots that update them, and
+    one passed on unchanged is no copy either. Sets `homes`; returns the body's nodes."""
+    users = uses(body.nodes, body.outputs)
+    buffer_of = dict(zip(body.params, args))
+    made = {n.outputs[0]: j for j, n in enumerate(body.nodes) if n.op == Op.SLOT}
+    got = {n.outputs[0]: n.inputs[0] for n in body.nodes if n.op == Op.SLOT_GET}
+    returned = {}   # slot -> the first output position reading it
+    for k, v in enumerate(body.outputs):
+        if v in got:
+            returned.setdefault(got[v], k)
+    nodes = list(body.nodes)
+    for j, n in enumerate(body.nodes):
+        if n.op != Op.FUSED or n.outputs:
+            continue
+        (inner,) = n.bodies
+        outer = dict(zip(inner.params, n.inputs))
+        inner_uses = uses(inner.nodes, inner.outputs)
+        gone = set()
+        for m in inner.nodes:
+            if m.op != Op.SLOT_ADD or not m.attrs.get("store") or not all(x in outer for x in m.inputs):
+                continue
+            slot, value = outer[m.inputs[0]], outer[m.inputs[1]]
+            k = states.index(value) if value in states else None
+            if k is None or k not in spares or k in excluded or users.get(value) != [j] \
+                    or slot not in made or body.nodes[made[slot]].attrs["type"] != value.type \
+                    or not body.nodes[made[slot]].attrs.get("uninit") or min(users.get(slot, [j])) != j \
+                    or returned.get(slot, k) != k or any(len(inner_uses.get(x, ())) != 1 for x in m.inputs):
+                continue
+            homes[slot] = buffer_of[value]
+            gone.add(m)
+        if gone:
+            keep = [m for m in inner.nodes if m not in gone]
+            used = {x for m in keep for x in m.inputs}
+            pairs = [(p, v) for p, v in zip(inner.params, n.inputs) if p in used]
+            nodes[j] = Node(Op.FUSED, tuple(v for _, v in pairs), n.outputs, n.attrs,
+                            (Graph([p for p, _ in pairs], keep, inner.outputs),)) if keep else None
+    return [n for n in nodes if n is not None]
+
+
 def lower_loop_body(lo, body, args, states, spares, counter=None):
     """Lower a loop `body`; a scatter may write into its operand's buffer when that is a
     loop state (`states`: `_loop` owns their buffers) read nowhere after the scatter: an
@@ -333,11 +376,12 @@ def lower_loop_body(lo, body, args, states, spares, counter=None):
                 and index.inputs[0] is counter and (index.inputs[1] in outside or made.get(index.inputs[1])
                                                     is not None and made[index.inputs[1]].op == Op.CONST):
             entries[k] = store
+    nodes = _slots_in_states(body, args, states, spares, homes, set(entries) | {states.index(v) for v in in_place})
     lo.in_place |= marks
     saved, lo.loop_homes = lo.loop_homes, {**lo.loop_homes, **homes}
     try:
         env = dict(zip(body.params, args))
-        lo.lower_nodes(body.nodes, env, _table_stores(body))
+        lo.lower_nodes(nodes, env, _table_stores(body))
         outs = [env[v] for v in body.outputs]
     finally:
         lo.in_place -= marks

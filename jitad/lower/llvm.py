@@ -228,6 +228,7 @@ def _slot_homes(main, destinations):
 
 
 SEGMENT_NODES = 128   # a main graph of more nodes (sub-graphs counted) is lowered in spans of about this many
+OUTLINE_PRODUCTS = 2   # a main graph with this many matrix products (sub-graphs counted) calls them as kernels
 SEGMENT_PRODUCTS = 16   # or of this many matrix products (each inline is a loop nest LLVM unrolls: an
                         # unrolled 10-step cell's main took seconds at O2; outlined, they share kernels)
 
@@ -368,7 +369,13 @@ class Lowerer:
             self.dests.setdefault(main.outputs[k], dest)
         spans = _segments(main)
         args = list(self.main.args[1:1 + n_in])
-        outs = self.lower(main, args) if len(spans) < 2 else self.lower_segments(main, args, spans)
+        if len(spans) < 2:
+            # products as shared kernels: LLVM's time on main grows faster than its inline tiles
+            self.outline_products = sum(n.op in (Op.MATMUL, Op.MATMUL_ADD) for n in walk(main)) >= OUTLINE_PRODUCTS
+            outs = self.lower(main, args)
+            self.outline_products = False
+        else:
+            outs = self.lower_segments(main, args, spans)
         self.dests = {}
         out_ptr = self.main.args[1 + n_in]
         rt = ret_type(main.out_types)
@@ -602,12 +609,12 @@ class Lowerer:
 
     def alloc_bytes(self, nbytes):
         """`nbytes` (an i64 value read as unsigned, rounded up to 64) from the arena."""
+        self.allocs += 1   # (a loop around releases them)
         if self.outline_products:   # a long program: a call, ~20 fewer lines per buffer for LLVM
             top = self.b.call(self.alloc_function(), [self.ctx, nbytes])
             self.bail_if(self.b.icmp_unsigned("==", top, ir.Constant(PTR, None)))
             return top
         b = self.b
-        self.allocs += 1
         top = b.load(self.ctx_field(2), typ=PTR)
         end = b.load(self.ctx_field(3), typ=PTR)
         room = b.sub(b.ptrtoint(end, I64), b.ptrtoint(top, I64))   # a multiple of 64, as every allocation

@@ -134,7 +134,8 @@ class _Jit:
         pb = llvm.create_pass_builder(self.tm, pto)
         mpm = pb.getModulePassManager()
         try:
-            mpm.run(mod, pb)
+            with remainder_vectors():   # (the same code as `_compile` made)
+                mpm.run(mod, pb)
         finally:   # llvmlite 0.50 never frees a ModulePassManager (ObjectRef._dispose shadows
             llvm.newpassmanagers.NewPassManager._dispose(mpm)   # its own): ~90 KiB a module
             mpm.detach()
@@ -423,8 +424,27 @@ def _compile(j, ir_text, prefix):
     if parts > 1 and not glue:   # the parts after the first hold kernels: no loop unrolling (`parallel.
         texts = [(t, False, k == 0) for k, t in enumerate(texts)]   # compile_part`); a segmented program's
         # compile time is its glue's, and unrolling its kernels measured 1-2% faster runs (fluidsim port)
-    compiled = parallel.compile_parts(texts, j.machines, j.fast_machines)
+    with remainder_vectors():
+        compiled = parallel.compile_parts(texts, j.machines, j.fast_machines)
     return [mod for mod, _ in compiled], [obj for _, obj in compiled]
+
+
+# The remainder of a vectorized loop (8 doubles a vector) runs as vectors of 2 before any scalar
+# code: a row of 50 or 26 is then 6 or 3 vectors of 8 and one of 2, not 2 scalar iterations,
+# which cost as much as a vector each (a char-RNN step's tanh and exp kernels; LLVM's default
+# vectorizes remainders only behind loops of 16 lanes or more)
+EPILOGUE_VF = 2
+
+
+@contextlib.contextmanager
+def remainder_vectors():
+    """LLVM's option for `EPILOGUE_VF` while jitad's code is optimized: the option is
+    process-wide, so LLVM's default comes back for others (numba) afterwards."""
+    llvm.set_option("", f"-epilogue-vectorization-force-VF={EPILOGUE_VF}")
+    try:
+        yield
+    finally:
+        llvm.set_option("", "-epilogue-vectorization-force-VF=1")
 
 
 def _resolvable(symbols, constants):
