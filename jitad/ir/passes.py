@@ -54,6 +54,8 @@ PIPELINE = [   # (name, pass(program), purpose)
      "a slice or concatenation made only for a fused loop is read through its index map there (LLVM only)"),
     ("region_adds", _nested(regions.region_adds),
      "a fused result whose slice is only added to a region of a slot is added there from the loop (LLVM only)"),
+    ("recompute_shifted", regions.recompute_shifted_program,
+     "a cheap fused result later fused loops read shifted is recomputed in them at the shifted index (LLVM only)"),
     ("forward_slot_copies", _nested(peephole.forward_slot_copies),
      "a tensor slot set to another slot's value and then only read: its reads read that slot"),
     ("accumulate_products", _nested(peephole.accumulate_products),
@@ -63,7 +65,7 @@ PIPELINE = [   # (name, pass(program), purpose)
 ]
 
 
-LLVM_ONLY = {"indexed_reads", "region_adds"}   # fused bodies the CUDA kernels do not take
+LLVM_ONLY = {"indexed_reads", "region_adds", "recompute_shifted"}   # fused bodies the CUDA kernels do not take
 
 
 def run_passes(program, check=False, device="cpu"):

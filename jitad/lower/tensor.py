@@ -504,29 +504,50 @@ def _fused(lo, node, ins):   # long: one dispatch on the body's ops, read top to
 
     sources = {p: (x, v.type) for p, x, v in zip(body.params, ins, node.inputs)}
 
-    def read(v, at, box):   # element `at` of a tensor param or of a slice / concatenation of them
+    producer = {v: n for n in body.nodes for v in n.outputs}
+
+    def shift(at, d):
+        return [i if o == 0 else b.add(i, I64(o), flags=NO_WRAP) if o > 0 else b.sub(i, I64(-o), flags=NO_WRAP)
+                for i, o in zip(at, d)]
+
+    def read(v, idx, d, box, env):
+        """Element idx + d of body value `v`: a tensor param's, a slice's or concatenation's
+        (read where used), or a value the body computes (at an offset: computed there)."""
         n = index_nodes.get(v)
-        if n is None:
+        if n is None and v in sources:
             x, t = sources[v]
-            return lo.load_at(x, flat(t), at, shape)
+            return lo.load_at(x, flat(t), shift(idx, d), shape)
+        if n is None:   # computed at an offset (a recomputed stage read shifted)
+            key = (v, d) if any(d) else v
+            if key not in env:
+                n = producer[v]
+                args = [read(u, idx, d, box, env) for u in n.inputs]
+                scalar = scalar_rule_of(n.op)
+                env[key] = args[0] if n.op in (Op.BROADCAST, Op.RESHAPE) else \
+                    scalar(lo, n, args)[0] if scalar is not None else lo_const(n)
+            return env[key]
         if n.op == Op.SLICE:
-            x, t = sources[n.inputs[0]]
-            return b.load(lo.elem_ptr(x, t, at, steps=n.attrs["steps"], starts=n.attrs["starts"]), typ=LL[t.dtype])
-        d, start = n.attrs["axis"], 0   # the piece this box lies in, read at the index shifted into it
+            u = n.inputs[0]
+            if u not in sources:   # a slice of a computed value: its steps are 1
+                return read(u, idx, tuple(o + s0 for o, s0 in zip(d, n.attrs["starts"])), box, env)
+            x, t = sources[u]
+            return b.load(lo.elem_ptr(x, t, shift(idx, d), steps=n.attrs["steps"], starts=n.attrs["starts"]),
+                          typ=LL[t.dtype])
+        axis, start = n.attrs["axis"], 0   # the piece this box lies in, read at the index shifted into it
         for piece, size in zip(n.inputs, n.attrs["sizes"]):
-            if box[d][0] < start + size:
-                return read(piece, at[:d] + [b.sub(at[d], I64(start), flags=NO_WRAP)] + at[d + 1:], box)
+            if box[axis][0] + d[axis] < start + size:
+                return read(piece, idx, d[:axis] + (d[axis] - start,) + d[axis + 1:], box, env)
             start += size
 
     def element(idx, box=None):
         # inputs are loaded where first used: a slot added to earlier in the same
         # iteration must be read after that addition
-        env, env_local = {}, set()
+        env, env_local, zero = {}, set(), (0,) * len(shape)
 
         def value(v):
             if v not in env:
                 x, t = sources.get(v, (None, None))
-                env[v] = x if isinstance(t, RefType) else read(v, idx, box)
+                env[v] = x if isinstance(t, RefType) else read(v, idx, zero, box, env)
             return env[v]
         for n in body.nodes:
             if n.op in (Op.SLICE, Op.CONCAT):   # read where used, at the index it is used at
