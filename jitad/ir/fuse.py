@@ -150,3 +150,39 @@ def _fuse(run, uses, shape):
     results = [v for v in defined if any(u > last for u in uses.get(v, []))]
     body = Graph(params=[params[v] for v in inputs], nodes=body_nodes, outputs=[local[v] for v in results])
     return keep_out + [Node(Op.FUSED, tuple(inputs), tuple(results), {"shape": shape}, (body,))]
+
+
+def row_reductions(nodes, outputs):
+    """A float `sum` or `max` over the last axis of a fused loop's result is computed in that
+    loop (a register per row, the rows' NaN kept apart for the max): the result, often the
+    largest array of the program, is not read again, and is not stored at all where
+    nothing else reads it (LLVM only). In the body the reduction keeps its op and attrs;
+    loops with slices or concatenations are left alone."""
+    users = uses(nodes, outputs)
+    made = {v: k for k, n in enumerate(nodes) for v in n.outputs}
+    nodes, drop = list(nodes), set()
+    for j, r in enumerate(nodes):
+        v = r.inputs[0] if r.op in (Op.SUM, Op.MAX) else None
+        f = nodes[made[v]] if v in made else None
+        if f is None or f.op != Op.FUSED or not row_reduction(r, v.type.shape) \
+                or tuple(f.attrs["shape"]) != v.type.shape or v.type.dtype not in ("f64", "f32") \
+                or any(b.op in (Op.SLICE, Op.CONCAT, Op.SLOT_ADD_SLICE) for b in f.bodies[0].nodes):
+            continue
+        (body,) = f.bodies
+        at = f.outputs.index(v)
+        total = Var(Type(v.type.dtype))
+        alone = users.get(v) == [j]   # else the result stays an output too
+        kept, outs = body.outputs[:at + 1 - alone], f.outputs[:at + 1 - alone]
+        new_body = Graph(body.params, body.nodes + [Node(r.op, (body.outputs[at],), (total,), dict(r.attrs))],
+                         kept + [total] + body.outputs[at + 1:])
+        nodes[made[v]] = Node(Op.FUSED, f.inputs, outs + r.outputs + f.outputs[at + 1:], f.attrs, (new_body,))
+        for u in r.outputs:
+            made[u] = made[v]
+        drop.add(j)
+    return [n for k, n in enumerate(nodes) if k not in drop]
+
+
+def row_reduction(node, shape):
+    """Whether `node`, a reduction of a value of `shape` (in a fused body: of the loop's
+    shape), reduces its last axis alone, over a loop of at least two axes."""
+    return len(shape) >= 2 and tuple(node.attrs["axes"]) == (len(shape) - 1,)

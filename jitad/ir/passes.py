@@ -4,7 +4,7 @@ the program before the first and after every pass."""
 from . import peephole, regions
 from .cse import eliminate_common_subexpressions
 from .dce import drop_unread_slots, eliminate_dead_code, forward_stop_gradients
-from .fuse import fuse_graph
+from .fuse import fuse_graph, row_reductions
 from .ops import Op
 from .prune import drop_unread_tables
 from .verify import VerifyError, verify
@@ -42,6 +42,8 @@ PIPELINE = [   # (name, pass(program), purpose)
     ("unread_tables", drop_unread_tables, "drop the loop tables nothing reads, and their writes"),
     ("dead_code", _each_graph(eliminate_dead_code), "drop the values only those slots and tables kept"),
     ("fuse", _each_graph(fuse_graph), "runs of elementwise work on tensors become one fused loop"),
+    ("row_reductions", _nested(row_reductions),
+     "a sum or max over the last axis of a fused result read by nothing else is taken in that loop (LLVM only)"),
     ("recompute_cheap", _nested(peephole.recompute_cheap),
      "a cheap fused result read only by later fused loops is recomputed there, not stored"),
     ("localize_slots", _nested(peephole.localize_slots),
@@ -65,7 +67,7 @@ PIPELINE = [   # (name, pass(program), purpose)
 ]
 
 
-LLVM_ONLY = {"indexed_reads", "region_adds", "recompute_shifted"}   # fused bodies the CUDA kernels do not take
+LLVM_ONLY = {"indexed_reads", "region_adds", "recompute_shifted", "row_reductions"}   # fused bodies the CUDA kernels do not take
 
 
 def run_passes(program, check=False, device="cpu"):

@@ -12,6 +12,7 @@ import llvmlite.ir as ir
 import numpy as np
 
 from ..ir import regions
+from ..ir.fuse import row_reduction
 from ..ir.graph import Var
 from ..ir.ops import Op
 from ..ir.types import FLOATS, RefType, Type
@@ -485,13 +486,14 @@ def _fused(lo, node, ins):   # long: one dispatch on the body's ops, read top to
     b = lo.b
     operand_shapes = [v.type.value_type.shape if isinstance(v.type, RefType) else v.type.shape for v in node.inputs]
     shifted = regions.indexed(node)   # slices, concatenations, region adds: no merged dimensions
-    shape, merged = (tuple(node.attrs["shape"]), None) if shifted else \
+    rows = {n.outputs[0]: n for n in body.nodes if n.op in (Op.SUM, Op.MAX) and row_reduction(n, node.attrs["shape"])}
+    shape, merged = (tuple(node.attrs["shape"]), None) if shifted or rows else \
         collapse(node.attrs["shape"], [node.attrs["shape"]] + operand_shapes)
     index_nodes = {n.outputs[0]: n for n in body.nodes if n.op in (Op.SLICE, Op.CONCAT)}
 
     def flat(t):   # a type as the merged loop indexes it
         return Type(t.dtype, merged[t.shape]) if t.shape and merged else t
-    reduced = {n.outputs[0] for n in body.nodes if n.op == Op.SUM}
+    reduced = {n.outputs[0] for n in body.nodes if n.op == Op.SUM and n.outputs[0] not in rows}
     results = []
     for v, out in zip(body.outputs, node.outputs):
         if v in reduced:
@@ -580,6 +582,12 @@ def _fused(lo, node, ins):   # long: one dispatch on the body's ops, read top to
                     b.store(args[1], ptr)
                 else:
                     b.store(b.fadd(b.load(ptr, typ=args[1].type), args[1]), ptr)
+            elif n.outputs and n.outputs[0] in rows:   # a row's sum or max: its register
+                acc, nan = row_acc[n.outputs[0]]
+                b.store((row_max if n.op == Op.MAX else row_combine[n.outputs[0]])(b.load(acc, typ=args[0].type),
+                                                                                args[0]), acc)
+                if nan is not None:
+                    b.store(b.or_(b.load(nan, typ=I1), b.fcmp_unordered("uno", args[0], args[0])), nan)
             elif n.op == Op.SUM:
                 acc = accumulator.get(n.outputs[0]) or alloca(b, args[0].type)
                 add = b.fadd(b.load(acc, typ=args[0].type), args[0], flags=("reassoc",)) \
@@ -591,9 +599,30 @@ def _fused(lo, node, ins):   # long: one dispatch on the body's ops, read top to
                 scalar = scalar_rule_of(n.op)
                 env[n.outputs[0]] = scalar(lo, n, args)[0] if scalar is not None else lo_const(n)
         for v, out, buf in zip(body.outputs, node.outputs, results):
-            if v not in reduced:
+            if v not in reduced and v not in rows:
                 lo.store_elem(value(v), lo.elem_ptr(buf, flat(out.type), idx))
-    if not shifted:
+    row_acc, row_combine, row_max = {}, {}, None
+    for v, n in rows.items():   # registers, and for a max its NaN flag (`_reduce`'s row loop)
+        dtype = n.inputs[0].type.dtype
+        row_acc[v] = alloca(b, LL[dtype]), alloca(b, I1) if n.op == Op.MAX else None
+        row_combine[v] = _combine(lo, REDUCTIONS[n.op], dtype)
+        row_max = _row_max(lo, dtype) if n.op == Op.MAX else row_max
+
+    def row(idx):
+        for v, (acc, nan) in row_acc.items():
+            b.store(LL[v.type.dtype](REDUCTIONS[rows[v].op].identity(v.type.dtype)), acc)
+            if nan is not None:
+                b.store(I1(0), nan)
+        lo.counted_loop(I64(shape[-1]), lambda i: element(idx + [i]), rolled=shape[-1] >= 8)
+        for v, (acc, nan) in row_acc.items():
+            total = b.load(acc, typ=LL[v.type.dtype])
+            if nan is not None:
+                total = b.select(b.load(nan, typ=I1), LL[v.type.dtype](float("nan")), total)
+            buf = results[body.outputs.index(v)]
+            b.store(total, lo.elem_ptr(buf, Type(v.type.dtype, shape[:-1]), idx))
+    if rows:
+        lo.loop_nest(shape[:-1], row)
+    elif not shifted:
         lo.loop_nest(shape, element)
     for box in regions.boxes(node) if shifted else ():   # one loop nest per box between the cuts
         lo.loop_nest(tuple(hi - lo_ for lo_, hi in box), lambda idx, box=box: element(

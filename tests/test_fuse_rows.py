@@ -1,0 +1,71 @@
+"""A sum or max over the last axis of a fused loop's result, read by nothing else, is
+taken inside that loop (a register per row): the full array is never stored."""
+import numpy as np
+import pytest
+
+import jitad
+from jitad.ir.graph import walk
+from jitad.ir.ops import Op
+from jitad.testing import check_grads
+
+jax = pytest.importorskip("jax")
+jnp = jax.numpy
+jax.config.update("jax_enable_x64", True)
+
+
+def pairwise_min(np_, p, c):   # k-means' cost: each point's squared distance to its nearest centre
+    d2 = (np_.sum(p * p, axis=1, keepdims=True) + np_.reshape(np_.sum(c * c, axis=1), (1, -1))
+          - 2.0 * np_.matmul(p, np_.transpose(c)))
+    return np_.sum(np_.min(d2, axis=1))
+
+
+
+def compiled(f, *args):
+    out = f(*args)
+    return out, f._latest("ir").program
+
+
+def test_row_min_of_a_fused_result_is_taken_in_its_loop():
+    rng = np.random.default_rng(0)
+    p, c = rng.random((37, 5)), rng.random((11, 5))
+    got, program = compiled(jitad.jit(lambda p, c: pairwise_min(jitad, p, c)), p, c)
+    np.testing.assert_allclose(got, pairwise_min(jnp, p, c), rtol=1e-12)
+    ops = [n.op for n in program.main.nodes]
+    assert Op.MAX not in ops, ops   # min is -max(-x): taken in the fused loop
+    rows = [n for n in program.main.nodes if n.op == Op.FUSED and n.outputs[0].type.shape == (37,)]
+    assert len(rows) == 1 and rows[0].attrs["shape"] == (37, 11)
+    g = jitad.jit(jitad.grad(lambda c: pairwise_min(jitad, p, c)))
+    np.testing.assert_allclose(g(c), jax.grad(lambda c: pairwise_min(jnp, p, c))(c), rtol=1e-12)
+    check_grads(lambda c: pairwise_min(jitad, p, c), (c,), order=1, modes=("rev",))
+
+
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_row_sums_and_maxima_keep_numpy_meaning(keepdims):
+    def f(np_, x, y):
+        z = np_.sin(x) * y + 1.0
+        return np_.max(z * y + x, axis=2, keepdims=keepdims), np_.sum((z - y) * x, axis=2, keepdims=keepdims)
+
+    rng = np.random.default_rng(1)
+    x, y = rng.standard_normal((3, 4, 9)), rng.standard_normal((4, 9))
+    x[1, 2, 5] = np.nan   # a row's NaN is its maximum, as NumPy
+    x[2, 0, :] = -1e300
+    got, program = compiled(jitad.jit(lambda x, y: f(jitad, x, y)), x, y)
+    want = f(np, x, y)
+    for a, b in zip(got, want):
+        assert a.shape == b.shape
+        np.testing.assert_allclose(a, b, rtol=1e-13)
+    assert not {Op.MAX, Op.SUM} & {n.op for n in program.main.nodes}
+    assert np.isnan(got[0][1, 2]).all() and np.isfinite(got[0][0]).all() and np.isfinite(got[0][2, 1]).all()
+
+
+def test_a_result_read_again_is_stored_with_its_row_maxima():
+    def f(x):
+        z = jitad.exp(x) * 2.0
+        return jitad.max(z, axis=1), z
+
+    x = np.random.default_rng(2).random((4, 6))
+    (m, z), program = compiled(jitad.jit(f), x)
+    np.testing.assert_allclose(m, np.max(np.exp(x) * 2.0, axis=1), rtol=1e-13)
+    np.testing.assert_allclose(z, np.exp(x) * 2.0, rtol=1e-13)
+    (loop,) = [n for n in program.main.nodes if n.op == Op.FUSED]
+    assert [v.type.shape for v in loop.outputs] == [(4, 6), (4,)]
