@@ -186,3 +186,44 @@ def row_reduction(node, shape):
     """Whether `node`, a reduction of a value of `shape` (in a fused body: of the loop's
     shape), reduces its last axis alone, over a loop of at least two axes."""
     return len(shape) >= 2 and tuple(node.attrs["axes"]) == (len(shape) - 1,)
+
+
+SMALL_PRODUCT = 16   # the longest contraction a fused loop computes itself (unrolled)
+
+
+def small_products(nodes, outputs):
+    """A matrix product over a short contraction (at most SMALL_PRODUCT terms, as
+    k-means' points against centroids) that one fused loop of its shape reads is computed
+    in that loop: each element a few multiply-adds along the contiguous rows of the right
+    operand, the product never stored (LLVM only). In the body the node keeps its op and
+    attrs, its operands the tensors as params."""
+    from .regions import _unchanged
+    users = uses(nodes, outputs)
+    made = {v: k for k, n in enumerate(nodes) for v in n.outputs}
+    marks = {m.outputs[0]: k for k, m in enumerate(nodes) if m.op == Op.ARENA_MARK}
+    local = {v for m in nodes if m.op in (Op.SLOT, Op.TABLE) for v in m.outputs}
+    nodes, drop = list(nodes), set()
+    for k, m in enumerate(nodes):
+        if m.op != Op.MATMUL or m.attrs["ta"] or m.attrs["tb"]:
+            continue
+        (v,), (a, b) = m.outputs, m.inputs
+        readers = users.get(v, [])
+        if len(readers) != 1 or readers[0] == len(nodes) or len(a.type.shape) != 2 or len(b.type.shape) != 2 \
+                or a.type.shape[1] > SMALL_PRODUCT or v.type.dtype not in ("f64", "f32"):
+            continue
+        j = readers[0]
+        f = nodes[j]
+        if f.op != Op.FUSED or tuple(f.attrs["shape"]) != v.type.shape or f.inputs.count(v) != 1 \
+                or any(n.op in (Op.SLICE, Op.CONCAT, Op.SLOT_ADD_SLICE) for n in f.bodies[0].nodes) \
+                or not all(_unchanged(x, k, j, nodes, made, marks, local) for x in (a, b)):
+            continue
+        (body,) = f.bodies
+        at = f.inputs.index(v)
+        pa, pb = Var(a.type), Var(b.type)
+        product = body.params[at]
+        inputs = f.inputs[:at] + f.inputs[at + 1:] + (a, b)
+        params = body.params[:at] + body.params[at + 1:] + [pa, pb]
+        new_body = Graph(params, [Node(Op.MATMUL, (pa, pb), (product,), dict(m.attrs))] + body.nodes, body.outputs)
+        nodes[j] = Node(Op.FUSED, inputs, f.outputs, f.attrs, (new_body,))
+        drop.add(k)
+    return [n for k, n in enumerate(nodes) if k not in drop]

@@ -4,7 +4,7 @@ the program before the first and after every pass."""
 from . import peephole, regions
 from .cse import eliminate_common_subexpressions
 from .dce import drop_unread_slots, eliminate_dead_code, forward_stop_gradients
-from .fuse import fuse_graph, row_reductions
+from .fuse import fuse_graph, row_reductions, small_products
 from .ops import Op
 from .prune import drop_unread_tables
 from .verify import VerifyError, verify
@@ -46,6 +46,8 @@ PIPELINE = [   # (name, pass(program), purpose)
      "a sum or max over the last axis of a fused result read by nothing else is taken in that loop (LLVM only)"),
     ("recompute_cheap", _nested(peephole.recompute_cheap),
      "a cheap fused result read only by later fused loops is recomputed there, not stored"),
+    ("small_products", _nested(small_products),
+     "a matrix product over a short contraction that one fused loop reads is computed in that loop (LLVM only)"),
     ("localize_slots", _nested(peephole.localize_slots),
      "a tensor slot only one fused loop uses becomes a register in it"),
     ("first_adds_store", _nested(peephole.first_adds_store),
@@ -67,7 +69,7 @@ PIPELINE = [   # (name, pass(program), purpose)
 ]
 
 
-LLVM_ONLY = {"indexed_reads", "region_adds", "recompute_shifted", "row_reductions"}   # fused bodies the CUDA kernels do not take
+LLVM_ONLY = {"indexed_reads", "region_adds", "recompute_shifted", "row_reductions", "small_products"}   # fused bodies the CUDA kernels do not take
 
 
 def run_passes(program, check=False, device="cpu"):

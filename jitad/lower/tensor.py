@@ -487,7 +487,8 @@ def _fused(lo, node, ins):   # long: one dispatch on the body's ops, read top to
     operand_shapes = [v.type.value_type.shape if isinstance(v.type, RefType) else v.type.shape for v in node.inputs]
     shifted = regions.indexed(node)   # slices, concatenations, region adds: no merged dimensions
     rows = {n.outputs[0]: n for n in body.nodes if n.op in (Op.SUM, Op.MAX) and row_reduction(n, node.attrs["shape"])}
-    shape, merged = (tuple(node.attrs["shape"]), None) if shifted or rows else \
+    products = any(n.op == Op.MATMUL for n in body.nodes)
+    shape, merged = (tuple(node.attrs["shape"]), None) if shifted or rows or products else \
         collapse(node.attrs["shape"], [node.attrs["shape"]] + operand_shapes)
     index_nodes = {n.outputs[0]: n for n in body.nodes if n.op in (Op.SLICE, Op.CONCAT)}
 
@@ -553,6 +554,9 @@ def _fused(lo, node, ins):   # long: one dispatch on the body's ops, read top to
             return env[v]
         for n in body.nodes:
             if n.op in (Op.SLICE, Op.CONCAT):   # read where used, at the index it is used at
+                continue
+            if n.op == Op.MATMUL:   # element (i, j) of a product over a short contraction
+                env[n.outputs[0]] = _dot(lo, *(sources[v] for v in n.inputs), idx)
                 continue
             args = [value(v) for v in n.inputs]
             if n.op == Op.SLOT_ADD_SLICE:   # added when this box lies in the region
@@ -629,6 +633,17 @@ def _fused(lo, node, ins):   # long: one dispatch on the body's ops, read top to
             [b.add(i, I64(lo_), flags=NO_WRAP) for i, (lo_, _) in zip(idx, box)], box))
     return [b.load(buf, typ=LL[out.type.dtype]) if v in reduced else buf
             for v, out, buf in zip(body.outputs, node.outputs, results)]
+
+
+def _dot(lo, a, b_, idx):
+    """Σ_k a[i, k] b[k, j] at idx = (i, j), the short sum unrolled (`small_products`)."""
+    (x, xt), (y, yt) = a, b_
+    b, total = lo.b, None
+    for k in range(xt.shape[1]):
+        term = b.fmul(b.load(lo.elem_ptr(x, xt, [idx[0], I64(k)]), typ=LL[xt.dtype]),
+                      b.load(lo.elem_ptr(y, yt, [I64(k), idx[1]]), typ=LL[yt.dtype]))
+        total = term if total is None else b.fadd(total, term)
+    return total if total is not None else LL[xt.dtype](0)
 
 
 def ref_type(node, body, param):
