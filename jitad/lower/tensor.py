@@ -638,12 +638,12 @@ def _fused(lo, node, ins):   # long: one dispatch on the body's ops, read top to
 def _dot(lo, a, b_, idx):
     """Σ_k a[i, k] b[k, j] at idx = (i, j), the short sum unrolled (`small_products`)."""
     (x, xt), (y, yt) = a, b_
-    b, total = lo.b, None
+    b, t, total = lo.b, LL[xt.dtype], LL[xt.dtype](0)
+    fma = lo.extern(f"llvm.fmuladd.{xt.dtype}", ir.FunctionType(t, [t, t, t]))
     for k in range(xt.shape[1]):
-        term = b.fmul(b.load(lo.elem_ptr(x, xt, [idx[0], I64(k)]), typ=LL[xt.dtype]),
-                      b.load(lo.elem_ptr(y, yt, [I64(k), idx[1]]), typ=LL[yt.dtype]))
-        total = term if total is None else b.fadd(total, term)
-    return total if total is not None else LL[xt.dtype](0)
+        total = b.call(fma, [b.load(lo.elem_ptr(x, xt, [idx[0], I64(k)]), typ=t),
+                             b.load(lo.elem_ptr(y, yt, [I64(k), idx[1]]), typ=t), total])
+    return total
 
 
 def ref_type(node, body, param):
