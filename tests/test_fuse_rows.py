@@ -4,7 +4,6 @@ import numpy as np
 import pytest
 
 import jitad
-from jitad.ir.graph import walk
 from jitad.ir.ops import Op
 from jitad.testing import check_grads
 

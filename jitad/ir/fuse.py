@@ -9,6 +9,7 @@ Runs keep their position in the node list, so effects on slots stay in order.
 """
 from .graph import Graph, Node, Var, uses
 from .ops import CALLS, Op
+from .regions import _unchanged
 from .types import RefType, Type
 
 
@@ -195,11 +196,10 @@ PRODUCT_ROW = 64     # the shortest row it does so for (a shorter one does not v
 def small_products(nodes, outputs):
     """A matrix product over a short contraction (at most SMALL_PRODUCT terms, as
     k-means' points against centroids) with rows of at least PRODUCT_ROW elements that
-    one fused loop of its shape reads is computed
-    in that loop: each element a few multiply-adds along the contiguous rows of the right
-    operand, the product never stored (LLVM only). In the body the node keeps its op and
-    attrs, its operands the tensors as params."""
-    from .regions import _unchanged
+    one fused loop of its shape reads is computed in that loop: each element a few
+    multiply-adds along the contiguous rows of the right operand, the product never
+    stored (LLVM only). In the body the node keeps its op and attrs, its operands the
+    tensors as params."""
     users = uses(nodes, outputs)
     made = {v: k for k, n in enumerate(nodes) for v in n.outputs}
     marks = {m.outputs[0]: k for k, m in enumerate(nodes) if m.op == Op.ARENA_MARK}

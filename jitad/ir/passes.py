@@ -43,7 +43,8 @@ PIPELINE = [   # (name, pass(program), purpose)
     ("dead_code", _each_graph(eliminate_dead_code), "drop the values only those slots and tables kept"),
     ("fuse", _each_graph(fuse_graph), "runs of elementwise work on tensors become one fused loop"),
     ("row_reductions", _nested(row_reductions),
-     "a sum or max over the last axis of a fused result read by nothing else is taken in that loop (LLVM only)"),
+     "a sum or max over the last axis of a fused result is taken in that loop, which stores the result "
+     "only if something else reads it (LLVM only)"),
     ("recompute_cheap", _nested(peephole.recompute_cheap),
      "a cheap fused result read only by later fused loops is recomputed there, not stored"),
     ("small_products", _nested(small_products),
@@ -69,7 +70,8 @@ PIPELINE = [   # (name, pass(program), purpose)
 ]
 
 
-LLVM_ONLY = {"indexed_reads", "region_adds", "recompute_shifted", "row_reductions", "small_products"}   # fused bodies the CUDA kernels do not take
+LLVM_ONLY = {"indexed_reads", "region_adds", "recompute_shifted", "row_reductions",
+             "small_products"}   # fused bodies the CUDA kernels do not take
 
 
 def run_passes(program, check=False, device="cpu"):

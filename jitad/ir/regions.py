@@ -235,7 +235,6 @@ def indexed(node):
     return any(b.op in (Op.SLICE, Op.CONCAT, Op.SLOT_ADD_SLICE) for b in node.bodies[0].nodes)
 
 
-
 def recompute_shifted_program(program):
     """`recompute_shifted` on every graph and sub-graph, knowing which params of a `FOR`
     body are no slot's view (the program's arguments, values the graph computes, and
