@@ -99,3 +99,22 @@ def test_a_product_read_twice_is_stored_once():
     np.testing.assert_allclose(e, np.exp(p) * 2.0, rtol=1e-13)
     np.testing.assert_allclose(m, np.sum(p, axis=0), rtol=1e-13)
     assert [n.op for n in program.main.nodes].count(Op.MATMUL) == 1
+
+
+@pytest.mark.parametrize("n", [8, 11])
+def test_row_minima_of_a_product_several_rows_at_a_time(n, monkeypatch):
+    """Rows of a loop with a product and a row min run four at a time (then the rest one
+    by one); a long product over 16 terms is computed in the loop only past a size."""
+    from jitad.ir import fuse
+    monkeypatch.setattr(fuse, "LARGE_PRODUCT", (16, 1))   # any product counts as large
+    rng = np.random.default_rng(5)
+    p, c = rng.random((n, 16)), rng.random((64, 16))
+    p[1, 3] = np.nan   # in a block of four rows
+    p[n - 1, 0] = np.nan   # in the last block, or a row after the blocks
+    f = jitad.jit(lambda p, c: jitad.min(jitad.sum(p * p, axis=1, keepdims=True)
+                                         - 2.0 * jitad.matmul(p, jitad.transpose(c)), axis=1))
+    got, program = compiled(f, p, c)
+    want = np.min(np.sum(p * p, axis=1, keepdims=True) - 2.0 * p @ c.T, axis=1)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    assert np.isnan(got[[1, n - 1]]).all() and np.isfinite(np.delete(got, [1, n - 1])).all()
+    assert Op.MATMUL not in [m.op for m in program.main.nodes]

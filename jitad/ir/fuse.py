@@ -189,17 +189,19 @@ def row_reduction(node, shape):
     return len(shape) >= 2 and tuple(node.attrs["axes"]) == (len(shape) - 1,)
 
 
-SMALL_PRODUCT = 8    # the longest contraction a fused loop computes itself (unrolled; at 16 BLAS wins)
+SMALL_PRODUCT = 8    # the longest contraction a fused loop computes itself (unrolled; at 16 BLAS wins) ...
+LARGE_PRODUCT = (16, 1 << 22)   # ... but for a product past a last-level cache (32 MiB of f64), up to 16 terms
 PRODUCT_ROW = 64     # the shortest row it does so for (a shorter one does not vectorize well: BLAS is faster)
 
 
 def small_products(nodes, outputs):
-    """A matrix product over a short contraction (at most SMALL_PRODUCT terms, as
-    k-means' points against centroids) with rows of at least PRODUCT_ROW elements that
-    one fused loop of its shape reads is computed in that loop: each element a few
-    multiply-adds along the contiguous rows of the right operand, the product never
-    stored (LLVM only). In the body the node keeps its op and attrs, its operands the
-    tensors as params."""
+    """A matrix product over a short contraction (at most SMALL_PRODUCT terms, or
+    LARGE_PRODUCT's for a large product; as k-means' points against centroids) with rows
+    of at least PRODUCT_ROW elements that one fused loop of its shape reads is computed in
+    that loop: each element a few multiply-adds along the contiguous rows of the right
+    operand (rows of the loop run JAM at a time where it takes a row sum or max, sharing
+    those loads), the product never stored (LLVM only). In the body the node keeps its op
+    and attrs, its operands the tensors as params."""
     users = uses(nodes, outputs)
     made = {v: k for k, n in enumerate(nodes) for v in n.outputs}
     marks = {m.outputs[0]: k for k, m in enumerate(nodes) if m.op == Op.ARENA_MARK}
@@ -211,7 +213,8 @@ def small_products(nodes, outputs):
         (v,), (a, b) = m.outputs, m.inputs
         readers = users.get(v, [])
         if len(readers) != 1 or readers[0] == len(nodes) or len(a.type.shape) != 2 or len(b.type.shape) != 2 \
-                or a.type.shape[1] > SMALL_PRODUCT or b.type.shape[1] < PRODUCT_ROW \
+                or a.type.shape[1] > (LARGE_PRODUCT[0] if a.type.shape[0] * b.type.shape[1] >= LARGE_PRODUCT[1]
+                                      else SMALL_PRODUCT) or b.type.shape[1] < PRODUCT_ROW \
                 or v.type.dtype not in ("f64", "f32"):
             continue
         j = readers[0]

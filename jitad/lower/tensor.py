@@ -587,7 +587,7 @@ def _fused(lo, node, ins):   # long: one dispatch on the body's ops, read top to
                 else:
                     b.store(b.fadd(b.load(ptr, typ=args[1].type), args[1]), ptr)
             elif n.outputs and n.outputs[0] in rows:   # a row's sum or max: its register
-                acc, nan = row_acc[n.outputs[0]]
+                acc, nan = row_acc[0][n.outputs[0]]
                 b.store((row_max if n.op == Op.MAX else row_combine[n.outputs[0]])(b.load(acc, typ=args[0].type),
                                                                                 args[0]), acc)
                 if nan is not None:
@@ -605,27 +605,41 @@ def _fused(lo, node, ins):   # long: one dispatch on the body's ops, read top to
         for v, out, buf in zip(body.outputs, node.outputs, results):
             if v not in reduced and v not in rows:
                 lo.store_elem(value(v), lo.elem_ptr(buf, flat(out.type), idx))
-    row_acc, row_combine, row_max = {}, {}, None
-    for v, n in rows.items():   # registers, and for a max its NaN flag (`_reduce`'s row loop)
-        dtype = n.inputs[0].type.dtype
-        row_acc[v] = alloca(b, LL[dtype]), alloca(b, I1) if n.op == Op.MAX else None
-        row_combine[v] = _combine(lo, REDUCTIONS[n.op], dtype)
-        row_max = _row_max(lo, dtype) if n.op == Op.MAX else row_max
+    # a product in the loop: JAM rows at a time, sharing the right operand's loads
+    jam = JAM if products and rows and len(shape) == 2 else 1
+    lanes = [{v: (alloca(b, LL[n.inputs[0].type.dtype]), alloca(b, I1) if n.op == Op.MAX else None)
+              for v, n in rows.items()} for _ in range(jam)]   # registers, a max's NaN flag (`_reduce`'s)
+    row_acc = [lanes[0]]   # the registers `element` accumulates into
+    row_combine = {v: _combine(lo, REDUCTIONS[n.op], n.inputs[0].type.dtype) for v, n in rows.items()}
+    row_max = next((_row_max(lo, n.inputs[0].type.dtype) for n in rows.values() if n.op == Op.MAX), None)
 
-    def row(idx):
-        for v, (acc, nan) in row_acc.items():
-            b.store(LL[v.type.dtype](REDUCTIONS[rows[v].op].identity(v.type.dtype)), acc)
-            if nan is not None:
-                b.store(I1(0), nan)
-        lo.counted_loop(I64(shape[-1]), lambda i: element(idx + [i]), rolled=shape[-1] >= 8)
-        for v, (acc, nan) in row_acc.items():
-            total = b.load(acc, typ=LL[v.type.dtype])
-            if nan is not None:
-                total = b.select(b.load(nan, typ=I1), LL[v.type.dtype](float("nan")), total)
-            buf = results[body.outputs.index(v)]
-            b.store(total, lo.elem_ptr(buf, Type(v.type.dtype, shape[:-1]), idx))
-    if rows:
-        lo.loop_nest(shape[:-1], row)
+    def row_block(firsts):   # the rows at index prefixes `firsts`, their elements interleaved
+        for lane in lanes[:len(firsts)]:
+            for v, (acc, nan) in lane.items():
+                b.store(LL[v.type.dtype](REDUCTIONS[rows[v].op].identity(v.type.dtype)), acc)
+                if nan is not None:
+                    b.store(I1(0), nan)
+
+        def column(i):
+            for lane, first in zip(lanes, firsts):
+                row_acc[0] = lane
+                element(first + [i])
+        lo.counted_loop(I64(shape[-1]), column, rolled=shape[-1] >= 8)
+        for lane, first in zip(lanes, firsts):
+            for v, (acc, nan) in lane.items():
+                total = b.load(acc, typ=LL[v.type.dtype])
+                if nan is not None:
+                    total = b.select(b.load(nan, typ=I1), LL[v.type.dtype](float("nan")), total)
+                buf = results[body.outputs.index(v)]
+                b.store(total, lo.elem_ptr(buf, Type(v.type.dtype, shape[:-1]), first))
+    if rows and jam > 1:
+        blocks = shape[0] // jam
+        lo.counted_loop(I64(blocks), lambda k: row_block(
+            [[b.add(b.mul(k, I64(jam), flags=NO_WRAP), I64(q), flags=NO_WRAP)] for q in range(jam)]))
+        for r in range(blocks * jam, shape[0]):
+            row_block([[I64(r)]])
+    elif rows:
+        lo.loop_nest(shape[:-1], lambda idx: row_block([idx]))
     elif not shifted:
         lo.loop_nest(shape, element)
     for box in regions.boxes(node) if shifted else ():   # one loop nest per box between the cuts
@@ -633,6 +647,9 @@ def _fused(lo, node, ins):   # long: one dispatch on the body's ops, read top to
             [b.add(i, I64(lo_), flags=NO_WRAP) for i, (lo_, _) in zip(idx, box)], box))
     return [b.load(buf, typ=LL[out.type.dtype]) if v in reduced else buf
             for v, out, buf in zip(body.outputs, node.outputs, results)]
+
+
+JAM = 4   # rows a fused loop with a product in it runs at once
 
 
 def _dot(lo, a, b_, idx):
