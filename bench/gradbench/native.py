@@ -150,9 +150,11 @@ def session(eval_name, eval_args, tool, gradbench, timeout):
     ev = subprocess.Popen([sys.executable, f"python/gradbench/gradbench/evals/{eval_name}/run.py", *eval_args],
                           cwd=gradbench, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     cmd, cwd = tool_command(tool, gradbench)
-    # single-threaded XLA for the JAX tool (as every other tool runs on one thread)
+    # one thread for every tool: XLA's for the JAX tool, OpenBLAS's for jitad's matrix
+    # products (its worker threads otherwise spin against the eval and the other load)
     tl_env = os.environ | {"PYTHONPATH": os.pathsep.join([ROOT, env["PYTHONPATH"]]), "JAX_PLATFORMS": "cpu",
-                           "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"}
+                           "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1",
+                           "OPENBLAS_NUM_THREADS": "1"}
     tl = subprocess.Popen(cmd, cwd=cwd, env=tl_env, stdin=subprocess.PIPE,
                           stdout=subprocess.PIPE, text=True)
     killed = threading.Event()

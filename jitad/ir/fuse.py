@@ -9,6 +9,7 @@ Runs keep their position in the node list, so effects on slots stay in order.
 """
 from .graph import Graph, Node, Var, uses
 from .ops import CALLS, Op
+from .regions import _unchanged
 from .types import RefType, Type
 
 
@@ -150,3 +151,85 @@ def _fuse(run, uses, shape):
     results = [v for v in defined if any(u > last for u in uses.get(v, []))]
     body = Graph(params=[params[v] for v in inputs], nodes=body_nodes, outputs=[local[v] for v in results])
     return keep_out + [Node(Op.FUSED, tuple(inputs), tuple(results), {"shape": shape}, (body,))]
+
+
+def row_reductions(nodes, outputs):
+    """A float `sum` or `max` over the last axis of a fused loop's result is computed in that
+    loop (a register per row, the rows' NaN kept apart for the max): the result, often the
+    largest array of the program, is not read again, and is not stored at all where
+    nothing else reads it (LLVM only). In the body the reduction keeps its op and attrs;
+    loops with slices or concatenations are left alone."""
+    users = uses(nodes, outputs)
+    made = {v: k for k, n in enumerate(nodes) for v in n.outputs}
+    nodes, drop = list(nodes), set()
+    for j, r in enumerate(nodes):
+        v = r.inputs[0] if r.op in (Op.SUM, Op.MAX) else None
+        f = nodes[made[v]] if v in made else None
+        if f is None or f.op != Op.FUSED or not row_reduction(r, v.type.shape) \
+                or tuple(f.attrs["shape"]) != v.type.shape or v.type.dtype not in ("f64", "f32") \
+                or any(b.op in (Op.SLICE, Op.CONCAT, Op.SLOT_ADD_SLICE) for b in f.bodies[0].nodes):
+            continue
+        (body,) = f.bodies
+        at = f.outputs.index(v)
+        total = Var(Type(v.type.dtype))
+        alone = users.get(v) == [j]   # else the result stays an output too
+        kept, outs = body.outputs[:at + 1 - alone], f.outputs[:at + 1 - alone]
+        new_body = Graph(body.params, body.nodes + [Node(r.op, (body.outputs[at],), (total,), dict(r.attrs))],
+                         kept + [total] + body.outputs[at + 1:])
+        nodes[made[v]] = Node(Op.FUSED, f.inputs, outs + r.outputs + f.outputs[at + 1:], f.attrs, (new_body,))
+        for u in r.outputs:
+            made[u] = made[v]
+        drop.add(j)
+    return [n for k, n in enumerate(nodes) if k not in drop]
+
+
+def row_reduction(node, shape):
+    """Whether `node`, a reduction of a value of `shape` (in a fused body: of the loop's
+    shape), reduces its last axis alone, over a loop of at least two axes."""
+    return len(shape) >= 2 and tuple(node.attrs["axes"]) == (len(shape) - 1,)
+
+
+SMALL_PRODUCT = 8    # the longest contraction a fused loop computes itself (unrolled; at 16 BLAS wins) ...
+LARGE_PRODUCT = (16, 1 << 22)   # ... but for a product past a last-level cache (32 MiB of f64), up to 16 terms
+PRODUCT_ROW = 64     # the shortest row it does so for (a shorter one does not vectorize well: BLAS is faster)
+
+
+def small_products(nodes, outputs):
+    """A matrix product over a short contraction (at most SMALL_PRODUCT terms, or
+    LARGE_PRODUCT's for a large product; as k-means' points against centroids) with rows
+    of at least PRODUCT_ROW elements that one fused loop of its shape reads is computed in
+    that loop: each element a few multiply-adds along the contiguous rows of the right
+    operand (rows of the loop run JAM at a time where it takes a row sum or max, sharing
+    those loads), the product never stored (LLVM only). In the body the node keeps its op
+    and attrs, its operands the tensors as params."""
+    users = uses(nodes, outputs)
+    made = {v: k for k, n in enumerate(nodes) for v in n.outputs}
+    marks = {m.outputs[0]: k for k, m in enumerate(nodes) if m.op == Op.ARENA_MARK}
+    local = {v for m in nodes if m.op in (Op.SLOT, Op.TABLE) for v in m.outputs}
+    nodes, drop = list(nodes), set()
+    for k, m in enumerate(nodes):
+        if m.op != Op.MATMUL or m.attrs["ta"] or m.attrs["tb"]:
+            continue
+        (v,), (a, b) = m.outputs, m.inputs
+        readers = users.get(v, [])
+        if len(readers) != 1 or readers[0] == len(nodes) or len(a.type.shape) != 2 or len(b.type.shape) != 2 \
+                or a.type.shape[1] > (LARGE_PRODUCT[0] if a.type.shape[0] * b.type.shape[1] >= LARGE_PRODUCT[1]
+                                      else SMALL_PRODUCT) or b.type.shape[1] < PRODUCT_ROW \
+                or v.type.dtype not in ("f64", "f32"):
+            continue
+        j = readers[0]
+        f = nodes[j]
+        if f.op != Op.FUSED or tuple(f.attrs["shape"]) != v.type.shape or f.inputs.count(v) != 1 \
+                or any(n.op in (Op.SLICE, Op.CONCAT, Op.SLOT_ADD_SLICE) for n in f.bodies[0].nodes) \
+                or not all(_unchanged(x, k, j, nodes, made, marks, local) for x in (a, b)):
+            continue
+        (body,) = f.bodies
+        at = f.inputs.index(v)
+        pa, pb = Var(a.type), Var(b.type)
+        product = body.params[at]
+        inputs = f.inputs[:at] + f.inputs[at + 1:] + (a, b)
+        params = body.params[:at] + body.params[at + 1:] + [pa, pb]
+        new_body = Graph(params, [Node(Op.MATMUL, (pa, pb), (product,), dict(m.attrs))] + body.nodes, body.outputs)
+        nodes[j] = Node(Op.FUSED, inputs, f.outputs, f.attrs, (new_body,))
+        drop.add(k)
+    return [n for k, n in enumerate(nodes) if k not in drop]

@@ -312,8 +312,17 @@ declare("arena_release", fixed(), lambda mark: None, arity=1)
 
 def _fused_rule(op, types, attrs, bodies):
     (body,) = bodies
-    reduced = {n.outputs[0] for n in body.nodes if n.op == Op.SUM}
-    return [Type(v.type.dtype, () if v in reduced else attrs["shape"]) for v in body.outputs]
+    shape = tuple(attrs["shape"])
+    made = {v: n for n in body.nodes for v in n.outputs if n.op in (Op.SUM, Op.MAX)}
+
+    def result(v):   # a reduction in the body: over the whole loop, or its last axis
+        n = made.get(v)
+        if n is None:
+            return shape
+        if len(n.attrs["axes"]) == len(shape):
+            return ()
+        return shape[:-1] + (1,) * bool(n.attrs["keepdims"])
+    return [Type(v.type.dtype, result(v)) for v in body.outputs]
 
 
 def _matmul_add_rule(op, types, attrs, bodies):

@@ -4,7 +4,7 @@ the program before the first and after every pass."""
 from . import peephole, placed, regions
 from .cse import eliminate_common_subexpressions, fold_constants
 from .dce import drop_unread_slots, eliminate_dead_code, forward_stop_gradients
-from .fuse import fuse_graph
+from .fuse import fuse_graph, row_reductions, small_products
 from .ops import Op
 from .prune import drop_unread_tables
 from .slots import promote_scalar_slots
@@ -47,8 +47,13 @@ PIPELINE = [   # (name, pass(program), purpose)
     ("unread_tables", drop_unread_tables, "drop the loop tables nothing reads, and their writes"),
     ("dead_code", _each_graph(eliminate_dead_code), "drop the values only those slots and tables kept"),
     ("fuse", _each_graph(fuse_graph), "runs of elementwise work on tensors become one fused loop"),
+    ("row_reductions", _nested(row_reductions),
+     "a sum or max over the last axis of a fused result is taken in that loop, which stores the result "
+     "only if something else reads it (LLVM only)"),
     ("recompute_cheap", _nested(peephole.recompute_cheap),
      "a cheap fused result read only by later fused loops is recomputed there, not stored"),
+    ("small_products", _nested(small_products),
+     "a matrix product over a short contraction that one fused loop reads is computed in that loop (LLVM only)"),
     ("localize_slots", _nested(peephole.localize_slots),
      "a tensor slot only one fused loop uses becomes a register in it"),
     ("first_adds_store", _nested(peephole.first_adds_store),
@@ -59,6 +64,8 @@ PIPELINE = [   # (name, pass(program), purpose)
      "a slice or concatenation made only for a fused loop is read through its index map there (LLVM only)"),
     ("region_adds", _nested(regions.region_adds),
      "a fused result whose slice is only added to a region of a slot is added there from the loop (LLVM only)"),
+    ("recompute_shifted", regions.recompute_shifted_program,
+     "a cheap fused result later fused loops read shifted is recomputed in them at the shifted index (LLVM only)"),
     ("concat_in_place", _nested(placed.concat_in_place),
      "the fused loops making a concatenation's pieces store them into it (LLVM only)"),
     ("forward_slot_copies", _nested(peephole.forward_slot_copies),
@@ -70,7 +77,8 @@ PIPELINE = [   # (name, pass(program), purpose)
 ]
 
 
-LLVM_ONLY = {"indexed_reads", "region_adds", "concat_in_place"}   # fused bodies the CUDA kernels do not take
+LLVM_ONLY = {"indexed_reads", "region_adds", "recompute_shifted", "concat_in_place", "row_reductions",
+             "small_products"}   # fused bodies the CUDA kernels do not take
 
 
 def run_passes(program, check=False, device="cpu"):

@@ -15,6 +15,7 @@ import itertools
 
 from .graph import Graph, Node, Var, uses
 from .ops import Op
+from .peephole import _inline_cone
 from .types import RefType, TableType, Type
 
 
@@ -212,10 +213,12 @@ def cuts(node):
     piece or a region add starts or stops (0 and the length included)."""
     shape = node.attrs["shape"]
     at = [{0, n} for n in shape]
+    needed = offsets(node.bodies[0], len(shape))
     for b in node.bodies[0].nodes:
-        if b.op == Op.CONCAT:
+        if b.op == Op.CONCAT:   # where the index, at each offset it is read at, changes piece
             d = b.attrs["axis"]
-            at[d].update(itertools.accumulate(b.attrs["sizes"]))
+            at[d].update(min(max(c - o[d], 0), shape[d]) for o in needed.get(b.outputs[0], ())
+                         for c in itertools.accumulate(b.attrs["sizes"]))
         elif b.op == Op.SLOT_ADD_SLICE:
             for d, (lo, hi) in enumerate(zip(b.attrs["src_starts"], b.attrs["src_stops"])):
                 at[d].update((lo, hi))
@@ -231,3 +234,138 @@ def indexed(node):
     """Whether fused `node` reads or adds through index maps (then its loop is not merged)."""
     return any(b.op in (Op.SLICE, Op.CONCAT, Op.SLOT_ADD_SLICE) for b in node.bodies[0].nodes)
 
+
+def recompute_shifted_program(program):
+    """`recompute_shifted` on every graph and sub-graph, knowing which params of a `FOR`
+    body are no slot's view (the program's arguments, values the graph computes, and
+    such params passed on): no write through a ref can change them."""
+    for f in program.funs:
+        _recompute_shifted_in(f.body, set())
+    _recompute_shifted_in(program.main, set(program.main.params))
+
+
+def _recompute_shifted_in(graph, fresh):
+    made = {v: n for n in graph.nodes for v in n.outputs}
+
+    def own(x):   # no slot's or table's view
+        while x in made and made[x].op.view and made[x].op not in (Op.SLOT_GET, Op.TABLE_GET):
+            x = made[x].inputs[0]
+        return x in fresh if x not in made else made[x].op not in (Op.SLOT_GET, Op.TABLE_GET)
+    for node in graph.nodes:
+        if node.op == Op.FUSED:
+            continue
+        for body in node.bodies:
+            inner = set()
+            if node.op == Op.FOR:   # body params: the index, the state, then the captured operands
+                skip = 1 + node.attrs["n_state"]
+                inner = {p for p, x in zip(body.params[skip:], node.inputs[1 + skip:])
+                         if not isinstance(x.type, (RefType, TableType)) and own(x)}
+            _recompute_shifted_in(body, inner)
+    graph.nodes = recompute_shifted(graph.nodes, graph.outputs, fresh)
+
+
+def recompute_shifted(nodes, outputs, fresh=frozenset()):
+    """A fused loop's result that later fused loops of its shape read, some of them
+    through a slice or concatenation (a shift, as RK4's stages read the stage before),
+    and that costs a few arithmetic operations, is recomputed in each of them at the
+    index it is read at: a chain of shifted stages becomes one loop reading its inputs at
+    a few neighbouring indices, with no stage stored and read back (LLVM only). `fresh`:
+    params of the graph that no write through a ref can change."""
+    users = uses(nodes, outputs)
+    made = {v: k for k, n in enumerate(nodes) for v in n.outputs}
+    marks = {m.outputs[0]: k for k, m in enumerate(nodes) if m.op == Op.ARENA_MARK}
+    local = {v for m in nodes if m.op in (Op.SLOT, Op.TABLE) for v in m.outputs}
+    nodes, drop = list(nodes), set()
+    for k, producer in enumerate(nodes):
+        if producer.op != Op.FUSED:
+            continue
+        (body,) = producer.bodies
+        keep = []
+        for out, inner in zip(producer.outputs, body.outputs):
+            readers = sorted(set(users.get(out, [])))
+            cone = _shift_cone(body, inner) if out.type.shape and readers and readers[-1] < len(nodes) \
+                and any(indexed(nodes[j]) for j in readers if nodes[j].op == Op.FUSED) \
+                and all(_reads_shiftable(nodes[j], out, producer) for j in readers) \
+                else None
+            if cone is not None and not all(x in fresh or _unchanged(x, k, j, nodes, made, marks, local)
+                                            for j in readers for x in _cone_reads(cone, body, producer)):
+                cone = None
+            if cone is None:
+                keep.append((out, inner))
+                continue
+            for j in readers:
+                nodes[j] = _inline_cone(nodes[j], out, cone, body, producer)
+        if len(keep) < len(producer.outputs):
+            if not keep and all(n.op.pure for n in body.nodes):
+                drop.add(k)
+                continue
+            new_body = Graph(body.params, body.nodes, [inner for _, inner in keep])
+            nodes[k] = Node(Op.FUSED, producer.inputs, tuple(out for out, _ in keep), producer.attrs, (new_body,))
+    return [n for k, n in enumerate(nodes) if k not in drop]
+
+
+MAX_SHIFTED_CONE = 48   # body nodes a recomputed stage may have (its own inlined stages included)
+
+
+def _shift_cone(body, var):
+    """The body nodes computing `var` if all are cheap, slices of step 1 or concatenations
+    (each can be computed at any index), at most MAX_SHIFTED_CONE of them; else None."""
+    producer = {v: n for n in body.nodes for v in n.outputs}
+    needed, stack = set(), [var]
+    while stack:
+        n = producer.get(stack.pop())
+        if n is None or id(n) in needed:
+            continue   # a param, or seen
+        if not (n.op.cheap or n.op == Op.CONCAT or (n.op == Op.SLICE and all(s == 1 for s in n.attrs["steps"]))):
+            return None
+        needed.add(id(n))
+        stack.extend(n.inputs)
+    return [n for n in body.nodes if id(n) in needed] if len(needed) <= MAX_SHIFTED_CONE else None
+
+
+def _cone_reads(cone, body, producer):
+    """The producer's inputs that `cone` (nodes of its body) reads."""
+    read = {v for n in cone for v in n.inputs}
+    return [x for x, p in zip(producer.inputs, body.params) if p in read]
+
+
+def _reads_shiftable(f, v, producer):
+    """Whether fused loop `f`, over `producer`'s shape, reads `v` once, as a value, with
+    slices of step 1 at most (each read is the producer's element at a fixed offset)."""
+    if f.op != Op.FUSED or tuple(f.attrs["shape"]) != tuple(producer.attrs["shape"]) or f.inputs.count(v) != 1:
+        return False
+    p = f.bodies[0].params[f.inputs.index(v)]
+    return all(n.op != Op.SLICE or all(s == 1 for s in n.attrs["steps"])
+               for n in f.bodies[0].nodes if p in n.inputs)
+
+
+def offsets(body, ndim):
+    """Each body value -> the offsets (per loop axis, from the loop index) at which the
+    loop needs it: (0, ...) for what it computes at its own index; a slice adds its
+    starts, a concatenation's piece subtracts where the piece starts. A value computed
+    in the body and read shifted is computed at each of its offsets."""
+    producer = {v: n for n in body.nodes for v in n.outputs}
+    at, stack = {}, []
+    zero = (0,) * ndim
+    for n in body.nodes:
+        if n.op not in (Op.SLICE, Op.CONCAT):
+            stack.extend((v, zero) for v in n.inputs)
+    stack.extend((v, zero) for v in body.outputs)
+    while stack:
+        v, d = stack.pop()
+        if d in at.setdefault(v, set()):
+            continue
+        at[v].add(d)
+        n = producer.get(v)
+        if n is None:
+            continue
+        if n.op == Op.SLICE:
+            stack.append((n.inputs[0], tuple(a + s for a, s in zip(d, n.attrs["starts"]))))
+        elif n.op == Op.CONCAT:
+            axis, start = n.attrs["axis"], 0
+            for piece, size in zip(n.inputs, n.attrs["sizes"]):
+                stack.append((piece, d[:axis] + (d[axis] - start,) + d[axis + 1:]))
+                start += size
+        else:
+            stack.extend((u, d) for u in n.inputs)
+    return at

@@ -15,6 +15,7 @@ import llvmlite.ir as ir
 import numpy as np
 
 from ..ir import regions
+from ..ir.fuse import row_reduction
 from ..ir.graph import Var
 from ..ir.ops import Op
 from ..ir.types import FLOATS, RefType, Type
@@ -478,13 +479,15 @@ def _fused(lo, node, ins):   # long: one dispatch on the body's ops, read top to
     b = lo.b
     operand_shapes = [v.type.value_type.shape if isinstance(v.type, RefType) else v.type.shape for v in node.inputs]
     shifted = regions.indexed(node)   # slices, concatenations, region adds: no merged dimensions
-    shape, merged = (tuple(node.attrs["shape"]), None) if shifted else \
+    rows = {n.outputs[0]: n for n in body.nodes if n.op in (Op.SUM, Op.MAX) and row_reduction(n, node.attrs["shape"])}
+    products = any(n.op == Op.MATMUL for n in body.nodes)
+    shape, merged = (tuple(node.attrs["shape"]), None) if shifted or rows or products else \
         collapse(node.attrs["shape"], [node.attrs["shape"]] + operand_shapes)
     index_nodes = {n.outputs[0]: n for n in body.nodes if n.op in (Op.SLICE, Op.CONCAT)}
 
     def flat(t):   # a type as the merged loop indexes it
         return Type(t.dtype, merged[t.shape]) if t.shape and merged else t
-    reduced = {n.outputs[0] for n in body.nodes if n.op == Op.SUM}
+    reduced = {n.outputs[0] for n in body.nodes if n.op == Op.SUM and n.outputs[0] not in rows}
     results = []
     for v, out in zip(body.outputs, node.outputs):
         if v in reduced:
@@ -497,32 +500,56 @@ def _fused(lo, node, ins):   # long: one dispatch on the body's ops, read top to
 
     sources = {p: (x, v.type) for p, x, v in zip(body.params, ins, node.inputs)}
 
-    def read(v, at, box):   # element `at` of a tensor param or of a slice / concatenation of them
+    producer = {v: n for n in body.nodes for v in n.outputs}
+
+    def shift(at, d):
+        return [i if o == 0 else b.add(i, I64(o), flags=NO_WRAP) if o > 0 else b.sub(i, I64(-o), flags=NO_WRAP)
+                for i, o in zip(at, d)]
+
+    def read(v, idx, d, box, env):
+        """Element idx + d of body value `v`: a tensor param's, a slice's or concatenation's
+        (read where used), or a value the body computes (at an offset: computed there)."""
         n = index_nodes.get(v)
-        if n is None:
+        if n is None and v in sources:
             x, t = sources[v]
-            return lo.load_at(x, flat(t), at, shape)
+            return lo.load_at(x, flat(t), shift(idx, d), shape)
+        if n is None:   # computed at an offset (a recomputed stage read shifted)
+            key = (v, d) if any(d) else v
+            if key not in env:
+                n = producer[v]
+                args = [read(u, idx, d, box, env) for u in n.inputs]
+                scalar = scalar_rule_of(n.op)
+                env[key] = args[0] if n.op in (Op.BROADCAST, Op.RESHAPE) else \
+                    scalar(lo, n, args)[0] if scalar is not None else lo_const(n)
+            return env[key]
         if n.op == Op.SLICE:
-            x, t = sources[n.inputs[0]]
-            return b.load(lo.elem_ptr(x, t, at, steps=n.attrs["steps"], starts=n.attrs["starts"]), typ=LL[t.dtype])
-        d, start = n.attrs["axis"], 0   # the piece this box lies in, read at the index shifted into it
+            u = n.inputs[0]
+            if u not in sources:   # a slice of a computed value: its steps are 1
+                return read(u, idx, tuple(o + s0 for o, s0 in zip(d, n.attrs["starts"])), box, env)
+            x, t = sources[u]
+            return b.load(lo.elem_ptr(x, t, shift(idx, d), steps=n.attrs["steps"], starts=n.attrs["starts"]),
+                          typ=LL[t.dtype])
+        axis, start = n.attrs["axis"], 0   # the piece this box lies in, read at the index shifted into it
         for piece, size in zip(n.inputs, n.attrs["sizes"]):
-            if box[d][0] < start + size:
-                return read(piece, at[:d] + [b.sub(at[d], I64(start), flags=NO_WRAP)] + at[d + 1:], box)
+            if box[axis][0] + d[axis] < start + size:
+                return read(piece, idx, d[:axis] + (d[axis] - start,) + d[axis + 1:], box, env)
             start += size
 
     def element(idx, box=None):
         # inputs are loaded where first used: a slot added to earlier in the same
         # iteration must be read after that addition
-        env, env_local = {}, set()
+        env, env_local, zero = {}, set(), (0,) * len(shape)
 
         def value(v):
             if v not in env:
                 x, t = sources.get(v, (None, None))
-                env[v] = x if isinstance(t, RefType) else read(v, idx, box)
+                env[v] = x if isinstance(t, RefType) else read(v, idx, zero, box, env)
             return env[v]
         for n in body.nodes:
             if n.op in (Op.SLICE, Op.CONCAT):   # read where used, at the index it is used at
+                continue
+            if n.op == Op.MATMUL:   # element (i, j) of a product over a short contraction
+                env[n.outputs[0]] = _dot(lo, *(sources[v] for v in n.inputs), idx)
                 continue
             args = [value(v) for v in n.inputs]
             if n.op == Op.SLOT_ADD_SLICE:   # added when this box lies in the region
@@ -558,6 +585,12 @@ def _fused(lo, node, ins):   # long: one dispatch on the body's ops, read top to
                     b.store(args[1], ptr)
                 else:
                     b.store(b.fadd(b.load(ptr, typ=args[1].type), args[1]), ptr)
+            elif n.outputs and n.outputs[0] in rows:   # a row's sum or max: its register
+                acc, nan = row_acc[0][n.outputs[0]]
+                b.store((row_max if n.op == Op.MAX else row_combine[n.outputs[0]])(b.load(acc, typ=args[0].type),
+                                                                                args[0]), acc)
+                if nan is not None:
+                    b.store(b.or_(b.load(nan, typ=I1), b.fcmp_unordered("uno", args[0], args[0])), nan)
             elif n.op == Op.SUM:
                 acc = accumulator.get(n.outputs[0]) or alloca(b, args[0].type)
                 add = b.fadd(b.load(acc, typ=args[0].type), args[0], flags=("reassoc",)) \
@@ -569,9 +602,44 @@ def _fused(lo, node, ins):   # long: one dispatch on the body's ops, read top to
                 scalar = scalar_rule_of(n.op)
                 env[n.outputs[0]] = scalar(lo, n, args)[0] if scalar is not None else lo_const(n)
         for v, out, buf in zip(body.outputs, node.outputs, results):
-            if v not in reduced:
+            if v not in reduced and v not in rows:
                 lo.store_elem(value(v), lo.elem_ptr(buf, flat(out.type), idx))
-    if not shifted:
+    # a product in the loop: JAM rows at a time, sharing the right operand's loads
+    jam = JAM if products and rows and len(shape) == 2 else 1
+    lanes = [{v: (alloca(b, LL[n.inputs[0].type.dtype]), alloca(b, I1) if n.op == Op.MAX else None)
+              for v, n in rows.items()} for _ in range(jam)]   # registers, a max's NaN flag (`_reduce`'s)
+    row_acc = [lanes[0]]   # the registers `element` accumulates into
+    row_combine = {v: _combine(lo, REDUCTIONS[n.op], n.inputs[0].type.dtype) for v, n in rows.items()}
+    row_max = next((_row_max(lo, n.inputs[0].type.dtype) for n in rows.values() if n.op == Op.MAX), None)
+
+    def row_block(firsts):   # the rows at index prefixes `firsts`, their elements interleaved
+        for lane in lanes[:len(firsts)]:
+            for v, (acc, nan) in lane.items():
+                b.store(LL[v.type.dtype](REDUCTIONS[rows[v].op].identity(v.type.dtype)), acc)
+                if nan is not None:
+                    b.store(I1(0), nan)
+
+        def column(i):
+            for lane, first in zip(lanes, firsts):
+                row_acc[0] = lane
+                element(first + [i])
+        lo.counted_loop(I64(shape[-1]), column, rolled=shape[-1] >= 8)
+        for lane, first in zip(lanes, firsts):
+            for v, (acc, nan) in lane.items():
+                total = b.load(acc, typ=LL[v.type.dtype])
+                if nan is not None:
+                    total = b.select(b.load(nan, typ=I1), LL[v.type.dtype](float("nan")), total)
+                buf = results[body.outputs.index(v)]
+                b.store(total, lo.elem_ptr(buf, Type(v.type.dtype, shape[:-1]), first))
+    if rows and jam > 1:
+        blocks = shape[0] // jam
+        lo.counted_loop(I64(blocks), lambda k: row_block(
+            [[b.add(b.mul(k, I64(jam), flags=NO_WRAP), I64(q), flags=NO_WRAP)] for q in range(jam)]))
+        for r in range(blocks * jam, shape[0]):
+            row_block([[I64(r)]])
+    elif rows:
+        lo.loop_nest(shape[:-1], lambda idx: row_block([idx]))
+    elif not shifted:
         lo.loop_nest(shape, element)
     for box in regions.boxes(node) if shifted else ():   # one loop nest per box between the cuts
         lo.loop_nest(tuple(hi - lo_ for lo_, hi in box), lambda idx, box=box: element(
@@ -586,6 +654,20 @@ def _flat_index(b, at, base, strides):
         if s:
             offset = b.add(offset, b.mul(i, I64(s), flags=NO_WRAP), flags=NO_WRAP)
     return offset
+
+
+JAM = 4   # rows a fused loop with a product in it runs at once
+
+
+def _dot(lo, a, b_, idx):
+    """Σ_k a[i, k] b[k, j] at idx = (i, j), the short sum unrolled (`small_products`)."""
+    (x, xt), (y, yt) = a, b_
+    b, t, total = lo.b, LL[xt.dtype], LL[xt.dtype](0)
+    fma = lo.extern(f"llvm.fmuladd.{xt.dtype}", ir.FunctionType(t, [t, t, t]))
+    for k in range(xt.shape[1]):
+        total = b.call(fma, [b.load(lo.elem_ptr(x, xt, [idx[0], I64(k)]), typ=t),
+                             b.load(lo.elem_ptr(y, yt, [I64(k), idx[1]]), typ=t), total])
+    return total
 
 
 def ref_type(node, body, param):
