@@ -9,7 +9,7 @@ Runs keep their position in the node list, so effects on slots stay in order.
 """
 from .graph import Graph, Node, Var, uses
 from .ops import CALLS, Op
-from .regions import _unchanged
+from .regions import unchanged_between
 from .types import RefType, Type
 
 
@@ -221,7 +221,7 @@ def small_products(nodes, outputs):
         f = nodes[j]
         if f.op != Op.FUSED or tuple(f.attrs["shape"]) != v.type.shape or f.inputs.count(v) != 1 \
                 or any(n.op in (Op.SLICE, Op.CONCAT, Op.SLOT_ADD_SLICE) for n in f.bodies[0].nodes) \
-                or not all(_unchanged(x, k, j, nodes, made, marks, local) for x in (a, b)):
+                or not all(unchanged_between(x, k, j, nodes, made, marks, local) for x in (a, b)):
             continue
         (body,) = f.bodies
         at = f.inputs.index(v)

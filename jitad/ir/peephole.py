@@ -240,14 +240,14 @@ def recompute_cheap(nodes, outputs):
                 keep.append((out, inner))
                 continue
             for j in readers:
-                nodes[j] = _inline_cone(nodes[j], out, cone, body, producer)
+                nodes[j] = inline_cone(nodes[j], out, cone, body, producer)
         if len(keep) < len(producer.outputs):
             new_body = Graph(body.params, body.nodes, [inner for _, inner in keep])
             nodes[k] = Node(Op.FUSED, producer.inputs, tuple(out for out, _ in keep), producer.attrs, (new_body,))
     return nodes
 
 
-def _inline_cone(consumer, var, cone, source, producer):
+def inline_cone(consumer, var, cone, source, producer):
     """`consumer` with its param for `var` computed in its own body by a copy of `cone`."""
     (body,) = consumer.bodies
     inputs, params = list(consumer.inputs), list(body.params)

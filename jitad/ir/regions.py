@@ -15,7 +15,7 @@ import itertools
 
 from .graph import Graph, Node, Var, uses
 from .ops import Op
-from .peephole import _inline_cone
+from .peephole import inline_cone
 from .types import RefType, TableType, Type
 
 
@@ -37,7 +37,7 @@ def indexed_reads(nodes, outputs):
             continue
         reads = {x for i in chain for x in nodes[i].inputs if made.get(x) not in chain}
         if not readers or any(nodes[j].op != Op.FUSED or tuple(nodes[j].attrs["shape"]) != n.outputs[0].type.shape
-                              or not all(_unchanged(x, min(chain), j, nodes, made, marks, local) for x in reads)
+                              or not all(unchanged_between(x, min(chain), j, nodes, made, marks, local) for x in reads)
                               for j in readers):
             continue
         for j in readers:
@@ -63,7 +63,7 @@ def _chain(n, k, nodes, made, users):
     return chain
 
 
-def _unchanged(x, start, end, nodes, made, marks, local):
+def unchanged_between(x, start, end, nodes, made, marks, local):
     """Whether tensor `x` holds the same elements, in a live buffer, while the node at
     `end` runs as at `start`: the slot or table it may be a view of is not written in
     between (nor by that node), and no arena scope that holds its buffer closes (`marks`:
@@ -287,14 +287,14 @@ def recompute_shifted(nodes, outputs, fresh=frozenset()):
                 and any(indexed(nodes[j]) for j in readers if nodes[j].op == Op.FUSED) \
                 and all(_reads_shiftable(nodes[j], out, producer) for j in readers) \
                 else None
-            if cone is not None and not all(x in fresh or _unchanged(x, k, j, nodes, made, marks, local)
+            if cone is not None and not all(x in fresh or unchanged_between(x, k, j, nodes, made, marks, local)
                                             for j in readers for x in _cone_reads(cone, body, producer)):
                 cone = None
             if cone is None:
                 keep.append((out, inner))
                 continue
             for j in readers:
-                nodes[j] = _inline_cone(nodes[j], out, cone, body, producer)
+                nodes[j] = inline_cone(nodes[j], out, cone, body, producer)
         if len(keep) < len(producer.outputs):
             if not keep and all(n.op.pure for n in body.nodes):
                 drop.add(k)
