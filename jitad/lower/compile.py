@@ -12,7 +12,7 @@ import threading
 
 import numpy as np
 
-from ..errors import ArgumentError, ResourceError
+from ..errors import ResourceError
 from ..ir.passes import run_passes
 from ..ir.printer import program_key_text
 from ..ir.types import NUMPY, check_int64_range, clean_bools
