@@ -150,11 +150,15 @@ def ht_vertices(theta, base_rel, inv_abs, base_pos, weights, parents):
 
 def ht_objective(theta, us, base_rel, inv_abs, base_pos, weights, points, corr, tri, parents):
     """The residuals points − hand points (3c,): the corresponding vertices (simple: `us`
-    has no rows), or the barycentric points us of the corresponding triangles. Only the
-    vertices the points use are posed (each vertex is skinned on its own: posing the
-    taken rows of `base_pos` and `weights` gives the taken rows of all posed vertices)."""
+    has no rows), or the barycentric points us of the corresponding triangles. Where the
+    points use fewer rows than the model has vertices, only those are posed (each vertex is
+    skinned on its own: posing the taken rows of `base_pos` and `weights` gives the taken
+    rows of all posed vertices); else every vertex is posed once and the rows taken after."""
     rows = corr if us.shape[0] == 0 else jitad.reshape(tri, (-1,))
-    verts = ht_vertices(theta, base_rel, inv_abs, jitad.take(base_pos, rows), jitad.take(weights, rows), parents)
+    if rows.shape[0] < base_pos.shape[0]:   # fewer rows used than the model has: pose those
+        verts = ht_vertices(theta, base_rel, inv_abs, jitad.take(base_pos, rows), jitad.take(weights, rows), parents)
+    else:   # many points share vertices: pose each vertex once, then take the rows
+        verts = jitad.take(ht_vertices(theta, base_rel, inv_abs, base_pos, weights, parents), rows)
     if us.shape[0] == 0:
         hand = verts
     else:

@@ -39,7 +39,7 @@ FINITE_EVALS = {"particle", "saddle"}   # run only where no AD tool here has the
 ANALYTIC_MANUAL = {"ode"}
 # the inputs of bench/README.md's table (GradBench's defaults where no entry)
 TABLE_ARGS = {"det": "-l 5 6 7 8 9 10".split(), "lse": "-n 2500 10000 40000 160000".split(),
-              "ode": "-n 1000 10000 100000 -s 1 10".split(), "kmeans": "-k 10 100 1000 -n 1000 10000 -d 8".split(),
+              "ode": [], "kmeans": [],
               "gmm": "-d 2 10 20 -k 5 10 25".split(), "ba": "--max 3".split(), "ht": "--model big --max 3".split(),
               "lstm": []}
 LSTM_TEXT = os.path.join("evals", "lstm", "data", "lstm_full.txt")

@@ -261,11 +261,15 @@ def ht_objective(theta, us, base_rel, inv_abs, base_pos, weights, points, corr, 
         rel = base_rel[b] @ tr
         absolutes.append(rel if parent < 0 else absolutes[parent] @ rel)
     transforms = torch.stack([a @ inv_abs[b] for b, a in enumerate(absolutes)])
-    rows = corr if us.shape[0] == 0 else tri.reshape(-1)   # pose only the vertices used
-    base_pos, weights = base_pos[rows], weights[rows]
+    rows = corr if us.shape[0] == 0 else tri.reshape(-1)
+    posed_rows = rows.shape[0] < base_pos.shape[0]   # pose only the vertices used, where fewer
+    if posed_rows:
+        base_pos, weights = base_pos[rows], weights[rows]
     moved = torch.einsum("bij,vj->vbi", transforms[:, :3, :], base_pos)
     skinned = torch.sum(moved * weights[:, :, None], dim=1)
     verts = skinned @ (ht_angle_axis(pose[0]) * pose[1][None, :]).T + pose[2]
+    if not posed_rows:
+        verts = verts[rows]
     if us.shape[0] == 0:
         hand = verts
     else:
