@@ -74,30 +74,70 @@ def forward_slot_copies(nodes, outputs):
     scopes = [(made_at[n.inputs[0]], k) for k, n in enumerate(nodes)
               if n.op == Op.ARENA_RELEASE and n.inputs[0] in made_at]
     closes = _first_close(scopes, len(nodes))
-    rename, drop = {}, set()
+    rename, drop, stores = {}, set(), {}
     for j, n in enumerate(nodes):
-        if n.op != Op.SLOT_SET or not n.inputs[1].type.shape:
-            continue
-        dst, value = n.inputs
-        g, d = made_at.get(value), made_at.get(dst)
-        if g is None or d is None or nodes[g].op != Op.SLOT_GET or nodes[d].op != Op.SLOT or dst in rename:
-            continue
-        src = nodes[g].inputs[0]
-        s = made_at.get(src)
-        reads = [u for u in users.get(dst, []) if u != j]
-        if s is None or nodes[s].op != Op.SLOT or src in rename or not reads \
-                or any(u < j or u >= len(nodes) or not _reads_slot(nodes[u], dst) for u in reads):
-            continue
-        last = max(max(users.get(nodes[u].outputs[0], [u])) if nodes[u].op == Op.SLOT_GET else u for u in reads)
-        if closes[s] <= last or any(g < u <= last and (u >= len(nodes) or not _reads_slot(nodes[u], src))
-                                    for u in users.get(src, [])):
-            continue
-        rename[dst] = src
-        drop.update([j, d])
+        for dst, src, g, at in _copies(n, j, made_at, nodes):
+            src = rename.get(src, src)   # a copy of a copy: of the first slot
+            d, s = made_at.get(dst), made_at.get(src)
+            reads = [u for u in users.get(dst, []) if u != j]
+            if d is None or nodes[d].op != Op.SLOT or dst in rename or s is None or nodes[s].op != Op.SLOT \
+                    or not reads \
+                    or any(u < j or u >= len(nodes) or not _reads_slot(nodes[u], dst) for u in reads):
+                continue
+            last = max(max(users.get(nodes[u].outputs[0], [u])) if nodes[u].op == Op.SLOT_GET else u for u in reads)
+            if closes[s] <= last or any(g < u <= last and (u >= len(nodes) or not _reads_slot(nodes[u], src))
+                                        for u in users.get(src, []) if u != j):
+                continue
+            rename[dst] = src
+            drop.add(d)
+            if at is None:
+                drop.add(j)
+            else:
+                stores.setdefault(j, set()).add((at, dst))
     if not rename:
         return nodes
+    for j, removed in stores.items():   # a fused loop's copies leave it; a loop left with no effect goes
+        n = nodes[j]
+        (body,) = n.bodies
+        gone = {at for at, _ in removed}
+        keep = [k for k, v in enumerate(n.inputs) if v not in {dst for _, dst in removed}]
+        kept = [m for i, m in enumerate(body.nodes) if i not in gone]
+        if not n.outputs and all(m.op.pure for m in kept):
+            drop.add(j)
+            continue
+        nodes[j] = Node(Op.FUSED, tuple(n.inputs[k] for k in keep), n.outputs, n.attrs,
+                        (Graph([body.params[k] for k in keep], kept, body.outputs),))
     return [replace(n, inputs=tuple(rename.get(v, v) for v in n.inputs))
             for k, n in enumerate(nodes) if k not in drop]
+
+
+def _copies(node, j, made_at, nodes):
+    """(dst, src, position of src's read, index in the loop's body or None) for each whole
+    copy of a tensor slot into another that `node` makes: `slot_set dst (slot_get src)`, or a
+    fused loop's element stores `slot_add[store] dst (slot_get src)` over the slots' shape
+    (loops run every element; src only read there, dst only stored to)."""
+    if node.op == Op.SLOT_SET and node.inputs[1].type.shape:
+        g = made_at.get(node.inputs[1])
+        if g is not None and nodes[g].op == Op.SLOT_GET:
+            yield node.inputs[0], nodes[g].inputs[0], g, None
+        return
+    if node.op != Op.FUSED:
+        return
+    (body,) = node.bodies
+    slot_of = {p: v for p, v in zip(body.params, node.inputs)}
+    read = {m.outputs[0]: m.inputs[0] for m in body.nodes if m.op == Op.SLOT_GET and m.inputs[0] in slot_of}
+    shape = tuple(node.attrs["shape"])
+    for at, m in enumerate(body.nodes):
+        if m.op != Op.SLOT_ADD or not m.attrs.get("store") or m.inputs[1] not in read:
+            continue
+        p_dst, p_src = m.inputs[0], read[m.inputs[1]]
+        dst, src = slot_of.get(p_dst), slot_of[p_src]
+        if dst is None or node.inputs.count(dst) != 1 or node.inputs.count(src) != 1 \
+                or not isinstance(dst.type, RefType) or dst.type.value_type.shape != shape \
+                or src.type.value_type.shape != shape or not _reads_slot(node, src) \
+                or sum(p_dst in b.inputs for b in body.nodes) != 1:
+            continue
+        yield dst, src, j, at
 
 
 def _reads_slot(node, slot):
