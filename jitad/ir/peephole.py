@@ -470,3 +470,52 @@ def shared_transposes(graph):
             n = Node(n.op, tuple(ins), n.outputs, {**n.attrs, **{f: False for f in flags}})
         out.append(n)
     graph.nodes = out
+
+
+def masked_row_adds(nodes, outputs):
+    """The adjoint of `one_hot(labels, n) @ W` (rows of W at labels, a zero row for a label
+    outside [0, n)) adds the cotangent's rows at `labels` after zeroing those of labels
+    outside: that mask, a pass over the cotangent, becomes the row addition's own check
+    (`slot_scatter_add[skip_outside]` adds no row for an index outside the slot's rows)."""
+    users, made = uses(nodes, outputs), {v: n for n in nodes for v in n.outputs}
+
+    def const(v):
+        n = made.get(v)
+        return n.attrs["value"] if n is not None and n.op == Op.CONST and not v.type.shape else None
+
+    def inside(mask, index, rows):   # (index >= 0) & (index < rows), as `one_hot` stages it
+        n = made.get(mask)
+        if n is not None and n.op == Op.RESHAPE:
+            n = made.get(n.inputs[0])
+        if n is None or n.op != Op.AND or n.inputs[0].type.shape != index.type.shape:
+            return False
+        tests = sorted((made.get(v) for v in n.inputs), key=lambda m: m is None or m.op != Op.GE)
+        return all(t is not None for t in tests) and [t.op for t in tests] == [Op.GE, Op.LT] \
+            and all(t.inputs[0] is index for t in tests) and const(tests[0].inputs[1]) == 0 \
+            and const(tests[1].inputs[1]) == rows
+
+    changed = {}
+    for k, n in enumerate(nodes):
+        if n.op != Op.SLOT_SCATTER_ADD or n.attrs.get("skip_outside"):
+            continue
+        ref, index, value = n.inputs
+        get = made.get(value)
+        if get is None or get.op != Op.SLOT_GET or users.get(value) != [k]:
+            continue
+        temp = get.inputs[0]
+        at = [j for j in users.get(temp, []) if nodes[j].op != Op.SLOT_GET]
+        slot = made.get(temp)
+        if slot is None or slot.op != Op.SLOT or slot.attrs.get("uninit") or len(at) != 1 \
+                or nodes[at[0]].op != Op.SLOT_ADD or at[0] > k \
+                or any(nodes[j].op == Op.SLOT_GET and users.get(nodes[j].outputs[0]) != [k]
+                       for j in users.get(temp, []) if j != at[0]):
+            continue
+        add = nodes[at[0]]
+        sel = made.get(add.inputs[1])
+        if sel is None or sel.op != Op.SELECT or users.get(add.inputs[1]) != [at[0]] \
+                or const(sel.inputs[2]) != 0 or sel.inputs[1].type != add.inputs[1].type \
+                or not inside(sel.inputs[0], index, ref.type.shape[0]):
+            continue
+        changed[at[0]] = replace(add, inputs=(temp, sel.inputs[1]))
+        changed[k] = replace(n, attrs={**n.attrs, "skip_outside": True})
+    return [changed.get(k, n) for k, n in enumerate(nodes)] if changed else nodes

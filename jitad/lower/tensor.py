@@ -480,9 +480,19 @@ def _slot_add_at(lo, node, ins):
 
 @rule(Op.SLOT_SCATTER_ADD)
 def _slot_scatter_add(lo, node, ins):
+    """Rows of the value added at rows `index` of the slot (clipped); with `skip_outside` an
+    index outside the slot's rows adds nothing."""
     ref_t, idx_t, value_t = (v.type for v in node.inputs)
-    lo.loop_nest(idx_t.shape, lambda idx: _add_rows(
-        lo, ins[0], ref_t, lo.b.load(lo.elem_ptr(ins[1], idx_t, idx), typ=I64), ins[2], value_t, idx))
+    b = lo.b
+
+    def add(idx):
+        i = b.load(lo.elem_ptr(ins[1], idx_t, idx), typ=I64)
+        if not node.attrs.get("skip_outside"):
+            _add_rows(lo, ins[0], ref_t, i, ins[2], value_t, idx)
+            return
+        with b.if_then(b.icmp_unsigned("<", i, I64(ref_t.shape[0]))):   # 0 <= i < rows
+            _add_rows(lo, ins[0], ref_t, i, ins[2], value_t, idx)
+    lo.loop_nest(idx_t.shape, add)
     return []
 
 
