@@ -16,9 +16,9 @@ def _program(write_src_after, also_compute=False):
     """src += x; a fused loop storing src's elements into dst1 and dst2 [and 2x into out];
     [src += x]; reads of dst1 and dst2."""
     t = Type("f64", (3, 4))
-    x, src, d1, d2, out = Var(t), Var(RefType("f64", (3, 4))), Var(RefType("f64", (3, 4))), Var(RefType("f64", (3, 4))), Var(RefType("f64", (3, 4)))
-    ps, p1, p2, po, e, e2 = (Var(RefType("f64", (3, 4))), Var(RefType("f64", (3, 4))), Var(RefType("f64", (3, 4))), Var(RefType("f64", (3, 4))),
-                             Var(Type("f64")), Var(Type("f64")))
+    ref = RefType("f64", (3, 4))
+    x, src, d1, d2, out = Var(t), Var(ref), Var(ref), Var(ref), Var(ref)
+    ps, p1, p2, po, e, e2 = Var(ref), Var(ref), Var(ref), Var(ref), Var(Type("f64")), Var(Type("f64"))
     body = [Node(Op.SLOT_GET, (ps,), (e,)), Node(Op.SLOT_ADD, (p1, e), (), {"store": True}),
             Node(Op.SLOT_ADD, (p2, e), (), {"store": True})]
     params, inputs = [ps, p1, p2], (src, d1, d2)

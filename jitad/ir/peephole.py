@@ -66,10 +66,12 @@ def forward_single_stores(nodes, outputs):
 
 
 def forward_slot_copies(nodes, outputs):
-    """A tensor slot set once to another slot's value (`slot_set dst (slot_get src)`) and
-    then only read (its value, or its elements by fused loops) is read from `src` instead,
-    no copy, when `src` is not written while those reads and their values last and no
-    arena scope around its creation closes before them."""
+    """A tensor slot set once to another slot's value (`slot_set dst (slot_get src)`, or a
+    fused loop storing src's elements into it) and then only read (its value, or its
+    elements by fused loops) is read from `src` instead, no copy, when `src` is not written
+    while those reads and their values last and no arena scope around its creation closes
+    before them. A copy of such a copy reads the first slot; a fused loop left with no
+    store is dropped."""
     users, made_at = uses(nodes, outputs), {v: k for k, n in enumerate(nodes) for v in n.outputs}
     scopes = [(made_at[n.inputs[0]], k) for k, n in enumerate(nodes)
               if n.op == Op.ARENA_RELEASE and n.inputs[0] in made_at]
