@@ -32,3 +32,24 @@ def test_a_cross_entropy_of_logits_plus_a_bias_against_jax():
     for got, want in zip(jitad.jit(jitad.value_and_grad(loss, argnums=(0, 1)))(w, b)[1],
                          jax.grad(jl, argnums=(0, 1))(w, b)):
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+
+
+
+def test_a_square_of_a_loops_result_stays_well_formed_when_that_loop_is_recomputed():
+    """`y * y` reads one operand twice: its loop of one takes it once, so that inlining the
+    loop making `y` into it (`recompute_cheap`) leaves no read of a dropped param."""
+    from jitad.ir.fuse import row_reductions
+    from jitad.ir.graph import Graph, Node, Var
+    from jitad.ir.peephole import recompute_cheap
+    from jitad.ir.types import Type
+    t, e = Type("f64", (3, 4)), Type("f64")
+    x, y, q, m, px, ex = Var(t), Var(t), Var(t), Var(Type("f64", (3, 1))), Var(t), Var(e)
+    nodes = [Node(Op.FUSED, (x,), (y,), {"shape": (3, 4)}, (Graph([px], [Node(Op.ADD, (px, px), (ex,))], [ex]),)),
+             Node(Op.MUL, (y, y), (q,)), Node(Op.MAX, (q,), (m,), {"axes": (1,), "keepdims": True})]
+    out = recompute_cheap(row_reductions(nodes, [m]), [m])
+    for n in out:
+        if n.op == Op.FUSED:
+            (body,) = n.bodies
+            known = set(body.params) | {v for b in body.nodes for v in b.outputs}
+            assert len(body.params) == len(n.inputs)
+            assert all(v in known for b in body.nodes for v in b.inputs)

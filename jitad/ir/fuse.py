@@ -188,10 +188,11 @@ def row_reductions(nodes, outputs):
 
 def _one_node_loop(node):
     """`node`, elementwise, as a fused loop over its result's shape."""
-    params = [Var(v.type) for v in node.inputs]
+    inputs = tuple(dict.fromkeys(node.inputs))   # one param per operand, as fusion makes them (x * x)
+    params = {v: Var(v.type) for v in inputs}
     out = Var(Type(node.outputs[0].type.dtype))
-    body = Graph(params, [Node(node.op, tuple(params), (out,), node.attrs)], [out])
-    return Node(Op.FUSED, node.inputs, node.outputs, {"shape": node.outputs[0].type.shape}, (body,))
+    body = Graph(list(params.values()), [Node(node.op, tuple(params[v] for v in node.inputs), (out,), node.attrs)], [out])
+    return Node(Op.FUSED, inputs, node.outputs, {"shape": node.outputs[0].type.shape}, (body,))
 
 
 def row_reduction(node, shape):
