@@ -165,6 +165,9 @@ def row_reductions(nodes, outputs):
     for j, r in enumerate(nodes):
         v = r.inputs[0] if r.op in (Op.SUM, Op.MAX) else None
         f = nodes[made[v]] if v in made else None
+        if f is not None and f.op.elementwise and f.op.pure and not f.bodies and f.outputs == (v,) \
+                and not any(isinstance(u.type, RefType) for u in f.inputs):
+            f = _one_node_loop(f)   # a lone elementwise op (a bias added to a product) is a loop of one
         if f is None or f.op != Op.FUSED or not row_reduction(r, v.type.shape) \
                 or tuple(f.attrs["shape"]) != v.type.shape or v.type.dtype not in ("f64", "f32") \
                 or any(b.op in (Op.SLICE, Op.CONCAT, Op.SLOT_ADD_SLICE) for b in f.bodies[0].nodes):
@@ -181,6 +184,15 @@ def row_reductions(nodes, outputs):
             made[u] = made[v]
         drop.add(j)
     return [n for k, n in enumerate(nodes) if k not in drop]
+
+
+def _one_node_loop(node):
+    """`node`, elementwise, as a fused loop over its result's shape."""
+    inputs = tuple(dict.fromkeys(node.inputs))   # one param per operand, as fusion makes them (x * x)
+    params = {v: Var(v.type) for v in inputs}
+    out = Var(Type(node.outputs[0].type.dtype))
+    body = Graph(list(params.values()), [Node(node.op, tuple(params[v] for v in node.inputs), (out,), node.attrs)], [out])
+    return Node(Op.FUSED, inputs, node.outputs, {"shape": node.outputs[0].type.shape}, (body,))
 
 
 def row_reduction(node, shape):

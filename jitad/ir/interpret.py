@@ -63,7 +63,7 @@ _EFFECTS = {
     Op.SLOT_SET: lambda node, slot, v: slot.__setitem__(0, v) or [],
     Op.SLOT_ADD: lambda node, slot, v: slot.__setitem__(0, slot[0] + v) or [],
     Op.SLOT_ADD_AT: lambda node, slot, i, v: _add_at(slot, i, v),
-    Op.SLOT_SCATTER_ADD: lambda node, slot, i, v: _add_at(slot, i, v),
+    Op.SLOT_SCATTER_ADD: lambda node, slot, i, v: _add_at(slot, i, v, node.attrs.get("skip_outside", False)),
     Op.SLOT_SET_AT: lambda node, slot, i, v: slot[0].__setitem__(clip_index(i, slot[0].shape[0]), v) or [],
     Op.SLOT_ADD_SLICE: lambda node, slot, v: _add_region(slot, v, **node.attrs),
     Op.TABLE_GEMM_ADD: lambda node, slot, x, y, count: _table_gemm_add(slot, x, y, int(count), node.attrs["rows"]),
@@ -94,7 +94,10 @@ def _add_region(slot, value, starts, stops, steps):
     return []
 
 
-def _add_at(slot, index, value):
+def _add_at(slot, index, value, skip_outside=False):
+    if skip_outside:   # no row for an index outside the slot's rows
+        keep = (np.asarray(index) >= 0) & (np.asarray(index) < slot[0].shape[0])
+        index, value = np.asarray(index)[keep], np.asarray(value)[keep]
     np.add.at(slot[0], clip_index(index, slot[0].shape[0]), value)
     return []
 

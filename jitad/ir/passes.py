@@ -38,6 +38,9 @@ PIPELINE = [   # (name, pass(program), purpose)
      "scalar float arithmetic on constants (a gradient's seed through constant factors) is its constant"),
     ("cse", _each_graph(eliminate_common_subexpressions),
      "a pure node repeating an earlier one's work (a max's tie mask in each use of its VJP) reads its result"),
+    ("masked_row_adds", _nested(peephole.masked_row_adds),
+     "a one-hot product's row additions skip labels outside the rows themselves: no mask over the cotangent "
+     "(LLVM only)"),
     ("batched_products", _nested(peephole.batched_products),
      "a batched product with a matrix broadcast to every lane (vmap's shared weights) is one GEMM; "
      "one over a single term (per-lane outer products) an elementwise `mul`"),
@@ -69,7 +72,8 @@ PIPELINE = [   # (name, pass(program), purpose)
     ("concat_in_place", _nested(placed.concat_in_place),
      "the fused loops making a concatenation's pieces store them into it (LLVM only)"),
     ("forward_slot_copies", _nested(peephole.forward_slot_copies),
-     "a tensor slot set to another slot's value and then only read: its reads read that slot"),
+     "a tensor slot set to another slot's value (whole, or by a fused loop) and then only read: its reads read "
+     "that slot"),
     ("accumulate_products", _nested(peephole.accumulate_products),
      "a matrix product only added to a slot becomes `matmul_add` (BLAS beta = 1)"),
     ("shared_transposes", lambda program: peephole.shared_transposes(program.main),
@@ -78,7 +82,7 @@ PIPELINE = [   # (name, pass(program), purpose)
 
 
 LLVM_ONLY = {"indexed_reads", "region_adds", "recompute_shifted", "concat_in_place", "row_reductions",
-             "small_products"}   # fused bodies the CUDA kernels do not take
+             "small_products", "masked_row_adds"}   # fused bodies and attributes the CUDA kernels do not take
 
 
 def run_passes(program, check=False, device="cpu"):

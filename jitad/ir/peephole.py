@@ -66,38 +66,80 @@ def forward_single_stores(nodes, outputs):
 
 
 def forward_slot_copies(nodes, outputs):
-    """A tensor slot set once to another slot's value (`slot_set dst (slot_get src)`) and
-    then only read (its value, or its elements by fused loops) is read from `src` instead,
-    no copy, when `src` is not written while those reads and their values last and no
-    arena scope around its creation closes before them."""
+    """A tensor slot set once to another slot's value (`slot_set dst (slot_get src)`, or a
+    fused loop storing src's elements into it) and then only read (its value, or its
+    elements by fused loops) is read from `src` instead, no copy, when `src` is not written
+    while those reads and their values last and no arena scope around its creation closes
+    before them. A copy of such a copy reads the first slot; a fused loop left with no
+    store is dropped."""
     users, made_at = uses(nodes, outputs), {v: k for k, n in enumerate(nodes) for v in n.outputs}
     scopes = [(made_at[n.inputs[0]], k) for k, n in enumerate(nodes)
               if n.op == Op.ARENA_RELEASE and n.inputs[0] in made_at]
     closes = _first_close(scopes, len(nodes))
-    rename, drop = {}, set()
+    rename, drop, stores = {}, set(), {}
     for j, n in enumerate(nodes):
-        if n.op != Op.SLOT_SET or not n.inputs[1].type.shape:
-            continue
-        dst, value = n.inputs
-        g, d = made_at.get(value), made_at.get(dst)
-        if g is None or d is None or nodes[g].op != Op.SLOT_GET or nodes[d].op != Op.SLOT or dst in rename:
-            continue
-        src = nodes[g].inputs[0]
-        s = made_at.get(src)
-        reads = [u for u in users.get(dst, []) if u != j]
-        if s is None or nodes[s].op != Op.SLOT or src in rename or not reads \
-                or any(u < j or u >= len(nodes) or not _reads_slot(nodes[u], dst) for u in reads):
-            continue
-        last = max(max(users.get(nodes[u].outputs[0], [u])) if nodes[u].op == Op.SLOT_GET else u for u in reads)
-        if closes[s] <= last or any(g < u <= last and (u >= len(nodes) or not _reads_slot(nodes[u], src))
-                                    for u in users.get(src, [])):
-            continue
-        rename[dst] = src
-        drop.update([j, d])
+        for dst, src, g, at in _copies(n, j, made_at, nodes):
+            src = rename.get(src, src)   # a copy of a copy: of the first slot
+            d, s = made_at.get(dst), made_at.get(src)
+            reads = [u for u in users.get(dst, []) if u != j]
+            if d is None or nodes[d].op != Op.SLOT or dst in rename or s is None or nodes[s].op != Op.SLOT \
+                    or not reads \
+                    or any(u < j or u >= len(nodes) or not _reads_slot(nodes[u], dst) for u in reads):
+                continue
+            last = max(max(users.get(nodes[u].outputs[0], [u])) if nodes[u].op == Op.SLOT_GET else u for u in reads)
+            if closes[s] <= last or any(g < u <= last and (u >= len(nodes) or not _reads_slot(nodes[u], src))
+                                        for u in users.get(src, []) if u != j):
+                continue
+            rename[dst] = src
+            drop.add(d)
+            if at is None:
+                drop.add(j)
+            else:
+                stores.setdefault(j, set()).add((at, dst))
     if not rename:
         return nodes
+    for j, removed in stores.items():   # a fused loop's copies leave it; a loop left with no effect goes
+        n = nodes[j]
+        (body,) = n.bodies
+        gone = {at for at, _ in removed}
+        keep = [k for k, v in enumerate(n.inputs) if v not in {dst for _, dst in removed}]
+        kept = [m for i, m in enumerate(body.nodes) if i not in gone]
+        if not n.outputs and all(m.op.pure for m in kept):
+            drop.add(j)
+            continue
+        nodes[j] = Node(Op.FUSED, tuple(n.inputs[k] for k in keep), n.outputs, n.attrs,
+                        (Graph([body.params[k] for k in keep], kept, body.outputs),))
     return [replace(n, inputs=tuple(rename.get(v, v) for v in n.inputs))
             for k, n in enumerate(nodes) if k not in drop]
+
+
+def _copies(node, j, made_at, nodes):
+    """(dst, src, position of src's read, index in the loop's body or None) for each whole
+    copy of a tensor slot into another that `node` makes: `slot_set dst (slot_get src)`, or a
+    fused loop's element stores `slot_add[store] dst (slot_get src)` over the slots' shape
+    (loops run every element; src only read there, dst only stored to)."""
+    if node.op == Op.SLOT_SET and node.inputs[1].type.shape:
+        g = made_at.get(node.inputs[1])
+        if g is not None and nodes[g].op == Op.SLOT_GET:
+            yield node.inputs[0], nodes[g].inputs[0], g, None
+        return
+    if node.op != Op.FUSED:
+        return
+    (body,) = node.bodies
+    slot_of = {p: v for p, v in zip(body.params, node.inputs)}
+    read = {m.outputs[0]: m.inputs[0] for m in body.nodes if m.op == Op.SLOT_GET and m.inputs[0] in slot_of}
+    shape = tuple(node.attrs["shape"])
+    for at, m in enumerate(body.nodes):
+        if m.op != Op.SLOT_ADD or not m.attrs.get("store") or m.inputs[1] not in read:
+            continue
+        p_dst, p_src = m.inputs[0], read[m.inputs[1]]
+        dst, src = slot_of.get(p_dst), slot_of[p_src]
+        if dst is None or node.inputs.count(dst) != 1 or node.inputs.count(src) != 1 \
+                or not isinstance(dst.type, RefType) or dst.type.value_type.shape != shape \
+                or src.type.value_type.shape != shape or not _reads_slot(node, src) \
+                or sum(p_dst in b.inputs for b in body.nodes) != 1:
+            continue
+        yield dst, src, j, at
 
 
 def _reads_slot(node, slot):
@@ -430,3 +472,52 @@ def shared_transposes(graph):
             n = Node(n.op, tuple(ins), n.outputs, {**n.attrs, **{f: False for f in flags}})
         out.append(n)
     graph.nodes = out
+
+
+def masked_row_adds(nodes, outputs):
+    """The adjoint of `one_hot(labels, n) @ W` (rows of W at labels, a zero row for a label
+    outside [0, n)) adds the cotangent's rows at `labels` after zeroing those of labels
+    outside: that mask, a pass over the cotangent, becomes the row addition's own check
+    (`slot_scatter_add[skip_outside]` adds no row for an index outside the slot's rows)."""
+    users, made = uses(nodes, outputs), {v: n for n in nodes for v in n.outputs}
+
+    def const(v):
+        n = made.get(v)
+        return n.attrs["value"] if n is not None and n.op == Op.CONST and not v.type.shape else None
+
+    def inside(mask, index, rows):   # (index >= 0) & (index < rows), as `one_hot` stages it
+        n = made.get(mask)
+        if n is not None and n.op == Op.RESHAPE:
+            n = made.get(n.inputs[0])
+        if n is None or n.op != Op.AND or n.inputs[0].type.shape != index.type.shape:
+            return False
+        tests = sorted((made.get(v) for v in n.inputs), key=lambda m: m is None or m.op != Op.GE)
+        return all(t is not None for t in tests) and [t.op for t in tests] == [Op.GE, Op.LT] \
+            and all(t.inputs[0] is index for t in tests) and const(tests[0].inputs[1]) == 0 \
+            and const(tests[1].inputs[1]) == rows
+
+    changed = {}
+    for k, n in enumerate(nodes):
+        if n.op != Op.SLOT_SCATTER_ADD or n.attrs.get("skip_outside"):
+            continue
+        ref, index, value = n.inputs
+        get = made.get(value)
+        if get is None or get.op != Op.SLOT_GET or users.get(value) != [k]:
+            continue
+        temp = get.inputs[0]
+        at = [j for j in users.get(temp, []) if nodes[j].op != Op.SLOT_GET]
+        slot = made.get(temp)
+        if slot is None or slot.op != Op.SLOT or slot.attrs.get("uninit") or len(at) != 1 \
+                or nodes[at[0]].op != Op.SLOT_ADD or at[0] > k \
+                or any(nodes[j].op == Op.SLOT_GET and users.get(nodes[j].outputs[0]) != [k]
+                       for j in users.get(temp, []) if j != at[0]):
+            continue
+        add = nodes[at[0]]
+        sel = made.get(add.inputs[1])
+        if sel is None or sel.op != Op.SELECT or users.get(add.inputs[1]) != [at[0]] \
+                or const(sel.inputs[2]) != 0 or sel.inputs[1].type != add.inputs[1].type \
+                or not inside(sel.inputs[0], index, ref.type.shape[0]):
+            continue
+        changed[at[0]] = replace(add, inputs=(temp, sel.inputs[1]))
+        changed[k] = replace(n, attrs={**n.attrs, "skip_outside": True})
+    return [changed.get(k, n) for k, n in enumerate(nodes)] if changed else nodes

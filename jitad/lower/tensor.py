@@ -37,6 +37,9 @@ def _finish(lo, out, t):
     return lo.b.load(out, typ=LL[t.dtype]) if not t.shape else out
 
 
+COLUMN_ROWS = 32   # `_reduce` combines a column of up to this many rows in registers
+
+
 def _reduce(lo, node, ins, init, combine, row_combine=None):
     """out = combine over `axes` of x, on x's dimensions merged where possible: reduced
     innermost dimensions accumulate in a register per output element, kept innermost
@@ -50,6 +53,17 @@ def _reduce(lo, node, ins, init, combine, row_combine=None):
     shape, merged = collapse(x_t.shape, [x_t.shape, keep_shape])
     xt, kt = Type(x_t.dtype, merged[x_t.shape]), Type(out_t.dtype, merged[keep_shape])
     out = _scalar_or_buffer(lo, node.outputs[0])
+    if len(shape) == 2 and kt.shape == (1, shape[1]) and 1 < shape[0] <= COLUMN_ROWS:
+        # a column reduction over a few rows (a bias gradient): each column combines in a
+        # register, rows in order as below (the same rounding), one store per element; the
+        # loop over columns vectorizes, with no load of the output after its store
+        def column(idx):
+            acc = init
+            for i in range(shape[0]):
+                acc = combine(acc, b.load(lo.elem_ptr(ins[0], xt, [I64(i), idx[0]]), typ=t))
+            b.store(acc, lo.elem_ptr(out, kt, [I64(0), idx[0]]))
+        lo.loop_nest(shape[1:], column, work=shape[0])
+        return [out]
     if out_t.shape:
         lo.fill(out, out_t, init)
     else:
@@ -466,9 +480,19 @@ def _slot_add_at(lo, node, ins):
 
 @rule(Op.SLOT_SCATTER_ADD)
 def _slot_scatter_add(lo, node, ins):
+    """Rows of the value added at rows `index` of the slot (clipped); with `skip_outside` an
+    index outside the slot's rows adds nothing."""
     ref_t, idx_t, value_t = (v.type for v in node.inputs)
-    lo.loop_nest(idx_t.shape, lambda idx: _add_rows(
-        lo, ins[0], ref_t, lo.b.load(lo.elem_ptr(ins[1], idx_t, idx), typ=I64), ins[2], value_t, idx))
+    b = lo.b
+
+    def add(idx):
+        i = b.load(lo.elem_ptr(ins[1], idx_t, idx), typ=I64)
+        if not node.attrs.get("skip_outside"):
+            _add_rows(lo, ins[0], ref_t, i, ins[2], value_t, idx)
+            return
+        with b.if_then(b.icmp_unsigned("<", i, I64(ref_t.shape[0]))):   # 0 <= i < rows
+            _add_rows(lo, ins[0], ref_t, i, ins[2], value_t, idx)
+    lo.loop_nest(idx_t.shape, add)
     return []
 
 
