@@ -9,7 +9,7 @@ Runs keep their position in the node list, so effects on slots stay in order.
 """
 from .graph import Graph, Node, Var, uses
 from .ops import CALLS, Op
-from .regions import unchanged_between
+from .regions import node_facts, unchanged_between
 from .types import RefType, Type
 
 
@@ -214,10 +214,7 @@ def small_products(nodes, outputs):
     operand (rows of the loop run JAM at a time where it takes a row sum or max, sharing
     those loads), the product never stored (LLVM only). In the body the node keeps its op
     and attrs, its operands the tensors as params."""
-    users = uses(nodes, outputs)
-    made = {v: k for k, n in enumerate(nodes) for v in n.outputs}
-    marks = {m.outputs[0]: k for k, m in enumerate(nodes) if m.op == Op.ARENA_MARK}
-    local = {v for m in nodes if m.op in (Op.SLOT, Op.TABLE) for v in m.outputs}
+    users, made, marks, local = node_facts(nodes, outputs)
     nodes, drop = list(nodes), set()
     for k, m in enumerate(nodes):
         if m.op != Op.MATMUL or m.attrs["ta"] or m.attrs["tb"]:

@@ -23,10 +23,7 @@ def indexed_reads(nodes, outputs):
     """A tensor made by `slice`, or `concatenate` of slices and tensors, that only fused
     loops of its shape read is read through that index map inside each of them: the
     slice and concatenation copies go."""
-    users = uses(nodes, outputs)
-    made = {v: k for k, n in enumerate(nodes) for v in n.outputs}
-    marks = {m.outputs[0]: k for k, m in enumerate(nodes) if m.op == Op.ARENA_MARK}
-    local = {v for m in nodes if m.op in (Op.SLOT, Op.TABLE) for v in m.outputs}
+    users, made, marks, local = node_facts(nodes, outputs)
     nodes, drop = list(nodes), set()
     for k, n in enumerate(nodes):
         chain = _chain(n, k, nodes, made, users)
@@ -61,6 +58,16 @@ def _chain(n, k, nodes, made, users):
         elif isinstance(p.type, RefType):
             return None
     return chain
+
+
+def node_facts(nodes, outputs):
+    """What the rewrites reading values across a node list ask of it: each var's readers
+    (`uses`), the position of the node making each var, the arena marks' positions, and
+    the slots and tables the list makes (the last three as `unchanged_between` takes them)."""
+    made = {v: k for k, n in enumerate(nodes) for v in n.outputs}
+    marks = {m.outputs[0]: k for k, m in enumerate(nodes) if m.op == Op.ARENA_MARK}
+    local = {v for m in nodes if m.op in (Op.SLOT, Op.TABLE) for v in m.outputs}
+    return uses(nodes, outputs), made, marks, local
 
 
 def unchanged_between(x, start, end, nodes, made, marks, local):
@@ -271,10 +278,7 @@ def recompute_shifted(nodes, outputs, fresh=frozenset()):
     index it is read at: a chain of shifted stages becomes one loop reading its inputs at
     a few neighbouring indices, with no stage stored and read back (LLVM only). `fresh`:
     params of the graph that no write through a ref can change."""
-    users = uses(nodes, outputs)
-    made = {v: k for k, n in enumerate(nodes) for v in n.outputs}
-    marks = {m.outputs[0]: k for k, m in enumerate(nodes) if m.op == Op.ARENA_MARK}
-    local = {v for m in nodes if m.op in (Op.SLOT, Op.TABLE) for v in m.outputs}
+    users, made, marks, local = node_facts(nodes, outputs)
     nodes, drop = list(nodes), set()
     for k, producer in enumerate(nodes):
         if producer.op != Op.FUSED:
