@@ -267,26 +267,43 @@ def _cone(body, var):
 def recompute_cheap(nodes, outputs):
     """A fused loop's tensor result that only later fused loops read, and that costs a few
     arithmetic operations, is recomputed there instead of written to memory and read back."""
-    users, nodes = uses(nodes), list(nodes)
+    users = uses(nodes)
+
+    def choose(k, producer, out, inner, nodes):
+        readers = users.get(out, [])
+        if out.type.shape and out not in outputs and readers and all(
+                nodes[j].op == Op.FUSED and nodes[j].attrs["shape"] == producer.attrs["shape"] for j in readers):
+            cone = _cone(producer.bodies[0], inner)
+            return None if cone is None else (cone, readers)
+        return None
+    return recompute_in_readers(nodes, choose)
+
+
+def recompute_in_readers(nodes, choose, drop_emptied=False):
+    """The node list with each fused loop's results that `choose(k, producer, out, inner,
+    nodes)` gives (cone, readers) for computed in those readers by the cone (`inline_cone`)
+    and no longer by the loop; with `drop_emptied`, a pure loop left with no result goes."""
+    nodes, drop = list(nodes), set()
     for k, producer in enumerate(nodes):
         if producer.op != Op.FUSED:
             continue
         (body,) = producer.bodies
         keep = []
         for out, inner in zip(producer.outputs, body.outputs):
-            readers = users.get(out, [])
-            cone = _cone(body, inner) if out.type.shape and out not in outputs and readers \
-                and all(nodes[j].op == Op.FUSED and nodes[j].attrs["shape"] == producer.attrs["shape"]
-                        for j in readers) else None
-            if cone is None:
+            chosen = choose(k, producer, out, inner, nodes)
+            if chosen is None:
                 keep.append((out, inner))
                 continue
+            cone, readers = chosen
             for j in readers:
                 nodes[j] = inline_cone(nodes[j], out, cone, body, producer)
         if len(keep) < len(producer.outputs):
+            if drop_emptied and not keep and all(n.op.pure for n in body.nodes):
+                drop.add(k)
+                continue
             new_body = Graph(body.params, body.nodes, [inner for _, inner in keep])
             nodes[k] = Node(Op.FUSED, producer.inputs, tuple(out for out, _ in keep), producer.attrs, (new_body,))
-    return nodes
+    return [n for k, n in enumerate(nodes) if k not in drop]
 
 
 def inline_cone(consumer, var, cone, source, producer):

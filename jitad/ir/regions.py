@@ -15,7 +15,7 @@ import itertools
 
 from .graph import Graph, Node, Var, uses
 from .ops import Op
-from .peephole import inline_cone
+from .peephole import recompute_in_readers
 from .types import RefType, TableType, Type
 
 
@@ -279,33 +279,19 @@ def recompute_shifted(nodes, outputs, fresh=frozenset()):
     a few neighbouring indices, with no stage stored and read back (LLVM only). `fresh`:
     params of the graph that no write through a ref can change."""
     users, made, marks, local = node_facts(nodes, outputs)
-    nodes, drop = list(nodes), set()
-    for k, producer in enumerate(nodes):
-        if producer.op != Op.FUSED:
-            continue
+
+    def choose(k, producer, out, inner, nodes):
         (body,) = producer.bodies
-        keep = []
-        for out, inner in zip(producer.outputs, body.outputs):
-            readers = sorted(set(users.get(out, [])))
-            cone = _shift_cone(body, inner) if out.type.shape and readers and readers[-1] < len(nodes) \
-                and any(indexed(nodes[j]) for j in readers if nodes[j].op == Op.FUSED) \
-                and all(_reads_shiftable(nodes[j], out, producer) for j in readers) \
-                else None
-            if cone is not None and not all(x in fresh or unchanged_between(x, k, j, nodes, made, marks, local)
-                                            for j in readers for x in _cone_reads(cone, body, producer)):
-                cone = None
-            if cone is None:
-                keep.append((out, inner))
-                continue
-            for j in readers:
-                nodes[j] = inline_cone(nodes[j], out, cone, body, producer)
-        if len(keep) < len(producer.outputs):
-            if not keep and all(n.op.pure for n in body.nodes):
-                drop.add(k)
-                continue
-            new_body = Graph(body.params, body.nodes, [inner for _, inner in keep])
-            nodes[k] = Node(Op.FUSED, producer.inputs, tuple(out for out, _ in keep), producer.attrs, (new_body,))
-    return [n for k, n in enumerate(nodes) if k not in drop]
+        readers = sorted(set(users.get(out, [])))
+        cone = _shift_cone(body, inner) if out.type.shape and readers and readers[-1] < len(nodes) \
+            and any(indexed(nodes[j]) for j in readers if nodes[j].op == Op.FUSED) \
+            and all(_reads_shiftable(nodes[j], out, producer) for j in readers) \
+            else None
+        if cone is None or not all(x in fresh or unchanged_between(x, k, j, nodes, made, marks, local)
+                                   for j in readers for x in _cone_reads(cone, body, producer)):
+            return None
+        return cone, readers
+    return recompute_in_readers(nodes, choose, drop_emptied=True)
 
 
 MAX_SHIFTED_CONE = 48   # body nodes a recomputed stage may have (its own inlined stages included)
