@@ -1,5 +1,6 @@
 """jitad: JIT-compiled differentiable programs through LLVM."""
 from .api import grad, hvp, jit, jit_grad, jvp, linearize, trace, value_and_grad, vjp, vmap
+from .config import config
 from .errors import (ArgumentError, ConfigError, DeviceError, DistributedError, ExportError, ImmutableError,
                      JitadError, JitadWarning, ResourceError, RuntimeCheckError, ShapeError, StagingError)
 from .numeric import *  # noqa: F401,F403

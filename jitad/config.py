@@ -1,0 +1,94 @@
+"""Global settings with JAX's names (`jax.config`).
+
+>>> import jitad
+>>> jitad.config.update("jax_debug_nans", True)
+>>> jitad.config.jax_debug_nans
+True
+>>> jitad.config.update("jax_debug_nans", False)
+
+Each setting starts from its environment variable where one is set (the name in
+capitals, `JAX_ENABLE_X64=0`, or with jitad's prefix, `JITAD_ENABLE_X64=0`), else from
+its default. An unknown name raises `ConfigError`, as JAX raises for a name it lacks.
+"""
+import os
+
+from .errors import ConfigError
+
+# name: (default, what it means). Settings that mean nothing on one CPU process are
+# accepted and kept, as JAX keeps them on a CPU-only install.
+_SETTINGS = {
+    "jax_enable_x64": (True, "64-bit floats and ints by default (False: JAX's 32-bit defaults)"),
+    "jax_debug_nans": (False, "raise at the first NaN a compiled function produces"),
+    "jax_debug_infs": (False, "raise at the first inf a compiled function produces"),
+    "jax_disable_jit": (False, "run functions given to jit on the call's values, uncompiled"),
+    "jax_explain_cache_misses": (False, "warn, for each new trace, why the cache missed"),
+    "jax_log_compiles": (False, "warn each time a function is compiled"),
+    "jax_numpy_rank_promotion": ("allow", "'allow', 'warn' or 'raise' on implicit rank promotion"),
+    "jax_default_matmul_precision": (None, "ignored on CPU: products run in the operands' dtype"),
+    "jax_platform_name": ("", "ignored: jitad runs on the CPU unless device='cuda' is given"),
+    "jax_platforms": ("", "ignored: jitad runs on the CPU unless device='cuda' is given"),
+    "jax_default_prng_impl": ("threefry2x32", "the only PRNG jitad implements"),
+    "jax_traceback_filtering": ("auto", "accepted; jitad's errors point at the user's line"),
+    "jax_compilation_cache_dir": (None, "accepted; jitad keeps its own disk cache"),
+}
+
+
+def _parse(name, text, default):
+    if isinstance(default, bool):
+        low = text.strip().lower()
+        if low in ("1", "true", "yes", "on"):
+            return True
+        if low in ("0", "false", "no", "off", ""):
+            return False
+        raise ConfigError(f"environment variable for {name} holds {text!r}: use 0 or 1")
+    return text
+
+
+class Config:
+    """The settings object: `update(name, value)`, `read(name)`, or `config.name`."""
+
+    def __init__(self):
+        self._values = {}
+        self._listeners = []
+        for name, (default, _) in _SETTINGS.items():
+            suffix = name[len("jax_"):].upper()
+            text = os.environ.get("JAX_" + suffix, os.environ.get("JITAD_" + suffix))
+            self._values[name] = default if text is None else _parse(name, text, default)
+
+    def update(self, name, value):
+        """Set a setting: `jitad.config.update("jax_enable_x64", False)`."""
+        if name not in _SETTINGS:
+            known = ", ".join(sorted(_SETTINGS))
+            raise ConfigError(f"unknown setting {name!r}: jitad knows {known}")
+        default = _SETTINGS[name][0]
+        if isinstance(default, bool):
+            value = bool(value)
+        self._values[name] = value
+        for listener in self._listeners:
+            listener(name, value)
+
+    def read(self, name):
+        """The current value of a setting."""
+        if name not in _SETTINGS:
+            raise ConfigError(f"unknown setting {name!r}")
+        return self._values[name]
+
+    def on_update(self, listener):
+        """Call `listener(name, value)` after every update (for caches keyed by settings)."""
+        self._listeners.append(listener)
+
+    def __getattr__(self, name):
+        values = self.__dict__.get("_values", {})
+        if name in values:
+            return values[name]
+        raise AttributeError(f"jitad.config has no setting {name!r}")
+
+    @property
+    def values(self):
+        """A copy of every setting's current value."""
+        return dict(self._values)
+
+
+config = Config()
+update = config.update
+read = config.read
