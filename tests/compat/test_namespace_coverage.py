@@ -1,0 +1,27 @@
+"""Every public name of the reference modules exists at jitad's path of the same name.
+
+The floors below only rise: a change that drops a name fails here. The goal is 95% of
+every module; `python -m tests.compat.namespaces MODULE` lists what is still missing."""
+import pytest
+
+from tests.compat.namespaces import coverage
+
+pytest.importorskip("jax")
+pytest.importorskip("autograd")
+
+# reference module -> the least share of its names jitad must have (raise as names land)
+FLOORS = {
+    "jax": 0.20, "jax.numpy": 0.60, "jax.lax": 0.12, "jax.random": 0.43, "jax.nn": 0.36,
+    "autograd": 0.20, "autograd.numpy": 0.51, "autograd.numpy.random": 0.93,
+}
+
+
+def test_name_coverage_does_not_fall():
+    table = coverage()
+    low = {}
+    for module, floor in FLOORS.items():
+        present, missing = table[module]
+        share = len(present) / max(len(present) + len(missing), 1)
+        if share < floor:
+            low[module] = (round(share, 3), floor, missing[:20])
+    assert not low, low
