@@ -91,7 +91,7 @@ def _recomputations(n, cs):
     from collections import Counter
 
     import jitad
-    from jitad.ad import reverse
+    from jitad.transforms import vjp as reverse
     original = reverse._ran_already
     reverse._ran_already = lambda body, rows: {id(r) for r in rows.values()}
     rows = []

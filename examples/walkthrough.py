@@ -52,12 +52,12 @@ note("""
     The folders say where an op lives. A math op is declared in jitad/primitives/ (its
     VJP beside it); the IR's own ops (slots, closures, control flow, `custom_vjp`,
     `checkpoint`, `debug_print`) in jitad/ir/ops.py, and they are differentiated by
-    rules in jitad/ad/reverse.py (CPS) and jitad/ad/forward.py. A backend looks an op's
+    rules in jitad/transforms/vjp.py (CPS) and jitad/transforms/jvp.py. A backend looks an op's
     lowering up when it meets it: the declaration's rule (which may call a kernel the
     backend offers: GEMM, sorting, LAPACK), else, for the IR's own ops, one registered
     under the op in jitad/lower/ (ir_ops.py, debug.py, cuda.py). Looked up as they do:
 """)
-from jitad.ad import reverse  # noqa: E402
+from jitad.transforms import vjp as reverse  # noqa: E402
 from jitad.lower import cuda, llvm  # noqa: E402
 print(f"{'op':12} {'derivative':24} {'LLVM lowering':20} {'CUDA lowering'}")
 for op in (Op.ERF, Op.TRANSPOSE, Op.MATMUL, Op.WHILE, Op.CHECKPOINT, Op.DEBUG_PRINT):
@@ -170,7 +170,7 @@ def k(x):
 
 print(f"{jitad.trace(k, 0.5)}\n")
 note("""
-    Under `grad` (jitad/ad/reverse.py): the forward pass calls `@block` and keeps
+    Under `grad` (jitad/transforms/vjp.py): the forward pass calls `@block` and keeps
     nothing of it; the backward pass computes `sin` and `mul` again and differentiates
     them; the `custom_vjp` call's adjoint is the user's `bwd`, the `maximum`/`minimum`
     of `clip`, staged in place. The print runs once, in the forward pass:

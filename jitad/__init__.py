@@ -1,17 +1,17 @@
 """jitad: JIT-compiled differentiable programs through LLVM."""
-from .api import grad, hvp, jit, jit_grad, jvp, linearize, trace, value_and_grad, vjp, vmap
+from .api import (elementwise_grad, grad, hessian, hvp, jacfwd, jacobian, jacrev, jit, jit_grad, jvp, linearize, trace,
+                  value_and_grad, vjp, vmap)
 from .config import config
 from .errors import (ArgumentError, ConfigError, DeviceError, DistributedError, ExportError, ImmutableError,
                      JitadError, JitadWarning, ResourceError, RuntimeCheckError, ShapeError, StagingError)
 from .numeric import *  # noqa: F401,F403
 from .pytree import tree_leaves, tree_map
 from .staging import FOR, FUN, IF, TREE, WHILE, ShapeDtype
-from .tree import Forest, Tree
-from .custom import checkpoint, custom_jvp, custom_vjp, fixed_point, softplus
+from .forest import Forest, Tree
+from .transforms.custom import checkpoint, custom_jvp, custom_vjp, fixed_point, softplus
 from .numpy_api import *  # noqa: F401,F403
-from .control import scan, switch
-from .jacobians import elementwise_grad, hessian, jacfwd, jacobian, jacrev
-from . import debug, distributed, flatten_util, lax, linalg, nn, numpy, optim, random, scipy, testing, tree_util  # noqa: E402
+from .transforms.control import scan, switch
+from . import debug, distributed, flatten_util, lax, linalg, nn, numpy, optim, random, scipy, testing, tree, tree_util  # noqa: E402,E501
 from .random import dropout  # noqa: E402
 from .export import Exported, export  # noqa: E402
 from . import interop  # noqa: E402  (JAX and PyTorch are imported when it is used)

@@ -7,17 +7,18 @@ from collections import OrderedDict
 
 import numpy as np
 
-from . import numpy_api, timing
+from . import numeric as N, numpy_api, timing
 from .errors import ArgumentError, check_argnums, env_int
-from .ir.types import FLOATS, TreeType, is_device_array
+from .ir.types import TreeType, is_device_array
 from .ir.verify import verify
 from .lower.compile import SCALAR_KEYS, compile_program
-from .pytree import check_hashable, flatten, unflatten
-from .ad.forward import contains_effects
-from .batching import value_and_grad as _reverse_or_defer, vmap_staged
-from .staging import Staged, StagedTree, arg_type, current_frame, trace_program, wrap
-from .tree import SLOT_OFFSETS, Tree, plain_tree
-from .pullback import grad_by_forward_mode, leaf_type, positive_zero, pullback_staged, staged_arg
+from .pytree import check_hashable, flatten
+from .transforms.vmap import vmap_staged
+from .staging import arg_type, current_frame, trace_program
+from .forest import SLOT_OFFSETS, Tree, plain_tree
+from .transforms.jacobians import jacobian_staged
+from .transforms.pullback import pullback_staged
+from .transforms.staged import jvp_staged, linearize_staged, value_and_grad_staged
 
 # signatures a jitted function keeps compiled (least recently called dropped first);
 # `f.max_signatures` changes it for one function
@@ -289,50 +290,6 @@ def trace(fn, *args, **kwargs):
 
 # -- reverse mode ---------------------------------------------------------------
 
-def _value_and_grad_staged(fn, args, argnums, has_aux, who):
-    """Trace `fn(*args)` and emit its value and reverse-mode gradient into the current trace."""
-    nums = check_argnums(argnums, who)
-    for i in nums:
-        if not 0 <= i < len(args):
-            raise ArgumentError(f"{who}: argnums={argnums!r} but the function got {len(args)} "
-                                "positional arguments")
-    flat, wrt, wrt_tds = [], [], {}
-    for i, a in enumerate(args):
-        leaves, td = flatten(a)
-        if i in nums:
-            wrt_tds[i] = (len(wrt), len(leaves), td)
-            wrt += range(len(flat), len(flat) + len(leaves))
-        flat += leaves
-    types = [leaf_type(x) for x in flat]
-    for k in wrt:
-        if isinstance(types[k], TreeType) or types[k].dtype not in FLOATS:
-            raise ArgumentError(f"{who}: cannot differentiate with respect to a value of type "
-                                f"{types[k]} (argument leaf {k}); only float arguments have gradients. "
-                                "Pass it as a float, or leave it out of argnums")
-    program, out_td, captured = trace_program(fn, args, flatten(args)[1], types)
-    value_td = out_td.children[0] if has_aux and out_td.kind == "tuple" and len(out_td.children) == 2 else out_td
-    if has_aux and value_td is out_td:
-        raise ArgumentError(f"{who}: with has_aux=True the function must return a pair (value, aux)")
-    out_types = program.main.out_types
-    if value_td.kind != "leaf" or out_types[0].shape != () or out_types[0].dtype not in FLOATS:
-        got = out_types[0] if value_td.kind == "leaf" else "a pytree"
-        raise ArgumentError(f"{who}: the function must return a float scalar to differentiate, got "
-                            f"{got}; reduce it first (e.g. with a sum) or use jitad.vjp")
-    staged = [staged_arg(x, t) for x, t in zip(flat, types)] + [wrap(v) for v in captured]
-    if contains_effects(program):   # the function itself takes a gradient: go forward
-        with timing.stage("ad"):
-            outs, grads = grad_by_forward_mode(program, staged, wrt, who)
-    else:
-        with timing.stage("ad"):
-            outs, grads = _reverse_or_defer(program, staged, wrt)
-        grads = [positive_zero(g) for g in grads]
-    value = outs[0]
-    if has_aux:
-        value = (value, unflatten(out_td.children[1], outs[1:]))
-    per_arg = [unflatten(td, grads[start:start + n]) for start, n, td in map(wrt_tds.get, nums)]   # in the order asked
-    return value, (per_arg[0] if isinstance(argnums, (int, np.integer)) else tuple(per_arg))
-
-
 def _transformation(fn, name, body, device="cpu"):
     """The jit of `body(f, *args)`, where `f` is `fn` with the call's keyword arguments
     bound: they pass through to `fn` and are not differentiated (as in JAX)."""
@@ -354,7 +311,7 @@ def value_and_grad(fn, argnums=0, has_aux=False, device="cpu"):
     (12.0, (4.0, 3.0))
     """
     check_argnums(argnums, "value_and_grad")
-    return _transformation(fn, "value_and_grad", lambda f, *args: _value_and_grad_staged(
+    return _transformation(fn, "value_and_grad", lambda f, *args: value_and_grad_staged(
         f, args, argnums, has_aux, "value_and_grad"), device)
 
 
@@ -368,7 +325,7 @@ def grad(fn, argnums=0, has_aux=False, device="cpu"):
     check_argnums(argnums, "grad")
 
     def body(f, *args):
-        value, g = _value_and_grad_staged(f, args, argnums, has_aux, "grad")
+        value, g = value_and_grad_staged(f, args, argnums, has_aux, "grad")
         return (g, value[1]) if has_aux else g
     return _transformation(fn, "grad", body, device)
 
@@ -420,66 +377,6 @@ def vmap(fn, in_axes=0, out_axes=0):
 
 # -- forward mode and second order ----------------------------------------------
 
-def _jvp_staged(fn, primals, tangents):
-    from .ad.forward import jvp_graph, zeros
-    flat, td = flatten(primals)
-    flat_t, td_t = flatten(tangents)
-    if td != td_t:
-        raise ArgumentError("jvp: primals and tangents must have the same structure")
-    types = [leaf_type(x) for x in flat]
-    program, out_td, captured = trace_program(fn, primals, td, types)
-    pairs = []
-    for x, t, ty in zip(flat, flat_t, types):
-        if isinstance(ty, TreeType) or ty.dtype not in FLOATS:
-            pairs.append((staged_arg(x, ty), None))
-        else:
-            if np.shape(t) != ty.shape:
-                raise ArgumentError(f"jvp: a tangent of shape {np.shape(t)} for a primal of shape {ty.shape}")
-            pairs.append((staged_arg(x, ty), staged_arg(t, ty)))
-    with timing.stage("ad"):
-        result = jvp_graph(program.main, pairs + [(wrap(v), None) for v in captured])
-    outs = [p for p, _ in result]
-    tans = [t if t is not None else zeros(v.type) for (_, t), v in zip(result, program.main.outputs)]
-    return unflatten(out_td, outs), unflatten(out_td, tans)
-
-
-def linearize_staged(fn, primals):
-    """`(fn(*primals), tangent_fn)`: the primal emitted once; each `tangent_fn(*tangents)`
-    call emits only the tangent computation (None or a constant zero for a tangent: no
-    code for it). None when the program holds reverse-mode code (effects)."""
-    from .ad.forward import linearize_graph, zeros
-    flat, td = flatten(primals)
-    types = [leaf_type(x) for x in flat]
-    program, out_td, captured = trace_program(fn, primals, td, types)
-    if contains_effects(program):
-        return None
-    with timing.stage("ad"):
-        outs, tangents = linearize_graph(program.main, [staged_arg(x, t) for x, t in zip(flat, types)]
-                                         + [wrap(v) for v in captured])
-
-    def tangent_fn(*tans):
-        flat_t, td_t = flatten(tans)
-        if td_t != td:
-            raise ArgumentError("linearize: the tangents must have the primals' structure")
-        ts = []
-        for t, ty in zip(flat_t, types):
-            if isinstance(ty, TreeType) or ty.dtype not in FLOATS or _is_constant_zero(t):
-                ts.append(None)
-            elif np.shape(t) != ty.shape:
-                raise ArgumentError(f"linearize: a tangent of shape {np.shape(t)} for a primal of shape {ty.shape}")
-            else:
-                ts.append(staged_arg(t, ty))
-        with timing.stage("ad"):
-            out_t = tangents(ts + [None] * len(captured))
-        return unflatten(out_td, [t if t is not None else zeros(v.type) for t, v in zip(out_t, program.main.outputs)])
-    return unflatten(out_td, outs), tangent_fn
-
-
-def _is_constant_zero(t):
-    """A tangent known zero when staged (a NumPy or Python zero): it makes no code."""
-    return not isinstance(t, (Staged, StagedTree)) and not np.any(np.asarray(t))
-
-
 def linearize(fn, *primals):
     """JAX's `linearize`: `(fn(*primals), f_jvp)` where `f_jvp(*tangents)` is the `jvp`'s
     tangent. Inside a staged function the primal is computed once and each `f_jvp` call
@@ -497,7 +394,7 @@ def linearize(fn, *primals):
         return out, lambda *tangents: jvp(fn, primals, tangents)[1]
     res = linearize_staged(fn, primals)
     if res is None:   # reverse-mode code inside: a whole jvp per call
-        return fn(*primals), lambda *tangents: _jvp_staged(fn, primals, tangents)[1]
+        return fn(*primals), lambda *tangents: jvp_staged(fn, primals, tangents)[1]
     return res
 
 
@@ -514,10 +411,10 @@ def jvp(fn, primals, tangents):
                             "jitad.jvp(f, (x,), (v,))")
     primals, tangents = tuple(primals), tuple(tangents)
     if current_frame() is not None:
-        return _jvp_staged(fn, primals, tangents)
+        return jvp_staged(fn, primals, tangents)
     # traced at every call, as JAX's jvp is (a global `fn` reads may have changed since the
     # last call); compiling the same program again is a lookup in the compiled-code cache
-    return jit(lambda p, t: _jvp_staged(fn, p, t))(primals, tangents)
+    return jit(lambda p, t: jvp_staged(fn, p, t))(primals, tangents)
 
 
 def hvp(fn, argnums=0):
@@ -534,7 +431,7 @@ def hvp(fn, argnums=0):
         g = grad(fn, argnums=argnums)
         vs = (v,) if isinstance(argnums, (int, np.integer)) else tuple(v)
         tangents = [vs[nums.index(i)] if i in nums else tree_zeros(x) for i, x in enumerate(xs)]
-        return _jvp_staged(g, tuple(xs), tuple(tangents))[1]
+        return jvp_staged(g, tuple(xs), tuple(tangents))[1]
     staged.__name__ = f"hvp_{getattr(fn, '__name__', 'f')}"
     return jit(staged)
 
@@ -564,3 +461,59 @@ def vjp(fn, *primals):
     kept = tree_map(lambda x: x.copy() if isinstance(x, np.ndarray) else x, primals)
     return out, lambda ct: compiled(kept, ct)
 
+
+# -- Jacobians and Hessians ---------------------------------------------------------
+
+def jacfwd(fun, argnums=0, has_aux=False):
+    """The Jacobian of `fun` by forward mode (the function once, then its tangent code
+    per input element), compiled:
+    shaped `out.shape + in.shape` per output and input leaf.
+
+    >>> jitad.jacfwd(lambda x: x ** 2)(np.array([1.0, 2.0]))
+    array([[2., 0.],
+           [0., 4.]])
+    """
+    check_argnums(argnums, "jacfwd")
+    return _transformation(fun, "jacfwd", lambda f, *args: jacobian_staged(f, args, argnums, has_aux, True, "jacfwd"))
+
+
+def jacrev(fun, argnums=0, has_aux=False):
+    """The Jacobian of `fun` by reverse mode (one `vjp` per output element), compiled;
+    same result as `jacfwd`, cheaper when there are fewer outputs than inputs.
+
+    >>> jitad.jacrev(lambda x, y: x * y, argnums=(0, 1))(2.0, 3.0)
+    (3.0, 2.0)
+    """
+    check_argnums(argnums, "jacrev")
+    return _transformation(fun, "jacrev", lambda f, *args: jacobian_staged(f, args, argnums, has_aux, False, "jacrev"))
+
+
+def hessian(fun, argnums=0, has_aux=False):
+    """`jacfwd(jacrev(fun, argnums), argnums)`: forward-over-reverse second derivatives,
+    shaped `x.shape + x.shape`; a tuple `argnums` gives nested tuples of blocks
+    `H[i][j]` (as JAX).
+
+    >>> jitad.hessian(lambda x, y: x * x * y, argnums=(0, 1))(3.0, 2.0)
+    ((4.0, 6.0), (6.0, 0.0))
+    """
+    check_argnums(argnums, "hessian")
+    return jacfwd(jacrev(fun, argnums, has_aux), argnums, has_aux)
+
+
+def jacobian(fun, argnums=0, has_aux=False, *, argnum=None):
+    """`jacrev` under the name JAX (`argnums=`) and autograd (`argnum=`) give it:
+    `jitad.jacobian(f)(x)`, `jitad.jacobian(f, argnum=1)(x, y)`."""
+    return jacrev(fun, argnums if argnum is None else argnum, has_aux)
+
+
+def elementwise_grad(fn, argnum=0):
+    """autograd's `elementwise_grad`: the gradient of the sum of `fn`'s outputs with respect
+    to argument `argnum` (the Jacobian's diagonal when it is diagonal).
+
+    >>> jitad.elementwise_grad(jitad.tanh)(np.array([0.0, 1.0]))   # 1 - tanh(x)**2
+    """
+    from .pytree import tree_leaves
+
+    def total(*args, **kwargs):
+        return sum(N.sum(leaf) for leaf in tree_leaves(fn(*args, **kwargs)))
+    return grad(total, argnums=argnum)

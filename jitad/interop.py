@@ -21,7 +21,7 @@ from .errors import ArgumentError, DeviceError, JitadError
 from .export import export
 from .ir.types import FLOATS, NUMPY, Type
 from .pytree import flatten, unflatten
-from .tree import Tree
+from .forest import Tree
 
 _counter = itertools.count()
 _lock = threading.Lock()

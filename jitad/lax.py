@@ -13,7 +13,7 @@ import enum
 import numpy as np
 
 from . import numeric as N
-from .control import scan as _scan, switch
+from .transforms.control import scan as _scan, switch
 from .errors import ArgumentError
 from .numeric import exp, log, log1p, expm1, sin, cos, tanh, sqrt, abs, erf, square, stop_gradient  # noqa: F401
 from .numeric import maximum as max, minimum as min, sigmoid as logistic, reshape, transpose  # noqa: F401

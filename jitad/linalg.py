@@ -141,7 +141,7 @@ def det(a):
         return np.linalg.det(a)
     global _DET
     if _DET is None:
-        from .custom import custom_jvp
+        from .transforms.custom import custom_jvp
         _DET = custom_jvp(_det_value)
         _DET.__name__ = "det"
         _DET.defjvp(_det_jvp)

@@ -2,7 +2,7 @@
 import math
 
 from . import numeric as N
-from .custom import softplus
+from .transforms.custom import softplus
 from .numeric import logsumexp, log_softmax, one_hot, relu, sigmoid, softmax
 from .numpy_api import _float, var
 

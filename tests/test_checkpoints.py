@@ -111,7 +111,7 @@ def test_vmap_forward_mode_and_second_order():
 
 def _step_runs(n, c):
     """How many times each step's forward ran in `grad` (recomputed steps made to print)."""
-    from jitad.ad import reverse
+    from jitad.transforms import vjp as reverse
 
     def f(x):
         def body(i, s):

@@ -17,7 +17,8 @@ import pytest
 
 import jitad
 
-PRIVATE = ("jitad.ir", "jitad.lower", "jitad.ad", "jitad.primitives")   # no public docstrings
+PRIVATE = ("jitad.ir", "jitad.lower", "jitad.primitives", "jitad.transforms.jvp", "jitad.transforms.vjp",
+           "jitad.transforms.tape", "jitad.transforms.base")   # no public docstrings
 
 
 def public_modules():

@@ -1,6 +1,6 @@
 """The package's layers import downward only (README, "Layout"): the module import graph
 of jitad (function-level imports included) has no cycle, each layer of
-ir/ <- primitives/ <- staging <- numeric <- ad/ <- lower/ <- api imports none above it, and
+ir/ <- primitives/ <- staging <- numeric <- transforms/ <- lower/ <- api imports none above it, and
 ir/, primitives/ and lower/ import no front-end module (the user-facing modules: linalg,
 random, distributed, numpy_api, ...)."""
 import ast
@@ -64,9 +64,10 @@ def test_import_graph_is_acyclic():
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
 
 
-LAYERS = ["jitad.ir", "jitad.primitives", "jitad.staging", "jitad.numeric", "jitad.ad", "jitad.lower", "jitad.api"]
+LAYERS = ["jitad.ir", "jitad.primitives", "jitad.staging", "jitad.numeric", "jitad.transforms", "jitad.lower",
+          "jitad.api"]
 # what every layer may use: errors, timing, pytrees and the tree layout (no staging in them)
-SUPPORT = {"jitad.errors", "jitad.timing", "jitad.pytree", "jitad.tree", "jitad.hostrng"}
+SUPPORT = {"jitad.errors", "jitad.timing", "jitad.pytree", "jitad.forest", "jitad.hostrng", "jitad.config"}
 
 
 def layer(module):

@@ -131,8 +131,8 @@ TRANSFORMS = ("interpret", "vjp", "jvp", "vmap", "llvm", "cuda")
 
 def _has_rule(op, transform):
     """Whether `op` has a rule for `transform`, looked up as the transformation does."""
-    from jitad import batching
-    from jitad.ad import forward, reverse
+    from jitad.transforms import vmap as batching
+    from jitad.transforms import jvp as forward, vjp as reverse
     from jitad.ir import interpret as interpreter
     from jitad.lower import cuda, llvm
     try:
@@ -174,7 +174,7 @@ OPT_OUT = (
     | _without("debug_print check", "vjp", "jvp")
     # debug_print calls back into Python: compiled CPU code only (the interpreter computes values)
     | _without("debug_print", "cuda", "interpret")
-    # reverse mode runs the user's rule (`ad/reverse.py`)
+    # reverse mode runs the user's rule (`transforms/vjp.py`)
     | _without("custom_vjp", "vjp")
     # converted inside the kernel source (`cuda_kernels._convert`), not by an expression
     | _without("convert", "cuda")

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 import jitad
 from jitad import TREE, Tree
-from jitad.tree import ImmutableError
+from jitad.forest import ImmutableError
 
 PROD = "jitad.jit(lambda t, x: TREE(t, x, lambda node, l, r: l * r * node.value))"
 prod = eval(PROD)
@@ -236,7 +236,7 @@ print(prod(small(), 2.0), prod(t, 2.0), prod(t2, 2.0), type(t2).__name__)
 
 SHADOWING_SRC = '''
 class Shadowing(Tree):
-    type = jitad.tree.TreeType((("a", "f64"), ("b", "f64"), ("value", "f64")))
+    type = jitad.forest.TreeType((("a", "f64"), ("b", "f64"), ("value", "f64")))
     left = property(lambda self: np.array([2, 0, 1]))
 '''
 

@@ -1,5 +1,5 @@
 """Reverse mode through jitad.scan: gradients (against central differences and JAX), and
-the loop tape of its stacked outputs (`jitad.ad.tape.output_rows`): O(one step) per
+the loop tape of its stacked outputs (`jitad.transforms.tape.output_rows`): O(one step) per
 iteration, never the whole stacked buffer."""
 import numpy as np
 import pytest

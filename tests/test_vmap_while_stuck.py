@@ -16,7 +16,7 @@ import pytest
 
 import jitad
 from jitad import FUN, IF, WHILE
-from jitad.batching import CHECK_EVERY, check
+from jitad.transforms.vmap import CHECK_EVERY, check
 from jitad.ir.interpret import interpret
 from jitad.testing import check_grads
 
@@ -203,7 +203,7 @@ def test_check_in_a_function_under_grad_and_deep_recursion():
 def test_check_from_the_disk_cache(tmp_path):
     code = """
         import jitad
-        from jitad.batching import check
+        from jitad.transforms.vmap import check
         f = jitad.jit(lambda x: (check(x > 1.0, "one"), check(x > 2.0, "two"), x)[2])
         for x in (0.5, 1.5, 2.5):
             try:

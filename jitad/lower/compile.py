@@ -18,7 +18,7 @@ from ..ir.printer import program_key_text
 from ..ir.types import NUMPY, check_int64_range, clean_bools
 from ..pytree import _REGISTRY, unflatten
 from ..timing import stage
-from ..tree import Tree, plain_tree
+from ..forest import Tree, plain_tree
 from . import ir_ops, lapack, mpi, runtime, sort, tensor  # noqa: F401  (they register rules and services)
 from .entry import Built, ClassArg, DictArg, ListArg, NoneArg, add_entry, key_symbol
 from .llvm import CHECK_FAILED, check_messages, lower_program, program_constants

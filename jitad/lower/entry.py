@@ -22,7 +22,7 @@ import llvmlite.ir as ir
 import numpy as np
 
 from ..ir.types import TreeType
-from ..tree import SLOT_OFFSETS, type_code
+from ..forest import SLOT_OFFSETS, type_code
 from .llvm import CTX, ELEMENT_BYTES, POLL_ITERATIONS, F32, F64, I1, I8, I32, I64, PTR, alloca, ret_type
 
 C_INT = ir.IntType(32)

@@ -90,7 +90,7 @@ class _Jit:
                                         "tuple": tuple, "dict": dict, "None": None, "list": list}[pyname]))
         llvm.add_symbol("jitad_ndarray_type", id(np.ndarray))
         llvm.add_symbol("jitad_ndarray_subtype", id(_ARRAY_SUBTYPE[0]))
-        from ..tree import Tree
+        from ..forest import Tree
         llvm.add_symbol("jitad_tree_type", id(Tree))
         for dtype, np_dtype in NUMPY.items():   # the builtin descriptor singletons
             llvm.add_symbol(f"jitad_descr_{dtype}", id(np.dtype(np_dtype)))

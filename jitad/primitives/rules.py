@@ -63,7 +63,7 @@ class Region:
 
 # -- batching rules: batch(node, ins, size, mask) -> [(value, batched)] ------------
 # `ins` are (value, batched) pairs; a batched value has the batch axis first; the rule
-# returns None to run the node once per lane instead (jitad/batching.py)
+# returns None to run the node once per lane instead (jitad/transforms/vmap.py)
 
 def batched(x, b, size):
     """`x` with the batch axis, broadcast if it is the same in every lane (`b` False)."""

@@ -9,7 +9,7 @@ from ..ir.graph import FunDef
 from ..ir.ops import Op
 from ..ir.types import I64, Type, dtype_of_numpy
 from ..pytree import flatten, unflatten
-from ..tree import Tree, plain_tree
+from ..forest import Tree, plain_tree
 from .frames import Frame, _control_node, _entered, _local, current_frame, emit
 from .values import (Staged, StagedTree, _kind, _leaf_type, _literal, as_var, coerce, is_staged, result_dtype, to_bool,
                      wrap)

@@ -11,7 +11,7 @@ from ..ir.graph import FunDef, Program
 from ..ir.ops import Op
 from ..ir.types import is_device_array, Type, dtype_of_numpy
 from ..pytree import flatten, unflatten, with_built_order
-from ..tree import Tree, plain_tree
+from ..forest import Tree, plain_tree
 from .frames import Frame, _Trace, _entered, _frames, _local, current_frame, emit
 from .values import Staged, _kind, _leaf_type, _refuse_masked, as_var, coerce, wrap
 

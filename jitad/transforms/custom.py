@@ -6,12 +6,12 @@ the body) or `checkpoint` (recompute the body during the backward pass).
 """
 import numpy as np
 
-from . import numeric as N
-from .errors import ArgumentError, ShapeError, check_argnums
-from .ir.ops import Op
-from .ir.types import FLOATS
-from .pytree import flatten, tree_map, unflatten
-from .staging import FUN, WHILE, Staged, checkpoint, current_frame, is_staged  # noqa: F401  (checkpoint: public here)
+from .. import numeric as N
+from ..errors import ArgumentError, ShapeError, check_argnums
+from ..ir.ops import Op
+from ..ir.types import FLOATS
+from ..pytree import flatten, tree_map, unflatten
+from ..staging import FUN, WHILE, Staged, checkpoint, current_frame, is_staged  # noqa: F401  (checkpoint: public here)
 
 
 class custom_vjp(FUN):
@@ -231,7 +231,7 @@ class custom_jvp(FUN):
 
     def forward(self, node, ins):
         """Forward mode of a call node: the user's rule on (primal, tangent) pairs."""
-        from .staging import coerce
+        from ..staging import coerce
         in_td = node.attrs["in_td"]
         n = in_td.num_leaves
         primals = [p for p, _ in ins[:n]]

@@ -22,7 +22,7 @@ from ..ir.ops import CALLS, Op, missing_rule
 from ..ir.types import FLOATS, RefType, TableType, Type
 from ..staging import (FOR, FUN, IF, TREE, WHILE, ShapeDtype, Staged, apply, emit, make_closure,
                        new_slot, trace_memo, wrap)
-from .restage import restage_node, run_graph
+from .base import restage_node, run_graph
 
 
 def has_tangent(t):

@@ -12,7 +12,7 @@ outputs, and then propagates adjoints backwards through the graph's nodes:
   adjoints are propagated when the recursive call has returned;
 - `FOR` (and `TREE`, over the tree's post-order): a forward loop storing each
   iteration's state in a table, the continuation, then a backward loop; what else the
-  forward loop stores for it is the loop tape (`jitad.ad.tape`);
+  forward loop stores for it is the loop tape (`jitad.transforms.tape`);
 - `FUN` (`call`): a CPS version of the function taking its continuation as a closure.
 
 Nodes without any gradient-carrying input are re-staged unchanged. A `Reverse` object
@@ -33,7 +33,7 @@ from ..errors import ArgumentError, ShapeError
 from ..pytree import flatten, unflatten
 from ..staging import (FUN, IF, Staged, StagedTree, apply, as_var, coerce, emit, is_staged,
                        make_closure, new_slot, slot_add, slot_get, trace_memo, transforming, transformation)
-from .restage import pack_pairs, restage, restage_node, run_graph, unpack_pairs
+from .base import pack_pairs, restage, restage_node, run_graph, unpack_pairs
 from .tape import ForestTape, at, body_nodes, deferred_weight_grads, loop_invariant_transposes, new_table, output_rows, stored_values
 
 
@@ -88,7 +88,7 @@ class Reverse:
     """One reverse-mode transformation being emitted, passed to every rule: `subst` (old
     var -> new var; `emit` reads it too, for custom rules' closures) and `adjoints` (new
     var -> adjoint slot, inherited from an enclosing transformation); inside a loop's
-    backward body, the loop tape in effect (`jitad.ad.tape`): `replay` (node id -> the
+    backward body, the loop tape in effect (`jitad.transforms.tape`): `replay` (node id -> the
     values the forward loop stored), `deferred` (weight gradients to batch, or None),
     `transposed` (W's var -> W^T made before the loop) and `rows` (node id -> the
     `output_rows` of the loop whose output row that scatter writes)."""
@@ -189,7 +189,7 @@ def _custom_forward(rv, node, ins, env):
 
 
 def _custom_backward(node, ins, outs, residuals):
-    from ..ad.forward import zeros
+    from .jvp import zeros
     rule, in_td = node.attrs["custom"], node.attrs["in_td"]
     out_td, res = residuals
     g = unflatten(out_td, [slot_get(d.adj) if d.adj is not None else zeros(v.type)

@@ -1,5 +1,5 @@
 """The loop tape: what reverse mode keeps from a loop's forward pass, and how its
-backward pass uses it, beyond the CPS rules of `jitad.ad.reverse`.
+backward pass uses it, beyond the CPS rules of `jitad.transforms.vjp`.
 
 A FOR loop or a TREE fold is differentiated by two staged loops (see `reverse._for`,
 `reverse._tree`): the forward loop stores each iteration's state in a table, and the
@@ -28,8 +28,8 @@ from ..ir.dce import live_nodes
 from ..ir.ops import Op
 from ..ir.types import FLOATS, Type
 from ..staging import IF, Staged, as_var, current_frame, emit, new_slot, slot_add, slot_get, slot_set
-from .forward import zeros
-from .restage import restage_node, run_graph
+from .jvp import zeros
+from .base import restage_node, run_graph
 
 
 def new_table(count, t, written_first=False):

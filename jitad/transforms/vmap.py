@@ -37,19 +37,19 @@ passes then make the products against those lane copies GEMMs with the shared pa
 """
 import numpy as np
 
-from . import numeric as N
-from . import numpy_api
-from .ad.forward import contains_effects
-from .ad.restage import restage, restage_node, run_graph
-from .ad.reverse import value_and_grad_staged
-from .ad.tape import ForestTape
-from .errors import ArgumentError, StagingError
-from .ir.graph import loop_state_flags, split_operands, walk
-from .ir.ops import CALLS, Op, declare, missing_rule
-from .ir.types import FLOATS, TreeType, Type
-from .primitives.rules import batch_stacked, lift, unbroadcast
-from .pytree import flatten, unflatten
-from .staging import (FOR, FUN, IF, TREE, WHILE, ShapeDtype, Staged, StagedTree, arg_type, coerce, current_frame, emit,
+from .. import numeric as N
+from .. import numpy_api
+from .jvp import contains_effects
+from .base import restage, restage_node, run_graph
+from .vjp import value_and_grad_staged
+from .tape import ForestTape
+from ..errors import ArgumentError, StagingError
+from ..ir.graph import loop_state_flags, split_operands, walk
+from ..ir.ops import CALLS, Op, declare, missing_rule
+from ..ir.types import FLOATS, TreeType, Type
+from ..primitives.rules import batch_stacked, lift, unbroadcast
+from ..pytree import flatten, unflatten
+from ..staging import (FOR, FUN, IF, TREE, WHILE, ShapeDtype, Staged, StagedTree, arg_type, coerce, current_frame, emit,
                       result_dtype, trace_memo, trace_program, wrap)
 
 UNROLL = 8   # the per-lane fallback unrolls up to this many lanes, else loops
@@ -478,7 +478,7 @@ def _batched_fun(node, body, spec, flags, size, masked):
     differentiated. A rule whose function closes over staged values reads them, per lane,
     as the batched call's extra arguments (they get no cotangent or tangent from the rule,
     as without `vmap`)."""
-    from .staging import checkpoint, substituted   # (the rules' own classes: custom.py is above us)
+    from ..staging import checkpoint, substituted   # (the rules' own classes: transforms/custom.py is above us)
     if node.op == Op.CHECKPOINT:
         return checkpoint(body, out=spec)
     fundef = node.attrs["fun"]

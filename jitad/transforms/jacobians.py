@@ -16,12 +16,12 @@ import math
 
 import numpy as np
 
-from . import numeric as N
-from .api import _jvp_staged, _transformation, check_argnums, linearize_staged
+from .. import numeric as N
+from .staged import jvp_staged, linearize_staged
 from .pullback import pullback_staged
-from .errors import ArgumentError
-from .pytree import flatten, unflatten
-from .staging import FOR, is_staged
+from ..errors import ArgumentError, check_argnums
+from ..pytree import flatten, unflatten
+from ..staging import FOR, is_staged
 
 UNROLL = 8   # up to this many basis vectors the rows are unrolled (faster to compile and run)
 
@@ -58,11 +58,11 @@ def _forward_columns(flat_fn, x0, n, m, dtype):
     tangent code alone per basis vector (reverse-mode code inside, a Hessian's
     gradient: a whole `jvp` per basis vector)."""
     lin = linearize_staged(flat_fn, (x0,))
-    column = (lambda v: lin[1](v)) if lin is not None else (lambda v: _jvp_staged(flat_fn, (x0,), (v,))[1])
+    column = (lambda v: lin[1](v)) if lin is not None else (lambda v: jvp_staged(flat_fn, (x0,), (v,))[1])
     return N.transpose(_rows(n, m, column, dtype))
 
 
-def _jacobian(fn, args, argnums, has_aux, forward, who):
+def jacobian_staged(fn, args, argnums, has_aux, forward, who):
     nums = check_argnums(argnums, who)
     for i in nums:
         if not 0 <= i < len(args):
@@ -120,59 +120,3 @@ def _jacobian(fn, args, argnums, has_aux, forward, who):
         row += size_o
     result = unflatten(out_info["td"], blocks)
     return (result, out_info["aux"]) if has_aux else result
-
-
-def jacfwd(fun, argnums=0, has_aux=False):
-    """The Jacobian of `fun` by forward mode (the function once, then its tangent code
-    per input element), compiled:
-    shaped `out.shape + in.shape` per output and input leaf.
-
-    >>> jitad.jacfwd(lambda x: x ** 2)(np.array([1.0, 2.0]))
-    array([[2., 0.],
-           [0., 4.]])
-    """
-    check_argnums(argnums, "jacfwd")
-    return _transformation(fun, "jacfwd", lambda f, *args: _jacobian(f, args, argnums, has_aux, True, "jacfwd"))
-
-
-def jacrev(fun, argnums=0, has_aux=False):
-    """The Jacobian of `fun` by reverse mode (one `vjp` per output element), compiled;
-    same result as `jacfwd`, cheaper when there are fewer outputs than inputs.
-
-    >>> jitad.jacrev(lambda x, y: x * y, argnums=(0, 1))(2.0, 3.0)
-    (3.0, 2.0)
-    """
-    check_argnums(argnums, "jacrev")
-    return _transformation(fun, "jacrev", lambda f, *args: _jacobian(f, args, argnums, has_aux, False, "jacrev"))
-
-
-def hessian(fun, argnums=0, has_aux=False):
-    """`jacfwd(jacrev(fun, argnums), argnums)`: forward-over-reverse second derivatives,
-    shaped `x.shape + x.shape`; a tuple `argnums` gives nested tuples of blocks
-    `H[i][j]` (as JAX).
-
-    >>> jitad.hessian(lambda x, y: x * x * y, argnums=(0, 1))(3.0, 2.0)
-    ((4.0, 6.0), (6.0, 0.0))
-    """
-    check_argnums(argnums, "hessian")
-    return jacfwd(jacrev(fun, argnums, has_aux), argnums, has_aux)
-
-
-def jacobian(fun, argnums=0, has_aux=False, *, argnum=None):
-    """`jacrev` under the name JAX (`argnums=`) and autograd (`argnum=`) give it:
-    `jitad.jacobian(f)(x)`, `jitad.jacobian(f, argnum=1)(x, y)`."""
-    return jacrev(fun, argnums if argnum is None else argnum, has_aux)
-
-
-def elementwise_grad(fn, argnum=0):
-    """autograd's `elementwise_grad`: the gradient of the sum of `fn`'s outputs with respect
-    to argument `argnum` (the Jacobian's diagonal when it is diagonal).
-
-    >>> jitad.elementwise_grad(jitad.tanh)(np.array([0.0, 1.0]))   # 1 - tanh(x)**2
-    """
-    from .api import grad
-    from .pytree import tree_leaves
-
-    def total(*args, **kwargs):
-        return sum(N.sum(leaf) for leaf in tree_leaves(fn(*args, **kwargs)))
-    return grad(total, argnums=argnum)

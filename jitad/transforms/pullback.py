@@ -1,16 +1,16 @@
 """Reverse mode as a staged pullback: the cotangents of a function's arguments for a
 cotangent of its output, emitted into the current trace (what `jitad.vjp`, custom rules
 and Jacobians build on). Inside `vmap` the reverse pass is deferred (see
-`jitad.batching.value_and_grad`)."""
+`jitad.transforms.vmap.value_and_grad`)."""
 import numpy as np
 
-from . import timing
-from .ad.forward import contains_effects
-from .batching import value_and_grad as _reverse_or_defer
-from .errors import ArgumentError, ShapeError
-from .ir.types import FLOATS, NUMPY, TreeType
-from .pytree import flatten, unflatten
-from .staging import Staged, StagedTree, arg_type, as_var, is_staged, trace_program, wrap
+from .. import timing
+from .jvp import contains_effects
+from .vmap import value_and_grad as _reverse_or_defer
+from ..errors import ArgumentError, ShapeError
+from ..ir.types import FLOATS, NUMPY, TreeType
+from ..pytree import flatten, unflatten
+from ..staging import Staged, StagedTree, arg_type, as_var, is_staged, trace_program, wrap
 
 
 def leaf_type(x):
@@ -33,7 +33,7 @@ def pullback_staged(fn, primals, ct, to_closure=True):
     """Emit the cotangents of `fn` at `primals` for output cotangent `ct`. When this runs
     inside a reverse pass (a custom rule) and `to_closure`, the cotangents of staged
     values `fn` closes over are added to their adjoints in that pass."""
-    from .ad.reverse import adjoint_of, value_and_grad_staged
+    from .vjp import adjoint_of, value_and_grad_staged
     flat, td = flatten(tuple(primals))
     types = [leaf_type(x) for x in flat]
     program, out_td, captured = trace_program(fn, tuple(primals), td, types)
@@ -55,7 +55,7 @@ def pullback_staged(fn, primals, ct, to_closure=True):
         else:
             _, grads = (_reverse_or_defer if not closure else value_and_grad_staged)(program, staged, wrt + closure, seeds)
     by_leaf = dict(zip(wrt, map(positive_zero, grads)))
-    from .staging import slot_add
+    from ..staging import slot_add
     for j, g in zip(closure, grads[len(wrt):]):
         slot_add(adjoint_of(captured[j - len(flat)]), g)
     cts = [by_leaf[k] if k in by_leaf else None for k in range(len(flat))]
@@ -75,8 +75,8 @@ def grad_by_forward_mode(program, args, wrt, who, seeds=((0, None),)):
     """The gradient of sum <seed, output> (by default output 0) as one forward-mode pass
     per input element: for programs that themselves contain reverse mode (grad of grad,
     grad or vjp of a function calling grad or vjp)."""
-    from . import numeric as N
-    from .ad.forward import jvp_graph
+    from .. import numeric as N
+    from .jvp import jvp_graph
     total = sum(max(1, int(np.prod(args[k].shape, dtype=np.int64))) for k in wrt)
     if total > MAX_FORWARD_DIRECTIONS:
         raise ArgumentError(f"{who}: differentiating a function that itself takes a gradient needs "
@@ -102,7 +102,7 @@ def grad_by_forward_mode(program, args, wrt, who, seeds=((0, None),)):
 def _along(result, seeds):
     """sum_j <seed_j, tangent of output j> over jvp results (a None seed: the tangent
     itself; a None tangent: zero)."""
-    from . import numeric as N
+    from .. import numeric as N
     parts = []
     for j, c in seeds:
         t = result[j][1]

@@ -3,12 +3,12 @@
 (reverse mode keeps each step's carry as `FOR` does, but not the stacked outputs)."""
 import numpy as np
 
-from . import numeric as N
-from .errors import ArgumentError, StagingError
-from .ir.types import Type
-from .pytree import TreeDef, flatten, unflatten
-from .staging import FOR, IF, Staged, as_var, checkpoint_count, current_frame, is_staged, trace_program
-from .staging.values import _leaf_type
+from .. import numeric as N
+from ..errors import ArgumentError, StagingError
+from ..ir.types import Type
+from ..pytree import TreeDef, flatten, unflatten
+from ..staging import FOR, IF, Staged, as_var, checkpoint_count, current_frame, is_staged, trace_program
+from ..staging.values import _leaf_type
 
 
 def _leading_lengths(leaves):
@@ -53,7 +53,7 @@ def scan(f, init, xs=None, length=None, reverse=False, *, checkpoints=None):
     Staged, it is one `FOR` loop whose state is the carry and the stacked outputs; each
     step writes its row of them in place (a `scatter`). Reverse mode stores each step's
     carry like `FOR` but never the stacked outputs: each backward step reads its row's
-    cotangent in place (`jitad.ad.tape.output_rows`), so a step costs O(carry + y), not
+    cotangent in place (`jitad.transforms.tape.output_rows`), so a step costs O(carry + y), not
     O(length * y). `checkpoints=c` bounds the carries kept to `c` (see `FOR`); the
     stacked outputs are the result and are not copied into the checkpoints.
     """

@@ -1,1 +1,0 @@
-"""Program transformations: restaging (copy) and reverse mode by CPS."""

@@ -1,0 +1,117 @@
+"""The staged entry of each transformation: trace a Python function on the call's
+arguments and emit its transformed program into the current trace. The user's API
+(`jitad.api`) compiles these; the Jacobians build on them."""
+import numpy as np
+
+from .. import timing
+from ..errors import ArgumentError, check_argnums
+from ..ir.types import FLOATS, TreeType
+from ..pytree import flatten, unflatten
+from ..staging import Staged, StagedTree, trace_program, wrap
+from .jvp import contains_effects
+from .pullback import grad_by_forward_mode, leaf_type, positive_zero, staged_arg
+from .vmap import value_and_grad as _reverse_or_defer
+
+
+def value_and_grad_staged(fn, args, argnums, has_aux, who):
+    """Trace `fn(*args)` and emit its value and reverse-mode gradient into the current trace."""
+    nums = check_argnums(argnums, who)
+    for i in nums:
+        if not 0 <= i < len(args):
+            raise ArgumentError(f"{who}: argnums={argnums!r} but the function got {len(args)} "
+                                "positional arguments")
+    flat, wrt, wrt_tds = [], [], {}
+    for i, a in enumerate(args):
+        leaves, td = flatten(a)
+        if i in nums:
+            wrt_tds[i] = (len(wrt), len(leaves), td)
+            wrt += range(len(flat), len(flat) + len(leaves))
+        flat += leaves
+    types = [leaf_type(x) for x in flat]
+    for k in wrt:
+        if isinstance(types[k], TreeType) or types[k].dtype not in FLOATS:
+            raise ArgumentError(f"{who}: cannot differentiate with respect to a value of type "
+                                f"{types[k]} (argument leaf {k}); only float arguments have gradients. "
+                                "Pass it as a float, or leave it out of argnums")
+    program, out_td, captured = trace_program(fn, args, flatten(args)[1], types)
+    value_td = out_td.children[0] if has_aux and out_td.kind == "tuple" and len(out_td.children) == 2 else out_td
+    if has_aux and value_td is out_td:
+        raise ArgumentError(f"{who}: with has_aux=True the function must return a pair (value, aux)")
+    out_types = program.main.out_types
+    if value_td.kind != "leaf" or out_types[0].shape != () or out_types[0].dtype not in FLOATS:
+        got = out_types[0] if value_td.kind == "leaf" else "a pytree"
+        raise ArgumentError(f"{who}: the function must return a float scalar to differentiate, got "
+                            f"{got}; reduce it first (e.g. with a sum) or use jitad.vjp")
+    staged = [staged_arg(x, t) for x, t in zip(flat, types)] + [wrap(v) for v in captured]
+    if contains_effects(program):   # the function itself takes a gradient: go forward
+        with timing.stage("ad"):
+            outs, grads = grad_by_forward_mode(program, staged, wrt, who)
+    else:
+        with timing.stage("ad"):
+            outs, grads = _reverse_or_defer(program, staged, wrt)
+        grads = [positive_zero(g) for g in grads]
+    value = outs[0]
+    if has_aux:
+        value = (value, unflatten(out_td.children[1], outs[1:]))
+    per_arg = [unflatten(td, grads[start:start + n]) for start, n, td in map(wrt_tds.get, nums)]   # in the order asked
+    return value, (per_arg[0] if isinstance(argnums, (int, np.integer)) else tuple(per_arg))
+
+
+def jvp_staged(fn, primals, tangents):
+    from .jvp import jvp_graph, zeros
+    flat, td = flatten(primals)
+    flat_t, td_t = flatten(tangents)
+    if td != td_t:
+        raise ArgumentError("jvp: primals and tangents must have the same structure")
+    types = [leaf_type(x) for x in flat]
+    program, out_td, captured = trace_program(fn, primals, td, types)
+    pairs = []
+    for x, t, ty in zip(flat, flat_t, types):
+        if isinstance(ty, TreeType) or ty.dtype not in FLOATS:
+            pairs.append((staged_arg(x, ty), None))
+        else:
+            if np.shape(t) != ty.shape:
+                raise ArgumentError(f"jvp: a tangent of shape {np.shape(t)} for a primal of shape {ty.shape}")
+            pairs.append((staged_arg(x, ty), staged_arg(t, ty)))
+    with timing.stage("ad"):
+        result = jvp_graph(program.main, pairs + [(wrap(v), None) for v in captured])
+    outs = [p for p, _ in result]
+    tans = [t if t is not None else zeros(v.type) for (_, t), v in zip(result, program.main.outputs)]
+    return unflatten(out_td, outs), unflatten(out_td, tans)
+
+
+def linearize_staged(fn, primals):
+    """`(fn(*primals), tangent_fn)`: the primal emitted once; each `tangent_fn(*tangents)`
+    call emits only the tangent computation (None or a constant zero for a tangent: no
+    code for it). None when the program holds reverse-mode code (effects)."""
+    from .jvp import linearize_graph, zeros
+    flat, td = flatten(primals)
+    types = [leaf_type(x) for x in flat]
+    program, out_td, captured = trace_program(fn, primals, td, types)
+    if contains_effects(program):
+        return None
+    with timing.stage("ad"):
+        outs, tangents = linearize_graph(program.main, [staged_arg(x, t) for x, t in zip(flat, types)]
+                                         + [wrap(v) for v in captured])
+
+    def tangent_fn(*tans):
+        flat_t, td_t = flatten(tans)
+        if td_t != td:
+            raise ArgumentError("linearize: the tangents must have the primals' structure")
+        ts = []
+        for t, ty in zip(flat_t, types):
+            if isinstance(ty, TreeType) or ty.dtype not in FLOATS or is_constant_zero(t):
+                ts.append(None)
+            elif np.shape(t) != ty.shape:
+                raise ArgumentError(f"linearize: a tangent of shape {np.shape(t)} for a primal of shape {ty.shape}")
+            else:
+                ts.append(staged_arg(t, ty))
+        with timing.stage("ad"):
+            out_t = tangents(ts + [None] * len(captured))
+        return unflatten(out_td, [t if t is not None else zeros(v.type) for t, v in zip(out_t, program.main.outputs)])
+    return unflatten(out_td, outs), tangent_fn
+
+
+def is_constant_zero(t):
+    """A tangent known zero when staged (a NumPy or Python zero): it makes no code."""
+    return not isinstance(t, (Staged, StagedTree)) and not np.any(np.asarray(t))
