@@ -11,7 +11,7 @@ from jitad.errors import MissingRuleError
 from jitad.ir import ops
 from jitad.ir.interpret import interpret
 from jitad.lower.llvm import LL
-from jitad.ir.ops import IMPLS, PRIMITIVES, Op, declare, elementwise_type, shape_rule
+from jitad.ir.ops import IMPLS, PRIMITIVES, TABLES, Op, declare, elementwise_type, shape_rule
 from jitad.numeric import bind
 from jitad.primitives import along_axis
 from jitad.primitives.rules import elementwise_vjp, linear
@@ -49,7 +49,8 @@ def late_ops():
     yield cube, flip
     for op in (cube, flip):
         del PRIMITIVES[op.name]
-        IMPLS.pop(op, None)
+        for table in TABLES.values():
+            table.declared.pop(op, None)
         delattr(Op, op.name.upper())
 
 
@@ -126,27 +127,19 @@ def test_a_missing_rule_names_the_primitive_and_the_slot(bare_op):
 
 # -- every primitive has every rule, or a reason not to ------------------------------
 
-TRANSFORMS = ("interpret", "vjp", "jvp", "vmap", "llvm", "cuda")
+TRANSFORMS = tuple(TABLES)   # one rule table per transformation and backend: impl vjp jvp batch llvm cuda
 
 
-def _has_rule(op, transform):
-    """Whether `op` has a rule for `transform`, looked up as the transformation does."""
-    from jitad.transforms import vmap as batching
-    from jitad.transforms import jvp as forward, vjp as reverse
+def _has_rule(op, slot):
+    """Whether `op` has a rule in the table `slot`, looked up as the transformation does
+    (control flow, whose rules take the whole node, is dispatched before the tables)."""
     from jitad.ir import interpret as interpreter
-    from jitad.lower import cuda, llvm
-    try:
-        return {
-            "interpret": lambda: op in IMPLS or op in interpreter._CONTROL or op in interpreter._EFFECTS,
-            "vjp": lambda: op.vjp is not None or op in reverse.CONTROL,
-            "jvp": lambda: op.jvp is not None or op.elementwise and op.vjp is not None or op.linear
-            or op in forward.RULES,
-            "vmap": lambda: batching.batching_rule(op) is not None,
-            "llvm": lambda: llvm.lowering(op) is not None,
-            "cuda": lambda: cuda.rule_of(op) is not None and (op.cuda is not None or not op.elementwise),
-        }[transform]()
-    except MissingRuleError:
-        return False
+    from jitad.transforms import jvp as forward, vjp as reverse
+    beside = {"impl": op in interpreter._CONTROL or op in interpreter._EFFECTS, "vjp": op in reverse.CONTROL,
+              "jvp": op in forward.RULES}
+    if slot == "cuda" and op.elementwise and op not in TABLES["cuda"].declared:
+        return False   # an elementwise op runs on the GPU only by its element expression
+    return beside.get(slot, False) or TABLES[slot].find(op) is not None
 
 
 def _without(names, *transforms):
@@ -161,28 +154,28 @@ OPT_OUT = (
     _without("const tree_get tree_root tree_size lt le gt ge eq ne and or not threefry2x32", "vjp", "jvp")
     | _without("argsort arena_mark arena_release", "jvp")
     # a constant is never batched; a forest's trees are read through TREE and tree_get only
-    | _without("const tree_root tree_size", "vmap")
+    | _without("const tree_root tree_size", "batch")
     # reverse mode's own code (slots, tables, closures, arena marks): made after vmap and
     # reverse mode ran (vmap names them when it meets them: `batching.EFFECTS`); forward
     # mode and the interpreter have rules for them
-    | _without(EFFECT_OPS, "vjp", "vmap")
+    | _without(EFFECT_OPS, "vjp", "batch")
     # made by the passes after every transformation (`ir/passes.py`); the interpreter runs
     # the program as traced (a fused loop's body is elementwise ops it knows)
-    | _without("fused matmul_add table_gemm_add", "vjp", "vmap") | _without("fused matmul_add", "jvp")
-    | _without("fused", "interpret")
+    | _without("fused matmul_add table_gemm_add", "vjp", "batch") | _without("fused matmul_add", "jvp")
+    | _without("fused", "impl")
     # effects without results: nothing to differentiate (reverse mode runs them once)
     | _without("debug_print check", "vjp", "jvp")
     # debug_print calls back into Python: compiled CPU code only (the interpreter computes values)
-    | _without("debug_print", "cuda", "interpret")
+    | _without("debug_print", "cuda", "impl")
     # reverse mode runs the user's rule (`transforms/vjp.py`)
     | _without("custom_vjp", "vjp")
     # converted inside the kernel source (`cuda_kernels._convert`), not by an expression
     | _without("convert", "cuda")
     # LAPACK and MPI run on the CPU only (`linalg.check_cpu`, `distributed`); a collective
     # is batched by vmap's per-lane fallback
-    | _without("linalg allreduce bcast", "cuda") | _without("allreduce bcast", "vmap")
+    | _without("linalg allreduce bcast", "cuda") | _without("allreduce bcast", "batch")
     # vmap's own node, expanded by vmap before any other transformation or backend sees it
-    | _without("deferred_vjp", "interpret", "vjp", "jvp", "llvm", "cuda")
+    | _without("deferred_vjp", "impl", "vjp", "jvp", "llvm", "cuda")
 )
 
 

@@ -27,8 +27,9 @@ FLAGS = frozenset({
 
 
 class Primitive:
-    """One operation: `Op.EXP.name == "exp"`. Compared by identity."""
-    __slots__ = ("name", "arity", "type_rule", "vjp", "jvp", "batch", "llvm", "cuda", "doc") + tuple(FLAGS)
+    """One operation: `Op.EXP.name == "exp"`. Compared by identity. Its rules live in the
+    rule tables (`RuleTable`), one per transformation and backend, keyed by the primitive."""
+    __slots__ = ("name", "arity", "type_rule", "doc") + tuple(FLAGS)
 
     def __repr__(self):
         return f"Op.{self.name.upper()}"
@@ -38,8 +39,74 @@ class Op:
     """The opcode namespace: `Op.ADD` is the primitive named "add" (see `declare`)."""
 
 
+class RuleTable:
+    """The rules of one transformation or backend, keyed by primitive.
+
+    `lookup(op)` finds a rule in one order everywhere: the rule the primitive's
+    declaration gave (`declare(..., <slot>=rule)`), then one registered here under the op
+    (`@table.register(Op.IF)`: the IR's own ops), then one derived from the op's other
+    rules (`table.derive`: an elementwise op's loop from its scalar rule, its JVP from its
+    VJP); with none, `MissingRuleError` names the op and the slot to give. A table reads
+    the rules when asked, so a primitive declared after import works everywhere.
+
+    >>> from jitad.ir.ops import JVP, Op
+    >>> JVP.find(Op.EXP) is not None   # derived from exp's VJP
+    True
+    """
+
+    def __init__(self, slot, what, accept=None):
+        self.slot, self.what = slot, what
+        self.declared = {}     # op -> what its declaration gave for this slot
+        self.registered = {}   # op -> rule registered under the op
+        self.derivers = []     # fn(op) -> rule or None, tried in order
+        # accept(op, declared) -> the rule a declaration's value is, or None where the
+        # declared value is the raw material of a derived rule (a scalar rule, say)
+        self._accept = accept
+        TABLES[slot] = self
+
+    def register(self, *ops):
+        """Decorator: `@table.register(Op.A, Op.B)` enters the function under each op."""
+        def register(fn):
+            self.registered.update(dict.fromkeys(ops, fn))
+            return fn
+        return register
+
+    def derive(self, fn):
+        """Decorator: `fn(op)` makes a rule for ops that neither declare nor register one."""
+        self.derivers.append(fn)
+        return fn
+
+    def find(self, op):
+        """`op`'s rule, or None."""
+        given = self.declared.get(op)
+        if given is not None:
+            rule = given if self._accept is None else self._accept(op, given)
+            if rule is not None:
+                return rule
+        rule = self.registered.get(op)
+        for derive in self.derivers:
+            if rule is not None:
+                break
+            rule = derive(op)
+        return rule
+
+    def lookup(self, op):
+        """`op`'s rule; `MissingRuleError` naming the declaration's slot if it has none."""
+        rule = self.find(op)
+        if rule is None:
+            raise missing_rule(op, self.what, self.slot)
+        return rule
+
+
+TABLES = {}       # slot -> RuleTable
 PRIMITIVES = {}   # name -> Primitive, in declaration order
-IMPLS = {}        # op -> NumPy function of the input values (attrs as keywords)
+IMPL = RuleTable("impl", "NumPy (interpreter)")          # NumPy meaning of the inputs' values
+VJP = RuleTable("vjp", "VJP (reverse-mode)")              # cotangents of the inputs
+JVP = RuleTable("jvp", "JVP (forward-mode)")              # the output's tangent
+BATCH = RuleTable("batch", "batching (vmap)")             # the batched node
+LLVM = RuleTable("llvm", "LLVM lowering", accept=lambda op, rule: None if op.elementwise else rule)
+CUDA = RuleTable("cuda", "CUDA", accept=lambda op, rule: rule if callable(rule) and not op.elementwise else None)
+IMPLS = IMPL.declared   # op -> NumPy function of the input values (attrs as keywords)
 
 
 def declare(name, rule, impl=None, *, arity=None, flags="", vjp=None, jvp=None, batch=None, llvm=None,
@@ -57,20 +124,21 @@ def declare(name, rule, impl=None, *, arity=None, flags="", vjp=None, jvp=None, 
     cuda: for an elementwise op the element expression, a format string ("log1p({0})") or
     fn(args, dtype) -> str; for another op its host rule fn(runner, node, ins) -> [values];
     doc: the docstring of the public wrapper `jitad.<name>` (with an example), if it has one.
-    The transformations and backends look the rules up when they meet the op (the IR's own
-    ops have their `llvm`/`cuda` rules registered under the op in jitad/lower); a rule
-    a program needs and nobody gives is a `MissingRuleError` naming the op and the slot.
+    Each rule goes into its slot's `RuleTable`, where the transformations and backends
+    look it up when they meet the op; a rule a program needs and nobody gives is a
+    `MissingRuleError` naming the op and the slot.
     """
     assert name not in PRIMITIVES, f"{name} declared twice"
     flags = set(flags.split())
     assert flags <= FLAGS, flags - FLAGS
     op = Primitive()
-    op.name, op.arity, op.type_rule, op.vjp, op.jvp, op.batch = name, arity, rule, vjp, jvp, batch
-    op.llvm, op.cuda, op.doc = llvm, cuda, doc
+    op.name, op.arity, op.type_rule, op.doc = name, arity, rule, doc
     for flag in FLAGS:
         setattr(op, flag, flag in flags or (flag == "pure" and "elementwise" in flags))
-    if impl is not None:
-        IMPLS[op] = impl
+    for slot, given in (("impl", impl), ("vjp", vjp), ("jvp", jvp), ("batch", batch), ("llvm", llvm),
+                        ("cuda", cuda)):
+        if given is not None:
+            TABLES[slot].declared[op] = given
     PRIMITIVES[name] = op
     setattr(Op, name.upper(), op)
     return op
@@ -78,7 +146,9 @@ def declare(name, rule, impl=None, *, arity=None, flags="", vjp=None, jvp=None, 
 
 def registrar(table):
     """`rule = registrar(table)`: `@rule(Op.A, Op.B)` enters the function into `table`
-    under each op (how a backend or an interpreter collects its per-op rules)."""
+    (a dict, or a `RuleTable`'s registered rules) under each op."""
+    table = table.registered if isinstance(table, RuleTable) else table
+
     def rule(*ops):
         def register(fn):
             table.update(dict.fromkeys(ops, fn))
@@ -94,10 +164,7 @@ def missing_rule(op, what, slot):
 
 def impl_of(op):
     """The NumPy meaning of `op` (the interpreter and the eager path run it)."""
-    impl = IMPLS.get(op)
-    if impl is None:
-        raise missing_rule(op, "NumPy (interpreter)", "impl")
-    return impl
+    return IMPL.lookup(op)
 
 
 def infer_types(op, in_types, attrs, bodies=()):

@@ -20,13 +20,13 @@ import numpy as np
 
 from ..errors import ArgumentError, DeviceError, ResourceError, RuntimeCheckError
 from ..ir.graph import Graph, Node, Var, split_operands
-from ..ir.ops import CALLS, IMPLS, Op, impl_of, missing_rule, registrar
+from ..ir.ops import CALLS, CUDA, IMPLS, Op, impl_of, registrar
 from ..ir.types import NUMPY, RefType, is_device_array, TreeType, Type, clean_bools
 from ..primitives.along_axis import REDUCTIONS, SCANS, lines
 from . import cuda_kernels as K
 from .cuda_kernels import size_of
 
-RULES = {}
+RULES = CUDA.registered   # op -> host rule fn(runner, node, ins) -> [values]
 SIM_THREADS = 4      # threads per launch under the simulator (each one a Python thread)
 GPU_THREADS = 256
 TILE_GPU, TILE_SIM = 16, 4
@@ -316,17 +316,13 @@ def host_value(value, t):
 
 
 def rule_of(op):
-    """`op`'s host-side rule fn(runner, node, ins) -> [values], looked up when used: the
-    declaration's `cuda` rule, else the rule registered here, else for an elementwise op
-    (or `broadcast`) one kernel of its element expression (its `cuda`); MissingRuleError if none."""
-    if callable(op.cuda) and not op.elementwise:
-        return op.cuda
-    fn = RULES.get(op)
-    if fn is None and (op.elementwise or isinstance(op.cuda, str)):
-        fn = Runner.elementwise
-    if fn is None:
-        raise missing_rule(op, "CUDA", "cuda")
-    return fn
+    """`op`'s host-side rule fn(runner, node, ins) -> [values], from the table `CUDA`: the
+    declaration's rule, else the rule registered here, else for an elementwise op (or one
+    declaring an element expression) one kernel of its expression; MissingRuleError if none."""
+    return CUDA.lookup(op)
+
+
+CUDA.derive(lambda op: Runner.elementwise if op.elementwise or isinstance(CUDA.declared.get(op), str) else None)
 
 
 @rule(Op.FUSED)

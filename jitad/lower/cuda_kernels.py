@@ -14,7 +14,7 @@ import re
 import numpy as np
 
 from .. import primitives  # noqa: F401  (declares the ops `scalar` reads)
-from ..ir.ops import PRIMITIVES, Op, clip_index_code, missing_rule
+from ..ir.ops import CUDA, Op, clip_index_code, missing_rule
 from ..primitives import special
 from ..ir.types import FLOATS, NUMPY, RefType
 
@@ -182,14 +182,15 @@ def _template(spec):
 def scalar(op):
     """template(argument expressions, input dtype) -> the expression of one element of
     elementwise `op`, from its declaration's `cuda` (looked up when used)."""
-    if op.cuda is None:
-        raise missing_rule(op, "CUDA", "cuda")
-    return _template(op.cuda)
+    spec = CUDA.declared.get(op)
+    if spec is None:
+        raise missing_rule(op, CUDA.what, CUDA.slot)
+    return _template(spec)
 
 
 def _math_names():
     """Functions of Python's `math` that declared expressions call ("log1p({0})")."""
-    names = {n for op in PRIMITIVES.values() if isinstance(op.cuda, str) for n in re.findall(r"(\w+)\(", op.cuda)}
+    names = {n for spec in CUDA.declared.values() if isinstance(spec, str) for n in re.findall(r"(\w+)\(", spec)}
     return sorted(n for n in names if hasattr(math, n))
 
 

@@ -29,7 +29,7 @@ import llvmlite.ir as ir
 import numpy as np
 
 from ..ir.graph import Graph, Node, Var, walk
-from ..ir.ops import CALLS, Op, clip_index_code, missing_rule, registrar
+from ..ir.ops import CALLS, LLVM, Op, clip_index_code, registrar
 from .. import primitives  # noqa: F401  (declares the ops lowered below)
 from ..primitives.special import backend
 from . import vmath
@@ -85,7 +85,7 @@ def tensor_outputs(types):
     return [k for k, t in enumerate(types) if isinstance(t, Type) and t.shape]
 
 
-LOWER = {}   # op -> fn(lowerer, node, input values) -> list of output values
+LOWER = LLVM.registered   # op -> fn(lowerer, node, input values) -> list of output values
 def collapse(shape, shapes):
     """Merge adjacent loop dimensions that every operand either spans or broadcasts alike
     (a flat loop when nothing broadcasts: contiguous, vectorizes without gathers).
@@ -164,23 +164,22 @@ def scalar_rule_of(op):
     """The scalar rule of an elementwise op, made from its declaration when first used
     (a primitive declared after import lowers too); None for the other ops."""
     fn = SCALAR_RULES.get(op)
-    if fn is None and op.elementwise and op.llvm is not None:
-        fn = scalar_rule(op)(_declared(op.llvm))
+    if fn is None and op.elementwise and op in LLVM.declared:
+        fn = scalar_rule(op)(_declared(LLVM.declared[op]))
     return fn
+
+
+@LLVM.derive
+def _elementwise_loop(op):
+    """An elementwise op's rule: its scalar rule in a loop nest (`scalar_rule`)."""
+    return LLVM.registered[op] if scalar_rule_of(op) is not None else None
 
 
 def lowering(op):
-    """`op`'s LLVM rule fn(lowerer, node, ins) -> [values], looked up when used: the
-    declaration's `llvm` rule (for an elementwise op, its scalar rule in a loop nest), else
-    the rule registered here under the op (the IR's own ops); MissingRuleError if none."""
-    if op.llvm is not None and not op.elementwise:
-        return op.llvm
-    fn = LOWER.get(op)
-    if fn is None and scalar_rule_of(op) is not None:
-        fn = LOWER[op]
-    if fn is None:
-        raise missing_rule(op, "LLVM lowering", "llvm")
-    return fn
+    """`op`'s LLVM rule fn(lowerer, node, ins) -> [values], from the table `LLVM`: the
+    declaration's rule (an elementwise op's is its scalar rule, in a loop nest), else the
+    rule registered here under the op (the IR's own ops); MissingRuleError if none."""
+    return LLVM.lookup(op)
 
 
 def _table_entry(lo, table, t, index):

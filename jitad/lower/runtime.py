@@ -20,7 +20,7 @@ import llvmlite.ir as llvm_ir
 import numpy as np
 
 from ..errors import ConfigError, ResourceError, RuntimeCheckError, env_int
-from ..ir.ops import PRIMITIVES
+from ..ir.ops import LLVM
 from ..ir.types import NUMPY
 from ..timing import note_cache, stage
 from . import parallel
@@ -44,7 +44,7 @@ _texts = weakref.WeakValueDictionary()   # cache key -> its optimized IR while a
 
 def libm_symbols():
     """The libm functions declarations name as their LLVM lowering, with float variants."""
-    return [op.llvm + suffix for op in PRIMITIVES.values() if isinstance(op.llvm, str) for suffix in ("", "f")]
+    return [spec + suffix for spec in LLVM.declared.values() if isinstance(spec, str) for suffix in ("", "f")]
 
 
 _libm_bound = set()

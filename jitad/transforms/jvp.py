@@ -18,7 +18,7 @@ from it, for several directions at the price of one primal (`jacfwd`).
 import numpy as np
 
 from ..ir.graph import loop_state_flags, split_operands
-from ..ir.ops import CALLS, Op, missing_rule
+from ..ir.ops import CALLS, JVP, VJP, Op
 from ..ir.types import FLOATS, RefType, TableType, Type
 from ..staging import (FOR, FUN, IF, TREE, WHILE, ShapeDtype, Staged, apply, emit, make_closure,
                        new_slot, trace_memo, wrap)
@@ -182,27 +182,40 @@ def jvp_node(node, ins):
 
 
 def _tangent(node, ins, primals, out):
-    """The output tangent: the op's own forward rule, else derived (elementwise ops from
-    their VJP, linear ops applied to the tangent)."""
-    op, attrs = node.op, node.attrs
-    tangents = [t for _, t in ins]
-    if op.jvp is not None:
-        return op.jvp(node, tangents, primals, out)
-    if op.elementwise and op.vjp is not None:
+    """The output tangent, by the op's rule in the table `JVP`: its declaration's, else
+    derived (an elementwise op's from its VJP, a linear op applied to the tangent)."""
+    return JVP.lookup(node.op)(node, [t for _, t in ins], primals, out)
+
+
+@JVP.derive
+def _from_vjp(op):
+    """An elementwise op's tangent: its VJP applied to each input's tangent, summed."""
+    vjp = VJP.find(op)
+    if not op.elementwise or vjp is None:
+        return None
+
+    def rule(node, tangents, primals, out):
         total = None
         for k, t in enumerate(tangents):
             if t is None:
                 continue
-            term = op.vjp(t, *primals, out, **attrs)[k]
+            term = vjp(t, *primals, out, **node.attrs)[k]
             if term is not None:
                 total = term if total is None else total + term
         if total is None or total.shape == out.shape:
             return total
         from .. import numeric as N
         return N.broadcast_to(total, out.shape)
-    if op.linear:
-        return wrap(emit(op, [tangents[0]._var] + [p._var for p in primals[1:]], attrs)[0])
-    raise missing_rule(op, "JVP (forward-mode)", "jvp")
+    return rule
+
+
+@JVP.derive
+def _linear(op):
+    """A linear op's tangent: the op applied to the tangent of its first operand."""
+    if not op.linear:
+        return None
+    return lambda node, tangents, primals, out: wrap(
+        emit(op, [tangents[0]._var] + [p._var for p in primals[1:]], node.attrs)[0])
 
 
 # -- effects and control flow ------------------------------------------------------

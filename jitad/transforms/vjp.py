@@ -26,7 +26,7 @@ import numpy as np
 
 from ..ir.dce import live_nodes
 from ..ir.graph import split_operands
-from ..ir.ops import Op, missing_rule
+from ..ir.ops import VJP, Op
 from ..primitives.rules import Region, Sparse, unbroadcast
 from ..ir.types import FLOATS, RefType, Type
 from ..errors import ArgumentError, ShapeError
@@ -236,9 +236,7 @@ def _backprop(rv, node, ins, outs):
 
 
 def _backprop_node(rv, node, ins, out):
-    rule = node.op.vjp
-    if rule is None:
-        raise missing_rule(node.op, "VJP (reverse-mode)", "vjp")
+    rule = VJP.lookup(node.op)
     g = slot_get(out.adj)
     handled = rv.deferred.take(node, ins, g) if rv.deferred is not None and node.op == Op.MATMUL else ()
     transposed = rv.transposed

@@ -45,7 +45,7 @@ from .vjp import value_and_grad_staged
 from .tape import ForestTape
 from ..errors import ArgumentError, StagingError
 from ..ir.graph import loop_state_flags, split_operands, walk
-from ..ir.ops import CALLS, Op, declare, missing_rule
+from ..ir.ops import BATCH, CALLS, Op, declare, missing_rule
 from ..ir.types import FLOATS, TreeType, Type
 from ..primitives.rules import batch_stacked, lift, unbroadcast
 from ..pytree import flatten, unflatten
@@ -189,7 +189,7 @@ def per_lane(node, ins, size):
     """The generic rule: the node once per lane, its results stacked (`stack_lanes`)."""
     types = [v.type for v in node.outputs]
     if any(not isinstance(t, Type) for t in types):
-        raise missing_rule(node.op, "batching (vmap)", "batch")
+        raise missing_rule(node.op, BATCH.what, BATCH.slot)   # no per-lane fallback here
     return stack_lanes(lambda i: restage_node(node, [x[i] if b else x for x, b in ins]), types, size)
 
 
@@ -554,12 +554,15 @@ CONTROL = {Op.IF: _if, Op.WHILE: _while, Op.FOR: _for, Op.TREE: _tree, **{op: _c
            Op.DEFERRED_VJP: _deferred, Op.TREE_GET: _tree_get, Op.FOREST: _forest_again}
 
 
+BATCH.registered.update(CONTROL)
+BATCH.registered.update(RULES)
+BATCH.derive(lambda op: batch_elementwise if op.elementwise else None)
+
+
 def batching_rule(op):
-    """`op`'s batching rule, looked up when used (a primitive declared after import has
-    its own): control flow's here, else its declaration's `batch`, else this module's
-    table, else the elementwise rule for an elementwise op; None: the per-lane fallback."""
-    rule = CONTROL.get(op) or op.batch or RULES.get(op)
-    return batch_elementwise if rule is None and op.elementwise else rule
+    """`op`'s batching rule from the table `BATCH` (its declaration's, else one registered
+    here, else the elementwise rule); None: the per-lane fallback."""
+    return BATCH.find(op)
 
 EFFECTS = {Op.SLOT, Op.SLOT_GET, Op.SLOT_SET, Op.SLOT_ADD, Op.SLOT_ADD_AT, Op.SLOT_SCATTER_ADD,
            Op.SLOT_SET_AT, Op.SLOT_ADD_SLICE, Op.CLOSURE, Op.APPLY, Op.TABLE, Op.TABLE_GET, Op.TABLE_SET, Op.TABLE_ADD,
