@@ -13,7 +13,7 @@ from ..ir.types import is_device_array, Type, dtype_of_numpy
 from ..pytree import flatten, unflatten, with_built_order
 from ..forest import Tree, plain_tree
 from .frames import Frame, _Trace, _entered, _frames, _local, current_frame, emit
-from .values import Staged, _kind, _leaf_type, _refuse_masked, as_var, coerce, wrap
+from .values import Staged, _kind, _leaf_type, _refuse_masked, as_var, coerce, is_weak, wrap
 
 
 def new_slot(type):
@@ -100,6 +100,9 @@ def trace_program(fn, args, in_td, types):
     try:
         with _entered(root), (hostrng.watch(fn) if outer_trace is None else nullcontext()):
             proxies = [wrap(v) for v in root.graph.params]
+            for proxy, leaf in zip(proxies, flatten(args)[0]):   # scalars passed as numbers are weak
+                if isinstance(proxy, Staged):
+                    proxy.weak = is_weak(leaf)
             out = fn(*unflatten(in_td, proxies))
             leaves, out_td = flatten(out)
             out_td = with_built_order(out, out_td)

@@ -26,8 +26,11 @@ _NP_DTYPES = {k: np.dtype(v) for k, v in NUMPY.items()}
 
 
 class Staged:
-    """A staged scalar: arithmetic on it records graph nodes."""
-    __slots__ = ("_var",)
+    """A staged scalar: arithmetic on it records graph nodes. `weak`: its dtype is weak, as
+    JAX's Python scalars are (it came from Python numbers, or an argument passed as one):
+    combined with a strong value of the same kind it takes that value's dtype, so
+    `0.9 ** step * w` keeps a float32 `w` float32."""
+    __slots__ = ("_var", "weak")
     __hash__ = object.__hash__
 
     # NumPy functions on staged values run the jitad function of the same name, or raise
@@ -45,8 +48,9 @@ class Staged:
                              "`jitad.numpy.asarray(table)[i]` or `jitad.take(table, i)`; "
                              "`jitad.stack([...])` builds an array from staged values.")
 
-    def __init__(self, var):
+    def __init__(self, var, weak=False):
         self._var = var
+        self.weak = weak
 
     @property
     def dtype(self):
@@ -191,6 +195,13 @@ def wrap(var):
     return StagedTree(var) if isinstance(var.type, TreeType) else Staged(var)
 
 
+def is_weak(x):
+    """Whether `x` is weakly typed: a Python or NumPy scalar, or a weak staged value."""
+    if isinstance(x, Staged):
+        return x.weak
+    return isinstance(x, (bool, int, float, np.number, np.bool_))
+
+
 def _refuse_masked(x, where):
     if isinstance(x, np.ma.MaskedArray):
         raise ArgumentError(f"a masked array (numpy.ma) {where}: jitad would ignore its mask; "
@@ -200,7 +211,7 @@ def _refuse_masked(x, where):
 def _kind(x):
     """(dtype, weak): Python and NumPy scalars are weakly typed, as in JAX."""
     if isinstance(x, Staged):
-        return x.ir_dtype, False
+        return x.ir_dtype, x.weak
     _refuse_masked(x, "in staged code")
     if isinstance(x, (bool, np.bool_)):
         return "bool", True
@@ -219,14 +230,22 @@ def _kind(x):
 _CATEGORY = {"bool": 0, "i64": 1, "f32": 2, "f64": 2}
 
 
-def result_dtype(*xs):
+def result_kind(*xs):
+    """(dtype, weak) of an operation on `xs`, by JAX's rules: the strong operands'
+    promotion, lifted to a weak operand's kind where that is higher (an int and a Python
+    float give a float); weak when every operand is, or when a weak operand lifted it."""
     kinds = [_kind(x) for x in xs]
     strong = [d for d, weak in kinds if not weak]
     dtype = reduce(promote, strong or [d for d, _ in kinds])
-    for d, weak in kinds:
-        if weak and _CATEGORY[d] > _CATEGORY[dtype]:
-            dtype = d
-    return dtype
+    weak = not strong
+    for d, w in kinds:
+        if w and _CATEGORY[d] > _CATEGORY[dtype]:
+            dtype, weak = d, True
+    return dtype, weak
+
+
+def result_dtype(*xs):
+    return result_kind(*xs)[0]
 
 
 def as_var(x, dtype=None):
@@ -267,7 +286,7 @@ _BOOL_ARITH = {Op.ADD: Op.OR, Op.MUL: Op.AND, Op.MAXIMUM: Op.OR, Op.MINIMUM: Op.
 def binary(op, a, b):
     if not (is_staged(a) or is_staged(b)):
         return _eager(op, a, b)
-    dtype = result_dtype(a, b)
+    dtype, weak = result_kind(a, b)
     if op.float_only and dtype not in FLOATS:
         dtype = "f64"
     if dtype == "bool" and op.arith:   # as NumPy: + is or, * is and, the rest on ints
@@ -278,7 +297,7 @@ def binary(op, a, b):
             op = _BOOL_ARITH[op]
         else:
             dtype = "i64"
-    return Staged(emit(op, [as_var(a, dtype), as_var(b, dtype)])[0])
+    return Staged(emit(op, [as_var(a, dtype), as_var(b, dtype)])[0], weak)
 
 
 def power(x, n):
@@ -292,7 +311,7 @@ def power(x, n):
         return binary(Op.POW, x, n)
     if n == 0:   # 1, as NumPy's x ** 0 for every x (inf and NaN too), with derivatives 0
         return N.broadcast_to(Staged(as_var(1.0, dtype)), x.shape)
-    x, k = Staged(as_var(x, dtype)), int(abs(n))
+    x, k = Staged(as_var(x, dtype), x.weak), int(abs(n))
     result = None
     while k:
         if k & 1:
@@ -311,7 +330,7 @@ def unary(op, x):
         dtype = "f64"
     if op in (Op.NEG, Op.ABS, Op.SQUARE, Op.RELU) and dtype == "bool":
         dtype = "i64"
-    return Staged(emit(op, [as_var(x, dtype)])[0])
+    return Staged(emit(op, [as_var(x, dtype)])[0], x.weak)
 
 
 def _bad_logical(name, *xs):
