@@ -4,7 +4,7 @@ The floors below only rise: a change that drops a name fails here. The goal is 9
 every module; `python -m tests.compat.namespaces MODULE` lists what is still missing."""
 import pytest
 
-from namespaces import coverage
+from .namespaces import coverage
 
 pytest.importorskip("jax")
 pytest.importorskip("autograd")

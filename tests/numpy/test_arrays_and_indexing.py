@@ -2,7 +2,7 @@
 feel like NumPy's (dtype, attributes, methods, NumPy's functions on staged values),
 indexing (negative steps, take_along_axis, `.at[...]`). Values against NumPy,
 derivatives against JAX, check_grads(order=2) where differentiable. (The primitives' rows
-in tests/test_ops.py's table check them at random inputs, on the CPU and the CUDA
+in tests/lowering/test_ops.py's table check them at random inputs, on the CPU and the CUDA
 simulator.)"""
 import math
 

@@ -173,7 +173,7 @@ def test_a_segmented_program_with_branches_and_scalar_slots_is_right_and_cached(
 
 @pytest.mark.slow
 def test_compile_latency_benchmark_runs_a_program(tmp_path):
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     proc = subprocess.run([sys.executable, "-m", "bench.compile_latency", "--program", "cell_10", "--repeats", "1",
                            "--no-jax", "--out", str(tmp_path / "c")], cwd=root, capture_output=True, text=True,
                           timeout=900)

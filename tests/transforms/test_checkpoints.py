@@ -203,6 +203,6 @@ def test_a_tape_that_outgrows_the_arena_names_checkpoints():
     import sys
     env = dict(os.environ, JITAD_ARENA_MB="16", JITAD_CACHE_DIR="")
     done = subprocess.run([sys.executable, "-c", ARENA_CHILD], capture_output=True, text=True, timeout=300, env=env,
-                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+                          cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     assert done.returncode == 0, done.stderr[-2000:]
     assert "taped: ResourceError naming checkpoints=" in done.stdout and "checkpointed: True" in done.stdout, done.stdout

@@ -20,7 +20,7 @@ import pytest
 
 import jitad
 from jitad.lower import runtime
-from test_cache import CHILD, F_RESULTS, G_RESULT, cache_files, child_env, report
+from .test_cache import CHILD, F_RESULTS, G_RESULT, cache_files, child_env, report
 
 FG_RESULTS = F_RESULTS + [G_RESULT]
 
@@ -207,7 +207,7 @@ def test_memory_per_evicted_signature_is_bounded():
     """200 signatures beyond the kept 16: the Python side of each is freed (105 KiB a
     signature before: the IR text and llvmlite's never-freed pass managers); the bound is
     generous. Its machine code goes with its engine's generation: that is measured
-    tighter in tests/test_reliability_jit_memory.py."""
+    tighter in tests/reliability/test_jit_memory.py."""
     env = child_env("", JITAD_MAX_SIGNATURES="16")
     proc = subprocess.run([sys.executable, "-c", RSS_CHILD], capture_output=True, text=True,
                           env=env, timeout=300)

@@ -243,7 +243,7 @@ try:
 except ImportError:
     MPIEXEC = None
 needs_mpi = pytest.mark.skipif(MPIEXEC is None, reason="needs the mpi extra: pip install 'jitad[mpi]'")
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def mpirun(tmp_path, source, timeout=60):

@@ -164,7 +164,7 @@ def test_tool_speaks_the_protocol():
             {"id": 6, "kind": "evaluate", "module": "gmm", "function": "jacobian",
              "input": inputs.generate("gmm", {"d": 2, "k": 3, "n": 4}) | {"min_runs": 1, "min_seconds": 0}},
             {"id": 7, "kind": "evaluate", "module": "lse", "function": "nosuch", "input": {"x": [1.0]}}]
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     proc = subprocess.run([sys.executable, "-m", "bench.gradbench.tool"], cwd=root, timeout=120,
                           input="".join(json.dumps(m) + "\n" for m in msgs), capture_output=True, text=True,
                           env=os.environ | {"PYTHONPATH": root})

@@ -5,7 +5,7 @@ gives the same numbers as the original run through JAX (the same text with the r
 undone, 64-bit floats enabled)."""
 import numpy as np
 import pytest
-from porting import run
+from .porting import run
 
 jax = pytest.importorskip("jax", reason="the original programs run through JAX (the test extra installs it)")
 jax.config.update("jax_enable_x64", True)

@@ -246,8 +246,8 @@ CASES = {   # primitive -> (operands, attrs) of one lane
     "argsort": ([_floats(2, 5)], {}),
 }
 UNCASED = {   # primitives checked elsewhere
-    "linalg": "its many functions: tests/test_linalg.py (vmap and gradients of each)",
-    "allreduce": "MPI collectives: tests/test_distributed.py", "bcast": "MPI collectives: tests/test_distributed.py",
+    "linalg": "its many functions: tests/numpy/test_linalg.py (vmap and gradients of each)",
+    "allreduce": "MPI collectives: tests/interop/test_distributed.py", "bcast": "MPI collectives: tests/interop/test_distributed.py",
 }
 
 

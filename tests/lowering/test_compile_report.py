@@ -132,7 +132,7 @@ def test_programs_that_differ_inside_a_fused_loop_do_not_share_an_entry(tmp_path
 
 @pytest.mark.slow
 def test_compile_benchmark_quick_mode(tmp_path):
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     proc = subprocess.run([sys.executable, "-m", "bench.compile", "--quick", "--out", str(tmp_path / "c")],
                           cwd=root, capture_output=True, text=True, timeout=600,
                           env=dict(os.environ, OPENBLAS_NUM_THREADS="1"))

@@ -19,7 +19,7 @@ rng = np.random.default_rng(1)
 B = 6
 
 
-from test_transforms_vmap import close  # noqa: E402  (leaves' shapes and values against JAX's)
+from .test_vmap import close  # noqa: E402  (leaves' shapes and values against JAX's)
 
 
 def mlp(N, W1, b1, W2, b2, x):   # bench/tensors.py's mlp

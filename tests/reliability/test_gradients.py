@@ -1,5 +1,5 @@
 """Wrong gradients (and those the nesting fuzzer of
-tests/test_reliability_nesting.py found), one regression test each."""
+tests/reliability/test_nesting.py found), one regression test each."""
 import math
 
 import numpy as np

@@ -4,7 +4,7 @@ counts made small, data synthetic where the original reads files) and gives the 
 numbers as the original run through autograd itself (the same text with the rename undone)."""
 import numpy as np
 import pytest
-from porting import run
+from .porting import run
 
 pytest.importorskip("autograd", reason="the original programs run through autograd (the test extra installs it)")
 pytest.importorskip("scipy")

@@ -7,7 +7,7 @@ import importlib.util
 
 import numpy as np
 import pytest
-from porting import run
+from .porting import run
 
 import jitad
 

@@ -18,8 +18,8 @@ from jitad import FOR, FUN, IF, TREE, WHILE
 from jitad.numeric import matmul_t
 from jitad.testing import check_grads
 
-import test_ops as T
-from test_tensors import CONTROL, W33, X3, _params, _tree, _treelstm_numpy, treelstm_loss
+from . import test_ops as T
+from .test_tensors import CONTROL, W33, X3, _params, _tree, _treelstm_numpy, treelstm_loss
 
 pytestmark = pytest.mark.gpu
 cuda = pytest.importorskip("numba.cuda")
@@ -53,7 +53,7 @@ def assert_trees_close(got, want, rtol=1e-10, atol=1e-12):
         np.testing.assert_allclose(a, b, rtol=rtol, atol=atol)
 
 
-# -- every op spec of tests/test_ops.py ----------------------------------------------
+# -- every op spec of tests/lowering/test_ops.py ----------------------------------------------
 
 @pytest.mark.parametrize("spec", T.cases("gpu", T.OP_SPECS))
 def test_op_forward_matches_numpy(spec):

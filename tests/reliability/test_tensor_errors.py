@@ -301,7 +301,7 @@ def test_indexing_an_empty_table_never_reads_outside_it(index):
 
 
 # -- out-of-range staged indices clamp ------------------------------------------
-# (a negative index first counts from the end, as in NumPy: tests/test_reliability_indexing.py)
+# (a negative index first counts from the end, as in NumPy: tests/reliability/test_indexing.py)
 
 E43 = arr(4, 3)
 OUT_OF_RANGE = [-100, 4, 10 ** 9, 2 ** 63 - 1, -2 ** 63]

@@ -19,7 +19,7 @@ try:
 except ImportError:
     MISSING = "mpi4py is not installed (install the extra: pip install 'jitad[mpi]')"
 needs_mpi = pytest.mark.skipif(MISSING is not None, reason=MISSING or "")
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def mpirun(tmp_path, source, n=2, timeout=120):

@@ -192,7 +192,7 @@ def test_one_library_serves_every_tree(tmp_path):
 
 
 def test_the_export_example_trains_on_in_c(tmp_path):
-    here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "export_c")
+    here = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "examples", "export_c")
     out = subprocess.run(["make", "-s", "-C", here, f"PY={os.sys.executable}", "clean", "run"], capture_output=True,
                          text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
