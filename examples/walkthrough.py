@@ -42,11 +42,13 @@ section("0. A primitive: one declaration")
 note("""
     `jitad.erf` is declared by one `declare` call in jitad/primitives/elementwise.py: type
     rule, NumPy meaning, VJP (from its derivative), the libm function the LLVM lowering
-    calls, the CUDA expression, flags, and this wrapper's docstring. The transformations
-    and backends read its fields:
+    calls, the CUDA expression, flags, and this wrapper's docstring. The primitive holds
+    its name, arity and flags; each rule goes into the rule table of its transformation
+    or backend (jitad.ir.ops.TABLES), where they look it up:
 """)
-from jitad.ir.ops import Op  # noqa: E402
-print({field: getattr(Op.ERF, field) for field in ("name", "arity", "llvm", "cuda", "elementwise", "float_only")})
+from jitad.ir.ops import TABLES, Op  # noqa: E402
+print({field: getattr(Op.ERF, field) for field in ("name", "arity", "elementwise", "float_only")})
+print({slot: table.declared.get(Op.ERF) for slot, table in TABLES.items() if slot in ("llvm", "cuda")})
 print("jitad.erf(0.5) =", jitad.erf(0.5), "  grad:", jitad.grad(jitad.erf)(0.5), end="\n\n")
 note("""
     The folders say where an op lives. A math op is declared in jitad/primitives/ (its
@@ -61,7 +63,7 @@ from jitad.transforms import vjp as reverse  # noqa: E402
 from jitad.lower import cuda, llvm  # noqa: E402
 print(f"{'op':12} {'derivative':24} {'LLVM lowering':20} {'CUDA lowering'}")
 for op in (Op.ERF, Op.TRANSPOSE, Op.MATMUL, Op.WHILE, Op.CHECKPOINT, Op.DEBUG_PRINT):
-    rule = reverse.CONTROL.get(op) or op.vjp
+    rule = reverse.CONTROL.get(op) or TABLES["vjp"].find(op)
     derivative = rule.__module__ if rule else "(none: no gradient)"
     try:
         on_gpu = cuda.rule_of(op).__module__
