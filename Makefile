@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export OPENBLAS_NUM_THREADS ?= 1
 
-.PHONY: demo test bench clean lapack export-example
+.PHONY: demo test bench clean lapack export-example docs
 
 # `jitad.export` links the system's LAPACK for linear algebra; its tests need one (Debian: liblapack-dev)
 LAPACK := $(firstword $(wildcard /usr/lib/*/liblapack.so /usr/lib64/liblapack.so /usr/lib/liblapack.so))
@@ -37,6 +37,10 @@ export-example: $(VENV)/.installed-base
 
 bench: $(VENV)/.installed-bench
 	$(PY) -m bench
+
+# the site (mkdocs.yml, docs/) in build/site; --strict: a broken link or reference fails it
+docs: $(VENV)/.installed-docs
+	$(PY) -m mkdocs build --strict
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

@@ -11,7 +11,6 @@ Writes bench/results/calls.md (calls_quick.md with --quick).
 """
 import argparse
 import collections
-import os
 import statistics
 import time
 

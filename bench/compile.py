@@ -29,7 +29,7 @@ PAIRS = (("jitad_step", "jax_step"), ("jitad_loop", "jax_loop"), ("jitad_step", 
 
 def child(model, frameworks, order):
     """Time the first call of each runner of `model`; print one JSON line."""
-    from . import harness, models   # imports bench first: single-threaded BLAS, XLA on the CPU
+    from . import harness, models   # noqa: F401 (imports bench first: single-threaded BLAS, XLA on the CPU)
     import jitad
     jitad.jit(lambda x: x + 1.0)(1.0)   # the LLVM engine's start
     m = {"jitad": jitad, "torch": None, "jax": None}

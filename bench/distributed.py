@@ -63,7 +63,6 @@ def worker(quick):
 
 
 def main(argv=()):
-    quick = "--quick" in argv
     mpiexec = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or shutil.which("mpiexec")
     if mpiexec is None:
         print("bench.distributed: no mpiexec; install the extra: pip install 'jitad[mpi]'")

@@ -24,7 +24,6 @@ import os
 import sys
 import time
 
-import numpy as np
 
 from . import data, harness
 from .models import (TREE, dgemm_rate, jax_scan_loss, jitad_tree_loss, padded_post_order, torch_tree_loss, tree_flops,
@@ -73,9 +72,6 @@ def _torch_runner(torch, p0, E, batches):
 
 def _jax_runner(jax, p0, E, batches, buckets=(16, 32, 64, 2 * data.MAX_WORDS - 1)):
     jnp = jax.numpy
-    ops = (jnp.tanh, jax.nn.sigmoid)
-    H = TREE["H"]
-
     scan_loss = functools.partial(jax_scan_loss, jax)
     batched = jax.vmap(scan_loss, in_axes=(None, None, 0, 0, 0, 0, 0))
     step = jax.jit(jax.grad(lambda p, E, *a: jnp.sum(batched(p, E, *a))))

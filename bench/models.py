@@ -714,7 +714,6 @@ def jax_scan_loss(jax, p, E, kind, word, label, lp, rp):
 def _tree_jax(jax, p0, E, parses, rec_trees_n, buckets):
     jnp = jax.numpy
     ops = (jnp.tanh, jax.nn.sigmoid)
-    H = TREE["H"]
     update, init = _adagrad_jax(jax, None)
     Ej = jnp.asarray(E)
     pj = jax.tree_util.tree_map(jnp.asarray, p0)

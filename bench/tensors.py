@@ -155,7 +155,7 @@ def _speed(mods, rng, repeats, target, quick, rows, goals):
     n = 10 ** 4 if quick else 10 ** 6
     x = rng.standard_normal(n)
     rows_of_1000 = rng.standard_normal((10 if quick else 1000, 1000))
-    for name, jfn, npfn, x in [("cumsum", jitad.cumsum, np.cumsum, x), ("var", jitad.var, np.var, x),
+    for name, jfn, npfn, x in [("cumsum", jitad.cumsum, np.cumsum, x), ("var", jitad.var, np.var, x),   # noqa: B020
                                ("sort rows of 1000", jitad.sort, np.sort, rows_of_1000)]:
         jf = jitad.jit(jfn)
         harness.check_same(name, "numpy", npfn(x), jf(x))

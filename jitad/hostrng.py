@@ -45,7 +45,7 @@ def _user_functions(fn, depth=4, seen=None):
 
 def _filled(cell):
     try:
-        cell.cell_contents
+        cell.cell_contents   # noqa: B018 (reading an empty cell raises)
         return True
     except ValueError:
         return False

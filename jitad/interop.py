@@ -340,7 +340,7 @@ def _jax_setup():
         import subprocess
         import tempfile
 
-        import jax.ffi
+        import jax.ffi   # noqa: F811 (the same module _need bound)
         from jax.extend.core import Primitive
         from jax.interpreters import ad, batching, mlir
         cc = shutil.which(os.environ.get("CC", "cc"))

@@ -2,7 +2,6 @@
 user would, from the eval definitions; `particle`/`saddle` with `lax.while_loop`, whose
 reverse-mode derivative JAX refuses (the variants whose outer mode is `r`)."""
 import math
-from functools import partial
 
 import jax
 import numpy as np

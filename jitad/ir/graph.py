@@ -20,7 +20,7 @@ class Var:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Node:
-    op: "Op"
+    op: "Op"   # noqa: F821  (jitad.ir.ops imports this module)
     inputs: tuple
     outputs: tuple
     attrs: dict = field(default_factory=dict)

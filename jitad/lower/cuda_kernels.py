@@ -382,7 +382,7 @@ def sort_source(rows, n, argsort):
     """One thread per row of `n`: a stable insertion sort (NaNs last, as NumPy) of row i of x
     into out, as values (`sort`) or as indices (`argsort`)."""
     key = (lambda k: f"x[base + out[base + {k}]]") if argsort else (lambda k: f"out[base + {k}]")
-    less = f"(v < w or (w != w and v == v))"
+    less = "(v < w or (w != w and v == v))"
     lines = ["base = i * %d" % n, f"for j in range({n}):",
              "    v = x[base + j]", "    k = j",
              "    while k > 0:", f"        w = {key('k - 1')}", f"        if not {less}:", "            break",

@@ -227,7 +227,7 @@ def _slot(node, ins):
 
 
 def _slot_update(node, ins):
-    (ref, tref), (v, tv) = ins[0], ins[-1]
+    (_, tref), (v, tv) = ins[0], ins[-1]
     assert tref is not None or tv is None, "forward mode: the activity analysis missed a slot's tangent"
     restage_node(node, [p for p, _ in ins])
     if tref is not None:

@@ -1,4 +1,4 @@
-"""The package's layers import downward only (README, "Layout"): the module import graph
+"""The package's layers import downward only (docs/layout.md): the module import graph
 of jitad (function-level imports included) has no cycle, each layer of
 ir/ <- primitives/ <- staging <- numeric <- transforms/ <- lower/ <- api imports none above it, and
 ir/, primitives/ and lower/ import no front-end module (the user-facing modules: linalg,

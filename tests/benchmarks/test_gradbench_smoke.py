@@ -54,7 +54,7 @@ def numpy_ode(x, steps):
     h, y = 2.0 / steps, np.zeros_like(x)
     f = lambda y: x * np.concatenate([[1.0], y[:-1]])
     for _ in range(steps):
-        k1 = f(y); k2 = f(y + h / 2 * k1); k3 = f(y + h / 2 * k2); k4 = f(y + h * k3)
+        k1 = f(y); k2 = f(y + h / 2 * k1); k3 = f(y + h / 2 * k2); k4 = f(y + h * k3)   # noqa: E702 (RK4's stages)
         y = y + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
     return y
 
@@ -152,7 +152,10 @@ def test_comparators_agree_on_lse(module):
 
 def test_tool_speaks_the_protocol():
     """`python -m bench.gradbench.tool` driven with GradBench's messages in a subprocess."""
-    import json, os, subprocess, sys
+    import json
+    import os
+    import subprocess
+    import sys
     msgs = [{"id": 0, "kind": "start", "eval": "particle"},
             {"id": 1, "kind": "define", "module": "particle"},
             {"id": 2, "kind": "evaluate", "module": "particle", "function": "rf",

@@ -3,7 +3,6 @@ a process without Python, from several threads at once, and agree with jitad in 
 import os
 import shutil
 import subprocess
-import textwrap
 
 import numpy as np
 import pytest

@@ -172,7 +172,7 @@ def test_polygamma_matches_scipy(n):
         x32 = x.astype(np.float32)
         want32 = special.polygamma(n, x32.astype(np.float64)) if n else special.digamma(x32.astype(np.float64))
     # x < 0: digamma's roots there (one in each interval) are only absolutely accurate
-    for got, x, want, tol in ((f(x), x, want, 1e-13), (jitad.polygamma(n, x), x, want, 1e-13),
+    for got, x, want, tol in ((f(x), x, want, 1e-13), (jitad.polygamma(n, x), x, want, 1e-13),   # noqa: B020
                               (f(x32), x32, want32, 2e-7)):
         finite = np.isfinite(want.astype(got.dtype))
         np.testing.assert_array_equal(got[~finite], want[~finite].astype(got.dtype))

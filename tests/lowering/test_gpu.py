@@ -14,7 +14,7 @@ import pytest
 
 import jitad
 import jitad.random
-from jitad import FOR, FUN, IF, TREE, WHILE
+from jitad import FOR, FUN, IF, WHILE
 from jitad.numeric import matmul_t
 from jitad.testing import check_grads
 

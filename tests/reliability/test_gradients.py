@@ -107,7 +107,7 @@ def test_dead_weight_product_in_a_loop_adds_nothing():
     # one: its tables would never be written, and their garbage would reach W's gradient
     def f(w, x0):
         def body(i, s):
-            unused = s @ w
+            unused = s @ w   # noqa: F841  (a product nothing reads)
             return jitad.tanh(s * 0.9 + 0.1)
         return jitad.sum(jitad.FOR(0, 3, body, x0) @ w)
     w, x0 = np.random.default_rng(0).random((4, 4)), np.random.default_rng(1).random((3, 4))

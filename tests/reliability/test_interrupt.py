@@ -144,7 +144,7 @@ def _interrupt(script, delay=0.3, timeout=60):
         except subprocess.TimeoutExpired:
             proc.kill()
             out, err = proc.communicate()
-            raise AssertionError(f"no stop {timeout} s after SIGINT; stdout: {out!r}; stderr: {err[-2000:]}")
+            raise AssertionError(f"no stop {timeout} s after SIGINT; stdout: {out!r}; stderr: {err[-2000:]}") from None
     finally:
         proc.kill()
     assert proc.returncode == 0, err

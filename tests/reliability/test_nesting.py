@@ -13,8 +13,6 @@ differences of `f`. A failing example prints a program that can be pasted and re
 """
 import math
 
-import numpy as np
-import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 

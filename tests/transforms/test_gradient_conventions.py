@@ -1,4 +1,4 @@
-"""Derivatives at kinks and ties, against JAX: the conventions README's "Gradient
+"""Derivatives at kinks and ties, against JAX: the conventions docs/transformations.md's "Gradient
 conventions" lists. Where jitad deliberately differs (d/dx x**0 at 0) the test says so."""
 import numpy as np
 import pytest

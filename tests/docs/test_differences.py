@@ -1,0 +1,116 @@
+"""The README's table of what still differs from JAX and autograd states facts: one test per
+row, in the table's order. A change that removes a difference fails its row's test: then
+update (or drop) the row in README.md along with the test."""
+import warnings
+
+import numpy as np
+import pytest
+
+import jitad
+import jitad.numpy as jnp
+from jitad import grad, jit, lax
+from jitad.errors import ArgumentError, JitadWarning, StagingError
+from jitad.scipy import signal, special, stats
+
+
+def test_grad_compiles_so_python_control_flow_on_its_input_is_refused():
+    with pytest.raises(StagingError):
+        grad(lambda x: x * 2 if x < 3 else x)(1.0)
+    with pytest.raises(StagingError):
+        grad(lambda x: float(x))(1.0)
+
+
+def test_int_arguments_are_staged_too():
+    f = lambda x, n: sum(x for _ in range(n))
+    with pytest.raises(StagingError):
+        grad(f)(1.0, 3)
+    assert grad(lambda x: f(x, 3))(1.0) == 3.0
+
+
+def test_reverse_mode_through_while_loop_and_traced_fori_loop():
+    assert grad(lambda x: lax.while_loop(lambda t: t > 1.0, lambda t: t * 0.5, x))(1e6) == 0.5 ** 20
+    power = jit(lambda x, n: lax.fori_loop(0, n, lambda i, s: s * x, 1.0))
+    assert grad(power)(2.0, 3) == 12.0
+    jax = pytest.importorskip("jax")
+    with pytest.raises(ValueError, match="Reverse-mode differentiation does not work"):
+        jax.grad(lambda x: jax.lax.while_loop(lambda t: t > 1.0, lambda t: t * 0.5, x))(1e6)
+
+
+def test_default_float_is_float64_and_float32_stays():
+    assert jnp.zeros(2).dtype == np.float64 and type(jit(lambda x: x * 2)(1.0)) is float
+    assert jit(lambda x: x * 2)(np.ones(2, np.float32)).dtype == np.float32
+
+
+def test_other_dtypes():
+    double = jit(lambda x: x * 2)
+    assert double(np.ones(2, np.int32)).dtype == np.int64
+    assert double(np.ones(2, np.float16)).dtype == np.float64
+    with pytest.raises(ArgumentError):
+        double(np.ones(2, np.complex128))
+
+
+def test_arrays_outside_staged_code():
+    made = [jnp.array([1.0]), jnp.asarray([1.0]), jnp.zeros(2), jnp.ones(2), jnp.full(2, 1.0), jnp.eye(2),
+            jnp.arange(3), jnp.linspace(0.0, 1.0, 3)]
+    assert all(type(a) is jnp.Array and isinstance(a, np.ndarray) for a in made)
+    y = jit(lambda x: x * 2)(np.ones(2))
+    assert type(y) is np.ndarray and np.shares_memory(jnp.asarray(y), y)
+    assert jnp.asarray(y).at[0].set(5.0).tolist() == [5.0, 2.0]
+
+
+def test_item_assignment():
+    def put(x):
+        x[0] = 1.0
+        return x
+    assert put(jnp.zeros(3)).tolist() == [1.0, 0.0, 0.0]
+    with pytest.raises(TypeError):
+        jit(put)(np.zeros(3))
+
+
+def test_lax_loops_outside_jit_run_in_python():
+    seen = []
+    assert lax.while_loop(lambda c: c < 3, lambda c: seen.append(type(c)) or c + 1, 0) == 3
+    assert seen == [int, int, int]
+
+
+def test_numpy_random_numbers_are_drawn_when_traced():
+    noisy = grad(lambda x: x * np.random.rand())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert noisy(1.0) == noisy(1.0)
+    assert any(issubclass(w.category, JitadWarning) for w in caught)
+
+
+def test_trace_in_place_of_make_jaxpr():
+    assert not hasattr(jitad, "make_jaxpr")
+    assert str(jitad.trace(lambda x: x * 2.0, 1.0)).startswith("main(")
+
+
+def test_precision_is_accepted():
+    assert jnp.dot(np.ones(2), np.ones(2), precision=lax.Precision.HIGHEST) == 2.0
+
+
+def test_shape_parameters_of_distributions_may_not_be_staged():
+    for f in (lambda a: stats.gamma.logpdf(2.0, a), lambda a: stats.beta.logpdf(0.3, a, 2.0),
+              lambda k: stats.poisson.logpmf(k, 2.0)):
+        with pytest.raises(StagingError):
+            grad(f)(1.5)
+    with pytest.raises(StagingError):
+        grad(lambda a: stats.dirichlet.logpdf(np.array([0.3, 0.7]), a))(np.array([1.5, 2.0]))
+    assert grad(special.gammaln)(1.5) == pytest.approx(0.03648997397857652, rel=1e-12)
+    assert np.isfinite(grad(lambda df: stats.t.logpdf(0.3, df))(3.0))
+
+
+def test_convolve_is_scipys_and_there_is_no_extend():
+    with pytest.raises(TypeError):
+        signal.convolve(np.ones(3), np.ones(2), axes=([0], [0]), dot_axes=([], []))
+    with pytest.raises(ImportError):
+        __import__("jitad.extend")
+
+
+def test_data_dependent_shapes_in_staged_code():
+    with pytest.raises(StagingError):
+        jit(lambda x: jnp.nonzero(x))(np.ones(3))
+    with pytest.raises(StagingError):
+        jit(lambda x: x[x > 0])(np.ones(3))
+    assert jnp.nonzero(np.array([0.0, 1.0]))[0].tolist() == [1]
