@@ -23,7 +23,7 @@ $(VENV)/.installed-base: pyproject.toml
 demo: $(VENV)/.installed-base
 	$(PY) examples/quickstart.py
 
-test: $(VENV)/.installed-test,mpi lapack
+test: $(VENV)/.installed-test,mpi,docs lapack
 	$(PY) -m pytest -q -x -n 2 --durations=10
 
 lapack:
