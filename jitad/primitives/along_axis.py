@@ -15,14 +15,19 @@ public wrappers, `jitad.numeric.scan` for the scans, normalize them). A declarat
 LLVM and CUDA rules run the backend's loop nest for the description: the lowerer's and
 the runner's `scan` and `reduction`.
 
-    declare_scan("cumprod", lambda acc, x: acc * x, 1, vjp=..., jvp=...)
+    declare_scan("cummax", maximum, -np.inf)
+
+A scan that gives no `vjp` or `jvp` gets both derived from its combine function: the
+combine run on staged arrays gives its partial derivatives at every step (`Partials`),
+and the derivative of the whole scan is a linear recurrence in them, solved in log2(n)
+doubling steps of products and sums (`linear_recurrence`).
 """
 import functools
 
 import numpy as np
 
-from ..ir.ops import IMPLS, Op, declare, infer_types, shape_rule
-from ..ir.types import NUMPY, Type, dtype_of_numpy
+from ..ir.ops import IMPLS, VJP, Op, declare, infer_types, shape_rule
+from ..ir.types import FLOATS, NUMPY, Type, dtype_of_numpy
 from .rules import N, reduced_shape
 
 SCANS = {}        # op -> AlongAxis, for ops with attrs (axis, reverse)
@@ -135,6 +140,89 @@ def scan_impl(desc):
     return impl
 
 
+# -- derivatives from the combine function --------------------------------------------
+
+class Partials:
+    """A backend running a combine function on staged arrays: each value is a triple
+    (value, d/d acc, d/d x), the derivatives None where they are zero. An op's partial
+    derivatives are its VJP applied to ones (its inputs here all have the output's shape,
+    or are constants, whose derivatives are not needed)."""
+
+    @staticmethod
+    def constant(value, dtype):
+        return NUMPY[dtype](value), None, None
+
+    @staticmethod
+    def apply(op, values, dtypes, out_dtype):
+        primals = [v[0] for v in values]
+        out = N.bind(op, *primals)
+        if out_dtype not in FLOATS or all(d is None for v in values for d in v[1:]):
+            return out, None, None
+        partials = VJP.lookup(op)(N.ones_like(out), *primals, out)
+        chained = []
+        for which in (1, 2):   # the chain rule, for acc and for x
+            terms = [p * v[which] for p, v in zip(partials, values) if p is not None and v[which] is not None]
+            chained.append(functools.reduce(lambda a, b: a + b, terms) if terms else None)
+        return (out, *chained)
+
+
+def shifted(v, axis, reverse, k, fill):
+    """`v` moved k places along the scan (`fill` where nothing arrives): element i holds
+    v[i - k] (v[i + k] for a reverse scan)."""
+    n = v.shape[axis]
+    k = min(k, n)
+    pad = np.full([k if d == axis else m for d, m in enumerate(v.shape)], fill, NUMPY[v.ir_dtype])
+    if reverse:
+        return N.concatenate([N.take_slice(v, axis, k, n), pad], axis)
+    return N.concatenate([pad, N.take_slice(v, axis, 0, n - k)], axis)
+
+
+def linear_recurrence(b, c, axis, reverse):
+    """z with z_i = b_i + c_i z_(i-1) along the scan (z_(-1) = 0), in log2(n) doubling
+    steps: each composes every affine map with the one k places before it."""
+    n, k = b.shape[axis], 1
+    while k < n:
+        b = b + c * shifted(b, axis, reverse, k, 0)
+        if 2 * k < n:
+            c = c * shifted(c, axis, reverse, k, 1)
+        k *= 2
+    return b
+
+
+def _step_partials(desc, x, out, axis, reverse):
+    """d y_i / d y_(i-1) and d y_i / d x_i at every step of the scan (y = out), as arrays
+    of x's shape (zeros where the combine does not depend on one)."""
+    dtype = x.ir_dtype
+    before = shifted(out, axis, reverse, 1, desc.identity(dtype))
+    _, d_acc, d_x = desc.combine(Scalar(Partials, (before, 1.0, None), dtype), Scalar(Partials, (x, None, 1.0), dtype)).value
+    full = lambda d: N.zeros_like(x) if d is None else N.broadcast_to(d * N.ones_like(x), x.shape)
+    return full(d_acc), full(d_x)
+
+
+def derived_scan_vjp(desc):
+    """A scan's VJP from its combine: x_i's cotangent is d y_i/d x_i t_i, where
+    t_i = g_i + d y_(i+1)/d y_i t_(i+1), a linear recurrence against the scan."""
+    def vjp(g, x, out, axis, reverse):
+        if x.shape[axis] == 0:
+            return (g,)
+        d_acc, d_x = _step_partials(desc, x, out, axis, reverse)
+        t = linear_recurrence(g, shifted(d_acc, axis, not reverse, 1, 0), axis, not reverse)
+        return (d_x * t,)
+    return vjp
+
+
+def derived_scan_jvp(desc):
+    """A scan's JVP from its combine: the tangent z_i = d y_i/d x_i t_i + d y_i/d y_(i-1)
+    z_(i-1), a linear recurrence along the scan."""
+    def jvp(node, tangents, primals, out):
+        (t,), (x,), attrs = tangents, primals, node.attrs
+        if x.shape[attrs["axis"]] == 0:
+            return t
+        d_acc, d_x = _step_partials(desc, x, out, attrs["axis"], attrs["reverse"])
+        return linear_recurrence(d_x * t, d_acc, attrs["axis"], attrs["reverse"])
+    return jvp
+
+
 # -- declaring one ------------------------------------------------------------------
 
 def batch_scan(node, ins, size, mask):
@@ -166,8 +254,11 @@ def _reduction_cuda(rt, node, ins):
 def declare_scan(name, combine, identity, impl=None, *, flags="pure kernel", **fields):
     """Declare a scan along `axis` (from the end with `reverse`), output shaped as its
     input: the other fields as `declare`'s; `impl` defaults to the description's own
-    sequential NumPy loop."""
+    sequential NumPy loop, `vjp` and `jvp` to the rules derived from `combine`."""
     desc = AlongAxis(combine, identity)
+    if "linear" not in flags.split():
+        fields.setdefault("vjp", derived_scan_vjp(desc))
+        fields.setdefault("jvp", derived_scan_jvp(desc))
     op = declare(name, shape_rule(lambda types, axis, reverse: types[0].shape), impl or scan_impl(desc),
                  arity=1, flags=flags, batch=fields.pop("batch", batch_scan), llvm=_scan_llvm, cuda=_scan_cuda,
                  **fields)

@@ -232,47 +232,10 @@ declare_scan("cumsum", lambda acc, x: acc + x, lambda dtype: -0.0 if dtype in FL
              vjp=linear(lambda g, x, out, axis, reverse: N.bind(Op.CUMSUM, g, axis=axis, reverse=not reverse)))
 
 
-def _shifts(x, axis, reverse):
-    """x's Hillis-Steele steps along `axis` (y, k), y_{k+1} = y * S_k(y): S_k(v) reads v k
-    places back along the scan (`fill`, 1, past the start), U_k(c) is its transpose (0 past
-    the end)."""
-    n = x.shape[axis]
-    cut = lambda v, a, b: N.take_slice(v, axis, a, b)
-    pad = lambda k, value: np.full([k if d == axis else m for d, m in enumerate(x.shape)], value, x.dtype)
-    S = lambda v, k, fill=1: N.concatenate([cut(v, k, n), pad(k, fill)] if reverse else [pad(k, fill), cut(v, 0, n - k)],
-                                           axis)
-    U = lambda c, k: N.concatenate([pad(k, 0), cut(c, 0, n - k)] if reverse else [cut(c, k, n), pad(k, 0)], axis)
-    steps, y, k = [], x, 1
-    while k < n:
-        steps.append((y, k))
-        y, k = y * S(y, k), 2 * k
-    return steps, S, U
-
-
-def _cumprod_vjp(g, x, out, axis, reverse):
-    """x_i's cotangent is P_i T_i: P_i the product before it (`out` shifted by one), T_i =
-    g_i + x_{i+1} T_{i+1} (along the scan), a linear recurrence solved in log2(n) doubling
-    steps. Only products and sums: exact at zeros (no division by x)."""
-    _, S, U = _shifts(x, axis, reverse)
-    a, t, k, n = U(x, 1), g, 1, x.shape[axis]
-    while k < n:   # t_i = sum of g_j times x_{i+1} ... x_j, over j < i + 2k
-        t = t + a * U(t, k)
-        a, k = (a * U(a, k) if 2 * k < n else a), 2 * k
-    return (S(out, 1) * t if n else g,)
-
-
-def _cumprod_jvp(node, tangents, primals, out):
-    steps, S, _ = _shifts(primals[0], node.attrs["axis"], node.attrs["reverse"])
-    t = tangents[0]
-    for y, k in steps:
-        t = t * S(y, k) + y * S(t, k, 0)
-    return t
-
-
-# running products, one sequential pass (NumPy's rounding)
+# running products, one sequential pass (NumPy's rounding); its derivatives are derived
+# from the combine (exact at zeros: only products and sums, no division by x)
 declare_scan("cumprod", lambda acc, x: acc * x, 1,
-             lambda x, axis, reverse: np.flip(np.cumprod(np.flip(x, axis), axis), axis) if reverse else np.cumprod(x, axis),
-             vjp=_cumprod_vjp, jvp=_cumprod_jvp)
+             lambda x, axis, reverse: np.flip(np.cumprod(np.flip(x, axis), axis), axis) if reverse else np.cumprod(x, axis))
 
 
 def _logaddexp(acc, x):
