@@ -496,180 +496,214 @@ def _slot_scatter_add(lo, node, ins):
     return []
 
 
-@rule(Op.FUSED)
-def _fused(lo, node, ins):   # long: one dispatch on the body's ops, read top to bottom as the loop runs
-    """One loop nest over `shape` running the scalar body once per element."""
-    (body,) = node.bodies
-    b = lo.b
-    operand_shapes = [v.type.value_type.shape if isinstance(v.type, RefType) else v.type.shape for v in node.inputs]
-    shifted = regions.indexed(node)   # slices, concatenations, region adds: no merged dimensions
-    rows = {n.outputs[0]: n for n in body.nodes if n.op in (Op.SUM, Op.MAX) and row_reduction(n, node.attrs["shape"])}
-    products = any(n.op == Op.MATMUL for n in body.nodes)
-    shape, merged = (tuple(node.attrs["shape"]), None) if shifted or rows or products else \
-        collapse(node.attrs["shape"], [node.attrs["shape"]] + operand_shapes)
-    index_nodes = {n.outputs[0]: n for n in body.nodes if n.op in (Op.SLICE, Op.CONCAT)}
+class _FusedLoop:
+    """One `fused` node lowered: a loop nest over its shape running the scalar body once
+    per element (in row blocks where the body takes row sums or maxima, in one nest per
+    box between a slice's or concatenation's cuts where it reads shifted). Read top to
+    bottom as the loop runs: `element` is one iteration, `_step` one body op."""
 
-    def flat(t):   # a type as the merged loop indexes it
-        return Type(t.dtype, merged[t.shape]) if t.shape and merged else t
-    reduced = {n.outputs[0] for n in body.nodes if n.op == Op.SUM and n.outputs[0] not in rows}
-    results = []
-    for v, out in zip(body.outputs, node.outputs):
-        if v in reduced:
-            acc = alloca(b, LL[out.type.dtype])
-            b.store(LL[out.type.dtype](0), acc)
-            results.append(acc)
-        else:
-            results.append(lo.result_buffer(out))
-    accumulator = {v: results[k] for k, v in enumerate(body.outputs) if v in reduced}
+    def __init__(self, lo, node, ins):
+        self.lo, self.node, self.b = lo, node, lo.b
+        (body,) = node.bodies
+        self.body = body
+        operand_shapes = [v.type.value_type.shape if isinstance(v.type, RefType) else v.type.shape for v in node.inputs]
+        self.shifted = regions.indexed(node)   # slices, concatenations, region adds: no merged dimensions
+        self.rows = {n.outputs[0]: n for n in body.nodes if n.op in (Op.SUM, Op.MAX)
+                     and row_reduction(n, node.attrs["shape"])}
+        self.products = any(n.op == Op.MATMUL for n in body.nodes)
+        self.shape, self.merged = (tuple(node.attrs["shape"]), None) if self.shifted or self.rows or self.products \
+            else collapse(node.attrs["shape"], [node.attrs["shape"]] + operand_shapes)
+        self.index_nodes = {n.outputs[0]: n for n in body.nodes if n.op in (Op.SLICE, Op.CONCAT)}
+        self.reduced = {n.outputs[0] for n in body.nodes if n.op == Op.SUM and n.outputs[0] not in self.rows}
+        self.results = [self._result(v, out) for v, out in zip(body.outputs, node.outputs)]
+        self.accumulator = {v: self.results[k] for k, v in enumerate(body.outputs) if v in self.reduced}
+        self.sources = {p: (x, v.type) for p, x, v in zip(body.params, ins, node.inputs)}
+        self.producer = {v: n for n in body.nodes for v in n.outputs}
+        # a product in the loop: JAM rows at a time, sharing the right operand's loads
+        self.jam = JAM if self.products and self.rows and len(self.shape) == 2 else 1
+        self.lanes = [{v: (alloca(self.b, LL[n.inputs[0].type.dtype]), alloca(self.b, I1) if n.op == Op.MAX else None)
+                       for v, n in self.rows.items()} for _ in range(self.jam)]   # registers, a max's NaN flag
+        self.row_acc = self.lanes[0]   # the registers `element` accumulates into
+        self.row_combine = {v: _combine(lo, REDUCTIONS[n.op], n.inputs[0].type.dtype) for v, n in self.rows.items()}
+        self.row_max = next((_row_max(lo, n.inputs[0].type.dtype) for n in self.rows.values() if n.op == Op.MAX), None)
 
-    sources = {p: (x, v.type) for p, x, v in zip(body.params, ins, node.inputs)}
+    def _result(self, v, out):
+        if v in self.reduced:
+            acc = alloca(self.b, LL[out.type.dtype])
+            self.b.store(LL[out.type.dtype](0), acc)
+            return acc
+        return self.lo.result_buffer(out)
 
-    producer = {v: n for n in body.nodes for v in n.outputs}
+    def flat(self, t):   # a type as the merged loop indexes it
+        return Type(t.dtype, self.merged[t.shape]) if t.shape and self.merged else t
 
-    def shift(at, d):
+    def shift(self, at, d):
+        b = self.b
         return [i if o == 0 else b.add(i, I64(o), flags=NO_WRAP) if o > 0 else b.sub(i, I64(-o), flags=NO_WRAP)
                 for i, o in zip(at, d)]
 
-    def read(v, idx, d, box, env):
+    def read(self, v, idx, d, box, env):
         """Element idx + d of body value `v`: a tensor param's, a slice's or concatenation's
         (read where used), or a value the body computes (at an offset: computed there)."""
-        n = index_nodes.get(v)
-        if n is None and v in sources:
-            x, t = sources[v]
-            return lo.load_at(x, flat(t), shift(idx, d), shape)
+        lo, n = self.lo, self.index_nodes.get(v)
+        if n is None and v in self.sources:
+            x, t = self.sources[v]
+            return lo.load_at(x, self.flat(t), self.shift(idx, d), self.shape)
         if n is None:   # computed at an offset (a recomputed stage read shifted)
             key = (v, d) if any(d) else v
             if key not in env:
-                n = producer[v]
-                args = [read(u, idx, d, box, env) for u in n.inputs]
+                n = self.producer[v]
+                args = [self.read(u, idx, d, box, env) for u in n.inputs]
                 scalar = scalar_rule_of(n.op)
                 env[key] = args[0] if n.op in (Op.BROADCAST, Op.RESHAPE) else \
                     scalar(lo, n, args)[0] if scalar is not None else lo_const(n)
             return env[key]
         if n.op == Op.SLICE:
             u = n.inputs[0]
-            if u not in sources:   # a slice of a computed value: its steps are 1
-                return read(u, idx, tuple(o + s0 for o, s0 in zip(d, n.attrs["starts"])), box, env)
-            x, t = sources[u]
-            return b.load(lo.elem_ptr(x, t, shift(idx, d), steps=n.attrs["steps"], starts=n.attrs["starts"]),
-                          typ=LL[t.dtype])
+            if u not in self.sources:   # a slice of a computed value: its steps are 1
+                return self.read(u, idx, tuple(o + s0 for o, s0 in zip(d, n.attrs["starts"])), box, env)
+            x, t = self.sources[u]
+            return self.b.load(lo.elem_ptr(x, t, self.shift(idx, d), steps=n.attrs["steps"], starts=n.attrs["starts"]),
+                               typ=LL[t.dtype])
         axis, start = n.attrs["axis"], 0   # the piece this box lies in, read at the index shifted into it
         for piece, size in zip(n.inputs, n.attrs["sizes"]):
             if box[axis][0] + d[axis] < start + size:
-                return read(piece, idx, d[:axis] + (d[axis] - start,) + d[axis + 1:], box, env)
+                return self.read(piece, idx, d[:axis] + (d[axis] - start,) + d[axis + 1:], box, env)
             start += size
 
-    def element(idx, box=None):
-        # inputs are loaded where first used: a slot added to earlier in the same
-        # iteration must be read after that addition
-        env, env_local, zero = {}, set(), (0,) * len(shape)
+    def element(self, idx, box=None):
+        """One iteration: the body's ops at index `idx`. Inputs are loaded where first used:
+        a slot added to earlier in the same iteration must be read after that addition."""
+        env, local, zero = {}, set(), (0,) * len(self.shape)
 
         def value(v):
             if v not in env:
-                x, t = sources.get(v, (None, None))
-                env[v] = x if isinstance(t, RefType) else read(v, idx, zero, box, env)
+                x, t = self.sources.get(v, (None, None))
+                env[v] = x if isinstance(t, RefType) else self.read(v, idx, zero, box, env)
             return env[v]
-        for n in body.nodes:
+        for n in self.body.nodes:
             if n.op in (Op.SLICE, Op.CONCAT):   # read where used, at the index it is used at
                 continue
             if n.op == Op.MATMUL:   # element (i, j) of a product over a short contraction
-                env[n.outputs[0]] = _dot(lo, *(sources[v] for v in n.inputs), idx)
+                env[n.outputs[0]] = _dot(self.lo, *(self.sources[v] for v in n.inputs), idx)
                 continue
-            args = [value(v) for v in n.inputs]
-            if n.op == Op.SLOT_ADD_SLICE:   # added when this box lies in the region
-                a = n.attrs
-                if all(lo_ <= box[d][0] and box[d][1] <= hi for d, (lo_, hi) in
-                       enumerate(zip(a["src_starts"], a["src_stops"]))):
-                    t = ref_type(node, body, n.inputs[0])
-                    at = [b.sub(i, I64(s0), flags=NO_WRAP) for i, s0 in zip(idx, a["src_starts"])]
-                    if "flat" in a:   # a concatenation's piece, stored at base + strides · index
-                        ptr = lo.elem_ptr(args[0], Type(t.dtype, (int(np.prod(t.shape)),)), [_flat_index(b, at, *a["flat"])])
-                    else:
-                        ptr = lo.elem_ptr(args[0], t, at, steps=a["steps"], starts=a["starts"])
-                    if a.get("store"):
-                        lo.store_elem(args[1], ptr)
-                    else:
-                        b.store(b.fadd(b.load(ptr, typ=args[1].type), args[1]), ptr)
-            elif n.op == Op.SLOT:   # a per-element scalar slot: a register after mem2reg
-                t = LL[n.attrs["type"].dtype]
-                env[n.outputs[0]] = alloca(b, t)
-                b.store(t(0), env[n.outputs[0]])
-                env_local.add(n.outputs[0])
-            elif n.op == Op.SLOT_GET and n.inputs[0] in env_local:
-                env[n.outputs[0]] = b.load(args[0], typ=LL[n.outputs[0].type.dtype])
-            elif n.op == Op.SLOT_ADD and n.inputs[0] in env_local:
-                b.store(b.fadd(b.load(args[0], typ=args[1].type), args[1]), args[0])
-            elif n.op == Op.SLOT_GET:
-                ref = n.inputs[0]
-                env[n.outputs[0]] = b.load(lo.elem_ptr(args[0], flat(ref_type(node, body, ref)), idx),
-                                           typ=LL[n.outputs[0].type.dtype])
-            elif n.op == Op.SLOT_ADD:
-                ptr = lo.elem_ptr(args[0], flat(ref_type(node, body, n.inputs[0])), idx)
-                if n.attrs.get("store"):   # the slot's first update: it was not zeroed
-                    b.store(args[1], ptr)
-                else:
-                    b.store(b.fadd(b.load(ptr, typ=args[1].type), args[1]), ptr)
-            elif n.outputs and n.outputs[0] in rows:   # a row's sum or max: its register
-                acc, nan = row_acc[0][n.outputs[0]]
-                b.store((row_max if n.op == Op.MAX else row_combine[n.outputs[0]])(b.load(acc, typ=args[0].type),
-                                                                                args[0]), acc)
-                if nan is not None:
-                    b.store(b.or_(b.load(nan, typ=I1), b.fcmp_unordered("uno", args[0], args[0])), nan)
-            elif n.op == Op.SUM:
-                acc = accumulator.get(n.outputs[0]) or alloca(b, args[0].type)
-                add = b.fadd(b.load(acc, typ=args[0].type), args[0], flags=("reassoc",)) \
-                    if args[0].type in (F64, F32) else b.add(b.load(acc, typ=args[0].type), args[0])
-                b.store(add, acc)
-            elif n.op in (Op.BROADCAST, Op.RESHAPE):   # the element is already broadcast
-                env[n.outputs[0]] = args[0]
-            else:
-                scalar = scalar_rule_of(n.op)
-                env[n.outputs[0]] = scalar(lo, n, args)[0] if scalar is not None else lo_const(n)
-        for v, out, buf in zip(body.outputs, node.outputs, results):
-            if v not in reduced and v not in rows:
-                lo.store_elem(value(v), lo.elem_ptr(buf, flat(out.type), idx))
-    # a product in the loop: JAM rows at a time, sharing the right operand's loads
-    jam = JAM if products and rows and len(shape) == 2 else 1
-    lanes = [{v: (alloca(b, LL[n.inputs[0].type.dtype]), alloca(b, I1) if n.op == Op.MAX else None)
-              for v, n in rows.items()} for _ in range(jam)]   # registers, a max's NaN flag (`_reduce`'s)
-    row_acc = [lanes[0]]   # the registers `element` accumulates into
-    row_combine = {v: _combine(lo, REDUCTIONS[n.op], n.inputs[0].type.dtype) for v, n in rows.items()}
-    row_max = next((_row_max(lo, n.inputs[0].type.dtype) for n in rows.values() if n.op == Op.MAX), None)
+            self._step(n, [value(v) for v in n.inputs], env, local, idx, box)
+        for v, out, buf in zip(self.body.outputs, self.node.outputs, self.results):
+            if v not in self.reduced and v not in self.rows:
+                self.lo.store_elem(value(v), self.lo.elem_ptr(buf, self.flat(out.type), idx))
 
-    def row_block(firsts):   # the rows at index prefixes `firsts`, their elements interleaved
-        for lane in lanes[:len(firsts)]:
+    def _step(self, n, args, env, local, idx, box):
+        """Body op `n` on its element values `args`: a slot's read or update, a reduction's
+        accumulation, or the op's scalar rule."""
+        b, lo = self.b, self.lo
+        if n.op == Op.SLOT_ADD_SLICE:   # added when this box lies in the region
+            self._add_region(n, args, idx, box)
+        elif n.op in (Op.SLOT, Op.SLOT_GET, Op.SLOT_ADD):
+            self._slot(n, args, env, local, idx)
+        elif n.outputs and n.outputs[0] in self.rows:   # a row's sum or max: its register
+            acc, nan = self.row_acc[n.outputs[0]]
+            combine = self.row_max if n.op == Op.MAX else self.row_combine[n.outputs[0]]
+            b.store(combine(b.load(acc, typ=args[0].type), args[0]), acc)
+            if nan is not None:
+                b.store(b.or_(b.load(nan, typ=I1), b.fcmp_unordered("uno", args[0], args[0])), nan)
+        elif n.op == Op.SUM:
+            acc = self.accumulator.get(n.outputs[0]) or alloca(b, args[0].type)
+            add = b.fadd(b.load(acc, typ=args[0].type), args[0], flags=("reassoc",)) \
+                if args[0].type in (F64, F32) else b.add(b.load(acc, typ=args[0].type), args[0])
+            b.store(add, acc)
+        elif n.op in (Op.BROADCAST, Op.RESHAPE):   # the element is already broadcast
+            env[n.outputs[0]] = args[0]
+        else:
+            scalar = scalar_rule_of(n.op)
+            env[n.outputs[0]] = scalar(lo, n, args)[0] if scalar is not None else lo_const(n)
+
+    def _add_region(self, n, args, idx, box):
+        """A slice of a loop's result added to (or stored into) a slot's region."""
+        b, lo, a = self.b, self.lo, n.attrs
+        if not all(lo_ <= box[d][0] and box[d][1] <= hi for d, (lo_, hi) in
+                   enumerate(zip(a["src_starts"], a["src_stops"]))):
+            return
+        t = ref_type(self.node, self.body, n.inputs[0])
+        at = [b.sub(i, I64(s0), flags=NO_WRAP) for i, s0 in zip(idx, a["src_starts"])]
+        if "flat" in a:   # a concatenation's piece, stored at base + strides · index
+            ptr = lo.elem_ptr(args[0], Type(t.dtype, (int(np.prod(t.shape)),)), [_flat_index(b, at, *a["flat"])])
+        else:
+            ptr = lo.elem_ptr(args[0], t, at, steps=a["steps"], starts=a["starts"])
+        if a.get("store"):
+            lo.store_elem(args[1], ptr)
+        else:
+            b.store(b.fadd(b.load(ptr, typ=args[1].type), args[1]), ptr)
+
+    def _slot(self, n, args, env, local, idx):
+        """A slot op: a per-element scalar slot (a register after mem2reg) or an element of
+        a tensor slot."""
+        b, lo = self.b, self.lo
+        if n.op == Op.SLOT:
+            t = LL[n.attrs["type"].dtype]
+            env[n.outputs[0]] = alloca(b, t)
+            b.store(t(0), env[n.outputs[0]])
+            local.add(n.outputs[0])
+        elif n.op == Op.SLOT_GET and n.inputs[0] in local:
+            env[n.outputs[0]] = b.load(args[0], typ=LL[n.outputs[0].type.dtype])
+        elif n.op == Op.SLOT_ADD and n.inputs[0] in local:
+            b.store(b.fadd(b.load(args[0], typ=args[1].type), args[1]), args[0])
+        elif n.op == Op.SLOT_GET:
+            ref = n.inputs[0]
+            env[n.outputs[0]] = b.load(lo.elem_ptr(args[0], self.flat(ref_type(self.node, self.body, ref)), idx),
+                                       typ=LL[n.outputs[0].type.dtype])
+        else:
+            ptr = lo.elem_ptr(args[0], self.flat(ref_type(self.node, self.body, n.inputs[0])), idx)
+            if n.attrs.get("store"):   # the slot's first update: it was not zeroed
+                b.store(args[1], ptr)
+            else:
+                b.store(b.fadd(b.load(ptr, typ=args[1].type), args[1]), ptr)
+
+    def row_block(self, firsts):
+        """The rows at index prefixes `firsts`, their elements interleaved."""
+        b, shape = self.b, self.shape
+        for lane in self.lanes[:len(firsts)]:
             for v, (acc, nan) in lane.items():
-                b.store(LL[v.type.dtype](REDUCTIONS[rows[v].op].identity(v.type.dtype)), acc)
+                b.store(LL[v.type.dtype](REDUCTIONS[self.rows[v].op].identity(v.type.dtype)), acc)
                 if nan is not None:
                     b.store(I1(0), nan)
 
         def column(i):
-            for lane, first in zip(lanes, firsts):
-                row_acc[0] = lane
-                element(first + [i])
-        lo.counted_loop(I64(shape[-1]), column, rolled=shape[-1] >= 8)
-        for lane, first in zip(lanes, firsts):
+            for lane, first in zip(self.lanes, firsts):
+                self.row_acc = lane
+                self.element(first + [i])
+        self.lo.counted_loop(I64(shape[-1]), column, rolled=shape[-1] >= 8)
+        for lane, first in zip(self.lanes, firsts):
             for v, (acc, nan) in lane.items():
                 total = b.load(acc, typ=LL[v.type.dtype])
                 if nan is not None:
                     total = b.select(b.load(nan, typ=I1), LL[v.type.dtype](float("nan")), total)
-                buf = results[body.outputs.index(v)]
-                b.store(total, lo.elem_ptr(buf, Type(v.type.dtype, shape[:-1]), first))
-    if rows and jam > 1:
-        blocks = shape[0] // jam
-        lo.counted_loop(I64(blocks), lambda k: row_block(
-            [[b.add(b.mul(k, I64(jam), flags=NO_WRAP), I64(q), flags=NO_WRAP)] for q in range(jam)]))
-        for r in range(blocks * jam, shape[0]):
-            row_block([[I64(r)]])
-    elif rows:
-        lo.loop_nest(shape[:-1], lambda idx: row_block([idx]))
-    elif not shifted:
-        lo.loop_nest(shape, element)
-    for box in regions.boxes(node) if shifted else ():   # one loop nest per box between the cuts
-        lo.loop_nest(tuple(hi - lo_ for lo_, hi in box), lambda idx, box=box: element(
-            [b.add(i, I64(lo_), flags=NO_WRAP) for i, (lo_, _) in zip(idx, box)], box))
-    return [b.load(buf, typ=LL[out.type.dtype]) if v in reduced else buf
-            for v, out, buf in zip(body.outputs, node.outputs, results)]
+                buf = self.results[self.body.outputs.index(v)]
+                b.store(total, self.lo.elem_ptr(buf, Type(v.type.dtype, shape[:-1]), first))
+
+    def run(self):
+        """The loop nests, and the node's results."""
+        b, lo, shape, jam = self.b, self.lo, self.shape, self.jam
+        if self.rows and jam > 1:
+            blocks = shape[0] // jam
+            lo.counted_loop(I64(blocks), lambda k: self.row_block(
+                [[b.add(b.mul(k, I64(jam), flags=NO_WRAP), I64(q), flags=NO_WRAP)] for q in range(jam)]))
+            for r in range(blocks * jam, shape[0]):
+                self.row_block([[I64(r)]])
+        elif self.rows:
+            lo.loop_nest(shape[:-1], lambda idx: self.row_block([idx]))
+        elif not self.shifted:
+            lo.loop_nest(shape, self.element)
+        for box in regions.boxes(self.node) if self.shifted else ():   # one loop nest per box between the cuts
+            lo.loop_nest(tuple(hi - lo_ for lo_, hi in box), lambda idx, box=box: self.element(
+                [b.add(i, I64(lo_), flags=NO_WRAP) for i, (lo_, _) in zip(idx, box)], box))
+        return [b.load(buf, typ=LL[out.type.dtype]) if v in self.reduced else buf
+                for v, out, buf in zip(self.body.outputs, self.node.outputs, self.results)]
+
+
+@rule(Op.FUSED)
+def _fused(lo, node, ins):
+    """One loop nest over the node's shape running the scalar body once per element."""
+    return _FusedLoop(lo, node, ins).run()
 
 
 def _flat_index(b, at, base, strides):
