@@ -39,6 +39,8 @@ def slice_static(x, starts, stops, steps):
 
 def unslice(g, shape, starts, stops, steps):
     """Zeros of `shape` with `g` placed at the static slice (the adjoint of slicing)."""
+    if not shape:   # a 0-d array: itself (nothing around it)
+        return g
     return bind(Op.UNSLICE, g, shape=tuple(shape), starts=tuple(starts), stops=tuple(stops),
                  steps=tuple(steps))
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import jitad
+import jitad.numpy
 
 jax.config.update("jax_enable_x64", True)
 
@@ -52,3 +53,22 @@ def test_gradient_through_masks():
     m = np.array([True, False, True, True, False, False])
     f = lambda a: (a[m] ** 2).sum()
     np.testing.assert_allclose(jitad.grad(f)(np.arange(6.0)), jax.grad(f)(jnp.arange(6.0)))
+
+
+# -- pad of a 0-d array: nothing to pad, itself (NumPy and JAX) ---------------------
+
+@pytest.mark.parametrize("mode", ["constant", "edge", "reflect", "symmetric", "wrap"])
+@pytest.mark.parametrize("width", [1, (1, 2), ((1, 2),), 0])
+def test_pad_of_a_0d_array_is_itself(mode, width):
+    x = np.array(2.5)
+    want = np.pad(x, width, mode=mode)
+    assert want.shape == () and float(jnp.pad(jnp.asarray(x), width, mode=mode)) == 2.5
+    for got in (jitad.numpy.pad(x, width, mode=mode), jitad.jit(lambda a: jitad.numpy.pad(a, width, mode=mode))(x)):
+        assert np.shape(got) == () and got == want
+
+
+def test_pad_of_a_0d_array_gradient_and_constant():
+    assert jitad.grad(lambda a: jitad.numpy.pad(a, 2, constant_values=7.0).sum())(3.0) == 1.0
+    assert jitad.jit(lambda a: jitad.numpy.pad(a, 2, constant_values=7.0))(np.array(3.0)) == 3.0
+    with pytest.raises(jitad.errors.JitadError, match="negative"):
+        jitad.jit(lambda a: jitad.numpy.pad(a, -1))(np.array(3.0))
