@@ -126,7 +126,10 @@ def export(f, *example_args, path, name, grad=False, argnums=0):
     [array(6.), array([2., 2., 2.]), array(3.)]
 
     The library needs only libc and libm: from C, `int dot(const void *const *in,
-    void *const *out)` (0 on success, else a code `dot_error(code)` explains).
+    void *const *out)` (0 on success, else a code `dot_error(code)` explains: -1 for a
+    NULL pointer). `dot_set_stop(&word)` makes calls poll `word` and stop (code 4) once it
+    is nonzero, e.g. from a SIGINT handler. `name` must not be a C keyword or a function
+    of the C library (`malloc`, `free`, ...): an ArgumentError says so before compiling.
     """
     from .api import value_and_grad
     _check_name(name, grad)

@@ -119,6 +119,9 @@ def to_torch(f):
 
     A `torch.library` custom op (`jitad::<name>_<k>`) with a fake kernel (the output
     shapes from a trace of `f`): usable eagerly and inside `torch.compile(fullgraph=True)`.
+    Under torch.func, `jvp` and `jacfwd` run jitad's forward mode, `vjp`, `grad` and `jacrev`
+    its reverse mode, and `vmap` calls `f` once per lane; second derivatives through PyTorch
+    (`hessian`) are an error naming the fix: take them inside jitad (`to_torch(jitad.hessian(f))`).
     Tensors reach jitad as NumPy views (no copy); results are tensors over jitad's fresh
     result arrays. A tree travels as its arrays and is rebuilt for each call.
     """
@@ -692,7 +695,8 @@ def _is_float_leaf(x):
 def to_jax(f):
     """`f` as a function of JAX arrays (pytrees as `f` takes them) that `jax.jit`,
     `jax.grad`/`vjp`, `jax.jvp` and `jax.vmap` accept. Inside `jax.jit` a call is an XLA
-    custom call (JAX's FFI) of `f` compiled by jitad: no Python runs per call.
+    custom call (JAX's FFI) of `f` compiled by jitad: no Python runs per call. Ctrl-C
+    stops a call that runs a loop: JAX raises its error ("interrupted by Ctrl-C").
 
     >>> solve = jitad.interop.to_jax(lambda a: jitad.WHILE(lambda x: x * x > a + 1e-12, lambda x: 0.5 * (x + a / x), a))
     >>> jax.grad(lambda a: solve(a))(4.0)   # d sqrt(a)/da through a data-dependent loop  # doctest: +SKIP
