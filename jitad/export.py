@@ -16,6 +16,7 @@ poll. Matrix products use jitad's own loop nests, not BLAS, so the library links
 libc and libm, and the system's LAPACK and BLAS when the program does linear algebra
 (`jitad.linalg`), which the header then names.
 """
+import functools
 import os
 import re
 import shutil
@@ -206,18 +207,21 @@ def _check_name(name, grad):
 
 
 def _in_c_library(symbol):
-    """Whether the C library defines `symbol` (looked up in libc, libm and libpthread)."""
+    """Whether the C library defines `symbol` (looked up in libc, libm, libpthread, libdl)."""
+    return any(hasattr(lib, symbol) for lib in _c_libraries())
+
+
+@functools.lru_cache(maxsize=None)
+def _c_libraries():
     import ctypes
     import ctypes.util
-    for lib in ("c", "m", "pthread", "dl"):
-        path = ctypes.util.find_library(lib)
+    found = []
+    for path in filter(None, map(ctypes.util.find_library, ("c", "m", "pthread", "dl"))):
         try:
-            handle = ctypes.CDLL(path) if path else None
+            found.append(ctypes.CDLL(path))
         except OSError:
-            handle = None
-        if handle is not None and hasattr(handle, symbol):
-            return True
-    return False
+            pass
+    return tuple(found)
 
 
 def _trace(f, example_args, in_td, types):
