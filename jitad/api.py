@@ -65,6 +65,14 @@ def _leaf_key(x):
     return arg_type(x)
 
 
+def _static_key(x):
+    """A static argument as it selects the compiled code: by type and value, inside tuples
+    too, so `True` and `1` (or `2.0` and `2`), equal in Python, compile apart."""
+    if isinstance(x, tuple):
+        return type(x), tuple(map(_static_key, x))
+    return type(x), x
+
+
 class Jitted:
     """A function compiled per input signature; see `jitad.jit`."""
 
@@ -123,7 +131,7 @@ class Jitted:
             return self.fn(*args)   # called inside a trace: inline, as a nested jit in JAX
         nums = (self._static_by_count.get(len(args)) or self._static_nums(len(args))) if self.static_argnums else ()
         if nums:
-            static = tuple(args[i] for i in nums)
+            static = tuple(_static_key(args[i]) for i in nums)
             dynamic = tuple(a for i, a in enumerate(args) if i not in nums)
         else:
             static, dynamic = (), args
@@ -134,7 +142,7 @@ class Jitted:
         except TypeError:
             check_hashable(td)
             raise ArgumentError(f"{_fn_name(self.fn)}: static arguments must be hashable, got "
-                                f"{', '.join(type(s).__name__ for s in static)}; pass tuples instead of "
+                                f"{', '.join(type(args[i]).__name__ for i in nums)}; pass tuples instead of "
                                 "lists, or leave it out of static_argnums") from None
         if compiled is not self._last and compiled is not None:   # the last called is the newest
             _lru_touch(self._compiled, key)

@@ -16,6 +16,7 @@ poll. Matrix products use jitad's own loop nests, not BLAS, so the library links
 libc and libm, and the system's LAPACK and BLAS when the program does linear algebra
 (`jitad.linalg`), which the header then names.
 """
+import functools
 import os
 import re
 import shutil
@@ -126,12 +127,13 @@ def export(f, *example_args, path, name, grad=False, argnums=0):
     [array(6.), array([2., 2., 2.]), array(3.)]
 
     The library needs only libc and libm: from C, `int dot(const void *const *in,
-    void *const *out)` (0 on success, else a code `dot_error(code)` explains).
+    void *const *out)` (0 on success, else a code `dot_error(code)` explains: -1 for a
+    NULL pointer). `dot_set_stop(&word)` makes calls poll `word` and stop (code 4) once it
+    is nonzero, e.g. from a SIGINT handler. `name` must not be a C keyword or a function
+    of the C library (`malloc`, `free`, ...): an ArgumentError says so before compiling.
     """
     from .api import value_and_grad
-    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) or name in C_KEYWORDS:
-        raise ArgumentError(f"export: name={name!r} must be a C identifier (letters, digits, _), "
-                            "it names the library, its header and its functions")
+    _check_name(name, grad)
     if not callable(f):
         raise ArgumentError(f"export takes a function, got {type(f).__name__}")
     cc = shutil.which(os.environ.get("CC", "cc"))
@@ -166,7 +168,7 @@ def export(f, *example_args, path, name, grad=False, argnums=0):
             fh.write(_adapter(name, inputs, entries, lapack))
         script = os.path.join(tmp, "exports.map")
         with open(script, "w") as fh:
-            fh.write("{ global: %s; local: *; };\n" % "; ".join([e[0] for e in entries] + [name + "_error"]))
+            fh.write("{ global: %s; local: *; };\n" % "; ".join(_symbols(name, grad)))
         library = os.path.join(path, f"lib{name}.so")
         cmd = [cc, "-shared", "-fPIC", "-O2", "-o", library, "-I", path, adapter, *objects,
                f"-Wl,--version-script={script}"] + (["-llapack", "-lblas"] if lapack else []) + ["-lm", "-lpthread"]
@@ -180,6 +182,46 @@ def export(f, *example_args, path, name, grad=False, argnums=0):
     outs = [[Leaf(j, t.dtype, tuple(t.shape)) for j, t in enumerate(p.main.out_types)] for _, p, _ in entries]
     return Exported(name, os.path.abspath(library), os.path.abspath(os.path.join(path, name + ".h")), inputs,
                     outs[0], outs[1] if grad else None)
+
+
+def _symbols(name, grad):
+    """The C functions a library named `name` exports."""
+    return [name] + ([name + "_grad"] if grad else []) + [name + "_error", name + "_set_stop"]
+
+
+def _check_name(name, grad):
+    """ArgumentError unless `name` makes C identifiers that are no keyword, no name C
+    reserves and no function of the C library (a library defining `malloc` or `free`
+    would not compile, or would replace the process's own)."""
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) or name in C_KEYWORDS:
+        raise ArgumentError(f"export: name={name!r} must be a C identifier (letters, digits, _) and no C keyword; "
+                            "it names the library, its header and its functions")
+    if re.match(r"_[A-Z_]", name):
+        raise ArgumentError(f"export: name={name!r} starts with an underscore and a capital or another underscore, "
+                            "which C reserves for the compiler and the C library; choose another name")
+    taken = [symbol for symbol in _symbols(name, grad) if _in_c_library(symbol)]
+    if taken:
+        raise ArgumentError(f"export: name={name!r} would define {', '.join(taken)}, already a function or variable "
+                            "of the C library (libc, libm, libpthread); choose another name, e.g. "
+                            f"{'my_' + name!r}")
+
+
+def _in_c_library(symbol):
+    """Whether the C library defines `symbol` (looked up in libc, libm, libpthread, libdl)."""
+    return any(hasattr(lib, symbol) for lib in _c_libraries())
+
+
+@functools.lru_cache(maxsize=None)
+def _c_libraries():
+    import ctypes
+    import ctypes.util
+    found = []
+    for path in filter(None, map(ctypes.util.find_library, ("c", "m", "pthread", "dl"))):
+        try:
+            found.append(ctypes.CDLL(path))
+        except OSError:
+            pass
+    return tuple(found)
 
 
 def _trace(f, example_args, in_td, types):
@@ -294,6 +336,8 @@ def _call_body(symbol, program, main, code_offset):
 {_main_signature(symbol, program, main)}
 
 int {symbol}(const void *const *in, void *const *out) {{
+    if (jitad_null(in, {len(program.main.params)}) || jitad_null((const void *const *)out, {len(program.main.out_types)}))
+        return {_NULL_CODE};
     struct jitad_ctx ctx;
     int code = jitad_enter(&ctx);
     if (code) return code;
@@ -349,12 +393,32 @@ struct jitad_ctx {{      /* the layout `jitad.lower.llvm.CTX` */
 }};
 
 static const int64_t never_stop = 0;
+static const int64_t *volatile stop_word = &never_stop;   /* nonzero: running calls stop (error {_STOP_CODE}) */
 static pthread_key_t arena_key;
 static pthread_once_t arena_once = PTHREAD_ONCE_INIT;
 static __thread char *arena_base, *arena_end;
 static __thread uint64_t stack_limit;
 
 static void make_key(void) {{ pthread_key_create(&arena_key, free); }}
+
+/* Stack kept free below the last recursion check, for one frame of compiled code (under
+   4 KiB) and what it calls there (libm: under 1 KiB with the frame, measured; LAPACK: more):
+   a quarter of the thread's stack, at least {_MARGIN_MIN_KIB} KiB and at most {_MARGIN_KIB} KiB. */
+static uint64_t jitad_margin(size_t bytes) {{
+    size_t quarter = bytes / 4;
+    return quarter < ({_MARGIN_MIN_KIB} << 10) ? ({_MARGIN_MIN_KIB} << 10)
+         : quarter > ({_MARGIN_KIB} << 10) ? ({_MARGIN_KIB} << 10) : quarter;
+}}
+
+/* Whether `pointers` (n entries) or one of its entries is NULL. */
+static int jitad_null(const void *const *pointers, int n) {{
+    if (!n) return 0;
+    if (!pointers) return 1;
+    for (int k = 0; k < n; k++) if (!pointers[k]) return 1;
+    return 0;
+}}
+
+void {name}_set_stop(const int64_t *word) {{ stop_word = word ? word : &never_stop; }}
 
 static int jitad_enter(struct jitad_ctx *ctx) {{
     if (!arena_base) {{          /* this thread's tensor arena, freed when the thread exits */
@@ -365,10 +429,10 @@ static int jitad_enter(struct jitad_ctx *ctx) {{
         if (!arena_base) return {_ARENA_CODE};
         arena_end = arena_base + size;
         pthread_setspecific(arena_key, arena_base);
-        pthread_attr_t attr;   /* recursion stops (error {_STACK_CODE}) 256 KiB above the stack's end */
+        pthread_attr_t attr;   /* recursion stops (error {_STACK_CODE}) a margin above the stack's end */
         void *low; size_t bytes;
         if (pthread_getattr_np(pthread_self(), &attr) == 0) {{
-            if (pthread_attr_getstack(&attr, &low, &bytes) == 0) stack_limit = (uint64_t)low + (256 << 10);
+            if (pthread_attr_getstack(&attr, &low, &bytes) == 0) stack_limit = (uint64_t)low + jitad_margin(bytes);
             pthread_attr_destroy(&attr);
         }}
         if (!stack_limit) {{ char here; stack_limit = (uint64_t)&here - (1 << 20); }}
@@ -377,7 +441,7 @@ static int jitad_enter(struct jitad_ctx *ctx) {{
     ctx->status = 0;
     ctx->arena_top = (char *)(((uintptr_t)arena_base + 63) & ~(uintptr_t)63);
     ctx->arena_end = arena_end;
-    ctx->stop = &never_stop;
+    ctx->stop = stop_word;
     ctx->polls_left = 1 << 30;
     return 0;
 }}
@@ -420,6 +484,8 @@ const char *{name}_error(int code) {{
         case {_TREE_CODE}: return "a tree argument is not a tree (a child index out of range, or a node reached twice)";
         case {_STACK_CODE}: return "the stack ran out (recursion too deep for this thread's stack: run it on a thread with a larger stack)";
         case {_ARENA_CODE}: return "the tensor arena ran out (set JITAD_ARENA_MB to more than 256, in MiB, before the first call of a thread)";
+        case {_STOP_CODE}: return "stopped: the word given to {name}_set_stop became nonzero (Ctrl-C)";
+        case {_NULL_CODE}: return "a NULL pointer: `in`, `out` or one of their entries (pass one pointer per input and output)";
 {checks}        default: return code >= {CHECK_FAILED} ? "a runtime check of the program failed" : "unknown error code";
     }}
 }}
@@ -428,7 +494,9 @@ const char *{name}_error(int code) {{
 """
 
 
-_STACK_CODE, _ARENA_CODE, _TREE_CODE = 1, 2, 5   # the runtime's statuses; 5 is none of them
+_STACK_CODE, _ARENA_CODE, _STOP_CODE, _TREE_CODE = 1, 2, 4, 5   # the runtime's statuses; 5 is none of them
+_NULL_CODE = -1   # a NULL pointer argument (the positive codes are statuses and checks)
+_MARGIN_MIN_KIB, _MARGIN_KIB = 8, 256   # the stack the adapter keeps free below a recursion (`jitad_margin`)
 
 
 def _c_string(text):
@@ -445,7 +513,10 @@ def _header(name, inputs, entries, lapack):
              "   a pointer to one value), and `out`, an array of pointers to buffers the caller allocated,",
              "   one per output below; arrays are C-contiguous. The pointer counts cannot be checked in C:",
              "   passing fewer pointers, or smaller buffers, than listed here is undefined behaviour.",
-             "   Each returns 0 on success, else an error code that <name>_error(code) explains.",
+             "   Each returns 0 on success, else an error code that <name>_error(code) explains:",
+             f"   {_NULL_CODE} when `in`, `out` or one of their entries is NULL (nothing is read or written).",
+             f"   {name}_set_stop(word) makes running and later calls poll *word (an int64_t that, say, a",
+             f"   SIGINT handler sets): nonzero stops them with error {_STOP_CODE}; NULL turns it off.",
              "   Calls may run from several threads at once; each thread gets its own tensor arena",
              "   (JITAD_ARENA_MB, 256 by default: address space, committed as it is touched).",
              "   Compiled for this machine's CPU. */",
@@ -470,5 +541,7 @@ def _header(name, inputs, entries, lapack):
                   for j, t in enumerate(program.main.out_types)]
         lines += ["*/", f"int {symbol}(const void *const *in, void *const *out);"]
     lines += ["", "/* The message of an error code returned by the functions above. */",
-              f"const char *{name}_error(int code);", "", "#ifdef __cplusplus", "}", "#endif", "#endif", ""]
+              f"const char *{name}_error(int code);", "",
+              "/* Calls stop (error " + str(_STOP_CODE) + ") once *word is nonzero; NULL: they never stop. */",
+              f"void {name}_set_stop(const int64_t *word);", "", "#ifdef __cplusplus", "}", "#endif", "#endif", ""]
     return "\n".join(lines)

@@ -37,13 +37,22 @@ def _need(module, extra="interop"):
 
 @functools.lru_cache(maxsize=None)
 def _ir_dtype(dtype, where):
-    name = np.dtype(dtype).name
+    try:
+        name = np.dtype(dtype).name
+    except TypeError:   # a dtype NumPy does not know (bfloat16 before ml_dtypes registers it)
+        name = str(dtype)
     for ir, np_name in NUMPY.items():
         if np.dtype(np_name).name == name:
             return ir
     hint = " (JAX makes ints int32 unless jax_enable_x64 is set)" if name == "int32" and where == "to_jax" else ""
     raise ArgumentError(f"{where}: arrays of dtype {name} cannot be passed to jitad; use float64, float32, "
-                        f"int64 or bool{hint}")
+                        f"int64 or bool{hint}{_cast_hint(name, where)}")
+
+
+def _cast_hint(name, where):
+    if not name.startswith(("float", "bfloat")):
+        return ""
+    return "; cast it first: tensor.float()" if where == "to_torch" else "; cast it first: x.astype(jnp.float32)"
 
 
 class _Flat:
@@ -63,22 +72,38 @@ class _Flat:
         self.out_structure = _structure_of(self.out_td)
         return program.main.out_types
 
+    def _of_floats(self, args):
+        """`f` as a function of the float array leaves of `args` (the others held) to its
+        float outputs, and those leaves."""
+        leaves, td = flatten(args)
+        wrt = [k for k, x in enumerate(leaves) if _is_float_leaf(x)]
+
+        def of_floats(*xs):
+            full = list(leaves)
+            for k, x in zip(wrt, xs):
+                full[k] = x
+            return tuple(o for o in flatten(self.f(*unflatten(td, full)))[0] if _is_float_leaf(o))
+        return of_floats, tuple(leaves[k] for k in wrt)
+
     @functools.cached_property
     def pullback(self):
         """(args, cotangents of the float outputs) -> cotangents of the float array
         leaves of args, in flattened order; compiled."""
 
         def pullback(args, cts):
-            leaves, td = flatten(args)
-            wrt = [k for k, x in enumerate(leaves) if _is_float_leaf(x)]
-
-            def of_floats(*xs):
-                full = list(leaves)
-                for k, x in zip(wrt, xs):
-                    full[k] = x
-                return tuple(o for o in flatten(self.f(*unflatten(td, full)))[0] if _is_float_leaf(o))
-            return api.vjp(of_floats, *[leaves[k] for k in wrt])[1](tuple(cts))
+            of_floats, at = self._of_floats(args)
+            return api.vjp(of_floats, *at)[1](tuple(cts))
         return api.jit(pullback)
+
+    @functools.cached_property
+    def tangent(self):
+        """(args, tangents of the float array leaves of args) -> tangents of the float
+        outputs (jitad's forward mode); compiled."""
+
+        def tangent(args, tangents):
+            of_floats, at = self._of_floats(args)
+            return api.jvp(of_floats, at, tuple(tangents))[1]
+        return api.jit(tangent)
 
 
 # -- PyTorch ----------------------------------------------------------------------------
@@ -94,6 +119,9 @@ def to_torch(f):
 
     A `torch.library` custom op (`jitad::<name>_<k>`) with a fake kernel (the output
     shapes from a trace of `f`): usable eagerly and inside `torch.compile(fullgraph=True)`.
+    Under torch.func, `jvp` and `jacfwd` run jitad's forward mode, `vjp`, `grad` and `jacrev`
+    its reverse mode, and `vmap` calls `f` once per lane; second derivatives through PyTorch
+    (`hessian`) are an error naming the fix: take them inside jitad (`to_torch(jitad.hessian(f))`).
     Tensors reach jitad as NumPy views (no copy); results are tensors over jitad's fresh
     result arrays. A tree travels as its arrays and is rebuilt for each call.
     """
@@ -138,17 +166,58 @@ def to_torch(f):
         ctx.save_for_backward(*inputs[0])
         ctx.key, ctx.float_outputs = inputs[1], [o.is_floating_point() for o in output]
 
-    def backward(ctx, grads):
+    def backward(ctx, grads, pull=pullback):
         tensors = list(ctx.saved_tensors)
         cts = [g if g is not None else torch.zeros(0) for g, k in zip(grads, ctx.float_outputs) if k]
         if any(g is None for g, k in zip(grads, ctx.float_outputs) if k):   # an output no gradient reached
             outs = [o for o, k in zip(op(tensors, ctx.key), ctx.float_outputs) if k]
             cts = [c if c.numel() or not o.numel() else torch.zeros_like(o) for c, o in zip(cts, outs)]
-        got = pullback(tensors, cts, ctx.key)
+        got = pull(tensors, cts, ctx.key)
         return [g if t.is_floating_point() and not tree else None
                 for g, t, tree in zip(got, tensors, _tree_parts(_structures[ctx.key].structure))], None
 
     op.register_autograd(backward, setup_context=setup_context)
+
+    @torch.library.custom_op(f"jitad::{name}_jvp", mutates_args=())
+    def tangent(tensors: list[torch.Tensor], tangents: list[torch.Tensor], key: int) -> list[torch.Tensor]:
+        flat = _structures[key]
+        tans = tuple(d.detach().numpy() for d in tangents)
+        return [torch.from_numpy(np.array(t)) for t in flat.tangent(arguments(tensors, flat.structure), tans)]
+
+    @tangent.register_fake
+    def _(tensors, tangents, key):
+        return [torch.empty_like(o) for o in op(tensors, key) if o.is_floating_point()]
+
+    for custom in (op, pullback, tangent):
+        custom.register_vmap(_lane_by_lane(torch, custom))
+    pull_once, tangent_once = _first_order(torch, pullback), _first_order(torch, tangent)
+
+    class Transformed(torch.autograd.Function):
+        """The op under torch.func's transformations: `jvp`/`jacfwd` run jitad's forward
+        mode, `vjp`/`grad`/`jacrev` its reverse mode, `vmap` the op once per lane."""
+        generate_vmap_rule = True
+
+        @staticmethod
+        def forward(key, *tensors):
+            return tuple(op(list(tensors), key))
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            ctx.save_for_forward(*inputs[1:])
+            setup_context(ctx, (inputs[1:], inputs[0]), output)
+
+        @staticmethod
+        def jvp(ctx, _, *tangents):
+            tensors = list(ctx.saved_tensors)
+            parts = _tree_parts(_structures[ctx.key].structure)
+            tans = [torch.zeros_like(t) if d is None else d
+                    for t, d, tree in zip(tensors, tangents, parts) if t.is_floating_point() and not tree]
+            touts = iter(tangent_once(tensors, tans, ctx.key))
+            return tuple(next(touts) if k else None for k in ctx.float_outputs)
+
+        @staticmethod
+        def backward(ctx, *grads):
+            return (None, *backward(ctx, grads, pull_once)[0])
 
     @functools.wraps(f)
     def call(*args):
@@ -161,8 +230,14 @@ def to_torch(f):
             if t.device.type != "cpu":
                 raise DeviceError(f"to_torch: a tensor on {t.device} was passed; jitad runs on the CPU: pass "
                                   "tensor.cpu()")
+        if not torch.compiler.is_compiling():   # (the op checks again; here the error names the caller's line)
+            for t in tensors:
+                _ir_dtype(_torch_dtype(t), "to_torch")
         key = key_of(structure) if torch.compiler.is_compiling() else key_for(structure)
-        outs = op(tensors, key)   # (under torch.compile the fake kernel runs here: it traces f)
+        if _transformed(torch):   # inside torch.func.jvp, jacfwd, vmap, ...
+            outs = Transformed.apply(key, *tensors)
+        else:
+            outs = op(tensors, key)   # (under torch.compile the fake kernel runs here: it traces f)
         flat = _structures[key]
         if flat.out_structure is None:
             flat.out_types(_types(tensors, structure))
@@ -180,6 +255,59 @@ def to_torch(f):
 
 
 _structures = {}   # int -> _Flat: custom ops take ints, not Python objects
+
+
+def _transformed(torch):
+    """Whether a torch.func transformation (jvp, vmap, grad, ...) is running this call."""
+    if torch.compiler.is_compiling():
+        return False
+    from torch._C._functorch import peek_interpreter_stack
+    return peek_interpreter_stack() is not None
+
+
+def _first_order(torch, custom):
+    """`custom(tensors, more_tensors, key)` (a pullback or a tangent map) as a function whose
+    own derivatives, asked for by a nested torch.func transformation, are a clear error
+    instead of a silent zero."""
+    class FirstOrder(torch.autograd.Function):
+        generate_vmap_rule = True
+
+        @staticmethod
+        def forward(key, n, *tensors):
+            return tuple(custom(list(tensors[:n]), list(tensors[n:]), key))
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            pass
+
+        @staticmethod
+        def backward(ctx, *grads):
+            raise _second_order()
+
+        @staticmethod
+        def jvp(ctx, *tangents):
+            raise _second_order()
+
+    return lambda tensors, more, key: FirstOrder.apply(key, len(tensors), *tensors, *more)
+
+
+def _second_order():
+    return JitadError("to_torch: a function from to_torch is differentiated once by PyTorch (jvp, vjp, grad, "
+                      "jacfwd, jacrev, vmap of those); for second derivatives (hessian, grad of grad) take them "
+                      "inside jitad: to_torch(jitad.hessian(f)) or to_torch(jitad.grad(f))", where=False)
+
+
+def _lane_by_lane(torch, custom):
+    """A vmap rule for the custom op `custom`: one call per lane, the results stacked
+    along a new first axis."""
+    def rule(info, in_dims, *args):
+        def lane(b):
+            return custom(*[[t if d is None else t.select(d, b) for t, d in zip(a, dims or [None] * len(a))]
+                            if isinstance(a, (list, tuple)) else a for a, dims in zip(args, in_dims)])
+        lanes = [lane(b) for b in range(info.batch_size)]
+        outs = [torch.stack(column) for column in zip(*lanes)]
+        return outs, [0] * len(outs)
+    return rule
 
 
 def _register(flat):
@@ -278,19 +406,50 @@ def _c_name(name):
 HANDLER_C = r"""
 /* jitad's XLA FFI handler: calls a function with jitad.export's C ABI, whose address
    (and its error function's) the custom call carries as the attributes `fn` and `err`. */
+#include <signal.h>
 #include <stdint.h>
 #include <string.h>
 #include "xla/ffi/api/c_api.h"
 
+/* Ctrl-C: XLA runs the call on a thread of its own while Python's main thread waits, so
+   Python's handler cannot stop it. A C handler put in front of Python's sets this word,
+   which the exported functions poll (`<name>_set_stop`): the running call fails and JAX
+   raises its error. That SIGINT stays from Python (a KeyboardInterrupt racing JAX's error
+   would surface anywhere after it); one that comes when no call runs, a second one, or
+   one the call finished before seeing, goes on to Python's handler. */
+int64_t jitad_ffi_stop;
+static int64_t in_flight;
+static void (*python_sigint)(int);
+
+static void on_sigint(int sig) {
+    if (__atomic_load_n(&in_flight, __ATOMIC_RELAXED) > 0
+            && !__atomic_exchange_n(&jitad_ffi_stop, 1, __ATOMIC_RELAXED)) return;
+    if (python_sigint) python_sigint(sig);
+}
+
+/* 1 when on_sigint is (now) in front of SIGINT's handler; 0 when that handler is not a
+   plain function (default, ignored, or an sa_sigaction one): then nothing changes. */
+int jitad_ffi_watch_sigint(void) {
+    struct sigaction old, now;
+    if (sigaction(SIGINT, NULL, &old)) return 0;
+    if (old.sa_handler == on_sigint) return 1;
+    if (old.sa_handler == SIG_DFL || old.sa_handler == SIG_IGN || (old.sa_flags & SA_SIGINFO)) return 0;
+    python_sigint = old.sa_handler;
+    now = old;
+    now.sa_handler = on_sigint;
+    return sigaction(SIGINT, &now, NULL) == 0;
+}
+
+#define STOPPED 4   /* the exported functions' code for a stop (jitad.export) */
 typedef int (*jitad_fn)(const void *const *, void *const *);
 typedef const char *(*jitad_err)(int);
 
-static XLA_FFI_Error *fail(const XLA_FFI_Api *api, const char *message) {
+static XLA_FFI_Error *fail(const XLA_FFI_Api *api, const char *message, XLA_FFI_Error_Code errc) {
     XLA_FFI_Error_Create_Args args;
     memset(&args, 0, sizeof args);
     args.struct_size = XLA_FFI_Error_Create_Args_STRUCT_SIZE;
     args.message = message;
-    args.errc = XLA_FFI_Error_Code_INTERNAL;
+    args.errc = errc;
     return api->XLA_FFI_Error_Create(&args);
 }
 
@@ -312,13 +471,21 @@ XLA_FFI_Error *jitad_ffi_call(XLA_FFI_CallFrame *frame) {
         if (name->len == 2 && !memcmp(name->ptr, "fn", 2)) fn = value;
         if (name->len == 3 && !memcmp(name->ptr, "err", 3)) err = value;
     }
-    if (!fn) return fail(frame->api, "jitad: the custom call carries no function");
+    if (!fn) return fail(frame->api, "jitad: the custom call carries no function", XLA_FFI_Error_Code_INTERNAL);
     const void *ins[frame->args.size + 1];
     void *outs[frame->rets.size + 1];
     for (int64_t i = 0; i < frame->args.size; i++) ins[i] = ((XLA_FFI_Buffer *)frame->args.args[i])->data;
     for (int64_t j = 0; j < frame->rets.size; j++) outs[j] = ((XLA_FFI_Buffer *)frame->rets.rets[j])->data;
+    if (__atomic_fetch_add(&in_flight, 1, __ATOMIC_RELAXED) == 0) __atomic_store_n(&jitad_ffi_stop, 0, __ATOMIC_RELAXED);
     int code = ((jitad_fn)fn)(ins, outs);
-    if (code) return fail(frame->api, err ? ((jitad_err)err)(code) : "jitad: the compiled function failed");
+    int last = __atomic_sub_fetch(&in_flight, 1, __ATOMIC_RELAXED) == 0;
+    if (code == STOPPED)
+        return fail(frame->api, "jitad: interrupted by Ctrl-C (SIGINT): the call stopped in a loop of the "
+                                "jitad function; nothing was returned", XLA_FFI_Error_Code_CANCELLED);
+    if (last && __atomic_exchange_n(&jitad_ffi_stop, 0, __ATOMIC_RELAXED) && python_sigint)
+        python_sigint(SIGINT);   /* finished before it polled: the Ctrl-C is Python's after all */
+    if (code) return fail(frame->api, err ? ((jitad_err)err)(code) : "jitad: the compiled function failed",
+                          XLA_FFI_Error_Code_INTERNAL);
     return NULL;
 }
 """
@@ -334,6 +501,7 @@ def _jax_setup():
         if _jax:
             return _jax
         jax = _need("jax")
+        import atexit
         import ctypes
         import os
         import shutil
@@ -346,13 +514,16 @@ def _jax_setup():
         cc = shutil.which(os.environ.get("CC", "cc"))
         if cc is None:
             raise JitadError("jitad.interop.to_jax needs a C compiler (`cc`) for its XLA FFI handler")
-        tmp = tempfile.mkdtemp(prefix="jitad-jax-")
+        tmp = tempfile.mkdtemp(prefix="jitad-jax-")   # the handler and the exported libraries, this process's
+        atexit.register(shutil.rmtree, tmp, ignore_errors=True)   # (loaded libraries stay mapped until exit)
         src, lib = os.path.join(tmp, "handler.c"), os.path.join(tmp, "libjitad_ffi.so")
         with open(src, "w") as fh:
             fh.write(HANDLER_C)
         subprocess.run([cc, "-shared", "-fPIC", "-O2", "-I", jax.ffi.include_dir(), "-o", lib, src], check=True,
                        capture_output=True)
         handler = ctypes.CDLL(lib)
+        if threading.current_thread() is threading.main_thread():   # (only the main thread sets handlers)
+            handler.jitad_ffi_watch_sigint()
         jax.ffi.register_ffi_target(TARGET, jax.ffi.pycapsule(handler.jitad_ffi_call), platform="cpu")
         call_p, linear_p = Primitive("jitad_call"), Primitive("jitad_linear")
         for p, which in ((call_p, "call"), (linear_p, "tangent")):
@@ -369,7 +540,7 @@ def _jax_setup():
             outs = call_p.bind(*primals, fn=fn)
             ts = [ad.instantiate_zeros(t) for t, k in zip(tangents, fn.floats)]
             touts = iter(linear_p.bind(*primals, *[t for t, k in zip(ts, fn.floats) if k], fn=fn))
-            return outs, [next(touts) if k else ad.Zero.from_primal_value(o) for o, k in zip(outs, fn.out_floats)]
+            return outs, [next(touts) if k else _zero_tangent(jax, ad, o) for o, k in zip(outs, fn.out_floats)]
 
         def transpose(cts, *args, fn):
             primals = args[:fn.n_in]
@@ -381,6 +552,21 @@ def _jax_setup():
         ad.primitive_transposes[linear_p] = transpose
         _jax.update(call=call_p, linear=linear_p, jax=jax, tmp=tmp, handler=handler)
         return _jax
+
+
+def _zero_tangent(jax, ad, out):
+    """JAX's symbolic zero tangent of an int or bool output `out`, spelled as the installed
+    JAX spells it (`Zero(aval.to_tangent_aval())`; some older releases: `Zero.from_primal_value`)."""
+    if hasattr(ad.Zero, "from_primal_value"):
+        return ad.Zero.from_primal_value(out)
+    aval = jax.typeof(out) if hasattr(jax, "typeof") else jax.core.get_aval(out)
+    return ad.Zero(aval.to_tangent_aval() if hasattr(aval, "to_tangent_aval") else aval.at_least_vspace())
+
+
+def address_of_stop_word():
+    """The address of the FFI handler's stop word, which SIGINT sets (see HANDLER_C)."""
+    import ctypes
+    return ctypes.addressof(ctypes.c_int64.in_dll(_jax_setup()["handler"], "jitad_ffi_stop"))
 
 
 def _batched(call_p, args, dims, fn):
@@ -441,6 +627,7 @@ class _JaxFn:
             ex = export(lambda *leaves: tuple(self.fn(*leaves)), *examples, path=_jax_setup()["tmp"], name=name)
             lib = ctypes.CDLL(ex.library)
             address = lambda symbol: ctypes.cast(getattr(lib, symbol), ctypes.c_void_p).value
+            getattr(lib, name + "_set_stop")(ctypes.c_void_p(address_of_stop_word()))
             self.signatures[key] = (ex, lib, address(name), address(name + "_error"))
         return self.signatures[key]
 
@@ -461,9 +648,8 @@ class _JaxFn:
             n = self.n_in
 
             def tangent(*args):
-                of_floats, at = _of_floats(self, args[:n], all_outputs=True)
-                outs, touts = api.jvp(of_floats, at, tuple(args[n:]))
-                return tuple(t for t, o in zip(touts, outs) if _is_float_leaf(o))
+                of_floats, at = _of_floats(self, args[:n])
+                return tuple(api.jvp(of_floats, at, tuple(args[n:]))[1])
             return _JaxFn(tangent, self.name + "_jvp", list(self.floats) + [True] * sum(self.floats))
         return self._derive("tangent", make)
 
@@ -475,7 +661,7 @@ class _JaxFn:
             n = self.n_in
 
             def pullback(*args):
-                of_floats, at = _of_floats(self, args[:n], all_outputs=False)
+                of_floats, at = _of_floats(self, args[:n])
                 return tuple(api.vjp(of_floats, *at)[1](tuple(args[n:])))
             return _JaxFn(pullback, self.name + "_vjp", list(self.floats) + [True] * sum(self.out_floats))
         return self._derive("pullback", make)
@@ -488,16 +674,16 @@ class _JaxFn:
         return self._derive(("vmap", axes), make)
 
 
-def _of_floats(fn, primals, all_outputs):
-    """`fn` as a function of its float arguments alone (the others held at `primals`), of
-    all its outputs or only the float ones; and those float arguments' values."""
+def _of_floats(fn, primals):
+    """`fn` as a function of its float arguments alone (the others held at `primals`) to
+    its float outputs; and those float arguments' values."""
     float_pos = [k for k in range(len(primals)) if fn.floats[k]]
 
     def of_floats(*xs):
         full = list(primals)
         for k, x in zip(float_pos, xs):
             full[k] = x
-        return tuple(o for o in fn.fn(*full) if all_outputs or _is_float_leaf(o))
+        return tuple(o for o in fn.fn(*full) if _is_float_leaf(o))
     return of_floats, tuple(primals[k] for k in float_pos)
 
 
@@ -509,7 +695,8 @@ def _is_float_leaf(x):
 def to_jax(f):
     """`f` as a function of JAX arrays (pytrees as `f` takes them) that `jax.jit`,
     `jax.grad`/`vjp`, `jax.jvp` and `jax.vmap` accept. Inside `jax.jit` a call is an XLA
-    custom call (JAX's FFI) of `f` compiled by jitad: no Python runs per call.
+    custom call (JAX's FFI) of `f` compiled by jitad: no Python runs per call. Ctrl-C
+    stops a call that runs a loop: JAX raises its error ("interrupted by Ctrl-C").
 
     >>> solve = jitad.interop.to_jax(lambda a: jitad.WHILE(lambda x: x * x > a + 1e-12, lambda x: 0.5 * (x + a / x), a))
     >>> jax.grad(lambda a: solve(a))(4.0)   # d sqrt(a)/da through a data-dependent loop  # doctest: +SKIP

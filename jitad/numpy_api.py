@@ -599,8 +599,10 @@ def pad(x, pad_width, mode="constant", constant_values=0):
     except ValueError:
         raise ShapeError(f"`pad`: pad_width {pad_width!r} for shape {shape}: give (before, after) "
                          "per axis, one pair, or one int") from None
-    if (widths < 0).any():
+    if (np.asarray(pad_width) < 0).any():   # (a 0-d x: widths is empty)
         raise ArgumentError(f"`pad`: pad_width {pad_width!r} has a negative width")
+    if not shape:   # a 0-d array has no axis to pad: itself, as NumPy and JAX
+        return x if is_staged(x) else np.array(x)
     if mode == "constant":
         new = tuple(int(n + a + b) for n, (a, b) in zip(shape, widths))
         starts = tuple(int(a) for a, _ in widths)

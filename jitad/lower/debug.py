@@ -5,9 +5,9 @@ NUL-terminated JSON constant in the module (format string, keyword names, each
 value's dtype and shape), `values` at `n` pointers to the values (a tensor's data, or
 a stack slot holding a scalar). The symbol is a ctypes callback registered with the JIT
 at import, so programs loaded from the disk cache find it too. Python's signal handlers
-run inside the callback: an exception one raises (KeyboardInterrupt on Ctrl-C) makes it
-return nonzero, and the compiled code unwinds as at a poll that saw Ctrl-C; the caller
-gets that exception.
+run inside the callback: an exception one raises (KeyboardInterrupt on Ctrl-C), or one
+printing raises (sys.stdout a closed pipe), leaves the callback's `done` flag unset, and
+the compiled code unwinds as at a poll that saw Ctrl-C; the caller raises that exception.
 """
 import ctypes
 import json
@@ -48,11 +48,10 @@ def _callback(spec, n, values, done):
         kwargs = {name: v for v, name in zip(vals, names) if name is not None}
         print(decoded["fmt"].format(*args, **kwargs), flush=True)
         done[0] = 1
-    except Exception as e:   # an exception cannot unwind through native code
-        print(f"jitad.debug.print: {type(e).__name__}: {e}", flush=True)
-        done[0] = 1
-    except BaseException as e:   # a signal handler's (Ctrl-C): stop the call, raise it in the caller
-        runtime.interrupted_by(e)
+    except BaseException as e:   # cannot unwind through native code: the call stops, its caller raises `e`
+        if isinstance(e, Exception):   # the output failed (a closed pipe, a stream that raises), or the format
+            e.add_note("raised by jitad.debug.print while compiled code ran; the call stopped there")
+        runtime.interrupted_by(e)   # (else a signal handler's: KeyboardInterrupt on Ctrl-C)
     return 0
 
 

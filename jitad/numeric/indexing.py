@@ -39,6 +39,8 @@ def slice_static(x, starts, stops, steps):
 
 def unslice(g, shape, starts, stops, steps):
     """Zeros of `shape` with `g` placed at the static slice (the adjoint of slicing)."""
+    if not shape:   # a 0-d array: itself (nothing around it)
+        return g
     return bind(Op.UNSLICE, g, shape=tuple(shape), starts=tuple(starts), stops=tuple(stops),
                  steps=tuple(steps))
 
@@ -108,15 +110,18 @@ def _expand_key(key, shape):
         used = builtins.sum(k.ndim if isinstance(k, np.ndarray) and k.dtype == np.bool_ else k is not None
                             for k in key[:e] + key[e + 1:])
         key = key[:e] + (slice(None),) * (len(shape) - used) + key[e + 1:]
-    expanded = []
+    expanded, axis = [], 0   # the axis of `shape` the next entry indexes
     for k in key:
         if is_staged(k) and k.ir_dtype == "bool":
             raise data_dependent_shape("x[mask] (boolean-mask indexing)")
         if isinstance(k, np.ndarray) and k.dtype == np.bool_:   # a constant mask: its entries are known now
             if not k.ndim:
                 raise IndexError_("a 0-d boolean index: use `None` to add an axis")
+            _check_mask(k.shape, shape, axis)
             expanded += list(np.nonzero(k))
+            axis += k.ndim
             continue
+        axis += k is not None
         if _is_array_index(k) and ((k.ir_dtype != "i64") if is_staged(k) else k.dtype.kind not in "iu"):
             raise ArgumentError(f"index arrays must be ints, got {k.dtype}")
         if isinstance(k, np.ndarray):
@@ -124,6 +129,16 @@ def _expand_key(key, shape):
             k = k.astype(np.int64)
         expanded.append(k)
     return expanded
+
+
+def _check_mask(mask_shape, shape, axis):
+    """IndexError_ unless a boolean mask of `mask_shape` covers the axes of `shape` from
+    `axis` on exactly (NumPy's rule: a mask never broadcasts)."""
+    covered = tuple(shape[axis:axis + len(mask_shape)])
+    if covered != tuple(mask_shape):
+        raise IndexError_(f"a boolean mask of shape {tuple(mask_shape)} indexes the axes from {axis} on of an array of "
+                          f"shape {tuple(shape)}, which have sizes {covered}; the mask needs exactly those "
+                          "sizes (index with an int array for other positions)")
 
 
 def _advanced(x, key):

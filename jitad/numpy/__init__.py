@@ -26,7 +26,8 @@ import numpy as _np
 
 from .. import numeric as _N
 from ..lower import runtime as _runtime
-from ..staging import Staged as _Staged, is_staged as _is_staged
+from ..staging import (Staged as _Staged, binary as _binary, is_staged as _is_staged, result_dtype as _result_dtype,
+                       unary as _unary)
 
 # NumPy's dtypes and dtype helpers, as NumPy has them (jitad computes in float64, float32,
 # int64 and bool; an int32 in staged code is an int64)
@@ -86,7 +87,7 @@ float_power = power  # noqa: F405
 
 def cbrt(x):
     """The real cube root: `jnp.cbrt(-8.0) == -2.0`."""
-    return sign(x) * power(abs(x), 1.0 / 3.0)  # noqa: F405
+    return _unary(_N.Op.CBRT, x)
 
 
 def shape(x):
@@ -203,8 +204,11 @@ def nanmean(a, axis=None, keepdims=False):
 
 
 def fmod(x, y):
-    """The remainder of `x / y` with the sign of `x` (C's fmod)."""
-    return x - trunc(x / y) * y  # noqa: F405
+    """The remainder of `x / y` with the sign of `x` (C's fmod): `jnp.fmod(-7.0, 3.0) == -1.0`."""
+    if _result_dtype(x, y) in ("f32", "f64"):
+        return _binary(_N.Op.FMOD, x, y)
+    r = mod(x, y)  # noqa: F405  (ints: the sign of y, 0 for y == 0; moved to the sign of x)
+    return where((r != 0) & ((x < 0) != (y < 0)), r - y, r)  # noqa: F405
 
 
 def divmod(x, y):
@@ -244,7 +248,9 @@ def searchsorted(a, v, side="left", sorter=None):
     if sorter is not None:
         a = take(a, sorter)  # noqa: F405
     v_col = expand_dims(v, -1)  # noqa: F405
-    before = (a < v_col) if side == "left" else (a <= v_col)
+    # NaN sorts last, as NumPy: after every number, and (side 'right') after the NaNs of `a`
+    last = isnan(v_col)  # noqa: F405
+    before = ((a < v_col) | (last & ~isnan(a))) if side == "left" else ((a <= v_col) | last)  # noqa: F405
     return _N.sum(_N.convert(before, "i64"), -1)
 
 

@@ -117,6 +117,16 @@ declare("pow", elementwise_type, _pick(_int_pow, np.power), arity=2, flags="elem
 declare("mod", elementwise_type, _pick(_int_mod, np.mod), arity=2, flags="elementwise arith",
         vjp=lambda g, x, y, out: (g, -g * (x // y)), llvm=_divmod,
         cuda=_float_or("h_imod({0}, {1})", "h_fmod({0}, {1})"))
+def _fmod_vjp(g, x, y, out):
+    """d/dx = 1, d/dy = -trunc(x / y), as JAX (an infinite quotient stays infinite)."""
+    q = x / y
+    whole = N.abs(q)
+    whole = N.where(whole < np.inf, whole // 1.0, whole)
+    return g, -g * N.where(q < 0.0, -whole, whole)
+
+
+declare("fmod", floating, np.fmod, arity=2, flags="elementwise float_only", vjp=_fmod_vjp,
+        llvm="fmod", cuda="fmod({0}, {1})")   # libm's: exact, the sign of x, as C and NumPy
 declare("floordiv", elementwise_type, _pick(_int_floordiv, np.floor_divide), arity=2, flags="elementwise arith",
         vjp=zero_gradient, llvm=_divmod, cuda=_float_or("h_ifloordiv({0}, {1})", "h_ffloordiv({0}, {1})"))
 
@@ -177,6 +187,8 @@ declare("sigmoid", floating, lambda x: x.dtype.type(1) / (x.dtype.type(1) + np.e
         vjp=lambda g, x, out: (g * out * (1.0 - out),),
         llvm=in_double(lambda lo, x: lo.b.fdiv(x.type(1.0), lo.b.fadd(x.type(1.0), lo.math("exp", lo.b.fneg(x))))),
         cuda="({t}(1) / ({t}(1) + exp(-{0})))", doc="1 / (1 + exp(-x)): `jitad.sigmoid(0.0) == 0.5`.")
+declare("cbrt", floating, np.cbrt, arity=1, flags=MATH, vjp=elementwise_vjp(lambda x, out: 1.0 / (3.0 * out * out)),
+        llvm="cbrt", cuda="cbrt({0})")   # libm's (as JAX on the CPU: within 3 ulp); the derivative is inf at 0
 declare("erf", floating, impl_float(math.erf), arity=1, flags=MATH,
         vjp=elementwise_vjp(lambda x, out: (2.0 / math.sqrt(math.pi)) * N.exp(-x * x)),
         llvm="erf", cuda="erf({0})", doc="The error function: `jitad.erf(0.0) == 0.0`.")

@@ -121,6 +121,14 @@ def fixed_point(f, x0, tol=1e-10, max_iter=1000):
 
     >>> a = 2.0
     >>> sqrt_a = jitad.fixed_point(lambda x: 0.5 * (x + a / x), 1.0)   # Newton for sqrt(a)
+
+    Derivatives of every order follow the implicit function theorem at the point the
+    solve stopped at: reverse mode solves `u = g + (df/dx)^T u`, forward mode
+    `t = (df/dx) t + (df/dc) tc` (c: the values `f` closes over), each by a fixed point
+    of its own, so a derivative of a derivative (`grad(grad)`, `hessian`) differentiates
+    those equations, never the iterations. Each solve stops once a step moves it by at most
+    `tol`, which leaves it about `tol / (1 - L)` from its solution (L < 1: how much `f`
+    contracts); derivatives are exact to that, as autograd's `fixed_point` computes them.
     """
     if current_frame() is None:   # plain Python values: just iterate
         x = x0
@@ -131,27 +139,86 @@ def fixed_point(f, x0, tol=1e-10, max_iter=1000):
             x = x_new
         return x
 
-    def solve(x0):
-        return _iterate(f, x0, tol, max_iter)
+    f_at, caps = _explicit_closure(f, x0)   # f(x) as f_at(x, caps): the staged values it closes over, explicit
 
-    def fwd(x0):
-        x_star = solve(x0)
-        return x_star, x_star
+    def solve(x0, caps):
+        return _iterate(lambda x: f_at(x, caps), x0, tol, max_iter)
 
-    def bwd(x_star, g):
+    def fwd(x0, caps):
+        x_star = fixed_point(lambda x: f_at(x, caps), x0, tol, max_iter)   # again: its derivatives are exact too
+        return x_star, (x_star, caps)
+
+    def bwd(res, g):
         from .pullback import pullback_staged
-        # u = g + (df/dx)^T u, solved by the same iteration; then u flows to what f closes over
-        def step(u):
-            (du,) = pullback_staged(f, (x_star,), u, to_closure=False)
+        x_star, caps = res
+
+        def step(u):   # u = g + (df/dx)^T u, itself a fixed point; then u flows to the captured values
+            (du,) = pullback_staged(lambda x: f_at(x, caps), (_current(x_star),), u, to_closure=False)
             return tree_map(lambda a, b: a + b, g, du)
-        u = _iterate(step, g, tol, max_iter)
-        pullback_staged(f, (x_star,), u, to_closure=True)
-        return (tree_map(lambda a: a * 0.0, x_star),)   # x* does not depend on x0
+        u = fixed_point(step, g, tol, max_iter)
+        cap_cts = pullback_staged(lambda *c: f_at(x_star, c), tuple(map(_current, caps)), u, to_closure=False)
+        return tree_map(lambda a: a * 0.0, x_star), tuple(cap_cts)   # x* does not depend on x0
 
     solve_rule = custom_vjp(solve)
     solve_rule.__name__ = "fixed_point"
     solve_rule.defvjp(fwd, bwd)
-    return solve_rule(x0)
+    solve_rule.tangent_rule = lambda node, ins: _fixed_point_tangent(f_at, tol, max_iter, solve_rule, node, ins)
+    return solve_rule(x0, caps)
+
+
+def _explicit_closure(f, x):
+    """(f_at, caps): the staged values `f` closes over, as used here (`caps`), and
+    `f_at(x, caps)`, f with those values replaced by `caps`, in any trace (a rule run
+    while another transformation emits code passes that code's values)."""
+    from ..staging import substituted, trace_program, wrap
+    from .pullback import leaf_type
+    leaves, td = flatten((x,))
+    captured = trace_program(f, (x,), td, [leaf_type(leaf) for leaf in leaves])[2]
+    own = {new: old for old, new in _substitution().items()}
+    held = [(v, own.get(v, v)) for v in captured]   # what f's code holds: the value here, or the one it maps from
+
+    def f_at(x, caps):
+        here = _substitution()
+        mapping = {}
+        for (v, old), c in zip(held, caps):
+            mapping[v] = mapping[old] = here.get(c._var, c._var)
+        with substituted(mapping):
+            return f(x)
+    return f_at, tuple(wrap(v) for v in captured)
+
+
+def _current(x):
+    """`x` (a pytree) with each staged value replaced by its counterpart in the code being
+    emitted (arguments handed to a transformation directly, not through an operation)."""
+    here = _substitution()
+    from ..staging import wrap
+    return tree_map(lambda v: wrap(here.get(v._var, v._var)) if is_staged(v) else v, x)
+
+
+def _substitution():
+    """The values of the code being transformed -> their counterparts in the code being
+    emitted, in effect now (`jitad.staging.substituted`, `transforming`)."""
+    from ..staging import frames
+    return getattr(frames._local, "subst", None) or {}
+
+
+def _fixed_point_tangent(f_at, tol, max_iter, solve_rule, node, ins):
+    """Forward mode of a `fixed_point` call node (x0 and the captured values c explicit,
+    no other captures): x* again, and its tangent t, the fixed point of
+    `t = (df/dx) t + (df/dc) tc` at x*. [(output, tangent)] per output leaf."""
+    from ..staging import coerce
+    from .staged import jvp_staged
+    x0, caps = unflatten(node.attrs["in_td"], [p for p, _ in ins])
+    cap_tangents = [_zero_like(p) if t is None else t for (p, t) in ins[len(ins) - len(caps):]]
+    x_star = solve_rule(x0, caps)
+
+    def step(t):
+        return jvp_staged(lambda x, *c: f_at(x, c), (x_star, *caps), (t, *cap_tangents))[1]
+    t = fixed_point(step, tree_map(_zero_like, x_star), tol, max_iter)
+    types = [v.type for v in node.outputs]
+    return [(Staged(coerce(o, ty, "fixed_point output")),
+             Staged(coerce(d, ty, "fixed_point tangent")) if ty.dtype in FLOATS else None)
+            for o, d, ty in zip(flatten(x_star)[0], flatten(t)[0], types)]
 
 
 def _softplus_rule():

@@ -324,6 +324,9 @@ def _for(node, ins):
 def _call(node, ins):
     if "custom_jvp" in node.attrs and any(t is not None for _, t in ins):   # the user's rule
         return node.attrs["custom_jvp"].forward(node, ins)
+    tangent_rule = getattr(node.attrs.get("custom"), "tangent_rule", None)   # a custom_vjp's own (fixed_point)
+    if tangent_rule is not None and any(t is not None for _, t in ins):
+        return tangent_rule(node, ins)
     fundef = node.attrs["fun"]
     in_types, out_types = fundef.body.in_types, list(fundef.out_types)
     flags = tuple(active(ins))

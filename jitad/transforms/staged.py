@@ -58,7 +58,7 @@ def value_and_grad_staged(fn, args, argnums, has_aux, who):
 
 
 def jvp_staged(fn, primals, tangents):
-    from .jvp import jvp_graph, zeros
+    from .jvp import jvp_graph
     flat, td = flatten(primals)
     flat_t, td_t = flatten(tangents)
     if td != td_t:
@@ -76,15 +76,23 @@ def jvp_staged(fn, primals, tangents):
     with timing.stage("ad"):
         result = jvp_graph(program.main, pairs + [(wrap(v), None) for v in captured])
     outs = [p for p, _ in result]
-    tans = [t if t is not None else zeros(v.type) for (_, t), v in zip(result, program.main.outputs)]
+    tans = [t if t is not None else zero_tangent(v.type) for (_, t), v in zip(result, program.main.outputs)]
     return unflatten(out_td, outs), unflatten(out_td, tans)
+
+
+def zero_tangent(t):
+    """The zero tangent of an output of type `t`; an int or bool output's is zeros of its
+    own dtype (JAX's float0 has no jitad counterpart)."""
+    from ..ir.types import NUMPY
+    from .jvp import zeros
+    return zeros(t) if t.dtype in FLOATS else np.zeros(t.shape, NUMPY[t.dtype])
 
 
 def linearize_staged(fn, primals):
     """`(fn(*primals), tangent_fn)`: the primal emitted once; each `tangent_fn(*tangents)`
     call emits only the tangent computation (None or a constant zero for a tangent: no
     code for it). None when the program holds reverse-mode code (effects)."""
-    from .jvp import linearize_graph, zeros
+    from .jvp import linearize_graph
     flat, td = flatten(primals)
     types = [leaf_type(x) for x in flat]
     program, out_td, captured = trace_program(fn, primals, td, types)
@@ -108,7 +116,7 @@ def linearize_staged(fn, primals):
                 ts.append(staged_arg(t, ty))
         with timing.stage("ad"):
             out_t = tangents(ts + [None] * len(captured))
-        return unflatten(out_td, [t if t is not None else zeros(v.type) for t, v in zip(out_t, program.main.outputs)])
+        return unflatten(out_td, [t if t is not None else zero_tangent(v.type) for t, v in zip(out_t, program.main.outputs)])
     return unflatten(out_td, outs), tangent_fn
 
 

@@ -170,8 +170,16 @@ def batch_elementwise(node, ins, size, mask):
 
 
 
-def _debug_print(node, ins, size, mask):   # prints the batched values whole
-    return [(o, False) for o in restage_node(node, [x for x, _ in ins])]
+def _debug_print(node, ins, size, mask):
+    """Prints once per lane, in lane order, every lane (as JAX: a loop's finished lanes too)."""
+    def lane(i):
+        restage_node(node, [N.getitem(x, i) if b else x for x, b in ins])
+    if size <= UNROLL:
+        for i in range(size):
+            lane(i)
+    else:
+        FOR(0, size, lambda i, done: (lane(i), done)[1], 0)
+    return []
 
 
 def _check(node, ins, size, mask):   # fails when it fails in some lane that counts
