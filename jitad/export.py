@@ -168,22 +168,29 @@ def export(f, *example_args, path, name, grad=False, argnums=0):
         adapter = os.path.join(tmp, name + "_adapter.c")
         with open(adapter, "w") as fh:
             fh.write(_adapter(name, inputs, entries, lapack))
-        script = os.path.join(tmp, "exports.map")
-        with open(script, "w") as fh:
-            fh.write("{ global: %s; local: *; };\n" % "; ".join(_symbols(name, grad)))
-        library = os.path.join(path, f"lib{name}.so")
-        cmd = [cc, "-shared", "-fPIC", "-O2", "-o", library, "-I", path, adapter, *objects,
-               f"-Wl,--version-script={script}"] + (["-llapack", "-lblas"] if lapack else []) + ["-lm", "-lpthread"]
-        done = subprocess.run(cmd, capture_output=True, text=True)
-        if done.returncode != 0 and lapack and ("-llapack" in done.stderr or "-lblas" in done.stderr):
-            raise ExportError(f"export: the program calls LAPACK ({', '.join(sorted(lapack))}) and no LAPACK/BLAS "
-                              "library was found to link (liblapack.so, libblas.so): install one (Debian: "
-                              "apt-get install liblapack-dev)")
-        if done.returncode != 0:
-            raise ExportError(f"export: linking {library} failed:\n{done.stderr.strip()[-2000:]}")
+        library = _link(cc, path, name, grad, adapter, objects, lapack, tmp)
     outs = [[Leaf(j, t.dtype, tuple(t.shape)) for j, t in enumerate(p.main.out_types)] for _, p, _ in entries]
     return Exported(name, os.path.abspath(library), os.path.abspath(os.path.join(path, name + ".h")), inputs,
                     outs[0], outs[1] if grad else None)
+
+
+def _link(cc, path, name, grad, adapter, objects, lapack, tmp):
+    """Link the adapter and the objects into `path/lib<name>.so` (exporting only the
+    library's own functions); its path."""
+    script = os.path.join(tmp, "exports.map")
+    with open(script, "w") as fh:
+        fh.write("{ global: %s; local: *; };\n" % "; ".join(_symbols(name, grad)))
+    library = os.path.join(path, f"lib{name}.so")
+    cmd = [cc, "-shared", "-fPIC", "-O2", "-o", library, "-I", path, adapter, *objects,
+           f"-Wl,--version-script={script}"] + (["-llapack", "-lblas"] if lapack else []) + ["-lm", "-lpthread"]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0 and lapack and ("-llapack" in done.stderr or "-lblas" in done.stderr):
+        raise ExportError(f"export: the program calls LAPACK ({', '.join(sorted(lapack))}) and no LAPACK/BLAS "
+                          "library was found to link (liblapack.so, libblas.so): install one (Debian: "
+                          "apt-get install liblapack-dev)")
+    if done.returncode != 0:
+        raise ExportError(f"export: linking {library} failed:\n{done.stderr.strip()[-2000:]}")
+    return library
 
 
 def _symbols(name, grad):

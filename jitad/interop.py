@@ -129,19 +129,71 @@ def to_torch(f):
     if not callable(f):
         raise ArgumentError(f"to_torch takes a function, got {type(f).__name__}")
     name = f"{_c_name(getattr(f, '__name__', 'f'))}_{next(_counter)}"
+    op = _call_op(torch, name)
+    pullback = _pullback_op(torch, name)
+    tangent = _tangent_op(torch, name, op)
+    setup_context, backward = _autograd(torch, op, pullback)
+    for custom in (op, pullback, tangent):
+        custom.register_vmap(_lane_by_lane(torch, custom))
+    transformed = _transformed_function(torch, op, setup_context, backward, _first_order(torch, pullback),
+                                        _first_order(torch, tangent))
 
-    def arguments(tensors, structure):
-        """The call's arguments from the op's tensors: arrays (NumPy views) and trees."""
-        arrays = []
-        for t in tensors:   # (their devices: checked by `call`, before any kernel is chosen)
+    @functools.wraps(f)
+    def call(*args):
+        # (torch.compile traces this: plain containers and constants only)
+        tensors, structure = _describe(args)
+        _check_tensors(torch, tensors, name)
+        key = key_of(structure) if torch.compiler.is_compiling() else key_for(structure)
+        if _transformed(torch):   # inside torch.func.jvp, jacfwd, vmap, ...
+            outs = transformed.apply(key, *tensors)
+        else:
+            outs = op(tensors, key)   # (under torch.compile the fake kernel runs here: it traces f)
+        flat = _structures[key]
+        if flat.out_structure is None:
+            flat.out_types(_types(tensors, structure))
+        return _build(flat.out_structure, iter(outs))
+
+    def key_for(structure):
+        key = keys.get(structure)
+        if key is None:
+            key = keys[structure] = _register(_Flat(f, structure))
+        return key
+    key_of = torch._dynamo.assume_constant_result(key_for)   # run while torch.compile traces: a constant
+    keys = {}
+    call.op = op
+    return call
+
+
+def _torch_arguments(tensors, structure):
+    """The call's arguments from the op's tensors: arrays (NumPy views) and trees."""
+    arrays = []
+    for t in tensors:   # (their devices: checked by `call`, before any kernel is chosen)
+        _ir_dtype(_torch_dtype(t), "to_torch")
+        arrays.append(t.detach().numpy())
+    return _build(structure, iter(arrays), _rebuild_tree)
+
+
+def _check_tensors(torch, tensors, name):
+    """Tensors on the CPU of dtypes jitad takes; the error names the caller's line."""
+    for t in tensors:
+        if not isinstance(t, torch.Tensor):
+            raise ArgumentError(f"to_torch: {name} takes tensors and jitad.Trees (pytrees of them); got a "
+                                f"{type(t).__name__}")
+        if t.device.type != "cpu":
+            raise DeviceError(f"to_torch: a tensor on {t.device} was passed; jitad runs on the CPU: pass "
+                              "tensor.cpu()")
+    if not torch.compiler.is_compiling():   # (the op checks again)
+        for t in tensors:
             _ir_dtype(_torch_dtype(t), "to_torch")
-            arrays.append(t.detach().numpy())
-        return _build(structure, iter(arrays), _rebuild_tree)
 
+
+def _call_op(torch, name):
+    """The custom op `jitad::<name>`: the compiled call, with a fake kernel giving the
+    output shapes from a trace (what torch.compile runs)."""
     @torch.library.custom_op(f"jitad::{name}", mutates_args=())
     def op(tensors: list[torch.Tensor], key: int) -> list[torch.Tensor]:
         flat = _structures[key]
-        outs = flat.jit(*arguments(tensors, flat.structure))
+        outs = flat.jit(*_torch_arguments(tensors, flat.structure))
         return [torch.from_numpy(np.asarray(o)) for o in outs]
 
     @op.register_fake
@@ -149,11 +201,15 @@ def to_torch(f):
         flat = _structures[key]
         return [torch.empty(t.shape, dtype=getattr(torch, np.dtype(NUMPY[t.dtype]).name))
                 for t in flat.out_types(_types(tensors, flat.structure))]
+    return op
 
+
+def _pullback_op(torch, name):
+    """The custom op `jitad::<name>_pullback`: jitad's reverse mode for the inputs."""
     @torch.library.custom_op(f"jitad::{name}_pullback", mutates_args=())
     def pullback(tensors: list[torch.Tensor], cts: list[torch.Tensor], key: int) -> list[torch.Tensor]:
         flat = _structures[key]
-        args = arguments(tensors, flat.structure)
+        args = _torch_arguments(tensors, flat.structure)
         grads = iter(flat.pullback(args, tuple(c.detach().numpy() for c in cts)))
         return [torch.from_numpy(np.array(next(grads))) if t.is_floating_point() and not tree else torch.zeros_like(t)
                 for t, tree in zip(tensors, _tree_parts(flat.structure))]
@@ -161,7 +217,26 @@ def to_torch(f):
     @pullback.register_fake
     def _(tensors, cts, key):
         return [torch.empty_like(t) for t in tensors]
+    return pullback
 
+
+def _tangent_op(torch, name, op):
+    """The custom op `jitad::<name>_jvp`: jitad's forward mode, the float outputs' tangents."""
+    @torch.library.custom_op(f"jitad::{name}_jvp", mutates_args=())
+    def tangent(tensors: list[torch.Tensor], tangents: list[torch.Tensor], key: int) -> list[torch.Tensor]:
+        flat = _structures[key]
+        tans = tuple(d.detach().numpy() for d in tangents)
+        return [torch.from_numpy(np.array(t)) for t in flat.tangent(_torch_arguments(tensors, flat.structure), tans)]
+
+    @tangent.register_fake
+    def _(tensors, tangents, key):
+        return [torch.empty_like(o) for o in op(tensors, key) if o.is_floating_point()]
+    return tangent
+
+
+def _autograd(torch, op, pullback):
+    """`op`'s autograd formula, registered: its backward runs `pullback` (a zero
+    cotangent for an output no gradient reached). Returns (setup_context, backward)."""
     def setup_context(ctx, inputs, output):
         ctx.save_for_backward(*inputs[0])
         ctx.key, ctx.float_outputs = inputs[1], [o.is_floating_point() for o in output]
@@ -177,24 +252,14 @@ def to_torch(f):
                 for g, t, tree in zip(got, tensors, _tree_parts(_structures[ctx.key].structure))], None
 
     op.register_autograd(backward, setup_context=setup_context)
+    return setup_context, backward
 
-    @torch.library.custom_op(f"jitad::{name}_jvp", mutates_args=())
-    def tangent(tensors: list[torch.Tensor], tangents: list[torch.Tensor], key: int) -> list[torch.Tensor]:
-        flat = _structures[key]
-        tans = tuple(d.detach().numpy() for d in tangents)
-        return [torch.from_numpy(np.array(t)) for t in flat.tangent(arguments(tensors, flat.structure), tans)]
 
-    @tangent.register_fake
-    def _(tensors, tangents, key):
-        return [torch.empty_like(o) for o in op(tensors, key) if o.is_floating_point()]
-
-    for custom in (op, pullback, tangent):
-        custom.register_vmap(_lane_by_lane(torch, custom))
-    pull_once, tangent_once = _first_order(torch, pullback), _first_order(torch, tangent)
-
+def _transformed_function(torch, op, setup_context, backward, pull_once, tangent_once):
+    """The op under torch.func's transformations, as an `autograd.Function`: `jvp`/`jacfwd`
+    run jitad's forward mode, `vjp`/`grad`/`jacrev` its reverse mode, `vmap` the op once
+    per lane."""
     class Transformed(torch.autograd.Function):
-        """The op under torch.func's transformations: `jvp`/`jacfwd` run jitad's forward
-        mode, `vjp`/`grad`/`jacrev` its reverse mode, `vmap` the op once per lane."""
         generate_vmap_rule = True
 
         @staticmethod
@@ -218,40 +283,7 @@ def to_torch(f):
         @staticmethod
         def backward(ctx, *grads):
             return (None, *backward(ctx, grads, pull_once)[0])
-
-    @functools.wraps(f)
-    def call(*args):
-        # (torch.compile traces this: plain containers and constants only)
-        tensors, structure = _describe(args)
-        for t in tensors:
-            if not isinstance(t, torch.Tensor):
-                raise ArgumentError(f"to_torch: {name} takes tensors and jitad.Trees (pytrees of them); got a "
-                                    f"{type(t).__name__}")
-            if t.device.type != "cpu":
-                raise DeviceError(f"to_torch: a tensor on {t.device} was passed; jitad runs on the CPU: pass "
-                                  "tensor.cpu()")
-        if not torch.compiler.is_compiling():   # (the op checks again; here the error names the caller's line)
-            for t in tensors:
-                _ir_dtype(_torch_dtype(t), "to_torch")
-        key = key_of(structure) if torch.compiler.is_compiling() else key_for(structure)
-        if _transformed(torch):   # inside torch.func.jvp, jacfwd, vmap, ...
-            outs = Transformed.apply(key, *tensors)
-        else:
-            outs = op(tensors, key)   # (under torch.compile the fake kernel runs here: it traces f)
-        flat = _structures[key]
-        if flat.out_structure is None:
-            flat.out_types(_types(tensors, structure))
-        return _build(flat.out_structure, iter(outs))
-
-    def key_for(structure):
-        key = keys.get(structure)
-        if key is None:
-            key = keys[structure] = _register(_Flat(f, structure))
-        return key
-    key_of = torch._dynamo.assume_constant_result(key_for)   # run while torch.compile traces: a constant
-    keys = {}
-    call.op = op
-    return call
+    return Transformed
 
 
 _structures = {}   # int -> _Flat: custom ops take ints, not Python objects

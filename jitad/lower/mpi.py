@@ -10,6 +10,7 @@ extension module, the communicator, datatype and operation handles asked of mpi4
 nothing specific to a process or an MPI build enters a program or the disk cache.
 """
 import ctypes
+from types import SimpleNamespace
 
 import llvmlite.binding as llvm
 import llvmlite.ir as ir
@@ -41,61 +42,72 @@ def _helpers(MPI):
     types = [MPI._handleof(t) for t in (MPI.DOUBLE, MPI.FLOAT, MPI.INT64_T)]
     ops = [MPI._handleof(o) for o in (MPI.SUM, MPI.MAX, MPI.MIN)]
     module = runtime.new_module("jitad_mpi")
-    fn = lambda name, ret, args: ir.Function(module, ir.FunctionType(ret, args), name=name)
-    mpi_allreduce = fn("MPI_Allreduce", I32, [PTR, PTR, I32, h, h, h])
-    mpi_bcast = fn("MPI_Bcast", I32, [PTR, I32, h, I32, h])
-    mpi_abort = fn("MPI_Abort", I32, [h, I32])
-    mpi_iallreduce = fn("MPI_Iallreduce", I32, [PTR, PTR, I32, h, h, h, PTR])
-    mpi_ibcast = fn("MPI_Ibcast", I32, [PTR, I32, h, I32, h, PTR])
-    mpi_test = fn("MPI_Test", I32, [PTR, PTR, PTR])
-    mpi_wtime = fn("MPI_Wtime", F64, [])
-    write, usleep = fn("write", I64, [I32, PTR, I64]), fn("usleep", I32, [I32])
-    text = bytearray(TIMED_OUT.encode())
-    message = ir.GlobalVariable(module, ir.ArrayType(ir.IntType(8), len(text)), "jitad_mpi_timed_out")
-    message.initializer, message.global_constant = ir.Constant(message.type.pointee, text), True
+    c = _declarations(module, h, MPI)
+    c.comm = comm
 
     def define(name, args, call):
-        f = fn(name, ir.VoidType(), args)
+        f = c.fn(name, ir.VoidType(), args)
         b = ir.IRBuilder(f.append_basic_block())
         rc = call(b, *f.args)
         with b.if_then(b.icmp_signed("!=", rc, I32(0)), likely=False):   # end the job, not hang it
-            b.call(mpi_abort, [comm, rc])
+            b.call(c.abort, [comm, rc])
         b.ret_void()
     define("jitad_mpi_helper_allreduce", [PTR, PTR, I64, I32, I32], lambda b, send, recv, n, dt, op: b.call(
-        mpi_allreduce, [send, recv, b.trunc(n, I32), _pick(b, dt, types, h), _pick(b, op, ops, h), comm]))
+        c.allreduce, [send, recv, b.trunc(n, I32), _pick(b, dt, types, h), _pick(b, op, ops, h), comm]))
     define("jitad_mpi_helper_bcast", [PTR, I64, I32, I32], lambda b, buf, n, dt, root: b.call(
-        mpi_bcast, [buf, b.trunc(n, I32), _pick(b, dt, types, h), root, comm]))
-
-    def within(b, timeout, start):
-        """Start a non-blocking collective, test it until done; past `timeout` seconds, say so
-        on stderr and end the job (compiled code cannot raise; after `init()` an error would)."""
-        request = b.alloca(ir.ArrayType(ir.IntType(8), MPI._sizeof(MPI.Request)))
-        status = b.alloca(ir.ArrayType(ir.IntType(8), MPI._sizeof(MPI.Status)))
-        flag = b.alloca(I32)
-        rc = start(request)
-        with b.if_then(b.icmp_signed("!=", rc, I32(0)), likely=False):
-            b.call(mpi_abort, [comm, rc])
-        t0 = b.call(mpi_wtime, [])
-        loop, done = b.append_basic_block("wait"), b.append_basic_block("done")
-        b.branch(loop)
-        b.position_at_end(loop)
-        rc = b.call(mpi_test, [request, flag, status])
-        with b.if_then(b.icmp_signed("!=", rc, I32(0)), likely=False):
-            b.call(mpi_abort, [comm, rc])
-        with b.if_then(b.fcmp_ordered(">", b.fsub(b.call(mpi_wtime, []), t0), timeout), likely=False):
-            b.call(write, [I32(2), message, I64(len(text))])
-            b.call(usleep, [I32(500000)])   # mpiexec forwards output asynchronously
-            b.call(mpi_abort, [comm, I32(1)])
-        b.cbranch(b.icmp_signed("!=", b.load(flag, typ=I32), I32(0)), done, loop)
-        b.position_at_end(done)
-        return I32(0)
+        c.bcast, [buf, b.trunc(n, I32), _pick(b, dt, types, h), root, comm]))
     define("jitad_mpi_helper_allreduce_within", [PTR, PTR, I64, I32, I32, F64],
-           lambda b, send, recv, n, dt, op, timeout: within(b, timeout, lambda req: b.call(mpi_iallreduce, [
+           lambda b, send, recv, n, dt, op, timeout: _within(b, c, timeout, lambda req: b.call(c.iallreduce, [
                send, recv, b.trunc(n, I32), _pick(b, dt, types, h), _pick(b, op, ops, h), comm, req])))
     define("jitad_mpi_helper_bcast_within", [PTR, I64, I32, I32, F64],
-           lambda b, buf, n, dt, root, timeout: within(b, timeout, lambda req: b.call(mpi_ibcast, [
+           lambda b, buf, n, dt, root, timeout: _within(b, c, timeout, lambda req: b.call(c.ibcast, [
                buf, b.trunc(n, I32), _pick(b, dt, types, h), root, comm, req])))
     return str(module)
+
+
+def _declarations(module, h, MPI):
+    """The MPI and libc functions the helpers call, declared in `module`, and the message
+    a timed-out collective writes."""
+    fn = lambda name, ret, args: ir.Function(module, ir.FunctionType(ret, args), name=name)
+    c = SimpleNamespace(fn=fn, MPI=MPI)
+    c.allreduce = fn("MPI_Allreduce", I32, [PTR, PTR, I32, h, h, h])
+    c.bcast = fn("MPI_Bcast", I32, [PTR, I32, h, I32, h])
+    c.abort = fn("MPI_Abort", I32, [h, I32])
+    c.iallreduce = fn("MPI_Iallreduce", I32, [PTR, PTR, I32, h, h, h, PTR])
+    c.ibcast = fn("MPI_Ibcast", I32, [PTR, I32, h, I32, h, PTR])
+    c.test = fn("MPI_Test", I32, [PTR, PTR, PTR])
+    c.wtime = fn("MPI_Wtime", F64, [])
+    c.write, c.usleep = fn("write", I64, [I32, PTR, I64]), fn("usleep", I32, [I32])
+    text = bytearray(TIMED_OUT.encode())
+    c.message = ir.GlobalVariable(module, ir.ArrayType(ir.IntType(8), len(text)), "jitad_mpi_timed_out")
+    c.message.initializer, c.message.global_constant = ir.Constant(c.message.type.pointee, text), True
+    c.message_length = len(text)
+    return c
+
+
+def _within(b, c, timeout, start):
+    """Start a non-blocking collective, test it until done; past `timeout` seconds, say so
+    on stderr and end the job (compiled code cannot raise; after `init()` an error would)."""
+    request = b.alloca(ir.ArrayType(ir.IntType(8), c.MPI._sizeof(c.MPI.Request)))
+    status = b.alloca(ir.ArrayType(ir.IntType(8), c.MPI._sizeof(c.MPI.Status)))
+    flag = b.alloca(I32)
+    rc = start(request)
+    with b.if_then(b.icmp_signed("!=", rc, I32(0)), likely=False):
+        b.call(c.abort, [c.comm, rc])
+    t0 = b.call(c.wtime, [])
+    loop, done = b.append_basic_block("wait"), b.append_basic_block("done")
+    b.branch(loop)
+    b.position_at_end(loop)
+    rc = b.call(c.test, [request, flag, status])
+    with b.if_then(b.icmp_signed("!=", rc, I32(0)), likely=False):
+        b.call(c.abort, [c.comm, rc])
+    with b.if_then(b.fcmp_ordered(">", b.fsub(b.call(c.wtime, []), t0), timeout), likely=False):
+        b.call(c.write, [I32(2), c.message, I64(c.message_length)])
+        b.call(c.usleep, [I32(500000)])   # mpiexec forwards output asynchronously
+        b.call(c.abort, [c.comm, I32(1)])
+    b.cbranch(b.icmp_signed("!=", b.load(flag, typ=I32), I32(0)), done, loop)
+    b.position_at_end(done)
+    return I32(0)
 
 
 TIMED_OUT = ("jitad.distributed: a compiled collective waited longer than its timeout= for the other ranks "

@@ -297,51 +297,72 @@ def _svd_vjp(g, a, out, full):
     return ga
 
 
-def jvp(node, primals, tangents, out):   # long: one case per function, each its textbook formula
-    """The tangent of the primitive's result (forward mode), given its operands' tangents."""
-    fn, attrs = node.attrs["fn"], node.attrs
+def jvp(node, primals, tangents, out):
+    """The tangent of the primitive's result (forward mode), given its operands' tangents:
+    one rule per function, each its textbook formula."""
+    fn = node.attrs["fn"]
+    return None if fn == "lu" else _JVPS[fn](primals, tangents, out, node.attrs)
+
+
+def _lu_solve_jvp(primals, tangents, out, attrs):   # dx = op(a)^-1 (db - op(da) x)
+    a, ta, lu, trans, rhs = primals[0], tangents[0], primals[1], attrs["trans"], tangents[2]
+    if ta is not None:
+        term = _mm(_swap(ta) if trans else ta, out)
+        rhs = -term if rhs is None else rhs - term
+    return _lu_solve(a, lu, rhs, trans)
+
+
+def _trisolve_jvp(primals, tangents, out, attrs):
+    a, ta, lower, trans, rhs = primals[0], tangents[0], attrs["lower"], attrs["trans"], tangents[1]
+    if ta is not None:
+        tri = ta * _tri_mask(a.shape[-1], a.dtype, lower)
+        term = _mm(_swap(tri) if trans else tri, out)
+        rhs = -term if rhs is None else rhs - term
+    return _trisolve(a, rhs, lower, trans)
+
+
+def _slogdet_jvp(primals, tangents, out, attrs):   # d log|det| = tr(a^-1 da); the sign is locally constant
     a, ta = primals[0], tangents[0]
-    if fn == "lu":
-        return None
-    if fn == "lu_solve":   # dx = op(a)^-1 (db - op(da) x)
-        lu, trans, rhs = primals[1], attrs["trans"], tangents[2]
-        if ta is not None:
-            term = _mm(_swap(ta) if trans else ta, out)
-            rhs = -term if rhs is None else rhs - term
-        return _lu_solve(a, lu, rhs, trans)
-    if fn == "trisolve":
-        lower, trans = attrs["lower"], attrs["trans"]
-        rhs = tangents[1]
-        if ta is not None:
-            tri = ta * _tri_mask(a.shape[-1], a.dtype, lower)
-            term = _mm(_swap(tri) if trans else tri, out)
-            rhs = -term if rhs is None else rhs - term
-        return _trisolve(a, rhs, lower, trans)
-    if fn == "lu_slogdet":   # d log|det| = tr(a^-1 da); the sign is locally constant
-        nd = len(a.shape)
-        dlog = N.sum(N.sum(_lu_solve(a, primals[1], ta, False) * _eye(a.shape[-1], a.dtype), axis=nd - 1), axis=nd - 2)
-        dlog = N.reshape(dlog, tuple(dlog.shape) + (1,))
-        return N.concatenate([dlog * 0.0, dlog], axis=nd - 2)
-    if fn == "cholesky":   # dL = L Φ(L^-1 sym(da) L^-T)
-        tmp = _trisolve(out, _sym(ta), True, False)
-        return _mm(out, _phi(_swap(_trisolve(out, _swap(tmp), True, False))))
-    if fn == "eigh":
-        w, v = _eigh_parts(out)
-        inner = _mm(_mm(_swap(v), _sym(ta)), v)
-        dw, dv = _diag(inner), _mm(v, _eig_gaps(w) * inner)
-        return N.concatenate([_row(dw), dv], axis=len(a.shape) - 2)
-    m, n = a.shape[-2:]
+    nd = len(a.shape)
+    dlog = N.sum(N.sum(_lu_solve(a, primals[1], ta, False) * _eye(a.shape[-1], a.dtype), axis=nd - 1), axis=nd - 2)
+    dlog = N.reshape(dlog, tuple(dlog.shape) + (1,))
+    return N.concatenate([dlog * 0.0, dlog], axis=nd - 2)
+
+
+def _cholesky_jvp(primals, tangents, out, attrs):   # dL = L Φ(L^-1 sym(da) L^-T)
+    tmp = _trisolve(out, _sym(tangents[0]), True, False)
+    return _mm(out, _phi(_swap(_trisolve(out, _swap(tmp), True, False))))
+
+
+def _eigh_jvp(primals, tangents, out, attrs):
+    w, v = _eigh_parts(out)
+    inner = _mm(_mm(_swap(v), _sym(tangents[0])), v)
+    dw, dv = _diag(inner), _mm(v, _eig_gaps(w) * inner)
+    return N.concatenate([_row(dw), dv], axis=len(primals[0].shape) - 2)
+
+
+def _flat_parts(a, *parts):
+    """The parts of a packed result, each flattened over the batch and concatenated."""
     batch = tuple(a.shape[:-2])
-    flat = lambda *ps: N.concatenate([N.reshape(p, batch + (-1,)) for p in ps], axis=len(batch))
-    if fn == "qr":
-        if m < n:
-            raise NotImplementedError("`linalg.qr`: derivatives need m >= n (as JAX)")
-        q, r = _unpack(out, [(m, n), (n, n)])
-        z = _swap(_trisolve(r, _swap(ta), False, True))         # da r^-1
-        c = _mm(_swap(q), z)
-        low = c * _tri_mask(n, a.dtype, True, -1)
-        do = low - _swap(low)
-        return flat(_mm(q, do - c) + z, _mm(c - do, r))
+    return N.concatenate([N.reshape(p, batch + (-1,)) for p in parts], axis=len(batch))
+
+
+def _qr_jvp(primals, tangents, out, attrs):
+    a, ta = primals[0], tangents[0]
+    m, n = a.shape[-2:]
+    if m < n:
+        raise NotImplementedError("`linalg.qr`: derivatives need m >= n (as JAX)")
+    q, r = _unpack(out, [(m, n), (n, n)])
+    z = _swap(_trisolve(r, _swap(ta), False, True))         # da r^-1
+    c = _mm(_swap(q), z)
+    low = c * _tri_mask(n, a.dtype, True, -1)
+    do = low - _swap(low)
+    return _flat_parts(a, _mm(q, do - c) + z, _mm(c - do, r))
+
+
+def _svd_jvp(primals, tangents, out, attrs):
+    a, ta = primals[0], tangents[0]
+    m, n = a.shape[-2:]
     if attrs["full"]:
         raise NotImplementedError("`linalg.svd`: derivatives of full_matrices=True need a square input; "
                                   "use full_matrices=False")
@@ -360,7 +381,11 @@ def jvp(node, primals, tangents, out):   # long: one case per function, each its
     if n > k:
         dau = _mm(_swap(ta), u)
         dv = dv + (dau - _mm(v, _mm(vh, dau))) / srow
-    return flat(du, _diag(ds_mat), _swap(dv))
+    return _flat_parts(a, du, _diag(ds_mat), _swap(dv))
+
+
+_JVPS = {"lu_solve": _lu_solve_jvp, "trisolve": _trisolve_jvp, "lu_slogdet": _slogdet_jvp,
+         "cholesky": _cholesky_jvp, "eigh": _eigh_jvp, "qr": _qr_jvp, "svd": _svd_jvp}
 
 
 def check_cpu(program):
