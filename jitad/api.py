@@ -19,6 +19,7 @@ from .forest import SLOT_OFFSETS, Tree, plain_tree
 from .transforms.jacobians import jacobian_staged
 from .transforms.pullback import pullback_staged
 from .transforms.staged import jvp_staged, linearize_staged, value_and_grad_staged
+from .dispatch import Concrete
 
 # signatures a jitted function keeps compiled (least recently called dropped first);
 # `f.max_signatures` changes it for one function
@@ -290,17 +291,30 @@ def trace(fn, *args, **kwargs):
 
 # -- reverse mode ---------------------------------------------------------------
 
-def _transformation(fn, name, body, device="cpu"):
-    """The jit of `body(f, *args)`, where `f` is `fn` with the call's keyword arguments
-    bound: they pass through to `fn` and are not differentiated (as in JAX)."""
+def _transformation(fn, name, body, device="cpu", argnums=0, spec=()):
+    """`body(f, *args)`, where `f` is `fn` with the call's keyword arguments bound: they
+    pass through to `fn` and are not differentiated (as in JAX). Called from Python it has
+    autograd's meaning (`jitad.dispatch.Concrete`: the call's values, guarded decisions);
+    inside a trace it is the jit of it, inlined."""
     check_callable(fn, name)
 
     @functools.wraps(fn)
     def staged(*args, **kwargs):
         return body(functools.partial(fn, **kwargs) if kwargs else fn, *args)
     staged.__name__ = f"{name}_{getattr(fn, '__name__', 'f')}"
-    staged.__signature__ = _signature(fn)
-    return jit(staged, device=device)
+
+    def compiled():
+        staged.__signature__ = _signature(fn)
+        return jit(staged, device=device)
+    if device != "cpu":
+        return compiled()
+    return Concrete(fn, staged.__name__, body, compiled, _differentiated(argnums), (name, argnums) + spec)
+
+
+def _differentiated(argnums):
+    """n_args -> the set of argument positions `argnums` names (negative ones from the end)."""
+    nums = (argnums,) if isinstance(argnums, (int, np.integer)) else tuple(argnums)
+    return lambda n: {int(i) % n for i in nums if -n <= i < n} if n else set()
 
 
 def value_and_grad(fn, argnums=0, has_aux=False, device="cpu"):
@@ -312,7 +326,7 @@ def value_and_grad(fn, argnums=0, has_aux=False, device="cpu"):
     """
     check_argnums(argnums, "value_and_grad")
     return _transformation(fn, "value_and_grad", lambda f, *args: value_and_grad_staged(
-        f, args, argnums, has_aux, "value_and_grad"), device)
+        f, args, argnums, has_aux, "value_and_grad"), device, argnums, (has_aux,))
 
 
 def grad(fn, argnums=0, has_aux=False, device="cpu"):
@@ -327,7 +341,7 @@ def grad(fn, argnums=0, has_aux=False, device="cpu"):
     def body(f, *args):
         value, g = value_and_grad_staged(f, args, argnums, has_aux, "grad")
         return (g, value[1]) if has_aux else g
-    return _transformation(fn, "grad", body, device)
+    return _transformation(fn, "grad", body, device, argnums, (has_aux,))
 
 
 def jit_grad(fn=None, *, argnums=0, has_aux=False, device="cpu"):
@@ -412,9 +426,8 @@ def jvp(fn, primals, tangents):
     primals, tangents = tuple(primals), tuple(tangents)
     if current_frame() is not None:
         return jvp_staged(fn, primals, tangents)
-    # traced at every call, as JAX's jvp is (a global `fn` reads may have changed since the
-    # last call); compiling the same program again is a lookup in the compiled-code cache
-    return jit(lambda p, t: jvp_staged(fn, p, t))(primals, tangents)
+    # `fn` is an argument passed as itself: its code and what it reads find the compiled code
+    return _JVP(fn, primals, tangents)
 
 
 def hvp(fn, argnums=0):
@@ -426,14 +439,17 @@ def hvp(fn, argnums=0):
     nums = check_argnums(argnums, "hvp")
     check_callable(fn, "hvp")
 
-    def staged(*args):
+    def body(f, *args):
         *xs, v = args
-        g = grad(fn, argnums=argnums)
+        g = grad(f, argnums=argnums)
         vs = (v,) if isinstance(argnums, (int, np.integer)) else tuple(v)
         tangents = [vs[nums.index(i)] if i in nums else tree_zeros(x) for i, x in enumerate(xs)]
         return jvp_staged(g, tuple(xs), tuple(tangents))[1]
+
+    def staged(*args):
+        return body(fn, *args)
     staged.__name__ = f"hvp_{getattr(fn, '__name__', 'f')}"
-    return jit(staged)
+    return Concrete(fn, staged.__name__, body, lambda: jit(staged), _differentiated(argnums), ("hvp", argnums))
 
 
 def tree_zeros(x):
@@ -455,11 +471,10 @@ def vjp(fn, *primals):
     if current_frame() is not None:
         out = fn(*primals)
         return out, lambda ct: pullback_staged(fn, primals, ct)
-    out = jit(fn)(*primals)
-    compiled = jit(staged_pullback)
+    out = _CALL(fn, *primals)
     from .pytree import tree_map   # the pullback uses the primals as they are now, not as later changed
     kept = tree_map(lambda x: x.copy() if isinstance(x, np.ndarray) else x, primals)
-    return out, lambda ct: compiled(kept, ct)
+    return out, lambda ct: _PULLBACK(fn, kept, ct)
 
 
 # -- Jacobians and Hessians ---------------------------------------------------------
@@ -474,7 +489,8 @@ def jacfwd(fun, argnums=0, has_aux=False):
            [0., 4.]])
     """
     check_argnums(argnums, "jacfwd")
-    return _transformation(fun, "jacfwd", lambda f, *args: jacobian_staged(f, args, argnums, has_aux, True, "jacfwd"))
+    return _transformation(fun, "jacfwd", lambda f, *args: jacobian_staged(f, args, argnums, has_aux, True, "jacfwd"),
+                           argnums=argnums, spec=(has_aux,))
 
 
 def jacrev(fun, argnums=0, has_aux=False):
@@ -485,7 +501,8 @@ def jacrev(fun, argnums=0, has_aux=False):
     (3.0, 2.0)
     """
     check_argnums(argnums, "jacrev")
-    return _transformation(fun, "jacrev", lambda f, *args: jacobian_staged(f, args, argnums, has_aux, False, "jacrev"))
+    return _transformation(fun, "jacrev", lambda f, *args: jacobian_staged(f, args, argnums, has_aux, False, "jacrev"),
+                           argnums=argnums, spec=(has_aux,))
 
 
 def hessian(fun, argnums=0, has_aux=False):
@@ -517,3 +534,16 @@ def elementwise_grad(fn, argnum=0):
     def total(*args, **kwargs):
         return sum(N.sum(leaf) for leaf in tree_leaves(fn(*args, **kwargs)))
     return grad(total, argnums=argnum)
+
+
+def _applied(name, body, diff):
+    """A module-level `Concrete` whose first argument is the function (passed as itself:
+    its code and what it reads select the compiled code)."""
+    def apply(fn, *args):
+        return body(fn, *args)
+    return Concrete(apply, name, lambda f, *args: f(*args), lambda: jit(apply), lambda n: diff, (name,))
+
+
+_JVP = _applied("jvp", lambda fn, p, t: jvp_staged(fn, p, t), {1, 2})
+_CALL = _applied("vjp", lambda fn, *p: fn(*p), set())
+_PULLBACK = _applied("vjp_pullback", lambda fn, p, ct: pullback_staged(fn, p, ct), {1, 2})

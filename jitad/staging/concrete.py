@@ -1,0 +1,296 @@
+"""Concrete values during a trace: when `grad` (and its kin) is called from Python, the
+function is traced with the call's values beside the staged proxies, so that Python can
+decide on them (`if x > 0`, `int(n)`, `range(k)`, `float(loss)`), as it does under
+autograd. Each decision is recorded as a *guard*: a `check` node emitted into the program
+that fails when the running code's value would have decided otherwise; the dispatcher
+(`jitad.dispatch`) then takes another compiled path or traces again.
+
+Values are computed on demand with the reference interpreter (`jitad.ir.interpret`): a
+frame's nodes run in order up to the one whose output is asked for, so effects (slots,
+closures of reverse mode) see what they would at run time. Only the frames of the traced
+program and of the transformations it calls have values; the bodies of IF, WHILE, FOR,
+FUN, TREE, scan and checkpointed loops do not (a decision there stays a StagingError
+naming the combinator), nor does anything under `jit` or `vmap`.
+"""
+import sys
+import threading
+import warnings
+
+import numpy as np
+
+from ..errors import StagingError, user_location
+from ..ir.interpret import run_node
+from ..ir.ops import Op
+from ..ir.types import NUMPY
+from .frames import _frames, current_frame, emit
+
+GUARD_PREFIX = "jitad guard "   # a check whose message starts so is a guard: `GUARD_PREFIX + index`
+
+_local = threading.local()
+
+
+class NoValue(Exception):
+    """The value is not known while tracing (a body of a combinator, a batched value)."""
+
+
+class Guard:
+    """One Python decision: at `site` (file:line: source), `kind` ("bool" or "int") came out `value`."""
+    __slots__ = ("site", "kind", "value")
+
+    def __init__(self, site, kind, value):
+        self.site, self.kind, self.value = site, kind, value
+
+    def key(self):
+        return self.site, self.kind, self.value
+
+
+class ConcreteTrace:
+    """The values of one trace: of params (the call's arguments), of capture params (their
+    outer values) and, on demand, of node outputs in the frames that have values."""
+
+    def __init__(self, overrides=None):
+        self.values = {}      # var -> NumPy value
+        self.alias = {}       # capture param -> the var of the enclosing frame it stands for
+        self.producer = {}    # var -> (frame, index of its node in the frame's graph)
+        self.done = {}        # frame -> how many of its nodes have run
+        self.guards = []
+        self.overrides = overrides or {}   # guard index -> the decision to take there
+        self.root = None      # the outermost frame: hidden arguments become its params
+        self.hidden = []      # (param var, source) in order; see `hidden_param`
+        self.hidden_ids = {}  # id(array) -> its hidden param (an array met twice is one argument)
+        self.sources = {}     # id(array) -> ("read", index): arrays the function reads, re-read per call
+        self.unmatched = False   # an array constant met that is none of `sources`
+
+    # -- values -------------------------------------------------------------------
+
+    def value_of(self, var):
+        """The NumPy value of `var`, or raise NoValue."""
+        stack = [var]
+        while stack:
+            v = stack[-1]
+            if v in self.values:
+                stack.pop()
+                continue
+            outer = self.alias.get(v)
+            if outer is not None:
+                if outer in self.values:
+                    self.values[v] = self.values[outer]
+                    stack.pop()
+                else:
+                    stack.append(outer)
+                continue
+            where = self.producer.get(v)
+            if where is None:
+                raise NoValue(v)
+            missing = self._run_frame(*where)
+            if missing is not None:
+                stack.append(missing)
+        return self.values[var]
+
+    def _run_frame(self, frame, upto):
+        """Run `frame`'s nodes in order through index `upto`; return an input var whose value
+        must come first (from an enclosing frame), or None when done."""
+        nodes = frame.graph.nodes
+        k = self.done.get(frame, 0)
+        with np.errstate(all="ignore"):
+            while k <= upto:
+                node = nodes[k]
+                for v in node.inputs:
+                    if v not in self.values:
+                        if v in self.alias or self.producer.get(v, (frame,))[0] is not frame:
+                            self.done[frame] = k
+                            return v
+                        raise NoValue(v)
+                self.values.update(zip(node.outputs, run_node(node, [self.values[v] for v in node.inputs])))
+                k += 1
+        self.done[frame] = k
+        return None
+
+    # -- guards ---------------------------------------------------------------------
+
+    def decide(self, staged, kind):
+        """The Python value of a decision on `staged` (kind "bool" or "int"), with its guard."""
+        value = self.value_of(staged._var)
+        index = len(self.guards)
+        value = self.overrides.get(index, {"bool": bool, "int": int, "float": float}[kind](value))
+        x = staged   # (the staged operators emit the comparisons)
+        if kind == "bool" and staged.ir_dtype != "bool":
+            x = staged != 0
+        elif kind == "int" and staged.ir_dtype != "i64":
+            x = type(staged)(emit(Op.CONVERT, [staged._var], {"dtype": "i64"})[0])
+        fail = x != value
+        emit(Op.CHECK, [fail._var], {"message": f"{GUARD_PREFIX}{index}"})
+        self.guards.append(Guard(user_location(), kind, value))
+        return value
+
+    # -- hidden arguments ---------------------------------------------------------------
+
+    def array_param(self, x, type_):
+        """The param standing for the NumPy array `x` met by the trace: an array the function
+        reads (a closure cell, default or global: re-read at each call), else the value met
+        (a constant of this path, passed as an argument so that another value costs no compile)."""
+        key = (id(x), type_.dtype)
+        found = self.hidden_ids.get(key)
+        if found is not None:
+            return found[1]
+        read = self.sources.get(id(x))
+        if read is not None and read[1] is x:
+            source = ("read", read[0])
+        else:
+            self.unmatched = True
+            source = ("const", np.array(x, dtype=NUMPY[type_.dtype], order="C"))
+        var = self.hidden_param(x, source, type_)
+        self.hidden_ids[key] = (x, var)   # (holds `x`: its id stays its own)
+        return var
+
+    def hidden_param(self, value, source, type_):
+        """A new param of the outermost frame standing for `value` (an argument the caller
+        passes at each call: `source` says where it comes from)."""
+        from ..ir.graph import Var
+        var = Var(type_)
+        self.root.graph.params.append(var)
+        self.root.scope.add(var)
+        self.values[var] = np.asarray(value, NUMPY[type_.dtype])[()]
+        self.hidden.append((var, source))
+        return var
+
+
+def current():
+    """The ConcreteTrace of the trace being recorded on this thread, or None."""
+    return getattr(_local, "trace", None)
+
+
+class active:
+    """Context: trace with concrete values (`trace`, a ConcreteTrace)."""
+
+    def __init__(self, trace):
+        self.trace = trace
+
+    def __enter__(self):
+        self.saved = current()
+        _local.trace = self.trace
+        return self.trace
+
+    def __exit__(self, *exc):
+        _local.trace = self.saved
+
+
+def frame_values():
+    """The ConcreteTrace if the current frame has values, else None."""
+    frame = current_frame()
+    c = current()
+    return c if c is not None and frame is not None and frame.concrete is c else None
+
+
+_COMBINATORS = {"IF": "IF", "WHILE": "WHILE", "FOR": "FOR", "TREE": "TREE", "scan": "scan", "fori_loop": "fori_loop",
+                "while_loop": "while_loop", "cond": "cond", "switch": "switch", "checkpoint": "checkpoint",
+                "remat": "checkpoint", "vmap_staged": "vmap", "map": "lax.map"}
+
+
+def enclosing_combinator():
+    """The name of the innermost jitad combinator the Python stack is inside, or None."""
+    f = sys._getframe(1)
+    while f is not None:
+        name = f.f_code.co_name
+        if name in _COMBINATORS and "jitad" in f.f_code.co_filename:
+            return _COMBINATORS[name]
+        if name == "__call__" and type(f.f_locals.get("self")).__name__ in ("FUN", "checkpoint"):
+            return type(f.f_locals["self"]).__name__
+        f = f.f_back
+    return None
+
+
+def decision(staged, kind, refuse):
+    """A Python decision (`bool`, `int`, an index) on a staged value: the concrete value
+    where the trace has one (guarded), else `refuse()`, the StagingError to raise."""
+    c = frame_values()
+    if c is None:
+        c = current()
+        if c is not None and len(_frames()) > 1:
+            where = enclosing_combinator()
+            if where is not None:
+                raise StagingError(f"a Python decision (`if`, `while`, `int()`, an index) on a staged value "
+                                   f"inside the body of `{where}`: the body is traced once for every "
+                                   f"value it will see, so it has no single value to decide on. Decide "
+                                   f"outside the `{where}` body, or stage the decision in it "
+                                   "(`jitad.IF`, `jitad.numpy.where`).")
+        raise refuse()
+    try:
+        return c.decide(staged, kind)
+    except NoValue:
+        raise refuse() from None
+
+
+class ConcreteFloat(float):
+    """`float()` of a staged value while tracing with values: a Python float that still
+    knows the staged value it came from, so arithmetic with it stays staged (a new value
+    at the next call costs no trace) and a comparison is a guarded decision."""
+
+    def __new__(cls, value, staged, trace):
+        self = super().__new__(cls, value)
+        self.staged, self.trace = staged, trace
+        return self
+
+    def live(self):
+        return self.trace is current() and frame_values() is self.trace
+
+
+def _lift(name, fop):
+    def method(a, *b):
+        if not a.live() or (b and not isinstance(b[0], (int, float, np.number)) and
+                            not hasattr(b[0], "_var")):
+            return fop(a, *b)
+        other = [x.staged if isinstance(x, ConcreteFloat) else x for x in b]
+        staged = getattr(a.staged, name)(*other)
+        if hasattr(staged, "_var") and staged.ir_dtype == "bool":
+            return decision(staged, "bool", lambda: StagingError("no value"))
+        if hasattr(b[0] if b else None, "_var") and not isinstance(b[0], ConcreteFloat):
+            return staged   # with a staged operand the result is staged
+        return ConcreteFloat(fop(a, *b), staged, a.trace)
+    method.__name__ = name
+    return method
+
+
+for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__", "__rtruediv__",
+              "__pow__", "__rpow__", "__neg__", "__abs__", "__lt__", "__le__", "__gt__", "__ge__", "__eq__", "__ne__"):
+    setattr(ConcreteFloat, _name, _lift(_name, getattr(float, _name)))
+ConcreteFloat.__hash__ = float.__hash__
+
+
+def _bool(self):
+    if not self.live():
+        return float.__bool__(self)
+    return decision(self.staged, "bool", lambda: StagingError("no value"))
+
+
+ConcreteFloat.__bool__ = _bool
+ConcreteFloat.__int__ = lambda self: decision(self.staged, "int", lambda: StagingError("no value")) \
+    if self.live() else float.__int__(self)
+
+
+# `float(x)` keeps a float subclass that `__float__` returns (CPython 3.11 warns that this
+# may change): silence that one warning; where it changes, `float()` is an equality guard
+warnings.filterwarnings("ignore", r".*returned non-float \(type ConcreteFloat\)", DeprecationWarning)
+
+
+class _Probe:
+    def __float__(self):
+        return ConcreteFloat(0.0, None, None)
+
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    _KEEPS_SUBCLASS = type(float(_Probe())) is ConcreteFloat
+
+
+def to_float(staged, refuse):
+    """`float(staged)`: a ConcreteFloat while tracing with values, else `refuse()`."""
+    c = frame_values()
+    if c is None:
+        return decision(staged, "float", refuse)   # raises the right StagingError
+    if not _KEEPS_SUBCLASS:
+        return float(decision(staged, "float", refuse))
+    try:
+        return ConcreteFloat(float(c.value_of(staged._var)), staged, c)
+    except NoValue:
+        raise refuse() from None
