@@ -19,6 +19,8 @@ Called inside a trace (`jit`, `vmap`, another transformation), it is the staged
 transformation: JAX's rule, a Python decision on a staged value is a StagingError.
 See docs/grad-semantics.md.
 """
+import builtins
+import contextlib
 import functools
 import types
 import warnings
@@ -349,7 +351,7 @@ class Concrete:
         types_ = [arg_type(x) for x in leaves]
         recorder = hostrng.Recorder(fn, lambda value, k: _draw_argument(c, value, k))
         with timing.recording() as report:
-            with concrete.active(c), recorder.recording(), timing.stage("trace"):
+            with concrete.active(c), recorder.recording(), _print_at_trace(self.name), timing.stage("trace"):
                 program, out_td, _ = trace_program(staged, tuple(leaves), td, types_)
             pins = [(k, a) for k, a in enumerate(arrays)] if c.unmatched else []
             path = Path(program, out_td, c.guards, c.hidden, recorder.draws, recorder.owners, pins)
@@ -379,6 +381,27 @@ class Concrete:
                         "argument (`jitad.jit(..., static_argnums=...)`).", JitadWarning, stacklevel=4)
                 return g.site
         return None
+
+
+@contextlib.contextmanager
+def _print_at_trace(name):
+    """While tracing: `print` prints, and warns (once per trace) that it runs when the
+    function is traced, not at every call."""
+    original, warned = builtins.print, []
+
+    def traced_print(*args, **kwargs):
+        if not warned:
+            warned.append(True)
+            warnings.warn(f"{name}: print() runs when jitad traces the function (its first call, and each "
+                          "new path), not at every call as under autograd; the compiled code reuses the "
+                          "trace. Use jitad.debug.print(fmt, *values) to print at every call.",
+                          JitadWarning, stacklevel=2)
+        return original(*args, **kwargs)
+    builtins.print = traced_print
+    try:
+        yield
+    finally:
+        builtins.print = original
 
 
 def _no_fallback(*args):

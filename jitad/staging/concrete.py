@@ -14,7 +14,6 @@ naming the combinator), nor does anything under `jit` or `vmap`.
 """
 import sys
 import threading
-import warnings
 
 import numpy as np
 
@@ -109,7 +108,7 @@ class ConcreteTrace:
     # -- guards ---------------------------------------------------------------------
 
     def decide(self, staged, kind):
-        """The Python value of a decision on `staged` (kind "bool" or "int"), with its guard."""
+        """The Python value of a decision on `staged` (kind "bool", "int" or "float"), with its guard."""
         value = self.value_of(staged._var)
         index = len(self.guards)
         value = self.overrides.get(index, {"bool": bool, "int": int, "float": float}[kind](value))
@@ -118,7 +117,7 @@ class ConcreteTrace:
             x = staged != 0
         elif kind == "int" and staged.ir_dtype != "i64":
             x = type(staged)(emit(Op.CONVERT, [staged._var], {"dtype": "i64"})[0])
-        fail = x != value
+        fail = _float_differs(x, value) if kind == "float" else x != value
         emit(Op.CHECK, [fail._var], {"message": f"{GUARD_PREFIX}{index}"})
         self.guards.append(Guard(user_location(), kind, value))
         return value
@@ -153,6 +152,19 @@ class ConcreteTrace:
         self.values[var] = np.asarray(value, NUMPY[type_.dtype])[()]
         self.hidden.append((var, source))
         return var
+
+
+ULPS = 4   # a float guard holds within this many units in the last place of the traced value
+
+
+def _float_differs(x, value):
+    """Staged: `x` is not the float `value` (NaN only equals NaN; within ULPS ulps otherwise)."""
+    if value != value:
+        return x == x
+    if value in (np.inf, -np.inf):
+        return x != value
+    tol = ULPS * float(np.spacing(np.abs(np.asarray(value, NUMPY[x.ir_dtype]))))
+    return ~(abs(x - value) <= tol)
 
 
 def current():
@@ -221,76 +233,8 @@ def decision(staged, kind, refuse):
         raise refuse() from None
 
 
-class ConcreteFloat(float):
-    """`float()` of a staged value while tracing with values: a Python float that still
-    knows the staged value it came from, so arithmetic with it stays staged (a new value
-    at the next call costs no trace) and a comparison is a guarded decision."""
-
-    def __new__(cls, value, staged, trace):
-        self = super().__new__(cls, value)
-        self.staged, self.trace = staged, trace
-        return self
-
-    def live(self):
-        return self.trace is current() and frame_values() is self.trace
-
-
-def _lift(name, fop):
-    def method(a, *b):
-        if not a.live() or (b and not isinstance(b[0], (int, float, np.number)) and
-                            not hasattr(b[0], "_var")):
-            return fop(a, *b)
-        other = [x.staged if isinstance(x, ConcreteFloat) else x for x in b]
-        staged = getattr(a.staged, name)(*other)
-        if hasattr(staged, "_var") and staged.ir_dtype == "bool":
-            return decision(staged, "bool", lambda: StagingError("no value"))
-        if hasattr(b[0] if b else None, "_var") and not isinstance(b[0], ConcreteFloat):
-            return staged   # with a staged operand the result is staged
-        return ConcreteFloat(fop(a, *b), staged, a.trace)
-    method.__name__ = name
-    return method
-
-
-for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__", "__rtruediv__",
-              "__pow__", "__rpow__", "__neg__", "__abs__", "__lt__", "__le__", "__gt__", "__ge__", "__eq__", "__ne__"):
-    setattr(ConcreteFloat, _name, _lift(_name, getattr(float, _name)))
-ConcreteFloat.__hash__ = float.__hash__
-
-
-def _bool(self):
-    if not self.live():
-        return float.__bool__(self)
-    return decision(self.staged, "bool", lambda: StagingError("no value"))
-
-
-ConcreteFloat.__bool__ = _bool
-ConcreteFloat.__int__ = lambda self: decision(self.staged, "int", lambda: StagingError("no value")) \
-    if self.live() else float.__int__(self)
-
-
-# `float(x)` keeps a float subclass that `__float__` returns (CPython 3.11 warns that this
-# may change): silence that one warning; where it changes, `float()` is an equality guard
-warnings.filterwarnings("ignore", r".*returned non-float \(type ConcreteFloat\)", DeprecationWarning)
-
-
-class _Probe:
-    def __float__(self):
-        return ConcreteFloat(0.0, None, None)
-
-
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore")
-    _KEEPS_SUBCLASS = type(float(_Probe())) is ConcreteFloat
-
-
 def to_float(staged, refuse):
-    """`float(staged)`: a ConcreteFloat while tracing with values, else `refuse()`."""
-    c = frame_values()
-    if c is None:
-        return decision(staged, "float", refuse)   # raises the right StagingError
-    if not _KEEPS_SUBCLASS:
-        return float(decision(staged, "float", refuse))
-    try:
-        return ConcreteFloat(float(c.value_of(staged._var)), staged, c)
-    except NoValue:
-        raise refuse() from None
+    """`float(staged)` while tracing with values: the value, guarded (to a few ulps: the
+    trace's NumPy value and the compiled code's may differ in the last bits), else `refuse()`.
+    A Python float carries no derivative: where it feeds the computation it is a constant."""
+    return float(decision(staged, "float", refuse))

@@ -257,8 +257,6 @@ def result_dtype(*xs):
 
 def as_var(x, dtype=None):
     """The var of `x` (a staged value or a Python number) converted to `dtype`."""
-    if type(x) is concrete.ConcreteFloat and x.live():
-        x = x.staged
     if isinstance(x, Staged):
         if dtype is None or x.ir_dtype == dtype:
             return x._var
