@@ -449,7 +449,9 @@ def hvp(fn, argnums=0):
     def staged(*args):
         return body(fn, *args)
     staged.__name__ = f"hvp_{getattr(fn, '__name__', 'f')}"
-    return Concrete(fn, staged.__name__, body, lambda: jit(staged), _differentiated(argnums), ("hvp", argnums))
+    diff = _differentiated(argnums)   # and the vector, the last argument
+    return Concrete(fn, staged.__name__, body, lambda: jit(staged), lambda n: diff(n - 1) | {n - 1},
+                    ("hvp", argnums))
 
 
 def tree_zeros(x):
