@@ -227,3 +227,59 @@ def test_print_inside_warns_that_it_runs_at_trace(capsys):
         assert g(3.0) == 6.0
     assert g(4.0) == 8.0   # no new trace: nothing printed
     assert capsys.readouterr().out.count("value") == 1
+
+
+def test_a_threshold_the_compiled_code_sees_an_ulp_away_never_retraces_forever():
+    from jitad.ir.interpret import interpret
+    x = np.random.RandomState(2).randn(1000)
+    total = jitad.jit(lambda x: jitad.sum(x * 1.1))
+    threshold = float(interpret(jitad.trace(lambda x: jitad.sum(x * 1.1), x), [x])[0])   # NumPy's value
+    assert total(x) < threshold   # the compiled sum is an ulp below: NumPy's trace decides otherwise
+
+    def f(w):
+        return jitad.sum(w * 1.1) * (2.0 if jitad.sum(w * 1.1) >= threshold else 3.0)
+    g = jitad.grad(f)
+    np.testing.assert_allclose(g(x), np.full(1000, 3.3))   # the compiled code's decision
+    before = compiles()
+    np.testing.assert_allclose(g(x), np.full(1000, 3.3))
+    assert compiles() == before
+
+
+def test_draws_before_a_branch_are_never_made_twice_when_a_guard_fails():
+    def f(m):
+        def noisy(x):
+            eps = np.random.randn()
+            if x > 0:
+                return m.sin(x) * eps
+            return x * x * eps * np.random.rand()
+        return noisy
+    xs = (0.5, -1.0, 2.0, -0.3, 0.1, -2.0)
+
+    def run(m, grad):
+        np.random.seed(7)
+        g = grad(f(m))
+        return [g(x) for x in xs] + [np.random.rand()]   # the generator ends where autograd's does
+    assert run(jitad, jitad.grad) == run(anp, autograd.grad)
+
+
+def test_the_other_transformations_decide_on_values_too():
+    def f(m):
+        def branchy(x):
+            return m.sum(x ** 3) if m.sum(x) > 0 else m.sum(m.sin(x) * x)
+        return branchy
+
+    def vec(m):
+        return lambda x: x ** 2 if x[0] > 0 else m.sin(x) * 2.0
+    for x in (np.array([0.5, 1.5]), np.array([-0.5, -1.5])):
+        np.testing.assert_allclose(jitad.hessian(f(jitad))(x), autograd.hessian(f(anp))(x), rtol=1e-12)
+        np.testing.assert_allclose(jitad.jacobian(vec(jitad))(x), autograd.jacobian(vec(anp))(x), rtol=1e-12)
+        np.testing.assert_allclose(jitad.elementwise_grad(vec(jitad))(x),
+                                   autograd.elementwise_grad(vec(anp))(x), rtol=1e-12)
+        v = np.array([0.3, -0.2])
+        np.testing.assert_allclose(jitad.hvp(f(jitad))(x, v), autograd.hessian(f(anp))(x) @ v, rtol=1e-12)
+        out, pullback = jitad.vjp(vec(jitad), x)
+        vjp_ref = autograd.make_vjp(vec(anp))(x)
+        np.testing.assert_allclose(out, vjp_ref[1], rtol=1e-12)
+        np.testing.assert_allclose(pullback(v)[0], vjp_ref[0](v), rtol=1e-12)
+        _, tangent = jitad.jvp(vec(jitad), (x,), (v,))
+        np.testing.assert_allclose(tangent, autograd.jacobian(vec(anp))(x) @ v, rtol=1e-12)
