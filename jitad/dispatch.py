@@ -253,6 +253,8 @@ class Concrete:
             raise ArgumentError(f"{self.name}: an argument could not be keyed; pass numbers, strings, "
                                 "arrays, tuples or hashable objects") from None
         if paths is None:
+            if config.config.jax_explain_cache_misses:
+                _explain_new_key(self.name, args, static, leaves)
             paths = _ENTRIES[key] = []
             while len(_ENTRIES) > max(MAX_KEYS, 1):
                 _ENTRIES.popitem(last=False)
@@ -402,6 +404,14 @@ def _print_at_trace(name):
         yield
     finally:
         builtins.print = original
+
+
+def _explain_new_key(name, args, static, leaves):
+    statics = ", ".join(f"argument {i} = {args[i]!r}" for i in static) or "none"
+    shapes = ", ".join(f"{getattr(x, 'dtype', type(x).__name__)}{list(np.shape(x))}" for x in leaves)
+    warnings.warn(f"{name}: tracing for a new key: the function's code or a value it reads (closure, "
+                  f"globals, defaults), the static arguments ({statics}) or the argument types ({shapes}) "
+                  "are new", JitadWarning, stacklevel=3)
 
 
 def _no_fallback(*args):

@@ -211,7 +211,8 @@ def test_explained_cache_misses_name_the_decision():
     jitad.config.update("jax_explain_cache_misses", True)
     try:
         g = jitad.grad(lambda x: x * 2.0 if x > 0 else x * 3.0)
-        g(1.0)
+        with pytest.warns(jitad.JitadWarning, match="new key"):
+            g(1.0)
         with pytest.warns(jitad.JitadWarning, match=r"(?s)tracing again.*x > 0.*True"):
             assert g(-1.0) == 3.0
     finally:
@@ -283,3 +284,13 @@ def test_the_other_transformations_decide_on_values_too():
         np.testing.assert_allclose(pullback(v)[0], vjp_ref[0](v), rtol=1e-12)
         _, tangent = jitad.jvp(vec(jitad), (x,), (v,))
         np.testing.assert_allclose(tangent, autograd.jacobian(vec(anp))(x) @ v, rtol=1e-12)
+
+
+def test_explained_cache_misses_name_a_new_static_argument():
+    jitad.config.update("jax_explain_cache_misses", True)
+    try:
+        g = jitad.grad(lambda x, k: x * k)
+        with pytest.warns(jitad.JitadWarning, match=r"new key.*argument 1 = 7"):
+            assert g(1.0, 7) == 7.0
+    finally:
+        jitad.config.update("jax_explain_cache_misses", False)
