@@ -176,7 +176,7 @@ def _leaves_or_none(x):
 def static_key(x):
     """The cache key of an argument passed as itself: type and value, identity for objects."""
     reads = _Reads()
-    reads.value(x, 3)
+    reads.value(x, 3, by_identity=True)   # (an array in a keyword argument is a constant of the trace)
     return tuple(reads.parts)
 
 

@@ -112,11 +112,11 @@ class ConcreteTrace:
         value = self.value_of(staged._var)
         index = len(self.guards)
         value = self.overrides.get(index, {"bool": bool, "int": int, "float": float}[kind](value))
-        x = staged   # (the staged operators emit the comparisons)
-        if kind == "bool" and staged.ir_dtype != "bool":
-            x = staged != 0
-        elif kind == "int" and staged.ir_dtype != "i64":
-            x = type(staged)(emit(Op.CONVERT, [staged._var], {"dtype": "i64"})[0])
+        x = staged.reshape(()) if staged.shape else staged   # (one element: the staged operators compare)
+        if kind == "bool" and x.ir_dtype != "bool":
+            x = x != 0
+        elif kind == "int" and x.ir_dtype != "i64":
+            x = type(x)(emit(Op.CONVERT, [x._var], {"dtype": "i64"})[0])
         fail = _float_differs(x, value) if kind == "float" else x != value
         emit(Op.CHECK, [fail._var], {"message": f"{GUARD_PREFIX}{index}"})
         self.guards.append(Guard(user_location(), kind, value))
