@@ -21,7 +21,7 @@ from ..errors import StagingError, user_location
 from ..ir.interpret import run_node
 from ..ir.ops import Op
 from ..ir.types import NUMPY
-from .frames import _frames, current_frame, emit
+from .frames import current_frame, emit
 
 GUARD_PREFIX = "jitad guard "   # a check whose message starts so is a guard: `GUARD_PREFIX + index`
 
@@ -200,16 +200,24 @@ _COMBINATORS = {"IF": "IF", "WHILE": "WHILE", "FOR": "FOR", "TREE": "TREE", "sca
 
 
 def enclosing_combinator():
-    """The name of the innermost jitad combinator the Python stack is inside, or None."""
-    f = sys._getframe(1)
+    """The name of the jitad combinator the Python stack is inside (the one the user called,
+    where jitad's own combinators are built on others), or None."""
+    f, innermost = sys._getframe(1), None
     while f is not None:
-        name = f.f_code.co_name
-        if name in _COMBINATORS and "jitad" in f.f_code.co_filename:
-            return _COMBINATORS[name]
-        if name == "__call__" and type(f.f_locals.get("self")).__name__ in ("FUN", "checkpoint"):
-            return type(f.f_locals["self"]).__name__
+        name, where = f.f_code.co_name, None
+        if name in _COMBINATORS and f.f_code.co_filename.startswith(_PKG):
+            where = _COMBINATORS[name]
+        elif name == "__call__" and type(f.f_locals.get("self")).__name__ in ("FUN", "checkpoint"):
+            where = type(f.f_locals["self"]).__name__
+        if where is not None:
+            innermost = innermost or where
+            if f.f_back is not None and not f.f_back.f_code.co_filename.startswith(_PKG):
+                return where
         f = f.f_back
-    return None
+    return innermost
+
+
+_PKG = __file__.rsplit("/", 2)[0] + "/"
 
 
 def decision(staged, kind, refuse):
@@ -218,14 +226,15 @@ def decision(staged, kind, refuse):
     c = frame_values()
     if c is None:
         c = current()
-        if c is not None and len(_frames()) > 1:
+        if c is not None:
             where = enclosing_combinator()
             if where is not None:
+                why = ("its lanes may decide differently, and one lane's branch must not apply to all"
+                       if where == "vmap" else "the body is traced once for every value it will see, so it "
+                       "has no single value to decide on")
                 raise StagingError(f"a Python decision (`if`, `while`, `int()`, an index) on a staged value "
-                                   f"inside the body of `{where}`: the body is traced once for every "
-                                   f"value it will see, so it has no single value to decide on. Decide "
-                                   f"outside the `{where}` body, or stage the decision in it "
-                                   "(`jitad.IF`, `jitad.numpy.where`).")
+                                   f"inside the body of `{where}`: {why}. Decide outside the `{where}` "
+                                   "body, or stage the decision in it (`jitad.IF`, `jitad.numpy.where`).")
         raise refuse()
     try:
         return c.decide(staged, kind)

@@ -294,3 +294,16 @@ def test_explained_cache_misses_name_a_new_static_argument():
             assert g(1.0, 7) == 7.0
     finally:
         jitad.config.update("jax_explain_cache_misses", False)
+
+
+@pytest.mark.parametrize("name, f", [
+    ("FOR", lambda x: jitad.FOR(0, 3, lambda i, s: s * 2.0 if s > 0 else s, x)),
+    ("scan", lambda x: jitad.lax.scan(lambda c, _: (c * 2.0 if c > 0 else c, None), x, None, length=3)[0]),
+    ("cond", lambda x: jitad.lax.cond(x > 0, lambda y: y * 2.0 if y > 1 else y, lambda y: y, x)),
+    ("WHILE", lambda x: jitad.WHILE(lambda s: s < 10.0 if s > 0 else s < 5.0, lambda s: s * 2.0, x)),
+    ("checkpoint", lambda x: jitad.checkpoint(lambda y: y * 2.0 if y > 0 else y)(x)),
+    ("vmap", lambda x: jitad.sum(jitad.vmap(lambda y: y * 2.0 if y > 0 else y)(x * jitad.numpy.ones(2)))),
+])
+def test_a_decision_inside_a_combinator_body_names_the_combinator(name, f):
+    with pytest.raises(jitad.errors.StagingError, match=f"inside the body of `{name}`"):
+        jitad.grad(f)(1.0)
