@@ -32,6 +32,7 @@ from . import config, hostrng, timing
 from .errors import ArgumentError, JitadWarning, env_int
 from .ir.interpret import interpret
 from .ir.types import is_device_array
+from .ir.printer import program_key_text
 from .lower.compile import GuardFailed, compile_program
 from .pytree import flatten, register_pytree_node, unflatten
 from .forest import Tree
@@ -43,7 +44,11 @@ MAX_KEYS = env_int("JITAD_MAX_PATH_KEYS", 1024, 1)
 # (transformation, function, arguments) -> its paths, most recently run first; shared by
 # every `grad(f)` object, so that a fresh one of the same function finds the compiled code
 _ENTRIES = OrderedDict()
-_OVER = set()   # (transformation, decision site) past MAX_PATHS_PER_SITE (warned once)
+_OVER = set()
+# the program of the function alone (and the transformation's signature) -> a path traced
+# from it: another static value that traces to the same program reuses its compiled code
+_BY_PRIMAL = OrderedDict()
+_SIGS = OrderedDict()   # the signatures traced so far (see `Concrete._trace`)   # (transformation, decision site) past MAX_PATHS_PER_SITE (warned once)
 _PKG = __file__.rsplit("/", 1)[0] + "/"
 
 
@@ -264,7 +269,7 @@ class Concrete:
         def rebuild(dyn):
             it = iter(dyn)
             return tuple(Static(args[i]) if i in static else next(it) for i in range(len(args)))
-        return self._dispatch(paths, leaves, td, rebuild, arrays, kwargs)
+        return self._dispatch(paths, leaves, td, rebuild, arrays, kwargs, (self.spec, fkey, len(args), tuple(static), td))
 
     def _latest(self, what):
         if self._last is None:
@@ -290,12 +295,12 @@ class Concrete:
         """The compile time of the path last run, by stage (see `jitad.timing`)."""
         return self._latest("compile_report").compile_report
 
-    def _dispatch(self, paths, leaves, td, rebuild, arrays, kwargs):
+    def _dispatch(self, paths, leaves, td, rebuild, arrays, kwargs, sig):
         tried, failed = set(), None
         while True:
             path = _next_path(paths, tried, failed, arrays)
             if path is None:
-                return self._trace(paths, leaves, td, rebuild, arrays, kwargs, failed)
+                return self._trace(paths, leaves, td, rebuild, arrays, kwargs, failed, sig)
             tried.add(id(path))
             saved = hostrng.save_states(path.owners) if path.draws else ()
             drawn = [hostrng.draw(*d) for d in path.draws]
@@ -311,78 +316,168 @@ class Concrete:
             self._last = path
             return out
 
-    def _trace(self, paths, leaves, td, rebuild, arrays, kwargs, failed):
+    def _trace(self, paths, leaves, td, rebuild, arrays, kwargs, failed, sig):
         """A new path: trace with the call's values (retracing with a decision flipped where
-        compiled code disagrees with the trace's NumPy values by an ulp at a threshold)."""
+        compiled code disagrees with the trace's NumPy values by an ulp at a threshold).
+        First the function alone: when its program is one traced before (another static
+        value, the same program), the compiled code of that one serves."""
         if failed is not None and config.config.jax_explain_cache_misses:
             path, k = failed
             g = path.guards[k]
             warnings.warn(f"{self.name}: tracing again: the decision at {g.site} ({g.kind} came out "
                           f"{g.value!r} when traced) goes otherwise on this call", JitadWarning, stacklevel=3)
+        saved = hostrng.save_states(hostrng.owners_of(self.fn))
+        trace = _Tracer(self, leaves, td, rebuild, arrays, kwargs)
+        # the function alone only where this signature was traced before (a first trace
+        # runs the function once)
+        primal = trace.primal(sig) if sig in _SIGS else None
+        _SIGS[sig] = True
+        while len(_SIGS) > MAX_KEYS:
+            _SIGS.popitem(last=False)
+        if primal is not None and primal.template is not None:
+            path, drawn = primal.path()
+            try:
+                out = path.run(path.arguments(leaves, arrays, drawn))
+            except GuardFailed:
+                pass   # (an ulp at a threshold: trace in full below)
+            else:
+                if self._over_bound(paths, path) is None:
+                    paths.insert(0, path)
+                self._last = path
+                return out
+        hostrng.restore_states(saved)   # the full trace draws the same numbers again
         overrides = {}
-        saved = hostrng.save_states(["numpy", "random"])
         for attempt in range(4):
-            path, drawn = self._trace_once(leaves, td, rebuild, arrays, kwargs, overrides, paths)
+            path, drawn = trace.full(paths, overrides)
             try:
                 out = path.run(path.arguments(leaves, arrays, drawn))
             except GuardFailed as e:   # the compiled code's value is on the other side of a threshold
                 g = path.guards[e.index]
                 hostrng.restore_states(saved)
-                paths.remove(path)
+                if path in paths:
+                    paths.remove(path)
                 if g.kind != "bool" or e.index in overrides:   # the trace's own decisions, interpreted
-                    path, drawn = self._trace_once(leaves, td, rebuild, arrays, kwargs, overrides, paths,
-                                                   compile=False, keep=False)
+                    path, drawn = trace.full(paths, overrides, compile=False)
                     return path.run(path.arguments(leaves, arrays, drawn))
                 overrides[e.index] = not g.value
                 continue
+            if primal is not None and not overrides:
+                primal.remember(path)
             self._last = path
             return out
         raise AssertionError("unreachable")
-
-    def _trace_once(self, leaves, td, rebuild, arrays, kwargs, overrides, paths, compile=True, keep=True):
-        c = ConcreteTrace(overrides)
-        for k, a in enumerate(arrays):
-            c.sources.setdefault(id(a), (k, a))
-        fn, body = self.fn, self.body
-
-        def unwrapped(*a, **k):   # the static arguments reach `fn` as themselves
-            return fn(*[x.value if type(x) is Static else x for x in a], **kwargs, **k)
-
-        def staged(*dyn):
-            return body(unwrapped, *rebuild(dyn))
-        types_ = [arg_type(x) for x in leaves]
-        recorder = hostrng.Recorder(fn, lambda value, k: _draw_argument(c, value, k))
-        with timing.recording() as report:
-            with concrete.active(c), recorder.recording(), _print_at_trace(self.name), timing.stage("trace"):
-                program, out_td, _ = trace_program(staged, tuple(leaves), td, types_)
-            pins = [(k, a) for k, a in enumerate(arrays)] if c.unmatched else []
-            path = Path(program, out_td, c.guards, c.hidden, recorder.draws, recorder.owners, pins)
-            site = self._over_bound(paths, path)
-            if compile and site is None:
-                in_types = types_ + [var.type for var, _ in c.hidden]
-                path.compiled = compile_program(program, out_td, in_types, self.name.replace(".", "_"), _no_fallback)
-        path.compile_report = report
-        drawn = [c.values[var] for var, source in c.hidden if source[0] == "draw"]
-        if keep and site is None:
-            paths.insert(0, path)
-        return path, drawn
 
     def _over_bound(self, paths, path):
         """The site of the first decision of `path` with MAX_PATHS_PER_SITE other outcomes
         already compiled (warned once per site), or None."""
         for k, g in enumerate(path.guards):
-            outcomes = {p.decisions[k] for p in paths if p.decisions[:k] == path.decisions[:k] and len(p.decisions) > k}
-            if len(outcomes) >= MAX_PATHS_PER_SITE and path.decisions[k] not in outcomes:
+            same = [p for p in paths if p.decisions[:k] == path.decisions[:k] and len(p.decisions) > k]
+            outcomes = {p.decisions[k] for p in same}
+            programs = {id(p.compiled) for p in same if p.compiled is not None}   # (outcomes may share one)
+            if len(programs) >= MAX_PATHS_PER_SITE and path.decisions[k] not in outcomes \
+                    and (path.compiled is None or id(path.compiled) not in programs):
                 if (self.spec, g.site) not in _OVER:
                     _OVER.add((self.spec, g.site))
                     warnings.warn(
                         f"{self.name}: the Python decision at {g.site} has taken {len(outcomes)} different "
-                        "outcomes, each a compiled path; new outcomes now run without compiling (the NumPy "
+                        f"outcomes, {len(programs)} compiled programs; new outcomes now run without compiling (the NumPy "
                         "interpreter, autograd's speed). To stay compiled, stage the decision "
                         "(`jitad.IF`/`jitad.WHILE`, `jitad.lax.cond`) or pass that value as a static "
                         "argument (`jitad.jit(..., static_argnums=...)`).", JitadWarning, stacklevel=4)
                 return g.site
         return None
+
+
+class _Tracer:
+    """The traces of one call: the function alone (`primal`), or the whole transformation
+    (`full`), each with the call's values."""
+
+    def __init__(self, owner, leaves, td, rebuild, arrays, kwargs):
+        self.owner, self.leaves, self.td, self.rebuild = owner, leaves, td, rebuild
+        self.arrays, self.kwargs = arrays, kwargs
+        self.types = [arg_type(x) for x in leaves]
+        self.calls = []   # (hidden arguments, guards) when the function returned, per call of it
+
+    def _values(self, overrides):
+        c = ConcreteTrace(overrides)
+        for k, a in enumerate(self.arrays):
+            c.sources.setdefault(id(a), (k, a))
+        return c
+
+    def _function(self, c):
+        fn, kwargs, calls = self.owner.fn, self.kwargs, self.calls
+
+        def unwrapped(*a, **k):   # the static arguments reach `fn` as themselves
+            out = fn(*[x.value if type(x) is Static else x for x in a], **kwargs, **k)
+            calls.append((len(c.hidden), len(c.guards)))
+            return out
+        return unwrapped
+
+    def _run(self, c, staged):
+        recorder = hostrng.Recorder(self.owner.fn, lambda value, k: _draw_argument(c, value, k))
+        with concrete.active(c), recorder.recording(), _print_at_trace(self.owner.name), timing.stage("trace"):
+            program, out_td, _ = trace_program(staged, tuple(self.leaves), self.td, self.types)
+        pins = [(k, a) for k, a in enumerate(self.arrays)] if c.unmatched else []
+        return Path(program, out_td, c.guards, c.hidden, recorder.draws, recorder.owners, pins)
+
+    def full(self, paths, overrides, compile=True):
+        """The transformation traced and compiled (or, past the bound, left to the
+        interpreter): `(path, the host draws made while tracing)`."""
+        c = self._values(overrides)
+        fn, body, rebuild = self._function(c), self.owner.body, self.rebuild
+        del self.calls[:]
+        with timing.recording() as report:
+            path = self._run(c, lambda *dyn: body(fn, *rebuild(dyn)))
+            site = self.owner._over_bound(paths, path)
+            if compile and site is None:
+                in_types = self.types + [var.type for var, _ in c.hidden]
+                path.compiled = compile_program(path.program, path.out_td, in_types,
+                                                self.owner.name.replace(".", "_"), _no_fallback)
+        path.compile_report = report
+        if compile and site is None:
+            paths.insert(0, path)
+        path.primal_counts = list(self.calls)
+        return path, [c.values[var] for var, source in c.hidden if source[0] == "draw"]
+
+    def primal(self, sig):
+        """The function alone traced (no transformation, no compile), and the path traced
+        before whose function traced to the same program, if any; None where the function
+        alone does not trace (a result that is not arrays)."""
+        c = self._values({})
+        fn, rebuild = self._function(c), self.rebuild
+        try:
+            path = self._run(c, lambda *dyn: fn(*rebuild(dyn)))
+        except Exception:
+            return None
+        text = program_key_text(path.program)
+        key = (sig, text, tuple(var.type for var, _ in c.hidden), repr(path.out_td))
+        return _Primal(key, path, c, _BY_PRIMAL.get(key))
+
+
+class _Primal:
+    """The function's own trace, the key of its program, and the path it led to before."""
+
+    def __init__(self, key, path, values, template):
+        self.key, self.primal, self.values, self.template = key, path, values, template
+
+    def path(self):
+        """A path running the template's compiled code with this trace's hidden arguments."""
+        t, p = self.template, self.primal
+        n = len(p.hidden)
+        path = Path(t.program, t.out_td, p.guards, p.hidden + t.hidden[n:], p.draws, p.owners, p.pins)
+        path.compiled, path.compile_report = t.compiled, t.compile_report
+        return path, [self.values.values[var] for var, source in p.hidden if source[0] == "draw"]
+
+    def remember(self, path):
+        """Keep `path` for later calls whose function traces to the same program: where the
+        function ran once in it, with the same hidden arguments and guards as alone."""
+        p = self.primal
+        if path.compiled is None or path.primal_counts != [(len(p.hidden), len(p.guards))] \
+                or any(source[0] != "const" for _, source in path.hidden[len(p.hidden):]):
+            return
+        _BY_PRIMAL[self.key] = path
+        while len(_BY_PRIMAL) > MAX_KEYS:
+            _BY_PRIMAL.popitem(last=False)
 
 
 @contextlib.contextmanager

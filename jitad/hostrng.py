@@ -206,6 +206,10 @@ class Recorder:
         """Patch the draws, trace, restore; then warn about draws that were not recorded
         (frozen into the program): those the state of a generator shows but the record lacks."""
         gens = _generators(self.fns)
+        if not gens and not names_draws(self.fns):   # nothing to record: only check nothing drew
+            with watch_fns(self.fns):
+                yield self
+            return
         owners = ["numpy", "random"] + gens
         before = save_states(owners)
         undo = [_patch(np.random, n, self.wrap("numpy", n, getattr(np.random, n)))
@@ -265,3 +269,39 @@ def _swap_generators(fns, proxies):
             fn.__defaults__ = tuple(proxies.get(id(d), d) for d in old)
             undo.append(lambda fn=fn, old=old: setattr(fn, "__defaults__", old))
     return undo
+
+
+def owners_of(fn):
+    """The generators a call of `fn` may draw from (NumPy's global one, Python's `random`,
+    and the NumPy generators its functions name); none where its code names no draw."""
+    fns = _user_functions(fn)
+    gens = _generators(fns)
+    return ["numpy", "random"] + gens if gens or names_draws(fns) else []
+
+
+_NAMES_DRAWS = {}   # code object -> whether it names a draw
+
+
+def names_draws(fns):
+    """Whether the functions' code names a draw (`randn`, `normal`, ...), by name."""
+    found = False
+    for fn in fns:
+        code = fn.__code__
+        hit = _NAMES_DRAWS.get(code)
+        if hit is None:
+            hit = _NAMES_DRAWS[code] = any(n in _DRAWS for c in _codes(code) for n in c.co_names)
+        found = found or hit
+    return found
+
+
+@contextmanager
+def watch_fns(fns):
+    """`watch` for functions already unwrapped (`_user_functions`)."""
+    before = np.random.get_state(legacy=False), random.getstate()
+    yield
+    if random.getstate() != before[1] or not _same(np.random.get_state(legacy=False), before[0]):
+        name = getattr(fns[0], "__qualname__", "the function") if fns else "the function"
+        warnings.warn(f"jitad traced `{name}` while it drew random numbers through a name it does not show "
+                      "(a library function, or a draw bound before the call): they are constants of the "
+                      "compiled program. Draw with `np.random.<name>` in the function, or pass a key and "
+                      "draw with jitad.random.", JitadWarning, stacklevel=_user_level())
