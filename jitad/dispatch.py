@@ -145,13 +145,23 @@ class _Reads:
         if fn.__kwdefaults__:
             self.value(fn.__kwdefaults__, depth)
         g = fn.__globals__
-        for name in _global_names(code):
-            if name in g:
-                v = g[name]
-                if isinstance(v, types.ModuleType) or isinstance(v, type):
-                    self.parts.append(_Id(v))
-                else:
-                    self.value(v, depth)
+        for name in _present_globals(code, g):
+            v = g.get(name, _Id)
+            if isinstance(v, (types.ModuleType, type)):
+                self.parts.append(_Id(v))
+            else:
+                self.value(v, depth)
+
+
+_present_cache = {}
+
+
+def _present_globals(code, g):
+    """The names `code` reads that are globals of `g` (cached while `g` keeps its size)."""
+    found = _present_cache.get((code, id(g)))
+    if found is None or found[0] != len(g):
+        found = _present_cache[(code, id(g))] = (len(g), tuple(n for n in _global_names(code) if n in g))
+    return found[1]
 
 
 def function_key(fn):
@@ -231,6 +241,7 @@ class Concrete:
     def __init__(self, fn, name, body, make_inline, diff_args, spec):
         self.fn, self.name, self.body, self.make_inline = fn, name, body, make_inline
         self._last = None   # the path last run
+        self._diff = {}   # n_args -> diff_args(n_args)
         self._inline = None   # the jit of the transformation, inlined where called inside a trace
         self.diff_args = diff_args   # n_args -> the positions differentiated (never static)
         self.spec = spec   # what the transformation is (name and options): part of the cache key
@@ -245,13 +256,15 @@ class Concrete:
                 self._inline = self.make_inline()
             return self._inline(*args, **kwargs)
         fkey, arrays = function_key(self.fn)
-        diff = self.diff_args(len(args))
+        diff = self._diff.get(len(args))
+        if diff is None:
+            diff = self._diff[len(args)] = self.diff_args(len(args))
         static = [i for i, a in enumerate(args) if i not in diff and type(a) is not np.ndarray and not _has_arrays(a)]
         dynamic = tuple(a for i, a in enumerate(args) if i not in static) if static else args
         leaves, td = flatten(dynamic)
         key = (self.spec, fkey, len(args), tuple(static), tuple(static_key(args[i]) for i in static),
                static_key(kwargs) if kwargs else None, td,
-               tuple((x.dtype.str, x.shape) if type(x) is np.ndarray else type(x) for x in leaves))
+               tuple([(x.dtype, x.shape) if type(x) is np.ndarray else type(x) for x in leaves]))
         try:
             paths = _ENTRIES.get(key)
         except TypeError:
