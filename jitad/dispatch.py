@@ -32,7 +32,10 @@ from . import config, hostrng, timing
 from .errors import ArgumentError, JitadWarning, env_int
 from .ir.interpret import interpret
 from .ir.types import is_device_array
+from .ir.graph import walk
+from .ir.ops import Op
 from .ir.printer import program_key_text
+from .lower import debug as debug_output
 from .lower.compile import GuardFailed, compile_program
 from .pytree import flatten, register_pytree_node, unflatten
 from .forest import Tree
@@ -218,6 +221,7 @@ class Path:
         self.decisions = [g.key() for g in guards]
         self.hidden, self.draws, self.owners, self.pins = hidden, draws, owners, pins
         self.compiled = None
+        self.prints = None   # whether the program holds a debug.print (found on the first run)
 
     def pins_hold(self, arrays):
         return all(k < len(arrays) and arrays[k] is a for k, a in self.pins)
@@ -230,9 +234,19 @@ class Path:
         return out
 
     def run(self, leaves):
-        if self.compiled is not None:
+        """The path's result on the flat arguments; GuardFailed where a guard fails (its
+        `debug.print` output is then dropped: the path that succeeds prints)."""
+        if self.compiled is None:
+            return unflatten(self.out_td, interpret(self.program, leaves))
+        if self.prints is None:
+            self.prints = any(n.op == Op.DEBUG_PRINT for g in [self.program.main] + [f.body for f in self.program.funs]
+                              for n in walk(g))
+        if not self.prints:
             return self.compiled.run(leaves)
-        return unflatten(self.out_td, interpret(self.program, leaves))
+        with debug_output.held() as lines:
+            out = self.compiled.run(leaves)
+        debug_output.print_lines(lines)
+        return out
 
 
 class Concrete:

@@ -26,6 +26,7 @@ from .frames import current_frame, emit
 GUARD_PREFIX = "jitad guard "   # a check whose message starts so is a guard: `GUARD_PREFIX + index`
 
 _local = threading.local()
+_NO_VALUES = (Op.DEBUG_PRINT, Op.CHECK)
 
 
 class NoValue(Exception):
@@ -94,6 +95,9 @@ class ConcreteTrace:
         with np.errstate(all="ignore"):
             while k <= upto:
                 node = nodes[k]
+                if node.op in _NO_VALUES:   # prints and checks happen when the code runs
+                    k += 1
+                    continue
                 for v in node.inputs:
                     if v not in self.values:
                         if v in self.alias or self.producer.get(v, (frame,))[0] is not frame:

@@ -307,3 +307,16 @@ def test_explained_cache_misses_name_a_new_static_argument():
 def test_a_decision_inside_a_combinator_body_names_the_combinator(name, f):
     with pytest.raises(jitad.errors.StagingError, match=f"inside the body of `{name}`"):
         jitad.grad(f)(1.0)
+
+
+def test_a_debug_print_before_a_failing_guard_prints_once(capfd):
+    def f(x):
+        jitad.debug.print("x={}", x)
+        if x > 0:
+            return x * 2.0
+        return x * 3.0
+    g = jitad.grad(f)
+    g(1.0), g(-1.0)   # both paths compiled
+    capfd.readouterr()
+    assert (g(2.0), g(-2.0), g(3.0)) == (2.0, 3.0, 2.0)   # each after a failed guard on the other path
+    assert capfd.readouterr().out.split() == ["x=2.0", "x=-2.0", "x=3.0"]
