@@ -345,7 +345,8 @@ def grad(fn, argnums=0, has_aux=False, device="cpu"):
 
 
 def jit_grad(fn=None, *, argnums=0, has_aux=False, device="cpu"):
-    """Decorator: a compiled `value_and_grad`, the entry point for training steps.
+    """Decorator: `jit(value_and_grad(fn))`, the entry point for training steps: compiled
+    per signature under jit's rule (no Python decisions on values), called natively.
 
     >>> @jitad.jit_grad
     ... def loss(w, x):
@@ -354,8 +355,9 @@ def jit_grad(fn=None, *, argnums=0, has_aux=False, device="cpu"):
     (0.25, 3.0)
     """
     if fn is None:
-        return lambda f: value_and_grad(f, argnums, has_aux, device)
-    return value_and_grad(fn, argnums, has_aux, device)
+        return lambda f: jit_grad(f, argnums=argnums, has_aux=has_aux, device=device)
+    step = value_and_grad(fn, argnums, has_aux, device)   # jit's rule: the native entry, no dispatcher
+    return step.make_inline() if isinstance(step, Concrete) else step
 
 
 # -- batching -----------------------------------------------------------------------
