@@ -43,7 +43,7 @@ from .staging import Staged, arg_type, current_frame, trace_program, concrete
 from .staging.concrete import ConcreteTrace
 
 MAX_PATHS_PER_SITE = env_int("JITAD_MAX_PATHS_PER_SITE", 16, 1)
-MAX_KEYS = env_int("JITAD_MAX_PATH_KEYS", 1024, 1)
+MAX_KEYS = env_int("JITAD_MAX_PATH_KEYS", 256, 1)   # (each key's paths hold the array constants they met)
 # (transformation, function, arguments) -> its paths, most recently run first; shared by
 # every `grad(f)` object, so that a fresh one of the same function finds the compiled code
 _ENTRIES = OrderedDict()
