@@ -14,7 +14,7 @@ from .ir.verify import verify
 from .lower.compile import SCALAR_KEYS, compile_program
 from .pytree import check_hashable, flatten
 from .transforms.vmap import vmap_staged
-from .staging import arg_type, current_frame, trace_program
+from .staging import arg_type, concrete, current_frame, trace_program
 from .forest import SLOT_OFFSETS, Tree, plain_tree
 from .transforms.jacobians import jacobian_staged
 from .transforms.pullback import pullback_staged
@@ -81,6 +81,7 @@ class Jitted:
         self._keyword_jits = {}   # static_argnums -> the jit of calls with keyword arguments
         self._last = None
         self._fallback = functools.partial(Jitted.__call__, self)
+        self.keeps_values = False   # inlined in a trace with values (`grad` from Python), it keeps them
         functools.update_wrapper(self, fn, updated=())
 
     def _bind(self, args, kwargs):
@@ -98,7 +99,10 @@ class Jitted:
         """Keyword arguments are dynamic, as in JAX's jit: they travel as a dict after the
         positional ones, through a jit of their own (its signatures kept apart)."""
         if current_frame() is not None:
-            return self.fn(*args, **kwargs)
+            if self.keeps_values:
+                return self.fn(*args, **kwargs)
+            with concrete.without_values():
+                return self.fn(*args, **kwargs)
         nums = self._static_nums(len(args)) if self.static_argnums else ()
         inner = self._keyword_jits.get(nums)
         if inner is None:
@@ -120,8 +124,11 @@ class Jitted:
             args, kwargs = self._bind(args, kwargs)
             if kwargs:
                 return self._call_with_keywords(args, kwargs)
-        if current_frame() is not None:
-            return self.fn(*args)   # called inside a trace: inline, as a nested jit in JAX
+        if current_frame() is not None:   # called inside a trace: inline, as a nested jit in JAX
+            if self.keeps_values:
+                return self.fn(*args)
+            with concrete.without_values():   # jit's rule: no Python decisions on values
+                return self.fn(*args)
         nums = (self._static_by_count.get(len(args)) or self._static_nums(len(args))) if self.static_argnums else ()
         if nums:
             static = tuple(args[i] for i in nums)
@@ -305,10 +312,17 @@ def _transformation(fn, name, body, device="cpu", argnums=0, spec=()):
 
     def compiled():
         staged.__signature__ = _signature(fn)
-        return jit(staged, device=device)
+        return _keeping_values(jit(staged, device=device))
     if device != "cpu":
         return compiled()
     return Concrete(fn, staged.__name__, body, compiled, _differentiated(argnums), (name, argnums) + spec)
+
+
+def _keeping_values(jitted):
+    """A transformation's jit, inlined in a trace with values: it keeps them (a nested
+    `grad` of a function that decides on values), where a user's `jit` drops them."""
+    jitted.keeps_values = True
+    return jitted
 
 
 def _differentiated(argnums):
@@ -452,7 +466,7 @@ def hvp(fn, argnums=0):
         return body(fn, *args)
     staged.__name__ = f"hvp_{getattr(fn, '__name__', 'f')}"
     diff = _differentiated(argnums)   # and the vector, the last argument
-    return Concrete(fn, staged.__name__, body, lambda: jit(staged), lambda n: diff(n - 1) | {n - 1},
+    return Concrete(fn, staged.__name__, body, lambda: _keeping_values(jit(staged)), lambda n: diff(n - 1) | {n - 1},
                     ("hvp", argnums))
 
 
@@ -545,7 +559,8 @@ def _applied(name, body, diff):
     its code and what it reads select the compiled code)."""
     def apply(fn, *args):
         return body(fn, *args)
-    return Concrete(apply, name, lambda f, *args: f(*args), lambda: jit(apply), lambda n: diff, (name,))
+    return Concrete(apply, name, lambda f, *args: f(*args), lambda: _keeping_values(jit(apply)), lambda n: diff,
+                    (name,))
 
 
 _JVP = _applied("jvp", lambda fn, p, t: jvp_staged(fn, p, t), {1, 2})

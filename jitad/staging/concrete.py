@@ -195,7 +195,21 @@ def frame_values():
     """The ConcreteTrace if the current frame has values, else None."""
     frame = current_frame()
     c = current()
-    return c if c is not None and frame is not None and frame.concrete is c else None
+    return c if c is not None and frame is not None and frame.concrete is c \
+        and not getattr(_local, "blocked", 0) else None
+
+
+
+
+class without_values:
+    """Context: no values while a user's `jit` is inlined in a trace with them (jit's rule)."""
+
+    def __enter__(self):
+        self.saved = getattr(_local, "blocked", 0)
+        _local.blocked = self.saved + 1
+
+    def __exit__(self, *exc):
+        _local.blocked = self.saved
 
 
 _COMBINATORS = {"IF": "IF", "WHILE": "WHILE", "FOR": "FOR", "TREE": "TREE", "scan": "scan", "fori_loop": "fori_loop",

@@ -187,6 +187,10 @@ def test_nested_grad_of_a_function_with_a_python_branch():
 def test_jit_and_combinator_bodies_keep_the_staging_rule():
     with pytest.raises(jitad.errors.StagingError, match="IF"):
         jitad.jit(piecewise(jitad))(1.0)
+    with pytest.raises(jitad.errors.StagingError, match="under `jit`"):   # a jit inside grad: jit's rule
+        jitad.grad(jitad.jit(piecewise(jitad)))(1.0)
+    with pytest.raises(jitad.errors.StagingError, match="under `jit`"):
+        jitad.jit(jitad.grad(piecewise(jitad)))(1.0)
     with pytest.raises(jitad.errors.StagingError, match="inside the body of `IF`"):
         jitad.grad(lambda x: jitad.IF(x > 0, lambda y: y * 2.0 if y > 1 else y, lambda y: y, x))(2.0)
     with pytest.raises(jitad.errors.StagingError):   # vmap's lanes never share one lane's decision
