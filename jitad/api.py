@@ -556,13 +556,14 @@ def elementwise_grad(fn, argnum=0):
 
 def _applied(name, body, diff):
     """A module-level `Concrete` whose first argument is the function (passed as itself:
-    its code and what it reads select the compiled code)."""
+    its code and what it reads select the compiled code); `diff`: the positions that are
+    values (None: all but the function)."""
     def apply(fn, *args):
         return body(fn, *args)
-    return Concrete(apply, name, lambda f, *args: f(*args), lambda: _keeping_values(jit(apply)), lambda n: diff,
-                    (name,))
+    return Concrete(apply, name, lambda f, *args: f(*args), lambda: _keeping_values(jit(apply)),
+                    lambda n: set(range(1, n)) if diff is None else diff, (name,))
 
 
 _JVP = _applied("jvp", lambda fn, p, t: jvp_staged(fn, p, t), {1, 2})
-_CALL = _applied("vjp", lambda fn, *p: fn(*p), set())
+_CALL = _applied("vjp", lambda fn, *p: fn(*p), None)
 _PULLBACK = _applied("vjp_pullback", lambda fn, p, ct: pullback_staged(fn, p, ct), {1, 2})
