@@ -125,8 +125,11 @@ class _Reads:
             self.value(fn.args, depth)
             self.value(fn.keywords, depth)
             return
-        if isinstance(fn, types.MethodType):
+        if isinstance(fn, types.MethodType):   # its object's attributes are read like a closure
             self.parts.append(("method", _Id(fn.__self__)))
+            attrs = getattr(fn.__self__, "__dict__", None)
+            if type(attrs) is dict:
+                self.value(attrs, depth)
             fn = fn.__func__
         inner = getattr(fn, "fn", None) if isinstance(fn, Concrete) else None
         if inner is not None:

@@ -328,3 +328,18 @@ def test_a_debug_print_before_a_failing_guard_prints_once(capfd):
     capfd.readouterr()
     assert (g(2.0), g(-2.0), g(3.0)) == (2.0, 3.0, 2.0)   # each after a failed guard on the other path
     assert capfd.readouterr().out.split() == ["x=2.0", "x=-2.0", "x=3.0"]
+
+
+def test_a_bound_method_reads_its_object_attributes_at_each_call():
+    class Model:
+        def __init__(self):
+            self.scale, self.w = 2.0, np.array([1.0, 2.0])
+
+        def loss(self, x):
+            return self.scale * jitad.sum(self.w * x) if x[0] > 0 else jitad.sum(x)
+    m = Model()
+    g = jitad.grad(m.loss)
+    np.testing.assert_array_equal(g(np.ones(2)), [2.0, 4.0])
+    m.scale, m.w[0] = 3.0, 5.0
+    np.testing.assert_array_equal(g(np.ones(2)), [15.0, 6.0])
+    np.testing.assert_array_equal(g(-np.ones(2)), [1.0, 1.0])
