@@ -119,8 +119,9 @@ class ConcreteTrace:
         x = staged.reshape(()) if staged.shape else staged   # (one element: the staged operators compare)
         if kind == "bool" and x.ir_dtype != "bool":
             x = x != 0
-        elif kind == "int" and x.ir_dtype != "i64":
-            x = type(x)(emit(Op.CONVERT, [x._var], {"dtype": "i64"})[0])
+        elif kind != "bool" and x.ir_dtype != {"int": "i64", "float": x.ir_dtype if x.ir_dtype in ("f32", "f64")
+                                                  else "f64"}[kind]:
+            x = type(x)(emit(Op.CONVERT, [x._var], {"dtype": "i64" if kind == "int" else "f64"})[0])
         fail = _float_differs(x, value) if kind == "float" else x != value
         emit(Op.CHECK, [fail._var], {"message": f"{GUARD_PREFIX}{index}"})
         self.guards.append(Guard(user_location(), kind, value))
@@ -197,8 +198,6 @@ def frame_values():
     c = current()
     return c if c is not None and frame is not None and frame.concrete is c \
         and not getattr(_local, "blocked", 0) else None
-
-
 
 
 class without_values:
