@@ -14,11 +14,12 @@ from .ir.verify import verify
 from .lower.compile import SCALAR_KEYS, compile_program
 from .pytree import check_hashable, flatten
 from .transforms.vmap import vmap_staged
-from .staging import arg_type, current_frame, trace_program
+from .staging import arg_type, concrete, current_frame, trace_program
 from .forest import SLOT_OFFSETS, Tree, plain_tree
 from .transforms.jacobians import jacobian_staged
 from .transforms.pullback import pullback_staged
 from .transforms.staged import jvp_staged, linearize_staged, value_and_grad_staged
+from .dispatch import Concrete
 
 # signatures a jitted function keeps compiled (least recently called dropped first);
 # `f.max_signatures` changes it for one function
@@ -88,6 +89,7 @@ class Jitted:
         self._keyword_jits = {}   # static_argnums -> the jit of calls with keyword arguments
         self._last = None
         self._fallback = functools.partial(Jitted.__call__, self)
+        self.keeps_values = False   # inlined in a trace with values (`grad` from Python), it keeps them
         functools.update_wrapper(self, fn, updated=())
 
     def _bind(self, args, kwargs):
@@ -105,7 +107,10 @@ class Jitted:
         """Keyword arguments are dynamic, as in JAX's jit: they travel as a dict after the
         positional ones, through a jit of their own (its signatures kept apart)."""
         if current_frame() is not None:
-            return self.fn(*args, **kwargs)
+            if self.keeps_values:
+                return self.fn(*args, **kwargs)
+            with concrete.without_values():
+                return self.fn(*args, **kwargs)
         nums = self._static_nums(len(args)) if self.static_argnums else ()
         inner = self._keyword_jits.get(nums)
         if inner is None:
@@ -127,8 +132,11 @@ class Jitted:
             args, kwargs = self._bind(args, kwargs)
             if kwargs:
                 return self._call_with_keywords(args, kwargs)
-        if current_frame() is not None:
-            return self.fn(*args)   # called inside a trace: inline, as a nested jit in JAX
+        if current_frame() is not None:   # called inside a trace: inline, as a nested jit in JAX
+            if self.keeps_values:
+                return self.fn(*args)
+            with concrete.without_values():   # jit's rule: no Python decisions on values
+                return self.fn(*args)
         nums = (self._static_by_count.get(len(args)) or self._static_nums(len(args))) if self.static_argnums else ()
         if nums:
             static = tuple(_static_key(args[i]) for i in nums)
@@ -298,17 +306,37 @@ def trace(fn, *args, **kwargs):
 
 # -- reverse mode ---------------------------------------------------------------
 
-def _transformation(fn, name, body, device="cpu"):
-    """The jit of `body(f, *args)`, where `f` is `fn` with the call's keyword arguments
-    bound: they pass through to `fn` and are not differentiated (as in JAX)."""
+def _transformation(fn, name, body, device="cpu", argnums=0, spec=()):
+    """`body(f, *args)`, where `f` is `fn` with the call's keyword arguments bound: they
+    pass through to `fn` and are not differentiated (as in JAX). Called from Python it has
+    autograd's meaning (`jitad.dispatch.Concrete`: the call's values, guarded decisions);
+    inside a trace it is the jit of it, inlined."""
     check_callable(fn, name)
 
     @functools.wraps(fn)
     def staged(*args, **kwargs):
         return body(functools.partial(fn, **kwargs) if kwargs else fn, *args)
     staged.__name__ = f"{name}_{getattr(fn, '__name__', 'f')}"
-    staged.__signature__ = _signature(fn)
-    return jit(staged, device=device)
+
+    def compiled():
+        staged.__signature__ = _signature(fn)
+        return _keeping_values(jit(staged, device=device))
+    if device != "cpu":
+        return compiled()
+    return Concrete(fn, staged.__name__, body, compiled, _differentiated(argnums), (name, argnums) + spec)
+
+
+def _keeping_values(jitted):
+    """A transformation's jit, inlined in a trace with values: it keeps them (a nested
+    `grad` of a function that decides on values), where a user's `jit` drops them."""
+    jitted.keeps_values = True
+    return jitted
+
+
+def _differentiated(argnums):
+    """n_args -> the set of argument positions `argnums` names (negative ones from the end)."""
+    nums = (argnums,) if isinstance(argnums, (int, np.integer)) else tuple(argnums)
+    return lambda n: {int(i) % n for i in nums if -n <= i < n} if n else set()
 
 
 def value_and_grad(fn, argnums=0, has_aux=False, device="cpu"):
@@ -320,7 +348,7 @@ def value_and_grad(fn, argnums=0, has_aux=False, device="cpu"):
     """
     check_argnums(argnums, "value_and_grad")
     return _transformation(fn, "value_and_grad", lambda f, *args: value_and_grad_staged(
-        f, args, argnums, has_aux, "value_and_grad"), device)
+        f, args, argnums, has_aux, "value_and_grad"), device, argnums, (has_aux,))
 
 
 def grad(fn, argnums=0, has_aux=False, device="cpu"):
@@ -335,11 +363,12 @@ def grad(fn, argnums=0, has_aux=False, device="cpu"):
     def body(f, *args):
         value, g = value_and_grad_staged(f, args, argnums, has_aux, "grad")
         return (g, value[1]) if has_aux else g
-    return _transformation(fn, "grad", body, device)
+    return _transformation(fn, "grad", body, device, argnums, (has_aux,))
 
 
 def jit_grad(fn=None, *, argnums=0, has_aux=False, device="cpu"):
-    """Decorator: a compiled `value_and_grad`, the entry point for training steps.
+    """Decorator: `jit(value_and_grad(fn))`, the entry point for training steps: compiled
+    per signature under jit's rule (no Python decisions on values), called natively.
 
     >>> @jitad.jit_grad
     ... def loss(w, x):
@@ -348,8 +377,9 @@ def jit_grad(fn=None, *, argnums=0, has_aux=False, device="cpu"):
     (0.25, 3.0)
     """
     if fn is None:
-        return lambda f: value_and_grad(f, argnums, has_aux, device)
-    return value_and_grad(fn, argnums, has_aux, device)
+        return lambda f: jit_grad(f, argnums=argnums, has_aux=has_aux, device=device)
+    step = value_and_grad(fn, argnums, has_aux, device)   # jit's rule: the native entry, no dispatcher
+    return step.make_inline() if isinstance(step, Concrete) else step
 
 
 # -- batching -----------------------------------------------------------------------
@@ -420,9 +450,8 @@ def jvp(fn, primals, tangents):
     primals, tangents = tuple(primals), tuple(tangents)
     if current_frame() is not None:
         return jvp_staged(fn, primals, tangents)
-    # traced at every call, as JAX's jvp is (a global `fn` reads may have changed since the
-    # last call); compiling the same program again is a lookup in the compiled-code cache
-    return jit(lambda p, t: jvp_staged(fn, p, t))(primals, tangents)
+    # `fn` is an argument passed as itself: its code and what it reads find the compiled code
+    return _JVP(fn, primals, tangents)
 
 
 def hvp(fn, argnums=0):
@@ -434,14 +463,19 @@ def hvp(fn, argnums=0):
     nums = check_argnums(argnums, "hvp")
     check_callable(fn, "hvp")
 
-    def staged(*args):
+    def body(f, *args):
         *xs, v = args
-        g = grad(fn, argnums=argnums)
+        g = grad(f, argnums=argnums)
         vs = (v,) if isinstance(argnums, (int, np.integer)) else tuple(v)
         tangents = [vs[nums.index(i)] if i in nums else tree_zeros(x) for i, x in enumerate(xs)]
         return jvp_staged(g, tuple(xs), tuple(tangents))[1]
+
+    def staged(*args):
+        return body(fn, *args)
     staged.__name__ = f"hvp_{getattr(fn, '__name__', 'f')}"
-    return jit(staged)
+    diff = _differentiated(argnums)   # and the vector, the last argument
+    return Concrete(fn, staged.__name__, body, lambda: _keeping_values(jit(staged)), lambda n: diff(n - 1) | {n - 1},
+                    ("hvp", argnums))
 
 
 def tree_zeros(x):
@@ -463,11 +497,10 @@ def vjp(fn, *primals):
     if current_frame() is not None:
         out = fn(*primals)
         return out, lambda ct: pullback_staged(fn, primals, ct)
-    out = jit(fn)(*primals)
-    compiled = jit(staged_pullback)
+    out = _CALL(fn, *primals)
     from .pytree import tree_map   # the pullback uses the primals as they are now, not as later changed
     kept = tree_map(lambda x: x.copy() if isinstance(x, np.ndarray) else x, primals)
-    return out, lambda ct: compiled(kept, ct)
+    return out, lambda ct: _PULLBACK(fn, kept, ct)
 
 
 # -- Jacobians and Hessians ---------------------------------------------------------
@@ -482,7 +515,8 @@ def jacfwd(fun, argnums=0, has_aux=False):
            [0., 4.]])
     """
     check_argnums(argnums, "jacfwd")
-    return _transformation(fun, "jacfwd", lambda f, *args: jacobian_staged(f, args, argnums, has_aux, True, "jacfwd"))
+    return _transformation(fun, "jacfwd", lambda f, *args: jacobian_staged(f, args, argnums, has_aux, True, "jacfwd"),
+                           argnums=argnums, spec=(has_aux,))
 
 
 def jacrev(fun, argnums=0, has_aux=False):
@@ -493,7 +527,8 @@ def jacrev(fun, argnums=0, has_aux=False):
     (3.0, 2.0)
     """
     check_argnums(argnums, "jacrev")
-    return _transformation(fun, "jacrev", lambda f, *args: jacobian_staged(f, args, argnums, has_aux, False, "jacrev"))
+    return _transformation(fun, "jacrev", lambda f, *args: jacobian_staged(f, args, argnums, has_aux, False, "jacrev"),
+                           argnums=argnums, spec=(has_aux,))
 
 
 def hessian(fun, argnums=0, has_aux=False):
@@ -525,3 +560,18 @@ def elementwise_grad(fn, argnum=0):
     def total(*args, **kwargs):
         return sum(N.sum(leaf) for leaf in tree_leaves(fn(*args, **kwargs)))
     return grad(total, argnums=argnum)
+
+
+def _applied(name, body, diff):
+    """A module-level `Concrete` whose first argument is the function (passed as itself:
+    its code and what it reads select the compiled code); `diff`: the positions that are
+    values (None: all but the function)."""
+    def apply(fn, *args):
+        return body(fn, *args)
+    return Concrete(apply, name, lambda f, *args: f(*args), lambda: _keeping_values(jit(apply)),
+                    lambda n: set(range(1, n)) if diff is None else diff, (name,))
+
+
+_JVP = _applied("jvp", lambda fn, p, t: jvp_staged(fn, p, t), {1, 2})
+_CALL = _applied("vjp", lambda fn, *p: fn(*p), None)
+_PULLBACK = _applied("vjp_pullback", lambda fn, p, ct: pullback_staged(fn, p, ct), {1, 2})

@@ -21,17 +21,21 @@ def interpret(program, args):
 def run_graph(graph, args):
     env = dict(zip(graph.params, args))
     for node in graph.nodes:
-        ins = [env[v] for v in node.inputs]
-        if node.op in _CONTROL:
-            outs = _CONTROL[node.op](node, ins)
-        elif node.op in _EFFECTS:
-            outs = _EFFECTS[node.op](node, *ins)
-        else:
-            outs = [impl_of(node.op)(*ins, **node.attrs)]
-        for var, value in zip(node.outputs, outs):
-            plain = isinstance(var.type, (TreeType, RefType, ContType, TableType))
-            env[var] = value if plain else np.asarray(value, NUMPY[var.type.dtype])[()]
+        env.update(zip(node.outputs, run_node(node, [env[v] for v in node.inputs])))
     return [env[v] for v in graph.outputs]
+
+
+def run_node(node, ins):
+    """The values of `node`'s outputs, given its inputs' values (NumPy scalars and arrays of
+    the outputs' dtypes; trees, slots, continuations and tables as they are)."""
+    if node.op in _CONTROL:
+        outs = _CONTROL[node.op](node, ins)
+    elif node.op in _EFFECTS:
+        outs = _EFFECTS[node.op](node, *ins)
+    else:
+        outs = [impl_of(node.op)(*ins, **node.attrs)]
+    return [value if isinstance(var.type, (TreeType, RefType, ContType, TableType))
+            else np.asarray(value, NUMPY[var.type.dtype])[()] for var, value in zip(node.outputs, outs)]
 
 
 def _slot_start(t):

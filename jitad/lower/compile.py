@@ -16,6 +16,7 @@ from ..errors import ResourceError
 from ..ir.passes import run_passes
 from ..ir.printer import program_key_text
 from ..ir.types import NUMPY, check_int64_range, clean_bools
+from ..staging.concrete import GUARD_PREFIX
 from ..pytree import _REGISTRY, unflatten
 from ..timing import stage
 from ..forest import Tree, plain_tree
@@ -168,6 +169,33 @@ def _unpackable(td):
     return td.kind in ("leaf", "none", "tuple", "namedtuple", "list", "dict") and all(map(_unpackable, td.children))
 
 
+class GuardFailed(Exception):
+    """A guard of compiled code failed (see `jitad.staging.concrete`): the Python decision it
+    records would come out otherwise on this call. `index`: the guard's number in its trace.
+    The dispatcher catches it and takes another path; it never reaches the user."""
+
+    def __init__(self, index):
+        super().__init__(index)
+        self.index = index
+
+
+class _GuardHandler:
+    __slots__ = ("index",)
+
+    def __init__(self, index):
+        self.index = index
+
+    def __call__(self, *args):
+        raise GuardFailed(self.index)
+
+
+def _check_handler(message, where=True):
+    """What a failed `check` raises: a guard's GuardFailed, else RuntimeCheckError."""
+    if message.startswith(GUARD_PREFIX):
+        return _GuardHandler(int(message[len(GUARD_PREFIX):]))
+    return runtime.CheckFailed(message, where)
+
+
 def compile_program(program, out_td, in_types, name, fallback, in_td=None, device="cpu"):
     """After tracing (and the transformations staged with it): the passes of
     `jitad.ir.passes.PIPELINE` -> the code cached for this program, in this process or
@@ -209,9 +237,9 @@ def compile_program(program, out_td, in_types, name, fallback, in_td=None, devic
     assert CHECK_FAILED == 6, "the handlers follow the entry's first six"
     with stage("link"):
         c.deep_entry = runtime.python_function(deep, name, fallback, runtime.deep_stack_exhausted,
-                                               [runtime.CheckFailed(m, where=False) for m in messages], code)
+                                               [_check_handler(m, where=False) for m in messages], code)
         went_deep = functools.partial(runtime.run_with_deep_stack, c.deep_entry)   # the caller's stack ran out
-        c.entry = runtime.python_function(entry, name, fallback, went_deep, map(runtime.CheckFailed, messages),
+        c.entry = runtime.python_function(entry, name, fallback, went_deep, map(_check_handler, messages),
                                           code)   # each entry keeps the machine code it runs (and no cycle:
                                                   # evicted code is freed at once, not at a full collection)
     return c

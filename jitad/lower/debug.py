@@ -9,8 +9,10 @@ run inside the callback: an exception one raises (KeyboardInterrupt on Ctrl-C), 
 printing raises (sys.stdout a closed pipe), leaves the callback's `done` flag unset, and
 the compiled code unwinds as at a poll that saw Ctrl-C; the caller raises that exception.
 """
+import contextlib
 import ctypes
 import json
+import threading
 
 import llvmlite.binding as llvm
 import llvmlite.ir as ir
@@ -23,6 +25,30 @@ from .llvm import I8, I32, I64, INTERRUPTED, LL, PTR, alloca, rule
 _CTYPES = {"f64": ctypes.c_double, "f32": ctypes.c_float, "i64": ctypes.c_int64, "bool": ctypes.c_uint8}
 _NUMPY = {"f64": np.float64, "f32": np.float32, "i64": np.int64, "bool": np.bool_}
 _specs = {}   # spec bytes -> decoded spec
+
+
+class _Held(threading.local):
+    lines = None   # while a `held()` block runs on this thread: the text printed, kept
+
+
+_held = _Held()
+
+
+@contextlib.contextmanager
+def held():
+    """Keep the `debug.print` output of the compiled code run inside (a list of lines,
+    yielded) instead of printing it: the caller prints it once the call has succeeded (a
+    call stopped by a failed guard and run again on another path prints once)."""
+    saved, _held.lines = _held.lines, []
+    try:
+        yield _held.lines
+    finally:
+        _held.lines = saved
+
+
+def print_lines(lines):
+    for line in lines:
+        print(line, flush=True)
 
 
 def _value(ptr, dtype, shape):
@@ -46,7 +72,11 @@ def _callback(spec, n, values, done):
         names = decoded["names"]
         args = [v for v, name in zip(vals, names) if name is None]
         kwargs = {name: v for v, name in zip(vals, names) if name is not None}
-        print(decoded["fmt"].format(*args, **kwargs), flush=True)
+        text = decoded["fmt"].format(*args, **kwargs)
+        if _held.lines is not None:
+            _held.lines.append(text)
+        else:
+            print(text, flush=True)
         done[0] = 1
     except BaseException as e:   # cannot unwind through native code: the call stops, its caller raises `e`
         if isinstance(e, Exception):   # the output failed (a closed pipe, a stream that raises), or the format

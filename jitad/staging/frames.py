@@ -26,6 +26,7 @@ class Frame:
         self.n_explicit = len(param_types)
         self.scope = set(self.graph.params)
         self.captures = {}   # var of an enclosing frame -> param of this frame
+        self.concrete = None   # the ConcreteTrace giving this frame's values, if it has them
 
     def resolve(self, var):
         if var in self.scope:
@@ -42,6 +43,8 @@ class Frame:
             self.graph.params.append(param)
             self.scope.add(param)
             self.captures[var] = param
+            if self.concrete is not None:
+                self.concrete.alias[param] = var
         return param
 
     def align_captures(self, order):
@@ -133,6 +136,10 @@ def emit(op, inputs, attrs=None, bodies=()):
         _check_size(op, v.type)
     frame.graph.nodes.append(Node(op, ins, outs, attrs, tuple(bodies)))
     frame.scope.update(outs)
+    if frame.concrete is not None:   # values on demand: see `concrete`
+        where = (frame, len(frame.graph.nodes) - 1)
+        for v in outs:
+            frame.concrete.producer[v] = where
     return outs
 
 

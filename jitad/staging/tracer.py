@@ -9,11 +9,12 @@ from .. import hostrng
 from ..errors import ArgumentError
 from ..ir.graph import FunDef, Program
 from ..ir.ops import Op
-from ..ir.types import is_device_array, Type, dtype_of_numpy
+from ..ir.types import NUMPY, TreeType, is_device_array, Type, dtype_of_numpy
 from ..pytree import flatten, unflatten, with_built_order
 from ..forest import Tree, plain_tree
 from .frames import Frame, _Trace, _entered, _frames, _local, current_frame, emit
-from .values import Staged, _kind, _leaf_type, _refuse_masked, as_var, coerce, is_weak, wrap
+from . import concrete
+from .values import Staged, StagedTree, _kind, _leaf_type, _refuse_masked, as_var, coerce, is_weak, wrap
 
 
 def new_slot(type):
@@ -89,6 +90,33 @@ def arg_type(x):
                         "ints, bools, numpy arrays, jitad.Tree and tuples/lists/dicts of them")
 
 
+def _with_values(root, args):
+    """Give `root` the values of the trace being recorded with values (see `concrete`), if
+    its parent has them and `args` are values of the same types (not a batched `vmap`
+    trace): its params stand for `args`. Returns the ConcreteTrace, or None."""
+    c = concrete.current()
+    if c is None or (root.parent is not None and root.parent.concrete is not c):
+        return None
+    leaves = flatten(args)[0]
+    if len(leaves) != len(root.graph.params):
+        return None
+    for p, x in zip(root.graph.params, leaves):
+        if isinstance(x, Staged):
+            if x._var.type != p.type:
+                return None
+        elif isinstance(x, StagedTree) or isinstance(p.type, TreeType) or _leaf_type(x, "") != p.type:
+            return None
+    for p, x in zip(root.graph.params, leaves):
+        if isinstance(x, Staged):
+            c.alias[p] = x._var
+        else:
+            c.values[p] = np.asarray(x, NUMPY[p.type.dtype])[()]
+    root.concrete = c
+    if root.parent is None:
+        c.root = root
+    return c
+
+
 def trace_program(fn, args, in_td, types):
     """Trace `fn(*args)` where the flat leaves of `args` have `types` into a program of
     its own; return (Program, out treedef, captured). Traced inside another trace, `fn`
@@ -96,9 +124,10 @@ def trace_program(fn, args, in_td, types):
     of the program's main graph, and `captured` lists those enclosing values in order."""
     root = Frame(current_frame(), types)
     outer_trace, outer_frames = getattr(_local, "trace", None), _frames()
+    values = _with_values(root, args)
     _local.trace, _local.frames = _Trace(), []
     try:
-        with _entered(root), (hostrng.watch(fn) if outer_trace is None else nullcontext()):
+        with _entered(root), (hostrng.watch(fn) if outer_trace is None and values is None else nullcontext()):
             proxies = [wrap(v) for v in root.graph.params]
             for proxy, leaf in zip(proxies, flatten(args)[0]):   # scalars passed as numbers are weak
                 if isinstance(proxy, Staged):

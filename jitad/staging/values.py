@@ -10,6 +10,7 @@ from ..ir.ops import Op, impl_of
 # N: jitad.numeric, a layer above, which Staged's methods call (x.sum(), x.T, x[i]): see rules.N
 from ..primitives.rules import N
 from ..ir.types import FLOATS, NUMPY, Type, TreeType, check_int64_range, clean_bools, dtype_of_numpy, promote
+from . import concrete
 from .frames import emit
 
 
@@ -20,6 +21,9 @@ def _staging_error(what, fix):
 
 _BOOL_FIX = ("For `if`, use `jitad.IF(pred, then_fn, else_fn, *operands)`; for `while`, "
              "`jitad.WHILE(cond_fn, body_fn, init)`; `and`/`or`/`not` become `&`, `|`, `~`.")
+_JIT_RULE = (" (The rule: under `jit` and `vmap`, and inside IF/WHILE/FOR/scan/FUN bodies, Python cannot "
+             "decide on a staged value; `grad`, `jacobian`, `vjp`, `jvp` called from Python trace with the "
+             "call's values and may decide, or mark the argument static with `static_argnums`.)")
 
 
 _NP_DTYPES = {k: np.dtype(v) for k, v in NUMPY.items()}
@@ -68,19 +72,38 @@ class Staged:
     def __repr__(self):
         return f"Staged({self._var.type})"
 
+    # under `grad` called from Python these decide on the call's values (guarded, see
+    # `concrete`); under `jit`, `vmap` and inside combinator bodies they raise
     def __bool__(self):
-        raise _staging_error("Python `if`, `while`, `and`, `or`, `not` or `bool()`", _BOOL_FIX)
+        self._scalar_decision("bool()")
+        return concrete.decision(self, "bool", lambda: _staging_error(
+            "Python `if`, `while`, `and`, `or`, `not` or `bool()`", _BOOL_FIX + _JIT_RULE))
 
     def __int__(self):
-        raise _staging_error("`int()`", "Use `jitad.convert(x, 'i64')` to stay staged.")
+        self._scalar_decision("int()")
+        return concrete.decision(self, "int", lambda: _staging_error(
+            "`int()`", "Use `jitad.convert(x, 'i64')` to stay staged." + _JIT_RULE))
 
     def __float__(self):
-        raise _staging_error("`float()`", "Use `jitad.convert(x, 'f64')` to stay staged.")
+        self._scalar_decision("float()")
+        return concrete.to_float(self, lambda: _staging_error(
+            "`float()`", "Use `jitad.convert(x, 'f64')` to stay staged." + _JIT_RULE))
 
     def __index__(self):
-        raise _staging_error("Using it as a Python index or `range()` bound",
-                             "Use `jitad.FOR(lower, upper, body_fn, init)` for a staged loop bound; index a "
-                             "NumPy constant `table` as `jitad.numpy.asarray(table)[i]` or `jitad.take(table, i)`.")
+        def refuse():
+            return _staging_error(
+                "Using it as a Python index or `range()` bound",
+                "Use `jitad.FOR(lower, upper, body_fn, init)` for a staged loop bound; index a NumPy constant "
+                "`table` as `jitad.numpy.asarray(table)[i]` or `jitad.take(table, i)`." + _JIT_RULE)
+        if self.ir_dtype not in ("i64", "bool") and concrete.frame_values() is not None:
+            raise TypeError("only integer scalar arrays can be converted to a scalar index")
+        self._scalar_decision("an index")
+        return concrete.decision(self, "int", refuse)
+
+    def _scalar_decision(self, what):
+        if self.shape and int(np.prod(self.shape)) != 1 and concrete.frame_values() is not None:
+            raise TypeError(f"{what} of an array with {int(np.prod(self.shape))} elements is ambiguous "
+                            "(as in NumPy); use .any() or .all(), or index one element")
 
     def __iter__(self):
         if not self.shape:
@@ -102,6 +125,9 @@ class Staged:
     min = lambda self, axis=None, keepdims=False: N.min(self, axis, keepdims)
 
     def item(self):
+        if concrete.frame_values() is not None:
+            self._scalar_decision("item()")
+            return float(self) if self.ir_dtype in FLOATS else int(self) if self.ir_dtype == "i64" else bool(self)
         raise _staging_error("`item()`", "Return the value from the jitted function to get a Python number.")
 
     tolist = item
@@ -260,6 +286,9 @@ def as_var(x, dtype=None):
                             "use a float constant or a smaller int")
     if isinstance(x, np.ndarray) and x.ndim:
         check_int64_range(x)
+        c = concrete.current()
+        if c is not None and c.root is not None:   # an argument of the program, not a constant
+            return c.array_param(x, Type(dtype, x.shape))
         value = np.array(clean_bools(x), dtype=NUMPY[dtype], order="C")
         value.flags.writeable = False
         return emit(Op.CONST, [], {"value": value, "type": Type(dtype, value.shape)})[0]

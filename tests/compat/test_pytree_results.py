@@ -158,7 +158,7 @@ def test_gradients_come_back_as_dicts_of_the_right_values():
             assert type(grads) is dict and type(grads["s"]) is float
             np.testing.assert_allclose(v, want_v, rtol=1e-12)
             _same(grads, want_g)
-    assert _native(g) and _native(step)
+    assert _native(step)   # (`grad` from Python dispatches in Python: it may decide on values)
 
 
 def test_aux_keeps_the_key_order_the_function_built():

@@ -1,0 +1,266 @@
+"""Concrete values during a trace: when `grad` (and its kin) is called from Python, the
+function is traced with the call's values beside the staged proxies, so that Python can
+decide on them (`if x > 0`, `int(n)`, `range(k)`, `float(loss)`), as it does under
+autograd. Each decision is recorded as a *guard*: a `check` node emitted into the program
+that fails when the running code's value would have decided otherwise; the dispatcher
+(`jitad.dispatch`) then takes another compiled path or traces again.
+
+Values are computed on demand with the reference interpreter (`jitad.ir.interpret`): a
+frame's nodes run in order up to the one whose output is asked for, so effects (slots,
+closures of reverse mode) see what they would at run time. Only the frames of the traced
+program and of the transformations it calls have values; the bodies of IF, WHILE, FOR,
+FUN, TREE, scan and checkpointed loops do not (a decision there stays a StagingError
+naming the combinator), nor does anything under `jit` or `vmap`.
+"""
+import sys
+import threading
+
+import numpy as np
+
+from ..errors import StagingError, user_location
+from ..ir.interpret import run_node
+from ..ir.ops import Op
+from ..ir.types import NUMPY
+from .frames import current_frame, emit
+
+GUARD_PREFIX = "jitad guard "   # a check whose message starts so is a guard: `GUARD_PREFIX + index`
+
+_local = threading.local()
+_NO_VALUES = (Op.DEBUG_PRINT, Op.CHECK)
+
+
+class NoValue(Exception):
+    """The value is not known while tracing (a body of a combinator, a batched value)."""
+
+
+class Guard:
+    """One Python decision: at `site` (file:line: source), `kind` ("bool" or "int") came out `value`."""
+    __slots__ = ("site", "kind", "value")
+
+    def __init__(self, site, kind, value):
+        self.site, self.kind, self.value = site, kind, value
+
+    def key(self):
+        return self.site, self.kind, self.value
+
+
+class ConcreteTrace:
+    """The values of one trace: of params (the call's arguments), of capture params (their
+    outer values) and, on demand, of node outputs in the frames that have values."""
+
+    def __init__(self, overrides=None):
+        self.values = {}      # var -> NumPy value
+        self.alias = {}       # capture param -> the var of the enclosing frame it stands for
+        self.producer = {}    # var -> (frame, index of its node in the frame's graph)
+        self.done = {}        # frame -> how many of its nodes have run
+        self.guards = []
+        self.overrides = overrides or {}   # guard index -> the decision to take there
+        self.root = None      # the outermost frame: hidden arguments become its params
+        self.hidden = []      # (param var, source) in order; see `hidden_param`
+        self.hidden_ids = {}  # id(array) -> its hidden param (an array met twice is one argument)
+        self.sources = {}     # id(array) -> ("read", index): arrays the function reads, re-read per call
+        self.unmatched = False   # an array constant met that is none of `sources`
+
+    # -- values -------------------------------------------------------------------
+
+    def value_of(self, var):
+        """The NumPy value of `var`, or raise NoValue."""
+        stack = [var]
+        while stack:
+            v = stack[-1]
+            if v in self.values:
+                stack.pop()
+                continue
+            outer = self.alias.get(v)
+            if outer is not None:
+                if outer in self.values:
+                    self.values[v] = self.values[outer]
+                    stack.pop()
+                else:
+                    stack.append(outer)
+                continue
+            where = self.producer.get(v)
+            if where is None:
+                raise NoValue(v)
+            missing = self._run_frame(*where)
+            if missing is not None:
+                stack.append(missing)
+        return self.values[var]
+
+    def _run_frame(self, frame, upto):
+        """Run `frame`'s nodes in order through index `upto`; return an input var whose value
+        must come first (from an enclosing frame), or None when done."""
+        nodes = frame.graph.nodes
+        k = self.done.get(frame, 0)
+        with np.errstate(all="ignore"):
+            while k <= upto:
+                node = nodes[k]
+                if node.op in _NO_VALUES:   # prints and checks happen when the code runs
+                    k += 1
+                    continue
+                for v in node.inputs:
+                    if v not in self.values:
+                        if v in self.alias or self.producer.get(v, (frame,))[0] is not frame:
+                            self.done[frame] = k
+                            return v
+                        raise NoValue(v)
+                self.values.update(zip(node.outputs, run_node(node, [self.values[v] for v in node.inputs])))
+                k += 1
+        self.done[frame] = k
+        return None
+
+    # -- guards ---------------------------------------------------------------------
+
+    def decide(self, staged, kind):
+        """The Python value of a decision on `staged` (kind "bool", "int" or "float"), with its guard."""
+        value = self.value_of(staged._var)
+        index = len(self.guards)
+        value = self.overrides.get(index, {"bool": bool, "int": int, "float": float}[kind](value))
+        x = staged.reshape(()) if staged.shape else staged   # (one element: the staged operators compare)
+        if kind == "bool" and x.ir_dtype != "bool":
+            x = x != 0
+        elif kind != "bool" and x.ir_dtype != {"int": "i64", "float": x.ir_dtype if x.ir_dtype in ("f32", "f64")
+                                                  else "f64"}[kind]:
+            x = type(x)(emit(Op.CONVERT, [x._var], {"dtype": "i64" if kind == "int" else "f64"})[0])
+        fail = _float_differs(x, value) if kind == "float" else x != value
+        emit(Op.CHECK, [fail._var], {"message": f"{GUARD_PREFIX}{index}"})
+        self.guards.append(Guard(user_location(), kind, value))
+        return value
+
+    # -- hidden arguments ---------------------------------------------------------------
+
+    def array_param(self, x, type_):
+        """The param standing for the NumPy array `x` met by the trace: an array the function
+        reads (a closure cell, default or global: re-read at each call), else the value met
+        (a constant of this path, passed as an argument so that another value costs no compile)."""
+        key = (id(x), type_.dtype)
+        found = self.hidden_ids.get(key)
+        if found is not None:
+            return found[1]
+        read = self.sources.get(id(x))
+        if read is not None and read[1] is x:
+            source = ("read", read[0])
+        else:
+            self.unmatched = True
+            source = ("const", np.array(x, dtype=NUMPY[type_.dtype], order="C"))
+        var = self.hidden_param(x, source, type_)
+        self.hidden_ids[key] = (x, var)   # (holds `x`: its id stays its own)
+        return var
+
+    def hidden_param(self, value, source, type_):
+        """A new param of the outermost frame standing for `value` (an argument the caller
+        passes at each call: `source` says where it comes from)."""
+        from ..ir.graph import Var
+        var = Var(type_)
+        self.root.graph.params.append(var)
+        self.root.scope.add(var)
+        self.values[var] = np.asarray(value, NUMPY[type_.dtype])[()]
+        self.hidden.append((var, source))
+        return var
+
+
+ULPS = 4   # a float guard holds within this many units in the last place of the traced value
+
+
+def _float_differs(x, value):
+    """Staged: `x` is not the float `value` (NaN only equals NaN; within ULPS ulps otherwise)."""
+    if value != value:
+        return x == x
+    if value in (np.inf, -np.inf):
+        return x != value
+    tol = ULPS * float(np.spacing(np.abs(np.asarray(value, NUMPY[x.ir_dtype]))))
+    return ~(abs(x - value) <= tol)
+
+
+def current():
+    """The ConcreteTrace of the trace being recorded on this thread, or None."""
+    return getattr(_local, "trace", None)
+
+
+class active:
+    """Context: trace with concrete values (`trace`, a ConcreteTrace)."""
+
+    def __init__(self, trace):
+        self.trace = trace
+
+    def __enter__(self):
+        self.saved = current()
+        _local.trace = self.trace
+        return self.trace
+
+    def __exit__(self, *exc):
+        _local.trace = self.saved
+
+
+def frame_values():
+    """The ConcreteTrace if the current frame has values, else None."""
+    frame = current_frame()
+    c = current()
+    return c if c is not None and frame is not None and frame.concrete is c \
+        and not getattr(_local, "blocked", 0) else None
+
+
+class without_values:
+    """Context: no values while a user's `jit` is inlined in a trace with them (jit's rule)."""
+
+    def __enter__(self):
+        self.saved = getattr(_local, "blocked", 0)
+        _local.blocked = self.saved + 1
+
+    def __exit__(self, *exc):
+        _local.blocked = self.saved
+
+
+_COMBINATORS = {"IF": "IF", "WHILE": "WHILE", "FOR": "FOR", "TREE": "TREE", "scan": "scan", "fori_loop": "fori_loop",
+                "while_loop": "while_loop", "cond": "cond", "switch": "switch", "checkpoint": "checkpoint",
+                "remat": "checkpoint", "vmap_staged": "vmap", "map": "lax.map"}
+
+
+def enclosing_combinator():
+    """The name of the jitad combinator the Python stack is inside (the one the user called,
+    where jitad's own combinators are built on others), or None."""
+    f, innermost = sys._getframe(1), None
+    while f is not None:
+        name, where = f.f_code.co_name, None
+        if name in _COMBINATORS and f.f_code.co_filename.startswith(_PKG):
+            where = _COMBINATORS[name]
+        elif name == "__call__" and type(f.f_locals.get("self")).__name__ in ("FUN", "checkpoint"):
+            where = type(f.f_locals["self"]).__name__
+        if where is not None:
+            innermost = innermost or where
+            if f.f_back is not None and not f.f_back.f_code.co_filename.startswith(_PKG):
+                return where
+        f = f.f_back
+    return innermost
+
+
+_PKG = __file__.rsplit("/", 2)[0] + "/"
+
+
+def decision(staged, kind, refuse):
+    """A Python decision (`bool`, `int`, an index) on a staged value: the concrete value
+    where the trace has one (guarded), else `refuse()`, the StagingError to raise."""
+    c = frame_values()
+    if c is None:
+        c = current()
+        if c is not None:
+            where = enclosing_combinator()
+            if where is not None:
+                why = ("its lanes may decide differently, and one lane's branch must not apply to all"
+                       if where == "vmap" else "the body is traced once for every value it will see, so it "
+                       "has no single value to decide on")
+                raise StagingError(f"a Python decision (`if`, `while`, `int()`, an index) on a staged value "
+                                   f"inside the body of `{where}`: {why}. Decide outside the `{where}` "
+                                   "body, or stage the decision in it (`jitad.IF`, `jitad.numpy.where`).")
+        raise refuse()
+    try:
+        return c.decide(staged, kind)
+    except NoValue:
+        raise refuse() from None
+
+
+def to_float(staged, refuse):
+    """`float(staged)` while tracing with values: the value, guarded (to a few ulps: the
+    trace's NumPy value and the compiled code's may differ in the last bits), else `refuse()`.
+    A Python float carries no derivative: where it feeds the computation it is a constant."""
+    return float(decision(staged, "float", refuse))

@@ -1,0 +1,345 @@
+"""`grad` and its kin called from Python mean what they mean under autograd (Python
+decisions on the call's values, arguments of any type, host random numbers drawn at every
+call, closures and globals read at every call), at compiled speed: checked against
+autograd on the same programs, and the compiles counted."""
+import random
+import time
+import warnings
+
+import autograd
+import autograd.numpy as anp
+from autograd.tracer import getval
+import numpy as np
+import pytest
+
+import jitad
+from jitad import dispatch
+from jitad.lower import runtime
+
+
+def compiles():
+    """LLVM compiles (and disk-cache loads) in this process so far."""
+    return runtime.STATS["compiled"] + runtime.STATS["loaded"]
+
+
+def piecewise(m):
+    def f(x):
+        if x > 0:
+            return m.sin(x) * x
+        return -3.0 * x ** 2
+    return f
+
+
+def test_python_if_on_the_differentiated_value_at_both_signs():
+    g, ga = jitad.grad(piecewise(jitad)), autograd.grad(piecewise(anp))
+    for x in (1.5, -0.5, 0.0, 2.0, -2.0):   # one gradient object, both paths
+        assert g(x) == pytest.approx(ga(x), rel=1e-12)
+    before = compiles()
+    for x in (0.3, -0.7, 1.1, -4.0, 0.9, -0.1):   # alternating after both are seen: no compile
+        assert g(x) == pytest.approx(ga(x), rel=1e-12)
+    assert compiles() == before
+    jitad.testing.check_grads(piecewise(jitad), (0.7,), order=1, modes=["rev"])
+
+
+def _data(n=40, d=3, seed=0):
+    rng = np.random.RandomState(seed)
+    return rng.randn(n, d), (rng.rand(n) > 0.5).astype(float)
+
+
+TRAIN_X, TRAIN_Y = _data()
+BATCH, N_BATCHES = 5, 8
+
+
+def batch_indices(i):
+    idx = i % N_BATCHES
+    return slice(idx * BATCH, (idx + 1) * BATCH)
+
+
+def objective(m):
+    def loss(params, i):
+        idx = batch_indices(i)
+        logits = m.dot(TRAIN_X[idx], params)
+        return m.sum(m.log1p(m.exp(-logits)) + (1 - TRAIN_Y[idx]) * logits)
+    return loss
+
+
+def test_an_int_argument_picking_the_mini_batch_compiles_once(monkeypatch):
+    transformed = []   # programs transformed and through the passes (a cache hit or not)
+    compile_program = dispatch.compile_program
+    monkeypatch.setattr(dispatch, "compile_program", lambda *a, **k: transformed.append(1) or compile_program(*a, **k))
+    g, ga = jitad.grad(objective(jitad)), autograd.grad(objective(anp))
+    params = np.array([0.1, -0.2, 0.3])
+    before = compiles()
+    for i in range(12):
+        step, ref = g(params, i), ga(params, i)
+        np.testing.assert_allclose(step, ref, rtol=1e-12)
+        params = params - 0.1 * step
+    assert compiles() - before <= 1   # every batch is an argument of the same program
+    assert len(transformed) <= 2   # from the third index on, the function's own trace finds the path
+
+
+def test_range_from_an_argument_and_an_object_passed_through():
+    def f(m):
+        def series(x, n, act):
+            total = 0.0
+            for k in range(n):
+                total = total + act(x) ** (k + 1)
+            return total
+        return series
+    g, ga = jitad.grad(f(jitad)), autograd.grad(f(anp))
+    for n in (1, 3, 2, 3):
+        assert g(0.4, n, jitad.tanh) == pytest.approx(ga(0.4, n, anp.tanh), rel=1e-12)
+    assert g(0.4, 2, jitad.sin) == pytest.approx(ga(0.4, 2, anp.sin), rel=1e-12)
+
+
+def test_true_and_one_are_different_static_arguments():
+    def f(x, flag):
+        return x * 2.0 if flag is True else x * 3.0
+    g = jitad.grad(f)
+    assert (g(1.0, True), g(1.0, 1), g(1.0, "a"), g(1.0, None)) == (2.0, 3.0, 3.0, 3.0)
+
+
+def test_float_of_an_intermediate_decides_a_scale():
+    def f(m):
+        to_float = float if m is jitad else getval   # (autograd's boxes refuse float(): its value)
+
+        def scaled(w):
+            total = m.sum(w ** 2)
+            scale = 0.5 if to_float(total) > 1.0 else 2.0
+            return scale * total * to_float(total)   # a float is a constant to differentiation
+        return scaled
+    g, ga = jitad.grad(f(jitad)), autograd.grad(f(anp))
+    for w in ([0.1, 0.2], [1.0, 2.0], [0.3, 0.1], [3.0, -1.0]):
+        np.testing.assert_allclose(g(np.array(w)), ga(np.array(w)), rtol=1e-12)
+
+
+def _noisy(m, draw):
+    def f(w):
+        return m.sum((w + draw(3)) ** 2) * random.random()
+    return f
+
+
+def test_seeded_host_noise_is_drawn_at_every_call_bit_for_bit():
+    w = np.array([0.5, -1.0, 2.0])
+
+    def run(m, grad):
+        np.random.seed(3)
+        random.seed(4)
+        rs = np.random.RandomState(5)
+        g_global = grad(_noisy(m, lambda n: np.random.randn(n)))
+        g_state = grad(_noisy(m, lambda n: rs.normal(size=n)))
+        return [g_global(w) for _ in range(3)] + [g_state(w) for _ in range(3)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", jitad.JitadWarning)   # no trace-time warning any more
+        ours = run(jitad, jitad.grad)
+    theirs = run(anp, autograd.grad)
+    for a, b in zip(ours, theirs):
+        assert np.array_equal(a, b)
+    assert not np.array_equal(ours[0], ours[1])
+
+
+def test_a_mutated_captured_array_and_a_changed_captured_number():
+    c = np.array([1.0, 2.0])
+    g = jitad.grad(lambda w: jitad.sum(w * c))
+    np.testing.assert_array_equal(g(np.ones(2)), [1.0, 2.0])
+    c[0] = 5.0
+    np.testing.assert_array_equal(g(np.ones(2)), [5.0, 2.0])
+
+    def step(lr):
+        return jitad.grad(lambda w: lr * jitad.sum(w ** 2))(np.ones(2))
+    np.testing.assert_allclose(step(0.1), [0.2, 0.2])
+    np.testing.assert_allclose(step(0.01), [0.02, 0.02])
+
+
+def _loss(w, batch):
+    return np.sum((np.dot(batch, w) - 1.0) ** 2)
+
+
+def test_a_fresh_closure_per_step_reuses_the_compiled_code():
+    w = np.ones(3)
+    rng = np.random.RandomState(0)
+    batches = [rng.randn(4, 3) for _ in range(60)]
+
+    def fresh(batch):
+        return jitad.grad(lambda w: _loss(w, batch))(w)
+    fresh(batches[0])
+    reused = jitad.grad(_loss)
+    reused(w, batches[0])
+    before = compiles()
+    t0 = time.perf_counter()
+    for b in batches:
+        out = fresh(b)
+    t_fresh = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    for b in batches:
+        reused(w, b)
+    t_reused = time.perf_counter() - t0
+    assert compiles() == before
+    ref = autograd.grad(lambda w: anp.sum((anp.dot(batches[-1], w) - 1.0) ** 2))(w)
+    np.testing.assert_allclose(out, ref, rtol=1e-12)
+    assert t_fresh < 10 * t_reused + 0.02, (t_fresh, t_reused)   # no trace per step (a trace is ~ms)
+
+
+def test_nested_grad_of_a_function_with_a_python_branch():
+    def f(m):
+        return lambda x: x ** 3 if x > 0 else -x ** 2
+    for x in (2.0, -2.0, 0.5):
+        assert jitad.grad(jitad.grad(f(jitad)))(x) == pytest.approx(autograd.grad(autograd.grad(f(anp)))(x))
+    jitad.testing.check_grads(f(jitad), (0.8,), order=2)
+
+
+def test_jit_and_combinator_bodies_keep_the_staging_rule():
+    with pytest.raises(jitad.errors.StagingError, match="IF"):
+        jitad.jit(piecewise(jitad))(1.0)
+    with pytest.raises(jitad.errors.StagingError, match="under `jit`"):   # a jit inside grad: jit's rule
+        jitad.grad(jitad.jit(piecewise(jitad)))(1.0)
+    with pytest.raises(jitad.errors.StagingError, match="under `jit`"):
+        jitad.jit(jitad.grad(piecewise(jitad)))(1.0)
+    with pytest.raises(jitad.errors.StagingError, match="inside the body of `IF`"):
+        jitad.grad(lambda x: jitad.IF(x > 0, lambda y: y * 2.0 if y > 1 else y, lambda y: y, x))(2.0)
+    with pytest.raises(jitad.errors.StagingError):   # vmap's lanes never share one lane's decision
+        jitad.vmap(jitad.grad(piecewise(jitad)))(np.array([1.0, -1.0]))
+
+
+def test_past_the_bound_of_paths_it_warns_and_stays_right(monkeypatch):
+    monkeypatch.setattr(dispatch, "MAX_PATHS_PER_SITE", 3)
+
+    def f(x, n_items):
+        return x * float(int(n_items))   # int() of a staged value: one path per value
+
+    def g(x, n):
+        return x ** 2 * int(jitad.sum(n))
+    grad = jitad.grad(g)
+    with pytest.warns(jitad.JitadWarning, match="different outcomes"):
+        for n in range(6):
+            assert grad(3.0, np.array([n, 0])) == 6.0 * n
+
+
+def test_explained_cache_misses_name_the_decision():
+    jitad.config.update("jax_explain_cache_misses", True)
+    try:
+        g = jitad.grad(lambda x: x * 2.0 if x > 0 else x * 3.0)
+        with pytest.warns(jitad.JitadWarning, match="new key"):
+            g(1.0)
+        with pytest.warns(jitad.JitadWarning, match=r"(?s)tracing again.*x > 0.*True"):
+            assert g(-1.0) == 3.0
+    finally:
+        jitad.config.update("jax_explain_cache_misses", False)
+
+
+def test_print_inside_warns_that_it_runs_at_trace(capsys):
+    def f(x):
+        print("value")
+        return x * x
+    g = jitad.grad(f)
+    with pytest.warns(jitad.JitadWarning, match="print"):
+        assert g(3.0) == 6.0
+    assert g(4.0) == 8.0   # no new trace: nothing printed
+    assert capsys.readouterr().out.count("value") == 1
+
+
+def test_a_threshold_the_compiled_code_sees_an_ulp_away_never_retraces_forever():
+    from jitad.ir.interpret import interpret
+    x = np.random.RandomState(2).randn(1000)
+    total = jitad.jit(lambda x: jitad.sum(x * 1.1))
+    threshold = float(interpret(jitad.trace(lambda x: jitad.sum(x * 1.1), x), [x])[0])   # NumPy's value
+    assert total(x) < threshold   # the compiled sum is an ulp below: NumPy's trace decides otherwise
+
+    def f(w):
+        return jitad.sum(w * 1.1) * (2.0 if jitad.sum(w * 1.1) >= threshold else 3.0)
+    g = jitad.grad(f)
+    np.testing.assert_allclose(g(x), np.full(1000, 3.3))   # the compiled code's decision
+    before = compiles()
+    np.testing.assert_allclose(g(x), np.full(1000, 3.3))
+    assert compiles() == before
+
+
+def test_draws_before_a_branch_are_never_made_twice_when_a_guard_fails():
+    def f(m):
+        def noisy(x):
+            eps = np.random.randn()
+            if x > 0:
+                return m.sin(x) * eps
+            return x * x * eps * np.random.rand()
+        return noisy
+    xs = (0.5, -1.0, 2.0, -0.3, 0.1, -2.0)
+
+    def run(m, grad):
+        np.random.seed(7)
+        g = grad(f(m))
+        return [g(x) for x in xs] + [np.random.rand()]   # the generator ends where autograd's does
+    assert run(jitad, jitad.grad) == run(anp, autograd.grad)
+
+
+def test_the_other_transformations_decide_on_values_too():
+    def f(m):
+        def branchy(x):
+            return m.sum(x ** 3) if m.sum(x) > 0 else m.sum(m.sin(x) * x)
+        return branchy
+
+    def vec(m):
+        return lambda x: x ** 2 if x[0] > 0 else m.sin(x) * 2.0
+    for x in (np.array([0.5, 1.5]), np.array([-0.5, -1.5])):
+        np.testing.assert_allclose(jitad.hessian(f(jitad))(x), autograd.hessian(f(anp))(x), rtol=1e-12)
+        np.testing.assert_allclose(jitad.jacobian(vec(jitad))(x), autograd.jacobian(vec(anp))(x), rtol=1e-12)
+        np.testing.assert_allclose(jitad.elementwise_grad(vec(jitad))(x),
+                                   autograd.elementwise_grad(vec(anp))(x), rtol=1e-12)
+        v = np.array([0.3, -0.2])
+        np.testing.assert_allclose(jitad.hvp(f(jitad))(x, v), autograd.hessian(f(anp))(x) @ v, rtol=1e-12)
+        out, pullback = jitad.vjp(vec(jitad), x)
+        vjp_ref = autograd.make_vjp(vec(anp))(x)
+        np.testing.assert_allclose(out, vjp_ref[1], rtol=1e-12)
+        np.testing.assert_allclose(pullback(v)[0], vjp_ref[0](v), rtol=1e-12)
+        _, tangent = jitad.jvp(vec(jitad), (x,), (v,))
+        np.testing.assert_allclose(tangent, autograd.jacobian(vec(anp))(x) @ v, rtol=1e-12)
+
+
+def test_explained_cache_misses_name_a_new_static_argument():
+    jitad.config.update("jax_explain_cache_misses", True)
+    try:
+        g = jitad.grad(lambda x, k: x * k)
+        with pytest.warns(jitad.JitadWarning, match=r"new key.*argument 1 = 7"):
+            assert g(1.0, 7) == 7.0
+    finally:
+        jitad.config.update("jax_explain_cache_misses", False)
+
+
+@pytest.mark.parametrize("name, f", [
+    ("FOR", lambda x: jitad.FOR(0, 3, lambda i, s: s * 2.0 if s > 0 else s, x)),
+    ("scan", lambda x: jitad.lax.scan(lambda c, _: (c * 2.0 if c > 0 else c, None), x, None, length=3)[0]),
+    ("cond", lambda x: jitad.lax.cond(x > 0, lambda y: y * 2.0 if y > 1 else y, lambda y: y, x)),
+    ("WHILE", lambda x: jitad.WHILE(lambda s: s < 10.0 if s > 0 else s < 5.0, lambda s: s * 2.0, x)),
+    ("checkpoint", lambda x: jitad.checkpoint(lambda y: y * 2.0 if y > 0 else y)(x)),
+    ("vmap", lambda x: jitad.sum(jitad.vmap(lambda y: y * 2.0 if y > 0 else y)(x * jitad.numpy.ones(2)))),
+])
+def test_a_decision_inside_a_combinator_body_names_the_combinator(name, f):
+    with pytest.raises(jitad.errors.StagingError, match=f"inside the body of `{name}`"):
+        jitad.grad(f)(1.0)
+
+
+def test_a_debug_print_before_a_failing_guard_prints_once(capfd):
+    def f(x):
+        jitad.debug.print("x={}", x)
+        if x > 0:
+            return x * 2.0
+        return x * 3.0
+    g = jitad.grad(f)
+    g(1.0), g(-1.0)   # both paths compiled
+    capfd.readouterr()
+    assert (g(2.0), g(-2.0), g(3.0)) == (2.0, 3.0, 2.0)   # each after a failed guard on the other path
+    assert capfd.readouterr().out.split() == ["x=2.0", "x=-2.0", "x=3.0"]
+
+
+def test_a_bound_method_reads_its_object_attributes_at_each_call():
+    class Model:
+        def __init__(self):
+            self.scale, self.w = 2.0, np.array([1.0, 2.0])
+
+        def loss(self, x):
+            return self.scale * jitad.sum(self.w * x) if x[0] > 0 else jitad.sum(x)
+    m = Model()
+    g = jitad.grad(m.loss)
+    np.testing.assert_array_equal(g(np.ones(2)), [2.0, 4.0])
+    m.scale, m.w[0] = 3.0, 5.0
+    np.testing.assert_array_equal(g(np.ones(2)), [15.0, 6.0])
+    np.testing.assert_array_equal(g(-np.ones(2)), [1.0, 1.0])
