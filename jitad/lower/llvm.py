@@ -352,9 +352,11 @@ class Lowerer:
         for fun in program.funs:
             self.define(self.functions[fun], fun.body, recursive=True, out_types=fun.out_types,
                         ticks=_calls(fun.body) > 1)
-        # main(ctx, params..., out, destinations...): tensor results are written into
-        # `destinations` (the result arrays the entry made); a slot read as a result lives there
-        main = program.main
+        self._define_main(program.main)
+
+    def _define_main(self, main):
+        """main(ctx, params..., out, destinations...): tensor results are written into
+        `destinations` (the result arrays the entry made); a slot read as a result lives there."""
         tensor_outs = tensor_outputs(main.out_types)
         fnty = ir.FunctionType(ir.VoidType(), [PTR] + [ll_type(t) for t in main.in_types] + [PTR]
                                + [PTR] * len(tensor_outs))

@@ -354,6 +354,13 @@ def _for_taped(rv, types, body, lower, upper, init, caps, k, segment=False):
     result = [new_duals([final[k_]], [types[k_]])[0] if k_ in final else init[k_] for k_ in range(len(types))]
     k(result)
 
+    _for_backward(rv, types, body, lower, upper, init, caps, tables, stored, rows, result, trips, segment)
+
+
+def _for_backward(rv, types, body, lower, upper, init, caps, tables, stored, rows, result, trips, segment):
+    """The backward loop of `_for_taped`: the iterations in reverse, each body recomputed
+    from its stored state, the state's adjoint carried as loop state."""
+    from ..staging import FOR
     active = [k_ for k_ in tables if differentiable(types[k_])]
     weights = deferred_weight_grads(body, caps, trips, shared=list(tables.values()) + stored.tables)
     transposes = loop_invariant_transposes(body, caps)
