@@ -1,5 +1,5 @@
 """Timings of `grad` called from Python against autograd on the same programs (not a
-test: run it by hand, `python tests/transforms/measure_grad_semantics.py`)."""
+test: run it by hand, `python -m bench.grad_semantics`)."""
 import time
 import warnings
 
