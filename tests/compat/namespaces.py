@@ -75,6 +75,8 @@ OUT_OF_SCOPE = {
                   "clongdouble", "iscomplex", "iscomplexobj", "real_if_close", "fft"},
     "autograd.numpy": {"complex64", "complex128", "complexfloating", "complex_", "csingle", "cdouble",
                        "clongdouble", "iscomplex", "iscomplexobj", "fft"},
+    "jax.lax": {"complex", "complex_p", "conj", "conj_p", "real", "real_p", "imag", "imag_p", "fft", "fft_p",
+                "FftType"},
 }
 
 # Names jitad exists for but declines (they raise JitadError naming the alternative).
