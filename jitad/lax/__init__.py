@@ -11,6 +11,7 @@ of them, `while_loop` included (JAX refuses that one):
 The collectives over named axes (`psum`, `axis_index`, ...) need `vmap(axis_name=...)`,
 which jitad's `vmap` does not have: they raise, naming the alternative. See docs/lax.md.
 """
+import builtins
 import enum
 
 import numpy as np
@@ -43,8 +44,8 @@ from .shapes import (GatherDimensionNumbers, GatherScatterMode, ScatterDimension
 from .windows import (ConvDimensionNumbers, conv, conv_dimension_numbers, conv_general_dilated,  # noqa: F401
                       conv_general_dilated_patches, conv_general_permutations, conv_general_shape_tuple,
                       conv_shape_tuple, conv_transpose, conv_transpose_shape_tuple, conv_with_general_padding,
-                      reduce_window, reduce_window_max, reduce_window_min, reduce_window_shape_tuple,
-                      reduce_window_sum)
+                      reduce_window, reduce_window_max_named, reduce_window_min_named,
+                      reduce_window_shape_tuple, reduce_window_sum_named)
 from . import primitives as _prims
 
 
@@ -295,7 +296,7 @@ def ragged_dot_general(lhs, rhs, group_sizes, ragged_dot_dimension_numbers, prec
     lhs rows ragged and rhs groups on axis 0 (the layout `ragged_dot` uses)."""
     dn = ragged_dot_dimension_numbers
     if tuple(dn.lhs_ragged_dimensions) != (0,) or tuple(dn.rhs_group_dimensions) != (0,) \
-            or tuple(map(tuple, dn.dot_dimension_numbers[0])) != ((1,), (1,)):
+            or tuple(builtins.map(tuple, dn.dot_dimension_numbers[0])) != ((1,), (1,)):
         raise ArgumentError("`lax.ragged_dot_general`: jitad supports the `ragged_dot` layout only "
                             "(lhs (m, k) ragged on axis 0, rhs (g, k, n)); use `lax.ragged_dot`")
     return ragged_dot(lhs, rhs, group_sizes, precision, preferred_element_type, group_offset)
@@ -381,8 +382,7 @@ for _name in ("cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp"):
 _p("dot_general", dot_general)
 _p("conv_general_dilated", conv_general_dilated)
 for _name in ("reduce_window_sum", "reduce_window_max", "reduce_window_min"):
-    _p(_name, globals()[_name])
-_p("top_k", top_k, multiple_results=True)
+    _p(_name, globals()[_name + "_named"])
 for _name, _alt in (("cond", "`lax.cond`"), ("while", "`lax.while_loop`"), ("scan", "`lax.scan`"),
                     ("reduce_window", "`lax.reduce_window` with a Python function"),
                     ("linear_solve", "`lax.custom_linear_solve`")):

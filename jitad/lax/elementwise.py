@@ -99,8 +99,7 @@ def integer_pow(x, y):
     if y == 0:
         return N.ones_like(x) if is_staged(x) else np.ones_like(x)
     base = x if y > 0 else 1.0 / _float(x)
-    out, p, n = None, base, abs(y) if not is_staged(y) else y
-    n = -y if y < 0 else y
+    out, p, n = None, base, -y if y < 0 else y
     while n:
         if n & 1:
             out = p if out is None else out * p

@@ -1,5 +1,6 @@
 """`lax`'s shape operations: broadcasting, reshapes, padding, slicing, gathers and
 scatters with XLA's dimension numbers, iota and fills."""
+import builtins
 import enum
 from typing import NamedTuple
 
@@ -82,7 +83,7 @@ def collapse(operand, start_dimension, stop_dimension=None):
     """Axes start_dimension..stop_dimension-1 merged into one: `lax.collapse(x, 1)` flattens all but the first."""
     shape = _shape(operand)
     stop = len(shape) if stop_dimension is None else stop_dimension
-    start, stop = range(len(shape))[slice(start_dimension, stop)].start, range(len(shape) + 1)[stop]
+    start, stop = range(len(shape))[builtins.slice(start_dimension, stop)].start, range(len(shape) + 1)[stop]
     size = int(np.prod(shape[start:stop], dtype=np.int64))
     return N.reshape(_array(operand), shape[:start] + (size,) + shape[stop:])
 
@@ -148,7 +149,7 @@ def pad(operand, padding_value, padding_config):
     steps = [it + 1 for _, _, it in config]
     stops = [s + max(n - 1, 0) * st + (1 if n else 0) for s, n, st in zip(starts, shape, steps)]
     inside = np.zeros(grown, bool)
-    inside[tuple(slice(a, b, c) for a, b, c in zip(starts, stops, steps))] = True
+    inside[tuple(builtins.slice(a, b, c) for a, b, c in zip(starts, stops, steps))] = True
     placed = N.unslice(x, tuple(grown), tuple(starts), tuple(stops), tuple(steps)) if inside.any() \
         else N.zeros(tuple(grown), result_dtype(x))
     out = N.where(inside, placed, N.convert(padding_value, result_dtype(x)) if is_staged(padding_value)

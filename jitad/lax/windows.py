@@ -301,8 +301,9 @@ def conv_general_dilated_patches(lhs, filter_shape, window_strides, padding, lhs
     dn = conv_dimension_numbers(_shape(x), (1,) * nd, dimension_numbers)
     c = _shape(x)[dn.lhs_spec[1]]
     k = math.prod(filter_shape)
-    eye = np.eye(c * k, dtype=N.NUMPY_OF[result_dtype(x)] if result_dtype(x) != "i64" else np.float64)
-    kernel = eye.reshape((c * k, c) + tuple(filter_shape))           # (O, I, spatial...)
+    eye = np.eye(k, dtype=N.NUMPY_OF[result_dtype(x)] if result_dtype(x) != "i64" else np.float64)
+    # one group per input feature: output feature f * k + j is window position j of feature f
+    kernel = np.tile(eye.reshape((k, 1) + tuple(filter_shape)), (c,) + (1,) * (len(filter_shape) + 1))
     kernel_nc = np.transpose(kernel, np.argsort(dn.rhs_spec))
     return conv_general_dilated(x, kernel_nc, window_strides, padding, lhs_dilation, rhs_dilation, dn,
                                 feature_group_count=c, precision=precision,
@@ -382,6 +383,7 @@ def _reduce_window_named(kind, fn):
     return named
 
 
-reduce_window_sum = _reduce_window_named("sum", E.add)
-reduce_window_max = _reduce_window_named("max", E.max)
-reduce_window_min = _reduce_window_named("min", E.min)
+# (JAX names these only as primitives: `reduce_window_sum_p.bind(x, window_dimensions=...)`)
+reduce_window_sum_named = _reduce_window_named("sum", E.add)
+reduce_window_max_named = _reduce_window_named("max", E.max)
+reduce_window_min_named = _reduce_window_named("min", E.min)
