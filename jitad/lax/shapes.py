@@ -232,18 +232,20 @@ def index_take(src, idxs, axes):
 # -- gathers and scatters ---------------------------------------------------------------
 
 class GatherScatterMode(enum.Enum):
-    """Out-of-bounds windows: `CLIP` moves them inside, `FILL_OR_DROP` (the default) gives
-    the fill value for a gather and drops the update for a scatter, `PROMISE_IN_BOUNDS`
-    trusts the caller (jitad clips)."""
-    CLIP = 0
-    FILL_OR_DROP = 1
-    PROMISE_IN_BOUNDS = 2
-    ONE_HOT = 3
+    """Out-of-bounds windows: `CLIP` moves them inside, `FILL_OR_DROP` (a scatter's
+    default) gives the fill value for a gather and drops the update for a scatter,
+    `PROMISE_IN_BOUNDS` (a gather's default) trusts the caller (jitad clips)."""
+    CLIP = 1
+    FILL_OR_DROP = 2
+    PROMISE_IN_BOUNDS = 3
+    ONE_HOT = 4
 
     @staticmethod
     def from_any(s):
         if isinstance(s, GatherScatterMode):
             return s
+        if isinstance(s, enum.Enum) and s.name in GatherScatterMode.__members__:   # JAX's own enum
+            return GatherScatterMode[s.name]
         table = {None: GatherScatterMode.FILL_OR_DROP, "fill": GatherScatterMode.FILL_OR_DROP,
                  "drop": GatherScatterMode.FILL_OR_DROP, "clip": GatherScatterMode.CLIP,
                  "promise_in_bounds": GatherScatterMode.PROMISE_IN_BOUNDS}
@@ -311,7 +313,8 @@ def gather(operand, start_indices, dimension_numbers, slice_sizes, *, indices_ar
     `slice_sizes` starting there; see `GatherDimensionNumbers`. Out-of-bounds slices are
     filled with `fill_value` (NaN for floats) by default, moved inside with `mode='clip'`:
     `lax.gather(x, idx[:, None], GatherDimensionNumbers((1,), (0,), (0,)), (1, x.shape[1]))`
-    takes rows."""
+    takes rows. Out-of-bounds windows are moved inside by default (JAX's
+    `PROMISE_IN_BOUNDS`), filled with `fill_value` (NaN for floats) with `mode='fill'`."""
     dn, x = dimension_numbers, _array(operand)
     shape, sizes = _shape(x), tuple(int(s) for s in slice_sizes)
     if len(sizes) != len(shape):
@@ -330,7 +333,8 @@ def gather(operand, start_indices, dimension_numbers, slice_sizes, *, indices_ar
     for i, p in enumerate(dn.offset_dims):
         perm[p] = nb + i
     out = N.transpose(out, tuple(perm)) if perm != list(range(rank)) else out
-    if GatherScatterMode.from_any(mode) != GatherScatterMode.FILL_OR_DROP or ok is True:
+    mode = GatherScatterMode.PROMISE_IN_BOUNDS if mode is None else GatherScatterMode.from_any(mode)
+    if mode != GatherScatterMode.FILL_OR_DROP or ok is True:
         return out
     mask = broadcast_in_dim(ok, _shape(out), tuple(batch_pos))
     return N.where(mask, out, np.asarray(_fill_value(result_dtype(x), fill_value)).astype(
