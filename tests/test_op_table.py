@@ -176,8 +176,9 @@ OPT_OUT = (
     | _without("debug_print", "cuda", "interpret")
     # reverse mode runs the user's rule (`ad/reverse.py`)
     | _without("custom_vjp", "vjp")
-    # converted inside the kernel source (`cuda_kernels._convert`), not by an expression
-    | _without("convert", "cuda")
+    # converted inside the kernel source (`cuda_kernels._convert`), not by an expression;
+    # a bitcast reinterprets bits on the CPU backend only (`jitad.lax.bitcast_convert_type`)
+    | _without("convert bitcast", "cuda")
     # LAPACK and MPI run on the CPU only (`linalg.check_cpu`, `distributed`); a collective
     # is batched by vmap's per-lane fallback
     | _without("linalg allreduce bcast", "cuda") | _without("allreduce bcast", "vmap")
@@ -224,6 +225,10 @@ def _elementwise_case(op):
         return [RNG.random(shape) < 0.5 for _ in range(op.arity)], {}
     if op.name == "threefry2x32":
         return [RNG.integers(-2 ** 62, 2 ** 62, shape) for _ in range(2)], {}
+    if op.name in ("xor", "shift_left", "shift_right_logical", "shift_right_arithmetic", "population_count", "clz"):
+        return [RNG.integers(-2 ** 62, 2 ** 62, shape)] + [RNG.integers(-2, 66, shape)] * (op.arity - 1), {}
+    if op.name == "bitcast":
+        return [_floats(*shape)], {"dtype": "i64", "width": 64, "unsigned": False}
     if op.name == "select":
         return [RNG.random(shape) < 0.5, _floats(*shape), _floats(*shape)], {}
     attrs = {"polygamma": {"n": 1}, "convert": {"dtype": "f32"}}.get(op.name, {})
