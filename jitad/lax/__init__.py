@@ -28,7 +28,7 @@ from .elementwise import (abs, acos, acosh, add, asin, asinh, atan, atan2, atanh
                           convert_element_type, cos, cosh, digamma, div, eq, erf, erf_inv, erfc, exp, exp2,
                           expm1, floor, ge, gt, integer_pow, is_finite, le, lgamma, log, log1p, logistic, lt,
                           max, min, mul, ne, neg, nextafter, polygamma, population_count, pow, reciprocal,
-                          rem, round, RoundingMethod, rsqrt, shift_left, shift_right_arithmetic,
+                          reduce_precision, rem, round, RoundingMethod, rsqrt, shift_left, shift_right_arithmetic,
                           shift_right_logical, sign, sin, sinh, sqrt, square, stop_gradient, sub, tan, tanh)
 from .loops import (cond, custom_linear_solve, custom_root, fori_loop, map, optimization_barrier,  # noqa: F401
                     scan, switch, while_loop)
@@ -42,7 +42,7 @@ from .shapes import (GatherDimensionNumbers, GatherScatterMode, ScatterDimension
                      scatter_apply, scatter_max, scatter_min, scatter_mul, scatter_sub, select, select_n, slice,
                      slice_in_dim, split, squeeze, transpose, zeros_like_array)
 from .windows import (ConvDimensionNumbers, conv, conv_dimension_numbers, conv_general_dilated,  # noqa: F401
-                      conv_general_dilated_patches, conv_general_permutations, conv_general_shape_tuple,
+                      conv_general_dilated_local, conv_general_dilated_patches, conv_general_permutations, conv_general_shape_tuple,
                       conv_shape_tuple, conv_transpose, conv_transpose_shape_tuple, conv_with_general_padding,
                       reduce_window, reduce_window_max_named, reduce_window_min_named,
                       reduce_window_shape_tuple, reduce_window_sum_named)
@@ -146,6 +146,12 @@ def tile(operand, reps):
 def empty(shape, dtype, *, out_sharding=None):
     """An array of `shape` and `dtype` whose values do not matter (zeros in jitad)."""
     return np.zeros(shape, np.dtype(dtype) if np.dtype(dtype).kind not in "iu" else np.int64)
+
+
+def broadcast_like(arr, like_arr):
+    """`arr` broadcast to the shape of `like_arr`: `lax.broadcast_like(1.0, x)`."""
+    shape = tuple(like_arr.shape) if is_staged(like_arr) else np.shape(like_arr)
+    return N.broadcast_to(arr if is_staged(arr) else np.asarray(arr), shape)
 
 
 def shape_as_value(shape):
@@ -344,6 +350,12 @@ _p("clamp", clamp)
 _p("select_n", select_n)
 _p("integer_pow", integer_pow)
 _p("round", round)
+_p("reduce_precision", reduce_precision)
+_p("stage", stage)
+_p("sharding_constraint", lambda x, **params: x)
+_p("approx_top_k", lambda x, k, reduction_dimension, recall_target, is_max_k, reduction_input_size_override,
+   aggregate_to_topk: (approx_max_k if is_max_k else approx_min_k)(x, k, reduction_dimension),
+   multiple_results=True)
 _p("convert_element_type", lambda x, new_dtype: convert_element_type(x, new_dtype))
 _p("bitcast_convert_type", bitcast_convert_type)
 _p("copy", lambda x: x + 0 if is_staged(x) else np.array(x, copy=True))

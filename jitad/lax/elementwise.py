@@ -337,3 +337,29 @@ def bitcast_convert_type(operand, new_dtype):
 def _width_error(old, new):
     raise ArgumentError(f"`lax.bitcast_convert_type`: {old} to {new} changes the element width; "
                         "jitad reinterprets between types of the same width only")
+
+
+def reduce_precision(operand, exponent_bits, mantissa_bits):
+    """`operand` rounded (to nearest, ties to even) to a float with `exponent_bits` and
+    `mantissa_bits`, kept in its own dtype; overflow gives ±inf and underflow ±0, as XLA:
+    `lax.reduce_precision(x, 8, 7)` is x rounded to bfloat16."""
+    x = _float(operand)
+    wide = _dtype(x) == "f64"
+    mant, expo = (52, 11) if wide else (23, 8)
+    if not (0 <= mantissa_bits and 1 <= exponent_bits):
+        raise ArgumentError(f"`lax.reduce_precision`: exponent_bits={exponent_bits}, mantissa_bits={mantissa_bits}; "
+                            "give at least 1 exponent bit and 0 or more mantissa bits")
+    bits = bitcast_convert_type(x, np.int64 if wide else np.int32)
+    if mantissa_bits < mant:
+        last = 1 << (mant - mantissa_bits)                 # the lowest mantissa bit kept
+        kept_lsb = shift_right_logical(bits & last, mant - mantissa_bits)
+        bits = (bits + (kept_lsb + (last >> 1) - 1)) & ~(last - 1)
+    if exponent_bits < expo:
+        sign, exp_mask = np.int64(-1) << (mant + expo), ((1 << expo) - 1) << mant
+        bias, reduced = (1 << (expo - 1)) - 1, (1 << (exponent_bits - 1)) - 1
+        exponent = bits & exp_mask
+        signed_zero = bits & sign
+        bits = N.where(exponent > ((bias + reduced) << mant), signed_zero | exp_mask,
+                       N.where(exponent <= ((bias - reduced) << mant), signed_zero, bits))
+    out = bitcast_convert_type(bits, N.NUMPY_OF[_dtype(x)])
+    return N.where(x != x, x, out)   # NaN stays NaN

@@ -310,6 +310,22 @@ def conv_general_dilated_patches(lhs, filter_shape, window_strides, padding, lhs
                                 preferred_element_type=preferred_element_type)
 
 
+def conv_general_dilated_local(lhs, rhs, window_strides, padding, filter_shape, lhs_dilation=None,
+                               rhs_dilation=None, dimension_numbers=None, precision=None):
+    """A locally connected layer: a convolution whose kernel differs at every output
+    position. `rhs` has the output's spatial axes, then input features fused with the
+    window positions (feature-major) and the output features, laid out by `dimension_numbers`."""
+    x, w = _array(lhs), _array(rhs)
+    dn = conv_dimension_numbers(_shape(x), _shape(w), dimension_numbers)
+    patches = conv_general_dilated_patches(x, filter_shape, window_strides, padding, lhs_dilation, rhs_dilation, dn)
+    p = N.transpose(patches, tuple(dn.out_spec))                      # (N, C*K, positions...)
+    k = N.transpose(w, tuple(dn.rhs_spec))                            # (O, C*K, positions...)
+    nsp = len(_shape(p)) - 2
+    letters = "abcdefgh"[:nsp]
+    out = N.NUMPY_API["einsum"](f"ni{letters},oi{letters}->no{letters}", p, k)
+    return N.transpose(out, tuple(np.argsort(dn.out_spec)))
+
+
 # -- window reductions ------------------------------------------------------------------
 
 _WINDOW_INIT = {"sum": 0.0, "max": -np.inf, "min": np.inf}

@@ -103,3 +103,13 @@ def test_gradients_agree_with_jax():
         assert_same(jitad.grad(f)(x), jax.grad(g)(x), rtol=1e-9, what=name)
     check_grads(lambda v: lax.erf_inv(v) * lax.integer_pow(v, 3) + lax.rem(v, 0.25) + lax.pow(v, 1.5),
                 (x,), order=2)
+
+
+def test_reduce_precision_matches_xla():
+    x = np.array([1.0, 1.0009765625, 1.00048828125, 1.00146484375, 65504.0, 65520.0, 1e6, 6e-8, 1e-9, -3.3,
+                  np.inf, -np.inf, np.nan, -0.0, 0.1])
+    formats = [(5, 10), (8, 7), (11, 52), (3, 0), (4, 3)]
+    table = [(f"e{e}m{m}", lambda v, e=e, m=m: lax.reduce_precision(v, e, m),
+              lambda v, e=e, m=m: jlax.reduce_precision(v, e, m)) for e, m in formats]
+    compare_group(table, (x,), rtol=0.0)
+    compare_group(table[:2], (x.astype(np.float32),), rtol=0.0)

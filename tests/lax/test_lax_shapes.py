@@ -205,12 +205,21 @@ def test_primitive_objects_bind_as_jax():
                                          "preferred_element_type": None, "out_sharding": None}),
              ("select_n_p", (x > 0, x, y), {}), ("clamp_p", (-0.5, x, 0.5), {}),
              ("dynamic_slice_p", (x, 1, 2), {"slice_sizes": (2, 2)}),
-             ("squeeze_p", (x[None],), {"dimensions": (0,)}), ("rev_p", (x,), {"dimensions": (1,)})]
+             ("squeeze_p", (x[None],), {"dimensions": (0,)}), ("rev_p", (x,), {"dimensions": (1,)}),
+             ("reduce_precision_p", (x,), {"exponent_bits": 5, "mantissa_bits": 10}), ("stage_p", (x,), {}),
+             ("gather_p", (x, np.array([[2], [0]])), {"dimension_numbers": jlax.GatherDimensionNumbers((1,), (0,), (0,)),
+                                                      "slice_sizes": (1, 4), "unique_indices": False,
+                                                      "indices_are_sorted": False, "fill_value": None,
+                                                      "mode": jlax.GatherScatterMode.PROMISE_IN_BOUNDS})]
     for name, args, params in cases:
         assert_same(getattr(lax, name).bind(*args, **params), getattr(jlax, name).bind(*args, **params), what=name)
     for name, args, params in [("sort_p", (y, x), {"dimension": 0, "is_stable": True, "num_keys": 1}),
-                               ("top_k_p", (x,), {"k": 2, "axis": 1}), ("split_p", (x,), {"sizes": (1, 3), "axis": 1})]:
+                               ("top_k_p", (x,), {"k": 2, "axis": 1}), ("split_p", (x,), {"sizes": (1, 3), "axis": 1}),
+                               ("approx_top_k_p", (x,), {"k": 2, "reduction_dimension": -1, "recall_target": 0.95,
+                                                         "is_max_k": False, "reduction_input_size_override": -1,
+                                                         "aggregate_to_topk": True})]:
         for a, b in zip(getattr(lax, name).bind(*args, **params), getattr(jlax, name).bind(*args, **params)):
             assert_same(a, b, what=name)
+    assert_same(lax.broadcast_like(np.arange(4.0), x), jlax.broadcast_like(np.arange(4.0), x))
     with pytest.raises(jitad.JitadError, match="lax.while_loop"):
         lax.while_p.bind(x, cond_jaxpr=None, body_jaxpr=None)

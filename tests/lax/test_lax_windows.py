@@ -60,6 +60,7 @@ def test_conv_wrappers_and_shapes():
     x, w = _pair((1, 2, 6, 6), (3, 2, 3, 3))
     xt, wt = _pair((1, 4, 4, 2), (3, 3, 2, 3))
     wf = RNG.standard_normal((2, 3, 3, 2))   # HWIO with I and O swapped by transpose_kernel
+    wl = RNG.standard_normal((2, 2, 12, 3))   # a kernel per output position: (2, 2) positions, 2 * 6 inputs
     cases = [
         ("conv", lambda: lax.conv(x, w, (1, 1), "SAME"), lambda: jlax.conv(x, w, (1, 1), "SAME")),
         ("general_padding", lambda: lax.conv_with_general_padding(x, w, (2, 1), ((1, 0), (0, 1)), (1, 1), (2, 1)),
@@ -72,6 +73,8 @@ def test_conv_wrappers_and_shapes():
          lambda: jlax.conv_transpose(xt, wt, (1, 2), ((1, 1), (2, 0)))),
         ("patches", lambda: lax.conv_general_dilated_patches(x, (2, 3), (1, 2), "VALID"),
          lambda: jlax.conv_general_dilated_patches(x, (2, 3), (1, 2), "VALID")),
+        ("local", lambda: lax.conv_general_dilated_local(xt, wl, (1, 2), "VALID", (3, 2), dimension_numbers=NHWC),
+         lambda: jlax.conv_general_dilated_local(xt, wl, (1, 2), "VALID", (3, 2), dimension_numbers=NHWC)),
     ]
     for name, ours, theirs in cases:
         assert_same(ours(), theirs(), rtol=1e-10, atol=1e-12, what=name)
