@@ -8,8 +8,8 @@ of them, `while_loop` included (JAX refuses that one):
 >>> grad(lambda x: lax.while_loop(lambda c: c < 10.0, lambda c: c * x, 1.0))(3.0)   # d/dx x**3
 27.0
 
-The collectives over named axes (`psum`, `axis_index`, ...) need `vmap(axis_name=...)`,
-which jitad's `vmap` does not have: they raise, naming the alternative. See docs/lax.md.
+The collectives (`psum`, `axis_index`, `all_gather`, ...) work over the named axis of
+`jitad.vmap(f, axis_name=...)`. See docs/lax.md.
 """
 import builtins
 import enum
@@ -245,23 +245,10 @@ def ragged_dot(lhs, rhs, group_sizes, precision=None, preferred_element_type=Non
     return out
 
 
-# -- collectives over named axes: declined (jitad's vmap binds no axis names) -------------
+# -- collectives over named axes ----------------------------------------------------
 
-def _declined_collective(name):
-    def fn(*args, **kwargs):
-        raise ArgumentError(f"`lax.{name}` works on a named axis of `vmap(axis_name=...)` or `pmap`; jitad's "
-                            "`vmap` names no axes: write the reduction over the mapped axis explicitly "
-                            "(e.g. `vmap` a function of the whole batch and use `jnp.sum(x, 0)`)")
-    fn.__name__ = name
-    fn.__doc__ = f"Declined: `lax.{name}` needs named axes, which jitad's `vmap` does not bind."
-    return fn
-
-
-COLLECTIVES = ("all_gather", "all_to_all", "axis_index", "axis_size", "pbroadcast", "pcast", "pmax", "pmean",
-               "pmin", "ppermute", "precv", "psend", "pshuffle", "psum", "psum_scatter", "pswapaxes",
-               "ragged_all_to_all")
-for _name in COLLECTIVES:
-    globals()[_name] = _declined_collective(_name)
+from .parallel import (all_gather, all_to_all, axis_index, axis_size, pbroadcast, pcast, pmax, pmean,  # noqa: E402,F401
+                       pmin, ppermute, pshuffle, psum, psum_scatter, pswapaxes)
 
 
 def _declined(name, alternative):
@@ -272,6 +259,11 @@ def _declined(name, alternative):
     return fn
 
 
+precv = _declined("precv", "point-to-point sends between devices have no meaning in one jitad process; "
+                           "use `lax.ppermute` inside `vmap(axis_name=...)`")
+psend = _declined("psend", "see `precv`; use `lax.ppermute`")
+ragged_all_to_all = _declined("ragged_all_to_all", "ragged exchanges between devices are not supported; use "
+                                                   "`lax.all_to_all` with padded pieces")
 rng_bit_generator = _declined("rng_bit_generator", "XLA's generator bits depend on the backend; draw with "
                                                    "`jitad.random.bits(key, shape)` (JAX's threefry bits)")
 rng_uniform = _declined("rng_uniform", "XLA's stateful generator has no fixed values; draw with "
@@ -399,8 +391,16 @@ for _name, _alt in (("cond", "`lax.cond`"), ("while", "`lax.while_loop`"), ("sca
                     ("reduce_window", "`lax.reduce_window` with a Python function"),
                     ("linear_solve", "`lax.custom_linear_solve`")):
     globals()[_name + "_p"] = _prims.Declined(_name + "_p", _alt)
-for _name in ("all_gather", "all_to_all", "axis_index", "pmax", "pmin", "ppermute", "psum", "ragged_all_to_all"):
-    globals()[_name + "_p"] = _prims.Declined(_name + "_p", f"nothing: jitad's vmap binds no axis names")
+_p("psum", lambda x, axes, axis_index_groups=None: psum(x, axes))
+_p("pmax", lambda x, axes, axis_index_groups=None: pmax(x, axes))
+_p("pmin", lambda x, axes, axis_index_groups=None: pmin(x, axes))
+_p("ppermute", lambda x, axis_name, perm: ppermute(x, axis_name, perm))
+_p("axis_index", lambda axis_name: axis_index(axis_name))
+_p("all_gather", lambda x, all_gather_dimension, axis_name, axis_index_groups, axis_size, tiled:
+   all_gather(x, axis_name, axis=all_gather_dimension, tiled=tiled))
+_p("all_to_all", lambda x, split_axis, concat_axis, axis_name, axis_index_groups, tiled:
+   all_to_all(x, axis_name, split_axis, concat_axis, tiled=tiled))
+ragged_all_to_all_p = _prims.Declined("ragged_all_to_all_p", "`lax.all_to_all` with padded pieces")
 for _name in ("rng_bit_generator", "rng_uniform"):
     globals()[_name + "_p"] = _prims.Declined(_name + "_p", "jitad.random")
 after_all_p = P("after_all", after_all)

@@ -80,16 +80,12 @@ OUT_OF_SCOPE = {
 }
 
 # Names jitad exists for but declines (they raise JitadError naming the alternative).
-_COLLECTIVES = {"all_gather", "all_to_all", "axis_index", "axis_size", "pbroadcast", "pcast", "pmax", "pmean",
-                "pmin", "ppermute", "precv", "psend", "pshuffle", "psum", "psum_scatter", "pswapaxes",
-                "ragged_all_to_all"}
 DECLINED = {
-    # named axes: jitad's vmap binds none; block-scaled 8-bit floats; XLA's own generators;
-    # primitive objects whose parameters are JAX's jaxprs
-    "jax.lax": _COLLECTIVES | {n + "_p" for n in ("all_gather", "all_to_all", "axis_index", "pmax", "pmin",
-                                                  "ppermute", "psum", "ragged_all_to_all")}
-    | {"rng_bit_generator", "rng_bit_generator_p", "rng_uniform", "rng_uniform_p", "scaled_dot",
-       "cond_p", "while_p", "scan_p", "reduce_window_p", "linear_solve_p"},
+    # point-to-point and ragged exchanges between devices; block-scaled 8-bit floats; XLA's
+    # own generators; primitive objects whose parameters are JAX's jaxprs
+    "jax.lax": {"precv", "psend", "ragged_all_to_all", "ragged_all_to_all_p", "rng_bit_generator",
+                "rng_bit_generator_p", "rng_uniform", "rng_uniform_p", "scaled_dot", "cond_p", "while_p", "scan_p",
+                "reduce_window_p", "linear_solve_p"},
     "jax.nn": {"scaled_matmul", "scaled_dot_general", "get_scaled_dot_general_config"},
 }
 
