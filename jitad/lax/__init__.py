@@ -41,6 +41,8 @@ from .shapes import (GatherDimensionNumbers, GatherScatterMode, ScatterDimension
                      index_in_dim, index_take, iota, pad, padtype_to_pads, reshape, rev, scatter, scatter_add,
                      scatter_apply, scatter_max, scatter_min, scatter_mul, scatter_sub, select, select_n, slice,
                      slice_in_dim, split, squeeze, transpose, zeros_like_array)
+from .special import (bessel_i0e, bessel_i1e, betainc, igamma, igamma_grad_a, igammac,  # noqa: F401
+                      random_gamma_grad, zeta)
 from .windows import (ConvDimensionNumbers, conv, conv_dimension_numbers, conv_general_dilated,  # noqa: F401
                       conv_general_dilated_local, conv_general_dilated_patches, conv_general_permutations, conv_general_shape_tuple,
                       conv_shape_tuple, conv_transpose, conv_transpose_shape_tuple, conv_with_general_padding,
@@ -306,12 +308,14 @@ P = _prims.Primitive
 _UNARY = ("abs", "acos", "acosh", "asin", "asinh", "atan", "atanh", "cbrt", "ceil", "clz", "cos", "cosh",
           "digamma", "erf", "erf_inv", "erfc", "exp", "exp2", "expm1", "floor", "is_finite", "lgamma", "log",
           "log1p", "logistic", "neg", "population_count", "rsqrt", "sign", "sin", "sinh", "sqrt", "square",
-          "tan", "tanh", "stop_gradient", "real", "imag", "conj")
+          "tan", "tanh", "stop_gradient", "real", "imag", "conj", "bessel_i0e", "bessel_i1e")
 _BINARY = {"add": "add", "sub": "sub", "mul": "mul", "div": "div", "rem": "rem", "pow": "pow", "max": "max",
            "min": "min", "atan2": "atan2", "nextafter": "nextafter", "eq": "eq", "ne": "ne", "lt": "lt",
            "le": "le", "gt": "gt", "ge": "ge", "and": "bitwise_and", "or": "bitwise_or",
            "xor": "bitwise_xor", "shift_left": "shift_left", "shift_right_logical": "shift_right_logical",
-           "shift_right_arithmetic": "shift_right_arithmetic", "polygamma": "polygamma", "mulhi": "mulhi", "eq_to": "eq", "le_to": "le", "lt_to": "lt"}
+           "shift_right_arithmetic": "shift_right_arithmetic", "polygamma": "polygamma", "igamma": "igamma",
+           "igammac": "igammac", "igamma_grad_a": "igamma_grad_a", "random_gamma_grad": "random_gamma_grad",
+           "zeta": "zeta", "mulhi": "mulhi", "eq_to": "eq", "le_to": "le", "lt_to": "lt"}
 
 
 def real(x):
@@ -343,6 +347,7 @@ _p("select_n", select_n)
 _p("integer_pow", integer_pow)
 _p("round", round)
 _p("reduce_precision", reduce_precision)
+_p("regularized_incomplete_beta", betainc)
 _p("stage", stage)
 _p("sharding_constraint", lambda x, **params: x)
 _p("approx_top_k", lambda x, k, reduction_dimension, recall_target, is_max_k, reduction_input_size_override,

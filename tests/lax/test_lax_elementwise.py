@@ -113,3 +113,57 @@ def test_reduce_precision_matches_xla():
               lambda v, e=e, m=m: jlax.reduce_precision(v, e, m)) for e, m in formats]
     compare_group(table, (x,), rtol=0.0)
     compare_group(table[:2], (x.astype(np.float32),), rtol=0.0)
+
+
+def _fd_a(f, a, x, h=1e-5):
+    """d f(a, x) / da by central differences (SciPy has no derivative in a)."""
+    return (f(a + h, x) - f(a - h, x)) / (2 * h)
+
+
+def test_special_functions_on_edges():
+    """Against SciPy, whose values on these edges are JAX's too (JAX's own igamma family
+    takes XLA half a minute to compile); the a-derivatives against SciPy's differences."""
+    sp = pytest.importorskip("scipy.special")
+    a = np.array([0.5, 1.0, 3.0, 10.0, 0.0, -1.0, 2.0, 2.0, 2.0, np.nan, 1e-3, 40.0, 0.2, 150.0])
+    x = np.array([0.3, 1.0, 5.0, 8.0, 1.0, 1.0, 0.0, np.inf, -1.0, 1.0, 1e-4, 45.0, 30.0, 140.0])
+    zx = np.array([2.0, 1.0, 0.5, 3.5, 2.0, 2.0, 1.5, 1.0001, 30.0])
+    zq = np.array([1.0, 1.0, 1.0, 0.3, -1.0, 0.0, 1e3, 2.0, 0.5])
+    ba, bb = np.array([0.5, 2.0, 1.0, 3.0, 0.0, 2.0, 5.0, 30.0]), np.array([0.5, 3.0, 1.0, 0.5, 1.0, 2.0, 50., 20.0])
+    bx = np.array([0.3, 0.7, 0.0, 1.0, 0.5, -0.1, 0.05, 0.6])
+    z = np.array([0.0, -1.0, 5.0, 29.0, 31.0, 500.0, np.inf, -30.5, 1e-5, np.nan])
+    ga, gx = np.array([0.7, 2.5, 6.0, 40.0]), np.array([0.4, 3.0, 9.0, 35.0])   # inside the domain
+    got = jitad.jit(lambda: (lax.igamma(a, x), lax.igammac(a, x), lax.zeta(zx, zq), lax.betainc(ba, bb, bx),
+                             lax.bessel_i0e(z), lax.bessel_i1e(z), lax.igamma_grad_a(ga, gx),
+                             lax.random_gamma_grad(ga, gx)))()
+    grad_a = _fd_a(sp.gammainc, ga, gx)
+    want = (sp.gammainc(a, x), sp.gammaincc(a, x), sp.zeta(zx, zq), sp.betainc(ba, bb, bx), sp.i0e(z), sp.i1e(z),
+            grad_a, -grad_a / np.exp((ga - 1) * np.log(gx) - gx - sp.gammaln(ga)))
+    for name, g, w in zip(["igamma", "igammac", "zeta", "betainc", "i0e", "i1e", "igamma_grad_a", "random_gamma_grad"],
+                          got, want):
+        assert_same(g, w, rtol=1e-6 if "grad" in name else 1e-10, atol=1e-300, what=name)
+    assert_same(lax.igamma_p.bind(2.0, 3.0), sp.gammainc(2.0, 3.0), rtol=1e-12)
+    assert_same(lax.regularized_incomplete_beta_p.bind(2.0, 3.0, 0.4), sp.betainc(2.0, 3.0, 0.4), rtol=1e-12)
+
+
+def test_special_function_gradients():
+    sp = pytest.importorskip("scipy.special")
+    a, x = np.array([0.7, 2.5, 6.0]), np.array([0.4, 3.0, 9.0])
+    total = lambda f: (lambda a, x: jitad.numpy.sum(f(a, x)))
+    grads = jitad.jit(lambda a, x: (
+        jitad.grad(total(lax.igamma), (0, 1))(a, x), jitad.grad(total(lax.igammac), 1)(a, x),
+        jitad.grad(total(lambda a, x: lax.betainc(a, 2.0, x / 10.0)), 1)(a, x),
+        jitad.grad(total(lambda a, x: lax.zeta(a + 1.5, x)), 1)(a, x),
+        jitad.grad(total(lambda a, x: lax.bessel_i0e(x - a)), 1)(a, x),
+        jitad.grad(total(lambda a, x: lax.bessel_i1e(a - x)), 1)(a, x)))(a, x)
+    (ia, ix), qx, bx, zq, i0, i1 = grads
+    density = np.exp((a - 1) * np.log(x) - x - sp.gammaln(a))
+    u = x / 10.0
+    assert_same(ia, _fd_a(sp.gammainc, a, x), rtol=1e-6, what="igamma d/da")
+    assert_same(ix, density, rtol=1e-10, what="igamma d/dx")
+    assert_same(qx, -density, rtol=1e-10, what="igammac d/dx")
+    assert_same(bx, u ** (a - 1) * (1 - u) / sp.beta(a, 2.0) / 10.0, rtol=1e-10, what="betainc d/dx")
+    assert_same(zq, -(a + 1.5) * sp.zeta(a + 2.5, x), rtol=1e-10, what="zeta d/dq")
+    v = x - a
+    assert_same(i0, sp.i1e(v) - np.sign(v) * sp.i0e(v), rtol=1e-10, what="i0e'")
+    w = a - x
+    assert_same(i1, -(sp.i0e(w) - sp.i1e(w) * (np.sign(w) + 1 / w)), rtol=1e-10, what="i1e'")
