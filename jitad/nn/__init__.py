@@ -363,8 +363,36 @@ def _declined(name, why):
     return fn
 
 
-scaled_matmul = _declined("scaled_matmul", "block-scaled 8-bit and 4-bit floats have no jitad dtype; "
-                                           "multiply the scaled operands with `jnp.matmul`")
-scaled_dot_general = _declined("scaled_dot_general", "block-scaled low-precision floats have no jitad "
-                                                     "dtype; use `lax.dot_general`")
-get_scaled_dot_general_config = _declined("get_scaled_dot_general_config", "see `scaled_dot_general`")
+def scaled_matmul(lhs, rhs, lhs_scales, rhs_scales, preferred_element_type=np.float32):
+    """The block-scaled product of lhs (B, M, K) and rhs (B, N, K) contracting K: each
+    operand times its scales repeated over blocks of K // scales.shape[-1] entries, as
+    (B, M, N) in `preferred_element_type` (float32 by default). jitad has no 8-bit floats:
+    the operands and scales are ordinary floats."""
+    from ..lax import convert_element_type
+    def scaled(x, scales, who):
+        k, kb = x.shape[-1], scales.shape[-1]
+        if kb == 0 or k % kb:
+            raise ShapeError(f"`nn.scaled_matmul`: {who} has {k} entries along K, not a multiple of its "
+                             f"{kb} scales")
+        return _float(x) * jnp.repeat(_float(scales), k // kb, axis=-1)
+    a, b = (jnp.asarray(v) if not is_staged(v) else v for v in (lhs, rhs))
+    sa, sb = (jnp.asarray(v) if not is_staged(v) else v for v in (lhs_scales, rhs_scales))
+    out = jnp.einsum("bmk,bnk->bmn", scaled(a, sa, "lhs"), scaled(b, sb, "rhs"))
+    return convert_element_type(out, preferred_element_type)
+
+
+def scaled_dot_general(lhs, rhs, dimension_numbers, preferred_element_type=np.float32, configs=None,
+                       implementation=None):
+    """`lax.dot_general` returned as `preferred_element_type` (float32 by default). The
+    block-scaled quantization `configs` describe (8-bit and 4-bit floats) is not available
+    in jitad: give `configs=None`."""
+    from ..lax import convert_element_type, dot_general
+    if configs is not None or implementation not in (None, "xla"):
+        raise ArgumentError("`nn.scaled_dot_general`: block-scaled quantization (configs=) needs 8-bit or 4-bit "
+                            "floats, which jitad does not have; call it with configs=None")
+    return convert_element_type(dot_general(lhs, rhs, dimension_numbers), preferred_element_type)
+
+
+get_scaled_dot_general_config = _declined("get_scaled_dot_general_config", "block-scale configurations name "
+                                          "8-bit and 4-bit float types, which jitad does not have; pass "
+                                          "configs=None to `scaled_dot_general`")

@@ -145,3 +145,20 @@ def test_initializer_errors():
         nn.initializers.glorot_normal()(jitad.random.PRNGKey(0), (3,))
     with pytest.raises(jitad.JitadError, match="fan_in"):
         nn.initializers.delta_orthogonal()(jitad.random.PRNGKey(0), (3, 5, 2))
+
+
+def test_scaled_products():
+    rng = np.random.default_rng(2)
+    a, b = rng.standard_normal((2, 4, 64)), rng.standard_normal((2, 3, 64))
+    sa, sb = rng.random((2, 4, 2)), rng.random((2, 3, 4))
+    want = np.einsum("bmk,bnk->bmn", a * np.repeat(sa, 32, -1), b * np.repeat(sb, 16, -1))   # JAX's definition
+    got = jitad.jit(lambda a, b, sa, sb: nn.scaled_matmul(a, b, sa, sb, preferred_element_type=np.float64))(a, b, sa, sb)
+    same(got, want, rtol=1e-12)
+    assert nn.scaled_matmul(a, b, sa, sb).dtype == np.float32
+    x, y = a.astype(np.float32), np.swapaxes(b, 1, 2).astype(np.float32)
+    dn = (((2,), (1,)), ((0,), (0,)))
+    ours = nn.scaled_dot_general(x, y, dn)
+    assert ours.dtype == np.float32
+    same(ours, jnn.scaled_dot_general(x, y, dn), rtol=1e-5, atol=1e-5)
+    with pytest.raises(jitad.JitadError, match="configs=None"):
+        nn.get_scaled_dot_general_config("mxfp8")
