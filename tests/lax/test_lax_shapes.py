@@ -121,6 +121,11 @@ def test_gather_and_scatters():
         assert_same(a, b, rtol=1e-12)
 
 
+def _affine(f, g):
+    """The composition of the maps v -> a v + b (associative, not commutative)."""
+    return f[0] * g[0], f[1] * g[0] + g[1]
+
+
 def test_reductions_and_running_operations():
     x = X.copy()
     x[1, 2] = np.nan
