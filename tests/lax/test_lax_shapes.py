@@ -91,22 +91,24 @@ def _sdn(m, dn):
 def test_gather_and_scatters():
     ops = [RNG.standard_normal(s) for _, s, *_ in GATHERS]
     idx = [np.asarray(i) for _, _, i, *_ in GATHERS]
-    for mode in (None, "clip", "fill"):
-        got = jitad.jit(lambda ops: [lax.gather(o, i, _gdn(lax, dn), sz, mode=mode)
-                                     for o, i, (_, _, _, dn, sz) in zip(ops, idx, GATHERS)])(ops)
-        for g, o, i, (name, _, _, dn, sz) in zip(got, ops, idx, GATHERS):
-            assert_same(g, jlax.gather(o, i, _gdn(jlax, dn), sz, mode=mode), what=f"gather {name} {mode}")
+    def gathers(m, ops):
+        return [m.gather(o, i, _gdn(m, dn), sz, mode=mode) for mode in (None, "clip", "fill")
+                for o, i, (_, _, _, dn, sz) in zip(ops, idx, GATHERS)]
+    names = [f"gather {name} {mode}" for mode in (None, "clip", "fill") for name, *_ in GATHERS]
+    for name, g, w in zip(names, jitad.jit(lambda ops: gathers(lax, ops))(ops), jax.jit(lambda ops: gathers(jlax, ops))(ops)):
+        assert_same(g, w, what=name)
     kinds = ["scatter", "scatter_add", "scatter_mul", "scatter_min", "scatter_max", "scatter_sub"]
     o, i, dn = ops[0], np.array([[1], [4], [1], [7]]), ((1,), (0,), (0,))
     u = RNG.standard_normal((4, 3))
-    for mode in (None, "clip"):
-        got = jitad.jit(lambda o, u: [getattr(lax, k)(o, i, u, _sdn(lax, dn), mode=mode) for k in kinds])(o, u)
-        for g, k in zip(got, kinds):
-            if k == "scatter":   # a repeated index: JAX leaves which write wins open; check the rest
-                want = np.asarray(getattr(jlax, k)(o, i, u, _sdn(jlax, dn), mode=mode))
-                assert_same(np.delete(g, 1, 0), np.delete(want, 1, 0), what=f"{k} {mode}")
-                continue
-            assert_same(g, getattr(jlax, k)(o, i, u, _sdn(jlax, dn), mode=mode), rtol=1e-12, what=f"{k} {mode}")
+    def scatters(m, o, u):
+        return [getattr(m, k)(o, i, u, _sdn(m, dn), mode=mode) for mode in (None, "clip") for k in kinds]
+    names = [(k, mode) for mode in (None, "clip") for k in kinds]
+    for (k, mode), g, want in zip(names, jitad.jit(lambda o, u: scatters(lax, o, u))(o, u),
+                                  jax.jit(lambda o, u: scatters(jlax, o, u))(o, u)):
+        if k == "scatter":   # a repeated index: JAX leaves which write wins open; check the rest
+            assert_same(np.delete(g, 1, 0), np.delete(np.asarray(want), 1, 0), what=f"{k} {mode}")
+            continue
+        assert_same(g, want, rtol=1e-12, what=f"{k} {mode}")
     ow, iw, uw = ops[1], np.array([[1, 0], [2, 2]]), RNG.standard_normal((2, 2, 2))
     assert_same(lax.scatter_add(ow, iw, uw, _sdn(lax, ((1, 2), (), (0, 1)))),
                 jlax.scatter_add(ow, iw, uw, _sdn(jlax, ((1, 2), (), (0, 1)))))
@@ -116,7 +118,7 @@ def test_gather_and_scatters():
         gathered = m.gather(o, idx[1], _gdn(m, GATHERS[1][3]), (2, 2), mode="clip")
         return np_.sum(np_.sin(scattered)) + np_.sum(gathered ** 2)
     g_ours = jitad.grad(lambda o, u: loss(lax, jitad.numpy, o, u), (0, 1))(ops[0], u)
-    g_jax = jax.grad(lambda o, u: loss(jlax, jax.numpy, o, u), (0, 1))(ops[0], u)
+    g_jax = jax.jit(jax.grad(lambda o, u: loss(jlax, jax.numpy, o, u), (0, 1)))(ops[0], u)
     for a, b in zip(g_ours, g_jax):
         assert_same(a, b, rtol=1e-12)
 
@@ -192,7 +194,7 @@ def test_products():
     ]
     compare_group([(n, lambda a, b, f=f: f(lax, a, b), lambda a, b, f=f: f(jlax, a, b)) for n, f in rows], (a, b))
     ours = jitad.grad(lambda a, b: jitad.numpy.sum(lax.dot_general(a, b, (((2,), (1,)), ((0,), (0,)))) ** 2), (0, 1))(a, b)
-    theirs = jax.grad(lambda a, b: jax.numpy.sum(jlax.dot_general(a, b, (((2,), (1,)), ((0,), (0,)))) ** 2), (0, 1))(a, b)
+    theirs = jax.jit(jax.grad(lambda a, b: jax.numpy.sum(jlax.dot_general(a, b, (((2,), (1,)), ((0,), (0,)))) ** 2), (0, 1)))(a, b)
     for o, t in zip(ours, theirs):
         assert_same(o, t, rtol=1e-12)
 

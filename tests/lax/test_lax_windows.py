@@ -40,18 +40,29 @@ def test_conv_general_dilated_values():
     data = [_pair(l, r) for _, l, r, _ in CONVS]
     fn = jitad.jit(lambda *xs: tuple(lax.conv_general_dilated(xs[2 * i], xs[2 * i + 1], **kw)
                                      for i, (_, _, _, kw) in enumerate(CONVS)))
-    got = fn(*[a for pair in data for a in pair])
-    for (name, _, _, kw), (x, w), g in zip(CONVS, data, got):
-        assert_same(g, jlax.conv_general_dilated(x, w, **kw), rtol=1e-10, atol=1e-12, what=name)
+    flat = [a for pair in data for a in pair]
+    wants = jax.jit(lambda *xs: tuple(jlax.conv_general_dilated(xs[2 * i], xs[2 * i + 1], **kw)
+                                      for i, (_, _, _, kw) in enumerate(CONVS)))(*flat)
+    for (name, _, _, kw), g, want in zip(CONVS, fn(*flat), wants):
+        assert_same(g, want, rtol=1e-10, atol=1e-12, what=name)
+
+
+def _conv_loss(m, np_, cases):
+    """The sum over `cases` of sum(sin(conv)): one program whose gradient covers them all."""
+    def loss(*xs):
+        return sum(np_.sum(np_.sin(m.conv_general_dilated(xs[2 * i], xs[2 * i + 1], **kw)))
+                   for i, (_, _, _, kw) in enumerate(cases))
+    return loss
 
 
 def test_conv_gradients_agree_with_jax():
-    for name, lhs, rhs, kw in [CONVS[2], CONVS[5], CONVS[6]]:
-        x, w = _pair(lhs, rhs)
-        ours = jitad.grad(lambda x, w: jitad.numpy.sum(jitad.numpy.sin(lax.conv_general_dilated(x, w, **kw))), (0, 1))(x, w)
-        theirs = jax.grad(lambda x, w: jax.numpy.sum(jax.numpy.sin(jlax.conv_general_dilated(x, w, **kw))), (0, 1))(x, w)
-        for o, t in zip(ours, theirs):
-            assert_same(o, t, rtol=1e-9, atol=1e-12, what=name)
+    cases = [CONVS[2], CONVS[5], CONVS[6], CONVS[7]]
+    flat = [a for _, l, r, _ in cases for a in _pair(l, r)]
+    nums = tuple(range(len(flat)))
+    ours = jitad.grad(_conv_loss(lax, jitad.numpy, cases), nums)(*flat)
+    theirs = jax.jit(jax.grad(_conv_loss(jlax, jax.numpy, cases), nums))(*flat)
+    for k, (o, t) in enumerate(zip(ours, theirs)):
+        assert_same(o, t, rtol=1e-9, atol=1e-12, what=f"{cases[k // 2][0]} argument {k % 2}")
     x, w = _pair((1, 2, 5, 4), (2, 2, 2, 3))
     check_grads(lambda x, w: lax.conv_general_dilated(x, w, (2, 1), "SAME", rhs_dilation=(1, 2)), (x, w), order=2)
 
@@ -116,10 +127,12 @@ def test_reduce_window_values_and_gradients():
     def ours(*xs):
         return tuple(lax.reduce_window(x, init, op, w, s, p, b, d)
                      for x, (_, _, w, s, p, b, d) in zip(xs, WINDOWS) for _, op, _, init in kinds)
-    got = iter(jitad.jit(ours)(*xs))
-    for x, (name, _, w, s, p, b, d) in zip(xs, WINDOWS):
-        for kind, _, op, init in kinds:
-            assert_same(next(got), jlax.reduce_window(x, init, op, w, s, p, b, d), rtol=1e-12, what=f"{name}-{kind}")
+    def theirs(*xs):
+        return tuple(jlax.reduce_window(x, init, op, w, s, p, b, d)
+                     for x, (_, _, w, s, p, b, d) in zip(xs, WINDOWS) for _, _, op, init in kinds)
+    names = [f"{name}-{kind}" for name, *_ in WINDOWS for kind, *_ in kinds]
+    for name, g, want in zip(names, jitad.jit(ours)(*xs), jax.jit(theirs)(*xs)):
+        assert_same(g, want, rtol=1e-12, what=name)
     x = xs[1]
     params = dict(window_dimensions=(1, 3, 3, 1), window_strides=(1, 1, 1, 1),
                   padding=((0, 0), (1, 1), (1, 1), (0, 0)), base_dilation=(1, 1, 1, 1), window_dilation=(1, 1, 1, 1))
@@ -128,8 +141,8 @@ def test_reduce_window_values_and_gradients():
         assert_same(getattr(lax, p).bind(x, **params), getattr(jlax, p).bind(x, **params), what=p)
     f = lambda x: lax.reduce_window(x, -np.inf, lax.max, (1, 2, 2, 1), (1, 1, 1, 1), "SAME")
     g_ours = jitad.grad(lambda x: jitad.numpy.sum(jitad.numpy.tanh(f(x))))(xs[0])
-    g_jax = jax.grad(lambda x: jax.numpy.sum(jax.numpy.tanh(
-        jlax.reduce_window(x, -np.inf, jlax.max, (1, 2, 2, 1), (1, 1, 1, 1), "SAME"))))(xs[0])
+    g_jax = jax.jit(jax.grad(lambda x: jax.numpy.sum(jax.numpy.tanh(
+        jlax.reduce_window(x, -np.inf, jlax.max, (1, 2, 2, 1), (1, 1, 1, 1), "SAME")))))(xs[0])
     assert_same(g_ours, g_jax, rtol=1e-10)
     check_grads(lambda x: lax.reduce_window(x, 0.0, lax.add, (2, 3), (1, 2), ((1, 0), (2, 1)), (1, 2)), (xs[2],),
                 order=2)
