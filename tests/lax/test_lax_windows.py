@@ -55,8 +55,11 @@ def _conv_loss(m, np_, cases):
     return loss
 
 
-def test_conv_gradients_agree_with_jax():
-    cases = [CONVS[2], CONVS[5], CONVS[6], CONVS[7]]
+@pytest.mark.parametrize("cases", [
+    [CONVS[2], CONVS[6]],   # a layout with strides and padding pairs; feature groups
+    pytest.param([CONVS[1], CONVS[4], CONVS[5], CONVS[7], CONVS[9]], marks=pytest.mark.slow),
+])
+def test_conv_gradients_agree_with_jax(cases):
     flat = [a for _, l, r, _ in cases for a in _pair(l, r)]
     nums = tuple(range(len(flat)))
     ours = jitad.grad(_conv_loss(lax, jitad.numpy, cases), nums)(*flat)
