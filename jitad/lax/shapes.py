@@ -394,7 +394,8 @@ def scatter_sub(operand, scatter_indices, updates, dimension_numbers, *, indices
 
 def scatter_apply(operand, scatter_indices, func, dimension_numbers, *, update_shape=(),
                   indices_are_sorted=False, unique_indices=False, mode=None):
-    """`operand` with `func` applied to the entries the scatter indices reach (once each)."""
+    """`operand` with `func` applied to the entries the scatter indices reach, once each
+    (JAX applies it once per occurrence of a repeated index)."""
     hit = _scatter("set", N.zeros(_shape(operand), "bool"), scatter_indices,
                    np.ones(update_shape, bool), dimension_numbers, mode)
     return N.where(hit, func(_array(operand)), _array(operand))

@@ -111,7 +111,8 @@ def test_gather_and_scatters():
         assert_same(g, want, rtol=1e-12, what=f"{k} {mode}")
     i0, i1 = np.array([1, 0, 1]), np.array([3, 2, 0])
     assert_same(lax.index_take(X3.reshape(2, 3), (i0, i1 % 3), (0, 1)), jlax.index_take(X3.reshape(2, 3), (i0, i1 % 3), (0, 1)))
-    apply = lambda m: m.scatter_apply(o, i, lambda v: v * 10.0, _sdn(m, dn), update_shape=(4, 3))
+    unique = np.array([[1], [4], [7]])   # (a repeated index: JAX applies func once per occurrence, jitad once)
+    apply = lambda m: m.scatter_apply(o, unique, lambda v: v * 10.0, _sdn(m, dn), update_shape=(3, 3))
     assert_same(jitad.jit(lambda: apply(lax))(), apply(jlax))
     ow, iw, uw = ops[1], np.array([[1, 0], [2, 2]]), RNG.standard_normal((2, 2, 2))
     assert_same(lax.scatter_add(ow, iw, uw, _sdn(lax, ((1, 2), (), (0, 1)))),
