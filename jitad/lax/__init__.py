@@ -22,7 +22,6 @@ from ..staging import is_staged, result_dtype
 from . import linalg  # noqa: F401
 from .dynamic import (dynamic_index_in_dim, dynamic_slice, dynamic_slice_in_dim,  # noqa: F401
                       dynamic_update_index_in_dim, dynamic_update_slice, dynamic_update_slice_in_dim)
-from .elementwise import *  # noqa: F401,F403
 from .elementwise import (abs, acos, acosh, add, asin, asinh, atan, atan2, atanh, bitcast_convert_type,  # noqa: F401
                           bitwise_and, bitwise_not, bitwise_or, bitwise_xor, cbrt, ceil, clamp, clz,
                           convert_element_type, cos, cosh, digamma, div, eq, erf, erf_inv, erfc, exp, exp2,
@@ -304,7 +303,7 @@ def ragged_dot_general(lhs, rhs, group_sizes, ragged_dot_dimension_numbers, prec
 
 # -- JAX's primitive objects ---------------------------------------------------------------
 
-P = _prims.Primitive
+_P = _prims.Primitive
 _UNARY = ("abs", "acos", "acosh", "asin", "asinh", "atan", "atanh", "cbrt", "ceil", "clz", "cos", "cosh",
           "digamma", "erf", "erf_inv", "erfc", "exp", "exp2", "expm1", "floor", "is_finite", "lgamma", "log",
           "log1p", "logistic", "neg", "population_count", "rsqrt", "sign", "sin", "sinh", "sqrt", "square",
@@ -334,7 +333,7 @@ def conj(x):
 
 
 def _p(name, fn, **kw):
-    globals()[name + "_p"] = P(name, fn, **kw)
+    globals()[name + "_p"] = _P(name, fn, **kw)
 
 
 for _name in _UNARY:
@@ -408,7 +407,7 @@ _p("all_to_all", lambda x, split_axis, concat_axis, axis_name, axis_index_groups
 ragged_all_to_all_p = _prims.Declined("ragged_all_to_all_p", "`lax.all_to_all` with padded pieces")
 for _name in ("rng_bit_generator", "rng_uniform"):
     globals()[_name + "_p"] = _prims.Declined(_name + "_p", "jitad.random")
-after_all_p = P("after_all", after_all)
-create_token_p = P("create_token", lambda *a: create_token())
-dce_sink_p = P("dce_sink", lambda *xs: [], multiple_results=True)
+after_all_p = _P("after_all", after_all)
+create_token_p = _P("create_token", lambda *a: create_token())
+dce_sink_p = _P("dce_sink", lambda *xs: [], multiple_results=True)
 del _name, _fn
