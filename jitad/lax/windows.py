@@ -5,8 +5,9 @@ Both are built from static strided slices of the padded (and dilated) input, one
 window position ("tap"): a convolution concatenates its taps along the channel axis and
 runs one matrix product (im2col); a window reduction folds its taps with the reducing
 operation. Every step has its gradient in jitad (a slice's is an add into a region), so
-reverse and forward mode come for free. A plain 2-D NCHW convolution at stride 1 runs
-jitad's direct `conv2d` kernel instead."""
+reverse and forward mode come for free. A 2-D convolution without groups or kernel
+dilation runs jitad's direct `conv2d` kernel instead (at a stride above 1, once per phase
+of the strided input)."""
 import itertools
 import math
 import operator
@@ -143,9 +144,8 @@ def _conv_nc(x, w, strides, pads, lhs_dilation, rhs_dilation, groups):
                          f"do not fit feature_group_count={groups}")
     if 0 in out or n == 0 or o == 0 or math.prod(window) == 0:
         return N.zeros((n, o) + tuple(out), result_dtype(x))
-    if nsp == 2 and groups == 1 and all(s == 1 for s in strides) and all(d == 1 for d in rhs_dilation) \
-            and result_dtype(x) in ("f32", "f64"):
-        return N.conv2d_valid(x, w)   # the direct kernel
+    if nsp == 2 and groups == 1 and all(d == 1 for d in rhs_dilation) and result_dtype(x) in ("f32", "f64"):
+        return _direct_2d(x, w, strides, out)
     k = math.prod(window)
     xt = N.transpose(x, (0,) + tuple(range(2, 2 + nsp)) + (1,))          # (N, S..., C)
     taps = list(_taps(xt, window, strides, rhs_dilation, out, 1))          # each (N, P..., C)
@@ -163,6 +163,25 @@ def _conv_nc(x, w, strides, pads, lhs_dilation, rhs_dilation, groups):
         res = N.reshape(N.transpose(N.matmul(lhs, rhs), (1, 0, 2)), (n * p, o))
     res = N.reshape(res, (n,) + tuple(out) + (o,))
     return N.transpose(res, (0, nsp + 1) + tuple(range(1, nsp + 1)))
+
+
+def _direct_2d(x, w, strides, out):
+    """A 2-D convolution by jitad's direct stride-1 kernel: at stride (sh, sw) the sum over
+    the sh * sw phases of the input (rows a, a + sh, ...; columns likewise) of each phase
+    convolved with the kernel taps of the same phase."""
+    (n, c, _, _), (o, _, kh, kw), (sh, sw), (oh, ow) = _shape(x), _shape(w), strides, out
+    if (sh, sw) == (1, 1):
+        return N.conv2d_valid(x, w)
+    total = None
+    for a in range(min(sh, kh)):
+        for b in range(min(sw, kw)):
+            sub = N.slice_static(w, (0, 0, a, b), (o, c, kh, kw), (1, 1, sh, sw))
+            th, tw = _shape(sub)[2:]
+            phase = N.slice_static(x, (0, 0, a, b), (n, c, a + sh * (oh + th - 2) + 1, b + sw * (ow + tw - 2) + 1),
+                                   (1, 1, sh, sw))
+            part = N.conv2d_valid(phase, sub)
+            total = part if total is None else total + part
+    return total
 
 
 def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None, rhs_dilation=None,
