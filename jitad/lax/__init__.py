@@ -46,7 +46,8 @@ from .windows import (ConvDimensionNumbers, conv, conv_dimension_numbers, conv_g
                       conv_general_dilated_local, conv_general_dilated_patches, conv_general_permutations, conv_general_shape_tuple,
                       conv_shape_tuple, conv_transpose, conv_transpose_shape_tuple, conv_with_general_padding,
                       reduce_window, reduce_window_max_named, reduce_window_min_named,
-                      reduce_window_shape_tuple, reduce_window_sum_named)
+                      reduce_window_shape_tuple, reduce_window_sum_named, select_and_gather_add,
+                      select_and_scatter_add)
 from . import primitives as _prims
 
 
@@ -388,10 +389,13 @@ _p("reduce", lambda *args, computation, dimensions: reduce(args[:len(args) // 2]
 for _name in ("cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp"):
     _p(_name, globals()[_name])
 _p("dot_general", dot_general)
+_p("select_and_scatter_add", select_and_scatter_add)
+_p("select_and_gather_add", select_and_gather_add)
 _p("conv_general_dilated", conv_general_dilated)
 for _name in ("reduce_window_sum", "reduce_window_max", "reduce_window_min"):
     _p(_name, globals()[_name + "_named"])
 for _name, _alt in (("cond", "`lax.cond`"), ("while", "`lax.while_loop`"), ("scan", "`lax.scan`"),
+                    ("select_and_scatter", "`lax.reduce_window` and its gradient"),
                     ("reduce_window", "`lax.reduce_window` with a Python function"),
                     ("linear_solve", "`lax.custom_linear_solve`")):
     globals()[_name + "_p"] = _prims.Declined(_name + "_p", _alt)

@@ -422,3 +422,60 @@ def _reduce_window_named(kind, fn):
 reduce_window_sum_named = _reduce_window_named("sum", E.add)
 reduce_window_max_named = _reduce_window_named("max", E.max)
 reduce_window_min_named = _reduce_window_named("min", E.min)
+
+
+# -- the selections behind a max or min window's derivatives (JAX's primitives only) ------
+
+def _selected(operand, select_prim, window, strides, padding, base, wdil):
+    """Per window, the mask of the tap `select_prim` picks (`ge`: the first largest, `le`:
+    the first smallest), one mask per tap, and the padded shape and the taps' slices."""
+    kind = getattr(select_prim, "name", select_prim)
+    if kind not in ("ge", "le", "gt", "lt"):
+        raise ArgumentError(f"select_prim {kind!r}: jitad selects with ge, gt, le or lt")
+    largest = kind in ("ge", "gt")
+    x = _array(operand)
+    shape, n = _shape(x), len(_shape(x))
+    out = reduce_window_shape_tuple(shape, window, strides, padding, base, wdil)
+    fill = -np.inf if largest else np.inf
+    padded = pad(x, fill, [(lo, hi, b - 1) for (lo, hi), b in zip(padding, base)])
+    taps = list(_taps(padded, window, strides, wdil, out, 0))
+    best, masks = taps[0], [None] * len(taps)
+    chosen = N.zeros(out, "i64")
+    for k, t in enumerate(taps[1:], 1):
+        better = (t > best) if largest else (t < best)   # strict: the first of equals stays
+        chosen = N.where(better, k, chosen)
+        best = N.where(better, t, best)
+    masks = [chosen == k for k in range(len(taps))]
+    return masks, _shape(padded), out
+
+
+def select_and_scatter_add(source, operand, select_prim, window_dimensions, window_strides, padding):
+    """Each window's `source` value added at the entry of `operand` that `select_prim`
+    picks in that window (the transpose of a max or min window's selection)."""
+    n = len(_shape(operand))
+    window, strides = tuple(window_dimensions), tuple(window_strides)
+    masks, padded_shape, out = _selected(operand, select_prim, window, strides, padding, (1,) * n, (1,) * n)
+    src = _array(source)
+    total = None
+    for mask, pos in zip(masks, itertools.product(*(range(k) for k in window))):
+        starts = tuple(p for p in pos)
+        stops = tuple(p + (o - 1) * s + 1 for p, o, s in zip(pos, out, strides))
+        placed = N.unslice(N.where(mask, src, N.zeros_like(src)), padded_shape, starts, stops, strides)
+        total = placed if total is None else total + placed
+    starts = tuple(lo for lo, _ in padding)
+    return N.slice_static(total, starts, tuple(s + d for s, d in zip(starts, _shape(operand))), (1,) * n)
+
+
+def select_and_gather_add(tangents, operand, select_prim, window_dimensions, window_strides, padding,
+                          base_dilation, window_dilation):
+    """Per window, the entry of `tangents` where `select_prim` picks in `operand` (the
+    tangent of a max or min window)."""
+    window, strides = tuple(window_dimensions), tuple(window_strides)
+    base, wdil = tuple(base_dilation), tuple(window_dilation)
+    masks, _, out = _selected(operand, select_prim, window, strides, padding, base, wdil)
+    t = pad(_array(tangents), 0.0, [(lo, hi, b - 1) for (lo, hi), b in zip(padding, base)])
+    total = None
+    for mask, tap in zip(masks, _taps(t, window, strides, wdil, out, 0)):
+        part = N.where(mask, tap, N.zeros_like(tap))
+        total = part if total is None else total + part
+    return total

@@ -165,3 +165,20 @@ def test_reduce_window_generic_and_pytree():
         assert_same(g, w, rtol=1e-12)
     assert lax.reduce_window_shape_tuple((5, 6), (2, 3), (1, 2), ((1, 0), (0, 2))) == \
         tuple(jlax.reduce_window_shape_tuple((5, 6), (2, 3), (1, 2), ((1, 0), (0, 2))))
+
+
+def test_window_selection_primitives():
+    x = RNG.standard_normal((4, 6))
+    x[1, 2] = x[1, 3]   # a tie: the first of equals is selected, as XLA
+    src, t = RNG.standard_normal((4, 3)), RNG.standard_normal((4, 6))
+    params = dict(window_dimensions=(2, 3), window_strides=(1, 2), padding=((0, 1), (1, 1)))
+    for prim in ("ge", "le"):
+        got = jitad.jit(lambda s, x, t: (
+            lax.select_and_scatter_add_p.bind(s, x, select_prim=getattr(lax, prim + "_p"), **params),
+            lax.select_and_gather_add_p.bind(t, x, select_prim=getattr(lax, prim + "_p"), base_dilation=(1, 1),
+                                             window_dilation=(1, 1), **params)))(src, x, t)
+        want = (jlax.select_and_scatter_add_p.bind(src, x, select_prim=getattr(jlax, prim + "_p"), **params),
+                jlax.select_and_gather_add_p.bind(t, x, select_prim=getattr(jlax, prim + "_p"), base_dilation=(1, 1),
+                                                  window_dilation=(1, 1), **params))
+        for g, w in zip(got, want):
+            assert_same(g, w, rtol=1e-12, what=prim)
