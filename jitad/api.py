@@ -384,10 +384,11 @@ def jit_grad(fn=None, *, argnums=0, has_aux=False, device="cpu"):
 
 # -- batching -----------------------------------------------------------------------
 
-def vmap(fn, in_axes=0, out_axes=0):
+def vmap(fn, in_axes=0, out_axes=0, axis_name=None):
     """Vectorize `fn` over a batch axis of its arguments, as an IR transformation (each
     primitive's batching rule; IF/WHILE/FOR/FUN batched as JAX does), compiled.
-    `in_axes`/`out_axes`: an int, None (not batched), or pytrees of them.
+    `in_axes`/`out_axes`: an int, None (not batched), or pytrees of them; `axis_name`
+    names the batch axis for `lax`'s collectives (`lax.psum(x, axis_name)`).
 
     >>> jitad.vmap(lambda w, x: jitad.dot(w, x), in_axes=(None, 0))(np.ones(3), np.eye(3))
     array([1., 1., 1.])
@@ -395,7 +396,7 @@ def vmap(fn, in_axes=0, out_axes=0):
     check_callable(fn, "vmap")
 
     def staged(*args):
-        return vmap_staged(fn, args, in_axes, out_axes)
+        return vmap_staged(fn, args, in_axes, out_axes, axis_name)
     staged.__name__ = f"vmap_{getattr(fn, '__name__', 'f')}"
     compiled = jit(staged)
     with_keywords = []
@@ -405,10 +406,10 @@ def vmap(fn, in_axes=0, out_axes=0):
         if kwargs:   # keyword arguments are batched along their axis 0, as in JAX
             if not with_keywords:
                 axes = tuple(in_axes) if isinstance(in_axes, list) else in_axes   # one per positional
-                with_keywords.append(vmap(lambda a, k: fn(*a, **k), (axes, 0), out_axes))
+                with_keywords.append(vmap(lambda a, k: fn(*a, **k), (axes, 0), out_axes, axis_name))
             return with_keywords[0](args, kwargs)
         if current_frame() is not None:
-            return vmap_staged(fn, args, in_axes, out_axes)
+            return vmap_staged(fn, args, in_axes, out_axes, axis_name)
         return compiled(*args)
     return batched
 

@@ -718,6 +718,20 @@ def _placed_outputs(outs, out_ax, size):
     return results
 
 
+def _named_vmap(fn, args, in_axes, out_axes, axis_name):
+    """vmap with a named axis: `fn` gets the lanes' indices as one more batched argument,
+    bound to the name for `lax`'s collectives (`primitives/named.py`)."""
+    from .primitives import named
+    leaves, _ = flatten(tuple(args))
+    _, _, size = _batched_inputs(leaves, _axes_per_leaf(in_axes, tuple(args), "in_axes"))
+    per_arg = in_axes if isinstance(in_axes, tuple) else (in_axes,) * len(args)
+
+    def with_name(*a):
+        with named.bound(axis_name, size, a[-1]):
+            return fn(*a[:-1])
+    return vmap_staged(with_name, tuple(args) + (np.arange(size or 0),), per_arg + (0,), out_axes)
+
+
 def _lane_type(t):
     """The type of one lane of a batched value: an array without its batch axis, one
     tree of a forest (its own fields)."""
@@ -726,10 +740,12 @@ def _lane_type(t):
     return Type(t.dtype, t.shape[1:])
 
 
-def vmap_staged(fn, args, in_axes, out_axes):
+def vmap_staged(fn, args, in_axes, out_axes, axis_name=None):
     """Emit `vmap(fn, in_axes, out_axes)(*args)` into the current trace."""
     if isinstance(in_axes, list):
         in_axes = tuple(in_axes)
+    if axis_name is not None:
+        return _named_vmap(fn, args, in_axes, out_axes, axis_name)
     if isinstance(in_axes, tuple) and len(in_axes) != len(args):
         raise ArgumentError(f"vmap: in_axes has {len(in_axes)} entries but the function got {len(args)} "
                             "arguments; give one entry per positional argument (or one int/None for all)")

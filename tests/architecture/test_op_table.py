@@ -168,11 +168,14 @@ OPT_OUT = (
     | _without("debug_print", "cuda", "impl")
     # reverse mode runs the user's rule (`transforms/vjp.py`)
     | _without("custom_vjp", "vjp")
-    # converted inside the kernel source (`cuda_kernels._convert`), not by an expression
-    | _without("convert", "cuda")
+    # converted inside the kernel source (`cuda_kernels._convert`), not by an expression;
+    # a bitcast reinterprets bits on the CPU backend only (`jitad.lax.bitcast_convert_type`)
+    | _without("convert bitcast", "cuda")
     # LAPACK and MPI run on the CPU only (`linalg.check_cpu`, `distributed`); a collective
     # is batched by vmap's per-lane fallback
     | _without("linalg allreduce bcast", "cuda") | _without("allreduce bcast", "batch")
+    # a collective over a named axis exists only until the vmap naming it batches it away
+    | _without("named", "cuda")
     # vmap's own node, expanded by vmap before any other transformation or backend sees it
     | _without("deferred_vjp", "impl", "vjp", "jvp", "llvm", "cuda")
 )
@@ -216,6 +219,10 @@ def _elementwise_case(op):
         return [RNG.random(shape) < 0.5 for _ in range(op.arity)], {}
     if op.name == "threefry2x32":
         return [RNG.integers(-2 ** 62, 2 ** 62, shape) for _ in range(2)], {}
+    if op.name in ("xor", "shift_left", "shift_right_logical", "shift_right_arithmetic", "population_count", "clz"):
+        return [RNG.integers(-2 ** 62, 2 ** 62, shape)] + [RNG.integers(-2, 66, shape)] * (op.arity - 1), {}
+    if op.name == "bitcast":
+        return [_floats(*shape)], {"dtype": "i64", "width": 64, "unsigned": False}
     if op.name == "select":
         return [RNG.random(shape) < 0.5, _floats(*shape), _floats(*shape)], {}
     attrs = {"polygamma": {"n": 1}, "convert": {"dtype": "f32"}}.get(op.name, {})
@@ -247,6 +254,7 @@ CASES = {   # primitive -> (operands, attrs) of one lane
 UNCASED = {   # primitives checked elsewhere
     "linalg": "its many functions: tests/numpy/test_linalg.py (vmap and gradients of each)",
     "allreduce": "MPI collectives: tests/interop/test_distributed.py", "bcast": "MPI collectives: tests/interop/test_distributed.py",
+    "named": "collectives over vmap's named axes: tests/lax/test_lax_named_axes.py",
 }
 
 

@@ -75,10 +75,19 @@ OUT_OF_SCOPE = {
                   "clongdouble", "iscomplex", "iscomplexobj", "real_if_close", "fft"},
     "autograd.numpy": {"complex64", "complex128", "complexfloating", "complex_", "csingle", "cdouble",
                        "clongdouble", "iscomplex", "iscomplexobj", "fft"},
+    "jax.lax": {"complex", "complex_p", "conj", "conj_p", "real", "real_p", "imag", "imag_p", "fft", "fft_p",
+                "FftType"},
 }
 
 # Names jitad exists for but declines (they raise JitadError naming the alternative).
-DECLINED = {}
+DECLINED = {
+    # point-to-point and ragged exchanges between devices; block-scaled 8-bit floats; XLA's
+    # own generators; primitive objects whose parameters are JAX's jaxprs
+    "jax.lax": {"precv", "psend", "ragged_all_to_all", "ragged_all_to_all_p", "rng_bit_generator",
+                "rng_bit_generator_p", "rng_uniform", "rng_uniform_p", "scaled_dot", "cond_p", "while_p", "scan_p",
+                "reduce_window_p", "linear_solve_p", "select_and_scatter_p"},
+    "jax.nn": {"get_scaled_dot_general_config"},
+}
 
 
 def public_names(module):
