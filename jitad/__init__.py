@@ -17,3 +17,4 @@ from .export import Exported, export  # noqa: E402
 from . import interop  # noqa: E402  (JAX and PyTorch are imported when it is used)
 
 __version__ = "0.1.0"
+from .toplevel import *  # noqa: E402,F401,F403  (JAX's device, shape and settings names)

@@ -8,6 +8,7 @@ from collections import OrderedDict
 import numpy as np
 
 from . import numeric as N, numpy_api, timing
+from .config import config
 from .errors import ArgumentError, check_argnums, env_int
 from .ir.types import TreeType, is_device_array
 from .ir.verify import verify
@@ -70,6 +71,7 @@ class Jitted:
 
     def __init__(self, fn, static_argnums=(), device="cpu"):
         self.fn = fn
+        self.eager_when_disabled = False   # `jitad.disable_jit()` runs it uncompiled (the user's jit)
         self.device = check_device(device)
         self.static_argnums = tuple(sorted(set(check_argnums(static_argnums, "jit", "static_argnums",
                                                              allow_empty=True))))
@@ -115,6 +117,8 @@ class Jitted:
         Once a signature of plain scalars and arrays is compiled, its native entry is
         installed as this object's `__call__`, so later calls skip this method.
         """
+        if self.eager_when_disabled and config._values["jax_disable_jit"] and current_frame() is None:
+            return self.fn(*args, **kwargs)
         if kwargs:
             args, kwargs = self._bind(args, kwargs)
             if kwargs:
@@ -232,20 +236,83 @@ class Jitted:
         return self._latest("compile_report").compile_report
 
 
-def jit(fn=None, static_argnums=(), device="cpu"):
+def jit(fn=None, static_argnums=(), device="cpu", *, static_argnames=None, donate_argnums=None,
+        donate_argnames=None, keep_unused=False, in_shardings=None, out_shardings=None, backend=None,
+        inline=False, compiler_options=None):
     """Compile `fn` per input signature; `device="cuda"` runs its tensor work as
     numba-cuda kernels (inputs: numpy arrays, copied per call, or numba device arrays;
     results come back as numpy arrays unless the inputs were device arrays).
 
+    `static_argnames` names static parameters (as `static_argnums` numbers them; a
+    keyword-only one selects a compiled version per value). JAX's other keywords are
+    accepted for what they mean on one CPU: donation, shardings, `backend="cpu"`, a
+    `jitad.devices()` entry as `device`, `inline` and `keep_unused` change nothing.
+
     >>> f = jitad.jit(lambda x, y: x * y + 1.0)
     >>> f(3.0, 4.0)
     13.0
+    >>> jitad.jit(lambda x, n: x ** n, static_argnames="n")(2.0, n=3)
+    8.0
     """
+    options = dict(static_argnames=static_argnames, backend=backend)
     if fn is None:
-        return lambda f: jit(f, static_argnums, device)
+        return lambda f: jit(f, static_argnums, device, **options)
     check_callable(fn, "jit")
+    device = _device_name(device, backend)
+    static_argnums = () if static_argnums is None else static_argnums
+    if static_argnames is not None:
+        return _jit_with_static_names(fn, static_argnums, device, static_argnames)
     cls = type(f"jit_{_fn_name(fn)}", (Jitted,), {})   # its own __call__ slot
-    return cls(fn, static_argnums, device)
+    jitted = cls(fn, static_argnums, device)
+    jitted.eager_when_disabled = True
+    return jitted
+
+
+def staged_jit(fn, device="cpu"):
+    """The jit of a transformation's staged body (compiled even under `disable_jit`)."""
+    jitted = jit(fn, device=device)
+    jitted.eager_when_disabled = False
+    return jitted
+
+
+def _device_name(device, backend):
+    """jit's `device`: 'cpu', 'cuda', or a device object of `jitad.devices()`; `backend`
+    (JAX's platform name) only 'cpu' or 'cuda'."""
+    if backend is not None:
+        device = check_device(backend)
+    platform = getattr(device, "platform", None)
+    return check_device(platform if isinstance(platform, str) else device)
+
+
+def _jit_with_static_names(fn, static_argnums, device, static_argnames):
+    """jit with static parameters named: those a position can take join `static_argnums`;
+    keyword-only ones select a jit of `fn` with them bound, one per value."""
+    names = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
+    signature = _signature(fn)
+    params = list(signature.parameters.values()) if signature is not None else []
+    positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    unknown = [n for n in names if not isinstance(n, str)]
+    if unknown:
+        raise ArgumentError(f"jit: static_argnames={static_argnames!r}; give parameter names (strings)")
+    nums = tuple(check_argnums(static_argnums, "jit", "static_argnums", allow_empty=True)) + \
+        tuple(positional.index(n) for n in names if n in positional)
+    keyword_only = tuple(n for n in names if n not in positional)
+    if not keyword_only:
+        return jit(fn, tuple(sorted(set(nums))), device)
+    per_value = {}
+
+    @functools.wraps(fn)
+    def dispatch(*args, **kwargs):
+        static = tuple((n, kwargs.pop(n)) for n in keyword_only if n in kwargs)
+        try:
+            compiled = per_value.get(static)
+        except TypeError:
+            raise ArgumentError(f"{_fn_name(fn)}: static arguments must be hashable, got "
+                                f"{', '.join(type(v).__name__ for _, v in static)}") from None
+        if compiled is None:
+            compiled = per_value[static] = jit(functools.partial(fn, **dict(static)), nums, device)
+        return compiled(*args, **kwargs)
+    return dispatch
 
 
 DEVICES = ("cpu", "cuda")
@@ -300,34 +367,95 @@ def _transformation(fn, name, body, device="cpu"):
         return body(functools.partial(fn, **kwargs) if kwargs else fn, *args)
     staged.__name__ = f"{name}_{getattr(fn, '__name__', 'f')}"
     staged.__signature__ = _signature(fn)
-    return jit(staged, device=device)
+    return staged_jit(staged, device=device)
 
 
-def value_and_grad(fn, argnums=0, has_aux=False, device="cpu"):
+def _check_grad_options(who, holomorphic, allow_int, reduce_axes):
+    """JAX's `grad` options, as far as they mean something for real floats."""
+    if holomorphic:
+        raise ArgumentError(f"{who}: holomorphic=True differentiates complex functions, and jitad has no "
+                            "complex dtypes; differentiate the real and imaginary parts as two real functions")
+    if reduce_axes:
+        raise ArgumentError(f"{who}: reduce_axes={reduce_axes!r} is no longer supported (JAX dropped it "
+                            "too); sum the gradient over the axis yourself")
+    if not isinstance(allow_int, (bool, np.bool_)):
+        raise ArgumentError(f"{who}: allow_int={allow_int!r}; give True or False")
+
+
+def value_and_grad(fn, argnums=0, has_aux=False, device="cpu", *, holomorphic=False, allow_int=False,
+                   reduce_axes=()):
     """`(value, gradient)` of a float-scalar `fn`, compiled; with `has_aux`,
-    `((value, aux), gradient)`.
+    `((value, aux), gradient)`. With `allow_int=True`, an int or bool argument in
+    `argnums` gets a gradient of JAX's `float0` zeros (it has no tangent space).
 
     >>> jitad.value_and_grad(lambda x, y: x * y, argnums=(0, 1))(3.0, 4.0)
     (12.0, (4.0, 3.0))
     """
     check_argnums(argnums, "value_and_grad")
-    return _transformation(fn, "value_and_grad", lambda f, *args: value_and_grad_staged(
+    _check_grad_options("value_and_grad", holomorphic, allow_int, reduce_axes)
+    compiled = _transformation(fn, "value_and_grad", lambda f, *args: value_and_grad_staged(
         f, args, argnums, has_aux, "value_and_grad"), device)
+    return _int_arguments_allowed(compiled, fn, argnums, has_aux, device, True) if allow_int else compiled
 
 
-def grad(fn, argnums=0, has_aux=False, device="cpu"):
+def grad(fn, argnums=0, has_aux=False, device="cpu", *, holomorphic=False, allow_int=False, reduce_axes=()):
     """The gradient of a float-scalar `fn` w.r.t. `argnums`, compiled; `(gradient, aux)`
     with `has_aux`. Works through IF/WHILE/FOR/FUN/TREE, and inside staged code.
+    `allow_int=True`: int and bool arguments get `float0` zeros, as in JAX.
 
     >>> jitad.grad(lambda x: x ** 3)(2.0)
     12.0
     """
     check_argnums(argnums, "grad")
+    _check_grad_options("grad", holomorphic, allow_int, reduce_axes)
 
     def body(f, *args):
         value, g = value_and_grad_staged(f, args, argnums, has_aux, "grad")
         return (g, value[1]) if has_aux else g
-    return _transformation(fn, "grad", body, device)
+    compiled = _transformation(fn, "grad", body, device)
+    return _int_arguments_allowed(compiled, fn, argnums, has_aux, device, False) if allow_int else compiled
+
+
+FLOAT0 = np.dtype([("float0", np.void, 0)])   # JAX's dtype of the gradient of an int
+
+
+def _is_int_leaf(x):
+    return isinstance(x, (bool, int, np.integer, np.bool_)) or \
+        (isinstance(x, np.ndarray) and x.dtype.kind in "biu")
+
+
+def _int_arguments_allowed(compiled, fn, argnums, has_aux, device, with_value):
+    """`grad`/`value_and_grad` (`compiled`) where the differentiated arguments may hold
+    ints: they are passed as constants, and their gradient is `float0` zeros."""
+    nums = check_argnums(argnums, "grad")
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        split = {i % len(args): flatten(args[i]) for i in nums}
+        if not any(_is_int_leaf(x) for leaves, _ in split.values() for x in leaves):
+            return compiled(*args, **kwargs)
+        ints = {i: [x if _is_int_leaf(x) else None for x in leaves] for i, (leaves, _) in split.items()}
+        floats = list(args)
+        for i, (leaves, td) in split.items():
+            floats[i] = [None if _is_int_leaf(x) else x for x in leaves]
+
+        def on_floats(*a, **kw):
+            full = list(a)
+            for i, (_, td) in split.items():
+                full[i] = td.unflatten([x if k is None else k for x, k in zip(a[i], ints[i])])
+            return fn(*full, **kw)
+        inner = (value_and_grad if with_value else grad)(on_floats, argnums, has_aux, device)
+        out = inner(*floats, **kwargs)
+        grads = out[1] if with_value else (out[0] if has_aux else out)
+        per_arg = (grads,) if isinstance(argnums, (int, np.integer)) else grads
+        rebuilt = tuple(split[i % len(args)][1].unflatten(
+            [np.zeros(np.shape(k), FLOAT0) if k is not None else g
+             for g, k in zip(part, ints[i % len(args)])]) for i, part in zip(nums, per_arg))
+        rebuilt = rebuilt[0] if isinstance(argnums, (int, np.integer)) else rebuilt
+        if with_value:
+            return out[0], rebuilt
+        return (rebuilt, out[1]) if has_aux else rebuilt
+    return call
 
 
 def jit_grad(fn=None, *, argnums=0, has_aux=False, device="cpu"):
@@ -346,20 +474,24 @@ def jit_grad(fn=None, *, argnums=0, has_aux=False, device="cpu"):
 
 # -- batching -----------------------------------------------------------------------
 
-def vmap(fn, in_axes=0, out_axes=0):
+def vmap(fn, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_name=None):
     """Vectorize `fn` over a batch axis of its arguments, as an IR transformation (each
     primitive's batching rule; IF/WHILE/FOR/FUN batched as JAX does), compiled.
-    `in_axes`/`out_axes`: an int, None (not batched), or pytrees of them.
+    `in_axes`/`out_axes`: an int, None (not batched), or pytrees of them. `axis_size`
+    gives the batch size where no argument is batched (the result is then repeated);
+    `axis_name` and `spmd_axis_name` name the axis (jitad has no collectives over it).
 
     >>> jitad.vmap(lambda w, x: jitad.dot(w, x), in_axes=(None, 0))(np.ones(3), np.eye(3))
     array([1., 1., 1.])
     """
     check_callable(fn, "vmap")
+    if axis_size is not None:
+        return _vmap_sized(fn, in_axes, out_axes, axis_size)
 
     def staged(*args):
         return vmap_staged(fn, args, in_axes, out_axes)
     staged.__name__ = f"vmap_{getattr(fn, '__name__', 'f')}"
-    compiled = jit(staged)
+    compiled = staged_jit(staged)
     with_keywords = []
 
     @functools.wraps(fn)
@@ -372,6 +504,24 @@ def vmap(fn, in_axes=0, out_axes=0):
         if current_frame() is not None:
             return vmap_staged(fn, args, in_axes, out_axes)
         return compiled(*args)
+    return batched
+
+
+def _vmap_sized(fn, in_axes, out_axes, axis_size):
+    """vmap with its size given: a batched zero-size placeholder argument carries the
+    size, so a function of unbatched arguments only is vmapped too."""
+    if isinstance(axis_size, (bool, np.bool_)) or not isinstance(axis_size, (int, np.integer)) or axis_size < 0:
+        raise ArgumentError(f"vmap: axis_size={axis_size!r}; give a non-negative int")
+    placeholder = np.zeros((int(axis_size), 0))
+    per_count = {}   # number of arguments -> the vmap with the placeholder first
+
+    @functools.wraps(fn)
+    def batched(*args):
+        inner = per_count.get(len(args))
+        if inner is None:
+            axes = tuple(in_axes) if isinstance(in_axes, (list, tuple)) else (in_axes,) * len(args)
+            inner = per_count[len(args)] = vmap(lambda size, *a: fn(*a), (0,) + axes, out_axes)
+        return inner(placeholder, *args)
     return batched
 
 
@@ -414,7 +564,7 @@ def jvp(fn, primals, tangents):
         return jvp_staged(fn, primals, tangents)
     # traced at every call, as JAX's jvp is (a global `fn` reads may have changed since the
     # last call); compiling the same program again is a lookup in the compiled-code cache
-    return jit(lambda p, t: jvp_staged(fn, p, t))(primals, tangents)
+    return staged_jit(lambda p, t: jvp_staged(fn, p, t))(primals, tangents)
 
 
 def hvp(fn, argnums=0):
@@ -433,7 +583,7 @@ def hvp(fn, argnums=0):
         tangents = [vs[nums.index(i)] if i in nums else tree_zeros(x) for i, x in enumerate(xs)]
         return jvp_staged(g, tuple(xs), tuple(tangents))[1]
     staged.__name__ = f"hvp_{getattr(fn, '__name__', 'f')}"
-    return jit(staged)
+    return staged_jit(staged)
 
 
 def tree_zeros(x):
@@ -456,7 +606,7 @@ def vjp(fn, *primals):
         out = fn(*primals)
         return out, lambda ct: pullback_staged(fn, primals, ct)
     out = jit(fn)(*primals)
-    compiled = jit(staged_pullback)
+    compiled = staged_jit(staged_pullback)
     from .pytree import tree_map   # the pullback uses the primals as they are now, not as later changed
     kept = tree_map(lambda x: x.copy() if isinstance(x, np.ndarray) else x, primals)
     return out, lambda ct: compiled(kept, ct)

@@ -1,0 +1,541 @@
+"""JAX's top-level names beyond the transformations: the one CPU device, shapes without
+values, the staged program as text, settings as context managers, `pmap` on one
+device, and the small wrappers (`named_call`, `custom_gradient`, `closure_convert`,
+`linear_transpose`, ...).
+
+jitad runs in one process on one CPU device, so these do what JAX does on a CPU-only
+install: `jitad.devices()` lists one device, `device_put` returns its argument as a
+`jitad.numpy.Array`, and everything is ready when a call returns.
+
+>>> jitad.devices()
+[CpuDevice(id=0)]
+>>> jitad.eval_shape(lambda x: x.sum(axis=0), jitad.ShapeDtypeStruct((3, 2), np.float32))
+ShapeDtypeStruct(shape=(2,), dtype=float32)
+"""
+import contextlib
+import functools
+import platform
+import sys
+
+import numpy as np
+
+from . import api
+from .config import config
+from .errors import ArgumentError, DeviceError, JitadError
+from .ir.types import Type, dtype_of_numpy
+from .ir.verify import verify
+from .numpy import Array
+from .pytree import flatten, tree_map, unflatten
+from .staging import checkpoint as _checkpoint
+from .staging import current_frame, is_staged, trace_program
+from .staging.tracer import arg_type
+from .transforms.custom import custom_vjp
+
+__all__ = ["Array", "Device", "ShapeDtypeStruct", "block_until_ready", "checkpoint", "clear_caches",
+           "closure_convert", "copy_to_host_async", "custom_gradient", "default_backend", "device_count",
+           "device_get", "device_put", "devices", "disable_jit", "ensure_compile_time_eval", "eval_shape",
+           "float0", "host_count", "host_id", "host_ids", "linear_transpose", "local_device_count",
+           "local_devices", "make_jaxpr", "named_call", "named_scope", "pmap", "print_environment_info",
+           "process_count", "process_index", "process_indices", "remat", "typeof"]
+
+NUMPY_DTYPES = {"f64": np.dtype(np.float64), "f32": np.dtype(np.float32), "i64": np.dtype(np.int64),
+                "bool": np.dtype(np.bool_)}
+float0 = api.FLOAT0
+
+
+# -- the one device ------------------------------------------------------------------
+
+class Device:
+    """The CPU device this process runs on (JAX's `CpuDevice`): `id` 0, `platform` 'cpu'."""
+    id = 0
+    platform = "cpu"
+    device_kind = "cpu"
+    process_index = 0
+    host_id = 0
+    client = None
+
+    def __repr__(self):
+        return "CpuDevice(id=0)"
+
+    def __str__(self):
+        return "TFRT_CPU_0"
+
+    def __eq__(self, other):
+        return isinstance(other, Device)
+
+    def __hash__(self):
+        return hash(Device)
+
+
+CPU = Device()
+
+
+def _check_backend(backend):
+    if backend not in (None, "cpu") and getattr(backend, "platform", None) != "cpu":
+        raise DeviceError(f"backend={backend!r}: jitad's JAX-style device functions know the CPU only; "
+                          "pass backend='cpu' or none (CUDA is `jitad.jit(f, device='cuda')`)")
+
+
+def devices(backend=None):
+    """The devices of this process: one CPU device. `jitad.devices() == [CpuDevice(id=0)]`."""
+    _check_backend(backend)
+    return [CPU]
+
+
+def local_devices(process_index=None, backend=None, host_id=None):
+    """The devices of this process (the only one): `[CpuDevice(id=0)]`."""
+    _check_backend(backend)
+    index = process_index if process_index is not None else host_id
+    if index not in (None, 0):
+        raise DeviceError(f"process {index} does not exist: jitad runs as process 0 of 1")
+    return [CPU]
+
+
+def device_count(backend=None):
+    """The number of devices: 1."""
+    return len(devices(backend))
+
+
+def local_device_count(backend=None):
+    """The number of this process's devices: 1."""
+    return len(local_devices(backend=backend))
+
+
+def process_count(backend=None):
+    """The number of processes: 1."""
+    _check_backend(backend)
+    return 1
+
+
+def process_index(backend=None):
+    """This process's index: 0."""
+    _check_backend(backend)
+    return 0
+
+
+def process_indices(backend=None):
+    """The indices of all processes: `[0]`."""
+    return [process_index(backend)]
+
+
+host_count, host_id, host_ids = process_count, process_index, process_indices
+
+
+def default_backend():
+    """The platform results live on: `'cpu'`."""
+    return "cpu"
+
+
+def _as_array(x):
+    if isinstance(x, Array) or is_staged(x):
+        return x
+    return np.asarray(x).view(Array)
+
+
+def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
+    """`x` with its leaves as `jitad.numpy.Array`s (all values already live on the CPU):
+    `jitad.device_put(np.ones(2))` is an Array of ones."""
+    if device is not None and not isinstance(device, (Device, str)) and not hasattr(device, "device_set"):
+        raise DeviceError(f"device_put: {device!r} is not a device; pass one of jitad.devices() or a sharding")
+    return tree_map(_as_array, x)
+
+
+def device_get(x):
+    """`x` with its array leaves as NumPy arrays (Python and NumPy scalars stay as they are)."""
+    return tree_map(lambda v: np.asarray(v) if isinstance(v, np.ndarray) else v, x)
+
+
+def block_until_ready(x):
+    """`x` itself: jitad's results are ready when a call returns."""
+    return x
+
+
+def copy_to_host_async(x):
+    """`x` itself: jitad's results are host memory already."""
+    return x
+
+
+# -- shapes without values -----------------------------------------------------------
+
+def _numpy_dtype(dtype):
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise ArgumentError(f"{dtype!r} is not a dtype; give np.float64, np.float32, np.int64, np.bool_ "
+                            "or their names") from None
+    if dtype_of_numpy(dt) is None and dt != float0:
+        raise ArgumentError(f"dtype {dt} is not one jitad computes in; use float64, float32, an int or bool")
+    return dt
+
+
+class ShapeDtypeStruct:
+    """A shape and dtype standing for an array (JAX's): what `eval_shape` takes and gives.
+
+    >>> jitad.ShapeDtypeStruct((2, 3), np.float32).size
+    6
+    """
+    __slots__ = ("shape", "dtype", "sharding", "weak_type")
+
+    def __init__(self, shape, dtype, sharding=None, weak_type=False):
+        self.shape = tuple(int(d) for d in shape)
+        self.dtype = _numpy_dtype(dtype)
+        self.sharding, self.weak_type = sharding, bool(weak_type)
+
+    ndim = property(lambda self: len(self.shape))
+    size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of unsized object")
+        return self.shape[0]
+
+    def __repr__(self):
+        weak = ", weak_type=True" if self.weak_type else ""
+        return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name}{weak})"
+
+    def __eq__(self, other):
+        return isinstance(other, ShapeDtypeStruct) and (self.shape, self.dtype, self.weak_type) == \
+            (other.shape, other.dtype, other.weak_type)
+
+    def __hash__(self):
+        return hash((self.shape, self.dtype, self.weak_type))
+
+
+class ShapedArray:
+    """The abstract value of an array (`jitad.typeof`): prints as `float64[3]`, with `~`
+    in front for a Python scalar's weak type."""
+    __slots__ = ("shape", "dtype", "weak_type")
+
+    def __init__(self, shape, dtype, weak_type=False):
+        self.shape, self.dtype, self.weak_type = tuple(shape), np.dtype(dtype), weak_type
+
+    ndim = property(lambda self: len(self.shape))
+    size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
+
+    def __str__(self):
+        return f"{'~' if self.weak_type else ''}{self.dtype.name}[{','.join(map(str, self.shape))}]"
+
+    __repr__ = __str__
+
+    def __eq__(self, other):
+        return isinstance(other, ShapedArray) and str(self) == str(other)
+
+    def __hash__(self):
+        return hash(str(self))
+
+
+def _leaf_type(x):
+    """The IR type of an argument leaf (a ShapeDtypeStruct or a value)."""
+    if isinstance(x, (ShapeDtypeStruct, ShapedArray)):
+        return Type(dtype_of_numpy(x.dtype), x.shape)
+    if is_staged(x):
+        return x._var.type
+    return arg_type(x)
+
+
+def _is_weak(x):
+    return isinstance(x, (bool, int, float)) and not isinstance(x, np.generic)
+
+
+def typeof(x):
+    """The abstract value (shape and dtype) of `x`: `str(jitad.typeof(np.ones(3))) == 'float64[3]'`."""
+    t = _leaf_type(x)
+    return ShapedArray(t.shape, NUMPY_DTYPES[t.dtype], _is_weak(x))
+
+
+def _trace(fun, args, kwargs, static_argnums=()):
+    """(program, out treedef) of `fun(*args, **kwargs)` traced at the leaves' types."""
+    nums = {i % len(args) for i in api.check_argnums(static_argnums, "make_jaxpr", "static_argnums",
+                                                      allow_empty=True)} if args else set()
+    dynamic = tuple(a for i, a in enumerate(args) if i not in nums)
+
+    def staged(*dyn, **kw):
+        it = iter(dyn)
+        return fun(*[args[i] if i in nums else next(it) for i in range(len(args))], **kw)
+    leaves, td = flatten((dynamic, kwargs))
+    program, out_td, _ = trace_program(lambda a, k: staged(*a, **k), (dynamic, kwargs), td,
+                                       [_leaf_type(x) for x in leaves])
+    return program, out_td
+
+
+def _structs(program, out_td):
+    return unflatten(out_td, [ShapeDtypeStruct(t.shape, NUMPY_DTYPES[t.dtype]) for t in program.main.out_types])
+
+
+def eval_shape(fun, *args, **kwargs):
+    """The shapes and dtypes of `fun(*args, **kwargs)`, as a pytree of `ShapeDtypeStruct`s,
+    without running it (arguments may be arrays or ShapeDtypeStructs)."""
+    api.check_callable(fun, "eval_shape")
+    return _structs(*_trace(fun, args, kwargs))
+
+
+class ClosedJaxpr:
+    """A staged program (what `make_jaxpr` gives): `str()` prints jitad's IR; `in_avals`
+    and `out_avals` are the abstract values of its inputs and outputs."""
+
+    def __init__(self, program):
+        self.program = program
+        self.jaxpr, self.consts = self, []
+        self.in_avals = [ShapedArray(t.shape, NUMPY_DTYPES[t.dtype]) for t in program.main.in_types]
+        self.out_avals = [ShapedArray(t.shape, NUMPY_DTYPES[t.dtype]) for t in program.main.out_types]
+
+    @property
+    def eqns(self):
+        """The program's top-level nodes."""
+        return list(self.program.main.nodes)
+
+    def __str__(self):
+        return str(self.program)
+
+    __repr__ = __str__
+
+    def pretty_print(self, **_):
+        return str(self)
+
+
+def make_jaxpr(fun, static_argnums=(), axis_env=None, return_shape=False, abstracted_axes=None):
+    """A function that traces `fun` at its arguments and returns the staged program
+    (`ClosedJaxpr`; with `return_shape`, also the output's ShapeDtypeStructs).
+
+    >>> print(jitad.make_jaxpr(lambda x: x * 2.0)(1.0))   # doctest: +SKIP
+    """
+    api.check_callable(fun, "make_jaxpr")
+    if axis_env or abstracted_axes is not None:
+        raise ArgumentError("make_jaxpr: axis_env and abstracted_axes name collective axes and symbolic "
+                            "shapes, which jitad does not have; trace at concrete shapes")
+
+    @functools.wraps(fun)
+    def traced(*args, **kwargs):
+        program, out_td = _trace(fun, args, kwargs, static_argnums)
+        jaxpr = ClosedJaxpr(verify(program))
+        return (jaxpr, _structs(program, out_td)) if return_shape else jaxpr
+    return traced
+
+
+# -- settings ------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def _setting(name, value):
+    old = config.read(name)
+    config.update(name, value)
+    try:
+        yield
+    finally:
+        config.update(name, old)
+
+
+def disable_jit(disable=True):
+    """Within the `with` block, functions given to `jit` run as plain Python on the
+    call's values (print and inspect them); transformations still compile.
+
+    >>> with jitad.disable_jit():
+    ...     jitad.jit(lambda x: float(x) + 1.0)(1.0)
+    2.0
+    """
+    for cls in api.Jitted.__subclasses__():   # the next call goes through the dispatcher
+        if "__call__" in cls.__dict__:
+            cls.__call__ = api.Jitted.__call__
+    return _setting("jax_disable_jit", bool(disable))
+
+
+def clear_caches():
+    """Forget every compiled signature: the next call of each jitted function compiles again."""
+    for cls in api.Jitted.__subclasses__():
+        cls.__call__ = api.Jitted.__call__
+    import gc
+    for obj in gc.get_objects():
+        if isinstance(obj, api.Jitted):
+            obj._compiled.clear()
+            obj._last = None
+
+
+# -- wrappers ------------------------------------------------------------------------
+
+def checkpoint(fun, *, prevent_cse=True, policy=None, static_argnums=(), static_argnames=(), concrete=False):
+    """`fun` recomputed during the backward pass instead of keeping its intermediates
+    (jitad's `checkpoint` under JAX's signature). jitad saves nothing inside `fun`, which
+    is `policy=jax.checkpoint_policies.nothing_saveable`; other policies keep more in
+    JAX and give the same values here. `static_argnums` are passed through as Python values.
+
+    >>> jitad.grad(jitad.checkpoint(lambda x: jitad.sin(jitad.sin(x))))(0.0)
+    1.0
+    """
+    api.check_callable(fun, "checkpoint")
+    if policy is not None and not callable(policy):
+        raise ArgumentError(f"checkpoint: policy={policy!r}; give a function of jitad.checkpoint_policies")
+    nums = api.check_argnums(static_argnums, "checkpoint", "static_argnums", allow_empty=True)
+    if not nums and not static_argnames:
+        return _checkpoint(fun)
+    names = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
+
+    @functools.wraps(fun)
+    def with_static(*args, **kwargs):
+        fixed = {i % len(args): args[i] for i in nums}
+        static = {n: kwargs.pop(n) for n in names if n in kwargs}
+        inner = _checkpoint(lambda *dyn: fun(*_merge(dyn, fixed, len(args)), **kwargs, **static))
+        return inner(*[a for i, a in enumerate(args) if i not in fixed])
+    return with_static
+
+
+remat = checkpoint
+
+
+def named_call(fun, *, name=None):
+    """`fun` under another name (JAX names its part of the staged program; jitad names
+    the function): `jitad.named_call(f, name="layer")(x) == f(x)`."""
+    api.check_callable(fun, "named_call")
+
+    @functools.wraps(fun)
+    def named(*args, **kwargs):
+        return fun(*args, **kwargs)
+    if name is not None:
+        named.__name__ = named.__qualname__ = str(name)
+    return named
+
+
+@contextlib.contextmanager
+def named_scope(name):
+    """A context naming the code traced inside it (a label for profilers in JAX; the
+    values computed are the same). `with jitad.named_scope("layer1"): ...`"""
+    if not isinstance(name, str):
+        raise ArgumentError(f"named_scope takes a string, got {type(name).__name__}")
+    yield
+
+
+@contextlib.contextmanager
+def ensure_compile_time_eval():
+    """A context in which values known when tracing are computed then: in jitad,
+    computations on NumPy values are always done at trace time, so it changes nothing."""
+    yield
+
+
+def custom_gradient(fun):
+    """A function with its own gradient: `fun(*args)` returns `(value, vjp)` with
+    `vjp(g)` the cotangent of each argument (a tuple, or one value for one argument).
+
+    >>> @jitad.custom_gradient
+    ... def f(x):
+    ...     return x ** 2, lambda g: (g * 10.0,)
+    >>> jitad.grad(f)(3.0)
+    10.0
+    """
+    api.check_callable(fun, "custom_gradient")
+
+    def value(*args):
+        return fun(*args)[0]
+    value.__name__ = getattr(fun, "__name__", "custom_gradient")
+    rule = custom_vjp(value)
+
+    def backward(args, g):   # the backward pass runs `fun` again to get its vjp
+        cts = fun(*args)[1](g)
+        return cts if isinstance(cts, tuple) else (cts,)
+    rule.defvjp(lambda *args: (fun(*args)[0], args), backward)
+    return functools.wraps(fun)(lambda *args: rule(*args))
+
+
+def closure_convert(fun, *example_args):
+    """`(converted, consts)`: `fun` as a function of its arguments followed by the
+    values it closes over. jitad's functions close over NumPy values, which need no
+    hoisting, so `consts` is empty and `converted` is `fun`."""
+    api.check_callable(fun, "closure_convert")
+    return fun, []
+
+
+def linear_transpose(fun, *primals, reduce_axes=()):
+    """The transpose of the linear function `fun` (arguments shaped like `primals`, which
+    may be ShapeDtypeStructs): a function of an output cotangent returning a tuple, one
+    cotangent per argument.
+
+    >>> jitad.linear_transpose(lambda x: 2.0 * x, 1.0)(3.0)
+    (6.0,)
+    """
+    api.check_callable(fun, "linear_transpose")
+    if reduce_axes:
+        raise ArgumentError("linear_transpose: reduce_axes is no longer supported (JAX dropped it too)")
+
+    def zeros(x):
+        t = _leaf_type(x)
+        return np.zeros(t.shape, NUMPY_DTYPES[t.dtype]) if t.shape else NUMPY_DTYPES[t.dtype].type(0).item()
+    points = tree_map(zeros, primals)
+
+    def transposed(ct):
+        return tuple(api.vjp(fun, *points)[1](ct))
+    return transposed
+
+
+# -- pmap on one device -------------------------------------------------------------
+
+def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnums=(), devices=None,
+         backend=None, axis_size=None, donate_argnums=()):
+    """`fun` mapped over one device per slice of the mapped axis: with one CPU device,
+    that axis must have size 1 (as in JAX); it runs as `vmap`.
+
+    >>> jitad.pmap(lambda x: x * 2.0)(np.ones((1, 3)))
+    Array([[2., 2., 2.]])
+    """
+    api.check_callable(fun, "pmap")
+    _check_backend(backend)
+    nums = api.check_argnums(static_broadcasted_argnums, "pmap", "static_broadcasted_argnums", allow_empty=True)
+    batched = api.vmap(fun, in_axes, out_axes) if not nums else None
+
+    @functools.wraps(fun)
+    def mapped(*args):
+        axes = in_axes if isinstance(in_axes, (tuple, list)) else (in_axes,) * len(args)
+        for k, (a, ax) in enumerate(zip(args, axes)):
+            if k in nums or ax is None:
+                continue
+            for leaf in flatten(a)[0]:
+                size = np.shape(leaf)[ax] if np.ndim(leaf) > ax else None
+                if size != 1:
+                    raise DeviceError(f"pmap: argument {k} has size {size} along the mapped axis {ax}, but "
+                                      "there is 1 device; pmap needs one device per slice, so use "
+                                      "jitad.vmap for this batch")
+        if batched is not None:
+            return _as_arrays(batched(*args))
+        fixed = {i % len(args): args[i] for i in nums}
+        dyn_axes = tuple(ax for i, ax in enumerate(axes) if i not in fixed)
+        inner = api.vmap(lambda *d: fun(*_merge(d, fixed, len(args))), dyn_axes, out_axes)
+        return _as_arrays(inner(*[a for i, a in enumerate(args) if i not in fixed]))
+    return mapped
+
+
+def _merge(dynamic, fixed, n):
+    it = iter(dynamic)
+    return [fixed[i] if i in fixed else next(it) for i in range(n)]
+
+
+def _as_arrays(tree):
+    return tree_map(_as_array, tree)
+
+
+# -- information ---------------------------------------------------------------------
+
+def print_environment_info(return_string=False):
+    """The versions of jitad, Python, NumPy and llvmlite and the device, printed (or
+    returned with `return_string=True`)."""
+    from . import __version__
+    try:
+        import llvmlite
+        llvm_version = llvmlite.__version__
+    except ImportError:   # pragma: no cover (a dependency)
+        llvm_version = "missing"
+    text = (f"jitad:    {__version__}\nnumpy:    {np.__version__}\nllvmlite: {llvm_version}\n"
+            f"python:   {sys.version}\nplatform: {platform.platform()}\ndevices:  {devices()}\n")
+    if return_string:
+        return text
+    print(text, end="")
+    return None
+
+
+def effects_barrier():
+    """Wait for pending side effects (debug prints): jitad's run before a call returns."""
+    return None
+
+
+def _declined(name, alternative):
+    def declined(*args, **kwargs):
+        raise JitadError(f"jitad.{name} is not available: {alternative}")
+    declined.__name__ = name
+    declined.__doc__ = f"Not available in jitad: {alternative}"
+    return declined
+
