@@ -16,5 +16,9 @@ from .random import dropout  # noqa: E402
 from .export import Exported, export  # noqa: E402
 from . import interop  # noqa: E402  (JAX and PyTorch are imported when it is used)
 
-__version__ = "0.1.0"
+from .version import __version__  # noqa: E402
 from .toplevel import *  # noqa: E402,F401,F403  (JAX's device, shape and settings names)
+from . import (checkpoint_policies, custom_batching, custom_derivatives, dlpack, dtypes, ops, ref,  # noqa: E402
+               sharding, typing, version)
+from .ref import Ref, empty_ref, free_ref, freeze, new_ref  # noqa: E402
+from .sharding import NamedSharding, PartitionSpec as P, reshard, set_mesh, make_mesh  # noqa: E402

@@ -36,7 +36,9 @@ __all__ = ["Array", "Device", "ShapeDtypeStruct", "block_until_ready", "checkpoi
            "device_get", "device_put", "devices", "disable_jit", "ensure_compile_time_eval", "eval_shape",
            "float0", "host_count", "host_id", "host_ids", "linear_transpose", "local_device_count",
            "local_devices", "make_jaxpr", "named_call", "named_scope", "pmap", "print_environment_info",
-           "process_count", "process_index", "process_indices", "remat", "typeof"]
+           "process_count", "process_index", "process_indices", "remat", "typeof", "effects_barrier",
+           "make_user_context", "Setting", "Shard", "fwd_and_bwd", "make_array_from_callback",
+           "make_array_from_process_local_data", "make_array_from_single_device_arrays", "shard_map", "smap"]
 
 NUMPY_DTYPES = {"f64": np.dtype(np.float64), "f32": np.dtype(np.float32), "i64": np.dtype(np.int64),
                 "bool": np.dtype(np.bool_)}
@@ -314,6 +316,60 @@ def make_jaxpr(fun, static_argnums=(), axis_env=None, return_shape=False, abstra
 
 # -- settings ------------------------------------------------------------------------
 
+class Setting:
+    """A setting as a context manager (JAX's `jax.debug_nans(True)`, ...): `with
+    jitad.debug_nans(True): ...` sets it for the block; `.value` reads it. Settings
+    of `jitad.config` are updated there; the others (transfer guards, mesh options:
+    meaningless on one CPU) are kept here."""
+
+    def __init__(self, name, default=None):
+        self.name = name
+        self._value = default
+
+    @property
+    def value(self):
+        return config.read(self.name) if self.name in config.values else self._value
+
+    def _set(self, value):
+        if self.name in config.values:
+            config.update(self.name, value)
+        else:
+            self._value = value
+
+    @contextlib.contextmanager
+    def __call__(self, new_val=True):
+        old = self.value
+        self._set(new_val)
+        try:
+            yield
+        finally:
+            self._set(old)
+
+    def __repr__(self):
+        return f"Setting({self.name!r}, value={self.value!r})"
+
+
+_SETTING_NAMES = {
+    "allow_f16_reductions": False, "array_garbage_collection_guard": None, "auto_pcast": None,
+    "check_tracer_leaks": False, "debug_infs": False, "debug_key_reuse": False, "debug_nans": False,
+    "default_device": None, "default_matmul_precision": None, "default_prng_impl": "threefry2x32",
+    "enable_checks": False, "enable_custom_prng": False, "enable_x64": True, "explain_cache_misses": False,
+    "jax2tf_associative_scan_reductions": False, "legacy_prng_key": "allow", "log_compiles": False,
+    "no_execution": False, "no_tracing": False, "numpy_dtype_promotion": "standard",
+    "numpy_rank_promotion": "allow", "remove_size_one_mesh_axis_from_type": False, "softmax_custom_jvp": False,
+    "thread_guard": False, "threefry_partitionable": True, "transfer_guard": "allow",
+    "transfer_guard_device_to_device": "allow", "transfer_guard_device_to_host": "allow",
+    "transfer_guard_host_to_device": "allow"}
+for _name, _default in _SETTING_NAMES.items():
+    globals()[_name] = Setting("jax_" + _name, _default)
+__all__ += list(_SETTING_NAMES)
+
+
+def make_user_context(default_value=None):
+    """A setting of the user's own (a `Setting` context manager) that jit code may read."""
+    return Setting(f"user_context_{id(object())}", default_value)
+
+
 @contextlib.contextmanager
 def _setting(name, value):
     old = config.read(name)
@@ -508,12 +564,93 @@ def _as_arrays(tree):
     return tree_map(_as_array, tree)
 
 
+# -- sharding on one device ---------------------------------------------------------
+
+def shard_map(f=None, /, *, out_specs=None, in_specs=None, mesh=None, axis_names=frozenset(), check_vma=True):
+    """`f` run on each device's shard of its arguments: on one device, `f` on the whole
+    arguments (every mesh axis has size 1)."""
+    if f is None:
+        return lambda g: shard_map(g, out_specs=out_specs, in_specs=in_specs, mesh=mesh,
+                                   axis_names=axis_names, check_vma=check_vma)
+    api.check_callable(f, "shard_map")
+    if mesh is not None and getattr(mesh, "size", 1) != 1:
+        raise DeviceError(f"shard_map: the mesh has {mesh.size} devices, but there is 1")
+    return functools.wraps(f)(lambda *args: _as_arrays(f(*args)))
+
+
+def smap(f=None, /, *, in_axes=None, out_axes=None, axis_name=None):
+    """shard_map along one mesh axis: on one device, `f` on the whole arguments."""
+    if f is None:
+        return lambda g: smap(g, in_axes=in_axes, out_axes=out_axes, axis_name=axis_name)
+    return shard_map(f)
+
+
+class Shard:
+    """One piece of an array on one device: here the whole array (`data`) on the CPU."""
+
+    def __init__(self, data):
+        self.data, self.device, self.replica_id = data, CPU, 0
+        self.index = tuple(slice(None) for _ in np.shape(data))
+
+    def __repr__(self):
+        return f"Shard(device={self.device!r}, index={self.index}, replica_id=0, data={self.data!r})"
+
+
+def make_array_from_callback(shape, sharding, data_callback, dtype=None):
+    """The array of `shape` whose one shard `data_callback(index)` returns (the whole array)."""
+    index = tuple(slice(None) for _ in shape)
+    data = np.asarray(data_callback(index), dtype=dtype)
+    if data.shape != tuple(shape):
+        raise ArgumentError(f"make_array_from_callback: the callback returned shape {data.shape}, not {tuple(shape)}")
+    return data.view(Array)
+
+
+def make_array_from_single_device_arrays(shape, sharding, arrays, *, dtype=None):
+    """The array made of one array per device: the one array, of `shape`."""
+    arrays = list(arrays)
+    if len(arrays) != 1 or np.shape(arrays[0]) != tuple(shape):
+        raise ArgumentError(f"make_array_from_single_device_arrays: give one array of shape {tuple(shape)} "
+                            f"(there is 1 device), got {len(arrays)}")
+    return np.asarray(arrays[0], dtype=dtype).view(Array)
+
+
+def make_array_from_process_local_data(sharding, local_data, global_shape=None):
+    """The global array from this process's data: with one process, that data."""
+    data = np.asarray(local_data)
+    if global_shape is not None and tuple(global_shape) != data.shape:
+        raise ArgumentError(f"make_array_from_process_local_data: local data of shape {data.shape} is the whole "
+                            f"array in one process, not {tuple(global_shape)}")
+    return data.view(Array)
+
+
+def fwd_and_bwd(fun, argnums, has_aux=False, jitted=True):
+    """`(fwd, bwd)`: `fwd(*args)` is `(fun(*args), residuals)` (with `has_aux`, `(out,
+    residuals, aux)`), `bwd(residuals, cotangent)` the cotangents of the `argnums`
+    arguments (one value for an int argnums), compiled once for every call."""
+    api.check_callable(fun, "fwd_and_bwd")
+    nums = api.check_argnums(argnums, "fwd_and_bwd")
+    value = (lambda *a: fun(*a)[0]) if has_aux else fun
+
+    def fwd(*args):
+        out = fun(*args)
+        if has_aux:
+            return out[0], args, out[1]
+        return out, args
+
+    def pullback(args, ct):
+        cts = api.pullback_staged(value, tuple(args), ct)
+        picked = tuple(cts[i % len(args)] for i in nums)
+        return picked[0] if isinstance(argnums, (int, np.integer)) else picked
+    bwd = api.staged_jit(pullback)
+    return (api.jit(fwd) if jitted else fwd), bwd
+
+
 # -- information ---------------------------------------------------------------------
 
 def print_environment_info(return_string=False):
     """The versions of jitad, Python, NumPy and llvmlite and the device, printed (or
     returned with `return_string=True`)."""
-    from . import __version__
+    from .version import __version__
     try:
         import llvmlite
         llvm_version = llvmlite.__version__
