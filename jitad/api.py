@@ -482,7 +482,7 @@ def vmap(fn, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_na
     `axis_name` and `spmd_axis_name` name the axis (jitad has no collectives over it).
 
     >>> jitad.vmap(lambda w, x: jitad.dot(w, x), in_axes=(None, 0))(np.ones(3), np.eye(3))
-    array([1., 1., 1.])
+    Array([1., 1., 1.])
     """
     check_callable(fn, "vmap")
     if axis_size is not None:
@@ -620,7 +620,7 @@ def jacfwd(fun, argnums=0, has_aux=False):
     shaped `out.shape + in.shape` per output and input leaf.
 
     >>> jitad.jacfwd(lambda x: x ** 2)(np.array([1.0, 2.0]))
-    array([[2., 0.],
+    Array([[2., 0.],
            [0., 4.]])
     """
     check_argnums(argnums, "jacfwd")

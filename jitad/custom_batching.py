@@ -3,7 +3,7 @@
 
 >>> f = jitad.custom_batching.sequential_vmap(lambda x: x * 2.0)
 >>> jitad.vmap(f)(np.arange(3.0))
-array([0., 2., 4.])
+Array([0., 2., 4.])
 """
 import functools
 

@@ -10,16 +10,12 @@ import math
 
 import numpy as np
 
+from .cpu_device import CPU, Sharding, SingleDeviceSharding
 from .errors import ArgumentError, DeviceError
 
 __all__ = ["AbstractMesh", "AxisType", "Mesh", "NamedSharding", "PartitionSpec", "Sharding",
            "SingleDeviceSharding", "get_abstract_mesh", "get_mesh", "make_mesh", "make_single_device_sharding",
            "reshard", "set_mesh", "use_abstract_mesh"]
-
-
-def _cpu():
-    from .toplevel import CPU
-    return CPU
 
 
 class AxisType:
@@ -77,42 +73,7 @@ def make_mesh(axis_shapes, axis_names, axis_types=None, *, devices=None):
     if math.prod(shape) != 1:
         raise DeviceError(f"make_mesh: axis sizes {shape} need {math.prod(shape)} devices, but there is 1; "
                           "give every axis size 1 (or use vmap for a batch axis)")
-    return Mesh(np.full(shape, _cpu(), dtype=object), axis_names, axis_types)
-
-
-class Sharding:
-    """Where an array's pieces live; every jitad array lives whole on the one device."""
-    memory_kind = "device"
-    is_fully_replicated = True
-    is_fully_addressable = True
-
-    @property
-    def device_set(self):
-        return {_cpu()}
-
-    def addressable_devices_indices_map(self, global_shape):
-        return {_cpu(): tuple(slice(None) for _ in global_shape)}
-
-    devices_indices_map = addressable_devices_indices_map
-
-    def shard_shape(self, global_shape):
-        return tuple(global_shape)
-
-    def __eq__(self, other):
-        return isinstance(other, Sharding) and type(self) is type(other) and vars(self) == vars(other)
-
-    def __hash__(self):
-        return hash(type(self))
-
-
-class SingleDeviceSharding(Sharding):
-    """The sharding of every jitad array: whole, on the CPU device."""
-
-    def __init__(self, device=None, *, memory_kind=None):
-        self._device = device if device is not None else _cpu()
-
-    def __repr__(self):
-        return f"SingleDeviceSharding(device={self._device!r}, memory_kind=device)"
+    return Mesh(np.full(shape, CPU, dtype=object), axis_names, axis_types)
 
 
 class NamedSharding(Sharding):

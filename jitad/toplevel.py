@@ -21,6 +21,7 @@ import numpy as np
 
 from . import api
 from .config import config
+from .cpu_device import CPU, Device, Shard
 from .errors import ArgumentError, DeviceError, JitadError
 from .ir.types import Type, dtype_of_numpy
 from .ir.verify import verify
@@ -47,29 +48,6 @@ float0 = api.FLOAT0
 
 # -- the one device ------------------------------------------------------------------
 
-class Device:
-    """The CPU device this process runs on (JAX's `CpuDevice`): `id` 0, `platform` 'cpu'."""
-    id = 0
-    platform = "cpu"
-    device_kind = "cpu"
-    process_index = 0
-    host_id = 0
-    client = None
-
-    def __repr__(self):
-        return "CpuDevice(id=0)"
-
-    def __str__(self):
-        return "TFRT_CPU_0"
-
-    def __eq__(self, other):
-        return isinstance(other, Device)
-
-    def __hash__(self):
-        return hash(Device)
-
-
-CPU = Device()
 
 
 def _check_backend(backend):
@@ -583,17 +561,6 @@ def smap(f=None, /, *, in_axes=None, out_axes=None, axis_name=None):
     if f is None:
         return lambda g: smap(g, in_axes=in_axes, out_axes=out_axes, axis_name=axis_name)
     return shard_map(f)
-
-
-class Shard:
-    """One piece of an array on one device: here the whole array (`data`) on the CPU."""
-
-    def __init__(self, data):
-        self.data, self.device, self.replica_id = data, CPU, 0
-        self.index = tuple(slice(None) for _ in np.shape(data))
-
-    def __repr__(self):
-        return f"Shard(device={self.device!r}, index={self.index}, replica_id=0, data={self.data!r})"
 
 
 def make_array_from_callback(shape, sharding, data_callback, dtype=None):
