@@ -382,15 +382,32 @@ def _check_grad_options(who, holomorphic, allow_int, reduce_axes):
         raise ArgumentError(f"{who}: allow_int={allow_int!r}; give True or False")
 
 
+def _size_one_as_scalar(fn, has_aux):
+    """`fn` with a float result of one element (shape `(1,)`, `(1, 1)`, ...) made a scalar:
+    autograd differentiates such functions (JAX refuses them)."""
+    @functools.wraps(fn)
+    def scalar_fn(*args, **kwargs):
+        out = fn(*args, **kwargs)
+        value = out[0] if has_aux and isinstance(out, (tuple, list)) and len(out) == 2 else out
+        shape = getattr(value, "shape", None)
+        if shape is not None and len(shape) > 0 and int(np.prod(shape)) == 1:
+            return (N.reshape(value, ()), out[1]) if has_aux else N.reshape(value, ())
+        return out
+    return scalar_fn
+
+
 def value_and_grad(fn, argnums=0, has_aux=False, device="cpu", *, holomorphic=False, allow_int=False,
-                   reduce_axes=()):
+                   reduce_axes=(), argnum=None):
     """`(value, gradient)` of a float-scalar `fn`, compiled; with `has_aux`,
     `((value, aux), gradient)`. With `allow_int=True`, an int or bool argument in
     `argnums` gets a gradient of JAX's `float0` zeros (it has no tangent space).
+    autograd's spelling `argnum=` is `argnums`; a result of one element (shape `(1,)`)
+    is differentiated as that scalar, as autograd does.
 
     >>> jitad.value_and_grad(lambda x, y: x * y, argnums=(0, 1))(3.0, 4.0)
     (12.0, (4.0, 3.0))
     """
+    argnums, fn = argnums if argnum is None else argnum, _size_one_as_scalar(fn, has_aux)
     check_argnums(argnums, "value_and_grad")
     _check_grad_options("value_and_grad", holomorphic, allow_int, reduce_axes)
     compiled = _transformation(fn, "value_and_grad", lambda f, *args: value_and_grad_staged(
@@ -398,14 +415,17 @@ def value_and_grad(fn, argnums=0, has_aux=False, device="cpu", *, holomorphic=Fa
     return _int_arguments_allowed(compiled, fn, argnums, has_aux, device, True) if allow_int else compiled
 
 
-def grad(fn, argnums=0, has_aux=False, device="cpu", *, holomorphic=False, allow_int=False, reduce_axes=()):
+def grad(fn, argnums=0, has_aux=False, device="cpu", *, holomorphic=False, allow_int=False, reduce_axes=(),
+         argnum=None):
     """The gradient of a float-scalar `fn` w.r.t. `argnums`, compiled; `(gradient, aux)`
     with `has_aux`. Works through IF/WHILE/FOR/FUN/TREE, and inside staged code.
-    `allow_int=True`: int and bool arguments get `float0` zeros, as in JAX.
+    `allow_int=True`: int and bool arguments get `float0` zeros, as in JAX. autograd's
+    `grad(f, argnum=1)` works too, and so does a result of one element (shape `(1,)`).
 
     >>> jitad.grad(lambda x: x ** 3)(2.0)
     12.0
     """
+    argnums, fn = argnums if argnum is None else argnum, _size_one_as_scalar(fn, has_aux)
     check_argnums(argnums, "grad")
     _check_grad_options("grad", holomorphic, allow_int, reduce_axes)
 
@@ -638,7 +658,7 @@ def jacrev(fun, argnums=0, has_aux=False):
     return _transformation(fun, "jacrev", lambda f, *args: jacobian_staged(f, args, argnums, has_aux, False, "jacrev"))
 
 
-def hessian(fun, argnums=0, has_aux=False):
+def hessian(fun, argnums=0, has_aux=False, *, argnum=None):
     """`jacfwd(jacrev(fun, argnums), argnums)`: forward-over-reverse second derivatives,
     shaped `x.shape + x.shape`; a tuple `argnums` gives nested tuples of blocks
     `H[i][j]` (as JAX).
@@ -646,6 +666,7 @@ def hessian(fun, argnums=0, has_aux=False):
     >>> jitad.hessian(lambda x, y: x * x * y, argnums=(0, 1))(3.0, 2.0)
     ((4.0, 6.0), (6.0, 0.0))
     """
+    argnums = argnums if argnum is None else argnum   # autograd's spelling
     check_argnums(argnums, "hessian")
     return jacfwd(jacrev(fun, argnums, has_aux), argnums, has_aux)
 

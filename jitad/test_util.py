@@ -1,8 +1,27 @@
-"""`jitad.test_util.check_grads` in both forms it has elsewhere: JAX's
-`check_grads(f, args, order, modes=("fwd", "rev"))` and autograd's curried
-`check_grads(f, argnum=0, modes=None, order=2)(*args)`; both check through
-`jitad.testing.check_grads`."""
+"""`jitad.test_util`: the gradient checks of JAX (`jax.test_util.check_grads(f, args,
+order, modes)`) and autograd (`autograd.test_util.check_grads(f, modes=..., order=...)(*args)`,
+`check_vjp`, `check_jvp`, `combo_check`), all through the one checker,
+`jitad.testing.check_grads`.
+
+>>> from jitad.test_util import check_grads, check_vjp
+>>> check_grads(jitad.sin, modes=["rev"])(0.3)
+>>> check_vjp(jitad.tanh, np.array([0.1, 0.2]))
+"""
+import itertools
+
+import numpy as np
+
 from . import testing
+from .differential_operators import make_jvp, make_vjp  # noqa: F401
+from .extend import vspace  # noqa: F401
+from .wrap_util import get_name, unary_to_nary  # noqa: F401
+
+__all__ = ["EPS", "RTOL", "TOL", "check_equivalent", "check_grads", "check_jvp", "check_vjp", "combo_check",
+           "get_name", "make_jvp", "make_numerical_jvp", "make_vjp", "scalar_close", "unary_to_nary", "vspace"]
+
+TOL = 1e-6    # autograd's default tolerances
+RTOL = 1e-6
+EPS = 1e-6
 
 
 def check_grads(fun, args=None, order=2, modes=None, atol=None, rtol=None, eps=None, *, argnum=0):
@@ -16,8 +35,56 @@ def check_grads(fun, args=None, order=2, modes=None, atol=None, rtol=None, eps=N
         return None
     argnum = argnum if args is None else args
 
-    def check(*call_args):
+    def check(*call_args, **call_kwargs):
         def f(x):
-            return fun(*call_args[:argnum], x, *call_args[argnum + 1:])
+            return fun(*call_args[:argnum], x, *call_args[argnum + 1:], **call_kwargs)
         testing.check_grads(f, (call_args[argnum],), order=order, modes=modes, **tolerances)
     return check
+
+
+def check_vjp(f, x):
+    """Reverse mode of `f` at `x` against central differences (AssertionError if not)."""
+    testing.check_grads(f, (x,), order=1, modes=("rev",))
+
+
+def check_jvp(f, x):
+    """Forward mode of `f` at `x` against central differences (AssertionError if not)."""
+    testing.check_grads(f, (x,), order=1, modes=("fwd",))
+
+
+def make_numerical_jvp(f, x):
+    """`jvp(v) == (f(x), (f(x + EPS v) - f(x - EPS v)) / (2 EPS))`: forward differences'
+    central form, for comparing with `make_jvp`."""
+    y = f(x)
+
+    def jvp(v):
+        plus = f(x + EPS / 2 * np.asarray(v))
+        minus = f(x - EPS / 2 * np.asarray(v))
+        return y, (np.asarray(plus) - np.asarray(minus)) / EPS
+    return jvp
+
+
+def scalar_close(a, b):
+    """Whether two numbers agree within autograd's tolerances."""
+    return abs(a - b) < TOL or abs(a - b) / abs(a + b) < RTOL
+
+
+def check_equivalent(x, y):
+    """AssertionError unless `x` and `y` (pytrees of numbers and arrays) have the same
+    structure and values within autograd's tolerances."""
+    from .pytree import flatten
+    (xs, tx), (ys, ty) = flatten(x), flatten(y)
+    assert tx == ty, f"different structures: {tx} vs {ty}"
+    for a, b in zip(xs, ys):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=RTOL, atol=TOL)
+
+
+def combo_check(fun, *args, **kwargs):
+    """`combo_check(f, argnum, modes=...)(xs, ys, kw=[...])`: `check_grads` of `f` at every
+    combination of the given argument values and keyword values."""
+    def check_all(*arg_choices, **kwarg_choices):
+        keyword_items = [[(k, v) for v in values] for k, values in kwarg_choices.items()]
+        for call_args in itertools.product(*arg_choices):
+            for call_kwargs in itertools.product(*keyword_items):
+                check_grads(fun, *args, **kwargs)(*call_args, **dict(call_kwargs))
+    return check_all

@@ -78,7 +78,9 @@ OUT_OF_SCOPE = {
 }
 
 # Names jitad exists for but declines (they raise JitadError naming the alternative).
-DECLINED = {}
+DECLINED = {
+    "autograd": {"holomorphic_grad"},   # complex functions: jitad has no complex dtypes
+}
 
 
 def public_names(module):
