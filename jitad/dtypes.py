@@ -23,16 +23,16 @@ class TypePromotionError(JitadError, TypeError):
 
 
 def canonicalize_dtype(dtype, allow_extended_dtype=False):
-    """The dtype jitad computes a `dtype` value in: ints as int64, floats as float64 or
-    float32, bool; with `jax_enable_x64` off, 32-bit ones as JAX does."""
+    """`dtype` as JAX canonicalizes it: unchanged with `jax_enable_x64` (jitad's default),
+    64-bit ones made 32-bit without it."""
     dt = np.dtype(dtype)
     if dt == float0 or dt == np.bool_:
         return dt
-    if dt.kind in "iu":
-        return np.dtype(np.int64 if config.jax_enable_x64 else np.int32)
-    if dt.kind == "f":
-        return np.dtype(np.float32) if dt.itemsize <= 4 or not config.jax_enable_x64 else np.dtype(np.float64)
-    raise ArgumentError(f"dtype {dt} is not one jitad computes in: use a float, int or bool dtype")
+    if dt.kind not in "iuf":
+        raise ArgumentError(f"dtype {dt} is not one jitad computes in: use a float, int or bool dtype")
+    if config.jax_enable_x64 or dt.itemsize <= 4:
+        return dt
+    return np.dtype({"i": np.int32, "u": np.uint32, "f": np.float32}[dt.kind])
 
 
 def result_type(*args, return_weak_type_flag=False):

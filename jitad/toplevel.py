@@ -214,7 +214,7 @@ def _leaf_type(x):
 
 
 def _is_weak(x):
-    return isinstance(x, (bool, int, float)) and not isinstance(x, np.generic)
+    return isinstance(x, (int, float)) and not isinstance(x, (bool, np.generic))
 
 
 def typeof(x):
