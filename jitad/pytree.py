@@ -293,11 +293,11 @@ class GetAttrKey:
 
 @dataclasses.dataclass(frozen=True)
 class FlattenedIndexKey:
-    """The position of a child of a registered class without keys: `"[0]"`."""
+    """The position of a child of a registered class without keys: `"[<flat index 0>]"`."""
     key: int
 
     def __str__(self):
-        return f"[{self.key!r}]"
+        return f"[<flat index {self.key}>]"
 
 
 def _custom_children(x, t):

@@ -165,8 +165,9 @@ def tree_broadcast(prefix_tree, full_tree, is_leaf=None):
 
 
 def treedef_is_leaf(treedef):
-    """Whether `treedef` is a single leaf: `treedef_is_leaf(tree_structure(1.0))`."""
-    return treedef.kind == "leaf"
+    """Whether `treedef` is one node without children (a leaf, None, or an empty
+    container, as JAX counts them): `treedef_is_leaf(tree_structure(1.0))`."""
+    return not treedef.children
 
 
 def treedef_children(treedef):
