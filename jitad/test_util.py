@@ -25,21 +25,29 @@ EPS = 1e-6
 
 
 def check_grads(fun, args=None, order=2, modes=None, atol=None, rtol=None, eps=None, *, argnum=0):
-    """JAX's form when `args` is a tuple or list: `check_grads(loss, (W, b), order=2)`;
-    otherwise autograd's: `check_grads(loss, modes=["rev"])(weights)` (`args` is then
-    autograd's `argnum`, the argument checked)."""
+    """JAX's form when `args` is a tuple or list of arguments: `check_grads(loss, (W, b),
+    order=2)`; otherwise autograd's: `check_grads(loss, modes=["rev"])(weights)` (`args`
+    is then autograd's `argnum`: the argument checked, an int or a list of ints)."""
     modes = tuple(modes or ("fwd", "rev"))
     tolerances = {k: v for k, v in (("atol", atol), ("rtol", rtol), ("eps", eps)) if v is not None}
-    if isinstance(args, (tuple, list)):
+    if isinstance(args, (tuple, list)) and not _all_ints(args):
         testing.check_grads(fun, tuple(args), order=order, modes=modes, **tolerances)
         return None
-    argnum = argnum if args is None else args
+    nums = argnum if args is None else args
+    nums = tuple(nums) if isinstance(nums, (tuple, list)) else (nums,)
 
     def check(*call_args, **call_kwargs):
-        def f(x):
-            return fun(*call_args[:argnum], x, *call_args[argnum + 1:], **call_kwargs)
-        testing.check_grads(f, (call_args[argnum],), order=order, modes=modes, **tolerances)
+        def f(*xs):
+            full = list(call_args)
+            for i, x in zip(nums, xs):
+                full[i] = x
+            return fun(*full, **call_kwargs)
+        testing.check_grads(f, tuple(call_args[i] for i in nums), order=order, modes=modes, **tolerances)
     return check
+
+
+def _all_ints(values):
+    return bool(values) and all(isinstance(v, int) and not isinstance(v, bool) for v in values)
 
 
 def check_vjp(f, x):
@@ -53,14 +61,14 @@ def check_jvp(f, x):
 
 
 def make_numerical_jvp(f, x):
-    """`jvp(v) == (f(x), (f(x + EPS v) - f(x - EPS v)) / (2 EPS))`: forward differences'
-    central form, for comparing with `make_jvp`."""
-    y = f(x)
+    """`jvp(v) == (f(x + EPS/2 v) - f(x - EPS/2 v)) / EPS`: the directional derivative by
+    central differences, item by item for containers (to compare with `make_jvp`)."""
+    out_space, in_space = vspace(f(x)), vspace(x)
 
     def jvp(v):
-        plus = f(x + EPS / 2 * np.asarray(v))
-        minus = f(x - EPS / 2 * np.asarray(v))
-        return y, (np.asarray(plus) - np.asarray(minus)) / EPS
+        plus = f(in_space.add(x, in_space.scalar_mul(v, EPS / 2)))
+        minus = f(in_space.add(x, in_space.scalar_mul(v, -EPS / 2)))
+        return out_space.scalar_mul(out_space.add(plus, out_space.scalar_mul(minus, -1.0)), 1.0 / EPS)
     return jvp
 
 
