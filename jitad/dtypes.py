@@ -1,7 +1,7 @@
 """JAX's `jax.dtypes`: the dtypes jitad computes in and their rules.
 
 >>> jitad.dtypes.canonicalize_dtype(np.int32)
-dtype('int64')
+dtype('int32')
 >>> jitad.dtypes.issubdtype(np.float32, np.floating)
 True
 """
