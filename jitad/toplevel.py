@@ -39,7 +39,8 @@ __all__ = ["Array", "Device", "ShapeDtypeStruct", "block_until_ready", "checkpoi
            "local_devices", "make_jaxpr", "named_call", "named_scope", "pmap", "print_environment_info",
            "process_count", "process_index", "process_indices", "remat", "typeof", "effects_barrier",
            "make_user_context", "Setting", "Shard", "fwd_and_bwd", "make_array_from_callback",
-           "make_array_from_process_local_data", "make_array_from_single_device_arrays", "shard_map", "smap"]
+           "make_array_from_process_local_data", "make_array_from_single_device_arrays", "shard_map", "smap",
+           "pure_callback"]
 
 NUMPY_DTYPES = {"f64": np.dtype(np.float64), "f32": np.dtype(np.float32), "i64": np.dtype(np.int64),
                 "bool": np.dtype(np.bool_)}
@@ -495,6 +496,36 @@ def linear_transpose(fun, *primals, reduce_axes=()):
     def transposed(ct):
         return tuple(api.vjp(fun, *points)[1](ct))
     return transposed
+
+
+def pure_callback(callback, result_shape_dtypes, *args, sharding=None, vmap_method=None, **kwargs):
+    """`callback(*args, **kwargs)` run in Python on values, its result checked against
+    `result_shape_dtypes` (a pytree of ShapeDtypeStructs) and returned as arrays of those
+    dtypes. jitad calls it on values only: inside staged code (jit, grad, vmap) it raises
+    JitadError, since compiled code cannot take values back from Python; use
+    `jitad.debug.callback` there for side effects, or compute the value in jitad.
+
+    >>> jitad.pure_callback(np.sin, jitad.ShapeDtypeStruct((2,), np.float64), np.zeros(2))
+    Array([0., 0.])
+    """
+    api.check_callable(callback, "pure_callback")
+    if current_frame() is not None or any(is_staged(x) for x in flatten((args, kwargs))[0]):
+        raise JitadError("pure_callback inside jit, grad or vmap is not available: compiled jitad code cannot "
+                         "take values back from Python. Call it outside the transformed function, use "
+                         "jitad.debug.callback for side effects, or write the computation with jitad.numpy")
+    out = callback(*args, **kwargs)
+    wanted, td = flatten(result_shape_dtypes)
+    got, out_td = flatten(out)
+    if td != out_td:
+        raise ArgumentError(f"pure_callback: the callback returned the structure {out_td}, but "
+                            f"result_shape_dtypes has {td}")
+    results = []
+    for k, (w, g) in enumerate(zip(wanted, got)):
+        if np.shape(g) != tuple(w.shape):
+            raise ArgumentError(f"pure_callback: result {k} has shape {np.shape(g)}, but result_shape_dtypes "
+                                f"gives {tuple(w.shape)}")
+        results.append(np.asarray(g, dtype=w.dtype).view(Array))
+    return unflatten(td, results)
 
 
 # -- pmap on one device -------------------------------------------------------------

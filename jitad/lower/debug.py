@@ -1,4 +1,5 @@
-"""LLVM lowering of `debug_print` (jitad.debug.print): a call back into Python.
+"""LLVM lowering of `debug_print` (jitad.debug.print and jitad.debug.callback): a call
+back into Python.
 
 The compiled code calls `jitad_debug_print(spec, n, values)`: `spec` points at a
 NUL-terminated JSON constant in the module (format string, keyword names, each
@@ -23,6 +24,7 @@ from .llvm import I8, I32, I64, INTERRUPTED, LL, PTR, alloca, rule
 _CTYPES = {"f64": ctypes.c_double, "f32": ctypes.c_float, "i64": ctypes.c_int64, "bool": ctypes.c_uint8}
 _NUMPY = {"f64": np.float64, "f32": np.float32, "i64": np.int64, "bool": np.bool_}
 _specs = {}   # spec bytes -> decoded spec
+HOST_CALLS = {}   # `call` key of a spec -> the Python function jitad.debug.callback registered
 
 
 def _value(ptr, dtype, shape):
@@ -46,10 +48,13 @@ def _callback(spec, n, values, done):
         names = decoded["names"]
         args = [v for v, name in zip(vals, names) if name is None]
         kwargs = {name: v for v, name in zip(vals, names) if name is not None}
-        print(decoded["fmt"].format(*args, **kwargs), flush=True)
+        if "call" in decoded:   # jitad.debug.callback: the user's function on the values
+            HOST_CALLS[decoded["call"]](*args, **kwargs)
+        else:
+            print(decoded["fmt"].format(*args, **kwargs), flush=True)
         done[0] = 1
     except Exception as e:   # an exception cannot unwind through native code
-        print(f"jitad.debug.print: {type(e).__name__}: {e}", flush=True)
+        print(f"jitad.debug: {type(e).__name__}: {e}", flush=True)
         done[0] = 1
     except BaseException as e:   # a signal handler's (Ctrl-C): stop the call, raise it in the caller
         runtime.interrupted_by(e)

@@ -80,6 +80,7 @@ OUT_OF_SCOPE = {
 # Names jitad exists for but declines (they raise JitadError naming the alternative).
 DECLINED = {
     "autograd": {"holomorphic_grad"},   # complex functions: jitad has no complex dtypes
+    "jax": {"pure_callback"},   # values only: compiled code cannot take values back from Python
 }
 
 

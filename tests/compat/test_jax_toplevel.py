@@ -327,3 +327,35 @@ def test_containers_of_every_kind_through_eval_shape():
     theirs = jax.eval_shape(lambda t: t, tree)
     assert type(ours) is type(theirs) and list(ours) == list(theirs) == ["b", "a"]
     assert type(ours["b"]) is P and ours["b"].x.shape == theirs["b"].x.shape
+
+
+def test_debug_callback_and_pure_callback():
+    seen, jseen = [], []
+
+    def body(lib, store, xs):
+        def step(i, s):
+            lib.debug.callback(lambda i, s, w: store.append((int(i), float(s), np.asarray(w).tolist())), i, s,
+                               w=xs[:2])
+            return s + xs[i]
+        return step
+    xs = np.arange(1.0, 4.0)
+    out = jitad.jit(lambda v: jitad.FOR(0, 3, body(jitad, seen, v), 0.0))(xs)
+    jout = jax.jit(lambda v: jax.lax.fori_loop(0, 3, body(jax, jseen, v), 0.0))(xs)
+    jax.effects_barrier()
+    assert out == float(jout) and seen == jseen
+    jitad.debug.callback(seen.append, 5.0)   # outside staged code: at once
+    assert seen[-1] == 5.0
+    g = jitad.grad(lambda x: (jitad.debug.callback(seen.append, x), x * x)[1])(3.0)
+    assert g == 6.0 and seen[-1] == 3.0 and seen.count(3.0) == 1   # the forward pass only
+    with pytest.raises(jitad.ArgumentError, match="function"):
+        jitad.debug.callback(3.0)
+    spec = jitad.ShapeDtypeStruct((2,), np.float32)
+    x32 = np.array([0.5, 1.0], np.float32)
+    ours = jitad.pure_callback(lambda x: np.sin(x), spec, x32)
+    theirs = jax.pure_callback(lambda x: np.sin(x), jax.ShapeDtypeStruct((2,), jnp.float32), x32)
+    assert ours.dtype == theirs.dtype and isinstance(ours, jitad.Array)
+    close(ours, theirs)
+    with pytest.raises(jitad.ArgumentError, match="shape"):
+        jitad.pure_callback(lambda x: x, jitad.ShapeDtypeStruct((3,), np.float64), np.ones(2))
+    with pytest.raises(jitad.JitadError, match="debug.callback"):   # declined inside staged code
+        jitad.jit(lambda x: jitad.pure_callback(np.sin, jitad.ShapeDtypeStruct((2,), np.float64), x))(np.ones(2))
