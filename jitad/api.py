@@ -7,7 +7,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from . import numeric as N, numpy_api, timing
+from . import monitoring, numeric as N, numpy_api, timing
 from .config import config
 from .errors import ArgumentError, check_argnums, env_int
 from .ir.types import TreeType, is_device_array
@@ -169,6 +169,7 @@ class Jitted:
         with timing.recording() as report:
             compiled = self._compile_recorded(args, dynamic, leaves, nums, in_td)
         compiled.compile_seconds, compiled.compile_report = report.total, report
+        monitoring.record_event_duration_secs("/jitad/compile_duration_secs", report.total, fun_name=_fn_name(self.fn))
         for old in _lru_put(self._compiled, key, compiled, self.max_signatures):
             if type(self).__dict__.get("__call__") is getattr(old, "entry", None):   # never call evicted code
                 type(self).__call__ = Jitted.__call__

@@ -40,7 +40,7 @@ __all__ = ["Array", "Device", "ShapeDtypeStruct", "block_until_ready", "checkpoi
            "process_count", "process_index", "process_indices", "remat", "typeof", "effects_barrier",
            "make_user_context", "Setting", "Shard", "fwd_and_bwd", "make_array_from_callback",
            "make_array_from_process_local_data", "make_array_from_single_device_arrays", "shard_map", "smap",
-           "pure_callback"]
+           "pure_callback", "live_arrays", "ds"]
 
 NUMPY_DTYPES = {"f64": np.dtype(np.float64), "f32": np.dtype(np.float32), "i64": np.dtype(np.int64),
                 "bool": np.dtype(np.bool_)}
@@ -660,6 +660,28 @@ def print_environment_info(return_string=False):
         return text
     print(text, end="")
     return None
+
+
+def live_arrays(platform=None):
+    """The `jitad.numpy.Array`s alive in this process (results of compiled functions,
+    `device_put`, ...)."""
+    _check_backend(platform)
+    import gc
+    return [obj for obj in gc.get_objects() if type(obj) is Array]
+
+
+def ds(start, size=None, stride=None):
+    """A slice of `size` elements from `start`, every `stride`-th (JAX's `jax.ds` for
+    indexing refs and arrays): `x[jitad.ds(1, 3)]` is `x[1:4]`. For a start known only
+    when the code runs, use `jitad.lax.dynamic_slice`."""
+    if is_staged(start) or is_staged(size):
+        raise ArgumentError("ds: the start and size must be known when tracing; for a staged start use "
+                            "jitad.lax.dynamic_slice(x, (start,), (size,))")
+    stride = 1 if stride is None else stride
+    if size is None:
+        return slice(None, None, stride) if start is None else slice(start, start + 1, stride)
+    start = 0 if start is None else start
+    return slice(start, start + size * stride - (stride - 1) if stride > 0 else None, stride)
 
 
 def effects_barrier():

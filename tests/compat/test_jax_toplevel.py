@@ -359,3 +359,30 @@ def test_debug_callback_and_pure_callback():
         jitad.pure_callback(lambda x: x, jitad.ShapeDtypeStruct((3,), np.float64), np.ones(2))
     with pytest.raises(jitad.JitadError, match="debug.callback"):   # declined inside staged code
         jitad.jit(lambda x: jitad.pure_callback(np.sin, jitad.ShapeDtypeStruct((2,), np.float64), x))(np.ones(2))
+
+
+def test_monitoring_profiler_memory_ds_live_arrays(tmp_path):
+    import json
+    durations, events = [], []
+    jitad.monitoring.register_event_duration_secs_listener(lambda e, d, **kw: durations.append((e, kw)))
+    jitad.monitoring.register_event_listener(lambda e, **kw: events.append((e, kw)))
+    try:
+        jitad.jit(lambda x: x * 7.0 - 1.0)(2.0)
+        jitad.monitoring.record_event("/user/event", step=3)
+    finally:
+        jitad.monitoring.clear_event_listeners()
+    assert durations and durations[-1][0] == "/jitad/compile_duration_secs" and events == [("/user/event", {"step": 3})]
+    with jitad.profiler.trace(tmp_path):
+        with jitad.profiler.StepTraceAnnotation("train", step_num=1):
+            jitad.profiler.annotate_function(lambda: None, name="inner")()
+            jitad.jit(lambda x: x * 5.0 + 2.0)(1.0)
+    names = [e["name"] for e in json.loads((tmp_path / "jitad.trace.json").read_text())["traceEvents"]]
+    assert {"train", "inner", "/jitad/compile_duration_secs"} <= set(names)
+    with pytest.raises(jitad.JitadError, match="no profiler trace"):
+        jitad.profiler.stop_trace()
+    assert [s.name for s in jitad.memory.Space] == list(jax.memory.Space.__members__)
+    x = np.arange(10.0)
+    for args in ((1, 3), (2, 3, 2), (0, 4, 3), (5, 0)):
+        np.testing.assert_array_equal(x[jitad.ds(*args)], jnp.asarray(x)[jax.ds(*args)])
+    y = jitad.jit(lambda v: v * 2.0)(np.ones(3))
+    assert any(a is y for a in jitad.live_arrays())
