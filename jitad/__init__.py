@@ -30,3 +30,4 @@ from . import (builtins, core, differential_operators, extend, misc, test_util, 
 from .builtins import dict, isinstance, list, tuple, type  # noqa: E402,A001  (autograd's container names)
 from .extend import primitive  # noqa: E402
 from . import memory, monitoring, profiler  # noqa: E402
+from . import stages  # noqa: E402

@@ -15,6 +15,7 @@ from .ir.verify import verify
 from .lower.compile import SCALAR_KEYS, compile_program
 from .pytree import check_hashable, flatten
 from .transforms.vmap import vmap_staged
+from .stages import FLOAT0
 from .staging import arg_type, current_frame, trace_program
 from .forest import SLOT_OFFSETS, Tree, plain_tree
 from .transforms.jacobians import jacobian_staged
@@ -200,6 +201,17 @@ class Jitted:
             if gc_was_enabled:
                 gc.enable()
         return compiled
+
+    def trace(self, *args, **kwargs):
+        """The function traced at these arguments (`jitad.stages.Traced`: its program,
+        abstract values; `.lower().compile()` compiles ahead of the first call)."""
+        from .stages import Traced
+        return Traced(self, args, kwargs)
+
+    def lower(self, *args, **kwargs):
+        """`trace(*args, **kwargs).lower()`: JAX's ahead-of-time API,
+        `jitad.jit(f).lower(x).compile()(x)`."""
+        return self.trace(*args, **kwargs).lower()
 
     def _latest(self, what):
         if self._last is None:
@@ -437,7 +449,6 @@ def grad(fn, argnums=0, has_aux=False, device="cpu", *, holomorphic=False, allow
     return _int_arguments_allowed(compiled, fn, argnums, has_aux, device, False) if allow_int else compiled
 
 
-FLOAT0 = np.dtype([("float0", np.void, 0)])   # JAX's dtype of the gradient of an int
 
 
 def _is_int_leaf(x):

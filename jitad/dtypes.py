@@ -9,11 +9,12 @@ import numpy as np
 
 from .config import config
 from .errors import ArgumentError, JitadError
+from .stages import FLOAT0
 
 __all__ = ["TypePromotionError", "canonicalize_dtype", "finfo", "float0", "iinfo", "issubdtype",
            "itemsize_bits", "result_type", "scalar_type_of"]
 
-float0 = np.dtype([("float0", np.void, 0)])   # the dtype of an int's gradient
+float0 = FLOAT0   # the dtype of an int's gradient
 finfo, iinfo = np.finfo, np.iinfo
 issubdtype = np.issubdtype
 

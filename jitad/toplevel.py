@@ -22,14 +22,13 @@ import numpy as np
 from . import api
 from .config import config
 from .cpu_device import CPU, Device, Shard
+from .stages import NUMPY_DTYPES, ClosedJaxpr, ShapeDtypeStruct, ShapedArray, leaf_type, structs, trace_at
 from .errors import ArgumentError, DeviceError, JitadError
-from .ir.types import Type, dtype_of_numpy
 from .ir.verify import verify
 from .numpy import Array
 from .pytree import flatten, tree_map, unflatten
 from .staging import checkpoint as _checkpoint
-from .staging import current_frame, is_staged, trace_program
-from .staging.tracer import arg_type
+from .staging import current_frame, is_staged
 from .transforms.custom import custom_vjp
 
 __all__ = ["Array", "Device", "ShapeDtypeStruct", "block_until_ready", "checkpoint", "clear_caches",
@@ -42,8 +41,6 @@ __all__ = ["Array", "Device", "ShapeDtypeStruct", "block_until_ready", "checkpoi
            "make_array_from_process_local_data", "make_array_from_single_device_arrays", "shard_map", "smap",
            "pure_callback", "live_arrays", "ds"]
 
-NUMPY_DTYPES = {"f64": np.dtype(np.float64), "f32": np.dtype(np.float32), "i64": np.dtype(np.int64),
-                "bool": np.dtype(np.bool_)}
 float0 = api.FLOAT0
 
 
@@ -138,140 +135,21 @@ def copy_to_host_async(x):
 
 # -- shapes without values -----------------------------------------------------------
 
-def _numpy_dtype(dtype):
-    try:
-        dt = np.dtype(dtype)
-    except TypeError:
-        raise ArgumentError(f"{dtype!r} is not a dtype; give np.float64, np.float32, np.int64, np.bool_ "
-                            "or their names") from None
-    if dtype_of_numpy(dt) is None and dt != float0:
-        raise ArgumentError(f"dtype {dt} is not one jitad computes in; use float64, float32, an int or bool")
-    return dt
-
-
-class ShapeDtypeStruct:
-    """A shape and dtype standing for an array (JAX's): what `eval_shape` takes and gives.
-
-    >>> jitad.ShapeDtypeStruct((2, 3), np.float32).size
-    6
-    """
-    __slots__ = ("shape", "dtype", "sharding", "weak_type")
-
-    def __init__(self, shape, dtype, sharding=None, weak_type=False):
-        self.shape = tuple(int(d) for d in shape)
-        self.dtype = _numpy_dtype(dtype)
-        self.sharding, self.weak_type = sharding, bool(weak_type)
-
-    ndim = property(lambda self: len(self.shape))
-    size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
-
-    def __len__(self):
-        if not self.shape:
-            raise TypeError("len() of unsized object")
-        return self.shape[0]
-
-    def __repr__(self):
-        weak = ", weak_type=True" if self.weak_type else ""
-        return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name}{weak})"
-
-    def __eq__(self, other):
-        return isinstance(other, ShapeDtypeStruct) and (self.shape, self.dtype, self.weak_type) == \
-            (other.shape, other.dtype, other.weak_type)
-
-    def __hash__(self):
-        return hash((self.shape, self.dtype, self.weak_type))
-
-
-class ShapedArray:
-    """The abstract value of an array (`jitad.typeof`): prints as `float64[3]`, with `~`
-    in front for a Python scalar's weak type."""
-    __slots__ = ("shape", "dtype", "weak_type")
-
-    def __init__(self, shape, dtype, weak_type=False):
-        self.shape, self.dtype, self.weak_type = tuple(shape), np.dtype(dtype), weak_type
-
-    ndim = property(lambda self: len(self.shape))
-    size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
-
-    def __str__(self):
-        return f"{'~' if self.weak_type else ''}{self.dtype.name}[{','.join(map(str, self.shape))}]"
-
-    __repr__ = __str__
-
-    def __eq__(self, other):
-        return isinstance(other, ShapedArray) and str(self) == str(other)
-
-    def __hash__(self):
-        return hash(str(self))
-
-
-def _leaf_type(x):
-    """The IR type of an argument leaf (a ShapeDtypeStruct or a value)."""
-    if isinstance(x, (ShapeDtypeStruct, ShapedArray)):
-        return Type(dtype_of_numpy(x.dtype), x.shape)
-    if is_staged(x):
-        return x._var.type
-    return arg_type(x)
-
-
 def _is_weak(x):
     return isinstance(x, (int, float)) and not isinstance(x, (bool, np.generic))
 
 
 def typeof(x):
     """The abstract value (shape and dtype) of `x`: `str(jitad.typeof(np.ones(3))) == 'float64[3]'`."""
-    t = _leaf_type(x)
+    t = leaf_type(x)
     return ShapedArray(t.shape, NUMPY_DTYPES[t.dtype], _is_weak(x))
-
-
-def _trace(fun, args, kwargs, static_argnums=()):
-    """(program, out treedef) of `fun(*args, **kwargs)` traced at the leaves' types."""
-    nums = {i % len(args) for i in api.check_argnums(static_argnums, "make_jaxpr", "static_argnums",
-                                                      allow_empty=True)} if args else set()
-    dynamic = tuple(a for i, a in enumerate(args) if i not in nums)
-
-    def staged(*dyn, **kw):
-        it = iter(dyn)
-        return fun(*[args[i] if i in nums else next(it) for i in range(len(args))], **kw)
-    leaves, td = flatten((dynamic, kwargs))
-    program, out_td, _ = trace_program(lambda a, k: staged(*a, **k), (dynamic, kwargs), td,
-                                       [_leaf_type(x) for x in leaves])
-    return program, out_td
-
-
-def _structs(program, out_td):
-    return unflatten(out_td, [ShapeDtypeStruct(t.shape, NUMPY_DTYPES[t.dtype]) for t in program.main.out_types])
 
 
 def eval_shape(fun, *args, **kwargs):
     """The shapes and dtypes of `fun(*args, **kwargs)`, as a pytree of `ShapeDtypeStruct`s,
     without running it (arguments may be arrays or ShapeDtypeStructs)."""
     api.check_callable(fun, "eval_shape")
-    return _structs(*_trace(fun, args, kwargs))
-
-
-class ClosedJaxpr:
-    """A staged program (what `make_jaxpr` gives): `str()` prints jitad's IR; `in_avals`
-    and `out_avals` are the abstract values of its inputs and outputs."""
-
-    def __init__(self, program):
-        self.program = program
-        self.jaxpr, self.consts = self, []
-        self.in_avals = [ShapedArray(t.shape, NUMPY_DTYPES[t.dtype]) for t in program.main.in_types]
-        self.out_avals = [ShapedArray(t.shape, NUMPY_DTYPES[t.dtype]) for t in program.main.out_types]
-
-    @property
-    def eqns(self):
-        """The program's top-level nodes."""
-        return list(self.program.main.nodes)
-
-    def __str__(self):
-        return str(self.program)
-
-    __repr__ = __str__
-
-    def pretty_print(self, **_):
-        return str(self)
+    return structs(*trace_at(fun, args, kwargs))
 
 
 def make_jaxpr(fun, static_argnums=(), axis_env=None, return_shape=False, abstracted_axes=None):
@@ -287,9 +165,9 @@ def make_jaxpr(fun, static_argnums=(), axis_env=None, return_shape=False, abstra
 
     @functools.wraps(fun)
     def traced(*args, **kwargs):
-        program, out_td = _trace(fun, args, kwargs, static_argnums)
+        program, out_td = trace_at(fun, args, kwargs, static_argnums)
         jaxpr = ClosedJaxpr(verify(program))
-        return (jaxpr, _structs(program, out_td)) if return_shape else jaxpr
+        return (jaxpr, structs(program, out_td)) if return_shape else jaxpr
     return traced
 
 
@@ -489,7 +367,7 @@ def linear_transpose(fun, *primals, reduce_axes=()):
         raise ArgumentError("linear_transpose: reduce_axes is no longer supported (JAX dropped it too)")
 
     def zeros(x):
-        t = _leaf_type(x)
+        t = leaf_type(x)
         return np.zeros(t.shape, NUMPY_DTYPES[t.dtype]) if t.shape else NUMPY_DTYPES[t.dtype].type(0).item()
     points = tree_map(zeros, primals)
 

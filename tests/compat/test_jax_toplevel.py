@@ -386,3 +386,23 @@ def test_monitoring_profiler_memory_ds_live_arrays(tmp_path):
         np.testing.assert_array_equal(x[jitad.ds(*args)], jnp.asarray(x)[jax.ds(*args)])
     y = jitad.jit(lambda v: v * 2.0)(np.ones(3))
     assert any(a is y for a in jitad.live_arrays())
+
+
+def test_ahead_of_time_stages():
+    def f(x, n):
+        return jitad.sin(x) ** n
+
+    def jf(x, n):
+        return jnp.sin(x) ** n
+    x = np.array([0.3, 0.6])
+    traced = jitad.jit(f, static_argnums=1).trace(x, 2)
+    jtraced = jax.jit(jf, static_argnums=1).trace(x, 2)
+    assert [str(a) for a in traced.in_avals] == [str(a) for a in jtraced.jaxpr.in_avals]
+    assert (traced.out_info.shape, traced.out_info.dtype) == (jtraced.out_info.shape, jtraced.out_info.dtype)
+    lowered = traced.lower()
+    assert "sin" in lowered.as_text()
+    compiled = lowered.compile()
+    close(compiled(np.array([0.1, 0.2]), 2), jax.jit(jf, static_argnums=1).lower(x, 2).compile()(np.array([0.1, 0.2])))
+    with pytest.raises(jitad.ArgumentError, match="compiled for"):
+        compiled(np.ones(3), 2)
+    close(jitad.jit(lambda v: v * 2.0).lower(x).compile().call(x), 2.0 * x)
