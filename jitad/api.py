@@ -559,11 +559,12 @@ def _vmap_sized(fn, in_axes, out_axes, axis_size):
 
 # -- forward mode and second order ----------------------------------------------
 
-def linearize(fn, *primals):
+def linearize(fn, *primals, has_aux=False):
     """JAX's `linearize`: `(fn(*primals), f_jvp)` where `f_jvp(*tangents)` is the `jvp`'s
     tangent. Inside a staged function the primal is computed once and each `f_jvp` call
     adds only tangent code (a zero NumPy or Python tangent adds none): several directions
-    for the price of one primal.
+    for the price of one primal. With `has_aux`, `fn` returns `(out, aux)` and linearize
+    returns `(out, f_jvp, aux)`.
 
     >>> y, f_jvp = jitad.linearize(jitad.sin, 0.0)
     >>> f_jvp(2.0)
@@ -571,6 +572,9 @@ def linearize(fn, *primals):
     """
     check_callable(fn, "linearize")
     primals = tuple(primals)
+    if has_aux:   # `(out, f_jvp, aux)`, as JAX's: the function's first result is linearized
+        out, f_jvp = linearize(lambda *a: fn(*a)[0], *primals)
+        return out, f_jvp, (jit(fn)(*primals) if current_frame() is None else fn(*primals))[1]
     if current_frame() is None:
         out = jit(fn)(*primals)
         return out, lambda *tangents: jvp(fn, primals, tangents)[1]

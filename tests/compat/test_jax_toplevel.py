@@ -406,3 +406,12 @@ def test_ahead_of_time_stages():
     with pytest.raises(jitad.ArgumentError, match="compiled for"):
         compiled(np.ones(3), 2)
     close(jitad.jit(lambda v: v * 2.0).lower(x).compile().call(x), 2.0 * x)
+
+
+def test_linearize_with_aux():
+    f = lambda x: (jitad.sin(x) * x, {"x2": x * 2.0})   # noqa: E731
+    jf = lambda x: (jnp.sin(x) * x, {"x2": x * 2.0})   # noqa: E731
+    x, v = np.array([0.2, 0.7]), np.array([1.0, -1.0])
+    out, f_jvp, aux = jitad.linearize(f, x, has_aux=True)
+    jout, jf_jvp, jaux = jax.linearize(jf, x, has_aux=True)
+    close((out, f_jvp(v), aux), (jout, jf_jvp(v), jaux))
