@@ -650,7 +650,7 @@ def vjp(fn, *primals):
 
 # -- Jacobians and Hessians ---------------------------------------------------------
 
-def jacfwd(fun, argnums=0, has_aux=False):
+def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
     """The Jacobian of `fun` by forward mode (the function once, then its tangent code
     per input element), compiled:
     shaped `out.shape + in.shape` per output and input leaf.
@@ -660,10 +660,11 @@ def jacfwd(fun, argnums=0, has_aux=False):
            [0., 4.]])
     """
     check_argnums(argnums, "jacfwd")
+    _check_grad_options("jacfwd", holomorphic, False, ())
     return _transformation(fun, "jacfwd", lambda f, *args: jacobian_staged(f, args, argnums, has_aux, True, "jacfwd"))
 
 
-def jacrev(fun, argnums=0, has_aux=False):
+def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
     """The Jacobian of `fun` by reverse mode (one `vjp` per output element), compiled;
     same result as `jacfwd`, cheaper when there are fewer outputs than inputs.
 
@@ -671,10 +672,14 @@ def jacrev(fun, argnums=0, has_aux=False):
     (3.0, 2.0)
     """
     check_argnums(argnums, "jacrev")
+    _check_grad_options("jacrev", holomorphic, False, ())
+    if allow_int:
+        raise ArgumentError("jacrev: allow_int=True (float0 rows for int arguments) is not supported; leave the "
+                            "int arguments out of argnums")
     return _transformation(fun, "jacrev", lambda f, *args: jacobian_staged(f, args, argnums, has_aux, False, "jacrev"))
 
 
-def hessian(fun, argnums=0, has_aux=False, *, argnum=None):
+def hessian(fun, argnums=0, has_aux=False, holomorphic=False, *, argnum=None):
     """`jacfwd(jacrev(fun, argnums), argnums)`: forward-over-reverse second derivatives,
     shaped `x.shape + x.shape`; a tuple `argnums` gives nested tuples of blocks
     `H[i][j]` (as JAX).
@@ -684,13 +689,14 @@ def hessian(fun, argnums=0, has_aux=False, *, argnum=None):
     """
     argnums = argnums if argnum is None else argnum   # autograd's spelling
     check_argnums(argnums, "hessian")
+    _check_grad_options("hessian", holomorphic, False, ())
     return jacfwd(jacrev(fun, argnums, has_aux), argnums, has_aux)
 
 
-def jacobian(fun, argnums=0, has_aux=False, *, argnum=None):
+def jacobian(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False, *, argnum=None):
     """`jacrev` under the name JAX (`argnums=`) and autograd (`argnum=`) give it:
     `jitad.jacobian(f)(x)`, `jitad.jacobian(f, argnum=1)(x, y)`."""
-    return jacrev(fun, argnums if argnum is None else argnum, has_aux)
+    return jacrev(fun, argnums if argnum is None else argnum, has_aux, holomorphic, allow_int)
 
 
 def elementwise_grad(fn, argnum=0):

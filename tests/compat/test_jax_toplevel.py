@@ -415,3 +415,18 @@ def test_linearize_with_aux():
     out, f_jvp, aux = jitad.linearize(f, x, has_aux=True)
     jout, jf_jvp, jaux = jax.linearize(jf, x, has_aux=True)
     close((out, f_jvp(v), aux), (jout, jf_jvp(v), jaux))
+
+
+def test_jacobian_keywords():
+    f = lambda x, y: jitad.sin(x) * y   # noqa: E731
+    jf = lambda x, y: jnp.sin(x) * y   # noqa: E731
+    x, y = np.array([0.1, 0.4]), np.array([2.0, -1.0])
+    for name in ("jacfwd", "jacrev", "jacobian"):
+        close(getattr(jitad, name)(f, argnums=(0, 1), holomorphic=False)(x, y),
+              getattr(jax, name)(jf, argnums=(0, 1), holomorphic=False)(x, y))
+        with pytest.raises(jitad.ArgumentError, match="complex"):
+            getattr(jitad, name)(f, holomorphic=True)
+    close(jitad.hessian(lambda x: jitad.sum(jitad.sin(x) ** 2), holomorphic=False)(x),
+          jax.hessian(lambda x: jnp.sum(jnp.sin(x) ** 2))(x))
+    with pytest.raises(jitad.ArgumentError, match="allow_int"):
+        jitad.jacrev(f, allow_int=True)
