@@ -395,9 +395,10 @@ def _check_grad_options(who, holomorphic, allow_int, reduce_axes):
         raise ArgumentError(f"{who}: allow_int={allow_int!r}; give True or False")
 
 
-def _size_one_as_scalar(fn, has_aux):
+def _size_one_as_scalar(fn, has_aux, who):
     """`fn` with a float result of one element (shape `(1,)`, `(1, 1)`, ...) made a scalar:
     autograd differentiates such functions (JAX refuses them)."""
+    check_callable(fn, who)
     @functools.wraps(fn)
     def scalar_fn(*args, **kwargs):
         out = fn(*args, **kwargs)
@@ -420,7 +421,7 @@ def value_and_grad(fn, argnums=0, has_aux=False, device="cpu", *, holomorphic=Fa
     >>> jitad.value_and_grad(lambda x, y: x * y, argnums=(0, 1))(3.0, 4.0)
     (12.0, (4.0, 3.0))
     """
-    argnums, fn = argnums if argnum is None else argnum, _size_one_as_scalar(fn, has_aux)
+    argnums, fn = argnums if argnum is None else argnum, _size_one_as_scalar(fn, has_aux, "value_and_grad")
     check_argnums(argnums, "value_and_grad")
     _check_grad_options("value_and_grad", holomorphic, allow_int, reduce_axes)
     compiled = _transformation(fn, "value_and_grad", lambda f, *args: value_and_grad_staged(
@@ -438,7 +439,7 @@ def grad(fn, argnums=0, has_aux=False, device="cpu", *, holomorphic=False, allow
     >>> jitad.grad(lambda x: x ** 3)(2.0)
     12.0
     """
-    argnums, fn = argnums if argnum is None else argnum, _size_one_as_scalar(fn, has_aux)
+    argnums, fn = argnums if argnum is None else argnum, _size_one_as_scalar(fn, has_aux, "grad")
     check_argnums(argnums, "grad")
     _check_grad_options("grad", holomorphic, allow_int, reduce_axes)
 

@@ -35,9 +35,12 @@ ContainerVSpace = SequenceVSpace = ListVSpace = TupleVSpace = DictVSpace = Named
 _STAGED_TYPES = {"f64": float, "f32": np.float32, "i64": int, "bool": bool}
 
 
-def type(obj):   # noqa: A001 (autograd's name)
+def type(obj, *bases_and_namespace):   # noqa: A001 (autograd's name)
     """The type of the value `obj` stands for: `np.ndarray` for a staged array, `float`,
-    `int` or `bool` for a staged scalar, else `type(obj)`."""
+    `int` or `bool` for a staged scalar, else `type(obj)` (and `type(name, bases, dict)`
+    makes a class, as Python's)."""
+    if bases_and_namespace:
+        return type_(obj, *bases_and_namespace)
     if is_staged(obj):
         return np.ndarray if builtins.len(obj.shape) else _STAGED_TYPES[obj.ir_dtype]
     return type_(obj)

@@ -181,6 +181,7 @@ def test_builtins():
     autograd.grad(lambda x, s: (seen.append((ab.isinstance(x, np.ndarray), ab.type(x), ab.isinstance(s, float),
                                               ab.type(s))), anp.sum(x) * s)[1])(X, 2.0)
     assert seen[0] == seen[1] == (True, np.ndarray, True, float)
+    assert b.type("K", (object,), {}).__name__ == ab.type("K", (object,), {}).__name__ == "K"
     assert b.subvals((1, 2, 3), [(0, 9)]) == ab.subvals((1, 2, 3), [(0, 9)])
     assert b.sequence_extend_left((1, 2), 0) == ab.sequence_extend_left((1, 2), 0)
     assert b.sequence_extend_right([1, 2], 3, 4) == ab.sequence_extend_right([1, 2], 3, 4)
