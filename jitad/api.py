@@ -459,32 +459,41 @@ def _is_int_leaf(x):
 
 def _int_arguments_allowed(compiled, fn, argnums, has_aux, device, with_value):
     """`grad`/`value_and_grad` (`compiled`) where the differentiated arguments may hold
-    ints: they are passed as constants, and their gradient is `float0` zeros."""
+    ints: those leaves travel in an extra, undifferentiated argument, and their gradient
+    is `float0` zeros. One compiled function per structure of where the ints are."""
     nums = check_argnums(argnums, "grad")
+    inners = {}
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
         split = {i % len(args): flatten(args[i]) for i in nums}
         if not any(_is_int_leaf(x) for leaves, _ in split.values() for x in leaves):
             return compiled(*args, **kwargs)
-        ints = {i: [x if _is_int_leaf(x) else None for x in leaves] for i, (leaves, _) in split.items()}
-        floats = list(args)
-        for i, (leaves, td) in split.items():
-            floats[i] = [None if _is_int_leaf(x) else x for x in leaves]
-
-        def on_floats(*a, **kw):
-            full = list(a)
-            for i, (_, td) in split.items():
-                full[i] = td.unflatten([x if k is None else k for x, k in zip(a[i], ints[i])])
-            return fn(*full, **kw)
-        inner = (value_and_grad if with_value else grad)(on_floats, argnums, has_aux, device)
-        out = inner(*floats, **kwargs)
+        masks = {i: tuple(map(_is_int_leaf, leaves)) for i, (leaves, _) in split.items()}
+        key = (len(args), tuple((i, split[i][1], masks[i]) for i in sorted(split)))
+        inner = inners.get(key)
+        if inner is None:
+            def on_floats(*a, **kw):
+                *a, int_leaves = a
+                full = list(a)
+                for i, (_, td) in split.items():
+                    it = iter(int_leaves[i])
+                    full[i] = td.unflatten([next(it) if m else x for x, m in zip(a[i], masks[i])])
+                return fn(*full, **kw)
+            inner = inners[key] = (value_and_grad if with_value else grad)(on_floats, argnums, has_aux, device)
+        floats, int_leaves = list(args), {}
+        for i, (leaves, _) in split.items():
+            floats[i] = [None if m else x for x, m in zip(leaves, masks[i])]
+            int_leaves[i] = [x for x, m in zip(leaves, masks[i]) if m]
+        out = inner(*floats, int_leaves, **kwargs)
         grads = out[1] if with_value else (out[0] if has_aux else out)
         per_arg = (grads,) if isinstance(argnums, (int, np.integer)) else grads
-        rebuilt = tuple(split[i % len(args)][1].unflatten(
-            [np.zeros(np.shape(k), FLOAT0) if k is not None else g
-             for g, k in zip(part, ints[i % len(args)])]) for i, part in zip(nums, per_arg))
-        rebuilt = rebuilt[0] if isinstance(argnums, (int, np.integer)) else rebuilt
+        rebuilt = []
+        for i, part in zip(nums, per_arg):
+            (leaves, td), mask = split[i % len(args)], masks[i % len(args)]
+            rebuilt.append(td.unflatten([np.zeros(np.shape(x), FLOAT0) if m else g
+                                         for x, g, m in zip(leaves, part, mask)]))
+        rebuilt = rebuilt[0] if isinstance(argnums, (int, np.integer)) else tuple(rebuilt)
         if with_value:
             return out[0], rebuilt
         return (rebuilt, out[1]) if has_aux else rebuilt

@@ -181,6 +181,8 @@ def test_grad_keywords():
     theirs = jax.grad(f, argnums=(0, 1), allow_int=True)(2.0, 3)
     assert float(ours[0]) == float(theirs[0]) == 3.0
     assert ours[1].dtype == theirs[1].dtype == jax.dtypes.float0 and ours[1].shape == theirs[1].shape
+    g = jitad.grad(f, argnums=(0, 1), allow_int=True)
+    assert float(g(2.0, 5)[0]) == float(jax.grad(f, argnums=(0, 1), allow_int=True)(2.0, 5)[0]) == 5.0   # ints traced
     v, g = jitad.value_and_grad(lambda p: jitad.sum(p[0] * p[1]), allow_int=True)((2.0, np.arange(3)))
     jv, jg = jax.value_and_grad(lambda p: jnp.sum(p[0] * p[1]), allow_int=True)((2.0, np.arange(3)))
     close(v, jv)
