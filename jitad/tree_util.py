@@ -74,8 +74,15 @@ def tree_map(f, tree, *rest, is_leaf=None):
     if is_leaf is None and not rest:
         return _tree_map(f, tree)
     leaves, treedef = tree_flatten(tree, is_leaf)
-    others = [flatten_up_to(treedef, r, "tree_map") for r in rest]
+    others = [_leaves_under(treedef, r, "tree_map") for r in rest]
     return unflatten(treedef, [f(*xs) for xs in zip(leaves, *others)])
+
+
+def _leaves_under(treedef, tree, who):
+    """The subtrees of `tree` at `treedef`'s leaves: its leaves when the structures are
+    equal (the common case, flattened in one pass), else walked as a prefix."""
+    leaves, td = flatten(tree)
+    return leaves if td == treedef else flatten_up_to(treedef, tree, who)
 
 
 def tree_flatten_with_path(tree, is_leaf=None, is_leaf_takes_path=False):
@@ -92,7 +99,7 @@ def tree_leaves_with_path(tree, is_leaf=None, is_leaf_takes_path=False):
 def tree_map_with_path(f, tree, *rest, is_leaf=None, is_leaf_takes_path=False):
     """`f(path, leaf, *others)` leafwise: `tree_map_with_path(lambda p, x: keystr(p), {'a': 1.0}) == {'a': "['a']"}`."""
     pairs, treedef = flatten_with_path(tree, is_leaf, is_leaf_takes_path)
-    others = [flatten_up_to(treedef, r, "tree_map_with_path") for r in rest]
+    others = [_leaves_under(treedef, r, "tree_map_with_path") for r in rest]
     return unflatten(treedef, [f(path, x, *xs) for (path, x), *xs in zip(pairs, *others)])
 
 
