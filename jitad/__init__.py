@@ -31,3 +31,4 @@ from .builtins import dict, isinstance, list, tuple, type  # noqa: E402,A001  (a
 from .extend import primitive  # noqa: E402
 from . import memory, monitoring, profiler  # noqa: E402
 from . import stages  # noqa: E402
+from . import image  # noqa: E402

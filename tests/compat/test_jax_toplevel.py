@@ -432,3 +432,27 @@ def test_jacobian_keywords():
           jax.hessian(lambda x: jnp.sum(jnp.sin(x) ** 2))(x))
     with pytest.raises(jitad.ArgumentError, match="allow_int"):
         jitad.jacrev(f, allow_int=True)
+
+
+@pytest.mark.parametrize("method", ["nearest", "linear", "cubic", "lanczos3", "lanczos5", "area", "cubic-pytorch"])
+def test_image_resize_like_jax(method):
+    x = np.random.default_rng(1).standard_normal((2, 5, 7, 3))
+    for antialias in (True, False):   # one axis down and one up; one down to a single sample
+        for shape in ((2, 3, 11, 3), (2, 1, 7, 3)):
+            close(jitad.image.resize(x, shape, method, antialias=antialias),
+                  jax.image.resize(x, shape, method, antialias=antialias), atol=1e-13)
+    if method == "nearest":
+        close(jitad.image.resize(np.arange(6).reshape(2, 3), (4, 5), method),
+              jax.image.resize(np.arange(6).reshape(2, 3), (4, 5), method))   # ints stay ints
+        return
+    close(jitad.image.scale_and_translate(x, (2, 8, 7, 3), (1,), np.array([1.5]), np.array([0.3]), method),
+          jax.image.scale_and_translate(x, (2, 8, 7, 3), (1,), np.array([1.5]), np.array([0.3]), method), atol=1e-13)
+    if method in ("linear", "area"):   # compiled, and differentiated
+        shape = (2, 4, 9, 3)
+        close(jitad.jit(lambda v: jitad.image.resize(v, shape, method))(x), jax.image.resize(x, shape, method),
+              atol=1e-13)
+        close(jitad.grad(lambda v: jitad.sum(jitad.image.resize(v, shape, method) ** 2))(x),
+              jax.grad(lambda v: jnp.sum(jax.image.resize(v, shape, method) ** 2))(x), atol=1e-12)
+        assert jitad.image.resize(x[:0], (0, 5, 2, 3), method).shape == (0, 5, 2, 3)
+    with pytest.raises(jitad.ArgumentError, match="unknown resize method"):
+        jitad.image.resize(x, (2, 4, 9, 3), "bogus")
