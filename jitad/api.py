@@ -7,13 +7,15 @@ from collections import OrderedDict
 
 import numpy as np
 
-from . import numeric as N, numpy_api, timing
+from . import monitoring, numeric as N, numpy_api, timing
+from .config import config
 from .errors import ArgumentError, check_argnums, env_int
 from .ir.types import TreeType, is_device_array
 from .ir.verify import verify
 from .lower.compile import SCALAR_KEYS, compile_program
 from .pytree import check_hashable, flatten
 from .transforms.vmap import vmap_staged
+from .stages import FLOAT0
 from .staging import arg_type, concrete, current_frame, trace_program
 from .forest import SLOT_OFFSETS, Tree, plain_tree
 from .transforms.jacobians import jacobian_staged
@@ -79,6 +81,7 @@ class Jitted:
 
     def __init__(self, fn, static_argnums=(), device="cpu"):
         self.fn = fn
+        self.eager_when_disabled = False   # `jitad.disable_jit()` runs it uncompiled (the user's jit)
         self.device = check_device(device)
         self.static_argnums = tuple(sorted(set(check_argnums(static_argnums, "jit", "static_argnums",
                                                              allow_empty=True))))
@@ -128,6 +131,8 @@ class Jitted:
         Once a signature of plain scalars and arrays is compiled, its native entry is
         installed as this object's `__call__`, so later calls skip this method.
         """
+        if self.eager_when_disabled and config._values["jax_disable_jit"] and current_frame() is None:
+            return self.fn(*args, **kwargs)
         if kwargs:
             args, kwargs = self._bind(args, kwargs)
             if kwargs:
@@ -181,6 +186,7 @@ class Jitted:
         with timing.recording() as report:
             compiled = self._compile_recorded(args, dynamic, leaves, nums, in_td)
         compiled.compile_seconds, compiled.compile_report = report.total, report
+        monitoring.record_event_duration_secs("/jitad/compile_duration_secs", report.total, fun_name=_fn_name(self.fn))
         for old in _lru_put(self._compiled, key, compiled, self.max_signatures):
             if type(self).__dict__.get("__call__") is getattr(old, "entry", None):   # never call evicted code
                 type(self).__call__ = Jitted.__call__
@@ -211,6 +217,17 @@ class Jitted:
             if gc_was_enabled:
                 gc.enable()
         return compiled
+
+    def trace(self, *args, **kwargs):
+        """The function traced at these arguments (`jitad.stages.Traced`: its program,
+        abstract values; `.lower().compile()` compiles ahead of the first call)."""
+        from .stages import Traced
+        return Traced(self, args, kwargs)
+
+    def lower(self, *args, **kwargs):
+        """`trace(*args, **kwargs).lower()`: JAX's ahead-of-time API,
+        `jitad.jit(f).lower(x).compile()(x)`."""
+        return self.trace(*args, **kwargs).lower()
 
     def _latest(self, what):
         if self._last is None:
@@ -248,20 +265,83 @@ class Jitted:
         return self._latest("compile_report").compile_report
 
 
-def jit(fn=None, static_argnums=(), device="cpu"):
+def jit(fn=None, static_argnums=(), device="cpu", *, static_argnames=None, donate_argnums=None,
+        donate_argnames=None, keep_unused=False, in_shardings=None, out_shardings=None, backend=None,
+        inline=False, compiler_options=None):
     """Compile `fn` per input signature; `device="cuda"` runs its tensor work as
     numba-cuda kernels (inputs: numpy arrays, copied per call, or numba device arrays;
     results come back as numpy arrays unless the inputs were device arrays).
 
+    `static_argnames` names static parameters (as `static_argnums` numbers them; a
+    keyword-only one selects a compiled version per value). JAX's other keywords are
+    accepted for what they mean on one CPU: donation, shardings, `backend="cpu"`, a
+    `jitad.devices()` entry as `device`, `inline` and `keep_unused` change nothing.
+
     >>> f = jitad.jit(lambda x, y: x * y + 1.0)
     >>> f(3.0, 4.0)
     13.0
+    >>> jitad.jit(lambda x, n: x ** n, static_argnames="n")(2.0, n=3)
+    8.0
     """
+    options = dict(static_argnames=static_argnames, backend=backend)
     if fn is None:
-        return lambda f: jit(f, static_argnums, device)
+        return lambda f: jit(f, static_argnums, device, **options)
     check_callable(fn, "jit")
+    device = _device_name(device, backend)
+    static_argnums = () if static_argnums is None else static_argnums
+    if static_argnames is not None:
+        return _jit_with_static_names(fn, static_argnums, device, static_argnames)
     cls = type(f"jit_{_fn_name(fn)}", (Jitted,), {})   # its own __call__ slot
-    return cls(fn, static_argnums, device)
+    jitted = cls(fn, static_argnums, device)
+    jitted.eager_when_disabled = True
+    return jitted
+
+
+def staged_jit(fn, device="cpu"):
+    """The jit of a transformation's staged body (compiled even under `disable_jit`)."""
+    jitted = jit(fn, device=device)
+    jitted.eager_when_disabled = False
+    return jitted
+
+
+def _device_name(device, backend):
+    """jit's `device`: 'cpu', 'cuda', or a device object of `jitad.devices()`; `backend`
+    (JAX's platform name) only 'cpu' or 'cuda'."""
+    if backend is not None:
+        device = check_device(backend)
+    platform = getattr(device, "platform", None)
+    return check_device(platform if isinstance(platform, str) else device)
+
+
+def _jit_with_static_names(fn, static_argnums, device, static_argnames):
+    """jit with static parameters named: those a position can take join `static_argnums`;
+    keyword-only ones select a jit of `fn` with them bound, one per value."""
+    names = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
+    signature = _signature(fn)
+    params = list(signature.parameters.values()) if signature is not None else []
+    positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    unknown = [n for n in names if not isinstance(n, str)]
+    if unknown:
+        raise ArgumentError(f"jit: static_argnames={static_argnames!r}; give parameter names (strings)")
+    nums = tuple(check_argnums(static_argnums, "jit", "static_argnums", allow_empty=True)) + \
+        tuple(positional.index(n) for n in names if n in positional)
+    keyword_only = tuple(n for n in names if n not in positional)
+    if not keyword_only:
+        return jit(fn, tuple(sorted(set(nums))), device)
+    per_value = {}
+
+    @functools.wraps(fn)
+    def dispatch(*args, **kwargs):
+        static = tuple((n, kwargs.pop(n)) for n in keyword_only if n in kwargs)
+        try:
+            compiled = per_value.get(static)
+        except TypeError:
+            raise ArgumentError(f"{_fn_name(fn)}: static arguments must be hashable, got "
+                                f"{', '.join(type(v).__name__ for _, v in static)}") from None
+        if compiled is None:
+            compiled = per_value[static] = jit(functools.partial(fn, **dict(static)), nums, device)
+        return compiled(*args, **kwargs)
+    return dispatch
 
 
 DEVICES = ("cpu", "cuda")
@@ -320,7 +400,7 @@ def _transformation(fn, name, body, device="cpu", argnums=0, spec=()):
 
     def compiled():
         staged.__signature__ = _signature(fn)
-        return _keeping_values(jit(staged, device=device))
+        return _keeping_values(staged_jit(staged, device=device))
     if device != "cpu":
         return compiled()
     return Concrete(fn, staged.__name__, body, compiled, _differentiated(argnums), (name, argnums) + spec)
@@ -339,31 +419,119 @@ def _differentiated(argnums):
     return lambda n: {int(i) % n for i in nums if -n <= i < n} if n else set()
 
 
-def value_and_grad(fn, argnums=0, has_aux=False, device="cpu"):
+def _check_grad_options(who, holomorphic, allow_int, reduce_axes):
+    """JAX's `grad` options, as far as they mean something for real floats."""
+    if holomorphic:
+        raise ArgumentError(f"{who}: holomorphic=True differentiates complex functions, and jitad has no "
+                            "complex dtypes; differentiate the real and imaginary parts as two real functions")
+    if reduce_axes:
+        raise ArgumentError(f"{who}: reduce_axes={reduce_axes!r} is no longer supported (JAX dropped it "
+                            "too); sum the gradient over the axis yourself")
+    if not isinstance(allow_int, (bool, np.bool_)):
+        raise ArgumentError(f"{who}: allow_int={allow_int!r}; give True or False")
+
+
+def _size_one_as_scalar(fn, has_aux, who):
+    """`fn` with a float result of one element (shape `(1,)`, `(1, 1)`, ...) made a scalar:
+    autograd differentiates such functions (JAX refuses them)."""
+    check_callable(fn, who)
+    @functools.wraps(fn)
+    def scalar_fn(*args, **kwargs):
+        out = fn(*args, **kwargs)
+        value = out[0] if has_aux and isinstance(out, (tuple, list)) and len(out) == 2 else out
+        shape = getattr(value, "shape", None)
+        if shape is not None and len(shape) > 0 and int(np.prod(shape)) == 1:
+            return (N.reshape(value, ()), out[1]) if has_aux else N.reshape(value, ())
+        return out
+    return scalar_fn
+
+
+def value_and_grad(fn, argnums=0, has_aux=False, device="cpu", *, holomorphic=False, allow_int=False,
+                   reduce_axes=(), argnum=None):
     """`(value, gradient)` of a float-scalar `fn`, compiled; with `has_aux`,
-    `((value, aux), gradient)`.
+    `((value, aux), gradient)`. With `allow_int=True`, an int or bool argument in
+    `argnums` gets a gradient of JAX's `float0` zeros (it has no tangent space).
+    autograd's spelling `argnum=` is `argnums`; a result of one element (shape `(1,)`)
+    is differentiated as that scalar, as autograd does.
 
     >>> jitad.value_and_grad(lambda x, y: x * y, argnums=(0, 1))(3.0, 4.0)
     (12.0, (4.0, 3.0))
     """
+    argnums, fn = argnums if argnum is None else argnum, _size_one_as_scalar(fn, has_aux, "value_and_grad")
     check_argnums(argnums, "value_and_grad")
-    return _transformation(fn, "value_and_grad", lambda f, *args: value_and_grad_staged(
+    _check_grad_options("value_and_grad", holomorphic, allow_int, reduce_axes)
+    compiled = _transformation(fn, "value_and_grad", lambda f, *args: value_and_grad_staged(
         f, args, argnums, has_aux, "value_and_grad"), device, argnums, (has_aux,))
+    return _int_arguments_allowed(compiled, fn, argnums, has_aux, device, True) if allow_int else compiled
 
 
-def grad(fn, argnums=0, has_aux=False, device="cpu"):
+def grad(fn, argnums=0, has_aux=False, device="cpu", *, holomorphic=False, allow_int=False, reduce_axes=(),
+         argnum=None):
     """The gradient of a float-scalar `fn` w.r.t. `argnums`, compiled; `(gradient, aux)`
     with `has_aux`. Works through IF/WHILE/FOR/FUN/TREE, and inside staged code.
+    `allow_int=True`: int and bool arguments get `float0` zeros, as in JAX. autograd's
+    `grad(f, argnum=1)` works too, and so does a result of one element (shape `(1,)`).
 
     >>> jitad.grad(lambda x: x ** 3)(2.0)
     12.0
     """
+    argnums, fn = argnums if argnum is None else argnum, _size_one_as_scalar(fn, has_aux, "grad")
     check_argnums(argnums, "grad")
+    _check_grad_options("grad", holomorphic, allow_int, reduce_axes)
 
     def body(f, *args):
         value, g = value_and_grad_staged(f, args, argnums, has_aux, "grad")
         return (g, value[1]) if has_aux else g
-    return _transformation(fn, "grad", body, device, argnums, (has_aux,))
+    compiled = _transformation(fn, "grad", body, device, argnums, (has_aux,))
+    return _int_arguments_allowed(compiled, fn, argnums, has_aux, device, False) if allow_int else compiled
+
+
+def _is_int_leaf(x):
+    return isinstance(x, (bool, int, np.integer, np.bool_)) or \
+        (isinstance(x, np.ndarray) and x.dtype.kind in "biu")
+
+
+def _int_arguments_allowed(compiled, fn, argnums, has_aux, device, with_value):
+    """`grad`/`value_and_grad` (`compiled`) where the differentiated arguments may hold
+    ints: those leaves travel in an extra, undifferentiated argument, and their gradient
+    is `float0` zeros. One compiled function per structure of where the ints are."""
+    nums = check_argnums(argnums, "grad")
+    inners = {}
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        split = {i % len(args): flatten(args[i]) for i in nums}
+        if not any(_is_int_leaf(x) for leaves, _ in split.values() for x in leaves):
+            return compiled(*args, **kwargs)
+        masks = {i: tuple(map(_is_int_leaf, leaves)) for i, (leaves, _) in split.items()}
+        key = (len(args), tuple((i, split[i][1], masks[i]) for i in sorted(split)))
+        inner = inners.get(key)
+        if inner is None:
+            def on_floats(*a, **kw):
+                *a, int_leaves = a
+                full = list(a)
+                for i, (_, td) in split.items():
+                    it = iter(int_leaves[i])
+                    full[i] = td.unflatten([next(it) if m else x for x, m in zip(a[i], masks[i])])
+                return fn(*full, **kw)
+            inner = inners[key] = (value_and_grad if with_value else grad)(on_floats, argnums, has_aux, device)
+        floats, int_leaves = list(args), {}
+        for i, (leaves, _) in split.items():
+            floats[i] = [None if m else x for x, m in zip(leaves, masks[i])]
+            int_leaves[i] = [x for x, m in zip(leaves, masks[i]) if m]
+        out = inner(*floats, int_leaves, **kwargs)
+        grads = out[1] if with_value else (out[0] if has_aux else out)
+        per_arg = (grads,) if isinstance(argnums, (int, np.integer)) else grads
+        rebuilt = []
+        for i, part in zip(nums, per_arg):
+            (leaves, td), mask = split[i % len(args)], masks[i % len(args)]
+            rebuilt.append(td.unflatten([np.zeros(np.shape(x), FLOAT0) if m else g
+                                         for x, g, m in zip(leaves, part, mask)]))
+        rebuilt = rebuilt[0] if isinstance(argnums, (int, np.integer)) else tuple(rebuilt)
+        if with_value:
+            return out[0], rebuilt
+        return (rebuilt, out[1]) if has_aux else rebuilt
+    return call
 
 
 def jit_grad(fn=None, *, argnums=0, has_aux=False, device="cpu"):
@@ -384,21 +552,25 @@ def jit_grad(fn=None, *, argnums=0, has_aux=False, device="cpu"):
 
 # -- batching -----------------------------------------------------------------------
 
-def vmap(fn, in_axes=0, out_axes=0, axis_name=None):
+def vmap(fn, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_name=None):
     """Vectorize `fn` over a batch axis of its arguments, as an IR transformation (each
     primitive's batching rule; IF/WHILE/FOR/FUN batched as JAX does), compiled.
-    `in_axes`/`out_axes`: an int, None (not batched), or pytrees of them; `axis_name`
-    names the batch axis for `lax`'s collectives (`lax.psum(x, axis_name)`).
+    `in_axes`/`out_axes`: an int, None (not batched), or pytrees of them. `axis_name`
+    names the batch axis for `lax`'s collectives (`lax.psum(x, axis_name)`); `axis_size`
+    gives the batch size where no argument is batched (the result is then repeated);
+    `spmd_axis_name` is accepted, as JAX on one device.
 
     >>> jitad.vmap(lambda w, x: jitad.dot(w, x), in_axes=(None, 0))(np.ones(3), np.eye(3))
-    array([1., 1., 1.])
+    Array([1., 1., 1.])
     """
     check_callable(fn, "vmap")
+    if axis_size is not None:
+        return _vmap_sized(fn, in_axes, out_axes, axis_size)
 
     def staged(*args):
         return vmap_staged(fn, args, in_axes, out_axes, axis_name)
     staged.__name__ = f"vmap_{getattr(fn, '__name__', 'f')}"
-    compiled = jit(staged)
+    compiled = staged_jit(staged)
     with_keywords = []
 
     @functools.wraps(fn)
@@ -414,13 +586,32 @@ def vmap(fn, in_axes=0, out_axes=0, axis_name=None):
     return batched
 
 
+def _vmap_sized(fn, in_axes, out_axes, axis_size):
+    """vmap with its size given: a batched zero-size placeholder argument carries the
+    size, so a function of unbatched arguments only is vmapped too."""
+    if isinstance(axis_size, (bool, np.bool_)) or not isinstance(axis_size, (int, np.integer)) or axis_size < 0:
+        raise ArgumentError(f"vmap: axis_size={axis_size!r}; give a non-negative int")
+    placeholder = np.zeros((int(axis_size), 0))
+    per_count = {}   # number of arguments -> the vmap with the placeholder first
+
+    @functools.wraps(fn)
+    def batched(*args):
+        inner = per_count.get(len(args))
+        if inner is None:
+            axes = tuple(in_axes) if isinstance(in_axes, (list, tuple)) else (in_axes,) * len(args)
+            inner = per_count[len(args)] = vmap(lambda size, *a: fn(*a), (0,) + axes, out_axes)
+        return inner(placeholder, *args)
+    return batched
+
+
 # -- forward mode and second order ----------------------------------------------
 
-def linearize(fn, *primals):
+def linearize(fn, *primals, has_aux=False):
     """JAX's `linearize`: `(fn(*primals), f_jvp)` where `f_jvp(*tangents)` is the `jvp`'s
     tangent. Inside a staged function the primal is computed once and each `f_jvp` call
     adds only tangent code (a zero NumPy or Python tangent adds none): several directions
-    for the price of one primal.
+    for the price of one primal. With `has_aux`, `fn` returns `(out, aux)` and linearize
+    returns `(out, f_jvp, aux)`.
 
     >>> y, f_jvp = jitad.linearize(jitad.sin, 0.0)
     >>> f_jvp(2.0)
@@ -428,6 +619,9 @@ def linearize(fn, *primals):
     """
     check_callable(fn, "linearize")
     primals = tuple(primals)
+    if has_aux:   # `(out, f_jvp, aux)`, as JAX's: the function's first result is linearized
+        out, f_jvp = linearize(lambda *a: fn(*a)[0], *primals)
+        return out, f_jvp, (jit(fn)(*primals) if current_frame() is None else fn(*primals))[1]
     if current_frame() is None:
         out = jit(fn)(*primals)
         return out, lambda *tangents: jvp(fn, primals, tangents)[1]
@@ -475,7 +669,7 @@ def hvp(fn, argnums=0):
         return body(fn, *args)
     staged.__name__ = f"hvp_{getattr(fn, '__name__', 'f')}"
     diff = _differentiated(argnums)   # and the vector, the last argument
-    return Concrete(fn, staged.__name__, body, lambda: _keeping_values(jit(staged)), lambda n: diff(n - 1) | {n - 1},
+    return Concrete(fn, staged.__name__, body, lambda: _keeping_values(staged_jit(staged)), lambda n: diff(n - 1) | {n - 1},
                     ("hvp", argnums))
 
 
@@ -506,21 +700,22 @@ def vjp(fn, *primals):
 
 # -- Jacobians and Hessians ---------------------------------------------------------
 
-def jacfwd(fun, argnums=0, has_aux=False):
+def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
     """The Jacobian of `fun` by forward mode (the function once, then its tangent code
     per input element), compiled:
     shaped `out.shape + in.shape` per output and input leaf.
 
     >>> jitad.jacfwd(lambda x: x ** 2)(np.array([1.0, 2.0]))
-    array([[2., 0.],
+    Array([[2., 0.],
            [0., 4.]])
     """
     check_argnums(argnums, "jacfwd")
+    _check_grad_options("jacfwd", holomorphic, False, ())
     return _transformation(fun, "jacfwd", lambda f, *args: jacobian_staged(f, args, argnums, has_aux, True, "jacfwd"),
                            argnums=argnums, spec=(has_aux,))
 
 
-def jacrev(fun, argnums=0, has_aux=False):
+def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
     """The Jacobian of `fun` by reverse mode (one `vjp` per output element), compiled;
     same result as `jacfwd`, cheaper when there are fewer outputs than inputs.
 
@@ -528,11 +723,15 @@ def jacrev(fun, argnums=0, has_aux=False):
     (3.0, 2.0)
     """
     check_argnums(argnums, "jacrev")
+    _check_grad_options("jacrev", holomorphic, False, ())
+    if allow_int:
+        raise ArgumentError("jacrev: allow_int=True (float0 rows for int arguments) is not supported; leave the "
+                            "int arguments out of argnums")
     return _transformation(fun, "jacrev", lambda f, *args: jacobian_staged(f, args, argnums, has_aux, False, "jacrev"),
                            argnums=argnums, spec=(has_aux,))
 
 
-def hessian(fun, argnums=0, has_aux=False):
+def hessian(fun, argnums=0, has_aux=False, holomorphic=False, *, argnum=None):
     """`jacfwd(jacrev(fun, argnums), argnums)`: forward-over-reverse second derivatives,
     shaped `x.shape + x.shape`; a tuple `argnums` gives nested tuples of blocks
     `H[i][j]` (as JAX).
@@ -540,14 +739,16 @@ def hessian(fun, argnums=0, has_aux=False):
     >>> jitad.hessian(lambda x, y: x * x * y, argnums=(0, 1))(3.0, 2.0)
     ((4.0, 6.0), (6.0, 0.0))
     """
+    argnums = argnums if argnum is None else argnum   # autograd's spelling
     check_argnums(argnums, "hessian")
+    _check_grad_options("hessian", holomorphic, False, ())
     return jacfwd(jacrev(fun, argnums, has_aux), argnums, has_aux)
 
 
-def jacobian(fun, argnums=0, has_aux=False, *, argnum=None):
+def jacobian(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False, *, argnum=None):
     """`jacrev` under the name JAX (`argnums=`) and autograd (`argnum=`) give it:
     `jitad.jacobian(f)(x)`, `jitad.jacobian(f, argnum=1)(x, y)`."""
-    return jacrev(fun, argnums if argnum is None else argnum, has_aux)
+    return jacrev(fun, argnums if argnum is None else argnum, has_aux, holomorphic, allow_int)
 
 
 def elementwise_grad(fn, argnum=0):

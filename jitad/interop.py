@@ -754,11 +754,10 @@ def to_jax(f):
 
             def flat(*xs):
                 out = f(*jax.tree_util.tree_unflatten(treedef, list(xs)))
-                out_leaves, out_td = flatten(out)
-                structure["out"] = _structure_of(out_td)
+                out_leaves, structure["out"] = flatten(out)   # (the treedef keeps every container's type)
                 return out_leaves
             fns[key] = (_JaxFn(flat, getattr(f, "__name__", "f"), [d in FLOATS for d in dtypes]), structure)
         fn, structure = fns[key]
         outs = setup["call"].bind(*leaves, fn=fn)
-        return _build(structure["out"], iter(outs))
+        return unflatten(structure["out"], list(outs))
     return call

@@ -1,4 +1,14 @@
-"""Pytrees: nested tuples, lists and dicts of leaves, flattened in a fixed order."""
+"""Pytrees: nested tuples, lists and dicts of leaves, flattened in a fixed order.
+
+As in JAX, a plain dict's leaves come in sorted-key order, an `OrderedDict`'s in
+insertion order, a `defaultdict`'s in sorted-key order; each comes back as its own type
+(a defaultdict with its factory). Paths (`flatten_with_path`) name each leaf's place by
+keys: `DictKey`, `SequenceKey`, `GetAttrKey` (namedtuple fields, dataclass fields) and
+`FlattenedIndexKey` (children of registered classes without keys).
+"""
+import collections
+import dataclasses
+
 from .errors import ArgumentError
 
 
@@ -38,6 +48,9 @@ class TreeDef(tuple):
             ", ".join(f"{k!r}: {c}" for k, c in zip(keys, children))
         return {"tuple": f"({inner}{',' if len(children) == 1 else ''})", "list": f"[{inner}]",
                 "dict": f"{{{inner}}}"}[kind]
+
+    def __repr__(self):
+        return f"PyTreeDef({self})"
 
     def unflatten(self, leaves):
         """The pytree of this structure with `leaves` (as JAX's `PyTreeDef.unflatten`)."""
@@ -168,10 +181,12 @@ def _unflatten(td, it):
     return d if order is None else {k: d[k] for k in order}
 
 
-_REGISTRY = {}   # class -> (flatten(x) -> (children, aux_data), unflatten(aux_data, children) -> x)
+# class -> (flatten(x) -> (children, aux_data), unflatten(aux_data, children) -> x,
+#           flatten_with_keys(x) -> ([(key, child)], aux_data), or None: FlattenedIndexKey)
+_REGISTRY = {}
 
 
-def register_pytree_node(nodetype, flatten_func, unflatten_func):
+def register_pytree_node(nodetype, flatten_func, unflatten_func, flatten_with_keys=None):
     """Make instances of `nodetype` pytrees: `flatten_func(x) -> (children, aux_data)`
     (aux_data hashable: it is part of the structure, as in JAX) and
     `unflatten_func(aux_data, children) -> x`.
@@ -184,9 +199,10 @@ def register_pytree_node(nodetype, flatten_func, unflatten_func):
         raise ArgumentError(f"register_pytree_node takes a class, got {nodetype!r}")
     if nodetype in (tuple, list, dict, type(None)) or nodetype in _REGISTRY:
         raise ArgumentError(f"register_pytree_node: {nodetype.__name__} is already a pytree node type")
-    if not callable(flatten_func) or not callable(unflatten_func):
+    if not callable(flatten_func) or not callable(unflatten_func) or \
+            (flatten_with_keys is not None and not callable(flatten_with_keys)):
         raise ArgumentError("register_pytree_node(cls, flatten_func, unflatten_func): both must be functions")
-    _REGISTRY[nodetype] = (flatten_func, unflatten_func)
+    _REGISTRY[nodetype] = (flatten_func, unflatten_func, flatten_with_keys)
     return nodetype
 
 
@@ -217,3 +233,144 @@ def tree_map(fn, tree, *rest):
                                 f"first tree's {td}; all trees must have the same structure")
         others.append(leaves_r)
     return unflatten(td, [fn(*xs) for xs in zip(leaves, *others)])
+
+
+# -- OrderedDict and defaultdict: registered nodes, as in JAX -------------------------
+
+def _sorted_keys(d):
+    try:
+        return tuple(sorted(d))
+    except TypeError:
+        raise ArgumentError(f"a dict with keys {list(d)!r}: keys are sorted to fix the order of "
+                            "the leaves, so they must be comparable (all strings or all numbers)") from None
+
+
+def _ordered_keys(d):
+    return [(DictKey(k), v) for k, v in d.items()], tuple(d)
+
+
+def _default_keys(d):
+    keys = _sorted_keys(d)
+    return [(DictKey(k), d[k]) for k in keys], (d.default_factory, keys)
+
+
+_REGISTRY[collections.OrderedDict] = (
+    lambda d: (list(d.values()), tuple(d)),
+    lambda keys, children: collections.OrderedDict(zip(keys, children)), _ordered_keys)
+_REGISTRY[collections.defaultdict] = (
+    lambda d: ([d[k] for k in _sorted_keys(d)], (d.default_factory, _sorted_keys(d))),
+    lambda aux, children: collections.defaultdict(aux[0], zip(aux[1], children)), _default_keys)
+
+
+# -- keys and paths ----------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class DictKey:
+    """A dict entry on a path: `str(DictKey("a")) == "['a']"`."""
+    key: object
+
+    def __str__(self):
+        return f"[{self.key!r}]"
+
+
+@dataclasses.dataclass(frozen=True)
+class SequenceKey:
+    """A tuple or list position on a path: `str(SequenceKey(0)) == "[0]"`."""
+    idx: int
+
+    def __str__(self):
+        return f"[{self.idx!r}]"
+
+
+@dataclasses.dataclass(frozen=True)
+class GetAttrKey:
+    """An attribute (a namedtuple or dataclass field) on a path: `str(GetAttrKey("w")) == ".w"`."""
+    name: str
+
+    def __str__(self):
+        return f".{self.name}"
+
+
+@dataclasses.dataclass(frozen=True)
+class FlattenedIndexKey:
+    """The position of a child of a registered class without keys: `"[<flat index 0>]"`."""
+    key: int
+
+    def __str__(self):
+        return f"[<flat index {self.key}>]"
+
+
+def _custom_children(x, t):
+    """`(children, aux, keys)` of an instance of a registered class."""
+    flatten_fn, _, keyed = _REGISTRY[t]
+    if keyed is not None:
+        pairs, aux = keyed(x)
+        pairs = list(pairs)
+        return [c for _, c in pairs], aux, [k for k, _ in pairs]
+    out = flatten_fn(x)
+    try:
+        children, aux = out
+        children = list(children)
+    except (TypeError, ValueError):
+        raise ArgumentError(f"the flatten function registered for the pytree class {t.__name__} returned "
+                            f"{out!r}; it must return a pair (children, aux_data) with children a "
+                            "list or tuple") from None
+    return children, aux, [FlattenedIndexKey(i) for i in range(len(children))]
+
+
+def one_level(x):
+    """`(TreeDef node without children, children, keys)` for a pytree node, None for a
+    leaf (None itself is a node without children)."""
+    t = type(x)
+    if x is None:
+        return NONE, [], []
+    if t in _REGISTRY:
+        children, aux, keys = _custom_children(x, t)
+        return TreeDef("custom", (), (t, aux)), children, keys
+    if isinstance(x, tuple):
+        if hasattr(x, "_fields"):
+            return TreeDef("namedtuple", (), t), list(x), [GetAttrKey(f) for f in x._fields]
+        return TreeDef("tuple"), list(x), [SequenceKey(i) for i in range(len(x))]
+    if isinstance(x, list):
+        return TreeDef("list"), list(x), [SequenceKey(i) for i in range(len(x))]
+    if isinstance(x, dict):
+        keys = _sorted_keys(x)
+        return TreeDef("dict", (), keys), [x[k] for k in keys], [DictKey(k) for k in keys]
+    return None
+
+
+def flatten_with_path(tree, is_leaf=None, is_leaf_takes_path=False):
+    """`([(path, leaf)], treedef)`: each leaf with the tuple of keys leading to it;
+    `is_leaf(x)` (or `is_leaf(path, x)`) True stops the descent there."""
+    pairs = []
+
+    def walk(x, path):
+        if is_leaf is not None and (is_leaf(path, x) if is_leaf_takes_path else is_leaf(x)):
+            pairs.append((path, x))
+            return LEAF
+        node = one_level(x)
+        if node is None:
+            pairs.append((path, x))
+            return LEAF
+        td, children, keys = node
+        return TreeDef(td.kind, tuple(walk(c, path + (k,)) for c, k in zip(children, keys)), td.keys)
+    treedef = walk(tree, ())
+    return pairs, treedef
+
+
+def flatten_up_to(treedef, tree, who="flatten_up_to"):
+    """The subtrees of `tree` at the leaves of `treedef`, a prefix of its structure."""
+    out = []
+
+    def walk(td, x):
+        if td.kind == "leaf":
+            out.append(x)
+            return
+        node = one_level(x)
+        if node is None or node[0].kind != td.kind or node[0].keys != td.keys or len(node[1]) != len(td.children):
+            raise ArgumentError(f"{who}: the tree {x!r} does not have the structure {td} here; the first tree "
+                                "must be a prefix of the second's structure")
+        for c, sub in zip(td.children, node[1]):
+            walk(c, sub)
+    walk(treedef, tree)
+    return out

@@ -1,51 +1,37 @@
-"""JAX's `jax.tree` namespace: the pytree functions under their short names.
+"""JAX's `jax.tree` namespace: the pytree functions of `jitad.tree_util` under their
+short names.
 
 >>> jitad.tree.map(lambda x: 2 * x, {"a": 1.0, "b": (2.0, 3.0)})
 {'a': 2.0, 'b': (4.0, 6.0)}
 >>> jitad.tree.leaves({"b": 1.0, "a": (2.0, None)})
 [2.0, 1.0]
 
-Each is a thin name for the function of `jitad.tree_util`; `Tree`, the type of a
-`TREE` node's values, is `jitad.Tree`.
+`Tree`, the type of a `TREE` node's values, is `jitad.Tree`.
 """
-import builtins
-import functools
+import dataclasses
 
-from .tree_util import tree_flatten, tree_leaves, tree_map, tree_structure, tree_unflatten
+from . import tree_util as _tu
 
-__all__ = ["all", "flatten", "leaves", "map", "reduce", "structure", "unflatten"]
+__all__ = ["all", "broadcast", "flatten", "flatten_with_path", "leaves", "leaves_with_path", "map",
+           "map_with_path", "reduce", "reduce_associative", "static", "structure", "transpose", "unflatten"]
 
-
-def map(f, tree, *rest):   # noqa: A001 (JAX's name)
-    """`f` applied leafwise: `jitad.tree.map(lambda p, g: p - g, params, grads)`."""
-    return tree_map(f, tree, *rest)
-
-
-def leaves(tree):
-    """The leaves of `tree`, in order: `jitad.tree.leaves((1.0, [2.0])) == [1.0, 2.0]`."""
-    return tree_leaves(tree)
-
-
-def flatten(tree):
-    """`(leaves, treedef)`: `jitad.tree.flatten((1.0, [2.0]))[0] == [1.0, 2.0]`."""
-    return tree_flatten(tree)
-
-
-def unflatten(treedef, leaves):
-    """The pytree of structure `treedef` holding `leaves` in order."""
-    return tree_unflatten(treedef, leaves)
+all = _tu.tree_all   # noqa: A001 (JAX's names)
+broadcast = _tu.tree_broadcast
+flatten = _tu.tree_flatten
+flatten_with_path = _tu.tree_flatten_with_path
+leaves = _tu.tree_leaves
+leaves_with_path = _tu.tree_leaves_with_path
+map = _tu.tree_map   # noqa: A001
+map_with_path = _tu.tree_map_with_path
+reduce = _tu.tree_reduce
+reduce_associative = _tu.tree_reduce_associative
+structure = _tu.tree_structure
+transpose = _tu.tree_transpose
+unflatten = _tu.tree_unflatten
 
 
-def structure(tree):
-    """The treedef of `tree`: `jitad.tree.structure((1.0, 2.0)).num_leaves == 2`."""
-    return tree_structure(tree)
-
-
-def reduce(function, tree, *initializer):
-    """`functools.reduce` over the leaves: `jitad.tree.reduce(lambda a, b: a + b, (1.0, [2.0])) == 3.0`."""
-    return functools.reduce(function, tree_leaves(tree), *initializer)
-
-
-def all(tree):   # noqa: A001 (JAX's name)
-    """Whether every leaf is true: `jitad.tree.all((True, [1.0])) == True`."""
-    return builtins.all(tree_leaves(tree))
+def static(**kwargs):
+    """A dataclass field that `register_dataclass` makes static (part of the structure,
+    not a leaf); takes `dataclasses.field`'s arguments: `op: str = jitad.tree.static(default="add")`."""
+    metadata = {**(kwargs.pop("metadata", None) or {}), "static": True}
+    return dataclasses.field(metadata=metadata, **kwargs)

@@ -10,7 +10,12 @@ staged code (its state is a pytree, so it passes through `jitad.jit`).
 
 `step_size` is a number or a schedule `i -> step size` (`constant`,
 `exponential_decay`, `inverse_time_decay`, `polynomial_decay`, `piecewise_constant`).
+`unpack_optimizer_state` makes a state plain nested containers (to pickle) and
+`pack_optimizer_state` makes them a state again (JAX's names).
 """
+from __future__ import annotations   # (JAX's module has the name `annotations` too)
+
+import builtins
 import functools
 from collections import namedtuple
 
@@ -167,6 +172,94 @@ def adamax(step_size, b1=0.9, b2=0.999, eps=1e-8):
         u = N.maximum(b2 * u, N.abs(g))
         return x - (step_size(i) / (1 - b1 ** (i + 1))) * m / (u + eps), m, u
     return (lambda x0: (x0, N.zeros_like(x0), N.zeros_like(x0))), update, _first
+
+
+@optimizer
+def sm3(step_size, momentum=0.9):
+    """SM3 (Anil et al.): one accumulator per index of each axis; a step divides by the
+    square root of the smallest accumulator covering the entry plus its squared gradient."""
+    step_size = make_schedule(step_size)
+
+    def init(x0):
+        sizes = np.shape(x0) if not is_staged(x0) else tuple(x0.shape)
+        return (x0, N.zeros_like(x0)) + tuple(N.zeros((n,), dtype=x0.dtype) for n in sizes or (1,))
+
+    def update(i, g, state):
+        x, m, *vs = state
+        shape = N._shape(x)
+        if not shape:   # a scalar: one accumulator
+            accum = vs[0][0] + g * g
+        else:
+            along = [N.reshape(v, tuple(n if d == k else 1 for d, n in enumerate(shape))) for k, v in enumerate(vs)]
+            accum = functools.reduce(N.minimum, along) + g * g
+        positive = accum > 0
+        scaled = N.where(positive, g / N.sqrt(N.where(positive, accum, 1.0)), 0.0)
+        m = (1.0 - momentum) * scaled + momentum * m
+        x = x - step_size(i) * m
+        if not shape:
+            return (x, m, N.reshape(accum, (1,)))
+        others = lambda k: tuple(d for d in range(len(shape)) if d != k)   # noqa: E731
+        return (x, m) + tuple(N.max(accum, axis=others(k)) if len(shape) > 1 else accum for k in range(len(shape)))
+    return init, update, _first
+
+
+# -- packing a state into plain containers ----------------------------------------------
+
+class JoinPoint:
+    """Marks where one parameter's state (a tuple of arrays) sits in a packed state."""
+
+    def __init__(self, subtree):
+        self.subtree = subtree
+
+    def __iter__(self):
+        yield self.subtree
+
+    def __repr__(self):
+        return f"JoinPoint({self.subtree!r})"
+
+
+def unpack_optimizer_state(opt_state):
+    """The state as plain containers (to pickle): the parameters' pytree with a
+    `JoinPoint`, holding that parameter's state, at each leaf."""
+    if not isinstance(opt_state, OptimizerState):
+        raise ArgumentError(f"unpack_optimizer_state takes an optimizer state, got {type(opt_state).__name__}")
+    return unflatten(opt_state.treedef, [JoinPoint(s) for s in opt_state.states])
+
+
+def pack_optimizer_state(marked_pytree):
+    """The optimizer state `unpack_optimizer_state` made plain containers of."""
+    joins, treedef = flatten(marked_pytree)
+    if not all(isinstance(j, JoinPoint) for j in joins):
+        raise ArgumentError("pack_optimizer_state takes what unpack_optimizer_state returned (JoinPoints at "
+                            "the leaves)")
+    return OptimizerState([j.subtree for j in joins], treedef)
+
+
+# -- JAX's list helpers, as this module has them ---------------------------------------
+
+def safe_zip(*args):
+    """`zip` of sequences of one length, as a list (ArgumentError on different lengths)."""
+    lengths = {len(a) for a in args}
+    if len(lengths) > 1:
+        raise ArgumentError(f"safe_zip: sequences of lengths {[len(a) for a in args]}; give equal lengths")
+    return list(builtins.zip(*args))
+
+
+def safe_map(f, *args):
+    """`map` over sequences of one length, as a list (ArgumentError on different lengths)."""
+    return [f(*xs) for xs in safe_zip(*args)]
+
+
+def unzip2(xys):
+    """A sequence of pairs as two tuples."""
+    xs, ys = [], []
+    for x, y in xys:
+        xs.append(x)
+        ys.append(y)
+    return tuple(xs), tuple(ys)
+
+
+map, zip = safe_map, safe_zip   # noqa: A001 (JAX's module rebinds both)
 
 
 # -- schedules: i -> step size ---------------------------------------------------------

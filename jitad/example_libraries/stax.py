@@ -19,9 +19,11 @@ from .. import numeric as N
 from .. import random
 from ..errors import ArgumentError
 
-__all__ = ["serial", "parallel", "Dense", "Conv", "Flatten", "Identity", "Dropout", "FanOut", "FanInSum",
-           "FanInConcat", "Relu", "Tanh", "Sigmoid", "Softplus", "LogSoftmax", "Softmax", "Exp", "Gelu",
-           "Elu", "LeakyRelu", "elementwise", "glorot_normal", "normal", "zeros", "ones"]
+__all__ = ["serial", "parallel", "Dense", "Conv", "GeneralConv", "Flatten", "Identity", "Dropout", "FanOut",
+           "FanInSum", "FanInConcat", "Relu", "Tanh", "Sigmoid", "Softplus", "LogSoftmax", "Softmax", "Exp", "Gelu",
+           "Elu", "LeakyRelu", "Selu", "MaxPool", "SumPool", "AvgPool", "BatchNorm", "shape_dependent",
+           "elementwise", "glorot", "glorot_normal", "normal", "randn", "zeros", "ones", "relu", "log_softmax",
+           "logsoftmax", "softmax", "softplus", "sigmoid", "elu", "leaky_relu", "gelu", "selu", "standardize"]
 
 
 # -- initializers (jax.nn.initializers' names): init(key, shape, dtype) -> array ---------
@@ -72,27 +74,184 @@ def _pads(padding, kernel, strides):
                         "jitad's conv2d takes 'VALID', or 'SAME' for a square odd kernel at stride 1")
 
 
-def Conv(out_chan, filter_shape, strides=None, padding="VALID", W_init=None, b_init=normal(1e-6)):
-    """A 2-D convolution of NHWC images with an HWIO kernel (equal strides in both axes)."""
+def _spatial(spec, skip):
+    return [c for c in spec if c not in skip]
+
+
+def GeneralConv(dimension_numbers, out_chan, filter_shape, strides=None, padding="VALID", W_init=None,
+                b_init=normal(1e-6)):
+    """A 2-D convolution with its layouts named by `dimension_numbers = (lhs, rhs, out)`
+    (e.g. `('NHWC', 'HWIO', 'NHWC')`: N batch, C channels, I/O kernel in/out channels,
+    other letters the spatial axes, matched by letter); equal strides in both axes,
+    padding 'VALID', or 'SAME' for a square odd kernel at stride 1."""
+    lhs, rhs, out = dimension_numbers
+    if len(filter_shape) != 2 or len(_spatial(lhs, "NC")) != 2 or sorted(_spatial(lhs, "NC")) != \
+            sorted(_spatial(rhs, "IO")) or sorted(_spatial(lhs, "NC")) != sorted(_spatial(out, "NC")):
+        raise ArgumentError(f"stax.GeneralConv: dimension_numbers {dimension_numbers} with filter {filter_shape}; "
+                            "jitad convolves two spatial axes, named by the same letters in all three layouts")
     strides = tuple(strides or (1, 1))
     if len(set(strides)) != 1:
-        raise ArgumentError(f"stax.Conv: strides {strides}; jitad's conv2d takes the same stride on both axes")
+        raise ArgumentError(f"stax.GeneralConv: strides {strides}; jitad's conv2d takes the same stride on both axes")
     pad = _pads(padding, tuple(filter_shape), strides)
-    W_init = W_init or glorot_normal(in_axis=2, out_axis=3)
+    spatial = _spatial(lhs, "NC")   # the order the filter shape gives the spatial axes in
+    W_init = W_init or glorot_normal(in_axis=rhs.index("I"), out_axis=rhs.index("O"))
 
     def init_fun(key, input_shape):
-        n, h, w, c = input_shape
-        kh, kw = filter_shape
-        oh, ow = (h + 2 * pad - kh) // strides[0] + 1, (w + 2 * pad - kw) // strides[0] + 1
+        sizes = dict(zip(lhs, input_shape))
+        window = dict(zip(spatial, filter_shape))
+        kernel_shape = tuple(out_chan if c == "O" else sizes["C"] if c == "I" else window[c] for c in rhs)
+        out_sizes = {"N": sizes["N"], "C": out_chan,
+                     **{c: (sizes[c] + 2 * pad - window[c]) // strides[0] + 1 for c in spatial}}
         k1, k2 = random.split(key)
-        return (n, oh, ow, out_chan), (W_init(k1, (kh, kw, c, out_chan)), b_init(k2, (1, 1, 1, out_chan)))
+        bias_shape = tuple(out_chan if c == "C" else 1 for c in out)
+        return tuple(out_sizes[c] for c in out), (W_init(k1, kernel_shape), b_init(k2, bias_shape))
 
     def apply_fun(params, inputs, **kwargs):
         W, b = params
-        out = N.conv2d(N.transpose(inputs, (0, 3, 1, 2)), N.transpose(W, (3, 2, 0, 1)), stride=strides[0],
-                       padding=pad)
-        return N.transpose(out, (0, 2, 3, 1)) + b
+        x = N.transpose(inputs, tuple(lhs.index(c) for c in "NC" + "".join(spatial)))
+        w = N.transpose(W, tuple(rhs.index(c) for c in "OI" + "".join(spatial)))
+        y = N.conv2d(x, w, stride=strides[0], padding=pad)   # N, C, spatial
+        return N.transpose(y, tuple(("NC" + "".join(spatial)).index(c) for c in out)) + b
     return init_fun, apply_fun
+
+
+def Conv(out_chan, filter_shape, strides=None, padding="VALID", W_init=None, b_init=normal(1e-6)):
+    """A 2-D convolution of NHWC images with an HWIO kernel (`GeneralConv` with those layouts)."""
+    return GeneralConv(("NHWC", "HWIO", "NHWC"), out_chan, filter_shape, strides, padding, W_init, b_init)
+
+
+# -- pooling, composed of strided slices (one per window offset) -------------------------
+
+def _pool_pads(size, window, stride, padding):
+    """`(low, high)` padding of one axis: none for 'VALID'; for 'SAME', what makes
+    ceil(size / stride) windows, split as JAX splits it (the extra one high)."""
+    if padding == "VALID":
+        return 0, 0
+    if padding != "SAME":
+        raise ArgumentError(f"stax pooling: padding={padding!r}; give 'VALID' or 'SAME'")
+    total = max((-(-size // stride) - 1) * stride + window - size, 0)
+    return total // 2, total - total // 2
+
+
+def _pool(x, window, strides, padding, combine, init, spec):
+    """Combine each window of the spatial axes of `x` (N and C at `spec`'s places, else
+    first and last) with `combine`, the padding holding `init`."""
+    shape = tuple(x.shape) if hasattr(x, "shape") else np.shape(x)
+    nc = (0, len(shape) - 1) if spec is None else (spec.index("N"), spec.index("C"))
+    axes = [d for d in range(len(shape)) if d not in nc]
+    pads = [(0, 0)] * len(shape)
+    for d, w, s in zip(axes, window, strides):
+        pads[d] = _pool_pads(shape[d], w, s, padding)
+    if any(p != (0, 0) for p in pads):
+        from .. import numpy as jnp
+        x = jnp.pad(x, pads, constant_values=init)
+        shape = tuple(a + lo + hi for a, (lo, hi) in zip(shape, pads))
+    counts = [(shape[d] - w) // s + 1 for d, w, s in zip(axes, window, strides)]
+    out = None
+    for offset in np.ndindex(*window):
+        index = [slice(None)] * len(shape)
+        for d, o, s, n in zip(axes, offset, strides, counts):
+            index[d] = slice(o, o + (n - 1) * s + 1, s)
+        part = x[tuple(index)]
+        out = part if out is None else combine(out, part)
+    return out
+
+
+def _pooling(name, combine, init, average=False):
+    def PoolingLayer(window_shape, strides=None, padding="VALID", spec=None):
+        window_shape = tuple(window_shape)
+        strides = tuple(strides or (1,) * len(window_shape))
+
+        def init_fun(key, input_shape):
+            nc = (0, len(input_shape) - 1) if spec is None else (spec.index("N"), spec.index("C"))
+            axes = [d for d in range(len(input_shape)) if d not in nc]
+            out = list(input_shape)
+            for d, w, s in zip(axes, window_shape, strides):
+                lo, hi = _pool_pads(input_shape[d], w, s, padding)
+                out[d] = (input_shape[d] + lo + hi - w) // s + 1
+            return tuple(out), ()
+
+        def apply_fun(params, inputs, **kwargs):
+            out = _pool(inputs, window_shape, strides, padding, combine, init, spec)
+            if not average:
+                return out
+            if padding == "VALID":
+                return out / math.prod(window_shape)
+            shape = tuple(inputs.shape) if hasattr(inputs, "shape") else np.shape(inputs)
+            count = _pool(np.ones(shape), window_shape, strides, padding, np.add, 0.0, spec)   # windows' sizes
+            return out / count
+        PoolingLayer.__name__ = name
+        return init_fun, apply_fun
+    PoolingLayer.__name__ = PoolingLayer.__qualname__ = name
+    PoolingLayer.__doc__ = (f"A {name} layer: `window_shape` over the spatial axes (images NHWC, or as `spec` "
+                            "names them), `strides`, padding 'VALID' or 'SAME'.")
+    return PoolingLayer
+
+
+MaxPool = _pooling("MaxPool", N.maximum, -np.inf)
+SumPool = _pooling("SumPool", lambda a, b: a + b, 0.0)
+AvgPool = _pooling("AvgPool", lambda a, b: a + b, 0.0, average=True)
+
+
+# -- jax.nn's functions, as stax re-exports them ----------------------------------------
+
+relu, log_softmax, softmax, softplus, sigmoid, elu, leaky_relu, gelu = \
+    N.relu, N.log_softmax, N.softmax, nn.softplus, N.sigmoid, nn.elu, nn.leaky_relu, nn.gelu
+logsoftmax = log_softmax
+_SELU_ALPHA, _SELU_SCALE = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
+
+
+def selu(x):
+    """The scaled exponential linear unit: `scale * (x if x > 0 else alpha * expm1(x))`."""
+    positive = x > 0
+    return _SELU_SCALE * N.where(positive, x, _SELU_ALPHA * N.expm1(N.where(positive, 0.0, x)))
+
+
+def standardize(x, axis=-1, mean=None, variance=None, epsilon=1e-5, where=None):
+    """`(x - mean) / sqrt(variance + epsilon)`, the moments over `axis` unless given."""
+    if where is not None:
+        raise ArgumentError("standardize: where= is not supported; select the entries first")
+    if mean is None:
+        mean = N.mean(x, axis=axis, keepdims=True)
+    if variance is None:
+        variance = N.mean(x * x, axis=axis, keepdims=True) - mean * mean
+    return (x - mean) / N.sqrt(variance + epsilon)
+
+
+def BatchNorm(axis=(0, 1, 2), epsilon=1e-5, center=True, scale=True, beta_init=None, gamma_init=None):
+    """Normalize over `axis` (by default batch and spatial axes of NHWC images), then scale
+    by `gamma` and shift by `beta` (one per remaining entry)."""
+    axis = (axis,) if isinstance(axis, int) else tuple(axis)
+    beta_init, gamma_init = beta_init or zeros, gamma_init or ones
+
+    def init_fun(key, input_shape):
+        shape = tuple(d for i, d in enumerate(input_shape) if i not in axis)
+        k1, k2 = random.split(key)
+        return input_shape, (beta_init(k1, shape) if center else (), gamma_init(k2, shape) if scale else ())
+
+    def apply_fun(params, x, **kwargs):
+        beta, gamma = params
+        ndim = len(x.shape) if hasattr(x, "shape") else np.ndim(x)
+        expand = tuple(None if i in axis else slice(None) for i in range(ndim))
+        z = standardize(x, axis, epsilon=epsilon)
+        if scale:
+            z = gamma[expand] * z
+        return z + beta[expand] if center else z
+    return init_fun, apply_fun
+
+
+def shape_dependent(make_layer):
+    """A layer made by `make_layer(input_shape)` once the input shape is known."""
+    def init_fun(key, input_shape):
+        return make_layer(input_shape)[0](key, input_shape)
+
+    def apply_fun(params, inputs, **kwargs):
+        return make_layer(inputs.shape)[1](params, inputs, **kwargs)
+    return init_fun, apply_fun
+
+
+glorot = glorot_normal
+randn = normal
 
 
 def elementwise(fun, **fun_kwargs):
@@ -110,6 +269,7 @@ Sigmoid = elementwise(N.sigmoid)
 Elu = elementwise(nn.elu)
 LeakyRelu = elementwise(nn.leaky_relu)
 Gelu = elementwise(nn.gelu)
+Selu = elementwise(selu)
 Identity = (lambda key, input_shape: (input_shape, ())), (lambda params, inputs, **kwargs: inputs)
 
 

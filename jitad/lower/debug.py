@@ -1,4 +1,5 @@
-"""LLVM lowering of `debug_print` (jitad.debug.print): a call back into Python.
+"""LLVM lowering of `debug_print` (jitad.debug.print and jitad.debug.callback): a call
+back into Python.
 
 The compiled code calls `jitad_debug_print(spec, n, values)`: `spec` points at a
 NUL-terminated JSON constant in the module (format string, keyword names, each
@@ -25,6 +26,7 @@ from .llvm import I8, I32, I64, INTERRUPTED, LL, PTR, alloca, rule
 _CTYPES = {"f64": ctypes.c_double, "f32": ctypes.c_float, "i64": ctypes.c_int64, "bool": ctypes.c_uint8}
 _NUMPY = {"f64": np.float64, "f32": np.float32, "i64": np.int64, "bool": np.bool_}
 _specs = {}   # spec bytes -> decoded spec
+HOST_CALLS = {}   # `call` key of a spec -> the Python function jitad.debug.callback registered
 
 
 class _Held(threading.local):
@@ -72,15 +74,18 @@ def _callback(spec, n, values, done):
         names = decoded["names"]
         args = [v for v, name in zip(vals, names) if name is None]
         kwargs = {name: v for v, name in zip(vals, names) if name is not None}
-        text = decoded["fmt"].format(*args, **kwargs)
-        if _held.lines is not None:
-            _held.lines.append(text)
+        if "call" in decoded:   # jitad.debug.callback: the user's function on the values
+            HOST_CALLS[decoded["call"]](*args, **kwargs)
         else:
-            print(text, flush=True)
+            text = decoded["fmt"].format(*args, **kwargs)
+            if _held.lines is not None:
+                _held.lines.append(text)
+            else:
+                print(text, flush=True)
         done[0] = 1
     except BaseException as e:   # cannot unwind through native code: the call stops, its caller raises `e`
-        if isinstance(e, Exception):   # the output failed (a closed pipe, a stream that raises), or the format
-            e.add_note("raised by jitad.debug.print while compiled code ran; the call stopped there")
+        if isinstance(e, Exception):   # the output failed (a closed pipe, a stream that raises), the format, or a callback
+            e.add_note("raised by jitad.debug.print or debug.callback while compiled code ran; the call stopped there")
         runtime.interrupted_by(e)   # (else a signal handler's: KeyboardInterrupt on Ctrl-C)
     return 0
 

@@ -463,11 +463,14 @@ def _size(node):
 
 
 def _new_array(b, module, t):
+    """A new result array of type `t`, of the ndarray subclass results are made of
+    (`jitad.numpy.Array`, registered by `runtime.native_array_subclass`): JAX's array
+    methods at no cost per call."""
     dims = alloca(b, ir.ArrayType(I64, max(len(t.shape), 1)))
     for d, n in enumerate(t.shape):
         b.store(I64(n), b.gep(dims, [I64(d)], source_etype=I64))
     arr = b.call(_api(module, "jitad_PyArray_New", ARRAY_NEW), [
-        _api(module, "jitad_ndarray_type"), C_INT(len(t.shape)), dims, C_INT(NPY_TYPENUM[t.dtype]),
+        _api(module, "jitad_ndarray_subtype"), C_INT(len(t.shape)), dims, C_INT(NPY_TYPENUM[t.dtype]),
         PTR(None), PTR(None), C_INT(0), C_INT(0), PTR(None)])
     with b.if_then(b.icmp_unsigned("==", arr, PTR(None)), likely=False):
         b.ret(PTR(None))   # MemoryError is set

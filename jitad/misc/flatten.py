@@ -19,3 +19,6 @@ def flatten_func(func, example):
     of a flat vector (its extra arguments passed through)."""
     flat_example, unflatten = flatten(example)
     return (lambda x, *args: flatten(func(unflatten(x), *args))[0]), unflatten, flat_example
+
+from ..builtins import type  # noqa: E402,F401,A001  (autograd's names in its module)
+from ..differential_operators import make_vjp  # noqa: E402,F401

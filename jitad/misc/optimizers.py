@@ -10,6 +10,7 @@ import functools
 
 import numpy as np
 
+from ..wrap_util import wraps  # noqa: F401  (autograd's name in this module)
 from .flatten import flatten
 
 __all__ = ["adam", "rmsprop", "sgd", "unflatten_optimizer"]

@@ -24,7 +24,7 @@ import operator as _op
 
 import numpy as _np
 
-from .. import numeric as _N
+from .. import cpu_device as _cpu_device, numeric as _N
 from ..lower import runtime as _runtime
 from ..staging import (Staged as _Staged, binary as _binary, is_staged as _is_staged, result_dtype as _result_dtype,
                        unary as _unary)
@@ -294,6 +294,61 @@ class Array(_np.ndarray):
 
     def block_until_ready(self):
         """Itself (jitad's results are ready when a call returns)."""
+        return self
+
+    # JAX's array interface on the one CPU device (`jitad.devices()`)
+    @property
+    def device(self):
+        """The device holding the array: `jitad.devices()[0]`."""
+        return _cpu_device.CPU
+
+    def devices(self):
+        """The set of devices holding parts of the array: `{jitad.devices()[0]}`."""
+        return {_cpu_device.CPU}
+
+    @property
+    def sharding(self):
+        """How the array is split over devices: whole, on the CPU device."""
+        return _cpu_device.SingleDeviceSharding()
+
+    is_fully_replicated = True
+    is_fully_addressable = True
+    committed = False
+    weak_type = False
+
+    def addressable_data(self, index):
+        """The data on local device `index` (0, the only one): the array itself."""
+        if index != 0:
+            raise IndexError(f"addressable_data({index}): the array lives on one device, index 0")
+        return self
+
+    @property
+    def addressable_shards(self):
+        """One `Shard` per device: the whole array on the CPU device."""
+        return [_cpu_device.Shard(self)]
+
+    global_shards = addressable_shards
+
+    def copy_to_host_async(self):
+        """Nothing to do: the array is host memory."""
+        return None
+
+    def delete(self):
+        """Accepted (the memory is freed when the last reference goes, as for NumPy arrays)."""
+        return None
+
+    def is_deleted(self):
+        return False
+
+    def unsafe_buffer_pointer(self):
+        """The address of the array's first element."""
+        return self.__array_interface__["data"][0]
+
+    def on_device_size_in_bytes(self):
+        return self.nbytes
+
+    def to_device(self, device, /, *, stream=None):
+        """The array on `device` (the CPU): itself."""
         return self
 
     # `x += y` makes a new array, as in JAX, so a reference kept elsewhere (a list of past

@@ -87,6 +87,8 @@ DECLINED = {
                 "rng_bit_generator_p", "rng_uniform", "rng_uniform_p", "scaled_dot", "cond_p", "while_p", "scan_p",
                 "reduce_window_p", "linear_solve_p", "select_and_scatter_p"},
     "jax.nn": {"get_scaled_dot_general_config"},
+    "autograd": {"holomorphic_grad"},   # complex functions: jitad has no complex dtypes
+    "jax": {"pure_callback"},   # values only: compiled code cannot take values back from Python
 }
 
 

@@ -91,7 +91,8 @@ def test_float32_reductions_stay_float32(name):
     want = np.asarray(ref(x))
     for got in (fn(x), jitad.jit(fn)(x), jitad.jit(lambda x: fn(x, axis=0))(x)):
         assert np.asarray(got).dtype == np.float32, (name, type(got))
-    assert type(jitad.jit(fn)(x)) is type(np.sum(x) if want.ndim == 0 else want)
+    # a scalar comes back as NumPy's scalar type; an array as jitad.numpy.Array (an ndarray)
+    assert type(jitad.jit(fn)(x)) is (type(np.sum(x)) if want.ndim == 0 else jitad.numpy.Array)
     np.testing.assert_allclose(jitad.jit(fn)(x), want, rtol=1e-6)
     assert jitad.linalg.norm(x).dtype == np.float32 == jitad.jit(jitad.linalg.norm)(x).dtype
 

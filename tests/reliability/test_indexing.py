@@ -195,9 +195,9 @@ def test_other_ndarray_subclasses_are_read_as_their_data():
     mat = np.matrix([[1.0, 2.0], [3.0, 4.0]])
     f = jitad.jit(lambda x: x * x)      # elementwise, not np.matrix's product
     out = f(mat)
-    assert type(out) is np.ndarray
+    assert type(out) is jitad.numpy.Array   # a plain array (jitad.numpy.Array, an ndarray), not a matrix
     np.testing.assert_array_equal(out, np.asarray(mat) ** 2)
     g = jitad.grad(lambda x: jitad.sum(x @ x))(mat)
-    assert type(g) is np.ndarray and g.shape == (2, 2)
+    assert type(g) is jitad.numpy.Array and g.shape == (2, 2)
     a = np.asarray(mat)
     np.testing.assert_allclose(g, np.ones((2, 2)) @ a.T + a.T @ np.ones((2, 2)))

@@ -1,0 +1,331 @@
+"""autograd's `autograd.extend`: functions with their own derivatives and vector spaces.
+
+`@primitive` marks a function whose derivative the user gives: `defvjp` (reverse
+mode, autograd's `vjpmaker(ans, *args, **kwargs) -> (g -> cotangent)` per argument)
+and `defjvp` (forward mode, `jvp(g, ans, *args, **kwargs) -> tangent` per argument).
+They become a `jitad.custom_vjp` / `jitad.custom_jvp` rule, so the function compiles
+and its rule runs as staged code. Without a rule, jitad differentiates the body.
+
+>>> from jitad.extend import primitive, defvjp
+>>> @primitive
+... def cube(x):
+...     return x ** 3
+>>> defvjp(cube, lambda ans, x: lambda g: g * 3 * x ** 2)
+>>> jitad.grad(cube)(2.0)
+12.0
+
+`vspace(x)` is the vector space of a value (an array, a scalar, or a container of
+them): `.zeros()`, `.ones()`, `.randn()`, `.standard_basis()`, `.add`, `.scalar_mul`,
+`.inner_prod`, `.covector`, `.size`, `.shape`, `.dtype`. `Box` is the type of a staged
+value (what autograd's traced values are).
+"""
+import functools
+
+import numpy as np
+
+from . import numeric as N
+from .errors import ArgumentError
+from .pytree import flatten, tree_map, unflatten
+from .staging import Staged as Box
+from .staging import is_staged
+from .transforms.custom import custom_jvp, custom_vjp
+
+__all__ = ["Box", "JVPNode", "SparseObject", "VJPNode", "VSpace", "def_linear", "defjvp", "defjvp_argnum",
+           "defjvp_argnums", "defvjp", "defvjp_argnum", "defvjp_argnums", "notrace_primitive", "primitive",
+           "register_notrace", "vspace"]
+
+
+# -- vector spaces -----------------------------------------------------------------
+
+def _shape(x):
+    return tuple(x.shape) if is_staged(x) else np.shape(x)
+
+
+def _dtype(x):
+    if is_staged(x):
+        return np.dtype({"f64": np.float64, "f32": np.float32, "i64": np.int64, "bool": np.bool_}[x.ir_dtype])
+    return np.result_type(x)
+
+
+class VSpace:
+    """The vector space of values shaped like an example: an array space (`shape`,
+    `dtype`), or a container space of the spaces of a tuple's, list's or dict's items."""
+
+    def __init__(self, value):
+        leaves, self._treedef = flatten(value)
+        self._leaves = [(_shape(x), _dtype(x)) for x in leaves]
+        self._scalar = [not _shape(x) and not isinstance(x, np.ndarray) and not is_staged(x) for x in leaves]
+        self.value_type = type(value)
+
+    @property
+    def shape(self):
+        return self._leaves[0][0] if self._treedef.kind == "leaf" else self._treedef
+
+    @property
+    def dtype(self):
+        return self._leaves[0][1] if self._treedef.kind == "leaf" else None
+
+    @property
+    def size(self):
+        return int(sum(np.prod(s, dtype=np.int64) for s, _ in self._leaves))
+
+    @property
+    def ndim(self):
+        return len(self.shape) if self._treedef.kind == "leaf" else None
+
+    def _build(self, make):
+        return unflatten(self._treedef, [make(s, d) if not (scalar and not s) else make(s, d)[()].item()
+                                         for (s, d), scalar in zip(self._leaves, self._scalar)])
+
+    def zeros(self):
+        """The zero of the space."""
+        return self._build(lambda s, d: np.zeros(s, d))
+
+    def ones(self):
+        """The value with every element one."""
+        return self._build(lambda s, d: np.ones(s, d))
+
+    def randn(self):
+        """A random value with standard normal elements."""
+        return self._build(lambda s, d: np.random.randn(*s).astype(d))
+
+    def standard_basis(self):
+        """The unit vectors of the space, one per element."""
+        for k in range(self.size):
+            flat = np.zeros(self.size)
+            flat[k] = 1.0
+            yield self._unravel(flat)
+
+    def _unravel(self, flat):
+        out, start = [], 0
+        for (s, d), scalar in zip(self._leaves, self._scalar):
+            n = int(np.prod(s, dtype=np.int64))
+            part = flat[start:start + n].reshape(s).astype(d)
+            out.append(part[()].item() if scalar and not s else part)
+            start += n
+        return unflatten(self._treedef, out)
+
+    def add(self, x, y):
+        """`x + y`, item by item."""
+        return tree_map(lambda a, b: a + b, x, y)
+
+    def mut_add(self, x, y):
+        """`x + y` (autograd may add in place; jitad makes a new value)."""
+        return self.add(self.zeros() if x is None else x, y)
+
+    def scalar_mul(self, x, a):
+        """`a * x`, item by item."""
+        return tree_map(lambda v: v * a, x)
+
+    def inner_prod(self, x, y):
+        """The sum of the products of the elements of `x` and `y`."""
+        return sum(N.sum(a * b) for a, b in zip(flatten(x)[0], flatten(y)[0]))
+
+    def covector(self, x):
+        """`x` itself (real spaces are their own duals)."""
+        return x
+
+    def iscomplex(self):
+        return False
+
+    def __eq__(self, other):
+        return isinstance(other, VSpace) and (self._treedef, self._leaves) == (other._treedef, other._leaves)
+
+    def __hash__(self):
+        return hash((self._treedef, tuple(self._leaves)))
+
+    def __repr__(self):
+        if self._treedef.kind == "leaf":
+            return f"ArrayVSpace_{{'shape': {self.shape}, 'dtype': {self.dtype!r}}}"
+        return f"VSpace({self._treedef})"
+
+
+def vspace(value):
+    """The vector space of `value`: `vspace(np.ones((2, 3))).size == 6`."""
+    try:
+        return VSpace(value)
+    except TypeError:
+        raise ArgumentError(f"vspace: no vector space for a value of type {type(value).__name__}; give an "
+                            "array, a number, or a tuple, list or dict of them") from None
+
+
+class SparseObject:
+    """A cotangent given by how it adds into a dense value: `mut_add(dense) -> dense`
+    (a VJP may return one; jitad adds it to zeros of `vs`)."""
+    __slots__ = ("vs", "mut_add")
+
+    def __init__(self, vs, mut_add):
+        self.vs, self.mut_add = vs, mut_add
+
+
+def _dense(ct):
+    if isinstance(ct, SparseObject):
+        return ct.mut_add(ct.vs.zeros())
+    return ct
+
+
+def _zeros_like(x):
+    return tree_map(lambda v: N.zeros_like(v), x)
+
+
+# -- primitives ----------------------------------------------------------------------
+
+class primitive:
+    """A function with derivative rules given by `defvjp`/`defjvp` (see the module)."""
+
+    def __init__(self, fun):
+        if not callable(fun):
+            raise ArgumentError(f"primitive takes a function, got {type(fun).__name__}")
+        self.fun = fun
+        self.vjp_argnums = None   # (argnums, ans, args, kwargs) -> g -> tuple of cotangents
+        self.jvp_argnums = None   # (argnums, gs, ans, args, kwargs) -> tangent
+        functools.update_wrapper(self, fun)
+
+    def __call__(self, *args, **kwargs):
+        if self.vjp_argnums is None and self.jvp_argnums is None:
+            return self.fun(*args, **kwargs)
+        # arguments that are not values (functions, strings) are fixed: the rule closes over them
+        fixed = {i: a for i, a in enumerate(args) if not _is_value(a)}
+
+        def full(dynamic):
+            it = iter(dynamic)
+            return tuple(fixed[i] if i in fixed else next(it) for i in range(len(args)))
+
+        def body(*dynamic):
+            return self.fun(*full(dynamic), **kwargs)
+        body.__name__ = getattr(self.fun, "__name__", "primitive")
+        if self.vjp_argnums is not None:
+            rule = custom_vjp(body)
+            rule.defvjp(lambda *d: (body(*d), d),
+                        lambda d, g: self._cotangents(full(d), kwargs, g, fixed))
+        else:
+            rule = custom_jvp(body)
+            rule.defjvp(lambda primals, tangents: self._tangent(full(primals), full(tangents), kwargs, fixed))
+        return rule(*[a for i, a in enumerate(args) if i not in fixed])
+
+    def _cotangents(self, args, kwargs, g, fixed):
+        ans = self.fun(*args, **kwargs)
+        nums = tuple(i for i, a in enumerate(args) if i not in fixed and _differentiable(a))
+        cts = list(self.vjp_argnums(nums, ans, args, kwargs)(g)) if nums else []
+        out = {i: _zeros_like(a) for i, a in enumerate(args) if i not in fixed}
+        for i, ct in zip(nums, cts):
+            out[i] = _dense(ct) if ct is not None else out[i]
+        return tuple(out[i] for i in sorted(out))
+
+    def _tangent(self, primals, tangents, kwargs, fixed):
+        ans = self.fun(*primals, **kwargs)
+        nums = tuple(i for i, a in enumerate(primals) if i not in fixed and _differentiable(a))
+        tangent = self.jvp_argnums(nums, [tangents[i] for i in nums], ans, primals, kwargs) if nums else None
+        return ans, _zeros_like(ans) if tangent is None else tangent
+
+    def __repr__(self):
+        return f"primitive({getattr(self.fun, '__name__', 'fun')})"
+
+
+def _is_value(x):
+    """A pytree of numbers, arrays and staged values (what a rule's arguments may be)."""
+    return all(is_staged(v) or isinstance(v, (bool, int, float, np.number, np.bool_, np.ndarray))
+               for v in flatten(x)[0])
+
+
+def _differentiable(x):
+    leaves = flatten(x)[0]
+    return bool(leaves) and all(_dtype(v).kind == "f" for v in leaves)
+
+
+def _check_primitive(fun, who):
+    if not isinstance(fun, primitive):
+        raise ArgumentError(f"{who} takes a function decorated with @primitive, got {fun!r}")
+
+
+def defvjp_argnums(fun, vjpmaker):
+    """`vjpmaker(argnums, ans, args, kwargs) -> (g -> tuple of cotangents of those arguments)`."""
+    _check_primitive(fun, "defvjp_argnums")
+    fun.vjp_argnums = vjpmaker
+
+
+def defvjp_argnum(fun, vjpmaker):
+    """`vjpmaker(argnum, ans, args, kwargs) -> (g -> cotangent of that argument)`."""
+    def per_argument(argnums, ans, args, kwargs):
+        makers = [vjpmaker(i, ans, args, kwargs) for i in argnums]
+        return lambda g: tuple(m(g) for m in makers)
+    defvjp_argnums(fun, per_argument)
+
+
+def defvjp(fun, *vjpmakers, argnums=None):
+    """One `vjpmaker(ans, *args, **kwargs) -> (g -> cotangent)` per argument (None: the
+    argument gets no gradient, a zero)."""
+    _check_primitive(fun, "defvjp")
+    makers = dict(zip(range(len(vjpmakers)) if argnums is None else argnums, vjpmakers))
+
+    def per_argument(argnums_, ans, args, kwargs):
+        chosen = [makers.get(i) for i in argnums_]
+        vjps = [m(ans, *args, **kwargs) if m is not None else None for m in chosen]
+        return lambda g: tuple(v(g) if v is not None else None for v in vjps)
+    fun.vjp_argnums = per_argument
+
+
+def defjvp_argnums(fun, jvpmaker):
+    """`jvpmaker(argnums, gs, ans, args, kwargs) -> the output's tangent`."""
+    _check_primitive(fun, "defjvp_argnums")
+    fun.jvp_argnums = jvpmaker
+
+
+def defjvp_argnum(fun, jvpmaker):
+    """`jvpmaker(argnum, g, ans, args, kwargs) -> the output's tangent from that argument's`."""
+    def summed(argnums, gs, ans, args, kwargs):
+        parts = [jvpmaker(i, g, ans, args, kwargs) for i, g in zip(argnums, gs)]
+        return functools.reduce(lambda a, b: tree_map(lambda x, y: x + y, a, b), parts)
+    defjvp_argnums(fun, summed)
+
+
+def defjvp(fun, *jvpfuns, argnums=None):
+    """One `jvp(g, ans, *args, **kwargs) -> output tangent` per argument ("same": the
+    function itself applied to the tangent, for a linear argument; None: no tangent)."""
+    _check_primitive(fun, "defjvp")
+    rules = dict(zip(range(len(jvpfuns)) if argnums is None else argnums, jvpfuns))
+
+    def one(i, g, ans, args, kwargs):
+        rule = rules.get(i)
+        if rule is None:
+            return _zeros_like(ans)
+        if rule == "same":
+            return fun.fun(*_replaced(args, i, g), **kwargs)
+        return rule(g, ans, *args, **kwargs)
+    defjvp_argnum(fun, one)
+
+
+def _replaced(args, i, value):
+    return args[:i] + (value,) + args[i + 1:]
+
+
+def def_linear(fun):
+    """Declare `fun` linear in each argument: its tangent is `fun` of the tangent."""
+    defjvp_argnum(fun, lambda i, g, ans, args, kwargs: fun.fun(*_replaced(tuple(args), i, g), **kwargs))
+
+
+def notrace_primitive(fun):
+    """`fun` applied without differentiating through it (its result is a constant to
+    every transformation: `np.shape`, a random draw, ...)."""
+    @functools.wraps(fun)
+    def constant(*args, **kwargs):
+        return fun(*tree_map(lambda x: N.stop_gradient(x) if is_staged(x) else x, args), **kwargs)
+    return constant
+
+
+_NOTRACE = {}
+
+
+def register_notrace(trace_type, primitive_fun):
+    """Record that `primitive_fun` needs no tracing under `trace_type` (autograd's table
+    for its forward-mode tracer); jitad's staging decides that itself, so it is recorded only."""
+    _NOTRACE.setdefault(trace_type, set()).add(primitive_fun)
+
+
+class VJPNode:
+    """autograd's reverse-mode graph node type: jitad records reverse mode in its IR; the
+    class exists for code that names it (`isinstance` checks, `register_notrace`)."""
+
+
+class JVPNode:
+    """autograd's forward-mode graph node type (see `VJPNode`)."""
