@@ -11,8 +11,8 @@ dispatcher, which converts what it can); when `main` stopped with a status, to
 `ResourceError`); 2, the tensor arena ran out; 3, Ctrl-C; 4, told to stop (see
 `runtime.python_function`); 6 + k, the program's k-th `check` message failed
 (`RuntimeCheckError`). The stack limit of a recursive program is the calling
-thread's own, kept under a pthread key; a thread's first call forwards to `self[5]`,
-which stores it.
+thread's own, kept in the thread's block under a pthread key; a thread's first call
+forwards to `self[5]`, which makes the block.
 
 Threads: each thread has a block of its own (`THREAD_WORDS` words under the pthread key
 `jitad_stack_key`, made by `runtime.enter_thread`): its stack limit, its tensor arena and
