@@ -45,15 +45,19 @@ def _run(fn, args, calls):
 
 
 def throughput(fn, arg_sets, calls, threads):
-    """Calls per second of `calls` calls split between `threads` threads."""
+    """(calls per second, CPU seconds per second) of `calls` calls split between `threads`
+    threads. The second is the cores the process got: about 2 for two threads computing in
+    parallel on idle cores, less on a busy machine (or where the scheduler gives each
+    session a share, as Linux's autogroup does, whatever its thread count)."""
     per = calls // threads
     workers = [threading.Thread(target=_run, args=(fn, arg_sets[k], per)) for k in range(threads)]
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     for w in workers:
         w.start()
     for w in workers:
         w.join()
-    return per * threads / (time.perf_counter() - start)
+    wall = time.perf_counter() - start
+    return per * threads / wall, (time.process_time() - cpu) / wall
 
 
 def main():
@@ -65,7 +69,7 @@ def main():
     repeats = opts.repeats or (3 if opts.quick else 9)
     load = os.getloadavg()[0]
     print(f"cores: {os.cpu_count()}, load average at the start: {load:.2f}")
-    print(f"{'case':38} {'1 thread/s':>11} {'2 threads/s':>12} {'ratio':>6}")
+    print(f"{'case':38} {'1 thread/s':>11} {'2 threads/s':>12} {'ratio':>6} {'cores used (1, 2)':>18}")
     for name, (fn, arg_sets) in cases(jitad).items():
         for args in arg_sets:   # compile and warm up
             fn(*args)
@@ -76,8 +80,8 @@ def main():
         for _ in range(repeats):
             one.append(throughput(fn, arg_sets, calls, 1))
             two.append(throughput(fn, arg_sets, calls, 2))
-        m1, m2 = statistics.median(one), statistics.median(two)
-        print(f"{name:38} {m1:11.0f} {m2:12.0f} {m2 / m1:6.2f}")
+        (m1, c1), (m2, c2) = [[statistics.median(col) for col in zip(*runs)] for runs in (one, two)]
+        print(f"{name:38} {m1:11.0f} {m2:12.0f} {m2 / m1:6.2f} {c1:9.2f} {c2:8.2f}")
     print(f"load average at the end: {os.getloadavg()[0]:.2f}")
 
 
