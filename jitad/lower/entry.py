@@ -106,10 +106,11 @@ POOLING = not sysconfig.get_config_var("Py_GIL_DISABLED")
 # the running call may let the GIL go at a poll
 TB_LIMIT, TB_BASE, TB_END, TB_SAVED, TB_SEEN, TB_RELEASABLE = range(6)
 THREAD_WORDS = 8
-# A call gives the GIL up for all of `main` when its program's estimated work (elements its
-# nodes read or write, times the ops of a fused loop) reaches this (about 10 µs); a smaller one at its first interrupt poll
-# (every 2^10 iterations of a scalar loop, 2^16 elements of a loop nest), if it gets there.
-# Releasing and taking back an uncontended GIL costs ~0.1 µs.
+# A call gives the GIL up for all of `main` when its program's estimated work reaches this
+# (about 10 µs): the elements its nodes read or write (times the ops of a fused loop; a
+# product's multiply-adds). A smaller one gives it up at its first interrupt poll (after 2^10
+# iterations of a scalar loop, 2^16 elements of a loop nest), if it gets there. Releasing and
+# taking back an uncontended GIL costs ~0.1 µs.
 RELEASE_WORK = 1 << 15
 GIL_MODES = ("entry", "poll", "never")
 PRODUCTS = ("matmul", "matmul_add", "bmm", "table_gemm_add")

@@ -107,13 +107,13 @@ class _Jit:
         mb = env_int("JITAD_ARENA_MB", 1024, 1)
         self.arena_bytes = mb << 20   # each thread's (`enter_thread`)
         self.arena = new_arena(self.arena_bytes)   # the first thread's, made here to fail early
-        self.sigints = np.zeros(1, dtype=np.int64)   # SIGINTs counted by `_sigint_handler`'s handler
+        self.sigints = np.zeros(1, dtype=np.int64)   # SIGINTs counted by `on_sigint` (`_gil_helpers`)
         llvm.add_symbol("jitad_sigints", self.sigints.ctypes.data)
         for name in ("PyEval_SaveThread", "PyEval_RestoreThread", "PyErr_SetInterruptEx"):
             llvm.add_symbol(name, ctypes.cast(getattr(ctypes.pythonapi, name), ctypes.c_void_p).value)
         self.stop = np.zeros(1, dtype=np.int64)   # nonzero: the deep-stack thread's compiled code stops
         llvm.add_symbol("jitad_stop", self.stop.ctypes.data)
-        self.prev_sigint = np.zeros(1, dtype=np.uint64)   # the C handler `_sigint_stops_worker` chains to
+        self.prev_sigint = np.zeros(1, dtype=np.uint64)   # the C handler `on_sigint` chains to
         llvm.add_symbol("jitad_prev_sigint", self.prev_sigint.ctypes.data)
         # compiled code finds its thread's stack limit under this pthread key (`enter_thread`)
         self.stack_key = np.zeros(1, dtype=np.uint32)
@@ -264,13 +264,13 @@ def enter_thread():
     forked children and threads jitad never saw get their own.) The main thread's first
     call also puts jitad's SIGINT counter in front of Python's handler."""
     j = jit()
-    main = threading.current_thread() is threading.main_thread()
     if getattr(_thread, "block", None) is None:
-        taken = any(b.arena is j.arena for b in _blocks)   # the first thread takes the arena made
-        _thread.block = _ThreadBlock(j.arena if not taken else new_arena(j.arena_bytes))
+        with _lock:   # the arena made with the JIT goes to one thread at a time
+            taken = any(b.arena is j.arena for b in _blocks)
+            _thread.block = _ThreadBlock(j.arena if not taken else new_arena(j.arena_bytes))
     else:   # a forked child's thread, or a block unset by a thread state another thread cleared
         _libc.pthread_setspecific(int(j.stack_key[0]), _thread.block.words.ctypes.data)
-    if main:
+    if threading.current_thread() is threading.main_thread():
         _count_sigints()
 
 
@@ -710,12 +710,6 @@ _SA_SIGINFO = 4
 _on_sigint = None   # address of the C-level SIGINT handler below (`_gil_helpers`)
 
 
-def _sigint_handler():
-    """The address of `void on_sigint(int)`: call the handler it displaced, then count the
-    signal in `jitad_sigints` (compiled with the thread helpers, `_thread_helpers`)."""
-    return _on_sigint
-
-
 class _HelperModule:
     """An LLVM module of functions jitad's runtime gives compiled code, and the process
     symbols they use."""
@@ -860,8 +854,7 @@ def _count_sigints():
     """Put `on_sigint` in front of Python's C-level SIGINT handler (the main thread's first
     call): a call running without the GIL cannot ask Python whether Ctrl-C came, so its
     polls read the count instead. Python's handler still runs, as before. (A handler set
-    later with `signal.signal` displaces it: `_sigint_stops_worker` and the next thread
-    block put it back.)"""
+    later with `signal.signal` displaces it until `_sigint_stops_worker` puts it back.)"""
     old = _SigAction()
     if _libc.sigaction(signal.SIGINT, None, ctypes.byref(old)) != 0 or old.handler in (None, 1, _on_sigint) \
             or old.flags & _SA_SIGINFO:   # SIG_DFL, SIG_IGN, ours or not Python's
@@ -874,27 +867,12 @@ def _count_sigints():
 
 @contextlib.contextmanager
 def _sigint_stops_worker():
-    """While the main thread waits for the deep-stack thread, SIGINT is counted, so the
-    worker's compiled code (which runs without the GIL) stops at its next poll: a no-op
-    when `_count_sigints` put the counter in front of Python's handler already, else it
-    goes there for the wait; nothing can change SIGINT's handler meanwhile, as only the
-    main thread may and it is waiting."""
-    libc = ctypes.CDLL(None)
-    old = _SigAction()
-    if threading.current_thread() is not threading.main_thread() \
-            or libc.sigaction(signal.SIGINT, None, ctypes.byref(old)) != 0 \
-            or old.handler in (None, 1, _sigint_handler()) or old.flags & _SA_SIGINFO:   # SIG_DFL, SIG_IGN,
-        # counted already or not Python's
-        yield
-        return
-    jit().prev_sigint[0] = old.handler
-    new = _SigAction.from_buffer_copy(old)
-    new.handler = _sigint_handler()
-    libc.sigaction(signal.SIGINT, ctypes.byref(new), None)
-    try:
-        yield
-    finally:
-        libc.sigaction(signal.SIGINT, ctypes.byref(old), None)
+    """While the main thread waits for the deep-stack thread, SIGINT is counted, so that
+    the worker's compiled code (which runs without the GIL) stops at its next poll, and
+    Python's handler raises KeyboardInterrupt in the waiting thread."""
+    if threading.current_thread() is threading.main_thread():
+        _count_sigints()   # (back in front of Python's, if a handler set since displaced it)
+    yield
 
 
 class _DeepStackWorker:
@@ -938,7 +916,7 @@ class _DeepStackWorker:
                 self.idle.clear()
                 result = []
                 try:
-                    with _sigint_stops_worker():   # before the job starts: then it holds the GIL
+                    with _sigint_stops_worker():
                         self.jobs.put((fn, args, result))
                         self.idle.wait()
                 except BaseException:   # KeyboardInterrupt from SIGINT's handler
