@@ -21,11 +21,8 @@ def _elementwise(x):
     return x
 
 
-def _collatz_steps(n):   # a WHILE loop of data-dependent length (scalar: lets the GIL go at a poll)
-    def step(s):
-        k, m = s
-        return k + 1, jitad.where(m % 2 == 0, m // 2, 3 * m + 1)
-    return WHILE(lambda s: s[1] != 1, step, (0, n))[0]
+def _damped_sum(x, n):   # a scalar WHILE loop of n steps (thousands: lets the GIL go at its first poll)
+    return WHILE(lambda s: s[0] < n, lambda s: (s[0] + 1, s[1] * 0.999 + x), (0, 0.0))[1]
 
 
 def _layer_loss(w, x):
@@ -36,7 +33,7 @@ FUNCTIONS = {   # name -> (function, inputs for call k, NumPy's answer)
     "elementwise": (jitad.jit(_elementwise),
                     lambda k: (np.linspace(-3.0, 3.0, 9000) + k,),
                     lambda x: _np_elementwise(x)),
-    "while": (jitad.jit(_collatz_steps), lambda k: (27 + 10 * k,), lambda n: _np_collatz(n)),
+    "while": (jitad.jit(_damped_sum), lambda k: (0.5 + k, 5000 + 700 * k), lambda x, n: _py_damped_sum(x, n)),
     "matmul": (jitad.jit(lambda a, b: a @ b), lambda k: (_mat(k, (70, 60)), _mat(k + 1, (60, 50))),
                lambda a, b: a @ b),
     "gradient": (jitad.jit(jitad.grad(_layer_loss)), lambda k: (_mat(k, (40, 30)) * 0.1, _mat(k + 2, (20, 40))),
@@ -54,11 +51,11 @@ def _np_elementwise(x):
     return x
 
 
-def _np_collatz(n):
-    k = 0
-    while n != 1:
-        n, k = (n // 2 if n % 2 == 0 else 3 * n + 1), k + 1
-    return k
+def _py_damped_sum(x, n):
+    s = 0.0
+    for _ in range(n):
+        s = s * 0.999 + x
+    return s
 
 
 def _run_threads(work, count=THREADS):
