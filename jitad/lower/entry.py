@@ -103,8 +103,8 @@ POOLING = not sysconfig.get_config_var("Py_GIL_DISABLED")
 # The calling thread's block, one uint64 word each: stack limit, arena base, arena end (the
 # arena's high-water mark is the word at its end), the PyThreadState saved while this thread's
 # call runs without the GIL (0: it holds it), the SIGINT count at the call's start, whether
-# the running call may let the GIL go at a poll
-TB_LIMIT, TB_BASE, TB_END, TB_SAVED, TB_SEEN, TB_RELEASABLE = range(6)
+# the running call may let the GIL go at a poll, whether the thread is the main thread
+TB_LIMIT, TB_BASE, TB_END, TB_SAVED, TB_SEEN, TB_RELEASABLE, TB_MAIN = range(7)
 THREAD_WORDS = 8
 # A call gives the GIL up for all of `main` when its program's estimated work reaches this
 # (about 10 µs): the elements its nodes read or write (times the ops of a fused loop; a

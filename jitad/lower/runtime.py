@@ -24,8 +24,9 @@ from ..ir.ops import LLVM
 from ..ir.types import NUMPY
 from ..timing import note_cache, stage
 from . import parallel
-from .llvm import INTERRUPTED
-from .entry import POOL, PY_API, PY_DATA, TB_BASE, TB_END, TB_LIMIT, TB_RELEASABLE, TB_SAVED, TB_SEEN, THREAD_WORDS
+from .llvm import INTERRUPTED, alloca
+from .entry import (POOL, PY_API, PY_DATA, TB_BASE, TB_END, TB_LIMIT, TB_MAIN, TB_RELEASABLE, TB_SAVED, TB_SEEN,
+                    THREAD_WORDS)
 
 CACHE_FORMAT = 3   # 2: entries hold their key and fingerprint; 3: keyed by the program, list their symbols
 BLAS_GEMMS = ("scipy_cblas_dgemm64_", "scipy_cblas_sgemm64_")
@@ -111,6 +112,7 @@ class _Jit:
         llvm.add_symbol("jitad_sigints", self.sigints.ctypes.data)
         for name in ("PyEval_SaveThread", "PyEval_RestoreThread", "PyErr_SetInterruptEx"):
             llvm.add_symbol(name, ctypes.cast(getattr(ctypes.pythonapi, name), ctypes.c_void_p).value)
+        llvm.add_symbol("sigaction", ctypes.cast(_libc.sigaction, ctypes.c_void_p).value)
         self.stop = np.zeros(1, dtype=np.int64)   # nonzero: the deep-stack thread's compiled code stops
         llvm.add_symbol("jitad_stop", self.stop.ctypes.data)
         self.prev_sigint = np.zeros(1, dtype=np.uint64)   # the C handler `on_sigint` chains to
@@ -230,8 +232,9 @@ class _ThreadBlock:
     arena and GIL state), alive while the thread's Python state is (a `threading.local`
     holds it); then it unsets the pthread key if it dies in its own thread."""
 
-    def __init__(self, arena):
+    def __init__(self, arena, main):
         self.arena, self.words = arena, np.zeros(THREAD_WORDS, dtype=np.uint64)
+        self.words[TB_MAIN] = main
         bottom = _stack_bottom()
         base = (arena.ctypes.data + 63) & ~63
         self.words[TB_LIMIT] = bottom + STACK_MARGIN if bottom else 2 ** 64 - 1   # unknown: no recursion
@@ -264,13 +267,14 @@ def enter_thread():
     forked children and threads jitad never saw get their own.) The main thread's first
     call also puts jitad's SIGINT counter in front of Python's handler."""
     j = jit()
+    main = threading.current_thread() is threading.main_thread()
     if getattr(_thread, "block", None) is None:
         with _lock:   # the arena made with the JIT goes to one thread at a time
             taken = any(b.arena is j.arena for b in _blocks)
-            _thread.block = _ThreadBlock(j.arena if not taken else new_arena(j.arena_bytes))
+            _thread.block = _ThreadBlock(j.arena if not taken else new_arena(j.arena_bytes), main)
     else:   # a forked child's thread, or a block unset by a thread state another thread cleared
         _libc.pthread_setspecific(int(j.stack_key[0]), _thread.block.words.ctypes.data)
-    if threading.current_thread() is threading.main_thread():
+    if main:
         _count_sigints()
 
 
@@ -708,6 +712,7 @@ class _SigAction(ctypes.Structure):   # glibc's struct sigaction (Linux)
 
 _SA_SIGINFO = 4
 _on_sigint = None   # address of the C-level SIGINT handler below (`_gil_helpers`)
+_count_sigints_now = None   # `_sigint_counter`'s function, called from Python
 
 
 class _HelperModule:
@@ -752,6 +757,8 @@ def _thread_helpers():
     _blas_threads(h, jit().blas)
     addresses = h.compile()
     _on_sigint = addresses.pop("on_sigint")
+    global _count_sigints_now
+    _count_sigints_now = ctypes.CFUNCTYPE(None)(addresses.pop("count_sigints"))
     for name, address in addresses.items():
         llvm.add_symbol(name if name in BLAS_GEMMS else "jitad_" + name, address)
 
@@ -776,8 +783,18 @@ def _gil_helpers(h):
     trip = h.extern("PyErr_SetInterruptEx", ir.FunctionType(i32, [i32]))
     word = lambda b, tb, k: b.gep(tb, [i64(k)], source_etype=i64)
 
+    on_sigint, b = h.define("on_sigint", ir.FunctionType(void, [i32]))
+    handler = b.load(prev, typ=ptr)
+    handler.type = ir.FunctionType(void, [i32]).as_pointer()   # lets llvmlite emit the indirect call
+    b.call(handler, on_sigint.args)   # Python's first: a call that sees the count finds the signal
+    b.atomic_rmw("add", sigints, i64(1), "release")   # tripped, and its handler runs once
+    b.ret_void()
+    count_sigints = _sigint_counter(h, on_sigint, prev)
+
     release, b = h.define("release_gil", ir.FunctionType(void, [ptr]))
     tb = release.args[0]
+    with b.if_then(b.icmp_unsigned("!=", b.load(word(b, tb, TB_MAIN), typ=i64), i64(0))):
+        b.call(count_sigints, [])   # (a handler set since may have displaced the counter)
     pending = b.zext(b.icmp_signed("!=", b.call(occurred, []), i32(0)), i64)   # (consumed: count it unseen)
     b.store(b.sub(b.load(word(b, tb, TB_SEEN), typ=i64), pending), word(b, tb, TB_SEEN))
     b.atomic_rmw("add", gil_free, i64(1), "monotonic")
@@ -811,12 +828,31 @@ def _gil_helpers(h):
     moved = b.icmp_unsigned("!=", b.load_atomic(sigints, "acquire", 8, typ=i64), b.load(word(b, tb, TB_SEEN), typ=i64))
     b.ret(b.zext(moved, i32))
 
-    on_sigint, b = h.define("on_sigint", ir.FunctionType(void, [i32]))
-    handler = b.load(prev, typ=ptr)
-    handler.type = ir.FunctionType(void, [i32]).as_pointer()   # lets llvmlite emit the indirect call
-    b.call(handler, on_sigint.args)   # Python's first: a call that sees the count finds the signal
-    b.atomic_rmw("add", sigints, i64(1), "release")   # tripped, and its handler runs once
+
+def _sigint_counter(h, on_sigint, prev):
+    """`void count_sigints()`: put `on_sigint` in front of SIGINT's handler if that is
+    Python's (a plain handler, neither SIG_DFL nor SIG_IGN, nor ours), chaining to it: a
+    call running without the GIL cannot ask Python whether Ctrl-C came, so its polls read
+    the count instead; Python's handler still runs, as before. (Only the main thread calls
+    it, the only one Python changes handlers in: nothing races with it.)"""
+    ir, i32, i64, ptr = llvm_ir, llvm_ir.IntType(32), llvm_ir.IntType(64), llvm_ir.PointerType()
+    action_t = ir.ArrayType(i64, ctypes.sizeof(_SigAction) // 8)
+    sigaction = h.extern("sigaction", ir.FunctionType(i32, [i32, ptr, ptr]))
+    fn, b = h.define("count_sigints", ir.FunctionType(ir.VoidType(), []))
+    action = alloca(b, action_t)
+    with b.if_then(b.icmp_signed("!=", b.call(sigaction, [i32(signal.SIGINT), ptr(None), action]), i32(0))):
+        b.ret_void()
+    handler = b.load(action, typ=i64)
+    ours = b.ptrtoint(on_sigint, i64)
+    flags = b.load(b.gep(action, [i64(_SigAction.flags.offset)], source_etype=ir.IntType(8)), typ=i32)
+    is_pythons = b.and_(b.icmp_unsigned(">", handler, i64(1)), b.icmp_unsigned("!=", handler, ours))
+    is_pythons = b.and_(is_pythons, b.icmp_signed("==", b.and_(flags, i32(_SA_SIGINFO)), i32(0)))
+    with b.if_then(is_pythons):
+        b.store(handler, prev)
+        b.store(ours, action)
+        b.call(sigaction, [i32(signal.SIGINT), action, ptr(None)])
     b.ret_void()
+    return fn
 
 
 def _blas_threads(h, gemms):
@@ -851,18 +887,9 @@ def _blas_threads(h, gemms):
 
 
 def _count_sigints():
-    """Put `on_sigint` in front of Python's C-level SIGINT handler (the main thread's first
-    call): a call running without the GIL cannot ask Python whether Ctrl-C came, so its
-    polls read the count instead. Python's handler still runs, as before. (A handler set
-    later with `signal.signal` displaces it until `_sigint_stops_worker` puts it back.)"""
-    old = _SigAction()
-    if _libc.sigaction(signal.SIGINT, None, ctypes.byref(old)) != 0 or old.handler in (None, 1, _on_sigint) \
-            or old.flags & _SA_SIGINFO:   # SIG_DFL, SIG_IGN, ours or not Python's
-        return
-    jit().prev_sigint[0] = old.handler
-    new = _SigAction.from_buffer_copy(old)
-    new.handler = _on_sigint
-    _libc.sigaction(signal.SIGINT, ctypes.byref(new), None)
+    """Put jitad's SIGINT counter in front of Python's handler (see `_sigint_counter`):
+    at the main thread's first call and each time one of its calls lets the GIL go."""
+    _count_sigints_now()
 
 
 @contextlib.contextmanager
