@@ -2,7 +2,9 @@
 import functools
 import gc
 import inspect
+import os
 import re
+import threading
 from collections import OrderedDict
 
 import numpy as np
@@ -74,6 +76,18 @@ def _static_key(x):
     if isinstance(x, tuple):
         return type(x), tuple(map(_static_key, x))
     return type(x), x
+
+
+_compile_lock = threading.RLock()   # one compile at a time, in any thread (compiled code runs in parallel)
+
+
+def _new_compile_lock():
+    """A forked child has only the forking thread: no compile is under way in it."""
+    global _compile_lock
+    _compile_lock = threading.RLock()
+
+
+os.register_at_fork(after_in_child=_new_compile_lock)
 
 
 class Jitted:
@@ -183,6 +197,11 @@ class Jitted:
         return nums
 
     def _compile(self, args, dynamic, leaves, key, nums, in_td):
+        with _compile_lock:   # a signature another thread compiled meanwhile is not compiled again
+            compiled = self._compiled.get(key)
+            return compiled if compiled is not None else self._compile_new(args, dynamic, leaves, key, nums, in_td)
+
+    def _compile_new(self, args, dynamic, leaves, key, nums, in_td):
         with timing.recording() as report:
             compiled = self._compile_recorded(args, dynamic, leaves, nums, in_td)
         compiled.compile_seconds, compiled.compile_report = report.total, report

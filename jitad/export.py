@@ -46,7 +46,7 @@ REFUSED = {"jitad_debug_print": "`jitad.debug.print` (a call back into Python)",
 C_KEYWORDS = set("""auto break case char const continue default do double else enum extern float for goto if
     inline int long register restrict return short signed sizeof static struct switch typedef union unsigned
     void volatile while bool true false main""".split())
-INTERRUPT = "PyOS_InterruptOccurred"
+INTERRUPT = "jitad_poll_signals"
 LAPACK = "jitad_lapack_"   # + routine: LAPACK's and BLAS's Fortran routines, all arguments by reference   # the Ctrl-C poll: the adapter's stand-in says "no"
 
 
@@ -267,7 +267,7 @@ def _object(program, symbol, tmp):
               if isinstance(g, ir.Function) and g.name.startswith(LAPACK)}   # the adapter calls the system's
     for g in list(module.globals.values()):
         if isinstance(g, ir.Function) and not g.blocks and g.name.startswith("jitad_") \
-                and not g.name.startswith(LAPACK):
+                and not g.name.startswith(LAPACK) and g.name != INTERRUPT:
             for prefix, what in REFUSED.items():
                 if g.name.startswith(prefix):
                     raise ExportError(f"export `{symbol}`: the program uses {what}, which the exported "
@@ -280,10 +280,6 @@ def _object(program, symbol, tmp):
         g.value_type = ir.ArrayType(ir.IntType(8), len(raw))
         g.initializer = ir.Constant(g.value_type, raw)
         g.global_constant, g.linkage, g.align = True, "internal", 64
-    if "jitad_arena" in module.globals:   # its high-water word: a statistic nobody reads here
-        g = module.globals["jitad_arena"]
-        g.value_type = ir.ArrayType(ir.IntType(64), 3)
-        g.initializer, g.linkage = ir.Constant(g.value_type, None), "internal"
     if INTERRUPT in module.globals:   # the poll asks whether Ctrl-C arrived: a library never stops
         fn = module.globals[INTERRUPT]
         fn.linkage = "internal"

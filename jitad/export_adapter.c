@@ -53,7 +53,7 @@ static int jitad_enter(struct jitad_ctx *ctx) {
         pthread_once(&arena_once, make_key);
         arena_base = malloc((size_t)size);
         if (!arena_base) return ${arena_code};
-        arena_end = arena_base + size;
+        arena_end = arena_base + size - 64;   /* its last 64 bytes: the high-water word */
         pthread_setspecific(arena_key, arena_base);
         pthread_attr_t attr;   /* recursion stops (error ${stack_code}) a margin above the stack's end */
         void *low; size_t bytes;

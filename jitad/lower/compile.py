@@ -21,7 +21,7 @@ from ..pytree import _REGISTRY, unflatten
 from ..timing import stage
 from ..forest import Tree, plain_tree
 from . import ir_ops, lapack, mpi, runtime, sort, tensor  # noqa: F401  (they register rules and services)
-from .entry import Built, ClassArg, DictArg, ListArg, NoneArg, add_entry, key_symbol
+from .entry import Built, ClassArg, DictArg, ListArg, NoneArg, add_entry, gil_release, key_symbol
 from .llvm import CHECK_FAILED, check_messages, lower_program, program_constants
 
 PLACEHOLDER = "JITAD_PREFIX_"
@@ -219,9 +219,10 @@ def compile_program(program, out_td, in_types, name, fallback, in_td=None, devic
             module = runtime.new_module(name)
             main, constants = lower_program(module, program, PLACEHOLDER)
             runtime.register_constants(constants)
+            gil = gil_release(program)
             for suffix in ("entry", "deep"):   # the deep-stack thread's entry also stops when its caller gets Ctrl-C
                 add_entry(module, main, in_types, out_types, layout, f"{PLACEHOLDER}{suffix}", arg_layout,
-                          stoppable=suffix == "deep")
+                          stoppable=suffix == "deep", gil=gil)
         with stage("ir_text"):
             return str(module)
     with stage("ir_text"):

@@ -11,16 +11,24 @@ dispatcher, which converts what it can); when `main` stopped with a status, to
 `ResourceError`); 2, the tensor arena ran out; 3, Ctrl-C; 4, told to stop (see
 `runtime.python_function`); 6 + k, the program's k-th `check` message failed
 (`RuntimeCheckError`). The stack limit of a recursive program is the calling
-thread's own, kept under a pthread key; a thread's first call forwards to `self[5]`,
-which stores it.
+thread's own, kept in the thread's block under a pthread key; a thread's first call
+forwards to `self[5]`, which makes the block.
+
+Threads: each thread has a block of its own (`THREAD_WORDS` words under the pthread key
+`jitad_stack_key`, made by `runtime.enter_thread`): its stack limit, its tensor arena and
+its GIL state. A call whose program is worth it (`gil_release`) runs `main` without the
+GIL: from the start, or from its first interrupt poll (a loop that keeps running); other
+Python threads run meanwhile, and nothing in `main` touches a Python object.
 """
 import ctypes
+import math
 import sysconfig
 import weakref
 
 import llvmlite.ir as ir
 import numpy as np
 
+from ..ir.graph import walk
 from ..ir.types import TreeType
 from ..forest import SLOT_OFFSETS, type_code
 from .llvm import CTX, ELEMENT_BYTES, POLL_ITERATIONS, F32, F64, I1, I8, I32, I64, PTR, alloca, ret_type
@@ -90,6 +98,38 @@ _check_layout()
 # the check reads ob_refcnt, so not on free-threaded builds.
 POOL, POOL_MAX_BYTES = 2, 16 << 20
 POOLING = not sysconfig.get_config_var("Py_GIL_DISABLED")
+
+
+# The calling thread's block, one uint64 word each: stack limit, arena base, arena end (the
+# arena's high-water mark is the word at its end), the PyThreadState saved while this thread's
+# call runs without the GIL (0: it holds it), the SIGINT count at the call's start, whether
+# the running call may let the GIL go at a poll, whether the thread is the main thread
+TB_LIMIT, TB_BASE, TB_END, TB_SAVED, TB_SEEN, TB_RELEASABLE, TB_MAIN = range(7)
+THREAD_WORDS = 8
+# A call gives the GIL up for all of `main` when its program's estimated work reaches this
+# (about 10 µs): the elements its nodes read or write (times the ops of a fused loop; a
+# product's multiply-adds). A smaller one gives it up at its first interrupt poll (after 2^10
+# iterations of a scalar loop, 2^16 elements of a loop nest), if it gets there. Releasing and
+# taking back an uncontended GIL costs ~0.1 µs.
+RELEASE_WORK = 1 << 15
+GIL_MODES = ("entry", "poll", "never")
+PRODUCTS = ("matmul", "matmul_add", "bmm", "table_gemm_add")
+
+
+def gil_release(program):
+    """When a call of `program` lets the GIL go: "entry", "poll" or "never" (a program with
+    MPI collectives, which MPI's default thread level allows in one thread only)."""
+    graphs = [program.main] + [f.body for f in program.funs]
+    work = 0
+    for node in (n for g in graphs for n in walk(g)):
+        if node.op.name in ("allreduce", "bcast"):
+            return "never"
+        sizes = [math.prod(v.type.shape) for v in node.inputs + node.outputs if getattr(v.type, "shape", ())]
+        if node.op.name in PRODUCTS and len(sizes) >= 3:   # m*k, k*n, m*n elements: m*n*k multiply-adds
+            work += math.isqrt(math.prod(sizes[:2]) * sizes[-1])
+        else:   # (times a fused loop's ops)
+            work += max(sizes, default=0) * (1 + sum(len(body.nodes) for body in node.bodies))
+    return "entry" if work >= RELEASE_WORK else "poll"
 
 
 def _api(module, name, fnty=None):
@@ -499,11 +539,45 @@ def _result_array(b, module, name, k, t):
     return b.load(result, typ=PTR)
 
 
-def add_entry(module, main, in_types, out_types, layout, name, arg_layout=None, stoppable=False):
+def _thread_block(b, module):
+    """The calling thread's block (forwarding to handler 5, which makes it, on a thread's
+    first call); one load and a call: pthread_getspecific reads the thread's own data."""
+    getspecific = _api(module, "pthread_getspecific", ir.FunctionType(PTR, [C_INT]))
+    tb = b.call(getspecific, [b.load(_api(module, "jitad_stack_key"), typ=C_INT)])
+    with b.if_then(b.icmp_unsigned("==", tb, PTR(None)), likely=False):
+        _forward(b, module, 5)
+    return tb
+
+
+def _word(b, tb, k):
+    return b.gep(tb, [I64(k)], source_etype=I64)
+
+
+def _run_main(b, module, main, args, tb, gil):
+    """Call `main` with the thread's GIL state set for it: without the GIL from the start
+    (gil="entry"), from its first poll ("poll") or never. The GIL is held again on return;
+    the words a nested call (from a `debug.print` callback) changes are restored after it."""
+    kept = [(k, b.load(_word(b, tb, k), typ=I64)) for k in (TB_SAVED, TB_SEEN, TB_RELEASABLE)]
+    b.store(I64(0), _word(b, tb, TB_SAVED))
+    b.store(b.load_atomic(_api(module, "jitad_sigints"), "monotonic", 8, typ=I64), _word(b, tb, TB_SEEN))
+    b.store(I64(int(gil != "never")), _word(b, tb, TB_RELEASABLE))
+    if gil == "entry":
+        b.call(_api(module, "jitad_release_gil", ir.FunctionType(ir.VoidType(), [PTR])), [tb])
+    b.call(main, args)
+    if gil != "never":
+        with b.if_then(b.icmp_unsigned("!=", b.load(_word(b, tb, TB_SAVED), typ=I64), I64(0))):
+            status = b.gep(args[0], [I32(0), I32(1)], source_etype=CTX)
+            b.call(_api(module, "jitad_acquire_gil", ir.FunctionType(ir.VoidType(), [PTR, PTR])), [tb, status])
+    for k, value in kept:
+        b.store(value, _word(b, tb, k))
+
+
+def add_entry(module, main, in_types, out_types, layout, name, arg_layout=None, stoppable=False, gil="poll"):
     """Define the entry `name` calling `main`; `layout` nests result indices in lists
     (tuples), and `arg_layout` the argument leaves likewise (default: flat leaves).
     A `stoppable` entry's code stops when the runtime's stop word is set (the deep-stack
-    thread's, whose caller waits on it)."""
+    thread's, whose caller waits on it). `gil`: when the call lets the GIL go (`gil_release`)."""
+    assert gil in GIL_MODES, gil
     recursive = "llvm.frameaddress.p0" in module.globals   # declared by the stack checks
     arg_layout = list(range(len(in_types))) if arg_layout is None else arg_layout
     fn = ir.Function(module, ir.FunctionType(PTR, [PTR, PTR, I64, PTR]), name=name)
@@ -521,23 +595,18 @@ def add_entry(module, main, in_types, out_types, layout, name, arg_layout=None, 
 
     ctx, out = alloca(b, CTX), alloca(b, ret_type(out_types))
     field = lambda k: b.gep(ctx, [I32(0), I32(k)], source_etype=CTX)
-    limit = I64(0)
-    if recursive:   # one load and a call: pthread_getspecific reads the thread's block
-        getspecific = api("pthread_getspecific", ir.FunctionType(PTR, [C_INT]))
-        limit = b.ptrtoint(b.call(getspecific, [b.load(api("jitad_stack_key"), typ=C_INT)]), I64)
-        with b.if_then(b.icmp_unsigned("==", limit, I64(0)), likely=False):
-            _forward(b, module, 5)   # this thread's first call
-    b.store(limit, field(0))
+    tb = _thread_block(b, module)
+    b.store(b.load(_word(b, tb, TB_LIMIT), typ=I64) if recursive else I64(0), field(0))
     # result arrays first: compiled code writes tensor results straight into them
     arrays = {k: _result_array(b, module, name, k, t) for k, t in enumerate(out_types) if t.shape}
     destinations = [_field(b, arrays[k], ARRAY_DATA, PTR) for k in sorted(arrays)]
     b.store(I32(0), field(1))
-    arena = api("jitad_arena")   # {base, end}, set up by the runtime
-    for k in (0, 1):
-        b.store(_field(b, arena, 8 * k, PTR), field(2 + k))
+    for k, word in ((2, TB_BASE), (3, TB_END)):   # the thread's own arena
+        b.store(b.load(_word(b, tb, word), typ=PTR), field(k))
     b.store(api("jitad_stop") if stoppable else _never(module), field(4))
     b.store(I64(POLL_ITERATIONS), field(5))
-    b.call(main, [ctx] + values + [out] + destinations)
+    _run_main(b, module, main, [ctx] + values + [out] + destinations, tb,
+              "entry" if stoppable and gil != "never" else gil)
     status = b.load(field(1), typ=I32)
     with b.if_then(b.icmp_unsigned("!=", status, I32(0)), likely=False):
         for arr in arrays.values():

@@ -624,8 +624,7 @@ class Lowerer:
             b.branch(self.bail_block())
         new = b.gep(top, [b.and_(b.add(nbytes, I64(63)), I64(-64))], source_etype=I8)
         b.store(new, self.ctx_field(2))
-        peak_ptr = b.gep(self.extern("jitad_arena"), [I64(16)], source_etype=I8)   # high-water mark
-        peak_ptr.type = PTR
+        peak_ptr = end   # the word at the arena's end is the thread's high-water mark
         peak, here = b.load(peak_ptr, typ=I64), b.ptrtoint(new, I64)
         b.store(b.select(b.icmp_unsigned(">", here, peak), here, peak), peak_ptr)
         return top
@@ -860,8 +859,9 @@ class Lowerer:
     def poll_function(self):
         """`i1 poll(ctx)`: true, with the status set, when the word ctx's stop field points
         to is nonzero (the deep-stack thread's caller got Ctrl-C: STOPPED) or SIGINT
-        arrived in the main thread (INTERRUPTED; `PyOS_InterruptOccurred` consumes the
-        signal's flag, which the entry's handler sets again). It runs no Python code: the
+        arrived (INTERRUPTED; `jitad_poll_signals`, in `runtime`, asks Python, which consumes
+        the signal's flag, the entry's handler setting it again, or counts SIGINTs while the
+        call runs without the GIL). It runs no Python code: the
         handlers run once the call has unwound (see `runtime.python_function`)."""
         if f"{self.prefix}poll" in self.module.globals:
             return self.module.globals[f"{self.prefix}poll"]
@@ -875,7 +875,7 @@ class Lowerer:
         for status, stop in ((STOPPED, lambda: b.icmp_unsigned("!=", b.load_atomic(
                                  b.load(field(4), typ=PTR), "monotonic", 8, typ=I64), I64(0))),
                              (INTERRUPTED, lambda: b.icmp_signed("!=", b.call(self.extern(
-                                 "PyOS_InterruptOccurred", ir.FunctionType(I32, [])), []), I32(0)))):
+                                 "jitad_poll_signals", ir.FunctionType(I32, [])), []), I32(0)))):
             with b.if_then(stop(), likely=False):
                 b.store(I32(status), field(1))
                 b.ret(I1(1))

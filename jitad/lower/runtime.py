@@ -24,9 +24,17 @@ from ..ir.ops import LLVM
 from ..ir.types import NUMPY
 from ..timing import note_cache, stage
 from . import parallel
-from .entry import POOL, PY_API, PY_DATA
+from .llvm import INTERRUPTED, alloca
+from .entry import (POOL, PY_API, PY_DATA, TB_BASE, TB_END, TB_LIMIT, TB_MAIN, TB_RELEASABLE, TB_SAVED, TB_SEEN,
+                    THREAD_WORDS)
 
 CACHE_FORMAT = 3   # 2: entries hold their key and fingerprint; 3: keyed by the program, list their symbols
+BLAS_GEMMS = ("scipy_cblas_dgemm64_", "scipy_cblas_sgemm64_")
+# A BLAS product in compiled code runs on OpenBLAS's threads only when it has at least this
+# many multiply-adds (m·n·k, about 128³) and no other compiled call runs without the GIL at
+# that moment (threads calling compiled code are the parallelism then); else on one thread
+BLAS_THREADED_WORK = 1 << 21
+OPENBLAS_ONE_THREAD = 1 << 18   # OpenBLAS's own bound (m·n·k) for products it keeps on one thread
 MAX_CACHE_ENTRY = 256 << 20   # bytes; a larger cache file is ignored
 DEEP_STACK = 512 << 20     # stack of the thread that retries deep recursions
 STACK_MARGIN = 128 << 10   # kept free below compiled code's stack limit: a recursive frame and
@@ -98,17 +106,16 @@ class _Jit:
         llvm.add_symbol("jitad_PyArray_Scalar", _numpy_c_api(60))
         bind_libm()
         mb = env_int("JITAD_ARENA_MB", 1024, 1)
-        try:
-            self.arena = np.empty(mb << 20, dtype=np.uint8)   # pages are committed when touched
-        except MemoryError:
-            raise ConfigError(f"JITAD_ARENA_MB={mb}: this machine cannot reserve {mb} MiB for jitad's arena; "
-                              "set a smaller size (default 1024)", where=False) from None
-        base = self.arena.ctypes.data   # {base, end, high-water mark}
-        self.arena_bounds = np.array([base, base + self.arena.size, base], dtype=np.uint64)
-        llvm.add_symbol("jitad_arena", self.arena_bounds.ctypes.data)
+        self.arena_bytes = mb << 20   # each thread's (`enter_thread`)
+        self.arena = new_arena(self.arena_bytes)   # the first thread's, made here to fail early
+        self.sigints = np.zeros(1, dtype=np.int64)   # SIGINTs counted by `on_sigint` (`_gil_helpers`)
+        llvm.add_symbol("jitad_sigints", self.sigints.ctypes.data)
+        for name in ("PyEval_SaveThread", "PyEval_RestoreThread", "PyErr_SetInterruptEx"):
+            llvm.add_symbol(name, ctypes.cast(getattr(ctypes.pythonapi, name), ctypes.c_void_p).value)
+        llvm.add_symbol("sigaction", ctypes.cast(_libc.sigaction, ctypes.c_void_p).value)
         self.stop = np.zeros(1, dtype=np.int64)   # nonzero: the deep-stack thread's compiled code stops
         llvm.add_symbol("jitad_stop", self.stop.ctypes.data)
-        self.prev_sigint = np.zeros(1, dtype=np.uint64)   # the C handler `_sigint_stops_worker` chains to
+        self.prev_sigint = np.zeros(1, dtype=np.uint64)   # the C handler `on_sigint` chains to
         llvm.add_symbol("jitad_prev_sigint", self.prev_sigint.ctypes.data)
         # compiled code finds its thread's stack limit under this pthread key (`enter_thread`)
         self.stack_key = np.zeros(1, dtype=np.uint32)
@@ -117,9 +124,17 @@ class _Jit:
         llvm.add_symbol("jitad_stack_key", self.stack_key.ctypes.data)
         llvm.add_symbol("pthread_getspecific", ctypes.cast(_libc.pthread_getspecific, ctypes.c_void_p).value)
         blas = _numpy_openblas()
-        for name in ("scipy_cblas_dgemm64_", "scipy_cblas_sgemm64_"):
-            if blas is not None and hasattr(blas, name):
-                llvm.add_symbol(name, ctypes.cast(getattr(blas, name), ctypes.c_void_p).value)
+        self.blas = [name for name in BLAS_GEMMS if blas is not None and hasattr(blas, name)]
+        for name in self.blas:   # compiled code calls them through `_blas_threads`' wrappers
+            llvm.add_symbol("jitad_real_" + name, ctypes.cast(getattr(blas, name), ctypes.c_void_p).value)
+        self.blas_threads = np.ones(1, dtype=np.int64)   # OpenBLAS's own thread count
+        self.gil_free = np.zeros(1, dtype=np.int64)   # compiled calls running without the GIL now
+        llvm.add_symbol("jitad_blas_threads", self.blas_threads.ctypes.data)
+        llvm.add_symbol("jitad_gil_free", self.gil_free.ctypes.data)
+        if self.blas:
+            self.blas_threads[0] = blas.scipy_openblas_get_num_threads64_()
+            llvm.add_symbol("jitad_blas_set_threads",
+                            ctypes.cast(blas.scipy_openblas_set_num_threads64_, ctypes.c_void_p).value)
         from .sort import numpy_qsort_symbols
         for name, address in numpy_qsort_symbols().items():   # NumPy's vectorized sort (lower/sort.py)
             llvm.add_symbol(name, address)
@@ -202,14 +217,65 @@ def _stack_bottom():
     return low.value + max(0, size.value - DEEP_STACK)
 
 
+def new_arena(nbytes):
+    """A tensor arena of `nbytes` (address space: pages are committed when touched)."""
+    try:
+        return np.empty(nbytes + 64, dtype=np.uint8)   # (+ the high-water word)
+    except MemoryError:
+        mb = nbytes >> 20
+        raise ConfigError(f"JITAD_ARENA_MB={mb}: this machine cannot reserve {mb} MiB for jitad's arena; "
+                          "set a smaller size (default 1024)", where=False) from None
+
+
+class _ThreadBlock:
+    """A thread's block for compiled code (`entry.THREAD_WORDS`: its stack limit, tensor
+    arena and GIL state), alive while the thread's Python state is (a `threading.local`
+    holds it); then it unsets the pthread key if it dies in its own thread."""
+
+    def __init__(self, arena, main):
+        self.arena, self.words = arena, np.zeros(THREAD_WORDS, dtype=np.uint64)
+        self.words[TB_MAIN] = main
+        bottom = _stack_bottom()
+        base = (arena.ctypes.data + 63) & ~63
+        self.words[TB_LIMIT] = bottom + STACK_MARGIN if bottom else 2 ** 64 - 1   # unknown: no recursion
+        self.words[TB_BASE] = base
+        self.words[TB_END] = base + ((arena.size - 64 - (base - arena.ctypes.data)) & ~63)
+        self.words[TB_SAVED] = self.words[TB_SEEN] = self.words[TB_RELEASABLE] = 0
+        self.peak = ctypes.c_uint64.from_address(int(self.words[TB_END]))   # the high-water word
+        self.peak.value = base
+        self.owner = _libc.pthread_self()
+        _libc.pthread_setspecific(int(jit().stack_key[0]), self.words.ctypes.data)
+        with _lock:
+            _blocks.add(self)
+
+    def __del__(self):
+        if _engine is not None and _libc.pthread_self() == self.owner:   # (a thread's state may be
+            _libc.pthread_setspecific(int(_engine.stack_key[0]), None)   # cleared by another)
+
+    def used(self):
+        return self.peak.value - int(self.words[TB_BASE])
+
+
+_blocks = weakref.WeakSet()   # every live thread's block (for `arena_high_water`)
+_thread = threading.local()
+
+
 def enter_thread():
-    """Store the calling thread's stack limit for compiled code: an entry called in a
-    thread for the first time forwards here, then runs. (A thread-specific value, read
-    natively by every entry of a recursive program: threads of any stack size, forked
-    children and threads jitad never saw get their own.)"""
-    bottom = _stack_bottom()
-    limit = bottom + STACK_MARGIN if bottom else 2 ** 64 - 1   # unknown: no recursion
-    _libc.pthread_setspecific(int(jit().stack_key[0]), limit)
+    """Make the calling thread's block for compiled code (its stack limit, its own tensor
+    arena): an entry called in a thread for the first time forwards here, then runs. (A
+    thread-specific value, read natively by every entry: threads of any stack size,
+    forked children and threads jitad never saw get their own.) The main thread's first
+    call also puts jitad's SIGINT counter in front of Python's handler."""
+    j = jit()
+    main = threading.current_thread() is threading.main_thread()
+    if getattr(_thread, "block", None) is None:
+        with _lock:   # the arena made with the JIT goes to one thread at a time
+            taken = any(b.arena is j.arena for b in _blocks)
+            _thread.block = _ThreadBlock(j.arena if not taken else new_arena(j.arena_bytes), main)
+    else:   # a forked child's thread, or a block unset by a thread state another thread cleared
+        _libc.pthread_setspecific(int(j.stack_key[0]), _thread.block.words.ctypes.data)
+    if main:
+        _count_sigints()
 
 
 _DATA_SYMBOLS = {}   # stem -> the Python objects given under it (alive as long as code may read them)
@@ -244,6 +310,7 @@ def jit():
     with _lock:
         if _engine is None:
             _engine = _Jit()
+            _thread_helpers()
         return _engine
 
 
@@ -600,13 +667,19 @@ class _Interrupted:
     handler that returns gets the call run again from the start (compiled code has no
     side effects). Handlers never run inside compiled code, so one that calls jitad
     functions cannot disturb the arena of the call it interrupted; only a `debug.print`
-    callback runs Python there, and what a handler raised in it is raised here."""
+    callback runs Python there, and what a handler raised in it is raised here. Ctrl-C
+    stops the calls of other threads too (those running without the GIL): each raises
+    KeyboardInterrupt while SIGINT's handler is Python's default, else runs again."""
     __slots__ = ("entry",)
 
     def __call__(self, *args):
         exc = _raised.__dict__.pop("exc", None)
         if exc is not None:   # the handler ran already, in a callback
             raise exc
+        if threading.current_thread() is not threading.main_thread():   # (handlers run in the main thread)
+            if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+                raise KeyboardInterrupt
+            return self.entry()(*args)
         _trip(signal.SIGINT)
         _run_signal_handlers()
         return self.entry()(*args)
@@ -638,54 +711,195 @@ class _SigAction(ctypes.Structure):   # glibc's struct sigaction (Linux)
 
 
 _SA_SIGINFO = 4
-_on_sigint = None   # address of the C-level SIGINT handler below, compiled on first use
-_on_sigint_code = None   # its `Generation`, kept for the process
+_on_sigint = None   # address of the C-level SIGINT handler below (`_gil_helpers`)
+_count_sigints_now = None   # `_sigint_counter`'s function, called from Python
 
 
-def _sigint_handler():
-    """`void on_sigint(int)`: set the stop word, then call the handler it displaced."""
-    global _on_sigint, _on_sigint_code
-    if _on_sigint is None:
-        module = new_module("jitad_on_sigint")
-        stop = llvm_ir.GlobalVariable(module, llvm_ir.IntType(64), name="jitad_stop")
-        prev = llvm_ir.GlobalVariable(module, llvm_ir.PointerType(), name="jitad_prev_sigint")
-        stop.linkage = prev.linkage = "external"
-        fnty = llvm_ir.FunctionType(llvm_ir.VoidType(), [llvm_ir.IntType(32)])
-        fn = llvm_ir.Function(module, fnty, name="PLACEHOLDER_on_sigint")
-        b = llvm_ir.IRBuilder(fn.append_basic_block("entry"))
-        b.store_atomic(llvm_ir.IntType(64)(1), stop, "monotonic", 8)
-        handler = b.load(prev, typ=llvm_ir.PointerType())
-        handler.type = fnty.as_pointer()   # lets llvmlite emit the indirect call
-        b.call(handler, fn.args)
+class _HelperModule:
+    """An LLVM module of functions jitad's runtime gives compiled code, and the process
+    symbols they use."""
+    PREFIX = "jitad_helper_"
+
+    def __init__(self, name):
+        self.module = new_module(name)
+        self.names = []
+
+    def extern(self, name, fnty=None):
+        """A process function (given its type) or 64-bit word (without)."""
+        if name in self.module.globals:
+            return self.module.globals[name]
+        if fnty is not None:
+            return llvm_ir.Function(self.module, fnty, name=name)
+        g = llvm_ir.GlobalVariable(self.module, llvm_ir.IntType(64), name=name)
+        g.linkage = "external"
+        return g
+
+    def define(self, name, fnty):
+        fn = llvm_ir.Function(self.module, fnty, name=self.PREFIX + name)
+        self.names.append(name)
+        return fn, llvm_ir.IRBuilder(fn.append_basic_block("entry"))
+
+    def compile(self):
+        """{name: address}, in the process's engine (a few ms: not worth the disk cache,
+        which holds programs only)."""
+        engine = jit().engine
+        engine.add_module(llvm.parse_assembly(str(self.module)))
+        engine.finalize_object()
+        return {name: engine.get_function_address(self.PREFIX + name) for name in self.names}
+
+
+def _thread_helpers():
+    """Compile the functions compiled code calls for threads and bind them (once a
+    process, from `jit()`): `_gil_helpers`, `_blas_threads`' wrappers."""
+    global _on_sigint
+    h = _HelperModule("jitad_threads")
+    _gil_helpers(h)
+    _blas_threads(h, jit().blas)
+    addresses = h.compile()
+    _on_sigint = addresses.pop("on_sigint")
+    global _count_sigints_now
+    _count_sigints_now = ctypes.CFUNCTYPE(None)(addresses.pop("count_sigints"))
+    for name, address in addresses.items():
+        llvm.add_symbol(name if name in BLAS_GEMMS else "jitad_" + name, address)
+
+
+def _gil_helpers(h):
+    """Each `tb` below is the calling thread's block (`entry.THREAD_WORDS`):
+    - `void jitad_release_gil(tb)`: let the GIL go (PyEval_SaveThread), first asking
+      Python whether SIGINT is pending (then the call's first poll stops it);
+    - `void jitad_acquire_gil(tb, i32 *status)`: take it back (PyEval_RestoreThread);
+    - `i32 jitad_poll_signals()`, the polls' question "Ctrl-C?": holding the GIL, Python's
+      answer (`PyOS_InterruptOccurred`, the main thread only), and the GIL goes if the call
+      may let it; without it, whether `jitad_sigints` moved since the call started;
+    - `void on_sigint(int)`, the C-level SIGINT handler (`_count_sigints`)."""
+    ir, i32, i64, ptr = llvm_ir, llvm_ir.IntType(32), llvm_ir.IntType(64), llvm_ir.PointerType()
+    void = ir.VoidType()
+    sigints, prev, key, gil_free = map(h.extern, ("jitad_sigints", "jitad_prev_sigint", "jitad_stack_key",
+                                                  "jitad_gil_free"))
+    occurred = h.extern("PyOS_InterruptOccurred", ir.FunctionType(i32, []))
+    save, restore = h.extern("PyEval_SaveThread", ir.FunctionType(ptr, [])), \
+        h.extern("PyEval_RestoreThread", ir.FunctionType(void, [ptr]))
+    getspecific = h.extern("pthread_getspecific", ir.FunctionType(ptr, [i32]))
+    trip = h.extern("PyErr_SetInterruptEx", ir.FunctionType(i32, [i32]))
+    word = lambda b, tb, k: b.gep(tb, [i64(k)], source_etype=i64)
+
+    on_sigint, b = h.define("on_sigint", ir.FunctionType(void, [i32]))
+    handler = b.load(prev, typ=ptr)
+    handler.type = ir.FunctionType(void, [i32]).as_pointer()   # lets llvmlite emit the indirect call
+    b.call(handler, on_sigint.args)   # Python's first: a call that sees the count finds the signal
+    b.atomic_rmw("add", sigints, i64(1), "release")   # tripped, and its handler runs once
+    b.ret_void()
+    count_sigints = _sigint_counter(h, on_sigint, prev)
+
+    release, b = h.define("release_gil", ir.FunctionType(void, [ptr]))
+    tb = release.args[0]
+    with b.if_then(b.icmp_unsigned("!=", b.load(word(b, tb, TB_MAIN), typ=i64), i64(0))):
+        b.call(count_sigints, [])   # (a handler set since may have displaced the counter)
+    pending = b.zext(b.icmp_signed("!=", b.call(occurred, []), i32(0)), i64)   # (consumed: count it unseen)
+    b.store(b.sub(b.load(word(b, tb, TB_SEEN), typ=i64), pending), word(b, tb, TB_SEEN))
+    b.atomic_rmw("add", gil_free, i64(1), "monotonic")
+    b.store(b.ptrtoint(b.call(save, []), i64), word(b, tb, TB_SAVED))
+    b.ret_void()
+
+    acquire, b = h.define("acquire_gil", ir.FunctionType(void, [ptr, ptr]))
+    tb, status = acquire.args
+    b.atomic_rmw("sub", gil_free, i64(1), "monotonic")
+    b.call(restore, [b.inttoptr(b.load(word(b, tb, TB_SAVED), typ=i64), ptr)])
+    b.store(i64(0), word(b, tb, TB_SAVED))
+    moved = b.icmp_unsigned("!=", b.load_atomic(sigints, "acquire", 8, typ=i64), b.load(word(b, tb, TB_SEEN), typ=i64))
+    with b.if_then(moved, likely=False):   # consume Python's flag, as a poll holding the GIL does,
+        tripped = b.icmp_signed("!=", b.call(occurred, []), i32(0))   # so that its handler runs once
+        stopped = b.icmp_unsigned("==", b.load(status, typ=i32), i32(INTERRUPTED))
+        with b.if_then(b.and_(tripped, b.not_(stopped))):   # the call ended first: leave it to Python
+            b.call(trip, [i32(signal.SIGINT)])
+    b.ret_void()
+
+    poll, b = h.define("poll_signals", ir.FunctionType(i32, []))
+    tb = b.call(getspecific, [b.load(key, typ=i32)])
+    with b.if_then(b.icmp_unsigned("==", tb, ptr(None)), likely=False):   # (not in an entry's call)
+        b.ret(b.call(occurred, []))
+    with b.if_then(b.icmp_unsigned("==", b.load(word(b, tb, TB_SAVED), typ=i64), i64(0))):   # holding the GIL
+        asked = b.call(occurred, [])
+        with b.if_then(b.icmp_signed("!=", asked, i32(0)), likely=False):
+            b.ret(asked)
+        with b.if_then(b.icmp_unsigned("!=", b.load(word(b, tb, TB_RELEASABLE), typ=i64), i64(0))):
+            b.call(release, [tb])
+            b.ret(i32(0))
+    moved = b.icmp_unsigned("!=", b.load_atomic(sigints, "acquire", 8, typ=i64), b.load(word(b, tb, TB_SEEN), typ=i64))
+    b.ret(b.zext(moved, i32))
+
+
+def _sigint_counter(h, on_sigint, prev):
+    """`void count_sigints()`: put `on_sigint` in front of SIGINT's handler if that is
+    Python's (a plain handler, neither SIG_DFL nor SIG_IGN, nor ours), chaining to it: a
+    call running without the GIL cannot ask Python whether Ctrl-C came, so its polls read
+    the count instead; Python's handler still runs, as before. (Only the main thread calls
+    it, the only one Python changes handlers in: nothing races with it.)"""
+    ir, i32, i64, ptr = llvm_ir, llvm_ir.IntType(32), llvm_ir.IntType(64), llvm_ir.PointerType()
+    action_t = ir.ArrayType(i64, ctypes.sizeof(_SigAction) // 8)
+    sigaction = h.extern("sigaction", ir.FunctionType(i32, [i32, ptr, ptr]))
+    fn, b = h.define("count_sigints", ir.FunctionType(ir.VoidType(), []))
+    action = alloca(b, action_t)
+    with b.if_then(b.icmp_signed("!=", b.call(sigaction, [i32(signal.SIGINT), ptr(None), action]), i32(0))):
         b.ret_void()
-        text = str(module)   # keyed by its own IR: it is no program
-        (_on_sigint,), _, _, _on_sigint_code = compile_module(text, lambda: text, "PLACEHOLDER_", ("on_sigint",),
-                                                              dict)
-    return _on_sigint
+    handler = b.load(action, typ=i64)
+    ours = b.ptrtoint(on_sigint, i64)
+    flags = b.load(b.gep(action, [i64(_SigAction.flags.offset)], source_etype=ir.IntType(8)), typ=i32)
+    is_pythons = b.and_(b.icmp_unsigned(">", handler, i64(1)), b.icmp_unsigned("!=", handler, ours))
+    is_pythons = b.and_(is_pythons, b.icmp_signed("==", b.and_(flags, i32(_SA_SIGINFO)), i32(0)))
+    with b.if_then(is_pythons):
+        b.store(handler, prev)
+        b.store(ours, action)
+        b.call(sigaction, [i32(signal.SIGINT), action, ptr(None)])
+    b.ret_void()
+    return fn
+
+
+def _blas_threads(h, gemms):
+    """Wrappers of OpenBLAS's cblas_?gemm (the symbols compiled code calls) choosing its
+    thread count per product: OpenBLAS's own for one of `BLAS_THREADED_WORK` multiply-adds
+    or more while no other compiled call runs without the GIL, else one (set around the
+    call: the count is process-wide, and NumPy's products use it too)."""
+    ir, i32, i64, ptr = llvm_ir, llvm_ir.IntType(32), llvm_ir.IntType(64), llvm_ir.PointerType()
+    if not gemms:
+        return
+    own, gil_free = h.extern("jitad_blas_threads"), h.extern("jitad_gil_free")
+    set_threads = h.extern("jitad_blas_set_threads", ir.FunctionType(ir.VoidType(), [i32]))
+    for name in gemms:
+        real = ir.FloatType() if name.startswith("scipy_cblas_s") else ir.DoubleType()
+        fnty = ir.FunctionType(ir.VoidType(), [i32, i32, i32, i64, i64, i64, real, ptr, i64, ptr, i64, real, ptr, i64])
+        gemm = h.extern("jitad_real_" + name, fnty)
+        fn, b = h.define(name, fnty)
+        m, n, k = fn.args[3:6]
+        work = b.mul(b.mul(m, n), k)
+        small = b.icmp_signed("<", work, i64(BLAS_THREADED_WORK))
+        crowded = b.icmp_signed(">", b.load_atomic(gil_free, "monotonic", 8, typ=i64), i64(1))
+        split = b.and_(b.icmp_signed(">", b.load(own, typ=i64), i64(1)),   # (OpenBLAS runs one of up to
+                       b.icmp_signed(">", work, i64(OPENBLAS_ONE_THREAD)))   # 2^18 on one thread itself)
+        with b.if_else(b.and_(split, b.or_(small, crowded))) as (one, threads):
+            with one:
+                b.call(set_threads, [i32(1)])
+                b.call(gemm, fn.args)
+                b.call(set_threads, [b.trunc(b.load(own, typ=i64), i32)])
+            with threads:
+                b.call(gemm, fn.args)
+        b.ret_void()
+
+
+def _count_sigints():
+    """Put jitad's SIGINT counter in front of Python's handler (see `_sigint_counter`):
+    at the main thread's first call and each time one of its calls lets the GIL go."""
+    _count_sigints_now()
 
 
 @contextlib.contextmanager
 def _sigint_stops_worker():
-    """While the main thread waits for the deep-stack thread, SIGINT also sets the stop
-    word. (Python's handler cannot run before the worker's compiled code returns: it
-    needs the GIL, which compiled code holds.) A C-level handler goes in front of
-    Python's for the wait; nothing can change SIGINT's handler meanwhile, as only the
-    main thread may and it is waiting."""
-    libc = ctypes.CDLL(None)
-    old = _SigAction()
-    if threading.current_thread() is not threading.main_thread() \
-            or libc.sigaction(signal.SIGINT, None, ctypes.byref(old)) != 0 \
-            or old.handler in (None, 1) or old.flags & _SA_SIGINFO:   # SIG_DFL, SIG_IGN or not Python's
-        yield
-        return
-    jit().prev_sigint[0] = old.handler
-    new = _SigAction.from_buffer_copy(old)
-    new.handler = _sigint_handler()
-    libc.sigaction(signal.SIGINT, ctypes.byref(new), None)
-    try:
-        yield
-    finally:
-        libc.sigaction(signal.SIGINT, ctypes.byref(old), None)
+    """While the main thread waits for the deep-stack thread, SIGINT is counted, so that
+    the worker's compiled code (which runs without the GIL) stops at its next poll, and
+    Python's handler raises KeyboardInterrupt in the waiting thread."""
+    if threading.current_thread() is threading.main_thread():
+        _count_sigints()   # (back in front of Python's, if a handler set since displaced it)
+    yield
 
 
 class _DeepStackWorker:
@@ -729,7 +943,7 @@ class _DeepStackWorker:
                 self.idle.clear()
                 result = []
                 try:
-                    with _sigint_stops_worker():   # before the job starts: then it holds the GIL
+                    with _sigint_stops_worker():
                         self.jobs.put((fn, args, result))
                         self.idle.wait()
                 except BaseException:   # KeyboardInterrupt from SIGINT's handler
@@ -783,11 +997,14 @@ os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
 
 def arena_high_water(reset=False):
     """Bytes of tensor arena in use at the fullest point of the calls so far (or since the
-    last reset); `arena_high_water(reset=True)` returns it and starts a new measurement."""
-    bounds = jit().arena_bounds
-    used = int(bounds[2] - bounds[0])
+    last reset), the fullest thread's; `arena_high_water(reset=True)` returns it and starts
+    a new measurement."""
+    with _lock:
+        blocks = list(_blocks)
+    used = max((b.used() for b in blocks), default=0)
     if reset:
-        bounds[2] = bounds[0]
+        for b in blocks:
+            b.peak.value = int(b.words[TB_BASE])
     return used
 
 
