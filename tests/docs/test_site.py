@@ -25,7 +25,8 @@ def test_site_builds_strictly(tmp_path):
 # modules whose public names are documented where users import them (the `jitad`
 # namespace, mostly): the machinery behind the transformations, staging and the math
 IMPLEMENTATION = ("jitad.api", "jitad.forest", "jitad.pytree", "jitad.hostrng", "jitad.numpy_api", "jitad.numeric",
-                  "jitad.staging", "jitad.transforms", "jitad.ir", "jitad.lower", "jitad.primitives")
+                  "jitad.staging", "jitad.transforms", "jitad.ir", "jitad.lower", "jitad.primitives", "jitad.dispatch",
+                  "jitad.toplevel", "jitad.lax.", "jitad.nn.")   # (lax's and nn's submodules: their package's page)
 
 
 def test_every_public_module_is_in_the_api_reference():
