@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export OPENBLAS_NUM_THREADS ?= 1
 
-.PHONY: demo test bench clean lapack export-example docs
+.PHONY: demo test test-all bench clean lapack export-example docs
 
 # `jitad.export` links the system's LAPACK for linear algebra; its tests need one (Debian: liblapack-dev)
 LAPACK := $(firstword $(wildcard /usr/lib/*/liblapack.so /usr/lib64/liblapack.so /usr/lib/liblapack.so))
@@ -23,8 +23,13 @@ $(VENV)/.installed-base: pyproject.toml
 demo: $(VENV)/.installed-base
 	$(PY) examples/quickstart.py
 
+# `make test`: the everyday suite (under 5 minutes on 2 cores); `make test-all` adds the tests
+# marked `slow`: every generated case, the corpus of ported programs, the fuzz profile
 test: $(VENV)/.installed-test,mpi,docs lapack
-	$(PY) -m pytest -q -x -n 2 --durations=10
+	$(PY) -m pytest -q -x -n 2 -m "not slow" --durations=10
+
+test-all: test
+	$(PY) -m pytest -q -n 2 -m slow --durations=20
 
 lapack:
 ifeq ($(LAPACK),)
