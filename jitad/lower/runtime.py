@@ -69,6 +69,23 @@ def bind_libm():
         _libm_bound.update(names)
 
 
+def _bind_python_objects():
+    """The CPython API functions and objects compiled code calls and builds results of."""
+    for name in PY_API:
+        llvm.add_symbol(name, ctypes.cast(getattr(ctypes.pythonapi, name), ctypes.c_void_p).value)
+    for pyname, symbol in PY_DATA.items():
+        llvm.add_symbol(symbol, id({"float": float, "int": int, "bool": bool, "True": True,
+                                    "tuple": tuple, "dict": dict, "None": None, "list": list}[pyname]))
+    llvm.add_symbol("jitad_ndarray_type", id(np.ndarray))
+    llvm.add_symbol("jitad_ndarray_subtype", id(_ARRAY_SUBTYPE[0]))
+    from ..forest import Tree
+    llvm.add_symbol("jitad_tree_type", id(Tree))
+    for dtype, np_dtype in NUMPY.items():   # the builtin descriptor singletons
+        llvm.add_symbol(f"jitad_descr_{dtype}", id(np.dtype(np_dtype)))
+    llvm.add_symbol("jitad_PyArray_New", _numpy_c_api(93))
+    llvm.add_symbol("jitad_PyArray_Scalar", _numpy_c_api(60))
+
+
 class _Jit:
     def __init__(self):
         llvm.initialize_native_target()
@@ -91,23 +108,22 @@ class _Jit:
         self.fingerprint = "|".join([str(CACHE_FORMAT), llvmlite.__version__, str(llvm.llvm_version_info),
                                      llvm.get_process_triple(), self.cpu, self.features,
                                      sys.implementation.cache_tag, _source_digest()])
-        for name in PY_API:
-            llvm.add_symbol(name, ctypes.cast(getattr(ctypes.pythonapi, name), ctypes.c_void_p).value)
-        for pyname, symbol in PY_DATA.items():
-            llvm.add_symbol(symbol, id({"float": float, "int": int, "bool": bool, "True": True,
-                                        "tuple": tuple, "dict": dict, "None": None, "list": list}[pyname]))
-        llvm.add_symbol("jitad_ndarray_type", id(np.ndarray))
-        llvm.add_symbol("jitad_ndarray_subtype", id(_ARRAY_SUBTYPE[0]))
-        from ..forest import Tree
-        llvm.add_symbol("jitad_tree_type", id(Tree))
-        for dtype, np_dtype in NUMPY.items():   # the builtin descriptor singletons
-            llvm.add_symbol(f"jitad_descr_{dtype}", id(np.dtype(np_dtype)))
-        llvm.add_symbol("jitad_PyArray_New", _numpy_c_api(93))
-        llvm.add_symbol("jitad_PyArray_Scalar", _numpy_c_api(60))
+        _bind_python_objects()
         bind_libm()
         mb = env_int("JITAD_ARENA_MB", 1024, 1)
         self.arena_bytes = mb << 20   # each thread's (`enter_thread`)
         self.arena = new_arena(self.arena_bytes)   # the first thread's, made here to fail early
+        self._bind_words()
+        self._bind_blas()
+        from .sort import numpy_qsort_symbols
+        for name, address in numpy_qsort_symbols().items():   # NumPy's vectorized sort (lower/sort.py)
+            llvm.add_symbol(name, address)
+            self.fingerprint += "|" + name
+        self.constants = {}   # symbol -> array kept alive for compiled code
+
+    def _bind_words(self):
+        """The words compiled code shares with the runtime: Ctrl-C's counter and the C
+        handler it chains to, the deep-stack thread's stop word, the stack limit's key."""
         self.sigints = np.zeros(1, dtype=np.int64)   # SIGINTs counted by `on_sigint` (`_gil_helpers`)
         llvm.add_symbol("jitad_sigints", self.sigints.ctypes.data)
         for name in ("PyEval_SaveThread", "PyEval_RestoreThread", "PyErr_SetInterruptEx"):
@@ -123,6 +139,10 @@ class _Jit:
             raise ResourceError("jitad: no pthread key left for the stack limit")
         llvm.add_symbol("jitad_stack_key", self.stack_key.ctypes.data)
         llvm.add_symbol("pthread_getspecific", ctypes.cast(_libc.pthread_getspecific, ctypes.c_void_p).value)
+
+    def _bind_blas(self):
+        """OpenBLAS's GEMMs (called through wrappers that set its thread count) and the
+        words the wrappers read."""
         blas = _numpy_openblas()
         self.blas = [name for name in BLAS_GEMMS if blas is not None and hasattr(blas, name)]
         for name in self.blas:   # compiled code calls them through `_blas_threads`' wrappers
@@ -135,11 +155,6 @@ class _Jit:
             self.blas_threads[0] = blas.scipy_openblas_get_num_threads64_()
             llvm.add_symbol("jitad_blas_set_threads",
                             ctypes.cast(blas.scipy_openblas_set_num_threads64_, ctypes.c_void_p).value)
-        from .sort import numpy_qsort_symbols
-        for name, address in numpy_qsort_symbols().items():   # NumPy's vectorized sort (lower/sort.py)
-            llvm.add_symbol(name, address)
-            self.fingerprint += "|" + name
-        self.constants = {}   # symbol -> array kept alive for compiled code
 
     def optimize(self, ir_text):
         mod = llvm.parse_assembly(ir_text)
@@ -525,6 +540,17 @@ def _resolvable(symbols, constants):
     return all(llvm.address_of_symbol(name) for name in symbols)
 
 
+def _found_in_process(j, key, full_key, path, prefix, generation, lower, placeholder, entries):
+    """`compile_module`'s answer for code this process's engine holds already."""
+    note_cache("process")
+    text = _texts.get(key)
+    if text is None:   # no Compiled holds the text any more: read or derive it again
+        cached = _read_cache(path, full_key, j.fingerprint, ()) if path else None
+        text = _Text(cached[1] if cached else str(j.optimize(lower().replace(placeholder, prefix))))
+        _texts[key] = text
+    return [generation.engine.get_function_address(prefix + e) for e in entries], text, False, generation
+
+
 def compile_module(program_text, lower, placeholder, entries, constants):
     """The compiled code of a program: loaded from this process's engine or the disk cache
     by the key `program_text` (the program as `jitad.ir.printer.program_key_text` prints
@@ -545,14 +571,7 @@ def compile_module(program_text, lower, placeholder, entries, constants):
         found = _modules.get(key)
         generation = found[0]() if found else None
         if generation is not None:   # compiled before in this process, and its engine is still there
-            prefix = found[1]
-            note_cache("process")
-            text = _texts.get(key)
-            if text is None:   # no Compiled holds the text any more: read or derive it again
-                cached = _read_cache(path, full_key, j.fingerprint, ()) if path else None
-                text = _Text(cached[1] if cached else str(j.optimize(lower().replace(placeholder, prefix))))
-                _texts[key] = text
-            return [generation.engine.get_function_address(prefix + e) for e in entries], text, False, generation
+            return _found_in_process(j, key, full_key, path, found[1], generation, lower, placeholder, entries)
         generation = _generation(j)
         prefix = f"jitad_{key}_"
         names = [prefix + e for e in entries]
@@ -783,13 +802,7 @@ def _gil_helpers(h):
     trip = h.extern("PyErr_SetInterruptEx", ir.FunctionType(i32, [i32]))
     word = lambda b, tb, k: b.gep(tb, [i64(k)], source_etype=i64)
 
-    on_sigint, b = h.define("on_sigint", ir.FunctionType(void, [i32]))
-    handler = b.load(prev, typ=ptr)
-    handler.type = ir.FunctionType(void, [i32]).as_pointer()   # lets llvmlite emit the indirect call
-    b.call(handler, on_sigint.args)   # Python's first: a call that sees the count finds the signal
-    b.atomic_rmw("add", sigints, i64(1), "release")   # tripped, and its handler runs once
-    b.ret_void()
-    count_sigints = _sigint_counter(h, on_sigint, prev)
+    count_sigints = _sigint_counter(h, _on_sigint(h, sigints, prev), prev)
 
     release, b = h.define("release_gil", ir.FunctionType(void, [ptr]))
     tb = release.args[0]
@@ -827,6 +840,19 @@ def _gil_helpers(h):
             b.ret(i32(0))
     moved = b.icmp_unsigned("!=", b.load_atomic(sigints, "acquire", 8, typ=i64), b.load(word(b, tb, TB_SEEN), typ=i64))
     b.ret(b.zext(moved, i32))
+
+
+def _on_sigint(h, sigints, prev):
+    """`void on_sigint(int)`: the C-level SIGINT handler; Python's handler first (a call
+    that sees the count finds the signal tripped, and its handler runs once), then the count."""
+    ir, i32, i64, ptr = llvm_ir, llvm_ir.IntType(32), llvm_ir.IntType(64), llvm_ir.PointerType()
+    on_sigint, b = h.define("on_sigint", ir.FunctionType(ir.VoidType(), [i32]))
+    handler = b.load(prev, typ=ptr)
+    handler.type = ir.FunctionType(ir.VoidType(), [i32]).as_pointer()   # lets llvmlite emit the indirect call
+    b.call(handler, on_sigint.args)
+    b.atomic_rmw("add", sigints, i64(1), "release")
+    b.ret_void()
+    return on_sigint
 
 
 def _sigint_counter(h, on_sigint, prev):
