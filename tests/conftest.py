@@ -7,3 +7,24 @@ os.environ.setdefault("JITAD_CACHE_DIR", tempfile.mkdtemp(prefix="jitad-test-cac
 # GPU tests run on numba-cuda's CUDA simulator unless a run asks for the real GPU
 # (NUMBA_ENABLE_CUDASIM=0); numba reads this when it is first imported.
 os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
+
+
+# Tests `make test` leaves to `make test-all` (measured: each takes tens of seconds of CPU or
+# repeats what a faster test checks on more cases). A test marks itself `@pytest.mark.slow`
+# where that reads better; these are whole files and the slowest single tests, by path.
+SLOW = (
+    "compat/test_port_",                 # the corpus of ported programs, run to N steps
+    "reliability/test_nesting.py",       # every nesting of the transformations
+    "reliability/test_hostile_arguments.py",   # Hypothesis: hostile arguments
+    "reliability/test_random_programs.py",     # Hypothesis: random staged programs
+    "benchmarks/",                       # the benchmarks' smoke runs
+    "lowering/test_compile_long.py",     # compile time of long unrolled programs
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    import pytest
+    for item in items:
+        path = item.nodeid.replace("tests/", "", 1)
+        if path.startswith(SLOW):
+            item.add_marker(pytest.mark.slow)

@@ -5,8 +5,11 @@ import pytest
 
 jax = pytest.importorskip("jax")
 jax.config.update("jax_enable_x64", True)
+from jax import lax as jlax  # noqa: E402,F401 (the tests import it from here)
+import jax.numpy as jjnp  # noqa: E402,F401
 
 import jitad  # noqa: E402
+from jitad import lax  # noqa: E402,F401
 
 EDGES = np.array([0.0, -0.0, 1.5, -2.5, 0.5, -0.5, np.inf, -np.inf, np.nan, 3.0, 1e-3, -7.0])
 OTHER = np.array([2.0, -0.0, -1.5, 0.5, 0.5, 3.0, 1.0, np.inf, 1.0, -np.inf, 0.0, 2.0])
