@@ -476,11 +476,12 @@ def value_and_grad(fn, argnums=0, has_aux=False, device="cpu", *, holomorphic=Fa
     >>> jitad.value_and_grad(lambda x, y: x * y, argnums=(0, 1))(3.0, 4.0)
     (12.0, (4.0, 3.0))
     """
-    argnums, fn = argnums if argnum is None else argnum, _size_one_as_scalar(fn, has_aux, "value_and_grad")
+    argnums = argnums if argnum is None else argnum
     check_argnums(argnums, "value_and_grad")
     _check_grad_options("value_and_grad", holomorphic, allow_int, reduce_axes)
     compiled = _transformation(fn, "value_and_grad", lambda f, *args: value_and_grad_staged(
-        f, args, argnums, has_aux, "value_and_grad"), device, argnums, (has_aux,))
+        _size_one_as_scalar(f, has_aux, "value_and_grad"), args, argnums, has_aux, "value_and_grad"), device, argnums,
+        (has_aux,))
     return _int_arguments_allowed(compiled, fn, argnums, has_aux, device, True) if allow_int else compiled
 
 
@@ -494,12 +495,12 @@ def grad(fn, argnums=0, has_aux=False, device="cpu", *, holomorphic=False, allow
     >>> jitad.grad(lambda x: x ** 3)(2.0)
     12.0
     """
-    argnums, fn = argnums if argnum is None else argnum, _size_one_as_scalar(fn, has_aux, "grad")
+    argnums = argnums if argnum is None else argnum
     check_argnums(argnums, "grad")
     _check_grad_options("grad", holomorphic, allow_int, reduce_axes)
 
-    def body(f, *args):
-        value, g = value_and_grad_staged(f, args, argnums, has_aux, "grad")
+    def body(f, *args):   # (the size-one rule inside: the function is keyed as the user gave it)
+        value, g = value_and_grad_staged(_size_one_as_scalar(f, has_aux, "grad"), args, argnums, has_aux, "grad")
         return (g, value[1]) if has_aux else g
     compiled = _transformation(fn, "grad", body, device, argnums, (has_aux,))
     return _int_arguments_allowed(compiled, fn, argnums, has_aux, device, False) if allow_int else compiled

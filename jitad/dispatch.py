@@ -87,6 +87,12 @@ def _global_names(code):
     return names
 
 
+def _is_array(v):
+    """A NumPy array or `jitad.numpy.Array` (what compiled code returns), not a masked
+    array or matrix (their meaning is not an array's)."""
+    return isinstance(v, np.ndarray) and not isinstance(v, (np.ma.MaskedArray, np.matrix))
+
+
 class _Reads:
     """Walks a function and what it reads; `parts` becomes the key, `arrays` the arrays read
     (cells, defaults, globals), in a fixed order."""
@@ -98,7 +104,7 @@ class _Reads:
         t = type(v)
         if t in _PLAIN or isinstance(v, _PLAIN):
             self.parts.append((t, repr(v)) if t is float or isinstance(v, np.floating) else (t, v))
-        elif t is np.ndarray:
+        elif _is_array(v):
             self.arrays.append(v)
             self.parts.append(_Id(v) if by_identity else ("array", v.dtype.str, v.shape))
         elif t in (tuple, list) and len(v) <= 64 and depth > 0:
@@ -276,12 +282,12 @@ class Concrete:
         diff = self._diff.get(len(args))
         if diff is None:
             diff = self._diff[len(args)] = self.diff_args(len(args))
-        static = [i for i, a in enumerate(args) if i not in diff and type(a) is not np.ndarray and not _has_arrays(a)]
+        static = [i for i, a in enumerate(args) if i not in diff and not _is_array(a) and not _has_arrays(a)]
         dynamic = tuple(a for i, a in enumerate(args) if i not in static) if static else args
         leaves, td = flatten(dynamic)
         key = (self.spec, fkey, len(args), tuple(static), tuple(static_key(args[i]) for i in static),
                static_key(kwargs) if kwargs else None, td,
-               tuple([(x.dtype, x.shape) if type(x) is np.ndarray else type(x) for x in leaves]))
+               tuple([(x.dtype, x.shape) if _is_array(x) else type(x) for x in leaves]))
         try:
             paths = _ENTRIES.get(key)
         except TypeError:

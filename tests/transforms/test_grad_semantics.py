@@ -73,7 +73,7 @@ def test_an_int_argument_picking_the_mini_batch_compiles_once(monkeypatch):
     for i in range(12):
         step, ref = g(params, i), ga(params, i)
         np.testing.assert_allclose(step, ref, rtol=1e-12)
-        params = params - 0.1 * step
+        params = np.asarray(params - 0.1 * step)   # (autograd takes plain arrays only)
     assert compiles() - before <= 1   # every batch is an argument of the same program
     assert len(transformed) <= 2   # from the third index on, the function's own trace finds the path
 
