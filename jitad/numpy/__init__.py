@@ -163,9 +163,31 @@ dot, matmul, tensordot, inner, outer = (_drop_precision(f) for f in (dot, matmul
 _einsum = einsum  # noqa: F405
 
 
-def einsum(subscripts, *operands, optimize=None, precision=None, preferred_element_type=None):
-    """`jitad.einsum` (JAX's `optimize=` and `precision=` accepted and ignored)."""
-    return _einsum(subscripts, *operands)
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def _sublist_subscripts(args):
+    """NumPy's other form, `einsum(a, [0, 1], b, [1, 2], [0, 2])`, as (subscripts, operands)."""
+    def letters(sub):
+        return "".join("..." if k is Ellipsis else _LETTERS[k] for k in sub)
+    pairs = args[:-1] if len(args) % 2 else args   # an odd count: the last sublist names the output
+    spec = ",".join(letters(sub) for sub in pairs[1::2])
+    if len(args) % 2:
+        spec += "->" + letters(args[-1])
+    return spec, list(pairs[0::2])
+
+
+def einsum(*operands, out=None, optimize=None, precision=None, preferred_element_type=None, _dot_general=None):
+    """Einstein summation over the operands (`jnp.einsum('ij,jk->ik', a, b)`, or NumPy's
+    sublist form `jnp.einsum(a, [0, 1], b, [1, 2])`, as autograd takes it); JAX's
+    `optimize=` and `precision=` change no value here."""
+    _common.no_out("einsum", out)
+    if operands and isinstance(operands[0], str):
+        subscripts, ops = operands[0], operands[1:]
+    else:
+        subscripts, ops = _sublist_subscripts(operands)
+    ops = [array(o) if isinstance(o, (list, tuple)) else o for o in ops]
+    return _einsum(subscripts, *ops)
 
 
 def clip(a, a_min=None, a_max=None, *, min=None, max=None):

@@ -116,6 +116,12 @@ def _exp2_int(e):
     return exp2(N.convert(h, "f64")) * exp2(N.convert(e - h, "f64"))
 
 
+def _scaled(x, e):
+    """x * 2**e for int64 `e`, in two steps (neither factor overflows)."""
+    h = e // 2
+    return x * exp2(N.convert(h, "f64")) * exp2(N.convert(e - h, "f64"))
+
+
 def frexp(x, /):
     """`(m, e)` with `x == m * 2**e` and 0.5 <= |m| < 1 (0, inf and NaN give themselves and 0):
     `jnp.frexp(8.0)` is `(0.5, 4)`."""
@@ -128,9 +134,9 @@ def frexp(x, /):
     ax = N.where(special, 1.0, abs(x))
     e = N.convert(jnp.floor(jnp.log2(ax)), "i64") + 1
     for _ in range(2):   # log2's rounding: move e until 0.5 <= |m| < 1
-        m = ax / _exp2_int(e)
+        m = _scaled(ax, -e)
         e = e + N.where(m >= 1.0, np.int64(1), np.int64(0)) - N.where(m < 0.5, np.int64(1), np.int64(0))
-    m = N.where(special, x, N.where(x < 0, -1.0, 1.0) * (ax / _exp2_int(e)))
+    m = N.where(special, x, N.where(x < 0, -1.0, 1.0) * _scaled(ax, -e))
     return N.convert(m, x.ir_dtype), N.where(special, np.int64(0), e)
 
 
@@ -145,7 +151,7 @@ def ldexp(x1, x2, /):
         raise ArgumentError(f"`jnp.ldexp`: the exponents must be ints, got {x2.dtype}")
     e = N.clip(N.convert(x2, "i64"), -2200, 2200)
     h = e // 2
-    return x1 * _exp2_int(h) * _exp2_int(e - h)
+    return _scaled(_scaled(x1, h), e - h)
 
 
 def modf(x, /, out=None):
@@ -199,7 +205,8 @@ def spacing(x, /):
     if not any_staged(x):
         return wrap(np.asarray(np.spacing(x)))
     x = _float(jnp.asarray(x))
-    return nextafter(x, N.where(signbit(x), -np.inf, np.inf)) - x
+    away = N.convert(N.where(signbit(x), -np.inf, np.inf), x.ir_dtype)
+    return nextafter(x, away) - x
 
 
 _GCD_STEPS = 93   # Euclid on int64 ends within the Fibonacci bound

@@ -1,0 +1,227 @@
+"""What `jitad.numpy` takes and refuses: plain lists, tuples and scalars as jax.numpy takes
+them (results are `Array`s a staged index can read), staged values inside lists as
+autograd's boxes, `.at[...]` modes, the `size=` rule, `out=` and `inplace=`, shape errors
+that are also TypeErrors (as JAX's), NumPy's own names, and autograd's linalg helpers."""
+import numpy as np
+import pytest
+
+import jitad
+import jitad.numpy as jnp
+from jitad.errors import ArgumentError, JitadError, ShapeError, StagingError
+from jitad.numpy import numpy_names
+from jitad.testing import check_grads
+
+jax = pytest.importorskip("jax")
+jax.config.update("jax_enable_x64", True)
+autograd = pytest.importorskip("autograd")
+import autograd.numpy as anp  # noqa: E402
+import autograd.numpy.linalg as alinalg  # noqa: E402
+
+JNP = jax.numpy
+
+
+# -- plain inputs ---------------------------------------------------------------------
+
+def test_plain_lists_tuples_and_scalars_give_arrays_as_jax():
+    for got, want in [(jnp.prod((2, 3)), JNP.prod(np.array((2, 3)))), (jnp.sum([1.0, 2.5]), 3.5),
+                      (jnp.maximum([1, 5], 3), np.array([3, 5])), (jnp.median([3.0, 1.0, 2.0]), 2.0),
+                      (jnp.cumsum((1, 2, 3)), np.array([1, 3, 6])), (jnp.mean(2.0), 2.0)]:
+        assert isinstance(got, jnp.Array)
+        np.testing.assert_array_equal(got, want)
+    assert jnp.prod((2, 3)).dtype == np.int64 and jnp.sum([True, True]).dtype == np.int64
+
+
+def test_a_plain_stack_is_read_at_a_staged_index():
+    A = jnp.stack(3 * (jnp.eye(2),))
+    assert isinstance(A, jnp.Array)
+    np.testing.assert_array_equal(jitad.jit(lambda t: A[t])(1), np.eye(2))
+    np.testing.assert_array_equal(jitad.jit(lambda t: jnp.sum(A[t]))(2), 2.0)
+
+
+def test_staged_values_in_lists_stage_as_autograds_boxes():
+    def ours(x, y):
+        v = jnp.array([x, y, 1.0])
+        return (jnp.sum(v * v) + jnp.mean([x, y]) + jnp.sum(jnp.append([x, y], 3.0) ** 2)
+                + jnp.sum(jnp.vstack([x * np.ones(2), [1.0, y]])) + jnp.sum(jnp.hstack([[x], [y, y]])))
+
+    def theirs(x, y):
+        v = anp.array([x, y, 1.0])
+        return (anp.sum(v * v) + anp.mean(anp.array([x, y])) + anp.sum(anp.append(anp.array([x, y]), 3.0) ** 2)
+                + anp.sum(anp.vstack([x * np.ones(2), anp.array([1.0, y])])) + anp.sum(anp.hstack([[x], [y, y]])))
+    args = (0.7, -1.3)
+    assert jitad.jit(ours)(*args) == pytest.approx(theirs(*args), rel=1e-14)
+    for k in (0, 1):
+        assert jitad.grad(ours, k)(*args) == pytest.approx(autograd.grad(theirs, k)(*args), rel=1e-13)
+
+
+def test_einsum_sublist_form_as_autograd():
+    a, b = np.arange(6.0).reshape(2, 3), np.linspace(-1, 1, 12).reshape(3, 4)
+
+    def ours(a):
+        return jnp.sum(jnp.einsum(a, [0, 1], b, [1, 2], [2, 0]) ** 2)
+
+    def theirs(a):
+        return anp.sum(anp.einsum(a, [0, 1], b, [1, 2], [2, 0]) ** 2)
+    np.testing.assert_allclose(jnp.einsum(a, [0, 1], b, [1, 2]), a @ b)
+    np.testing.assert_allclose(jitad.jit(ours)(a), theirs(a))
+    np.testing.assert_allclose(jitad.grad(ours)(a), autograd.grad(theirs)(a), rtol=1e-13)
+
+
+# -- .at[...] modes -------------------------------------------------------------------
+
+@pytest.mark.parametrize("staged", [False, True])
+def test_at_modes_agree_with_jax(staged):
+    x = np.arange(12.0).reshape(3, 4)
+    i = np.array([5, -1, -4, 2])
+
+    def run(m, x, i):
+        a = m.asarray(x)
+        return (a.at[i].get(mode="fill", fill_value=-7.0), a.at[i].get(mode="fill"), a.at[i].get(mode="clip"),
+                a.at[i].get(), a.at[i].set(9.0), a.at[i].set(9.0, mode="drop"), a.at[i, 1].add(1.0, mode="clip"),
+                a.at[:, i].multiply(2.0), a.at[1, np.array([0, 9])].max(100.0), a.at[-1].min(-1.0, mode="drop"),
+                a.at[i].get(mode="promise_in_bounds") if False else a.at[0, 0].get())
+    got = jitad.jit(run, static_argnums=0)(jnp, x, i) if staged else run(jnp, x, i)
+    for g, w in zip(got, run(JNP, x, i)):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+
+
+def test_at_update_gradients_agree_with_jax():
+    x = np.linspace(-1.0, 1.0, 6)
+    i = np.array([7, 1, -2, 1])
+
+    def loss(m, x):
+        y = m.asarray(x).at[i].set(x[0] * 3.0, mode="drop").at[i].add(x[1:5] ** 2)
+        return m.sum(y * y) + m.sum(m.asarray(x).at[i].get(mode="fill", fill_value=2.0) ** 3)
+    np.testing.assert_allclose(jitad.grad(lambda x: loss(jnp, x))(x), jax.grad(lambda x: loss(JNP, x))(x),
+                               rtol=1e-13)
+    check_grads(lambda x: loss(jnp, x), (x,), order=1, modes=("rev",))
+
+
+def test_at_refuses_an_unknown_mode():
+    with pytest.raises(ArgumentError, match="mode="):
+        jnp.zeros(3).at[0].set(1.0, mode="wrap")
+
+
+# -- the size= rule, out=, inplace= ------------------------------------------------------
+
+@pytest.mark.parametrize("call", [lambda x: jnp.unique(x), lambda x: jnp.nonzero(x), lambda x: jnp.argwhere(x),
+                                  lambda x: jnp.flatnonzero(x), lambda x: jnp.setdiff1d(x, x),
+                                  lambda x: jnp.union1d(x, x), lambda x: jnp.bincount(jnp.asarray(x, int)),
+                                  lambda x: jnp.extract(x > 0, x), lambda x: jnp.delete(x, jnp.argmax(x))])
+def test_value_dependent_shapes_need_size_in_staged_code(call):
+    x = np.array([1.0, 0.0, 2.0, 2.0])
+    call(x)   # plain values: the shape follows the values
+    with pytest.raises(StagingError, match="size="):
+        jitad.jit(call)(x)
+
+
+def test_out_other_than_none_is_refused():
+    for call in (lambda: jnp.sum(np.ones(3), out=np.zeros(())), lambda: jnp.median(np.ones(3), out=np.zeros(())),
+                 lambda: jnp.take(np.ones(3), 0, out=np.zeros(())), lambda: jnp.einsum("i->", np.ones(2), out=1)):
+        with pytest.raises(ArgumentError, match="out="):
+            call()
+    assert jnp.sum(np.ones(3), out=None) == 3.0
+
+
+def test_inplace_functions_write_plain_arrays_as_numpy_and_refuse_staged_ones():
+    a, b = np.zeros((3, 3)), np.zeros((3, 3))
+    assert jnp.fill_diagonal(a, 2.0) is None
+    np.fill_diagonal(b, 2.0)
+    np.testing.assert_array_equal(a, b)
+    c = np.arange(6.0)
+    assert jnp.put(c, [0, 2], -1.0) is None and c[2] == -1.0
+    d = np.arange(4.0)
+    jnp.place(d, d > 1, [9.0])
+    np.testing.assert_array_equal(d, [0.0, 1.0, 9.0, 9.0])
+    for fn in (lambda x: jnp.fill_diagonal(x, 1.0), lambda x: jnp.put(x, [0], 1.0), lambda x: jnp.place(x, x > 0, 1.0)):
+        with pytest.raises(ArgumentError, match="inplace=False"):
+            jitad.jit(fn)(np.ones((2, 2)))
+
+
+# -- errors ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("call", [lambda a, b: jnp.dot(a, b), lambda a, b: jnp.matmul(a, b), lambda a, b: a + b,
+                                  lambda a, b: jnp.maximum(a, b)])
+def test_shape_mismatches_are_type_errors_as_in_jax(call):
+    a, b = np.ones((2, 3)), np.ones((4, 5))
+    with pytest.raises(TypeError):
+        jitad.jit(call)(a, b)
+    with pytest.raises(ShapeError):
+        jitad.jit(call)(a, b)
+    assert issubclass(ShapeError, TypeError) and issubclass(ShapeError, ValueError)
+
+
+def test_bad_arguments_raise_jitad_errors_naming_the_fix():
+    with pytest.raises(JitadError, match="method="):
+        jnp.quantile(np.ones(3), 0.5, method="magic")
+    with pytest.raises(JitadError, match="int or bool"):
+        jitad.jit(lambda x: jnp.bitwise_and(x, x))(np.ones(2))
+    with pytest.raises(JitadError, match="empty"):
+        jnp.median(np.ones((0, 2)), axis=0)
+    with pytest.raises(JitadError, match="size="):
+        jnp.unique(np.ones(3), size=-1)
+    with pytest.raises(JitadError, match="exponent"):
+        jnp.linalg.matrix_power(np.eye(2), 1.5)
+
+
+def test_vander_and_polyval_derivatives_are_finite_at_zero():
+    x = np.array([0.0, 0.5, -2.0])
+    check_grads(lambda x: jnp.sum(jnp.vander(x, 4) ** 2), (x,), order=2, modes=("rev", "fwd"))
+    g = jitad.grad(lambda x: jnp.sum(jnp.vander(x, 3)))(x)
+    np.testing.assert_allclose(g, 2 * x + 1)
+
+
+# -- NumPy's own names, autograd's helpers --------------------------------------------------
+
+def test_numpys_names_are_numpys_objects_as_autograd_hands_them_on():
+    for name in numpy_names.TYPES + numpy_names.FUNCTIONS:
+        if hasattr(np, name):
+            assert getattr(jnp, name) is getattr(np, name), name
+            ref = getattr(anp, name, None)
+            if isinstance(ref, type):   # autograd subclasses NumPy's int types
+                assert issubclass(ref, getattr(np, name)), name
+    assert jnp.binary_repr(5) == anp.binary_repr(5) == "101"
+    assert jnp.base_repr(255, 16) == anp.base_repr(255, 16)
+    assert jnp.array2string(np.arange(3)) == anp.array2string(np.arange(3))
+    assert jnp.min_scalar_type(300) == anp.min_scalar_type(300)
+    assert jnp.mintypecode("fd") == anp.mintypecode("fd")
+    assert jnp.iterable([1]) and not jnp.iterable(1.0)
+    assert jnp.isdtype(np.float64, "real floating") and jnp.typename("d") == anp.typename("d")
+    assert jnp.metadata(np.zeros((2, 3))) == anp.metadata(np.zeros((2, 3)))
+    seen = []
+    jitad.jit(lambda x: seen.append(isinstance(x, jnp.Box)) or x)(1.0)
+    assert seen == [True] and not isinstance(1.0, jnp.Box)
+
+
+def test_autograd_linalg_helpers_agree_with_autograd():
+    rng = np.random.default_rng(3)
+    a = rng.normal(size=(3, 3)) + 3 * np.eye(3)
+    s = a @ a.T
+    b = rng.normal(size=(3,))
+    g = rng.normal(size=(3, 3))
+    la = jnp.linalg
+    np.testing.assert_allclose(la.T(a), alinalg.T(a))
+    np.testing.assert_allclose(la.add2d(b), alinalg.add2d(b))
+    inv = np.linalg.inv(a)
+    np.testing.assert_allclose(la.grad_inv(inv, a)(g), alinalg.grad_inv(inv, a)(g), rtol=1e-12)
+    pinv = np.linalg.pinv(a)
+    np.testing.assert_allclose(la.grad_pinv(pinv, a)(g), alinalg.grad_pinv(pinv, a)(g), rtol=1e-10)
+    x = np.linalg.solve(a, b)
+    for argnum in (0, 1):
+        np.testing.assert_allclose(la.grad_solve(argnum, x, a, b)(b), alinalg.grad_solve(argnum, x, a, b)(b),
+                                   rtol=1e-12)
+    L = np.linalg.cholesky(s)
+    gl = np.tril(g)
+    np.testing.assert_allclose(la.grad_cholesky(L, s)(gl), alinalg.grad_cholesky(L, s)(gl), rtol=1e-10)
+    w, v = np.linalg.eigh(s)
+    gw = rng.normal(size=3)
+    np.testing.assert_allclose(la.grad_eigh((w, v), s)((gw, np.zeros((3, 3)))),
+                               alinalg.grad_eigh((w, v), s)((gw, np.zeros((3, 3)))), rtol=1e-10)
+    usv = np.linalg.svd(a)
+    np.testing.assert_allclose(la.grad_svd(usv[1], a, compute_uv=False)(gw),
+                               alinalg.grad_svd(usv[1], a, compute_uv=False)(gw), rtol=1e-10)
+    n = np.linalg.norm(a)
+    np.testing.assert_allclose(la.norm_vjp(n, a)(1.5), alinalg.norm_vjp(n, a)(1.5), rtol=1e-12)
+    np.testing.assert_allclose(la.norm_jvp(g, n, a), alinalg.norm_jvp(g, n, a), rtol=1e-12)
+    space = la.wrap_namespace({"sum": np.sum, "_x": 1, "nothing_here": 2}, {})
+    assert space == {"sum": jnp.sum}
