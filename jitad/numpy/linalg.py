@@ -8,7 +8,7 @@ from .. import linalg as _la
 from . import _common
 
 __all__ = list(_linalg_all) + ["T", "add2d", "grad_inv", "grad_pinv", "grad_solve", "grad_cholesky", "grad_eigh",
-                               "grad_eig", "grad_svd", "norm_vjp", "norm_jvp", "wrap_namespace"]
+                               "grad_eig", "grad_svd", "norm_vjp", "norm_jvp", "wrap_namespace", "defvjp", "defjvp"]
 
 
 def T(x):
@@ -86,14 +86,54 @@ def norm_jvp(g, ans, x, ord=None, axis=None, keepdims=False):
     return jvp(lambda v: _la.norm(v, ord, axis, keepdims), (x,), (g,))[1]
 
 
-def wrap_namespace(old, new):
-    """Fill the dict `new` with jitad's function for each public name of the namespace
-    dict `old` that jitad has (autograd's helper that builds its NumPy modules)."""
+from .numpy_names import wrap_namespace  # noqa: E402,F401  (autograd's helper, also here)
+
+
+def _rule_target(fun, who, kind):
+    if not hasattr(fun, kind):
+        from ..errors import ArgumentError
+        raise ArgumentError(f"`{who}` needs a function made with `jitad.{kind[3:]}` (autograd's `@primitive`): "
+                            f"decorate it with `@jitad.custom_{kind[3:]}` first, then call `{who}(fun, ...)`")
+    return fun
+
+
+def defvjp(fun, *vjpmakers, argnums=None):
+    """autograd's `defvjp` on a `jitad.custom_vjp` function: `vjpmakers[k](ans, *args)(g)`
+    is the cotangent of argument `argnums[k]` (all arguments in order by default; a missing
+    maker gives zeros): `defvjp(f, lambda ans, x: lambda g: g * 2 * x)`."""
+    _rule_target(fun, "defvjp", "defvjp")
     jnp = _common.jnp()
-    for name in old:
-        if not name.startswith("_") and hasattr(jnp, name):
-            new[name] = getattr(jnp, name)
-    return new
+
+    def fwd(*args):
+        ans = fun.fn(*args)
+        return ans, (ans, args)
+
+    def bwd(res, g):
+        ans, args = res
+        nums = list(range(len(args))) if argnums is None else list(argnums)
+        out = [jnp.zeros_like(a) for a in args]
+        for k, maker in zip(nums, vjpmakers):
+            if maker is not None:
+                out[k] = maker(ans, *args)(g)
+        return tuple(out)
+    return fun.defvjp(fwd, bwd)
+
+
+def defjvp(fun, *jvpfuns, argnums=None):
+    """autograd's `defjvp` on a `jitad.custom_jvp` function: `jvpfuns[k](g, ans, *args)` is
+    the output's tangent from argument `argnums[k]`'s tangent `g` (summed over the
+    arguments): `defjvp(f, lambda g, ans, x: g * 2 * x)`."""
+    _rule_target(fun, "defjvp", "defjvp")
+
+    def jvp(primals, tangents):
+        ans = fun.fn(*primals)
+        nums = list(range(len(primals))) if argnums is None else list(argnums)
+        total = 0.0
+        for k, rule in zip(nums, jvpfuns):
+            if rule is not None:
+                total = total + rule(tangents[k], ans, *primals)
+        return ans, total
+    return fun.defjvp(jvp)
 
 
 def _wrap_all():
@@ -101,7 +141,7 @@ def _wrap_all():
     from ._common import returns_arrays
     for name in __all__:
         fn = globals().get(name)
-        if isinstance(fn, types.FunctionType) and name not in ("wrap_namespace",):
+        if isinstance(fn, types.FunctionType) and name not in ("wrap_namespace", "defvjp", "defjvp"):
             globals()[name] = returns_arrays(fn)
 
 

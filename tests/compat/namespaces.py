@@ -74,7 +74,7 @@ OUT_OF_SCOPE = {
     "jax.numpy": {"complex64", "complex128", "complexfloating", "complex_", "csingle", "cdouble",
                   "clongdouble", "iscomplex", "iscomplexobj", "real_if_close", "fft"},
     "autograd.numpy": {"complex64", "complex128", "complexfloating", "complex_", "csingle", "cdouble",
-                       "clongdouble", "iscomplex", "iscomplexobj", "fft"},
+                       "clongdouble", "iscomplex", "iscomplexobj", "fft", "complex256", "real_if_close"},
 }
 
 # Names jitad exists for but declines (they raise JitadError naming the alternative).

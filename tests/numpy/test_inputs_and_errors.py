@@ -225,3 +225,49 @@ def test_autograd_linalg_helpers_agree_with_autograd():
     np.testing.assert_allclose(la.norm_jvp(g, n, a), alinalg.norm_jvp(g, n, a), rtol=1e-12)
     space = la.wrap_namespace({"sum": np.sum, "_x": 1, "nothing_here": 2}, {})
     assert space == {"sum": jnp.sum}
+
+
+def test_autograd_numpy_helpers_agree_with_autograd():
+    a, b = np.arange(3.0), np.arange(4.0, 6.0)
+    np.testing.assert_array_equal(jnp.concatenate_args(0, a, b), anp.concatenate_args(0, a, b))
+    np.testing.assert_array_equal(jnp.array_from_args((), {}, 1.0, 2.0), anp.array_from_args((), {}, 1.0, 2.0))
+    d = np.arange(6.0).reshape(2, 3)
+    np.testing.assert_array_equal(jnp.make_diagonal(d, 0, -1, -2), anp.make_diagonal(d, 0, -1, -2))
+    got = jitad.grad(lambda x, y: jnp.sum(jnp.make_diagonal(jnp.array_from_args((), {}, x, y), 0, -1, -2)
+                                         * jnp.concatenate_args(0, [x], [y])))(1.5, 2.0)
+    assert got == pytest.approx(3.0)
+    got, want = jnp.parse_einsum_input("ij,jk", d, d.T), anp.parse_einsum_input("ij,jk", d, d.T)
+    assert got[:2] == want[:2] == ("ij,jk", "ik")
+    for g, w in zip(got[2], want[2]):
+        np.testing.assert_array_equal(g, w)
+    np.testing.assert_array_equal(jnp.r_class()[a, 0.0, b], anp.r_class()[a, 0.0, b])
+    np.testing.assert_array_equal(jnp.c_class()[a, a], anp.c_class()[a, a])
+    np.testing.assert_allclose(jitad.jit(lambda x: jnp.r_class()[x, 0.0, x])(a), np.r_[a, 0.0, a])
+    assert jnp.poly1d([1.0, 2.0])(3.0) == anp.poly1d([1.0, 2.0])(3.0) == 5.0
+    space = jnp.wrap_namespace({"exp": np.exp, "_private": 1, "not_a_name_here": 2}, {})
+    assert space == {"exp": jnp.exp}
+    with pytest.raises(ArgumentError, match="offset=0"):
+        jnp.make_diagonal(d)
+
+
+def test_autograd_defvjp_and_defjvp_on_jitad_custom_functions():
+    from autograd.extend import primitive
+    from autograd.numpy.linalg import defjvp as a_defjvp, defvjp as a_defvjp
+
+    def body(x, y):
+        return x * x * y
+
+    ours = jitad.custom_vjp(body)
+    jnp.linalg.defvjp(ours, lambda ans, x, y: lambda g: g * 3.0 * x, lambda ans, x, y: lambda g: g * ans)
+    theirs = primitive(body)
+    a_defvjp(theirs, lambda ans, x, y: lambda g: g * 3.0 * x, lambda ans, x, y: lambda g: g * ans)
+    for k in (0, 1):
+        assert jitad.grad(ours, k)(1.5, 2.0) == pytest.approx(autograd.grad(theirs, k)(1.5, 2.0))
+    ours_f = jitad.custom_jvp(lambda x: x * x)
+    jnp.linalg.defjvp(ours_f, lambda g, ans, x: g * 5.0)
+    theirs_f = primitive(lambda x: x * x)
+    a_defjvp(theirs_f, lambda g, ans, x: g * 5.0)
+    from autograd import make_jvp
+    assert jitad.jvp(ours_f, (2.0,), (1.0,))[1] == make_jvp(theirs_f)(2.0)(1.0)[1] == 5.0
+    with pytest.raises(ArgumentError, match="custom_vjp"):
+        jnp.linalg.defvjp(body, lambda ans, x, y: lambda g: g)
