@@ -42,7 +42,12 @@ grad_inv = _doc(_vjp_maker(_la.inv), "grad_inv")
 grad_pinv = _doc(_vjp_maker(_la.pinv), "grad_pinv")
 grad_cholesky = _doc(_vjp_maker(_la.cholesky), "grad_cholesky")
 
-grad_eig = _doc(_vjp_maker(_la.eig), "grad_eig")
+def grad_eig(ans, x):
+    """autograd's VJP maker of `eig`, declined: `eig`'s results are complex, which jitad does
+    not differentiate; for a symmetric matrix use `grad_eigh` (and `eigh`)."""
+    from ..errors import ArgumentError
+    raise ArgumentError("`grad_eig`: jitad does not differentiate `eig` (complex eigenvalues and vectors); "
+                        "for a symmetric matrix use `jnp.linalg.eigh` and `grad_eigh`")
 
 
 def grad_eigh(ans, x, UPLO="L"):

@@ -78,7 +78,7 @@ OUT_OF_SCOPE = {
 }
 
 # Names jitad exists for but declines (they raise JitadError naming the alternative).
-DECLINED = {}
+DECLINED = {"autograd.numpy.linalg": {"grad_eig"}}
 
 
 def public_names(module):

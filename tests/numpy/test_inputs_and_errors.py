@@ -271,3 +271,65 @@ def test_autograd_defvjp_and_defjvp_on_jitad_custom_functions():
     assert jitad.jvp(ours_f, (2.0,), (1.0,))[1] == make_jvp(theirs_f)(2.0)(1.0)[1] == 5.0
     with pytest.raises(ArgumentError, match="custom_vjp"):
         jnp.linalg.defvjp(body, lambda ans, x, y: lambda g: g)
+
+
+def test_grad_eig_is_declined_naming_eigh():
+    with pytest.raises(ArgumentError, match="grad_eigh"):
+        jnp.linalg.grad_eig(None, np.eye(2))
+
+
+@pytest.mark.parametrize("staged", [False, True])
+def test_argpartition_partitions_as_jax(staged):
+    x = np.array([[3.0, -1.0, 2.5, 0.0, 7.0, 2.5], [1.0, 1.0, -4.0, 9.0, 0.5, -2.0]])
+    for kth in (0, 2, 5):
+        fn = (lambda x, kth=kth: jnp.argpartition(x, kth, axis=1))
+        idx = np.asarray(jitad.jit(fn)(x) if staged else fn(x))
+        want = np.asarray(JNP.argpartition(x, kth, axis=1))
+        part = np.take_along_axis(x, idx, 1)
+        np.testing.assert_array_equal(part[:, kth], np.take_along_axis(x, want, 1)[:, kth])
+        assert np.all(part[:, :kth] <= part[:, kth:kth + 1]) and np.all(part[:, kth + 1:] >= part[:, kth:kth + 1])
+        np.testing.assert_array_equal(np.sort(idx, 1), np.tile(np.arange(6), (2, 1)))
+
+
+def test_plain_only_functions_behave_as_numpys(tmp_path):
+    a, b = np.arange(6.0).reshape(2, 3), np.arange(3.0)
+    assert jnp.einsum_path("ij,j->i", a, b)[0] == np.einsum_path("ij,j->i", a, b)[0]
+    assert jnp.einsum_path("ij,j->i", a, b)[0][1:] == JNP.einsum_path("ij,j->i", a, b)[0]   # NumPy's path form
+    assert jnp.index_exp[1:2] == JNP.index_exp[1:2] and jnp.s_[::2] == JNP.s_[::2]
+    for fn in (jnp.asanyarray, jnp.ascontiguousarray, jnp.asfortranarray, jnp.require, jnp.asarray_chkfinite):
+        got = fn([1.0, 2.0])
+        assert isinstance(got, jnp.Array) and got.tolist() == [1.0, 2.0]
+    with pytest.raises(ValueError):
+        jnp.asarray_chkfinite([1.0, np.nan])
+    dst = np.zeros(3)
+    jnp.copyto(dst, [1.0, 2.0, 3.0], where=[True, False, True])
+    np.testing.assert_array_equal(dst, [1.0, 0.0, 3.0])
+    jnp.putmask(dst, dst > 2, -1.0)
+    np.testing.assert_array_equal(dst, [1.0, 0.0, -1.0])
+    with pytest.raises(ArgumentError, match="jnp.where"):
+        jitad.jit(lambda x: jnp.copyto(x, 1.0))(np.ones(2))
+    np.testing.assert_array_equal(jnp.sort_complex([3.0, 1.0]), np.sort_complex([3.0, 1.0]))
+    np.testing.assert_array_equal(jnp.fromiter(range(3), float), [0.0, 1.0, 2.0])
+    np.testing.assert_array_equal(jnp.frombuffer(np.arange(2.0).tobytes()), [0.0, 1.0])
+    np.testing.assert_array_equal(jnp.from_dlpack(np.arange(3.0)), np.arange(3.0))
+    jnp.save(tmp_path / "a.npy", a)
+    np.testing.assert_array_equal(jnp.load(tmp_path / "a.npy"), a)
+    jnp.savez(tmp_path / "b.npz", a=a)
+    jnp.savez_compressed(tmp_path / "c.npz", a=a)
+    np.testing.assert_array_equal(jnp.load(tmp_path / "c.npz")["a"], a)
+    jnp.savetxt(tmp_path / "d.txt", a)
+    np.testing.assert_array_equal(jnp.loadtxt(tmp_path / "d.txt"), a)
+    np.testing.assert_array_equal(jnp.genfromtxt(tmp_path / "d.txt"), a)
+    a.tofile(tmp_path / "e.bin")
+    np.testing.assert_array_equal(jnp.fromfile(tmp_path / "e.bin").reshape(2, 3), a)
+    assert jnp.busday_count("2024-01-01", "2024-01-08") == 5 and jnp.is_busday("2024-01-06") == np.False_
+    assert str(jnp.busday_offset("2024-01-05", 1)) == "2024-01-08"
+    assert jnp.datetime_as_string(jnp.datetime64("2024-01-02")) == "2024-01-02"
+    assert jnp.datetime_data(np.dtype("datetime64[s]")) == ("s", 1)
+    assert jnp.isnat(jnp.datetime64("NaT")) and jnp.format_float_positional(0.5) == "0.5"
+    assert jnp.format_float_scientific(1500.0) == np.format_float_scientific(1500.0)
+    assert jnp.may_share_memory(a, a[0]) and not jnp.shares_memory(a, b)
+    assert list(jnp.ndindex(2, 1)) == [(0, 0), (1, 0)] and len(list(jnp.ndenumerate(a))) == 6
+    assert jnp.common_type(a) is np.float64 and not jnp.isfortran(a) and jnp.ufunc is np.ufunc
+    assert jnp.frompyfunc(lambda s: s + 1, 1, 1)(np.arange(2)).tolist() == [1, 2]
+    assert jnp.fromregex is np.fromregex and jnp.fromstring("1 2", sep=" ").tolist() == [1.0, 2.0]
