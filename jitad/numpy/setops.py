@@ -14,7 +14,7 @@ from ._common import jnp as _jnp, any_staged, wrap
 
 __all__ = ["unique", "unique_values", "unique_counts", "unique_inverse", "unique_all", "union1d",
            "intersect1d", "setdiff1d", "setxor1d", "isin", "in1d", "nonzero", "flatnonzero", "argwhere",
-           "extract", "compress"]
+           "extract", "compress", "where"]
 
 
 def _need_size(who, size):
@@ -283,3 +283,13 @@ def compress(condition, a, axis=None, *, size=None, fill_value=0, out=None):
                                                jnp.zeros([1 if d == axis else s for d, s in enumerate(jnp.shape(a))]),
                                                fill_value)], axis)
     return jnp.take(padded, rows, axis=axis)
+
+
+def where(condition, x=None, y=None, /, *, size=None, fill_value=None):
+    """`x` where `condition` else `y` (broadcast); with `condition` alone, `nonzero(condition)`
+    (staged: `size=`, as JAX's): `jnp.where(x > 0, x, 0.0)`."""
+    if x is None and y is None:
+        return nonzero(condition, size=size, fill_value=fill_value)
+    if x is None or y is None:
+        raise ArgumentError("`jnp.where` takes condition alone or condition, x and y: `jnp.where(c, x, y)`")
+    return N.where(condition, x, y)

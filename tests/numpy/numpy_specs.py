@@ -268,6 +268,8 @@ SETS = [
     S("flatnonzero_argwhere", lambda m, x: (m.flatnonzero(x, size=4), m.argwhere(x, size=3, fill_value=9)), B34),
     S("nonzero[plain]", lambda m, x: (m.nonzero(x), m.flatnonzero(x), m.argwhere(x)), B34, staged=False),
     S("extract", lambda m, c, x: m.extract(c, x, size=3), B34, X34),
+    S("where[size]", lambda m, x: m.where(x > 0, size=5, fill_value=-1), X34),
+    S("where[x,y]", lambda m, c, x: m.where(c, x, 0.5), B34, X34, grad=True),
     S("compress", lambda m, x: m.compress(np.array([True, False, True]), x, axis=0, size=2), X34, grad=True),
 ]
 
