@@ -6,7 +6,7 @@ import numpy as np
 from .. import numeric as N
 from ..errors import ArgumentError
 from ..numpy_api import _float, exp2
-from ..staging import is_staged
+from ..staging import is_staged, result_dtype
 from ._common import jnp as _jnp, any_staged, wrap
 
 __all__ = ["bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "bitwise_invert", "invert",
@@ -106,8 +106,11 @@ def copysign(x1, x2, /):
     jnp = _jnp()
     if not any_staged(x1, x2):
         return wrap(np.asarray(np.copysign(x1, x2)))
-    x1, x2 = _float(jnp.asarray(x1)), jnp.asarray(x2)
-    return N.where(signbit(x2), -abs(x1), abs(x1))
+    x1 = x1 if isinstance(x1, (int, float)) else _float(jnp.asarray(x1))   # Python numbers stay weakly typed
+    x2 = jnp.asarray(x2)
+    dtype = result_dtype(x1, x2)
+    dtype = dtype if dtype in ("f32", "f64") else "f64"
+    return N.convert(N.where(signbit(x2), -abs(x1), abs(x1)), dtype)
 
 
 def _exp2_int(e):

@@ -49,7 +49,7 @@ def _quantile(a, q, axis, method, keepdims, skip_nan, who):
         return jnp.take_along_axis(s, N.broadcast_to(i, full), -1)
     s = jnp.sort(x, axis=-1)
     lo, hi = at(low), at(high)
-    out = {"linear": lambda: lo * (1.0 - hw) + hi * hw, "lower": lambda: lo, "higher": lambda: hi,
+    out = {"linear": lambda: N.where((hw == 0) | (lo == hi), lo, lo * (1.0 - hw) + hi * hw), "lower": lambda: lo, "higher": lambda: hi,
            "nearest": lambda: N.where(hw <= 0.5, lo, hi), "midpoint": lambda: (lo + hi) * 0.5}[method]()
     bad = (count == 0.0) if skip_nan else jnp.any(jnp.isnan(x), -1, keepdims=True)
     out = N.where(bad, np.nan, out)
