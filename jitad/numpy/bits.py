@@ -244,5 +244,8 @@ def heaviside(x1, x2, /):
     if not any_staged(x1, x2):
         return wrap(np.asarray(np.heaviside(x1, x2)))
     x1 = _float(jnp.asarray(x1))
-    out = N.where(x1 < 0, 0.0, N.where(x1 > 0, 1.0, jnp.asarray(x2) * 1.0))
-    return N.where(jnp.isnan(x1), np.nan, out)
+    x2 = x2 if isinstance(x2, (int, float)) else jnp.asarray(x2)   # Python numbers stay weakly typed
+    dtype = result_dtype(x1, x2)
+    dtype = dtype if dtype in ("f32", "f64") else "f64"
+    out = N.where(x1 < 0, 0.0, N.where(x1 > 0, 1.0, x2 * 1.0))
+    return N.convert(N.where(jnp.isnan(x1), np.nan, out), dtype)

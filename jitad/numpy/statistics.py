@@ -240,7 +240,7 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
             fact = wsum - ddof * jnp.sum(w * _float(jnp.asarray(aweights))) / wsum
         xc = x - avg
         c = jnp.dot(xc * w, xc.T) / fact
-    return N.reshape(c, ()) if jnp.shape(c) == (1, 1) and (jnp.ndim(m) < 2 and y is None) else c
+    return N.reshape(c, ()) if jnp.shape(c) == (1, 1) else c   # one variable: a 0-d result, as NumPy's
 
 
 def corrcoef(x, y=None, rowvar=True, dtype=None):
