@@ -1134,12 +1134,16 @@ class _At:
         return self._apply(func(self.get(mode="clip")), "set", mode)
 
     def _apply(self, v, how, mode):
-        """The update; indices out of range are dropped (`mode=None` or 'drop', as JAX's)
-        or clamped ('clip'); 'promise_in_bounds' checks nothing."""
+        """The update; indices out of range are dropped ('drop', as JAX's; `mode=None` does
+        so for plain indices) or clamped ('clip'); 'promise_in_bounds' checks nothing."""
         _check_mode(mode, ("drop", "clip", "promise_in_bounds", "fill"))
         if mode == "clip":
             return _At(self.x, _clipped(self.x, self.index))._update(v, how)
-        if mode == "promise_in_bounds" or not _int_components(self.index, len(_shape(self.x))):
+        comps = _int_components(self.index, len(_shape(self.x)))
+        if mode == "promise_in_bounds" or not comps or (mode is None and (
+                _has_staged(self.index) or _static_in_range(self.x, self.index, comps))):
+            # the default checks plain indices only: a staged index is taken as in range
+            # (the padding below costs copies of `x`; pass mode="drop" for JAX's rule)
             return self._update(v, how)
         x, key, comps = _padded(self.x, self.index, 0)
         out = _At(x, key)._update(v, how)
@@ -1214,6 +1218,13 @@ def _int_components(index, ndim):
         else:
             axis += used(k)
     return comps
+
+
+def _static_in_range(x, index, comps):
+    key = index if isinstance(index, tuple) else (index,)
+    shape = _shape(x)
+    return builtins.all(bool(np.all((np.asarray(key[pos]) >= -shape[axis]) & (np.asarray(key[pos]) < shape[axis])))
+                        for pos, axis in comps)
 
 
 def _normalized(i, n):

@@ -77,12 +77,22 @@ def test_at_modes_agree_with_jax(staged):
     def run(m, x, i):
         a = m.asarray(x)
         return (a.at[i].get(mode="fill", fill_value=-7.0), a.at[i].get(mode="fill"), a.at[i].get(mode="clip"),
-                a.at[i].get(), a.at[i].set(9.0), a.at[i].set(9.0, mode="drop"), a.at[i, 1].add(1.0, mode="clip"),
-                a.at[:, i].multiply(2.0), a.at[1, np.array([0, 9])].max(100.0), a.at[-1].min(-1.0, mode="drop"),
-                a.at[i].get(mode="promise_in_bounds") if False else a.at[0, 0].get())
+                a.at[i].get(), a.at[i].set(9.0, mode="drop"), a.at[i, 1].add(1.0, mode="clip"),
+                a.at[:, i].multiply(2.0, mode="drop"), a.at[1, np.array([0, 9])].max(100.0),
+                a.at[-1].min(-1.0, mode="drop"), a.at[0, 0].get())
     got = jitad.jit(run, static_argnums=0)(jnp, x, i) if staged else run(jnp, x, i)
     for g, w in zip(got, run(JNP, x, i)):
         np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+
+
+def test_at_default_drops_plain_out_of_range_updates_and_trusts_staged_indices():
+    x = np.arange(4.0)
+    np.testing.assert_array_equal(jnp.asarray(x).at[np.array([1, 9])].set(-1.0), JNP.asarray(x).at[np.array([1, 9])]
+                                  .set(-1.0))
+    got = jitad.jit(lambda x, i: x.at[i].add(10.0))(x, np.array([1, 3]))
+    np.testing.assert_array_equal(got, [0.0, 11.0, 2.0, 13.0])
+    got = jitad.jit(lambda x, i: x.at[i].add(10.0, mode="drop"))(x, np.array([1, 9]))
+    np.testing.assert_array_equal(got, [0.0, 11.0, 2.0, 3.0])
 
 
 def test_at_update_gradients_agree_with_jax():
