@@ -25,7 +25,6 @@ import operator as _op
 import numpy as _np
 
 from .. import numeric as _N
-from ..lower import runtime as _runtime
 from ..staging import Staged as _Staged, is_staged as _is_staged
 
 # NumPy's dtypes and dtype helpers, as NumPy has them (jitad computes in float64, float32,

@@ -1,6 +1,5 @@
-"""Helpers the topic modules of `jitad.numpy` share: finding staged values in nested
-arguments, NumPy's function on plain inputs, and refusing `out=`."""
-import builtins
+"""Helpers the topic modules of `jitad.numpy` share: the namespace, finding staged values
+in nested arguments, plain results as `Array`s, and refusing `out=`."""
 import functools
 
 import numpy as np
@@ -51,37 +50,11 @@ def no_out(who, out):
                             f"use the returned array: `y = jnp.{who}(...)`")
 
 
-def plain_numpy(np_fn, jax_only=()):
-    """Decorate a staged composition: without a staged argument (and without the JAX-only
-    keywords in `jax_only` set), NumPy's `np_fn` computes it and the result is an `Array`."""
-    def decorate(fn):
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            no_out(fn.__name__, kwargs.pop("out", None))
-            if not any_staged(args, kwargs) and not builtins.any(kwargs.get(k) is not None for k in jax_only):
-                kwargs = {k: v for k, v in kwargs.items() if k not in jax_only}
-                return wrap(np_fn(*args, **kwargs))
-            return fn(*args, **kwargs)
-        return wrapper
-    return decorate
-
-
 def returns_arrays(fn):
     """Decorate: plain results come back as `jitad.numpy.Array`s."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         return wrap(fn(*args, **kwargs))
-    return wrapper
-
-
-def asarray_args(fn):
-    """Decorate: list and tuple positional arguments become arrays (staged values inside
-    stacked) before `fn` runs, as `jnp.f([1, 2])`."""
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        asarray = jnp().asarray
-        args = tuple(asarray(a) if isinstance(a, (list, tuple)) else a for a in args)
-        return fn(*args, **kwargs)
     return wrapper
 
 

@@ -57,7 +57,7 @@ def insert(arr, obj, values, axis=None):
     shape[axis] = numnew
     block_ = N.broadcast_to(N.convert(v, jnp.result_type(arr).name) if is_staged(v)
                             else np.asarray(v, jnp.result_type(arr)), tuple(shape))
-    order = np.insert(np.arange(n), obj, n + np.arange(numnew) if not scalar else n + np.arange(numnew))
+    order = np.insert(np.arange(n), obj, n + np.arange(numnew))
     return jnp.take(jnp.concatenate([arr, block_], axis), order, axis=axis)
 
 

@@ -6,7 +6,7 @@ import numpy as np
 from .. import numeric as N
 from ..errors import ArgumentError
 from ..numpy_api import _float, exp2
-from ..staging import is_staged, result_dtype
+from ..staging import result_dtype
 from ._common import jnp as _jnp, any_staged, wrap
 
 __all__ = ["bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "bitwise_invert", "invert",

@@ -203,7 +203,7 @@ def setxor1d(ar1, ar2, assume_unique=False, *, size=None, fill_value=None):
         return wrap(np.setxor1d(ar1, ar2, assume_unique))
     s1, f1 = _sorted_distinct(ar1)
     s2, f2 = _sorted_distinct(ar2)
-    vals = jnp.concatenate([s1, s2.astype(jnp.result_type(s1, s2))]) if True else None
+    vals = jnp.concatenate([s1, s2.astype(jnp.result_type(s1, s2))])
     keep = jnp.concatenate([f1 & ~isin(s1, s2), f2 & ~isin(s2, s1)])
     return _set_result("setxor1d", vals, keep, size, fill_value, plain)
 

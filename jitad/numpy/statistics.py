@@ -10,7 +10,7 @@ from .. import numeric as N
 from ..errors import ArgumentError, ShapeError
 from ..numpy_api import _axes_last, _float
 from ..staging import is_staged
-from ._common import jnp as _jnp, any_staged, no_out, plain_numpy, wrap
+from ._common import jnp as _jnp, any_staged, no_out, wrap
 
 __all__ = ["quantile", "percentile", "median", "nanquantile", "nanpercentile", "nanmedian",
            "nanmax", "nanmin", "nanargmax", "nanargmin", "nanprod", "nancumsum", "nancumprod",
@@ -358,7 +358,7 @@ def histogramdd(sample, bins=10, range=None, weights=None, density=None):
     npts, d = jnp.shape(sample)
     bins_per = bins if isinstance(bins, (list, tuple)) else [bins] * d
     ranges = range if range is not None else [None] * d
-    edges, index, sizes = [], 0, []
+    edges, index, sizes, bad = [], 0, [], False
     for k in builtins.range(d):
         e = histogram_bin_edges(sample[:, k], bins_per[k], ranges[k])
         nb = jnp.shape(e)[0] - 1
@@ -367,7 +367,7 @@ def histogramdd(sample, bins=10, range=None, weights=None, density=None):
         i = N.where(col == e[-1], nb - 1, i)
         outside = (col < e[0]) | (col > e[-1]) | jnp.isnan(col)
         index = index * nb + N.clip(i, 0, nb - 1)
-        bad = outside if k == 0 else bad | outside
+        bad = bad | outside
         edges.append(e)
         sizes.append(nb)
     total = math.prod(sizes)
