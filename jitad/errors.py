@@ -51,7 +51,7 @@ class StagingError(JitadError):
     """Python control flow or conversion on a staged value, or a malformed combinator."""
 
 
-class ShapeError(JitadError, ValueError):
+class ShapeError(JitadError, ValueError, TypeError):
     """Shapes that do not broadcast or multiply."""
 
 

@@ -42,7 +42,9 @@ from .primitives.linalg import (_eager_each, _eager_trisolve, _eye, _lu_solve, _
 from .staging import Staged, as_var, is_staged
 
 __all__ = ["solve", "inv", "det", "slogdet", "cholesky", "solve_triangular", "eigh", "eigvalsh", "eig", "eigvals",
-           "qr", "svd", "norm", "pinv", "LinAlgError"]
+           "qr", "svd", "norm", "pinv", "LinAlgError", "lstsq", "matrix_power", "matrix_rank", "cond", "svdvals",
+           "matrix_norm", "vector_norm", "multi_dot", "tensorinv", "tensorsolve", "cross", "diagonal", "matmul",
+           "matrix_transpose", "outer", "tensordot", "trace", "vecdot"]
 
 
 def _N():
@@ -408,6 +410,207 @@ def pinv(a, rtol=None):
     cutoff = N.reshape(rtol * N.max(s, axis=nd - 1), tuple(s.shape[:-1]) + (1,))
     s_inv = N.where(s > cutoff, 1.0 / N.where(s > cutoff, s, 1.0), 0.0)
     return _mm(_swap(vh) * N.reshape(s_inv, tuple(s.shape[:-1]) + (1, s.shape[-1])), _swap(u))
+
+
+def _A():
+    from . import numpy_api
+    return numpy_api
+
+
+def lstsq(a, b, rcond=None, *, numpy_resid=False):
+    """The least-squares solution `x` of `a @ x = b` (2-D `a`; `b` 1-D or 2-D), through the
+    SVD: `(x, residuals, rank, s)`; singular values below `rcond * max(s)` (default
+    eps * max(m, n)) count as zero; the residuals are the squared column norms of
+    `b - a @ x`, as JAX's: `x = jitad.linalg.lstsq(a, b)[0]`."""
+    N = _N()
+    a, b = _float(a, "lstsq"), _float(b, "lstsq")
+    if len(a.shape) != 2 or len(b.shape) not in (1, 2) or a.shape[0] != b.shape[0]:
+        raise ShapeError(f"`linalg.lstsq`: a must be 2-D and b 1-D or 2-D with a's rows, got shapes "
+                         f"{tuple(a.shape)} and {tuple(b.shape)}")
+    vector = len(b.shape) == 1
+    b2 = N.reshape(b, (b.shape[0], 1)) if vector else b
+    m, n = a.shape
+    if m * n == 0:
+        x = N.zeros((n,) + tuple(b2.shape[1:]), _dt(a))
+        s, rank = np.zeros(0, _np_float(a.dtype)), np.int64(0)
+    else:
+        eps = np.finfo(_np_float(a.dtype)).eps
+        rcond = eps * max(m, n) if rcond is None or (not is_staged(rcond) and rcond < 0) else rcond
+        u, s, vh = svd(a, full_matrices=False)
+        keep = (s > 0) & (s >= rcond * s[0])
+        rank = N.sum(N.convert(keep, "i64"))
+        s_inv = N.where(keep, 1.0 / N.where(keep, s, 1.0), 0.0)
+        x = N.matmul(_swap(vh), N.reshape(s_inv, (-1, 1)) * N.matmul(_swap(u), b2))
+    r = b2 - N.matmul(a, x)
+    resid = N.sum(r * r, axis=0)
+    if numpy_resid and not is_staged(rank) and (int(rank) < n or m <= n):
+        resid = np.zeros(0, _np_float(a.dtype))
+    return (N.reshape(x, (n,)) if vector else x), resid, rank, s
+
+
+def _dt(a):
+    return a.ir_dtype if is_staged(a) else _np_float(a.dtype)
+
+
+def matrix_power(a, n):
+    """`a` (square, any batch) to the integer power `n` (by squarings; negative `n` inverts
+    first; 0 gives identities): `jitad.linalg.matrix_power(a, 3)`."""
+    N = _N()
+    if not isinstance(n, (int, np.integer)):
+        raise ArgumentError(f"`linalg.matrix_power`: n={n!r}; the exponent must be a Python int")
+    k = _square(a if is_staged(a) else np.asarray(a), "matrix_power")
+    if n == 0:
+        eye = np.eye(k, dtype=a.dtype if is_staged(a) else np.asarray(a).dtype)
+        return N.broadcast_to(eye, tuple(a.shape)) if is_staged(a) else np.broadcast_to(eye, np.shape(a)).copy()
+    if n < 0:
+        a, n = inv(a), -n
+    result, base = None, a
+    while n:
+        if n & 1:
+            result = base if result is None else N.matmul(result, base)
+        n >>= 1
+        if n:
+            base = N.matmul(base, base)
+    return result
+
+
+def svdvals(x, /):
+    """The singular values, descending: `jitad.linalg.svdvals(a)`."""
+    return svd(x, compute_uv=False)
+
+
+def matrix_rank(M, rtol=None, *, tol=None):
+    """The number of singular values above `tol` (default `rtol * max(s)`, rtol =
+    eps * max(m, n)): `jitad.linalg.matrix_rank(np.eye(3)) == 3`."""
+    N = _N()
+    M = _float(M, "matrix_rank")
+    if len(M.shape) < 2:
+        return N.convert(N.NUMPY_API["any"](M != 0), "i64")
+    s = svdvals(M)
+    if tol is None:
+        m, n = M.shape[-2:]
+        r = max(m, n) * np.finfo(_np_float(M.dtype)).eps if rtol is None else rtol
+        tol = N.max(s, axis=len(s.shape) - 1, keepdims=True) * r
+    elif len(s.shape) > 1 and np.ndim(tol):
+        tol = np.asarray(tol)[..., None]
+    return N.sum(N.convert(s > tol, "i64"), axis=len(s.shape) - 1)
+
+
+def cond(x, p=None):
+    """The condition number in norm `p` (None or 2: largest over smallest singular value):
+    `jitad.linalg.cond(np.diag([1.0, 4.0])) == 4.0`."""
+    N = _N()
+    x = _float(x, "cond")
+    _matrix(x, "cond")
+    if p in (None, 2, -2):
+        s = svdvals(x)
+        last = len(s.shape) - 1
+        hi, lo = N.max(s, axis=last), N.min(s, axis=last)
+        return hi / lo if p != -2 else lo / hi
+    return norm(x, p, axis=(-2, -1)) * norm(inv(x), p, axis=(-2, -1))
+
+
+def matrix_norm(x, /, *, keepdims=False, ord="fro"):
+    """The norm `ord` of the matrices over the last two axes: `jitad.linalg.matrix_norm(a)`."""
+    return norm(x, ord, axis=(-2, -1), keepdims=keepdims)
+
+
+def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
+    """The vector norm `ord` over `axis` (None: all entries as one vector):
+    `jitad.linalg.vector_norm(np.array([3.0, 4.0])) == 5.0`."""
+    N = _N()
+    if axis is None:
+        flat = N.reshape(x, (-1,)) if is_staged(x) else np.ravel(x)
+        out = norm(flat, ord, 0)
+        if keepdims:
+            shape = (1,) * len(x.shape if is_staged(x) else np.shape(x))
+            out = N.reshape(out, shape) if is_staged(out) else np.reshape(out, shape)
+        return out
+    return norm(x, ord, axis, keepdims)
+
+
+def multi_dot(arrays, *, precision=None):
+    """The product of a chain of matrices (the first may be a row vector, the last a
+    column vector, as NumPy's): `jitad.linalg.multi_dot([a, b, c])`."""
+    N = _N()
+    if len(arrays) < 2:
+        raise ArgumentError("`linalg.multi_dot` needs at least two arrays")
+    out = arrays[0]
+    for a in arrays[1:]:
+        out = N.NUMPY_API["dot"](out, a) if "dot" in N.NUMPY_API else N.dot(out, a)
+    return out
+
+
+def tensorinv(a, ind=2):
+    """The inverse of `a` seen as a matrix (the first `ind` axes as rows):
+    `jitad.linalg.tensorinv(np.eye(4).reshape(4, 2, 2), ind=1)`."""
+    N = _N()
+    shape = tuple(a.shape if is_staged(a) else np.shape(a))
+    rows, cols = shape[:ind], shape[ind:]
+    m = int(np.prod(rows))
+    if m != int(np.prod(cols)):
+        raise ShapeError(f"`linalg.tensorinv`: shape {shape} with ind={ind} is not square as a matrix")
+    return N.reshape(inv(N.reshape(a, (m, m))), cols + rows)
+
+
+def tensorsolve(a, b, axes=None):
+    """`x` with `tensordot(a, x, x.ndim) == b`: `jitad.linalg.tensorsolve(a, b)`."""
+    N = _N()
+    if axes is not None:
+        nd = len(a.shape if is_staged(a) else np.shape(a))
+        rest = [d for d in range(nd) if d not in [x % nd for x in axes]]
+        a = N.transpose(a, tuple(rest) + tuple(x % nd for x in axes))
+    shape = tuple(a.shape if is_staged(a) else np.shape(a))
+    bshape = tuple(b.shape if is_staged(b) else np.shape(b))
+    xshape = shape[len(bshape):]
+    m = int(np.prod(bshape))
+    if m != int(np.prod(xshape)):
+        raise ShapeError(f"`linalg.tensorsolve`: a of shape {shape} and b of shape {bshape} are not square")
+    return N.reshape(solve(N.reshape(a, (m, m)), N.reshape(b, (m,))), xshape)
+
+
+def cross(x1, x2, /, *, axis=-1):
+    """The cross product of 3-vectors along `axis`: `jitad.linalg.cross(a, b)`."""
+    return _A().cross(x1, x2, axis=axis)
+
+
+def diagonal(x, /, *, offset=0):
+    """The diagonals of the matrices over the last two axes: `jitad.linalg.diagonal(a)`."""
+    return _A().diagonal(x, offset, -2, -1)
+
+
+def matmul(x1, x2, /, *, precision=None, preferred_element_type=None):
+    """The matrix product (`x1 @ x2`): `jitad.linalg.matmul(a, b)`."""
+    return _N().matmul(x1, x2)
+
+
+def matrix_transpose(x, /):
+    """The last two axes swapped: `jitad.linalg.matrix_transpose(a)`."""
+    if len(x.shape if is_staged(x) else np.shape(x)) < 2:
+        raise ShapeError("`linalg.matrix_transpose` needs at least 2 axes")
+    return _A().swapaxes(x, -1, -2)
+
+
+def outer(x1, x2, /):
+    """The outer product of two vectors: `jitad.linalg.outer(a, b)`."""
+    if len(x1.shape if is_staged(x1) else np.shape(x1)) != 1 or len(x2.shape if is_staged(x2) else np.shape(x2)) != 1:
+        raise ShapeError("`linalg.outer` takes two 1-D arrays")
+    return _N().outer(x1, x2)
+
+
+def tensordot(x1, x2, /, *, axes=2, precision=None, preferred_element_type=None):
+    """`jnp.tensordot` (array API keywords): `jitad.linalg.tensordot(a, b, axes=1)`."""
+    return _A().tensordot(x1, x2, axes)
+
+
+def trace(x, /, *, offset=0, dtype=None):
+    """The traces of the matrices over the last two axes: `jitad.linalg.trace(a)`."""
+    return _A().trace(x, offset, -2, -1, dtype)
+
+
+def vecdot(x1, x2, /, *, axis=-1, precision=None, preferred_element_type=None):
+    """Dot products along `axis`: `jitad.linalg.vecdot(a, b)`."""
+    return _N().sum(x1 * x2, axis)
 
 
 _N().NUMPY_API.update({f"linalg.{name}": globals()[name] for name in __all__})   # np.linalg.solve(staged)

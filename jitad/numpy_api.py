@@ -1093,20 +1093,65 @@ class _At:
     def __getitem__(self, index):
         return _At(self.x, index)
 
-    def set(self, v):
-        return self._update(v, "set")
+    def get(self, *, mode=None, fill_value=None, indices_are_sorted=False, unique_indices=False):
+        """`x[index]`; out-of-range indices clamp (`mode=None` or 'clip'), or read
+        `fill_value` (`mode='fill'`: NaN, the lowest int, or True by default)."""
+        _check_mode(mode, ("clip", "fill", "promise_in_bounds"))
+        if mode == "fill":
+            if fill_value is None:
+                fill_value = _default_fill(result_dtype(self.x))
+            x, key, _ = _padded(self.x, self.index, fill_value)
+            return N.getitem(x, key) if is_staged(x) or _has_staged(key) else x[key]
+        x, key = self.x, _clipped(self.x, self.index)
+        return N.getitem(x, key) if is_staged(x) or _has_staged(key) else np.asarray(x)[key]
 
-    def add(self, v):
-        return self._update(v, "add")
+    def set(self, v, *, mode=None, indices_are_sorted=False, unique_indices=False):
+        return self._apply(v, "set", mode)
 
-    def multiply(self, v):
-        return self._update(v, "multiply")
+    def add(self, v, *, mode=None, indices_are_sorted=False, unique_indices=False):
+        return self._apply(v, "add", mode)
 
-    def min(self, v):
-        return self._update(v, "min")
+    def subtract(self, v, *, mode=None, indices_are_sorted=False, unique_indices=False):
+        return self._apply(-v if is_staged(v) else np.negative(v), "add", mode)
 
-    def max(self, v):
-        return self._update(v, "max")
+    def multiply(self, v, *, mode=None, indices_are_sorted=False, unique_indices=False):
+        return self._apply(v, "multiply", mode)
+
+    mul = multiply
+
+    def divide(self, v, *, mode=None, indices_are_sorted=False, unique_indices=False):
+        return self._apply(1.0 / v if is_staged(v) else np.divide(1.0, v), "multiply", mode)
+
+    def power(self, v, *, mode=None, indices_are_sorted=False, unique_indices=False):
+        base = self.get(mode="clip")
+        return self._apply(base ** v, "set", mode)
+
+    def min(self, v, *, mode=None, indices_are_sorted=False, unique_indices=False):
+        return self._apply(v, "min", mode)
+
+    def max(self, v, *, mode=None, indices_are_sorted=False, unique_indices=False):
+        return self._apply(v, "max", mode)
+
+    def apply(self, func, *, mode=None, indices_are_sorted=False, unique_indices=False):
+        return self._apply(func(self.get(mode="clip")), "set", mode)
+
+    def _apply(self, v, how, mode):
+        """The update; indices out of range are dropped ('drop', as JAX's; `mode=None` does
+        so for plain indices) or clamped ('clip'); 'promise_in_bounds' checks nothing."""
+        _check_mode(mode, ("drop", "clip", "promise_in_bounds", "fill"))
+        if mode == "clip":
+            return _At(self.x, _clipped(self.x, self.index))._update(v, how)
+        comps = _int_components(self.index, len(_shape(self.x)))
+        if mode == "promise_in_bounds" or not comps or (mode is None and (
+                _has_staged(self.index) or _static_in_range(self.x, self.index, comps))):
+            # the default checks plain indices only: a staged index is taken as in range
+            # (the padding below costs copies of `x`; pass mode="drop" for JAX's rule)
+            return self._update(v, how)
+        x, key, comps = _padded(self.x, self.index, 0)
+        out = _At(x, key)._update(v, how)
+        shape = _shape(self.x)
+        return N.slice_static(out, (0,) * len(shape), shape, (1,) * len(shape)) if is_staged(out) \
+            else out[tuple(slice(0, n) for n in shape)]
 
     def _update(self, v, how):
         x = self.x
@@ -1129,6 +1174,102 @@ class _At:
             out = _update_static(flat, np.reshape(pos, -1), vf, how, combine)
         return N.reshape(out, shape)
 
+
+
+def _check_mode(mode, allowed):
+    if mode is not None and mode not in allowed:
+        raise ArgumentError(f"`.at[...]`: mode={mode!r}; use one of {', '.join(allowed)}")
+
+
+def _default_fill(dtype):
+    return {"bool": True, "i64": np.iinfo(np.int64).min}.get(dtype, np.nan)
+
+
+def _is_int_index(k):
+    if is_staged(k):
+        return result_dtype(k) == "i64"
+    if isinstance(k, (bool, np.bool_)):
+        return False
+    if isinstance(k, (int, np.integer)):
+        return True
+    if isinstance(k, (list, tuple, np.ndarray)):
+        a = np.asarray(k)
+        return a.dtype.kind in "iu" or (a.size == 0 and a.dtype.kind == "f" and isinstance(k, list))
+    return False
+
+
+def _int_components(index, ndim):
+    """[(position in the key, axis of x)] of the integer (array) parts of `index`."""
+    key = index if isinstance(index, tuple) else (index,)
+    def used(k):
+        if k is None or k is Ellipsis:
+            return 0
+        if not is_staged(k) and isinstance(k, (list, np.ndarray)) and np.asarray(k).dtype == bool:
+            return np.asarray(k).ndim
+        if is_staged(k) and result_dtype(k) == "bool":
+            return len(k.shape)
+        return 1
+    consumed = builtins.sum(used(k) for k in key)
+    comps, axis = [], 0
+    for pos, k in enumerate(key):
+        if k is Ellipsis:
+            axis += ndim - consumed
+        elif _is_int_index(k):
+            comps.append((pos, axis))
+            axis += 1
+        else:
+            axis += used(k)
+    return comps
+
+
+def _static_in_range(x, index, comps):
+    key = index if isinstance(index, tuple) else (index,)
+    shape = _shape(x)
+    return builtins.all(bool(np.all((np.asarray(key[pos]) >= -shape[axis]) & (np.asarray(key[pos]) < shape[axis])))
+                        for pos, axis in comps)
+
+
+def _normalized(i, n):
+    """(i counted from the end where negative, in range?) for an int index `i` into length n."""
+    if is_staged(i):
+        j = N.where(i < 0, i + n, i)
+        return j, (j >= 0) & (j < n)
+    j = np.asarray(i, np.int64)
+    j = np.where(j < 0, j + n, j)
+    return j, (j >= 0) & (j < n)
+
+
+def _padded(x, index, value):
+    """`x` with one extra entry `value` at the end of each axis an integer index reads, and
+    the index with every out-of-range integer pointing there."""
+    key = list(index if isinstance(index, tuple) else (index,))
+    shape = list(_shape(x))
+    comps = _int_components(index, len(shape))
+    dtype = result_dtype(x)
+    for pos, axis in comps:
+        n = shape[axis]
+        j, ok = _normalized(key[pos], n)
+        key[pos] = N.where(ok, j, np.int64(n)) if is_staged(j) else np.where(ok, j, n)
+        if not is_staged(key[pos]) and np.ndim(key[pos]) == 0:
+            key[pos] = int(key[pos])
+        extra = shape[:axis] + [1] + shape[axis + 1:]
+        pad = (N.broadcast_to(N.convert(value, dtype), tuple(extra)) if is_staged(value)
+               else np.full(extra, value, N.NUMPY_OF[dtype]))
+        x = N.concatenate([x, pad], axis) if is_staged(x) else np.concatenate([np.asarray(x), pad], axis)
+        shape[axis] += 1
+    return x, tuple(key), comps
+
+
+def _clipped(x, index):
+    key = list(index if isinstance(index, tuple) else (index,))
+    shape = _shape(x)
+    for pos, axis in _int_components(index, len(shape)):
+        n = shape[axis]
+        j, _ = _normalized(key[pos], n)
+        key[pos] = N.clip(j, 0, builtins.max(n - 1, 0)) if is_staged(j) else np.clip(j, 0, builtins.max(n - 1, 0))
+        if not is_staged(key[pos]) and np.ndim(key[pos]) == 0:
+            key[pos] = int(key[pos])
+    return tuple(key)
 
 def _has_staged(index):
     return builtins.any(is_staged(k) for k in (index if isinstance(index, tuple) else (index,)))

@@ -24,8 +24,7 @@ import operator as _op
 
 import numpy as _np
 
-from .. import cpu_device as _cpu_device, numeric as _N
-from ..lower import runtime as _runtime
+from .. import numeric as _N
 from ..staging import (Staged as _Staged, binary as _binary, is_staged as _is_staged, result_dtype as _result_dtype,
                        unary as _unary)
 
@@ -164,9 +163,31 @@ dot, matmul, tensordot, inner, outer = (_drop_precision(f) for f in (dot, matmul
 _einsum = einsum  # noqa: F405
 
 
-def einsum(subscripts, *operands, optimize=None, precision=None, preferred_element_type=None):
-    """`jitad.einsum` (JAX's `optimize=` and `precision=` accepted and ignored)."""
-    return _einsum(subscripts, *operands)
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def _sublist_subscripts(args):
+    """NumPy's other form, `einsum(a, [0, 1], b, [1, 2], [0, 2])`, as (subscripts, operands)."""
+    def letters(sub):
+        return "".join("..." if k is Ellipsis else _LETTERS[k] for k in sub)
+    pairs = args[:-1] if len(args) % 2 else args   # an odd count: the last sublist names the output
+    spec = ",".join(letters(sub) for sub in pairs[1::2])
+    if len(args) % 2:
+        spec += "->" + letters(args[-1])
+    return spec, list(pairs[0::2])
+
+
+def einsum(*operands, out=None, optimize=None, precision=None, preferred_element_type=None, _dot_general=None):
+    """Einstein summation over the operands (`jnp.einsum('ij,jk->ik', a, b)`, or NumPy's
+    sublist form `jnp.einsum(a, [0, 1], b, [1, 2])`, as autograd takes it); JAX's
+    `optimize=` and `precision=` change no value here."""
+    _common.no_out("einsum", out)
+    if operands and isinstance(operands[0], str):
+        subscripts, ops = operands[0], operands[1:]
+    else:
+        subscripts, ops = _sublist_subscripts(operands)
+    ops = [array(o) if isinstance(o, (list, tuple)) else o for o in ops]
+    return _einsum(subscripts, *ops)
 
 
 def clip(a, a_min=None, a_max=None, *, min=None, max=None):
@@ -276,116 +297,7 @@ def correlate(a, v, mode="valid"):
     return convolve(a, v[::-1], mode)
 
 
-# -- arrays: plain NumPy arrays with JAX's `.at` ------------------------------
-
-class Array(_np.ndarray):
-    """A NumPy array that also has JAX's `.at[...]` updates and accepts a staged index."""
-
-    @property
-    def at(self):
-        """`x.at[i].set(v)`, `.add`, `.multiply`, `.min`, `.max`, `.get`: new arrays, as JAX's."""
-        return _AtArray(_N.NUMPY_API["ndarray.at"](_np.asarray(self)))
-
-    def __getitem__(self, key):
-        keys = key if isinstance(key, tuple) else (key,)
-        if _staged_any(keys):   # a constant table read at a staged index
-            return _N.getitem(_np.asarray(self), key)
-        return super().__getitem__(key)
-
-    def block_until_ready(self):
-        """Itself (jitad's results are ready when a call returns)."""
-        return self
-
-    # JAX's array interface on the one CPU device (`jitad.devices()`)
-    @property
-    def device(self):
-        """The device holding the array: `jitad.devices()[0]`."""
-        return _cpu_device.CPU
-
-    def devices(self):
-        """The set of devices holding parts of the array: `{jitad.devices()[0]}`."""
-        return {_cpu_device.CPU}
-
-    @property
-    def sharding(self):
-        """How the array is split over devices: whole, on the CPU device."""
-        return _cpu_device.SingleDeviceSharding()
-
-    is_fully_replicated = True
-    is_fully_addressable = True
-    committed = False
-    weak_type = False
-
-    def addressable_data(self, index):
-        """The data on local device `index` (0, the only one): the array itself."""
-        if index != 0:
-            raise IndexError(f"addressable_data({index}): the array lives on one device, index 0")
-        return self
-
-    @property
-    def addressable_shards(self):
-        """One `Shard` per device: the whole array on the CPU device."""
-        return [_cpu_device.Shard(self)]
-
-    global_shards = addressable_shards
-
-    def copy_to_host_async(self):
-        """Nothing to do: the array is host memory."""
-        return None
-
-    def delete(self):
-        """Accepted (the memory is freed when the last reference goes, as for NumPy arrays)."""
-        return None
-
-    def is_deleted(self):
-        return False
-
-    def unsafe_buffer_pointer(self):
-        """The address of the array's first element."""
-        return self.__array_interface__["data"][0]
-
-    def on_device_size_in_bytes(self):
-        return self.nbytes
-
-    def to_device(self, device, /, *, stream=None):
-        """The array on `device` (the CPU): itself."""
-        return self
-
-    # `x += y` makes a new array, as in JAX, so a reference kept elsewhere (a list of past
-    # parameters) keeps its values; `x[i] = v` still writes in place, as NumPy and autograd
-    __iadd__ = _np.ndarray.__add__
-    __isub__ = _np.ndarray.__sub__
-    __imul__ = _np.ndarray.__mul__
-    __itruediv__ = _np.ndarray.__truediv__
-    __ifloordiv__ = _np.ndarray.__floordiv__
-    __imod__ = _np.ndarray.__mod__
-    __ipow__ = _np.ndarray.__pow__
-    __imatmul__ = _np.ndarray.__matmul__
-    __iand__ = _np.ndarray.__and__
-    __ior__ = _np.ndarray.__or__
-    __ixor__ = _np.ndarray.__xor__
-
-
-_runtime.native_array_subclass(Array)   # compiled entries take it as an ndarray
-
-
-class _AtArray:
-    def __init__(self, at):
-        self._at = at
-
-    def __getitem__(self, index):
-        return _AtArray(self._at[index])
-
-    def get(self):
-        return _wrap(_N.getitem(self._at.x, self._at.index))
-
-    def __getattr__(self, how):
-        update = getattr(self._at, how)
-        return lambda v, **_: _wrap(update(v))
-
-
-def _wrap(x):
-    return x.view(Array) if type(x) is _np.ndarray else x
+from ._array import Array, _AtArray, _wrap  # noqa: E402,F401
 
 
 def _nested_staged(obj):
@@ -506,3 +418,92 @@ class _NDArrayMeta(type):
 class ndarray(metaclass=_NDArrayMeta):
     """For `isinstance(x, jnp.ndarray)`: true of NumPy arrays and staged values."""
 
+
+
+# -- the topic modules: full signatures, new names, plain inputs as jax.numpy's ------------
+from . import _common  # noqa: E402
+import sys as _sys  # noqa: E402
+_common.NAMESPACE.append(_sys.modules[__name__])
+from .numpy_names import *  # noqa: E402,F401,F403
+from .reductions import *  # noqa: E402,F401,F403
+from .statistics import *  # noqa: E402,F401,F403
+from .arrays import *  # noqa: E402,F401,F403
+from .bits import *  # noqa: E402,F401,F403
+from .setops import *  # noqa: E402,F401,F403
+from .polynomial import *  # noqa: E402,F401,F403
+from . import statistics as _statistics  # noqa: E402
+_statistics._late()
+
+
+# -- plain inputs as jax.numpy takes them, plain results as `Array`s ------------------------
+# Every function here takes lists and tuples where NumPy takes an array (staged values
+# inside are stacked, as autograd's boxes are: `jnp.mean([a, b])`), and returns plain
+# results as `Array`s (0-d for scalars, as JAX's), readable by a staged index.
+import functools as _functools  # noqa: E402
+import types as _types  # noqa: E402
+
+_SEQUENCE_FIRST = {"concatenate", "concat", "stack", "hstack", "vstack", "row_stack", "column_stack", "dstack",
+                   "select", "lexsort", "choose", "piecewise"}
+_NO_INPUTS = {"block", "array", "asarray", "zeros", "ones", "empty", "full", "eye", "identity", "arange", "linspace",
+              "logspace", "geomspace", "einsum", "einsum_path", "apply_along_axis", "apply_over_axes", "fromfunction",
+              "tri", "mask_indices", "shape", "ndim", "size", "result_type", "isscalar", "copyto", "putmask",
+              "fill_diagonal", "place", "put", "put_along_axis", "copy", "iterable", "metadata", "vectorize",
+              "one_hot", "bartlett", "blackman", "hamming", "hanning", "kaiser", "isdtype", "issubdtype",
+              "broadcast_shapes", "indices", "diag_indices", "tril_indices", "triu_indices"}
+_ALL_POSITIONS = {"where", "add", "subtract", "multiply", "divide", "true_divide", "floor_divide", "power", "pow",
+                  "float_power", "maximum", "minimum", "fmax", "fmin", "mod", "remainder", "fmod", "divmod",
+                  "arctan2", "atan2", "hypot", "logaddexp", "logaddexp2", "equal", "not_equal", "less", "less_equal",
+                  "greater", "greater_equal", "logical_and", "logical_or", "logical_xor", "dot", "vdot", "matmul",
+                  "inner", "outer", "kron", "cross", "convolve", "correlate", "allclose", "isclose", "array_equal",
+                  "array_equiv", "meshgrid", "broadcast_arrays", "atleast_1d", "atleast_2d", "atleast_3d", "append",
+                  "interp", "polyadd", "polysub", "polymul", "polydiv", "polyval", "polyfit", "isin", "in1d",
+                  "union1d", "intersect1d", "setdiff1d", "setxor1d", "digitize", "searchsorted", "copysign",
+                  "nextafter", "ldexp", "heaviside", "gcd", "lcm", "bitwise_and", "bitwise_or", "bitwise_xor",
+                  "left_shift", "right_shift", "bitwise_left_shift", "bitwise_right_shift", "cov", "corrcoef",
+                  "histogram2d", "vecdot", "matvec", "vecmat", "tensordot", "extract", "compress", "trapezoid",
+                  "average", "take_along_axis", "take", "clip"}
+
+
+def _as_input(x):
+    return array(x) if isinstance(x, (list, tuple)) else x
+
+
+def _wrap_out(out):
+    if type(out) is _np.ndarray:
+        return out.view(Array)
+    if isinstance(out, _np.generic) and out.dtype.kind in "biuf":
+        return _np.asarray(out).view(Array)
+    if type(out) is tuple:
+        return tuple(_wrap_out(o) for o in out)
+    if type(out) is list:
+        return [_wrap_out(o) for o in out]
+    return out
+
+
+def _takes_plain_inputs(name, fn):
+    if name in _SEQUENCE_FIRST:
+        def convert(args):
+            if not args or not isinstance(args[0], (list, tuple)):
+                return args
+            return ([_as_input(a) for a in args[0]],) + args[1:]
+    elif name in _NO_INPUTS:
+        def convert(args):
+            return args
+    else:
+        def convert(args):
+            if name in _ALL_POSITIONS:
+                return tuple(_as_input(a) for a in args)
+            return (_as_input(args[0]),) + args[1:] if args else args
+
+    @_functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return _wrap_out(fn(*convert(args), **kwargs))
+    wrapper.__wrapped_plain__ = True
+    return wrapper
+
+
+for _name, _fn in list(globals().items()):
+    if not _name.startswith("_") and isinstance(_fn, _types.FunctionType) and \
+            (_fn.__module__ or "").startswith("jitad") and not getattr(_fn, "__wrapped_plain__", False):
+        globals()[_name] = _takes_plain_inputs(_name, _fn)
+del _name, _fn

@@ -74,7 +74,7 @@ OUT_OF_SCOPE = {
     "jax.numpy": {"complex64", "complex128", "complexfloating", "complex_", "csingle", "cdouble",
                   "clongdouble", "iscomplex", "iscomplexobj", "real_if_close", "fft"},
     "autograd.numpy": {"complex64", "complex128", "complexfloating", "complex_", "csingle", "cdouble",
-                       "clongdouble", "iscomplex", "iscomplexobj", "fft"},
+                       "clongdouble", "iscomplex", "iscomplexobj", "fft", "complex256", "real_if_close"},
     "jax.lax": {"complex", "complex_p", "conj", "conj_p", "real", "real_p", "imag", "imag_p", "fft", "fft_p",
                 "FftType"},
 }
@@ -89,6 +89,7 @@ DECLINED = {
     "jax.nn": {"get_scaled_dot_general_config"},
     "autograd": {"holomorphic_grad"},   # complex functions: jitad has no complex dtypes
     "jax": {"pure_callback"},   # values only: compiled code cannot take values back from Python
+    "autograd.numpy.linalg": {"grad_eig"},   # eig is complex: grad_eigh
 }
 
 

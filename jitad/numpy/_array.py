@@ -1,0 +1,126 @@
+"""`jitad.numpy.Array`: the NumPy array subclass that plain results of `jitad.numpy` are."""
+import builtins as _builtins
+
+import numpy as _np
+
+from .. import cpu_device as _cpu_device, numeric as _N
+from ..lower import runtime as _runtime
+from ..staging import is_staged as _is_staged
+
+
+def _staged_any(xs):
+    return _builtins.any(_is_staged(x) for x in xs)
+
+
+# -- arrays: plain NumPy arrays with JAX's `.at` ------------------------------
+
+class Array(_np.ndarray):
+    """A NumPy array that also has JAX's `.at[...]` updates and accepts a staged index."""
+
+    @property
+    def at(self):
+        """`x.at[i].set(v)`, `.add`, `.multiply`, `.min`, `.max`, `.get`: new arrays, as JAX's."""
+        return _AtArray(_N.NUMPY_API["ndarray.at"](_np.asarray(self)))
+
+    def __getitem__(self, key):
+        keys = key if isinstance(key, tuple) else (key,)
+        if _staged_any(keys):   # a constant table read at a staged index
+            return _N.getitem(_np.asarray(self), key)
+        return super().__getitem__(key)
+
+    def block_until_ready(self):
+        """Itself (jitad's results are ready when a call returns)."""
+        return self
+
+    # JAX's array interface on the one CPU device (`jitad.devices()`)
+    @property
+    def device(self):
+        """The device holding the array: `jitad.devices()[0]`."""
+        return _cpu_device.CPU
+
+    def devices(self):
+        """The set of devices holding parts of the array: `{jitad.devices()[0]}`."""
+        return {_cpu_device.CPU}
+
+    @property
+    def sharding(self):
+        """How the array is split over devices: whole, on the CPU device."""
+        return _cpu_device.SingleDeviceSharding()
+
+    is_fully_replicated = True
+    is_fully_addressable = True
+    committed = False
+    weak_type = False
+
+    def addressable_data(self, index):
+        """The data on local device `index` (0, the only one): the array itself."""
+        if index != 0:
+            raise IndexError(f"addressable_data({index}): the array lives on one device, index 0")
+        return self
+
+    @property
+    def addressable_shards(self):
+        """One `Shard` per device: the whole array on the CPU device."""
+        return [_cpu_device.Shard(self)]
+
+    global_shards = addressable_shards
+
+    def copy_to_host_async(self):
+        """Nothing to do: the array is host memory."""
+        return None
+
+    def delete(self):
+        """Accepted (the memory is freed when the last reference goes, as for NumPy arrays)."""
+        return None
+
+    def is_deleted(self):
+        return False
+
+    def unsafe_buffer_pointer(self):
+        """The address of the array's first element."""
+        return self.__array_interface__["data"][0]
+
+    def on_device_size_in_bytes(self):
+        return self.nbytes
+
+    def to_device(self, device, /, *, stream=None):
+        """The array on `device` (the CPU): itself."""
+        return self
+
+    # `x += y` makes a new array, as in JAX, so a reference kept elsewhere (a list of past
+    # parameters) keeps its values; `x[i] = v` still writes in place, as NumPy and autograd
+    __iadd__ = _np.ndarray.__add__
+    __isub__ = _np.ndarray.__sub__
+    __imul__ = _np.ndarray.__mul__
+    __itruediv__ = _np.ndarray.__truediv__
+    __ifloordiv__ = _np.ndarray.__floordiv__
+    __imod__ = _np.ndarray.__mod__
+    __ipow__ = _np.ndarray.__pow__
+    __imatmul__ = _np.ndarray.__matmul__
+    __iand__ = _np.ndarray.__and__
+    __ior__ = _np.ndarray.__or__
+    __ixor__ = _np.ndarray.__xor__
+
+
+_runtime.native_array_subclass(Array)   # compiled entries take it as an ndarray
+
+
+class _AtArray:
+    def __init__(self, at):
+        self._at = at
+
+    def __getitem__(self, index):
+        return _AtArray(self._at[index])
+
+    def get(self, **kwargs):
+        return _wrap(self._at.get(**kwargs))
+
+    def __getattr__(self, how):
+        update = getattr(self._at, how)
+        return lambda v, **kwargs: _wrap(update(v, **kwargs))
+
+
+def _wrap(x):
+    return x.view(Array) if type(x) is _np.ndarray else x
+
+
