@@ -12,7 +12,7 @@ import jitad
 import jitad.numpy as jnp_ours
 from jitad.testing import check_grads
 
-from numpy_specs import ALL, ARRAYS, BITS, LINALG, POLY, REDUCTIONS, SETS, STATS
+from .numpy_specs import ALL, ARRAYS, BITS, LINALG, POLY, REDUCTIONS, SETS, STATS
 
 jax = pytest.importorskip("jax")
 jax.config.update("jax_enable_x64", True)
