@@ -6,6 +6,8 @@ import os
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -24,6 +26,9 @@ from .transforms.jacobians import jacobian_staged
 from .transforms.pullback import pullback_staged
 from .transforms.staged import jvp_staged, linearize_staged, value_and_grad_staged
 from .dispatch import Concrete
+
+Fn = Callable[..., Any]                # a function the transformations take and return
+Argnums = int | Sequence[int]          # which positional arguments: one index or several
 
 # signatures a jitted function keeps compiled (least recently called dropped first);
 # `f.max_signatures` changes it for one function
@@ -284,9 +289,10 @@ class Jitted:
         return self._latest("compile_report").compile_report
 
 
-def jit(fn=None, static_argnums=(), device="cpu", *, static_argnames=None, donate_argnums=None,
-        donate_argnames=None, keep_unused=False, in_shardings=None, out_shardings=None, backend=None,
-        inline=False, compiler_options=None):
+def jit(fn: Fn | None = None, static_argnums: Argnums = (), device: Any = "cpu", *,
+        static_argnames: str | Sequence[str] | None = None, donate_argnums: Any = None, donate_argnames: Any = None,
+        keep_unused: bool = False, in_shardings: Any = None, out_shardings: Any = None, backend: str | None = None,
+        inline: bool = False, compiler_options: Any = None) -> Any:
     """Compile `fn` per input signature; `device="cuda"` runs its tensor work as
     numba-cuda kernels (inputs: numpy arrays, copied per call, or numba device arrays;
     results come back as numpy arrays unless the inputs were device arrays).
@@ -302,7 +308,7 @@ def jit(fn=None, static_argnums=(), device="cpu", *, static_argnames=None, donat
     >>> jitad.jit(lambda x, n: x ** n, static_argnames="n")(2.0, n=3)
     8.0
     """
-    options = dict(static_argnames=static_argnames, backend=backend)
+    options: dict[str, Any] = dict(static_argnames=static_argnames, backend=backend)
     if fn is None:
         return lambda f: jit(f, static_argnums, device, **options)
     check_callable(fn, "jit")
@@ -390,7 +396,7 @@ def check_device(device):
     return device
 
 
-def trace(fn, *args, **kwargs):
+def trace(fn: Fn, *args: Any, **kwargs: Any) -> Any:
     """The staged program of `fn` at `args`; `str()` prints it. Given an array instead of a
     function, NumPy's `trace` (the sum of a diagonal, `jitad.numpy_api.trace`).
 
@@ -405,7 +411,7 @@ def trace(fn, *args, **kwargs):
 
 # -- reverse mode ---------------------------------------------------------------
 
-def _transformation(fn, name, body, device="cpu", argnums=0, spec=()):
+def _transformation(fn: Fn, name: str, body: Fn, device: str = "cpu", argnums: Argnums = 0, spec: tuple = ()) -> Any:
     """`body(f, *args)`, where `f` is `fn` with the call's keyword arguments bound: they
     pass through to `fn` and are not differentiated (as in JAX). Called from Python it has
     autograd's meaning (`jitad.dispatch.Concrete`: the call's values, guarded decisions);
@@ -418,7 +424,7 @@ def _transformation(fn, name, body, device="cpu", argnums=0, spec=()):
     staged.__name__ = f"{name}_{getattr(fn, '__name__', 'f')}"
 
     def compiled():
-        staged.__signature__ = _signature(fn)
+        staged.__signature__ = _signature(fn)   # pyright: ignore[reportAttributeAccessIssue]
         return _keeping_values(staged_jit(staged, device=device))
     if device != "cpu":
         return compiled()
@@ -465,8 +471,9 @@ def _size_one_as_scalar(fn, has_aux, who):
     return scalar_fn
 
 
-def value_and_grad(fn, argnums=0, has_aux=False, device="cpu", *, holomorphic=False, allow_int=False,
-                   reduce_axes=(), argnum=None):
+def value_and_grad(fn: Fn, argnums: Argnums = 0, has_aux: bool = False, device: str = "cpu", *,
+                   holomorphic: bool = False, allow_int: bool = False, reduce_axes: Sequence[Any] = (),
+                   argnum: Argnums | None = None) -> Fn:
     """`(value, gradient)` of a float-scalar `fn`, compiled; with `has_aux`,
     `((value, aux), gradient)`. With `allow_int=True`, an int or bool argument in
     `argnums` gets a gradient of JAX's `float0` zeros (it has no tangent space).
@@ -485,8 +492,8 @@ def value_and_grad(fn, argnums=0, has_aux=False, device="cpu", *, holomorphic=Fa
     return _int_arguments_allowed(compiled, fn, argnums, has_aux, device, True) if allow_int else compiled
 
 
-def grad(fn, argnums=0, has_aux=False, device="cpu", *, holomorphic=False, allow_int=False, reduce_axes=(),
-         argnum=None):
+def grad(fn: Fn, argnums: Argnums = 0, has_aux: bool = False, device: str = "cpu", *, holomorphic: bool = False,
+         allow_int: bool = False, reduce_axes: Sequence[Any] = (), argnum: Argnums | None = None) -> Fn:
     """The gradient of a float-scalar `fn` w.r.t. `argnums`, compiled; `(gradient, aux)`
     with `has_aux`. Works through IF/WHILE/FOR/FUN/TREE, and inside staged code.
     `allow_int=True`: int and bool arguments get `float0` zeros, as in JAX. autograd's
@@ -501,7 +508,7 @@ def grad(fn, argnums=0, has_aux=False, device="cpu", *, holomorphic=False, allow
 
     def body(f, *args):   # (the size-one rule inside: the function is keyed as the user gave it)
         value, g = value_and_grad_staged(_size_one_as_scalar(f, has_aux, "grad"), args, argnums, has_aux, "grad")
-        return (g, value[1]) if has_aux else g
+        return (g, value[1]) if has_aux else g   # pyright: ignore[reportIndexIssue] (a pair with has_aux)
     compiled = _transformation(fn, "grad", body, device, argnums, (has_aux,))
     return _int_arguments_allowed(compiled, fn, argnums, has_aux, device, False) if allow_int else compiled
 
@@ -554,7 +561,7 @@ def _int_arguments_allowed(compiled, fn, argnums, has_aux, device, with_value):
     return call
 
 
-def jit_grad(fn=None, *, argnums=0, has_aux=False, device="cpu"):
+def jit_grad(fn: Fn | None = None, *, argnums: Argnums = 0, has_aux: bool = False, device: str = "cpu") -> Any:
     """Decorator: `jit(value_and_grad(fn))`, the entry point for training steps: compiled
     per signature under jit's rule (no Python decisions on values), called natively.
 
@@ -572,7 +579,8 @@ def jit_grad(fn=None, *, argnums=0, has_aux=False, device="cpu"):
 
 # -- batching -----------------------------------------------------------------------
 
-def vmap(fn, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_name=None):
+def vmap(fn: Fn, in_axes: Any = 0, out_axes: Any = 0, axis_name: Any = None, axis_size: int | None = None,
+         spmd_axis_name: Any = None) -> Fn:
     """Vectorize `fn` over a batch axis of its arguments, as an IR transformation (each
     primitive's batching rule; IF/WHILE/FOR/FUN batched as JAX does), compiled.
     `in_axes`/`out_axes`: an int, None (not batched), or pytrees of them. `axis_name`
@@ -626,7 +634,7 @@ def _vmap_sized(fn, in_axes, out_axes, axis_size):
 
 # -- forward mode and second order ----------------------------------------------
 
-def linearize(fn, *primals, has_aux=False):
+def linearize(fn: Fn, *primals: Any, has_aux: bool = False) -> Any:
     """JAX's `linearize`: `(fn(*primals), f_jvp)` where `f_jvp(*tangents)` is the `jvp`'s
     tangent. Inside a staged function the primal is computed once and each `f_jvp` call
     adds only tangent code (a zero NumPy or Python tangent adds none): several directions
@@ -651,7 +659,7 @@ def linearize(fn, *primals, has_aux=False):
     return res
 
 
-def jvp(fn, primals, tangents):
+def jvp(fn: Fn, primals: Sequence[Any], tangents: Sequence[Any]) -> Any:
     """Forward mode: `(fn(*primals), directional derivative along tangents)`.
 
     >>> jitad.jvp(lambda x: x * x, (3.0,), (1.0,))
@@ -669,7 +677,7 @@ def jvp(fn, primals, tangents):
     return _JVP(fn, primals, tangents)
 
 
-def hvp(fn, argnums=0):
+def hvp(fn: Fn, argnums: Argnums = 0) -> Fn:
     """Hessian-vector product by forward-over-reverse: `hvp(f)(x, v) == H(x) @ v`.
 
     >>> jitad.hvp(lambda x: x ** 3)(2.0, 1.0)
@@ -698,7 +706,7 @@ def tree_zeros(x):
     return tree_map(lambda leaf: np.zeros(np.shape(leaf)) if np.shape(leaf) else 0.0, x)
 
 
-def vjp(fn, *primals):
+def vjp(fn: Fn, *primals: Any) -> tuple[Any, Fn]:
     """`(fn(*primals), pullback)`; `pullback(cotangent)` returns one cotangent per primal.
 
     >>> out, pullback = jitad.vjp(lambda x, y: x * y, 3.0, 4.0)
@@ -720,7 +728,7 @@ def vjp(fn, *primals):
 
 # -- Jacobians and Hessians ---------------------------------------------------------
 
-def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
+def jacfwd(fun: Fn, argnums: Argnums = 0, has_aux: bool = False, holomorphic: bool = False) -> Fn:
     """The Jacobian of `fun` by forward mode (the function once, then its tangent code
     per input element), compiled:
     shaped `out.shape + in.shape` per output and input leaf.
@@ -735,7 +743,8 @@ def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
                            argnums=argnums, spec=(has_aux,))
 
 
-def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
+def jacrev(fun: Fn, argnums: Argnums = 0, has_aux: bool = False, holomorphic: bool = False,
+           allow_int: bool = False) -> Fn:
     """The Jacobian of `fun` by reverse mode (one `vjp` per output element), compiled;
     same result as `jacfwd`, cheaper when there are fewer outputs than inputs.
 
@@ -751,7 +760,8 @@ def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
                            argnums=argnums, spec=(has_aux,))
 
 
-def hessian(fun, argnums=0, has_aux=False, holomorphic=False, *, argnum=None):
+def hessian(fun: Fn, argnums: Argnums = 0, has_aux: bool = False, holomorphic: bool = False, *,
+            argnum: Argnums | None = None) -> Fn:
     """`jacfwd(jacrev(fun, argnums), argnums)`: forward-over-reverse second derivatives,
     shaped `x.shape + x.shape`; a tuple `argnums` gives nested tuples of blocks
     `H[i][j]` (as JAX).
@@ -765,13 +775,14 @@ def hessian(fun, argnums=0, has_aux=False, holomorphic=False, *, argnum=None):
     return jacfwd(jacrev(fun, argnums, has_aux), argnums, has_aux)
 
 
-def jacobian(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False, *, argnum=None):
+def jacobian(fun: Fn, argnums: Argnums = 0, has_aux: bool = False, holomorphic: bool = False, allow_int: bool = False,
+             *, argnum: Argnums | None = None) -> Fn:
     """`jacrev` under the name JAX (`argnums=`) and autograd (`argnum=`) give it:
     `jitad.jacobian(f)(x)`, `jitad.jacobian(f, argnum=1)(x, y)`."""
     return jacrev(fun, argnums if argnum is None else argnum, has_aux, holomorphic, allow_int)
 
 
-def elementwise_grad(fn, argnum=0):
+def elementwise_grad(fn: Fn, argnum: Argnums = 0) -> Fn:
     """autograd's `elementwise_grad`: the gradient of the sum of `fn`'s outputs with respect
     to argument `argnum` (the Jacobian's diagonal when it is diagonal).
 

@@ -3,6 +3,9 @@
 >>> from jitad.testing import check_grads
 >>> check_grads(lambda x, y: jitad.sin(x) * y, (0.3, 2.0))
 """
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 from .api import _CALL, grad, jit, jvp
@@ -27,7 +30,7 @@ def _float_positions(args):
     return tuple(positions)
 
 
-def _forward(f, device):
+def _forward(f, device) -> Callable[..., Any]:
     """`f` compiled, called as `grad` calls it (Python may decide on the values), on the CPU."""
     return jit(f, device=device) if device != "cpu" else lambda *a: _CALL(f, *a)
 

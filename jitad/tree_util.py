@@ -17,6 +17,7 @@ taking `is_leaf` stop descending where it returns True.
 """
 import dataclasses
 import functools
+from typing import Any
 
 from .errors import ArgumentError
 from .pytree import (DictKey, FlattenedIndexKey, GetAttrKey, SequenceKey, TreeDef, _REGISTRY, flatten,
@@ -231,9 +232,10 @@ def register_pytree_with_keys(nodetype, flatten_with_keys, unflatten_func, flatt
     """Register a class whose children have keys: `flatten_with_keys(x) -> ([(key, child)],
     aux_data)` (keys appear in paths), `unflatten_func(aux_data, children) -> x`."""
     if flatten_func is None:
-        def flatten_func(x):
+        def without_keys(x):
             pairs, aux = flatten_with_keys(x)
             return [c for _, c in pairs], aux
+        flatten_func = without_keys
     return register_pytree_node(nodetype, flatten_func, unflatten_func, flatten_with_keys)
 
 
@@ -268,18 +270,18 @@ class Partial(functools.partial):
     3.0
     """
 
-    def __new__(klass, func, *args, **kw):
+    def __new__(cls, func, *args, **kw):
         if isinstance(func, functools.partial):   # unwrap, so the function itself is the static part
             original, func = func, func.func
             args, kw = original.args + args, {**original.keywords, **kw}
-        return super().__new__(klass, func, *args, **kw)
+        return super().__new__(cls, func, *args, **kw)
 
 
 register_pytree_node(Partial, lambda p: ((p.args, p.keywords), p.func),
                      lambda func, children: Partial(func, *children[0], **children[1]))
 
 
-def register_dataclass(nodetype=None, data_fields=None, meta_fields=None, drop_fields=()):
+def register_dataclass(nodetype: Any = None, data_fields=None, meta_fields=None, drop_fields=()):
     """Register a dataclass as a pytree: `data_fields` are children (leaves or subtrees),
     `meta_fields` static parts of the structure (hashable). Without field lists every
     field is a data field but those declared `jitad.tree.static()`. Usable as a decorator:
@@ -292,7 +294,7 @@ def register_dataclass(nodetype=None, data_fields=None, meta_fields=None, drop_f
     """
     if nodetype is None:
         return lambda cls: register_dataclass(cls, data_fields, meta_fields, drop_fields)
-    if not dataclasses.is_dataclass(nodetype):
+    if not (isinstance(nodetype, type) and dataclasses.is_dataclass(nodetype)):
         raise ArgumentError(f"register_dataclass: {getattr(nodetype, '__name__', nodetype)!r} is not a "
                             "dataclass; decorate it with @dataclasses.dataclass first, or use "
                             "register_pytree_node")

@@ -19,6 +19,7 @@ SLOW = (
     "reliability/test_random_programs.py",     # Hypothesis: random staged programs
     "benchmarks/",                       # the benchmarks' smoke runs
     "lowering/test_compile_long.py",     # compile time of long unrolled programs
+    "architecture/test_types.py",        # pyright over the public API (~20 s)
 )
 
 

@@ -8,6 +8,7 @@ import functools
 import math
 import os
 import sys
+from typing import Any
 import threading
 
 import numpy as np
@@ -39,6 +40,12 @@ _dispatching = _Dispatching()
 
 class Compiled:
     """One signature's compiled code."""
+    entry: Any            # the native entry (set when linked)
+    takes_pytree: bool
+    llvm_ir: Any
+    in_td: Any            # set by the caller that knows the argument structure
+    compile_seconds: float
+    compile_report: Any
 
     def __init__(self, program, out_td, in_types, direct):
         self.program, self.out_td, self.direct = program, out_td, direct

@@ -15,6 +15,7 @@ allocation, a mark at every function/closure/loop-iteration entry and a release 
 returns (results copied below the mark first), so steady-state calls allocate nothing.
 """
 import threading
+from typing import Any
 
 import numpy as np
 
@@ -672,6 +673,10 @@ def _tree(rt, node, ins):
 
 class CudaCompiled:
     """One signature's program for the GPU; `run` takes flat leaves like the CPU entry."""
+    entry: Any
+    in_td: Any
+    compile_seconds: float
+    compile_report: Any
     direct = False
     takes_pytree = False
     llvm_ir = None
