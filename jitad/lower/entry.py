@@ -105,6 +105,10 @@ POOLING = not sysconfig.get_config_var("Py_GIL_DISABLED")
 # call runs without the GIL (0: it holds it), the SIGINT count at the call's start, whether
 # the running call may let the GIL go at a poll, whether the thread is the main thread
 TB_LIMIT, TB_BASE, TB_END, TB_SAVED, TB_SEEN, TB_RELEASABLE, TB_MAIN = range(7)
+# a call below the work threshold lets the GIL go at its 8th interrupt poll (after about 8 x 16
+# heavy or 8 x 1024 scalar loop iterations), so a short loop keeps its cost (the release and
+# re-acquire cost ~0.2 us: a 50-step scan gradient's call went 1.50 -> 1.69 us releasing at the first)
+POLLS_BEFORE_RELEASE = 8
 THREAD_WORDS = 8
 # A call gives the GIL up for all of `main` when its program's estimated work reaches this
 # (about 10 µs): the elements its nodes read or write (times the ops of a fused loop; a
@@ -555,12 +559,12 @@ def _word(b, tb, k):
 
 def _run_main(b, module, main, args, tb, gil):
     """Call `main` with the thread's GIL state set for it: without the GIL from the start
-    (gil="entry"), from its first poll ("poll") or never. The GIL is held again on return;
+    (gil="entry"), from its POLLS_BEFORE_RELEASE-th poll ("poll") or never. The GIL is held again on return;
     the words a nested call (from a `debug.print` callback) changes are restored after it."""
     kept = [(k, b.load(_word(b, tb, k), typ=I64)) for k in (TB_SAVED, TB_SEEN, TB_RELEASABLE)]
     b.store(I64(0), _word(b, tb, TB_SAVED))
     b.store(b.load_atomic(_api(module, "jitad_sigints"), "monotonic", 8, typ=I64), _word(b, tb, TB_SEEN))
-    b.store(I64(int(gil != "never")), _word(b, tb, TB_RELEASABLE))
+    b.store(I64(POLLS_BEFORE_RELEASE if gil != "never" else 0), _word(b, tb, TB_RELEASABLE))
     if gil == "entry":
         b.call(_api(module, "jitad_release_gil", ir.FunctionType(ir.VoidType(), [PTR])), [tb])
     b.call(main, args)

@@ -835,8 +835,12 @@ def _gil_helpers(h):
         asked = b.call(occurred, [])
         with b.if_then(b.icmp_signed("!=", asked, i32(0)), likely=False):
             b.ret(asked)
-        with b.if_then(b.icmp_unsigned("!=", b.load(word(b, tb, TB_RELEASABLE), typ=i64), i64(0))):
-            b.call(release, [tb])
+        left = b.load(word(b, tb, TB_RELEASABLE), typ=i64)   # polls until the GIL goes (0: never)
+        with b.if_then(b.icmp_unsigned("!=", left, i64(0))):
+            left = b.sub(left, i64(1))
+            b.store(left, word(b, tb, TB_RELEASABLE))
+            with b.if_then(b.icmp_unsigned("==", left, i64(0))):
+                b.call(release, [tb])
             b.ret(i32(0))
     moved = b.icmp_unsigned("!=", b.load_atomic(sigints, "acquire", 8, typ=i64), b.load(word(b, tb, TB_SEEN), typ=i64))
     b.ret(b.zext(moved, i32))
