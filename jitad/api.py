@@ -3,13 +3,16 @@ import functools
 import gc
 import inspect
 import re
+import weakref
 from collections import OrderedDict
 
 import numpy as np
 
 from . import numpy_api, timing
+from .config import config
 from .errors import ArgumentError, check_argnums, env_int
 from .ir.types import FLOATS, TreeType, is_device_array
+from .ir import float_checks
 from .ir.verify import verify
 from .lower.compile import SCALAR_KEYS, compile_program
 from .pytree import check_hashable, flatten, unflatten
@@ -80,6 +83,13 @@ class Jitted:
         self._last = None
         self._fallback = functools.partial(Jitted.__call__, self)
         functools.update_wrapper(self, fn, updated=())
+        _JITS.add(self)
+
+    def _forget(self):
+        """Drop every compiled signature (the float-check settings changed)."""
+        self._compiled.clear()
+        self._last = None
+        type(self).__call__ = Jitted.__call__
 
     def _bind(self, args, kwargs):
         """`(positional, keyword)` arguments: those a parameter before `*` can take become
@@ -229,6 +239,20 @@ class Jitted:
         total             70.3 ms  (cache: miss)
         """
         return self._latest("compile_report").compile_report
+
+
+_JITS = weakref.WeakSet()   # every Jitted, to forget code compiled under other float checks
+
+
+def _float_checks_changed(name, value):
+    if name in ("jax_debug_nans", "jax_debug_infs") and \
+            float_checks.configure(config.jax_debug_nans, config.jax_debug_infs):
+        for jitted in list(_JITS):
+            jitted._forget()
+
+
+float_checks.configure(config.jax_debug_nans, config.jax_debug_infs)   # (their environment variables)
+config.on_update(_float_checks_changed)
 
 
 def jit(fn=None, static_argnums=(), device="cpu"):

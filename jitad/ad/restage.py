@@ -3,6 +3,7 @@
 This is the identity transformation; reverse mode uses it for the parts of a program
 that carry no gradient, and the other transformations follow its shape.
 """
+from ..ir import float_checks
 from ..ir.graph import split_operands
 from ..ir.ops import CALLS, Op
 from ..staging import FOR, FUN, IF, TREE, WHILE, ShapeDtype, emit, trace_memo, wrap
@@ -46,7 +47,9 @@ def restage_node(node, ins):
     rule = CONTROL.get(node.op)
     if rule is not None:
         return list(rule(node, ins))
-    return [wrap(v) for v in emit(node.op, [x._var for x in ins], node.attrs)]
+    outs = emit(node.op, [x._var for x in ins], node.attrs)
+    float_checks.inherit(node.outputs, outs)
+    return [wrap(v) for v in outs]
 
 
 def _if(node, ins):

@@ -6,6 +6,7 @@ from functools import reduce
 import numpy as np
 
 from ..errors import ArgumentError, StagingError
+from ..ir import float_checks
 from ..ir.ops import Op, impl_of
 # N: jitad.numeric, a layer above, which Staged's methods call (x.sum(), x.T, x[i]): see rules.N
 from ..primitives.rules import N
@@ -258,7 +259,7 @@ def _eager(op, *xs):
             values = [np.float32(x) if type(x) in (float, int) else v for x, v in zip(xs, values)]
         if op.float_only:   # as when staged: ints and bools compute in f64
             values = [v if np.asarray(v).dtype.kind == "f" else np.float64(v) for v in values]
-        return impl_of(op)(*values)
+        return float_checks.check_eager(op, impl_of(op)(*values))
 
 
 _BOOL_ARITH = {Op.ADD: Op.OR, Op.MUL: Op.AND, Op.MAXIMUM: Op.OR, Op.MINIMUM: Op.AND}
