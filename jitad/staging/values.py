@@ -310,7 +310,12 @@ def unary(op, x):
     dtype = x.ir_dtype
     if op.float_only and dtype not in FLOATS:
         dtype = "f64"
-    if op in (Op.NEG, Op.ABS, Op.SQUARE, Op.RELU) and dtype == "bool":
+    if dtype == "bool" and op == Op.ABS:   # |b| is b, a bool (NumPy, JAX)
+        return x
+    if dtype == "bool" and op == Op.NEG:
+        raise ArgumentError("`-` on a bool is not supported (as in NumPy and JAX); use `~x` or "
+                            "`jitad.logical_not(x)`, or convert to int first")
+    if op in (Op.SQUARE, Op.RELU) and dtype == "bool":
         dtype = "i64"
     return Staged(emit(op, [as_var(x, dtype)])[0])
 
