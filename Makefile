@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export OPENBLAS_NUM_THREADS ?= 1
 
-.PHONY: demo test bench clean lapack export-example
+.PHONY: demo test bench clean lapack export-example fuzz
 
 # `jitad.export` links the system's LAPACK for linear algebra; its tests need one (Debian: liblapack-dev)
 LAPACK := $(firstword $(wildcard /usr/lib/*/liblapack.so /usr/lib64/liblapack.so /usr/lib/liblapack.so))
@@ -37,6 +37,12 @@ export-example: $(VENV)/.installed-base
 
 bench: $(VENV)/.installed-bench
 	$(PY) -m bench
+
+# the differential fuzzer against JAX for MINUTES minutes (docs/debugging.md); each finding
+# is printed as a runnable reproducer
+MINUTES ?= 10
+fuzz: $(VENV)/.installed-test
+	$(PY) -m tests.reliability.fuzz --minutes $(MINUTES)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
