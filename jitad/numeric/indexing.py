@@ -50,6 +50,9 @@ def getitem(x, key):
     range after that (a static int too) clamps, as JAX."""
     shape = _shape(x)
     key = tuple(np.asarray(k) if isinstance(k, list) else k for k in (key if isinstance(key, tuple) else (key,)))
+    if len(key) == 1 and isinstance(key[0], (np.ndarray, np.bool_)) and key[0].dtype == np.bool_ and not key[0].ndim:
+        grown = getitem(x, None)   # x[True]: a new axis of 1, x[False]: of 0 (NumPy, JAX)
+        return grown if key[0] else getitem(grown, slice(0, 0))
     if builtins.any(_is_array_index(k) for k in key):
         return _advanced(x, key)
     if Ellipsis in key:
@@ -114,7 +117,8 @@ def _expand_key(key, shape):
             raise data_dependent_shape("x[mask] (boolean-mask indexing)")
         if isinstance(k, np.ndarray) and k.dtype == np.bool_:   # a constant mask: its entries are known now
             if not k.ndim:
-                raise IndexError_("a 0-d boolean index: use `None` to add an axis")
+                raise IndexError_("a 0-d boolean index among other indices: index with it alone, or use `None` "
+                                 "for an axis of 1")
             expanded += list(np.nonzero(k))
             continue
         if _is_array_index(k) and ((k.ir_dtype != "i64") if is_staged(k) else k.dtype.kind not in "iu"):

@@ -764,10 +764,11 @@ def fuzz(minutes, seed=None, max_ops=4, out=sys.stdout):
         if key in seen:   # one reproducer per kind of finding
             return
         seen.add(key)
-        found.append(findings[0])
+        first = findings[0] if findings[0].known else minimize(findings[0])
+        found.append(first)
         also = "".join(f"\n# also {f.transform}: {f.what[:200]}" for f in findings[1:])
-        print(f"\n# --- finding {len(found)}{' (known)' if findings[0].known else ''}\n"
-              f"{findings[0].reproducer()}{also}", file=out, flush=True)
+        print(f"\n# --- finding {len(found)}{' (known)' if first.known else ''}\n"
+              f"{first.reproducer()}{also}", file=out, flush=True)
 
     if seed is not None:
         one = hypothesis.seed(seed)(one)
@@ -776,6 +777,29 @@ def fuzz(minutes, seed=None, max_ops=4, out=sys.stdout):
     except _Done:
         pass
     return found
+
+
+def minimize(finding):
+    """A smaller program with the same kind of finding under the same transformation: lines
+    dropped one at a time (and the result moved to an earlier value) while it persists."""
+    p, t = finding.program, finding.transform
+    want = category(finding.what)
+
+    def same(candidate):
+        found = [f for f in check(candidate, (t,)) if category(f.what) == want]
+        return found[0] if found else None
+    best = finding
+    for k in range(len(p.lines) - 1, -1, -1):
+        if len(best.program.lines) <= 1 or k >= len(best.program.lines):
+            continue
+        lines = best.program.lines[:k] + best.program.lines[k + 1:]
+        defined = [text.split(" = ")[0] for text, *_ in lines if not text.startswith("if ")]
+        for result in [best.program.result] + defined[::-1]:
+            candidate = Program(best.program.args, lines, result, best.program.features, best.program.branches)
+            if result in defined + [f"x{i}" for i in range(len(p.args))] and (smaller := same(candidate)):
+                best = Finding(t, smaller.what, candidate, finding.known)
+                break
+    return best
 
 
 def category(what):
