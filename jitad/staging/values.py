@@ -294,6 +294,8 @@ def power(x, n):
     if n == 0:   # 1, as NumPy's x ** 0 for every x (inf and NaN too), with derivatives 0
         return N.broadcast_to(Staged(as_var(1.0, dtype)), x.shape)
     x, k = Staged(as_var(x, dtype)), int(abs(n))
+    if n < 0:   # (1/x)**k, not 1/x**k: at x = 0 or inf its derivative is k x**(n-1) (±inf, -0), not NaN
+        x = 1.0 / x
     result = None
     while k:
         if k & 1:
@@ -301,7 +303,7 @@ def power(x, n):
         k >>= 1
         if k:
             x = unary(Op.SQUARE, x)
-    return result if n > 0 else 1.0 / result
+    return result
 
 
 def unary(op, x):

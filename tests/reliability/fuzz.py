@@ -470,6 +470,39 @@ class Builder:
             self.add(f"{x.name}.astype(np.{dtype})", x.shape, dtype)
         return True
 
+    def lax_op(self):
+        """`lax`'s own operations: powers, slices at (clamped) staged starts, loops, cond."""
+        x = self.pick(lambda v: v.dtype in FLOAT)
+        if x is None:
+            return False
+        how = self.draw(st.sampled_from(["integer_pow", "rsqrt", "logistic", "erf", "dynamic_slice",
+                                         "dynamic_update", "select", "div", "fori_loop", "cond"]))
+        if how == "integer_pow":
+            self.add(f"lax.integer_pow({x.name}, {self.draw(st.integers(-2, 3))})", x.shape, x.dtype, "math")
+        elif how in ("rsqrt", "logistic", "erf"):
+            self.add(f"lax.{how}({x.name})", x.shape, x.dtype, "math")
+        elif how in ("dynamic_slice", "dynamic_update"):
+            if not x.shape:
+                return False
+            n, start = x.shape[0], self.draw(st.integers(-3, 5))
+            size = self.draw(st.integers(0, n))
+            if how == "dynamic_slice":
+                self.add(f"lax.dynamic_slice_in_dim({x.name}, {start}, {size}, axis=0)", (size,) + x.shape[1:],
+                         x.dtype)
+            else:
+                self.add(f"lax.dynamic_update_slice_in_dim({x.name}, {x.name}[:{size}] * 2.0, {start}, axis=0)",
+                         x.shape, x.dtype)
+        elif how == "select":
+            self.add(f"lax.select({x.name} > 0, {x.name}, -{x.name})", x.shape, x.dtype)
+        elif how == "div":
+            self.add(f"lax.div({x.name}, np.asarray(3.0, {x.name}.dtype))", x.shape, x.dtype)
+        elif how == "fori_loop":
+            self.add(f"lax.fori_loop(0, 3, lambda i, v: v * 0.5 + np.sin(v), {x.name})", x.shape, x.dtype, "math", 6)
+        else:
+            self.add(f"lax.cond(np.sum({x.name}) > 0, lambda v: v * 2.0, lambda v: np.cos(v), {x.name})", x.shape,
+                     x.dtype, "math")
+        return True
+
     def branch(self):
         x = self.pick(lambda v: v.dtype in FLOAT)
         y = self.pick(lambda v: v.dtype in FLOAT)
@@ -486,7 +519,7 @@ class Builder:
 
 
 OPS = ["unary", "binary", "where", "reduction", "scan", "reshape", "slicing", "int_index", "gather", "mask", "at",
-       "matmul", "concat", "clip_astype", "branch"]
+       "matmul", "concat", "clip_astype", "lax_op", "branch"]
 
 
 @st.composite
