@@ -18,7 +18,8 @@ import threading
 
 import numpy as np
 
-from ..errors import ArgumentError, DeviceError, ResourceError, RuntimeCheckError
+from ..errors import ArgumentError, DeviceError, ResourceError
+from ..ir import float_checks
 from ..ir.graph import Graph, Node, Var, split_operands
 from ..ir.ops import CALLS, IMPLS, Op, impl_of, missing_rule, registrar
 from ..ir.types import NUMPY, RefType, is_device_array, TreeType, Type, clean_bools
@@ -607,7 +608,7 @@ def _arena_release(rt, node, ins):
 @rule(Op.CHECK)
 def _check(rt, node, ins):   # reads the flag back (a synchronization), as IF does its predicate
     if rt.host(ins[0]):
-        raise RuntimeCheckError(node.attrs["message"])
+        raise float_checks.error_class(node.attrs["message"])(node.attrs["message"])
     return []
 
 

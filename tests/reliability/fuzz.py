@@ -570,6 +570,7 @@ def _jax_args(args, staged=True):
 
 def _batched(a):
     """`a` and a second lane (its values rolled) stacked on a new first axis."""
+    a = onp.asarray(a)
     return onp.stack([a, onp.roll(a.ravel(), 1).reshape(a.shape)])
 
 
@@ -586,7 +587,9 @@ def applies(program, transform):
 def run(side, program, transform, decisions=None):
     """`("ok", value)` or `("error", exception)` for `program` under `transform`."""
     s = Side(side)
-    args = [onp.array(a) for a in (program.args if side == "jitad" else _jax_args(program.args, transform != "plain"))]
+    # (JAX gets its own arrays: NumPy ones left unbatched by `vmap` would be indexed by NumPy)
+    args = [onp.array(a) for a in program.args] if side == "jitad" else \
+        [jjnp.asarray(a) for a in _jax_args(program.args, transform != "plain")]
     try:
         f = s.function(program, decisions)
 

@@ -130,3 +130,10 @@ def test_the_interpreter_raises_the_same_error(debug_nans):
     raised(f, -1.0)
     with pytest.raises(NonFiniteError, match="`log`"):
         interpret(f._last.program, [-1.0])
+
+
+def test_the_cuda_backend_raises_the_same_error(debug_nans):
+    pytest.importorskip("numba")   # (numba-cuda's simulator where there is no GPU: tests/conftest.py)
+    f = jitad.jit(log_twice, device="cuda")
+    message = raised(f, np.array([1.0, -1.0]))
+    assert "`log`" in message and line_of(log_twice, "jnp.log") in message
