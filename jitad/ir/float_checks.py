@@ -114,7 +114,7 @@ def insert_checks(program):
 
 
 def _checked(node):
-    return not node.bodies and node.op not in CALLS and node.op.name not in _MOVES and not node.op.name.startswith("slot")
+    return not (node.bodies or node.op in CALLS or node.op.name in _MOVES or node.op.name.startswith("slot"))
 
 
 def _insert(graph):

@@ -20,7 +20,6 @@ import os
 import re
 import sys
 import time
-import traceback
 from dataclasses import dataclass, field
 
 import numpy as onp
@@ -189,7 +188,7 @@ def _axis_choice(draw, ndim):
 def _reduced(shape, axis, keepdims):
     axes = range(len(shape)) if axis is None else ((axis,) if isinstance(axis, int) else axis)
     axes = {a % len(shape) for a in axes} if shape else set()
-    return tuple((1 if keepdims else None) if k in axes else n for k, n in enumerate(shape) if keepdims or k not in axes)
+    return tuple(1 if k in axes else n for k, n in enumerate(shape) if keepdims or k not in axes)
 
 
 class Builder:
@@ -363,7 +362,7 @@ class Builder:
         clamped = min(max(k + n if k < 0 else k, 0), n - 1)
         if clamped != k % n if -n <= k < n else True:
             self.p.features.add("gather_out_of_range")
-        self.add(f"{x.name}[{k}]", x.shape[1:], x.dtype, jax_text=f"{x.name}[{clamped}]")   # ORACLE["static_index_clamps"]
+        self.add(f"{x.name}[{k}]", x.shape[1:], x.dtype, jax_text=f"{x.name}[{clamped}]")   # static_index_clamps
         return True
 
     def gather(self):
@@ -461,6 +460,8 @@ class Builder:
 
     def clip_astype(self):
         x = self.pick(lambda v: v.dtype != "bool")
+        if x is None:
+            return False
         if self.draw(st.booleans()):
             self.add(f"np.clip({x.name}, -2, 2)", x.shape, x.dtype)
         else:
@@ -545,7 +546,8 @@ class Side:
     def __init__(self, name):
         self.name = name
         if name == "jitad":
-            self.np, self.lax, self.jit, self.grad, self.vmap = jitad.numpy, jitad.lax, jitad.jit, jitad.grad, jitad.vmap
+            self.np, self.lax, self.jit, self.grad, self.vmap = jitad.numpy, jitad.lax, jitad.jit, jitad.grad, \
+                jitad.vmap
         else:
             self.np, self.lax, self.jit, self.grad, self.vmap = jjnp, jax.lax, jax.jit, jax.grad, jax.vmap
 
@@ -660,13 +662,14 @@ class Finding:
         """The finding as a runnable Python script."""
         p = self.program
         args = ", ".join(f"x{k}" for k in range(len(p.args)))
+        lanes = f"onp.stack([x0, onp.roll(x0.ravel(), 1).reshape(x0.shape)]){args[2:]}"
+        scan = "jitad.scan(lambda c, x: (c, f(x, *rest)), 0.0, xs{})[1]"
         call = {"plain": f"f({args})", "jit": f"jitad.jit(f)({args})",
                 "grad": f"jitad.grad(lambda *a: np.sum(np.asarray(f(*a)).astype(np.float64)))({args})",
-                "vmap": f"jitad.vmap(f, in_axes=(0,) + (None,) * {len(p.args) - 1})"
-                        f"(onp.stack([x0, onp.roll(x0.ravel(), 1).reshape(x0.shape)]){args[2:]})",
-                "scan": f"jitad.jit(lambda xs, *rest: jitad.scan(lambda c, x: (c, f(x, *rest)), 0.0, xs)[1])"
-                        f"(onp.stack([x0, onp.roll(x0.ravel(), 1).reshape(x0.shape)]){args[2:]})",
-                "scan_grad": "(grad of the sum of a scan with checkpoints=1; see tests/reliability/fuzz.py)"}[self.transform]
+                "vmap": f"jitad.vmap(f, in_axes=(0,) + (None,) * {len(p.args) - 1})({lanes})",
+                "scan": f"jitad.jit(lambda xs, *rest: {scan.format('')})({lanes})",
+                "scan_grad": f"jitad.grad(lambda xs, *rest: np.sum(np.asarray("
+                             f"{scan.format(', checkpoints=1')}).astype(np.float64)))({lanes})"}[self.transform]
         lines = ["import numpy as onp", "import jitad", "import jitad.numpy as np", "import jitad.lax as lax", "",
                  p.source("jitad"), ""]
         lines += [f"x{k} = {literal(a)}" for k, a in enumerate(p.args)]
@@ -758,11 +761,13 @@ def _judge(program, t, mine, theirs, budget, scale, decisions):
     if "branch" in program.features and t in ("jit", "vmap", "scan"):
         if mine[0] == "ok":
             return f"a Python branch on a staged value returned {_describe(mine)}; it must raise StagingError"
-        return "" if isinstance(mine[1], StagingError) else f"a Python branch raised {_describe(mine)}, not StagingError"
+        return "" if isinstance(mine[1], StagingError) else \
+            f"a Python branch raised {_describe(mine)}, not StagingError"
     if theirs[0] == "error":
         if mine[0] == "ok":
             return f"jitad returned {_describe(mine)} where JAX raises {_describe(theirs)}"
-        return "" if _error_ok(mine[1], theirs[1], eager) else f"jitad raised {_describe(mine)}; JAX {_describe(theirs)}"
+        return "" if _error_ok(mine[1], theirs[1], eager) else \
+            f"jitad raised {_describe(mine)}; JAX {_describe(theirs)}"
     if mine[0] == "error":
         return f"jitad raised {_describe(mine)} where JAX returns {_describe(theirs)}"
     grad = t in ("grad", "scan_grad")
@@ -793,7 +798,11 @@ def fuzz(minutes, seed=None, max_ops=4, out=sys.stdout):
     def one(program):
         if time.monotonic() > deadline:
             raise _Done
-        findings = check(program)
+        try:
+            findings = check(program)
+        except Exception as e:   # noqa: BLE001 -- the fuzzer's own bug: say so, go on
+            print(f"\n# --- fuzzer error {type(e).__name__}: {e}\n{program.source('jitad')}", file=out, flush=True)
+            return
         if not findings:
             return
         key = (category(findings[0].what), findings[0].known)

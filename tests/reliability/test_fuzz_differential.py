@@ -2,6 +2,7 @@
 and `lax` run by jitad and by JAX under call, jit, grad, vmap and scan), and checks that
 its oracle does catch what it must."""
 import numpy as onp
+import pytest
 from hypothesis import HealthCheck, given, settings
 
 import fuzz
@@ -66,3 +67,10 @@ def test_reproducers_run():
     exec(compile(script, "<reproducer>", "exec"), env)
     onp.testing.assert_array_equal(env["f"](env["x0"]), [0.0, 2.0, onp.nan])
 
+
+
+@pytest.mark.parametrize("transform", ["vmap", "scan_grad"])
+def test_reproducers_of_transformations_run(transform):
+    p = program(["np.sin(x0) * x1"], onp.array([0.5, 2.0]), onp.array(3.0))
+    env = {}
+    exec(compile(fuzz.Finding(transform, "example", p).reproducer(), "<reproducer>", "exec"), env)
