@@ -9,7 +9,7 @@ import numpy as np
 from ..errors import ArgumentError, IndexError_, ShapeError
 from ..ir.ops import Op, clip_index as clip_index_values
 from ..ir.types import check_int64_range
-from ..staging import is_staged, result_dtype
+from ..staging import Staged, as_var, is_staged, result_dtype
 from .math import (NUMPY_OF, _axis, _int_arg, _promoted, _shape, bind, broadcast_to, clip, conv2d_valid,
                    data_dependent_shape, matmul, max, mean, reshape, transpose, where)
 
@@ -164,8 +164,9 @@ def _advanced(x, key):
         y = transpose(y, tuple(axes + rest))
     sizes = [y_shape[a] for a in axes]
     out_shape = batch + tuple(y_shape[d] for d in rest)
-    if not math.prod(out_shape):
-        return np.zeros(out_shape, NUMPY_OF[result_dtype(x)])
+    if not math.prod(out_shape):   # nothing to read; staged code keeps it staged (its indexing clamps)
+        empty = np.zeros(out_shape, NUMPY_OF[result_dtype(x)])
+        return Staged(as_var(empty)) if is_staged(x) or builtins.any(map(is_staged, arrays)) else empty
     if len(axes) == 1:   # index/gather clamp the index themselves
         axes_index = expanded[places[0]]
     else:
