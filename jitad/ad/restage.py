@@ -34,7 +34,8 @@ def run_graph(graph, args, node_rule):
     gives each node's values; return the graph's output values."""
     env = dict(zip(graph.params, args))
     for node in graph.nodes:
-        env.update(zip(node.outputs, node_rule(node, [env[v] for v in node.inputs])))
+        with float_checks.derived(node):   # (jax_debug_nans: what it emits names `node`'s line)
+            env.update(zip(node.outputs, node_rule(node, [env[v] for v in node.inputs])))
     return [env[v] for v in graph.outputs]
 
 

@@ -26,7 +26,8 @@ _WHAT = {"nan": "a NaN", "inf": "an infinity"}
 _MOVES = {"const", "slot_get", "table_get", "table_gather", "tree_get", "arena_mark"}
 
 _origins = {}   # result var -> ("`op`", "file:line: source"), recorded while ACTIVE
-_local = threading.local()   # .context: (" in the gradient of `op`", its line) while a VJP is emitted
+_local = threading.local()   # .context: (source node's op, its description, its line, role) while a
+                             # transformation emits what a node of the traced program becomes
 
 
 def configure(nans, infs):
@@ -41,11 +42,17 @@ def configure(nans, infs):
 
 
 def note(node):
-    """Record where `node`'s results were made (the user's line, or the context's)."""
+    """Record where `node`'s results were made: the user's line, or, while a transformation
+    emits what a traced node becomes, that node's."""
     context = getattr(_local, "context", None)
-    what, line = context if context else ("", user_location())
+    if context is None:
+        what, line = f"`{node.op.name}`", user_location()
+    else:
+        op, source, line, role = context
+        what = f"`{node.op.name}` in {role} {source}" if role else \
+            source if node.op is op else f"`{node.op.name}` (from {source})"
     for v in node.outputs:
-        _origins[v] = (f"`{node.op.name}`{what}", line)
+        _origins[v] = (what, line)
 
 
 def inherit(old_vars, new_vars):
@@ -56,12 +63,17 @@ def inherit(old_vars, new_vars):
             _origins[getattr(new, "_var", new)] = where
 
 
-def gradient_of(node):
-    """While reverse mode emits `node`'s VJP: its results name `node` and its line."""
-    if not ACTIVE:
+def derived(node, role=""):
+    """While a transformation emits what `node` becomes (`role`: "the gradient of" while
+    reverse mode emits its VJP), the results made name `node` and its line."""
+    if not ACTIVE or not node.outputs:
         return nullcontext()
-    what, line = _origins.get(node.outputs[0], (f"`{node.op.name}`", "")) if node.outputs else ("", "")
-    return _context((f" in the gradient of {what}", line))
+    what, line = _origins.get(node.outputs[0], (f"`{node.op.name}`", ""))
+    return _context((node.op, what, line, role))
+
+
+def gradient_of(node):
+    return derived(node, "the gradient of")
 
 
 @contextmanager

@@ -308,6 +308,8 @@ def power(x, n):
 
 def unary(op, x):
     if not is_staged(x):
+        if op in (Op.SQUARE, Op.RELU) and np.asarray(x).dtype == np.bool_:   # ints, as staged
+            x = np.asarray(x, np.int64)
         return _eager(op, x)
     dtype = x.ir_dtype
     if op.float_only and dtype not in FLOATS:

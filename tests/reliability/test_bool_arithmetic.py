@@ -42,3 +42,9 @@ def test_square_of_bools_is_ints():
     out = jitad.jit(jnp.square)(B)
     assert out.dtype.kind == jjnp.square(B).dtype.kind == "i"
     np.testing.assert_array_equal(out, [1, 0, 1])
+
+
+def test_eager_square_of_bools_is_ints_too():
+    # eagerly, square of a bool scalar stayed a bool (staged: an int)
+    assert jnp.square(np.False_).dtype.kind == jnp.square(B).dtype.kind == "i"
+    assert jnp.square(np.True_) == 1

@@ -137,3 +137,19 @@ def test_the_cuda_backend_raises_the_same_error(debug_nans):
     f = jitad.jit(log_twice, device="cuda")
     message = raised(f, np.array([1.0, -1.0]))
     assert "`log`" in message and line_of(log_twice, "jnp.log") in message
+
+
+def sqrt_lanes(x):
+    return jnp.sqrt(x) + 1.0
+
+
+def test_vmap_and_recursion_name_the_line(debug_nans):
+    message = raised(jitad.vmap(sqrt_lanes), np.array([1.0, -1.0]))
+    assert message.startswith("jax_debug_nans: `sqrt`") and line_of(sqrt_lanes, "jnp.sqrt") in message
+
+    @jitad.FUN(out=0.0)
+    def halvings(n, x):
+        return jitad.IF(n <= 0, lambda: jnp.log(x), lambda: halvings(n - 1, x) * 0.5)
+    message = raised(jitad.jit(lambda n, x: halvings(n, x)), 3, -1.0)
+    assert "`log`" in message and line_of(test_vmap_and_recursion_name_the_line, "jnp.log(x)") in message
+    assert jitad.jit(lambda n, x: halvings(n, x))(2, 1.0) == 0.0
