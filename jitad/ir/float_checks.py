@@ -2,8 +2,9 @@
 `insert_checks` follows every float result of a primitive with a `check` that stops the
 call at the first NaN (or inf) it holds, forward or backward, and eager calls check their
 results. The message names the primitive and the user's line, which tracing records per
-result while a setting is on (`note`, from `emit`); reverse mode's rules record the line
-of the node they differentiate (`gradient_of`). With both settings off nothing is recorded
+result while a setting is on (`note`, from `emit`); what a transformation emits for a
+traced node records that node's line (`derived`: `vmap`, forward mode, restaging; reverse
+mode's VJPs say "in the gradient of" it, `gradient_of`). With both settings off nothing is recorded
 and the pass changes nothing: the program is the one compiled without them."""
 import threading
 from contextlib import contextmanager, nullcontext
