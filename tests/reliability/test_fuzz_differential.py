@@ -47,7 +47,7 @@ def test_a_value_where_jax_raises_is_a_finding():
 
 def test_a_python_branch_must_raise_under_jit():
     p = program(["np.sin(x0)"], onp.ones(2))
-    p.features.add("branch")
+    p.lines.append(("if float(np.sum(v0)) > 0:\n    v1 = v0\nelse:\n    v1 = -v0",) * 2 + ("exact", 1))
     assert "must raise StagingError" in fuzz._judge(p, "jit", ("ok", onp.ones(2)), ("error", TypeError()), 4, 1.0, None)
 
 
@@ -74,3 +74,14 @@ def test_reproducers_of_transformations_run(transform):
     p = program(["np.sin(x0) * x1"], onp.array([0.5, 2.0]), onp.array(3.0))
     env = {}
     exec(compile(fuzz.Finding(transform, "example", p).reproducer(), "<reproducer>", "exec"), env)
+
+
+def test_python_branches_end_to_end():
+    # eagerly both take the branch; under jit and vmap jitad raises StagingError; under grad
+    # StagingError (today) or the gradient of the branch taken
+    p = program(["np.sin(x0)"], onp.array([0.5, 2.0]))
+    p.lines.append(("if float(np.sum(v0)) > 0:\n    v1 = v0 * 2.0\nelse:\n    v1 = -v0",) * 2 + ("exact", 1))
+    p.result = "v1"
+    assert fuzz.check(p, ("plain", "jit", "vmap", "grad")) == []
+    assert fuzz.decisions_of(p) == [True]
+    assert "if True:" in p.source("jax", [True])
