@@ -82,6 +82,8 @@ KNOWN = {
     "rint_of_ints": "`jitad.numpy.rint` is `round`: on ints it keeps ints, where NumPy and JAX give floats",
     "lax_div_ints": "`jitad.lax.div` of ints is true division (floats); JAX's rounds toward zero (ints)",
     "lax_rsqrt": "`jitad.lax.rsqrt` is 1 / sqrt(x): its derivative at -0.0 is +inf (JAX: -inf)",
+    "const_out_of_range": "a constant array in staged code is NumPy's: a static index past its end raises "
+                          "NumPy's IndexError where `jax.jit` clamps",
 }
 
 DTYPES = ["float64", "float32", "int64", "int32", "bool"]
@@ -109,6 +111,7 @@ class Value:
     name: str
     shape: tuple
     dtype: str   # float64 float32 int64 bool
+    const: bool = False   # an array literal of the program (not an argument's value)
 
 
 @dataclass
@@ -365,8 +368,8 @@ class Builder:
         if n == 0:
             return False
         clamped = min(max(k + n if k < 0 else k, 0), n - 1)
-        if clamped != k % n if -n <= k < n else True:
-            self.p.features.add("gather_out_of_range")
+        if not -n <= k < n:
+            self.p.features.add("const_out_of_range" if x.const else "gather_out_of_range")
         self.add(f"{x.name}[{k}]", x.shape[1:], x.dtype, jax_text=f"{x.name}[{clamped}]")   # static_index_clamps
         return True
 
@@ -388,7 +391,7 @@ class Builder:
             if x.shape[1] == 0 and jdx.size:
                 return False
             if ((idx < -n) | (idx >= n)).any() or ((jdx < -x.shape[1]) | (jdx >= x.shape[1])).any():
-                self.p.features.add("gather_out_of_range")
+                self.p.features.add("const_out_of_range" if x.const else "gather_out_of_range")
             try:
                 bshape = onp.broadcast_shapes(ishape, jshape)
                 error = False
@@ -401,7 +404,7 @@ class Builder:
                      jax_text=ORACLE["take_clamps"].format(x=x.name, idx=literal(idx)))
             return True
         if ((idx < -n) | (idx >= n)).any():
-            self.p.features.add("gather_out_of_range")
+            self.p.features.add("const_out_of_range" if x.const else "gather_out_of_range")
         self.add(f"{x.name}[{literal(idx)}]", ishape + x.shape[1:], x.dtype)
         return True
 
@@ -409,7 +412,7 @@ class Builder:
         x = self.pick(lambda v: v.shape)
         if x is None:
             return False
-        right = self.draw(st.booleans())
+        right = self.draw(st.integers(0, 4)) > 0   # a wrong shape now and then
         shape = x.shape if right else self.draw(SHAPES)
         m = onp.array(self.draw(st.lists(st.booleans(), min_size=math.prod(shape), max_size=math.prod(shape))),
                       dtype=bool).reshape(shape)
@@ -425,9 +428,10 @@ class Builder:
         if x is None:
             return False
         how = self.draw(st.sampled_from(["set", "add", "multiply", "min", "max"]))
-        count = self.draw(st.integers(0, 3))
-        idx = self.draw(st.lists(st.integers(-4, 4), min_size=count, max_size=count))
-        n = x.shape[0]
+        count, n = self.draw(st.integers(0, 3)), x.shape[0]
+        wide = self.draw(st.integers(0, 4)) == 0   # now and then out of range
+        idx = self.draw(st.lists(st.integers(-4, 4) if wide else st.integers(-n, n - 1), min_size=count,
+                                 max_size=count))
         clamped = [min(max(i + n if i < 0 else i, 0), n - 1) for i in idx]
         if how == "set" and len(set(clamped)) < len(clamped):
             return False   # repeated rows in a `set`: JAX leaves the order unspecified
@@ -516,6 +520,15 @@ class Builder:
                      x.dtype, "math")
         return True
 
+    def constant(self):
+        """An array literal of the program, which the other operations mix with the arguments."""
+        a = self.draw(arrays())
+        if a.dtype == onp.int32:
+            a = a.astype(onp.int64)
+        self.add(f"np.asarray({literal(a)})", a.shape, a.dtype.name)
+        self.values[-1].const = True
+        return True
+
     def branch(self):
         x = self.pick(lambda v: v.dtype in FLOAT)
         y = self.pick(lambda v: v.dtype in FLOAT)
@@ -532,7 +545,7 @@ class Builder:
 
 
 OPS = ["unary", "binary", "where", "reduction", "scan", "reshape", "slicing", "int_index", "gather", "mask", "at",
-       "matmul", "concat", "clip_astype", "lax_op", "branch"]
+       "matmul", "concat", "clip_astype", "lax_op", "constant", "branch"]
 
 
 @st.composite
