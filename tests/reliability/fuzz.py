@@ -59,6 +59,10 @@ ORACLE = {
     # README, "indexing": `take` clamps an index out of range, as `x[idx]` does; JAX's `take`
     # fills by default, so the JAX side asks for mode="clip"
     "take_clamps": 'np.take({x}, {idx}, axis=0, mode="clip")',
+    # README, "indexing": `x[idx]` clamps an index out of range, and its gradient flows to the
+    # element read (the derivative of what was computed); JAX's value clamps too but its
+    # gradient drops those reads, so the JAX side reads the clamped indices themselves
+    "gather_clamps": True,
     # README, "arrays outside staged code": outside staged code the arrays are NumPy's, so
     # `x[idx]` with an index out of range raises IndexError (NumPy) where JAX clamps, and
     # eager errors are NumPy's (ValueError where JAX raises TypeError): both accepted there
@@ -174,6 +178,11 @@ def arrays(draw, dtype=None, shape=None):
     lim = 2**31 if dtype == "int32" else 2**63
     pool = st.one_of(st.sampled_from([v for v in EDGE_INTS if -lim <= v < lim]), st.integers(-5, 5))
     return onp.array(draw(st.lists(pool, min_size=size, max_size=size)), dtype=dtype).reshape(shape)
+
+
+def _clamp(idx, n):
+    """Indices as a staged read takes them: negative ones from the end, then clamped."""
+    return onp.clip(onp.where(idx < 0, idx + n, idx), 0, max(n - 1, 0))
 
 
 def _kind(dtype):
@@ -397,7 +406,8 @@ class Builder:
                 error = False
             except ValueError:
                 bshape, error = (), True
-            self.add(f"{x.name}[{literal(idx)}, {literal(jdx)}]", bshape + x.shape[2:], x.dtype, error=error)
+            self.add(f"{x.name}[{literal(idx)}, {literal(jdx)}]", bshape + x.shape[2:], x.dtype, error=error,
+                     jax_text=f"{x.name}[{literal(_clamp(idx, n))}, {literal(_clamp(jdx, x.shape[1]))}]")
             return "error" if error else True
         if form == "take":
             self.add(f"np.take({x.name}, {literal(idx)}, axis=0)", ishape + x.shape[1:], x.dtype,
@@ -405,7 +415,8 @@ class Builder:
             return True
         if ((idx < -n) | (idx >= n)).any():
             self.p.features.add("const_out_of_range" if x.const else "gather_out_of_range")
-        self.add(f"{x.name}[{literal(idx)}]", ishape + x.shape[1:], x.dtype)
+        self.add(f"{x.name}[{literal(idx)}]", ishape + x.shape[1:], x.dtype,
+                 jax_text=f"{x.name}[{literal(_clamp(idx, n))}]")   # gather_clamps
         return True
 
     def mask(self):
