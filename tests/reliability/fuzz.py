@@ -86,6 +86,7 @@ KNOWN = {
     "rint_of_ints": "`jitad.numpy.rint` is `round`: on ints it keeps ints, where NumPy and JAX give floats",
     "lax_div_ints": "`jitad.lax.div` of ints is true division (floats); JAX's rounds toward zero (ints)",
     "lax_rsqrt": "`jitad.lax.rsqrt` is 1 / sqrt(x): its derivative at -0.0 is +inf (JAX: -inf)",
+    "logaddexp": "`jitad.numpy.logaddexp`'s gradient at equal infinite arguments is NaN (JAX: finite)",
     "const_out_of_range": "a constant array in staged code is NumPy's: a static index past its end raises "
                           "NumPy's IndexError where `jax.jit` clamps",
 }

@@ -30,3 +30,14 @@ def test_a_staged_index_into_an_empty_row():
 
 def test_plain_arrays_stay_plain():
     assert type(jnp.asarray(np.zeros((2, 0)))[np.array([1])]) is not jitad.staging.Staged
+
+
+def test_an_empty_batch_of_products_with_a_shared_matrix():
+    # the batched_products pass divided by the batch size: ZeroDivisionError at compile time
+    x = np.ones((2, 3, 1), np.float32)
+    def f(n, x):
+        return x[:1] @ x[np.zeros((0, 1), np.int64), -2]
+    mine, theirs = jitad.jit(lambda x: f(jnp, x))(x), jax.jit(lambda x: f(jjnp, x))(x)
+    assert mine.shape == theirs.shape == (0, 3, 1) and mine.dtype == theirs.dtype
+    out = jitad.jit(jitad.vmap(lambda a, b: a @ b, in_axes=(0, None)))(np.ones((0, 2, 3)), np.ones((3, 4)))
+    assert out.shape == (0, 2, 4)
