@@ -198,7 +198,9 @@ def max(x, axis=None, keepdims=False):
 def min(x, axis=None, keepdims=False):
     """Minimum over `axis`: `jitad.min(x)`."""
     _check_nonempty(x, _axes(x, axis, "min"), "min")
-    return -max(-x, axis, keepdims)
+    if result_dtype(x) in FLOATS:
+        return -max(-x, axis, keepdims)
+    return ~max(~x, axis, keepdims)   # ints, bools: -x overflows at the lowest int, ~x (-x - 1) does not
 
 
 def _nonempty(x, axes):

@@ -36,3 +36,23 @@ def test_negative_powers_of_float32_stay_float32():
     out = jitad.jit(lambda x: x ** -2)(x)
     assert out.dtype == np.float32
     np.testing.assert_array_equal(out, np.array([np.inf, 0.25, 0.0], np.float32))
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32])
+def test_min_of_ints_reaches_the_lowest_int(dtype):
+    # min was -max(-x): -x overflows at the lowest int, so min([5, lowest, 3]) gave -3
+    lowest = np.iinfo(dtype).min
+    x = np.array([[5, lowest, 3], [-7, 0, 2]], dtype)
+    for axis in (None, 0, 1, (0, 1), (1, 0)):
+        want = np.min(x, axis=axis)
+        np.testing.assert_array_equal(jitad.jit(lambda x: jnp.min(x, axis=axis))(x), want)
+        np.testing.assert_array_equal(jnp.min(x, axis=axis), want)   # eagerly too
+        np.testing.assert_array_equal(jnp.min(x, axis=axis), jjnp.min(x, axis=axis))
+    assert jitad.jit(jnp.argmin)(x.ravel()) == 1
+
+
+def test_min_of_bools():
+    b = np.array([[True, False], [True, True]])
+    np.testing.assert_array_equal(jitad.jit(lambda b: jnp.min(b, axis=1))(b), [False, True])
+    out = jitad.jit(jnp.min)(b)
+    assert isinstance(out, (bool, np.bool_)) and not out
