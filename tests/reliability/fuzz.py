@@ -86,6 +86,7 @@ KNOWN = {
     "rint_of_ints": "`jitad.numpy.rint` is `round`: on ints it keeps ints, where NumPy and JAX give floats",
     "lax_div_ints": "`jitad.lax.div` of ints is true division (floats); JAX's rounds toward zero (ints)",
     "lax_rsqrt": "`jitad.lax.rsqrt` is 1 / sqrt(x): its derivative at -0.0 is +inf (JAX: -inf)",
+    "floor_ceil": "`floor` and `ceil` pass a gradient of 1 at ±inf (README and JAX: 0 everywhere)",
     "logaddexp": "`jitad.numpy.logaddexp`'s gradient at equal infinite arguments is NaN (JAX: finite)",
     "const_out_of_range": "a constant array in staged code is NumPy's: a static index past its end raises "
                           "NumPy's IndexError where `jax.jit` clamps",
@@ -241,6 +242,8 @@ class Builder:
             return False
         if name == "rint" and x.dtype not in FLOAT:
             self.p.features.add("rint_of_ints")
+        if name in ("floor", "ceil"):
+            self.p.features.add("floor_ceil")
         if UNARY[name] == "math" or name in ("reciprocal", "rint"):
             dtype = x.dtype if x.dtype in FLOAT else "float64"
         else:   # (square of bools: int8 in NumPy, int32 in JAX: an int)
