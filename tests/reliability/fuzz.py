@@ -87,6 +87,7 @@ KNOWN = {
     "lax_div_ints": "`jitad.lax.div` of ints is true division (floats); JAX's rounds toward zero (ints)",
     "lax_rsqrt": "`jitad.lax.rsqrt` is 1 / sqrt(x): its derivative at -0.0 is +inf (JAX: -inf)",
     "floor_ceil": "`floor` and `ceil` pass a gradient of 1 at ±inf (README and JAX: 0 everywhere)",
+    "bool_arith": "`sign` of bools and `.at[].multiply` of bools are accepted (JAX raises TypeError)",
     "logaddexp": "`jitad.numpy.logaddexp`'s gradient at equal infinite arguments is NaN (JAX: finite)",
     "const_out_of_range": "a constant array in staged code is NumPy's: a static index past its end raises "
                           "NumPy's IndexError where `jax.jit` clamps",
@@ -225,8 +226,10 @@ class Builder:
     def add(self, text, shape, dtype, kind="exact", length=1, jax_text=None, error=False):
         name = f"v{len(self.p.lines)}"
         self.p.lines.append((f"{name} = {text}", f"{name} = {jax_text or text}", kind, length))
-        if not error:
-            self.values.append(Value(name, tuple(shape), dtype))
+        if not error:   # a value computed from constants only is a constant too
+            known = {v.name: v.const for v in self.values}
+            used = [known[n] for n in re.findall(r"\b[vx]\d+\b", text) if n in known]
+            self.values.append(Value(name, tuple(shape), dtype, bool(used) and all(used)))
         return name
 
     def scalar(self, dtype):
@@ -244,6 +247,8 @@ class Builder:
             self.p.features.add("rint_of_ints")
         if name in ("floor", "ceil"):
             self.p.features.add("floor_ceil")
+        if name == "sign" and x.dtype == "bool":
+            self.p.features.add("bool_arith")
         if UNARY[name] == "math" or name in ("reciprocal", "rint"):
             dtype = x.dtype if x.dtype in FLOAT else "float64"
         else:   # (square of bools: int8 in NumPy, int32 in JAX: an int)
@@ -453,6 +458,8 @@ class Builder:
         if any(not -n <= i < n for i in idx):
             self.p.features.add("at_static_out_of_range")
         v = self.scalar(x.dtype) if x.dtype != "bool" else "True"
+        if x.dtype == "bool" and how == "multiply":
+            self.p.features.add("bool_arith")
         itext = repr(idx)
         self.add(f"np.asarray({x.name}).at[onp.array({itext}, dtype='int64')].{how}({v})", x.shape, x.dtype,
                  jax_text=ORACLE["scatter_clamps"].format(x=f"np.asarray({x.name})",
@@ -541,7 +548,7 @@ class Builder:
         if a.dtype == onp.int32:
             a = a.astype(onp.int64)
         self.add(f"np.asarray({literal(a)})", a.shape, a.dtype.name)
-        self.values[-1].const = True
+        self.values[-1].const = True   # (it reads no value)
         return True
 
     def branch(self):
@@ -800,7 +807,7 @@ def _judge(program, t, mine, theirs, budget, scale, decisions):
             return ""
         if decisions is not None:
             theirs = run("jax", program, t, decisions)
-    if branch and t in ("jit", "vmap", "scan"):
+    if branch and t in ("jit", "vmap", "scan") and theirs[0] == "error":   # (a branch on a constant is fine)
         if mine[0] == "ok":
             return f"a Python branch on a staged value returned {_describe(mine)}; it must raise StagingError"
         if isinstance(mine[1], StagingError):
