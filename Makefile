@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export OPENBLAS_NUM_THREADS ?= 1
 
-.PHONY: demo test test-all bench clean lapack export-example docs
+.PHONY: demo test test-all bench clean lapack export-example docs fuzz
 
 # `jitad.export` links the system's LAPACK for linear algebra; its tests need one (Debian: liblapack-dev)
 LAPACK := $(firstword $(wildcard /usr/lib/*/liblapack.so /usr/lib64/liblapack.so /usr/lib/liblapack.so))
@@ -46,6 +46,12 @@ bench: $(VENV)/.installed-bench
 # the site (mkdocs.yml, docs/) in build/site; --strict: a broken link or reference fails it
 docs: $(VENV)/.installed-docs
 	$(PY) -m mkdocs build --strict
+
+# the differential fuzzer against JAX for MINUTES minutes (docs/debugging.md); each finding
+# is printed as a runnable reproducer
+MINUTES ?= 10
+fuzz: $(VENV)/.installed-test,mpi,docs
+	$(PY) -m tests.reliability.fuzz --minutes $(MINUTES)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

@@ -5,6 +5,7 @@ import inspect
 import os
 import re
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -14,6 +15,7 @@ import numpy as np
 from . import monitoring, numeric as N, numpy_api, timing
 from .config import config
 from .errors import ArgumentError, check_argnums, env_int
+from .ir import float_checks
 from .ir.types import TreeType, is_device_array
 from .ir.verify import verify
 from .lower.compile import SCALAR_KEYS, compile_program
@@ -113,6 +115,13 @@ class Jitted:
         self._fallback = functools.partial(Jitted.__call__, self)
         self.keeps_values = False   # inlined in a trace with values (`grad` from Python), it keeps them
         functools.update_wrapper(self, fn, updated=())
+        _JITS.add(self)
+
+    def _forget(self):
+        """Drop every compiled signature (the float-check settings changed)."""
+        self._compiled.clear()
+        self._last = None
+        type(self).__call__ = Jitted.__call__
 
     def _bind(self, args, kwargs):
         """`(positional, keyword)` arguments: those a parameter before `*` can take become
@@ -287,6 +296,20 @@ class Jitted:
         total             70.3 ms  (cache: miss)
         """
         return self._latest("compile_report").compile_report
+
+
+_JITS = weakref.WeakSet()   # every Jitted, to forget code compiled under other float checks
+
+
+def _float_checks_changed(name, value):
+    if name in ("jax_debug_nans", "jax_debug_infs") and \
+            float_checks.configure(config.jax_debug_nans, config.jax_debug_infs):
+        for jitted in list(_JITS):
+            jitted._forget()
+
+
+float_checks.configure(config.jax_debug_nans, config.jax_debug_infs)   # (their environment variables)
+config.on_update(_float_checks_changed)
 
 
 def jit(fn: Fn | None = None, static_argnums: Argnums = (), device: Any = "cpu", *,

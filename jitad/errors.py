@@ -68,6 +68,11 @@ class RuntimeCheckError(JitadError):
     that can never finish (its condition stays true while its state stops changing)."""
 
 
+class NonFiniteError(RuntimeCheckError, FloatingPointError):
+    """A NaN (under `jax_debug_nans`) or an infinity (under `jax_debug_infs`) where a
+    primitive produced it; the message names the primitive and the user's line."""
+
+
 class IndexError_(JitadError, IndexError):
     """An index outside an array or tree."""
 

@@ -2,7 +2,7 @@
 must reproduce, used by the tests to check lowering (and, later, derivatives)."""
 import numpy as np
 
-from ..errors import RuntimeCheckError
+from . import float_checks
 from .graph import split_operands
 from .ops import CALLS, IMPLS, Op, clip_index, impl_of, registrar
 from .types import FLOATS, NUMPY, ContType, RefType, TableType, TreeType
@@ -81,7 +81,7 @@ _EFFECTS = {
 
 def _check(fail, message):
     if fail:
-        raise RuntimeCheckError(message)
+        raise float_checks.error_class(message)(message)
     return []
 
 

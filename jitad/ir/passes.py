@@ -3,6 +3,7 @@ rewrites a program in place; under `JITAD_VERIFY=1` (the tests) the verifier che
 the program before the first and after every pass."""
 from . import peephole, placed, regions
 from .cse import eliminate_common_subexpressions, fold_constants
+from .float_checks import insert_checks
 from .dce import drop_unread_slots, eliminate_dead_code, forward_stop_gradients
 from .fuse import fuse_graph, row_reductions, small_products
 from .ops import Op
@@ -49,6 +50,8 @@ PIPELINE = [   # (name, pass(program), purpose)
      "drop slots only written (a value whose gradient alone is returned), and their writes"),
     ("unread_tables", drop_unread_tables, "drop the loop tables nothing reads, and their writes"),
     ("dead_code", _each_graph(eliminate_dead_code), "drop the values only those slots and tables kept"),
+    ("float_checks", insert_checks,
+     "jax_debug_nans / jax_debug_infs on: each float result of a primitive is checked (off: nothing changes)"),
     ("fuse", _each_graph(fuse_graph), "runs of elementwise work on tensors become one fused loop"),
     ("row_reductions", _nested(row_reductions),
      "a sum or max over the last axis of a fused result is taken in that loop, which stores the result "

@@ -429,6 +429,8 @@ def _unbatched_product(node, producer):
     transposed product op(b)ᵀ @ op(a)ᵀ, whose rows are the result's when it is a vector."""
     (a, b), (ta, tb) = node.inputs, (node.attrs["ta"], node.attrs["tb"])
     size, m, n = node.outputs[0].type.shape
+    if not size * m * n:   # an empty product: nothing to gain (and no rows to divide by)
+        return None
     w_b, w_a = _shared(b, producer), _shared(a, producer)
     if w_b is not None and (not ta or m == 1):
         x, w, flag, rows, cols = a, w_b, tb, size * m, n

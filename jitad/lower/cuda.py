@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ArgumentError, DeviceError, ResourceError, RuntimeCheckError
+from ..errors import ArgumentError, DeviceError, ResourceError
+from ..ir import float_checks
 from ..ir.graph import Graph, Node, Var, split_operands
 from ..ir.ops import CALLS, CUDA, IMPLS, Op, impl_of, registrar
 from ..ir.types import NUMPY, RefType, is_device_array, TreeType, Type, clean_bools
@@ -604,7 +605,7 @@ def _arena_release(rt, node, ins):
 @rule(Op.CHECK)
 def _check(rt, node, ins):   # reads the flag back (a synchronization), as IF does its predicate
     if rt.host(ins[0]):
-        raise RuntimeCheckError(node.attrs["message"])
+        raise float_checks.error_class(node.attrs["message"])(node.attrs["message"])
     return []
 
 

@@ -19,7 +19,8 @@ import llvmlite.binding as llvm
 import llvmlite.ir as llvm_ir
 import numpy as np
 
-from ..errors import ConfigError, ResourceError, RuntimeCheckError, env_int
+from ..errors import ConfigError, ResourceError, env_int
+from ..ir import float_checks
 from ..ir.ops import LLVM
 from ..ir.types import NUMPY
 from ..timing import note_cache, stage
@@ -713,7 +714,7 @@ class CheckFailed:
         self.message, self.where = message, where
 
     def __call__(self, *args):
-        raise RuntimeCheckError(self.message, where=self.where)
+        raise float_checks.error_class(self.message)(self.message, where=self.where)
 
 
 class _Stopped(Exception):

@@ -9,7 +9,7 @@ import numpy as np
 from ..errors import ArgumentError, IndexError_, ShapeError
 from ..ir.ops import Op, clip_index as clip_index_values
 from ..ir.types import check_int64_range
-from ..staging import is_staged, result_dtype
+from ..staging import Staged, as_var, is_staged, result_dtype
 from .math import (NUMPY_OF, _axis, _int_arg, _promoted, _shape, bind, broadcast_to, clip, conv2d_valid,
                    data_dependent_shape, matmul, max, mean, reshape, transpose, where)
 
@@ -52,6 +52,9 @@ def getitem(x, key):
     range after that (a static int too) clamps, as JAX."""
     shape = _shape(x)
     key = tuple(np.asarray(k) if isinstance(k, list) else k for k in (key if isinstance(key, tuple) else (key,)))
+    if len(key) == 1 and isinstance(key[0], (np.ndarray, np.bool_)) and key[0].dtype == np.bool_ and not key[0].ndim:
+        grown = getitem(x, None)   # x[True]: a new axis of 1, x[False]: of 0 (NumPy, JAX)
+        return grown if key[0] else getitem(grown, slice(0, 0))
     if builtins.any(_is_array_index(k) for k in key):
         return _advanced(x, key)
     if Ellipsis in key:
@@ -116,7 +119,8 @@ def _expand_key(key, shape):
             raise data_dependent_shape("x[mask] (boolean-mask indexing)")
         if isinstance(k, np.ndarray) and k.dtype == np.bool_:   # a constant mask: its entries are known now
             if not k.ndim:
-                raise IndexError_("a 0-d boolean index: use `None` to add an axis")
+                raise IndexError_("a 0-d boolean index among other indices: index with it alone, or use `None` "
+                                 "for an axis of 1")
             _check_mask(k.shape, shape, axis)
             expanded += list(np.nonzero(k))
             axis += k.ndim
@@ -175,8 +179,9 @@ def _advanced(x, key):
         y = transpose(y, tuple(axes + rest))
     sizes = [y_shape[a] for a in axes]
     out_shape = batch + tuple(y_shape[d] for d in rest)
-    if not math.prod(out_shape):
-        return np.zeros(out_shape, NUMPY_OF[result_dtype(x)])
+    if not math.prod(out_shape):   # nothing to read; staged code keeps it staged (its indexing clamps)
+        empty = np.zeros(out_shape, NUMPY_OF[result_dtype(x)])
+        return Staged(as_var(empty)) if is_staged(x) or builtins.any(map(is_staged, arrays)) else empty
     if len(axes) == 1:   # index/gather clamp the index themselves
         axes_index = expanded[places[0]]
     else:

@@ -8,6 +8,7 @@ import operator
 import numpy as np
 
 from ..errors import ArgumentError, ShapeError, StagingError
+from ..ir import float_checks
 from ..ir.ops import IMPLS, PRIMITIVES, Op, impl_of
 from ..primitives.along_axis import SCANS
 from ..ir.types import FLOATS
@@ -131,7 +132,7 @@ def _shape(x):
 def bind(op, *xs, **attrs):
     """Apply primitive `op`: eagerly with NumPy on plain values, else staged."""
     if not builtins.any(is_staged(x) for x in xs):
-        return impl_of(op)(*[np.asarray(x) for x in xs], **attrs)
+        return float_checks.check_eager(op, impl_of(op)(*[np.asarray(x) for x in xs], **attrs))
     return Staged(emit(op, [as_var(x) for x in xs], attrs)[0])
 
 
@@ -197,7 +198,9 @@ def max(x, axis=None, keepdims=False):
 def min(x, axis=None, keepdims=False):
     """Minimum over `axis`: `jitad.min(x)`."""
     _check_nonempty(x, _axes(x, axis, "min"), "min")
-    return -max(-x, axis, keepdims)
+    if result_dtype(x) in FLOATS:
+        return -max(-x, axis, keepdims)
+    return ~max(~x, axis, keepdims)   # ints, bools: -x overflows at the lowest int, ~x (-x - 1) does not
 
 
 def _nonempty(x, axes):

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from ..errors import ResourceError, StagingError
+from ..ir import float_checks
 from ..ir.graph import Graph, Node, Var
 from ..ir.ops import Op, infer_types
 from ..ir.types import NUMPY
@@ -134,7 +135,10 @@ def emit(op, inputs, attrs=None, bodies=()):
     outs = tuple(Var(t) for t in infer_types(op, [v.type for v in ins], attrs, bodies))
     for v in outs:
         _check_size(op, v.type)
-    frame.graph.nodes.append(Node(op, ins, outs, attrs, tuple(bodies)))
+    node = Node(op, ins, outs, attrs, tuple(bodies))
+    frame.graph.nodes.append(node)
+    if float_checks.ACTIVE:   # jax_debug_nans: remember the user's line
+        float_checks.note(node)
     frame.scope.update(outs)
     if frame.concrete is not None:   # values on demand: see `concrete`
         where = (frame, len(frame.graph.nodes) - 1)

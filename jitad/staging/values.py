@@ -6,6 +6,7 @@ from functools import reduce
 import numpy as np
 
 from ..errors import ArgumentError, StagingError
+from ..ir import float_checks
 from ..ir.ops import Op, impl_of
 # N: jitad.numeric, a layer above, which Staged's methods call (x.sum(), x.T, x[i]): see rules.N
 from ..primitives.rules import N
@@ -306,7 +307,7 @@ def _eager(op, *xs):
             values = [np.float32(x) if type(x) in (float, int) else v for x, v in zip(xs, values)]
         if op.float_only:   # as when staged: ints and bools compute in f64
             values = [v if np.asarray(v).dtype.kind == "f" else np.float64(v) for v in values]
-        return impl_of(op)(*values)
+        return float_checks.check_eager(op, impl_of(op)(*values))
 
 
 _BOOL_ARITH = {Op.ADD: Op.OR, Op.MUL: Op.AND, Op.MAXIMUM: Op.OR, Op.MINIMUM: Op.AND}
@@ -341,6 +342,8 @@ def power(x, n):
     if n == 0:   # 1, as NumPy's x ** 0 for every x (inf and NaN too), with derivatives 0
         return N.broadcast_to(Staged(as_var(1.0, dtype)), x.shape)
     x, k = Staged(as_var(x, dtype), x.weak), int(abs(n))
+    if n < 0:   # (1/x)**k, not 1/x**k: at x = 0 or inf its derivative is k x**(n-1) (±inf, -0), not NaN
+        x = 1.0 / x
     result = None
     while k:
         if k & 1:
@@ -348,16 +351,23 @@ def power(x, n):
         k >>= 1
         if k:
             x = unary(Op.SQUARE, x)
-    return result if n > 0 else 1.0 / result
+    return result
 
 
 def unary(op, x):
     if not is_staged(x):
+        if op in (Op.SQUARE, Op.RELU) and np.asarray(x).dtype == np.bool_:   # ints, as staged
+            x = np.asarray(x, np.int64)
         return _eager(op, x)
     dtype = x.ir_dtype
     if op.float_only and dtype not in FLOATS:
         dtype = "f64"
-    if op in (Op.NEG, Op.ABS, Op.SQUARE, Op.RELU) and dtype == "bool":
+    if dtype == "bool" and op == Op.ABS:   # |b| is b, a bool (NumPy, JAX)
+        return x
+    if dtype == "bool" and op == Op.NEG:
+        raise ArgumentError("`-` on a bool is not supported (as in NumPy and JAX); use `~x` or "
+                            "`jitad.logical_not(x)`, or convert to int first")
+    if op in (Op.SQUARE, Op.RELU) and dtype == "bool":
         dtype = "i64"
     return Staged(emit(op, [as_var(x, dtype)])[0], x.weak)
 

@@ -3,6 +3,7 @@
 This is the identity transformation; reverse mode uses it for the parts of a program
 that carry no gradient, and the other transformations follow its shape.
 """
+from ..ir import float_checks
 from ..ir.graph import split_operands
 from ..ir.ops import CALLS, Op
 from ..staging import FOR, FUN, IF, TREE, WHILE, ShapeDtype, emit, trace_memo, wrap
@@ -33,7 +34,8 @@ def run_graph(graph, args, node_rule):
     gives each node's values; return the graph's output values."""
     env = dict(zip(graph.params, args))
     for node in graph.nodes:
-        env.update(zip(node.outputs, node_rule(node, [env[v] for v in node.inputs])))
+        with float_checks.derived(node):   # (jax_debug_nans: what it emits names `node`'s line)
+            env.update(zip(node.outputs, node_rule(node, [env[v] for v in node.inputs])))
     return [env[v] for v in graph.outputs]
 
 
@@ -46,7 +48,9 @@ def restage_node(node, ins):
     rule = CONTROL.get(node.op)
     if rule is not None:
         return list(rule(node, ins))
-    return [wrap(v) for v in emit(node.op, [x._var for x in ins], node.attrs)]
+    outs = emit(node.op, [x._var for x in ins], node.attrs)
+    float_checks.inherit(node.outputs, outs)
+    return [wrap(v) for v in outs]
 
 
 def _if(node, ins):

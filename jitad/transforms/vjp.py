@@ -24,6 +24,7 @@ from functools import partial
 
 import numpy as np
 
+from ..ir import float_checks
 from ..ir.dce import live_nodes
 from ..ir.graph import split_operands
 from ..ir.ops import VJP, Op
@@ -231,7 +232,8 @@ def _backprop(rv, node, ins, outs):
     if out.adj is None:
         return
     # the cotangents computed here are dead once added into their slots
-    with arena_scope(any(getattr(v.type, "shape", ()) for v in list(node.inputs) + list(node.outputs))):
+    with arena_scope(any(getattr(v.type, "shape", ()) for v in list(node.inputs) + list(node.outputs))), \
+            float_checks.gradient_of(node):
         _backprop_node(rv, node, ins, out)
 
 

@@ -1,0 +1,928 @@
+"""A differential fuzzer: Hypothesis writes small programs over `np` (the NumPy API) and
+`lax`, and each runs twice, once with `np = jitad.numpy, lax = jitad.lax` and once with
+`np = jax.numpy, lax = jax.lax` (x64 on: JAX is the oracle), under each transformation
+that applies: a plain call, `jit`, `grad` of the sum of the result, `vmap` over the first
+argument, and a `scan` over it (values, and the gradient with `checkpoints=1`). The two
+must agree: the same values (within a tolerance counted in units of the last place over
+the program's ops, scaled by the largest magnitude the program meets; NaN at the same
+places), the same kind of dtype, and where JAX raises, jitad raises a `JitadError` or an
+exception of JAX's builtin class.
+
+Where jitad documents a choice of its own, the oracle follows it (`ORACLE`, one entry per
+choice, with its reason); findings that are known bugs being fixed elsewhere are listed
+in `KNOWN` and reported apart.
+
+    python -m tests.reliability.fuzz --minutes 5     # each finding as a runnable reproducer
+"""
+import argparse
+import math
+import os
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+
+import numpy as onp
+import hypothesis
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+os.environ.setdefault("JAX_ENABLE_X64", "1")
+import jax  # noqa: E402
+import jax.numpy as jjnp  # noqa: E402
+
+jax.config.update("jax_enable_x64", True)
+
+import jitad  # noqa: E402
+import jitad.lax  # noqa: E402
+import jitad.numpy  # noqa: E402
+from jitad.errors import JitadError, StagingError  # noqa: E402
+
+# -- what the oracle follows where jitad documents a choice of its own ------------------
+
+ORACLE = {
+    # README, "Values and semantics": int `//` and `%` by zero give 0, as NumPy (XLA gives -2
+    # or garbage); the JAX side computes that result explicitly
+    "int_div_by_zero": "np.where({b} == 0, 0, np.{fn}({a}, np.where({b} == 0, 1, {b})))",
+    # README, "Scatter": `.at[idx]` clamps indices as `x[idx]` reads them; JAX drops updates
+    # out of range by default, so the JAX side asks for mode="clip"
+    "scatter_clamps": '{x}.at[{idx}].{how}({v}, mode="clip")',
+    # README, "other dtypes": int32 arguments are int64 in staged code; JAX gets them as int64
+    # there (outside staged code both compute in int32)
+    "int32_as_int64": True,
+    # README, "JAX's conventions": a static index past the end clamps in staged code, as in
+    # `jax.jit` (JAX raises where the array is concrete: under its `grad`, `vmap`'s unbatched
+    # arguments); the JAX side reads the clamped index
+    "static_index_clamps": True,
+    # README, "Values and semantics": mixed int and float arrays promote as NumPy (float64
+    # where JAX gives float32): only the dtype's kind (float, int, bool) is compared
+    "dtype_kind_only": True,
+    # README, "indexing": `take` counts a negative index from the end, then clamps, as `x[idx]`
+    # does; JAX's `take` fills by default and its mode="clip" clamps negative indices to 0,
+    # so the JAX side reads the indices jitad reads
+    "take_clamps": "np.take({x}, {idx}, axis=0)",
+    # README, "indexing": `x[idx]` clamps an index out of range, and its gradient flows to the
+    # element read (the derivative of what was computed); JAX's value clamps too but its
+    # gradient drops those reads, so the JAX side reads the clamped indices themselves
+    "gather_clamps": True,
+    # README, "arrays outside staged code": outside staged code the arrays are NumPy's, so
+    # `x[idx]` with an index out of range raises IndexError (NumPy) where JAX clamps, and
+    # eager errors are NumPy's (ValueError where JAX raises TypeError): both accepted there
+    "eager_numpy_errors": True,
+    # README, "JAX / autograd" table: a Python branch on a value under `grad` raises
+    # StagingError today (JAX raises too); the branch-resolved JAX gradient is also accepted,
+    # for when jitad allows such branches
+    "grad_branch": "StagingError or the gradient of the branch taken",
+    # where JAX's derivative is NaN and jitad documents a finite one, a gradient that is
+    # finite where JAX's is NaN is accepted for programs using the op: README's gradient
+    # conventions (`x ** 0` at 0: 0) and `arctan2`'s VJP (0 at the origin)
+    "finite_grad_where_jax_nan": ("power", "arctan2"),
+}
+
+# findings that are known bugs another engineer is fixing now: reported, not failures
+KNOWN = {
+    "mask_shape": "boolean masks of the wrong shape",
+    # found by this fuzzer, in files others own (reported to the lead, with a reproducer)
+    "at_static_out_of_range": "`.at[idx]` with a constant index out of range raises IndexError, even in "
+                              "staged code, where the README says it clamps as `x[idx]` does",
+    "rint_of_ints": "`jitad.numpy.rint` is `round`: on ints it keeps ints, where NumPy and JAX give floats",
+    "lax_div_ints": "`jitad.lax.div` of ints is true division (floats); JAX's rounds toward zero (ints)",
+    "lax_rsqrt": "`jitad.lax.rsqrt` is 1 / sqrt(x): its derivative at -0.0 is +inf (JAX: -inf)",
+    "floor_ceil": "`floor` and `ceil` pass a gradient of 1 at ±inf (README and JAX: 0 everywhere)",
+    "vmap_empty_mask": "`vmap` of `x[mask] @ y` with an empty mask: ShapeError from a batched reshape to "
+                       "(-1, 0, 1)",
+    "bool_arith": "`sign` of bools and `.at[].multiply` of bools are accepted (JAX raises TypeError)",
+    "logaddexp": "`jitad.numpy.logaddexp`'s gradient at equal infinite arguments is NaN (JAX: finite)",
+    "const_out_of_range": "a constant array in staged code is NumPy's: a static index past its end raises "
+                          "NumPy's IndexError where `jax.jit` clamps",
+}
+
+DTYPES = ["float64", "float32", "int64", "int32", "bool"]
+FLOAT = {"float64": onp.float64, "float32": onp.float32}
+EDGE_FLOATS = [0.0, -0.0, 1.0, -1.0, 0.5, 2.0, onp.inf, -onp.inf, onp.nan, 1e300, -1e300, 1e-300, 5e-324,
+               3.0, -2.5, 1e-8, 700.0, -745.0]
+EDGE_INTS = [0, 1, -1, 2, 3, -7, 2**31 - 1, -2**31, 2**62, -2**63, 2**63 - 1]
+ULPS = {"exact": 2, "math": 8, "sum": 4, "pow": 16}   # per op; a reduction's grow with its length
+
+UNARY = {name: "math" for name in ("sin", "cos", "tan", "tanh", "exp", "expm1", "log", "log1p", "log2", "log10",
+                                   "sqrt", "arcsin", "arccos", "arctan", "sinh", "cosh", "arcsinh", "arctanh",
+                                   "exp2", "deg2rad")}
+UNARY.update({name: "exact" for name in ("abs", "negative", "square", "sign", "floor", "ceil", "rint", "trunc",
+                                         "reciprocal", "isnan", "isfinite", "logical_not")})
+BINARY = {name: "exact" for name in ("add", "subtract", "multiply", "divide", "maximum", "minimum", "equal",
+                                     "less", "greater_equal", "not_equal", "floor_divide", "remainder")}
+BINARY.update({"power": "pow", "arctan2": "math", "hypot": "math", "logaddexp": "math"})
+LOGICAL = ("logical_and", "logical_or")
+REDUCTIONS = ("sum", "prod", "max", "min", "mean", "argmax", "argmin", "any", "all", "var", "std")
+SCANS = ("cumsum", "cumprod", "sort")
+
+
+@dataclass
+class Value:
+    name: str
+    shape: tuple
+    dtype: str   # float64 float32 int64 bool
+    const: bool = False   # an array literal of the program (not an argument's value)
+
+
+@dataclass
+class Program:
+    args: list                  # numpy arrays
+    lines: list = field(default_factory=list)    # (jitad text, JAX text, ulps kind, length)
+    result: str = ""
+    features: set = field(default_factory=set)
+    branches: list = field(default_factory=list)   # condition texts of Python `if`s, in order
+
+    def source(self, side, decisions=None):
+        """The program as Python source: `def f(x0, ...)` for `side` "jitad" or "jax" (whose
+        branches are fixed to `decisions`, when given)."""
+        names = ", ".join(f"x{k}" for k in range(len(self.args)))
+        out, k = [f"def f({names}):"], 0
+        for jtext, xtext, _, _ in self.lines:
+            text = jtext if side == "jitad" else xtext
+            if text.startswith("if ") and decisions is not None and side == "jax":
+                text, k = f"if {decisions[k]}:" + text[text.index("\n"):], k + 1
+            out.append("    " + text.replace("\n", "\n    "))
+        out.append(f"    return {self.result}")
+        return "\n".join(out)
+
+    def branches_on_values(self):
+        return any(text.startswith("if ") for text, *_ in self.lines)
+
+    def budget(self):
+        """The tolerance in ulps: each op's, a reduction's times its length."""
+        return 4 + sum(ULPS[kind] * max(length, 1) for _, _, kind, length in self.lines if kind)
+
+
+def literal(a):
+    """`a` as Python source that rebuilds it exactly."""
+    a = onp.asarray(a)
+    if a.dtype.kind == "f":
+        items = [repr(float(v)) if onp.isfinite(v) else ("onp.nan" if onp.isnan(v) else
+                 ("onp.inf" if v > 0 else "-onp.inf")) for v in a.ravel()]
+    else:
+        items = [repr(v.item()) for v in a.ravel()]
+    return f"onp.array([{', '.join(items)}], dtype='{a.dtype.name}').reshape({a.shape})"
+
+
+# -- generating programs -----------------------------------------------------------------
+
+SHAPES = st.lists(st.sampled_from([0, 1, 2, 3]), min_size=0, max_size=3).map(tuple)
+
+
+@st.composite
+def arrays(draw, dtype=None, shape=None):
+    dtype = dtype or draw(st.sampled_from(DTYPES))
+    shape = draw(SHAPES) if shape is None else shape
+    size = math.prod(shape)
+    if dtype in FLOAT:
+        pool = st.one_of(st.sampled_from(EDGE_FLOATS), st.floats(-10, 10, allow_nan=False))
+        values = draw(st.lists(pool, min_size=size, max_size=size))
+        with onp.errstate(over="ignore"):
+            return onp.array(values, dtype=FLOAT[dtype]).reshape(shape)
+    if dtype == "bool":
+        return onp.array(draw(st.lists(st.booleans(), min_size=size, max_size=size)), dtype=bool).reshape(shape)
+    lim = 2**31 if dtype == "int32" else 2**63
+    pool = st.one_of(st.sampled_from([v for v in EDGE_INTS if -lim <= v < lim]), st.integers(-5, 5))
+    return onp.array(draw(st.lists(pool, min_size=size, max_size=size)), dtype=dtype).reshape(shape)
+
+
+def _clamp(idx, n):
+    """Indices as a staged read takes them: negative ones from the end, then clamped."""
+    return onp.clip(onp.where(idx < 0, idx + n, idx), 0, max(n - 1, 0))
+
+
+def _kind(dtype):
+    return {"float64": "f", "float32": "f", "int64": "i", "int32": "i", "bool": "b"}[dtype]
+
+
+def _result_dtype(*dtypes):
+    """NumPy's promotion of the operand dtypes, as jitad documents (int32 counts as int64)."""
+    dts = [onp.dtype("int64" if d == "int32" else d) for d in dtypes]
+    return onp.result_type(*dts).name
+
+
+def _axis_choice(draw, ndim):
+    if ndim == 0:
+        return None
+    return draw(st.one_of(st.none(), st.integers(-ndim, ndim - 1),
+                          st.lists(st.integers(0, ndim - 1), min_size=1, max_size=ndim, unique=True).map(tuple)))
+
+
+def _reduced(shape, axis, keepdims):
+    axes = range(len(shape)) if axis is None else ((axis,) if isinstance(axis, int) else axis)
+    axes = {a % len(shape) for a in axes} if shape else set()
+    return tuple(1 if k in axes else n for k, n in enumerate(shape) if keepdims or k not in axes)
+
+
+class Builder:
+    """Appends lines to a program, tracking each value's shape and dtype."""
+
+    def __init__(self, draw, program):
+        self.draw, self.p = draw, program
+        self.values = [Value(f"x{k}", a.shape, "int64" if a.dtype.name == "int32" else a.dtype.name)
+                       for k, a in enumerate(program.args)]
+
+    def pick(self, pred=lambda v: True):
+        pool = [v for v in self.values if pred(v)]
+        return self.draw(st.sampled_from(pool)) if pool else None
+
+    def add(self, text, shape, dtype, kind="exact", length=1, jax_text=None, error=False):
+        name = f"v{len(self.p.lines)}"
+        self.p.lines.append((f"{name} = {text}", f"{name} = {jax_text or text}", kind, length))
+        if not error:   # a value computed from constants only is a constant too
+            known = {v.name: v.const for v in self.values}
+            used = [known[n] for n in re.findall(r"\b[vx]\d+\b", text) if n in known]
+            self.values.append(Value(name, tuple(shape), dtype, bool(used) and all(used)))
+        return name
+
+    def scalar(self, dtype):
+        if dtype in ("float64", "float32"):
+            return repr(self.draw(st.sampled_from([0.0, 1.0, -1.0, 0.5, 2.0, 3.0, -0.0, 1e300])))
+        return repr(self.draw(st.sampled_from([0, 1, 2, -1, 3])))
+
+    # each op: draw its operands and append it; False where it does not apply
+    def unary(self):
+        x = self.pick()
+        name = self.draw(st.sampled_from(sorted(UNARY)))
+        if name == "logical_not" and x.dtype != "bool":
+            return False
+        if name == "rint" and x.dtype not in FLOAT:
+            self.p.features.add("rint_of_ints")
+        if name in ("floor", "ceil"):
+            self.p.features.add("floor_ceil")
+        if name == "sign" and x.dtype == "bool":
+            self.p.features.add("bool_arith")
+        if UNARY[name] == "math" or name in ("reciprocal", "rint"):
+            dtype = x.dtype if x.dtype in FLOAT else "float64"
+        else:   # (square of bools: int8 in NumPy, int32 in JAX: an int)
+            dtype = "int64" if x.dtype == "bool" and name == "square" else x.dtype
+        if name in ("isnan", "isfinite", "logical_not"):
+            dtype = "bool"
+        self.add(f"np.{name}({x.name})", x.shape, dtype, UNARY[name])
+        return True
+
+    def binary(self):
+        a = self.pick()
+        use_scalar = self.draw(st.booleans())
+        b = None if use_scalar else self.pick()
+        name = self.draw(st.sampled_from(sorted(BINARY) + list(LOGICAL)))
+        btext = self.scalar(a.dtype) if use_scalar else b.name
+        bdtype = a.dtype if use_scalar else b.dtype
+        bshape = () if use_scalar else b.shape
+        if "bool" in (a.dtype, bdtype) and name not in ("equal", "not_equal", "logical_and", "logical_or",
+                                                          "maximum", "minimum", "add", "multiply"):
+            return False
+        if name in LOGICAL and not (a.dtype == bdtype == "bool"):
+            return False
+        try:
+            shape = onp.broadcast_shapes(a.shape, bshape)
+            error = False
+        except ValueError:
+            shape, error = (), True
+        dtype = a.dtype if use_scalar and (a.dtype in FLOAT or "." not in btext) else _result_dtype(a.dtype, bdtype)
+        if name in ("equal", "less", "greater_equal", "not_equal") or name in LOGICAL:
+            dtype = "bool"
+        elif name in ("divide", "arctan2", "hypot", "logaddexp") and dtype not in FLOAT:
+            dtype = "float64"
+        elif name == "power" and _kind(dtype) == "i":
+            return False   # integer powers with negative exponents: both sides raise or differ by design
+        jax_text = None
+        self.p.features.add(name)
+        if name in ("floor_divide", "remainder") and _kind(dtype) == "i":
+            jax_text = ORACLE["int_div_by_zero"].format(a=a.name, b=btext, fn=name)
+        self.add(f"np.{name}({a.name}, {btext})", shape, dtype, BINARY.get(name, "exact"), jax_text=jax_text,
+                 error=error)
+        return not error or "error"
+
+    def where(self):
+        c, a, b = self.pick(), self.pick(), self.pick()
+        try:
+            shape = onp.broadcast_shapes(c.shape, a.shape, b.shape)
+        except ValueError:
+            return False
+        if "bool" in (a.dtype, b.dtype) and a.dtype != b.dtype:
+            return False
+        cond = c.name if c.dtype == "bool" else f"{c.name} > 0"
+        self.add(f"np.where({cond}, {a.name}, {b.name})", shape, _result_dtype(a.dtype, b.dtype))
+        return True
+
+    def reduction(self):
+        x = self.pick(lambda v: v.shape)
+        if x is None:
+            return False
+        name = self.draw(st.sampled_from(REDUCTIONS))
+        axis = _axis_choice(self.draw, len(x.shape))
+        if name in ("argmax", "argmin") and not (axis is None or isinstance(axis, int)):
+            return False
+        keepdims = self.draw(st.booleans()) and name not in ("argmax", "argmin")
+        shape = _reduced(x.shape, axis, keepdims)
+        length = math.prod(x.shape) // max(math.prod(shape), 1) if math.prod(x.shape) else 0
+        if name in ("argmax", "argmin"):
+            dtype = "int64"
+        elif name in ("any", "all"):
+            dtype = "bool"
+        elif name in ("mean", "var", "std"):
+            dtype = x.dtype if x.dtype in FLOAT else "float64"
+        elif name in ("sum", "prod") and x.dtype == "bool":
+            dtype = "int64"
+        else:
+            dtype = x.dtype
+        kw = f", keepdims={keepdims}" if keepdims else ""
+        self.add(f"np.{name}({x.name}, axis={axis!r}{kw})", shape, dtype, "sum", length)
+        return True
+
+    def scan(self):
+        x = self.pick(lambda v: v.shape and v.dtype != "bool")
+        if x is None:
+            return False
+        name = self.draw(st.sampled_from(SCANS))
+        axis = self.draw(st.integers(-len(x.shape), len(x.shape) - 1))
+        self.add(f"np.{name}({x.name}, axis={axis})", x.shape, x.dtype, "sum", x.shape[axis])
+        return True
+
+    def reshape(self):
+        x = self.pick()
+        how = self.draw(st.sampled_from(["flat", "unit", "transpose", "expand", "squeeze", "flip"]))
+        if how == "flat":
+            self.add(f"np.reshape({x.name}, (-1,))", (math.prod(x.shape),), x.dtype)
+        elif how == "unit":
+            k = self.draw(st.integers(0, len(x.shape)))
+            self.add(f"np.reshape({x.name}, {x.shape[:k] + (1,) + x.shape[k:]!r})", x.shape[:k] + (1,) + x.shape[k:],
+                     x.dtype)
+        elif how == "transpose":
+            perm = tuple(self.draw(st.permutations(range(len(x.shape)))))
+            self.add(f"np.transpose({x.name}, {perm!r})", tuple(x.shape[p] for p in perm), x.dtype)
+        elif how == "expand":
+            k = self.draw(st.integers(-len(x.shape) - 1, len(x.shape)))
+            shape = list(x.shape)
+            shape.insert(k % (len(x.shape) + 1), 1)
+            self.add(f"np.expand_dims({x.name}, {k})", shape, x.dtype)
+        elif how == "squeeze":
+            ones = [k for k, n in enumerate(x.shape) if n == 1]
+            if not ones:
+                return False
+            k = self.draw(st.sampled_from(ones))
+            self.add(f"np.squeeze({x.name}, axis={k})", x.shape[:k] + x.shape[k + 1:], x.dtype)
+        else:
+            if not x.shape:
+                return False
+            k = self.draw(st.integers(0, len(x.shape) - 1))
+            self.add(f"np.flip({x.name}, axis={k})", x.shape, x.dtype)
+        return True
+
+    def slicing(self):
+        x = self.pick(lambda v: v.shape)
+        if x is None:
+            return False
+        n = x.shape[0]
+        start, stop = self.draw(st.integers(-4, 4)), self.draw(st.integers(-4, 5))
+        step = self.draw(st.sampled_from([1, 2, -1, -2]))
+        length = len(range(n)[start:stop:step])
+        self.add(f"{x.name}[{start}:{stop}:{step}]", (length,) + x.shape[1:], x.dtype)
+        return True
+
+    def int_index(self):
+        x = self.pick(lambda v: v.shape)
+        if x is None:
+            return False
+        k, n = self.draw(st.integers(-4, 4)), x.shape[0]
+        if n == 0:
+            return False
+        clamped = min(max(k + n if k < 0 else k, 0), n - 1)
+        if not -n <= k < n:
+            self.p.features.add("const_out_of_range" if x.const else "gather_out_of_range")
+        self.add(f"{x.name}[{k}]", x.shape[1:], x.dtype, jax_text=f"{x.name}[{clamped}]")   # static_index_clamps
+        return True
+
+    def gather(self):
+        x = self.pick(lambda v: v.shape)
+        if x is None:
+            return False
+        ishape = self.draw(st.lists(st.sampled_from([0, 1, 2, 3]), max_size=2).map(tuple))
+        idx = onp.array(self.draw(st.lists(st.integers(-5, 5), min_size=math.prod(ishape),
+                                           max_size=math.prod(ishape))), dtype=onp.int64).reshape(ishape)
+        n = x.shape[0]
+        if n == 0 and idx.size:
+            return False   # an index into nothing: JAX reads garbage-free zeros, NumPy raises; no oracle
+        form = self.draw(st.sampled_from(["rows", "pair", "take"]))
+        if form == "pair" and len(x.shape) >= 2:
+            jshape = self.draw(st.lists(st.sampled_from([1, 2, 3]), max_size=2).map(tuple))
+            jdx = onp.array(self.draw(st.lists(st.integers(-3, 3), min_size=math.prod(jshape),
+                                               max_size=math.prod(jshape))), dtype=onp.int64).reshape(jshape)
+            if x.shape[1] == 0 and jdx.size:
+                return False
+            if ((idx < -n) | (idx >= n)).any() or ((jdx < -x.shape[1]) | (jdx >= x.shape[1])).any():
+                self.p.features.add("const_out_of_range" if x.const else "gather_out_of_range")
+            try:
+                bshape = onp.broadcast_shapes(ishape, jshape)
+                error = False
+            except ValueError:
+                bshape, error = (), True
+            self.add(f"{x.name}[{literal(idx)}, {literal(jdx)}]", bshape + x.shape[2:], x.dtype, error=error,
+                     jax_text=f"{x.name}[{literal(_clamp(idx, n))}, {literal(_clamp(jdx, x.shape[1]))}]")
+            return "error" if error else True
+        if form == "take":
+            self.add(f"np.take({x.name}, {literal(idx)}, axis=0)", ishape + x.shape[1:], x.dtype,
+                     jax_text=ORACLE["take_clamps"].format(x=x.name, idx=literal(_clamp(idx, n))))
+            return True
+        if ((idx < -n) | (idx >= n)).any():
+            self.p.features.add("const_out_of_range" if x.const else "gather_out_of_range")
+        self.add(f"{x.name}[{literal(idx)}]", ishape + x.shape[1:], x.dtype,
+                 jax_text=f"{x.name}[{literal(_clamp(idx, n))}]")   # gather_clamps
+        return True
+
+    def mask(self):
+        x = self.pick(lambda v: v.shape)
+        if x is None:
+            return False
+        right = self.draw(st.integers(0, 4)) > 0   # a wrong shape now and then
+        shape = x.shape if right else self.draw(SHAPES)
+        m = onp.array(self.draw(st.lists(st.booleans(), min_size=math.prod(shape), max_size=math.prod(shape))),
+                      dtype=bool).reshape(shape)
+        ok = right or (len(shape) <= len(x.shape) and shape == x.shape[:len(shape)])
+        if not ok:
+            self.p.features.add("mask_shape")
+        if not m.size:
+            self.p.features.add("vmap_empty_mask")
+        length = int(m.sum())
+        self.add(f"{x.name}[{literal(m)}]", (length,) + x.shape[len(shape):], x.dtype, error=not ok)
+        return True if ok else "error"
+
+    def at(self):
+        x = self.pick(lambda v: v.shape and v.shape[0] > 0)
+        if x is None:
+            return False
+        how = self.draw(st.sampled_from(["set", "add", "multiply", "min", "max"]))
+        count, n = self.draw(st.integers(0, 3)), x.shape[0]
+        wide = self.draw(st.integers(0, 4)) == 0   # now and then out of range
+        idx = self.draw(st.lists(st.integers(-4, 4) if wide else st.integers(-n, n - 1), min_size=count,
+                                 max_size=count))
+        clamped = [min(max(i + n if i < 0 else i, 0), n - 1) for i in idx]
+        if how == "set" and len(set(clamped)) < len(clamped):
+            return False   # repeated rows in a `set`: JAX leaves the order unspecified
+        if any(not -n <= i < n for i in idx):
+            self.p.features.add("at_static_out_of_range")
+        v = self.scalar(x.dtype) if x.dtype != "bool" else "True"
+        if x.dtype == "bool" and how == "multiply":
+            self.p.features.add("bool_arith")
+        itext = repr(idx)
+        self.add(f"np.asarray({x.name}).at[onp.array({itext}, dtype='int64')].{how}({v})", x.shape, x.dtype,
+                 jax_text=ORACLE["scatter_clamps"].format(x=f"np.asarray({x.name})",
+                                                          idx=f"onp.array({itext}, dtype='int64')", how=how, v=v))
+        return True
+
+    def matmul(self):
+        a = self.pick(lambda v: v.shape and v.dtype != "bool")
+        b = self.pick(lambda v: v.shape and v.dtype != "bool")
+        if a is None or b is None:
+            return False
+        try:
+            shape = onp.matmul(onp.empty(a.shape), onp.empty(b.shape)).shape
+            error = False
+        except ValueError:
+            shape, error = (), True
+        self.add(f"{a.name} @ {b.name}", shape, _result_dtype(a.dtype, b.dtype), "sum", a.shape[-1], error=error)
+        return "error" if error else True
+
+    def concat(self):
+        a, b = self.pick(lambda v: v.shape), self.pick(lambda v: v.shape)
+        if a is None or b is None or "bool" in (a.dtype, b.dtype) and a.dtype != b.dtype:
+            return False
+        error = len(a.shape) != len(b.shape) or a.shape[1:] != b.shape[1:]
+        shape = (a.shape[0] + b.shape[0],) + a.shape[1:]
+        self.add(f"np.concatenate([{a.name}, {b.name}], axis=0)", shape, _result_dtype(a.dtype, b.dtype),
+                 error=error)
+        return "error" if error else True
+
+    def clip_astype(self):
+        x = self.pick(lambda v: v.dtype != "bool")
+        if x is None:
+            return False
+        if self.draw(st.booleans()):
+            self.add(f"np.clip({x.name}, -2, 2)", x.shape, x.dtype)
+        else:
+            dtype = self.draw(st.sampled_from(["float64", "float32"] + (["int64"] if x.dtype != "float32" else [])))
+            if _kind(x.dtype) == "f" and dtype == "int64":
+                return False   # float -> int of NaN/inf/huge: implementation-defined in XLA, saturating in jitad
+            self.add(f"{x.name}.astype(np.{dtype})", x.shape, dtype)
+        return True
+
+    def lax_op(self):
+        """`lax`'s own operations: powers, slices at (clamped) staged starts, loops, cond."""
+        x = self.pick(lambda v: v.dtype in FLOAT)
+        ints = self.pick(lambda v: v.dtype == "int64")
+        if ints is not None and self.draw(st.integers(0, 9)) == 0:
+            self.p.features.add("lax_div_ints")
+            self.add(f"lax.div({ints.name}, np.asarray(3, {ints.name}.dtype))", ints.shape, ints.dtype)
+            return True
+        if x is None:
+            return False
+        how = self.draw(st.sampled_from(["integer_pow", "rsqrt", "logistic", "erf", "dynamic_slice",
+                                         "dynamic_update", "select", "div", "fori_loop", "cond"]))
+        if how == "integer_pow":
+            self.add(f"lax.integer_pow({x.name}, {self.draw(st.integers(-2, 3))})", x.shape, x.dtype, "math")
+        elif how in ("rsqrt", "logistic", "erf"):
+            if how == "rsqrt":
+                self.p.features.add("lax_rsqrt")
+            self.add(f"lax.{how}({x.name})", x.shape, x.dtype, "math")
+        elif how in ("dynamic_slice", "dynamic_update"):
+            if not x.shape:
+                return False
+            n, start = x.shape[0], self.draw(st.integers(-3, 5))
+            size = self.draw(st.integers(0, n))
+            if how == "dynamic_slice":
+                self.add(f"lax.dynamic_slice_in_dim({x.name}, {start}, {size}, axis=0)", (size,) + x.shape[1:],
+                         x.dtype)
+            else:
+                self.add(f"lax.dynamic_update_slice_in_dim({x.name}, {x.name}[:{size}] * 2.0, {start}, axis=0)",
+                         x.shape, x.dtype)
+        elif how == "select":
+            self.add(f"lax.select({x.name} > 0, {x.name}, -{x.name})", x.shape, x.dtype)
+        elif how == "div":
+            self.add(f"lax.div({x.name}, np.asarray(3.0, {x.name}.dtype))", x.shape, x.dtype)
+        elif how == "fori_loop":
+            self.add(f"lax.fori_loop(0, 3, lambda i, v: v * 0.5 + np.sin(v), {x.name})", x.shape, x.dtype, "math", 6)
+        else:
+            self.add(f"lax.cond(np.sum({x.name}) > 0, lambda v: v * 2.0, lambda v: np.cos(v), {x.name})", x.shape,
+                     x.dtype, "math")
+        return True
+
+    def constant(self):
+        """An array literal of the program, which the other operations mix with the arguments."""
+        a = self.draw(arrays())
+        if a.dtype == onp.int32:
+            a = a.astype(onp.int64)
+        self.add(f"np.asarray({literal(a)})", a.shape, a.dtype.name)
+        self.values[-1].const = True   # (it reads no value)
+        return True
+
+    def branch(self):
+        x = self.pick(lambda v: v.dtype in FLOAT)
+        y = self.pick(lambda v: v.dtype in FLOAT)
+        if x is None or y is None:
+            return False
+        cond = f"float(np.sum({x.name})) > 0"
+        name = f"v{len(self.p.lines)}"
+        text = f"if {cond}:\n    {name} = {y.name} * 2.0\nelse:\n    {name} = -{y.name}"
+        self.p.lines.append((text, text, "exact", 1))
+        self.p.branches.append(cond)
+        self.p.features.add("branch")
+        self.values.append(Value(name, y.shape, y.dtype))
+        return True
+
+
+OPS = ["unary", "binary", "where", "reduction", "scan", "reshape", "slicing", "int_index", "gather", "mask", "at",
+       "matmul", "concat", "clip_astype", "lax_op", "constant", "branch"]
+
+
+@st.composite
+def programs(draw, max_ops=4):
+    n_args = draw(st.integers(1, 2))
+    first = draw(st.sampled_from(["float64", "float64", "float32", "int64", "int32", "bool"]))
+    args = [draw(arrays(first))] + [draw(arrays()) for _ in range(n_args - 1)]
+    p = Program(args)
+    b = Builder(draw, p)
+    for _ in range(draw(st.integers(1, max_ops))):
+        op = draw(st.sampled_from(OPS))
+        done = getattr(b, op)()
+        if done == "error":
+            p.features.add("error")
+            break
+    p.result = b.values[-1].name   # (after a line that raises, any value defined before it)
+    return p
+
+
+# -- running one program both ways -------------------------------------------------------
+
+class Side:
+    def __init__(self, name):
+        self.name = name
+        if name == "jitad":
+            self.np, self.lax, self.jit, self.grad, self.vmap = jitad.numpy, jitad.lax, jitad.jit, jitad.grad, \
+                jitad.vmap
+        else:
+            self.np, self.lax, self.jit, self.grad, self.vmap = jjnp, jax.lax, jax.jit, jax.grad, jax.vmap
+
+    def function(self, program, decisions=None):
+        env = {"np": self.np, "lax": self.lax, "onp": onp}
+        exec(program.source(self.name, decisions), env)
+        return env["f"]
+
+    def scan(self, f, xs, rest, checkpoints):
+        """The program as the body of a loop over the first axis of `xs` (staged: a `FOR`)."""
+        def step(c, x):
+            return c, f(x, *rest)
+        if self.name == "jitad":
+            return jitad.scan(step, 0.0, xs, checkpoints=checkpoints)[1]
+        return jax.lax.scan(step, 0.0, xs)[1]
+
+
+def _jax_args(args, staged=True):
+    """The arguments JAX gets: int32 as int64 where jitad stages them (ORACLE["int32_as_int64"])."""
+    return [a.astype(onp.int64) if a.dtype == onp.int32 and staged else a for a in args]
+
+
+def _batched(a):
+    """`a` and a second lane (its values rolled) stacked on a new first axis."""
+    a = onp.asarray(a)
+    return onp.stack([a, onp.roll(a.ravel(), 1).reshape(a.shape)])
+
+
+TRANSFORMS = ["plain", "jit", "grad", "vmap", "scan", "scan_grad"]
+
+
+def applies(program, transform):
+    first = program.args[0]
+    if transform in ("grad", "scan_grad") and first.dtype.kind != "f":
+        return False
+    return True
+
+
+def run(side, program, transform, decisions=None):
+    """`("ok", value)` or `("error", exception)` for `program` under `transform`."""
+    s = Side(side)
+    # (JAX gets its own arrays: NumPy ones left unbatched by `vmap` would be indexed by NumPy)
+    args = [onp.array(a) for a in program.args] if side == "jitad" else \
+        [jjnp.asarray(a) for a in _jax_args(program.args, transform != "plain")]
+    try:
+        f = s.function(program, decisions)
+
+        def loss(*a):
+            return s.np.sum(s.np.asarray(f(*a)).astype(s.np.float64))
+        with onp.errstate(all="ignore"):
+            if transform == "plain":
+                out = f(*args)
+            elif transform == "jit":
+                out = s.jit(f)(*args)
+            elif transform == "grad":
+                out = s.grad(loss)(*args)
+            elif transform == "vmap":
+                out = s.vmap(f, in_axes=(0,) + (None,) * (len(args) - 1))(_batched(args[0]), *args[1:])
+            elif transform == "scan":
+                out = s.jit(lambda xs, *rest: s.scan(f, xs, rest, None))(_batched(args[0]), *args[1:])
+            else:
+                out = s.grad(lambda xs, *rest: s.np.sum(s.np.asarray(s.scan(f, xs, rest, 1)).astype(s.np.float64)))(
+                    _batched(args[0]), *args[1:])
+        return "ok", onp.asarray(out)
+    except Exception as e:   # noqa: BLE001 -- every outcome is compared
+        return "error", e
+
+
+def magnitude(program):
+    """The largest finite magnitude among the arguments and the values the program
+    computes (JAX, eager, line by line): the scale of the absolute tolerance."""
+    env = {"np": jjnp, "lax": jax.lax, "onp": onp}
+    env.update({f"x{k}": a for k, a in enumerate(_jax_args(program.args))})
+    top = 1.0
+    with onp.errstate(all="ignore"):
+        for _, text, _, _ in program.lines:
+            try:
+                exec(text, env)
+            except Exception:   # noqa: BLE001
+                break
+        for v in list(env.values()):
+            if isinstance(v, (onp.ndarray, jax.Array)) and onp.asarray(v).dtype.kind == "f":
+                finite = onp.abs(onp.asarray(v, dtype=onp.float64))
+                finite = finite[onp.isfinite(finite)]
+                if finite.size:
+                    top = max(top, float(finite.max()))
+    return top
+
+
+def decisions_of(program):
+    """The truth of each Python branch's condition, run eagerly by JAX."""
+    env = {"np": jjnp, "lax": jax.lax, "onp": onp}
+    env.update({f"x{k}": jjnp.asarray(a) for k, a in enumerate(_jax_args(program.args))})
+    taken = []
+    with onp.errstate(all="ignore"):
+        for _, text, _, _ in program.lines:
+            if text.startswith("if "):
+                cond = text.split("\n")[0][3:-1]
+                taken.append(bool(eval(cond, env)))
+            exec(text, env)
+    return taken
+
+
+@dataclass
+class Finding:
+    transform: str
+    what: str
+    program: Program
+    known: str = ""
+
+    def reproducer(self):
+        """The finding as a runnable Python script."""
+        p = self.program
+        args = ", ".join(f"x{k}" for k in range(len(p.args)))
+        lanes = f"onp.stack([x0, onp.roll(x0.ravel(), 1).reshape(x0.shape)]){args[2:]}"
+        scan = "jitad.scan(lambda c, x: (c, f(x, *rest)), 0.0, xs{})[1]"
+        call = {"plain": f"f({args})", "jit": f"jitad.jit(f)({args})",
+                "grad": f"jitad.grad(lambda *a: np.sum(np.asarray(f(*a)).astype(np.float64)))({args})",
+                "vmap": f"jitad.vmap(f, in_axes=(0,) + (None,) * {len(p.args) - 1})({lanes})",
+                "scan": f"jitad.jit(lambda xs, *rest: {scan.format('')})({lanes})",
+                "scan_grad": f"jitad.grad(lambda xs, *rest: np.sum(np.asarray("
+                             f"{scan.format(', checkpoints=1')}).astype(np.float64)))({lanes})"}[self.transform]
+        lines = ["import numpy as onp", "import jitad", "import jitad.numpy as np", "import jitad.lax as lax", "",
+                 p.source("jitad"), ""]
+        lines += [f"x{k} = {literal(a)}" for k, a in enumerate(p.args)]
+        lines += [f"print({call})", f"# {self.transform}: {self.what}"]
+        if p.source("jitad") != p.source("jax"):
+            lines.append("# the JAX oracle runs:\n# " + p.source("jax").replace("\n", "\n# "))
+        if self.known:
+            lines.append(f"# known bug: {self.known}")
+        return "\n".join(lines)
+
+
+def _describe(outcome):
+    kind, v = outcome
+    if kind == "error":
+        return f"{type(v).__name__}: {str(v).splitlines()[0] if str(v) else ''}"[:300]
+    return f"{v.dtype}{list(v.shape)} {onp.array2string(v, threshold=12, precision=17)}"[:600]
+
+
+BUILTIN_ERRORS = (TypeError, ValueError, IndexError)
+
+
+def _error_ok(mine, theirs, eager=False):
+    """jitad's exception where JAX raised `theirs`: a JitadError or JAX's builtin class
+    (eagerly, any of them: ORACLE["eager_numpy_errors"])."""
+    if isinstance(mine, JitadError):
+        return True
+    return any(isinstance(mine, cls) and (eager or isinstance(theirs, cls)) for cls in BUILTIN_ERRORS)
+
+
+def compare(mine, theirs, budget, scale):
+    """'' where jitad's value matches JAX's, else what differs."""
+    if mine.shape != theirs.shape:
+        return f"shape {mine.shape} vs JAX {theirs.shape}"
+    kinds = {"f": "f", "i": "i", "u": "i", "b": "b"}
+    if kinds[mine.dtype.kind] != kinds[theirs.dtype.kind]:
+        return f"dtype {mine.dtype} vs JAX {theirs.dtype}"
+    if mine.dtype.kind != "f":
+        return "" if onp.array_equal(mine, theirs) else "values differ"
+    a, b = mine.astype(onp.float64), theirs.astype(onp.float64)
+    if not onp.array_equal(onp.isnan(a), onp.isnan(b)):
+        return "NaN at different places"
+    ok = onp.isnan(a)
+    eps = max(onp.finfo(mine.dtype).eps, onp.finfo(theirs.dtype).eps)
+    tol = budget * eps
+    with onp.errstate(all="ignore"):
+        close = (a == b) | (onp.abs(a - b) <= tol * onp.maximum(onp.abs(a), onp.abs(b)) + tol * scale)
+        tiny = onp.finfo(mine.dtype).tiny if mine.dtype == theirs.dtype else onp.finfo(onp.float32).tiny
+        close |= (onp.abs(a) <= tiny * budget) & (onp.abs(b) <= tiny * budget)   # flushed or not
+    close &= onp.isfinite(a) & onp.isfinite(b) | (a == b)   # infinities exactly
+    close |= ok
+    return "" if close.all() else f"values differ beyond {budget} ulps (scaled by {scale:.3g})"
+
+
+def check(program, transforms=TRANSFORMS):
+    """The findings for one program, under each of `transforms` that applies."""
+    findings = []
+    budget, scale = program.budget(), magnitude(program)
+    decisions = None
+    if program.branches:
+        try:
+            decisions = decisions_of(program)
+        except Exception:   # noqa: BLE001
+            decisions = None
+    for t in transforms:
+        if not applies(program, t):
+            continue
+        mine = run("jitad", program, t)
+        theirs = run("jax", program, t)
+        what = _judge(program, t, mine, theirs, budget, scale, decisions)
+        if what:
+            known = next((KNOWN[k] for k in program.features if k in KNOWN), "")
+            findings.append(Finding(t, what, program, known))
+    return findings
+
+
+def _judge(program, t, mine, theirs, budget, scale, decisions):
+    eager = t == "plain"
+    if eager and mine[0] == "error" and isinstance(mine[1], IndexError) and "gather_out_of_range" in program.features:
+        return ""   # ORACLE["eager_numpy_errors"]: NumPy's indexing outside staged code
+    if mine[0] == "error" and not isinstance(mine[1], JitadError) and \
+            not (theirs[0] == "error" and _error_ok(mine[1], theirs[1], eager)):
+        return f"jitad raised {_describe(mine)}" + (f" (JAX: {_describe(theirs)})" if theirs[0] == "error" else
+                                                    f" where JAX returns {_describe(theirs)}")
+    branch = program.branches_on_values()
+    if branch and t in ("grad", "scan_grad"):
+        # ORACLE["grad_branch"]: StagingError today, or the gradient of the branch taken
+        if mine[0] == "error" and isinstance(mine[1], StagingError):
+            return ""
+        if decisions is not None:
+            theirs = run("jax", program, t, decisions)
+    if branch and t in ("vmap", "scan") and mine[0] == "error" and isinstance(mine[1], StagingError):
+        return ""   # jitad stages every argument of vmap and scan (JAX: the unbatched ones stay concrete)
+    if branch and t in ("jit", "vmap", "scan") and theirs[0] == "error":   # (a branch on a constant is fine)
+        if mine[0] == "ok":
+            return f"a Python branch on a staged value returned {_describe(mine)}; it must raise StagingError"
+        if isinstance(mine[1], StagingError):
+            return ""
+    if theirs[0] == "error":
+        if mine[0] == "ok":
+            return f"jitad returned {_describe(mine)} where JAX raises {_describe(theirs)}"
+        return "" if _error_ok(mine[1], theirs[1], eager) else \
+            f"jitad raised {_describe(mine)}; JAX {_describe(theirs)}"
+    if mine[0] == "error":
+        return f"jitad raised {_describe(mine)} where JAX returns {_describe(theirs)}"
+    grad = t in ("grad", "scan_grad")
+    scale_t = max(scale, _top(theirs[1])) if grad else scale
+    expected = theirs[1]
+    if grad and program.features & set(ORACLE["finite_grad_where_jax_nan"]) and mine[1].shape == expected.shape:
+        expected = onp.where(onp.isnan(expected) & ~onp.isnan(mine[1]), mine[1], expected)
+    diff = compare(mine[1], expected, budget * (4 if grad else 1), scale_t)
+    return f"{diff}: jitad {_describe(mine)}; JAX {_describe(theirs)}" if diff else ""
+
+
+def _top(v):
+    v = onp.abs(onp.asarray(v, dtype=onp.float64)) if v.dtype.kind in "fib" else onp.zeros(1)
+    v = v[onp.isfinite(v)]
+    return float(v.max()) if v.size else 1.0
+
+
+# -- the driver ----------------------------------------------------------------------------
+
+def fuzz(minutes, seed=None, max_ops=4, out=sys.stdout):
+    """Run programs for `minutes`; print each new finding as a reproducer; return them."""
+    deadline = time.monotonic() + 60 * minutes
+    found, seen = [], set()
+
+    @settings(max_examples=10**9, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck), phases=("generate",))
+    @given(programs(max_ops=max_ops))
+    def one(program):
+        if time.monotonic() > deadline:
+            raise _Done
+        try:
+            findings = check(program)
+        except Exception as e:   # noqa: BLE001 -- the fuzzer's own bug: say so, go on
+            print(f"\n# --- fuzzer error {type(e).__name__}: {e}\n{program.source('jitad')}", file=out, flush=True)
+            return
+        if not findings:
+            return
+        key = (category(findings[0].what), findings[0].known)
+        if key in seen:   # one reproducer per kind of finding
+            return
+        seen.add(key)
+        first = findings[0] if findings[0].known else minimize(findings[0])
+        found.append(first)
+        also = "".join(f"\n# also {f.transform}: {f.what[:200]}" for f in findings[1:])
+        print(f"\n# --- finding {len(found)}{' (known)' if first.known else ''}\n"
+              f"{first.reproducer()}{also}", file=out, flush=True)
+
+    if seed is not None:
+        one = hypothesis.seed(seed)(one)
+    try:
+        one()
+    except _Done:
+        pass
+    return found
+
+
+def minimize(finding):
+    """A smaller program with the same kind of finding under the same transformation: lines
+    dropped one at a time (and the result moved to an earlier value) while it persists."""
+    p, t = finding.program, finding.transform
+    want = category(finding.what)
+
+    def same(candidate):
+        found = [f for f in check(candidate, (t,)) if category(f.what) == want]
+        return found[0] if found else None
+    best = finding
+    for k in range(len(p.lines) - 1, -1, -1):
+        if len(best.program.lines) <= 1 or k >= len(best.program.lines):
+            continue
+        lines = best.program.lines[:k] + best.program.lines[k + 1:]
+        defined = [text.split(" = ")[0] for text, *_ in lines if not text.startswith("if ")]
+        for result in [best.program.result] + defined[::-1]:
+            candidate = Program(best.program.args, lines, result, best.program.features, best.program.branches)
+            if result in defined + [f"x{i}" for i in range(len(p.args))] and (smaller := same(candidate)):
+                best = Finding(t, smaller.what, candidate, finding.known)
+                break
+    return best
+
+
+def category(what):
+    """A finding's kind, its numbers and values left out (for telling new ones apart)."""
+    return re.sub(r"[-+0-9.e]+|\[.*", "", what.split(":")[0] if not what.startswith("jitad raised") else what[:60])
+
+
+class _Done(Exception):
+    pass
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description="Differential fuzzing of jitad against JAX")
+    parser.add_argument("--minutes", type=float, default=1.0)
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--max-ops", type=int, default=4)
+    a = parser.parse_args(argv)
+    found = fuzz(a.minutes, a.seed, a.max_ops)
+    new = [f for f in found if not f.known]
+    print(f"\n# {len(found)} findings ({len(new)} not known) in {a.minutes} minutes")
+    return 1 if new else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,43 @@
+"""Empty values in staged code stay staged (found by the differential fuzzer): a row of an
+empty array read at a staged index (each step of a `scan` over one) was a NumPy constant,
+so a static index past its end raised NumPy's IndexError where staged code clamps, as
+`jax.jit` does."""
+import jax
+import jax.numpy as jjnp
+import numpy as np
+
+import jitad
+import jitad.numpy as jnp
+
+jax.config.update("jax_enable_x64", True)
+XS = np.zeros((2, 3, 0, 2))
+
+
+def test_a_scan_over_empty_rows_indexes_as_staged_code():
+    def step(n):
+        return lambda c, x: (c, n.abs(x[4]))
+    mine = jitad.jit(lambda xs: jitad.scan(step(jnp), 0.0, xs)[1])(XS)
+    theirs = jax.jit(lambda xs: jax.lax.scan(step(jjnp), 0.0, xs)[1])(XS)
+    assert mine.shape == theirs.shape == (2, 0, 2) and mine.dtype == theirs.dtype
+
+
+def test_a_staged_index_into_an_empty_row():
+    out = jitad.jit(lambda xs, j: xs[j][5])(XS, 1)
+    assert out.shape == jax.jit(lambda xs, j: xs[j][5])(XS, 1).shape == (0, 2)
+    g = jitad.grad(lambda xs: jitad.scan(lambda c, x: (c + jnp.sum(x[4]), x[4]), 0.0, xs, checkpoints=1)[0])(XS)
+    assert g.shape == XS.shape
+
+
+def test_plain_arrays_stay_plain():
+    assert type(jnp.asarray(np.zeros((2, 0)))[np.array([1])]) is not jitad.staging.Staged
+
+
+def test_an_empty_batch_of_products_with_a_shared_matrix():
+    # the batched_products pass divided by the batch size: ZeroDivisionError at compile time
+    x = np.ones((2, 3, 1), np.float32)
+    def f(n, x):
+        return x[:1] @ x[np.zeros((0, 1), np.int64), -2]
+    mine, theirs = jitad.jit(lambda x: f(jnp, x))(x), jax.jit(lambda x: f(jjnp, x))(x)
+    assert mine.shape == theirs.shape == (0, 3, 1) and mine.dtype == theirs.dtype
+    out = jitad.jit(jitad.vmap(lambda a, b: a @ b, in_axes=(0, None)))(np.ones((0, 2, 3)), np.ones((3, 4)))
+    assert out.shape == (0, 2, 4)

@@ -1,0 +1,87 @@
+"""The differential fuzzer's short deterministic profile (`fuzz.py`: programs over `np`
+and `lax` run by jitad and by JAX under call, jit, grad, vmap and scan), and checks that
+its oracle does catch what it must."""
+import numpy as onp
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+import fuzz
+from fuzz import Program
+
+
+@settings(derandomize=True, max_examples=10, deadline=None, database=None, phases=("generate",),
+          suppress_health_check=list(HealthCheck))
+@given(fuzz.programs(max_ops=4))
+def test_jitad_agrees_with_jax_on_generated_programs(program):
+    new = [f for f in fuzz.check(program) if not f.known]
+    assert not new, "\n\n".join(f.reproducer() for f in new)
+
+
+def program(lines, *args, result=None):
+    p = Program([onp.asarray(a) for a in args])
+    for k, text in enumerate(lines):
+        p.lines.append((f"v{k} = {text}", f"v{k} = {text}", "exact", 1))
+    p.result = result or f"v{len(lines) - 1}"
+    return p
+
+
+def test_the_oracle_sees_wrong_values_and_nan_places():
+    budget, scale = 4, 1.0
+    assert fuzz.compare(onp.array([1.0, onp.nan]), onp.array([1.0 + 1e-15, onp.nan]), budget, scale) == ""
+    assert "NaN" in fuzz.compare(onp.array([1.0, 0.0]), onp.array([1.0, onp.nan]), budget, scale)
+    assert "ulps" in fuzz.compare(onp.array([1.0]), onp.array([1.0 + 1e-12]), budget, scale)
+    assert "dtype" in fuzz.compare(onp.array([1]), onp.array([1.0]), budget, scale)
+    assert "shape" in fuzz.compare(onp.zeros(2), onp.zeros(3), budget, scale)
+    assert fuzz.compare(onp.array([1.0, onp.inf]), onp.array([1.0, onp.inf]), budget, scale) == ""
+    assert fuzz.compare(onp.array([onp.inf]), onp.array([-onp.inf]), budget, scale) != ""
+
+
+def test_a_value_where_jax_raises_is_a_finding():
+    p = program(["np.sin(x0)"], onp.ones(2))
+    raised = ("error", TypeError("no"))
+    assert "where JAX raises" in fuzz._judge(p, "jit", ("ok", onp.ones(2)), raised, 4, 1.0, None)
+    assert fuzz._judge(p, "jit", ("error", fuzz.JitadError("refused", where=False)), raised, 4, 1.0, None) == ""
+    # a non-jitad exception of another class than JAX's, in staged code, is a finding
+    assert fuzz._judge(p, "jit", ("error", KeyError("x")), raised, 4, 1.0, None) != ""
+
+
+def test_a_python_branch_must_raise_under_jit():
+    p = program(["np.sin(x0)"], onp.ones(2))
+    p.lines.append(("if float(np.sum(v0)) > 0:\n    v1 = v0\nelse:\n    v1 = -v0",) * 2 + ("exact", 1))
+    assert "must raise StagingError" in fuzz._judge(p, "jit", ("ok", onp.ones(2)), ("error", TypeError()), 4, 1.0, None)
+
+
+def test_programs_agree_end_to_end():
+    p = program(["np.log(x0)", "np.sum(v0, axis=0, keepdims=True)", "v1 * x0"], onp.array([1.0, -1.0, 0.0, 2.0]))
+    assert fuzz.check(p, ("jit", "grad")) == []
+    # a wrong value is caught: the JAX side computes min where jitad computes max
+    p.args = [onp.array([1.0, 2.0, 3.0])]
+    p.lines[1] = ("v1 = np.max(v0, axis=0, keepdims=True)", "v1 = np.min(v0, axis=0, keepdims=True)", "exact", 1)
+    assert [f.transform for f in fuzz.check(p, ("jit", "vmap"))] == ["jit", "vmap"]
+
+
+def test_reproducers_run():
+    p = program(["np.sqrt(x0)", "np.cumsum(v0, axis=0)"], onp.array([0.0, 4.0, onp.nan]))
+    script = fuzz.Finding("jit", "example", p).reproducer()
+    env = {}
+    exec(compile(script, "<reproducer>", "exec"), env)
+    onp.testing.assert_array_equal(env["f"](env["x0"]), [0.0, 2.0, onp.nan])
+
+
+
+@pytest.mark.parametrize("transform", ["vmap", "scan_grad"])
+def test_reproducers_of_transformations_run(transform):
+    p = program(["np.sin(x0) * x1"], onp.array([0.5, 2.0]), onp.array(3.0))
+    env = {}
+    exec(compile(fuzz.Finding(transform, "example", p).reproducer(), "<reproducer>", "exec"), env)
+
+
+def test_python_branches_end_to_end():
+    # eagerly both take the branch; under jit and vmap jitad raises StagingError; under grad
+    # StagingError (today) or the gradient of the branch taken
+    p = program(["np.sin(x0)"], onp.array([0.5, 2.0]))
+    p.lines.append(("if float(np.sum(v0)) > 0:\n    v1 = v0 * 2.0\nelse:\n    v1 = -v0",) * 2 + ("exact", 1))
+    p.result = "v1"
+    assert fuzz.check(p, ("plain", "jit", "vmap", "grad")) == []
+    assert fuzz.decisions_of(p) == [True]
+    assert "if True:" in p.source("jax", [True])
