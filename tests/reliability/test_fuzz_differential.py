@@ -5,8 +5,8 @@ import numpy as onp
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-import fuzz
-from fuzz import Program
+from . import fuzz
+from .fuzz import Program
 
 
 @settings(derandomize=True, max_examples=10, deadline=None, database=None, phases=("generate",),
