@@ -7,6 +7,7 @@ per signature and keeps the result."""
 import functools
 import math
 import os
+import re
 import sys
 from typing import Any
 import threading
@@ -207,7 +208,9 @@ def compile_program(program, out_td, in_types, name, fallback, in_td=None, devic
     """After tracing (and the transformations staged with it): the passes of
     `jitad.ir.passes.PIPELINE` -> the code cached for this program, in this process or
     on disk, else lower to LLVM -> optimize -> code generation -> load (or, for
-    device="cuda", to numba-cuda kernels driven from the host)."""
+    device="cuda", to numba-cuda kernels driven from the host). `name` (a function's
+    `__name__`) is made safe as an LLVM module and C method name here."""
+    name = re.sub(r"[^A-Za-z0-9_<>.]", "_", name)
     with stage("passes"):
         run_passes(program, check=VERIFY, device=device)
     if device == "cuda":
