@@ -39,16 +39,30 @@ def ndtr(x):
     return 0.5 * N.erfc(-x * _SQRT_HALF)
 
 
+# The coefficients (-1)**n (2n - 1)!! of the asymptotic series of ndtr(x) exp(x**2 / 2)
+# sqrt(2 pi) (-x), highest first: eight terms reach float64's precision at x = -20.
+_MILLS_SERIES = tuple((-1) ** n * math.prod(range(2 * n - 1, 0, -2)) for n in range(8, 0, -1))
+
+
+def _is_f32(x):
+    return getattr(x, "ir_dtype", None) == "f32" or getattr(x, "dtype", None) == np.float32
+
+
 def log_ndtr(x):
-    """log of the standard normal CDF, accurate in both tails (an asymptotic series below
-    -20, log1p of the upper tail above 5): `special.log_ndtr(-30.0)`."""
-    mid = N.clip(x, -20.0, 5.0)   # each branch sees only inputs it handles
-    far = N.minimum(x, -20.0)
-    z2 = 1.0 / (far * far)
-    left = (-0.5 * far * far - N.log(-far) - 0.5 * math.log(2 * math.pi)
-            + N.log1p(z2 * (-1.0 + z2 * (3.0 + z2 * (-15.0 + z2 * 105.0)))))
-    right = N.log1p(-ndtr(-N.maximum(x, 5.0)))
-    return N.where(x < -20.0, left, N.where(x > 5.0, right, N.log(ndtr(mid))))
+    """log of the standard normal CDF, accurate everywhere: an asymptotic series below
+    -20 (-10 in float32), log(ndtr) up to 0, log1p(-ndtr(-x)) above (no cancellation).
+    Each formula sees only the inputs it handles (a `where` on its argument, so the
+    gradient is whole at the boundaries): `special.log_ndtr(-30.0)`."""
+    lower = -10.0 if _is_f32(x) else -20.0
+    is_left, is_right = x < lower, x > 0.0
+    far = N.where(is_left, x, lower)
+    z2, series = 1.0 / (far * far), 0.0
+    for c in _MILLS_SERIES:   # sum of (-1)**n (2n - 1)!! / x**2n, n = 1 .. 8 (Horner)
+        series = z2 * (c + series)
+    left = -0.5 * far * far - N.log(-far) - 0.5 * math.log(2 * math.pi) + N.log1p(series)
+    right = N.log1p(-ndtr(-N.where(is_right, x, 0.0)))
+    mid = N.log(ndtr(N.where(is_left | is_right, 0.0, x)))
+    return N.where(is_left, left, N.where(is_right, right, mid))
 
 
 def xlogy(x, y):
