@@ -293,9 +293,11 @@ _ERFINV = {
 }
 
 
-def _erfinv(x, name):
-    """erfinv(x) for x in (-1, 1) of float dtype `name`."""
-    w = -N.log((1.0 - x) * (1.0 + x))
+def _erfinv(x, name, w=None):
+    """erfinv(x) for x in (-1, 1) of float dtype `name`; `w`, -log((1 - x)(1 + x)), where
+    the caller has it more accurately than from x."""
+    if w is None:
+        w = -N.log((1.0 - x) * (1.0 + x))
     root, p = N.sqrt(w), None
     for bound, shift, of_root, coefficients in reversed(_ERFINV[name]):
         v = (root if of_root else w) - shift
