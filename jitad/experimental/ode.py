@@ -22,7 +22,8 @@ from .. import tree_util
 from ..errors import ArgumentError
 from ..flatten_util import ravel_pytree
 
-__all__ = ["odeint"]
+__all__ = ["odeint", "runge_kutta_step", "interp_fit_dopri", "fit_4th_order_polynomial", "initial_step_size",
+           "mean_error_ratio", "optimal_step_size", "abs2", "ravel_first_arg"]
 
 # The Dormand-Prince 5(4) tableau: nodes, stage weights, the 5th-order solution and the
 # difference to the embedded 4th-order one, and the midpoint weights of the dense output.
@@ -59,40 +60,16 @@ def _rk_step(f, y0, f0, t0, dt):
 def _dense_output(y0, y1, k, dt):
     """The coefficients (highest first) of the quartic through the step, in its relative time."""
     y_mid = y0 + dt * _combine(_MIDPOINT, k)
-    dy0, dy1 = dt * k[0], dt * k[-1]
-    return N.stack([-2.0 * dy0 + 2.0 * dy1 - 8.0 * y0 - 8.0 * y1 + 16.0 * y_mid,
-                    5.0 * dy0 - 3.0 * dy1 + 18.0 * y0 + 14.0 * y1 - 32.0 * y_mid,
-                    -4.0 * dy0 + dy1 - 11.0 * y0 - 5.0 * y1 + 16.0 * y_mid, dy0, y0])
+    return N.stack(list(fit_4th_order_polynomial(y0, y1, y_mid, k[0], k[-1], dt)))
 
 
 def _norm(v):
     return N.sqrt(N.sum(v * v))
 
 
-def _initial_step(f, t0, y0, rtol, atol, f0):
-    """Hairer's starting step size for a method of order 4."""
-    scale = atol + N.abs(y0) * rtol
-    d0, d1 = _norm(y0 / scale), _norm(f0 / scale)
-    h0 = N.where((d0 < 1e-5) | (d1 < 1e-5), 1e-6, 0.01 * d0 / N.where(d1 > 0, d1, 1.0))
-    d2 = _norm((f(y0 + h0 * f0, t0 + h0) - f0) / scale) / h0
-    big = N.maximum(d1, d2)
-    h1 = N.where((d1 <= 1e-15) & (d2 <= 1e-15), N.maximum(1e-6, h0 * 1e-3),
-                 (0.01 / N.where(big > 0, big, 1.0)) ** (1.0 / 5.0))
-    return N.minimum(100.0 * h0, h1)
-
-
-def _next_step(dt, ratio):
-    """The step after one with mean error ratio `ratio` (safety 0.9, at most x10, at least
-    x0.2 after a rejection)."""
-    floor = N.where(ratio < 1, 1.0, 0.2)
-    safe = N.where(ratio > 0, ratio, 1.0)
-    factor = N.minimum(10.0, N.maximum(safe ** (-1.0 / 5.0) * 0.9, floor))
-    return N.where(ratio == 0, dt * 10.0, dt * factor)
-
-
 def _solve(f, y0, ts, rtol, atol, mxstep, hmax):
     f0 = f(y0, ts[0])
-    dt = N.clip(_initial_step(f, ts[0], y0, rtol, atol, f0), 0.0, hmax)
+    dt = N.clip(initial_step_size(f, ts[0], y0, 4, rtol, atol, f0), 0.0, hmax)
     coeff = N.stack([y0] * 5)
 
     def advance(carry, target):
@@ -103,9 +80,8 @@ def _solve(f, y0, ts, rtol, atol, mxstep, hmax):
         def step(state):
             i, y, fy, t, dt, last_t, coeff = state
             y1, f1, err, k = _rk_step(f, y, fy, t, dt)
-            tol = atol + rtol * N.maximum(N.abs(y), N.abs(y1))
-            ratio = N.sqrt(N.mean((err / tol) ** 2))
-            new_dt = N.clip(_next_step(dt, ratio), 0.0, hmax)
+            ratio = mean_error_ratio(err, rtol, atol, y, y1)
+            new_dt = N.clip(optimal_step_size(dt, ratio), 0.0, hmax)
             ok = ratio <= 1.0
             pick = lambda new, old: N.where(ok, new, old)
             return (i + 1, pick(y1, y), pick(f1, fy), pick(t + dt, t), new_dt, pick(t, last_t),
@@ -181,3 +157,62 @@ def _odeint_bwd(f, rtol, atol, mxstep, hmax, res, g):
 
 
 _odeint.defvjp(_odeint_fwd, _odeint_bwd)
+
+
+# -- JAX's helper names, at its signatures -------------------------------------------------------
+
+def runge_kutta_step(func, y0, f0, t0, dt):
+    """One Dormand-Prince step of dy/dt = func(y, t): (y1, f1, error estimate, the seven
+    stage derivatives stacked), as JAX's helper."""
+    y1, f1, err, k = _rk_step(func, y0, f0, t0, dt)
+    return y1, f1, err, N.stack(k)
+
+
+def fit_4th_order_polynomial(y0, y1, y_mid, dy0, dy1, dt):
+    """The coefficients (a, b, c, d, e), highest first, of the quartic in the relative time
+    through y0, y_mid, y1 with slopes dy0, dy1 at the ends."""
+    a = -2.0 * dt * dy0 + 2.0 * dt * dy1 - 8.0 * y0 - 8.0 * y1 + 16.0 * y_mid
+    b = 5.0 * dt * dy0 - 3.0 * dt * dy1 + 18.0 * y0 + 14.0 * y1 - 32.0 * y_mid
+    c = -4.0 * dt * dy0 + dt * dy1 - 11.0 * y0 - 5.0 * y1 + 16.0 * y_mid
+    return a, b, c, dt * dy0, y0
+
+
+def interp_fit_dopri(y0, y1, k, dt):
+    """The dense-output quartic of one step (k: the stage derivatives, stacked)."""
+    return _dense_output(y0, y1, [k[i] for i in range(7)], dt)
+
+
+def initial_step_size(fun, t0, y0, order, rtol, atol, f0):
+    """Hairer's starting step for a method of order `order`."""
+    scale = atol + N.abs(y0) * rtol
+    d0, d1 = _norm(y0 / scale), _norm(f0 / scale)
+    h0 = N.where((d0 < 1e-5) | (d1 < 1e-5), 1e-6, 0.01 * d0 / N.where(d1 > 0, d1, 1.0))
+    d2 = _norm((fun(y0 + h0 * f0, t0 + h0) - f0) / scale) / h0
+    big = N.maximum(d1, d2)
+    h1 = N.where((d1 <= 1e-15) & (d2 <= 1e-15), N.maximum(1e-6, h0 * 1e-3),
+                 (0.01 / N.where(big > 0, big, 1.0)) ** (1.0 / (order + 1.0)))
+    return N.minimum(100.0 * h0, h1)
+
+
+def abs2(x):
+    """|x|² (real arrays: x * x)."""
+    return x * x
+
+
+def mean_error_ratio(error_estimate, rtol, atol, y0, y1):
+    """The root-mean-square of the error estimate over the tolerance."""
+    tol = atol + rtol * N.maximum(N.abs(y0), N.abs(y1))
+    return N.sqrt(N.mean(abs2(error_estimate / tol)))
+
+
+def optimal_step_size(last_step, mean_error_ratio, safety=0.9, ifactor=10.0, dfactor=0.2, order=5.0):
+    """The next step from the last one and its error ratio."""
+    floor = N.where(mean_error_ratio < 1, 1.0, dfactor)
+    safe = N.where(mean_error_ratio > 0, mean_error_ratio, 1.0)
+    factor = N.minimum(ifactor, N.maximum(safe ** (-1.0 / order) * safety, floor))
+    return N.where(mean_error_ratio == 0, last_step * ifactor, last_step * factor)
+
+
+def ravel_first_arg(f, unravel, debug_info=None):
+    """`f` over a flat first argument: f(unravel(y), *args) raveled."""
+    return lambda y, *args: ravel_pytree(f(unravel(y), *args))[0]

@@ -90,3 +90,30 @@ def test_bad_times_name_the_fix():
         odeint(lambda y, t: -y, 1.0, 1.0)
     with pytest.raises(jitad.errors.JitadError, match="floats"):
         odeint(lambda y, t: -y, 1.0, np.arange(3))
+
+
+def test_helpers_at_jaxs_signatures():
+    import jax.experimental.ode as jode
+
+    from jitad.experimental import ode
+    f, fj = (lambda y, t: -1.3 * y + jnp.sin(t)), (lambda y, t: -1.3 * y + jax.numpy.sin(t))
+    f0, dt = f(Y0, 0.2), np.float64(0.1)
+    mine = ode.runge_kutta_step(f, Y0, f0, 0.2, dt)
+    theirs = jode.runge_kutta_step(fj, Y0, f0, 0.2, dt)
+    for got, want in zip(mine, theirs):
+        np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-16)
+    y1, k = mine[0], mine[3]
+    np.testing.assert_allclose(ode.interp_fit_dopri(Y0, y1, k, dt), jode.interp_fit_dopri(Y0, y1, k, dt), rtol=1e-13)
+    np.testing.assert_allclose(ode.initial_step_size(f, 0.2, Y0, 4, 1e-8, 1e-8, f0),
+                               jode.initial_step_size(fj, 0.2, Y0, 4, 1e-8, 1e-8, f0), rtol=1e-14)
+    err = mine[2]
+    np.testing.assert_allclose(ode.mean_error_ratio(err, 1e-8, 1e-8, Y0, y1),
+                               jode.mean_error_ratio(err, 1e-8, 1e-8, Y0, y1), rtol=1e-14)
+    for ratio in np.array([0.0, 0.5, 3.0]):
+        np.testing.assert_allclose(ode.optimal_step_size(dt, ratio), jode.optimal_step_size(dt, ratio), rtol=1e-14)
+    np.testing.assert_allclose(ode.abs2(Y0), jode.abs2(Y0))
+    coeffs = ode.fit_4th_order_polynomial(Y0, y1, 0.5 * (Y0 + y1), f0, mine[1], dt)
+    for got, want in zip(coeffs, jode.fit_4th_order_polynomial(Y0, y1, 0.5 * (Y0 + y1), f0, mine[1], dt)):
+        np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-16)
+    flat = ode.ravel_first_arg(lambda s, t: {"x": s["x"] * t}, lambda v: {"x": v})
+    np.testing.assert_allclose(flat(Y0, 2.0), 2.0 * Y0)
