@@ -12,7 +12,7 @@ from ..numeric import digamma, erf, erfc, polygamma, sigmoid as expit  # noqa: F
 __all__ = ["logsumexp", "expit", "logit", "erf", "erfc", "ndtr", "log_ndtr", "xlogy", "xlog1py",
            "softmax", "log_softmax", "gammaln", "betaln", "digamma", "psi", "polygamma", "entr", "gamma",
            "gammasgn", "loggamma", "beta", "poch", "factorial", "comb", "multigammaln", "bernoulli", "rel_entr",
-           "kl_div", "boxcox", "boxcox1p", "erfinv", "ndtri", "erfcx", "gammainc", "gammaincc", "betainc", "zeta"]
+           "kl_div", "boxcox", "boxcox1p", "erfinv", "ndtri", "erfcx", "gammainc", "gammaincc", "betainc", "zeta", "rgamma", "erfcinv", "root_pi", "inv_root_pi"]
 psi = digamma
 
 _SQRT_HALF = math.sqrt(0.5)
@@ -399,3 +399,20 @@ def zeta(x, q=None):
         rising = rising * (xv + 2 * j + 1) * (xv + 2 * j + 2)
         power = power / (w * w)
     return N.where(x == 1, np.inf, N.where(valid, total, np.nan))
+
+
+root_pi = math.sqrt(math.pi)
+inv_root_pi = 1.0 / root_pi
+
+
+def rgamma(x):
+    """1 / Γ(x) (0 at the poles): `special.rgamma(3.0) == 0.5`."""
+    x = _float(x)
+    pole = ((x <= 0) & (x == N.NUMPY_API["floor"](N.where(N.abs(x) < np.inf, x, 0.0)))) | (x == -np.inf)
+    return N.where(pole, 0.0, gammasgn(N.where(pole, 1.0, x)) * N.exp(-N.lgamma(N.where(pole, 1.0, x))))
+
+
+def erfcinv(y):
+    """The inverse of erfc on [0, 2]: erfinv(1 - y), accurate for small y (through ndtri)."""
+    y = _float(y)
+    return -ndtri(0.5 * y) / math.sqrt(2.0)

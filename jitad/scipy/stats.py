@@ -101,6 +101,12 @@ class multivariate_normal:
         out = -0.5 * (d * _LOG_2PI + log_det + maha)
         return N.reshape(out, shape[:-1])
 
+    @staticmethod
+    def entropy(mean, cov):
+        """The differential entropy 0.5 log det(2 pi e cov) (`mean` does not enter)."""
+        d = _shape(cov)[-1]
+        return 0.5 * d * (1.0 + _LOG_2PI) + N.sum(N.log(_np("diagonal")(L.cholesky(cov))))
+
 
 @_with_exp
 class t:

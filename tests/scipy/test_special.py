@@ -51,8 +51,12 @@ TABLE = {
     "entr": ((np.array([-1.0, 0.0, 0.5, 2.0, np.inf]),), ss.entr, 1e-15),
     "logit": ((UNIT,), ss.logit, 1e-14),
     "expit": ((REAL,), ss.expit, 1e-15),
+    "rgamma": ((REAL,), ss.rgamma, 1e-13),
+    "erfcinv": ((np.array([0.0, 1e-300, 1e-20, 0.3, 1.0, 1.7, 2.0, 2.5, -0.1, np.nan]),), ss.erfcinv, 1e-14),
 }
-NO_JAX = {"zeta": "JAX's zeta is NaN at x = 1 where SciPy's is inf",
+NO_JAX = {"rgamma": "jax.scipy.special has no rgamma (autograd's name)",
+          "erfcinv": "jax.scipy.special has no erfcinv (autograd's name)",
+          "zeta": "JAX's zeta is NaN at x = 1 where SciPy's is inf",
           "log_ndtr": "JAX's log(ndtr(x)) loses digits for 0 < x <= 8 (its gradients are compared below)"}
 # Where SciPy is the reference, JAX's own values stray by up to this (its betaln and
 # incomplete functions lose digits for large arguments); jitad must be near both.
@@ -81,6 +85,16 @@ def test_staged_values_are_the_eager_ones():
     staged = jitad.jit(lambda: [getattr(S, n)(*TABLE[n][0]) for n in names])()
     for name, got in zip(names, staged):
         _close(got, getattr(S, name)(*TABLE[name][0]), 1e-13, name)
+
+
+def test_autograd_names():
+    ag = pytest.importorskip("autograd.scipy.special")
+    assert S.root_pi == ag.root_pi and S.inv_root_pi == ag.inv_root_pi
+    x = np.array([0.3, 1.0, 1.7])
+    np.testing.assert_allclose(S.erfcinv(x), ag.erfcinv(x), rtol=1e-14)
+    np.testing.assert_allclose(S.rgamma(x + 1.0), ag.rgamma(x + 1.0), rtol=1e-14)
+    np.testing.assert_allclose(jitad.grad(lambda v: S.erfcinv(v))(0.4), np.asarray(
+        __import__("autograd").grad(ag.erfcinv)(0.4)), rtol=1e-12)
 
 
 def test_bernoulli_numbers():

@@ -118,3 +118,11 @@ def test_multinomial_pmf():
     x, p = np.array([[2.0, 1.0, 1.0], [0.0, 4.0, 0.0], [1.0, 1.0, 1.0]]), np.array([0.2, 0.5, 0.3])
     np.testing.assert_allclose(S.multinomial.logpmf(x, 4.0, p), ss.multinomial.logpmf(x, 4, p), rtol=1e-13)
     np.testing.assert_allclose(S.multinomial.pmf(x, 4.0, p), ss.multinomial.pmf(x, 4, p), rtol=1e-13)
+
+
+def test_multivariate_normal_entropy():
+    cov = np.array([[2.0, 0.3], [0.3, 0.5]])
+    np.testing.assert_allclose(S.multivariate_normal.entropy(np.zeros(2), cov),
+                               ss.multivariate_normal(np.zeros(2), cov).entropy(), rtol=1e-14)
+    ag = pytest.importorskip("autograd.scipy.stats.multivariate_normal")
+    np.testing.assert_allclose(S.multivariate_normal.entropy(np.zeros(2), cov), ag.entropy(np.zeros(2), cov), rtol=1e-14)
