@@ -10,6 +10,7 @@ precision. Gradients (with respect to `y0`, the times `t` and the extra argument
 from the adjoint system, solved backwards between the output times by the same solver
 with the same tolerances, as JAX's.
 """
+import builtins
 import functools
 
 import numpy as np
@@ -23,7 +24,8 @@ from ..errors import ArgumentError
 from ..flatten_util import ravel_pytree
 
 __all__ = ["odeint", "runge_kutta_step", "interp_fit_dopri", "fit_4th_order_polynomial", "initial_step_size",
-           "mean_error_ratio", "optimal_step_size", "abs2", "ravel_first_arg"]
+           "mean_error_ratio", "optimal_step_size", "abs2", "ravel_first_arg", "map", "zip", "safe_map", "safe_zip",
+           "tree_leaves", "tree_map", "promote_dtypes_inexact"]
 
 # The Dormand-Prince 5(4) tableau: nodes, stage weights, the 5th-order solution and the
 # difference to the embedded 4th-order one, and the midpoint weights of the dense output.
@@ -216,3 +218,34 @@ def optimal_step_size(last_step, mean_error_ratio, safety=0.9, ifactor=10.0, dfa
 def ravel_first_arg(f, unravel, debug_info=None):
     """`f` over a flat first argument: f(unravel(y), *args) raveled."""
     return lambda y, *args: ravel_pytree(f(unravel(y), *args))[0]
+
+
+# The utilities JAX's ode module carries in its namespace.
+map, zip = builtins.map, builtins.zip   # noqa: A001
+tree_leaves, tree_map = tree_util.tree_leaves, tree_util.tree_map
+
+
+def safe_map(f, *xs):
+    """map over sequences of equal length (a length mismatch is an ArgumentError)."""
+    return list(builtins.map(f, *_same_length("safe_map", xs)))
+
+
+def safe_zip(*xs):
+    """zip over sequences of equal length (a length mismatch is an ArgumentError)."""
+    return list(builtins.zip(*_same_length("safe_zip", xs)))
+
+
+def _same_length(who, xs):
+    xs = [list(x) for x in xs]
+    if len({len(x) for x in xs}) > 1:
+        raise ArgumentError(f"{who}: lengths {[len(x) for x in xs]} differ; give sequences of one length")
+    return xs
+
+
+def promote_dtypes_inexact(*args):
+    """The arguments as arrays of one float dtype (ints and bools to float64), as JAX's helper."""
+    arrays = [a if N.is_staged(a) else np.asarray(a) for a in args]
+    kinds = [np.dtype(N.NUMPY_OF[a.ir_dtype]) if N.is_staged(a) else a.dtype for a in arrays]
+    dtype = np.result_type(*kinds, np.float32) if all(k == np.float32 for k in kinds) else np.float64
+    name = "f32" if dtype == np.float32 else "f64"
+    return [N.convert(a, name) if N.is_staged(a) else a.astype(dtype) for a in arrays]

@@ -75,6 +75,10 @@ OUT_OF_SCOPE = {
                   "clongdouble", "iscomplex", "iscomplexobj", "real_if_close", "fft"},
     "autograd.numpy": {"complex64", "complex128", "complexfloating", "complex_", "csingle", "cdouble",
                        "clongdouble", "iscomplex", "iscomplexobj", "fft"},
+    # complex results, or spectra through the (out of scope) FFT
+    "jax.scipy.special": {"wofz", "sph_harm_y"},
+    "jax.scipy.linalg": {"dft", "rsf2csf"},
+    "jax.scipy.signal": {"stft", "istft", "csd", "welch"},
 }
 
 # Names jitad exists for but declines (they raise JitadError naming the alternative).

@@ -117,3 +117,22 @@ def test_helpers_at_jaxs_signatures():
         np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-16)
     flat = ode.ravel_first_arg(lambda s, t: {"x": s["x"] * t}, lambda v: {"x": v})
     np.testing.assert_allclose(flat(Y0, 2.0), 2.0 * Y0)
+
+
+def test_module_utilities_as_jaxs():
+    import jax.experimental.ode as jode
+
+    from jitad.experimental import ode
+    assert list(ode.map(abs, [-1, 2])) == list(jode.map(abs, [-1, 2]))
+    assert list(ode.zip([1, 2], "ab")) == list(jode.zip([1, 2], "ab"))
+    assert ode.safe_map(lambda a, b: a + b, [1, 2], [3, 4]) == list(jode.safe_map(lambda a, b: a + b, [1, 2], [3, 4]))
+    assert ode.safe_zip([1, 2], [3, 4]) == list(jode.safe_zip([1, 2], [3, 4]))
+    with pytest.raises(jitad.errors.JitadError, match="lengths"):
+        ode.safe_zip([1, 2], [3])
+    tree = {"a": 1.0, "b": (2.0, 3.0)}
+    assert ode.tree_leaves(tree) == jode.tree_leaves(tree)
+    assert ode.tree_map(lambda v: 2 * v, tree) == jode.tree_map(lambda v: 2 * v, tree)
+    for args in ((1, 2.0), (np.float32(1.0), np.float32(2.0)), (True, 3)):
+        mine, theirs = ode.promote_dtypes_inexact(*args), jode.promote_dtypes_inexact(*args)
+        assert [m.dtype for m in mine] == [t.dtype for t in theirs], args
+        np.testing.assert_array_equal(mine, theirs)
