@@ -12,7 +12,8 @@ from ..numeric import digamma, erf, erfc, polygamma, sigmoid as expit  # noqa: F
 __all__ = ["logsumexp", "expit", "logit", "erf", "erfc", "ndtr", "log_ndtr", "xlogy", "xlog1py",
            "softmax", "log_softmax", "gammaln", "betaln", "digamma", "psi", "polygamma", "entr", "gamma",
            "gammasgn", "loggamma", "beta", "poch", "factorial", "comb", "multigammaln", "bernoulli", "rel_entr",
-           "kl_div", "boxcox", "boxcox1p", "erfinv", "ndtri", "erfcx", "gammainc", "gammaincc", "betainc", "zeta", "rgamma", "erfcinv", "root_pi", "inv_root_pi"]
+           "kl_div", "boxcox", "boxcox1p", "erfinv", "ndtri", "erfcx", "gammainc", "gammaincc", "betainc", "zeta", "rgamma", "erfcinv", "root_pi", "inv_root_pi",
+           "i0", "i0e", "i1", "i1e"]
 psi = digamma
 
 _SQRT_HALF = math.sqrt(0.5)
@@ -416,3 +417,62 @@ def erfcinv(y):
     """The inverse of erfc on [0, 2]: erfinv(1 - y), accurate for small y (through ndtri)."""
     y = _float(y)
     return -ndtri(0.5 * y) / math.sqrt(2.0)
+
+
+# -- modified Bessel functions of order 0 and 1 -----------------------------------------------
+
+_BESSEL_SWITCH = 30.0   # the power series below |x| = 30, the asymptotic series above
+
+
+def _bessel_series(order, x):
+    """exp(-x) I_order(x) for 0 <= x <= 30 by the power series (positive terms)."""
+    q = 0.25 * x * x
+
+    def body(k, st):
+        term, total = st
+        term = term * q / (k * (k + order))
+        return term, total + term
+    first = (0.5 * x) ** order + N.zeros_like(x)
+    _, total = _loop(100, body, (first, first))
+    return total * N.exp(-x)
+
+
+def _bessel_asymptotic(order, x):
+    """exp(-x) I_order(x) for x >= 30: Hankel's expansion, 25 terms."""
+    mu, term, total = 4.0 * order * order, 1.0 + N.zeros_like(x), 1.0 + N.zeros_like(x)
+    for k in range(1, 25):
+        term = term * -(mu - (2 * k - 1) ** 2) / (k * 8.0 * x)
+        total = total + term
+    return total / N.sqrt(2.0 * math.pi * x)
+
+
+def _bessel_e(order, x):
+    x = _float(x)
+    ax = N.abs(x)
+    small = ax <= _BESSEL_SWITCH
+    out = N.where(small, _bessel_series(order, N.where(small, ax, 1.0)),
+                  _bessel_asymptotic(order, N.where(small, 2 * _BESSEL_SWITCH, ax)))
+    out = N.where(ax == np.inf, 0.0, out)
+    return out if order == 0 else N.where(x < 0, -out, out)
+
+
+def i0e(x):
+    """The exponentially scaled modified Bessel function exp(-|x|) I0(x): `special.i0e(0.0) == 1.0`."""
+    return _bessel_e(0, x)
+
+
+def i1e(x):
+    """exp(-|x|) I1(x) (odd in x)."""
+    return _bessel_e(1, x)
+
+
+def i0(x):
+    """The modified Bessel function of the first kind of order 0."""
+    x = _float(x)
+    return i0e(x) * N.exp(N.abs(x))
+
+
+def i1(x):
+    """The modified Bessel function of the first kind of order 1 (odd in x)."""
+    x = _float(x)
+    return i1e(x) * N.exp(N.abs(x))

@@ -17,6 +17,8 @@ js = jax.scipy.special
 REAL = np.array([-7.5, -2.5, -1.5, -1.0, -0.3, -0.0, 0.0, 0.2, 1.0, 2.5, 7.0, 30.0, np.inf, -np.inf, np.nan])
 POS = np.array([1e-300, 1e-5, 0.1, 0.5, 1.0, 3.0, 12.5, 150.0, np.inf, 0.0, np.nan])
 UNIT = np.array([0.0, 1e-300, 1e-20, 1e-5, 0.1, 0.5, 0.9, 1 - 1e-12, 1.0, -0.5, 1.5, np.nan])
+BESSEL = np.array([0.0, -0.0, 1e-300, 0.1, 1.0, -2.5, 10.0, 29.9, 30.0, 30.1, 50.0, -100.0, 700.0, 1e5, np.inf,
+                   -np.inf, np.nan])
 A2, X2 = np.meshgrid([0.1, 0.5, 1.0, 2.5, 20.0, 300.0], [0.0, 0.01, 0.5, 1.0, 3.0, 25.0, 400.0, np.inf])
 P3 = np.array([0.0, 0.05, 0.3, 0.5, 0.75, 0.999, 1.0])
 
@@ -52,6 +54,7 @@ TABLE = {
     "logit": ((UNIT,), ss.logit, 1e-14),
     "expit": ((REAL,), ss.expit, 1e-15),
     "rgamma": ((REAL,), ss.rgamma, 1e-13),
+    **{name: ((BESSEL,), getattr(ss, name), 2e-14) for name in ("i0", "i0e", "i1", "i1e")},
     "erfcinv": ((np.array([0.0, 1e-300, 1e-20, 0.3, 1.0, 1.7, 2.0, 2.5, -0.1, np.nan]),), ss.erfcinv, 1e-14),
 }
 NO_JAX = {"rgamma": "jax.scipy.special has no rgamma (autograd's name)",
@@ -108,7 +111,8 @@ def test_bernoulli_numbers():
 GRADS = [("gamma", (2.3,)), ("gamma", (-1.4,)), ("loggamma", (3.1,)), ("beta", (1.5, 2.5)), ("poch", (2.0, 1.5)),
          ("rel_entr", (0.4, 0.7)), ("kl_div", (0.4, 0.7)), ("boxcox1p", (0.3, 0.4)), ("erfinv", (0.3,)),
          ("ndtri", (0.2,)), ("erfcx", (0.7,)), ("erfcx", (30.0,)), ("gammainc", (2.5, 1.3)),
-         ("gammaincc", (2.5, 4.5)), ("betainc", (2.0, 3.0, 0.3)), ("zeta", (2.5, 1.5)), ("multigammaln", (3.5, 2))]
+         ("gammaincc", (2.5, 4.5)), ("betainc", (2.0, 3.0, 0.3)), ("zeta", (2.5, 1.5)), ("multigammaln", (3.5, 2)),
+         ("i0", (1.3,)), ("i1", (-2.1,)), ("i0e", (2.0,)), ("i1e", (45.0,))]
 
 
 @pytest.mark.parametrize("name,point", GRADS, ids=[f"{n}{p}" for n, p in GRADS])
