@@ -4,9 +4,8 @@ in their arguments, with SciPy's signatures (`from jitad.scipy.stats import norm
 >>> norm.logpdf(0.0)
 -0.9189385332046727
 
-The shape parameters of `gamma`, `beta`, `poisson` and `dirichlet` (`a`, `b`, `k`,
-`alpha`) must be plain numbers (data or constants), not staged values; their other
-arguments, and all of `t`'s, may be staged.
+Every argument may be staged (and differentiated) but `dirichlet`'s `alpha`, which must
+be a plain array.
 """
 import math
 import sys
