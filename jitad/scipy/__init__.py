@@ -1,3 +1,3 @@
 """`jitad.scipy`: the parts of SciPy that `jax.scipy` and `autograd.scipy` have, on jitad's
 functions (`from jitad.scipy.stats import norm`)."""
-from . import linalg, misc, signal, special, stats  # noqa: F401
+from . import integrate, linalg, misc, optimize, signal, special, stats  # noqa: F401

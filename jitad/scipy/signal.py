@@ -4,14 +4,14 @@ import numpy as np
 from .. import numeric as N
 from ..errors import ArgumentError, ShapeError
 
-__all__ = ["convolve"]
+__all__ = ["convolve", "correlate", "convolve2d", "correlate2d", "fftconvolve", "detrend"]
 
 
 def _shape(x):
     return tuple(x.shape) if hasattr(x, "shape") else np.shape(x)
 
 
-def convolve(in1, in2, mode="full", method="auto"):
+def convolve(in1, in2, mode="full", method="auto", precision=None):
     """The discrete convolution of two 1-D or two 2-D arrays, as SciPy's `convolve`:
     `mode` 'full' (every overlap), 'same' (the size of `in1`, centred) or 'valid' (full
     overlaps only). Each output is one gather of `in1` times `in2`, summed:
@@ -44,3 +44,62 @@ def convolve(in1, in2, mode="full", method="auto"):
         index.append(out_pos.reshape(shape))
     windows = N.getitem(padded, tuple(index))   # (out..., in2...)
     return N.sum(windows * in2, tuple(range(nd, 2 * nd)))
+
+
+def _flip(x):
+    return N.getitem(x, tuple(slice(None, None, -1) for _ in _shape(x)))
+
+
+def correlate(in1, in2, mode="full", method="auto", precision=None):
+    """The cross-correlation of two real 1-D or 2-D arrays, as SciPy's: `in1` convolved
+    with `in2` reversed on every axis."""
+    return convolve(in1, _flip(in2), mode)
+
+
+def _check_2d(who, in1, in2, boundary, fillvalue):
+    if len(_shape(in1)) != 2 or len(_shape(in2)) != 2:
+        raise ShapeError(f"`{who}`: shapes {_shape(in1)} and {_shape(in2)}; give two 2-D arrays")
+    if boundary != "fill" or fillvalue != 0:
+        raise ArgumentError(f"`{who}`: boundary={boundary!r}, fillvalue={fillvalue!r}; jitad (as JAX) pads with "
+                            "zeros only: boundary='fill', fillvalue=0")
+
+
+def convolve2d(in1, in2, mode="full", boundary="fill", fillvalue=0, precision=None):
+    """The 2-D convolution of two 2-D arrays (zero padding), as SciPy's `convolve2d`."""
+    _check_2d("convolve2d", in1, in2, boundary, fillvalue)
+    return convolve(in1, in2, mode)
+
+
+def correlate2d(in1, in2, mode="full", boundary="fill", fillvalue=0, precision=None):
+    """The 2-D cross-correlation of two 2-D arrays (zero padding), as SciPy's `correlate2d`."""
+    _check_2d("correlate2d", in1, in2, boundary, fillvalue)
+    if mode != "same":
+        return correlate(in1, in2, mode)
+    (n0, n1), (m0, m1) = _shape(in1), _shape(in2)   # SciPy centres this one at m // 2
+    return N.getitem(correlate(in1, in2, "full"), (slice(m0 // 2, m0 // 2 + n0), slice(m1 // 2, m1 // 2 + n1)))
+
+
+def fftconvolve(in1, in2, mode="full", axes=None):
+    """SciPy's `fftconvolve` of real arrays, computed directly (the same values without
+    the FFT's rounding): `axes` must be None (every axis)."""
+    if axes is not None:
+        raise ArgumentError("`fftconvolve`: axes must be None in jitad (every axis is convolved)")
+    return convolve(in1, in2, mode)
+
+
+def detrend(data, axis=-1, type="linear", bp=0, overwrite_data=None):
+    """`data` less its mean (`type='constant'`) or its least-squares line (`'linear'`)
+    along `axis`, as SciPy's (one segment: bp=0)."""
+    if type not in ("linear", "constant"):
+        raise ArgumentError(f"`detrend`: type={type!r}; use 'linear' or 'constant'")
+    if not (isinstance(bp, (int, np.integer)) and bp == 0):
+        raise ArgumentError("`detrend`: jitad fits one segment; bp must be 0")
+    axis = axis % len(_shape(data))
+    x = N.NUMPY_API["moveaxis"](data, axis, -1)
+    mean = N.sum(x, -1, keepdims=True) / _shape(x)[-1]
+    if type == "constant":
+        return N.NUMPY_API["moveaxis"](x - mean, -1, axis)
+    n = _shape(x)[-1]
+    t = np.arange(n, dtype=np.float64) - (n - 1) / 2.0   # centred: slope and intercept separate
+    slope = N.sum(x * t, -1, keepdims=True) / max(float(np.sum(t * t)), 1.0)
+    return N.NUMPY_API["moveaxis"](x - mean - slope * t, -1, axis)

@@ -4,9 +4,8 @@ in their arguments, with SciPy's signatures (`from jitad.scipy.stats import norm
 >>> norm.logpdf(0.0)
 -0.9189385332046727
 
-The shape parameters of `gamma`, `beta`, `poisson` and `dirichlet` (`a`, `b`, `k`,
-`alpha`) must be plain numbers (data or constants), not staged values; their other
-arguments, and all of `t`'s, may be staged.
+Every argument may be staged (and differentiated) but `dirichlet`'s `alpha`, which must
+be a plain array.
 """
 import math
 import sys
@@ -16,10 +15,13 @@ import numpy as np
 
 from .. import linalg as L
 from .. import numeric as N
+from .. import numpy_api as A
+from ..errors import ArgumentError
 from . import special as S
 
 __all__ = ["norm", "multivariate_normal", "t", "gamma", "beta", "poisson", "bernoulli", "dirichlet",
-           "expon", "laplace", "uniform"]
+           "expon", "laplace", "uniform", "logistic", "cauchy", "chi2", "pareto", "gumbel_r", "gumbel_l", "geom",
+           "binom", "nbinom", "betabinom", "multinomial", "wrapcauchy", "truncnorm"]
 
 _LOG_2PI = math.log(2 * math.pi)
 
@@ -33,11 +35,15 @@ def _np(name):
 
 
 def _with_exp(cls):
-    """Add `pdf`/`pmf` = exp(`logpdf`/`logpmf`) to a distribution namespace."""
+    """Add `pdf`/`pmf` = exp(`logpdf`/`logpmf`) to a distribution namespace, and
+    `logcdf`/`logsf` = log(`cdf`/`sf`) where it has no more accurate one."""
     for log_name in ("logpdf", "logpmf"):
         if hasattr(cls, log_name):
             log_fn = getattr(cls, log_name)
             setattr(cls, log_name[3:], staticmethod(lambda *a, _f=log_fn, **k: N.exp(_f(*a, **k))))
+    for name in ("cdf", "sf"):
+        if hasattr(cls, name) and not hasattr(cls, "log" + name):
+            setattr(cls, "log" + name, staticmethod(lambda *a, _f=getattr(cls, name), **k: N.log(_f(*a, **k))))   # noqa: B008 (bound now: the method it wraps)
     return cls
 
 
@@ -66,6 +72,14 @@ class norm:
     def logsf(x, loc=0.0, scale=1.0):
         return S.log_ndtr((loc - x) / scale)
 
+    @staticmethod
+    def ppf(q, loc=0.0, scale=1.0):
+        return loc + scale * S.ndtri(q)
+
+    @staticmethod
+    def isf(q, loc=0.0, scale=1.0):
+        return loc - scale * S.ndtri(q)
+
 
 @_with_exp
 class multivariate_normal:
@@ -86,6 +100,12 @@ class multivariate_normal:
         out = -0.5 * (d * _LOG_2PI + log_det + maha)
         return N.reshape(out, shape[:-1])
 
+    @staticmethod
+    def entropy(mean, cov):
+        """The differential entropy 0.5 log det(2 pi e cov) (`mean` does not enter)."""
+        d = _shape(cov)[-1]
+        return 0.5 * d * (1.0 + _LOG_2PI) + N.sum(N.log(_np("diagonal")(L.cholesky(cov))))
+
 
 @_with_exp
 class t:
@@ -100,36 +120,57 @@ class t:
 
 @_with_exp
 class gamma:
-    """The gamma distribution with shape `a` (a plain number)."""
+    """The gamma distribution with shape `a`."""
 
     @staticmethod
     def logpdf(x, a, loc=0.0, scale=1.0):
         y = (x - loc) / scale
-        out = S.xlogy(np.asarray(a, float) - 1.0, y) - y - S.gammaln(a) - N.log(scale)
+        out = S.xlogy(S._float(a) - 1.0, y) - y - S.gammaln(a) - N.log(scale)
         return N.where(y < 0, -np.inf, out)
+
+    @staticmethod
+    def cdf(x, a, loc=0.0, scale=1.0):
+        return S.gammainc(a, N.maximum((x - loc) / scale, 0.0))
+
+    @staticmethod
+    def sf(x, a, loc=0.0, scale=1.0):
+        return S.gammaincc(a, N.maximum((x - loc) / scale, 0.0))
 
 
 @_with_exp
 class beta:
-    """The beta distribution on [0, 1] with shapes `a`, `b` (plain numbers)."""
+    """The beta distribution on [0, 1] with shapes `a`, `b`."""
 
     @staticmethod
     def logpdf(x, a, b, loc=0.0, scale=1.0):
         y = (x - loc) / scale
-        out = (S.xlogy(np.asarray(a, float) - 1.0, y) + S.xlog1py(np.asarray(b, float) - 1.0, -y)
+        out = (S.xlogy(S._float(a) - 1.0, y) + S.xlog1py(S._float(b) - 1.0, -y)
                - S.betaln(a, b) - N.log(scale))
         return N.where((y < 0) | (y > 1), -np.inf, out)
+
+    @staticmethod
+    def cdf(x, a, b, loc=0.0, scale=1.0):
+        return S.betainc(a, b, N.clip((x - loc) / scale, 0.0, 1.0))
+
+    @staticmethod
+    def sf(x, a, b, loc=0.0, scale=1.0):
+        return S.betainc(b, a, N.clip(1.0 - (x - loc) / scale, 0.0, 1.0))
 
 
 @_with_exp
 class poisson:
-    """The Poisson distribution of counts `k` (plain numbers) with mean `mu`."""
+    """The Poisson distribution of counts `k` with mean `mu`."""
 
     @staticmethod
     def logpmf(k, mu, loc=0):
-        k = np.asarray(k, float) - loc
-        out = S.xlogy(k, mu) - mu - S.gammaln(k + 1.0)
-        return N.where(k < 0, -np.inf, out)
+        k = S._float(k) - loc
+        out = S.xlogy(k, mu) - mu - S.gammaln(N.maximum(k, 0.0) + 1.0)
+        return N.where((k < 0) | (k != A.floor(k)), -np.inf, out)
+
+    @staticmethod
+    def cdf(k, mu, loc=0):
+        k = A.floor(S._float(k) - loc)
+        return N.where(k < 0, 0.0, S.gammaincc(N.maximum(k, 0.0) + 1.0, mu))
 
 
 @_with_exp
@@ -141,6 +182,17 @@ class bernoulli:
         k = k - loc
         out = S.xlogy(k, p) + S.xlog1py(1 - k, -p)
         return N.where((k == 0) | (k == 1), out, -np.inf)
+
+    @staticmethod
+    def cdf(k, p):
+        k = S._float(k)
+        return N.where(k < 0, 0.0, N.where(k < 1, 1.0 - p, 1.0)) + 0.0 * p
+
+    @staticmethod
+    def ppf(q, p):
+        q = S._float(q)
+        out = N.where(q <= 1.0 - p, 0.0, 1.0)
+        return N.where((q < 0) | (q > 1) | (p < 0) | (p > 1), np.nan, out)
 
 
 @_with_exp
@@ -164,6 +216,27 @@ class expon:
         y = (x - loc) / scale
         return N.where(y < 0, -np.inf, -y - N.log(scale))
 
+    @staticmethod
+    def cdf(x, loc=0.0, scale=1.0):
+        return -N.expm1(-N.maximum((x - loc) / scale, 0.0))
+
+    @staticmethod
+    def logcdf(x, loc=0.0, scale=1.0):
+        y = (x - loc) / scale
+        return N.where(y <= 0, -np.inf, N.log(-N.expm1(-N.where(y > 0, y, 1.0))))
+
+    @staticmethod
+    def sf(x, loc=0.0, scale=1.0):
+        return N.exp(-N.maximum((x - loc) / scale, 0.0))
+
+    @staticmethod
+    def logsf(x, loc=0.0, scale=1.0):
+        return -N.maximum((x - loc) / scale, 0.0)
+
+    @staticmethod
+    def ppf(q, loc=0.0, scale=1.0):
+        return N.where((q < 0) | (q > 1), np.nan, loc - scale * N.log1p(-q))
+
 
 @_with_exp
 class laplace:
@@ -172,6 +245,11 @@ class laplace:
     @staticmethod
     def logpdf(x, loc=0.0, scale=1.0):
         return -N.abs(x - loc) / scale - N.log(2.0 * scale)
+
+    @staticmethod
+    def cdf(x, loc=0.0, scale=1.0):
+        y = (x - loc) / scale
+        return N.where(y < 0, 0.5 * N.exp(N.minimum(y, 0.0)), 1.0 - 0.5 * N.exp(-N.maximum(y, 0.0)))
 
 
 @_with_exp
@@ -182,6 +260,307 @@ class uniform:
     def logpdf(x, loc=0.0, scale=1.0):
         y = (x - loc) / scale
         return N.where((y < 0) | (y > 1), -np.inf, -N.log(scale))
+
+    @staticmethod
+    def cdf(x, loc=0.0, scale=1.0):
+        return N.clip((x - loc) / scale, 0.0, 1.0)
+
+    @staticmethod
+    def ppf(q, loc=0.0, scale=1.0):
+        return N.where((q < 0) | (q > 1), np.nan, loc + q * scale)
+
+
+@_with_exp
+class logistic:
+    """The logistic distribution."""
+
+    @staticmethod
+    def logpdf(x, loc=0.0, scale=1.0):
+        y = N.abs((x - loc) / scale)   # symmetric: exp(-|y|) never overflows
+        return -y - 2.0 * N.log1p(N.exp(-y)) - N.log(scale)
+
+    @staticmethod
+    def cdf(x, loc=0.0, scale=1.0):
+        return N.sigmoid((x - loc) / scale)
+
+    @staticmethod
+    def sf(x, loc=0.0, scale=1.0):
+        return N.sigmoid((loc - x) / scale)
+
+    @staticmethod
+    def ppf(q, loc=0.0, scale=1.0):
+        return loc + scale * S.logit(q)
+
+    @staticmethod
+    def isf(q, loc=0.0, scale=1.0):
+        return loc - scale * S.logit(q)
+
+
+def _cauchy_quantile(q):
+    """The standard Cauchy quantile tan(pi (q - 1/2)), as -cot(pi q) on the side whose
+    product pi q keeps its digits."""
+    low = q < 0.5
+    v = N.where(low, -1.0 / A.tan(math.pi * N.where(low, q, 0.25)), 1.0 / A.tan(math.pi * (1.0 - N.where(low, 0.75, q))))
+    v = N.where(q == 0.5, 0.0, N.where(q == 0, -np.inf, N.where(q == 1, np.inf, v)))
+    return N.where((q < 0) | (q > 1), np.nan, v)
+
+
+@_with_exp
+class cauchy:
+    """The Cauchy distribution."""
+
+    @staticmethod
+    def logpdf(x, loc=0.0, scale=1.0):
+        y = (x - loc) / scale
+        return -math.log(math.pi) - N.log(scale) - N.log1p(y * y)
+
+    @staticmethod
+    def cdf(x, loc=0.0, scale=1.0):
+        return 0.5 + N.arctan((x - loc) / scale) / math.pi
+
+    @staticmethod
+    def sf(x, loc=0.0, scale=1.0):
+        return 0.5 - N.arctan((x - loc) / scale) / math.pi
+
+    @staticmethod
+    def ppf(q, loc=0.0, scale=1.0):
+        return loc + scale * _cauchy_quantile(q)
+
+    @staticmethod
+    def isf(q, loc=0.0, scale=1.0):
+        return loc - scale * _cauchy_quantile(q)
+
+
+@_with_exp
+class chi2:
+    """The chi-square distribution with `df` degrees of freedom (a gamma with shape df / 2,
+    scale 2)."""
+
+    @staticmethod
+    def logpdf(x, df, loc=0.0, scale=1.0):
+        return gamma.logpdf(x, S._float(df) / 2.0, loc, 2.0 * scale)
+
+    @staticmethod
+    def cdf(x, df, loc=0.0, scale=1.0):
+        return gamma.cdf(x, S._float(df) / 2.0, loc, 2.0 * scale)
+
+    @staticmethod
+    def sf(x, df, loc=0.0, scale=1.0):
+        return gamma.sf(x, S._float(df) / 2.0, loc, 2.0 * scale)
+
+
+@_with_exp
+class pareto:
+    """The Pareto distribution with shape `b`, on [loc + scale, inf)."""
+
+    @staticmethod
+    def logpdf(x, b, loc=0.0, scale=1.0):
+        y = (x - loc) / scale
+        return N.where(y < 1, -np.inf, N.log(b) - (b + 1.0) * N.log(N.maximum(y, 1.0)) - N.log(scale))
+
+    @staticmethod
+    def logsf(x, b, loc=0.0, scale=1.0):
+        return -b * N.log(N.maximum((x - loc) / scale, 1.0))
+
+    @staticmethod
+    def sf(x, b, loc=0.0, scale=1.0):
+        return N.exp(pareto.logsf(x, b, loc, scale))
+
+    @staticmethod
+    def cdf(x, b, loc=0.0, scale=1.0):
+        return -N.expm1(pareto.logsf(x, b, loc, scale))
+
+    @staticmethod
+    def ppf(q, b, loc=0.0, scale=1.0):
+        return N.where((q < 0) | (q > 1), np.nan, loc + scale * (1.0 - q) ** (-1.0 / b))
+
+
+def _log1mexp(w):
+    """log(1 - exp(-w)) for w >= 0, accurate for small and large w."""
+    small = w < math.log(2.0)
+    return N.where(small, N.log(-N.expm1(-N.where(small, w, 1.0))), N.log1p(-N.exp(-N.where(small, 1.0, w))))
+
+
+def _gumbel(sign):
+    """gumbel_r (sign 1: the maximum's law) or gumbel_l (sign -1: the minimum's)."""
+    class dist:
+        @staticmethod
+        def logpdf(x, loc=0.0, scale=1.0):
+            z = sign * (x - loc) / scale
+            return -(z + N.exp(-z)) - N.log(scale)
+
+        @staticmethod
+        def logcdf(x, loc=0.0, scale=1.0):
+            z = sign * (x - loc) / scale
+            return -N.exp(-z) if sign > 0 else _log1mexp(N.exp(-z))
+
+        @staticmethod
+        def logsf(x, loc=0.0, scale=1.0):
+            z = sign * (x - loc) / scale
+            return _log1mexp(N.exp(-z)) if sign > 0 else -N.exp(-z)
+
+        @staticmethod
+        def cdf(x, loc=0.0, scale=1.0):
+            return N.exp(dist.logcdf(x, loc, scale))
+
+        @staticmethod
+        def sf(x, loc=0.0, scale=1.0):
+            return N.exp(dist.logsf(x, loc, scale))
+
+        @staticmethod
+        def ppf(q, loc=0.0, scale=1.0):
+            v = -N.log(-N.log(q)) if sign > 0 else N.log(-N.log1p(-q))
+            return N.where((q < 0) | (q > 1), np.nan, loc + scale * v)
+    dist.__doc__ = f"The Gumbel distribution of the {'maximum' if sign > 0 else 'minimum'}."
+    return _with_exp(dist)
+
+
+gumbel_r, gumbel_l = _gumbel(1.0), _gumbel(-1.0)
+
+
+@_with_exp
+class geom:
+    """The geometric distribution: trials k >= 1 up to the first success of probability p."""
+
+    @staticmethod
+    def logpmf(k, p, loc=0):
+        k = S._float(k) - loc
+        out = S.xlog1py(k - 1.0, -p) + N.log(p)
+        return N.where((k < 1) | (k != A.floor(k)), -np.inf, out)
+
+
+@_with_exp
+class binom:
+    """The binomial distribution of k successes in n trials."""
+
+    @staticmethod
+    def logpmf(k, n, p, loc=0):
+        k, n = S._float(k) - loc, S._float(n)
+        ok = (k >= 0) & (k <= n)
+        kk = N.where(ok, k, 0.0)
+        comb = S.gammaln(n + 1.0) - S.gammaln(kk + 1.0) - S.gammaln(n - kk + 1.0)
+        return N.where(ok, comb + S.xlogy(kk, p) + S.xlog1py(n - kk, -p), -np.inf)
+
+
+@_with_exp
+class nbinom:
+    """The negative binomial distribution: k failures before the n-th success."""
+
+    @staticmethod
+    def logpmf(k, n, p, loc=0):
+        k, n = S._float(k) - loc, S._float(n)
+        ok = k >= 0
+        kk = N.where(ok, k, 0.0)
+        comb = S.gammaln(n + kk) - S.gammaln(kk + 1.0) - S.gammaln(n)
+        return N.where(ok, comb + n * N.log(p) + S.xlog1py(kk, -p), -np.inf)
+
+
+@_with_exp
+class betabinom:
+    """The beta-binomial distribution: binomial with a Beta(a, b) probability."""
+
+    @staticmethod
+    def logpmf(k, n, a, b, loc=0):
+        k, n = S._float(k) - loc, S._float(n)
+        ok = (k >= 0) & (k <= n)
+        kk = N.where(ok, k, 0.0)
+        comb = S.gammaln(n + 1.0) - S.gammaln(kk + 1.0) - S.gammaln(n - kk + 1.0)
+        return N.where(ok, comb + S.betaln(kk + a, n - kk + b) - S.betaln(a, b), -np.inf)
+
+
+@_with_exp
+class multinomial:
+    """The multinomial distribution of counts `x` (last axis) of `n` draws."""
+
+    @staticmethod
+    def logpmf(x, n, p):
+        x = S._float(x)
+        out = S.gammaln(S._float(n) + 1.0) + N.sum(S.xlogy(x, p) - S.gammaln(x + 1.0), axis=-1)
+        return N.where(N.sum(x, axis=-1) == n, out, -np.inf)
+
+
+@_with_exp
+class wrapcauchy:
+    """The wrapped Cauchy distribution on [0, 2 pi) with shape 0 < c < 1."""
+
+    @staticmethod
+    def logpdf(x, c):
+        out = N.log(1.0 - c * c) - math.log(2 * math.pi) - N.log(1.0 + c * c - 2.0 * c * N.cos(x))
+        return N.where((x < 0) | (x > 2 * math.pi) | (c <= 0) | (c >= 1), -np.inf, out)
+
+
+def _log_mass(a, b):
+    """log(ndtr(b) - ndtr(a)), on the tail side where it keeps precision."""
+    upper = a > 0   # both in the right tail: flip to the left one
+    lo, hi = N.where(upper, -b, a), N.where(upper, -a, b)
+    return S.log_ndtr(hi) + N.log1p(-N.exp(S.log_ndtr(lo) - S.log_ndtr(hi)))
+
+
+@_with_exp
+class truncnorm:
+    """The standard normal on [a, b] (then shifted by `loc` and scaled by `scale`)."""
+
+    @staticmethod
+    def logpdf(x, a, b, loc=0.0, scale=1.0):
+        y = (x - loc) / scale
+        out = -0.5 * y * y - 0.5 * _LOG_2PI - N.log(scale) - _log_mass(a, b)
+        return N.where((y < a) | (y > b), -np.inf, out)
+
+    @staticmethod
+    def logcdf(x, a, b, loc=0.0, scale=1.0):
+        y = N.clip((x - loc) / scale, a, b)
+        return N.where(y <= a, -np.inf, _log_mass(a, y) - _log_mass(a, b))
+
+    @staticmethod
+    def logsf(x, a, b, loc=0.0, scale=1.0):
+        y = N.clip((x - loc) / scale, a, b)
+        return N.where(y >= b, -np.inf, _log_mass(y, b) - _log_mass(a, b))
+
+    @staticmethod
+    def cdf(x, a, b, loc=0.0, scale=1.0):
+        return N.exp(truncnorm.logcdf(x, a, b, loc, scale))
+
+    @staticmethod
+    def sf(x, a, b, loc=0.0, scale=1.0):
+        return N.exp(truncnorm.logsf(x, a, b, loc, scale))
+
+
+def sem(a, axis=0, ddof=1, nan_policy="propagate", *, keepdims=False):
+    """The standard error of the mean: std(a, ddof) / sqrt(n) along `axis`."""
+    if nan_policy != "propagate":
+        raise ArgumentError(f"stats.sem: nan_policy={nan_policy!r}; only 'propagate' is supported")
+    a = S._float(a)
+    if axis is None:
+        a, axis = N.reshape(a, (-1,)), 0
+    n = _shape(a)[axis]
+    return A.std(a, axis=axis, ddof=ddof, keepdims=keepdims) / math.sqrt(n)
+
+
+def rankdata(a, method="average", *, axis=None, nan_policy="propagate"):
+    """Ranks from 1 of the values of `a` (flattened, or along `axis`), ties by `method`:
+    'average', 'min', 'max', 'dense' or 'ordinal'. O(n²) comparisons, staged and exact."""
+    if method not in ("average", "min", "max", "dense", "ordinal"):
+        raise ArgumentError(f"stats.rankdata: method={method!r}; use average, min, max, dense or ordinal")
+    if nan_policy != "propagate":
+        raise ArgumentError(f"stats.rankdata: nan_policy={nan_policy!r}; only 'propagate' is supported")
+    if axis is None:
+        a, axis = N.reshape(a, (-1,)), 0
+    a = A.moveaxis(a, axis, -1)
+    x, y = a[..., :, None], a[..., None, :]
+    less, equal = N.sum(N.where(y < x, 1.0, 0.0), -1), N.sum(N.where(y == x, 1.0, 0.0), -1)
+    if method == "average":
+        r = less + (equal + 1.0) / 2.0
+    elif method == "min":
+        r = less + 1.0
+    elif method == "max":
+        r = less + equal
+    elif method == "ordinal":
+        n = _shape(a)[-1]
+        before = np.tril(np.ones((n, n)), -1)   # j < i
+        r = less + N.sum(N.where(y == x, before, 0.0), -1) + 1.0
+    else:   # dense: the distinct values below, each counted once (1 / its multiplicity)
+        r = N.sum(N.where(y < x, 1.0, 0.0) / equal[..., None, :], -1) + 1.0
+    return A.moveaxis(r, -1, axis)
 
 
 def _as_modules():

@@ -77,6 +77,10 @@ OUT_OF_SCOPE = {
                        "clongdouble", "iscomplex", "iscomplexobj", "fft", "complex256", "real_if_close"},
     "jax.lax": {"complex", "complex_p", "conj", "conj_p", "real", "real_p", "imag", "imag_p", "fft", "fft_p",
                 "FftType"},
+    # complex results, or spectra through the (out of scope) FFT
+    "jax.scipy.special": {"wofz", "sph_harm_y"},
+    "jax.scipy.linalg": {"dft", "rsf2csf"},
+    "jax.scipy.signal": {"stft", "istft", "csd", "welch"},
 }
 
 # Names jitad exists for but declines (they raise JitadError naming the alternative).
