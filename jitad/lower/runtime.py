@@ -792,8 +792,7 @@ def _gil_helpers(h):
       answer (`PyOS_InterruptOccurred`, the main thread only), and the GIL goes if the call
       may let it; without it, whether `jitad_sigints` moved since the call started;
     - `void on_sigint(int)`, the C-level SIGINT handler (`_count_sigints`)."""
-    ir, i32, i64, ptr = llvm_ir, llvm_ir.IntType(32), llvm_ir.IntType(64), llvm_ir.PointerType()
-    void = ir.VoidType()
+    ir, i32, i64, ptr, void = llvm_ir, llvm_ir.IntType(32), llvm_ir.IntType(64), llvm_ir.PointerType(), llvm_ir.VoidType()
     sigints, prev, key, gil_free = map(h.extern, ("jitad_sigints", "jitad_prev_sigint", "jitad_stack_key",
                                                   "jitad_gil_free"))
     occurred = h.extern("PyOS_InterruptOccurred", ir.FunctionType(i32, []))
@@ -838,8 +837,7 @@ def _gil_helpers(h):
             b.ret(asked)
         left = b.load(word(b, tb, TB_RELEASABLE), typ=i64)   # polls until the GIL goes (0: never)
         with b.if_then(b.icmp_unsigned("!=", left, i64(0))):
-            left = b.sub(left, i64(1))
-            b.store(left, word(b, tb, TB_RELEASABLE))
+            b.store(left := b.sub(left, i64(1)), word(b, tb, TB_RELEASABLE))
             with b.if_then(b.icmp_unsigned("==", left, i64(0))):
                 b.call(release, [tb])
             b.ret(i32(0))
