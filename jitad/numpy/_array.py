@@ -32,7 +32,8 @@ class Array(_np.ndarray):
         """Itself (jitad's results are ready when a call returns)."""
         return self
 
-    # JAX's array interface on the one CPU device (`jitad.devices()`)
+    # JAX's array interface on the one CPU device (`jitad.devices()`); no `.sharding`: JAX
+    # reads an array's `.sharding` as its own, so a result passed into a JAX function broke
     @property
     def device(self):
         """The device holding the array: `jitad.devices()[0]`."""
@@ -41,11 +42,6 @@ class Array(_np.ndarray):
     def devices(self):
         """The set of devices holding parts of the array: `{jitad.devices()[0]}`."""
         return {_cpu_device.CPU}
-
-    @property
-    def sharding(self):
-        """How the array is split over devices: whole, on the CPU device."""
-        return _cpu_device.SingleDeviceSharding()
 
     is_fully_replicated = True
     is_fully_addressable = True

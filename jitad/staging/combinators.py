@@ -201,6 +201,9 @@ def _spec_types(spec):
     return types, td
 
 
+MAX_RETRACES = 64   # traces of a FUN's body before its captures must have settled
+
+
 class FUN:
     """A staged function: calls emit a `call` node, so it may recurse.
 
@@ -253,7 +256,11 @@ class FUN:
         if self.out is not None:
             fun.fundef.out_types, fun.out_td = self.out
         trace.funs[key] = fun
-        while True:   # retrace until the set of captured outer values is stable
+        for retraces in range(1 << 20):   # retrace until the set of captured outer values is stable
+            if retraces == MAX_RETRACES:
+                raise StagingError(f"FUN `{self.__name__}`: its body reads new outer values each time it is "
+                                   f"traced ({MAX_RETRACES} traces); make the values it reads from outside "
+                                   "the same objects each time, or pass them as arguments")
             seen = list(fun.captures)
             frame = Frame(current_frame(), types)
             for v in seen:

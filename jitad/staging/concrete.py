@@ -133,11 +133,15 @@ class ConcreteTrace:
         """The param standing for the NumPy array `x` met by the trace: an array the function
         reads (a closure cell, default or global: re-read at each call), else the value met
         (a constant of this path, passed as an argument so that another value costs no compile)."""
+        read = self.sources.get(id(x))
         key = (id(x), type_.dtype)
+        if (read is None or read[1] is not x) and np.size(x) <= 4096:
+            # a constant the code makes anew each time it runs (a table built inside a FUN's
+            # body, retraced until its captures settle): one param per value, not per object
+            key = ("const", type_.dtype, np.shape(x), np.asarray(x, NUMPY[type_.dtype]).tobytes())
         found = self.hidden_ids.get(key)
         if found is not None:
             return found[1]
-        read = self.sources.get(id(x))
         if read is not None and read[1] is x:
             source = ("read", read[0])
         else:

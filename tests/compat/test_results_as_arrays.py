@@ -32,8 +32,7 @@ def test_results_are_arrays_with_jax_methods():
         assert {repr(d) for d in ours.devices()} == {repr(d) for d in theirs.devices()}
         assert ours.is_fully_replicated == theirs.is_fully_replicated
         assert ours.is_fully_addressable == theirs.is_fully_addressable
-        assert ours.sharding.is_fully_replicated and repr(ours.sharding.device_set) == repr(theirs.sharding.device_set)
-        assert ours.sharding.shard_shape(ours.shape) == theirs.sharding.shard_shape(theirs.shape)
+        assert not hasattr(ours, "sharding")   # JAX would take it for its own (see the next test)
         np.testing.assert_array_equal(ours.addressable_data(0), theirs.addressable_data(0))
         shards, jshards = ours.addressable_shards, theirs.addressable_shards
         assert len(shards) == len(jshards) == 1 and shards[0].index == jshards[0].index
@@ -68,3 +67,10 @@ def test_array_results_feed_back_into_compiled_code():
 def test_scalar_results_stay_python_numbers():
     assert type(jitad.jit(lambda x: x * 2.0)(3.0)) is float
     assert type(jitad.grad(lambda x: x * x)(3.0)) is float
+
+
+def test_results_pass_into_jax_functions():
+    jax = pytest.importorskip("jax")
+    y = jitad.jit(lambda x: x * 2.0)(np.ones(3))
+    np.testing.assert_allclose(jax.numpy.sin(y), np.sin(2.0 * np.ones(3)))
+    np.testing.assert_allclose(jax.jit(lambda v: v + 1.0)(y), 3.0 * np.ones(3))
