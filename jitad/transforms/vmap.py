@@ -721,7 +721,7 @@ def _placed_outputs(outs, out_ax, size):
 def _named_vmap(fn, args, in_axes, out_axes, axis_name):
     """vmap with a named axis: `fn` gets the lanes' indices as one more batched argument,
     bound to the name for `lax`'s collectives (`primitives/named.py`)."""
-    from .primitives import named
+    from ..primitives import named
     leaves, _ = flatten(tuple(args))
     _, _, size = _batched_inputs(leaves, _axes_per_leaf(in_axes, tuple(args), "in_axes"))
     per_arg = in_axes if isinstance(in_axes, tuple) else (in_axes,) * len(args)

@@ -26,7 +26,8 @@ def test_site_builds_strictly(tmp_path):
 # namespace, mostly): the machinery behind the transformations, staging and the math
 IMPLEMENTATION = ("jitad.api", "jitad.forest", "jitad.pytree", "jitad.hostrng", "jitad.numpy_api", "jitad.numeric",
                   "jitad.staging", "jitad.transforms", "jitad.ir", "jitad.lower", "jitad.primitives", "jitad.dispatch",
-                  "jitad.toplevel", "jitad.lax.", "jitad.nn.")   # (lax's and nn's submodules: their package's page)
+                  "jitad.toplevel", "jitad.lax.", "jitad.nn.", "jitad.numpy.", "jitad.random.")
+# (the submodules of lax, nn, numpy and random: on their package's page)
 
 
 def test_every_public_module_is_in_the_api_reference():
