@@ -37,7 +37,7 @@ from .ir.ops import Op
 from .ir.printer import program_key_text
 from .lower import debug as debug_output
 from .lower.compile import GuardFailed, compile_program
-from .pytree import flatten, register_pytree_node, unflatten
+from .pytree import check_hashable, flatten, register_pytree_node, unflatten
 from .forest import Tree
 from .staging import Staged, arg_type, current_frame, trace_program, concrete
 from .staging.concrete import ConcreteTrace
@@ -291,6 +291,7 @@ class Concrete:
         try:
             paths = _ENTRIES.get(key)
         except TypeError:
+            check_hashable(td)   # a registered class's unhashable aux_data: named by its class
             raise ArgumentError(f"{self.name}: an argument could not be keyed; pass numbers, strings, "
                                 "arrays, tuples or hashable objects") from None
         if paths is None:

@@ -4,7 +4,7 @@ Each resized axis is a matrix product with a weight matrix computed when tracing
 shapes are static), so resizing is differentiable and compiles to products.
 
 >>> jitad.image.resize(np.array([0.0, 1.0]), (4,), "linear")
-array([0.  , 0.25, 0.75, 1.  ])
+Array([0.  , 0.25, 0.75, 1.  ])
 """
 import enum
 import math

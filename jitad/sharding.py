@@ -3,8 +3,8 @@ shardings that place every array whole on that device.
 
 >>> mesh = jitad.make_mesh((1,), ("batch",))
 >>> s = jitad.NamedSharding(mesh, jitad.P("batch"))
->>> jitad.device_put(np.ones(4), s).sharding.is_fully_replicated
-True
+>>> s.is_fully_replicated, jitad.device_put(np.ones(4), s).shape
+(True, (4,))
 """
 import math
 

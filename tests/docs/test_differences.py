@@ -93,17 +93,6 @@ def test_precision_is_accepted():
     assert jnp.dot(np.ones(2), np.ones(2), precision=lax.Precision.HIGHEST) == 2.0
 
 
-def test_shape_parameters_of_distributions_may_not_be_staged():
-    for f in (lambda a: stats.gamma.logpdf(2.0, a), lambda a: stats.beta.logpdf(0.3, a, 2.0),
-              lambda k: stats.poisson.logpmf(k, 2.0)):
-        with pytest.raises(StagingError):
-            grad(f)(1.5)
-    with pytest.raises(StagingError):
-        grad(lambda a: stats.dirichlet.logpdf(np.array([0.3, 0.7]), a))(np.array([1.5, 2.0]))
-    assert grad(special.gammaln)(1.5) == pytest.approx(0.03648997397857652, rel=1e-12)
-    assert np.isfinite(grad(lambda df: stats.t.logpdf(0.3, df))(3.0))
-
-
 def test_convolve_is_scipys():
     with pytest.raises(TypeError):
         signal.convolve(np.ones(3), np.ones(2), axes=([0], [0]), dot_axes=([], []))

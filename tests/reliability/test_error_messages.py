@@ -219,8 +219,7 @@ def test_numpy_linalg_on_staged_values_runs_jitad_linalg():
     np.testing.assert_allclose(jitad.jit(lambda a, b: np.linalg.solve(a, b))(a, b), np.linalg.solve(a, b))
     np.testing.assert_allclose(jitad.jit(lambda a: np.linalg.inv(a))(a), np.linalg.inv(a))
     np.testing.assert_allclose(jitad.grad(lambda a: np.linalg.det(a))(a), np.linalg.det(a) * np.linalg.inv(a).T)
-    with pytest.raises(jitad.StagingError, match="np.linalg.cond on a staged value"):
-        jitad.jit(lambda a: np.linalg.cond(a))(a)
+    np.testing.assert_allclose(jitad.jit(lambda a: np.linalg.cond(a))(a), np.linalg.cond(a))   # jitad.numpy.linalg's
     with pytest.raises(jitad.StagingError, match="linalg.eig` on a staged value"):   # jitad.linalg's own refusal
         jitad.jit(lambda a: np.linalg.eigvals(a))(a)
 
