@@ -270,6 +270,21 @@ class Concrete:
         self.spec = spec   # what the transformation is (name and options): part of the cache key
         functools.update_wrapper(self, fn, updated=())
 
+    def _by_jit(self, args, kwargs, static):
+        """The call compiled by jit's rule (no values in the trace), the arguments that are
+        not arrays bound as constants of the traced function."""
+        if self._inline is None:
+            self._inline = self.make_inline()
+        if not static:
+            return self._inline(*args, **kwargs)
+        inline, fixed = self._inline, {i: args[i] for i in static}
+
+        def bound(*dynamic):
+            rest = iter(dynamic)
+            return inline(*[fixed[i] if i in fixed else next(rest) for i in range(len(args))], **kwargs)
+        from .api import jit
+        return jit(bound)(*[a for i, a in enumerate(args) if i not in fixed])
+
     def __get__(self, obj, objtype=None):   # a method: bind like a function
         return self if obj is None else functools.partial(self, obj)
 
@@ -285,6 +300,8 @@ class Concrete:
         static = [i for i, a in enumerate(args) if i not in diff and not _is_array(a) and not _has_arrays(a)]
         dynamic = tuple(a for i, a in enumerate(args) if i not in static) if static else args
         leaves, td = flatten(dynamic)
+        if any(isinstance(x, Tree) for x in leaves):   # trees and forests: compiled by jit's rule
+            return self._by_jit(args, kwargs, static)
         key = (self.spec, fkey, len(args), tuple(static), tuple(static_key(args[i]) for i in static),
                static_key(kwargs) if kwargs else None, td,
                tuple([(x.dtype, x.shape) if _is_array(x) else type(x) for x in leaves]))

@@ -223,10 +223,11 @@ def wrap(var):
 
 
 def is_weak(x):
-    """Whether `x` is weakly typed: a Python or NumPy scalar, or a weak staged value."""
+    """Whether `x` is weakly typed: a Python number, or a weak staged value."""
     if isinstance(x, Staged):
         return x.weak
-    return isinstance(x, (bool, int, float, np.number, np.bool_))
+    # Python's numbers; NumPy's 64-bit scalars too, which select the same compiled code
+    return isinstance(x, (bool, int, float)) or type(x) in (np.float64, np.int64, np.bool_)
 
 
 def _refuse_masked(x, where):
