@@ -104,6 +104,9 @@ class _Reads:
         t = type(v)
         if t in _PLAIN or isinstance(v, _PLAIN):
             self.parts.append((t, repr(v)) if t is float or isinstance(v, np.floating) else (t, v))
+        elif _is_array(v) and v.dtype == np.bool_ and v.size <= 4096:
+            # a boolean mask decides shapes (x[mask]): keyed by its value, a constant of the trace
+            self.parts.append(("mask", v.shape, v.tobytes()))
         elif _is_array(v):
             self.arrays.append(v)
             self.parts.append(_Id(v) if by_identity else ("array", v.dtype.str, v.shape))
