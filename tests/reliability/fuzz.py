@@ -810,6 +810,8 @@ def _judge(program, t, mine, theirs, budget, scale, decisions):
         # ORACLE["grad_branch"]: StagingError today, or the gradient of the branch taken
         if mine[0] == "error" and isinstance(mine[1], StagingError):
             return ""
+        if decisions is None:   # grad called from Python follows the branch the values take
+            decisions = decisions_of(program)
         if decisions is not None:
             theirs = run("jax", program, t, decisions)
     if branch and t in ("vmap", "scan") and mine[0] == "error" and isinstance(mine[1], StagingError):
