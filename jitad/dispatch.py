@@ -87,6 +87,9 @@ def _global_names(code):
     return names
 
 
+JIT = [None]   # `jitad.jit`, set by jitad.api (which imports this module)
+
+
 def _is_array(v):
     """A NumPy array or `jitad.numpy.Array` (what compiled code returns), not a masked
     array or matrix (their meaning is not an array's)."""
@@ -285,8 +288,7 @@ class Concrete:
         def bound(*dynamic):
             rest = iter(dynamic)
             return inline(*[fixed[i] if i in fixed else next(rest) for i in range(len(args))], **kwargs)
-        from .api import jit
-        return jit(bound)(*[a for i, a in enumerate(args) if i not in fixed])
+        return JIT[0](bound)(*[a for i, a in enumerate(args) if i not in fixed])
 
     def __get__(self, obj, objtype=None):   # a method: bind like a function
         return self if obj is None else functools.partial(self, obj)
