@@ -27,8 +27,7 @@ from .forest import SLOT_OFFSETS, Tree, plain_tree
 from .transforms.jacobians import jacobian_staged
 from .transforms.pullback import pullback_staged
 from .transforms.staged import jvp_staged, linearize_staged, value_and_grad_staged
-from . import dispatch as _dispatch
-from .dispatch import Concrete
+from .dispatch import JIT as _DISPATCH_JIT, Concrete
 
 Fn = Callable[..., Any]                # a function the transformations take and return
 Argnums = int | Sequence[int]          # which positional arguments: one index or several
@@ -346,7 +345,7 @@ def jit(fn: Fn | None = None, static_argnums: Argnums = (), device: Any = "cpu",
     return jitted
 
 
-_dispatch.JIT[0] = jit   # (a Tree argument of grad compiles by jit's rule: dispatch's `_by_jit`)
+_DISPATCH_JIT[0] = jit   # (a Tree argument of grad compiles by jit's rule: dispatch's `_by_jit`)
 
 
 def staged_jit(fn, device="cpu"):

@@ -38,7 +38,7 @@ from .ir.printer import program_key_text
 from .lower import debug as debug_output
 from .lower.compile import GuardFailed, compile_program
 from .pytree import check_hashable, flatten, register_pytree_node, unflatten
-from .forest import Tree
+from .forest import Forest, Tree
 from .staging import Staged, arg_type, current_frame, trace_program, concrete
 from .staging.concrete import ConcreteTrace
 
@@ -87,7 +87,7 @@ def _global_names(code):
     return names
 
 
-JIT = [None]   # `jitad.jit`, set by jitad.api (which imports this module)
+JIT: list = [None]   # `jitad.jit`, set by jitad.api (which imports this module)
 
 
 def _is_array(v):
@@ -305,7 +305,7 @@ class Concrete:
         static = [i for i, a in enumerate(args) if i not in diff and not _is_array(a) and not _has_arrays(a)]
         dynamic = tuple(a for i, a in enumerate(args) if i not in static) if static else args
         leaves, td = flatten(dynamic)
-        if any(isinstance(x, Tree) for x in leaves):   # trees and forests: compiled by jit's rule
+        if any(isinstance(x, Forest) for x in leaves):   # forests: compiled by jit's rule
             return self._by_jit(args, kwargs, static)
         key = (self.spec, fkey, len(args), tuple(static), tuple(static_key(args[i]) for i in static),
                static_key(kwargs) if kwargs else None, td,
