@@ -13,7 +13,8 @@ os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 # repeats what a faster test checks on more cases). A test marks itself `@pytest.mark.slow`
 # where that reads better; these are whole files and the slowest single tests, by path.
 SLOW = (
-    "compat/test_port_",                 # the corpus of ported programs, run to N steps
+    "compat/test_port_",                 # ported programs, run to N steps
+    "corpus/",                           # the corpus of public programs, each run twice
     "reliability/test_nesting.py",       # every nesting of the transformations
     "reliability/test_hostile_arguments.py",   # Hypothesis: hostile arguments
     "reliability/test_random_programs.py",     # Hypothesis: random staged programs

@@ -1,0 +1,122 @@
+"""The corpus: public programs written by others for JAX or autograd, kept as files with their
+imports renamed to `jitad` and nothing else changed but what a header line names.
+
+A program's file begins with comment lines the harness reads:
+
+    # source: https://github.com/HIPS/autograd/blob/master/examples/neural_net.py
+    # licence: MIT, (c) 2014 by the Authors (HIPS autograd)
+    # edits: plotting cut; num_epochs 5 -> 1; data synthetic (the `data` module below)
+    # compare: params rtol=1e-9 atol=0
+    # steps: 10
+
+`compare` names the program's global variables whose values (pytrees of arrays) must agree
+between the run through jitad and the run through the original library (the same text with the
+rename undone), at the tolerances given; `steps` is how many optimisation steps the program
+takes as kept here (for per-step timings). A program that imports a module that downloads data
+(`data`, `data_mnist`, `datasets`) gets the synthetic module of the same name in
+`tests/corpus/data/`, the same for both runs.
+"""
+import dataclasses
+import importlib
+import pathlib
+import re
+import sys
+import time
+
+import numpy as np
+
+HERE = pathlib.Path(__file__).parent
+LIBRARIES = {"autograd": "autograd", "jax": "jax"}
+
+
+@dataclasses.dataclass
+class Program:
+    path: pathlib.Path
+    library: str                 # "autograd" or "jax": the original the program was written for
+    header: dict
+
+    @property
+    def name(self):
+        return f"{self.library}/{self.path.stem}"
+
+    @property
+    def source(self):
+        return self.path.read_text()
+
+    def compared(self):
+        """The variables to compare and their tolerances: [(name, rtol, atol)]."""
+        out = []
+        for item in self.header["compare"].split(","):
+            words = item.split()
+            opts = dict(w.split("=") for w in words[1:])
+            out.append((words[0], float(opts.get("rtol", 1e-7)), float(opts.get("atol", 0.0))))
+        return out
+
+
+def programs():
+    """Every program of the corpus, in name order."""
+    found = []
+    for library in LIBRARIES:
+        for path in sorted((HERE / library).glob("*.py")):
+            if path.name.startswith("_"):
+                continue
+            found.append(Program(path, library, read_header(path)))
+    return found
+
+
+def read_header(path):
+    header = {}
+    for line in path.read_text().splitlines():
+        match = re.match(r"#\s*(source|licence|edits|compare|steps):\s*(.*)", line)
+        if match:
+            header[match.group(1)] = match.group(2).strip()
+        elif line.strip() and not line.startswith("#"):
+            break
+    missing = {"source", "licence", "compare"} - set(header)
+    assert not missing, f"{path.name}: header lacks {sorted(missing)}"
+    return header
+
+
+def run(program, lib):
+    """Execute the program with `jitad` renamed to `lib` (itself for jitad); its globals and the
+    seconds it took."""
+    text = program.source if lib == "jitad" else program.source.replace("jitad", lib)
+    namespace = {"__name__": "__main__", "__file__": str(program.path)}
+    saved = {name: sys.modules.get(name) for name in data_modules()}
+    sys.modules.update({name: importlib.import_module(f"tests.corpus.data.{name}") for name in data_modules()})
+    try:
+        start = time.perf_counter()
+        exec(compile(text, f"<{program.name} through {lib}>", "exec"), namespace)
+        seconds = time.perf_counter() - start
+    finally:
+        for name, module in saved.items():
+            if module is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = module
+    return namespace, seconds
+
+
+def data_modules():
+    return sorted(p.stem for p in (HERE / "data").glob("*.py") if not p.name.startswith("_"))
+
+
+def assert_agree(mine, theirs, rtol, atol, where=""):
+    """Two pytrees (dicts, lists, tuples, arrays, numbers) agree leaf by leaf."""
+    if isinstance(theirs, dict):
+        assert sorted(mine) == sorted(theirs), where
+        for key in theirs:
+            assert_agree(mine[key], theirs[key], rtol, atol, f"{where}[{key!r}]")
+    elif isinstance(theirs, (list, tuple)):
+        assert len(mine) == len(theirs), where
+        for i, (a, b) in enumerate(zip(mine, theirs)):
+            assert_agree(a, b, rtol, atol, f"{where}[{i}]")
+    elif hasattr(theirs, "_fields") or dataclasses.is_dataclass(theirs):
+        assert_agree(list(vars_of(mine)), list(vars_of(theirs)), rtol, atol, where)
+    else:
+        np.testing.assert_allclose(np.asarray(mine, dtype=float), np.asarray(theirs, dtype=float),
+                                   rtol=rtol, atol=atol, err_msg=where)
+
+
+def vars_of(x):
+    return tuple(x) if hasattr(x, "_fields") else tuple(dataclasses.astuple(x))

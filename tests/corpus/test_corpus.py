@@ -1,0 +1,22 @@
+"""Each program of the corpus runs through jitad with its imports renamed and agrees with the
+run through its original library (`harness.py` says how a program is kept)."""
+import pytest
+
+from . import harness
+
+PROGRAMS = harness.programs()
+
+
+@pytest.mark.parametrize("program", PROGRAMS, ids=[p.name for p in PROGRAMS])
+def test_renamed_program_agrees_with_its_original(program):
+    pytest.importorskip(program.library)
+    mine, _ = harness.run(program, "jitad")
+    theirs, _ = harness.run(program, program.library)
+    for name, rtol, atol in program.compared():
+        harness.assert_agree(mine[name], theirs[name], rtol, atol, f"{program.name}: {name}")
+
+
+def test_every_program_names_its_source_and_licence():
+    for program in PROGRAMS:
+        assert program.header["source"].startswith("https://"), program.name
+        assert program.header["licence"], program.name
