@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export OPENBLAS_NUM_THREADS ?= 1
 
-.PHONY: demo test test-all bench clean lapack export-example docs fuzz
+.PHONY: demo test test-all bench clean lapack export-example docs fuzz interop-range
 
 # `jitad.export` links the system's LAPACK for linear algebra; its tests need one (Debian: liblapack-dev)
 LAPACK := $(firstword $(wildcard /usr/lib/*/liblapack.so /usr/lib64/liblapack.so /usr/lib/liblapack.so))
@@ -52,6 +52,14 @@ docs: $(VENV)/.installed-docs
 MINUTES ?= 10
 fuzz: $(VENV)/.installed-test,mpi,docs
 	$(PY) -m tests.reliability.fuzz --minutes $(MINUTES)
+
+# the interop tests again with the oldest JAX the interop extra admits (the test extra pins the
+# newest), in a venv of their own
+JAX_LOWEST := 0.6.0
+interop-range:
+	test -x build/venv-jax-$(JAX_LOWEST)/bin/python || $(PYTHON) -m venv build/venv-jax-$(JAX_LOWEST)
+	build/venv-jax-$(JAX_LOWEST)/bin/pip install -q -e '.[interop]' 'jax[cpu]==$(JAX_LOWEST)' pytest hypothesis
+	build/venv-jax-$(JAX_LOWEST)/bin/python -m pytest -q -p no:cacheprovider tests/interop/test_interop.py tests/reliability/test_interop_edges.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

@@ -24,9 +24,25 @@ SLOW = (
 )
 
 
+# Table-driven tests (one case per op, dtype, keyword combination, ...): `make test` runs a
+# fixed sample of each such test function, every k-th case from an offset that depends on the
+# function's name (so the functions that share a table keep different rows); `make test-all`
+# runs every case. Path -> k.
+SAMPLED = {}
+
+
 def pytest_collection_modifyitems(config, items):
     import pytest
+    import zlib
+    seen = {}
     for item in items:
         path = item.nodeid.replace("tests/", "", 1)
         if path.startswith(SLOW):
             item.add_marker(pytest.mark.slow)
+            continue
+        k = SAMPLED.get(path.split("::")[0])
+        if k and hasattr(item, "callspec"):
+            function = item.nodeid.split("[")[0]
+            index = seen[function] = seen.get(function, -1) + 1
+            if index % k != zlib.crc32(function.encode()) % k:
+                item.add_marker(pytest.mark.slow)
