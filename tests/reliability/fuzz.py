@@ -78,6 +78,10 @@ ORACLE = {
     # finite where JAX's is NaN is accepted for programs using the op: README's gradient
     # conventions (`x ** 0` at 0: 0) and `arctan2`'s VJP (0 at the origin)
     "finite_grad_where_jax_nan": ("power", "arctan2"),
+    # JAX (XLA on the CPU) flushes subnormal floats to zero, jitad keeps IEEE's: a program whose
+    # arguments hold subnormals and that disagrees is judged again with them flushed to zero
+    # (a comparison with 0, a tie in `max`, decides otherwise)
+    "subnormals_flushed": True,
     # docs/debugging.md: where an argument of `logaddexp` is +inf the result is that argument,
     # so the other's derivative is 0 (JAX's is exp(other)) and two +inf share it (0.5 each,
     # as finite ties; JAX: 1 each); the JAX side computes that with its `maximum`
@@ -203,6 +207,12 @@ def _reduced(shape, axis, keepdims):
     axes = range(len(shape)) if axis is None else ((axis,) if isinstance(axis, int) else axis)
     axes = {a % len(shape) for a in axes} if shape else set()
     return tuple(1 if k in axes else n for k, n in enumerate(shape) if keepdims or k not in axes)
+
+
+def _bool_arith_on_empty(x, how):
+    """`.at[].add` or `.multiply` into an empty bool array: JAX skips its dtype check (no
+    update to make), jitad refuses it as for any bool array."""
+    return x.dtype == "bool" and how in ("add", "multiply") and not math.prod(x.shape)
 
 
 class Builder:
@@ -442,12 +452,105 @@ class Builder:
         clamped = [min(max(i + n if i < 0 else i, 0), n - 1) for i in idx]
         if how == "set" and len(set(clamped)) < len(clamped):
             return False   # repeated rows in a `set`: JAX leaves the order unspecified
+        if _bool_arith_on_empty(x, how):
+            return False
         v = self.scalar(x.dtype) if x.dtype != "bool" else "True"
         itext = repr(idx)
         self.add(f"np.asarray({x.name}).at[onp.array({itext}, dtype='int64')].{how}({v})", x.shape, x.dtype,
                  jax_text=ORACLE["scatter_plain_drops"].format(x=f"np.asarray({x.name})",
                                                                idx=f"onp.array({itext}, dtype='int64')", how=how,
                                                                v=v))
+        return True
+
+    def at_mode(self):
+        """`.at[idx]` with JAX's modes: updates with 'drop', 'clip', 'fill', reads with `.get`."""
+        x = self.pick(lambda v: v.shape and v.shape[0] > 0)
+        if x is None:
+            return False
+        n = x.shape[0]
+        idx = self.draw(st.lists(st.integers(-n - 2, n + 1), min_size=1, max_size=3))
+        itext = f"onp.array({idx!r}, dtype='int64')"
+        how = self.draw(st.sampled_from(["get", "set", "add", "min", "max"]))
+        mode = self.draw(st.sampled_from(["drop", "clip", "fill"] if how != "get" else [None, "clip", "fill"]))
+        kw = f"mode={mode!r}" if mode else ""
+        if how == "get":
+            if mode == "fill" and self.draw(st.booleans()):
+                kw += f", fill_value={self.scalar(x.dtype) if x.dtype != 'bool' else 'False'}"
+            self.add(f"np.asarray({x.name}).at[{itext}].get({kw})", (len(idx),) + x.shape[1:], x.dtype)
+            return True
+        hit = [min(max(i + n if i < 0 else i, 0), n - 1) if mode == "clip" or -n <= i < n else None for i in idx]
+        hit = [h for h in hit if h is not None]
+        if how == "set" and len(set(hit)) < len(hit) or _bool_arith_on_empty(x, how):
+            return False   # (repeated rows in a `set`: JAX leaves the order unspecified)
+        v = self.scalar(x.dtype) if x.dtype != "bool" else "True"
+        self.add(f"np.asarray({x.name}).at[{itext}].{how}({v}, {kw})", x.shape, x.dtype, "sum", len(idx))
+        return True
+
+    def at_staged(self):
+        """`.at[i]` at a staged index (an int argument): in range as `x[i]` reads it
+        (ORACLE["scatter_staged_clamps"]); a plain call has no staged index."""
+        i = self.pick(lambda v: v.name.startswith("x") and v.dtype == "int64" and len(v.shape) <= 1)
+        x = self.pick(lambda v: v.shape and v.shape[0] > 0 and v.dtype != "bool")
+        if i is None or x is None:
+            return False
+        how = self.draw(st.sampled_from(["add", "min", "max", "multiply"] + (["set"] if not i.shape else [])))
+        v, n = self.scalar(x.dtype), x.shape[0]
+        self.p.features.add("staged_index")
+        normalized = f"np.where({i.name} < 0, {i.name} + {n}, {i.name})"
+        self.add(f"np.asarray({x.name}).at[{i.name}].{how}({v})", x.shape, x.dtype, "sum", max(math.prod(i.shape), 1),
+                 jax_text=ORACLE["scatter_staged_clamps"].format(x=f"np.asarray({x.name})", idx=normalized, how=how,
+                                                                 v=v))
+        return True
+
+    def reduction_kw(self):
+        """Reductions with NumPy's keywords `where=`, `initial=`, `dtype=`."""
+        x = self.pick(lambda v: v.shape and v.dtype != "bool")
+        if x is None:
+            return False
+        name = self.draw(st.sampled_from(["sum", "prod", "max", "min", "mean"]))
+        axis = self.draw(st.one_of(st.none(), st.integers(-len(x.shape), len(x.shape) - 1)))
+        kws, dtype = [], x.dtype
+        if self.draw(st.booleans()):
+            wshape = self.draw(st.sampled_from([x.shape, x.shape[-1:], ()]))
+            w = onp.array(self.draw(st.lists(st.booleans(), min_size=math.prod(wshape), max_size=math.prod(wshape))),
+                          dtype=bool).reshape(wshape)
+            kws.append(f"where={literal(w)}")
+        if name != "mean" and (self.draw(st.booleans()) or (kws and name in ("max", "min"))):
+            kws.append(f"initial={self.scalar(x.dtype)}")
+        if name in ("sum", "prod", "mean") and self.draw(st.booleans()):
+            dtype = self.draw(st.sampled_from(["float64", "float32"] if x.dtype in FLOAT else ["float64", "int64"]))
+            kws.append(f"dtype=np.{dtype}")
+        if name == "mean" and dtype not in FLOAT:
+            dtype = "float64"
+        shape = _reduced(x.shape, axis, False)
+        length = math.prod(x.shape) // max(math.prod(shape), 1) if math.prod(x.shape) else 0
+        self.add(f"np.{name}({x.name}, axis={axis!r}, {', '.join(kws)})", shape, dtype, "sum", length + 1)
+        return True
+
+    def lax_int(self):
+        """`lax`'s integer arithmetic: C's division and remainder (by 0 too), min, max, clamp,
+        shifts, sign, integer powers, on int64 values (wrapping on overflow, as XLA)."""
+        a = self.pick(lambda v: v.dtype == "int64")
+        if a is None:
+            return False
+        b = self.pick(lambda v: v.dtype == "int64" and v.shape == a.shape)
+        # (of a's dtype: JAX's `lax` takes equal dtypes; an int32 argument is int32 outside staged code)
+        btext = f"{b.name}.astype({a.name}.dtype)" if b is not None and self.draw(st.booleans()) else \
+            f"np.full({a.shape!r}, {self.draw(st.sampled_from([0, 1, -1, 2, 3, -7, 31]))}, dtype={a.name}.dtype)"
+        how = self.draw(st.sampled_from(["div", "rem", "max", "min", "add", "sub", "mul", "sign", "abs", "neg",
+                                         "clamp", "integer_pow", "shift_left", "shift_right_arithmetic"]))
+        if how in ("sign", "abs", "neg"):
+            text = f"lax.{how}({a.name})"
+        elif how == "clamp":
+            text = f"lax.clamp(np.asarray(-3, {a.name}.dtype), {a.name}, np.asarray(5, {a.name}.dtype))"
+        elif how == "integer_pow":
+            text = f"lax.integer_pow({a.name}, {self.draw(st.integers(0, 3))})"
+        elif how.startswith("shift"):
+            bits = self.draw(st.integers(0, 31))   # (below the width of int32 too)
+            text = f"lax.{how}({a.name}, np.full({a.shape!r}, {bits}, dtype={a.name}.dtype))"
+        else:
+            text = f"lax.{how}({a.name}, {btext})"
+        self.add(text, a.shape, "int64")
         return True
 
     def matmul(self):
@@ -547,7 +650,8 @@ class Builder:
 
 
 OPS = ["unary", "binary", "where", "reduction", "scan", "reshape", "slicing", "int_index", "gather", "mask", "at",
-       "matmul", "concat", "clip_astype", "lax_op", "constant", "branch"]
+       "matmul", "concat", "clip_astype", "lax_op", "constant", "branch", "at_mode", "at_staged", "reduction_kw",
+       "lax_int"]
 
 
 @st.composite
@@ -610,7 +714,7 @@ def applies(program, transform):
     first = program.args[0]
     if transform in ("grad", "scan_grad") and first.dtype.kind != "f":
         return False
-    return True
+    return transform != "plain" or "staged_index" not in program.features   # (its index is plain there)
 
 
 def run(side, program, transform, decisions=None):
@@ -766,10 +870,23 @@ def check(program, transforms=TRANSFORMS):
         mine = run("jitad", program, t)
         theirs = run("jax", program, t)
         what = _judge(program, t, mine, theirs, budget, scale, decisions)
+        if what and (flushed := _flushed(program)) is not None and not check(flushed, (t,)):
+            continue   # ORACLE["subnormals_flushed"]
         if what:
             known = next((KNOWN[k] for k in program.features if k in KNOWN), "")
             findings.append(Finding(t, what, program, known))
     return findings
+
+
+def _flushed(program):
+    """`program` with its subnormal arguments made zeros of their sign, or None if it has none."""
+    args = [onp.array(a) for a in program.args]
+    found = False
+    for a in args:
+        if a.dtype.kind == "f":
+            tiny = (a != 0) & (onp.abs(a) < onp.finfo(a.dtype).tiny)
+            a[tiny], found = onp.copysign(0.0, a[tiny]), found or bool(tiny.any())
+    return Program(args, program.lines, program.result, program.features, program.branches) if found else None
 
 
 def _judge(program, t, mine, theirs, budget, scale, decisions):
@@ -823,7 +940,7 @@ def _top(v):
 def fuzz(minutes, seed=None, max_ops=4, out=sys.stdout):
     """Run programs for `minutes`; print each new finding as a reproducer; return them."""
     deadline = time.monotonic() + 60 * minutes
-    found, seen = [], set()
+    found, seen, count = [], set(), [0]
 
     @settings(max_examples=10**9, deadline=None, database=None,
               suppress_health_check=list(HealthCheck), phases=("generate",))
@@ -831,6 +948,7 @@ def fuzz(minutes, seed=None, max_ops=4, out=sys.stdout):
     def one(program):
         if time.monotonic() > deadline:
             raise _Done
+        count[0] += 1
         try:
             findings = check(program)
         except Exception as e:   # noqa: BLE001 -- the fuzzer's own bug: say so, go on
@@ -854,6 +972,7 @@ def fuzz(minutes, seed=None, max_ops=4, out=sys.stdout):
         one()
     except _Done:
         pass
+    print(f"\n# {count[0]} programs checked", file=out, flush=True)
     return found
 
 
