@@ -58,10 +58,6 @@ ORACLE = {
     # README, "Values and semantics": mixed int and float arrays promote as NumPy (float64
     # where JAX gives float32): only the dtype's kind (float, int, bool) is compared
     "dtype_kind_only": True,
-    # README, "indexing": `take` counts a negative index from the end, then clamps, as `x[idx]`
-    # does; JAX's `take` fills by default and its mode="clip" clamps negative indices to 0,
-    # so the JAX side reads the indices jitad reads
-    "take_clamps": "np.take({x}, {idx}, axis=0)",
     # README, "indexing": `x[idx]` clamps an index out of range, and its gradient flows to the
     # element read (the derivative of what was computed); JAX's value clamps too but its
     # gradient drops those reads, so the JAX side reads the clamped indices themselves
@@ -416,9 +412,12 @@ class Builder:
             self.add(f"{x.name}[{literal(idx)}, {literal(jdx)}]", bshape + x.shape[2:], x.dtype, error=error,
                      jax_text=f"{x.name}[{literal(_clamp(idx, n))}, {literal(_clamp(jdx, x.shape[1]))}]")
             return "error" if error else True
-        if form == "take":
-            self.add(f"np.take({x.name}, {literal(idx)}, axis=0)", ishape + x.shape[1:], x.dtype,
-                     jax_text=ORACLE["take_clamps"].format(x=x.name, idx=literal(_clamp(idx, n))))
+        if form == "take":   # (JAX's modes, as docs/numpy.md says: 'fill' by default)
+            mode = self.draw(st.sampled_from([None, "fill", "clip", "wrap"]))
+            kw = "" if mode is None else f", mode={mode!r}"
+            if mode == "fill" and x.dtype != "bool" and self.draw(st.booleans()):
+                kw += f", fill_value={self.scalar(x.dtype)}"
+            self.add(f"np.take({x.name}, {literal(idx)}, axis=0{kw})", ishape + x.shape[1:], x.dtype)
             return True
         if ((idx < -n) | (idx >= n)).any():
             self.p.features.add("gather_out_of_range")
