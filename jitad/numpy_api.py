@@ -19,7 +19,7 @@ from .staging import binary, is_staged, power as _power, result_dtype, unary
 __all__ = [
     # elementwise
     "tan", "sinh", "cosh", "arcsinh", "arccosh", "arctanh", "log2", "log10", "exp2", "power", "sign",
-    "floor", "ceil", "trunc", "round", "reciprocal", "hypot", "logaddexp", "logaddexp2", "sinc",
+    "floor", "ceil", "trunc", "round", "rint", "reciprocal", "hypot", "logaddexp", "logaddexp2", "sinc",
     "fmax", "fmin", "mod", "remainder", "isnan", "isinf", "isfinite", "nan_to_num", "deg2rad",
     "rad2deg", "degrees", "radians",
     # reductions and scans
@@ -128,9 +128,11 @@ def power(x, y):
 
 
 def sign(x):
-    """-1, 0 or 1 by the sign of x (NaN stays NaN; derivative 0): `jitad.sign(-2.0) == -1.0`."""
+    """-1, 0 or 1 by the sign of x (NaN stays NaN; derivative 0): `jitad.sign(-2.0) == -1.0`.
+    Bools have no sign (a TypeError, as in NumPy and JAX)."""
     if result_dtype(x) == "bool":
-        return x
+        raise ArgumentError("`sign` of bools is not defined (as in NumPy and JAX); convert them first: "
+                            "`jnp.sign(x.astype(int))`, or use `x` itself (True is positive)")
     s = N.convert(x > 0, result_dtype(x)) - N.convert(x < 0, result_dtype(x))
     return N.where(x != x, x, s) if result_dtype(x) in FLOATS else s
 
@@ -139,7 +141,7 @@ def floor(x):
     """Largest integer <= x, as a float (derivative 0): `jitad.floor(-1.5) == -2.0`."""
     if result_dtype(x) not in FLOATS:
         return x
-    return N.where(N.abs(x) < np.inf, x // 1.0, x)   # inf // 1 is NaN
+    return N.where(N.abs(x) < np.inf, x // 1.0, N.stop_gradient(x))   # inf // 1 is NaN
 
 
 def ceil(x):
@@ -165,6 +167,12 @@ def round(x, decimals=0):
     return r / scale if scale else r
 
 
+def rint(x):
+    """x rounded to the nearest integer, halves to even, as a float (ints and bools too, as
+    NumPy's and JAX's `rint`): `jitad.rint(2.5) == 2.0`."""
+    return round(_float(x))
+
+
 def reciprocal(x):
     """1 / x: `jitad.reciprocal(4.0) == 0.25`."""
     return 1.0 / _float(x)
@@ -180,9 +188,12 @@ def logaddexp(x, y):
     """log(exp(x) + exp(y)) computed stably (ties share the gradient):
     `jitad.logaddexp(0.0, 0.0) == log(2)`."""
     x, y = _float(x), _float(y)
+    top = N.maximum(x, y)
+    inf = top == np.inf   # there the result is the larger argument, inf (its gradient: JAX's and the limit's)
+    x, y = N.where(inf, 0.0, x), N.where(inf, 0.0, y)   # (no inf - inf in the branch not taken)
     m = N.stop_gradient(N.maximum(x, y))
     m = N.where(N.abs(m) < np.inf, m, 0.0)
-    return N.log(N.exp(x - m) + N.exp(y - m)) + m
+    return N.where(inf, top, N.log(N.exp(x - m) + N.exp(y - m)) + m)
 
 
 def logaddexp2(x, y):
@@ -1139,6 +1150,15 @@ class _At:
         """The update; indices out of range are dropped ('drop', as JAX's; `mode=None` does
         so for plain indices) or clamped ('clip'); 'promise_in_bounds' checks nothing."""
         _check_mode(mode, ("drop", "clip", "promise_in_bounds", "fill"))
+        if how in ("add", "multiply") and result_dtype(self.x) == "bool":
+            raise ArgumentError(f"`.at[...]`: `{how}` into bools is not "
+                                "supported (as in JAX); use `.set`, `.max` (or) or `.min` (and), or convert "
+                                "the array to int first")
+        out = self._updated(v, how, mode)
+        dtype = getattr(self.x, "dtype", None)   # a plain array keeps its dtype (int32 stays int32)
+        return out.astype(dtype) if not is_staged(out) and dtype is not None and out.dtype != dtype else out
+
+    def _updated(self, v, how, mode):
         if mode == "clip":
             return _At(self.x, _clipped(self.x, self.index))._update(v, how)
         comps = _int_components(self.index, len(_shape(self.x)))

@@ -110,8 +110,21 @@ def integer_pow(x, y):
 
 
 def rsqrt(x):
-    """1 / sqrt(x): `lax.rsqrt(4.0) == 0.5`."""
-    return 1.0 / N.sqrt(_float(x))
+    """1 / sqrt(x), with JAX's derivative -0.5 * rsqrt(x) / x (-inf at -0.0, as 1 / x
+    there): `lax.rsqrt(4.0) == 0.5`."""
+    return _rsqrt(_float(x))
+
+
+@custom_jvp
+def _rsqrt(x):
+    return 1.0 / N.sqrt(x)
+
+
+@_rsqrt.defjvp
+def _rsqrt_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    out = _rsqrt(x)
+    return out, t * (-0.5 * out / x)
 
 
 def logistic(x):

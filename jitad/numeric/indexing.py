@@ -137,9 +137,10 @@ def _expand_key(key, shape):
 
 def _check_mask(mask_shape, shape, axis):
     """IndexError_ unless a boolean mask of `mask_shape` covers the axes of `shape` from
-    `axis` on exactly (NumPy's rule: a mask never broadcasts)."""
+    `axis` on exactly (NumPy's rule: a mask never broadcasts; a mask axis of length 0 selects
+    nothing from an axis of any length, as in NumPy and JAX)."""
     covered = tuple(shape[axis:axis + len(mask_shape)])
-    if covered != tuple(mask_shape):
+    if len(covered) != len(mask_shape) or builtins.any(m not in (0, n) for m, n in zip(mask_shape, covered)):
         raise IndexError_(f"a boolean mask of shape {tuple(mask_shape)} indexes the axes from {axis} on of an array of "
                           f"shape {tuple(shape)}, which have sizes {covered}; the mask needs exactly those "
                           "sizes (index with an int array for other positions)")
@@ -179,8 +180,11 @@ def _advanced(x, key):
         y = transpose(y, tuple(axes + rest))
     sizes = [y_shape[a] for a in axes]
     out_shape = batch + tuple(y_shape[d] for d in rest)
+    adjacent = places == list(range(places[0], places[0] + len(places)))
+    moved = adjacent and axes[0] > 0 and batch   # NumPy keeps adjacent indexed axes where they were
     if not math.prod(out_shape):   # nothing to read; staged code keeps it staged (its indexing clamps)
-        empty = np.zeros(out_shape, NUMPY_OF[result_dtype(x)])
+        placed = out_shape[len(batch):len(batch) + axes[0]] + batch + out_shape[len(batch) + axes[0]:]
+        empty = np.zeros(placed if moved else out_shape, NUMPY_OF[result_dtype(x)])
         return Staged(as_var(empty)) if is_staged(x) or builtins.any(map(is_staged, arrays)) else empty
     if len(axes) == 1:   # index/gather clamp the index themselves
         axes_index = expanded[places[0]]
@@ -195,8 +199,7 @@ def _advanced(x, key):
     elif _shape(axes_index) != batch:
         axes_index = broadcast_to(axes_index, batch)
     out = bind(Op.INDEX if batch == () else Op.GATHER, rows, axes_index)
-    adjacent = places == list(range(places[0], places[0] + len(places)))
-    if adjacent and axes[0] > 0 and batch:   # NumPy keeps adjacent indexed axes where they were
+    if moved:
         nb = len(batch)
         perm = list(range(nb, nb + axes[0])) + list(range(nb)) + list(range(nb + axes[0], len(out_shape)))
         out = transpose(out, tuple(perm))

@@ -140,7 +140,7 @@ def copy(x):
 # NumPy 2's names for the same functions, and NumPy's static index helpers
 acos, asin, atan, atan2, acosh, asinh, atanh = arccos, arcsin, arctan, arctan2, arccosh, arcsinh, arctanh  # noqa: F405
 pow = power  # noqa: F405
-around = rint = round  # noqa: F405
+around = round  # noqa: F405
 fabs = abs  # noqa: F405
 concat = concatenate  # noqa: F405
 permute_dims = transpose  # noqa: F405

@@ -5,7 +5,7 @@ import numpy as _np
 
 from .. import cpu_device as _cpu_device, numeric as _N
 from ..lower import runtime as _runtime
-from ..staging import is_staged as _is_staged
+from ..staging import current_frame as _current_frame, is_staged as _is_staged
 
 
 def _staged_any(xs):
@@ -26,7 +26,13 @@ class Array(_np.ndarray):
         keys = key if isinstance(key, tuple) else (key,)
         if _staged_any(keys):   # a constant table read at a staged index
             return _N.getitem(_np.asarray(self), key)
-        return super().__getitem__(key)
+        try:
+            return super().__getitem__(key)
+        except IndexError:
+            if _current_frame() is None:   # outside staged code: NumPy's indexing
+                raise
+            # a constant of staged code read past its end clamps, as `jax.jit` reads
+            return _N.getitem(_np.asarray(self), key)
 
     def block_until_ready(self):
         """Itself (jitad's results are ready when a call returns)."""

@@ -7,7 +7,7 @@ import numpy as np
 from .. import numeric as N
 from .. import numpy_api as A
 from ..errors import ArgumentError, ShapeError
-from ..staging import is_staged
+from ..staging import is_staged, result_dtype
 from ._common import jnp as _jnp, any_staged, no_out, wrap
 
 __all__ = ["sum", "mean", "max", "min", "amax", "amin", "prod", "product", "var", "std", "any", "all",
@@ -48,6 +48,10 @@ def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=
 def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
     """The mean over `axis` of the entries where `where` is true: `jnp.mean(jnp.array([1.0, 3.0])) == 2.0`."""
     no_out("mean", out)
+    if dtype is not None and np.dtype(dtype).kind == "b":
+        raise ArgumentError("`jnp.mean` with dtype=bool is not supported (as in JAX); pass an int or float dtype")
+    if dtype is not None and np.dtype(dtype).kind in "iu":
+        return _int_mean(a, axis, dtype, keepdims, where)
     if not any_staged(a, where):
         return _plain("mean", a, axis=axis, dtype=dtype, keepdims=keepdims, where=where)
     a = A._float(_prepare(a, dtype, "mean"))
@@ -55,6 +59,19 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
         return N.mean(a, axis, keepdims)
     w = N.broadcast_to(_jnp().asarray(where, bool), tuple(a.shape))
     return N.sum(N.where(w, a, 0.0), axis, keepdims) / N.sum(N.convert(w, a.ir_dtype), axis, keepdims)
+
+
+def _int_mean(a, axis, dtype, keepdims, where):
+    """`mean` with an integer `dtype=`, as JAX computes it: the sum in that dtype divided by
+    the count, rounded toward zero (-1 where nothing is counted, XLA's integer x / 0)."""
+    s = sum(a, axis, dtype, keepdims=keepdims, where=where)
+    taken = N.broadcast_to(_jnp().asarray(True if where is None else where, bool), tuple(np.shape(a)))
+    n = N.convert(sum(taken, axis, keepdims=keepdims), result_dtype(s))
+    safe = N.where(n == 0, 1, n)
+    q = s // safe
+    q = N.where((q * safe != s) & (s < 0), q + 1, q)
+    out = N.where(n == 0, -1, q)
+    return out if is_staged(out) else wrap(np.asarray(out, dtype))
 
 
 def _lowest(dtype, largest):

@@ -85,3 +85,26 @@ def test_python_branches_end_to_end():
     assert fuzz.check(p, ("plain", "jit", "vmap", "grad")) == []
     assert fuzz.decisions_of(p) == [True]
     assert "if True:" in p.source("jax", [True])
+
+
+def test_subnormal_arguments_are_judged_again_flushed():
+    # XLA flushes 5e-324 to 0 (a tie with 0.0 in `max`: gradient 0.5 each); jitad keeps it
+    p = program(["np.maximum(x0, 0.0)"], onp.array([5e-324, 1.0]))
+    assert fuzz._flushed(p).args[0].tolist() == [0.0, 1.0]
+    assert fuzz._flushed(program(["x0"], onp.array([1.0]))) is None
+    assert fuzz.check(p, ("grad",)) == []
+
+
+def test_the_widened_generators_write_runnable_programs():
+    # (each new kind of line: JAX's `.at` modes, a staged `.at` index, reduction keywords, lax ints)
+    p = program(["np.asarray(x0).at[onp.array([0, 5], dtype='int64')].get(mode='fill', fill_value=2.0)",
+                 "np.asarray(x0).at[onp.array([-4], dtype='int64')].add(1.0, mode='clip')",
+                 "np.sum(x0, axis=None, where=onp.array([True, False, True]), initial=1.0, dtype=np.float32)",
+                 "lax.rem(x1, np.full((3,), 0, dtype=x1.dtype))"], onp.array([1.0, 2.0, 3.0]), onp.array([7, -7, 2]))
+    p.lines.append(("v4 = np.asarray(x0).at[x1].max(2.0)", "v4 = np.asarray(x0).at[np.where(x1 < 0, x1 + 3, x1)]"
+                    ".max(2.0, mode='clip')", "sum", 3))
+    p.features.add("staged_index")
+    assert not fuzz.applies(p, "plain")
+    for result in ("v0", "v1", "v2", "v3", "v4"):
+        p.result = result
+        assert fuzz.check(p, ("jit", "vmap")) == [], result

@@ -1,0 +1,56 @@
+"""Derivatives the differential fuzzer found unlike JAX's at edge values: `lax.rsqrt` at
+-0.0 (JAX's rule, -0.5 * rsqrt(x) / x), `floor`/`ceil`/`trunc`/`round`/`rint` (0
+everywhere, ±inf too), and `logaddexp` where an argument is +inf (jitad's documented
+choice: the other argument's derivative is 0, two +inf share it) -- against JAX's
+gradients and `check_grads` elsewhere."""
+import jax
+import jax.numpy as jjnp
+import numpy as np
+import pytest
+
+import jitad
+import jitad.lax as lax
+import jitad.numpy as jnp
+from jitad.testing import check_grads
+
+jax.config.update("jax_enable_x64", True)
+INF, NAN = np.inf, np.nan
+
+
+def test_rsqrt_derivatives_are_jaxs():
+    x = np.array([-0.0, 0.0, 1e-300, 0.25, 4.0, INF, -1.0, NAN])
+    want = jax.vmap(jax.grad(jax.lax.rsqrt))(x)
+    np.testing.assert_array_equal(jitad.vmap(jitad.grad(lax.rsqrt))(x), want)
+    np.testing.assert_array_equal(jitad.grad(lambda v: jnp.sum(lax.rsqrt(v)))(x), want)
+    assert jitad.grad(lax.rsqrt)(-0.0) == -INF
+    second = jitad.grad(jitad.grad(lax.rsqrt))(2.0)
+    np.testing.assert_allclose(second, jax.grad(jax.grad(jax.lax.rsqrt))(2.0), rtol=1e-14)
+    check_grads(lax.rsqrt, (np.array([0.3, 2.0, 7.5]),), order=2)
+    out = jitad.jvp(lax.rsqrt, (np.array([4.0, -0.0]),), (np.ones(2),))[1]
+    np.testing.assert_array_equal(out, [-0.0625, -INF])
+
+
+@pytest.mark.parametrize("name", ["floor", "ceil", "trunc", "round", "rint"])
+def test_rounding_has_derivative_zero_at_infinities_too(name):
+    x = np.array([INF, -INF, 1.5, -2.5, 0.0, NAN])
+    f = lambda m: (lambda v: m.sum(getattr(m, name)(v) * 3.0))
+    out = jitad.grad(f(jnp))(x)
+    np.testing.assert_array_equal(np.abs(out), np.zeros(6))
+    np.testing.assert_array_equal(np.abs(jax.grad(f(jjnp))(x)), np.zeros(6))
+    np.testing.assert_array_equal(jitad.jit(getattr(jnp, name))(x), getattr(np, name)(x))
+
+
+def test_logaddexp_gradients_as_jax_and_at_inf_as_documented():
+    vals = [-INF, -1.0, 0.0, 2.0, INF, NAN]
+    a, b = (v.ravel() for v in np.meshgrid(vals, vals))
+    loss = lambda m: (lambda a, b: m.sum(m.logaddexp(a, b)))
+    mine = jitad.grad(loss(jnp), argnums=(0, 1))(a, b)
+    theirs = jax.grad(loss(jjnp), argnums=(0, 1))(a, b)
+    np.testing.assert_allclose(jitad.jit(jnp.logaddexp)(a, b), jjnp.logaddexp(a, b), rtol=1e-15)
+    inf = np.maximum(a, b) == INF
+    for m, t, this, other in ((mine[0], theirs[0], a, b), (mine[1], theirs[1], b, a)):
+        np.testing.assert_allclose(m[~inf], t[~inf], rtol=1e-15)   # NaN at the same places too
+        # where the result is +inf: 1 for the +inf argument, 0 for the other, 0.5 for a tie
+        np.testing.assert_array_equal(m[inf], np.where(other[inf] == INF, np.where(this[inf] == INF, 0.5, 0.0),
+                                                       (this[inf] == INF) * 1.0))
+    check_grads(jnp.logaddexp, (np.array([-1.0, 0.0, 30.0]), np.array([2.0, 0.0, -700.0])), order=2)
