@@ -11,6 +11,8 @@ capitals, `JAX_ENABLE_X64=0`, or with jitad's prefix, `JITAD_ENABLE_X64=0`), els
 its default. An unknown name raises `ConfigError`, as JAX raises for a name it lacks.
 """
 import os
+import sys
+import warnings
 
 from .errors import ConfigError
 
@@ -92,3 +94,31 @@ class Config:
 config = Config()
 update = config.update
 read = config.read
+
+
+def x64_enabled():
+    """Whether 64-bit floats and ints are the defaults (`jax_enable_x64`, jitad's default
+    True); without them values, arguments and results are JAX's 32-bit ones.
+
+    >>> from jitad.config import x64_enabled
+    >>> x64_enabled()
+    True
+    """
+    return config._values["jax_enable_x64"]
+
+
+def warn_truncated(dtype, narrow, where):
+    """JAX's warning for a 64-bit `dtype` asked for where `jax_enable_x64` is off (`narrow`,
+    its 32-bit counterpart, is given instead), at the user's line."""
+    warnings.warn(f"Explicitly requested dtype {dtype} requested in {where} is not available: jitad gives "
+                  f"{narrow}, as JAX does where jax_enable_x64 is off (for 64-bit dtypes: "
+                  "jitad.config.update('jax_enable_x64', True), or JAX_ENABLE_X64=1 in the environment)",
+                  UserWarning, stacklevel=_outside_jitad())
+
+
+def _outside_jitad():
+    """The stack level of the first caller outside the jitad package."""
+    package, frame, level = os.path.dirname(__file__) + os.sep, sys._getframe(2), 2
+    while frame is not None and frame.f_code.co_filename.startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level

@@ -7,6 +7,7 @@ import operator
 
 import numpy as np
 
+from ..config import warn_truncated, x64_enabled
 from ..errors import ArgumentError, ShapeError, StagingError
 from ..ir import float_checks
 from ..ir.ops import IMPLS, PRIMITIVES, Op, impl_of
@@ -103,6 +104,10 @@ def _dtype_name(dtype, who):
         name = None
     if name is None:
         raise ArgumentError(f"`{who}`: unknown dtype {dtype!r}; use 'f64', 'f32', 'i64' or 'bool'")
+    if name == "f64" and not x64_enabled():   # JAX's float32 (warned where the user asked for 64 bits)
+        if dtype is not float and not (isinstance(dtype, str) and dtype in ("f64", "float")):
+            warn_truncated(np.dtype(np.float64), np.dtype(np.float32), who)
+        return "f32"
     return name
 
 

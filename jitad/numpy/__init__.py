@@ -359,7 +359,7 @@ empty = zeros
 def full(shape, fill_value, dtype=None):
     """NumPy's `full`, as an `Array`; a staged `fill_value` gives a staged array."""
     if _is_staged(fill_value):
-        return _N.full(shape, fill_value, "f64" if dtype is None else dtype)
+        return _N.full(shape, fill_value, "f64" if dtype is None else dtype)   # (f32 without x64)
     return _plain_or("full", None, (shape, fill_value), {"dtype": dtype})
 
 
@@ -440,7 +440,10 @@ _statistics._late()
 # inside are stacked, as autograd's boxes are: `jnp.mean([a, b])`), and returns plain
 # results as `Array`s (0-d for scalars, as JAX's), readable by a staged index.
 import functools as _functools  # noqa: E402
+import inspect as _inspect  # noqa: E402
 import types as _types  # noqa: E402
+from ..config import config as _config  # noqa: E402
+from ..dtypes import narrowed as _narrowed, requested_dtype as _requested_dtype  # noqa: E402
 
 _SEQUENCE_FIRST = {"concatenate", "concat", "stack", "hstack", "vstack", "row_stack", "column_stack", "dstack",
                    "select", "lexsort", "choose", "piecewise"}
@@ -469,10 +472,12 @@ def _as_input(x):
 
 
 def _wrap_out(out):
-    if type(out) is _np.ndarray:
-        return out.view(Array)
+    if type(out) is _np.ndarray:   # (narrowed: JAX's 32-bit dtypes where jax_enable_x64 is off)
+        return _narrowed(out).view(Array)
+    if type(out) is Array:
+        return _narrowed(out)
     if isinstance(out, _np.generic) and out.dtype.kind in "biuf":
-        return _np.asarray(out).view(Array)
+        return _np.asarray(_narrowed(out)).view(Array)
     if type(out) is tuple:
         return tuple(_wrap_out(o) for o in out)
     if type(out) is list:
@@ -480,7 +485,27 @@ def _wrap_out(out):
     return out
 
 
+def _dtype_position(fn):
+    """The position of `fn`'s `dtype` parameter, or None."""
+    try:
+        names = list(_inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return None
+    return names.index("dtype") if "dtype" in names else None
+
+
+def _requested(name, at, args, kwargs):
+    """`args`, `kwargs` with a 64-bit `dtype` asked for made 32-bit (and JAX's warning)
+    where `jax_enable_x64` is off."""
+    if kwargs.get("dtype") is not None:
+        kwargs = {**kwargs, "dtype": _requested_dtype(kwargs["dtype"], name)}
+    elif at is not None and len(args) > at and args[at] is not None:
+        args = args[:at] + (_requested_dtype(args[at], name),) + args[at + 1:]
+    return args, kwargs
+
+
 def _takes_plain_inputs(name, fn):
+    at = _dtype_position(fn)
     if name in _SEQUENCE_FIRST:
         def convert(args):
             if not args or not isinstance(args[0], (list, tuple)):
@@ -497,6 +522,8 @@ def _takes_plain_inputs(name, fn):
 
     @_functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        if not _config._values["jax_enable_x64"]:
+            args, kwargs = _requested(name, at, args, kwargs)
         return _wrap_out(fn(*convert(args), **kwargs))
     wrapper.__wrapped_plain__ = True
     return wrapper

@@ -4,6 +4,7 @@ import builtins as _builtins
 import numpy as _np
 
 from .. import cpu_device as _cpu_device, numeric as _N
+from ..dtypes import narrowed as _narrowed
 from ..lower import runtime as _runtime
 from ..staging import is_staged as _is_staged
 
@@ -27,6 +28,11 @@ class Array(_np.ndarray):
         if _staged_any(keys):   # a constant table read at a staged index
             return _N.getitem(_np.asarray(self), key)
         return super().__getitem__(key)
+
+    def __array_wrap__(self, out, context=None, return_scalar=False):
+        """NumPy's results on Arrays, with JAX's 32-bit dtypes where `jax_enable_x64` is off
+        (an int32 Array divided, or times a Python float, is float32)."""
+        return super().__array_wrap__(_narrowed(out), context, return_scalar)
 
     def block_until_ready(self):
         """Itself (jitad's results are ready when a call returns)."""

@@ -5,6 +5,7 @@ from functools import reduce
 
 import numpy as np
 
+from ..config import x64_enabled
 from ..errors import ArgumentError, StagingError
 from ..ir import float_checks
 from ..ir.ops import Op, impl_of
@@ -28,6 +29,14 @@ _JIT_RULE = (" (The rule: under `jit` and `vmap`, and inside IF/WHILE/FOR/scan/F
 
 
 _NP_DTYPES = {k: np.dtype(v) for k, v in NUMPY.items()}
+# without `jax_enable_x64` an int is JAX's int32: i64 in the IR, wrapped to 32 bits
+_NP_DTYPES_32 = {**_NP_DTYPES, "i64": np.dtype(np.int32)}
+
+
+def default_float():
+    """The IR dtype of a Python float and of float math on ints: f64, or f32 where
+    `jax_enable_x64` is off (JAX's 32-bit defaults)."""
+    return "f64" if x64_enabled() else "f32"
 
 
 class Staged:
@@ -60,7 +69,7 @@ class Staged:
     @property
     def dtype(self):
         """NumPy's dtype: `x.dtype == np.float64` (the IR's name, 'f64', is `x.ir_dtype`)."""
-        return _NP_DTYPES[self._var.type.dtype]
+        return (_NP_DTYPES if x64_enabled() else _NP_DTYPES_32)[self._var.type.dtype]
 
     @property
     def ir_dtype(self):
@@ -248,9 +257,10 @@ def _kind(x):
     if isinstance(x, np.float32):
         return "f32", True
     if isinstance(x, (float, np.floating)):
-        return "f64", True
+        return default_float(), True
     if isinstance(x, np.ndarray) and dtype_of_numpy(x.dtype):
-        return dtype_of_numpy(x.dtype), x.ndim == 0
+        dtype = dtype_of_numpy(x.dtype)
+        return ("f32" if dtype == "f64" and not x64_enabled() else dtype), x.ndim == 0
     raise ArgumentError(f"cannot use a value of type {type(x).__name__} in staged arithmetic; "
                         "use numbers or staged values")
 
@@ -319,7 +329,7 @@ def binary(op, a, b):
         return _eager(op, a, b)
     dtype, weak = result_kind(a, b)
     if op.float_only and dtype not in FLOATS:
-        dtype = "f64"
+        dtype = default_float()
     if dtype == "bool" and op.arith:   # as NumPy: + is or, * is and, the rest on ints
         if op == Op.SUB:
             raise ArgumentError("`-` on two bools is not supported (as in NumPy); use `^`-like "
@@ -328,7 +338,25 @@ def binary(op, a, b):
             op = _BOOL_ARITH[op]
         else:
             dtype = "i64"
-    return Staged(emit(op, [as_var(a, dtype), as_var(b, dtype)])[0], weak)
+    return Staged(_wrapped(op, emit(op, [as_var(a, dtype), as_var(b, dtype)])[0]), weak)
+
+
+_WRAPPING = (Op.ADD, Op.SUB, Op.MUL, Op.NEG, Op.ABS, Op.POW, Op.SQUARE)
+
+
+def _wrapped(op, var):
+    """`var`, or where `jax_enable_x64` is off and `op` on ints can leave the int32 range,
+    its low 32 bits sign-extended: JAX's int32 wraparound (`2**31 - 1 + 1` is `-2**31`)."""
+    return var if op not in _WRAPPING else wrap_int32(var)
+
+
+def wrap_int32(var):
+    """An int `var` as JAX's int32 where `jax_enable_x64` is off (its low 32 bits,
+    sign-extended; ints are i64 in the IR); else, and for other dtypes, `var`."""
+    if var.type.dtype != "i64" or x64_enabled():
+        return var
+    high = emit(Op.SHIFT_LEFT, [var, as_var(32, "i64")])[0]
+    return emit(Op.SHIFT_RIGHT_ARITHMETIC, [high, as_var(32, "i64")])[0]
 
 
 def power(x, n):
@@ -362,7 +390,7 @@ def unary(op, x):
         return _eager(op, x)
     dtype = x.ir_dtype
     if op.float_only and dtype not in FLOATS:
-        dtype = "f64"
+        dtype = default_float()
     if dtype == "bool" and op == Op.ABS:   # |b| is b, a bool (NumPy, JAX)
         return x
     if dtype == "bool" and op == Op.NEG:
@@ -370,7 +398,7 @@ def unary(op, x):
                             "`jitad.logical_not(x)`, or convert to int first")
     if op in (Op.SQUARE, Op.RELU) and dtype == "bool":
         dtype = "i64"
-    return Staged(emit(op, [as_var(x, dtype)])[0], x.weak)
+    return Staged(_wrapped(op, emit(op, [as_var(x, dtype)])[0]), x.weak)
 
 
 def _bad_logical(name, *xs):
