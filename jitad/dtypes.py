@@ -11,6 +11,7 @@ from .config import config, warn_truncated, x64_enabled
 from .errors import ArgumentError, JitadError
 from .stages import FLOAT0
 from .staging import is_staged
+from .staging.values import NARROW, narrowed
 
 __all__ = ["TypePromotionError", "canonicalize_dtype", "finfo", "float0", "iinfo", "issubdtype",
            "itemsize_bits", "narrowed", "requested_dtype", "result_type", "scalar_type_of"]
@@ -58,37 +59,12 @@ def itemsize_bits(dtype):
     return 8 * np.dtype(dtype).itemsize
 
 
-# the 32-bit dtype JAX holds each 64-bit one in without `jax_enable_x64`
-_NARROW = {np.dtype(wide): np.dtype(narrow) for wide, narrow in (
-    (np.float64, np.float32), (np.int64, np.int32), (np.uint64, np.uint32), (np.complex128, np.complex64))}
-
-
-def narrowed(x):
-    """`x` as JAX holds it where `jax_enable_x64` is off: a 64-bit array or NumPy scalar cast
-    to 32 bits (ints wrap), a Python float or int made a float32 or int32 NumPy scalar;
-    anything else, and everything where the setting is on (jitad's default), unchanged.
-
-    >>> jitad.dtypes.narrowed(np.arange(3)).dtype   # x64 on: as it was
-    dtype('int64')
-    """
-    if config._values["jax_enable_x64"]:
-        return x
-    if isinstance(x, (np.ndarray, np.generic)):
-        narrow = _NARROW.get(x.dtype)
-        return x if narrow is None else x.astype(narrow)
-    if type(x) is float:
-        return np.float32(x)
-    if type(x) is int:
-        return np.array(x & 0xFFFFFFFF, np.uint32).view(np.int32)[()]   # its low 32 bits, as a cast
-    return x
-
-
 def requested_dtype(dtype, where):
     """An explicitly requested `dtype` as JAX gives it: unchanged with `jax_enable_x64`,
     else its 32-bit counterpart, with JAX's warning that the 64-bit one is not available.
 
-    >>> jitad.dtypes.requested_dtype(np.float64, "zeros")
-    dtype('float64')
+    >>> jitad.dtypes.requested_dtype("float64", "zeros")   # x64 on: as asked
+    'float64'
     """
     if dtype is None or x64_enabled():
         return dtype
@@ -96,8 +72,9 @@ def requested_dtype(dtype, where):
         dt = np.dtype(dtype)
     except TypeError:
         return dtype
-    narrow = _NARROW.get(dt)
+    narrow = NARROW.get(dt)
     if narrow is None:
         return dtype
-    warn_truncated(dt, narrow, where)
+    if dtype not in (float, int, complex):   # Python's types ask for the default: no warning
+        warn_truncated(dt, narrow, where)
     return narrow

@@ -310,7 +310,7 @@ def convert_element_type(operand, new_dtype):
     name = "bool" if d == np.bool_ else "i64" if d.kind in "iu" else "f32" if d == np.float32 else "f64"
     if d.kind == "c":
         raise ArgumentError("`lax.convert_element_type`: complex dtypes are not supported by jitad")
-    return N.convert(operand, name)
+    return N.convert(operand, d if d.name in ("int32", "int64") else name)   # (int32 where x64 is off)
 
 
 def bitcast_convert_type(operand, new_dtype):

@@ -4,7 +4,7 @@ import builtins as _builtins
 import numpy as _np
 
 from .. import cpu_device as _cpu_device, numeric as _N
-from ..dtypes import narrowed as _narrowed
+from ..dtypes import narrowed as _narrowed, requested_dtype as _requested_dtype
 from ..lower import runtime as _runtime
 from ..staging import is_staged as _is_staged
 
@@ -33,6 +33,10 @@ class Array(_np.ndarray):
         """NumPy's results on Arrays, with JAX's 32-bit dtypes where `jax_enable_x64` is off
         (an int32 Array divided, or times a Python float, is float32)."""
         return super().__array_wrap__(_narrowed(out), context, return_scalar)
+
+    def astype(self, dtype, *args, **kwargs):
+        """NumPy's `astype`; a 64-bit dtype is its 32-bit one where `jax_enable_x64` is off, as JAX's."""
+        return super().astype(_requested_dtype(dtype, "astype"), *args, **kwargs)
 
     def block_until_ready(self):
         """Itself (jitad's results are ready when a call returns)."""

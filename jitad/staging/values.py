@@ -33,6 +33,41 @@ _NP_DTYPES = {k: np.dtype(v) for k, v in NUMPY.items()}
 _NP_DTYPES_32 = {**_NP_DTYPES, "i64": np.dtype(np.int32)}
 
 
+# the 32-bit dtype JAX holds each 64-bit one in without `jax_enable_x64`
+NARROW = {np.dtype(wide): np.dtype(narrow) for wide, narrow in (
+    (np.float64, np.float32), (np.int64, np.int32), (np.uint64, np.uint32), (np.complex128, np.complex64))}
+
+
+def narrowed(x, ints=True):
+    """`x` as JAX holds it where `jax_enable_x64` is off: a 64-bit array or NumPy scalar cast
+    to 32 bits (ints wrap; with `ints=False` only floats), a Python float or int made a
+    float32 or int32 NumPy scalar; anything else, and everything where the setting is on
+    (jitad's default), unchanged.
+
+    >>> jitad.dtypes.narrowed(np.arange(3)).dtype   # x64 on: as it was
+    dtype('int64')
+    """
+    if x64_enabled():
+        return x
+    if isinstance(x, (np.ndarray, np.generic)):
+        narrow = NARROW.get(x.dtype)
+        return x if narrow is None or not (ints or narrow.kind == "f") else x.astype(narrow)
+    if type(x) is float:
+        return np.float32(x)
+    if type(x) is int and ints:
+        return np.array(x & 0xFFFFFFFF, np.uint32).view(np.int32)[()]   # its low 32 bits, as a cast
+    return x
+
+
+def narrowed_result(out, inputs):
+    """An eager result `out` as JAX's where `jax_enable_x64` is off: floats 32-bit, and ints
+    too unless an input is a 64-bit int (jitad's own host code counts in int64)."""
+    if x64_enabled():
+        return out
+    wide = any(getattr(x, "dtype", None) in (np.int64, np.uint64) for x in inputs)
+    return narrowed(out, ints=not wide)
+
+
 def default_float():
     """The IR dtype of a Python float and of float math on ints: f64, or f32 where
     `jax_enable_x64` is off (JAX's 32-bit defaults)."""
@@ -279,6 +314,8 @@ def result_kind(*xs):
     for d, w in kinds:
         if w and _CATEGORY[d] > _CATEGORY[dtype]:
             dtype, weak = d, True
+    if dtype == "f64" and "f64" not in strong and not x64_enabled():   # an int and a float32 (JAX's)
+        dtype = "f32"
     return dtype, weak
 
 
@@ -318,7 +355,7 @@ def _eager(op, *xs):
             values = [np.float32(x) if type(x) in (float, int) else v for x, v in zip(xs, values)]
         if op.float_only:   # as when staged: ints and bools compute in f64
             values = [v if np.asarray(v).dtype.kind == "f" else np.float64(v) for v in values]
-        return float_checks.check_eager(op, impl_of(op)(*values))
+        return narrowed_result(float_checks.check_eager(op, impl_of(op)(*values)), xs)
 
 
 _BOOL_ARITH = {Op.ADD: Op.OR, Op.MUL: Op.AND, Op.MAXIMUM: Op.OR, Op.MINIMUM: Op.AND}
