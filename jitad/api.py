@@ -307,10 +307,10 @@ _JITS = weakref.WeakSet()   # every Jitted, to forget code compiled under other 
 
 def _narrows(compiled):
     """Whether `compiled` has a 64-bit result where `jax_enable_x64` is off (its results then
-    go through Python, cast to JAX's 32-bit dtypes)."""
+    go through Python: floats as float32, ints as int32 where they fit, see `narrowed`)."""
     if config._values["jax_enable_x64"]:
         return False
-    return any(v.type.dtype in ("i64", "f64") for v in compiled.program.main.outputs)
+    return any(v.type.dtype in ("f64", "i64") for v in compiled.program.main.outputs)
 
 
 def _float_checks_changed(name, value):

@@ -10,8 +10,11 @@ Each setting starts from its environment variable where one is set (the name in
 capitals, `JAX_ENABLE_X64=0`, or with jitad's prefix, `JITAD_ENABLE_X64=0`), else from
 its default. An unknown name raises `ConfigError`, as JAX raises for a name it lacks.
 """
+import contextlib
+import functools
 import os
 import sys
+import threading
 import warnings
 
 from .errors import ConfigError
@@ -96,15 +99,50 @@ update = config.update
 read = config.read
 
 
+class _Own(threading.local):
+    depth = 0
+
+
+_own = _Own()
+
+
 def x64_enabled():
-    """Whether 64-bit floats and ints are the defaults (`jax_enable_x64`, jitad's default
-    True); without them values, arguments and results are JAX's 32-bit ones.
+    """Whether staging follows 64-bit rules: `jax_enable_x64` (jitad's default True), or
+    jitad's own code running (`own_arithmetic`). Without them values, arguments and
+    results are JAX's 32-bit ones.
 
     >>> from jitad.config import x64_enabled
     >>> x64_enabled()
     True
     """
-    return config._values["jax_enable_x64"]
+    return config._values["jax_enable_x64"] or _own.depth > 0
+
+
+@contextlib.contextmanager
+def own_arithmetic():
+    """Run jitad's own code (the PRNG, whose keys are int64 words and whose bit arithmetic
+    counts in int64) by 64-bit staging rules whatever `jax_enable_x64` says; the dtypes it
+    chooses for its results still follow the setting.
+
+    >>> from jitad.config import own_arithmetic, x64_enabled
+    >>> with own_arithmetic():
+    ...     x64_enabled()
+    True
+    """
+    _own.depth += 1
+    try:
+        yield
+    finally:
+        _own.depth -= 1
+
+
+def keeps_own_arithmetic(fn):
+    """`fn` run under `own_arithmetic` (a decorator for jitad's own functions)."""
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        with own_arithmetic():
+            return fn(*args, **kwargs)
+    return run
 
 
 def warn_truncated(dtype, narrow, where):

@@ -471,18 +471,25 @@ def _as_input(x):
     return array(x) if isinstance(x, (list, tuple)) else x
 
 
-def _wrap_out(out):
-    if type(out) is _np.ndarray:   # (narrowed: JAX's 32-bit dtypes where jax_enable_x64 is off)
-        return _narrowed(out).view(Array)
+def _wrap_out(out, wrap=False):
+    """`out` with plain arrays as `Array`s (narrowed: JAX's 32-bit dtypes where
+    jax_enable_x64 is off, ints wrapped with `wrap`, see `jitad.dtypes.narrowed`)."""
+    if type(out) is _np.ndarray:
+        return _narrowed(out, wrap=wrap).view(Array)
     if type(out) is Array:
-        return _narrowed(out)
+        return _narrowed(out, wrap=wrap)
     if isinstance(out, _np.generic) and out.dtype.kind in "biuf":
-        return _np.asarray(_narrowed(out)).view(Array)
+        return _np.asarray(_narrowed(out, wrap=wrap)).view(Array)
     if type(out) is tuple:
-        return tuple(_wrap_out(o) for o in out)
+        return tuple(_wrap_out(o, wrap) for o in out)
     if type(out) is list:
-        return [_wrap_out(o) for o in out]
+        return [_wrap_out(o, wrap) for o in out]
     return out
+
+
+def _int64_among(args, kwargs):
+    """Whether an argument is an int64 array (a PRNG key is one: results keep large values)."""
+    return _builtins.any(getattr(a, "dtype", None) in (_np.int64, _np.uint64) for a in args + tuple(kwargs.values()))
 
 
 def _dtype_position(fn):
@@ -522,9 +529,10 @@ def _takes_plain_inputs(name, fn):
 
     @_functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        if not _config._values["jax_enable_x64"]:
-            args, kwargs = _requested(name, at, args, kwargs)
-        return _wrap_out(fn(*convert(args), **kwargs))
+        if _config._values["jax_enable_x64"]:
+            return _wrap_out(fn(*convert(args), **kwargs))
+        args, kwargs = _requested(name, at, args, kwargs)   # int32 operands: int32 arithmetic's results
+        return _wrap_out(fn(*convert(args), **kwargs), not _int64_among(args, kwargs))
     wrapper.__wrapped_plain__ = True
     return wrapper
 

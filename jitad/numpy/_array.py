@@ -32,7 +32,8 @@ class Array(_np.ndarray):
     def __array_wrap__(self, out, context=None, return_scalar=False):
         """NumPy's results on Arrays, with JAX's 32-bit dtypes where `jax_enable_x64` is off
         (an int32 Array divided, or times a Python float, is float32)."""
-        return super().__array_wrap__(_narrowed(out), context, return_scalar)
+        wrap = self.dtype not in (_np.int64, _np.uint64)   # int32 operands: int32 arithmetic's results
+        return super().__array_wrap__(_narrowed(out, wrap=wrap), context, return_scalar)
 
     def astype(self, dtype, *args, **kwargs):
         """NumPy's `astype`; a 64-bit dtype is its 32-bit one where `jax_enable_x64` is off, as JAX's."""

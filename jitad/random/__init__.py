@@ -28,3 +28,11 @@ __all__ = ["PRNGKey", "ball", "bernoulli", "beta", "binomial", "bits", "categori
            "loggamma", "logistic", "lognormal", "maxwell", "multinomial", "multivariate_normal", "normal",
            "orthogonal", "pareto", "permutation", "poisson", "rademacher", "randint", "rayleigh", "split", "t",
            "triangular", "truncated_normal", "uniform", "wald", "weibull_min", "wrap_key_data"]
+
+from ..config import keeps_own_arithmetic as _keeps_own_arithmetic  # noqa: E402
+
+# the PRNG's keys are int64 words and its bit arithmetic counts in int64: it runs by 64-bit
+# staging rules where jax_enable_x64 is off too (its draws still take the 32-bit dtypes)
+for _name in __all__:
+    globals()[_name] = _keeps_own_arithmetic(globals()[_name])
+del _name

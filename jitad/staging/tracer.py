@@ -15,8 +15,7 @@ from ..pytree import flatten, unflatten, with_built_order
 from ..forest import Tree, plain_tree
 from .frames import Frame, _Trace, _entered, _frames, _local, current_frame, emit
 from . import concrete
-from .values import (Staged, StagedTree, _kind, _leaf_type, _refuse_masked, as_var, coerce, is_weak, wrap,
-                     wrap_int32)
+from .values import Staged, StagedTree, _kind, _leaf_type, _refuse_masked, as_var, coerce, is_weak, wrap
 
 
 def new_slot(type):
@@ -133,11 +132,9 @@ def trace_program(fn, args, in_td, types):
     try:
         with _entered(root), (hostrng.watch(fn) if outer_trace is None and values is None else nullcontext()):
             proxies = [wrap(v) for v in root.graph.params]
-            for i, (proxy, leaf) in enumerate(zip(proxies, flatten(args)[0])):   # numbers are weak
+            for proxy, leaf in zip(proxies, flatten(args)[0]):   # scalars passed as numbers are weak
                 if isinstance(proxy, Staged):
                     proxy.weak = is_weak(leaf)
-                    if proxy.ir_dtype == "i64" and not x64_enabled():   # an int64 argument as int32
-                        proxies[i] = Staged(wrap_int32(proxy._var), proxy.weak)
             out = fn(*unflatten(in_td, proxies))
             leaves, out_td = flatten(out)
             out_td = with_built_order(out, out_td)

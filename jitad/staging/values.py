@@ -2,6 +2,7 @@
 (`StagedTree` for a tree); how Python numbers, NumPy arrays and staged values combine
 (NumPy's promotion, bools as NumPy treats them) and convert."""
 from functools import reduce
+from typing import Any
 
 import numpy as np
 
@@ -38,10 +39,13 @@ NARROW = {np.dtype(wide): np.dtype(narrow) for wide, narrow in (
     (np.float64, np.float32), (np.int64, np.int32), (np.uint64, np.uint32), (np.complex128, np.complex64))}
 
 
-def narrowed(x, ints=True):
-    """`x` as JAX holds it where `jax_enable_x64` is off: a 64-bit array or NumPy scalar cast
-    to 32 bits (ints wrap; with `ints=False` only floats), a Python float or int made a
-    float32 or int32 NumPy scalar; anything else, and everything where the setting is on
+def narrowed(x: Any, ints: bool = True, wrap: bool = False) -> Any:
+    """`x` as JAX holds it where `jax_enable_x64` is off: a 64-bit float array or NumPy
+    scalar as float32, a Python float as `np.float32`, and (unless `ints` is false) a
+    64-bit int array or NumPy scalar, or a Python int, as int32 where all its values fit
+    (a larger one, such as one of jitad's PRNG keys, an int64 word, keeps its dtype: never
+    silently wrapped), or with `wrap` (a result computed from int32 values) its low 32 bits
+    as JAX's int32 arithmetic gives. Anything else, and everything where the setting is on
     (jitad's default), unchanged.
 
     >>> jitad.dtypes.narrowed(np.arange(3)).dtype   # x64 on: as it was
@@ -51,21 +55,29 @@ def narrowed(x, ints=True):
         return x
     if isinstance(x, (np.ndarray, np.generic)):
         narrow = NARROW.get(x.dtype)
-        return x if narrow is None or not (ints or narrow.kind == "f") else x.astype(narrow)
+        if narrow is None or (narrow.kind != "f" and not (ints and (wrap or _fits(x, narrow)))):
+            return x
+        return x.astype(narrow)
     if type(x) is float:
         return np.float32(x)
-    if type(x) is int and ints:
-        return np.array(x & 0xFFFFFFFF, np.uint32).view(np.int32)[()]   # its low 32 bits, as a cast
+    if type(x) is int and ints and -2**31 <= x < 2**31:
+        return np.int32(x)
     return x
 
 
-def narrowed_result(out, inputs):
+def _fits(x, narrow):
+    info = np.iinfo(narrow)
+    return x.size == 0 or (info.min <= x.min() and x.max() <= info.max)
+
+
+def narrowed_result(out: Any, inputs) -> Any:
     """An eager result `out` as JAX's where `jax_enable_x64` is off: floats 32-bit, and ints
-    too unless an input is a 64-bit int (jitad's own host code counts in int64)."""
+    wrapped to int32 unless an input is a 64-bit int (jitad's own host code counts in
+    int64: then they stay)."""
     if x64_enabled():
         return out
     wide = any(getattr(x, "dtype", None) in (np.int64, np.uint64) for x in inputs)
-    return narrowed(out, ints=not wide)
+    return narrowed(out, ints=not wide, wrap=True)
 
 
 def default_float():
