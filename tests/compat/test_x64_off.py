@@ -16,10 +16,10 @@ import jitad.scipy.special
 from jitad.config import Config
 
 jax = pytest.importorskip("jax")
-import jax.numpy as jnp  # noqa: E402
-import jax.scipy.special  # noqa: E402,F401
+jnp = pytest.importorskip("jax.numpy")
+jsp = pytest.importorskip("jax.scipy.special")
 
-J = types.SimpleNamespace(np=jnp, lax=jax.lax, nn=jax.nn, sp=jax.scipy.special, random=jax.random,
+J = types.SimpleNamespace(np=jnp, lax=jax.lax, nn=jax.nn, sp=jsp, random=jax.random,
                           jit=jax.jit, grad=jax.grad, vmap=jax.vmap)
 T = types.SimpleNamespace(np=tnp, lax=jitad.lax, nn=jitad.nn, sp=jitad.scipy.special, random=jitad.random,
                           jit=jitad.jit, grad=jitad.grad, vmap=jitad.vmap)
@@ -202,6 +202,17 @@ def _loss(ns, w, x, y):
     return ns.np.mean((ns.np.tanh(x @ w) - y) ** 2) + 0.5 * ns.np.sum(w ** 2)
 
 
+def test_jit_grad_vmap_results_are_32_bit(x64_off):   # (the fast check; JAX's values: the next test)
+    x = np.arange(6.0).reshape(2, 3)
+    outs = (jitad.jit(lambda a: (a * 0.5, a.sum(), (a > 1).sum(), jitad.numpy.argmax(a)))(x),
+            jitad.grad(lambda a: (a ** 2).sum())(x), jitad.vmap(lambda r: r * 2)(x),
+            jitad.vmap(lambda n: n + 1)(np.arange(3)), jitad.jit(lambda n: n // 2)(7))
+    dtypes = [np.asarray(leaf).dtype for leaf in jitad.tree.leaves(outs)]
+    assert dtypes == [np.float32, np.float32, np.int32, np.int32, np.float32, np.float32, np.int32, np.int32]
+    np.testing.assert_array_equal(outs[1], 2 * x.astype(np.float32))
+
+
+@pytest.mark.slow
 def test_jit_grad_vmap_take_float64_arguments_as_float32(x64_off):
     rng = np.random.default_rng(1)
     w, x, y = rng.normal(size=(3, 2)), rng.normal(size=(4, 3)), rng.normal(size=(4, 2))   # float64
@@ -262,15 +273,15 @@ def test_an_mlp_training_step_written_for_jax(x64_off):
     same(train(T, params, x, y), train(J, params, x, y), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_random_draws_are_jax_bits(x64_off):
     def draws(ns, key):
         k1, k2, k3 = ns.random.split(key, 3)
         return (ns.random.uniform(k1, (5,)), ns.random.randint(k2, (5,), -3, 9), ns.random.bernoulli(k3, 0.3, (5,)),
                 ns.random.normal(k1, (4,)))
-    for ns in (T, J):
-        key = ns.random.PRNGKey(7)
-        ns.out = (draws(ns, key), ns.jit(lambda k, ns=ns: draws(ns, k))(key))
-    same(T.out, J.out, rtol=1e-6, atol=1e-7)
+    want, key = draws(J, jax.random.PRNGKey(7)), jitad.random.PRNGKey(7)
+    same(draws(T, key), want, rtol=1e-6, atol=1e-7)
+    same(jitad.jit(lambda k: draws(T, k))(key), want, rtol=1e-6, atol=1e-7)
 
 
 # -- the setting ------------------------------------------------------------------------------
