@@ -34,6 +34,12 @@ _NP_DTYPES = {k: np.dtype(v) for k, v in NUMPY.items()}
 _NP_DTYPES_32 = {**_NP_DTYPES, "i64": np.dtype(np.int32)}
 
 
+def numpy_dtype(ir_dtype):
+    """NumPy's dtype of an IR dtype ('f64': float64), ints JAX's int32 where
+    `jax_enable_x64` is off (they are i64 in the IR, wrapped to 32 bits)."""
+    return (_NP_DTYPES if x64_enabled() else _NP_DTYPES_32)[ir_dtype]
+
+
 # the 32-bit dtype JAX holds each 64-bit one in without `jax_enable_x64`
 NARROW = {np.dtype(wide): np.dtype(narrow) for wide, narrow in (
     (np.float64, np.float32), (np.int64, np.int32), (np.uint64, np.uint32), (np.complex128, np.complex64))}
@@ -116,7 +122,7 @@ class Staged:
     @property
     def dtype(self):
         """NumPy's dtype: `x.dtype == np.float64` (the IR's name, 'f64', is `x.ir_dtype`)."""
-        return (_NP_DTYPES if x64_enabled() else _NP_DTYPES_32)[self._var.type.dtype]
+        return numpy_dtype(self._var.type.dtype)
 
     @property
     def ir_dtype(self):

@@ -306,3 +306,11 @@ def test_environment_variable_read_at_start(monkeypatch, name, text, on):
     monkeypatch.delenv("JITAD_ENABLE_X64", raising=False)
     monkeypatch.setenv(name, text)
     assert Config().jax_enable_x64 is on
+
+
+def test_context_manager_and_abstract_values():
+    with jitad.enable_x64(False):   # jax.enable_x64's spelling
+        assert tnp.zeros(2).dtype == np.float32
+        assert jitad.eval_shape(lambda n: n + 1, np.arange(3)).dtype == np.int32
+        assert jitad.eval_shape(lambda x: x * 2.0, np.ones(3)).dtype == np.float32
+    assert jitad.config.jax_enable_x64 and tnp.zeros(2).dtype == np.float64
