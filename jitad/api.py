@@ -302,7 +302,7 @@ class Jitted:
         return self._latest("compile_report").compile_report
 
 
-_JITS = weakref.WeakSet()   # every Jitted, to forget code compiled under other float checks
+_JITS = weakref.WeakSet()   # every Jitted, to forget code compiled under other float checks or x64
 
 
 def _narrows(compiled):
@@ -313,7 +313,7 @@ def _narrows(compiled):
     return any(v.type.dtype in ("f64", "i64") for v in compiled.program.main.outputs)
 
 
-def _float_checks_changed(name, value):
+def _settings_changed(name, value):
     if name == "jax_enable_x64" or name in ("jax_debug_nans", "jax_debug_infs") and \
             float_checks.configure(config.jax_debug_nans, config.jax_debug_infs):
         for jitted in list(_JITS):   # no code compiled under the other setting is called
@@ -321,7 +321,7 @@ def _float_checks_changed(name, value):
 
 
 float_checks.configure(config.jax_debug_nans, config.jax_debug_infs)   # (their environment variables)
-config.on_update(_float_checks_changed)
+config.on_update(_settings_changed)
 
 
 def jit(fn: Fn | None = None, static_argnums: Argnums = (), device: Any = "cpu", *,

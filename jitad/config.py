@@ -137,7 +137,12 @@ def own_arithmetic():
 
 
 def keeps_own_arithmetic(fn):
-    """`fn` run under `own_arithmetic` (a decorator for jitad's own functions)."""
+    """`fn` run under `own_arithmetic` (a decorator for jitad's own functions).
+
+    >>> from jitad.config import keeps_own_arithmetic, x64_enabled
+    >>> keeps_own_arithmetic(x64_enabled)()
+    True
+    """
     @functools.wraps(fn)
     def run(*args, **kwargs):
         with own_arithmetic():
@@ -147,7 +152,15 @@ def keeps_own_arithmetic(fn):
 
 def warn_truncated(dtype, narrow, where):
     """JAX's warning for a 64-bit `dtype` asked for where `jax_enable_x64` is off (`narrow`,
-    its 32-bit counterpart, is given instead), at the user's line."""
+    its 32-bit counterpart, is given instead), at the user's line.
+
+    >>> from jitad.config import warn_truncated
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     warn_truncated(np.dtype("float64"), np.dtype("float32"), "zeros")
+    >>> str(caught[0].message).startswith("Explicitly requested dtype float64 requested in zeros")
+    True
+    """
     warnings.warn(f"Explicitly requested dtype {dtype} requested in {where} is not available: jitad gives "
                   f"{narrow}, as JAX does where jax_enable_x64 is off (for 64-bit dtypes: "
                   "jitad.config.update('jax_enable_x64', True), or JAX_ENABLE_X64=1 in the environment)",

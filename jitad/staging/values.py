@@ -36,7 +36,11 @@ _NP_DTYPES_32 = {**_NP_DTYPES, "i64": np.dtype(np.int32)}
 
 def numpy_dtype(ir_dtype):
     """NumPy's dtype of an IR dtype ('f64': float64), ints JAX's int32 where
-    `jax_enable_x64` is off (they are i64 in the IR, wrapped to 32 bits)."""
+    `jax_enable_x64` is off (they are i64 in the IR, wrapped to 32 bits).
+
+    >>> numpy_dtype("f32")
+    dtype('float32')
+    """
     return (_NP_DTYPES if x64_enabled() else _NP_DTYPES_32)[ir_dtype]
 
 
@@ -88,7 +92,11 @@ def narrowed_result(out: Any, inputs) -> Any:
 
 def default_float():
     """The IR dtype of a Python float and of float math on ints: f64, or f32 where
-    `jax_enable_x64` is off (JAX's 32-bit defaults)."""
+    `jax_enable_x64` is off (JAX's 32-bit defaults).
+
+    >>> default_float()
+    'f64'
+    """
     return "f64" if x64_enabled() else "f32"
 
 
@@ -402,10 +410,10 @@ _WRAPPING = (Op.ADD, Op.SUB, Op.MUL, Op.NEG, Op.ABS, Op.POW, Op.SQUARE)
 def _wrapped(op, var):
     """`var`, or where `jax_enable_x64` is off and `op` on ints can leave the int32 range,
     its low 32 bits sign-extended: JAX's int32 wraparound (`2**31 - 1 + 1` is `-2**31`)."""
-    return var if op not in _WRAPPING else wrap_int32(var)
+    return var if op not in _WRAPPING else _wrap_int32(var)
 
 
-def wrap_int32(var):
+def _wrap_int32(var):
     """An int `var` as JAX's int32 where `jax_enable_x64` is off (its low 32 bits,
     sign-extended; ints are i64 in the IR); else, and for other dtypes, `var`."""
     if var.type.dtype != "i64" or x64_enabled():
