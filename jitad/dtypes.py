@@ -59,9 +59,10 @@ def itemsize_bits(dtype):
     return 8 * np.dtype(dtype).itemsize
 
 
-def requested_dtype(dtype, where):
+def requested_dtype(dtype, where, warn=True):
     """An explicitly requested `dtype` as JAX gives it: unchanged with `jax_enable_x64`,
-    else its 32-bit counterpart, with JAX's warning that the 64-bit one is not available.
+    else its 32-bit counterpart, with JAX's warning that the 64-bit one is not available
+    (not with `warn=False`: a library default, as `nn.initializers`' float64).
 
     >>> jitad.dtypes.requested_dtype("float64", "zeros")   # x64 on: as asked
     'float64'
@@ -75,6 +76,6 @@ def requested_dtype(dtype, where):
     narrow = NARROW.get(dt)
     if narrow is None:
         return dtype
-    if dtype not in (float, int, complex):   # Python's types ask for the default: no warning
+    if warn and dtype not in (float, int, complex):   # Python's types ask for the default: no warning
         warn_truncated(dt, narrow, where)
     return narrow

@@ -314,3 +314,26 @@ def test_context_manager_and_abstract_values():
         assert jitad.eval_shape(lambda n: n + 1, np.arange(3)).dtype == np.int32
         assert jitad.eval_shape(lambda x: x * 2.0, np.ones(3)).dtype == np.float32
     assert jitad.config.jax_enable_x64 and tnp.zeros(2).dtype == np.float64
+
+
+def test_initializers_and_stax_give_float32(x64_off):   # (the fast check; JAX's values: the next test)
+    from jitad.example_libraries import stax
+    draws = [jitad.nn.initializers.glorot_normal()(jitad.random.PRNGKey(0), (3, 4)),
+             jitad.nn.initializers.zeros(None, (2,)), stax.serial(stax.Dense(4), stax.Relu)[0](
+                 jitad.random.PRNGKey(1), (-1, 3))[1]]
+    assert {np.asarray(leaf).dtype for leaf in jitad.tree.leaves(draws)} == {np.dtype(np.float32)}
+
+
+@pytest.mark.slow
+def test_initializers_and_stax_draw_jax_float32_values(x64_off):
+    from jax.example_libraries import stax as jax_stax
+    from jitad.example_libraries import stax
+    for name in ("glorot_normal", "lecun_uniform", "normal"):
+        mine = getattr(jitad.nn.initializers, name)()(jitad.random.PRNGKey(0), (3, 4))
+        theirs = getattr(jax.nn.initializers, name)()(jax.random.PRNGKey(0), (3, 4))
+        same(mine, theirs, atol=1e-7)
+    init, apply = stax.serial(stax.Dense(4), stax.Relu, stax.Dense(2))
+    jax_init, jax_apply = jax_stax.serial(jax_stax.Dense(4), jax_stax.Relu, jax_stax.Dense(2))
+    params, jax_params = init(jitad.random.PRNGKey(1), (-1, 3))[1], jax_init(jax.random.PRNGKey(1), (-1, 3))[1]
+    same(params, jax_params, atol=1e-7)
+    same(apply(params, np.ones((5, 3))), jax_apply(jax_params, np.ones((5, 3))), rtol=1e-5)
