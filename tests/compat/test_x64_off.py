@@ -235,6 +235,18 @@ def test_int32_wraps_as_jax(x64_off):
     same(T.out, J.out)
 
 
+def test_int32_bit_operations_as_jax(x64_off):
+    n = np.array([-7, -1, 0, 1, 5, 2 ** 31 - 1, -2 ** 31], np.int32)
+
+    def bits(ns, n):
+        return (ns.np.right_shift(n, 2), ns.np.left_shift(n, 3), ns.np.invert(n), ns.np.bitwise_xor(n, 12345),
+                ns.lax.shift_right_logical(n, np.int32(3)), ns.lax.population_count(n), ns.lax.clz(n),
+                n * 65537, n // 3, n % 7)
+    want = jax.jit(lambda n: bits(J, n))(n)   # (one compile, not one per op)
+    same(bits(T, tnp.asarray(n)), want)
+    same(jitad.jit(lambda n: bits(T, n))(n), want)
+
+
 def test_an_int64_beyond_int32_is_kept_not_wrapped(x64_off):
     """jitad's difference: JAX keeps the low 32 bits of an int64 outside the int32 range;
     jitad keeps the value and its int64 dtype (its PRNG keys are such int64 words)."""
