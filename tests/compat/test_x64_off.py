@@ -216,23 +216,25 @@ def test_jit_grad_vmap_results_are_32_bit(x64_off):   # (the fast check; JAX's v
 def test_jit_grad_vmap_take_float64_arguments_as_float32(x64_off):
     rng = np.random.default_rng(1)
     w, x, y = rng.normal(size=(3, 2)), rng.normal(size=(4, 3)), rng.normal(size=(4, 2))   # float64
-    for ns in (T, J):   # the same program through both
-        ns.out = (ns.jit(lambda *a, ns=ns: _loss(ns, *a))(w, x, y), ns.grad(lambda *a, ns=ns: _loss(ns, *a))(w, x, y),
-                  ns.jit(ns.grad(lambda *a, ns=ns: _loss(ns, *a)))(w, x, y),
-                  ns.vmap(lambda r, ns=ns: r * 2 + 1)(x), ns.jit(lambda n: n * 3 + 1)(np.arange(4)),
-                  ns.jit(lambda a, s: a * s)(x.astype(np.float32), 2.5))
-    same(T.out, J.out, rtol=2e-6)
-    assert all(np.asarray(leaf).dtype in (np.float32, np.int32) for leaf in jitad.tree.leaves(T.out))
+    def run(ns):   # the same program through both
+        loss = lambda *a: _loss(ns, *a)   # noqa: E731
+        return (ns.jit(loss)(w, x, y), ns.grad(loss)(w, x, y), ns.jit(ns.grad(loss))(w, x, y),
+                ns.vmap(lambda r: r * 2 + 1)(x), ns.jit(lambda n: n * 3 + 1)(np.arange(4)),
+                ns.jit(lambda a, s: a * s)(x.astype(np.float32), 2.5))
+    mine = run(T)
+    same(mine, run(J), rtol=2e-6)
+    assert all(np.asarray(leaf).dtype in (np.float32, np.int32) for leaf in jitad.tree.leaves(mine))
 
 
 def test_int32_wraps_as_jax(x64_off):
     top = np.int32(2 ** 31 - 1)
-    for ns in (T, J):
-        ns.out = (ns.jit(lambda i: (i + 1, (i + 1) < 0, i * 65536, -i - 1, abs(-i - 1), (i + 1) // 3))(top),
-                  ns.jit(lambda a: a * 3)(np.array([7, -1])), ns.jit(lambda a: a.sum())(np.arange(4)),
-                  ns.np.sum(ns.np.array([2 ** 30, 2 ** 30], ns.np.int32) * 2),
-                  ns.np.arange(3) * (2 ** 30), ns.np.asarray(np.arange(3)) + (2 ** 31 - 2))
-    same(T.out, J.out)
+
+    def run(ns):
+        return (ns.jit(lambda i: (i + 1, (i + 1) < 0, i * 65536, -i - 1, abs(-i - 1), (i + 1) // 3))(top),
+                ns.jit(lambda a: a * 3)(np.array([7, -1])), ns.jit(lambda a: a.sum())(np.arange(4)),
+                ns.np.sum(ns.np.array([2 ** 30, 2 ** 30], ns.np.int32) * 2),
+                ns.np.arange(3) * (2 ** 30), ns.np.asarray(np.arange(3)) + (2 ** 31 - 2))
+    same(run(T), run(J))
 
 
 def test_int32_bit_operations_as_jax(x64_off):
