@@ -229,10 +229,10 @@ def test_jit_grad_vmap_take_float64_arguments_as_float32(x64_off):
 def test_int32_wraps_as_jax(x64_off):
     top = np.int32(2 ** 31 - 1)
 
-    def run(ns):
-        return (ns.jit(lambda i: (i + 1, (i + 1) < 0, i * 65536, -i - 1, abs(-i - 1), (i + 1) // 3))(top),
-                ns.jit(lambda a: a * 3)(np.array([7, -1])), ns.jit(lambda a: a.sum())(np.arange(4)),
-                ns.np.sum(ns.np.array([2 ** 30, 2 ** 30], ns.np.int32) * 2),
+    def run(ns):   # (one compiled program each)
+        staged = ns.jit(lambda i, a, b: (i + 1, (i + 1) < 0, i * 65536, -i - 1, abs(-i - 1), (i + 1) // 3,
+                                         a * 3, b.sum()))
+        return (staged(top, np.array([7, -1]), np.arange(4)), ns.np.sum(ns.np.array([2 ** 30, 2 ** 30], ns.np.int32) * 2),
                 ns.np.arange(3) * (2 ** 30), ns.np.asarray(np.arange(3)) + (2 ** 31 - 2))
     same(run(T), run(J))
 
