@@ -404,19 +404,14 @@ def binary(op, a, b):
     return Staged(_wrapped(op, emit(op, [as_var(a, dtype), as_var(b, dtype)])[0]), weak)
 
 
-_WRAPPING = (Op.ADD, Op.SUB, Op.MUL, Op.NEG, Op.ABS, Op.POW, Op.SQUARE)
+_WRAPPING = frozenset((Op.ADD, Op.SUB, Op.MUL, Op.NEG, Op.ABS, Op.POW, Op.SQUARE))
 
 
 def _wrapped(op, var):
     """`var`, or where `jax_enable_x64` is off and `op` on ints can leave the int32 range,
-    its low 32 bits sign-extended: JAX's int32 wraparound (`2**31 - 1 + 1` is `-2**31`)."""
-    return var if op not in _WRAPPING else _wrap_int32(var)
-
-
-def _wrap_int32(var):
-    """An int `var` as JAX's int32 where `jax_enable_x64` is off (its low 32 bits,
-    sign-extended; ints are i64 in the IR); else, and for other dtypes, `var`."""
-    if var.type.dtype != "i64" or x64_enabled():
+    its low 32 bits sign-extended (ints are i64 in the IR): JAX's int32 wraparound
+    (`2**31 - 1 + 1` is `-2**31`)."""
+    if var.type.dtype != "i64" or op not in _WRAPPING or x64_enabled():
         return var
     high = emit(Op.SHIFT_LEFT, [var, as_var(32, "i64")])[0]
     return emit(Op.SHIFT_RIGHT_ARITHMETIC, [high, as_var(32, "i64")])[0]
