@@ -14,12 +14,13 @@ import numpy as np
 
 from . import monitoring, numeric as N, numpy_api, timing
 from .config import config
+from .dtypes import narrowed
 from .errors import ArgumentError, check_argnums, env_int
 from .ir import float_checks
 from .ir.types import TreeType, is_device_array
 from .ir.verify import verify
 from .lower.compile import SCALAR_KEYS, compile_program
-from .pytree import check_hashable, flatten
+from .pytree import check_hashable, flatten, tree_map
 from .transforms.vmap import vmap_staged
 from .stages import FLOAT0
 from .staging import arg_type, concrete, current_frame, trace_program
@@ -191,6 +192,9 @@ class Jitted:
             self._bind(args, {})   # a wrong argument count is an ArgumentError
             compiled = self._compile(args, dynamic, leaves, key, nums, td)
         self._last = compiled
+        if _narrows(compiled):   # a 64-bit result, JAX's 32-bit one where jax_enable_x64 is off
+            type(self).__call__ = Jitted.__call__
+            return tree_map(narrowed, compiled.run(leaves))
         fast = not kwargs and compiled.direct and not self.static_argnums \
             and (len(leaves) == len(args) or compiled.takes_pytree) \
             and (SLOT_OFFSETS is not None or not any(isinstance(t, TreeType) for t in compiled.in_types))
@@ -298,18 +302,26 @@ class Jitted:
         return self._latest("compile_report").compile_report
 
 
-_JITS = weakref.WeakSet()   # every Jitted, to forget code compiled under other float checks
+_JITS = weakref.WeakSet()   # every Jitted, to forget code compiled under other float checks or x64
 
 
-def _float_checks_changed(name, value):
-    if name in ("jax_debug_nans", "jax_debug_infs") and \
+def _narrows(compiled):
+    """Whether `compiled` has a 64-bit result where `jax_enable_x64` is off (its results then
+    go through Python: floats as float32, ints as int32 where they fit, see `narrowed`)."""
+    if config._values["jax_enable_x64"]:
+        return False
+    return any(v.type.dtype in ("f64", "i64") for v in compiled.program.main.outputs)
+
+
+def _settings_changed(name, value):
+    if name == "jax_enable_x64" or name in ("jax_debug_nans", "jax_debug_infs") and \
             float_checks.configure(config.jax_debug_nans, config.jax_debug_infs):
-        for jitted in list(_JITS):
+        for jitted in list(_JITS):   # no code compiled under the other setting is called
             jitted._forget()
 
 
 float_checks.configure(config.jax_debug_nans, config.jax_debug_infs)   # (their environment variables)
-config.on_update(_float_checks_changed)
+config.on_update(_settings_changed)
 
 
 def jit(fn: Fn | None = None, static_argnums: Argnums = (), device: Any = "cpu", *,

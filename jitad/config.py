@@ -10,7 +10,12 @@ Each setting starts from its environment variable where one is set (the name in
 capitals, `JAX_ENABLE_X64=0`, or with jitad's prefix, `JITAD_ENABLE_X64=0`), else from
 its default. An unknown name raises `ConfigError`, as JAX raises for a name it lacks.
 """
+import contextlib
+import functools
 import os
+import sys
+import threading
+import warnings
 
 from .errors import ConfigError
 
@@ -92,3 +97,79 @@ class Config:
 config = Config()
 update = config.update
 read = config.read
+
+
+class _Own(threading.local):
+    depth = 0
+
+
+_own = _Own()
+
+
+def x64_enabled():
+    """Whether staging follows 64-bit rules: `jax_enable_x64` (jitad's default True), or
+    jitad's own code running (`own_arithmetic`). Without them values, arguments and
+    results are JAX's 32-bit ones.
+
+    >>> from jitad.config import x64_enabled
+    >>> x64_enabled()
+    True
+    """
+    return config._values["jax_enable_x64"] or _own.depth > 0
+
+
+@contextlib.contextmanager
+def own_arithmetic():
+    """Run jitad's own code (the PRNG, whose keys are int64 words and whose bit arithmetic
+    counts in int64) by 64-bit staging rules whatever `jax_enable_x64` says; the dtypes it
+    chooses for its results still follow the setting.
+
+    >>> from jitad.config import own_arithmetic, x64_enabled
+    >>> with own_arithmetic():
+    ...     x64_enabled()
+    True
+    """
+    _own.depth += 1
+    try:
+        yield
+    finally:
+        _own.depth -= 1
+
+
+def keeps_own_arithmetic(fn):
+    """`fn` run under `own_arithmetic` (a decorator for jitad's own functions).
+
+    >>> from jitad.config import keeps_own_arithmetic, x64_enabled
+    >>> keeps_own_arithmetic(x64_enabled)()
+    True
+    """
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        with own_arithmetic():
+            return fn(*args, **kwargs)
+    return run
+
+
+def warn_truncated(dtype, narrow, where):
+    """JAX's warning for a 64-bit `dtype` asked for where `jax_enable_x64` is off (`narrow`,
+    its 32-bit counterpart, is given instead), at the user's line.
+
+    >>> from jitad.config import warn_truncated
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     warn_truncated(np.dtype("float64"), np.dtype("float32"), "zeros")
+    >>> str(caught[0].message).startswith("Explicitly requested dtype float64 requested in zeros")
+    True
+    """
+    warnings.warn(f"Explicitly requested dtype {dtype} requested in {where} is not available: jitad gives "
+                  f"{narrow}, as JAX does where jax_enable_x64 is off (for 64-bit dtypes: "
+                  "jitad.config.update('jax_enable_x64', True), or JAX_ENABLE_X64=1 in the environment)",
+                  UserWarning, stacklevel=_outside_jitad())
+
+
+def _outside_jitad():
+    """The stack level of the first caller outside the jitad package."""
+    package, frame, level = os.path.dirname(__file__) + os.sep, sys._getframe(2), 2
+    while frame is not None and frame.f_code.co_filename.startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level

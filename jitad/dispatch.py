@@ -37,7 +37,8 @@ from .ir.ops import Op
 from .ir.printer import program_key_text
 from .lower import debug as debug_output
 from .lower.compile import GuardFailed, compile_program
-from .pytree import check_hashable, flatten, register_pytree_node, unflatten
+from .dtypes import narrowed
+from .pytree import check_hashable, flatten, register_pytree_node, tree_map, unflatten
 from .forest import Forest, Tree
 from .staging import Staged, arg_type, current_frame, trace_program, concrete
 from .staging.concrete import ConcreteTrace
@@ -307,7 +308,8 @@ class Concrete:
         leaves, td = flatten(dynamic)
         if any(isinstance(x, Forest) for x in leaves):   # forests: compiled by jit's rule
             return self._by_jit(args, kwargs, static)
-        key = (self.spec, fkey, len(args), tuple(static), tuple(static_key(args[i]) for i in static),
+        x64 = config.config._values["jax_enable_x64"]   # (code traced under the other setting never serves)
+        key = (self.spec, x64, fkey, len(args), tuple(static), tuple(static_key(args[i]) for i in static),
                static_key(kwargs) if kwargs else None, td,
                tuple([(x.dtype, x.shape) if _is_array(x) else type(x) for x in leaves]))
         try:
@@ -328,7 +330,9 @@ class Concrete:
         def rebuild(dyn):
             it = iter(dyn)
             return tuple(Static(args[i]) if i in static else next(it) for i in range(len(args)))
-        return self._dispatch(paths, leaves, td, rebuild, arrays, kwargs, (self.spec, fkey, len(args), tuple(static), td))
+        out = self._dispatch(paths, leaves, td, rebuild, arrays, kwargs,
+                             (self.spec, x64, fkey, len(args), tuple(static), td))
+        return out if x64 else tree_map(narrowed, out)   # JAX's 32-bit results where x64 is off
 
     def _latest(self, what):
         if self._last is None:

@@ -16,6 +16,7 @@ from .ir.verify import verify
 from .pytree import flatten, unflatten
 from .staging import is_staged, trace_program
 from .staging.tracer import arg_type
+from .staging.values import numpy_dtype
 
 __all__ = ["ClosedJaxpr", "Compiled", "Lowered", "ShapeDtypeStruct", "ShapedArray", "Traced", "Wrapped"]
 
@@ -116,7 +117,7 @@ def trace_at(fun, args, kwargs, static_argnums=()):
 
 
 def structs(program, out_td):
-    return unflatten(out_td, [ShapeDtypeStruct(t.shape, NUMPY_DTYPES[t.dtype]) for t in program.main.out_types])
+    return unflatten(out_td, [ShapeDtypeStruct(t.shape, numpy_dtype(t.dtype)) for t in program.main.out_types])
 
 
 class ClosedJaxpr:
@@ -126,8 +127,8 @@ class ClosedJaxpr:
     def __init__(self, program):
         self.program = program
         self.jaxpr, self.consts = self, []
-        self.in_avals = [ShapedArray(t.shape, NUMPY_DTYPES[t.dtype]) for t in program.main.in_types]
-        self.out_avals = [ShapedArray(t.shape, NUMPY_DTYPES[t.dtype]) for t in program.main.out_types]
+        self.in_avals = [ShapedArray(t.shape, numpy_dtype(t.dtype)) for t in program.main.in_types]
+        self.out_avals = [ShapedArray(t.shape, numpy_dtype(t.dtype)) for t in program.main.out_types]
 
     @property
     def eqns(self):

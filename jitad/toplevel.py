@@ -22,7 +22,7 @@ import numpy as np
 from . import api
 from .config import config
 from .cpu_device import CPU, Device, Shard
-from .stages import NUMPY_DTYPES, ClosedJaxpr, ShapeDtypeStruct, ShapedArray, leaf_type, structs, trace_at
+from .stages import NUMPY_DTYPES, ClosedJaxpr, numpy_dtype, ShapeDtypeStruct, ShapedArray, leaf_type, structs, trace_at
 from .errors import ArgumentError, DeviceError, JitadError
 from .ir.verify import verify
 from .numpy import Array
@@ -142,7 +142,7 @@ def _is_weak(x):
 def typeof(x):
     """The abstract value (shape and dtype) of `x`: `str(jitad.typeof(np.ones(3))) == 'float64[3]'`."""
     t = leaf_type(x)
-    return ShapedArray(t.shape, NUMPY_DTYPES[t.dtype], _is_weak(x))
+    return ShapedArray(t.shape, numpy_dtype(t.dtype), _is_weak(x))
 
 
 def eval_shape(fun, *args, **kwargs):

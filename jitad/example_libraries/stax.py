@@ -44,11 +44,11 @@ def glorot_normal(in_axis=-2, out_axis=-1):
 
 
 def zeros(key, shape, dtype=np.float64):
-    return np.zeros(shape, dtype)
+    return nn.initializers.zeros(key, shape, dtype)   # (float32 where jax_enable_x64 is off)
 
 
 def ones(key, shape, dtype=np.float64):
-    return np.ones(shape, dtype)
+    return nn.initializers.ones(key, shape, dtype)
 
 
 # -- layers -------------------------------------------------------------------------------

@@ -7,6 +7,8 @@ import numpy as np
 
 from .. import numeric as N
 from .. import numpy as jnp
+from ..config import x64_enabled
+from ..dtypes import narrowed
 from ..transforms.custom import custom_jvp
 from ..errors import ArgumentError
 from ..ir.ops import Op
@@ -293,9 +295,25 @@ def shift_left(x, y):
     return _bind_bits(Op.SHIFT_LEFT, "shift_left", x, y)
 
 
+def _bits32(op, who, x, *rest):
+    """`op` on an int's 32 bits where `jax_enable_x64` is off (ints are int32 then; the IR's
+    are 64 bits wide): on them as a non-negative int64, the result as int32 (clz counts
+    from bit 31); None where the setting is on."""
+    if x64_enabled():
+        return None
+    _bits_operand(x, who)
+    x = x if is_staged(x) else np.asarray(x, np.int64)
+    out = _bind_bits(op, who, N.convert(x, "i64") & 0xFFFFFFFF, *rest)
+    if op == Op.CLZ:
+        out = out - 32
+    out = N.where(out >= 2 ** 31, out - 2 ** 32, out)
+    return out if is_staged(out) else narrowed(out)
+
+
 def shift_right_logical(x, y):
     """x shifted right by y bits, zeros in from the left: `lax.shift_right_logical(8, 3) == 1`."""
-    return _bind_bits(Op.SHIFT_RIGHT_LOGICAL, "shift_right_logical", x, y)
+    out = _bits32(Op.SHIFT_RIGHT_LOGICAL, "shift_right_logical", x, y)
+    return _bind_bits(Op.SHIFT_RIGHT_LOGICAL, "shift_right_logical", x, y) if out is None else out
 
 
 def shift_right_arithmetic(x, y):
@@ -305,13 +323,17 @@ def shift_right_arithmetic(x, y):
 
 
 def population_count(x):
-    """The number of 1 bits of each 64-bit integer: `lax.population_count(7) == 3`."""
-    return _bind_bits(Op.POPULATION_COUNT, "population_count", x)
+    """The number of 1 bits of each 64-bit integer (32-bit where `jax_enable_x64` is off):
+    `lax.population_count(7) == 3`."""
+    out = _bits32(Op.POPULATION_COUNT, "population_count", x)
+    return _bind_bits(Op.POPULATION_COUNT, "population_count", x) if out is None else out
 
 
 def clz(x):
-    """The number of leading 0 bits of each 64-bit integer: `lax.clz(1) == 63`."""
-    return _bind_bits(Op.CLZ, "clz", x)
+    """The number of leading 0 bits of each 64-bit integer (32-bit where `jax_enable_x64` is
+    off): `lax.clz(1) == 63`."""
+    out = _bits32(Op.CLZ, "clz", x)
+    return _bind_bits(Op.CLZ, "clz", x) if out is None else out
 
 
 # -- dtypes ---------------------------------------------------------------------------
@@ -323,7 +345,7 @@ def convert_element_type(operand, new_dtype):
     name = "bool" if d == np.bool_ else "i64" if d.kind in "iu" else "f32" if d == np.float32 else "f64"
     if d.kind == "c":
         raise ArgumentError("`lax.convert_element_type`: complex dtypes are not supported by jitad")
-    return N.convert(operand, name)
+    return N.convert(operand, d if d.name in ("int32", "int64") else name)   # (int32 where x64 is off)
 
 
 def bitcast_convert_type(operand, new_dtype):

@@ -14,6 +14,7 @@ from .. import linalg as L
 from .. import numeric as N
 from .. import numpy as jnp
 from .. import random
+from ..dtypes import requested_dtype
 from ..errors import ArgumentError, ShapeError
 
 __all__ = ["Initializer", "constant", "delta_orthogonal", "glorot_normal", "glorot_uniform", "he_normal",
@@ -32,7 +33,7 @@ class Initializer:
 
 
 def _dtype(dtype):
-    d = np.dtype(np.float64 if dtype is None else dtype)
+    d = np.dtype(requested_dtype(np.float64 if dtype is None else dtype, "initializers", warn=False))
     if d.kind == "c":
         raise ArgumentError("jitad.nn.initializers: complex dtypes are not supported; give a float dtype")
     return d

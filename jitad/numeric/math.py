@@ -7,12 +7,14 @@ import operator
 
 import numpy as np
 
+from ..config import warn_truncated, x64_enabled
 from ..errors import ArgumentError, ShapeError, StagingError
 from ..ir import float_checks
 from ..ir.ops import IMPLS, PRIMITIVES, Op, impl_of
 from ..primitives.along_axis import SCANS
 from ..ir.types import FLOATS
 from ..staging import Staged, as_var, binary, emit, is_staged, result_dtype, to_bool, trace_memo, unary
+from ..staging.values import narrowed, narrowed_result
 
 
 __all__ = ["where", "clip", "convert", "sum", "mean", "max", "min", "dot", "matmul", "outer", "transpose", "reshape",
@@ -80,7 +82,7 @@ def where(cond, a=None, b=None):
     if a is None or b is None:
         raise ArgumentError("`where` takes cond alone or cond, x and y: `jitad.where(cond, x, y)`")
     if not (is_staged(cond) or is_staged(a) or is_staged(b)):
-        return np.where(cond, a, b)[()]
+        return narrowed_result(np.where(cond, a, b)[()], (a, b))
     dtype = result_dtype(a, b)
     c = to_bool(cond, "where")
     return Staged(emit(Op.SELECT, [c, as_var(a, dtype), as_var(b, dtype)])[0])
@@ -103,6 +105,10 @@ def _dtype_name(dtype, who):
         name = None
     if name is None:
         raise ArgumentError(f"`{who}`: unknown dtype {dtype!r}; use 'f64', 'f32', 'i64' or 'bool'")
+    if name == "f64" and not x64_enabled():   # JAX's float32 (warned where the user asked for 64 bits)
+        if dtype is not float and not (isinstance(dtype, str) and dtype in ("f64", "float")):
+            warn_truncated(np.dtype(np.float64), np.dtype(np.float32), who)
+        return "f32"
     return name
 
 
@@ -111,7 +117,8 @@ def convert(x, dtype):
     saturates at the int64 range and sends NaN to 0: `jitad.convert(2.7, 'i64') == 2`."""
     name = _dtype_name(dtype, "convert")
     if not is_staged(x):
-        return IMPLS[Op.CONVERT](x, dtype=name)
+        # (ints asked for by name, "i64", stay int64: jitad's own host code counts in them)
+        return narrowed(IMPLS[Op.CONVERT](x, dtype=name), ints=not (isinstance(dtype, str) and dtype == "i64"))
     return Staged(as_var(x, name))
 
 
@@ -132,7 +139,8 @@ def _shape(x):
 def bind(op, *xs, **attrs):
     """Apply primitive `op`: eagerly with NumPy on plain values, else staged."""
     if not builtins.any(is_staged(x) for x in xs):
-        return float_checks.check_eager(op, impl_of(op)(*[np.asarray(x) for x in xs], **attrs))
+        xs = [np.asarray(x) for x in xs]
+        return narrowed_result(float_checks.check_eager(op, impl_of(op)(*xs, **attrs)), xs)
     return Staged(emit(op, [as_var(x) for x in xs], attrs)[0])
 
 

@@ -359,7 +359,7 @@ empty = zeros
 def full(shape, fill_value, dtype=None):
     """NumPy's `full`, as an `Array`; a staged `fill_value` gives a staged array."""
     if _is_staged(fill_value):
-        return _N.full(shape, fill_value, "f64" if dtype is None else dtype)
+        return _N.full(shape, fill_value, "f64" if dtype is None else dtype)   # (f32 without x64)
     return _plain_or("full", None, (shape, fill_value), {"dtype": dtype})
 
 
@@ -440,7 +440,10 @@ _statistics._late()
 # inside are stacked, as autograd's boxes are: `jnp.mean([a, b])`), and returns plain
 # results as `Array`s (0-d for scalars, as JAX's), readable by a staged index.
 import functools as _functools  # noqa: E402
+import inspect as _inspect  # noqa: E402
 import types as _types  # noqa: E402
+from ..config import config as _config  # noqa: E402
+from ..dtypes import narrowed as _narrowed, requested_dtype as _requested_dtype  # noqa: E402
 
 _SEQUENCE_FIRST = {"concatenate", "concat", "stack", "hstack", "vstack", "row_stack", "column_stack", "dstack",
                    "select", "lexsort", "choose", "piecewise"}
@@ -468,19 +471,48 @@ def _as_input(x):
     return array(x) if isinstance(x, (list, tuple)) else x
 
 
-def _wrap_out(out):
+def _wrap_out(out, wrap=False):
+    """`out` with plain arrays as `Array`s (narrowed: JAX's 32-bit dtypes where
+    jax_enable_x64 is off, ints wrapped with `wrap`, see `jitad.dtypes.narrowed`)."""
     if type(out) is _np.ndarray:
-        return out.view(Array)
+        return _narrowed(out, wrap=wrap).view(Array)
+    if type(out) is Array:
+        return _narrowed(out, wrap=wrap)
     if isinstance(out, _np.generic) and out.dtype.kind in "biuf":
-        return _np.asarray(out).view(Array)
+        return _np.asarray(_narrowed(out, wrap=wrap)).view(Array)
     if type(out) is tuple:
-        return tuple(_wrap_out(o) for o in out)
+        return tuple(_wrap_out(o, wrap) for o in out)
     if type(out) is list:
-        return [_wrap_out(o) for o in out]
+        return [_wrap_out(o, wrap) for o in out]
     return out
 
 
+def _int64_among(args, kwargs):
+    """Whether an argument is an int64 array (a PRNG key is one: results keep large values)."""
+    return _builtins.any(getattr(a, "dtype", None) in (_np.int64, _np.uint64) for a in args + tuple(kwargs.values()))
+
+
+def _dtype_position(fn):
+    """The position of `fn`'s `dtype` parameter, or None."""
+    try:
+        names = list(_inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return None
+    return names.index("dtype") if "dtype" in names else None
+
+
+def _requested(name, at, args, kwargs):
+    """`args`, `kwargs` with a 64-bit `dtype` asked for made 32-bit (and JAX's warning)
+    where `jax_enable_x64` is off."""
+    if kwargs.get("dtype") is not None:
+        kwargs = {**kwargs, "dtype": _requested_dtype(kwargs["dtype"], name)}
+    elif at is not None and len(args) > at and args[at] is not None:
+        args = args[:at] + (_requested_dtype(args[at], name),) + args[at + 1:]
+    return args, kwargs
+
+
 def _takes_plain_inputs(name, fn):
+    at = _dtype_position(fn)
     if name in _SEQUENCE_FIRST:
         def convert(args):
             if not args or not isinstance(args[0], (list, tuple)):
@@ -497,7 +529,10 @@ def _takes_plain_inputs(name, fn):
 
     @_functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        return _wrap_out(fn(*convert(args), **kwargs))
+        if _config._values["jax_enable_x64"]:
+            return _wrap_out(fn(*convert(args), **kwargs))
+        args, kwargs = _requested(name, at, args, kwargs)   # int32 operands: int32 arithmetic's results
+        return _wrap_out(fn(*convert(args), **kwargs), not _int64_among(args, kwargs))
     wrapper.__wrapped_plain__ = True
     return wrapper
 

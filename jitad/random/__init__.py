@@ -28,3 +28,33 @@ __all__ = ["PRNGKey", "ball", "bernoulli", "beta", "binomial", "bits", "categori
            "loggamma", "logistic", "lognormal", "maxwell", "multinomial", "multivariate_normal", "normal",
            "orthogonal", "pareto", "permutation", "poisson", "rademacher", "randint", "rayleigh", "split", "t",
            "triangular", "truncated_normal", "uniform", "wald", "weibull_min", "wrap_key_data"]
+
+import functools as _functools  # noqa: E402
+import inspect as _inspect  # noqa: E402
+
+from ..config import config as _config, own_arithmetic as _own_arithmetic  # noqa: E402
+from ..dtypes import requested_dtype as _requested_dtype  # noqa: E402
+
+
+def _keeps_own_arithmetic(fn):
+    """`fn` by 64-bit staging rules (the PRNG's keys are int64 words and its bit arithmetic
+    counts in int64), with a 64-bit `dtype` asked for made 32-bit where jax_enable_x64 is
+    off (its draws take JAX's 32-bit dtypes)."""
+    names = list(_inspect.signature(fn).parameters)
+    at = names.index("dtype") if "dtype" in names else None
+
+    @_functools.wraps(fn)
+    def run(*args, **kwargs):
+        if at is not None and not _config._values["jax_enable_x64"]:
+            if len(args) > at:
+                args = args[:at] + (_requested_dtype(args[at], fn.__name__, warn=False),) + args[at + 1:]
+            elif "dtype" in kwargs:
+                kwargs["dtype"] = _requested_dtype(kwargs["dtype"], fn.__name__, warn=False)
+        with _own_arithmetic():
+            return fn(*args, **kwargs)
+    return run
+
+
+for _name in __all__:
+    globals()[_name] = _keeps_own_arithmetic(globals()[_name])
+del _name

@@ -6,6 +6,7 @@ from contextlib import nullcontext
 import numpy as np
 
 from .. import hostrng
+from ..config import x64_enabled
 from ..errors import ArgumentError
 from ..ir.graph import FunDef, Program
 from ..ir.ops import Op
@@ -79,6 +80,8 @@ def arg_type(x):
         if dtype is None:
             raise ArgumentError(f"unsupported array dtype {x.dtype}: jitad takes float64, float32, "
                                 "integer (as int64) and bool arrays")
+        if dtype == "f64" and not x64_enabled():   # as jax.jit takes it: float32
+            dtype = "f32"
         return Type(dtype, x.shape)
     if is_device_array(x):
         dtype = dtype_of_numpy(x.dtype)

@@ -2,9 +2,11 @@
 (`StagedTree` for a tree); how Python numbers, NumPy arrays and staged values combine
 (NumPy's promotion, bools as NumPy treats them) and convert."""
 from functools import reduce
+from typing import Any
 
 import numpy as np
 
+from ..config import x64_enabled
 from ..errors import ArgumentError, StagingError
 from ..ir import float_checks
 from ..ir.ops import Op, impl_of
@@ -28,6 +30,74 @@ _JIT_RULE = (" (The rule: under `jit` and `vmap`, and inside IF/WHILE/FOR/scan/F
 
 
 _NP_DTYPES = {k: np.dtype(v) for k, v in NUMPY.items()}
+# without `jax_enable_x64` an int is JAX's int32: i64 in the IR, wrapped to 32 bits
+_NP_DTYPES_32 = {**_NP_DTYPES, "i64": np.dtype(np.int32)}
+
+
+def numpy_dtype(ir_dtype):
+    """NumPy's dtype of an IR dtype ('f64': float64), ints JAX's int32 where
+    `jax_enable_x64` is off (they are i64 in the IR, wrapped to 32 bits).
+
+    >>> numpy_dtype("f32")
+    dtype('float32')
+    """
+    return (_NP_DTYPES if x64_enabled() else _NP_DTYPES_32)[ir_dtype]
+
+
+# the 32-bit dtype JAX holds each 64-bit one in without `jax_enable_x64`
+NARROW = {np.dtype(wide): np.dtype(narrow) for wide, narrow in (
+    (np.float64, np.float32), (np.int64, np.int32), (np.uint64, np.uint32), (np.complex128, np.complex64))}
+
+
+def narrowed(x: Any, ints: bool = True, wrap: bool = False) -> Any:
+    """`x` as JAX holds it where `jax_enable_x64` is off: a 64-bit float array or NumPy
+    scalar as float32, a Python float as `np.float32`, and (unless `ints` is false) a
+    64-bit int array or NumPy scalar, or a Python int, as int32 where all its values fit
+    (a larger one, such as one of jitad's PRNG keys, an int64 word, keeps its dtype: never
+    silently wrapped), or with `wrap` (a result computed from int32 values) its low 32 bits
+    as JAX's int32 arithmetic gives. Anything else, and everything where the setting is on
+    (jitad's default), unchanged.
+
+    >>> jitad.dtypes.narrowed(np.arange(3)).dtype   # x64 on: as it was
+    dtype('int64')
+    """
+    if x64_enabled():
+        return x
+    if isinstance(x, (np.ndarray, np.generic)):
+        narrow = NARROW.get(x.dtype)
+        if narrow is None or (narrow.kind != "f" and not (ints and (wrap or _fits(x, narrow)))):
+            return x
+        return x.astype(narrow)
+    if type(x) is float:
+        return np.float32(x)
+    if type(x) is int and ints and -2**31 <= x < 2**31:
+        return np.int32(x)
+    return x
+
+
+def _fits(x, narrow):
+    info = np.iinfo(narrow)
+    return x.size == 0 or (info.min <= x.min() and x.max() <= info.max)
+
+
+def narrowed_result(out: Any, inputs) -> Any:
+    """An eager result `out` as JAX's where `jax_enable_x64` is off: floats 32-bit, and ints
+    wrapped to int32 unless an input is a 64-bit int (jitad's own host code counts in
+    int64: then they stay)."""
+    if x64_enabled():
+        return out
+    wide = any(getattr(x, "dtype", None) in (np.int64, np.uint64) for x in inputs)
+    return narrowed(out, ints=not wide, wrap=True)
+
+
+def default_float():
+    """The IR dtype of a Python float and of float math on ints: f64, or f32 where
+    `jax_enable_x64` is off (JAX's 32-bit defaults).
+
+    >>> default_float()
+    'f64'
+    """
+    return "f64" if x64_enabled() else "f32"
 
 
 class Staged:
@@ -60,7 +130,7 @@ class Staged:
     @property
     def dtype(self):
         """NumPy's dtype: `x.dtype == np.float64` (the IR's name, 'f64', is `x.ir_dtype`)."""
-        return _NP_DTYPES[self._var.type.dtype]
+        return numpy_dtype(self._var.type.dtype)
 
     @property
     def ir_dtype(self):
@@ -248,9 +318,10 @@ def _kind(x):
     if isinstance(x, np.float32):
         return "f32", True
     if isinstance(x, (float, np.floating)):
-        return "f64", True
+        return default_float(), True
     if isinstance(x, np.ndarray) and dtype_of_numpy(x.dtype):
-        return dtype_of_numpy(x.dtype), x.ndim == 0
+        dtype = dtype_of_numpy(x.dtype)
+        return ("f32" if dtype == "f64" and not x64_enabled() else dtype), x.ndim == 0
     raise ArgumentError(f"cannot use a value of type {type(x).__name__} in staged arithmetic; "
                         "use numbers or staged values")
 
@@ -269,6 +340,8 @@ def result_kind(*xs):
     for d, w in kinds:
         if w and _CATEGORY[d] > _CATEGORY[dtype]:
             dtype, weak = d, True
+    if dtype == "f64" and "f64" not in strong and not x64_enabled():   # an int and a float32 (JAX's)
+        dtype = "f32"
     return dtype, weak
 
 
@@ -308,7 +381,7 @@ def _eager(op, *xs):
             values = [np.float32(x) if type(x) in (float, int) else v for x, v in zip(xs, values)]
         if op.float_only:   # as when staged: ints and bools compute in f64
             values = [v if np.asarray(v).dtype.kind == "f" else np.float64(v) for v in values]
-        return float_checks.check_eager(op, impl_of(op)(*values))
+        return narrowed_result(float_checks.check_eager(op, impl_of(op)(*values)), xs)
 
 
 _BOOL_ARITH = {Op.ADD: Op.OR, Op.MUL: Op.AND, Op.MAXIMUM: Op.OR, Op.MINIMUM: Op.AND}
@@ -319,7 +392,7 @@ def binary(op, a, b):
         return _eager(op, a, b)
     dtype, weak = result_kind(a, b)
     if op.float_only and dtype not in FLOATS:
-        dtype = "f64"
+        dtype = default_float()
     if dtype == "bool" and op.arith:   # as NumPy: + is or, * is and, the rest on ints
         if op == Op.SUB:
             raise ArgumentError("`-` on two bools is not supported (as in NumPy); use `^`-like "
@@ -328,7 +401,20 @@ def binary(op, a, b):
             op = _BOOL_ARITH[op]
         else:
             dtype = "i64"
-    return Staged(emit(op, [as_var(a, dtype), as_var(b, dtype)])[0], weak)
+    return Staged(_wrapped(op, emit(op, [as_var(a, dtype), as_var(b, dtype)])[0]), weak)
+
+
+_WRAPPING = frozenset((Op.ADD, Op.SUB, Op.MUL, Op.NEG, Op.ABS, Op.POW, Op.SQUARE))
+
+
+def _wrapped(op, var):
+    """`var`, or where `jax_enable_x64` is off and `op` on ints can leave the int32 range,
+    its low 32 bits sign-extended (ints are i64 in the IR): JAX's int32 wraparound
+    (`2**31 - 1 + 1` is `-2**31`)."""
+    if var.type.dtype != "i64" or op not in _WRAPPING or x64_enabled():
+        return var
+    high = emit(Op.SHIFT_LEFT, [var, as_var(32, "i64")])[0]
+    return emit(Op.SHIFT_RIGHT_ARITHMETIC, [high, as_var(32, "i64")])[0]
 
 
 def power(x, n):
@@ -362,7 +448,7 @@ def unary(op, x):
         return _eager(op, x)
     dtype = x.ir_dtype
     if op.float_only and dtype not in FLOATS:
-        dtype = "f64"
+        dtype = default_float()
     if dtype == "bool" and op == Op.ABS:   # |b| is b, a bool (NumPy, JAX)
         return x
     if dtype == "bool" and op == Op.NEG:
@@ -370,7 +456,7 @@ def unary(op, x):
                             "`jitad.logical_not(x)`, or convert to int first")
     if op in (Op.SQUARE, Op.RELU) and dtype == "bool":
         dtype = "i64"
-    return Staged(emit(op, [as_var(x, dtype)])[0], x.weak)
+    return Staged(_wrapped(op, emit(op, [as_var(x, dtype)])[0]), x.weak)
 
 
 def _bad_logical(name, *xs):
