@@ -252,23 +252,33 @@ def function_key(fn):
 class _Known:
     """What a `Concrete` object found on its last call: its function's key and arrays (valid
     while `_checks_hold(checks)`), and the paths for the arguments' signature `sig`."""
-    __slots__ = ("checks", "fkey", "arrays", "sig", "key", "paths", "diff", "static", "sym", "td", "call_sig")
+    __slots__ = ("checks", "fkey", "arrays", "sig", "argkey", "key", "paths", "diff", "static", "sym", "td",
+                 "call_sig")
 
     def __init__(self, reads):
         self.checks = reads.checks if reads.cacheable else None
         self.fkey, self.arrays = tuple(reads.parts), reads.arrays
-        self.sig = self.paths = None
+        self.sig = self.argkey = self.paths = None
 
-    def remember(self, key, diff, call, paths):
-        """Keep the paths of this call for the next calls with arguments like these (arrays
-        and Python scalars only: no pytree to flatten)."""
+    def remember(self, key, diff, call, paths, argkey):
+        """Keep the paths of this call for the next calls with arguments like these: `argkey`
+        (the arguments' part of the key), and `sig` where they are arrays and Python scalars
+        only (no pytree to flatten)."""
         args = call.args
-        self.sig = _signature(args, diff, call.sym)
+        self.argkey, self.key, self.paths = argkey, key, paths
+        self.sig = None if call.kwargs else _signature(args, diff, call.sym)
         if self.sig is not None and len(call.leaves) == len(args) - len(call.static):
-            self.key, self.paths, self.diff, self.static, self.sym = key, paths, diff, call.static, call.sym
-            self.td, self.call_sig = call.td, call.sig
+            self.diff, self.static, self.sym, self.td, self.call_sig = diff, call.static, call.sym, call.td, call.sig
         else:
             self.sig = None
+
+
+def _argument_key(args, static, sym, kwargs, td, leaves):
+    """The arguments' part of the cache key: how many, which are static and their keys (a
+    symbolic int by its kind alone), the keyword arguments, the tree and the leaves' types."""
+    return (len(args), tuple(static), tuple(_SYMBOL if i in sym else static_key(args[i]) for i in static),
+            static_key(kwargs) if kwargs else None, td,
+            tuple([(x.dtype, x.shape) if _is_array(x) else type(x) for x in leaves]))
 
 
 def _signature(args, diff, sym):
@@ -444,17 +454,22 @@ class Concrete:
         leaves, td = flatten(dynamic)
         if any(isinstance(x, Forest) for x in leaves):   # forests: compiled by jit's rule
             return self._by_jit(args, kwargs, static)
-        fkey, arrays = known.fkey, known.arrays
         sym = [i for i in static if type(args[i]) is int]   # ints traced as symbols (see `SymInt`)
-        key = self._key(fkey, args, static, sym, kwargs, td, leaves)
-        if sym and key in _CONCRETE_INTS:   # this function uses them as plain ints: keyed by value
-            sym = []
-            key = self._key(fkey, args, static, sym, kwargs, td, leaves)
-        paths = self._paths(key, args, static, leaves)
-        call = _Call(args, static, sym, leaves, td, arrays, kwargs, (self.spec, fkey, len(args), tuple(static), td))
-        return self._finish(key, paths, call, diff)
+        argkey = _argument_key(args, static, sym, kwargs, td, leaves)
+        if known.argkey == argkey:   # (the arguments of the last call, but pytrees: its paths)
+            key, paths = known.key, known.paths
+        else:
+            key = (self.spec, known.fkey) + argkey
+            if sym and key in _CONCRETE_INTS:   # this function uses them as plain ints: keyed by value
+                sym = []
+                argkey = _argument_key(args, static, sym, kwargs, td, leaves)
+                key = (self.spec, known.fkey) + argkey
+            paths = self._paths(key, args, static, leaves)
+        call = _Call(args, static, sym, leaves, td, known.arrays, kwargs,
+                     (self.spec, known.fkey, len(args), tuple(static), td))
+        return self._finish(key, paths, call, diff, argkey)
 
-    def _finish(self, key, paths, call, diff):
+    def _finish(self, key, paths, call, diff, argkey=None):
         """Dispatch the call; remember what it found for the next call of this object."""
         try:
             out = self._dispatch(paths, call)
@@ -463,26 +478,21 @@ class Concrete:
             self._known = None
             return self(*call.args, **call.kwargs)
         known = self._known
+        if known is None:
+            return out
         if call.exact and sum(1 for p in paths if p.int_exact) > MAX_PATHS_PER_SITE:
             _remember(_CONCRETE_INTS, key)   # (too many plain-int values seen: keyed by value)
-            if known is not None:
-                known.sig = None
-        elif known is not None and not call.kwargs and known.sig is None:
-            known.remember(key, diff, call, paths)
+            known.sig = known.argkey = None
+        elif argkey is not None:
+            known.remember(key, diff, call, paths, argkey)
         return out
-
-    def _key(self, fkey, args, static, sym, kwargs, td, leaves):
-        return (self.spec, fkey, len(args), tuple(static),
-                tuple(_SYMBOL if i in sym else static_key(args[i]) for i in static),
-                static_key(kwargs) if kwargs else None, td,
-                tuple([(x.dtype, x.shape) if _is_array(x) else type(x) for x in leaves]))
 
     def _paths(self, key, args, static, leaves):
         """The paths under `key` (a new, empty list for a new key)."""
         try:
             paths = _ENTRIES.get(key)
         except TypeError:
-            check_hashable(key[6])   # a registered class's unhashable aux_data: named by its class
+            check_hashable(key[6])   # (the treedef) a registered class's unhashable aux_data: named by its class
             raise ArgumentError(f"{self.name}: an argument could not be keyed; pass numbers, strings, "
                                 "arrays, tuples or hashable objects") from None
         if paths is None:
