@@ -350,6 +350,7 @@ class Path:
         self.int_guards = int_guards   # (expression of the symbolic ints, value it must have)
         self.int_exact = False   # whether one of them is a plain int use (a value, not a comparison)
         self.slices = [source for _, source in hidden if source[0] == "slice"]
+        self.simple = not (pins or int_guards or draws or any(source[0] in ("slice", "int") for _, source in hidden))
         self.compiled = None
         self.prints = None   # whether the program holds a debug.print (found on the first run)
 
@@ -439,9 +440,19 @@ class Concrete:
             known = self._known = _Known(reads)
         elif known.sig is not None and not kwargs and _signature(args, known.diff, known.sym) == known.sig:
             # the same function object, reading the same values, with arguments like the last call's
-            leaves = [a for i, a in enumerate(args) if i not in known.static] if known.static else list(args)
+            leaves = [a for i, a in enumerate(args) if i not in known.static] if known.static else args
+            paths, failed = known.paths, None
+            if paths and paths[0].simple:   # (no guard on ints, no slice, pin or draw to prepare)
+                path = paths[0]
+                try:
+                    out = path.run(path.arguments(leaves, known.arrays, ()))
+                except GuardFailed as e:
+                    failed = (path, e.index)
+                else:
+                    self._last = path
+                    return out
             call = _Call(args, known.static, known.sym, leaves, known.td, known.arrays, kwargs, known.call_sig)
-            return self._finish(known.key, known.paths, call, known.diff)
+            return self._finish(known.key, paths, call, known.diff, failed=failed)
         return self._call(known, args, kwargs)
 
     def _call(self, known, args, kwargs):
@@ -469,10 +480,11 @@ class Concrete:
                      (self.spec, known.fkey, len(args), tuple(static), td))
         return self._finish(key, paths, call, diff, argkey)
 
-    def _finish(self, key, paths, call, diff, argkey=None):
-        """Dispatch the call; remember what it found for the next call of this object."""
+    def _finish(self, key, paths, call, diff, argkey=None, failed=None):
+        """Dispatch the call (`failed`: the first path's guard that failed already); remember
+        what it found for the next call of this object."""
         try:
-            out = self._dispatch(paths, call)
+            out = self._dispatch(paths, call, failed)
         except _SymbolsFailed:   # (the ints are keyed by value from now on)
             _remember(_CONCRETE_INTS, key)
             self._known = None
@@ -529,8 +541,8 @@ class Concrete:
         """The compile time of the path last run, by stage (see `jitad.timing`)."""
         return self._latest("compile_report").compile_report
 
-    def _dispatch(self, paths, call):
-        tried, failed = [], None
+    def _dispatch(self, paths, call, failed=None):
+        tried = [failed[0]] if failed else []
         while True:
             path, sliced = _next_path(paths, tried, failed, call)
             if path is None:
@@ -629,6 +641,7 @@ class _Call:
     """One call's arguments as the dispatcher sees them: the flat array arguments (`leaves`,
     `td`), the static ones (positions `static`; `sym` of them ints traced as symbols, whose
     values are `env`), the arrays the function reads and the signature of the call."""
+    __slots__ = ("args", "static", "sym", "leaves", "td", "arrays", "kwargs", "sig", "env", "exact")
 
     def __init__(self, args, static, sym, leaves, td, arrays, kwargs, sig):
         self.args, self.static, self.sym, self.leaves, self.td = args, static, sym, leaves, td
