@@ -1,7 +1,8 @@
 """Timings of `grad` called from Python against autograd on the same programs (not a
 test: run it by hand, `python -m bench.grad_semantics`). Each line gives jitad's time
 and autograd's side by side, the first call's time of each (where a case starts cold),
-and jitad's traces and LLVM compiles during the case."""
+and jitad's traces and LLVM compiles during the case. Times are this process's CPU time
+(`time.process_time`): on a shared machine, wall-clock times measure the neighbours."""
 import contextlib
 import functools
 import time
@@ -49,18 +50,18 @@ def first_call_timed(fn, times):
     def timed(*args, **kwargs):
         if times:
             return fn(*args, **kwargs)
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         out = fn(*args, **kwargs)
-        times.append(time.perf_counter() - t0)
+        times.append(time.process_time() - t0)
         return out
     return timed
 
 
 def per_call(fn, n):
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     for i in range(n):
         fn(i)
-    return (time.perf_counter() - t0) / n
+    return (time.process_time() - t0) / n
 
 
 def fresh_closure(n=2000):
@@ -130,16 +131,16 @@ def minibatch(n=1000):
     gj, ga = jitad.grad(objective(jitad)), autograd.grad(objective(anp))
     pj = pa = np.zeros(20)
     with counted() as counts:
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         pj = pj - 0.01 * gj(pj, 0)
-        t_first = time.perf_counter() - t0
+        t_first = time.process_time() - t0
         for i in range(1, n):
             pj = pj - 0.01 * gj(pj, i)
-        tj = time.perf_counter() - t0
-    t0 = time.perf_counter()
+        tj = time.process_time() - t0
+    t0 = time.process_time()
     for i in range(n):
         pa = pa - 0.01 * ga(pa, i)
-    ta = time.perf_counter() - t0
+    ta = time.process_time() - t0
     print(f"mini-batch loop, {n} steps: jitad {tj:.2f} s ({t_first:.2f} s first call, "
           f"{(tj - t_first) / (n - 1) * 1e6:.0f} us a step after), autograd {ta:.2f} s ({ta / n * 1e6:.0f} us a step); "
           f"traces {counts['traces']}, LLVM compiles {counts['compiles']}; max |difference| {np.max(np.abs(pj - pa)):.2e}")
@@ -173,14 +174,14 @@ def adam_minibatch(n=500):
     params = [(0.1 * rs.randn(a, b), 0.1 * rs.randn(b)) for a, b in ((64, 32), (32, 10))]
     tj_first, ta_first = [], []
     with counted() as counts:
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         pj = jopt.adam(first_call_timed(jitad.grad(mlp_objective(jitad.numpy, jspecial)), tj_first), params,
                        step_size=0.001, num_iters=n)
-        tj = time.perf_counter() - t0
-    t0 = time.perf_counter()
+        tj = time.process_time() - t0
+    t0 = time.process_time()
     pa = aopt.adam(first_call_timed(autograd.grad(mlp_objective(anp, aspecial)), ta_first), params,
                    step_size=0.001, num_iters=n)
-    ta = time.perf_counter() - t0
+    ta = time.process_time() - t0
     diff = max(np.max(np.abs(np.asarray(x) - y)) for pj_l, pa_l in zip(pj, pa) for x, y in zip(pj_l, pa_l))
     print(f"adam(grad(objective)) as in neural_net.py, {n} steps: jitad {tj:.2f} s (first call {tj_first[0]:.2f} s, "
           f"{(tj - tj_first[0]) / (n - 1) * 1e6:.0f} us a step after), autograd {ta:.2f} s (first call "
@@ -218,12 +219,12 @@ def em_fresh_vgrad(steps=20):
     init = [normalize(rs.rand(3)), normalize(rs.rand(3, 3)), normalize(rs.rand(3, 6))]
 
     def run(em, vgrad):
-        params, lls, t0, first = init, [], time.perf_counter(), None
+        params, lls, t0, first = init, [], time.process_time(), None
         for _ in range(steps):
             ll, params = em(params, data, vgrad)
             lls.append(ll)
-            first = first or time.perf_counter() - t0
-        return lls, time.perf_counter() - t0, first
+            first = first or time.process_time() - t0
+        return lls, time.process_time() - t0, first
     with counted() as counts:
         llj, tj, fj = run(em_j, jitad.value_and_grad)
     lla, ta, fa = run(em_a, autograd.value_and_grad)
@@ -255,12 +256,12 @@ def scipy_minimize():
     fa, _ = gmm(anp, aspecial, amvn, aflatten_func)
     tj_first, ta_first = [], []
     with counted() as counts:
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         rj = scipy.optimize.minimize(fj, x0, jac=first_call_timed(jitad.grad(fj), tj_first), method="BFGS")
-        tj = time.perf_counter() - t0
-    t0 = time.perf_counter()
+        tj = time.process_time() - t0
+    t0 = time.process_time()
     ra = scipy.optimize.minimize(fa, x0, jac=first_call_timed(autograd.grad(fa), ta_first), method="BFGS")
-    ta = time.perf_counter() - t0
+    ta = time.process_time() - t0
     print(f"scipy.optimize.minimize(f, jac=grad(f)) as in gmm.py: jitad {tj:.2f} s ({rj.njev} gradients, first "
           f"{tj_first[0]:.2f} s), autograd {ta:.2f} s ({ra.njev} gradients, first {ta_first[0] * 1e3:.1f} ms); "
           f"traces {counts['traces']}, LLVM compiles {counts['compiles']}; minimum {rj.fun:.6f} against {ra.fun:.6f}")

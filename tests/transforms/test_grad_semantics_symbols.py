@@ -37,7 +37,16 @@ def _agree(f, n, w=(0.1, -0.2, 0.3), *extra):
         np.testing.assert_allclose(g(w, i, *extra), ga(w, i, *extra), rtol=1e-12, atol=1e-14)
 
 
-def test_every_mini_batch_index_runs_one_program_and_the_short_batch_another(traces):
+@pytest.fixture
+def walks(monkeypatch):
+    """The walks of a function to key it (see `dispatch._Reads`) made from now on."""
+    made = []
+    init = dispatch._Known.__init__
+    monkeypatch.setattr(dispatch._Known, "__init__", lambda self, reads: made.append(1) or init(self, reads))
+    return made
+
+
+def test_every_mini_batch_index_runs_one_program_and_the_short_batch_another(traces, walks):
     def objective(m):
         def loss(w, i):
             idx = batches(i)
@@ -47,6 +56,7 @@ def test_every_mini_batch_index_runs_one_program_and_the_short_batch_another(tra
     _agree(objective, 30)
     # the first trace; the short batch: the function alone, then transformed; nothing after
     assert len(traces) == 3
+    assert len(walks) == 1   # one gradient object: its function keyed once
 
 
 def test_arithmetic_comparisons_and_element_reads_stay_symbolic(traces):
@@ -119,10 +129,7 @@ def test_a_symbolic_trace_that_fails_is_traced_again_with_the_int():
     _agree(f, 4)
 
 
-def test_a_reused_gradient_object_keys_its_function_once_while_nothing_changes(monkeypatch):
-    walks = []
-    function = dispatch._Reads.function
-    monkeypatch.setattr(dispatch._Reads, "function", lambda self, *a: walks.append(1) or function(self, *a))
+def test_a_reused_gradient_object_keys_its_function_once_while_nothing_changes(walks):
     scale = np.array([1.0, 2.0, 3.0])
     g = jitad.grad(lambda w, b: jitad.sum((w * scale - b) ** 2))
     w, b = np.ones(3), np.zeros(3)
