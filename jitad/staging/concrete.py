@@ -317,6 +317,10 @@ class SymInt:
     def __init__(self, value, expr, trace):
         self.value, self.expr, self.trace = value, expr, trace
 
+    @property
+    def __class__(self):   # (`isinstance(i, int)` holds, as it does for the int it stands for)
+        return int
+
     def concrete(self):
         """The plain int, guarded: the path serves calls where this expression has this value."""
         self.trace.int_guard(self.expr, self.value, exact=True)
