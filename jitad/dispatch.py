@@ -111,6 +111,8 @@ class _Reads:
 
     def value(self, v, depth, by_identity=False):
         t = type(v)
+        if t is SymInt:   # (kept past its trace in something the function reads: its value)
+            v, t = v.value, int
         if t in _PLAIN or isinstance(v, _PLAIN):
             self.parts.append((t, repr(v)) if t is float or isinstance(v, np.floating) else (t, v))
         elif _is_array(v) and v.dtype == np.bool_ and v.size <= 4096:
@@ -689,7 +691,10 @@ class _Tracer:
         recorder = hostrng.Recorder(self.owner.fn, lambda value, k: _draw_argument(c, value, k))
         with concrete.active(c), recorder.recording(), _print_at_trace(self.owner.name), timing.stage("trace"), \
                 _sources_seen(self.owner.fn, self.arrays if self.call.sym else ()):
-            program, out_td, _ = trace_program(staged, tuple(self.leaves), self.td, self.types)
+            try:
+                program, out_td, _ = trace_program(staged, tuple(self.leaves), self.td, self.types)
+            finally:
+                c.closed = True
         pins = [(k, a) for k, a in enumerate(self.arrays)] if c.unmatched else []
         self.call.exact = self.call.exact or c.int_exact
         path = Path(program, out_td, c.guards, c.hidden, recorder.draws, recorder.owners, pins, c.int_guards)

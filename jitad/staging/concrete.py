@@ -64,6 +64,7 @@ class ConcreteTrace:
         self.unmatched = False   # an array constant met that is none of `sources`
         self.int_guards = []     # (expression of the call's symbolic ints, value): see `SymInt`
         self.int_exact = False   # a symbolic int was used as a plain int (a guard on its value)
+        self.closed = False      # the trace is over: its paths' guards are fixed
 
     # -- values -------------------------------------------------------------------
 
@@ -171,6 +172,8 @@ class ConcreteTrace:
 
     def int_guard(self, expr, value, exact=False):
         """Record that the path serves only calls whose symbolic ints give `expr(ints) == value`."""
+        if self.closed:   # (a symbol kept past its trace, in a list the function appended to)
+            return
         self.int_guards.append((expr, value))
         self.int_exact = self.int_exact or exact
 
