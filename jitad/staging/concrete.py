@@ -21,7 +21,7 @@ import numpy as np
 from ..errors import StagingError, user_location
 from ..ir.interpret import run_node
 from ..ir.ops import Op
-from ..ir.types import NUMPY, Type
+from ..ir.types import NUMPY, Type, dtype_of_numpy
 from .frames import current_frame, emit
 
 GUARD_PREFIX = "jitad guard "   # a check whose message starts so is a guard: `GUARD_PREFIX + index`
@@ -29,6 +29,7 @@ GUARD_PREFIX = "jitad guard "   # a check whose message starts so is a guard: `G
 _local = threading.local()
 _NO_VALUES = (Op.DEBUG_PRINT, Op.CHECK)
 _I64 = Type("i64")
+STAGED: list = [None]   # `jitad.staging.values.Staged`, set by that module (which imports this one)
 
 
 class NoValue(Exception):
@@ -335,8 +336,7 @@ class SymInt:
         c = frame_values()
         if c is not self.trace:
             return emit(Op.CONST, [], {"value": self.concrete(), "type": _I64})[0]
-        from .tracer import arg_type
-        return c.hidden_param(self.value, ("int", self.expr), arg_type(self.value))
+        return c.hidden_param(self.value, ("int", self.expr), _I64)
 
     def __index__(self):
         return self.concrete()
@@ -483,10 +483,11 @@ class SourceView(np.ndarray):
         if template is None or read is None or read[1] is not source or not _same_trace(key, c):
             return source[key]   # (each symbolic int's value taken, guarded)
         value = np.asarray(source[_plain(key)])
-        from .tracer import arg_type
-        from .values import Staged
-        t = arg_type(value if value.ndim else value[()])
-        return Staged(c.hidden_param(value, ("slice", read[0], template, value.shape), t))
+        dtype = dtype_of_numpy(value.dtype)
+        if dtype is None:
+            return source[key]
+        var = c.hidden_param(value, ("slice", read[0], template, value.shape), Type(dtype, value.shape))
+        return STAGED[0](var)
 
 
 def _same_trace(key, c):

@@ -202,6 +202,9 @@ class Staged:
     __abs__ = lambda a: unary(Op.ABS, a)
 
 
+concrete.STAGED[0] = Staged   # (a slice at a symbolic int is a staged value: see `concrete.SourceView`)
+
+
 class StagedTree:
     """A staged `jitad.Tree` input; use it with `TREE`."""
     __slots__ = ("_var",)
