@@ -97,7 +97,7 @@ JIT: list = [None]   # `jitad.jit`, set by jitad.api (which imports this module)
 def _is_array(v):
     """A NumPy array or `jitad.numpy.Array` (what compiled code returns), not a masked
     array or matrix (their meaning is not an array's)."""
-    return isinstance(v, np.ndarray) and not isinstance(v, (np.ma.MaskedArray, np.matrix))
+    return type(v) is np.ndarray or isinstance(v, np.ndarray) and not isinstance(v, (np.ma.MaskedArray, np.matrix))
 
 
 class _Reads:
@@ -113,7 +113,9 @@ class _Reads:
         t = type(v)
         if t is SymInt:   # (kept past its trace in something the function reads: its value)
             v, t = v.value, int
-        if t in _PLAIN or isinstance(v, _PLAIN):
+        if t is types.ModuleType:
+            self.parts.append(_Id(v))
+        elif t in _PLAIN or isinstance(v, _PLAIN):
             self.parts.append((t, repr(v)) if t is float or isinstance(v, np.floating) else (t, v))
         elif _is_array(v) and v.dtype == np.bool_ and v.size <= 4096:
             # a boolean mask decides shapes (x[mask]): keyed by its value, a constant of the trace
