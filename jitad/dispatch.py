@@ -22,6 +22,7 @@ See docs/grad-semantics.md.
 import builtins
 import contextlib
 import functools
+import operator
 import types
 import warnings
 from collections import OrderedDict
@@ -41,18 +42,21 @@ from .dtypes import narrowed
 from .pytree import check_hashable, flatten, register_pytree_node, tree_map, unflatten
 from .forest import Forest, Tree
 from .staging import Staged, arg_type, current_frame, trace_program, concrete
-from .staging.concrete import ConcreteTrace
+from .staging.concrete import ConcreteTrace, SymInt, source_view
 
 MAX_PATHS_PER_SITE = env_int("JITAD_MAX_PATHS_PER_SITE", 16, 1)
 MAX_KEYS = env_int("JITAD_MAX_PATH_KEYS", 256, 1)   # (each key's paths hold the array constants they met)
 # (transformation, function, arguments) -> its paths, most recently run first; shared by
 # every `grad(f)` object, so that a fresh one of the same function finds the compiled code
 _ENTRIES = OrderedDict()
-_OVER = set()
+_OVER = set()   # (transformation, decision site) past MAX_PATHS_PER_SITE (warned once)
 # the program of the function alone (and the transformation's signature) -> a path traced
 # from it: another static value that traces to the same program reuses its compiled code
 _BY_PRIMAL = OrderedDict()
-_SIGS = OrderedDict()   # the signatures traced so far (see `Concrete._trace`)   # (transformation, decision site) past MAX_PATHS_PER_SITE (warned once)
+_SIGS = OrderedDict()   # the signatures traced so far (see `Concrete._trace`)
+# keys (ints masked) whose function used a symbolic int as a plain int: their ints are keyed by value
+_CONCRETE_INTS = OrderedDict()
+_SYMBOL = ("symbolic int",)   # the key part of an int traced as a symbol
 _PKG = __file__.rsplit("/", 1)[0] + "/"
 
 
@@ -94,32 +98,43 @@ JIT: list = [None]   # `jitad.jit`, set by jitad.api (which imports this module)
 def _is_array(v):
     """A NumPy array or `jitad.numpy.Array` (what compiled code returns), not a masked
     array or matrix (their meaning is not an array's)."""
-    return isinstance(v, np.ndarray) and not isinstance(v, (np.ma.MaskedArray, np.matrix))
+    return type(v) is np.ndarray or isinstance(v, np.ndarray) and not isinstance(v, (np.ma.MaskedArray, np.matrix))
 
 
 class _Reads:
     """Walks a function and what it reads; `parts` becomes the key, `arrays` the arrays read
-    (cells, defaults, globals), in a fixed order."""
+    (cells, defaults, globals), in a fixed order. `checks` records what the walk read (see
+    `_checks_hold`): while they hold, a walk again would give the same key and arrays."""
 
     def __init__(self):
         self.parts, self.arrays, self.seen = [], [], set()
+        self.checks, self.cacheable = [], True
 
     def value(self, v, depth, by_identity=False):
         t = type(v)
-        if t in _PLAIN or isinstance(v, _PLAIN):
+        if t is SymInt:   # (kept past its trace in something the function reads: its value)
+            v, t = v.value, int
+        if t is types.ModuleType:
+            self.parts.append(_Id(v))
+        elif t in _PLAIN or isinstance(v, _PLAIN):
             self.parts.append((t, repr(v)) if t is float or isinstance(v, np.floating) else (t, v))
         elif _is_array(v) and v.dtype == np.bool_ and v.size <= 4096:
             # a boolean mask decides shapes (x[mask]): keyed by its value, a constant of the trace
             self.parts.append(("mask", v.shape, v.tobytes()))
+            self.cacheable = False
         elif _is_array(v):
             self.arrays.append(v)
             self.parts.append(_Id(v) if by_identity else ("array", v.dtype.str, v.shape))
+            self.checks.append((_ARRAY, v, v.dtype, v.shape))
         elif t in (tuple, list) and len(v) <= 64 and depth > 0:
             self.parts.append((t, len(v)))
+            if t is list:
+                self.checks.append((_LIST, v, tuple(v)))
             for x in v:
                 self.value(x, depth - 1, by_identity)
         elif t is dict and len(v) <= 64 and depth > 0:
             self.parts.append((dict, tuple(map(repr, v))))
+            self.checks.append((_DICT, v, tuple(v.items())))
             for x in v.values():
                 self.value(x, depth - 1, by_identity)
         elif callable(v) and depth > 0:
@@ -152,24 +167,71 @@ class _Reads:
         if not isinstance(fn, types.FunctionType) or fn.__code__.co_filename.startswith(_PKG):
             self.parts.append(_Id(fn))
             return
+        self._python_function(fn, depth)
+
+    def _python_function(self, fn, depth):
         code = fn.__code__
         self.parts.append(code)
+        self.checks.append((_FUNCTION, fn, (code, fn.__defaults__, fn.__kwdefaults__)))
         for cell in fn.__closure__ or ():
             try:
                 contents = cell.cell_contents
             except ValueError:
                 contents = cell
+            self.checks.append((_CELL, cell, contents))
             self.value(contents, depth)
         self.value(fn.__defaults__, depth)
         if fn.__kwdefaults__:
             self.value(fn.__kwdefaults__, depth)
         g = fn.__globals__
+        self.checks.append((_SIZE, g, len(g)))
         for name in _present_globals(code, g):
             v = g.get(name, _Id)
+            self.checks.append((_ITEM, g, name, v))
             if isinstance(v, (types.ModuleType, type)):
                 self.parts.append(_Id(v))
             else:
                 self.value(v, depth)
+
+
+_ARRAY, _LIST, _DICT, _FUNCTION, _CELL, _SIZE, _ITEM = range(7)
+
+
+def _checks_hold(checks):
+    """Whether every value a walk read (`_Reads.checks`) is still there, the same object
+    (an array of the same dtype and shape, a list or dict with the same items)."""
+    try:
+        for c in checks:
+            kind, obj = c[0], c[1]
+            if kind == _ITEM:
+                if obj.get(c[2], _Id) is not c[3]:
+                    return False
+            elif kind == _CELL:
+                if obj.cell_contents is not c[2]:
+                    return False
+            elif kind == _ARRAY:
+                if obj.dtype is not c[2] or obj.shape != c[3]:
+                    return False
+            elif kind == _SIZE:
+                if len(obj) != c[2]:
+                    return False
+            elif kind == _FUNCTION:
+                code, defaults, kwdefaults = c[2]
+                if obj.__code__ is not code or obj.__defaults__ is not defaults or obj.__kwdefaults__ is not kwdefaults:
+                    return False
+            elif not _same_items(obj, c[2], kind == _DICT):
+                return False
+    except ValueError:   # (an emptied cell)
+        return False
+    return True
+
+
+def _same_items(container, items, is_dict):
+    if len(container) != len(items):
+        return False
+    if is_dict:
+        return all(k == k2 and v is v2 for (k, v), (k2, v2) in zip(container.items(), items))
+    return all(v is v2 for v, v2 in zip(container, items))
 
 
 _present_cache = {}
@@ -190,6 +252,61 @@ def function_key(fn):
     reads = _Reads()
     reads.function(fn, 4)
     return tuple(reads.parts), reads.arrays
+
+
+class _Known:
+    """What a `Concrete` object found on its last call: its function's key and arrays (valid
+    while `_checks_hold(checks)`), and the paths for the arguments' signature `sig`."""
+    __slots__ = ("checks", "fkey", "arrays", "sig", "argkey", "key", "paths", "diff", "static", "sym", "td",
+                 "call_sig", "x64")
+
+    def __init__(self, reads, x64):
+        self.x64 = x64   # the jax_enable_x64 setting it was made under
+        self.checks = reads.checks if reads.cacheable else None
+        self.fkey, self.arrays = tuple(reads.parts), reads.arrays
+        self.sig = self.argkey = self.paths = None
+
+    def remember(self, key, diff, call, paths, argkey):
+        """Keep the paths of this call for the next calls with arguments like these: `argkey`
+        (the arguments' part of the key), and `sig` where they are arrays and Python scalars
+        only (no pytree to flatten)."""
+        args = call.args
+        self.argkey, self.key, self.paths = argkey, key, paths
+        self.sig = None if call.kwargs else _signature(args, diff, call.sym)
+        if self.sig is not None and len(call.leaves) == len(args) - len(call.static):
+            self.diff, self.static, self.sym, self.td, self.call_sig = diff, call.static, call.sym, call.td, call.sig
+        else:
+            self.sig = None
+
+
+def _argument_key(args, static, sym, kwargs, td, leaves):
+    """The arguments' part of the cache key: how many, which are static and their keys (a
+    symbolic int by its kind alone), the keyword arguments, the tree and the leaves' types."""
+    return (len(args), tuple(static), tuple(_SYMBOL if i in sym else static_key(args[i]) for i in static),
+            static_key(kwargs) if kwargs else None, td,
+            tuple([(x.dtype, x.shape) if _is_array(x) else type(x) for x in leaves]))
+
+
+def _signature(args, diff, sym):
+    """What the cache key holds of `args` when each is an array or a Python scalar (None
+    otherwise): dtypes and shapes, types of the differentiated scalars, the values of the
+    static ones (the type alone of an int traced as a symbol)."""
+    out = []
+    for i, a in enumerate(args):
+        t = type(a)
+        if t is np.ndarray or _is_array(a):
+            out.append((a.dtype, a.shape))
+        elif t is not float and t is not int and t is not bool and t is not str and a is not None:
+            return None
+        elif i in diff:
+            out.append(t)
+        elif i in sym:
+            if t is not int:
+                return None
+            out.append(int)
+        else:
+            out.append((t, repr(a) if t is float else a))
+    return tuple(out)
 
 
 # -- the arguments --------------------------------------------------------------------------
@@ -232,21 +349,43 @@ class Path:
     """One trace's compiled code (or, past the bound of paths, its program for the NumPy
     interpreter), the decisions it took and where its hidden arguments come from."""
 
-    def __init__(self, program, out_td, guards, hidden, draws, owners, pins):
+    def __init__(self, program, out_td, guards, hidden, draws, owners, pins, int_guards=()):
         self.program, self.out_td, self.guards = program, out_td, guards
         self.decisions = [g.key() for g in guards]
         self.hidden, self.draws, self.owners, self.pins = hidden, draws, owners, pins
+        self.int_guards = int_guards   # (expression of the symbolic ints, value it must have)
+        self.int_exact = False   # whether one of them is a plain int use (a value, not a comparison)
+        self.slices = [source for _, source in hidden if source[0] == "slice"]
+        self.simple = not (pins or int_guards or draws or any(source[0] in ("slice", "int") for _, source in hidden))
         self.compiled = None
         self.prints = None   # whether the program holds a debug.print (found on the first run)
 
-    def pins_hold(self, arrays):
-        return all(k < len(arrays) and arrays[k] is a for k, a in self.pins)
+    def serves(self, arrays, env):
+        """The values of the path's slices of read arrays on this call (a list), or None where
+        the path does not serve the call: an array it pinned changed, a guard on the symbolic
+        ints fails, or a slice has another shape."""
+        if self.pins and not all(k < len(arrays) and arrays[k] is a for k, a in self.pins):
+            return None
+        if not self.int_guards and not self.slices:
+            return ()
+        try:
+            if not all(expr(env) == value for expr, value in self.int_guards):
+                return None
+            sliced = [np.asarray(arrays[k][template(env)]) for _, k, template, _ in self.slices]
+        except Exception:   # (an index out of range, a division by zero: trace it, and raise there)
+            return None
+        if any(v.shape != source[3] for v, source in zip(sliced, self.slices)):
+            return None
+        return sliced
 
-    def arguments(self, dyn, arrays, drawn):
-        out = list(dyn)
+    def arguments(self, dyn, arrays, drawn, sliced=(), env=()):
+        if not self.hidden:
+            return dyn
+        out, sliced = list(dyn), iter(sliced)
         for _, source in self.hidden:
-            kind, what = source
-            out.append(arrays[what] if kind == "read" else what if kind == "const" else drawn[what])
+            kind, what = source[:2]
+            out.append(arrays[what] if kind == "read" else what if kind == "const" else
+                       next(sliced) if kind == "slice" else drawn[what] if kind == "draw" else what(env))
         return out
 
     def run(self, leaves):
@@ -273,6 +412,7 @@ class Concrete:
         self._last = None   # the path last run
         self._diff = {}   # n_args -> diff_args(n_args)
         self._inline = None   # the jit of the transformation, inlined where called inside a trace
+        self._known = None   # what the last call found (see `_Known`)
         self.diff_args = diff_args   # n_args -> the positions differentiated (never static)
         self.spec = spec   # what the transformation is (name and options): part of the cache key
         functools.update_wrapper(self, fn, updated=())
@@ -299,7 +439,35 @@ class Concrete:
             if self._inline is None:
                 self._inline = self.make_inline()
             return self._inline(*args, **kwargs)
-        fkey, arrays = function_key(self.fn)
+        if config.config._values["jax_enable_x64"]:
+            return self._run(args, kwargs, True)
+        return tree_map(narrowed, self._run(args, kwargs, False))   # JAX's 32-bit results
+
+    def _run(self, args, kwargs, x64):
+        known = self._known
+        if known is None or known.x64 is not x64 or known.checks is None or not _checks_hold(known.checks):
+            reads = _Reads()
+            reads.function(self.fn, 4)
+            known = self._known = _Known(reads, x64)   # (code traced under the other x64 setting never serves)
+        elif known.sig is not None and not kwargs and _signature(args, known.diff, known.sym) == known.sig:
+            # the same function object, reading the same values, with arguments like the last call's
+            leaves = [a for i, a in enumerate(args) if i not in known.static] if known.static else args
+            paths, failed = known.paths, None
+            if paths and paths[0].simple:   # (no guard on ints, no slice, pin or draw to prepare)
+                path = paths[0]
+                try:
+                    out = path.run(path.arguments(leaves, known.arrays, ()))
+                except GuardFailed as e:
+                    failed = (path, e.index)
+                else:
+                    self._last = path
+                    return out
+            call = _Call(args, known.static, known.sym, leaves, known.td, known.arrays, kwargs, known.call_sig)
+            return self._finish(known.key, paths, call, known.diff, failed=failed)
+        return self._call(known, args, kwargs)
+
+    def _call(self, known, args, kwargs):
+        """A call keyed in full: the function (`known`), the arguments' types, static values."""
         diff = self._diff.get(len(args))
         if diff is None:
             diff = self._diff[len(args)] = self.diff_args(len(args))
@@ -308,14 +476,46 @@ class Concrete:
         leaves, td = flatten(dynamic)
         if any(isinstance(x, Forest) for x in leaves):   # forests: compiled by jit's rule
             return self._by_jit(args, kwargs, static)
-        x64 = config.config._values["jax_enable_x64"]   # (code traced under the other setting never serves)
-        key = (self.spec, x64, fkey, len(args), tuple(static), tuple(static_key(args[i]) for i in static),
-               static_key(kwargs) if kwargs else None, td,
-               tuple([(x.dtype, x.shape) if _is_array(x) else type(x) for x in leaves]))
+        sym = [i for i in static if type(args[i]) is int]   # ints traced as symbols (see `SymInt`)
+        argkey = _argument_key(args, static, sym, kwargs, td, leaves)
+        if known.argkey == argkey:   # (the arguments of the last call, but pytrees: its paths)
+            key, paths = known.key, known.paths
+        else:
+            key = (self.spec, known.x64, known.fkey) + argkey
+            if sym and key in _CONCRETE_INTS:   # this function uses them as plain ints: keyed by value
+                sym = []
+                argkey = _argument_key(args, static, sym, kwargs, td, leaves)
+                key = (self.spec, known.x64, known.fkey) + argkey
+            paths = self._paths(key, args, static, leaves)
+        call = _Call(args, static, sym, leaves, td, known.arrays, kwargs,
+                     (self.spec, known.x64, known.fkey, len(args), tuple(static), td))
+        return self._finish(key, paths, call, diff, argkey)
+
+    def _finish(self, key, paths, call, diff, argkey=None, failed=None):
+        """Dispatch the call (`failed`: the first path's guard that failed already); remember
+        what it found for the next call of this object."""
+        try:
+            out = self._dispatch(paths, call, failed)
+        except _SymbolsFailed:   # (the ints are keyed by value from now on)
+            _remember(_CONCRETE_INTS, key)
+            self._known = None
+            return self._run(call.args, call.kwargs, call.sig[1])
+        known = self._known
+        if known is None:
+            return out
+        if call.exact and sum(1 for p in paths if p.int_exact) > MAX_PATHS_PER_SITE:
+            _remember(_CONCRETE_INTS, key)   # (too many plain-int values seen: keyed by value)
+            known.sig = known.argkey = None
+        elif argkey is not None:
+            known.remember(key, diff, call, paths, argkey)
+        return out
+
+    def _paths(self, key, args, static, leaves):
+        """The paths under `key` (a new, empty list for a new key)."""
         try:
             paths = _ENTRIES.get(key)
         except TypeError:
-            check_hashable(td)   # a registered class's unhashable aux_data: named by its class
+            check_hashable(key[6])   # (the treedef) a registered class's unhashable aux_data: named by its class
             raise ArgumentError(f"{self.name}: an argument could not be keyed; pass numbers, strings, "
                                 "arrays, tuples or hashable objects") from None
         if paths is None:
@@ -326,13 +526,7 @@ class Concrete:
                 _ENTRIES.popitem(last=False)
         else:
             _ENTRIES.move_to_end(key)
-
-        def rebuild(dyn):
-            it = iter(dyn)
-            return tuple(Static(args[i]) if i in static else next(it) for i in range(len(args)))
-        out = self._dispatch(paths, leaves, td, rebuild, arrays, kwargs,
-                             (self.spec, x64, fkey, len(args), tuple(static), td))
-        return out if x64 else tree_map(narrowed, out)   # JAX's 32-bit results where x64 is off
+        return paths
 
     def _latest(self, what):
         if self._last is None:
@@ -358,17 +552,17 @@ class Concrete:
         """The compile time of the path last run, by stage (see `jitad.timing`)."""
         return self._latest("compile_report").compile_report
 
-    def _dispatch(self, paths, leaves, td, rebuild, arrays, kwargs, sig):
-        tried, failed = set(), None
+    def _dispatch(self, paths, call, failed=None):
+        tried = [failed[0]] if failed else []
         while True:
-            path = _next_path(paths, tried, failed, arrays)
+            path, sliced = _next_path(paths, tried, failed, call)
             if path is None:
-                return self._trace(paths, leaves, td, rebuild, arrays, kwargs, failed, sig)
-            tried.add(id(path))
+                return self._trace(paths, call, failed)
+            tried.append(path)
             saved = hostrng.save_states(path.owners) if path.draws else ()
-            drawn = [hostrng.draw(*d) for d in path.draws]
+            drawn = [hostrng.draw(*d) for d in path.draws] if path.draws else ()
             try:
-                out = path.run(path.arguments(leaves, arrays, drawn))
+                out = path.run(path.arguments(call.leaves, call.arrays, drawn, sliced, call.env))
             except GuardFailed as e:
                 hostrng.restore_states(saved)
                 failed = (path, e.index)
@@ -379,7 +573,7 @@ class Concrete:
             self._last = path
             return out
 
-    def _trace(self, paths, leaves, td, rebuild, arrays, kwargs, failed, sig):
+    def _trace(self, paths, call, failed):
         """A new path: trace with the call's values (retracing with a decision flipped where
         compiled code disagrees with the trace's NumPy values by an ulp at a threshold).
         First the function alone: when its program is one traced before (another static
@@ -390,17 +584,16 @@ class Concrete:
             warnings.warn(f"{self.name}: tracing again: the decision at {g.site} ({g.kind} came out "
                           f"{g.value!r} when traced) goes otherwise on this call", JitadWarning, stacklevel=3)
         saved = hostrng.save_states(hostrng.owners_of(self.fn))
-        trace = _Tracer(self, leaves, td, rebuild, arrays, kwargs)
+        trace = _Tracer(self, call)
         # the function alone only where this signature was traced before (a first trace
         # runs the function once)
-        primal = trace.primal(sig) if sig in _SIGS else None
-        _SIGS[sig] = True
-        while len(_SIGS) > MAX_KEYS:
-            _SIGS.popitem(last=False)
+        primal = trace.primal(call.sig) if call.sig in _SIGS else None
+        _remember(_SIGS, call.sig)
         if primal is not None and primal.template is not None:
             path, drawn = primal.path()
+            sliced = path.serves(call.arrays, call.env)
             try:
-                out = path.run(path.arguments(leaves, arrays, drawn))
+                out = path.run(path.arguments(call.leaves, call.arrays, drawn, sliced, call.env))
             except GuardFailed:
                 pass   # (an ulp at a threshold: trace in full below)
             else:
@@ -409,19 +602,23 @@ class Concrete:
                 self._last = path
                 return out
         hostrng.restore_states(saved)   # the full trace draws the same numbers again
+        return self._trace_full(paths, call, trace, primal, saved)
+
+    def _trace_full(self, paths, call, trace, primal, saved):
         overrides = {}
         for attempt in range(4):
-            path, drawn = trace.full(paths, overrides)
+            path, drawn = trace.full(paths, overrides, saved)
+            sliced = path.serves(call.arrays, call.env)
             try:
-                out = path.run(path.arguments(leaves, arrays, drawn))
+                out = path.run(path.arguments(call.leaves, call.arrays, drawn, sliced, call.env))
             except GuardFailed as e:   # the compiled code's value is on the other side of a threshold
                 g = path.guards[e.index]
                 hostrng.restore_states(saved)
                 if path in paths:
                     paths.remove(path)
                 if g.kind != "bool" or e.index in overrides:   # the trace's own decisions, interpreted
-                    path, drawn = trace.full(paths, overrides, compile=False)
-                    return path.run(path.arguments(leaves, arrays, drawn))
+                    path, drawn = trace.full(paths, overrides, saved, compile=False)
+                    return path.run(path.arguments(call.leaves, call.arrays, drawn, path.serves(call.arrays, call.env), call.env))
                 overrides[e.index] = not g.value
                 continue
             if primal is not None and not overrides:
@@ -451,14 +648,36 @@ class Concrete:
         return None
 
 
+class _Call:
+    """One call's arguments as the dispatcher sees them: the flat array arguments (`leaves`,
+    `td`), the static ones (positions `static`; `sym` of them ints traced as symbols, whose
+    values are `env`), the arrays the function reads and the signature of the call."""
+    __slots__ = ("args", "static", "sym", "leaves", "td", "arrays", "kwargs", "sig", "env", "exact")
+
+    def __init__(self, args, static, sym, leaves, td, arrays, kwargs, sig):
+        self.args, self.static, self.sym, self.leaves, self.td = args, static, sym, leaves, td
+        self.arrays, self.kwargs, self.sig = arrays, kwargs, sig
+        self.env = tuple(args[i] for i in sym) if sym else ()
+        self.exact = False   # a trace used a symbolic int as a plain int
+
+    def rebuild(self, dyn):
+        """The function's positional arguments, the static ones wrapped in `Static`."""
+        it, args, static = iter(dyn), self.args, self.static
+        return tuple(Static(args[i]) if i in static else next(it) for i in range(len(args)))
+
+
+class _SymbolsFailed(Exception):
+    """A trace with symbolic ints raised: the call is traced again with plain ints."""
+
+
 class _Tracer:
     """The traces of one call: the function alone (`primal`), or the whole transformation
     (`full`), each with the call's values."""
 
-    def __init__(self, owner, leaves, td, rebuild, arrays, kwargs):
-        self.owner, self.leaves, self.td, self.rebuild = owner, leaves, td, rebuild
-        self.arrays, self.kwargs = arrays, kwargs
-        self.types = [arg_type(x) for x in leaves]
+    def __init__(self, owner, call):
+        self.owner, self.call, self.leaves, self.td = owner, call, call.leaves, call.td
+        self.rebuild, self.arrays, self.kwargs = call.rebuild, call.arrays, call.kwargs
+        self.types = [arg_type(x) for x in self.leaves]
         self.calls = []   # (hidden arguments, guards) when the function returned, per call of it
 
     def _values(self, overrides):
@@ -469,28 +688,42 @@ class _Tracer:
 
     def _function(self, c):
         fn, kwargs, calls = self.owner.fn, self.kwargs, self.calls
+        symbols = {i: SymInt(self.call.args[i], operator.itemgetter(j), c) for j, i in enumerate(self.call.sym)}
 
-        def unwrapped(*a, **k):   # the static arguments reach `fn` as themselves
-            out = fn(*[x.value if type(x) is Static else x for x in a], **kwargs, **k)
+        def unwrapped(*a, **k):   # the static arguments reach `fn` as themselves (ints as symbols)
+            out = fn(*[symbols.get(i, x.value) if type(x) is Static else x for i, x in enumerate(a)], **kwargs, **k)
             calls.append((len(c.hidden), len(c.guards)))
             return out
         return unwrapped
 
     def _run(self, c, staged):
         recorder = hostrng.Recorder(self.owner.fn, lambda value, k: _draw_argument(c, value, k))
-        with concrete.active(c), recorder.recording(), _print_at_trace(self.owner.name), timing.stage("trace"):
-            program, out_td, _ = trace_program(staged, tuple(self.leaves), self.td, self.types)
+        with concrete.active(c), recorder.recording(), _print_at_trace(self.owner.name), timing.stage("trace"), \
+                _sources_seen(self.owner.fn, self.arrays if self.call.sym else ()):
+            try:
+                program, out_td, _ = trace_program(staged, tuple(self.leaves), self.td, self.types)
+            finally:
+                c.closed = True
         pins = [(k, a) for k, a in enumerate(self.arrays)] if c.unmatched else []
-        return Path(program, out_td, c.guards, c.hidden, recorder.draws, recorder.owners, pins)
+        self.call.exact = self.call.exact or c.int_exact
+        path = Path(program, out_td, c.guards, c.hidden, recorder.draws, recorder.owners, pins, c.int_guards)
+        path.int_exact = c.int_exact
+        return path
 
-    def full(self, paths, overrides, compile=True):
+    def full(self, paths, overrides, saved, compile=True):
         """The transformation traced and compiled (or, past the bound, left to the
         interpreter): `(path, the host draws made while tracing)`."""
         c = self._values(overrides)
         fn, body, rebuild = self._function(c), self.owner.body, self.rebuild
         del self.calls[:]
         with timing.recording() as report:
-            path = self._run(c, lambda *dyn: body(fn, *rebuild(dyn)))
+            try:
+                path = self._run(c, lambda *dyn: body(fn, *rebuild(dyn)))
+            except Exception as e:
+                if not self.call.sym:
+                    raise
+                hostrng.restore_states(saved)
+                raise _SymbolsFailed() from e
             site = self.owner._over_bound(paths, path)
             if compile and site is None:
                 in_types = self.types + [var.type for var, _ in c.hidden]
@@ -527,8 +760,9 @@ class _Primal:
         """A path running the template's compiled code with this trace's hidden arguments."""
         t, p = self.template, self.primal
         n = len(p.hidden)
-        path = Path(t.program, t.out_td, p.guards, p.hidden + t.hidden[n:], p.draws, p.owners, p.pins)
-        path.compiled, path.compile_report = t.compiled, t.compile_report
+        path = Path(t.program, t.out_td, p.guards, p.hidden + t.hidden[n:], p.draws, p.owners, p.pins,
+                    p.int_guards)
+        path.compiled, path.compile_report, path.int_exact = t.compiled, t.compile_report, p.int_exact
         return path, [self.values.values[var] for var, source in p.hidden if source[0] == "draw"]
 
     def remember(self, path):
@@ -538,9 +772,7 @@ class _Primal:
         if path.compiled is None or path.primal_counts != [(len(p.hidden), len(p.guards))] \
                 or any(source[0] != "const" for _, source in path.hidden[len(p.hidden):]):
             return
-        _BY_PRIMAL[self.key] = path
-        while len(_BY_PRIMAL) > MAX_KEYS:
-            _BY_PRIMAL.popitem(last=False)
+        _remember(_BY_PRIMAL, self.key, path)
 
 
 @contextlib.contextmanager
@@ -591,16 +823,85 @@ def _draw_argument(c, value, index):
     return Staged(c.hidden_param(value, ("draw", index), t))
 
 
-def _next_path(paths, tried, failed, arrays):
-    """The path to try next: after `failed` (a path and the index of its failed guard), one
-    that took the same decisions before it and another there; most recently run first."""
+def _next_path(paths, tried, failed, call):
+    """`(path, its slices' values)`: the path to try next (None: none is left). After `failed`
+    (a path and the index of its failed guard), one that took the same decisions before it
+    and another there; most recently run first; only paths that serve the call."""
     for p in paths:
-        if id(p) in tried or not p.pins_hold(arrays):
+        if tried and any(p is t for t in tried):
             continue
-        if failed is None:
-            return p
-        f, k = failed
-        if p.decisions[:k] == f.decisions[:k] and len(p.decisions) > k and p.decisions[k] != f.decisions[k]:
-            return p
-    return None
+        if failed is not None:
+            f, k = failed
+            if not (p.decisions[:k] == f.decisions[:k] and len(p.decisions) > k and p.decisions[k] != f.decisions[k]):
+                continue
+        sliced = p.serves(call.arrays, call.env)
+        if sliced is not None:
+            return p, sliced
+    return None, None
 
+
+def _remember(table, key, value=True):
+    """`table[key] = value`, the table kept to MAX_KEYS entries (least recently set out first)."""
+    table[key] = value
+    table.move_to_end(key)
+    while len(table) > MAX_KEYS:
+        table.popitem(last=False)
+
+
+@contextlib.contextmanager
+def _sources_seen(fn, arrays):
+    """While a trace with symbolic ints runs: each of `arrays` that `fn` reads directly from a
+    closure cell, a global or a bound method's object (and so do the functions it names, to
+    depth 4) is put there as a `SourceView`, so that slicing it with a symbolic int gives an
+    argument of the program; put back after."""
+    undo = []
+    try:
+        if arrays:
+            _swap_sources(fn, {id(a) for a in arrays}, undo, set(), 4)
+        yield
+    finally:
+        for put_back in reversed(undo):
+            put_back()
+
+
+def _swap_sources(fn, ids, undo, seen, depth):
+    if depth < 0 or id(fn) in seen:
+        return
+    seen.add(id(fn))
+    if isinstance(fn, functools.partial):
+        return _swap_sources(fn.func, ids, undo, seen, depth)
+    if isinstance(fn, Concrete):
+        return _swap_sources(fn.fn, ids, undo, seen, depth)
+    if isinstance(fn, types.MethodType):
+        attrs = getattr(fn.__self__, "__dict__", None)
+        if type(attrs) is dict:
+            _swap_in(attrs, list(attrs), ids, undo)
+        fn = fn.__func__
+    if not isinstance(fn, types.FunctionType) or fn.__code__.co_filename.startswith(_PKG):
+        return
+    for cell in fn.__closure__ or ():
+        try:
+            v = cell.cell_contents
+        except ValueError:
+            continue
+        if id(v) in ids and _is_array(v):
+            cell.cell_contents = source_view(v)
+            undo.append(lambda cell=cell, v=v: setattr(cell, "cell_contents", v))
+        elif callable(v):
+            _swap_sources(v, ids, undo, seen, depth - 1)
+    g = fn.__globals__
+    names = _present_globals(fn.__code__, g)
+    _swap_in(g, names, ids, undo)
+    for name in names:
+        v = g.get(name)
+        if isinstance(v, (types.FunctionType, functools.partial, Concrete)):
+            _swap_sources(v, ids, undo, seen, depth - 1)
+
+
+def _swap_in(table, names, ids, undo):
+    """Put a `SourceView` of each array of `ids` found under `names` in the dict `table`."""
+    for name in names:
+        v = table.get(name)
+        if id(v) in ids and _is_array(v):
+            table[name] = source_view(v)
+            undo.append(lambda name=name, v=v: table.__setitem__(name, v))

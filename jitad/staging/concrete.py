@@ -12,6 +12,7 @@ program and of the transformations it calls have values; the bodies of IF, WHILE
 FUN, TREE, scan and checkpointed loops do not (a decision there stays a StagingError
 naming the combinator), nor does anything under `jit` or `vmap`.
 """
+import operator
 import sys
 import threading
 
@@ -20,13 +21,15 @@ import numpy as np
 from ..errors import StagingError, user_location
 from ..ir.interpret import run_node
 from ..ir.ops import Op
-from ..ir.types import NUMPY
+from ..ir.types import NUMPY, Type, dtype_of_numpy
 from .frames import current_frame, emit
 
 GUARD_PREFIX = "jitad guard "   # a check whose message starts so is a guard: `GUARD_PREFIX + index`
 
 _local = threading.local()
 _NO_VALUES = (Op.DEBUG_PRINT, Op.CHECK)
+_I64 = Type("i64")
+STAGED: list = [None]   # `jitad.staging.values.Staged`, set by that module (which imports this one)
 
 
 class NoValue(Exception):
@@ -60,6 +63,9 @@ class ConcreteTrace:
         self.hidden_ids = {}  # id(array) -> its hidden param (an array met twice is one argument)
         self.sources = {}     # id(array) -> ("read", index): arrays the function reads, re-read per call
         self.unmatched = False   # an array constant met that is none of `sources`
+        self.int_guards = []     # (expression of the call's symbolic ints, value): see `SymInt`
+        self.int_exact = False   # a symbolic int was used as a plain int (a guard on its value)
+        self.closed = False      # the trace is over: its paths' guards are fixed
 
     # -- values -------------------------------------------------------------------
 
@@ -133,6 +139,8 @@ class ConcreteTrace:
         """The param standing for the NumPy array `x` met by the trace: an array the function
         reads (a closure cell, default or global: re-read at each call), else the value met
         (a constant of this path, passed as an argument so that another value costs no compile)."""
+        if type(x) is SourceView:
+            x = x.__dict__.get("source", x)
         read = self.sources.get(id(x))
         key = (id(x), type_.dtype)
         if (read is None or read[1] is not x) and np.size(x) <= 4096:
@@ -161,6 +169,14 @@ class ConcreteTrace:
         self.values[var] = np.asarray(value, NUMPY[type_.dtype])[()]
         self.hidden.append((var, source))
         return var
+
+
+    def int_guard(self, expr, value, exact=False):
+        """Record that the path serves only calls whose symbolic ints give `expr(ints) == value`."""
+        if self.closed:   # (a symbol kept past its trace, in a list the function appended to)
+            return
+        self.int_guards.append((expr, value))
+        self.int_exact = self.int_exact or exact
 
 
 ULPS = 4   # a float guard holds within this many units in the last place of the traced value
@@ -268,3 +284,222 @@ def to_float(staged, refuse):
     trace's NumPy value and the compiled code's may differ in the last bits), else `refuse()`.
     A Python float carries no derivative: where it feeds the computation it is a constant."""
     return float(decision(staged, "float", refuse))
+
+
+# -- symbolic ints --------------------------------------------------------------------------
+
+def _expression(x):
+    """`env -> value` for a symbolic int or a plain int, else None."""
+    if type(x) is SymInt:
+        return x.expr
+    if type(x) is int or isinstance(x, np.integer):
+        v = int(x)
+        return lambda env: v
+    return None
+
+
+def _value(x):
+    return x.value if type(x) is SymInt else int(x)
+
+
+class SymInt:
+    """An int argument of the call traced as a symbol (`grad(objective)(params, i)`): one
+    trace serves every value. `expr(env)` is its value for a call whose symbolic ints are
+    `env`. Arithmetic with ints gives another SymInt; a comparison, `bool` or
+    `expr != 0` is a guard of the path on the expression; any other use (an index of an
+    array it does not read through a `SourceView`, `range`, `float`, a hash, a string) takes
+    the plain int, guarded equal to this call's value (the path then serves it only).
+
+    >>> c = ConcreteTrace()
+    >>> i = SymInt(7, operator.itemgetter(0), c)
+    >>> j = (i % 4) * 10
+    >>> j.value, j.expr((9,)), (i < 10), c.int_guards[0][1]
+    (30, 10, True, True)
+    """
+    __slots__ = ("value", "expr", "trace")
+
+    def __init__(self, value, expr, trace):
+        self.value, self.expr, self.trace = value, expr, trace
+
+    @property
+    def __class__(self):   # (`isinstance(i, int)` holds, as it does for the int it stands for)
+        return int
+
+    def concrete(self):
+        """The plain int, guarded: the path serves calls where this expression has this value."""
+        self.trace.int_guard(self.expr, self.value, exact=True)
+        return self.value
+
+    def staged_var(self):
+        """The var standing for this int in the program being traced: an i64 argument the
+        dispatcher computes at each call (a constant where the frame has no values)."""
+        c = frame_values()
+        if c is not self.trace:
+            return emit(Op.CONST, [], {"value": self.concrete(), "type": _I64})[0]
+        return c.hidden_param(self.value, ("int", self.expr), _I64)
+
+    def __index__(self):
+        return self.concrete()
+
+    __int__ = __trunc__ = __index__
+
+    def __float__(self):
+        return float(self.concrete())
+
+    def __complex__(self):
+        return complex(self.concrete())
+
+    def __hash__(self):
+        return hash(self.concrete())
+
+    def __repr__(self):
+        return repr(self.concrete())
+
+    def __format__(self, spec):
+        return format(self.concrete(), spec)
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(self.concrete(), dtype=dtype)
+
+    def __getattr__(self, name):   # (`i.bit_length()`, `i.real`: the plain int's; a probe for
+        if not hasattr(int, name):   # another attribute is no use of the value)
+            raise AttributeError(name)
+        return getattr(self.concrete(), name)
+
+    def __bool__(self):
+        e, value = self.expr, self.value != 0
+        self.trace.int_guard(lambda env: e(env) != 0, value)
+        return value
+
+    def __neg__(self):
+        e = self.expr
+        return SymInt(-self.value, lambda env: -e(env), self.trace)
+
+    def __abs__(self):
+        e = self.expr
+        return SymInt(abs(self.value), lambda env: abs(e(env)), self.trace)
+
+    def __pos__(self):
+        return self
+
+    def __round__(self, ndigits=None):
+        return self if ndigits is None else round(self.concrete(), ndigits)
+
+
+def _arithmetic(op):
+    def forward(self, other):
+        e, a = _expression(other), self.expr
+        if e is None:
+            return op(self.concrete(), other)
+        return SymInt(op(self.value, _value(other)), lambda env: op(a(env), e(env)), self.trace)
+
+    def reflected(self, other):
+        e, a = _expression(other), self.expr
+        if e is None:
+            return op(other, self.concrete())
+        return SymInt(op(_value(other), self.value), lambda env: op(e(env), a(env)), self.trace)
+    return forward, reflected
+
+
+def _comparison(op):
+    def compare(self, other):
+        e, a = _expression(other), self.expr
+        if e is None:
+            return op(self.concrete(), other)
+        value = op(self.value, _value(other))
+        self.trace.int_guard(lambda env: op(a(env), e(env)), value)
+        return value
+    return compare
+
+
+for _name in ("add", "sub", "mul", "floordiv", "mod", "lshift", "rshift", "and", "or", "xor"):
+    _op = getattr(operator, _name + "_" if _name in ("and", "or") else _name)
+    setattr(SymInt, f"__{_name}__", _arithmetic(_op)[0])
+    setattr(SymInt, f"__r{_name}__", _arithmetic(_op)[1])
+for _name in ("lt", "le", "gt", "ge", "eq", "ne"):
+    setattr(SymInt, f"__{_name}__", _comparison(getattr(operator, _name)))
+
+
+def _pow(self, other, mod=None):
+    if mod is None and type(other) is int and other >= 0:
+        e = self.expr
+        return SymInt(self.value ** other, lambda env: e(env) ** other, self.trace)
+    return pow(self.concrete(), other, mod) if mod is not None else self.concrete() ** other
+
+
+SymInt.__pow__ = _pow
+SymInt.__truediv__ = lambda self, other: self.concrete() / other
+SymInt.__rtruediv__ = lambda self, other: other / self.concrete()
+SymInt.__rpow__ = lambda self, other: other ** self.concrete()
+
+
+def _has_symbol(key):
+    if type(key) is SymInt:
+        return True
+    if type(key) is slice:
+        return any(type(k) is SymInt for k in (key.start, key.stop, key.step))
+    return type(key) is tuple and any(_has_symbol(k) for k in key)
+
+
+def _template(key):
+    """`env -> key` for an index made of symbolic ints, ints, slices, None and Ellipsis (a
+    tuple of them), else None."""
+    if type(key) is slice:
+        parts = [_template(k) for k in (key.start, key.stop, key.step)]
+        if None in parts:
+            return None
+        a, b, s = parts
+        return lambda env: slice(a(env), b(env), s(env))
+    if type(key) is tuple:
+        parts = [_template(k) for k in key]
+        return None if None in parts else lambda env: tuple(p(env) for p in parts)
+    if key is None or key is Ellipsis:
+        return lambda env: key
+    return _expression(key)
+
+
+def _plain(key):
+    """The index with each symbolic int replaced by its value (no guard: the caller guards)."""
+    if type(key) is SymInt:
+        return key.value
+    if type(key) is slice:
+        return slice(_plain(key.start), _plain(key.stop), _plain(key.step))
+    return tuple(_plain(k) for k in key) if type(key) is tuple else key
+
+
+class SourceView(np.ndarray):
+    """An array the traced function reads (a global, a closure cell, an attribute of a bound
+    method's object), as the function sees it while a trace with symbolic ints runs:
+    indexing it with a symbolic int (`train_images[i * 50:(i + 1) * 50]`) gives a staged
+    argument of the program that the dispatcher computes from the source at each call (its
+    shape guarded), not a constant; everything else is the array's own behaviour."""
+
+    def __getitem__(self, key):
+        source = self.__dict__.get("source")
+        if source is None or not _has_symbol(key):
+            return (source if source is not None else self.view(np.ndarray))[key]
+        c, template = frame_values(), _template(key)
+        read = c.sources.get(id(source)) if c is not None else None
+        if template is None or read is None or read[1] is not source or not _same_trace(key, c):
+            return source[key]   # (each symbolic int's value taken, guarded)
+        value = np.asarray(source[_plain(key)])
+        dtype = dtype_of_numpy(value.dtype)
+        if dtype is None:
+            return source[key]
+        var = c.hidden_param(value, ("slice", read[0], template, value.shape), Type(dtype, value.shape))
+        return STAGED[0](var)
+
+
+def _same_trace(key, c):
+    if type(key) is SymInt:
+        return key.trace is c
+    if type(key) is slice:
+        return all(_same_trace(k, c) for k in (key.start, key.stop, key.step))
+    return all(_same_trace(k, c) for k in key) if type(key) is tuple else True
+
+
+def source_view(array):
+    """`array` seen through a `SourceView` (see there)."""
+    v = array.view(SourceView)
+    v.source = array
+    return v

@@ -272,6 +272,9 @@ class Staged:
     __abs__ = lambda a: unary(Op.ABS, a)
 
 
+concrete.STAGED[0] = Staged   # (a slice at a symbolic int is a staged value: see `concrete.SourceView`)
+
+
 class StagedTree:
     """A staged `jitad.Tree` input; use it with `TREE`."""
     __slots__ = ("_var",)
@@ -310,6 +313,8 @@ def _kind(x):
     """(dtype, weak): Python and NumPy scalars are weakly typed, as in JAX."""
     if isinstance(x, Staged):
         return x.ir_dtype, x.weak
+    if type(x) is concrete.SymInt:
+        return "i64", True
     _refuse_masked(x, "in staged code")
     if isinstance(x, (bool, np.bool_)):
         return "bool", True
@@ -351,6 +356,8 @@ def result_dtype(*xs):
 
 def as_var(x, dtype=None):
     """The var of `x` (a staged value or a Python number) converted to `dtype`."""
+    if type(x) is concrete.SymInt:   # an int argument traced as a symbol: an argument of the program
+        x = Staged(x.staged_var(), True)
     if isinstance(x, Staged):
         if dtype is None or x.ir_dtype == dtype:
             return x._var
@@ -422,6 +429,8 @@ def power(x, n):
     with an integer value, |n| <= 64) is squarings and products, as JAX's `integer_pow`:
     no `pow` call (x ** 3 over 10^6 elements: 21 -> 0.27 ms) and no log(x) in its
     derivatives (a `pow` node's exponent derivative, NaN at x < 0)."""
+    if type(n) is concrete.SymInt:   # (an integer power unrolls: its value is part of the program)
+        n = n.concrete()
     dtype = result_dtype(x, n) if is_staged(x) else None
     if dtype not in FLOATS or is_staged(n) or isinstance(n, (bool, np.bool_)) \
             or not isinstance(n, (int, float, np.integer, np.floating)) or n != np.trunc(n) or abs(n) > 64:
