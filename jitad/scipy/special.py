@@ -484,3 +484,5 @@ def i1(x):
 from .special_bessel import bessel_jn, iv, ive, j0, j1, jn, y0, y1, yn  # noqa: E402,F401
 from .special_hypergeometric import hyp1f1, hyp2f1  # noqa: E402,F401
 from .special_integrals import dawsn, exp1, expi, expn, fresnel, owens_t, sici, spence  # noqa: E402,F401
+from .special_rules import (defjvp, defvjp, fwd_grad_logsumexp, make_gammainc_vjp_arg1,  # noqa: E402,F401
+                            make_grad_logsumexp, primitive, repeat_to_match_shape, unbroadcast_f)
