@@ -50,7 +50,7 @@ def isinstance(obj, class_or_tuple):   # noqa: A001 (autograd's name)
     """`isinstance` on the value `obj` stands for (see `type`)."""
     if is_staged(obj):
         classes = class_or_tuple if isinstance_(class_or_tuple, tuple_) else (class_or_tuple,)
-        return builtins.any(issubclass(type(obj), c) or (c is Box) for c in classes)
+        return builtins.any(isinstance_(obj, c) or issubclass(type(obj), c) or (c is Box) for c in classes)
     return isinstance_(obj, class_or_tuple)
 
 

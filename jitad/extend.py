@@ -4,7 +4,8 @@
 mode, autograd's `vjpmaker(ans, *args, **kwargs) -> (g -> cotangent)` per argument)
 and `defjvp` (forward mode, `jvp(g, ans, *args, **kwargs) -> tangent` per argument).
 They become a `jitad.custom_vjp` / `jitad.custom_jvp` rule, so the function compiles
-and its rule runs as staged code. Without a rule, jitad differentiates the body.
+and its rule runs as staged code. Without any rule it is evaluated (and compiled) as it is,
+and differentiating it raises `MissingRuleError`, as autograd's does.
 
 >>> from jitad.extend import primitive, defvjp
 >>> @primitive
@@ -24,7 +25,7 @@ import functools
 import numpy as np
 
 from . import numeric as N
-from .errors import ArgumentError
+from .errors import ArgumentError, MissingRuleError
 from .pytree import flatten, tree_map, unflatten
 from .staging import Staged as Box
 from .staging import is_staged
@@ -32,6 +33,7 @@ from .transforms.custom import custom_jvp, custom_vjp
 
 __all__ = ["Box", "JVPNode", "SparseObject", "VJPNode", "VSpace", "def_linear", "defjvp", "defjvp_argnum",
            "defjvp_argnums", "defvjp", "defvjp_argnum", "defvjp_argnums", "notrace_primitive", "primitive",
+           "primitive_jvps", "primitive_vjps",
            "register_notrace", "vspace"]
 
 
@@ -87,7 +89,7 @@ class VSpace:
 
     def randn(self):
         """A random value with standard normal elements."""
-        return self._build(lambda s, d: np.random.randn(*s).astype(d))
+        return self._build(lambda s, d: np.asarray(np.random.randn(*s)).astype(d))   # a scalar draw is a float
 
     def standard_basis(self):
         """The unit vectors of the space, one per element."""
@@ -170,20 +172,32 @@ def _zeros_like(x):
 
 # -- primitives ----------------------------------------------------------------------
 
+# The derivative rules of the primitives, by primitive (autograd's tables of the same names):
+# `defvjp` and `defjvp` fill them, and a rule taken out of them is gone.
+primitive_vjps = {}   # primitive -> (argnums, ans, args, kwargs) -> g -> tuple of cotangents
+primitive_jvps = {}   # primitive -> (argnums, gs, ans, args, kwargs) -> tangent
+
+
 class primitive:
-    """A function with derivative rules given by `defvjp`/`defjvp` (see the module)."""
+    """A function with derivative rules given by `defvjp`/`defjvp` (see the module); like
+    autograd's, one without any rule cannot be differentiated (`MissingRuleError`)."""
 
     def __init__(self, fun):
         if not callable(fun):
             raise ArgumentError(f"primitive takes a function, got {type(fun).__name__}")
         self.fun = fun
-        self.vjp_argnums = None   # (argnums, ans, args, kwargs) -> g -> tuple of cotangents
-        self.jvp_argnums = None   # (argnums, gs, ans, args, kwargs) -> tangent
         functools.update_wrapper(self, fun)
+
+    vjp_argnums = property(lambda self: primitive_vjps.get(self),
+                           lambda self, rule: primitive_vjps.__setitem__(self, rule))
+    jvp_argnums = property(lambda self: primitive_jvps.get(self),
+                           lambda self, rule: primitive_jvps.__setitem__(self, rule))
 
     def __call__(self, *args, **kwargs):
         if self.vjp_argnums is None and self.jvp_argnums is None:
-            return self.fun(*args, **kwargs)
+            if not any(is_staged(v) for v in flatten((args, kwargs))[0]):
+                return self.fun(*args, **kwargs)
+            return self._without_rules(args, kwargs)
         # arguments that are not values (functions, strings) are fixed: the rule closes over them
         fixed = {i: a for i, a in enumerate(args) if not _is_value(a)}
 
@@ -202,6 +216,25 @@ class primitive:
             rule = custom_jvp(body)
             rule.defjvp(lambda primals, tangents: self._tangent(full(primals), full(tangents), kwargs, fixed))
         return rule(*[a for i, a in enumerate(args) if i not in fixed])
+
+    def _without_rules(self, args, kwargs):
+        """The function, staged; differentiating it raises (autograd: no rule, no derivative)."""
+        name = getattr(self.fun, "__name__", "the primitive")
+        dynamic = [i for i, a in enumerate(args) if _is_value(a)]
+
+        def body(*values):
+            full = list(args)
+            for i, v in zip(dynamic, values):
+                full[i] = v
+            return self.fun(*full, **kwargs)
+
+        def refuse(primals, tangents):
+            raise MissingRuleError(f"`{name}` is an @primitive without a derivative rule: give one with "
+                                   f"jitad.extend.defvjp (reverse mode) or defjvp (forward mode), or drop "
+                                   f"@primitive to let jitad differentiate its body")
+        rule = custom_jvp(body)
+        rule.defjvp(refuse)
+        return rule(*[args[i] for i in dynamic])
 
     def _cotangents(self, args, kwargs, g, fixed):
         ans = self.fun(*args, **kwargs)

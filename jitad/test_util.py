@@ -42,7 +42,13 @@ def check_grads(fun, args=None, order=2, modes=None, atol=None, rtol=None, eps=N
             for i, x in zip(nums, xs):
                 full[i] = x
             return fun(*full, **call_kwargs)
-        testing.check_grads(f, tuple(call_args[i] for i in nums), order=order, modes=modes, **tolerances)
+        xs = tuple(call_args[i] for i in nums)
+        for mode in modes:   # one at a time, so that a failure names its mode and function, as autograd's
+            try:
+                testing.check_grads(f, xs, order=order, modes=(mode,), **tolerances)
+            except AssertionError as e:
+                raise AssertionError(f"({'VJP' if mode == 'rev' else 'JVP'}) check of {get_name(fun)} failed: {e}") \
+                    from None
     return check
 
 

@@ -11,7 +11,8 @@ from ..staging import is_staged
 __all__ = ["cholesky", "cho_factor", "cho_solve", "solve_triangular", "solve", "inv", "det", "eigh",
            "norm", "pinv", "qr", "svd", "block_diag", "toeplitz", "hankel", "circulant", "companion", "hilbert",
            "invhilbert", "pascal", "helmert", "leslie", "fiedler", "convolution_matrix", "expm", "expm_frechet",
-           "polar", "eigh_tridiagonal", "solve_sylvester"]
+           "polar", "eigh_tridiagonal", "solve_sylvester", "fiedler_companion", "hadamard", "invpascal", "lu", "lu_factor",
+           "lu_solve", "qr_multiply", "hessenberg", "sqrtm"]
 
 
 def _mT(x):
@@ -168,6 +169,53 @@ def leslie(f, s):
     return N.concatenate([N.reshape(f, (1, n)), _np("pad")(_np("diag")(s), ((0, 0), (0, 1)))], axis=0)
 
 
+def invpascal(n, kind="symmetric", exact=True):
+    """The inverse of `pascal(n, kind)` (exact integers, as floats): the lower one is
+    (-1)**(i + j) C(i, j), the symmetric one its transpose times itself."""
+    from math import comb
+    if kind not in ("symmetric", "lower", "upper"):
+        raise ArgumentError(f"invpascal: kind={kind!r}; use 'symmetric', 'lower' or 'upper'")
+    lower = np.array([[(-1) ** (i + j) * comb(i, j) for j in range(n)] for i in range(n)], float)
+    return {"symmetric": lower.T @ lower, "lower": lower, "upper": lower.T}[kind]
+
+
+def hadamard(n, dtype=int):
+    """The n x n Hadamard matrix of Sylvester's construction (n a power of 2):
+    `hadamard(2) == [[1, 1], [1, -1]]`."""
+    if n < 1 or n & (n - 1):
+        raise ArgumentError(f"hadamard: n={n}; give a power of 2")
+    out = np.ones((1, 1), dtype)
+    while out.shape[0] < n:
+        out = np.block([[out, out], [out, -out]])
+    return out
+
+
+def _fiedler_pattern(n):
+    """For Fiedler's companion matrix of order n - 1: which coefficient (j > 0 for -a_j / a_0,
+    -1 for a one, 0 for a zero) sits where."""
+    m = n - 1
+    w = np.zeros((m, m), int)
+    cells = [(0, 0, 1), (1, 0, -1)]
+    for r in range(0, m, 2):
+        cells += [(r, r - 1, r + 1), (r, r + 1, r + 2), (r, r + 2, -1)] if r else [(0, 1, 2), (0, 2, -1)]
+    cells += [(r, r - 2, -1) for r in range(3, m, 2)]
+    for r, c, j in cells:
+        if 0 <= r < m and 0 <= c < m:
+            w[r, c] = j
+    return w
+
+
+def fiedler_companion(a):
+    """Fiedler's companion matrix of the polynomial with coefficients `a` (highest first): a
+    pentadiagonal matrix whose eigenvalues are the polynomial's roots."""
+    n = _shape(a)[0]
+    if n < 2:
+        return np.zeros(0)   # SciPy's empty answer
+    w = _fiedler_pattern(n)
+    b = N.concatenate([np.zeros(1), -a[1:] / a[0]])
+    return N.where(w > 0, _from_index(b, np.maximum(w, 0)), N.where(w < 0, 1.0, 0.0))
+
+
 def fiedler(a):
     """The Fiedler matrix |a_i - a_j|."""
     return N.abs(a[:, None] - a[None, :])
@@ -258,3 +306,6 @@ def solve_sylvester(A, B, C, *, method="schur", tol=1e-8):
     big = _np("kron")(np.eye(n), A) + _np("kron")(_mT(B), np.eye(m))
     x = L.solve(big, N.reshape(_mT(C), (m * n,)))
     return _mT(N.reshape(x, (n, m)))
+
+
+from .linalg_decomp import hessenberg, lu, lu_factor, lu_solve, qr_multiply, sqrtm  # noqa: E402,F401

@@ -14,7 +14,8 @@ __all__ = ["logsumexp", "expit", "logit", "erf", "erfc", "ndtr", "log_ndtr", "xl
            "gammasgn", "loggamma", "beta", "poch", "factorial", "comb", "multigammaln", "bernoulli", "rel_entr",
            "kl_div", "boxcox", "boxcox1p", "erfinv", "ndtri", "erfcx", "gammainc", "gammaincc", "betainc", "zeta", "rgamma", "erfcinv", "root_pi",
            "inv_root_pi",
-           "i0", "i0e", "i1", "i1e"]
+           "i0", "i0e", "i1", "i1e", "exp1", "expi", "expn", "dawsn", "sici", "fresnel", "spence", "owens_t",
+           "hyp1f1", "hyp2f1", "bessel_jn", "jn", "yn", "j0", "j1", "y0", "y1", "iv", "ive"]
 psi = digamma
 
 _SQRT_HALF = math.sqrt(0.5)
@@ -477,3 +478,11 @@ def i1(x):
     """The modified Bessel function of the first kind of order 1 (odd in x)."""
     x = _float(x)
     return i1e(x) * N.exp(N.abs(x))
+
+
+# the families in their own modules (they use the helpers above)
+from .special_bessel import bessel_jn, iv, ive, j0, j1, jn, y0, y1, yn  # noqa: E402,F401
+from .special_hypergeometric import hyp1f1, hyp2f1  # noqa: E402,F401
+from .special_integrals import dawsn, exp1, expi, expn, fresnel, owens_t, sici, spence  # noqa: E402,F401
+from .special_rules import (defjvp, defvjp, fwd_grad_logsumexp, make_gammainc_vjp_arg1,  # noqa: E402,F401
+                            make_grad_logsumexp, primitive, repeat_to_match_shape, unbroadcast_f)

@@ -7,6 +7,7 @@ in their arguments, with SciPy's signatures (`from jitad.scipy.stats import norm
 Every argument may be staged (and differentiated) but `dirichlet`'s `alpha`, which must
 be a plain array.
 """
+import collections
 import math
 import sys
 import types
@@ -21,7 +22,7 @@ from . import special as S
 
 __all__ = ["norm", "multivariate_normal", "t", "gamma", "beta", "poisson", "bernoulli", "dirichlet",
            "expon", "laplace", "uniform", "logistic", "cauchy", "chi2", "pareto", "gumbel_r", "gumbel_l", "geom",
-           "binom", "nbinom", "betabinom", "multinomial", "wrapcauchy", "truncnorm"]
+           "binom", "nbinom", "betabinom", "multinomial", "wrapcauchy", "truncnorm", "gennorm", "vonmises"]
 
 _LOG_2PI = math.log(2 * math.pi)
 
@@ -523,6 +524,58 @@ class truncnorm:
     @staticmethod
     def sf(x, a, b, loc=0.0, scale=1.0):
         return N.exp(truncnorm.logsf(x, a, b, loc, scale))
+
+
+@_with_exp
+class gennorm:
+    """The generalized normal distribution with density beta / (2 Γ(1 / beta)) exp(-|x|**beta)
+    (beta = 2: a normal of variance 1/2; beta = 1: Laplace's)."""
+
+    @staticmethod
+    def logpdf(x, beta):
+        return N.log(0.5 * beta) - N.lgamma(1.0 / beta) - N.abs(x) ** beta
+
+    @staticmethod
+    def cdf(x, beta):
+        half = 0.5 * S.gammainc(1.0 / beta, N.abs(x) ** beta)
+        return 0.5 + N.where(x < 0, -half, half)
+
+
+@_with_exp
+class vonmises:
+    """The von Mises distribution on the circle with concentration kappa > 0, density
+    exp(kappa cos x) / (2 pi I0(kappa)) (NaN for kappa <= 0, as JAX)."""
+
+    @staticmethod
+    def logpdf(x, kappa):
+        kappa = S._float(kappa)
+        pos = kappa > 0
+        k = N.where(pos, kappa, 1.0)
+        return N.where(pos, k * (N.cos(x) - 1.0) - N.log(2 * math.pi * S.i0e(k)), np.nan)
+
+
+ModeResult = collections.namedtuple("ModeResult", ["mode", "count"])
+
+
+def mode(a, axis=0, nan_policy="propagate", keepdims=False):
+    """The most frequent value along `axis` (None: of the flattened array) and how often it
+    occurs; among equally frequent values the smallest, as SciPy: `stats.mode([1, 2, 2]).mode == 2`."""
+    if nan_policy != "propagate":
+        raise ArgumentError(f"stats.mode: nan_policy={nan_policy!r}; only 'propagate' is supported")
+    a = a if N.is_staged(a) else np.asarray(a)
+    if axis is None:
+        a, axis = N.reshape(a, (-1,)), 0
+    if not _shape(a):
+        a, axis = N.reshape(a, (1,)), 0
+    a = A.moveaxis(a, axis, -1)
+    counts = N.sum(N.where(a[..., :, None] == a[..., None, :], 1, 0), -1)
+    best = N.max(counts, -1, keepdims=True)
+    top = N.max(a, -1, keepdims=True)
+    value = N.min(N.where(counts == best, a, top), -1)
+    count = best[..., 0]
+    if keepdims:
+        value, count = A.expand_dims(value, axis), A.expand_dims(count, axis)
+    return ModeResult(value, count)
 
 
 def sem(a, axis=0, ddof=1, nan_policy="propagate", *, keepdims=False):

@@ -27,6 +27,7 @@ TABLE = {
     "geom": ((0.3,), K, None), "binom": ((10.0, 0.3), K, None), "nbinom": ((3.0, 0.4), K, None),
     "betabinom": ((10.0, 2.0, 3.0), K, None), "wrapcauchy": ((0.4,), np.abs(X), None),
     "gumbel_r": ((0.3, 1.5), X, (0.3, 1.5)), "gumbel_l": ((0.3, 1.5), X, (0.3, 1.5)),
+    "gennorm": ((1.5,), np.append(X, [-np.inf, np.inf]), None), "vonmises": ((2.0,), X, None),
 }
 QUANTILES = ("ppf", "isf")
 # JAX strays from SciPy by this much in some of its methods (betabinom's betaln, isf's
@@ -88,7 +89,8 @@ GRADS = [("norm", "logcdf", (0.7, 0.3, 1.5)), ("norm", "logpdf", (0.7, 0.3, 1.5)
          ("chi2", "logpdf", (1.7, 3.0)), ("pareto", "logpdf", (3.1, 2.0, 0.5)), ("t", "logpdf", (0.7, 4.0, 0.2, 1.5)),
          ("truncnorm", "logpdf", (0.7, -1.0, 2.0)), ("truncnorm", "logcdf", (0.7, -1.0, 2.0)),
          ("poisson", "logpmf", (3.0, 2.5)), ("binom", "logpmf", (3.0, 10.0, 0.3)), ("nbinom", "logpmf", (3.0, 3.0, 0.4)),
-         ("gumbel_r", "logcdf", (0.7, 0.3, 1.5)), ("gumbel_l", "logcdf", (0.7, 0.3, 1.5))]
+         ("gumbel_r", "logcdf", (0.7, 0.3, 1.5)), ("gumbel_l", "logcdf", (0.7, 0.3, 1.5)),
+         ("gennorm", "logpdf", (-0.7, 1.5)), ("gennorm", "cdf", (-0.7, 1.5)), ("vonmises", "logpdf", (0.7, 2.0))]
 
 
 @pytest.mark.parametrize("name,method,point", GRADS, ids=[f"{n}.{m}" for n, m, _ in GRADS])
@@ -126,3 +128,20 @@ def test_multivariate_normal_entropy():
                                ss.multivariate_normal(np.zeros(2), cov).entropy(), rtol=1e-14)
     ag = pytest.importorskip("autograd.scipy.stats.multivariate_normal")
     np.testing.assert_allclose(S.multivariate_normal.entropy(np.zeros(2), cov), ag.entropy(np.zeros(2), cov), rtol=1e-14)
+
+
+def test_vonmises_needs_a_positive_concentration():
+    assert np.isnan(S.vonmises.logpdf(1.0, -1.0)) and np.isnan(jst.vonmises.logpdf(1.0, -1.0))
+
+
+@pytest.mark.parametrize("axis,keepdims", [(0, False), (1, True), (None, False)])
+def test_mode_against_scipy_and_jax(axis, keepdims):
+    a = np.array([[1, 2, 1, 3, 2, 1], [3, 1, 3, 2, 1, 3], [1, 2, 2, 3, 1, 2]])
+    for x in (a, a * 0.5 - 1.0):
+        mine = S.mode(x, axis=axis, keepdims=keepdims)
+        want = ss.mode(x, axis=axis, keepdims=keepdims)
+        theirs = jst.mode(x, axis=axis, keepdims=keepdims)
+        for got in (mine, jitad.jit(lambda v: S.mode(v, axis=axis, keepdims=keepdims))(x)):
+            np.testing.assert_array_equal(got.mode, want.mode)
+            np.testing.assert_array_equal(got.count, want.count)
+        np.testing.assert_array_equal(mine.mode, theirs.mode)
