@@ -34,6 +34,9 @@ CONFIGS = {
     "large": dict(n_layer=4, n_embd=128, n_head=4, block=128, batch=16, vocab=65),
     "larger": dict(n_layer=6, n_embd=256, n_head=8, block=128, batch=8, vocab=65),
 }
+# the machine is shared: a step is timed by the process's CPU time (every thread of it), so
+# waiting for a core does not count; `--wall` times by the wall clock instead
+CLOCK = [time.process_time]
 ADAMW = dict(lr=1e-3, b1=0.9, b2=0.95, eps=1e-8, wd=0.1)
 
 
@@ -318,9 +321,9 @@ def gemm_floor(cfg, repeats=20):
     run()
     times = []
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0 = CLOCK[0]()
         run()
-        times.append(time.perf_counter() - t0)
+        times.append(CLOCK[0]() - t0)
     return statistics.median(times)
 
 
@@ -385,11 +388,11 @@ def time_steps(trainers, cfg, repeats=7, steps=5):
     for _ in range(repeats):
         for name, tr in trainers.items():
             tr.sync(tr.step(*data[0]))
-            t0 = time.perf_counter()
+            t0 = CLOCK[0]()
             for b in data:
                 loss = tr.step(*b)
             tr.sync(loss)
-            times[name].append((time.perf_counter() - t0) / steps)
+            times[name].append((CLOCK[0]() - t0) / steps)
     return times
 
 
@@ -410,8 +413,11 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--no-compile", action="store_true", help="leave out torch.compile")
+    ap.add_argument("--wall", action="store_true", help="time by the wall clock, not CPU time")
     ap.add_argument("--only", default=None, help="comma-separated frameworks")
     args = ap.parse_args(argv)
+    if args.wall:
+        CLOCK[0] = time.perf_counter
     configs = args.configs.split(",") if args.configs else ["small", "large"] + (["larger"] if args.large else [])
     names = ["jitad", "jax", "torch", "torch.compile"]
     if args.no_compile:
