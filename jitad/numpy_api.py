@@ -865,9 +865,10 @@ def matmul_nd(a, b):
         out = N.reshape(out, batch + (m, n))
     else:
         nb = math.prod(batch)
-        a3 = N.reshape(N.broadcast_to(a2, batch + (m, k)), (nb, m, k))
-        b3 = N.reshape(N.broadcast_to(b2, batch + (k, n)), (nb, k, n))
-        out = N.reshape(bmm(*N._promoted(a3, b3)), batch + (m, n))
+        (a2, ta), (b2, tb) = N.untransposed(a2), N.untransposed(b2)   # `q @ k.swapaxes(-1, -2)`: k in place
+        a3 = N.reshape(N.broadcast_to(a2, batch + ((k, m) if ta else (m, k))), (nb,) + ((k, m) if ta else (m, k)))
+        b3 = N.reshape(N.broadcast_to(b2, batch + ((n, k) if tb else (k, n))), (nb,) + ((n, k) if tb else (k, n)))
+        out = N.reshape(bmm(*N._promoted(a3, b3), ta=ta, tb=tb), batch + (m, n))
     shape = batch + ((m,) if len(sa) > 1 else ()) + ((n,) if len(sb) > 1 else ())
     return N.reshape(out, shape)
 

@@ -81,7 +81,9 @@ def _canonical(x, t):
         return plain_tree(x)
     if t.shape:
         descr = _DESCRS[t.dtype]
-        if type(x) is np.ndarray and x.dtype is descr and x.flags.c_contiguous and x.flags.aligned:
+        if isinstance(x, np.ndarray) and x.dtype is descr and x.flags.c_contiguous and x.flags.aligned:
+            # (a subclass, such as the `jitad.Array`s a jitted step returned, as a plain view: no copy)
+            x = x if type(x) is np.ndarray else x.view(np.ndarray)
             return x if t.dtype != "bool" else clean_bools(x)
         _check_copy_fits(x, t, descr)
         check_int64_range(x)

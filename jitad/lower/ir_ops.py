@@ -181,8 +181,9 @@ def _slot_update(lo, node, ins):
     t = node.inputs[1].type
     if node.op == Op.SLOT_ADD:
         _add_into(lo, ins[0], ins[1], t)
-    elif t.shape:
-        lo.copy(ins[0], ins[1], t)
+    elif t.shape:   # its producer may have made it in the slot (`llvm._slot_stores`)
+        with lo.b.if_then(lo.b.icmp_unsigned("!=", ins[1], ins[0])):
+            lo.copy(ins[0], ins[1], t)
     else:
         lo.b.store(ins[1], ins[0])
     return []

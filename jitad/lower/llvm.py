@@ -277,16 +277,52 @@ def _kernel_call(node):
 
 
 def _table_stores(graph):
-    """value -> the `table_set` that stores it, for tensor values made in `graph` whose
-    producer can write them into the table entry directly: the table is written by this
-    one `table_set` of the graph and nothing else uses it there (no reads, no captures
-    into sub-graphs), and the value is stored once."""
+    """value -> the `table_set` or `slot_set` that stores it, for tensor values made in
+    `graph` whose producer can write them into the table entry or the slot's buffer
+    directly (no copy). A table: written by this one `table_set` of the graph and nothing
+    else uses it there (no reads, no captures into sub-graphs), the value stored once. A
+    slot: see `_slot_stores`."""
     made = {v for n in graph.nodes for v in n.outputs}
     sets = [n for n in graph.nodes if n.op == Op.TABLE_SET]
     used = Counter(v for n in graph.nodes for v in n.inputs)
     stored = Counter(n.inputs[2] for n in sets)
-    return {n.inputs[2]: n for n in sets if n.inputs[2] in made and n.inputs[2].type.shape
-            and stored[n.inputs[2]] == 1 and used[n.inputs[0]] == 1}
+    tables = {n.inputs[2]: n for n in sets if n.inputs[2] in made and n.inputs[2].type.shape
+              and stored[n.inputs[2]] == 1 and used[n.inputs[0]] == 1}
+    return {**_slot_stores(graph, used), **tables}
+
+
+def _store_place(store):
+    """The operands that say where a `table_set` or `slot_set` writes."""
+    return store.inputs[:1] if store.op == Op.SLOT_SET else store.inputs[:2]
+
+
+def _slot_stores(graph, used):
+    """value -> the `slot_set` of a tensor slot made in `graph` that stores it: the value
+    is read by that `slot_set` alone (through reshapes, which share its buffer, each read
+    once), and no node from its producer up to the `slot_set` touches the slot or a value
+    that may share its buffer (a `slot_get` of it, anything made from one). Its producer
+    then writes the slot itself: the slot's old content is dead from there."""
+    index = {v: i for i, n in enumerate(graph.nodes) for v in n.outputs}
+    slots = {n.outputs[0] for n in graph.nodes if n.op == Op.SLOT and n.attrs["type"].shape}
+    out = {}
+    for j, n in enumerate(graph.nodes):
+        if n.op != Op.SLOT_SET or n.inputs[0] not in slots or not n.inputs[1].type.shape:
+            continue
+        v = n.inputs[1]
+        while v in index and used[v] == 1 and graph.nodes[index[v]].op == Op.RESHAPE:
+            v = graph.nodes[index[v]].inputs[0]
+        if v not in index or used[v] != 1 or graph.nodes[index[v]].op.view:
+            continue
+        aliases = {n.inputs[0]}
+        for k, m in enumerate(graph.nodes[:j]):
+            touches = any(x in aliases for x in m.inputs)
+            if touches and k >= index[v]:
+                break
+            if touches:
+                aliases.update(m.outputs)
+        else:
+            out[v] = n
+    return out
 
 
 def _outlined(node):
@@ -447,8 +483,9 @@ class Lowerer:
             placed = []   # a value stored in a table is made in its entry
             for v in node.outputs:
                 store = stores.get(v)
-                if store is not None and v not in self.dests and all(x in env for x in store.inputs[:2]):
-                    entry = _table_entry(self, env[store.inputs[0]], v.type, env[store.inputs[1]])
+                if store is not None and v not in self.dests and all(x in env for x in _store_place(store)):
+                    entry = env[store.inputs[0]] if store.op == Op.SLOT_SET else \
+                        _table_entry(self, env[store.inputs[0]], v.type, env[store.inputs[1]])
                     self.dests[v] = self.placed[store] = entry
                     placed.append(v)
             ins = [env[v] for v in node.inputs]
@@ -479,7 +516,7 @@ class Lowerer:
             made = {v for n in nodes[lo_:hi] for v in n.outputs}
             wanted = [v for n in nodes[lo_:hi] for v in n.inputs if v not in made]
             wanted += [x for n in nodes[lo_:hi] for v in n.outputs if v in stores
-                       for x in stores[v].inputs[:2] if defined.get(x, -1) < k and x not in made]
+                       for x in _store_place(stores[v]) if defined.get(x, -1) < k and x not in made]
             wanted += [v for n in nodes[lo_:hi] if n.op == Op.SLOT for v in n.outputs if v in frame]
             wanted += [key for key in homes if key[1] in made]
             needs.append(list(dict.fromkeys(wanted)))
@@ -591,7 +628,7 @@ class Lowerer:
         return g
 
     def math(self, name, x):
-        """exp or tanh of a double in IR (vectorizable; jitad/lower/vmath.py)."""
+        """exp or tanh of a float or double in IR, in its own type (vectorizable; jitad/lower/vmath.py)."""
         return getattr(vmath, name)(self.b, self.module, x)
 
     def widen(self, x):

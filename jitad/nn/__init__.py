@@ -177,9 +177,12 @@ def _axes(x, axis):
 
 
 def _max_where(x, axes, where):
+    # the shift's gradient cancels exactly: stopped before the max, reverse mode emits no
+    # VJP for it (after it, the max's tie counts ran on a zero cotangent every step)
+    x = N.stop_gradient(x)
     masked = x if where is None else N.where(where, x, -np.inf)
     m = N.max(masked, axes, keepdims=True)
-    return N.stop_gradient(N.where(N.abs(m) < np.inf, m, 0.0))   # an all -inf (or masked) line shifts by 0
+    return N.where(N.abs(m) < np.inf, m, 0.0)   # an all -inf (or masked) line shifts by 0
 
 
 def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False, where=None):

@@ -19,7 +19,7 @@ from ..ir.ops import Op  # noqa: F401
 from ..staging import Staged, as_var, emit, is_staged  # noqa: F401
 from .indexing import clip_index, getitem, slice_static, take_slice, unslice  # noqa: F401
 from .math import (NUMPY_API, NUMPY_OF, N_D, _array_list, _axes, _axis, _dims, _dtype_name, _int_arg, _promoted, _shape,
-                   _static_shape, bind, conv2d_valid, data_dependent_shape, matmul_t, scan)
+                   _static_shape, bind, conv2d_valid, data_dependent_shape, matmul_t, scan, untransposed)
 
 __all__ = _math_all + _indexing_all
 

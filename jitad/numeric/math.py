@@ -260,7 +260,18 @@ def transpose(x, axes=None):
                          f"of shape {tuple(_shape(x))}")
     if perm == tuple(range(len(perm))):
         return x
-    return bind(Op.TRANSPOSE, x, perm=perm)
+    out = bind(Op.TRANSPOSE, x, perm=perm)
+    if is_staged(out) and ndim >= 2 and perm == tuple(range(ndim - 2)) + (ndim - 1, ndim - 2):
+        trace_memo()[("swapped", out._var)] = x   # for `matmul`: read x with BLAS's transpose flag
+    return out
+
+
+def untransposed(x):
+    """`(y, True)` where staged `x` is `y` with its last two axes swapped, else `(x, False)`:
+    a product reads `y` in place with a transpose flag, and its gradient comes out in `y`'s
+    layout (no copy either way)."""
+    y = trace_memo().get(("swapped", x._var)) if is_staged(x) else None
+    return (x, False) if y is None else (y, True)
 
 
 def broadcast_to(x, shape):
@@ -302,7 +313,8 @@ def matmul(a, b):
     b2 = reshape(b, (sb[0], 1)) if len(sb) == 1 else b
     if _shape(a2)[1] != _shape(b2)[0]:
         raise ShapeError(f"`matmul`: shapes {tuple(sa)} and {tuple(sb)} do not multiply")
-    out = matmul_t(a2, b2)
+    (a2, ta), (b2, tb) = untransposed(a2), untransposed(b2)
+    out = matmul_t(a2, b2, ta, tb)
     shape = tuple(sa[:-1]) + tuple(sb[1:])
     return reshape(out, shape)
 

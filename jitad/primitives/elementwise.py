@@ -163,7 +163,7 @@ declare("stop_gradient", elementwise_type, lambda x: x, arity=1, flags=CHEAP,
 
 MATH = "elementwise float_only stored"   # reverse mode keeps their (costly) results in loops
 declare("exp", floating, np.exp, arity=1, flags=MATH, vjp=lambda g, x, out: (g * out,),
-        llvm=in_double(lambda lo, x: lo.math("exp", x)), cuda="exp({0})",   # vectorizable, in IR
+        llvm=lambda lo, node, ins: [lo.math("exp", ins[0])], cuda="exp({0})",   # vectorizable, in IR, in its type
         doc="e**x, elementwise: `jitad.exp(1.0) == 2.718281828459045`.")
 declare("log", floating, np.log, arity=1, flags=MATH, vjp=lambda g, x, out: (g / x,),
         llvm=intrinsic("llvm.log"), cuda="log({0})",
@@ -181,7 +181,7 @@ declare("sin", floating, np.sin, arity=1, flags=MATH, vjp=lambda g, x, out: (g *
 declare("cos", floating, np.cos, arity=1, flags=MATH, vjp=lambda g, x, out: (-g * N.sin(x),),
         llvm=intrinsic("llvm.cos"), cuda="cos({0})", doc="Cosine: `jitad.cos(0.0) == 1.0`.")
 declare("tanh", floating, np.tanh, arity=1, flags=MATH, vjp=lambda g, x, out: (g * (1.0 - out * out),),
-        llvm=in_double(lambda lo, x: lo.math("tanh", x)), cuda="tanh({0})",
+        llvm=lambda lo, node, ins: [lo.math("tanh", ins[0])], cuda="tanh({0})",
         doc="Hyperbolic tangent: `jitad.tanh(0.0) == 0.0`.")
 declare("sigmoid", floating, lambda x: x.dtype.type(1) / (x.dtype.type(1) + np.exp(-x)), arity=1, flags=MATH,
         vjp=lambda g, x, out: (g * out * (1.0 - out),),
