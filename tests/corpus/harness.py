@@ -11,8 +11,8 @@ A program's file begins with comment lines the harness reads:
 
 `compare` names the program's global variables whose values (pytrees of arrays) must agree
 between the run through jitad and the run through the original library (the same text with the
-rename undone), at the tolerances given; an item may also be an expression without spaces or
-commas, evaluated in the program's globals after it ran (`result.x`, `grad(sqrt)(2.0)`); `steps` is how many optimisation steps the program
+rename undone), at the tolerances given; an item may also be an expression without spaces (items are
+separated by a comma and a space), evaluated in the program's globals after it ran (`result.x`, `grad(sqrt)(2.0)`); `steps` is how many optimisation steps the program
 takes as kept here (for per-step timings). A program that imports a module that downloads data
 (`data`, `data_mnist`, `datasets`) gets the synthetic module of the same name in
 `tests/corpus/data/`, the same for both runs; one that imports another program of the corpus
@@ -50,7 +50,7 @@ class Program:
     def compared(self):
         """The variables to compare and their tolerances: [(name, rtol, atol)]."""
         out = []
-        for item in self.header["compare"].split(","):
+        for item in re.split(r",\s+", self.header["compare"]):
             words = item.split()
             opts = dict(w.split("=") for w in words[1:])
             out.append((words[0], float(opts.get("rtol", 1e-7)), float(opts.get("atol", 0.0))))
