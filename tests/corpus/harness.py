@@ -12,8 +12,10 @@ A program's file begins with comment lines the harness reads:
 `compare` names the program's global variables whose values (pytrees of arrays) must agree
 between the run through jitad and the run through the original library (the same text with the
 rename undone), at the tolerances given; an item may also be an expression without spaces (items are
-separated by a comma and a space), evaluated in the program's globals after it ran (`result.x`, `grad(sqrt)(2.0)`); `steps` is how many optimisation steps the program
-takes as kept here (for per-step timings). A program that imports a module that downloads data
+separated by a comma and a space), evaluated in the program's globals after it ran (`result.x`,
+`grad(sqrt)(2.0)`); `steps` is how many optimisation steps the program
+takes as kept here (for per-step timings); `known`, where present, names a difference jitad
+has yet to close (the test then expects the program to fail, and fails when it passes). A program that imports a module that downloads data
 (`data`, `data_mnist`, `datasets`) gets the synthetic module of the same name in
 `tests/corpus/data/`, the same for both runs; one that imports another program of the corpus
 (`from gaussian_process import make_gp_funs`) gets that program's file, renamed the same way and
@@ -76,7 +78,7 @@ def programs():
 def read_header(path):
     header = {}
     for line in path.read_text().splitlines():
-        match = re.match(r"#\s*(source|licence|edits|compare|steps):\s*(.*)", line)
+        match = re.match(r"#\s*(source|licence|edits|compare|steps|known):\s*(.*)", line)
         if match:
             header[match.group(1)] = match.group(2).strip()
         elif line.strip() and not line.startswith("#"):

@@ -5,9 +5,11 @@ import pytest
 from . import harness
 
 PROGRAMS = harness.programs()
+CASES = [pytest.param(p, id=p.name, marks=[pytest.mark.xfail(reason=p.header["known"], strict=True)]
+                      if "known" in p.header else []) for p in PROGRAMS]
 
 
-@pytest.mark.parametrize("program", PROGRAMS, ids=[p.name for p in PROGRAMS])
+@pytest.mark.parametrize("program", CASES)
 def test_renamed_program_agrees_with_its_original(program):
     pytest.importorskip(program.library)
     mine, _ = harness.run(program, "jitad")
