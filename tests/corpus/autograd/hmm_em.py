@@ -1,8 +1,8 @@
 # source: https://github.com/HIPS/autograd/blob/master/examples/hmm_em.py
 # licence: MIT, (c) the President and Fellows of Harvard University (HIPS autograd)
-# edits: max_lines 60 -> 10, num_states 20 -> 5 (the text the program reads is the corpus's lstm.py)
+# edits: max_lines 60 -> 4, num_states 20 -> 5 (the text the program reads is the corpus's lstm.py)
 # compare: pi rtol=1e-9 atol=1e-12, A rtol=1e-9 atol=1e-12, B rtol=1e-9 atol=1e-12
-# steps: 75
+# steps: 47
 # ruff: noqa (the program as its authors wrote it, with the edits above)
 
 import string
@@ -88,7 +88,7 @@ if __name__ == "__main__":
 
     # load training data
     lstm_filename = join(dirname(__file__), "lstm.py")
-    train_inputs, num_outputs = build_dataset(lstm_filename, max_lines=10)
+    train_inputs, num_outputs = build_dataset(lstm_filename, max_lines=4)
 
     # train with EM
     num_states = 5
