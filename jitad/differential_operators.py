@@ -98,7 +98,15 @@ def hessian_tensor_product(fun, argnum=0):
     """`hessian_tensor_product(fun)(*args, v)`: the Hessian of the scalar `fun` contracted
     with `v` over the argument's axes."""
     api.check_callable(fun, "hessian_tensor_product")
-    return tensor_jacobian_product(api.grad(fun, argnums=argnum), argnum)
+    if not isinstance(argnum, (int, np.integer)) or isinstance(argnum, bool):
+        return tensor_jacobian_product(api.grad(fun, argnums=argnum), argnum)
+    product = api.hvp(fun, argnums=argnum)   # (the Hessian is symmetric: forward-over-reverse, one pass)
+
+    def contracted(*args, **kwargs):
+        if kwargs:
+            return api.hvp(functools.partial(fun, **kwargs), argnums=argnum)(*args)
+        return product(*args)
+    return contracted
 
 
 hessian_vector_product = hessian_tensor_product

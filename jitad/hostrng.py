@@ -32,15 +32,24 @@ def _user_functions(fn, depth=4, seen=None):
     fn = getattr(fn, "__func__", fn)
     found = []
     if isinstance(fn, types.FunctionType):
-        if not fn.__code__.co_filename.startswith(_PKG_DIR):
+        if fn.__code__.co_filename.startswith(_PKG_DIR):
+            inner = [c.cell_contents for c in fn.__closure__ or () if _filled(c)]
+        else:
             found.append(fn)
-        inner = [c.cell_contents for c in fn.__closure__ or () if _filled(c)]
+            inner = [c.cell_contents for c in fn.__closure__ or () if _filled(c)] + _global_functions(fn)
     else:
         inner = [getattr(fn, name, None) for name in ("func", "fn", "__wrapped__")]
     for f in inner:
         if callable(f):
             found += _user_functions(f, depth - 1, seen)
     return found
+
+
+def _global_functions(fn):
+    """The module-level Python functions `fn`'s code calls by name (a loss calling a model
+    defined beside it): what they draw is drawn by `fn` too."""
+    named = (fn.__globals__.get(n) for code in _codes(fn.__code__) for n in code.co_names)
+    return [g for g in named if isinstance(g, types.FunctionType)]
 
 
 def _filled(cell):

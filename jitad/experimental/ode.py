@@ -151,7 +151,7 @@ def _odeint_bwd(f, rtol, atol, mxstep, hmax, res, g):
         _, y_bar, t0_bar, args_bar = tree_util.tree_map(lambda v: v[1], out)
         return (y_bar + g[i - 1], t0_bar, args_bar), t_bar
     n = N._shape(ts)[0]
-    zeros = tuple(N.zeros_like(a) for a in args)
+    zeros = tuple(tree_util.tree_map(N.zeros_like, a) for a in args)   # (an argument may be a pytree)
     (y_bar, t0_bar, args_bar), rev_t_bars = lax.scan(back_one, (g[-1], 0.0 * ts[0], zeros),
                                                       np.arange(n - 1, 0, -1))
     ts_bar = N.concatenate([N.reshape(t0_bar, (1,)), rev_t_bars[::-1]])

@@ -199,6 +199,23 @@ def test_builtins():
     close(b.fwd_grad_make_sequence(1, 4.0, (1.0, 2.0), tuple, 1.0, 2.0), sparse.mut_add(list(sparse.vs.zeros())))
 
 
+def test_hessian_vector_product_is_one_compiled_pass_across_calls():
+    # (as scipy's Newton-CG calls it: a new point and vector each time; forward-over-reverse,
+    # compiled once, at any size: the vjp of a gradient took one forward pass per input
+    # element, and refused past 256 of them)
+    from jitad.lower import runtime
+    n = 300
+    hvp, ahvp = jitad.hessian_vector_product(f), autograd.hessian_vector_product(af)
+    rs = np.random.RandomState(0)
+    points = [(rs.randn(n), rs.randn(n), rs.randn(n)) for _ in range(4)]
+    close(hvp(*points[0]), ahvp(*points[0]))
+    before = runtime.STATS["compiled"] + runtime.STATS["loaded"]
+    for x, y, v in points[1:]:
+        close(hvp(x, y, v), ahvp(x, y, v))
+    assert runtime.STATS["compiled"] + runtime.STATS["loaded"] == before
+    close(jitad.hessian_vector_product(f, 1)(X, Y, Y), autograd.hessian_vector_product(af, 1)(X, Y, Y))
+
+
 def test_misc_flatten_optimizers_fixed_point_const_graph():
     from autograd.misc import flatten as aflatten
     from autograd.misc.fixed_points import fixed_point as afixed_point

@@ -11,10 +11,15 @@ A program's file begins with comment lines the harness reads:
 
 `compare` names the program's global variables whose values (pytrees of arrays) must agree
 between the run through jitad and the run through the original library (the same text with the
-rename undone), at the tolerances given; `steps` is how many optimisation steps the program
-takes as kept here (for per-step timings). A program that imports a module that downloads data
+rename undone), at the tolerances given; an item may also be an expression without spaces (items are
+separated by a comma and a space), evaluated in the program's globals after it ran (`result.x`,
+`grad(sqrt)(2.0)`); `steps` is how many optimisation steps the program
+takes as kept here (for per-step timings); `known`, where present, names a difference jitad
+has yet to close (the test then expects the program to fail, and fails when it passes). A program that imports a module that downloads data
 (`data`, `data_mnist`, `datasets`) gets the synthetic module of the same name in
-`tests/corpus/data/`, the same for both runs.
+`tests/corpus/data/`, the same for both runs; one that imports another program of the corpus
+(`from gaussian_process import make_gp_funs`) gets that program's file, renamed the same way and
+run as a module of that name.
 """
 import dataclasses
 import importlib
@@ -22,6 +27,7 @@ import pathlib
 import re
 import sys
 import time
+import types
 
 import numpy as np
 
@@ -46,11 +52,16 @@ class Program:
     def compared(self):
         """The variables to compare and their tolerances: [(name, rtol, atol)]."""
         out = []
-        for item in self.header["compare"].split(","):
+        for item in re.split(r",\s+", self.header["compare"]):
             words = item.split()
             opts = dict(w.split("=") for w in words[1:])
             out.append((words[0], float(opts.get("rtol", 1e-7)), float(opts.get("atol", 0.0))))
         return out
+
+
+def value(namespace, item):
+    """A compared item's value in a program's globals: a variable, or an expression over them."""
+    return namespace[item] if item in namespace else eval(item, namespace)
 
 
 def programs():
@@ -67,7 +78,7 @@ def programs():
 def read_header(path):
     header = {}
     for line in path.read_text().splitlines():
-        match = re.match(r"#\s*(source|licence|edits|compare|steps):\s*(.*)", line)
+        match = re.match(r"#\s*(source|licence|edits|compare|steps|known):\s*(.*)", line)
         if match:
             header[match.group(1)] = match.group(2).strip()
         elif line.strip() and not line.startswith("#"):
@@ -80,13 +91,15 @@ def read_header(path):
 def run(program, lib):
     """Execute the program with `jitad` renamed to `lib` (itself for jitad); its globals and the
     seconds it took."""
-    text = program.source if lib == "jitad" else program.source.replace("jitad", lib)
     namespace = {"__name__": "__main__", "__file__": str(program.path)}
-    saved = {name: sys.modules.get(name) for name in data_modules()}
-    sys.modules.update({name: importlib.import_module(f"tests.corpus.data.{name}") for name in data_modules()})
+    modules = {name: importlib.import_module(f"tests.corpus.data.{name}") for name in data_modules()}
+    saved = {name: sys.modules.get(name) for name in [*modules, *(s.path.stem for s in siblings(program))]}
+    sys.modules.update(modules)
     try:
+        for sibling in siblings(program):
+            sys.modules[sibling.path.stem] = as_module(sibling, lib)
         start = time.perf_counter()
-        exec(compile(text, f"<{program.name} through {lib}>", "exec"), namespace)
+        exec(compiled(program, lib), namespace)
         seconds = time.perf_counter() - start
     finally:
         for name, module in saved.items():
@@ -95,6 +108,30 @@ def run(program, lib):
             else:
                 sys.modules[name] = module
     return namespace, seconds
+
+
+def compiled(program, lib):
+    text = program.source if lib == "jitad" else program.source.replace("jitad", lib)
+    return compile(text, f"<{program.name} through {lib}>", "exec")
+
+
+def siblings(program, seen=()):
+    """The programs of the same library that this one imports (and those they import), the
+    imported ones first."""
+    found = []
+    for path in sorted(program.path.parent.glob("*.py")):
+        if path != program.path and path.stem not in seen and re.search(
+                rf"^\s*(from|import)\s+{path.stem}\b", program.source, re.MULTILINE):
+            sibling = Program(path, program.library, read_header(path))
+            found += [*siblings(sibling, (*seen, program.path.stem)), sibling]
+    return found
+
+
+def as_module(program, lib):
+    module = types.ModuleType(program.path.stem)
+    module.__file__ = str(program.path)
+    exec(compiled(program, lib), vars(module))
+    return module
 
 
 def data_modules():

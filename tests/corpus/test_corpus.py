@@ -5,15 +5,17 @@ import pytest
 from . import harness
 
 PROGRAMS = harness.programs()
+CASES = [pytest.param(p, id=p.name, marks=[pytest.mark.xfail(reason=p.header["known"], strict=True)]
+                      if "known" in p.header else []) for p in PROGRAMS]
 
 
-@pytest.mark.parametrize("program", PROGRAMS, ids=[p.name for p in PROGRAMS])
+@pytest.mark.parametrize("program", CASES)
 def test_renamed_program_agrees_with_its_original(program):
     pytest.importorskip(program.library)
     mine, _ = harness.run(program, "jitad")
     theirs, _ = harness.run(program, program.library)
     for name, rtol, atol in program.compared():
-        harness.assert_agree(mine[name], theirs[name], rtol, atol, f"{program.name}: {name}")
+        harness.assert_agree(harness.value(mine, name), harness.value(theirs, name), rtol, atol, f"{program.name}: {name}")
 
 
 def test_every_program_names_its_source_and_licence():

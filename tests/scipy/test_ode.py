@@ -53,6 +53,20 @@ def test_adjoint_gradients_match_jaxs():
         np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-11, err_msg=name)
 
 
+def test_gradient_with_respect_to_a_pytree_argument_matches_jaxs():
+    # (a network's parameters as a list of (weights, bias) pairs, as autograd's ode_net passes them)
+    def field(np_):
+        return lambda y, t, params: np_.tanh(np_.dot(y, params[0][0]) + params[0][1]) @ params[1]
+    params = [(np.array([[0.3, -0.2], [0.1, 0.4]]), np.array([0.05, -0.1])), np.array([[1.0, 0.2], [-0.3, 0.8]])]
+
+    def loss(odeint_, np_):
+        return lambda p: np_.sum(odeint_(field(np_), Y0, TS, p) ** 2)
+    mine = jitad.grad(loss(odeint, jnp))(params)
+    theirs = jax.grad(loss(jax_odeint, jax.numpy))(params)
+    for a, b in zip(jitad.tree_util.tree_leaves(mine), jax.tree_util.tree_leaves(theirs)):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+
+
 def test_gradient_by_finite_differences():
     f = lambda k: odeint(lambda y, t, k: -k * y, 2.0, np.array([0.0, 0.5, 1.0]), k)[-1]
     eps = 1e-6

@@ -138,6 +138,36 @@ def test_seeded_host_noise_is_drawn_at_every_call_bit_for_bit():
     assert not np.array_equal(ours[0], ours[1])
 
 
+_THROUGH_A_GLOBAL = """
+def build(m, rs):
+    def elbo(w, t):
+        return m.sum((w + rs.randn(3)) ** 2) * (t + 1)
+    return elbo
+
+
+def objective(w, t):
+    return -elbo(w, t)
+"""
+
+
+def test_a_generator_held_by_a_function_called_through_a_global_is_drawn_at_every_call():
+    # (a loss calling a module-level model whose closure holds the generator: each call,
+    # a retrace included, draws as autograd does, and the generator ends where autograd's does)
+    def run(m, grad):
+        rs = np.random.RandomState(0)
+        program = {}
+        exec(_THROUGH_A_GLOBAL, program)
+        program["elbo"] = program["build"](m, rs)
+        g = grad(program["objective"])
+        out = []
+        for t in range(3):
+            out += [g(np.array([0.5, -1.0, 2.0]), t), program["objective"](np.zeros(3), t)]
+        return out + [rs.randn()]
+    ours, theirs = run(jitad, jitad.grad), run(anp, autograd.grad)
+    for a, b in zip(ours, theirs):
+        assert np.array_equal(a, b)
+
+
 def test_a_mutated_captured_array_and_a_changed_captured_number():
     c = np.array([1.0, 2.0])
     g = jitad.grad(lambda w: jitad.sum(w * c))

@@ -3,6 +3,7 @@
 # edits: none but the rename
 # compare: weights rtol=1e-12
 # steps: 100
+# ruff: noqa (the program as its authors wrote it, with the edits above)
 
 import jitad.numpy as np
 from jitad import grad

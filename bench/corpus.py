@@ -1,0 +1,106 @@
+"""Time per step of the corpus's programs (`tests/corpus/`), each run under its original
+library and under jitad in one process, interleaved.
+
+    python -m bench.corpus                          # every program
+    python -m bench.corpus --library autograd       # autograd's (or jax's) only
+    python -m bench.corpus neural_net rnn --repeats 5
+
+A program is a whole script (data set up, an optimizer's loop, callbacks), so a step is the
+program's time divided by the `steps` its header gives. Each library runs the program once
+first (the first run: tracing and compiling, JAX's and jitad's); then `--repeats` times more,
+the two libraries alternating, so that both meet the same machine load. Reported per program:
+each library's time per step (the median of the later runs), jitad's ratio to the original
+(median and min-max over the repeats, each repeat's pair side by side) and each library's
+first-run extra (the first run's time less the later runs' median: compiling and warm-up).
+jitad's disk cache is off unless `--keep-cache`, so the first run measures compiling.
+"""
+import argparse
+import contextlib
+import io
+import statistics
+import warnings
+
+from . import harness as bench_harness
+
+
+def programs(library, names):
+    """The corpus's programs of `library` (None: all), those named in `names` (none: all)."""
+    from tests.corpus import harness
+    found = [p for p in harness.programs() if library in (None, p.library)]
+    if names:
+        unknown = set(names) - {p.path.stem for p in found}
+        if unknown:
+            raise SystemExit(f"no corpus program named {sorted(unknown)}")
+        found = [p for p in found if p.path.stem in names]
+    return found
+
+
+def seconds(program, lib):
+    """One run of the program under `lib` ("jitad" or its original), its output swallowed."""
+    from tests.corpus import harness
+    with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return harness.run(program, lib)[1]
+
+
+def measure(program, repeats):
+    """{lib: {"first": s, "runs": [s, ...]}} for the original and jitad, interleaved."""
+    libs = [program.library, "jitad"]
+    out = {lib: {"first": seconds(program, lib), "runs": []} for lib in libs}
+    for r in range(repeats):
+        for lib in libs if r % 2 == 0 else libs[::-1]:
+            out[lib]["runs"].append(seconds(program, lib))
+    return out
+
+
+def row(program, timings):
+    """The table's figures for one program."""
+    steps = int(program.header.get("steps", "1"))
+    orig, mine = timings[program.library], timings["jitad"]
+    ratios = [m / o for m, o in zip(mine["runs"], orig["runs"])]
+    med = {lib: statistics.median(t["runs"]) for lib, t in timings.items()}
+    return {"name": program.name, "steps": steps,
+            "original_ms": 1e3 * med[program.library] / steps, "jitad_ms": 1e3 * med["jitad"] / steps,
+            "ratio": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios),
+            "original_first_s": orig["first"] - med[program.library], "jitad_first_s": mine["first"] - med["jitad"]}
+
+
+def table(rows):
+    lines = ["| program | steps | original ms/step | jitad ms/step | jitad / original (min-max) "
+             "| first-run extra: original s | jitad s |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['name']} | {r['steps']} | {r['original_ms']:.2f} | {r['jitad_ms']:.2f} | "
+                     f"{r['ratio']:.2f} ({r['ratio_min']:.2f}-{r['ratio_max']:.2f}) | "
+                     f"{r['original_first_s']:.2f} | {r['jitad_first_s']:.2f} |")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m bench.corpus", description=__doc__.split("\n\n")[0])
+    ap.add_argument("names", nargs="*", help="programs (file names without .py); default: all")
+    ap.add_argument("--library", choices=["autograd", "jax"], help="only the programs written for this one")
+    ap.add_argument("--repeats", type=int, default=3, help="timed runs per library after the first (default 3)")
+    ap.add_argument("--keep-cache", action="store_true", help="use jitad's disk cache")
+    args = ap.parse_args(argv)
+    bench_harness.sizes_from(argparse.Namespace(quick=False, repeats=None, keep_cache=args.keep_cache), {}, {})
+    if args.library != "autograd":
+        with contextlib.suppress(ImportError):
+            import jax
+            jax.config.update("jax_enable_x64", True)
+    rows = []
+    for program in programs(args.library, args.names):
+        try:
+            rows.append(row(program, measure(program, args.repeats)))
+        except Exception as e:   # a program that fails is reported, the others still run
+            print(f"{program.name}: failed ({type(e).__name__}: {e})")
+            continue
+        r = rows[-1]
+        print(f"{r['name']}: {r['original_ms']:.2f} ms/step original, {r['jitad_ms']:.2f} jitad "
+              f"(x{r['ratio']:.2f}), first run +{r['original_first_s']:.2f} s / +{r['jitad_first_s']:.2f} s",
+              flush=True)
+    bench_harness.save_markdown("corpus", table(rows))   # (and prints it)
+    return rows
+
+
+if __name__ == "__main__":
+    main()
