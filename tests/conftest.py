@@ -18,31 +18,60 @@ SLOW = (
     "reliability/test_nesting.py",       # every nesting of the transformations
     "reliability/test_hostile_arguments.py",   # Hypothesis: hostile arguments
     "reliability/test_random_programs.py",     # Hypothesis: random staged programs
+    "reliability/test_fuzz_differential.py",   # the fuzz profile (make fuzz runs it longer)
+    "reliability/test_jit_memory.py",    # thousands of compiles to watch memory come back
     "benchmarks/",                       # the benchmarks' smoke runs
     "lowering/test_compile_long.py",     # compile time of long unrolled programs
+    "lowering/test_compile_report.py::test_compile_benchmark_quick_mode",
+    "lowering/test_cache_edges.py::test_jvp_keeps_no_function_alive",        # many compiles, then gc
+    "lowering/test_cache_edges.py::test_memory_per_evicted_signature_is_bounded",
     "architecture/test_types.py",        # pyright over the public API (~20 s)
+    # the CUDA simulator on every row of the NumPy table (lowering/test_gpu.py samples the ops)
+    "numpy/test_functions.py::test_rows_on_the_cuda_backend_match_the_cpu",
+    "numpy/test_functions.py::test_check_grads_order_2",      # second order of whole tables
+    "random/test_random_draws.py::test_every_sampler_gives_jaxs_draws",   # (test_samplers_give_jaxs_draws: a few)
+    "transforms/test_jacobian.py::test_pytree_structure_and_tuple_argnums_against_jax",
+    "transforms/test_jacobian.py::test_hessian_blocks_against_jax",
+    "transforms/test_derived_scan_rules.py::test_second_order_by_check_grads",
+    "transforms/test_vmap.py::test_random_programs_against_loop",
+    "staging/test_forest.py::test_random_forests_against_one_tree_at_a_time",
 )
 
 
 # Table-driven tests (one case per op, dtype, keyword combination, ...): `make test` runs a
 # fixed sample of each such test function, every k-th case from an offset that depends on the
 # function's name (so the functions that share a table keep different rows); `make test-all`
-# runs every case. Path -> k.
-SAMPLED = {}
+# runs every case. A function with fewer than 2k cases runs them all. Path -> k.
+SAMPLED = {
+    "lowering/test_ops.py": 4,
+    "lowering/test_gpu.py": 6,
+    "lowering/test_sort_indexing.py": 2,
+    "numpy/test_functions.py": 3,
+    "numpy/test_differential.py": 3,
+    "numpy/test_generated.py": 2,
+    "numpy/test_arrays_and_indexing.py": 2,
+    "numpy/test_linalg.py": 2,
+    "staging/test_combinators.py": 2,
+    "scipy/test_special.py": 2,
+    "scipy/test_stats.py": 3,
+    "reliability/test_tensor_errors.py": 2,
+}
 
 
 def pytest_collection_modifyitems(config, items):
     import pytest
     import zlib
-    seen = {}
+    cases = {}   # test function -> its parametrized items, in order
     for item in items:
         path = item.nodeid.replace("tests/", "", 1)
         if path.startswith(SLOW):
             item.add_marker(pytest.mark.slow)
-            continue
-        k = SAMPLED.get(path.split("::")[0])
-        if k and hasattr(item, "callspec"):
-            function = item.nodeid.split("[")[0]
-            index = seen[function] = seen.get(function, -1) + 1
-            if index % k != zlib.crc32(function.encode()) % k:
-                item.add_marker(pytest.mark.slow)
+        elif SAMPLED.get(path.split("::")[0]) and hasattr(item, "callspec"):
+            cases.setdefault(item.nodeid.split("[")[0], []).append(item)
+    for function, group in cases.items():
+        k = SAMPLED[function.replace("tests/", "", 1).split("::")[0]]
+        if len(group) >= 2 * k:
+            offset = zlib.crc32(function.encode()) % k
+            for index, item in enumerate(group):
+                if index % k != offset:
+                    item.add_marker(pytest.mark.slow)
