@@ -1,6 +1,7 @@
 """`jitad.nn.initializers`: JAX's parameter initializers. Each builder returns
-`init(key, shape, dtype=float64)`, drawing with `jitad.random`, which gives JAX's numbers
-for the same key, so an initializer here equals JAX's:
+`init(key, shape, dtype=None)` (None: JAX's default float, float64, or float32 where
+`jax_enable_x64` is off), drawing with `jitad.random`, which gives JAX's numbers for the
+same key, so an initializer here equals JAX's:
 
 >>> init = jitad.nn.initializers.glorot_uniform()
 >>> init(jitad.random.PRNGKey(0), (3, 4)).shape
@@ -14,6 +15,7 @@ from .. import linalg as L
 from .. import numeric as N
 from .. import numpy as jnp
 from .. import random
+from ..config import config
 from ..errors import ArgumentError, ShapeError
 
 __all__ = ["Initializer", "constant", "delta_orthogonal", "glorot_normal", "glorot_uniform", "he_normal",
@@ -27,49 +29,51 @@ TRUNCATED_STD = 0.87962566103423978   # the standard deviation of a standard nor
 class Initializer:
     """What an initializer is: a callable `init(key, shape, dtype) -> array`."""
 
-    def __call__(self, key, shape, dtype=np.float64):
+    def __call__(self, key, shape, dtype=None):
         raise NotImplementedError
 
 
 def _dtype(dtype):
-    d = np.dtype(np.float64 if dtype is None else dtype)
+    if dtype is None:
+        dtype = np.float64 if config.read("jax_enable_x64") else np.float32
+    d = np.dtype(dtype)
     if d.kind == "c":
         raise ArgumentError("jitad.nn.initializers: complex dtypes are not supported; give a float dtype")
     return d
 
 
-def zeros(key, shape, dtype=np.float64):
+def zeros(key, shape, dtype=None):
     """Zeros of `shape`: `initializers.zeros(key, (2, 3))`."""
     return np.zeros(shape, _dtype(dtype))
 
 
-def ones(key, shape, dtype=np.float64):
+def ones(key, shape, dtype=None):
     """Ones of `shape`: `initializers.ones(key, (2, 3))`."""
     return np.ones(shape, _dtype(dtype))
 
 
-def constant(value, dtype=np.float64):
+def constant(value, dtype=None):
     """An initializer filling every entry with `value`: `initializers.constant(0.1)`."""
     def init(key, shape, dtype=dtype):
         return np.full(shape, value, _dtype(dtype))
     return init
 
 
-def normal(stddev=1e-2, dtype=np.float64):
+def normal(stddev=1e-2, dtype=None):
     """Normal entries of standard deviation `stddev`: `initializers.normal(0.02)`."""
     def init(key, shape, dtype=dtype):
         return random.normal(key, shape, _dtype(dtype)) * _dtype(dtype).type(stddev)
     return init
 
 
-def uniform(scale=1e-2, dtype=np.float64):
+def uniform(scale=1e-2, dtype=None):
     """Uniform entries on [0, scale): `initializers.uniform(0.1)`."""
     def init(key, shape, dtype=dtype):
         return random.uniform(key, shape, _dtype(dtype)) * _dtype(dtype).type(scale)
     return init
 
 
-def truncated_normal(stddev=1e-2, dtype=np.float64, lower=-2.0, upper=2.0):
+def truncated_normal(stddev=1e-2, dtype=None, lower=-2.0, upper=2.0):
     """Normal entries cut to [lower, upper] standard deviations, times `stddev`."""
     def init(key, shape, dtype=dtype):
         return random.truncated_normal(key, lower, upper, shape, _dtype(dtype)) * _dtype(dtype).type(stddev)
@@ -91,7 +95,7 @@ def _fans(shape, in_axis, out_axis, batch_axis):
     return fan_in * receptive, fan_out * receptive
 
 
-def variance_scaling(scale, mode, distribution, in_axis=-2, out_axis=-1, batch_axis=(), dtype=np.float64):
+def variance_scaling(scale, mode, distribution, in_axis=-2, out_axis=-1, batch_axis=(), dtype=None):
     """Entries of variance `scale / n`, n the fan by `mode` ('fan_in', 'fan_out',
     'fan_avg', 'fan_geo_avg'), drawn by `distribution` ('truncated_normal', 'normal',
     'uniform'): `initializers.variance_scaling(2.0, 'fan_in', 'normal')` is He's."""
@@ -116,7 +120,7 @@ def variance_scaling(scale, mode, distribution, in_axis=-2, out_axis=-1, batch_a
 
 
 def _family(scale, mode, distribution, doc):
-    def builder(in_axis=-2, out_axis=-1, batch_axis=(), dtype=np.float64):
+    def builder(in_axis=-2, out_axis=-1, batch_axis=(), dtype=None):
         return variance_scaling(scale, mode, distribution, in_axis, out_axis, batch_axis, dtype)
     builder.__doc__ = doc
     return builder
@@ -140,7 +144,7 @@ def _orthogonal_matrix(key, n, m, dtype):
     return N.transpose(q) if n < m else q
 
 
-def orthogonal(scale=1.0, column_axis=-1, dtype=np.float64):
+def orthogonal(scale=1.0, column_axis=-1, dtype=None):
     """Entries forming an orthogonal matrix (rows or columns orthonormal) between
     `column_axis` and the other axes flattened, times `scale`: `initializers.orthogonal()`."""
     def init(key, shape, dtype=dtype):
@@ -157,7 +161,7 @@ def orthogonal(scale=1.0, column_axis=-1, dtype=np.float64):
     return init
 
 
-def delta_orthogonal(scale=1.0, column_axis=-1, dtype=np.float64):
+def delta_orthogonal(scale=1.0, column_axis=-1, dtype=None):
     """A convolution kernel (3 to 5 axes, spatial first) that is an orthogonal matrix at
     its centre tap and zero elsewhere: `initializers.delta_orthogonal()(key, (3, 3, 4, 4))`."""
     def init(key, shape, dtype=dtype):
