@@ -12,10 +12,14 @@ A program's file begins with comment lines the harness reads:
 `compare` names the program's global variables whose values (pytrees of arrays) must agree
 between the run through jitad and the run through the original library (the same text with the
 rename undone), at the tolerances given; `steps` is how many optimisation steps the program
-takes as kept here (for per-step timings). A program that imports a module that downloads data
+takes as kept here (for per-step timings). JAX runs each program at its default, 64-bit types
+off (whatever other tests set), unless the program sets them itself; jitad runs at its own
+default, or with them off where an optional `# x64: off` line asks (a program that draws JAX's
+32-bit random numbers, which 64-bit draws do not reproduce). A program that imports a module that downloads data
 (`data`, `data_mnist`, `datasets`) gets the synthetic module of the same name in
 `tests/corpus/data/`, the same for both runs.
 """
+import contextlib
 import dataclasses
 import importlib
 import pathlib
@@ -67,7 +71,7 @@ def programs():
 def read_header(path):
     header = {}
     for line in path.read_text().splitlines():
-        match = re.match(r"#\s*(source|licence|edits|compare|steps):\s*(.*)", line)
+        match = re.match(r"#\s*(source|licence|edits|compare|steps|x64):\s*(.*)", line)
         if match:
             header[match.group(1)] = match.group(2).strip()
         elif line.strip() and not line.startswith("#"):
@@ -85,9 +89,10 @@ def run(program, lib):
     saved = {name: sys.modules.get(name) for name in data_modules()}
     sys.modules.update({name: importlib.import_module(f"tests.corpus.data.{name}") for name in data_modules()})
     try:
-        start = time.perf_counter()
-        exec(compile(text, f"<{program.name} through {lib}>", "exec"), namespace)
-        seconds = time.perf_counter() - start
+        with x64_setting(program, lib):
+            start = time.perf_counter()
+            exec(compile(text, f"<{program.name} through {lib}>", "exec"), namespace)
+            seconds = time.perf_counter() - start
     finally:
         for name, module in saved.items():
             if module is None:
@@ -95,6 +100,22 @@ def run(program, lib):
             else:
                 sys.modules[name] = module
     return namespace, seconds
+
+
+@contextlib.contextmanager
+def x64_setting(program, lib):
+    """`jax_enable_x64` for one run: JAX's default (off) for JAX, jitad's own default for
+    jitad unless the header says `x64: off`; the setting before is restored after."""
+    if lib == "autograd" or (lib == "jitad" and "x64" not in program.header):
+        yield
+        return
+    config = importlib.import_module(lib).config
+    saved = config.read("jax_enable_x64")
+    config.update("jax_enable_x64", lib == "jitad" and program.header["x64"].split()[0] != "off")
+    try:
+        yield
+    finally:
+        config.update("jax_enable_x64", saved)
 
 
 def data_modules():
