@@ -9,13 +9,15 @@ A program's file begins with comment lines the harness reads:
     # compare: params rtol=1e-9 atol=0
     # steps: 10
 
-`compare` names the program's global variables whose values (pytrees of arrays) must agree
+`compare` names the program's global variables (or expressions of them without spaces,
+`predict(xs)`) whose values (pytrees of arrays) must agree
 between the run through jitad and the run through the original library (the same text with the
 rename undone), at the tolerances given; `steps` is how many optimisation steps the program
 takes as kept here (for per-step timings). JAX runs each program at its default, 64-bit types
 off (whatever other tests set), unless the program sets them itself; jitad runs at its own
 default, or with them off where an optional `# x64: off` line asks (a program that draws JAX's
-32-bit random numbers, which 64-bit draws do not reproduce). A program that imports a module that downloads data
+32-bit random numbers, which 64-bit draws do not reproduce). NumPy's global random state is
+seeded the same before each run. A program that imports a module that downloads data
 (`data`, `data_mnist`, `datasets`) gets the synthetic module of the same name in
 `tests/corpus/data/`, the same for both runs.
 """
@@ -90,6 +92,7 @@ def run(program, lib):
     sys.modules.update({name: importlib.import_module(f"tests.corpus.data.{name}") for name in data_modules()})
     try:
         with x64_setting(program, lib):
+            np.random.seed(0)
             start = time.perf_counter()
             exec(compile(text, f"<{program.name} through {lib}>", "exec"), namespace)
             seconds = time.perf_counter() - start
@@ -116,6 +119,11 @@ def x64_setting(program, lib):
         yield
     finally:
         config.update("jax_enable_x64", saved)
+
+
+def value(namespace, name):
+    """A compared value: the global `name` of a run's namespace, or an expression of its globals."""
+    return namespace[name] if name.isidentifier() else eval(name, namespace)
 
 
 def data_modules():
