@@ -15,7 +15,8 @@ def _staged_any(xs):
 # -- arrays: plain NumPy arrays with JAX's `.at` ------------------------------
 
 class Array(_np.ndarray):
-    """A NumPy array that also has JAX's `.at[...]` updates and accepts a staged index."""
+    """A NumPy array that also has JAX's `.at[...]` updates, accepts a staged index and
+    clamps an index out of bounds (`jnp.arange(3)[5]` is 2), as JAX does."""
 
     @property
     def at(self):
@@ -26,7 +27,15 @@ class Array(_np.ndarray):
         keys = key if isinstance(key, tuple) else (key,)
         if _staged_any(keys):   # a constant table read at a staged index
             return _N.getitem(_np.asarray(self), key)
-        return super().__getitem__(key)
+        try:
+            return super().__getitem__(key)
+        except IndexError:   # an index out of bounds is clamped, as JAX's (and jitad's staged) indexing does
+            return _N.getitem(_np.asarray(self), key)
+
+    def __iter__(self):   # NumPy's rows (Python's fallback would index on past the end: indexes clamp)
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d array")
+        return (_np.ndarray.__getitem__(self, i) for i in range(self.shape[0]))
 
     def block_until_ready(self):
         """Itself (jitad's results are ready when a call returns)."""
