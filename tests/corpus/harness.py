@@ -10,14 +10,15 @@ A program's file begins with comment lines the harness reads:
     # steps: 10
 
 `compare` names the program's global variables (or expressions of them without spaces,
-`predict(xs)`) whose values (pytrees of arrays) must agree
+`predict(xs)`, `f(x,y)`) whose values (pytrees of arrays) must agree
 between the run through jitad and the run through the original library (the same text with the
 rename undone), at the tolerances given; `steps` is how many optimisation steps the program
 takes as kept here (for per-step timings). JAX runs each program at its default, 64-bit types
-off (whatever other tests set), unless the program sets them itself; jitad runs at its own
-default, or with them off where an optional `# x64: off` line asks (a program that draws JAX's
-32-bit random numbers, which 64-bit draws do not reproduce). NumPy's global random state is
-seeded the same before each run. A program that imports a module that downloads data
+off (whatever other tests set), unless the program sets them itself, and jitad at its own
+default (on); an optional `# x64: off` or `# x64: on` line runs both libraries so (a program
+that draws JAX's random numbers: 32-bit and 64-bit draws differ). NumPy's global random state is
+seeded the same before each run. An optional `# xfail:` line names what jitad lacks for the
+program to agree (its test is then a strict expected failure). A program that imports a module that downloads data
 (`data`, `data_mnist`, `datasets`) gets the synthetic module of the same name in
 `tests/corpus/data/`, the same for both runs.
 """
@@ -52,11 +53,22 @@ class Program:
     def compared(self):
         """The variables to compare and their tolerances: [(name, rtol, atol)]."""
         out = []
-        for item in self.header["compare"].split(","):
+        for item in split_outside_brackets(self.header["compare"]):
             words = item.split()
             opts = dict(w.split("=") for w in words[1:])
             out.append((words[0], float(opts.get("rtol", 1e-7)), float(opts.get("atol", 0.0))))
         return out
+
+
+def split_outside_brackets(text):
+    """`text` split at the commas outside (), [] and {}."""
+    items, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += (ch in "([{") - (ch in ")]}")
+        if ch == "," and depth == 0:
+            items.append(text[start:i])
+            start = i + 1
+    return items + [text[start:]]
 
 
 def programs():
@@ -73,7 +85,7 @@ def programs():
 def read_header(path):
     header = {}
     for line in path.read_text().splitlines():
-        match = re.match(r"#\s*(source|licence|edits|compare|steps|x64):\s*(.*)", line)
+        match = re.match(r"#\s*(source|licence|edits|compare|steps|x64|xfail):\s*(.*)", line)
         if match:
             header[match.group(1)] = match.group(2).strip()
         elif line.strip() and not line.startswith("#"):
@@ -107,14 +119,14 @@ def run(program, lib):
 
 @contextlib.contextmanager
 def x64_setting(program, lib):
-    """`jax_enable_x64` for one run: JAX's default (off) for JAX, jitad's own default for
-    jitad unless the header says `x64: off`; the setting before is restored after."""
+    """`jax_enable_x64` for one run: the header's `x64` for both libraries, else JAX's
+    default (off) for JAX and jitad's own; the setting before is restored after."""
     if lib == "autograd" or (lib == "jitad" and "x64" not in program.header):
         yield
         return
     config = importlib.import_module(lib).config
     saved = config.read("jax_enable_x64")
-    config.update("jax_enable_x64", lib == "jitad" and program.header["x64"].split()[0] != "off")
+    config.update("jax_enable_x64", program.header.get("x64", "off").split()[0] == "on")
     try:
         yield
     finally:

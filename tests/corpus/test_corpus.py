@@ -8,8 +8,10 @@ PROGRAMS = harness.programs()
 
 
 @pytest.mark.parametrize("program", PROGRAMS, ids=[p.name for p in PROGRAMS])
-def test_renamed_program_agrees_with_its_original(program):
+def test_renamed_program_agrees_with_its_original(program, request):
     pytest.importorskip(program.library)
+    if "xfail" in program.header:
+        request.applymarker(pytest.mark.xfail(reason=program.header["xfail"], strict=True))
     mine, _ = harness.run(program, "jitad")
     theirs, _ = harness.run(program, program.library)
     for name, rtol, atol in program.compared():
