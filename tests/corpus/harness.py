@@ -133,9 +133,13 @@ def x64_setting(program, lib):
         config.update("jax_enable_x64", saved)
 
 
-def value(namespace, name):
-    """A compared value: the global `name` of a run's namespace, or an expression of its globals."""
-    return namespace[name] if name.isidentifier() else eval(name, namespace)
+def value(program, lib, namespace, name):
+    """A compared value: the global `name` of a run's namespace, or an expression of its
+    globals, evaluated under the run's `jax_enable_x64` (a compiled function keeps its types)."""
+    if name.isidentifier():
+        return namespace[name]
+    with x64_setting(program, lib):
+        return eval(name, namespace)
 
 
 def data_modules():
