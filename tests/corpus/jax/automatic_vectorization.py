@@ -3,6 +3,7 @@
 # licence: Apache-2.0, Copyright the JAX Authors (JAX's documentation; full text: jax/LICENSE)
 # edits: the page's code cells in order; a cell shown raising an error in try/except Exception; IPython % lines cut; plotting cut
 # compare: xs rtol=1e-6, auto_batch_convolve(xs,ws) rtol=1e-6, auto_batch_convolve_v2(xst,wst) rtol=1e-6, batch_convolve_v3(xs,w) rtol=1e-6, jitted_batch_convolve(xs,ws) rtol=1e-6
+# tolerance: float32 (JAX runs it with its 32-bit defaults, jitad with 64-bit)
 # Copyright the JAX Authors (JAX documentation).
 
 import jitad

@@ -3,6 +3,7 @@
 # licence: Apache-2.0, Copyright the JAX Authors (JAX's documentation; full text: jax/LICENSE)
 # edits: the page's code cells in order; a cell shown raising an error in try/except Exception; IPython % lines cut; plotting cut
 # compare: transformed_structured rtol=1e-6, value_flat rtol=1e-6, y rtol=1e-6
+# tolerance: float32 (JAX runs it with its 32-bit defaults, jitad with 64-bit)
 # Copyright the JAX Authors (JAX documentation).
 
 import jitad

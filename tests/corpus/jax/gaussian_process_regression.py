@@ -3,6 +3,7 @@
 # licence: Apache-2.0, Copyright 2018 The JAX Authors (full text: jax/LICENSE)
 # edits: absl cut (its import, config_with_absl; app.run(main) -> main(None)); plotting cut; 1000 -> 100 steps; main's locals kept as globals
 # compare: params rtol=2e-4 atol=1e-6, mu rtol=2e-4 atol=1e-6, var rtol=2e-3 atol=1e-5
+# tolerance: float32 (jitad with 64-bit off still computes parts in float64)
 # steps: 100
 # x64: off (it draws JAX's 32-bit random numbers)
 # Copyright 2018 The JAX Authors.

@@ -3,6 +3,7 @@
 # licence: Apache-2.0, Copyright the JAX Authors (JAX's documentation; full text: jax/LICENSE)
 # edits: the page's code cells in order; a cell shown raising an error in try/except Exception; IPython % lines cut; plotting cut
 # compare: beta_loc rtol=1e-5 atol=1e-6, beta_log_scale rtol=1e-5 atol=1e-6, elbo_val rtol=1e-5
+# tolerance: float32 (the program asks for float32 arrays; 1000 steps)
 # steps: 1000
 # x64: on (it draws JAX's random numbers, 64-bit: its 32-bit types need float32 defaults jitad lacks yet)
 # Copyright the JAX Authors (JAX documentation).
