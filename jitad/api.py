@@ -118,6 +118,9 @@ class Jitted:
         functools.update_wrapper(self, fn, updated=())
         _JITS.add(self)
 
+    def __get__(self, obj, objtype=None):   # `@jit` on a method: bound to its instance, as a function is
+        return self if obj is None else functools.partial(self, obj)
+
     def _forget(self):
         """Drop every compiled signature (the float-check settings changed)."""
         self._compiled.clear()

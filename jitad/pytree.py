@@ -122,7 +122,7 @@ def _flatten(x, leaves):
             raise ArgumentError(f"the flatten function registered for the pytree class {t.__name__} returned "
                                 f"{out!r}; it must return a pair (children, aux_data) with children a "
                                 "list or tuple")
-        return TreeDef("custom", tuple([_flatten(c, leaves) for c in children]), (t, aux))
+        return TreeDef("custom", tuple([_flatten(c, leaves) for c in children]), NodeKey((t, aux)))
     if isinstance(x, tuple):
         if hasattr(x, "_fields"):   # a namedtuple comes back as its class
             return TreeDef("namedtuple", tuple([_flatten(c, leaves) for c in x]), t)
@@ -142,12 +142,42 @@ def _flatten(x, leaves):
     return LEAF
 
 
+class NodeKey(tuple):
+    """A registered class's `(class, aux_data)` in a structure: compared with `==` and hashed
+    even where aux_data is a dict or a list (JAX asks aux_data for equality only), through a
+    frozen copy of it."""
+    __slots__ = ()
+
+    def __hash__(self):
+        return hash((self[0], _frozen(self[1])))
+
+    def __reduce__(self):   # (copies and pickles)
+        return NodeKey, (tuple(self),)
+
+
+def _frozen(x):
+    """A hashable stand-in for `x`, equal for equal values (dicts, lists, sets by content;
+    another unhashable value by its type alone: coarser, never wrong)."""
+    try:
+        hash(x)
+        return x
+    except TypeError:
+        pass
+    if isinstance(x, dict):
+        return ("dict", frozenset((_frozen(k), _frozen(v)) for k, v in x.items()))
+    if isinstance(x, (list, tuple)):
+        return (type(x).__name__, tuple(_frozen(v) for v in x))
+    if isinstance(x, (set, frozenset)):
+        return ("set", frozenset(_frozen(v) for v in x))
+    return ("unhashable", type(x).__qualname__)
+
+
 def check_hashable(td):
     """ArgumentError naming the registered class whose aux_data cannot be hashed (the
     structure of an argument is part of a compiled function's cache key)."""
     if td.kind == "custom":
         try:
-            hash(td.keys[1])
+            hash(td.keys)   # a NodeKey: only an aux_data whose frozen copy cannot be hashed fails
         except TypeError:
             cls, aux = td.keys
             raise ArgumentError(f"the pytree class {cls.__name__} flattens to aux_data {aux!r}, which is not "
@@ -326,7 +356,7 @@ def one_level(x):
         return NONE, [], []
     if t in _REGISTRY:
         children, aux, keys = _custom_children(x, t)
-        return TreeDef("custom", (), (t, aux)), children, keys
+        return TreeDef("custom", (), NodeKey((t, aux))), children, keys
     if isinstance(x, tuple):
         if hasattr(x, "_fields"):
             return TreeDef("namedtuple", (), t), list(x), [GetAttrKey(f) for f in x._fields]

@@ -28,27 +28,10 @@ __all__ = ["serial", "parallel", "Dense", "Conv", "GeneralConv", "Flatten", "Ide
 
 # -- initializers (jax.nn.initializers' names): init(key, shape, dtype) -> array ---------
 
-def normal(stddev=1e-2):
-    """Normal entries of standard deviation `stddev`."""
-    return lambda key, shape, dtype=np.float64: random.normal(key, shape, dtype) * stddev
-
-
-def glorot_normal(in_axis=-2, out_axis=-1):
-    """Glorot (Xavier) normal, truncated at 2 standard deviations, as JAX's."""
-    def init(key, shape, dtype=np.float64):
-        receptive = math.prod(shape) / shape[in_axis] / shape[out_axis]
-        fan_avg = (shape[in_axis] + shape[out_axis]) * receptive / 2
-        stddev = math.sqrt(1.0 / fan_avg) / 0.87962566103423978   # the std of a normal truncated to [-2, 2]
-        return random.truncated_normal(key, -2.0, 2.0, shape, dtype) * stddev
-    return init
-
-
-def zeros(key, shape, dtype=np.float64):
-    return nn.initializers.zeros(key, shape, dtype)   # (float32 where jax_enable_x64 is off)
-
-
-def ones(key, shape, dtype=np.float64):
-    return nn.initializers.ones(key, shape, dtype)
+normal = nn.initializers.normal
+glorot_normal = nn.initializers.glorot_normal
+zeros = nn.initializers.zeros
+ones = nn.initializers.ones
 
 
 # -- layers -------------------------------------------------------------------------------

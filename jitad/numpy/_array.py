@@ -4,10 +4,8 @@ import builtins as _builtins
 import numpy as _np
 
 from .. import cpu_device as _cpu_device, numeric as _N
-from ..config import config as _config
-from ..dtypes import narrowed as _narrowed, requested_dtype as _requested_dtype
 from ..lower import runtime as _runtime
-from ..staging import current_frame as _current_frame, is_staged as _is_staged
+from ..staging import is_staged as _is_staged
 
 
 def _staged_any(xs):
@@ -17,7 +15,8 @@ def _staged_any(xs):
 # -- arrays: plain NumPy arrays with JAX's `.at` ------------------------------
 
 class Array(_np.ndarray):
-    """A NumPy array that also has JAX's `.at[...]` updates and accepts a staged index."""
+    """A NumPy array that also has JAX's `.at[...]` updates, accepts a staged index and
+    clamps an index out of bounds (`jnp.arange(3)[5]` is 2), as JAX does."""
 
     @property
     def at(self):
@@ -30,11 +29,13 @@ class Array(_np.ndarray):
             return _N.getitem(_np.asarray(self), key)
         try:
             return super().__getitem__(key)
-        except IndexError:
-            if _current_frame() is None:   # outside staged code: NumPy's indexing
-                raise
-            # a constant of staged code read past its end clamps, as `jax.jit` reads
+        except IndexError:   # an index out of bounds is clamped, as JAX's (and jitad's staged) indexing does
             return _N.getitem(_np.asarray(self), key)
+
+    def __iter__(self):   # NumPy's rows (Python's fallback would index on past the end: indexes clamp)
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d array")
+        return (_np.ndarray.__getitem__(self, i) for i in range(self.shape[0]))
 
     def block_until_ready(self):
         """Itself (jitad's results are ready when a call returns)."""
@@ -107,35 +108,6 @@ class Array(_np.ndarray):
 
 
 _runtime.native_array_subclass(Array)   # compiled entries take it as an ndarray
-
-
-# -- where jax_enable_x64 is off: JAX's 32-bit dtypes (installed only then: NumPy's own
-# methods, a Python-level call fewer, serve the default)
-
-def _array_wrap(self, out, context=None, return_scalar=False):
-    """NumPy's results on Arrays in 32 bits (an int32 Array divided, or times a Python float,
-    is float32, as JAX's)."""
-    wrap = self.dtype not in (_np.int64, _np.uint64)   # int32 operands: int32 arithmetic's results
-    return _np.ndarray.__array_wrap__(self, _narrowed(out, wrap=wrap), context, return_scalar)
-
-
-def _astype(self, dtype, *args, **kwargs):
-    """NumPy's `astype`, a 64-bit dtype made 32-bit (with JAX's warning unless it is Python's)."""
-    return _np.ndarray.astype(self, _requested_dtype(dtype, "astype"), *args, **kwargs)
-
-
-def _x64_changed(name, value):
-    if name != "jax_enable_x64":
-        return
-    for attr, method in (("__array_wrap__", _array_wrap), ("astype", _astype)):
-        if value and attr in Array.__dict__:
-            delattr(Array, attr)
-        elif not value:
-            setattr(Array, attr, method)
-
-
-_config.on_update(_x64_changed)
-_x64_changed("jax_enable_x64", _config.jax_enable_x64)   # (its environment variable)
 
 
 class _AtArray:

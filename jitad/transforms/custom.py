@@ -14,7 +14,50 @@ from ..pytree import flatten, tree_map, unflatten
 from ..staging import FUN, WHILE, Staged, checkpoint, current_frame, is_staged  # noqa: F401  (checkpoint: public here)
 
 
-class custom_vjp(FUN):
+class _NondiffFUN(FUN):
+    """A custom rule's function taking `nondiff_argnums` (as JAX's): under a trace, a call
+    runs a rule of the same kind over the other arguments, those fixed to the call's values
+    (kept for a few recent values); `_rule_for(nums, fixed)` builds it."""
+
+    def __new__(cls, fn=None, out=None, nondiff_argnums=()):
+        if fn is None:   # @custom_vjp(nondiff_argnums=...) or functools.partial
+            return lambda f: cls(f, out, nondiff_argnums)
+        return object.__new__(cls)
+
+    def __init__(self, fn=None, out=None, nondiff_argnums=()):
+        super().__init__(fn, out)
+        who = type(self).__name__
+        self.nondiff_argnums = check_argnums(nondiff_argnums, who, "nondiff_argnums", allow_empty=True)
+        self._rules = []   # (nondiff argument values, the rule over the other arguments)
+
+    def __call__(self, *args):
+        if not self.nondiff_argnums or current_frame() is None:
+            return super().__call__(*args)
+        for i in self.nondiff_argnums:
+            if not -len(args) <= i < len(args):
+                raise ArgumentError(f"{type(self).__name__} `{self.__name__}`: nondiff_argnums includes {i}, "
+                                    f"but the call passes {len(args)} arguments")
+        nums = sorted(i % len(args) for i in self.nondiff_argnums)
+        fixed = tuple(args[i] for i in nums)
+        rule = next((r for f, r in self._rules if len(f) == len(fixed) and all(map(
+            lambda a, b: a is b, f, fixed))), None)
+        if rule is None:
+            rule = self._rule_for(nums, fixed)
+            self._rules = [(fixed, rule)] + self._rules[:63]   # a few recent ones
+        return rule(*[a for i, a in enumerate(args) if i not in nums])
+
+
+def _with_fixed(nums, fixed):
+    """diff -> the full argument list, `fixed` put back at positions `nums`."""
+    def full(diff):
+        args = list(diff)
+        for i, value in zip(nums, fixed):
+            args.insert(i, value)
+        return args
+    return full
+
+
+class custom_vjp(_NondiffFUN):
     """A function with a user-supplied VJP.
 
     >>> @jitad.custom_vjp
@@ -40,43 +83,15 @@ class custom_vjp(FUN):
 
     call_op = Op.CUSTOM_VJP
 
-    def __new__(cls, fn=None, out=None, nondiff_argnums=()):
-        if fn is None:   # @custom_vjp(nondiff_argnums=...) or functools.partial
-            return lambda f: cls(f, out, nondiff_argnums)
-        return object.__new__(cls)
-
     def __init__(self, fn=None, out=None, nondiff_argnums=()):
-        super().__init__(fn, out)
+        super().__init__(fn, out, nondiff_argnums)
         self.fwd = self.bwd = None
-        self.nondiff_argnums = check_argnums(nondiff_argnums, "custom_vjp", "nondiff_argnums", allow_empty=True)
-        self._rules = []   # (nondiff argument values, the rule over the other arguments)
-
-    def __call__(self, *args):
-        if not self.nondiff_argnums or current_frame() is None:
-            return super().__call__(*args)
-        for i in self.nondiff_argnums:
-            if not -len(args) <= i < len(args):
-                raise ArgumentError(f"custom_vjp `{self.__name__}`: nondiff_argnums includes {i}, but the "
-                                    f"call passes {len(args)} arguments")
-        nums = sorted(i % len(args) for i in self.nondiff_argnums)
-        fixed = tuple(args[i] for i in nums)
-        rule = next((r for f, r in self._rules if len(f) == len(fixed) and all(map(
-            lambda a, b: a is b, f, fixed))), None)
-        if rule is None:
-            rule = self._rule_for(nums, fixed)
-            self._rules = [(fixed, rule)] + self._rules[:63]   # a few recent ones
-        return rule(*[a for i, a in enumerate(args) if i not in nums])
 
     def _rule_for(self, nums, fixed):
         """A rule over the differentiated arguments, the others fixed to `fixed`."""
         if self.fwd is None:
             raise ArgumentError(f"custom_vjp `{self.__name__}`: call defvjp(fwd, bwd) before using it")
-
-        def full(diff):
-            args = list(diff)
-            for i, value in zip(nums, fixed):
-                args.insert(i, value)
-            return args
+        full = _with_fixed(nums, fixed)
         rule = custom_vjp(lambda *diff: self.fn(*full(diff)), self.out)
         rule.__name__ = self.__name__
         return rule.defvjp(lambda *diff: self.fwd(*full(diff)), lambda res, g: self.bwd(*fixed, res, g))
@@ -251,7 +266,7 @@ def _zero_like(x):
     return np.zeros(shape, dtype) if shape else dtype.type(0) if hasattr(dtype, "type") else dtype(0)
 
 
-class custom_jvp(FUN):
+class custom_jvp(_NondiffFUN):
     """A function with a user-supplied forward-mode rule (JAX's `custom_jvp`).
 
     >>> @jitad.custom_jvp
@@ -267,13 +282,14 @@ class custom_jvp(FUN):
     The rule `(primals, tangents) -> (out, tangent_out)` must be linear in the
     tangents. Forward mode runs it; reverse mode transposes its tangent part (a `vjp`
     of `tangents -> tangent_out` at the primals), so `grad`, `hessian` and higher orders
-    all work from the one rule.
+    all work from the one rule. With `nondiff_argnums` (as JAX's) the rule is
+    `jvp(*nondiff_args, primals, tangents)`, over the other arguments.
     """
 
     call_op = Op.CUSTOM_VJP   # reverse mode sees it as a custom_vjp (see `_TransposedJvp`)
 
-    def __init__(self, fn=None, out=None):
-        super().__init__(fn, out)
+    def __init__(self, fn=None, out=None, nondiff_argnums=()):
+        super().__init__(fn, out, nondiff_argnums)
         self.jvp_rule = None
 
     def defjvp(self, jvp):
@@ -282,6 +298,39 @@ class custom_jvp(FUN):
                                 "(primals, tangents) -> (out, tangent_out)")
         self.jvp_rule = jvp
         return jvp
+
+    def defjvps(self, *jvps):
+        """One rule per argument, `jvp_i(tangent_i, out, *primals)` (None: no derivative in
+        that argument); the output tangent is their sum.
+
+        >>> f = jitad.custom_jvp(lambda x, y: jitad.sin(x) * y)
+        >>> f.defjvps(lambda t, out, x, y: jitad.cos(x) * t * y, lambda t, out, x, y: jitad.sin(x) * t)
+        >>> jitad.grad(f, argnums=1)(0.5, 2.0) == np.sin(0.5)
+        True
+        """
+        if self.nondiff_argnums:
+            raise ArgumentError(f"custom_jvp `{self.__name__}`: defjvps cannot be used with nondiff_argnums; "
+                                "use defjvp")
+
+        def rule(primals, tangents):
+            out = self(*primals)
+            terms = [jvp(t, out, *primals) for jvp, t in zip(jvps, tangents) if jvp is not None]
+            total = terms[0] if terms else tree_map(lambda o: o * 0.0, out)
+            for term in terms[1:]:
+                total = tree_map(lambda a, b: a + b, total, term)
+            return out, total
+        self.defjvp(rule)
+
+    def _rule_for(self, nums, fixed):
+        """A rule over the differentiated arguments, the others fixed to `fixed`."""
+        if self.jvp_rule is None:
+            raise ArgumentError(f"custom_jvp `{self.__name__}`: define its rule with @{self.__name__}.defjvp "
+                                "before using it")
+        full = _with_fixed(nums, fixed)
+        rule = custom_jvp(lambda *diff: self.fn(*full(diff)), self.out)
+        rule.__name__ = self.__name__
+        rule.defjvp(lambda primals, tangents: self.jvp_rule(*fixed, primals, tangents))
+        return rule
 
     def call_attrs(self, in_td):
         if self.jvp_rule is None:

@@ -202,10 +202,12 @@ def _from_vjp(op):
             term = vjp(t, *primals, out, **node.attrs)[k]
             if term is not None:
                 total = term if total is None else total + term
-        if total is None or total.shape == out.shape:
-            return total
+        if total is None:
+            return None
         from .. import numeric as N
-        return N.broadcast_to(total, out.shape)
+        if total.ir_dtype != out.ir_dtype:   # a conversion's tangent is in its output's dtype
+            total = N.convert(total, out.ir_dtype)
+        return total if total.shape == out.shape else N.broadcast_to(total, out.shape)
     return rule
 
 

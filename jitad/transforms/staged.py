@@ -72,12 +72,20 @@ def jvp_staged(fn, primals, tangents):
         else:
             if np.shape(t) != ty.shape:
                 raise ArgumentError(f"jvp: a tangent of shape {np.shape(t)} for a primal of shape {ty.shape}")
-            pairs.append((staged_arg(x, ty), staged_arg(t, ty)))
+            pairs.append((staged_arg(x, ty), _tangent_as(staged_arg(t, ty), ty)))
     with timing.stage("ad"):
         result = jvp_graph(program.main, pairs + [(wrap(v), None) for v in captured])
     outs = [p for p, _ in result]
     tans = [t if t is not None else zero_tangent(v.type) for (_, t), v in zip(result, program.main.outputs)]
     return unflatten(out_td, outs), unflatten(out_td, tans)
+
+
+def _tangent_as(tangent, ty):
+    """A tangent in its primal's dtype (a float64 direction for a float32 primal is rounded)."""
+    from ..ir.types import NUMPY
+    if isinstance(tangent, Staged) and tangent.ir_dtype != ty.dtype:
+        return tangent.astype(NUMPY[ty.dtype])
+    return tangent
 
 
 def zero_tangent(t):
@@ -113,7 +121,7 @@ def linearize_staged(fn, primals):
             elif np.shape(t) != ty.shape:
                 raise ArgumentError(f"linearize: a tangent of shape {np.shape(t)} for a primal of shape {ty.shape}")
             else:
-                ts.append(staged_arg(t, ty))
+                ts.append(_tangent_as(staged_arg(t, ty), ty))
         with timing.stage("ad"):
             out_t = tangents(ts + [None] * len(captured))
         return unflatten(out_td, [t if t is not None else zero_tangent(v.type) for t, v in zip(out_t, program.main.outputs)])

@@ -11,16 +11,21 @@ A program's file begins with comment lines the harness reads:
 
 `compare` names the program's global variables whose values (pytrees of arrays) must agree
 between the run through jitad and the run through the original library (the same text with the
-rename undone), at the tolerances given; an item may also be an expression without spaces (items are
-separated by a comma and a space), evaluated in the program's globals after it ran (`result.x`,
-`grad(sqrt)(2.0)`); `steps` is how many optimisation steps the program
-takes as kept here (for per-step timings); `known`, where present, names a difference jitad
-has yet to close (the test then expects the program to fail, and fails when it passes). A program that imports a module that downloads data
+rename undone), at the tolerances given; an item may also be an expression without spaces,
+evaluated in the program's globals after it ran (`result.x`, `grad(sqrt)(2.0)`, `f(x,y)`; items
+are separated by the commas outside brackets); `steps` is how many optimisation steps the program
+takes as kept here (for per-step timings); `xfail`, where present, names a difference jitad
+has yet to close (the test then expects the program to fail, and fails when it passes).
+JAX runs each program at its default, 64-bit types off (whatever other tests set), unless the
+program sets them itself, and jitad at its own default (on); an optional `# x64: off` or
+`# x64: on` line runs both libraries so (a program that draws JAX's random numbers: 32-bit and
+64-bit draws differ). NumPy's global random state is seeded the same before each run. A program that imports a module that downloads data
 (`data`, `data_mnist`, `datasets`) gets the synthetic module of the same name in
 `tests/corpus/data/`, the same for both runs; one that imports another program of the corpus
 (`from gaussian_process import make_gp_funs`) gets that program's file, renamed the same way and
 run as a module of that name.
 """
+import contextlib
 import dataclasses
 import importlib
 import pathlib
@@ -52,16 +57,22 @@ class Program:
     def compared(self):
         """The variables to compare and their tolerances: [(name, rtol, atol)]."""
         out = []
-        for item in re.split(r",\s+", self.header["compare"]):
+        for item in split_outside_brackets(self.header["compare"]):
             words = item.split()
             opts = dict(w.split("=") for w in words[1:])
             out.append((words[0], float(opts.get("rtol", 1e-7)), float(opts.get("atol", 0.0))))
         return out
 
 
-def value(namespace, item):
-    """A compared item's value in a program's globals: a variable, or an expression over them."""
-    return namespace[item] if item in namespace else eval(item, namespace)
+def split_outside_brackets(text):
+    """`text` split at the commas outside (), [] and {}."""
+    items, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += (ch in "([{") - (ch in ")]}")
+        if ch == "," and depth == 0:
+            items.append(text[start:i])
+            start = i + 1
+    return items + [text[start:]]
 
 
 def programs():
@@ -78,7 +89,7 @@ def programs():
 def read_header(path):
     header = {}
     for line in path.read_text().splitlines():
-        match = re.match(r"#\s*(source|licence|edits|compare|steps|known):\s*(.*)", line)
+        match = re.match(r"#\s*(source|licence|edits|compare|steps|x64|xfail):\s*(.*)", line)
         if match:
             header[match.group(1)] = match.group(2).strip()
         elif line.strip() and not line.startswith("#"):
@@ -98,9 +109,11 @@ def run(program, lib):
     try:
         for sibling in siblings(program):
             sys.modules[sibling.path.stem] = as_module(sibling, lib)
-        start = time.perf_counter()
-        exec(compiled(program, lib), namespace)
-        seconds = time.perf_counter() - start
+        with x64_setting(program, lib):
+            np.random.seed(0)
+            start = time.perf_counter()
+            exec(compiled(program, lib), namespace)
+            seconds = time.perf_counter() - start
     finally:
         for name, module in saved.items():
             if module is None:
@@ -132,6 +145,31 @@ def as_module(program, lib):
     module.__file__ = str(program.path)
     exec(compiled(program, lib), vars(module))
     return module
+
+
+@contextlib.contextmanager
+def x64_setting(program, lib):
+    """`jax_enable_x64` for one run: the header's `x64` for both libraries, else JAX's
+    default (off) for JAX and jitad's own; the setting before is restored after."""
+    if lib == "autograd" or (lib == "jitad" and "x64" not in program.header):
+        yield
+        return
+    config = importlib.import_module(lib).config
+    saved = config.read("jax_enable_x64")
+    config.update("jax_enable_x64", program.header.get("x64", "off").split()[0] == "on")
+    try:
+        yield
+    finally:
+        config.update("jax_enable_x64", saved)
+
+
+def value(program, lib, namespace, name):
+    """A compared value: the global `name` of a run's namespace, or an expression of its
+    globals, evaluated under the run's `jax_enable_x64` (a compiled function keeps its types)."""
+    if name.isidentifier():
+        return namespace[name]
+    with x64_setting(program, lib):
+        return eval(name, namespace)
 
 
 def data_modules():

@@ -3,7 +3,7 @@
 # edits: iterations 100 -> 10
 # compare: f.alphas rtol=1e-12, list(map(f,xs)) rtol=1e-12
 # steps: 10
-# known: a user-defined Box and VSpace (RKHSFunBox.register, RKHSFunVSpace.register: functions as vectors in a dict) are autograd tracer internals jitad does not have
+# xfail: a user-defined Box and VSpace (RKHSFunBox.register, RKHSFunVSpace.register: functions as vectors in a dict) are autograd tracer internals jitad does not have
 # ruff: noqa (the program as its authors wrote it, with the edits above)
 
 """
