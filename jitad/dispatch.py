@@ -889,8 +889,8 @@ def _swap_sources(fn, ids, undo, seen, depth):
         except ValueError:
             continue
         if id(v) in ids and _is_array(v):
-            cell.cell_contents = source_view(v)
-            undo.append(lambda cell=cell, v=v: setattr(cell, "cell_contents", v))
+            cell.cell_contents = view = source_view(v)
+            undo.append(lambda cell=cell, v=v, view=view: _put_back(cell, v, view))
         elif callable(v):
             _swap_sources(v, ids, undo, seen, depth - 1)
     g = fn.__globals__
@@ -902,10 +902,19 @@ def _swap_sources(fn, ids, undo, seen, depth):
             _swap_sources(v, ids, undo, seen, depth - 1)
 
 
+def _put_back(cell, array, view):
+    """The array back in its cell, unless the function put something else there."""
+    try:
+        if cell.cell_contents is view:
+            cell.cell_contents = array
+    except ValueError:
+        pass
+
+
 def _swap_in(table, names, ids, undo):
     """Put a `SourceView` of each array of `ids` found under `names` in the dict `table`."""
     for name in names:
         v = table.get(name)
         if id(v) in ids and _is_array(v):
-            table[name] = source_view(v)
-            undo.append(lambda name=name, v=v: table.__setitem__(name, v))
+            table[name] = view = source_view(v)
+            undo.append(lambda name=name, v=v, view=view: table.get(name) is view and table.__setitem__(name, v))

@@ -160,3 +160,19 @@ def test_a_reused_gradient_object_sees_every_change_of_what_it_reads():
 
 
 OFFSET = 0.0
+
+
+STATE = np.array([1.0, 2.0, 3.0])
+
+
+def test_a_global_array_the_function_binds_again_keeps_the_new_value():
+    def f(m):
+        def loss(w, i):
+            global STATE
+            out = m.sum(w * STATE[i % 3])
+            STATE = np.asarray(STATE) * 1.0 + 0.0   # (a new array, bound while tracing)
+            return out
+        return loss
+    g, before = jitad.grad(f(jitad)), STATE
+    np.testing.assert_array_equal(g(np.ones(2), 1), [2.0, 2.0])
+    assert STATE is not before and type(STATE) is np.ndarray   # the function's own new array stays bound
