@@ -106,9 +106,9 @@ class _Reads:
     (cells, defaults, globals), in a fixed order. `checks` records what the walk read (see
     `_checks_hold`): while they hold, a walk again would give the same key and arrays."""
 
-    def __init__(self):
+    def __init__(self, record=False):
         self.parts, self.arrays, self.seen = [], [], set()
-        self.checks, self.cacheable = [], True
+        self.checks, self.cacheable, self.record = [], record, record
 
     def value(self, v, depth, by_identity=False):
         t = type(v)
@@ -125,16 +125,18 @@ class _Reads:
         elif _is_array(v):
             self.arrays.append(v)
             self.parts.append(_Id(v) if by_identity else ("array", v.dtype.str, v.shape))
-            self.checks.append((_ARRAY, v, v.dtype, v.shape))
+            if self.record:
+                self.checks.append((_ARRAY, v, v.dtype, v.shape))
         elif t in (tuple, list) and len(v) <= 64 and depth > 0:
             self.parts.append((t, len(v)))
-            if t is list:
+            if t is list and self.record:
                 self.checks.append((_LIST, v, tuple(v)))
             for x in v:
                 self.value(x, depth - 1, by_identity)
         elif t is dict and len(v) <= 64 and depth > 0:
             self.parts.append((dict, tuple(map(repr, v))))
-            self.checks.append((_DICT, v, tuple(v.items())))
+            if self.record:
+                self.checks.append((_DICT, v, tuple(v.items())))
             for x in v.values():
                 self.value(x, depth - 1, by_identity)
         elif callable(v) and depth > 0:
@@ -170,59 +172,65 @@ class _Reads:
         self._python_function(fn, depth)
 
     def _python_function(self, fn, depth):
-        code = fn.__code__
+        code, cells, contents = fn.__code__, fn.__closure__ or (), []
         self.parts.append(code)
-        self.checks.append((_FUNCTION, fn, (code, fn.__defaults__, fn.__kwdefaults__)))
-        for cell in fn.__closure__ or ():
+        for cell in cells:
             try:
-                contents = cell.cell_contents
+                v = cell.cell_contents
             except ValueError:
-                contents = cell
-            self.checks.append((_CELL, cell, contents))
-            self.value(contents, depth)
+                v = cell
+            contents.append(v)
+            self.value(v, depth)
         self.value(fn.__defaults__, depth)
         if fn.__kwdefaults__:
             self.value(fn.__kwdefaults__, depth)
         g = fn.__globals__
-        self.checks.append((_SIZE, g, len(g)))
-        for name in _present_globals(code, g):
-            v = g.get(name, _Id)
-            self.checks.append((_ITEM, g, name, v))
+        names = _present_globals(code, g)
+        values = tuple([g.get(name, _Id) for name in names])
+        for v in values:
             if isinstance(v, (types.ModuleType, type)):
                 self.parts.append(_Id(v))
             else:
                 self.value(v, depth)
+        if self.record:
+            self.checks.append((_FUNCTION, fn, (code, fn.__defaults__, fn.__kwdefaults__, cells, contents, g,
+                                                len(g), names, values)))
 
 
-_ARRAY, _LIST, _DICT, _FUNCTION, _CELL, _SIZE, _ITEM = range(7)
+_ARRAY, _LIST, _DICT, _FUNCTION = range(4)
 
 
 def _checks_hold(checks):
     """Whether every value a walk read (`_Reads.checks`) is still there, the same object
     (an array of the same dtype and shape, a list or dict with the same items)."""
+    for c in checks:
+        kind, obj = c[0], c[1]
+        if kind == _FUNCTION:
+            if not _same_function(obj, c[2]):
+                return False
+        elif kind == _ARRAY:
+            if obj.dtype is not c[2] or obj.shape != c[3]:
+                return False
+        elif not _same_items(obj, c[2], kind == _DICT):
+            return False
+    return True
+
+
+def _same_function(fn, read):
+    """`fn` has the code, defaults, cells' contents and globals' values `read` recorded."""
+    code, defaults, kwdefaults, cells, contents, g, size, names, values = read
+    if fn.__code__ is not code or fn.__defaults__ is not defaults or fn.__kwdefaults__ is not kwdefaults \
+            or len(g) != size:
+        return False
     try:
-        for c in checks:
-            kind, obj = c[0], c[1]
-            if kind == _ITEM:
-                if obj.get(c[2], _Id) is not c[3]:
-                    return False
-            elif kind == _CELL:
-                if obj.cell_contents is not c[2]:
-                    return False
-            elif kind == _ARRAY:
-                if obj.dtype is not c[2] or obj.shape != c[3]:
-                    return False
-            elif kind == _SIZE:
-                if len(obj) != c[2]:
-                    return False
-            elif kind == _FUNCTION:
-                code, defaults, kwdefaults = c[2]
-                if obj.__code__ is not code or obj.__defaults__ is not defaults or obj.__kwdefaults__ is not kwdefaults:
-                    return False
-            elif not _same_items(obj, c[2], kind == _DICT):
+        for cell, v in zip(cells, contents):
+            if cell.cell_contents is not v:
                 return False
     except ValueError:   # (an emptied cell)
         return False
+    for name, v in zip(names, values):
+        if g.get(name, _Id) is not v:
+            return False
     return True
 
 
@@ -446,8 +454,8 @@ class Concrete:
     def _run(self, args, kwargs, x64):
         known = self._known
         if known is None or known.x64 is not x64 or known.checks is None or not _checks_hold(known.checks):
-            reads = _Reads()
-            reads.function(self.fn, 4)
+            reads = _Reads(record=known is not None)   # (from the second call on: a fresh closure's
+            reads.function(self.fn, 4)                 # first and only call records nothing)
             known = self._known = _Known(reads, x64)   # (code traced under the other x64 setting never serves)
         elif known.sig is not None and not kwargs and _signature(args, known.diff, known.sym) == known.sig:
             # the same function object, reading the same values, with arguments like the last call's
@@ -506,7 +514,7 @@ class Concrete:
         if call.exact and sum(1 for p in paths if p.int_exact) > MAX_PATHS_PER_SITE:
             _remember(_CONCRETE_INTS, key)   # (too many plain-int values seen: keyed by value)
             known.sig = known.argkey = None
-        elif argkey is not None:
+        elif argkey is not None and known.checks is not None:
             known.remember(key, diff, call, paths, argkey)
         return out
 
@@ -555,7 +563,10 @@ class Concrete:
     def _dispatch(self, paths, call, failed=None):
         tried = [failed[0]] if failed else []
         while True:
-            path, sliced = _next_path(paths, tried, failed, call)
+            if not tried and paths and paths[0].simple:   # (the usual case: no search)
+                path, sliced = paths[0], ()
+            else:
+                path, sliced = _next_path(paths, tried, failed, call)
             if path is None:
                 return self._trace(paths, call, failed)
             tried.append(path)
@@ -885,8 +896,8 @@ def _swap_sources(fn, ids, undo, seen, depth):
         except ValueError:
             continue
         if id(v) in ids and _is_array(v):
-            cell.cell_contents = source_view(v)
-            undo.append(lambda cell=cell, v=v: setattr(cell, "cell_contents", v))
+            cell.cell_contents = view = source_view(v)
+            undo.append(lambda cell=cell, v=v, view=view: _put_back(cell, v, view))
         elif callable(v):
             _swap_sources(v, ids, undo, seen, depth - 1)
     g = fn.__globals__
@@ -898,10 +909,19 @@ def _swap_sources(fn, ids, undo, seen, depth):
             _swap_sources(v, ids, undo, seen, depth - 1)
 
 
+def _put_back(cell, array, view):
+    """The array back in its cell, unless the function put something else there."""
+    try:
+        if cell.cell_contents is view:
+            cell.cell_contents = array
+    except ValueError:
+        pass
+
+
 def _swap_in(table, names, ids, undo):
     """Put a `SourceView` of each array of `ids` found under `names` in the dict `table`."""
     for name in names:
         v = table.get(name)
         if id(v) in ids and _is_array(v):
-            table[name] = source_view(v)
-            undo.append(lambda name=name, v=v: table.__setitem__(name, v))
+            table[name] = view = source_view(v)
+            undo.append(lambda name=name, v=v, view=view: table.get(name) is view and table.__setitem__(name, v))
