@@ -42,7 +42,7 @@ def walks(monkeypatch):
     """The walks of a function to key it (see `dispatch._Reads`) made from now on."""
     made = []
     init = dispatch._Known.__init__
-    monkeypatch.setattr(dispatch._Known, "__init__", lambda self, reads: made.append(1) or init(self, reads))
+    monkeypatch.setattr(dispatch._Known, "__init__", lambda self, *args: made.append(1) or init(self, *args))
     return made
 
 
