@@ -34,6 +34,12 @@ def test_reverse_mode_through_while_loop_and_traced_fori_loop():
 def test_default_float_is_float64_and_float32_stays():
     assert jnp.zeros(2).dtype == np.float64 and type(jit(lambda x: x * 2)(1.0)) is float
     assert jit(lambda x: x * 2)(np.ones(2, np.float32)).dtype == np.float32
+    jitad.config.update("jax_enable_x64", False)
+    try:
+        assert jnp.zeros(2).dtype == np.float32 and jnp.arange(3).dtype == np.int32
+        assert jit(lambda x: x * 2.0)(np.ones(2)).dtype == np.float32
+    finally:
+        jitad.config.update("jax_enable_x64", True)
 
 
 def test_other_dtypes():
