@@ -313,8 +313,7 @@ def matmul(a, b):
     b2 = reshape(b, (sb[0], 1)) if len(sb) == 1 else b
     if _shape(a2)[1] != _shape(b2)[0]:
         raise ShapeError(f"`matmul`: shapes {tuple(sa)} and {tuple(sb)} do not multiply")
-    (a2, ta), (b2, tb) = untransposed(a2), untransposed(b2)
-    out = matmul_t(a2, b2, ta, tb)
+    out = matmul_t(a2, b2)
     shape = tuple(sa[:-1]) + tuple(sb[1:])
     return reshape(out, shape)
 
