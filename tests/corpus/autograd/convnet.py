@@ -5,7 +5,6 @@
 # steps: 2
 # note: the initial weights come from an unseeded RandomState(), so the two runs train from different
 # points: what is compared is the gradient and error of each run's own functions at the same weights
-# known: jitad.scipy.signal.convolve lacks autograd's axes= and dot_axes= (convolution over chosen axes, contraction over others)
 # ruff: noqa (the program as its authors wrote it, with the edits above)
 
 """Convolutional neural net on MNIST, modeled on 'LeNet-5',
