@@ -1,7 +1,10 @@
 """`jitad.scipy.signal`: SciPy's `convolve` of 1-D and 2-D arrays, staged and differentiable."""
+import itertools
+
 import numpy as np
 
 from .. import numeric as N
+from .. import numpy_api as A
 from ..errors import ArgumentError, ShapeError
 
 __all__ = ["convolve", "correlate", "convolve2d", "correlate2d", "fftconvolve", "detrend"]
@@ -11,7 +14,7 @@ def _shape(x):
     return tuple(x.shape) if hasattr(x, "shape") else np.shape(x)
 
 
-def convolve(in1, in2, mode="full", method="auto", precision=None):
+def convolve(in1, in2, mode="full", method="auto", precision=None, *, axes=None, dot_axes=None):
     """The discrete convolution of two 1-D or two 2-D arrays, as SciPy's `convolve`:
     `mode` 'full' (every overlap), 'same' (the size of `in1`, centred) or 'valid' (full
     overlaps only). Each output is one gather of `in1` times `in2`, summed:
@@ -19,7 +22,18 @@ def convolve(in1, in2, mode="full", method="auto", precision=None):
 
     >>> convolve(np.array([1.0, 2.0, 3.0]), np.array([0.0, 1.0, 0.5]))
     array([0. , 1. , 2.5, 4. , 1.5])
+
+    autograd's form convolves arrays of any rank over chosen axes and contracts others:
+    `axes=(axes of in1, axes of in2)` are convolved pairwise, `dot_axes=(.., ..)` summed over
+    in pairs; the result's axes are in1's other axes, in2's other axes, then the convolved
+    ones ('valid' and 'full' modes):
+
+    >>> images, filters = np.ones((2, 3, 6, 6)), np.ones((3, 4, 3, 3))   # (batch, colour, y, x)
+    >>> convolve(images, filters, axes=([2, 3], [2, 3]), dot_axes=([1], [0]), mode="valid").shape
+    (2, 4, 4, 4)
     """
+    if axes is not None or dot_axes is not None:
+        return _convolve_axes(in1, in2, axes, dot_axes, mode)
     s1, s2 = _shape(in1), _shape(in2)
     if len(s1) != len(s2) or len(s1) not in (1, 2):
         raise ShapeError(f"`convolve`: shapes {s1} and {s2}; give two 1-D or two 2-D arrays")
@@ -62,6 +76,42 @@ def _check_2d(who, in1, in2, boundary, fillvalue):
     if boundary != "fill" or fillvalue != 0:
         raise ArgumentError(f"`{who}`: boundary={boundary!r}, fillvalue={fillvalue!r}; jitad (as JAX) pads with "
                             "zeros only: boundary='fill', fillvalue=0")
+
+
+def _convolve_axes(a, b, axes, dot_axes, mode):
+    """autograd's tensor convolution: `b` slides under the flipped `a` (the smaller on the
+    convolved axes), one tensordot per position of `a`'s window."""
+    sa, sb = _shape(a), _shape(b)
+    axes = [list(x) for x in (axes if axes is not None else (range(len(sa)), range(len(sb))))]
+    dots = [list(x) for x in (dot_axes if dot_axes is not None else ((), ()))]
+    if mode not in ("valid", "full"):
+        raise ArgumentError(f"`convolve` with axes: mode={mode!r}; use 'valid' or 'full'")
+    if len(axes[0]) != len(axes[1]) or len(dots[0]) != len(dots[1]):
+        raise ShapeError(f"`convolve`: axes={axes}, dot_axes={dots}; give the same number of axes of each array")
+    if any(sb[j] < sa[i] for i, j in zip(*axes)):   # the smaller one is the window
+        if mode == "valid" and not all(sb[j] <= sa[i] for i, j in zip(*axes)):
+            raise ShapeError(f"`convolve`: shapes {sa} and {sb}; mode='valid' needs one array at least as "
+                             "large as the other on every convolved axis")
+        out = _convolve_axes(b, a, axes[::-1], dots[::-1], mode)
+        kb, ka = len(sb) - len(axes[1]) - len(dots[1]), len(sa) - len(axes[0]) - len(dots[0])
+        return N.transpose(out, [*range(kb, kb + ka), *range(kb), *range(kb + ka, kb + ka + len(axes[0]))])
+    if mode == "full":
+        widths = [(sa[i] - 1, sa[i] - 1) if k in axes[1] else (0, 0)
+                  for k, i in ((k, axes[0][axes[1].index(k)] if k in axes[1] else None) for k in range(len(sb)))]
+        b, sb = A.pad(b, widths), tuple(n + 2 * w[0] for n, w in zip(sb, widths))
+    out_len = [sb[j] - sa[i] + 1 for i, j in zip(*axes)]
+    kept_a = [k for k in range(len(sa)) if k not in axes[0]]
+    kept_b = [k for k in range(len(sb)) if k not in axes[1] + dots[1]] + axes[1]   # the order of the result
+    total = None
+    for offsets in itertools.product(*(range(sa[i]) for i in axes[0])):
+        ia, ib = [slice(None)] * len(sa), [slice(None)] * len(sb)
+        for i, j, k, n in zip(*axes, offsets, out_len):
+            ia[i], ib[j] = sa[i] - 1 - k, slice(k, k + n)
+        window = N.transpose(N.getitem(b, tuple(ib)), kept_b + dots[1])
+        term = A.tensordot(N.getitem(a, tuple(ia)), window,
+                           axes=([kept_a.index(d) for d in dots[0]], list(range(len(kept_b), len(kept_b) + len(dots[1])))))
+        total = term if total is None else total + term
+    return total
 
 
 def convolve2d(in1, in2, mode="full", boundary="fill", fillvalue=0, precision=None):

@@ -56,3 +56,31 @@ def test_unsupported_settings_name_the_fix():
         S.convolve2d(a, b, boundary="wrap")
     with pytest.raises(JitadError, match="linear"):
         S.detrend(a, type="quadratic")
+
+
+# autograd's convolve(A, B, axes=..., dot_axes=..., mode=...): a LeNet layer, its swapped
+# form, a 1-D contraction and a plain 2-D convolution, in 'valid' and 'full' modes
+AXES_CASES = [((3, 1, 8, 7), (1, 4, 3, 2), ([2, 3], [2, 3]), ([1], [0])),
+              ((1, 4, 3, 2), (3, 1, 8, 7), ([2, 3], [2, 3]), ([0], [1])),
+              ((2, 5, 6), (5, 3), ([2], [1]), ([1], [0])),
+              ((5, 6), (3, 2), ([0, 1], [0, 1]), ([], []))]
+
+
+def test_autograds_axes_and_dot_axes_against_autograd():
+    from autograd.scipy.signal import convolve as autograd_convolve
+    import autograd
+    from jitad.testing import check_grads
+    for sa, sb, axes, dots in AXES_CASES:
+        a, b = RNG.normal(size=sa), RNG.normal(size=sb)
+        for mode in ("valid", "full"):
+            mine = S.convolve(a, b, axes=axes, dot_axes=dots, mode=mode)
+            np.testing.assert_allclose(mine, autograd_convolve(a, b, axes=axes, dot_axes=dots, mode=mode),
+                                       rtol=1e-12, atol=1e-13)
+    a, b = RNG.normal(size=AXES_CASES[0][0]), RNG.normal(size=AXES_CASES[0][1])
+    loss = lambda conv: lambda a, b: (conv(a, b, axes=([2, 3], [2, 3]), dot_axes=([1], [0]), mode="valid") ** 2).sum()
+    mine, theirs = jitad.grad(loss(S.convolve), (0, 1))(a, b), autograd.grad(loss(autograd_convolve), (0, 1))(a, b)
+    for m, t in zip(mine, theirs):
+        np.testing.assert_allclose(m, t, rtol=1e-11, atol=1e-12)
+    check_grads(loss(S.convolve), modes=["rev"], order=1)(a, b)
+    with pytest.raises(JitadError, match="mode='valid' needs"):
+        S.convolve(np.ones((4, 2)), np.ones((2, 4)), axes=([0, 1], [0, 1]), mode="valid")
