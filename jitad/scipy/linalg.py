@@ -308,4 +308,4 @@ def solve_sylvester(A, B, C, *, method="schur", tol=1e-8):
     return _mT(N.reshape(x, (n, m)))
 
 
-from .linalg_decomp import hessenberg, lu, lu_factor, lu_solve, qr_multiply, schur, sqrtm  # noqa: E402,F401
+from ._linalg_decomp import hessenberg, lu, lu_factor, lu_solve, qr_multiply, schur, sqrtm  # noqa: E402,F401
