@@ -7,7 +7,7 @@ import pytest
 
 from . import autograd_suite
 
-FLOOR = 0   # set below from a measured run; raise it as tests pass
+FLOOR = 435   # measured: 435 of 631 pass (618 through autograd itself); raise it as tests pass
 
 
 @pytest.mark.slow
