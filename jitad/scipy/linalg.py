@@ -12,7 +12,7 @@ __all__ = ["cholesky", "cho_factor", "cho_solve", "solve_triangular", "solve", "
            "norm", "pinv", "qr", "svd", "block_diag", "toeplitz", "hankel", "circulant", "companion", "hilbert",
            "invhilbert", "pascal", "helmert", "leslie", "fiedler", "convolution_matrix", "expm", "expm_frechet",
            "polar", "eigh_tridiagonal", "solve_sylvester", "fiedler_companion", "hadamard", "invpascal", "lu", "lu_factor",
-           "lu_solve", "qr_multiply", "hessenberg", "sqrtm"]
+           "lu_solve", "qr_multiply", "hessenberg", "sqrtm", "schur"]
 
 
 def _mT(x):
@@ -308,4 +308,4 @@ def solve_sylvester(A, B, C, *, method="schur", tol=1e-8):
     return _mT(N.reshape(x, (n, m)))
 
 
-from .linalg_decomp import hessenberg, lu, lu_factor, lu_solve, qr_multiply, sqrtm  # noqa: E402,F401
+from ._linalg_decomp import hessenberg, lu, lu_factor, lu_solve, qr_multiply, schur, sqrtm  # noqa: E402,F401

@@ -8,6 +8,7 @@ import numpy as np
 from .. import numeric as N
 from ..errors import StagingError
 from ..numeric import digamma, erf, erfc, polygamma, sigmoid as expit  # noqa: F401
+from ._common import _float, _is_f32, _loop, _staged, gamma, gammasgn  # noqa: F401
 
 __all__ = ["logsumexp", "expit", "logit", "erf", "erfc", "ndtr", "log_ndtr", "xlogy", "xlog1py",
            "softmax", "log_softmax", "gammaln", "betaln", "digamma", "psi", "polygamma", "entr", "gamma",
@@ -49,8 +50,7 @@ def ndtr(x):
 _MILLS_SERIES = tuple((-1) ** n * math.prod(range(2 * n - 1, 0, -2)) for n in range(8, 0, -1))
 
 
-def _is_f32(x):
-    return getattr(x, "ir_dtype", None) == "f32" or getattr(x, "dtype", None) == np.float32
+
 
 
 def log_ndtr(x):
@@ -109,22 +109,7 @@ def betaln(a, b):
 
 # -- gamma and beta functions -----------------------------------------------------------
 
-def gamma(x):
-    """Γ(x) = gammasgn(x) exp(gammaln(x)): `special.gamma(5.0) == 24.0`."""
-    return gammasgn(x) * N.exp(N.lgamma(x))
 
-
-def gammasgn(x):
-    """The sign of Γ(x): 1 for x > 0 (and +0), -1 or 1 between the poles below 0 (-1 at
-    -0), NaN at the poles and NaN."""
-    x = _float(x)
-    fl = N.NUMPY_API["floor"](N.where(N.abs(x) < np.inf, x, 0.0))
-    odd = fl % 2 != 0   # floor(x) odd: Γ(x) < 0 on (-2k - 1, -2k)
-    pole = (x < 0) & (x == fl) | (x == -np.inf)
-    with np.errstate(divide="ignore"):
-        neg_zero = (x == 0) & (1.0 / N.where(x == 0, x, 1.0) < 0)
-    sign = N.where((x > 0) | ((x == 0) & ~neg_zero), 1.0, N.where(neg_zero | odd, -1.0, 1.0))
-    return N.where(pole | N.NUMPY_API["isnan"](x), np.nan, sign)
 
 
 def loggamma(x):
@@ -254,16 +239,7 @@ def erfcx(x):
     return N.where(big, series / (xb * math.sqrt(math.pi)), N.exp(xs * xs) * N.erfc(xs))
 
 
-def _float(x):
-    """A staged value as it is; anything else as a float array (ints to float64)."""
-    if _staged(x):
-        return x if x.ir_dtype in ("f32", "f64") else N.convert(x, "f64")
-    x = np.asarray(x)
-    return x if x.dtype.kind == "f" else x.astype(np.float64)
 
-
-def _staged(*xs):
-    return any(N.is_staged(x) for x in xs)
 
 
 # -- incomplete gamma and beta, zeta ---------------------------------------------------------
@@ -271,10 +247,7 @@ def _staged(*xs):
 _ITERATIONS = 200   # series terms / continued-fraction steps: enough below a, b ~ 1e4
 
 
-def _loop(n, body, init):
-    """`body(i, state)` for i in 1 .. n, staged as one FOR node when any state is staged."""
-    from ..staging import FOR
-    return FOR(1, n + 1, body, init)
+
 
 
 def _gamma_series(a, x):
@@ -481,8 +454,8 @@ def i1(x):
 
 
 # the families in their own modules (they use the helpers above)
-from .special_bessel import bessel_jn, iv, ive, j0, j1, jn, y0, y1, yn  # noqa: E402,F401
-from .special_hypergeometric import hyp1f1, hyp2f1  # noqa: E402,F401
-from .special_integrals import dawsn, exp1, expi, expn, fresnel, owens_t, sici, spence  # noqa: E402,F401
-from .special_rules import (defjvp, defvjp, fwd_grad_logsumexp, make_gammainc_vjp_arg1,  # noqa: E402,F401
+from ._special_bessel import bessel_jn, iv, ive, j0, j1, jn, y0, y1, yn  # noqa: E402,F401
+from ._special_hypergeometric import hyp1f1, hyp2f1  # noqa: E402,F401
+from ._special_integrals import dawsn, exp1, expi, expn, fresnel, owens_t, sici, spence  # noqa: E402,F401
+from ._special_rules import (defjvp, defvjp, fwd_grad_logsumexp, make_gammainc_vjp_arg1,  # noqa: E402,F401
                             make_grad_logsumexp, primitive, repeat_to_match_shape, unbroadcast_f)

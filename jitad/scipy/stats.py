@@ -207,6 +207,14 @@ class dirichlet:
         a = alpha.reshape((-1,) + (1,) * (len(_shape(x)) - 1))   # x: (K,) or (K, N), as SciPy
         return N.sum(S.xlogy(a - 1.0, x), 0) + norm_const
 
+    @staticmethod
+    def rvs(alpha, size=None, random_state=None):
+        """Draws, as SciPy's: plain arrays from `random_state` (a seed or a NumPy generator) or
+        NumPy's global generator, shape `size + (K,)`."""
+        rng = np.random.RandomState(random_state) if isinstance(random_state, (int, np.integer)) \
+            else (random_state if random_state is not None else np.random)
+        return rng.dirichlet(np.asarray(alpha, float), size)
+
 
 @_with_exp
 class expon:

@@ -5,6 +5,7 @@ nothing else in the files changes.
     python -m tests.compat.autograd_suite              # per file: passed/failed/errors, and the total
     python -m tests.compat.autograd_suite -v           # and the names of the tests that did not pass
     python -m tests.compat.autograd_suite --original   # the same files through autograd itself
+    python -m tests.compat.autograd_suite --log out.txt test_numpy.py   # one file, pytest's output kept
 
 The test files come from a git checkout of autograd (`AUTOGRAD_REPO`, default the mirror at
 `/work/.mirror/HIPS+autograd/repo`), at its `HEAD`. The tests run in a pytest subprocess in a
@@ -58,13 +59,15 @@ def write(folder, files, lib):
     return tests
 
 
-def run_pytest(tests, report, timeout):
-    """Run pytest on the folder `tests` with this checkout first on the path; its exit code."""
+def run_pytest(tests, report, timeout, log=None, files=()):
+    """Run pytest on the folder `tests` (or the given files of it) with this checkout first on
+    the path, its output to the file `log` (or nowhere); its exit code."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
-           "--rootdir", str(tests), "-o", "addopts=", "--continue-on-collection-errors", f"--junitxml={report}", str(tests)]
-    return subprocess.run(cmd, cwd=tests, env=env, timeout=timeout,
-                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
+    cmd = [sys.executable, "-m", "pytest", "-v", "--tb=short", "-p", "no:cacheprovider", "-p", "no:randomly",
+           "--rootdir", str(tests), "-o", "addopts=", "--continue-on-collection-errors", f"--junitxml={report}"]
+    cmd += [str(tests / f) for f in files] or [str(tests)]
+    with open(log or os.devnull, "w") as out:
+        return subprocess.run(cmd, cwd=tests, env=env, timeout=timeout, stdout=out, stderr=subprocess.STDOUT).returncode
 
 
 def outcomes(report):
@@ -78,12 +81,12 @@ def outcomes(report):
     return table
 
 
-def run(lib="jitad", repo=REPO, timeout=3600):
-    """Run autograd's suite through `lib`; {file: {test: outcome}}."""
+def run(lib="jitad", repo=REPO, timeout=7200, log=None, files=()):
+    """Run autograd's suite (or the given files of it) through `lib`; {file: {test: outcome}}."""
     with tempfile.TemporaryDirectory(prefix="autograd_suite_") as folder:
         tests = write(folder, test_files(repo), lib)
         report = pathlib.Path(folder) / "report.xml"
-        run_pytest(tests, report, timeout)
+        run_pytest(tests, report, timeout, log, files)
         if not report.exists():
             raise RuntimeError("pytest wrote no report: the suite could not be collected")
         return outcomes(report)
@@ -109,8 +112,10 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--original", action="store_true", help="run through autograd itself")
     parser.add_argument("-v", "--verbose", action="store_true", help="name the tests that did not pass")
+    parser.add_argument("--log", help="write pytest's output (one line a test, and the failures) to this file")
+    parser.add_argument("files", nargs="*", help="only these test files (test_numpy.py ...)")
     args = parser.parse_args(argv)
-    table = run("autograd" if args.original else "jitad")
+    table = run("autograd" if args.original else "jitad", log=args.log, files=args.files)
     print("\n".join(summary(table, args.verbose)))
     return table
 

@@ -65,6 +65,32 @@ def test_sqrtm():
     assert np.all(np.isnan(J.sqrtm(-np.eye(2))))   # the root is complex
 
 
+@pytest.mark.parametrize("n", [1, 2, 3, 6, 10])
+def test_schur(n):
+    rng = np.random.default_rng(n)
+    for a in (rng.normal(size=(n, n)), np.diag(np.arange(n, 0.0, -1.0)) + np.triu(rng.normal(size=(n, n)), 1)):
+        t, z = J.schur(a)
+        np.testing.assert_allclose(z @ t @ z.T, a, atol=1e-13 * n)
+        np.testing.assert_allclose(z.T @ z, np.eye(n), atol=1e-13 * n)
+        assert not np.any(np.tril(t, -2))
+        sub = np.diag(t, -1)
+        assert not np.any(sub[:-1] * sub[1:])   # blocks of at most 2 x 2
+        for i in np.flatnonzero(sub):   # a complex pair: equal diagonal, off-diagonals of opposite signs
+            assert abs(t[i, i] - t[i + 1, i + 1]) < 1e-12 * np.abs(t).max() and t[i, i + 1] * t[i + 1, i] < 0
+        np.testing.assert_allclose(np.sort_complex(np.linalg.eigvals(t)), np.sort_complex(np.linalg.eigvals(a)),
+                                   atol=1e-12 * n)
+        if n <= 3:   # LAPACK's order too, for small matrices
+            np.testing.assert_allclose(np.abs(np.diag(t)), np.abs(np.diag(sl.schur(a)[0])), rtol=1e-12)
+    np.testing.assert_array_equal(J.schur(np.diag([3.0, 1.0, 2.0]))[0], sl.schur(np.diag([3.0, 1.0, 2.0]))[0])
+
+
+def test_schur_declines_what_it_cannot_give():
+    with pytest.raises(JitadError, match="complex"):
+        J.schur(A, output="complex")
+    with pytest.raises(JitadError, match="plain arrays"):
+        jitad.jit(J.schur)(A)
+
+
 def test_constructors():
     a = np.arange(2.0, 9.0)
     for n in (1, 2, 3, 4, 7):

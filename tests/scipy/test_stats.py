@@ -145,3 +145,13 @@ def test_mode_against_scipy_and_jax(axis, keepdims):
             np.testing.assert_array_equal(got.mode, want.mode)
             np.testing.assert_array_equal(got.count, want.count)
         np.testing.assert_array_equal(mine.mode, theirs.mode)
+
+
+def test_dirichlet_rvs_draws_as_scipy():
+    alpha = np.array([1.5, 2.0, 3.0])
+    np.random.seed(3)
+    mine = S.dirichlet.rvs(alpha, size=2)
+    np.random.seed(3)
+    np.testing.assert_array_equal(mine, ss.dirichlet.rvs(alpha, size=2))
+    np.testing.assert_array_equal(S.dirichlet.rvs(alpha, size=1, random_state=5), ss.dirichlet.rvs(alpha, size=1, random_state=5))
+    assert S.dirichlet.rvs(alpha, size=(4, 2)).shape == (4, 2, 3)

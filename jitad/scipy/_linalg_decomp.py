@@ -153,3 +153,93 @@ def sqrtm(A_, blocksize=1):
     residual = N.max(N.abs(N.matmul(y, y) - a))
     settled = residual <= 1e-8 * N.maximum(N.max(N.abs(a)), 1e-300)
     return N.where(settled, y, np.nan)
+
+
+# -- the real Schur form (plain arrays, as jitad.linalg.eig) --------------------------------------
+
+def _rotate(h, z, k, c, s):
+    """Apply the plane rotation [[c, -s], [s, c]] to rows and columns k, k + 1 of h (a
+    similarity) and to columns k, k + 1 of z."""
+    g = np.array([[c, -s], [s, c]])
+    h[k:k + 2, :] = g.T @ h[k:k + 2, :]
+    h[:, k:k + 2] = h[:, k:k + 2] @ g
+    z[:, k:k + 2] = z[:, k:k + 2] @ g
+
+
+def _standardize(h, z, k):
+    """Make the 2 x 2 block at k triangular (real eigenvalues) or of equal diagonal entries
+    (a complex pair), as LAPACK leaves it."""
+    a, b, c, d = h[k, k], h[k, k + 1], h[k + 1, k], h[k + 1, k + 1]
+    p, disc = 0.5 * (a - d), (0.5 * (a - d)) ** 2 + b * c
+    if disc >= 0:   # an eigenvalue lam with eigenvector (b, lam - a) or (lam - d, c)
+        lam = 0.5 * (a + d) + np.copysign(np.sqrt(disc), p)
+        v = np.array([b, lam - a]) if abs(b) + abs(lam - a) >= abs(lam - d) + abs(c) else np.array([lam - d, c])
+        v = v / np.hypot(*v)
+        _rotate(h, z, k, v[0], v[1])
+        h[k + 1, k] = 0.0
+    else:   # the angle equalizing the diagonal: (a - d) cos 2t + (b + c) sin 2t = 0
+        t = 0.5 * np.arctan2(d - a, b + c)
+        _rotate(h, z, k, np.cos(t), np.sin(t))
+        h[k, k] = h[k + 1, k + 1] = 0.5 * (h[k, k] + h[k + 1, k + 1])
+
+
+def _active_start(h, hi):
+    """The first row of the unreduced block ending at row hi (a negligible subdiagonal entry
+    above it is set to zero)."""
+    eps = np.finfo(np.float64).eps
+    lo = hi
+    while lo > 0 and abs(h[lo, lo - 1]) > eps * (abs(h[lo, lo]) + abs(h[lo - 1, lo - 1])):
+        lo -= 1
+    if lo > 0:
+        h[lo, lo - 1] = 0.0
+    return lo
+
+
+def _francis_step(h, z, lo, hi, exceptional):
+    """One explicit double-shift QR step on the block lo..hi (shifts: the eigenvalues of its
+    trailing 2 x 2, or an exceptional pair to break a cycle)."""
+    w = h[lo:hi + 1, lo:hi + 1]
+    if exceptional:
+        s = 1.5 * (abs(h[hi, hi - 1]) + abs(h[hi - 1, hi - 2] if hi - 2 >= lo else 0.0))
+        trace, det = s, s * s / 1.5
+    else:
+        trace = h[hi - 1, hi - 1] + h[hi, hi]
+        det = h[hi - 1, hi - 1] * h[hi, hi] - h[hi - 1, hi] * h[hi, hi - 1]
+    m = w @ w - trace * w + det * np.eye(hi - lo + 1)
+    q = np.linalg.qr(m)[0]
+    h[lo:hi + 1, :] = q.T @ h[lo:hi + 1, :]
+    h[:, lo:hi + 1] = h[:, lo:hi + 1] @ q
+    z[:, lo:hi + 1] = z[:, lo:hi + 1] @ q
+    h[:] = np.triu(h, -1)   # the step keeps h Hessenberg; what lies below is rounding
+
+
+def schur(a, output="real"):
+    """The real Schur decomposition a = z @ t @ z.T: z orthogonal, t quasi upper triangular
+    (1 x 1 blocks for real eigenvalues, 2 x 2 blocks of equal diagonal for complex pairs), by
+    Francis' double-shift QR iteration on the Hessenberg form. Like `jitad.linalg.eig`, on
+    plain arrays only and not differentiated (JAX's has no derivative either); `output`
+    must be 'real' (complex dtypes are out of jitad's scope)."""
+    if output != "real":
+        raise ArgumentError(f"schur: output={output!r}; jitad has no complex dtypes: use output='real'")
+    if N.is_staged(a):
+        from ..errors import StagingError
+        raise StagingError("`schur` on a staged value: its iteration runs on plain arrays (outside jit and grad)")
+    h, z = (np.array(v, np.float64) for v in hessenberg(np.asarray(a, np.float64), calc_q=True))
+    hi, steps = N._shape(h)[0] - 1, 0
+    while hi > 0:
+        lo = _active_start(h, hi)
+        if lo >= hi - 1:   # a 1 x 1 or 2 x 2 block has split off
+            if lo == hi - 1:
+                _standardize(h, z, lo)
+                if h[hi, hi - 1] != 0.0:   # a complex pair stays a 2 x 2 block
+                    hi -= 2
+                    steps = 0
+                    continue
+            hi -= 1
+            steps = 0
+            continue
+        if steps > 60 * N._shape(h)[0]:
+            raise ArgumentError("schur: the QR iteration did not converge (is the matrix finite?)")
+        _francis_step(h, z, lo, hi, exceptional=steps in (10, 20))
+        steps += 1
+    return h, z

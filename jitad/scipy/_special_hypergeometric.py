@@ -9,7 +9,7 @@ transformations and an asymptotic series to bring the argument there.
 import numpy as np
 
 from .. import numeric as N
-from .special import _float, _loop, gamma
+from ._common import _float, _loop, gamma
 
 _M_SWITCH = 60.0   # 1F1: the series up to x = 60, the asymptotic series above
 

@@ -15,8 +15,8 @@ import numpy as np
 
 from .. import numeric as N
 from ..errors import ArgumentError
-from .special import _float, _loop
-from .special_integrals import EULER as EULER_GAMMA
+from ._common import _float, _loop
+from ._special_integrals import EULER as EULER_GAMMA
 
 _SWITCH = 25.0   # Miller's recurrence below, Hankel's series above (for orders below it)
 

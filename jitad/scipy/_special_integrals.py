@@ -14,9 +14,15 @@ import math
 import numpy as np
 
 from .. import numeric as N
-from .special import _float, _is_f32, _loop, digamma, ndtr
+from ..numeric import digamma
+from ._common import _float, _is_f32, _loop
 
 EULER = 0.5772156649015329
+
+
+def ndtr(x):
+    """The standard normal CDF."""
+    return 0.5 * N.erfc(-x * math.sqrt(0.5))
 
 
 def _guard(v, tiny):

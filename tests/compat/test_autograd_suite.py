@@ -1,0 +1,29 @@
+"""HIPS autograd's own test suite, its imports renamed to jitad (`tests.compat.autograd_suite`):
+at least FLOOR of its tests pass. The floor only rises; `python -m tests.compat.autograd_suite -v`
+names the tests that do not pass."""
+import os
+
+import pytest
+
+from . import autograd_suite
+
+FLOOR = 435   # measured: 435 of 631 pass (618 through autograd itself); raise it as tests pass
+
+
+@pytest.mark.slow
+def test_autograd_suite_passes_at_least_the_floor():
+    pytest.importorskip("scipy")
+    if not os.path.isdir(autograd_suite.REPO):
+        pytest.skip(f"no checkout of autograd at {autograd_suite.REPO} (set AUTOGRAD_REPO)")
+    table = autograd_suite.run("jitad")
+    passed = sum(outcome == "passed" for tests in table.values() for outcome in tests.values())
+    assert passed >= FLOOR, "\n".join(autograd_suite.summary(table, verbose=True))
+
+
+def test_rename_touches_imports_and_module_paths_only():
+    text = ("import autograd.numpy as np\nfrom autograd import grad\n    from autograd.core import primitive\n"
+            "import autograd.scipy.signal\nf = autograd.scipy.signal.convolve\ndef fun_autograd(): pass\n"
+            "s = 'autograd'\n")
+    assert autograd_suite.rename(text) == (
+        "import jitad.numpy as np\nfrom jitad import grad\n    from jitad.core import primitive\n"
+        "import jitad.scipy.signal\nf = jitad.scipy.signal.convolve\ndef fun_autograd(): pass\ns = 'autograd'\n")
