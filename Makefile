@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export OPENBLAS_NUM_THREADS ?= 1
 
-.PHONY: demo test test-all bench clean lapack export-example docs fuzz interop-range
+.PHONY: demo test test-all bench clean lapack export-example docs fuzz interop-range autograd-suite
 
 # `jitad.export` links the system's LAPACK for linear algebra; its tests need one (Debian: liblapack-dev)
 LAPACK := $(firstword $(wildcard /usr/lib/*/liblapack.so /usr/lib64/liblapack.so /usr/lib/liblapack.so))
@@ -52,6 +52,11 @@ docs: $(VENV)/.installed-docs
 MINUTES ?= 10
 fuzz: $(VENV)/.installed-test,mpi,docs
 	$(PY) -m tests.reliability.fuzz --minutes $(MINUTES)
+
+# HIPS autograd's own test suite with its imports renamed to jitad (tests/compat/autograd_suite.py;
+# AUTOGRAD_REPO: a checkout of autograd), outside make test-all: it takes tens of minutes
+autograd-suite: $(VENV)/.installed-test,mpi,docs
+	JITAD_AUTOGRAD_SUITE=1 $(PY) -m pytest -q -p no:cacheprovider tests/compat/test_autograd_suite.py
 
 # the interop tests again with the oldest JAX the interop extra admits (the test extra pins the
 # newest), in a venv of their own
