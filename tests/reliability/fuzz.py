@@ -768,7 +768,8 @@ def magnitude(program):
 
 
 def decisions_of(program):
-    """The truth of each Python branch's condition, run eagerly by JAX."""
+    """The truth of each Python branch's condition, run eagerly by JAX (up to a line that
+    raises: the program's last)."""
     env = {"np": jjnp, "lax": jax.lax, "onp": onp}
     env.update({f"x{k}": jjnp.asarray(a) for k, a in enumerate(_jax_args(program.args))})
     taken = []
@@ -777,7 +778,10 @@ def decisions_of(program):
             if text.startswith("if "):
                 cond = text.split("\n")[0][3:-1]
                 taken.append(bool(eval(cond, env)))
-            exec(text, env)
+            try:
+                exec(text, env)
+            except Exception:   # noqa: BLE001
+                break
     return taken
 
 
