@@ -96,6 +96,9 @@ def integer_pow(x, y):
         raise ArgumentError(f"`lax.integer_pow`: the exponent must be a Python int, got {type(y).__name__}; "
                             "use `lax.pow` for an array exponent")
     y = int(y)
+    if _dtype(x) == "bool" or (y < 0 and _is_int(x)):
+        raise ArgumentError(f"`lax.integer_pow`: {_dtype(x)} to the power {y} is not defined (as in JAX): "
+                            "convert the base to a float first (`x.astype(float)`)")
     if y == 0:
         return N.ones_like(x) if is_staged(x) else np.ones_like(x)
     base = x if y > 0 else 1.0 / _float(x)

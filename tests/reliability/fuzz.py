@@ -518,8 +518,8 @@ class Builder:
             kws.append(f"initial={self.scalar(x.dtype)}")
         if name in ("sum", "prod", "mean") and self.draw(st.booleans()):
             dtype = self.draw(st.sampled_from(["float64", "float32"] if x.dtype in FLOAT else ["float64", "int64"]))
-            kws.append(f"dtype=np.{dtype}")
-        if name == "mean" and dtype not in FLOAT:
+            kws.append(f"dtype=np.{dtype}")   # (an int dtype= gives an int mean)
+        elif name == "mean" and dtype not in FLOAT:
             dtype = "float64"
         shape = _reduced(x.shape, axis, False)
         length = math.prod(x.shape) // max(math.prod(shape), 1) if math.prod(x.shape) else 0

@@ -79,3 +79,14 @@ def test_bit_operations_on_plain_int32_are_32_bit_as_jax(name):
     np.testing.assert_array_equal(out, want)
     staged = jitad.jit(getattr(lax, name))(*args)   # (staged code computes in int64, as documented)
     np.testing.assert_array_equal(staged, getattr(jax.lax, name)(*[a.astype(np.int64) for a in args]))
+
+
+@pytest.mark.parametrize("wrap", EAGER_AND_JIT)
+@pytest.mark.parametrize("x, y", [(np.array([2, 3]), -1), (B, 2), (B, 0)], ids=["int-negative", "bool", "bool-0"])
+def test_integer_pow_jax_refuses_raises_a_type_error(wrap, x, y):
+    with pytest.raises(TypeError):
+        jax.lax.integer_pow(x, y)
+    with pytest.raises(JitadError) as e:
+        wrap(lambda v: lax.integer_pow(v, y))(x)
+    assert isinstance(e.value, TypeError) and "float" in str(e.value)
+    np.testing.assert_array_equal(wrap(lambda v: lax.integer_pow(v, 3))(np.array([2, -3])), [8, -27])
