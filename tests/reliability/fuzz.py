@@ -475,8 +475,10 @@ class Builder:
         if how == "get":
             if mode == "fill" and self.draw(st.booleans()):
                 kw += f", fill_value={self.scalar(x.dtype) if x.dtype != 'bool' else 'False'}"
-            self.add(f"np.asarray({x.name}).at[{itext}].get({kw})", (len(idx),) + x.shape[1:], x.dtype)
-            return True
+            clamped = f"onp.array({_clamp(onp.array(idx), n).tolist()!r}, dtype='int64')"
+            self.add(f"np.asarray({x.name}).at[{itext}].get({kw})", (len(idx),) + x.shape[1:], x.dtype,
+                     jax_text=None if mode == "fill" else f"np.asarray({x.name}).at[{clamped}].get({kw})")
+            return True   # (a clamped read: ORACLE["gather_clamps"])
         hit = [min(max(i + n if i < 0 else i, 0), n - 1) if mode == "clip" or -n <= i < n else None for i in idx]
         hit = [h for h in hit if h is not None]
         if how == "set" and len(set(hit)) < len(hit) or _bool_arith_on_empty(x, how):
