@@ -90,6 +90,10 @@ KNOWN = {
     # and 0 times an infinite derivative upstream is NaN: `grad(lambda x: (x / x == 2.0) * 1.0)(0.0)`
     # is NaN (JAX: 0, no cotangent flows into a bool); the fix is symbolic zeros in `jitad/transforms`
     "compare_grad": "a gradient through a comparison into an op with an infinite derivative is NaN (JAX: 0)",
+    # (found in the last chunk, not yet triaged: which side is right)
+    "hypot": "the gradient of `hypot(x, x)` at tiny arguments (1e-300, 5e-324) differs from JAX's",
+    "matmul_empty": "`x @ np.expand_dims(x, -1)` with x of shape (0, 2): ShapeError, cannot reshape (0, 0) "
+                    "to (0, -1, 1) (JAX: an empty (0, 0, 1) result)",
 }
 
 DTYPES = ["float64", "float32", "int64", "int32", "bool"]
@@ -571,6 +575,8 @@ class Builder:
             error = False
         except ValueError:
             shape, error = (), True
+        if 0 in a.shape + b.shape and max(len(a.shape), len(b.shape)) > 2:
+            self.p.features.add("matmul_empty")
         self.add(f"{a.name} @ {b.name}", shape, _result_dtype(a.dtype, b.dtype), "sum", a.shape[-1], error=error)
         return "error" if error else True
 
@@ -652,7 +658,7 @@ class Builder:
         text = f"if {cond}:\n    {name} = {y.name} * 2.0\nelse:\n    {name} = -{y.name}"
         self.p.lines.append((text, text, "exact", 1))
         self.p.branches.append(cond)
-        self.p.features.add("branch")
+        self.p.features.update(("branch", "compare_grad"))   # (its condition: a comparison)
         self.values.append(Value(name, y.shape, y.dtype))
         return True
 
