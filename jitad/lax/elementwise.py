@@ -98,6 +98,9 @@ def integer_pow(x, y):
         raise ArgumentError(f"`lax.integer_pow`: the exponent must be a Python int, got {type(y).__name__}; "
                             "use `lax.pow` for an array exponent")
     y = int(y)
+    if _dtype(x) == "bool" or (y < 0 and _is_int(x)):
+        raise ArgumentError(f"`lax.integer_pow`: {_dtype(x)} to the power {y} is not defined (as in JAX): "
+                            "convert the base to a float first (`x.astype(float)`)")
     if y == 0:
         return N.ones_like(x) if is_staged(x) else np.ones_like(x)
     base = x if y > 0 else 1.0 / _float(x)
@@ -262,7 +265,16 @@ def _bits_operand(x, who):
 def _bind_bits(op, who, *xs):
     for x in xs:
         _bits_operand(x, who)
-    return N.bind(op, *[N.convert(x, "i64") for x in xs])
+    narrow = getattr(xs[0], "dtype", None)
+    if any(map(is_staged, xs)) or narrow is None or narrow.kind not in "iu" or narrow.itemsize == 8:
+        return N.bind(op, *[N.convert(x, "i64") for x in xs])
+    # a plain int32 (or narrower) array: its own width's bits, as JAX (staged code has int64 only)
+    bits = 8 * narrow.itemsize
+    first = np.asarray(xs[0]).astype(np.int64)
+    if op in (Op.SHIFT_RIGHT_LOGICAL, Op.POPULATION_COUNT, Op.CLZ):
+        first = first & ((1 << bits) - 1)   # zero-extended: no copies of the sign bit
+    out = np.asarray(N.bind(op, first, *[np.asarray(y).astype(np.int64) for y in xs[1:]]))
+    return (out - (64 - bits) if op == Op.CLZ else out).astype(narrow)
 
 
 def bitwise_and(x, y):

@@ -86,6 +86,14 @@ ORACLE = {
 
 # findings that are known bugs not fixed yet: reported, not failures
 KNOWN = {
+    # reverse mode passes an explicit zero cotangent back through a comparison (a bool value),
+    # and 0 times an infinite derivative upstream is NaN: `grad(lambda x: (x / x == 2.0) * 1.0)(0.0)`
+    # is NaN (JAX: 0, no cotangent flows into a bool); the fix is symbolic zeros in `jitad/transforms`
+    "compare_grad": "a gradient through a comparison into an op with an infinite derivative is NaN (JAX: 0)",
+    # (found in the last chunk, not yet triaged: which side is right)
+    "hypot": "the gradient of `hypot(x, x)` at tiny arguments (1e-300, 5e-324) differs from JAX's",
+    "matmul_empty": "`x @ np.expand_dims(x, -1)` with x of shape (0, 2): ShapeError, cannot reshape (0, 0) "
+                    "to (0, -1, 1) (JAX: an empty (0, 0, 1) result)",
 }
 
 DTYPES = ["float64", "float32", "int64", "int32", "bool"]
@@ -247,6 +255,7 @@ class Builder:
             dtype = "int64" if x.dtype == "bool" and name == "square" else x.dtype
         if name in ("isnan", "isfinite", "logical_not"):
             dtype = "bool"
+            self.p.features.add("compare_grad")
         self.add(f"np.{name}({x.name})", x.shape, dtype, UNARY[name])
         return True
 
@@ -271,6 +280,7 @@ class Builder:
         dtype = a.dtype if use_scalar and (a.dtype in FLOAT or "." not in btext) else _result_dtype(a.dtype, bdtype)
         if name in ("equal", "less", "greater_equal", "not_equal") or name in LOGICAL:
             dtype = "bool"
+            self.p.features.add("compare_grad")
         elif name in ("divide", "arctan2", "hypot", "logaddexp") and dtype not in FLOAT:
             dtype = "float64"
         elif name == "power" and _kind(dtype) == "i":
@@ -294,6 +304,7 @@ class Builder:
         if "bool" in (a.dtype, b.dtype) and a.dtype != b.dtype:
             return False
         cond = c.name if c.dtype == "bool" else f"{c.name} > 0"
+        self.p.features.add("compare_grad")
         self.add(f"np.where({cond}, {a.name}, {b.name})", shape, _result_dtype(a.dtype, b.dtype))
         return True
 
@@ -475,8 +486,10 @@ class Builder:
         if how == "get":
             if mode == "fill" and self.draw(st.booleans()):
                 kw += f", fill_value={self.scalar(x.dtype) if x.dtype != 'bool' else 'False'}"
-            self.add(f"np.asarray({x.name}).at[{itext}].get({kw})", (len(idx),) + x.shape[1:], x.dtype)
-            return True
+            clamped = f"onp.array({_clamp(onp.array(idx), n).tolist()!r}, dtype='int64')"
+            self.add(f"np.asarray({x.name}).at[{itext}].get({kw})", (len(idx),) + x.shape[1:], x.dtype,
+                     jax_text=None if mode == "fill" else f"np.asarray({x.name}).at[{clamped}].get({kw})")
+            return True   # (a clamped read: ORACLE["gather_clamps"])
         hit = [min(max(i + n if i < 0 else i, 0), n - 1) if mode == "clip" or -n <= i < n else None for i in idx]
         hit = [h for h in hit if h is not None]
         if how == "set" and len(set(hit)) < len(hit) or _bool_arith_on_empty(x, how):
@@ -518,8 +531,8 @@ class Builder:
             kws.append(f"initial={self.scalar(x.dtype)}")
         if name in ("sum", "prod", "mean") and self.draw(st.booleans()):
             dtype = self.draw(st.sampled_from(["float64", "float32"] if x.dtype in FLOAT else ["float64", "int64"]))
-            kws.append(f"dtype=np.{dtype}")
-        if name == "mean" and dtype not in FLOAT:
+            kws.append(f"dtype=np.{dtype}")   # (an int dtype= gives an int mean)
+        elif name == "mean" and dtype not in FLOAT:
             dtype = "float64"
         shape = _reduced(x.shape, axis, False)
         length = math.prod(x.shape) // max(math.prod(shape), 1) if math.prod(x.shape) else 0
@@ -562,6 +575,8 @@ class Builder:
             error = False
         except ValueError:
             shape, error = (), True
+        if 0 in a.shape + b.shape and max(len(a.shape), len(b.shape)) > 2:
+            self.p.features.add("matmul_empty")
         self.add(f"{a.name} @ {b.name}", shape, _result_dtype(a.dtype, b.dtype), "sum", a.shape[-1], error=error)
         return "error" if error else True
 
@@ -643,7 +658,7 @@ class Builder:
         text = f"if {cond}:\n    {name} = {y.name} * 2.0\nelse:\n    {name} = -{y.name}"
         self.p.lines.append((text, text, "exact", 1))
         self.p.branches.append(cond)
-        self.p.features.add("branch")
+        self.p.features.update(("branch", "compare_grad"))   # (its condition: a comparison)
         self.values.append(Value(name, y.shape, y.dtype))
         return True
 
@@ -768,7 +783,8 @@ def magnitude(program):
 
 
 def decisions_of(program):
-    """The truth of each Python branch's condition, run eagerly by JAX."""
+    """The truth of each Python branch's condition, run eagerly by JAX (up to a line that
+    raises: the program's last)."""
     env = {"np": jjnp, "lax": jax.lax, "onp": onp}
     env.update({f"x{k}": jjnp.asarray(a) for k, a in enumerate(_jax_args(program.args))})
     taken = []
@@ -777,7 +793,10 @@ def decisions_of(program):
             if text.startswith("if "):
                 cond = text.split("\n")[0][3:-1]
                 taken.append(bool(eval(cond, env)))
-            exec(text, env)
+            try:
+                exec(text, env)
+            except Exception:   # noqa: BLE001
+                break
     return taken
 
 

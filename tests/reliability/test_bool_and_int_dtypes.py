@@ -67,3 +67,26 @@ def test_at_on_a_plain_int32_array_keeps_int32_as_jax(how):
     want = getattr(jjnp.asarray(x).at[idx], how)(2)
     assert out.dtype == np.int32
     np.testing.assert_array_equal(out, want)
+
+
+@pytest.mark.parametrize("name", ["shift_left", "shift_right_logical", "shift_right_arithmetic", "population_count",
+                                  "clz"])
+def test_bit_operations_on_plain_int32_are_32_bit_as_jax(name):
+    x = np.array([-2**31, -1, 1, 7, 2**31 - 1, 0, -8, 12345], np.int32)
+    args = (x,) if name in ("population_count", "clz") else (x, np.arange(8, dtype=np.int32) * 5)
+    out, want = getattr(lax, name)(*args), getattr(jax.lax, name)(*args)
+    assert out.dtype == np.int32
+    np.testing.assert_array_equal(out, want)
+    staged = jitad.jit(getattr(lax, name))(*args)   # (staged code computes in int64, as documented)
+    np.testing.assert_array_equal(staged, getattr(jax.lax, name)(*[a.astype(np.int64) for a in args]))
+
+
+@pytest.mark.parametrize("wrap", EAGER_AND_JIT)
+@pytest.mark.parametrize("x, y", [(np.array([2, 3]), -1), (B, 2), (B, 0)], ids=["int-negative", "bool", "bool-0"])
+def test_integer_pow_jax_refuses_raises_a_type_error(wrap, x, y):
+    with pytest.raises(TypeError):
+        jax.lax.integer_pow(x, y)
+    with pytest.raises(JitadError) as e:
+        wrap(lambda v: lax.integer_pow(v, y))(x)
+    assert isinstance(e.value, TypeError) and "float" in str(e.value)
+    np.testing.assert_array_equal(wrap(lambda v: lax.integer_pow(v, 3))(np.array([2, -3])), [8, -27])

@@ -108,3 +108,12 @@ def test_the_widened_generators_write_runnable_programs():
     for result in ("v0", "v1", "v2", "v3", "v4"):
         p.result = result
         assert fuzz.check(p, ("jit", "vmap")) == [], result
+
+
+def test_branch_decisions_stop_at_the_line_that_raises():
+    # (a program that ends in an error: the decisions are those before it, not a fuzzer error)
+    p = program(["np.cumsum(x0, axis=0)", "v0 @ onp.ones(1)"], onp.array([0.5, 2.0]), result="v0")
+    p.lines.insert(0, ("if float(np.sum(x0)) > 0:\n    v9 = x0 * 2.0\nelse:\n    v9 = -x0",) * 2 + ("exact", 1))
+    p.branches.append("float(np.sum(x0)) > 0")
+    assert fuzz.decisions_of(p) == [True]
+    assert fuzz.check(p, ("grad",)) == []
