@@ -58,13 +58,19 @@ SAMPLED = {
 }
 
 
+# and the tests measured over 1 s of CPU (tests/cputime.py), but the cheapest of each file
+MEASURED = os.path.join(os.path.dirname(__file__), "slow.txt")
+
+
 def pytest_collection_modifyitems(config, items):
     import pytest
     import zlib
+    with open(MEASURED) as f:
+        measured = {line.strip() for line in f if line.strip() and not line.startswith("#")}
     cases = {}   # test function -> its parametrized items, in order
     for item in items:
         path = item.nodeid.replace("tests/", "", 1)
-        if path.startswith(SLOW):
+        if path.startswith(SLOW) or item.nodeid in measured:
             item.add_marker(pytest.mark.slow)
         elif SAMPLED.get(path.split("::")[0]) and hasattr(item, "callspec"):
             cases.setdefault(item.nodeid.split("[")[0], []).append(item)
