@@ -4,6 +4,8 @@ import builtins as _builtins
 import numpy as _np
 
 from .. import cpu_device as _cpu_device, numeric as _N
+from ..config import config as _config
+from ..dtypes import narrowed as _narrowed, requested_dtype as _requested_dtype
 from ..lower import runtime as _runtime
 from ..staging import is_staged as _is_staged
 
@@ -108,6 +110,35 @@ class Array(_np.ndarray):
 
 
 _runtime.native_array_subclass(Array)   # compiled entries take it as an ndarray
+
+
+# -- where jax_enable_x64 is off: JAX's 32-bit dtypes (installed only then: NumPy's own
+# methods, a Python-level call fewer, serve the default)
+
+def _array_wrap(self, out, context=None, return_scalar=False):
+    """NumPy's results on Arrays in 32 bits (an int32 Array divided, or times a Python float,
+    is float32, as JAX's)."""
+    wrap = self.dtype not in (_np.int64, _np.uint64)   # int32 operands: int32 arithmetic's results
+    return _np.ndarray.__array_wrap__(self, _narrowed(out, wrap=wrap), context, return_scalar)
+
+
+def _astype(self, dtype, *args, **kwargs):
+    """NumPy's `astype`, a 64-bit dtype made 32-bit (with JAX's warning unless it is Python's)."""
+    return _np.ndarray.astype(self, _requested_dtype(dtype, "astype"), *args, **kwargs)
+
+
+def _x64_changed(name, value):
+    if name != "jax_enable_x64":
+        return
+    for attr, method in (("__array_wrap__", _array_wrap), ("astype", _astype)):
+        if value and attr in Array.__dict__:
+            delattr(Array, attr)
+        elif not value:
+            setattr(Array, attr, method)
+
+
+_config.on_update(_x64_changed)
+_x64_changed("jax_enable_x64", _config.jax_enable_x64)   # (its environment variable)
 
 
 class _AtArray:

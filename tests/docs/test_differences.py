@@ -99,11 +99,6 @@ def test_precision_is_accepted():
     assert jnp.dot(np.ones(2), np.ones(2), precision=lax.Precision.HIGHEST) == 2.0
 
 
-def test_convolve_is_scipys():
-    with pytest.raises(TypeError):
-        signal.convolve(np.ones(3), np.ones(2), axes=([0], [0]), dot_axes=([], []))
-
-
 def test_data_dependent_shapes_in_staged_code():
     with pytest.raises(StagingError):
         jit(lambda x: jnp.nonzero(x))(np.ones(3))
