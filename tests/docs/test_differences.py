@@ -10,7 +10,6 @@ import jitad
 import jitad.numpy as jnp
 from jitad import grad, jit, lax
 from jitad.errors import ArgumentError, JitadWarning, StagingError
-from jitad.scipy import signal
 
 
 def test_python_decisions_on_values_under_grad_and_jit():
