@@ -507,7 +507,7 @@ class Concrete:
         except _SymbolsFailed:   # (the ints are keyed by value from now on)
             _remember(_CONCRETE_INTS, key)
             self._known = None
-            return self._run(call.args, call.kwargs, call.sig[1])
+            return self._run(call.args, call.kwargs, config.config._values["jax_enable_x64"])
         known = self._known
         if known is None:
             return out
