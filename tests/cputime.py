@@ -27,6 +27,9 @@ def pytest_runtest_protocol(item, nextitem):
         f.write(f"{c1 - c0:.3f}\t{w1 - w0:.3f}\t{item.nodeid}\n")
 
 
+ALWAYS = ("tests/architecture/", "tests/docs/test_lint.py")   # the checks of the code's shape stay in make test
+
+
 def slow_list(log, limit=1.0):
     """The tests of `log` over `limit` seconds of CPU, but the cheapest test of each file
     (so `make test` still runs every file)."""
@@ -40,8 +43,6 @@ def slow_list(log, limit=1.0):
     return sorted(node for cpu, _, node in rows
                   if float(cpu) > limit and node not in keep and not node.startswith(ALWAYS))
 
-
-ALWAYS = ("tests/architecture/", "tests/docs/test_lint.py")   # the checks of the code's shape stay in make test
 
 
 if __name__ == "__main__":
