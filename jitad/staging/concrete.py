@@ -489,6 +489,11 @@ class SourceView(np.ndarray):
         var = c.hidden_param(value, ("slice", read[0], template, value.shape), Type(dtype, value.shape))
         return STAGED[0](var)
 
+    def __iter__(self):   # rows by position: the default would index on until IndexError, and a
+        if self.ndim == 0:   # jitad array source clamps indexes past its end, so it never stops
+            raise TypeError("iteration over a 0-d array")
+        return (self[i] for i in range(self.shape[0]))
+
 
 def _same_trace(key, c):
     if type(key) is SymInt:

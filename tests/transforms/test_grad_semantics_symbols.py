@@ -176,3 +176,15 @@ def test_a_global_array_the_function_binds_again_keeps_the_new_value():
     g, before = jitad.grad(f(jitad)), STATE
     np.testing.assert_array_equal(g(np.ones(2), 1), [2.0, 2.0])
     assert STATE is not before and type(STATE) is np.ndarray   # the function's own new array stays bound
+
+
+ROWS = jitad.numpy.asarray(np.arange(6.0).reshape(3, 2))   # a jitad array: its reads past the end clamp
+
+
+def test_iterating_a_global_array_under_a_symbolic_int_stops_at_its_last_row():
+    def loss(w, i):
+        total = 0.0
+        for _, row in zip(range(10), ROWS):   # (bounded, so a missing end shows as 10 rows, not a hang)
+            total = total + jitad.numpy.sum(row * w) * (i + 1)
+        return total
+    np.testing.assert_allclose(jitad.grad(loss)(np.ones(2), 1), 2 * np.asarray(ROWS).sum(0))

@@ -3,7 +3,6 @@
 # edits: num_iters 1000 -> 10, max_lines 60 -> 20, 20 generated texts -> 2 (the text the program reads is this file)
 # compare: trained_params rtol=1e-9 atol=1e-12
 # steps: 10
-# hold: through jitad its training grew past 16 GB of memory in 10 minutes after the grad-semantics and corpus branches merged (it passed on its branch); not run until the cause is found
 # ruff: noqa (the program as its authors wrote it, with the edits above)
 
 """Implements the long-short term memory character model.
