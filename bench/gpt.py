@@ -329,16 +329,17 @@ class GemmFloor:
 # -- checks and timing ----------------------------------------------------------------
 
 def make_trainers(cfg, params, names, cache_dir=None):
-    """`{name: trainer}` for the frameworks asked for, with each one's first-call seconds."""
+    """`{name: trainer}` for the frameworks asked for, with each one's first-call seconds:
+    `{name: (wall clock, CPU time of the process's threads)}`."""
     trainers, first = {}, {}
     data = batches(cfg, 1, seed=99)[0]
     for name in names:   # imported first: a first call is tracing and compiling, not importing
         _import("torch" if name.startswith("torch") else name, cache_dir)
     for name in names:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         trainers[name] = _make(name, cfg, params, cache_dir)
         trainers[name].sync(trainers[name].step(*data))
-        first[name] = time.perf_counter() - t0
+        first[name] = (time.perf_counter() - t0, time.process_time() - c0)
         trainers[name] = _make(name, cfg, params, cache_dir)   # fresh state: compiled code is kept
     return trainers, first
 
@@ -399,10 +400,11 @@ def time_steps(trainers, cfg, repeats=7, steps=5):
 
 def summary(times, first):
     med = {n: statistics.median(t) for n, t in times.items()}
-    lines = [f"{'':14s} {'median ms':>10s} {'spread ms':>14s} {'jitad/x':>8s} {'first call s':>13s}"]
+    lines = [f"{'':14s} {'median ms':>10s} {'spread ms':>14s} {'jitad/x':>8s} {'first call s':>13s} {'(CPU s)':>8s}"]
     for n, t in times.items():
+        wall, cpu = first.get(n, (float("nan"), float("nan")))
         lines.append(f"{n:14s} {med[n] * 1e3:10.2f} {min(t) * 1e3:6.2f}-{max(t) * 1e3:6.2f} "
-                     f"{med.get('jitad', float('nan')) / med[n]:8.2f} {first.get(n, float('nan')):13.2f}")
+                     f"{med.get('jitad', float('nan')) / med[n]:8.2f} {wall:13.2f} {cpu:8.2f}")
     return "\n".join(lines)
 
 

@@ -75,8 +75,8 @@ PIPELINE = [   # (name, pass(program), purpose)
     ("concat_in_place", _nested(placed.concat_in_place),
      "the fused loops making a concatenation's pieces store them into it (LLVM only)"),
     ("forward_slot_copies", _nested(peephole.forward_slot_copies),
-     "a tensor slot set to another slot's value (whole, or by a fused loop) and then only read: its reads read "
-     "that slot"),
+     "a tensor slot set to another slot's value (whole, reshaped, or by a fused loop) and then only read: its "
+     "reads read that slot"),
     ("accumulate_products", _nested(peephole.accumulate_products),
      "a matrix product only added to a slot becomes `matmul_add` (BLAS beta = 1)"),
     ("shared_transposes", lambda program: peephole.shared_transposes(program.main),

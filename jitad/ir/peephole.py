@@ -71,32 +71,37 @@ def forward_slot_copies(nodes, outputs):
     elements by fused loops) is read from `src` instead, no copy, when `src` is not written
     while those reads and their values last and no arena scope around its creation closes
     before them. A copy of such a copy reads the first slot; a fused loop left with no
-    store is dropped."""
+    store is dropped. A copy of src's value reshaped (`slot_set dst (reshape (slot_get
+    src))`, a reshape's cotangent) goes too: dst's readers read src through a reshape."""
     users, made_at = uses(nodes, outputs), {v: k for k, n in enumerate(nodes) for v in n.outputs}
     scopes = [(made_at[n.inputs[0]], k) for k, n in enumerate(nodes)
               if n.op == Op.ARENA_RELEASE and n.inputs[0] in made_at]
     closes = _first_close(scopes, len(nodes))
-    rename, drop, stores = {}, set(), {}
+    rename, drop, stores, reshaped = {}, set(), {}, {}
     for j, n in enumerate(nodes):
         for dst, src, g, at in _copies(n, j, made_at, nodes):
             src = rename.get(src, src)   # a copy of a copy: of the first slot
             d, s = made_at.get(dst), made_at.get(src)
             reads = [u for u in users.get(dst, []) if u != j]
-            if d is None or nodes[d].op != Op.SLOT or dst in rename or s is None or nodes[s].op != Op.SLOT \
-                    or not reads \
+            if d is None or nodes[d].op != Op.SLOT or dst in rename or dst in reshaped or src in reshaped \
+                    or s is None or nodes[s].op != Op.SLOT or not reads \
                     or any(u < j or u >= len(nodes) or not _reads_slot(nodes[u], dst) for u in reads):
                 continue
             last = max(max(users.get(nodes[u].outputs[0], [u])) if nodes[u].op == Op.SLOT_GET else u for u in reads)
             if closes[s] <= last or any(g < u <= last and (u >= len(nodes) or not _reads_slot(nodes[u], src))
                                         for u in users.get(src, []) if u != j):
                 continue
-            rename[dst] = src
             drop.add(d)
+            if at == RESHAPED:   # its readers read `src` reshaped (a view)
+                reshaped[dst] = src
+                drop.add(j)
+                continue
+            rename[dst] = src
             if at is None:
                 drop.add(j)
             else:
                 stores.setdefault(j, set()).add((at, dst))
-    if not rename:
+    if not rename and not reshaped:
         return nodes
     for j, removed in stores.items():   # a fused loop's copies leave it; a loop left with no effect goes
         n = nodes[j]
@@ -109,19 +114,57 @@ def forward_slot_copies(nodes, outputs):
             continue
         nodes[j] = Node(Op.FUSED, tuple(n.inputs[k] for k in keep), n.outputs, n.attrs,
                         (Graph([body.params[k] for k in keep], kept, body.outputs),))
-    return [replace(n, inputs=tuple(rename.get(v, v) for v in n.inputs))
-            for k, n in enumerate(nodes) if k not in drop]
+    out = []
+    for k, n in enumerate(nodes):
+        if k not in drop:
+            out += _read_reshaped(replace(n, inputs=tuple(rename.get(v, v) for v in n.inputs)), reshaped)
+    return out
+
+
+RESHAPED = "reshaped"   # `_copies`' mark of a copy of another slot's value reshaped
+
+
+def _read_reshaped(node, reshaped):
+    """`node`, reading slots that copied another slot's value reshaped (`reshaped`: dst ->
+    src), as nodes reading `src` reshaped: a `slot_get` of dst becomes src's `slot_get` and
+    a reshape (views, no copy); a fused loop's element reads of dst read that view."""
+    targets = [v for v in dict.fromkeys(node.inputs) if v in reshaped]
+    if not targets:
+        return [node]
+    views, before = {}, []
+    for dst in targets:
+        value_t = dst.type.value_type
+        whole = Var(reshaped[dst].type.value_type)
+        views[dst] = node.outputs[0] if node.op == Op.SLOT_GET else Var(value_t)
+        before += [Node(Op.SLOT_GET, (reshaped[dst],), (whole,)),
+                   Node(Op.RESHAPE, (whole,), (views[dst],), {"shape": value_t.shape})]
+    if node.op == Op.SLOT_GET:
+        return before
+    (body,) = node.bodies
+    params = [Var(views[v].type) if v in views else p for p, v in zip(body.params, node.inputs)]
+    now = {old: new for old, new in zip(body.params, params) if old is not new}
+    got = {b.outputs[0]: now[b.inputs[0]] for b in body.nodes if b.op == Op.SLOT_GET and b.inputs[0] in now}
+    kept = [replace(b, inputs=tuple(got.get(v, v) for v in b.inputs)) for b in body.nodes
+            if not (b.op == Op.SLOT_GET and b.inputs[0] in now)]
+    inputs = tuple(views.get(v, v) for v in node.inputs)
+    return before + [Node(Op.FUSED, inputs, node.outputs, node.attrs,
+                          (Graph(params, kept, [got.get(v, v) for v in body.outputs]),))]
 
 
 def _copies(node, j, made_at, nodes):
-    """(dst, src, position of src's read, index in the loop's body or None) for each whole
-    copy of a tensor slot into another that `node` makes: `slot_set dst (slot_get src)`, or a
-    fused loop's element stores `slot_add[store] dst (slot_get src)` over the slots' shape
-    (loops run every element; src only read there, dst only stored to)."""
+    """(dst, src, position of src's read, where) for each whole copy of a tensor slot into
+    another that `node` makes: `slot_set dst (slot_get src)` (where None), the same of its
+    reshape (where RESHAPED), or a fused loop's element stores `slot_add[store] dst
+    (slot_get src)` over the slots' shape (where: its index in the loop's body; loops run
+    every element; src only read there, dst only stored to)."""
     if node.op == Op.SLOT_SET and node.inputs[1].type.shape:
         g = made_at.get(node.inputs[1])
         if g is not None and nodes[g].op == Op.SLOT_GET:
             yield node.inputs[0], nodes[g].inputs[0], g, None
+        elif g is not None and nodes[g].op == Op.RESHAPE and made_at.get(nodes[g].inputs[0]) is not None \
+                and nodes[made_at[nodes[g].inputs[0]]].op == Op.SLOT_GET:
+            g = made_at[nodes[g].inputs[0]]
+            yield node.inputs[0], nodes[g].inputs[0], g, RESHAPED
         return
     if node.op != Op.FUSED:
         return
@@ -274,9 +317,29 @@ def recompute_cheap(nodes, outputs):
         if out.type.shape and out not in outputs and readers and all(
                 nodes[j].op == Op.FUSED and nodes[j].attrs["shape"] == producer.attrs["shape"] for j in readers):
             cone = _cone(producer.bodies[0], inner)
-            return None if cone is None else (cone, readers)
+            if cone is None or _streams(cone, producer) > RECOMPUTE_STREAMS:
+                return None
+            return cone, readers
         return None
     return recompute_in_readers(nodes, choose)
+
+
+# a cheap result whose cone reads more whole tensors than this is stored, not recomputed:
+# a residual stream's running sum, recomputed, grew by a tensor per layer in every later
+# loop (17 in a 4-layer GPT's last LayerNorm) and made each layer's loops distinct kernels;
+# stored, the layers share their kernels (the large GPT step: 87 -> 58 fused kernels, their
+# LLVM time 1.85 -> 1.31 s of CPU, the step's run time unchanged within the noise: 0.995x,
+# 0.97-1.03)
+RECOMPUTE_STREAMS = 2
+
+
+def _streams(cone, producer):
+    """How many whole tensors of the loop's shape `cone` reads: each reader reads them
+    instead of the one stored result."""
+    (body,) = producer.bodies
+    shape = tuple(producer.attrs["shape"])
+    params = {p for p in body.params if getattr(p.type, "shape", None) == shape}
+    return len({v for n in cone for v in n.inputs if v in params})
 
 
 def recompute_in_readers(nodes, choose, drop_emptied=False):

@@ -500,16 +500,39 @@ def _compile(j, ir_text, prefix):
     up to `parallel.PARTS` modules compiled on `parallel.THREADS` threads, its kernels
     dealt out between them."""
     parts = parallel.PARTS if len(ir_text) >= parallel.MIN_SPLIT_BYTES else 1
-    glue = f'@"{prefix}glue' in ir_text   # a long program's straight code (llvm.Lowerer.lower_segments)
+    fast = _fast_functions(ir_text, prefix)   # straight code LLVM's pipeline cannot improve
+    segmented = f'@"{prefix}glue' in ir_text   # a long program (llvm.Lowerer.lower_segments)
     texts = parallel.split_module(ir_text, parts, lambda name: name.startswith((prefix + "kernel", prefix + "segment")),
-                                  (lambda name: name.startswith(prefix + "glue")) if glue else None) \
-        if parts > 1 or glue else [ir_text]
-    if parts > 1 and not glue:   # the parts after the first hold kernels: no loop unrolling (`parallel.
-        texts = [(t, False, k == 0) for k, t in enumerate(texts)]   # compile_part`); a segmented program's
+                                  fast.__contains__ if fast else None) \
+        if parts > 1 or fast else [ir_text]
+    texts = [t if isinstance(t, tuple) else (t, False) for t in texts]
+    if parts > 1 and not segmented:   # the parts after the first hold kernels: no loop unrolling (`parallel.
+        texts = [(t, f, f or k == 0) for k, (t, f) in enumerate(texts)]   # compile_part`); a segmented program's
         # compile time is its glue's, and unrolling its kernels measured 1-2% faster runs (fluidsim port)
     with remainder_vectors():
         compiled = parallel.compile_parts(texts, j.machines, j.fast_machines)
     return [mod for mod, _ in compiled], [obj for _, obj in compiled]
+
+
+FAST_ENTRY_LINES = 2000   # an entry point longer than this is compiled without LLVM's pipeline
+
+
+def _fast_functions(ir_text, prefix):
+    """The functions of a program's LLVM IR compiled without LLVM's pass pipeline: a long
+    program's glue (`llvm.Lowerer.lower_segments`: straight code calling kernels) and a
+    long entry point (`entry.add_entry`: a program taking or returning many arrays checks
+    and boxes each in straight code, once a call; at O2 it was most of a large model's
+    LLVM time)."""
+    fast = set()
+    for m in re.finditer(r'^define [^@]*@"([^"]+)"', ir_text, re.M):
+        name = m.group(1)
+        if name.startswith(prefix + "glue"):
+            fast.add(name)
+        elif name in (prefix + "entry", prefix + "deep"):
+            end = ir_text.find("\n}\n", m.end())
+            if ir_text.count("\n", m.end(), end) > FAST_ENTRY_LINES:
+                fast.add(name)
+    return fast
 
 
 # The remainder of a vectorized loop (8 doubles a vector) runs as vectors of 2 before any scalar

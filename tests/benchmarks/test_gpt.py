@@ -49,3 +49,13 @@ def test_gemm_shapes_count_forward_and_backward():
     B, T, C = cfg["batch"], cfg["block"], cfg["n_embd"]
     per_layer = 2 * B * T * C * (3 * C + C + 8 * C) + 2 * 2 * B * T * T * C
     assert flops == 3 * (cfg["n_layer"] * per_layer + 2 * B * T * C * cfg["vocab"])
+
+
+def test_summary_gives_ratios_to_jitad_and_both_first_call_clocks():
+    times = {"jitad": [0.010, 0.012, 0.011], "jax": [0.022, 0.020, 0.024], "GEMM floor": [0.005, 0.006, 0.004]}
+    rows = gpt.summary(times, {"jitad": (3.5, 2.25), "jax": (4.0, 5.5)}).splitlines()
+    assert "CPU" in rows[0]
+    jitad_row, jax_row, floor_row = (r.split() for r in rows[1:])
+    assert jitad_row[0] == "jitad" and float(jitad_row[1]) == 11.0 and float(jitad_row[-3]) == 1.0
+    assert float(jax_row[-3]) == 0.5 and jax_row[-2:] == ["4.00", "5.50"]
+    assert float(floor_row[-3]) == 2.2 and floor_row[-2:] == ["nan", "nan"]
