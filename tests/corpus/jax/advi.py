@@ -2,8 +2,8 @@
 # ruff: noqa (kept as its authors wrote it)
 # licence: Apache-2.0, Copyright 2018 The JAX Authors (full text: jax/LICENSE)
 # edits: plotting cut (matplotlib import, figure set-up and the callback's drawing: it prints the bound only); 100 -> 25 steps (it diverges to NaN at step 30)
-# compare: params rtol=2e-4 atol=1e-6
-# tolerance: float32 (jitad with 64-bit off still computes parts in float64)
+# compare: params rtol=2e-3 atol=1e-6
+# tolerance: float32, and the optimization amplifies rounding: with 64-bit on, jitad's and JAX's gradients of the objective agree to 1e-15 at a step's parameters, yet their bounds part by 3e-5 by step 5 (momentum on the funnel's neck); at float32 the means part by 3e-4 and the log stds by 6e-4 after 25 steps
 # steps: 25
 # x64: off (it draws JAX's 32-bit random numbers)
 # Copyright 2018 The JAX Authors.
