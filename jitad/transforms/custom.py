@@ -19,6 +19,8 @@ class _NondiffFUN(FUN):
     runs a rule of the same kind over the other arguments, those fixed to the call's values
     (kept for a few recent values); `_rule_for(nums, fixed)` builds it."""
 
+    decides_on_values = True   # called under `grad` from Python, Python decides on the arguments' values (as JAX)
+
     def __new__(cls, fn=None, out=None, nondiff_argnums=()):
         if fn is None:   # @custom_vjp(nondiff_argnums=...) or functools.partial
             return lambda f: cls(f, out, nondiff_argnums)
