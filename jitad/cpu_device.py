@@ -31,7 +31,7 @@ class Device:
 CPU = Device()
 
 
-class Sharding(metaclass=abc.ABCMeta):
+class Sharding(metaclass=abc.ABCMeta):   # noqa: B024 (an ABC for `register`: the JAX-based sharding, see below)
     """Where an array's pieces live; every jitad array lives whole on the one device."""
     memory_kind = "device"
     num_devices = 1

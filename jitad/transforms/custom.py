@@ -111,8 +111,10 @@ class custom_vjp(_NondiffFUN):
         """Forward mode of a call (reached where a program that itself takes a gradient is
         differentiated): `fwd` gives the output, and its tangent is the transpose of
         `bwd(residuals, .)` (linear in the cotangent) applied to the arguments' tangents, by a
-        vjp; so the user's rule, not the body, gives derivatives of every order."""
-        from ..staging import coerce
+        vjp; so the user's rule, not the body, gives derivatives of every order. None (the
+        body's derivative then) where bwd itself takes gradients."""
+        from ..staging import coerce, trace_program
+        from .jvp import contains_effects
         from .pullback import pullback_staged
         in_td, types = node.attrs["in_td"], [v.type for v in node.outputs]
         primals = [p for p, _ in ins[:in_td.num_leaves]]
@@ -130,8 +132,11 @@ class custom_vjp(_NondiffFUN):
                 raise ArgumentError(f"custom_vjp `{self.__name__}`: bwd returned {len(leaves)} cotangents "
                                     f"for {len(primals)} argument leaves; return one per argument, as a tuple")
             return tuple(ct if ct is not None else _zero_like(p) for ct, p in zip(leaves, primals))
+        zeros = tuple(_zero_like(o) for o in outs)
+        if contains_effects(trace_program(cotangents, zeros, flatten(zeros)[1], types)[0]):
+            return None   # a bwd that itself takes gradients: forward mode differentiates the body
         tangents = tuple(t if t is not None else _zero_like(p) for p, t in ins[:in_td.num_leaves])
-        out_tangents = pullback_staged(cotangents, tuple(_zero_like(o) for o in outs), tangents)
+        out_tangents = pullback_staged(cotangents, zeros, tangents, to_closure=False)
         return [(o, (t if t is not None else _zero_like(o)) if t_.dtype in FLOATS else None)
                 for o, t, t_ in zip(outs, out_tangents, types)]
 

@@ -1,7 +1,6 @@
 """Custom rules (`custom_jvp`, `custom_vjp`) called under `grad` from Python run with the
 call's values, as JAX runs them: Python `if` on an argument, in the function and in its rule,
 decides per call; compared with JAX's gradients on the same values."""
-import numpy as np
 import pytest
 
 import jitad
