@@ -764,7 +764,13 @@ def vjp(fn: Fn, *primals: Any) -> tuple[Any, Fn]:
     out = _CALL(fn, *primals)
     from .pytree import tree_map   # the pullback uses the primals as they are now, not as later changed
     kept = tree_map(lambda x: x.copy() if isinstance(x, np.ndarray) else x, primals)
-    return out, lambda ct: _PULLBACK(fn, kept, ct)
+
+    def pullback(ct):
+        if current_frame() is None:
+            return _PULLBACK(fn, kept, ct)
+        with concrete.constant_values():   # staged into a trace (`jit(pullback)`): decide on the primals' values
+            return pullback_staged(fn, kept, ct)
+    return out, pullback
 
 
 # -- Jacobians and Hessians ---------------------------------------------------------

@@ -43,8 +43,7 @@ class Array(_np.ndarray):
         """Itself (jitad's results are ready when a call returns)."""
         return self
 
-    # JAX's array interface on the one CPU device (`jitad.devices()`); no `.sharding`: JAX
-    # reads an array's `.sharding` as its own, so a result passed into a JAX function broke
+    # JAX's array interface on the one CPU device (`jitad.devices()`)
     @property
     def device(self):
         """The device holding the array: `jitad.devices()[0]`."""
@@ -54,9 +53,14 @@ class Array(_np.ndarray):
         """The set of devices holding parts of the array: `{jitad.devices()[0]}`."""
         return {_cpu_device.CPU}
 
+    @property
+    def sharding(self):
+        """How the array lies over devices: whole on the CPU device, a `SingleDeviceSharding`."""
+        return _cpu_device.array_sharding()
+
     is_fully_replicated = True
     is_fully_addressable = True
-    committed = False
+    committed = _committed = False   # JAX reads `_committed`: an uncommitted array may be placed anywhere
     weak_type = False
 
     def addressable_data(self, index):

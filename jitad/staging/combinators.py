@@ -10,10 +10,11 @@ from ..ir.ops import Op
 from ..ir.types import I64, Type, dtype_of_numpy
 from ..pytree import flatten, unflatten
 from ..forest import Tree, plain_tree
+from . import concrete
 from .frames import Frame, _control_node, _entered, _local, current_frame, emit
 from .values import (Staged, StagedTree, _kind, _leaf_type, _literal, as_var, coerce, is_staged, result_dtype, to_bool,
                      wrap)
-from .tracer import finish_body, trace_body
+from .tracer import _with_values, finish_body, trace_body
 
 
 def _check_callables(who, **fns):
@@ -225,6 +226,7 @@ class FUN:
         self.__doc__ = getattr(fn, "__doc__", None)
 
     call_op = Op.CALL   # the opcode of this function's calls (with `call_attrs`: see jitad/custom.py)
+    decides_on_values = False   # traced per call with the call's values where the caller has them
 
     def call_attrs(self, in_td):
         """Extra static attributes of this function's call nodes (for custom rules)."""
@@ -238,9 +240,12 @@ class FUN:
         in_vars = [coerce(x, t, "FUN argument") for x, t in zip(leaves, types)]
         trace = _local.trace
         key = (self, td, tuple(types))
+        with_values = self.decides_on_values and concrete.frame_values() is not None
+        if with_values:   # a body of its own, whose Python decisions are this call's
+            key += (len(trace.funs),)
         fun = trace.funs.get(key)
         if fun is None:
-            fun = self._define(trace, key, td, types)
+            fun = self._define(trace, key, td, types, in_vars if with_values else None)
         elif fun.out_types is None:
             raise StagingError(
                 f"FUN `{self.__name__}` calls itself, so its output type must be given before "
@@ -251,7 +256,7 @@ class FUN:
         outs = emit(self.call_op, in_vars + captures, {"fun": fun.fundef, **self.call_attrs(td)})
         return unflatten(fun.out_td, [Staged(v) for v in outs])
 
-    def _define(self, trace, key, td, types):
+    def _define(self, trace, key, td, types, values_of=None):
         fun = _FunState(FunDef(name=self.__name__, in_types=types), td)
         if self.out is not None:
             fun.fundef.out_types, fun.out_td = self.out
@@ -263,6 +268,8 @@ class FUN:
                                    "the same objects each time, or pass them as arguments")
             seen = list(fun.captures)
             frame = Frame(current_frame(), types)
+            if values_of is not None:
+                _with_values(frame, [Staged(v) for v in values_of])
             for v in seen:
                 frame.resolve(v)
             with _entered(frame):

@@ -66,6 +66,7 @@ class ConcreteTrace:
         self.int_guards = []     # (expression of the call's symbolic ints, value): see `SymInt`
         self.int_exact = False   # a symbolic int was used as a plain int (a guard on its value)
         self.closed = False      # the trace is over: its paths' guards are fixed
+        self.detached = False    # values for the constant arguments of traces begun under no values
 
     # -- values -------------------------------------------------------------------
 
@@ -229,6 +230,23 @@ class without_values:
 
     def __exit__(self, *exc):
         _local.blocked = self.saved
+
+
+class constant_values:
+    """Context: a program traced inside it whose arguments are constants (NumPy values, not
+    staged) has their values, though the enclosing trace has none; no guard or hidden
+    argument reaches the enclosing program (the constants are its own). What lets the
+    pullback of `vjp`, called under `jit` or `vmap`, run Python's decisions on the primals
+    as the forward call did."""
+
+    def __enter__(self):
+        self.saved = current(), getattr(_local, "blocked", 0)
+        _local.trace, _local.blocked = ConcreteTrace(), 0
+        _local.trace.detached = True
+        return _local.trace
+
+    def __exit__(self, *exc):
+        _local.trace, _local.blocked = self.saved
 
 
 _COMBINATORS = {"IF": "IF", "WHILE": "WHILE", "FOR": "FOR", "TREE": "TREE", "scan": "scan", "fori_loop": "fori_loop",

@@ -98,7 +98,7 @@ def _with_values(root, args):
     its parent has them and `args` are values of the same types (not a batched `vmap`
     trace): its params stand for `args`. Returns the ConcreteTrace, or None."""
     c = concrete.current()
-    if c is None or (root.parent is not None and root.parent.concrete is not c):
+    if c is None or (root.parent is not None and root.parent.concrete is not c and not c.detached):
         return None
     leaves = flatten(args)[0]
     if len(leaves) != len(root.graph.params):

@@ -19,6 +19,8 @@ class _NondiffFUN(FUN):
     runs a rule of the same kind over the other arguments, those fixed to the call's values
     (kept for a few recent values); `_rule_for(nums, fixed)` builds it."""
 
+    decides_on_values = True   # called under `grad` from Python, Python decides on the arguments' values (as JAX)
+
     def __new__(cls, fn=None, out=None, nondiff_argnums=()):
         if fn is None:   # @custom_vjp(nondiff_argnums=...) or functools.partial
             return lambda f: cls(f, out, nondiff_argnums)
@@ -104,6 +106,39 @@ class custom_vjp(_NondiffFUN):
         if self.fwd is None:
             raise ArgumentError(f"custom_vjp `{self.__name__}`: call defvjp(fwd, bwd) before using it")
         return {"custom": self, "in_td": in_td}
+
+    def tangent_rule(self, node, ins):
+        """Forward mode of a call (reached where a program that itself takes a gradient is
+        differentiated): `fwd` gives the output, and its tangent is the transpose of
+        `bwd(residuals, .)` (linear in the cotangent) applied to the arguments' tangents, by a
+        vjp; so the user's rule, not the body, gives derivatives of every order. None (the
+        body's derivative then) where bwd itself takes gradients."""
+        from ..staging import coerce, trace_program
+        from .jvp import contains_effects
+        from .pullback import pullback_staged
+        in_td, types = node.attrs["in_td"], [v.type for v in node.outputs]
+        primals = [p for p, _ in ins[:in_td.num_leaves]]
+        out, res = self.fwd(*unflatten(in_td, primals))
+        out_leaves, out_td = flatten(out)
+        if len(out_leaves) != len(types):
+            raise ArgumentError(f"custom_vjp `{self.__name__}`: fwd returned {len(out_leaves)} outputs "
+                                f"where the function returns {len(types)}")
+        outs = [Staged(coerce(x, t, f"custom_vjp `{self.__name__}` fwd output")) for x, t in zip(out_leaves, types)]
+
+        def cotangents(*g):
+            cts = self.bwd(res, unflatten(out_td, list(g)))
+            leaves = flatten(tuple(cts) if isinstance(cts, (tuple, list)) else (cts,))[0]
+            if len(leaves) != len(primals):
+                raise ArgumentError(f"custom_vjp `{self.__name__}`: bwd returned {len(leaves)} cotangents "
+                                    f"for {len(primals)} argument leaves; return one per argument, as a tuple")
+            return tuple(ct if ct is not None else _zero_like(p) for ct, p in zip(leaves, primals))
+        zeros = tuple(_zero_like(o) for o in outs)
+        if contains_effects(trace_program(cotangents, zeros, flatten(zeros)[1], types)[0]):
+            return None   # a bwd that itself takes gradients: forward mode differentiates the body
+        tangents = tuple(t if t is not None else _zero_like(p) for p, t in ins[:in_td.num_leaves])
+        out_tangents = pullback_staged(cotangents, zeros, tangents, to_closure=False)
+        return [(o, (t if t is not None else _zero_like(o)) if t_.dtype in FLOATS else None)
+                for o, t, t_ in zip(outs, out_tangents, types)]
 
     def __repr__(self):
         return f"custom_vjp({self.__name__})"

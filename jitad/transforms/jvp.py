@@ -328,7 +328,9 @@ def _call(node, ins):
         return node.attrs["custom_jvp"].forward(node, ins)
     tangent_rule = getattr(node.attrs.get("custom"), "tangent_rule", None)   # a custom_vjp's own (fixed_point)
     if tangent_rule is not None and any(t is not None for _, t in ins):
-        return tangent_rule(node, ins)
+        pairs = tangent_rule(node, ins)   # (None: the rule declines, the body's derivative is taken)
+        if pairs is not None:
+            return pairs
     fundef = node.attrs["fun"]
     in_types, out_types = fundef.body.in_types, list(fundef.out_types)
     flags = tuple(active(ins))

@@ -6,8 +6,10 @@ import numpy as np
 
 from .. import timing
 from .jvp import contains_effects
-from .vmap import value_and_grad as _reverse_or_defer
-from ..errors import ArgumentError, ShapeError
+from .vmap import deferring_reverse, value_and_grad as _reverse_or_defer
+from ..errors import ArgumentError, JitadError, ShapeError
+from ..ir.graph import walk
+from ..ir.ops import Op
 from ..ir.types import FLOATS, NUMPY, TreeType
 from ..pytree import flatten, unflatten
 from ..staging import Staged, StagedTree, arg_type, as_var, is_staged, trace_program, wrap
@@ -37,6 +39,8 @@ def pullback_staged(fn, primals, ct, to_closure=True):
     flat, td = flatten(tuple(primals))
     types = [leaf_type(x) for x in flat]
     program, out_td, captured = trace_program(fn, tuple(primals), td, types)
+    if contains_effects(program) and not (to_closure and adjoint_of_any(captured)):
+        program, captured = reverse_ready(fn, tuple(primals), td, types) or (program, captured)
     ct_leaves, ct_td = flatten(ct)
     if ct_td != out_td:
         raise ArgumentError("vjp: the cotangent must have the structure of the function's output")
@@ -66,6 +70,38 @@ def pullback_staged(fn, primals, ct, to_closure=True):
         out.append(unflatten(flatten(p)[1], cts[start:start + n]))
         start += n
     return tuple(out)
+
+
+def adjoint_of_any(captured):
+    from .vjp import adjoint_of
+    return any(adjoint_of(v) is not None for v in captured)
+
+
+def reverse_ready(fn, args, td, types):
+    """`fn` traced again with the gradients it takes inside as `deferred_vjp` nodes (pure),
+    which reverse mode differentiates by their own rule (forward-over-reverse: see
+    `jitad.transforms.vjp`), so a function that takes gradients is differentiated in one
+    reverse pass, not one forward pass per input element: `(program, captured)`, or None
+    where reverse-mode code remains, a deferred pass sits inside a loop, branch or function
+    body, or the trace needs a value a deferred pass has not computed yet."""
+    try:
+        with deferring_reverse():
+            program, _, captured = trace_program(fn, args, td, types)
+    except JitadError:
+        return None
+    if contains_effects(program) or not _deferred_at_top(program):
+        return None
+    return program, captured
+
+
+def _deferred_at_top(program):
+    """Every `deferred_vjp` node of `program` (and of theirs) is a node of its main graph."""
+    top = {id(n) for n in program.main.nodes}
+    for graph in [program.main] + [f.body for f in program.funs]:
+        for node in walk(graph):
+            if node.op == Op.DEFERRED_VJP and (id(node) not in top or not _deferred_at_top(node.attrs["program"])):
+                return False
+    return True
 
 
 MAX_FORWARD_DIRECTIONS = 256

@@ -9,7 +9,7 @@ from ..ir.types import FLOATS, TreeType
 from ..pytree import flatten, unflatten
 from ..staging import Staged, StagedTree, trace_program, wrap
 from .jvp import contains_effects
-from .pullback import grad_by_forward_mode, leaf_type, positive_zero, staged_arg
+from .pullback import grad_by_forward_mode, leaf_type, positive_zero, reverse_ready, staged_arg
 from .vmap import value_and_grad as _reverse_or_defer
 
 
@@ -42,8 +42,10 @@ def value_and_grad_staged(fn, args, argnums, has_aux, who):
         got = out_types[0] if value_td.kind == "leaf" else "a pytree"
         raise ArgumentError(f"{who}: the function must return a float scalar to differentiate, got "
                             f"{got}; reduce it first (e.g. with a sum) or use jitad.vjp")
+    if contains_effects(program):   # the function itself takes a gradient: defer it, else go forward
+        program, captured = reverse_ready(fn, args, flatten(args)[1], types) or (program, captured)
     staged = [staged_arg(x, t) for x, t in zip(flat, types)] + [wrap(v) for v in captured]
-    if contains_effects(program):   # the function itself takes a gradient: go forward
+    if contains_effects(program):
         with timing.stage("ad"):
             outs, grads = grad_by_forward_mode(program, staged, wrt, who)
     else:

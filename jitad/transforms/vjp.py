@@ -33,7 +33,8 @@ from ..ir.types import FLOATS, RefType, Type
 from ..errors import ArgumentError, ShapeError
 from ..pytree import flatten, unflatten
 from ..staging import (FUN, IF, Staged, StagedTree, apply, as_var, coerce, emit, is_staged,
-                       make_closure, new_slot, slot_add, slot_get, trace_memo, transforming, transformation)
+                       make_closure, new_slot, slot_add, slot_get, trace_memo, trace_program, transforming, transformation,
+                       wrap)
 from .base import pack_pairs, restage, restage_node, run_graph, unpack_pairs
 from .tape import ForestTape, at, body_nodes, deferred_weight_grads, loop_invariant_transposes, new_table, output_rows, stored_values
 
@@ -144,6 +145,9 @@ def _run(rv, nodes, env, outputs, k):
     backward_steps = []   # run in reverse order, after the forward pass
     for i, node in enumerate(nodes):
         ins = [env[v] for v in node.inputs]
+        if node.op == Op.DEFERRED_VJP:
+            backward_steps.append(_deferred_forward(rv, node, ins, env))
+            continue
         if id(node) in rv.rows:   # a loop's output row (tape.output_rows): its own backward step
             rv.bind(env, node.outputs, [Dual(o) for o in _primal(rv, node, ins)])
             backward_steps.append(partial(rv.rows[id(node)].backprop, node, ins))
@@ -172,6 +176,56 @@ def _run(rv, nodes, env, outputs, k):
         k([env[v] for v in outputs])
     for step in reversed(backward_steps):
         step()
+
+
+def _deferred_forward(rv, node, ins, env):
+    """A `deferred_vjp` node (a gradient the differentiated function takes): its reverse
+    pass emitted here; its backward step is `_deferred_backward` (or nothing without adjoints)."""
+    program, wrt, seed_ks = node.attrs["program"], node.attrs["wrt"], node.attrs["seeds"]
+    n = len(program.main.params)
+    primals = [d.primal for d in ins]
+    outs, grads = value_and_grad_staged(program, primals[:n], list(wrt), list(zip(seed_ks, primals[n:])))
+    types = [v.type for v in node.outputs]
+    if all(d.adj is None for d in ins):
+        rv.bind(env, node.outputs, [Dual(o) for o in outs + grads])
+        return lambda: None
+    duals = new_duals(outs + grads, types)
+    rv.bind(env, node.outputs, duals)
+    return partial(_deferred_backward, node, ins, duals)
+
+
+def _deferred_backward(node, ins, outs):
+    """The cotangents of a deferred reverse pass `(P(a), J(a)^T c)` for adjoints `(u, v)` of
+    its outputs: `J^T u + H v` for `a` (H: the Hessian of `c . P`) and `J v` for `c`, the
+    tangents of `(a, s) -> (P(a), grad_a(s . P))` along `(v, u)` at `(a, c)`: one forward
+    pass over the reverse pass (v is zero but where the pass gave gradients)."""
+    from .jvp import jvp_graph, zeros
+    program, wrt, seed_ks = node.attrs["program"], node.attrs["wrt"], node.attrs["seeds"]
+    main = program.main
+    n, m = len(main.params), len(main.outputs)
+    floats_in = [k for k, p in enumerate(main.params) if differentiable(p.type)]
+    floats_out = [j for j, v in enumerate(main.outputs) if differentiable(v.type)]
+    seeds = {}
+    for j, c in zip(seed_ks, ins[n:]):
+        seeds[j] = seeds[j] + c.primal if j in seeds else c.primal
+    adjoint = [slot_get(d.adj) if d.adj is not None else None for d in outs]
+    along = dict(zip(wrt, adjoint[m:]))
+    primals = [d.primal for d in ins[:n]] + [seeds[j] if j in seeds else zeros(main.outputs[j].type) for j in floats_out]
+    tangents = [along.get(k) for k in range(n)] + [adjoint[j] for j in floats_out]
+
+    def outputs_and_gradient(*flat):
+        o, g = value_and_grad_staged(program, list(flat[:n]), floats_in, list(zip(floats_out, flat[n:])))
+        return tuple(o) + tuple(g)
+    types = [p.type for p in main.params] + [main.outputs[j].type for j in floats_out]
+    traced, _, captured = trace_program(outputs_and_gradient, tuple(primals), flatten(tuple(primals))[1], types)
+    result = jvp_graph(traced.main, list(zip(primals, tangents)) + [(wrap(v), None) for v in captured])
+    tans = [t for _, t in result]
+    for k, t in zip(floats_in, tans[m:]):
+        if ins[k].adj is not None and t is not None:
+            slot_add(ins[k].adj, t)
+    for d, j in zip(ins[n:], seed_ks):
+        if d.adj is not None and tans[j] is not None:
+            slot_add(d.adj, tans[j])
 
 
 def _custom_forward(rv, node, ins, env):

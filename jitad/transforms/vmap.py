@@ -35,6 +35,8 @@ parameters a lane of their own), which gives per-example gradients as batched co
 passes then make the products against those lane copies GEMMs with the shared parameters
 (`ir.peephole.batched_products`).
 """
+import threading
+
 import numpy as np
 
 from .. import numeric as N
@@ -71,10 +73,26 @@ def deferring():
     return current_frame() is not None and trace_memo().get("vmap", False)
 
 
+_REVERSE = threading.local()
+
+
+class deferring_reverse:
+    """Context: `grad`/`vjp` traced inside it, at any depth, emit `deferred_vjp` nodes (pure)
+    instead of reverse-mode code, so that reverse mode can differentiate the function that
+    takes them (`jitad.transforms.pullback.reverse_ready`)."""
+
+    def __enter__(self):
+        _REVERSE.depth = getattr(_REVERSE, "depth", 0) + 1
+
+    def __exit__(self, *exc):
+        _REVERSE.depth -= 1
+
+
 def value_and_grad(program, args, wrt, seeds=((0, 1.0),)):
     """`ad.reverse.value_and_grad_staged`, or, while `vmap` traces, a `deferred_vjp` node
-    that `vmap` differentiates after batching."""
-    if not deferring():
+    that `vmap` differentiates after batching (or, under `deferring_reverse`, that reverse
+    mode differentiates by forward-over-reverse)."""
+    if not deferring() and not getattr(_REVERSE, "depth", 0):
         return value_and_grad_staged(program, args, wrt, seeds)
     main = program.main
     cts = [Staged(coerce(ct, main.outputs[k].type, "cotangent")) for k, ct in seeds]

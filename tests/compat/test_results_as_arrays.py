@@ -32,7 +32,11 @@ def test_results_are_arrays_with_jax_methods():
         assert {repr(d) for d in ours.devices()} == {repr(d) for d in theirs.devices()}
         assert ours.is_fully_replicated == theirs.is_fully_replicated
         assert ours.is_fully_addressable == theirs.is_fully_addressable
-        assert not hasattr(ours, "sharding")   # JAX would take it for its own (see the next test)
+        assert ours.sharding.is_fully_replicated and repr(ours.sharding.device_set) == repr(theirs.sharding.device_set)
+        assert repr(ours.sharding) == repr(theirs.sharding) and ours.sharding.num_devices == 1
+        assert ours.sharding.shard_shape(ours.shape) == theirs.sharding.shard_shape(theirs.shape)
+        assert ours.sharding.device_set == set(jitad.devices())
+        assert ours.sharding == jitad.sharding.SingleDeviceSharding(jitad.devices()[0])
         np.testing.assert_array_equal(ours.addressable_data(0), theirs.addressable_data(0))
         shards, jshards = ours.addressable_shards, theirs.addressable_shards
         assert len(shards) == len(jshards) == 1 and shards[0].index == jshards[0].index
@@ -74,3 +78,6 @@ def test_results_pass_into_jax_functions():
     y = jitad.jit(lambda x: x * 2.0)(np.ones(3))
     np.testing.assert_allclose(jax.numpy.sin(y), np.sin(2.0 * np.ones(3)))
     np.testing.assert_allclose(jax.jit(lambda v: v + 1.0)(y), 3.0 * np.ones(3))
+    np.testing.assert_allclose(jax.grad(lambda v: jnp.sum(v ** 2))(y), 4.0 * np.ones(3))
+    np.testing.assert_allclose(jax.vmap(jnp.cos)(y), np.cos(2.0 * np.ones(3)))
+    np.testing.assert_allclose(jax.device_put(y), y)

@@ -3,7 +3,6 @@
 # edits: plotting cut (the plotted curves kept as `curves`)
 # compare: curves rtol=1e-9 atol=1e-12
 # steps: 4
-# xfail: egrad of egrad: jitad differentiates a function that itself takes a gradient by one forward pass per input element (at most 256; autograd runs reverse over reverse), so the 2nd to 4th derivatives at 700 points are refused, and at 7 points take minutes
 # ruff: noqa (the program as its authors wrote it, with the edits above)
 
 import jitad.numpy as np

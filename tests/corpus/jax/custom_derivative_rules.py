@@ -3,7 +3,6 @@
 # licence: Apache-2.0, Copyright the JAX Authors (JAX's documentation; full text: jax/LICENSE)
 # edits: the page's code cells in order; a cell shown raising an error in try/except Exception; IPython % lines cut; plotting cut
 # compare: y rtol=1e-6, y_dot rtol=1e-6
-# xfail: Python `if` on the argument inside a custom_jvp function under grad (its body is a FUN)
 # Copyright the JAX Authors (JAX documentation).
 
 import jitad.numpy as jnp

@@ -4,7 +4,6 @@
 # edits: the page's code cells in order; a cell shown raising an error in try/except Exception; IPython % lines cut; plotting cut; X, V (30, 40) -> (6, 8); num_covecs, num_vecs 128 -> 16
 # compare: loop_vs rtol=1e-9 atol=1e-12, vmap_vs rtol=1e-9 atol=1e-12, ans2 rtol=1e-9 atol=1e-12
 # x64: on (it draws JAX's random numbers, 64-bit: its 32-bit types need float32 defaults jitad lacks yet)
-# xfail: jit of the pullback `vjp` returns, for a function with Python `if` on its argument
 # Copyright the JAX Authors (JAX documentation).
 
 import jitad
