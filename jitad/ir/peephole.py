@@ -5,7 +5,7 @@ outputs and returns the new nodes; `jitad.ir.passes.PIPELINE` runs them in order
 import heapq
 from dataclasses import replace
 
-from .graph import HEAD, Graph, Node, Var, split_operands, uses
+from .graph import HEAD, Graph, Node, Var, renamed, split_operands, uses
 from .ops import Op
 from .types import RefType, Type
 
@@ -61,8 +61,7 @@ def forward_single_stores(nodes, outputs):
             continue
         drop.update([k, j] + gets)
         rename.update((nodes[g].outputs[0], value) for g in gets)
-    return [replace(n, inputs=tuple(rename.get(v, v) for v in n.inputs))
-            for k, n in enumerate(nodes) if k not in drop]
+    return renamed([n for k, n in enumerate(nodes) if k not in drop], rename)
 
 
 def forward_slot_copies(nodes, outputs):
@@ -109,8 +108,7 @@ def forward_slot_copies(nodes, outputs):
             continue
         nodes[j] = Node(Op.FUSED, tuple(n.inputs[k] for k in keep), n.outputs, n.attrs,
                         (Graph([body.params[k] for k in keep], kept, body.outputs),))
-    return [replace(n, inputs=tuple(rename.get(v, v) for v in n.inputs))
-            for k, n in enumerate(nodes) if k not in drop]
+    return renamed([n for k, n in enumerate(nodes) if k not in drop], rename)
 
 
 def _copies(node, j, made_at, nodes):
