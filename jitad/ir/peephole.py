@@ -274,14 +274,15 @@ def recompute_cheap(nodes, outputs):
             cone = _cone(producer.bodies[0], inner)
             return None if cone is None else (cone, readers)
         return None
-    return recompute_in_readers(nodes, choose)
+    return recompute_in_readers(list(nodes), choose)
 
 
-def recompute_in_readers(nodes, choose, drop_emptied=False):
+def recompute_in_readers(nodes, choose, drop_emptied=False, replaced=None):
     """The node list with each fused loop's results that `choose(k, producer, out, inner,
     nodes)` gives (cone, readers) for computed in those readers by the cone (`inline_cone`)
-    and no longer by the loop; with `drop_emptied`, a pure loop left with no result goes."""
-    nodes, drop = list(nodes), set()
+    and no longer by the loop; with `drop_emptied`, a pure loop left with no result goes.
+    `replaced(j, node)` hears of each reader rewritten (the list is `nodes` itself)."""
+    drop = set()
     for k, producer in enumerate(nodes):
         if producer.op != Op.FUSED:
             continue
@@ -295,6 +296,8 @@ def recompute_in_readers(nodes, choose, drop_emptied=False):
             cone, readers = chosen
             for j in readers:
                 nodes[j] = inline_cone(nodes[j], out, cone, body, producer)
+                if replaced is not None:
+                    replaced(j, nodes[j])
         if len(keep) < len(producer.outputs):
             if drop_emptied and not keep and all(n.op.pure for n in body.nodes):
                 drop.add(k)
