@@ -44,7 +44,6 @@ class Compiled:
     """One signature's compiled code."""
     entry: Any            # the native entry (set when linked)
     takes_pytree: bool
-    llvm_ir: Any
     in_td: Any            # set by the caller that knows the argument structure
     compile_seconds: float
     compile_report: Any
@@ -56,6 +55,17 @@ class Compiled:
     @property
     def ir(self):
         return str(self.program)
+
+    @property
+    def llvm_ir(self):
+        """The optimized LLVM IR text (derived when first asked, for code found compiled)."""
+        if callable(self._llvm_ir):
+            self._llvm_ir = self._llvm_ir()
+        return self._llvm_ir
+
+    @llvm_ir.setter
+    def llvm_ir(self, text):
+        self._llvm_ir = text
 
     def run(self, leaves):
         """Call the entry on flat argument leaves; return the result pytree."""
