@@ -252,10 +252,15 @@ def _fma(a, b, c, name):
     return N.where(N.abs(exact) < np.inf, exact, a * b + c)   # the splits overflow near the range's top
 
 
+def _unit_range(minval, maxval):
+    """Whether [minval, maxval) is [0, 1) as host values (the draw then needs no scaling)."""
+    return not (is_staged(minval) or is_staged(maxval)) and bool(np.all(np.asarray(minval) == 0.0)) \
+        and bool(np.all(np.asarray(maxval) == 1.0))
+
+
 def _scaled(u, minval, maxval, name):
     """Uniform floats `u` in [0, 1) moved to [minval, maxval), as JAX (max(minval, u * span + minval))."""
-    if not (is_staged(minval) or is_staged(maxval)) and np.all(np.asarray(minval) == 0.0) \
-            and np.all(np.asarray(maxval) == 1.0):
+    if _unit_range(minval, maxval):
         return u
     lo, hi = _as(minval, name), _as(maxval, name)
     return N.maximum(lo, _fma(u, hi - lo, lo, name))
@@ -265,8 +270,7 @@ def uniform(key, shape=(), dtype=None, minval=0.0, maxval=1.0):
     """Uniform floats in [minval, maxval) (float64 unless `dtype`), as `jax.random.uniform`:
     `jitad.random.uniform(key, (2, 3))`."""
     shape, name = _shape("uniform", shape), _float_dtype(dtype, "uniform")
-    if not (is_staged(minval) or is_staged(maxval)) and np.all(np.asarray(minval) == 0.0) \
-            and np.all(np.asarray(maxval) == 1.0):
+    if _unit_range(minval, maxval):
         return _drawn(key, shape, "uniform", _unit, (name,))
     return _drawn(key, shape, "uniform", _uniform_of, (name,), (_as(minval, name), _as(maxval, name)))
 
