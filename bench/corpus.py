@@ -13,9 +13,15 @@ each library's time per step (the median of the later runs), jitad's ratio to th
 (median and min-max over the repeats, each repeat's pair side by side) and each library's
 first-run extra (the first run's time less the later runs' median: compiling and warm-up).
 jitad's disk cache is off unless `--keep-cache`, so the first run measures compiling.
+
+A JAX program runs as the corpus's test runs it: JAX at its default (64-bit types off),
+jitad at its own (on), unless its header sets `x64` for both. `--x64 off` (or `on`) runs
+every JAX program with the same setting under both libraries, so that both compute in the
+same precision (jitad's float64 default costs it against JAX's float32).
 """
 import argparse
 import contextlib
+import dataclasses
 import io
 import statistics
 import warnings
@@ -43,6 +49,14 @@ def seconds(program, lib):
         return harness.run(program, lib)[1]
 
 
+def with_x64(program, setting):
+    """`program` run with `jax_enable_x64` `setting` ("on"/"off") under both libraries (a
+    JAX program; an autograd one is float64 under both already). None: as its header says."""
+    if setting is None or program.library != "jax":
+        return program
+    return dataclasses.replace(program, header={**program.header, "x64": setting})
+
+
 def measure(program, repeats):
     """{lib: {"first": s, "runs": [s, ...]}} for the original and jitad, interleaved."""
     libs = [program.library, "jitad"]
@@ -59,7 +73,8 @@ def row(program, timings):
     orig, mine = timings[program.library], timings["jitad"]
     ratios = [m / o for m, o in zip(mine["runs"], orig["runs"])]
     med = {lib: statistics.median(t["runs"]) for lib, t in timings.items()}
-    return {"name": program.name, "steps": steps,
+    x64 = program.header.get("x64", "").split()[:1]   # a JAX program's setting for both libraries, if one
+    return {"name": program.name + (f" (x64 {x64[0]})" if x64 else ""), "steps": steps,
             "original_ms": 1e3 * med[program.library] / steps, "jitad_ms": 1e3 * med["jitad"] / steps,
             "ratio": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios),
             "original_first_s": orig["first"] - med[program.library], "jitad_first_s": mine["first"] - med["jitad"]}
@@ -81,6 +96,8 @@ def main(argv=None):
     ap.add_argument("--library", choices=["autograd", "jax"], help="only the programs written for this one")
     ap.add_argument("--repeats", type=int, default=3, help="timed runs per library after the first (default 3)")
     ap.add_argument("--keep-cache", action="store_true", help="use jitad's disk cache")
+    ap.add_argument("--x64", choices=["on", "off"], help="run the JAX programs with this 64-bit setting under both "
+                    "libraries (default: JAX's off, jitad's on, unless the program's header says)")
     args = ap.parse_args(argv)
     bench_harness.sizes_from(argparse.Namespace(quick=False, repeats=None, keep_cache=args.keep_cache), {}, {})
     if args.library != "autograd":
@@ -89,6 +106,7 @@ def main(argv=None):
             jax.config.update("jax_enable_x64", True)
     rows = []
     for program in programs(args.library, args.names):
+        program = with_x64(program, args.x64)
         try:
             rows.append(row(program, measure(program, args.repeats)))
         except Exception as e:   # a program that fails is reported, the others still run

@@ -1,7 +1,6 @@
 """Dead code: the nodes whose results nothing reads, and the `stop_gradient` identities
 differentiation leaves behind."""
-from dataclasses import replace
-
+from .graph import renamed
 from .ops import Op
 
 
@@ -13,7 +12,7 @@ def forward_stop_gradients(graph):
             forward_stop_gradients(body)
     same = {n.outputs[0]: n.inputs[0] for n in graph.nodes if n.op == Op.STOP_GRADIENT}
     if same:
-        graph.nodes = [replace(n, inputs=tuple(same.get(v, v) for v in n.inputs)) for n in graph.nodes]
+        graph.nodes = renamed(graph.nodes, same)
         graph.outputs = [same.get(v, v) for v in graph.outputs]
 
 

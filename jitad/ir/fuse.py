@@ -214,8 +214,9 @@ def small_products(nodes, outputs):
     operand (rows of the loop run JAM at a time where it takes a row sum or max, sharing
     those loads), the product never stored (LLVM only). In the body the node keeps its op
     and attrs, its operands the tensors as params."""
-    users, made, marks, local = node_facts(nodes, outputs)
-    nodes, drop = list(nodes), set()
+    nodes = list(nodes)
+    users, made, spans = node_facts(nodes, outputs)
+    drop = set()
     for k, m in enumerate(nodes):
         if m.op != Op.MATMUL or m.attrs["ta"] or m.attrs["tb"]:
             continue
@@ -230,7 +231,7 @@ def small_products(nodes, outputs):
         f = nodes[j]
         if f.op != Op.FUSED or tuple(f.attrs["shape"]) != v.type.shape or f.inputs.count(v) != 1 \
                 or any(n.op in (Op.SLICE, Op.CONCAT, Op.SLOT_ADD_SLICE) for n in f.bodies[0].nodes) \
-                or not all(unchanged_between(x, k, j, nodes, made, marks, local) for x in (a, b)):
+                or not all(unchanged_between(x, k, j, spans) for x in (a, b)):
             continue
         (body,) = f.bodies
         at = f.inputs.index(v)
@@ -240,5 +241,6 @@ def small_products(nodes, outputs):
         params = body.params[:at] + body.params[at + 1:] + [pa, pb]
         new_body = Graph(params, [Node(Op.MATMUL, (pa, pb), (product,), dict(m.attrs))] + body.nodes, body.outputs)
         nodes[j] = Node(Op.FUSED, inputs, f.outputs, f.attrs, (new_body,))
+        spans.note(j, nodes[j])
         drop.add(k)
     return [n for k, n in enumerate(nodes) if k not in drop]

@@ -68,6 +68,15 @@ class Program:
     # (`str(program)`: the printer installs its `format_program` here)
 
 
+def renamed(nodes, rename):
+    """`nodes` reading `rename[v]` for each input `v` renamed; a node with no renamed input
+    is kept as it is (not copied: a pass over a large graph renames few of its nodes)."""
+    if not rename:
+        return list(nodes)
+    return [n if not any(v in rename for v in n.inputs) else
+            Node(n.op, tuple([rename.get(v, v) for v in n.inputs]), n.outputs, n.attrs, n.bodies) for n in nodes]
+
+
 def walk(graph):
     """Every node of `graph` and of its sub-graphs, depth first (not into FUN bodies)."""
     for node in graph.nodes:

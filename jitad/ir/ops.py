@@ -177,6 +177,9 @@ USER_NAMES = {"select": "where"}   # primitives users know by another name
 
 
 def broadcast_shapes(op, *shapes):
+    distinct = {tuple(s) for s in shapes if len(s)}
+    if len(distinct) <= 1:   # equal shapes and scalars (most operations): NumPy's rule costs more than the op
+        return distinct.pop() if distinct else ()
     try:
         return tuple(np.broadcast_shapes(*shapes))
     except ValueError:

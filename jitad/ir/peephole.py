@@ -5,7 +5,7 @@ outputs and returns the new nodes; `jitad.ir.passes.PIPELINE` runs them in order
 import heapq
 from dataclasses import replace
 
-from .graph import HEAD, Graph, Node, Var, split_operands, uses
+from .graph import HEAD, Graph, Node, Var, renamed, split_operands, uses
 from .ops import Op
 from .types import RefType, Type
 
@@ -61,8 +61,7 @@ def forward_single_stores(nodes, outputs):
             continue
         drop.update([k, j] + gets)
         rename.update((nodes[g].outputs[0], value) for g in gets)
-    return [replace(n, inputs=tuple(rename.get(v, v) for v in n.inputs))
-            for k, n in enumerate(nodes) if k not in drop]
+    return renamed([n for k, n in enumerate(nodes) if k not in drop], rename)
 
 
 def forward_slot_copies(nodes, outputs):
@@ -115,9 +114,8 @@ def forward_slot_copies(nodes, outputs):
         nodes[j] = Node(Op.FUSED, tuple(n.inputs[k] for k in keep), n.outputs, n.attrs,
                         (Graph([body.params[k] for k in keep], kept, body.outputs),))
     out = []
-    for k, n in enumerate(nodes):
-        if k not in drop:
-            out += _read_reshaped(replace(n, inputs=tuple(rename.get(v, v) for v in n.inputs)), reshaped)
+    for n in renamed([n for k, n in enumerate(nodes) if k not in drop], rename):
+        out += _read_reshaped(n, reshaped)
     return out
 
 
@@ -321,7 +319,7 @@ def recompute_cheap(nodes, outputs):
                 return None
             return cone, readers
         return None
-    return recompute_in_readers(nodes, choose)
+    return recompute_in_readers(list(nodes), choose)
 
 
 # a cheap result whose cone reads more whole tensors than this is stored, not recomputed:
@@ -342,11 +340,12 @@ def _streams(cone, producer):
     return len({v for n in cone for v in n.inputs if v in params})
 
 
-def recompute_in_readers(nodes, choose, drop_emptied=False):
+def recompute_in_readers(nodes, choose, drop_emptied=False, replaced=None):
     """The node list with each fused loop's results that `choose(k, producer, out, inner,
     nodes)` gives (cone, readers) for computed in those readers by the cone (`inline_cone`)
-    and no longer by the loop; with `drop_emptied`, a pure loop left with no result goes."""
-    nodes, drop = list(nodes), set()
+    and no longer by the loop; with `drop_emptied`, a pure loop left with no result goes.
+    `replaced(j, node)` hears of each reader rewritten (the list is `nodes` itself)."""
+    drop = set()
     for k, producer in enumerate(nodes):
         if producer.op != Op.FUSED:
             continue
@@ -360,6 +359,8 @@ def recompute_in_readers(nodes, choose, drop_emptied=False):
             cone, readers = chosen
             for j in readers:
                 nodes[j] = inline_cone(nodes[j], out, cone, body, producer)
+                if replaced is not None:
+                    replaced(j, nodes[j])
         if len(keep) < len(producer.outputs):
             if drop_emptied and not keep and all(n.op.pure for n in body.nodes):
                 drop.add(k)

@@ -11,6 +11,7 @@ the element into a slot param at the mapped index while the loop index lies in
 [`src_starts`, `src_stops`). The lowering runs one loop nest per box between these
 cuts, so each box knows statically which piece or region applies (`cuts`).
 """
+import bisect
 import itertools
 
 from .graph import Graph, Node, Var, uses
@@ -23,8 +24,9 @@ def indexed_reads(nodes, outputs):
     """A tensor made by `slice`, or `concatenate` of slices and tensors, that only fused
     loops of its shape read is read through that index map inside each of them: the
     slice and concatenation copies go."""
-    users, made, marks, local = node_facts(nodes, outputs)
-    nodes, drop = list(nodes), set()
+    nodes = list(nodes)
+    users, made, spans = node_facts(nodes, outputs)
+    drop = set()
     for k, n in enumerate(nodes):
         chain = _chain(n, k, nodes, made, users)
         if not chain:
@@ -34,11 +36,12 @@ def indexed_reads(nodes, outputs):
             continue
         reads = {x for i in chain for x in nodes[i].inputs if made.get(x) not in chain}
         if not readers or any(nodes[j].op != Op.FUSED or tuple(nodes[j].attrs["shape"]) != n.outputs[0].type.shape
-                              or not all(unchanged_between(x, min(chain), j, nodes, made, marks, local) for x in reads)
+                              or not all(unchanged_between(x, min(chain), j, spans) for x in reads)
                               for j in readers):
             continue
         for j in readers:
             nodes[j] = _absorb(nodes[j], n.outputs[0], [nodes[i] for i in sorted(chain)])
+            spans.note(j, nodes[j])
         drop.update(chain)
     return [n for k, n in enumerate(nodes) if k not in drop]
 
@@ -62,34 +65,109 @@ def _chain(n, k, nodes, made, users):
 
 def node_facts(nodes, outputs):
     """What the rewrites reading values across a node list ask of it: each var's readers
-    (`uses`), the position of the node making each var, the arena marks' positions, and
-    the slots and tables the list makes (the last three as `unchanged_between` takes them)."""
+    (`uses`), the position of the node making each var, and the `Spans` that
+    `unchanged_between` queries."""
+    users = uses(nodes, outputs)
     made = {v: k for k, n in enumerate(nodes) for v in n.outputs}
-    marks = {m.outputs[0]: k for k, m in enumerate(nodes) if m.op == Op.ARENA_MARK}
-    local = {v for m in nodes if m.op in (Op.SLOT, Op.TABLE) for v in m.outputs}
-    return uses(nodes, outputs), made, marks, local
+    return users, made, Spans(nodes, made, users)
 
 
-def unchanged_between(x, start, end, nodes, made, marks, local):
+_GETS = (Op.SLOT_GET, Op.TABLE_GET)
+
+
+class Spans:
+    """A node list indexed once for `unchanged_between`, so that asking about a span costs
+    a few lookups, not a walk over its nodes (a walk per query made the passes quadratic
+    on large unrolled programs): the arena releases with their marks' positions (a range
+    minimum table), the writers of each slot or table read in the list (positions, sorted), and running counts
+    of the nodes that may write through a ref the list did not make. A rewrite that
+    replaces a node calls `note` with the new one; the facts only grow (a position once a
+    writer stays one), so an answer can be too cautious, never wrong."""
+
+    def __init__(self, nodes, made, users):
+        marks = {m.outputs[0]: k for k, m in enumerate(nodes) if m.op == Op.ARENA_MARK}
+        self.local = {v for m in nodes if m.op in (Op.SLOT, Op.TABLE) for v in m.outputs}
+        releases = [(k, marks.get(m.inputs[0], -1)) for k, m in enumerate(nodes) if m.op == Op.ARENA_RELEASE]
+        self.release_at = [k for k, _ in releases]
+        self.release_min = [[mark for _, mark in releases]]   # level i: minimum over 2**i releases
+        while 2 ** len(self.release_min) <= len(releases):
+            prev, half = self.release_min[-1], 2 ** (len(self.release_min) - 1)
+            self.release_min.append([min(prev[i], prev[i + half]) for i in range(len(prev) - half)])
+        read = {n.inputs[0] for n in nodes if n.op in _GETS}   # the slots and tables read in the list
+        self.writers = {v: [k for k in sorted(set(users.get(v, ()))) if k < len(nodes) and nodes[k].op not in _GETS]
+                        for v in read}
+        self.foreign = [0] * (len(nodes) + 1)   # Fenwick tree: nodes writing through refs made elsewhere
+        for k, n in enumerate(nodes):
+            if self._foreign(n):
+                self._count(k)
+        self.nodes, self.made = nodes, made
+
+    def _foreign(self, n):
+        return not n.op.pure and any(isinstance(v.type, (RefType, TableType)) and v not in self.local
+                                     for v in n.inputs)
+
+    def _count(self, k):
+        k += 1
+        while k < len(self.foreign):
+            self.foreign[k] += 1
+            k += k & -k
+
+    def _foreign_before(self, k):
+        """How many nodes before position k write through a ref made elsewhere."""
+        total = 0
+        while k > 0:
+            total += self.foreign[k]
+            k -= k & -k
+        return total
+
+    def note(self, k, node):
+        """Position `k` now holds `node` (its writes and refs join the facts)."""
+        if node.op not in _GETS:
+            for v in node.inputs:
+                at = self.writers.get(v)
+                if at is not None and k not in at:
+                    bisect.insort(at, k)
+        if self._foreign(node):
+            self._count(k)
+
+    def released_before(self, born, start, end):
+        """Whether an arena release at a position in (start, end] closes a scope marked
+        before position `born`."""
+        lo, hi = bisect.bisect_right(self.release_at, start), bisect.bisect_right(self.release_at, end)
+        if lo >= hi:
+            return False
+        level = (hi - lo).bit_length() - 1
+        table = self.release_min[level]
+        return min(table[lo], table[hi - 2 ** level]) < born
+
+    def written(self, ref, start, end):
+        """Whether a node at a position in (start, end] takes `ref` other than to read it."""
+        at = self.writers.get(ref)
+        if at is None:   # not read in the list when indexed: asked the long way
+            return any(ref in m.inputs and m.op not in _GETS for m in self.nodes[start + 1:end + 1])
+        i = bisect.bisect_right(at, start)
+        return i < len(at) and at[i] <= end
+
+    def foreign_writes(self, start, end):
+        return self._foreign_before(end + 1) - self._foreign_before(start + 1) > 0
+
+
+def unchanged_between(x, start, end, spans):
     """Whether tensor `x` holds the same elements, in a live buffer, while the node at
     `end` runs as at `start`: the slot or table it may be a view of is not written in
-    between (nor by that node), and no arena scope that holds its buffer closes (`marks`:
-    arena marks -> position; `local`: the slots and tables made in `nodes`)."""
+    between (nor by that node), and no arena scope that holds its buffer closes."""
+    nodes, made = spans.nodes, spans.made
     root = x
     while root in made and nodes[made[root]].op.view and nodes[made[root]].op != Op.SLOT_GET:
         root = nodes[made[root]].inputs[0]
-    between = nodes[start + 1:end + 1]   # the reader too: it may write what it reads
-    born = made.get(root, -1)
-    if any(m.op == Op.ARENA_RELEASE and marks.get(m.inputs[0], -1) < born for m in between):
+    if spans.released_before(made.get(root, -1), start, end):   # the reader too: it may write what it reads
         return False
     producer = nodes[made[root]] if root in made else None
-    if producer is not None and producer.op in (Op.SLOT_GET, Op.TABLE_GET):
-        src = producer.inputs[0]
-        return not any(src in m.inputs and m.op not in (Op.SLOT_GET, Op.TABLE_GET) for m in between)
+    if producer is not None and producer.op in _GETS:
+        return not spans.written(producer.inputs[0], start, end)
     if producer is not None:
         return True   # a value of its own
-    return all(m.op.pure or all(v in local for v in m.inputs if isinstance(v.type, (RefType, TableType)))
-               for m in between)   # a param: written only through refs it cannot alias
+    return not spans.foreign_writes(start, end)   # a param: written only through refs it cannot alias
 
 
 def _absorb(f, v, chain):
@@ -278,7 +356,8 @@ def recompute_shifted(nodes, outputs, fresh=frozenset()):
     index it is read at: a chain of shifted stages becomes one loop reading its inputs at
     a few neighbouring indices, with no stage stored and read back (LLVM only). `fresh`:
     params of the graph that no write through a ref can change."""
-    users, made, marks, local = node_facts(nodes, outputs)
+    nodes = list(nodes)
+    users, made, spans = node_facts(nodes, outputs)
 
     def choose(k, producer, out, inner, nodes):
         (body,) = producer.bodies
@@ -287,11 +366,11 @@ def recompute_shifted(nodes, outputs, fresh=frozenset()):
             and any(indexed(nodes[j]) for j in readers if nodes[j].op == Op.FUSED) \
             and all(_reads_shiftable(nodes[j], out, producer) for j in readers) \
             else None
-        if cone is None or not all(x in fresh or unchanged_between(x, k, j, nodes, made, marks, local)
+        if cone is None or not all(x in fresh or unchanged_between(x, k, j, spans)
                                    for j in readers for x in _cone_reads(cone, body, producer)):
             return None
         return cone, readers
-    return recompute_in_readers(nodes, choose, drop_emptied=True)
+    return recompute_in_readers(nodes, choose, drop_emptied=True, replaced=spans.note)
 
 
 MAX_SHIFTED_CONE = 48   # body nodes a recomputed stage may have (its own inlined stages included)

@@ -19,6 +19,7 @@ from ..ir.passes import run_passes
 from ..ir.printer import program_key_text
 from ..ir.types import NUMPY, check_int64_range, clean_bools
 from ..staging.concrete import GUARD_PREFIX
+from ..staging.tracer import paused_gc
 from ..pytree import _REGISTRY, unflatten
 from ..timing import stage
 from ..forest import Tree, plain_tree
@@ -43,7 +44,6 @@ class Compiled:
     """One signature's compiled code."""
     entry: Any            # the native entry (set when linked)
     takes_pytree: bool
-    llvm_ir: Any
     in_td: Any            # set by the caller that knows the argument structure
     compile_seconds: float
     compile_report: Any
@@ -55,6 +55,17 @@ class Compiled:
     @property
     def ir(self):
         return str(self.program)
+
+    @property
+    def llvm_ir(self):
+        """The optimized LLVM IR text (derived when first asked, for code found compiled)."""
+        if callable(self._llvm_ir):
+            self._llvm_ir = self._llvm_ir()
+        return self._llvm_ir
+
+    @llvm_ir.setter
+    def llvm_ir(self, text):
+        self._llvm_ir = text
 
     def run(self, leaves):
         """Call the entry on flat argument leaves; return the result pytree."""
@@ -213,7 +224,7 @@ def compile_program(program, out_td, in_types, name, fallback, in_td=None, devic
     device="cuda", to numba-cuda kernels driven from the host). `name` (a function's
     `__name__`) is made safe as an LLVM module and C method name here."""
     name = re.sub(r"[^A-Za-z0-9_<>.]", "_", name)
-    with stage("passes"):
+    with stage("passes"), paused_gc():
         run_passes(program, check=VERIFY, device=device)
     if device == "cuda":
         from .cuda import compile_cuda
@@ -227,7 +238,7 @@ def compile_program(program, out_td, in_types, name, fallback, in_td=None, devic
         and _unpackable(in_td) else None   # (registers the data symbols a dict or namedtuple needs)
 
     def lower():
-        with stage("lower"):
+        with stage("lower"), paused_gc():
             module = runtime.new_module(name)
             main, constants = lower_program(module, program, PLACEHOLDER)
             runtime.register_constants(constants)
@@ -237,7 +248,7 @@ def compile_program(program, out_td, in_types, name, fallback, in_td=None, devic
                           stoppable=suffix == "deep", gil=gil)
         with stage("ir_text"):
             return str(module)
-    with stage("ir_text"):
+    with stage("ir_text"), paused_gc():
         key = "\n".join([program_key_text(program), repr(in_types), repr(out_types), repr(layout),
                          repr(arg_layout)])
     (entry, deep), llvm_ir, loaded, code = runtime.compile_module(key, lower, PLACEHOLDER, ("entry", "deep"),

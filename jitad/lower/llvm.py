@@ -28,7 +28,7 @@ from collections import Counter
 import llvmlite.ir as ir
 import numpy as np
 
-from ..ir.graph import Graph, Node, Var, walk
+from ..ir.graph import Graph, Node, Var, uses, walk
 from ..ir.ops import CALLS, LLVM, Op, clip_index_code, registrar
 from .. import primitives  # noqa: F401  (declares the ops lowered below)
 from ..primitives.special import backend
@@ -304,6 +304,7 @@ def _slot_stores(graph, used):
     then writes the slot itself: the slot's old content is dead from there."""
     index = {v: i for i, n in enumerate(graph.nodes) for v in n.outputs}
     slots = {n.outputs[0] for n in graph.nodes if n.op == Op.SLOT and n.attrs["type"].shape}
+    readers = uses(graph.nodes)
     out = {}
     for j, n in enumerate(graph.nodes):
         if n.op != Op.SLOT_SET or n.inputs[0] not in slots or not n.inputs[1].type.shape:
@@ -313,16 +314,27 @@ def _slot_stores(graph, used):
             v = graph.nodes[index[v]].inputs[0]
         if v not in index or used[v] != 1 or graph.nodes[index[v]].op.view:
             continue
-        aliases = {n.inputs[0]}
-        for k, m in enumerate(graph.nodes[:j]):
-            touches = any(x in aliases for x in m.inputs)
-            if touches and k >= index[v]:
-                break
-            if touches:
-                aliases.update(m.outputs)
-        else:
+        if _untouched(n.inputs[0], index[v], j, graph.nodes, readers):
             out[v] = n
     return out
+
+
+def _untouched(slot, start, end, nodes, readers):
+    """Whether no node at a position in [start, end) reads `slot` or a value made (before
+    `start`) from one that does: the closure over the readers (`uses` of `nodes`), not a
+    walk over every node before `end` per store (which made lowering quadratic)."""
+    aliases, todo = {slot}, [slot]
+    while todo:
+        for k in readers.get(todo.pop(), ()):
+            if k >= end:
+                break   # (positions ascend)
+            if k >= start:
+                return False
+            for x in nodes[k].outputs:
+                if x not in aliases:
+                    aliases.add(x)
+                    todo.append(x)
+    return True
 
 
 def _outlined(node):

@@ -565,13 +565,21 @@ def _resolvable(symbols, constants):
 
 
 def _found_in_process(j, key, full_key, path, prefix, generation, lower, placeholder, entries):
-    """`compile_module`'s answer for code this process's engine holds already."""
+    """`compile_module`'s answer for code this process's engine holds already. Where no
+    Compiled holds its optimized IR text any more, the answer gives a function that reads
+    or derives the text again (an LLVM optimization of the whole program: done only if
+    someone asks for the text, not on every retrace that finds the code)."""
     note_cache("process")
     text = _texts.get(key)
-    if text is None:   # no Compiled holds the text any more: read or derive it again
-        cached = _read_cache(path, full_key, j.fingerprint, ()) if path else None
-        text = _Text(cached[1] if cached else str(j.optimize(lower().replace(placeholder, prefix))))
-        _texts[key] = text
+    if text is None:
+        def text():
+            with _lock:
+                found = _texts.get(key)
+                if found is None:
+                    cached = _read_cache(path, full_key, j.fingerprint, ()) if path else None
+                    found = _Text(cached[1] if cached else str(j.optimize(lower().replace(placeholder, prefix))))
+                    _texts[key] = found
+                return found
     return [generation.engine.get_function_address(prefix + e) for e in entries], text, False, generation
 
 
@@ -581,8 +589,9 @@ def compile_module(program_text, lower, placeholder, entries, constants):
     it, and its entries' layouts), else `lower()` (LLVM IR whose symbol names start with
     `placeholder`) is optimized and compiled. `constants()` gives the {symbol: array} of
     the program's large constants. Returns (addresses of the functions
-    `placeholder + entry` for each of `entries`, optimized IR text, loaded_from_disk,
-    the `Generation` holding the code: whatever calls the addresses must keep it)."""
+    `placeholder + entry` for each of `entries`, optimized IR text (or a function giving
+    it, for code found in this process), loaded_from_disk, the `Generation` holding the
+    code: whatever calls the addresses must keep it)."""
     j = jit()
     bind_libm()
     with stage("ir_text"):

@@ -21,23 +21,17 @@ import math
 
 import numpy as np
 
+from . import kernels
+from .kernels import _threefry
 from .. import numeric as N
 from ..config import config
 from ..errors import ArgumentError
-from ..ir.ops import Op
 from ..ir.types import FLOATS
-from ..primitives.bits import threefry_numpy
-from ..staging import Staged, as_var, emit, is_staged
+from ..staging import is_staged
 
 _M32 = 0xFFFFFFFF
 _KEY_HELP = ("a key is an int (a seed), a key from jitad.random.key/split/fold_in (an int64 word), "
              "or a JAX uint32 key")
-
-
-def _threefry(key, count):
-    if not (is_staged(key) or is_staged(count)):
-        return threefry_numpy(key, count)
-    return Staged(emit(Op.THREEFRY2X32, [as_var(key, "i64"), as_var(count, "i64")])[0])
 
 
 def _as_keys(key, who):
@@ -83,6 +77,15 @@ def _words(key, shape, who):
     return _threefry(_one_key(key, who), np.arange(n, dtype=np.int64).reshape(shape))
 
 
+def _drawn(key, shape, who, transform, statics, values=()):
+    """`transform(words, *statics, *values)` of the words of `shape`: eagerly through a
+    compiled kernel (`kernels`), staged (or inside a trace) on the words themselves."""
+    key = _one_key(key, who)
+    if kernels.eager(key, values):
+        return kernels.draw(key, shape, transform, statics, values)
+    return transform(_words(key, shape, who), *statics, *values)
+
+
 def _hi(w):
     return (w // 2 ** 32) & _M32
 
@@ -96,8 +99,7 @@ def _xor(a, b):
 
 
 def _bits32(key, shape, who):
-    w = _words(key, shape, who)
-    return _xor(_hi(w), _lo(w))
+    return _bits_of(_words(key, shape, who), 32)
 
 
 def _default_float():
@@ -163,7 +165,7 @@ def key_impl(keys):
 def split(key, num=2):
     """`num` new keys (an int64 array of shape `num`, an int or a shape tuple), as
     `jax.random.split`: `k1, k2 = jitad.random.split(key)`."""
-    return _words(key, _shape("split", num), "split")
+    return _drawn(key, _shape("split", num), "split", _bits_of, (64,))
 
 
 def fold_in(key, data):
@@ -204,10 +206,16 @@ def bits(key, shape=(), dtype=None):
     width = 32 if dtype is None else np.dtype(dtype).itemsize * 8
     if dtype is not None and np.dtype(dtype).kind != "u":
         raise ArgumentError(f"random.bits: dtype must be an unsigned int dtype (uint8 ... uint64), got {dtype!r}")
-    out = _words(key, shape, "bits") if width == 64 else _bits32(key, shape, "bits")
-    if width < 32:
-        out = out & (2 ** width - 1)
+    out = _drawn(key, shape, "bits", _bits_of, (width,))
     return out if is_staged(out) else np.asarray(out).astype(f"uint{width}")
+
+
+def _bits_of(w, width):
+    """The low `width` bits of 32 (hi ^ lo), or all 64, of words `w`."""
+    if width == 64:
+        return w
+    out = _xor(_hi(w), _lo(w))
+    return out & (2 ** width - 1) if width < 32 else out
 
 
 def _unit(w, name):
@@ -244,10 +252,15 @@ def _fma(a, b, c, name):
     return N.where(N.abs(exact) < np.inf, exact, a * b + c)   # the splits overflow near the range's top
 
 
+def _unit_range(minval, maxval):
+    """Whether [minval, maxval) is [0, 1) as host values (the draw then needs no scaling)."""
+    return not (is_staged(minval) or is_staged(maxval)) and bool(np.all(np.asarray(minval) == 0.0)) \
+        and bool(np.all(np.asarray(maxval) == 1.0))
+
+
 def _scaled(u, minval, maxval, name):
     """Uniform floats `u` in [0, 1) moved to [minval, maxval), as JAX (max(minval, u * span + minval))."""
-    if not (is_staged(minval) or is_staged(maxval)) and np.all(np.asarray(minval) == 0.0) \
-            and np.all(np.asarray(maxval) == 1.0):
+    if _unit_range(minval, maxval):
         return u
     lo, hi = _as(minval, name), _as(maxval, name)
     return N.maximum(lo, _fma(u, hi - lo, lo, name))
@@ -257,7 +270,13 @@ def uniform(key, shape=(), dtype=None, minval=0.0, maxval=1.0):
     """Uniform floats in [minval, maxval) (float64 unless `dtype`), as `jax.random.uniform`:
     `jitad.random.uniform(key, (2, 3))`."""
     shape, name = _shape("uniform", shape), _float_dtype(dtype, "uniform")
-    return _scaled(_unit(_words(key, shape, "uniform"), name), minval, maxval, name)
+    if _unit_range(minval, maxval):
+        return _drawn(key, shape, "uniform", _unit, (name,))
+    return _drawn(key, shape, "uniform", _uniform_of, (name,), (_as(minval, name), _as(maxval, name)))
+
+
+def _uniform_of(w, name, minval, maxval):
+    return _scaled(_unit(w, name), minval, maxval, name)
 
 
 # The inverse error function as Giles (2010) approximates it, in float32 and float64:
@@ -317,7 +336,7 @@ def _normal_of(w, name):
 def normal(key, shape=(), dtype=None):
     """Standard normal floats, as `jax.random.normal`: `jitad.random.normal(key, (3,))`."""
     shape, name = _shape("normal", shape), _float_dtype(dtype, "normal")
-    return _normal_of(_words(key, shape, "normal"), name)
+    return _drawn(key, shape, "normal", _normal_of, (name,))
 
 
 def _finfo(name):

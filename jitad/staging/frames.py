@@ -131,10 +131,12 @@ def emit(op, inputs, attrs=None, bodies=()):
     subst = getattr(_local, "subst", None)
     if subst:   # values of a program being transformed, used by Python code run meanwhile
         inputs = [subst.get(v, v) for v in inputs]
-    ins = tuple(frame.resolve(v) for v in inputs)
-    outs = tuple(Var(t) for t in infer_types(op, [v.type for v in ins], attrs, bodies))
+    scope = frame.scope
+    ins = tuple([v if v in scope else frame.resolve(v) for v in inputs])
+    outs = tuple([Var(t) for t in infer_types(op, [v.type for v in ins], attrs, bodies)])
     for v in outs:
-        _check_size(op, v.type)
+        if getattr(v.type, "shape", ()):
+            _check_size(op, v.type)
     node = Node(op, ins, outs, attrs, tuple(bodies))
     frame.graph.nodes.append(node)
     if float_checks.ACTIVE:   # jax_debug_nans: remember the user's line
@@ -147,11 +149,14 @@ def emit(op, inputs, attrs=None, bodies=()):
     return outs
 
 
+_ITEMSIZE = {name: np.dtype(t).itemsize for name, t in NUMPY.items()}
+
+
 def _check_size(op, t):
     """Byte counts of values (and of a table's entries) must fit in 63 bits: compiled code
     computes sizes and offsets in int64."""
     shape = getattr(t, "shape", ())
-    if shape and math.prod(shape) * np.dtype(NUMPY[t.dtype]).itemsize >= 2 ** 63:
+    if shape and math.prod(shape) * _ITEMSIZE[t.dtype] >= 2 ** 63:
         raise ResourceError(f"`{op.name}` would make a {t.dtype} value of shape {tuple(shape)}: "
                             f"{math.prod(shape)} elements, more bytes than 64-bit sizes hold; "
                             "use smaller shapes")

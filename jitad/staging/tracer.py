@@ -1,7 +1,8 @@
 """Tracing Python into graphs: a whole program (`trace_program`), the body of a control-flow
 node in a child frame (`trace_body`, `finish_body`), and the slots and closures the
 transformations emit."""
-from contextlib import nullcontext
+import gc
+from contextlib import contextmanager, nullcontext
 
 import numpy as np
 
@@ -120,6 +121,21 @@ def _with_values(root, args):
     return c
 
 
+@contextmanager
+def paused_gc():
+    """The cyclic garbage collector held off inside (as it was outside after): tracing and
+    the passes build many small objects that live as long as the graph, and a collection
+    started by their allocations walks every one of them again, so on a large trace the
+    collector's passes grow with its size (a third of a trace's time, measured)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def trace_program(fn, args, in_td, types):
     """Trace `fn(*args)` where the flat leaves of `args` have `types` into a program of
     its own; return (Program, out treedef, captured). Traced inside another trace, `fn`
@@ -130,7 +146,7 @@ def trace_program(fn, args, in_td, types):
     values = _with_values(root, args)
     _local.trace, _local.frames = _Trace(), []
     try:
-        with _entered(root), (hostrng.watch(fn) if outer_trace is None and values is None else nullcontext()):
+        with paused_gc(), _entered(root), (hostrng.watch(fn) if outer_trace is None and values is None else nullcontext()):
             proxies = [wrap(v) for v in root.graph.params]
             for proxy, leaf in zip(proxies, flatten(args)[0]):   # scalars passed as numbers are weak
                 if isinstance(proxy, Staged):
