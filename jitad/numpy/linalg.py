@@ -17,6 +17,13 @@ def T(x):
     return jnp.swapaxes(x, -1, -2)
 
 
+def _dot(a, b):
+    """The product of the last two axes, batched over the leading ones (autograd's private
+    helper, which its own tests call): `_dot(a, b)` is `a @ b` for stacks of matrices."""
+    jnp = _common.jnp()
+    return jnp.einsum("...ij,...jk->...ik", a, b)
+
+
 def add2d(x):
     """`x` with two trailing axes of length one (autograd's helper): `add2d(x)` is `x[..., None, None]`."""
     jnp = _common.jnp()
