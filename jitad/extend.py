@@ -21,6 +21,7 @@ them): `.zeros()`, `.ones()`, `.randn()`, `.standard_basis()`, `.add`, `.scalar_
 value (what autograd's traced values are).
 """
 import functools
+import warnings
 
 import numpy as np
 
@@ -250,6 +251,34 @@ class primitive:
         nums = tuple(i for i, a in enumerate(primals) if i not in fixed and _differentiable(a))
         tangent = self.jvp_argnums(nums, [tangents[i] for i in nums], ans, primals, kwargs) if nums else None
         return ans, _zeros_like(ans) if tangent is None else tangent
+
+    # autograd's older spellings, kept by autograd with a deprecation warning: each call
+    # adds the rule of one argument to those given before
+
+    def defgrad(self, vjpmaker, argnum=0):
+        """Deprecated: `f.defgrad(maker, argnum)` is `defvjp(f, maker, argnums=[argnum])`,
+        keeping the rules other calls gave the other arguments."""
+        self._legacy_rule("defgrad", argnum, vjpmaker)
+
+    def defvjp(self, vjp, argnum=0):
+        """Deprecated: `f.defvjp(vjp, argnum)` with `vjp(g, ans, vs, gvs, *args)` returning
+        the argument's cotangent (`vs`, `gvs`: the vector spaces of the argument and of `g`)."""
+        def maker(ans, *args, **kwargs):
+            return lambda g: vjp(g, ans, vspace(args[argnum]), vspace(g), *args, **kwargs)
+        self._legacy_rule("defvjp", argnum, maker)
+
+    def defvjp_is_zero(self, argnums=(0,)):
+        """Deprecated: the arguments `argnums` get zero cotangents."""
+        for i in argnums:
+            self._legacy_rule("defvjp_is_zero", i, None)
+
+    def _legacy_rule(self, who, argnum, maker):
+        warnings.warn(f"`{who}` on a primitive is deprecated (as in autograd): use "
+                      f"jitad.extend.defvjp(fun, *vjpmakers, argnums=...)", DeprecationWarning, stacklevel=3)
+        rules = self.__dict__.setdefault("_legacy_rules", {})
+        rules[argnum] = maker
+        nums = sorted(rules)
+        defvjp(self, *[rules[i] for i in nums], argnums=nums)
 
     def __repr__(self):
         return f"primitive({getattr(self.fun, '__name__', 'fun')})"
