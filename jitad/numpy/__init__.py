@@ -41,7 +41,7 @@ int_ = int64
 from ..numeric import *  # noqa: E402,F401,F403
 from ..numpy_api import *  # noqa: E402,F401,F403
 from ..numpy_api import trace  # noqa: E402,F401  (NumPy's trace; `jitad.trace` stages a function)
-from . import linalg, random  # noqa: E402,F401
+from . import fft, linalg, random  # noqa: E402,F401
 
 
 def _staged_any(xs):
