@@ -71,5 +71,17 @@ def _transform(name):
     return fn
 
 
-for _name in __all__[:14]:
-    globals()[_name] = _transform(_name)
+fft = _transform("fft")
+ifft = _transform("ifft")
+fft2 = _transform("fft2")
+ifft2 = _transform("ifft2")
+fftn = _transform("fftn")
+ifftn = _transform("ifftn")
+rfft = _transform("rfft")
+irfft = _transform("irfft")
+rfft2 = _transform("rfft2")
+irfft2 = _transform("irfft2")
+rfftn = _transform("rfftn")
+irfftn = _transform("irfftn")
+hfft = _transform("hfft")
+ihfft = _transform("ihfft")
