@@ -89,3 +89,20 @@ def test_tensor_jacobian_product_contracts_leading_axes(v_shape):
 
 def test_numpy_version_is_numpys():
     assert jnp.__version__ == np.__version__ == anp.__version__
+
+
+def test_vspace_of_complex_values_is_autograds():
+    from autograd.extend import vspace as ag_vspace
+
+    from jitad.extend import vspace
+    z = np.array([[1.0 + 2.0j], [0.5 - 1.0j]])
+    ours, theirs = vspace(z), ag_vspace(z)
+    assert ours.size == theirs.size == 4 and ours.iscomplex and theirs.iscomplex
+    assert not vspace(np.ones(2)).iscomplex and not vspace(1.0).iscomplex
+    w = z * 1j + 0.3
+    assert ours.inner_prod(z, w) == pytest.approx(theirs.inner_prod(z, w), rel=1e-14)
+    np.testing.assert_array_equal(ours.covector(z), theirs.covector(z))
+    basis = list(ours.standard_basis())
+    assert len(basis) == 4 and sum(basis).tolist() == ours.ones().tolist() == theirs.ones().tolist()
+    assert all(ours.inner_prod(a, b) == (i == j) for i, a in enumerate(basis) for j, b in enumerate(basis))
+    assert ours.randn().dtype == z.dtype and np.all(ours.randn().imag != 0.0)
