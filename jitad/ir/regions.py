@@ -127,7 +127,7 @@ def region_adds(nodes, outputs):
     made = {v: k for k, n in enumerate(nodes) for v in n.outputs}
     nodes, drop = list(nodes), set()
     for k, f in enumerate(nodes):
-        if f.op != Op.FUSED:
+        if f.op != Op.FUSED or reduces_rows(f):
             continue
         for s in f.inputs:
             found = _region_chain(s, k, nodes, made, users, outputs)
@@ -246,7 +246,7 @@ def row_reduction(node, shape):
 
 def reduces_rows(node):
     """Whether fused `node` takes row sums or maxima in its loop (`row_reductions`): its
-    rows run in one loop nest, so it reads nothing through an index map."""
+    rows run in one loop nest, so it reads and adds nothing through an index map."""
     shape = tuple(node.attrs["shape"])
     return any(b.op in (Op.SUM, Op.MAX) and row_reduction(b, shape) for b in node.bodies[0].nodes)
 
