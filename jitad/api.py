@@ -485,6 +485,15 @@ def _differentiated(argnums):
     return lambda n: {int(i) % n for i in nums if -n <= i < n} if n else set()
 
 
+def _argnums(argnums, argnum, who):
+    """The positions to differentiate: autograd's `argnum=` spelling wins, and a list (as
+    autograd takes, `argnum=[3, 1]`) is the tuple of its items."""
+    argnums = argnums if argnum is None else argnum
+    argnums = tuple(argnums) if isinstance(argnums, list) else argnums
+    check_argnums(argnums, who)
+    return argnums
+
+
 def _check_grad_options(who, holomorphic, allow_int, reduce_axes):
     """JAX's `grad` options, as far as they mean something for real floats."""
     if holomorphic:
@@ -524,8 +533,7 @@ def value_and_grad(fn: Fn, argnums: Argnums = 0, has_aux: bool = False, device: 
     >>> jitad.value_and_grad(lambda x, y: x * y, argnums=(0, 1))(3.0, 4.0)
     (12.0, (4.0, 3.0))
     """
-    argnums = argnums if argnum is None else argnum
-    check_argnums(argnums, "value_and_grad")
+    argnums = _argnums(argnums, argnum, "value_and_grad")
     _check_grad_options("value_and_grad", holomorphic, allow_int, reduce_axes)
     compiled = _transformation(fn, "value_and_grad", lambda f, *args: value_and_grad_staged(
         _size_one_as_scalar(f, has_aux, "value_and_grad"), args, argnums, has_aux, "value_and_grad"), device, argnums,
@@ -543,8 +551,7 @@ def grad(fn: Fn, argnums: Argnums = 0, has_aux: bool = False, device: str = "cpu
     >>> jitad.grad(lambda x: x ** 3)(2.0)
     12.0
     """
-    argnums = argnums if argnum is None else argnum
-    check_argnums(argnums, "grad")
+    argnums = _argnums(argnums, argnum, "grad")
     _check_grad_options("grad", holomorphic, allow_int, reduce_axes)
 
     def body(f, *args):   # (the size-one rule inside: the function is keyed as the user gave it)
@@ -816,8 +823,7 @@ def hessian(fun: Fn, argnums: Argnums = 0, has_aux: bool = False, holomorphic: b
     >>> jitad.hessian(lambda x, y: x * x * y, argnums=(0, 1))(3.0, 2.0)
     ((4.0, 6.0), (6.0, 0.0))
     """
-    argnums = argnums if argnum is None else argnum   # autograd's spelling
-    check_argnums(argnums, "hessian")
+    argnums = _argnums(argnums, argnum, "hessian")
     _check_grad_options("hessian", holomorphic, False, ())
     return jacfwd(jacrev(fun, argnums, has_aux), argnums, has_aux)
 

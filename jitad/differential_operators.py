@@ -19,6 +19,7 @@ import numpy as np
 
 from . import api
 from . import numeric as N
+from . import numpy_api
 from .errors import ArgumentError, JitadError
 from .pytree import tree_map
 
@@ -82,12 +83,21 @@ def make_hvp(fun, argnum=0):
 
 def tensor_jacobian_product(fun, argnum=0):
     """`tensor_jacobian_product(fun)(*args, v)`: `v` contracted with the Jacobian over
-    `fun`'s output axes (a vector-Jacobian product)."""
+    `fun`'s output axes (a vector-Jacobian product); a `v` of fewer axes than the output
+    is contracted with its leading ones, the rest kept before the argument's axes.
+
+    >>> tensor_jacobian_product(lambda x: x * x)(np.array([1.0, 2.0]), np.array([1.0, 1.0]))
+    Array([2., 4.])
+    """
     api.check_callable(fun, "tensor_jacobian_product")
 
     def product(*args, **kwargs):
         *xs, v = args
-        return make_vjp(fun, argnum)(*xs, **kwargs)[0](v)
+        vjp, out = make_vjp(fun, argnum)(*xs, **kwargs)
+        if np.ndim(v) >= np.ndim(out):
+            return vjp(v)
+        contracted = lambda *ys: numpy_api.tensordot(v, fun(*ys, **kwargs), axes=np.ndim(v))   # noqa: E731
+        return api.jacobian(contracted, argnums=argnum)(*xs)
     return product
 
 

@@ -104,6 +104,11 @@ class MissingRuleError(JitadError, NotImplementedError):
     message names the primitive, the transformation and the declaration slot to give."""
 
 
+class UnsupportedError(JitadError, NotImplementedError):
+    """An operation jitad does not stage (complex results, for one); the message says
+    what to do instead."""
+
+
 class ConfigError(JitadError, ValueError):
     """An environment variable that jitad reads holds a value it cannot use."""
 

@@ -21,6 +21,7 @@ them): `.zeros()`, `.ones()`, `.randn()`, `.standard_basis()`, `.add`, `.scalar_
 value (what autograd's traced values are).
 """
 import functools
+import warnings
 
 import numpy as np
 
@@ -49,6 +50,15 @@ def _dtype(x):
     return np.result_type(x)
 
 
+def _complex(x):
+    return not is_staged(x) and np.iscomplexobj(x)
+
+
+def _reals(dtype):
+    """Real numbers per element: two for a complex dtype."""
+    return 2 if dtype.kind == "c" else 1
+
+
 class VSpace:
     """The vector space of values shaped like an example: an array space (`shape`,
     `dtype`), or a container space of the spaces of a tuple's, list's or dict's items."""
@@ -69,7 +79,7 @@ class VSpace:
 
     @property
     def size(self):
-        return int(sum(np.prod(s, dtype=np.int64) for s, _ in self._leaves))
+        return int(sum(np.prod(s, dtype=np.int64) * _reals(d) for s, d in self._leaves))
 
     @property
     def ndim(self):
@@ -85,14 +95,17 @@ class VSpace:
 
     def ones(self):
         """The value with every element one."""
-        return self._build(lambda s, d: np.ones(s, d))
+        return self._build(lambda s, d: np.ones(s, d) * (1 + 1j if d.kind == "c" else 1))
 
     def randn(self):
         """A random value with standard normal elements."""
-        return self._build(lambda s, d: np.asarray(np.random.randn(*s)).astype(d))   # a scalar draw is a float
+        def draw(s, d):   # a scalar draw is a float; a complex element draws both parts
+            x = np.asarray(np.random.randn(*s)).astype(d)
+            return x + 1j * np.asarray(np.random.randn(*s)).astype(d) if d.kind == "c" else x
+        return self._build(draw)
 
     def standard_basis(self):
-        """The unit vectors of the space, one per element."""
+        """The unit vectors of the space, one per element (two, 1 and 1j, per complex one)."""
         for k in range(self.size):
             flat = np.zeros(self.size)
             flat[k] = 1.0
@@ -102,9 +115,12 @@ class VSpace:
         out, start = [], 0
         for (s, d), scalar in zip(self._leaves, self._scalar):
             n = int(np.prod(s, dtype=np.int64))
-            part = flat[start:start + n].reshape(s).astype(d)
+            part = flat[start:start + n]
+            if d.kind == "c":   # the real parts, then the imaginary parts
+                part = part + 1j * flat[start + n:start + 2 * n]
+            part = part.reshape(s).astype(d)
             out.append(part[()].item() if scalar and not s else part)
-            start += n
+            start += n * _reals(d)
         return unflatten(self._treedef, out)
 
     def add(self, x, y):
@@ -120,15 +136,19 @@ class VSpace:
         return tree_map(lambda v: v * a, x)
 
     def inner_prod(self, x, y):
-        """The sum of the products of the elements of `x` and `y`."""
-        return sum(N.sum(a * b) for a, b in zip(flatten(x)[0], flatten(y)[0]))
+        """The sum of the products of the elements of `x` and `y` (of complex ones, the real
+        part of conj(x) y: complex numbers as pairs of reals)."""
+        return sum(np.real(np.vdot(a, b)) if _complex(a) or _complex(b) else N.sum(a * b)
+                   for a, b in zip(flatten(x)[0], flatten(y)[0]))
 
     def covector(self, x):
-        """`x` itself (real spaces are their own duals)."""
-        return x
+        """The dual of `x`: `x` itself, its complex elements conjugated."""
+        return tree_map(lambda v: np.conj(v) if _complex(v) else v, x)
 
+    @property
     def iscomplex(self):
-        return False
+        """Whether an element is complex (autograd's attribute)."""
+        return any(d.kind == "c" for _, d in self._leaves)
 
     def __eq__(self, other):
         return isinstance(other, VSpace) and (self._treedef, self._leaves) == (other._treedef, other._leaves)
@@ -250,6 +270,34 @@ class primitive:
         nums = tuple(i for i, a in enumerate(primals) if i not in fixed and _differentiable(a))
         tangent = self.jvp_argnums(nums, [tangents[i] for i in nums], ans, primals, kwargs) if nums else None
         return ans, _zeros_like(ans) if tangent is None else tangent
+
+    # autograd's older spellings, kept by autograd with a deprecation warning: each call
+    # adds the rule of one argument to those given before
+
+    def defgrad(self, vjpmaker, argnum=0):
+        """Deprecated: `f.defgrad(maker, argnum)` is `defvjp(f, maker, argnums=[argnum])`,
+        keeping the rules other calls gave the other arguments."""
+        self._legacy_rule("defgrad", argnum, vjpmaker)
+
+    def defvjp(self, vjp, argnum=0):
+        """Deprecated: `f.defvjp(vjp, argnum)` with `vjp(g, ans, vs, gvs, *args)` returning
+        the argument's cotangent (`vs`, `gvs`: the vector spaces of the argument and of `g`)."""
+        def maker(ans, *args, **kwargs):
+            return lambda g: vjp(g, ans, vspace(args[argnum]), vspace(g), *args, **kwargs)
+        self._legacy_rule("defvjp", argnum, maker)
+
+    def defvjp_is_zero(self, argnums=(0,)):
+        """Deprecated: the arguments `argnums` get zero cotangents."""
+        for i in argnums:
+            self._legacy_rule("defvjp_is_zero", i, None)
+
+    def _legacy_rule(self, who, argnum, maker):
+        warnings.warn(f"`{who}` on a primitive is deprecated (as in autograd): use "
+                      f"jitad.extend.defvjp(fun, *vjpmakers, argnums=...)", DeprecationWarning, stacklevel=3)
+        rules = self.__dict__.setdefault("_legacy_rules", {})
+        rules[argnum] = maker
+        nums = sorted(rules)
+        defvjp(self, *[rules[i] for i in nums], argnums=nums)
 
     def __repr__(self):
         return f"primitive({getattr(self.fun, '__name__', 'fun')})"

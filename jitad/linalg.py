@@ -25,8 +25,12 @@ has no effect inside staged code, where values are only known when the compiled 
 Derivatives (reverse and forward, written with these primitives so they differentiate
 again): `solve`/`inv` by the adjoint solve, `det` through `slogdet`, `cholesky` by Murray
 (2016), `solve_triangular` by triangular solves, `eigh`/`svd`/`qr` by the perturbation
-formulas JAX uses. As in JAX, `cholesky` and `eigh` differentiate as functions of the
-symmetric part of their input ((A + A^T) / 2: the gradient is symmetric), and the `eigh`
+formulas JAX uses. As in JAX, `cholesky` differentiates as a function of the symmetric
+part of its input ((A + A^T) / 2: the gradient is symmetric); `eigh`, whose values are
+NumPy's (read from one triangle), differentiates as a function of that triangle, as
+autograd does (the gradient is zero on the other one; on a symmetric input it is the same
+derivative as JAX's symmetric gradient, each entry off the diagonal holding the pair's sum),
+and the `eigh`
 and `svd` derivatives are infinite/NaN at repeated eigenvalues (singular values), where
 eigenvectors are not unique; `qr` differentiates for m >= n, `svd` with
 `full_matrices=False` or square inputs.
@@ -54,8 +58,22 @@ def _N():
 
 # -- operands --------------------------------------------------------------------
 
+def _stacked(x):
+    """`x`, or the staged array of a list or tuple (nested too) that holds staged values:
+    `norm([x, x + 2])` as NumPy reads a list of numbers."""
+    if isinstance(x, (list, tuple)) and _holds_staged(x):
+        return _N().stack([_stacked(v) for v in x])
+    return x
+
+
+def _holds_staged(x):
+    return any(_holds_staged(v) for v in x) if isinstance(x, (list, tuple)) else is_staged(x)
+
+
 def _float(x, who):
-    """`x` as a float staged value or a float NumPy array (ints become float64)."""
+    """`x` as a float staged value or a float NumPy array (ints become float64); a list
+    holding staged values is stacked."""
+    x = _stacked(x)
     if is_staged(x):
         if x.ir_dtype not in FLOATS:
             return Staged(as_var(x, "f64"))
@@ -329,6 +347,7 @@ def norm(x, ord=None, axis=None, keepdims=False):
     """NumPy's `norm`: vector norms (ord None/2, 1, inf, -inf, 0, p) and matrix norms
     (None/'fro', 'nuc', 1, -1, 2, -2, inf, -inf over two axes)."""
     N = _N()
+    x = _stacked(x)
     if not is_staged(x):
         return np.linalg.norm(x, ord=ord, axis=axis, keepdims=keepdims)
     x = _float(x, "norm")

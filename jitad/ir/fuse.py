@@ -9,7 +9,7 @@ Runs keep their position in the node list, so effects on slots stay in order.
 """
 from .graph import Graph, Node, Var, uses
 from .ops import CALLS, Op
-from .regions import node_facts, unchanged_between
+from .regions import node_facts, row_reduction, unchanged_between
 from .types import RefType, Type
 
 
@@ -193,12 +193,6 @@ def _one_node_loop(node):
     out = Var(Type(node.outputs[0].type.dtype))
     body = Graph(list(params.values()), [Node(node.op, tuple(params[v] for v in node.inputs), (out,), node.attrs)], [out])
     return Node(Op.FUSED, inputs, node.outputs, {"shape": node.outputs[0].type.shape}, (body,))
-
-
-def row_reduction(node, shape):
-    """Whether `node`, a reduction of a value of `shape` (in a fused body: of the loop's
-    shape), reduces its last axis alone, over a loop of at least two axes."""
-    return len(shape) >= 2 and tuple(node.attrs["axes"]) == (len(shape) - 1,)
 
 
 SMALL_PRODUCT = 8    # the longest contraction a fused loop computes itself (unrolled; at 16 BLAS wins) ...

@@ -36,6 +36,7 @@ def indexed_reads(nodes, outputs):
             continue
         reads = {x for i in chain for x in nodes[i].inputs if made.get(x) not in chain}
         if not readers or any(nodes[j].op != Op.FUSED or tuple(nodes[j].attrs["shape"]) != n.outputs[0].type.shape
+                              or reduces_rows(nodes[j])
                               or not all(unchanged_between(x, min(chain), j, spans) for x in reads)
                               for j in readers):
             continue
@@ -204,7 +205,7 @@ def region_adds(nodes, outputs):
     made = {v: k for k, n in enumerate(nodes) for v in n.outputs}
     nodes, drop = list(nodes), set()
     for k, f in enumerate(nodes):
-        if f.op != Op.FUSED:
+        if f.op != Op.FUSED or reduces_rows(f):
             continue
         for s in f.inputs:
             found = _region_chain(s, k, nodes, made, users, outputs)
@@ -315,6 +316,19 @@ def boxes(node):
     return list(itertools.product(*[list(zip(c, c[1:])) for c in cuts(node)]))
 
 
+def row_reduction(node, shape):
+    """Whether `node`, a reduction of a value of `shape` (in a fused body: of the loop's
+    shape), reduces its last axis alone, over a loop of at least two axes."""
+    return len(shape) >= 2 and tuple(node.attrs["axes"]) == (len(shape) - 1,)
+
+
+def reduces_rows(node):
+    """Whether fused `node` takes row sums or maxima in its loop (`row_reductions`): its
+    rows run in one loop nest, so it reads and adds nothing through an index map."""
+    shape = tuple(node.attrs["shape"])
+    return any(b.op in (Op.SUM, Op.MAX) and row_reduction(b, shape) for b in node.bodies[0].nodes)
+
+
 def indexed(node):
     """Whether fused `node` reads or adds through index maps (then its loop is not merged)."""
     return any(b.op in (Op.SLICE, Op.CONCAT, Op.SLOT_ADD_SLICE) for b in node.bodies[0].nodes)
@@ -364,7 +378,7 @@ def recompute_shifted(nodes, outputs, fresh=frozenset()):
         readers = sorted(set(users.get(out, [])))
         cone = _shift_cone(body, inner) if out.type.shape and readers and readers[-1] < len(nodes) \
             and any(indexed(nodes[j]) for j in readers if nodes[j].op == Op.FUSED) \
-            and all(_reads_shiftable(nodes[j], out, producer) for j in readers) \
+            and all(_reads_shiftable(nodes[j], out, producer) and not reduces_rows(nodes[j]) for j in readers) \
             else None
         if cone is None or not all(x in fresh or unchanged_between(x, k, j, spans)
                                    for j in readers for x in _cone_reads(cone, body, producer)):

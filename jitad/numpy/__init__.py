@@ -34,13 +34,14 @@ from numpy import (bool_, dtype, finfo, float32, float64, iinfo, int8, int16, in
                    floating, inexact, number, signedinteger, issubdtype, promote_types, uint8, uint32,
                    uint64, can_cast, e, inf, nan, newaxis, pi, euler_gamma)
 
+__version__ = _np.__version__   # the NumPy whose namespace this mirrors (autograd.numpy says the same)
 float_ = float64
 int_ = int64
 
 from ..numeric import *  # noqa: E402,F401,F403
 from ..numpy_api import *  # noqa: E402,F401,F403
 from ..numpy_api import trace  # noqa: E402,F401  (NumPy's trace; `jitad.trace` stages a function)
-from . import linalg, random  # noqa: E402,F401
+from . import fft, linalg, random  # noqa: E402,F401
 
 
 def _staged_any(xs):

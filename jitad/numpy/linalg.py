@@ -17,6 +17,13 @@ def T(x):
     return jnp.swapaxes(x, -1, -2)
 
 
+def _dot(a, b):
+    """The product of the last two axes, batched over the leading ones (autograd's private
+    helper, which its own tests call): `_dot(a, b)` is `a @ b` for stacks of matrices."""
+    jnp = _common.jnp()
+    return jnp.einsum("...ij,...jk->...ik", a, b)
+
+
 def add2d(x):
     """`x` with two trailing axes of length one (autograd's helper): `add2d(x)` is `x[..., None, None]`."""
     jnp = _common.jnp()
@@ -52,16 +59,9 @@ def grad_eig(ans, x):
 
 def grad_eigh(ans, x, UPLO="L"):
     """autograd's VJP maker of `eigh`: `grad_eigh((w, v), x)((gw, gv))` is the cotangent of
-    `x` in autograd's convention (the triangle `UPLO` names only, each entry off the
-    diagonal counted for its symmetric pair; jitad's own gradient is the symmetric matrix)."""
+    `x`, on the triangle `UPLO` names (the one `eigh` reads), as jitad's own gradient is."""
     from ..api import vjp
-    jnp = _common.jnp()
-    tri = jnp.tril if UPLO == "L" else jnp.triu
-
-    def vjp_fn(g):
-        sym = vjp(lambda a: _la.eigh(a, UPLO), x)[1](tuple(g))[0]
-        return tri(sym) + tri(sym, -1 if UPLO == "L" else 1)
-    return vjp_fn
+    return lambda g: vjp(lambda a: _la.eigh(a, UPLO), x)[1](tuple(g))[0]
 
 
 def grad_svd(usv_, a, full_matrices=True, compute_uv=True):

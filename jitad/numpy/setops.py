@@ -285,11 +285,15 @@ def compress(condition, a, axis=None, *, size=None, fill_value=0, out=None):
     return jnp.take(padded, rows, axis=axis)
 
 
-def where(condition, x=None, y=None, /, *, size=None, fill_value=None):
+def where(condition, x=None, y=None, *, size=None, fill_value=None):
     """`x` where `condition` else `y` (broadcast); with `condition` alone, `nonzero(condition)`
-    (staged: `size=`, as JAX's): `jnp.where(x > 0, x, 0.0)`."""
+    (staged: `size=`, as JAX's): `jnp.where(x > 0, x, 0.0)`. The three may be given by name
+    (`where(condition=c, x=a, y=b)`, as autograd takes them); on three Python numbers the
+    result is a Python number of NumPy's promoted type, as jitad's scalar results are."""
     if x is None and y is None:
         return nonzero(condition, size=size, fill_value=fill_value)
     if x is None or y is None:
         raise ArgumentError("`jnp.where` takes condition alone or condition, x and y: `jnp.where(c, x, y)`")
+    if all(type(v) in (bool, int, float) for v in (condition, x, y)):
+        return np.where(condition, x, y).item()
     return N.where(condition, x, y)

@@ -309,3 +309,135 @@ def solve_sylvester(A, B, C, *, method="schur", tol=1e-8):
 
 
 from ._linalg_decomp import hessenberg, lu, lu_factor, lu_solve, qr_multiply, schur, sqrtm  # noqa: E402,F401
+
+
+# -- more of SciPy's names: jitad's own where they stage, SciPy's on plain arrays otherwise ----
+
+from ..extend import defjvp, defjvp_argnums, defvjp, defvjp_argnums  # noqa: E402,F401  (autograd's module has them)
+from ..numpy.numpy_names import wrap_namespace  # noqa: E402,F401
+from ..linalg import LinAlgError, lstsq as _lstsq  # noqa: E402,F401
+
+
+def eigvalsh(a, b=None, *, lower=True, **_):
+    """The eigenvalues (ascending) of a symmetric `a`, from its lower (default) or upper
+    triangle: `eigvalsh(np.diag([2.0, 1.0]))` is `[1., 2.]`."""
+    if b is not None:
+        return _scipy_only("eigvalsh")(a, b, lower=lower)
+    return L.eigvalsh(a, UPLO="L" if lower else "U")
+
+
+def svdvals(a, overwrite_a=False, check_finite=True):
+    """The singular values of `a`, descending: `svdvals(np.diag([1.0, 3.0]))` is `[3., 1.]`."""
+    return L.svd(a, compute_uv=False)
+
+
+def lstsq(a, b, cond=None, overwrite_a=False, overwrite_b=False, check_finite=True, lapack_driver=None):
+    """`(x, residues, rank, s)`: x minimizing |a x - b| (SciPy's order; `cond` cuts small
+    singular values as NumPy's `rcond`)."""
+    return _lstsq(a, b, rcond=cond)
+
+
+def diagsvd(s, M, N_):
+    """The `M` x `N_` matrix with `s` on its diagonal (to rebuild `u @ diagsvd(s, m, n) @ vh`):
+    `diagsvd([1.0, 2.0], 2, 3)[1, 1] == 2.0`."""
+    k = _shape(s)[-1]
+    if k not in (M, N_):
+        raise ArgumentError(f"diagsvd: {k} singular values for a {M} x {N_} matrix; give min(M, N) of them")
+    square = _np("diag")(s if is_staged(s) else np.asarray(s, dtype=np.float64))
+    if k == M:
+        return N.concatenate([square, N.zeros((M, N_ - k))], axis=1)
+    return N.concatenate([square, N.zeros((M - k, N_))], axis=0)
+
+
+def khatri_rao(a, b):
+    """The column-wise Kronecker product: column j is `kron(a[:, j], b[:, j])`."""
+    (m, n), (p, q) = _shape(a), _shape(b)
+    if n != q:
+        raise ArgumentError(f"khatri_rao: a {(m, n)} and b {(p, q)} need the same number of columns")
+    return N.reshape(N.reshape(a, (m, 1, n)) * N.reshape(b, (1, p, n)), (m * p, n))
+
+
+def _banded_dense(l_and_u, ab):
+    """The square matrix whose diagonals `ab` holds in LAPACK's banded form (row u + i - j, column j)."""
+    lower, upper = l_and_u
+    n = _shape(ab)[-1]
+    dense = N.zeros((n, n))
+    for k in range(lower + upper + 1):
+        offset = upper - k   # row k of `ab` is the diagonal `offset` above the main one
+        start, stop = max(0, offset), n + min(0, offset)
+        if stop > start:
+            dense = dense + _np("diag")(ab[k, start:stop], offset)
+    return dense
+
+
+def solve_banded(l_and_u, ab, b, overwrite_ab=False, overwrite_b=False, check_finite=True):
+    """x with a @ x = b, `a` given by its diagonals in LAPACK's banded form (`l_and_u`:
+    the numbers of diagonals below and above the main one), differentiable in `ab` and `b`."""
+    return L.solve(_banded_dense(l_and_u, ab), b)
+
+
+def solveh_banded(ab, b, overwrite_ab=False, overwrite_b=False, lower=False, check_finite=True):
+    """x with a @ x = b, `a` symmetric positive definite given by its upper (default) or
+    lower diagonals in LAPACK's banded form."""
+    u = _shape(ab)[0] - 1
+    if lower:   # row k holds the diagonal k below the main one: as the upper form, mirrored
+        full = _banded_dense((u, 0), ab)
+    else:
+        full = _banded_dense((0, u), ab)
+    sym = full + _mT(full) - _np("diag")(_np("diagonal")(full))
+    return cho_solve(cho_factor(sym, lower=True), b)
+
+
+def grad_solve_triangular(ans, a, b, trans=0, lower=False, **kwargs):
+    """autograd's VJP maker of `solve_triangular` for `a`: `grad_solve_triangular(x, a, b)(g)`."""
+    from ..api import vjp
+    return lambda g: vjp(lambda m: solve_triangular(m, b, trans=trans, lower=lower), a)[1](g)[0]
+
+
+def grad_solve_banded(argnum, ans, l_and_u, a, b):
+    """autograd's VJP maker of `solve_banded` for argument `argnum` (1: the bands, 2: `b`)."""
+    from ..api import vjp
+    return lambda g: vjp(lambda ab, rhs: solve_banded(l_and_u, ab, rhs), a, b)[1](g)[argnum - 1]
+
+
+def _scipy_only(name):
+    """SciPy's `scipy.linalg.<name>`, on plain arrays; staged arguments raise UnsupportedError."""
+    import scipy.linalg
+    from ..errors import UnsupportedError
+    from ..numpy._common import any_staged, wrap
+    fn = getattr(scipy.linalg, name)
+
+    def call(*args, **kwargs):
+        if any_staged(args, kwargs):
+            raise UnsupportedError(f"`scipy.linalg.{name}` of a staged value: jitad computes it with SciPy, on "
+                                   f"plain arrays only (outside jit and grad; its results may be complex)")
+        return wrap(fn(*args, **kwargs))
+    call.__name__ = call.__qualname__ = name
+    call.__doc__ = (f"SciPy's `scipy.linalg.{name}` on plain arrays: `jitad.scipy.linalg.{name}(...)`. "
+                    f"Staged arguments raise `UnsupportedError`.")
+    return call
+
+
+def _scipy_names():
+    try:
+        import scipy.linalg
+    except ImportError:   # SciPy is optional: the names jitad computes itself are all there is
+        return []
+    return [n for n in scipy.linalg.__all__ if n not in globals() and n != "test"
+            and callable(getattr(scipy.linalg, n))]
+
+
+_SCIPY_ONLY = _scipy_names()
+__all__ += ["eigvalsh", "svdvals", "lstsq", "diagsvd", "khatri_rao", "solve_banded", "solveh_banded",
+            "grad_solve_triangular", "grad_solve_banded", "LinAlgError"] + _SCIPY_ONLY
+
+
+def _scipy_name(name):
+    """SciPy's class (`LinAlgWarning`) as it is; a function through `_scipy_only`."""
+    import scipy.linalg
+    value = getattr(scipy.linalg, name)
+    return value if isinstance(value, type) else _scipy_only(name)
+
+
+for _name in _SCIPY_ONLY:
+    globals()[_name] = _scipy_name(_name)

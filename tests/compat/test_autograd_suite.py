@@ -7,7 +7,9 @@ import pytest
 
 from . import autograd_suite
 
-FLOOR = 435   # measured: 435 of 631 pass (618 through autograd itself); raise it as tests pass
+FLOOR = 462   # 435 of 631 passed (618 through autograd itself); +26 outside test_systematic and test_scipy, +1 in test_scipy
+CORE_FLOOR = 311   # of the 403 tests outside test_systematic.py and test_scipy.py (285 before)
+NOT_CORE = ("test_systematic.py", "test_scipy.py")
 
 
 @pytest.mark.slow
@@ -19,7 +21,9 @@ def test_autograd_suite_passes_at_least_the_floor():
         pytest.skip(f"no checkout of autograd at {autograd_suite.REPO} (set AUTOGRAD_REPO)")
     table = autograd_suite.run("jitad")
     passed = sum(outcome == "passed" for tests in table.values() for outcome in tests.values())
-    assert passed >= FLOOR, "\n".join(autograd_suite.summary(table, verbose=True))
+    core = sum(outcome == "passed" for name, tests in table.items() if name not in NOT_CORE
+               for outcome in tests.values())
+    assert passed >= FLOOR and core >= CORE_FLOOR, "\n".join(autograd_suite.summary(table, verbose=True))
 
 
 def test_rename_touches_imports_and_module_paths_only():

@@ -17,12 +17,12 @@ FLOORS = {
     "autograd": 0.96, "autograd.numpy": 0.97, "autograd.numpy.linalg": 0.95, "autograd.numpy.random": 0.93,
     "autograd.extend": 1.0, "autograd.builtins": 1.0, "autograd.misc": 1.0, "autograd.misc.optimizers": 1.0,
     "autograd.misc.flatten": 1.0, "autograd.misc.fixed_points": 1.0, "autograd.test_util": 1.0,
-    "jax.scipy.special": 1.0, "jax.scipy.linalg": 0.97, "jax.scipy.signal": 1.0, "jax.scipy.optimize": 1.0,
+    "jax.scipy.special": 1.0, "jax.scipy.linalg": 1.0, "jax.scipy.signal": 1.0, "jax.scipy.optimize": 1.0,
     "jax.scipy.integrate": 1.0, "jax.scipy.stats": 0.96, "jax.scipy.stats.norm": 1.0, "jax.scipy.stats.beta": 1.0,
     "jax.scipy.stats.gamma": 1.0, "jax.scipy.stats.expon": 1.0, "jax.scipy.stats.logistic": 1.0,
     "jax.scipy.stats.cauchy": 1.0, "jax.scipy.stats.uniform": 1.0, "jax.scipy.stats.bernoulli": 1.0,
     "jax.scipy.stats.laplace": 1.0, "jax.experimental.ode": 1.0, "autograd.scipy.stats": 1.0,
-    "autograd.scipy.special": 1.0, "autograd.scipy.linalg": 0.36,
+    "autograd.scipy.special": 1.0, "autograd.scipy.linalg": 0.99,
 }
 
 

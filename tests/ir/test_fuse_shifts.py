@@ -201,3 +201,18 @@ def test_a_stage_is_recomputed_only_where_its_inputs_are_unchanged(fresh):
     assert len(out) == (1 if fresh else 2)
     if fresh:
         assert x in out[0].inputs and u not in out[0].inputs
+
+
+def test_row_maximum_of_a_concatenation_reads_its_pieces():
+    """A loop taking row maxima (`row_reductions`) runs its rows in one nest, so a
+    concatenation it reads stays a tensor: forward mode over `max(axis=1)` of a stacked
+    matrix compiled into such a loop."""
+    def f(x):
+        return jitad.numpy.max(jitad.numpy.array([[x, x], [x, 0.5]]), axis=1)
+
+    def f_jax(x):
+        return jnp.max(jnp.array([[x, x], [x, 0.5]]), axis=1)
+    for x in (1.0, -1.0, 0.25):
+        _, tangent = jitad.jvp(f, (x,), (1.0,))
+        np.testing.assert_allclose(tangent, jax.jvp(f_jax, (x,), (1.0,))[1])
+        np.testing.assert_allclose(jitad.jacobian(f)(x), jax.jacobian(f_jax)(x))
