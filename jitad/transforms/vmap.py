@@ -35,6 +35,7 @@ parameters a lane of their own), which gives per-example gradients as batched co
 passes then make the products against those lane copies GEMMs with the shared parameters
 (`ir.peephole.batched_products`).
 """
+import contextlib
 import threading
 
 import numpy as np
@@ -92,7 +93,7 @@ def value_and_grad(program, args, wrt, seeds=((0, 1.0),)):
     """`ad.reverse.value_and_grad_staged`, or, while `vmap` traces, a `deferred_vjp` node
     that `vmap` differentiates after batching (or, under `deferring_reverse`, that reverse
     mode differentiates by forward-over-reverse)."""
-    if not deferring() and not getattr(_REVERSE, "depth", 0):
+    if not _keeps_deferred():
         return value_and_grad_staged(program, args, wrt, seeds)
     main = program.main
     cts = [Staged(coerce(ct, main.outputs[k].type, "cotangent")) for k, ct in seeds]
@@ -103,12 +104,22 @@ def value_and_grad(program, args, wrt, seeds=((0, 1.0),)):
     return [wrap(v) for v in outs[:n]], [wrap(v) for v in outs[n:]]
 
 
+def _keeps_deferred():
+    """Whether a reverse pass met now stays a `deferred_vjp` node: while `vmap` traces, or
+    under `deferring_reverse`."""
+    return deferring() or bool(getattr(_REVERSE, "depth", 0))
+
+
+def _nests_deferred(program):
+    return any(n.op == Op.DEFERRED_VJP for g in [program.main] + [f.body for f in program.funs] for n in walk(g))
+
+
 def _deferred(node, ins, size, mask):
     program, wrt, seed_ks = node.attrs["program"], node.attrs["wrt"], node.attrs["seeds"]
     n = len(program.main.params)
     args, cts = ins[:n], ins[n:]
     if not any(b for _, b in ins):
-        if deferring():   # an enclosing vmap will batch it
+        if _keeps_deferred():   # an enclosing vmap, or reverse pass, takes it
             return [(o, False) for o in restage_node(node, [x for x, _ in ins])]
         outs, grads = value_and_grad_staged(program, [x for x, _ in args], wrt, list(zip(seed_ks, [c for c, _ in cts])))
         return [(o, False) for o in outs + grads]
@@ -118,13 +129,16 @@ def _deferred(node, ins, size, mask):
     types = [_type(x) for x in values]
 
     def batched_fn(*flat):
-        outs = batch_graph(program.main, list(zip(flat, flags)), size)
+        # a reverse pass nested in this one stays deferred: this one's reverse mode takes it
+        # by its own rule (forward over reverse) instead of meeting its reverse-mode code
+        with deferring_reverse() if _nests_deferred(program) else contextlib.nullcontext():
+            outs = batch_graph(program.main, list(zip(flat, flags)), size)
         return tuple(_batched(x, b, size) for x, b in outs)
     leaves, td = flatten(tuple(values))
     batched, _, captured = trace_program(batched_fn, tuple(values), td, types)
     assert not captured
     cts = [_batched(c, b, size) for c, b in cts]
-    if deferring():
+    if _keeps_deferred():
         out_types = batched.main.out_types + [batched.main.params[k].type for k in wrt]
         outs = emit(Op.DEFERRED_VJP, [v._var for v in values] + [c._var for c in cts],
                     {**node.attrs, "program": batched, "out_types": out_types})
