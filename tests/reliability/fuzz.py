@@ -82,19 +82,14 @@ ORACLE = {
     # so the other's derivative is 0 (JAX's is exp(other)) and two +inf share it (0.5 each,
     # as finite ties; JAX: 1 each); the JAX side computes that with its `maximum`
     "logaddexp_at_inf": "np.where(np.maximum({a}, {b}) == np.inf, np.maximum({a}, {b}), np.logaddexp({a}, {b}))",
+    # JAX's derivative of `hypot` is x / hypot(x, y) computed unscaled: -inf at (1e-300, 1e-300),
+    # NaN at (1e-300, 0) and at (inf, 1); jitad's is exact there (the limit (1, 0) at (inf, 1)):
+    # the JAX side's `hypot` has the same values and that derivative (`_hypot_scaled`)
+    "hypot_scaled": "hypot_scaled({a}, {b})",
 }
 
 # findings that are known bugs not fixed yet: reported, not failures
-KNOWN = {
-    # reverse mode passes an explicit zero cotangent back through a comparison (a bool value),
-    # and 0 times an infinite derivative upstream is NaN: `grad(lambda x: (x / x == 2.0) * 1.0)(0.0)`
-    # is NaN (JAX: 0, no cotangent flows into a bool); the fix is symbolic zeros in `jitad/transforms`
-    "compare_grad": "a gradient through a comparison into an op with an infinite derivative is NaN (JAX: 0)",
-    # (found in the last chunk, not yet triaged: which side is right)
-    "hypot": "the gradient of `hypot(x, x)` at tiny arguments (1e-300, 5e-324) differs from JAX's",
-    "matmul_empty": "`x @ np.expand_dims(x, -1)` with x of shape (0, 2): ShapeError, cannot reshape (0, 0) "
-                    "to (0, -1, 1) (JAX: an empty (0, 0, 1) result)",
-}
+KNOWN = {}
 
 DTYPES = ["float64", "float32", "int64", "int32", "bool"]
 FLOAT = {"float64": onp.float64, "float32": onp.float32}
@@ -255,7 +250,6 @@ class Builder:
             dtype = "int64" if x.dtype == "bool" and name == "square" else x.dtype
         if name in ("isnan", "isfinite", "logical_not"):
             dtype = "bool"
-            self.p.features.add("compare_grad")
         self.add(f"np.{name}({x.name})", x.shape, dtype, UNARY[name])
         return True
 
@@ -280,7 +274,6 @@ class Builder:
         dtype = a.dtype if use_scalar and (a.dtype in FLOAT or "." not in btext) else _result_dtype(a.dtype, bdtype)
         if name in ("equal", "less", "greater_equal", "not_equal") or name in LOGICAL:
             dtype = "bool"
-            self.p.features.add("compare_grad")
         elif name in ("divide", "arctan2", "hypot", "logaddexp") and dtype not in FLOAT:
             dtype = "float64"
         elif name == "power" and _kind(dtype) == "i":
@@ -291,6 +284,8 @@ class Builder:
             jax_text = ORACLE["int_div_by_zero"].format(a=a.name, b=btext, fn=name)
         if name == "logaddexp":
             jax_text = ORACLE["logaddexp_at_inf"].format(a=a.name, b=btext)
+        if name == "hypot":
+            jax_text = ORACLE["hypot_scaled"].format(a=a.name, b=btext)
         self.add(f"np.{name}({a.name}, {btext})", shape, dtype, BINARY.get(name, "exact"), jax_text=jax_text,
                  error=error)
         return not error or "error"
@@ -304,7 +299,6 @@ class Builder:
         if "bool" in (a.dtype, b.dtype) and a.dtype != b.dtype:
             return False
         cond = c.name if c.dtype == "bool" else f"{c.name} > 0"
-        self.p.features.add("compare_grad")
         self.add(f"np.where({cond}, {a.name}, {b.name})", shape, _result_dtype(a.dtype, b.dtype))
         return True
 
@@ -658,7 +652,7 @@ class Builder:
         text = f"if {cond}:\n    {name} = {y.name} * 2.0\nelse:\n    {name} = -{y.name}"
         self.p.lines.append((text, text, "exact", 1))
         self.p.branches.append(cond)
-        self.p.features.update(("branch", "compare_grad"))   # (its condition: a comparison)
+        self.p.features.add("branch")
         self.values.append(Value(name, y.shape, y.dtype))
         return True
 
@@ -687,6 +681,31 @@ def programs(draw, max_ops=4):
 
 # -- running one program both ways -------------------------------------------------------
 
+@jax.custom_jvp
+def _hypot_scaled_f(a, b):
+    return jjnp.hypot(a, b)
+
+
+@_hypot_scaled_f.defjvp
+def _hypot_scaled_jvp(primals, tangents):
+    """x / hypot(x, y) on x and y scaled by the larger magnitude (ORACLE["hypot_scaled"])."""
+    (a, b), (ta, tb) = primals, tangents
+    m = jjnp.maximum(jjnp.abs(a), jjnp.abs(b))
+    zero = m == 0
+    m = jjnp.where(zero, 1.0, m)
+    xs, ys = (jjnp.where(jjnp.isinf(v), jjnp.sign(v), v / m) for v in (a, b))
+    r = jjnp.hypot(xs, ys)
+    return jjnp.hypot(a, b), jjnp.where(zero, 0.5, xs / r) * ta + jjnp.where(zero, 0.5, ys / r) * tb
+
+
+def hypot_scaled(a, b):
+    dtype = jjnp.hypot(a, b).dtype
+    return _hypot_scaled_f(jjnp.asarray(a, dtype), jjnp.asarray(b, dtype))
+
+
+JAX_ENV = {"np": jjnp, "lax": jax.lax, "onp": onp, "hypot_scaled": hypot_scaled}
+
+
 class Side:
     def __init__(self, name):
         self.name = name
@@ -697,7 +716,7 @@ class Side:
             self.np, self.lax, self.jit, self.grad, self.vmap = jjnp, jax.lax, jax.jit, jax.grad, jax.vmap
 
     def function(self, program, decisions=None):
-        env = {"np": self.np, "lax": self.lax, "onp": onp}
+        env = {"np": self.np, "lax": self.lax, "onp": onp} if self.name == "jitad" else dict(JAX_ENV)
         exec(program.source(self.name, decisions), env)
         return env["f"]
 
@@ -764,7 +783,7 @@ def run(side, program, transform, decisions=None):
 def magnitude(program):
     """The largest finite magnitude among the arguments and the values the program
     computes (JAX, eager, line by line): the scale of the absolute tolerance."""
-    env = {"np": jjnp, "lax": jax.lax, "onp": onp}
+    env = dict(JAX_ENV)
     env.update({f"x{k}": a for k, a in enumerate(_jax_args(program.args))})
     top = 1.0
     with onp.errstate(all="ignore"):
@@ -785,7 +804,7 @@ def magnitude(program):
 def decisions_of(program):
     """The truth of each Python branch's condition, run eagerly by JAX (up to a line that
     raises: the program's last)."""
-    env = {"np": jjnp, "lax": jax.lax, "onp": onp}
+    env = dict(JAX_ENV)
     env.update({f"x{k}": jjnp.asarray(a) for k, a in enumerate(_jax_args(program.args))})
     taken = []
     with onp.errstate(all="ignore"):

@@ -117,3 +117,13 @@ def test_branch_decisions_stop_at_the_line_that_raises():
     p.branches.append("float(np.sum(x0)) > 0")
     assert fuzz.decisions_of(p) == [True]
     assert fuzz.check(p, ("grad",)) == []
+
+
+def test_hypots_derivative_is_judged_scaled():
+    # (JAX's own is -inf at (1e-300, 1e-300), NaN at (1e-300, 0) and at (inf, 1))
+    p = program(["np.hypot(x0, 0.0)", "np.hypot(x0, x0)"], onp.array([1e-300, onp.inf, 0.0, -2.0]), result="v1")
+    p.lines = [(text, text.replace("np.hypot", "hypot_scaled"), kind, n) for text, _, kind, n in p.lines]
+    assert fuzz.check(p, ("grad",)) == []
+    p.result = "v0"
+    assert fuzz.check(p, ("grad",)) == []
+    assert fuzz.check(program(["np.hypot(x0, 0.0)"], onp.array([1e-300])), ("grad",)) != []   # JAX's NaN
