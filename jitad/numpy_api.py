@@ -1337,7 +1337,8 @@ def _update_staged(flat, pos, vf, how, combine):
     if result_dtype(flat) == "i64" and how != "multiply":
         unit = np.iinfo(np.int64).max if how == "min" else np.iinfo(np.int64).min
     reduce = {"multiply": lambda a: prod(a, 0), "min": lambda a: N.min(a, 0), "max": lambda a: N.max(a, 0)}[how]
-    return combine(flat, reduce(N.where(hit, column, np.asarray(unit, _np_dtype(flat)))))
+    # (a position no update hits keeps its value and its whole gradient: min(inf, unit) is a tie)
+    return N.where(N.max(hit, 0), combine(flat, reduce(N.where(hit, column, np.asarray(unit, _np_dtype(flat))))), flat)
 
 
 

@@ -71,3 +71,14 @@ def test_hypot_derivatives_are_exact_at_extreme_magnitudes(dtype):
     np.testing.assert_allclose(gx, want_x, rtol=4 * np.finfo(dtype).eps)
     np.testing.assert_allclose(gy, want_y, rtol=4 * np.finfo(dtype).eps)
     check_grads(jnp.hypot, (np.array([0.3, -2.0, 5.0]), np.array([1e-3, 4.0, -5.0])), order=2, modes=("rev", "fwd"))
+
+
+@pytest.mark.parametrize("how", ["min", "max", "multiply"])
+def test_at_updates_at_a_staged_index_leave_other_positions_whole(how):
+    # a position no update hits was combined with the reduction's identity (min(inf, inf): a
+    # tie, half the gradient)
+    x, i = np.array([INF, 1.0, -INF, 2.0]), np.array([1, 3])
+    mine = jitad.grad(lambda x, i: jnp.sum(getattr(jnp.asarray(x).at[i], how)(1.5)))(x, i)
+    theirs = jax.grad(lambda x, i: jjnp.sum(getattr(jjnp.asarray(x).at[i], how)(1.5, mode="clip")))(x, i)
+    np.testing.assert_array_equal(mine, theirs)
+    np.testing.assert_array_equal(mine[[0, 2]], [1.0, 1.0])
