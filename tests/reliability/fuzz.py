@@ -90,7 +90,15 @@ ORACLE = {
 }
 
 # findings that are known bugs not fixed yet: reported, not failures
-KNOWN = {}
+KNOWN = {
+    # `.at[idx].min(v)`/`.max(v)` with a position repeated in idx: at a tie of the old value
+    # and k equal updates JAX gives each of the k + 1 a 1/(k + 1) share of the gradient; jitad
+    # combines one repeat at a time (a plain index: 1/2 per round, 1/4 and 1/4 and 1/2 for k = 2)
+    # or the old value with the updates' minimum (a staged index: 1/2, then 1/(2k) each);
+    # `grad(lambda x: np.sum(np.asarray(x).at[onp.array([1, 1])].min(1.0)))(onp.ones(3))[1]`
+    # is 0.25 (JAX: 1/3). The fix: one rule for both paths that counts the tied contributors.
+    "at_minmax_repeats": "the gradient of `.at[].min`/`.max` at a tie with a repeated index splits unlike JAX's",
+}
 
 DTYPES = ["float64", "float32", "int64", "int32", "bool"]
 FLOAT = {"float64": onp.float64, "float32": onp.float32}
@@ -457,6 +465,8 @@ class Builder:
         clamped = [min(max(i + n if i < 0 else i, 0), n - 1) for i in idx]
         if how == "set" and len(set(clamped)) < len(clamped):
             return False   # repeated rows in a `set`: JAX leaves the order unspecified
+        if how in ("min", "max") and len(set(clamped)) < len(clamped):
+            self.p.features.add("at_minmax_repeats")
         if _bool_arith_on_empty(x, how):
             return False
         v = self.scalar(x.dtype) if x.dtype != "bool" else "True"
@@ -489,6 +499,8 @@ class Builder:
         hit = [h for h in hit if h is not None]
         if how == "set" and len(set(hit)) < len(hit) or _bool_arith_on_empty(x, how):
             return False   # (repeated rows in a `set`: JAX leaves the order unspecified)
+        if how in ("min", "max") and len(set(hit)) < len(hit):
+            self.p.features.add("at_minmax_repeats")
         v = self.scalar(x.dtype) if x.dtype != "bool" else "True"
         self.add(f"np.asarray({x.name}).at[{itext}].{how}({v}, {kw})", x.shape, x.dtype, "sum", len(idx))
         return True
@@ -501,6 +513,8 @@ class Builder:
         if i is None or x is None:
             return False
         how = self.draw(st.sampled_from(["add", "min", "max", "multiply"] + (["set"] if not i.shape else [])))
+        if how in ("min", "max") and math.prod(i.shape) > 1:
+            self.p.features.add("at_minmax_repeats")   # (its values may repeat)
         v, n = self.scalar(x.dtype), x.shape[0]
         self.p.features.add("staged_index")
         normalized = f"np.where({i.name} < 0, {i.name} + {n}, {i.name})"
