@@ -217,10 +217,10 @@ def _reduced(shape, axis, keepdims):
     return tuple(1 if k in axes else n for k, n in enumerate(shape) if keepdims or k not in axes)
 
 
-def _bool_arith_on_empty(x, how):
-    """`.at[].add` or `.multiply` into an empty bool array: JAX skips its dtype check (no
-    update to make), jitad refuses it as for any bool array."""
-    return x.dtype == "bool" and how in ("add", "multiply") and not math.prod(x.shape)
+def _bool_arith_on_empty(x, how, n_updates=1):
+    """`.at[].add` or `.multiply` into an empty bool array, or at an empty index: JAX skips
+    its dtype check (no update to make), jitad refuses it as for any bool array."""
+    return x.dtype == "bool" and how in ("add", "multiply") and not (math.prod(x.shape) and n_updates)
 
 
 class Builder:
@@ -467,7 +467,7 @@ class Builder:
             return False   # repeated rows in a `set`: JAX leaves the order unspecified
         if how in ("min", "max") and len(set(clamped)) < len(clamped):
             self.p.features.add("at_minmax_repeats")
-        if _bool_arith_on_empty(x, how):
+        if _bool_arith_on_empty(x, how, len(idx)):
             return False
         v = self.scalar(x.dtype) if x.dtype != "bool" else "True"
         itext = repr(idx)

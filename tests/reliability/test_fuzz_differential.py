@@ -133,3 +133,13 @@ def test_hypots_derivative_is_judged_scaled():
     p.result = "v0"
     assert fuzz.check(p, ("grad",)) == []
     assert fuzz.check(program(["np.hypot(x0, 0.0)"], onp.array([1e-300])), ("grad",)) != []   # JAX's NaN
+
+
+def test_bool_arithmetic_without_updates_is_left_out():
+    # JAX skips its bool check where no update is made (an empty array or index); jitad refuses
+    # `.at[].add`/`.multiply` into bools always
+    x = fuzz.Value("x0", (3,), "bool")
+    assert fuzz._bool_arith_on_empty(x, "multiply", 0) and fuzz._bool_arith_on_empty(fuzz.Value("x0", (0,), "bool"), "add")
+    assert not fuzz._bool_arith_on_empty(x, "multiply", 2) and not fuzz._bool_arith_on_empty(x, "max", 0)
+    p = program(["np.asarray(x0).at[onp.array([], dtype='int64')].multiply(True)"], onp.array([True, False]))
+    assert isinstance(fuzz.run("jitad", p, "jit")[1], fuzz.JitadError) and fuzz.run("jax", p, "jit")[0] == "ok"
