@@ -517,7 +517,7 @@ class Builder:
             self.p.features.add("at_minmax_repeats")   # (its values may repeat)
         v, n = self.scalar(x.dtype), x.shape[0]
         self.p.features.add("staged_index")
-        normalized = f"np.where({i.name} < 0, {i.name} + {n}, {i.name})"
+        normalized = f"np.clip(np.where({i.name} < 0, {i.name} + {n}, {i.name}), 0, {n - 1})"   # (JAX would wrap -1 again)
         self.add(f"np.asarray({x.name}).at[{i.name}].{how}({v})", x.shape, x.dtype, "sum", max(math.prod(i.shape), 1),
                  jax_text=ORACLE["scatter_staged_clamps"].format(x=f"np.asarray({x.name})", idx=normalized, how=how,
                                                                  v=v))
