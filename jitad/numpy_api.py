@@ -858,14 +858,14 @@ def matmul_nd(a, b):
         batch = np.broadcast_shapes(_shape(a2)[:-2], _shape(b2)[:-2])
     except ValueError:
         raise ShapeError(f"`matmul`: the batch axes of shapes {sa} and {sb} do not broadcast") from None
+    nb = math.prod(batch)   # (sizes spelled out: -1 is ambiguous in a reshape of an empty array)
     if len(_shape(b2)) == 2:   # one right matrix: every row of every batch is one GEMM
-        out = N.reshape(N.matmul(N.reshape(a2, (-1, k)), b2), batch + (m, n))
+        out = N.reshape(N.matmul(N.reshape(a2, (nb * m, k)), b2), batch + (m, n))
     elif len(_shape(a2)) == 2:   # one left matrix: A @ [B_1 ... B_nb] side by side
-        bt = N.reshape(moveaxis(N.reshape(b2, (-1, k, n)), 1, 0), (k, -1))
-        out = moveaxis(N.reshape(N.matmul(a2, bt), (m, -1, n)), 0, 1)
+        bt = N.reshape(moveaxis(N.reshape(b2, (nb, k, n)), 1, 0), (k, nb * n))
+        out = moveaxis(N.reshape(N.matmul(a2, bt), (m, nb, n)), 0, 1)
         out = N.reshape(out, batch + (m, n))
     else:
-        nb = math.prod(batch)
         (a2, ta), (b2, tb) = N.untransposed(a2), N.untransposed(b2)   # `q @ k.swapaxes(-1, -2)`: k in place
         a3 = N.reshape(N.broadcast_to(a2, batch + ((k, m) if ta else (m, k))), (nb,) + ((k, m) if ta else (m, k)))
         b3 = N.reshape(N.broadcast_to(b2, batch + ((n, k) if tb else (k, n))), (nb,) + ((n, k) if tb else (k, n)))
@@ -1337,7 +1337,8 @@ def _update_staged(flat, pos, vf, how, combine):
     if result_dtype(flat) == "i64" and how != "multiply":
         unit = np.iinfo(np.int64).max if how == "min" else np.iinfo(np.int64).min
     reduce = {"multiply": lambda a: prod(a, 0), "min": lambda a: N.min(a, 0), "max": lambda a: N.max(a, 0)}[how]
-    return combine(flat, reduce(N.where(hit, column, np.asarray(unit, _np_dtype(flat)))))
+    # (a position no update hits keeps its value and its whole gradient: min(inf, unit) is a tie)
+    return N.where(N.max(hit, 0), combine(flat, reduce(N.where(hit, column, np.asarray(unit, _np_dtype(flat))))), flat)
 
 
 

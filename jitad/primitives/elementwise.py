@@ -227,10 +227,18 @@ declare("log10", floating, _via_double(np.log10), arity=1, flags=MATH, vjp=lambd
 
 
 def _hypot_vjp(g, x, y, out):
-    """d/dx = x / r, d/dy = y / r; (1/2, 1/2) at the origin, as JAX."""
-    zero = out == 0.0
-    r = N.where(zero, 1.0, out)
-    return g * N.where(zero, 0.5, x / r), g * N.where(zero, 0.5, y / r)
+    """d/dx = x / r, d/dy = y / r, computed on the arguments scaled by m = max(|x|, |y|)
+    (r itself may be subnormal or infinite where x / r is not: 1 / sqrt(2) at x = y = 5e-324,
+    (1, 0) at (inf, 1), the limits); (1/2, 1/2) at the origin, as JAX."""
+    m = N.maximum(N.abs(x), N.abs(y))
+    zero = m == 0.0
+    m = N.where(zero, 1.0, m)
+
+    def scaled(v):   # v / m, and +-1 at +-inf (not inf / inf; m drops out of the derivatives)
+        return N.where(N.abs(v) == np.inf, N.where(v < 0.0, -1.0, 1.0), v / m)
+    xs, ys = scaled(x), scaled(y)
+    r = N.bind(Op.HYPOT, xs, ys)   # (between 1 and sqrt(2), or NaN)
+    return g * N.where(zero, 0.5, xs / r), g * N.where(zero, 0.5, ys / r)
 
 
 declare("hypot", floating, np.hypot, arity=2, flags=MATH, vjp=_hypot_vjp, llvm="hypot", cuda="hypot({0}, {1})")

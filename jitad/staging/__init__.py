@@ -9,7 +9,8 @@ an explicit param of the body and an explicit operand of the control-flow node.
 <- `tracer.py` (programs, bodies, slots, closures) <- `combinators.py` (IF, WHILE, FOR,
 FUN, TREE). This package re-exports what the rest of jitad uses.
 """
-from .frames import apply, current_frame, emit, substituted, trace_memo, transformation, transforming
+from .frames import (apply, current_frame, emit, slot_touched, substituted, trace_memo, transformation,
+                     transforming)
 from .values import (Staged, StagedTree, as_var, binary, coerce, is_staged, logical, power, result_dtype, to_bool,
                      unary, wrap)
 from .tracer import arg_type, make_closure, new_slot, slot_add, slot_get, slot_set, trace_program

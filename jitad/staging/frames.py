@@ -12,7 +12,7 @@ from ..errors import ResourceError, StagingError
 from ..ir import float_checks
 from ..ir.graph import Graph, Node, Var
 from ..ir.ops import Op, infer_types
-from ..ir.types import NUMPY
+from ..ir.types import NUMPY, RefType
 
 
 _local = threading.local()
@@ -59,6 +59,14 @@ class _Trace:
         self.funs = {}      # (FUN object, signature) -> FunDef
         self.fun_list = []
         self.memo = {}      # per-trace caches of transformations (e.g. a FunDef's CPS version)
+        self.touched = set()   # slots some node other than a read has taken (see `slot_touched`)
+
+
+def slot_touched(var):
+    """Whether a node other than `slot_get` has taken the slot `var` so far in this trace
+    (a write, or a call, closure or body that may write it): an untouched slot still holds
+    its zeros, which reverse mode treats as a symbolic zero."""
+    return var in _local.trace.touched
 
 
 def trace_memo():
@@ -133,6 +141,8 @@ def emit(op, inputs, attrs=None, bodies=()):
         inputs = [subst.get(v, v) for v in inputs]
     scope = frame.scope
     ins = tuple([v if v in scope else frame.resolve(v) for v in inputs])
+    if op is not Op.SLOT_GET:
+        _touch(inputs, ins)
     outs = tuple([Var(t) for t in infer_types(op, [v.type for v in ins], attrs, bodies)])
     for v in outs:
         if getattr(v.type, "shape", ()):
@@ -150,6 +160,12 @@ def emit(op, inputs, attrs=None, bodies=()):
 
 
 _ITEMSIZE = {name: np.dtype(t).itemsize for name, t in NUMPY.items()}
+
+
+def _touch(inputs, resolved):
+    refs = [v for v in inputs if isinstance(v.type, RefType)]
+    if refs:   # (the var as given, and its capture param in a body)
+        _local.trace.touched.update(refs + [v for v in resolved if isinstance(v.type, RefType)])
 
 
 def _check_size(op, t):

@@ -33,8 +33,8 @@ from ..ir.types import FLOATS, RefType, Type
 from ..errors import ArgumentError, ShapeError
 from ..pytree import flatten, unflatten
 from ..staging import (FUN, IF, Staged, StagedTree, apply, as_var, coerce, emit, is_staged,
-                       make_closure, new_slot, slot_add, slot_get, trace_memo, trace_program, transforming, transformation,
-                       wrap)
+                       make_closure, new_slot, slot_add, slot_get, slot_touched, trace_memo, trace_program,
+                       transforming, transformation, wrap)
 from .base import pack_pairs, restage, restage_node, run_graph, unpack_pairs
 from .tape import ForestTape, at, body_nodes, deferred_weight_grads, loop_invariant_transposes, new_table, output_rows, stored_values
 
@@ -283,8 +283,8 @@ def arena_scope(enabled=True):
 
 def _backprop(rv, node, ins, outs):
     (out,) = outs
-    if out.adj is None:
-        return
+    if out.adj is None or not slot_touched(out.adj._var):
+        return   # a symbolic zero: no cotangent reached the output (0 times an infinite partial is NaN)
     # the cotangents computed here are dead once added into their slots
     with arena_scope(any(getattr(v.type, "shape", ()) for v in list(node.inputs) + list(node.outputs))), \
             float_checks.gradient_of(node):

@@ -66,10 +66,11 @@ ORACLE = {
     # `x[idx]` with an index out of range raises IndexError (NumPy) where JAX clamps, and
     # eager errors are NumPy's (ValueError where JAX raises TypeError): both accepted there
     "eager_numpy_errors": True,
-    # README, "JAX / autograd" table: a Python branch on a value under `grad` raises
-    # StagingError today (JAX raises too); the branch-resolved JAX gradient is also accepted,
-    # for when jitad allows such branches
-    "grad_branch": "StagingError or the gradient of the branch taken",
+    # README, "JAX / autograd" table: `grad` called from Python follows a Python branch on a
+    # value, as JAX's and autograd's, so its gradient is that of the branch taken (the JAX side
+    # runs with the branches fixed to the eager decisions); inside `scan` the values are staged,
+    # and StagingError is right there
+    "grad_branch": "the gradient of the branch taken (StagingError inside a scan)",
     # where JAX's derivative is NaN and jitad documents a finite one, a gradient that is
     # finite where JAX's is NaN is accepted for programs using the op: README's gradient
     # conventions (`x ** 0` at 0: 0) and `arctan2`'s VJP (0 at the origin)
@@ -82,18 +83,21 @@ ORACLE = {
     # so the other's derivative is 0 (JAX's is exp(other)) and two +inf share it (0.5 each,
     # as finite ties; JAX: 1 each); the JAX side computes that with its `maximum`
     "logaddexp_at_inf": "np.where(np.maximum({a}, {b}) == np.inf, np.maximum({a}, {b}), np.logaddexp({a}, {b}))",
+    # JAX's derivative of `hypot` is x / hypot(x, y) computed unscaled: -inf at (1e-300, 1e-300),
+    # NaN at (1e-300, 0) and at (inf, 1); jitad's is exact there (the limit (1, 0) at (inf, 1)):
+    # the JAX side's `hypot` has the same values and that derivative (`_hypot_scaled`)
+    "hypot_scaled": "hypot_scaled({a}, {b})",
 }
 
 # findings that are known bugs not fixed yet: reported, not failures
 KNOWN = {
-    # reverse mode passes an explicit zero cotangent back through a comparison (a bool value),
-    # and 0 times an infinite derivative upstream is NaN: `grad(lambda x: (x / x == 2.0) * 1.0)(0.0)`
-    # is NaN (JAX: 0, no cotangent flows into a bool); the fix is symbolic zeros in `jitad/transforms`
-    "compare_grad": "a gradient through a comparison into an op with an infinite derivative is NaN (JAX: 0)",
-    # (found in the last chunk, not yet triaged: which side is right)
-    "hypot": "the gradient of `hypot(x, x)` at tiny arguments (1e-300, 5e-324) differs from JAX's",
-    "matmul_empty": "`x @ np.expand_dims(x, -1)` with x of shape (0, 2): ShapeError, cannot reshape (0, 0) "
-                    "to (0, -1, 1) (JAX: an empty (0, 0, 1) result)",
+    # `.at[idx].min(v)`/`.max(v)` with a position repeated in idx: at a tie of the old value
+    # and k equal updates JAX gives each of the k + 1 a 1/(k + 1) share of the gradient; jitad
+    # combines one repeat at a time (a plain index: 1/2 per round, 1/4 and 1/4 and 1/2 for k = 2)
+    # or the old value with the updates' minimum (a staged index: 1/2, then 1/(2k) each);
+    # `grad(lambda x: np.sum(np.asarray(x).at[onp.array([1, 1])].min(1.0)))(onp.ones(3))[1]`
+    # is 0.25 (JAX: 1/3). The fix: one rule for both paths that counts the tied contributors.
+    "at_minmax_repeats": "the gradient of `.at[].min`/`.max` at a tie with a repeated index splits unlike JAX's",
 }
 
 DTYPES = ["float64", "float32", "int64", "int32", "bool"]
@@ -213,10 +217,10 @@ def _reduced(shape, axis, keepdims):
     return tuple(1 if k in axes else n for k, n in enumerate(shape) if keepdims or k not in axes)
 
 
-def _bool_arith_on_empty(x, how):
-    """`.at[].add` or `.multiply` into an empty bool array: JAX skips its dtype check (no
-    update to make), jitad refuses it as for any bool array."""
-    return x.dtype == "bool" and how in ("add", "multiply") and not math.prod(x.shape)
+def _bool_arith_on_empty(x, how, n_updates=1):
+    """`.at[].add` or `.multiply` into an empty bool array, or at an empty index: JAX skips
+    its dtype check (no update to make), jitad refuses it as for any bool array."""
+    return x.dtype == "bool" and how in ("add", "multiply") and not (math.prod(x.shape) and n_updates)
 
 
 class Builder:
@@ -255,7 +259,6 @@ class Builder:
             dtype = "int64" if x.dtype == "bool" and name == "square" else x.dtype
         if name in ("isnan", "isfinite", "logical_not"):
             dtype = "bool"
-            self.p.features.add("compare_grad")
         self.add(f"np.{name}({x.name})", x.shape, dtype, UNARY[name])
         return True
 
@@ -280,7 +283,6 @@ class Builder:
         dtype = a.dtype if use_scalar and (a.dtype in FLOAT or "." not in btext) else _result_dtype(a.dtype, bdtype)
         if name in ("equal", "less", "greater_equal", "not_equal") or name in LOGICAL:
             dtype = "bool"
-            self.p.features.add("compare_grad")
         elif name in ("divide", "arctan2", "hypot", "logaddexp") and dtype not in FLOAT:
             dtype = "float64"
         elif name == "power" and _kind(dtype) == "i":
@@ -291,6 +293,8 @@ class Builder:
             jax_text = ORACLE["int_div_by_zero"].format(a=a.name, b=btext, fn=name)
         if name == "logaddexp":
             jax_text = ORACLE["logaddexp_at_inf"].format(a=a.name, b=btext)
+        if name == "hypot":
+            jax_text = ORACLE["hypot_scaled"].format(a=a.name, b=btext)
         self.add(f"np.{name}({a.name}, {btext})", shape, dtype, BINARY.get(name, "exact"), jax_text=jax_text,
                  error=error)
         return not error or "error"
@@ -304,7 +308,6 @@ class Builder:
         if "bool" in (a.dtype, b.dtype) and a.dtype != b.dtype:
             return False
         cond = c.name if c.dtype == "bool" else f"{c.name} > 0"
-        self.p.features.add("compare_grad")
         self.add(f"np.where({cond}, {a.name}, {b.name})", shape, _result_dtype(a.dtype, b.dtype))
         return True
 
@@ -462,7 +465,9 @@ class Builder:
         clamped = [min(max(i + n if i < 0 else i, 0), n - 1) for i in idx]
         if how == "set" and len(set(clamped)) < len(clamped):
             return False   # repeated rows in a `set`: JAX leaves the order unspecified
-        if _bool_arith_on_empty(x, how):
+        if how in ("min", "max") and len(set(clamped)) < len(clamped):
+            self.p.features.add("at_minmax_repeats")
+        if _bool_arith_on_empty(x, how, len(idx)):
             return False
         v = self.scalar(x.dtype) if x.dtype != "bool" else "True"
         itext = repr(idx)
@@ -494,6 +499,8 @@ class Builder:
         hit = [h for h in hit if h is not None]
         if how == "set" and len(set(hit)) < len(hit) or _bool_arith_on_empty(x, how):
             return False   # (repeated rows in a `set`: JAX leaves the order unspecified)
+        if how in ("min", "max") and len(set(hit)) < len(hit):
+            self.p.features.add("at_minmax_repeats")
         v = self.scalar(x.dtype) if x.dtype != "bool" else "True"
         self.add(f"np.asarray({x.name}).at[{itext}].{how}({v}, {kw})", x.shape, x.dtype, "sum", len(idx))
         return True
@@ -506,9 +513,11 @@ class Builder:
         if i is None or x is None:
             return False
         how = self.draw(st.sampled_from(["add", "min", "max", "multiply"] + (["set"] if not i.shape else [])))
+        if how in ("min", "max") and math.prod(i.shape) > 1:
+            self.p.features.add("at_minmax_repeats")   # (its values may repeat)
         v, n = self.scalar(x.dtype), x.shape[0]
         self.p.features.add("staged_index")
-        normalized = f"np.where({i.name} < 0, {i.name} + {n}, {i.name})"
+        normalized = f"np.clip(np.where({i.name} < 0, {i.name} + {n}, {i.name}), 0, {n - 1})"   # (JAX would wrap -1 again)
         self.add(f"np.asarray({x.name}).at[{i.name}].{how}({v})", x.shape, x.dtype, "sum", max(math.prod(i.shape), 1),
                  jax_text=ORACLE["scatter_staged_clamps"].format(x=f"np.asarray({x.name})", idx=normalized, how=how,
                                                                  v=v))
@@ -523,10 +532,13 @@ class Builder:
         axis = self.draw(st.one_of(st.none(), st.integers(-len(x.shape), len(x.shape) - 1)))
         kws, dtype = [], x.dtype
         if self.draw(st.booleans()):
-            wshape = self.draw(st.sampled_from([x.shape, x.shape[-1:], ()]))
-            w = onp.array(self.draw(st.lists(st.booleans(), min_size=math.prod(wshape), max_size=math.prod(wshape))),
-                          dtype=bool).reshape(wshape)
-            kws.append(f"where={literal(w)}")
+            wshape = self.draw(st.sampled_from([x.shape, x.shape[-1:], (), "value"]))
+            if wshape == "value":   # (a mask of the values: batched under vmap, staged under jit)
+                kws.append(f"where={x.name} > {self.scalar(x.dtype)}")
+            else:
+                w = onp.array(self.draw(st.lists(st.booleans(), min_size=math.prod(wshape),
+                                                 max_size=math.prod(wshape))), dtype=bool).reshape(wshape)
+                kws.append(f"where={literal(w)}")
         if name != "mean" and (self.draw(st.booleans()) or (kws and name in ("max", "min"))):
             kws.append(f"initial={self.scalar(x.dtype)}")
         if name in ("sum", "prod", "mean") and self.draw(st.booleans()):
@@ -550,9 +562,23 @@ class Builder:
         btext = f"{b.name}.astype({a.name}.dtype)" if b is not None and self.draw(st.booleans()) else \
             f"np.full({a.shape!r}, {self.draw(st.sampled_from([0, 1, -1, 2, 3, -7, 31]))}, dtype={a.name}.dtype)"
         how = self.draw(st.sampled_from(["div", "rem", "max", "min", "add", "sub", "mul", "sign", "abs", "neg",
-                                         "clamp", "integer_pow", "shift_left", "shift_right_arithmetic"]))
-        if how in ("sign", "abs", "neg"):
+                                         "clamp", "integer_pow", "shift_left", "shift_right_arithmetic",
+                                         "shift_right_logical", "bitwise_and", "bitwise_or", "bitwise_xor",
+                                         "bitwise_not", "population_count", "clz", "cummax", "reduce"]))
+        if how in ("sign", "abs", "neg", "bitwise_not", "population_count", "clz"):
             text = f"lax.{how}({a.name})"
+        elif how == "cummax":
+            if not a.shape:
+                return False
+            text = f"lax.cummax({a.name}, axis={self.draw(st.integers(0, len(a.shape) - 1))})"
+        elif how == "reduce":   # (over every axis: an int scalar)
+            fn = self.draw(st.sampled_from(["reduce_max", "reduce_min", "reduce_sum", "reduce_and", "reduce_or"]))
+            if fn in ("reduce_and", "reduce_or"):
+                text = f"lax.convert_element_type(lax.{fn}({a.name} > 0, tuple(range({len(a.shape)}))), np.int64)"
+            else:
+                text = f"lax.{fn}({a.name}, tuple(range({len(a.shape)})))"
+            self.add(text, (), "int64", "sum", math.prod(a.shape))
+            return True
         elif how == "clamp":
             text = f"lax.clamp(np.asarray(-3, {a.name}.dtype), {a.name}, np.asarray(5, {a.name}.dtype))"
         elif how == "integer_pow":
@@ -658,7 +684,7 @@ class Builder:
         text = f"if {cond}:\n    {name} = {y.name} * 2.0\nelse:\n    {name} = -{y.name}"
         self.p.lines.append((text, text, "exact", 1))
         self.p.branches.append(cond)
-        self.p.features.update(("branch", "compare_grad"))   # (its condition: a comparison)
+        self.p.features.add("branch")
         self.values.append(Value(name, y.shape, y.dtype))
         return True
 
@@ -687,6 +713,31 @@ def programs(draw, max_ops=4):
 
 # -- running one program both ways -------------------------------------------------------
 
+@jax.custom_jvp
+def _hypot_scaled_f(a, b):
+    return jjnp.hypot(a, b)
+
+
+@_hypot_scaled_f.defjvp
+def _hypot_scaled_jvp(primals, tangents):
+    """x / hypot(x, y) on x and y scaled by the larger magnitude (ORACLE["hypot_scaled"])."""
+    (a, b), (ta, tb) = primals, tangents
+    m = jjnp.maximum(jjnp.abs(a), jjnp.abs(b))
+    zero = m == 0
+    m = jjnp.where(zero, 1.0, m)
+    xs, ys = (jjnp.where(jjnp.isinf(v), jjnp.sign(v), v / m) for v in (a, b))
+    r = jjnp.hypot(xs, ys)
+    return jjnp.hypot(a, b), jjnp.where(zero, 0.5, xs / r) * ta + jjnp.where(zero, 0.5, ys / r) * tb
+
+
+def hypot_scaled(a, b):
+    dtype = jjnp.hypot(a, b).dtype
+    return _hypot_scaled_f(jjnp.asarray(a, dtype), jjnp.asarray(b, dtype))
+
+
+JAX_ENV = {"np": jjnp, "lax": jax.lax, "onp": onp, "hypot_scaled": hypot_scaled}
+
+
 class Side:
     def __init__(self, name):
         self.name = name
@@ -697,7 +748,7 @@ class Side:
             self.np, self.lax, self.jit, self.grad, self.vmap = jjnp, jax.lax, jax.jit, jax.grad, jax.vmap
 
     def function(self, program, decisions=None):
-        env = {"np": self.np, "lax": self.lax, "onp": onp}
+        env = {"np": self.np, "lax": self.lax, "onp": onp} if self.name == "jitad" else dict(JAX_ENV)
         exec(program.source(self.name, decisions), env)
         return env["f"]
 
@@ -764,7 +815,7 @@ def run(side, program, transform, decisions=None):
 def magnitude(program):
     """The largest finite magnitude among the arguments and the values the program
     computes (JAX, eager, line by line): the scale of the absolute tolerance."""
-    env = {"np": jjnp, "lax": jax.lax, "onp": onp}
+    env = dict(JAX_ENV)
     env.update({f"x{k}": a for k, a in enumerate(_jax_args(program.args))})
     top = 1.0
     with onp.errstate(all="ignore"):
@@ -785,7 +836,7 @@ def magnitude(program):
 def decisions_of(program):
     """The truth of each Python branch's condition, run eagerly by JAX (up to a line that
     raises: the program's last)."""
-    env = {"np": jjnp, "lax": jax.lax, "onp": onp}
+    env = dict(JAX_ENV)
     env.update({f"x{k}": jjnp.asarray(a) for k, a in enumerate(_jax_args(program.args))})
     taken = []
     with onp.errstate(all="ignore"):
@@ -917,8 +968,8 @@ def _judge(program, t, mine, theirs, budget, scale, decisions):
                                                     f" where JAX returns {_describe(theirs)}")
     branch = program.branches_on_values()
     if branch and t in ("grad", "scan_grad"):
-        # ORACLE["grad_branch"]: StagingError today, or the gradient of the branch taken
-        if mine[0] == "error" and isinstance(mine[1], StagingError):
+        # ORACLE["grad_branch"]: the gradient of the branch taken (StagingError inside a scan)
+        if t == "scan_grad" and mine[0] == "error" and isinstance(mine[1], StagingError):
             return ""
         if decisions is None:   # grad called from Python follows the branch the values take
             decisions = decisions_of(program)

@@ -54,3 +54,31 @@ def test_logaddexp_gradients_as_jax_and_at_inf_as_documented():
         np.testing.assert_array_equal(m[inf], np.where(other[inf] == INF, np.where(this[inf] == INF, 0.5, 0.0),
                                                        (this[inf] == INF) * 1.0))
     check_grads(jnp.logaddexp, (np.array([-1.0, 0.0, 30.0]), np.array([2.0, 0.0, -700.0])), order=2)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_hypot_derivatives_are_exact_at_extreme_magnitudes(dtype):
+    # x / hypot(x, y) with hypot subnormal or overflowing is not x / r's true value; JAX's
+    # derivative is -inf at (1e-300, 1e-300) and NaN at (1e-300, 0)
+    tiny, huge = np.finfo(dtype).smallest_subnormal, np.finfo(dtype).max
+    x = np.array([tiny, 1e-30, 3e-30, tiny, huge, INF, -INF, 0.0, -3.0, 2.0], dtype)
+    y = np.array([tiny, 1e-30, 4e-30, 0.0, huge, 1.0, 2.0, 0.0, 4.0, NAN], dtype)
+    r = 1 / np.sqrt(2.0)
+    want_x = [r, r, 0.6, 1.0, r, 1.0, -1.0, 0.5, -0.6, NAN]
+    want_y = [r, r, 0.8, 0.0, r, 0.0, 0.0, 0.5, 0.8, NAN]
+    gx, gy = jitad.grad(lambda a, b: jnp.sum(jnp.hypot(a, b)), argnums=(0, 1))(x, y)
+    assert gx.dtype == dtype
+    np.testing.assert_allclose(gx, want_x, rtol=4 * np.finfo(dtype).eps)
+    np.testing.assert_allclose(gy, want_y, rtol=4 * np.finfo(dtype).eps)
+    check_grads(jnp.hypot, (np.array([0.3, -2.0, 5.0]), np.array([1e-3, 4.0, -5.0])), order=2, modes=("rev", "fwd"))
+
+
+@pytest.mark.parametrize("how", ["min", "max", "multiply"])
+def test_at_updates_at_a_staged_index_leave_other_positions_whole(how):
+    # a position no update hits was combined with the reduction's identity (min(inf, inf): a
+    # tie, half the gradient)
+    x, i = np.array([INF, 1.0, -INF, 2.0]), np.array([1, 3])
+    mine = jitad.grad(lambda x, i: jnp.sum(getattr(jnp.asarray(x).at[i], how)(1.5)))(x, i)
+    theirs = jax.grad(lambda x, i: jjnp.sum(getattr(jjnp.asarray(x).at[i], how)(1.5, mode="clip")))(x, i)
+    np.testing.assert_array_equal(mine, theirs)
+    np.testing.assert_array_equal(mine[[0, 2]], [1.0, 1.0])

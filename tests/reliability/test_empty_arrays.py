@@ -41,3 +41,18 @@ def test_an_empty_batch_of_products_with_a_shared_matrix():
     assert mine.shape == theirs.shape == (0, 3, 1) and mine.dtype == theirs.dtype
     out = jitad.jit(jitad.vmap(lambda a, b: a @ b, in_axes=(0, None)))(np.ones((0, 2, 3)), np.ones((3, 4)))
     assert out.shape == (0, 2, 4)
+
+
+def test_products_with_an_empty_axis_beside_a_batch_as_numpy():
+    # a batched matmul against one matrix reshaped with -1, which an empty array leaves ambiguous
+    pairs = [((0, 2), (0, 2, 1)), ((2, 3, 0), (0, 5)), ((0, 2), (4, 2, 1)), ((0, 2), (1, 2, 3)), ((2, 0, 3), (3, 2))]
+    for sa, sb in pairs:
+        a, b = np.arange(1.0, 1 + np.prod(sa)).reshape(sa), np.arange(1.0, 1 + np.prod(sb)).reshape(sb)
+        want = a @ b
+        for got in (jnp.matmul(a, b), jitad.jit(lambda a, b: a @ b)(a, b)):
+            assert got.shape == want.shape and got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want)
+        ga, gb = jitad.grad(lambda a, b: jnp.sum(a @ b), argnums=(0, 1))(a, b)
+        want_a, want_b = jax.grad(lambda a, b: jjnp.sum(a @ b), argnums=(0, 1))(a, b)
+        np.testing.assert_array_equal(ga, want_a)
+        np.testing.assert_array_equal(gb, want_b)

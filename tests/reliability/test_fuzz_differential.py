@@ -78,13 +78,16 @@ def test_reproducers_of_transformations_run(transform):
 
 def test_python_branches_end_to_end():
     # eagerly both take the branch; under jit and vmap jitad raises StagingError; under grad
-    # StagingError (today) or the gradient of the branch taken
+    # the gradient of the branch taken, as JAX's (StagingError there is a finding)
     p = program(["np.sin(x0)"], onp.array([0.5, 2.0]))
     p.lines.append(("if float(np.sum(v0)) > 0:\n    v1 = v0 * 2.0\nelse:\n    v1 = -v0",) * 2 + ("exact", 1))
     p.result = "v1"
     assert fuzz.check(p, ("plain", "jit", "vmap", "grad")) == []
     assert fuzz.decisions_of(p) == [True]
     assert "if True:" in p.source("jax", [True])
+    raised = ("error", fuzz.StagingError("no"))
+    assert fuzz._judge(p, "grad", raised, ("ok", onp.ones(2)), 4, 1.0, [True]) != ""
+    assert fuzz._judge(p, "scan_grad", raised, ("ok", onp.ones(2)), 4, 1.0, [True]) == ""
 
 
 def test_subnormal_arguments_are_judged_again_flushed():
@@ -100,12 +103,15 @@ def test_the_widened_generators_write_runnable_programs():
     p = program(["np.asarray(x0).at[onp.array([0, 5], dtype='int64')].get(mode='fill', fill_value=2.0)",
                  "np.asarray(x0).at[onp.array([-4], dtype='int64')].add(1.0, mode='clip')",
                  "np.sum(x0, axis=None, where=onp.array([True, False, True]), initial=1.0, dtype=np.float32)",
-                 "lax.rem(x1, np.full((3,), 0, dtype=x1.dtype))"], onp.array([1.0, 2.0, 3.0]), onp.array([7, -7, 2]))
-    p.lines.append(("v4 = np.asarray(x0).at[x1].max(2.0)", "v4 = np.asarray(x0).at[np.where(x1 < 0, x1 + 3, x1)]"
+                 "lax.rem(x1, np.full((3,), 0, dtype=x1.dtype))", "lax.clz(lax.shift_right_logical(x1, x1))",
+                 "np.max(x0, axis=0, where=x0 > 1.0, initial=-1.0)", "lax.cummax(lax.population_count(x1), axis=0)",
+                 "lax.reduce_max(lax.bitwise_xor(x1, v3), (0,))"],
+                onp.array([1.0, 2.0, 3.0]), onp.array([7, -7, 2]))
+    p.lines.append(("v8 = np.asarray(x0).at[x1].max(2.0)", "v8 = np.asarray(x0).at[np.where(x1 < 0, x1 + 3, x1)]"
                     ".max(2.0, mode='clip')", "sum", 3))
     p.features.add("staged_index")
     assert not fuzz.applies(p, "plain")
-    for result in ("v0", "v1", "v2", "v3", "v4"):
+    for result in ("v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8"):
         p.result = result
         assert fuzz.check(p, ("jit", "vmap")) == [], result
 
@@ -117,3 +123,23 @@ def test_branch_decisions_stop_at_the_line_that_raises():
     p.branches.append("float(np.sum(x0)) > 0")
     assert fuzz.decisions_of(p) == [True]
     assert fuzz.check(p, ("grad",)) == []
+
+
+def test_hypots_derivative_is_judged_scaled():
+    # (JAX's own is -inf at (1e-300, 1e-300), NaN at (1e-300, 0) and at (inf, 1))
+    p = program(["np.hypot(x0, 0.0)", "np.hypot(x0, x0)"], onp.array([1e-300, onp.inf, 0.0, -2.0]), result="v1")
+    p.lines = [(text, text.replace("np.hypot", "hypot_scaled"), kind, n) for text, _, kind, n in p.lines]
+    assert fuzz.check(p, ("grad",)) == []
+    p.result = "v0"
+    assert fuzz.check(p, ("grad",)) == []
+    assert fuzz.check(program(["np.hypot(x0, 0.0)"], onp.array([1e-300])), ("grad",)) != []   # JAX's NaN
+
+
+def test_bool_arithmetic_without_updates_is_left_out():
+    # JAX skips its bool check where no update is made (an empty array or index); jitad refuses
+    # `.at[].add`/`.multiply` into bools always
+    x = fuzz.Value("x0", (3,), "bool")
+    assert fuzz._bool_arith_on_empty(x, "multiply", 0) and fuzz._bool_arith_on_empty(fuzz.Value("x0", (0,), "bool"), "add")
+    assert not fuzz._bool_arith_on_empty(x, "multiply", 2) and not fuzz._bool_arith_on_empty(x, "max", 0)
+    p = program(["np.asarray(x0).at[onp.array([], dtype='int64')].multiply(True)"], onp.array([True, False]))
+    assert isinstance(fuzz.run("jitad", p, "jit")[1], fuzz.JitadError) and fuzz.run("jax", p, "jit")[0] == "ok"
