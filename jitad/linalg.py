@@ -25,12 +25,8 @@ has no effect inside staged code, where values are only known when the compiled 
 Derivatives (reverse and forward, written with these primitives so they differentiate
 again): `solve`/`inv` by the adjoint solve, `det` through `slogdet`, `cholesky` by Murray
 (2016), `solve_triangular` by triangular solves, `eigh`/`svd`/`qr` by the perturbation
-formulas JAX uses. As in JAX, `cholesky` differentiates as a function of the symmetric
-part of its input ((A + A^T) / 2: the gradient is symmetric); `eigh`, whose values are
-NumPy's (read from one triangle), differentiates as a function of that triangle, as
-autograd does (the gradient is zero on the other one; on a symmetric input it is the same
-derivative as JAX's symmetric gradient, each entry off the diagonal holding the pair's sum),
-and the `eigh`
+formulas JAX uses. As in JAX, `cholesky` and `eigh` differentiate as functions of the
+symmetric part of their input ((A + A^T) / 2: the gradient is symmetric), and the `eigh`
 and `svd` derivatives are infinite/NaN at repeated eigenvalues (singular values), where
 eigenvectors are not unique; `qr` differentiates for m >= n, `svd` with
 `full_matrices=False` or square inputs.

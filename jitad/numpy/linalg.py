@@ -59,9 +59,16 @@ def grad_eig(ans, x):
 
 def grad_eigh(ans, x, UPLO="L"):
     """autograd's VJP maker of `eigh`: `grad_eigh((w, v), x)((gw, gv))` is the cotangent of
-    `x`, on the triangle `UPLO` names (the one `eigh` reads), as jitad's own gradient is."""
+    `x` in autograd's convention (the triangle `UPLO` names only, each entry off the
+    diagonal counted for its symmetric pair; jitad's own gradient is the symmetric matrix)."""
     from ..api import vjp
-    return lambda g: vjp(lambda a: _la.eigh(a, UPLO), x)[1](tuple(g))[0]
+    jnp = _common.jnp()
+    tri = jnp.tril if UPLO == "L" else jnp.triu
+
+    def vjp_fn(g):
+        sym = vjp(lambda a: _la.eigh(a, UPLO), x)[1](tuple(g))[0]
+        return tri(sym) + tri(sym, -1 if UPLO == "L" else 1)
+    return vjp_fn
 
 
 def grad_svd(usv_, a, full_matrices=True, compute_uv=True):

@@ -222,7 +222,7 @@ def vjp(g, *args, fn, **attrs):
     if fn == "cholesky":
         return (_cholesky_vjp(g, out),)
     if fn == "eigh":
-        return (_eigh_vjp(g, out, attrs["upper"]),)
+        return (_eigh_vjp(g, out),)
     if fn == "qr":
         return (_qr_vjp(g, a, out),)
     return (_svd_vjp(g, a, out, attrs["full"]),)
@@ -254,22 +254,11 @@ def _eig_gaps(w):
     return N.where(same, 0.0, 1.0 / N.where(same, 1.0, gap))
 
 
-def _from_triangle(t, upper):
-    """The symmetric matrix whose lower (`upper`: upper) triangle is `t`'s: what `eigh` reads."""
-    n = t.shape[-1]
-    return t * _tri_mask(n, t.dtype, not upper) + _swap(t * _tri_mask(n, t.dtype, not upper, -1))
-
-
-def _eigh_vjp(g, packed, upper):
-    """The cotangent of the triangle `eigh` reads (zero on the other one): the gradient M
-    of the symmetric matrix, each entry off the diagonal taking M_ij + M_ji, as it stands
-    for both. On a symmetric input it is the same derivative as JAX's (M + M^T) / 2."""
+def _eigh_vjp(g, packed):
     w, v = _eigh_parts(packed)
     gw, gv = _eigh_parts(g)
     inner = _diagm(gw) + _eig_gaps(w) * _mm(_swap(v), gv)
-    m = _mm(_mm(v, inner), _swap(v))
-    n = m.shape[-1]
-    return (m + _swap(m)) * _tri_mask(n, m.dtype, not upper, -1) + m * _eye(n, m.dtype)
+    return _sym(_mm(_mm(v, inner), _swap(v)))
 
 
 def _qr_vjp(g, a, out):
@@ -347,7 +336,7 @@ def _cholesky_jvp(primals, tangents, out, attrs):   # dL = L Φ(L^-1 sym(da) L^-
 
 def _eigh_jvp(primals, tangents, out, attrs):
     w, v = _eigh_parts(out)
-    inner = _mm(_mm(_swap(v), _from_triangle(tangents[0], attrs["upper"])), v)
+    inner = _mm(_mm(_swap(v), _sym(tangents[0])), v)
     dw, dv = _diag(inner), _mm(v, _eig_gaps(w) * inner)
     return N.concatenate([_row(dw), dv], axis=len(primals[0].shape) - 2)
 
