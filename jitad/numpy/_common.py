@@ -4,7 +4,7 @@ import functools
 
 import numpy as np
 
-from ..errors import ArgumentError
+from ..errors import ArgumentError, UnsupportedError
 from ..staging import is_staged
 
 
@@ -42,6 +42,18 @@ def wrap(x):
     if isinstance(x, np.generic) and x.dtype.kind in "biuf":
         return np.asarray(x).view(Array)
     return x
+
+
+def plain_only(fn, name, why, doc):
+    """`fn` (NumPy's or SciPy's) on plain arrays, named `name`; a staged argument raises
+    `UnsupportedError` saying `why`."""
+    def call(*args, **kwargs):
+        if any_staged(args, kwargs):
+            raise UnsupportedError(f"`{name}` of a staged value: {why}")
+        return wrap(fn(*args, **kwargs))
+    call.__name__ = call.__qualname__ = name.rsplit(".", 1)[-1]
+    call.__doc__ = doc
+    return call
 
 
 def no_out(who, out):

@@ -13,9 +13,8 @@ Array([3., 4., 0., 1., 2.])
 """
 import numpy as np
 
-from ..errors import UnsupportedError
 from ..staging import is_staged
-from ._common import any_staged, jnp, wrap
+from ._common import jnp, plain_only, wrap
 
 __all__ = ["fft", "ifft", "fft2", "ifft2", "fftn", "ifftn", "rfft", "irfft", "rfft2", "irfft2", "rfftn", "irfftn",
            "hfft", "ihfft", "fftshift", "ifftshift", "fftfreq", "rfftfreq"]
@@ -56,19 +55,13 @@ def rfftfreq(n, d=1.0, *, dtype=None, device=None):
 
 
 def _transform(name):
-    np_fn = getattr(np.fft, name)
-
-    def fn(*args, **kwargs):
-        if any_staged(args, kwargs):
-            raise UnsupportedError(
-                f"`jnp.fft.{name}` of a staged value: its values are complex, and staged code has no complex "
-                f"dtype. Call it on plain arrays (outside jit and grad), or write the transform you need as a "
-                f"product with the cosine and sine matrices (`jnp.cos`, `jnp.sin` of an outer product)")
-        return wrap(np_fn(*args, **kwargs))
-    fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = (f"NumPy's `fft.{name}` on plain arrays (complex results); a staged value raises "
-                  f"`UnsupportedError`: `jnp.fft.{name}(x)`.")
-    return fn
+    return plain_only(
+        getattr(np.fft, name), f"jnp.fft.{name}",
+        "its values are complex, and staged code has no complex dtype. Call it on plain arrays (outside jit "
+        "and grad), or write the transform you need as a product with the cosine and sine matrices "
+        "(`jnp.cos`, `jnp.sin` of an outer product)",
+        f"NumPy's `fft.{name}` on plain arrays (complex results); a staged value raises `UnsupportedError`: "
+        f"`jnp.fft.{name}(x)`.")
 
 
 fft = _transform("fft")

@@ -403,19 +403,12 @@ def grad_solve_banded(argnum, ans, l_and_u, a, b):
 def _scipy_only(name):
     """SciPy's `scipy.linalg.<name>`, on plain arrays; staged arguments raise UnsupportedError."""
     import scipy.linalg
-    from ..errors import UnsupportedError
-    from ..numpy._common import any_staged, wrap
-    fn = getattr(scipy.linalg, name)
-
-    def call(*args, **kwargs):
-        if any_staged(args, kwargs):
-            raise UnsupportedError(f"`scipy.linalg.{name}` of a staged value: jitad computes it with SciPy, on "
-                                   f"plain arrays only (outside jit and grad; its results may be complex)")
-        return wrap(fn(*args, **kwargs))
-    call.__name__ = call.__qualname__ = name
-    call.__doc__ = (f"SciPy's `scipy.linalg.{name}` on plain arrays: `jitad.scipy.linalg.{name}(...)`. "
-                    f"Staged arguments raise `UnsupportedError`.")
-    return call
+    from ..numpy._common import plain_only
+    return plain_only(getattr(scipy.linalg, name), f"scipy.linalg.{name}",
+                      "jitad computes it with SciPy, on plain arrays only (outside jit and grad; its results "
+                      "may be complex)",
+                      f"SciPy's `scipy.linalg.{name}` on plain arrays: `jitad.scipy.linalg.{name}(...)`. "
+                      f"Staged arguments raise `UnsupportedError`.")
 
 
 def _scipy_names():
