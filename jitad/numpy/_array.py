@@ -5,6 +5,7 @@ import numpy as _np
 
 from .. import cpu_device as _cpu_device, numeric as _N
 from ..config import config as _config
+from ..errors import ShapeError as _ShapeError
 from ..dtypes import narrowed as _narrowed, requested_dtype as _requested_dtype
 from ..lower import runtime as _runtime
 from ..staging import is_staged as _is_staged
@@ -98,6 +99,12 @@ class Array(_np.ndarray):
         """The array on `device` (the CPU): itself."""
         return self
 
+    def __matmul__(self, other):
+        return _product(_np.ndarray.__matmul__, self, other)
+
+    def __rmatmul__(self, other):
+        return _product(_np.ndarray.__rmatmul__, self, other, flip=True)
+
     # `x += y` makes a new array, as in JAX, so a reference kept elsewhere (a list of past
     # parameters) keeps its values; `x[i] = v` still writes in place, as NumPy and autograd
     __iadd__ = _np.ndarray.__add__
@@ -107,10 +114,23 @@ class Array(_np.ndarray):
     __ifloordiv__ = _np.ndarray.__floordiv__
     __imod__ = _np.ndarray.__mod__
     __ipow__ = _np.ndarray.__pow__
-    __imatmul__ = _np.ndarray.__matmul__
+    __imatmul__ = __matmul__
     __iand__ = _np.ndarray.__and__
     __ior__ = _np.ndarray.__or__
     __ixor__ = _np.ndarray.__xor__
+
+
+def _product(method, a, b, flip=False):
+    """NumPy's `a @ b`, with a mismatch of shapes as the `ShapeError` (also a `TypeError`, as
+    JAX raises) that `jnp.matmul` and staged code raise, not NumPy's bare `ValueError`."""
+    try:
+        return method(a, b)
+    except ValueError:
+        shapes = (_np.shape(b), _np.shape(a)) if flip else (_np.shape(a), _np.shape(b))
+        if _builtins.any(len(s) == 0 for s in shapes):
+            raise
+        raise _ShapeError(f"`matmul`: shapes {shapes[0]} and {shapes[1]} do not multiply: the last axis of "
+                          "the first must match the second's second-to-last (its only axis if 1-d)") from None
 
 
 _runtime.native_array_subclass(Array)   # compiled entries take it as an ndarray

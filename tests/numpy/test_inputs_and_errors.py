@@ -343,3 +343,17 @@ def test_plain_only_functions_behave_as_numpys(tmp_path):
     assert jnp.common_type(a) is np.float64 and not jnp.isfortran(a) and jnp.ufunc is np.ufunc
     assert jnp.frompyfunc(lambda s: s + 1, 1, 1)(np.arange(2)).tolist() == [1, 2]
     assert jnp.fromregex is np.fromregex and jnp.fromstring("1 2", sep=" ").tolist() == [1.0, 2.0]
+
+
+@pytest.mark.parametrize("a, b", [((2, 3), (2, 3)), ((3,), (4,))])
+def test_the_at_operator_on_mismatched_arrays_raises_shape_error_eager_and_staged(a, b):
+    # JAX raises TypeError; NumPy's `@` on a jitad array raised its bare ValueError
+    for left, right in [(jnp.ones(a), jnp.ones(b)), (np.ones(a), jnp.ones(b)), (jnp.ones(a), np.ones(b))]:
+        for run in (lambda f: f(), lambda f: jitad.jit(f)()):
+            with pytest.raises(ShapeError, match="do not multiply") as caught:
+                run(lambda: left @ right)
+            assert isinstance(caught.value, TypeError)
+    x = jnp.ones((2, 3))
+    with pytest.raises(ShapeError):
+        x @= jnp.ones((2, 3))
+    np.testing.assert_array_equal(np.ones((2, 3)) @ jnp.ones((3, 2)), np.full((2, 2), 3.0))
