@@ -15,8 +15,7 @@ rename undone), at the tolerances given; an item may also be an expression witho
 evaluated in the program's globals after it ran (`result.x`, `grad(sqrt)(2.0)`, `f(x,y)`; items
 are separated by the commas outside brackets); `steps` is how many optimisation steps the program
 takes as kept here (for per-step timings); `xfail`, where present, names a difference jitad
-has yet to close (the test then expects the program to fail, and fails when it passes);
-`hold` names why a program is not run for now (it outgrows the machine).
+has yet to close (the test then expects the program to fail, and fails when it passes).
 JAX runs each program at its default, 64-bit types off (whatever other tests set), unless the
 program sets them itself, and jitad at its own default (on); an optional `# x64: off` or
 `# x64: on` line runs both libraries so (a program that draws JAX's random numbers: 32-bit and
@@ -90,7 +89,7 @@ def programs():
 def read_header(path):
     header = {}
     for line in path.read_text().splitlines():
-        match = re.match(r"#\s*(source|licence|edits|compare|steps|x64|xfail|hold):\s*(.*)", line)
+        match = re.match(r"#\s*(source|licence|edits|compare|steps|x64|xfail):\s*(.*)", line)
         if match:
             header[match.group(1)] = match.group(2).strip()
         elif line.strip() and not line.startswith("#"):

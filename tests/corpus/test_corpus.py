@@ -10,8 +10,6 @@ PROGRAMS = harness.programs()
 @pytest.mark.parametrize("program", PROGRAMS, ids=[p.name for p in PROGRAMS])
 def test_renamed_program_agrees_with_its_original(program, request):
     pytest.importorskip(program.library)
-    if "hold" in program.header:   # a program that is not run now, and why (it would take the machine down)
-        pytest.skip(program.header["hold"])
     if "xfail" in program.header:
         request.applymarker(pytest.mark.xfail(reason=program.header["xfail"], strict=True))
     mine, _ = harness.run(program, "jitad")
