@@ -20,6 +20,7 @@ from .config import x64_enabled
 from .errors import ArgumentError
 from .pytree import flatten, unflatten
 from .staging import is_staged
+from .staging.values import numpy_dtype
 
 __all__ = ["ravel_pytree"]
 
@@ -64,7 +65,7 @@ class _Layout:
     def unravel_numpy(self, flat_vector):
         """The leaves, as views of the host vector where the dtype allows."""
         flat = np.asarray(flat_vector)
-        return [flat[o:o + n].reshape(shape).astype(N.NUMPY_OF[dt], copy=False)[()]
+        return [flat[o:o + n].reshape(shape).astype(numpy_dtype(dt), copy=False)[()]
                 for o, n, shape, dt in zip(self.offsets, self.sizes, self.shapes, self.dtypes)]
 
     def unravel_staged(self, flat_vector):
@@ -97,7 +98,7 @@ def ravel_pytree(tree):
         flat = N.concatenate(parts) if len(parts) > 1 else parts[0]
     else:
         layout = _eager_layout(leaves, treedef)
-        flat = np.concatenate([np.ravel(x) for x in leaves], dtype=N.NUMPY_OF[layout.dtype], casting="unsafe") \
+        flat = np.concatenate([np.ravel(x) for x in leaves], dtype=numpy_dtype(layout.dtype), casting="unsafe") \
             if leaves else np.zeros(0)
 
     def unravel(flat_vector):

@@ -468,6 +468,13 @@ _ALL_POSITIONS = {"where", "add", "subtract", "multiply", "divide", "true_divide
                   "average", "take_along_axis", "take", "clip"}
 
 
+# functions whose Python results are answers about their inputs, as in JAX (not 0-d arrays)
+_PYTHON_RESULTS = {"ndim", "size", "shape", "isscalar", "iterable", "isrealobj", "iscomplexobj", "isfortran",
+                   "may_share_memory", "shares_memory", "result_type", "issubdtype", "isdtype", "can_cast",
+                   "broadcast_shapes", "promote_types"}
+_PYTHON_NUMBERS = (_builtins.float, _builtins.int, _builtins.bool)
+
+
 def _as_input(x):
     return array(x) if isinstance(x, (list, tuple)) else x
 
@@ -528,12 +535,17 @@ def _takes_plain_inputs(name, fn):
                 return tuple(_as_input(a) for a in args)
             return (_as_input(args[0]),) + args[1:] if args else args
 
+    scalars = name not in _PYTHON_RESULTS   # a Python number result becomes a 0-d `Array`, as JAX's
+
     @_functools.wraps(fn)
     def wrapper(*args, **kwargs):
         if _config._values["jax_enable_x64"]:
-            return _wrap_out(fn(*convert(args), **kwargs))
+            out = fn(*convert(args), **kwargs)
+            return _wrap_out(_np.asarray(out) if scalars and type(out) in _PYTHON_NUMBERS else out)
         args, kwargs = _requested(name, at, args, kwargs)   # int32 operands: int32 arithmetic's results
-        return _wrap_out(fn(*convert(args), **kwargs), not _int64_among(args, kwargs))
+        out = fn(*convert(args), **kwargs)
+        return _wrap_out(_np.asarray(out) if scalars and type(out) in _PYTHON_NUMBERS else out,
+                         not _int64_among(args, kwargs))
     wrapper.__wrapped_plain__ = True
     return wrapper
 

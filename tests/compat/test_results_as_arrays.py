@@ -81,3 +81,35 @@ def test_results_pass_into_jax_functions():
     np.testing.assert_allclose(jax.grad(lambda v: jnp.sum(v ** 2))(y), 4.0 * np.ones(3))
     np.testing.assert_allclose(jax.vmap(jnp.cos)(y), np.cos(2.0 * np.ones(3)))
     np.testing.assert_allclose(jax.device_put(y), y)
+
+
+def test_numpy_functions_on_python_numbers_give_arrays_where_jax_does():
+    """Every `jitad.numpy` function that JAX's also has, called on Python numbers: where
+    JAX returns an array, jitad returns an `Array` (not a Python number), of JAX's value."""
+    import warnings
+
+    import jitad.numpy as tnp
+    checked, wrong = 0, []
+    for name in sorted(n for n in dir(jnp) if not n.startswith("_") and hasattr(tnp, n)):
+        theirs_fn, ours_fn = getattr(jnp, name), getattr(tnp, name)
+        if isinstance(theirs_fn, type) or not callable(theirs_fn) or not callable(ours_fn):
+            continue
+        for args in [(0.5,), (0.5, 0.25), (True,), (3,)]:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                try:
+                    theirs = theirs_fn(*args)
+                except Exception:   # JAX refuses these arguments: try the next ones
+                    continue
+                if not isinstance(theirs, jax.Array):
+                    break
+                try:
+                    ours = ours_fn(*args)
+                except Exception:   # a refusal (a bool as a shape, a float as a width) is not this test's
+                    break
+            if not isinstance(ours, jitad.Array) or ours.shape != theirs.shape or \
+                    not np.allclose(ours, theirs, rtol=1e-12, equal_nan=True):
+                wrong.append((name, args, repr(ours), repr(theirs)))
+            checked += 1
+            break
+    assert not wrong and checked > 150, (checked, wrong)
