@@ -468,8 +468,9 @@ _ALL_POSITIONS = {"where", "add", "subtract", "multiply", "divide", "true_divide
                   "average", "take_along_axis", "take", "clip"}
 
 
-# functions whose Python results are answers about their inputs, as in JAX (not 0-d arrays)
-_PYTHON_RESULTS = {"ndim", "size", "shape", "isscalar", "iterable", "isrealobj", "iscomplexobj", "isfortran",
+# functions whose Python results are answers about their inputs, as in JAX (not 0-d arrays),
+# and `where` of three Python numbers, which gives a Python number as autograd's does
+_PYTHON_RESULTS = {"where", "ndim", "size", "shape", "isscalar", "iterable", "isrealobj", "iscomplexobj", "isfortran",
                    "may_share_memory", "shares_memory", "result_type", "issubdtype", "isdtype", "can_cast",
                    "broadcast_shapes", "promote_types"}
 _PYTHON_NUMBERS = (_builtins.float, _builtins.int, _builtins.bool)
