@@ -81,7 +81,7 @@ def _c_timer(jitad, name, f, args, argnums, tmp, calls):
     got = ex.call(*args, grad=True)
     want_value, want_grads = jitad.value_and_grad(f, argnums=argnums)(*args)
     for x, y in zip(got, [want_value] + jitad.tree_leaves(want_grads)):
-        np.testing.assert_allclose(np.ravel(x), np.ravel(y), rtol=1e-12)
+        np.testing.assert_allclose(np.ravel(x), np.ravel(y), rtol=1e-9, atol=1e-14)
 
     def run():
         out = subprocess.run([exe, data, str(calls)], capture_output=True, text=True, check=True).stdout.split()
