@@ -458,10 +458,28 @@ void {BLAS}{routine}(int32_t order, int32_t ta, int32_t tb, int64_t m, int64_t n
 
 
 # OpenBLAS's thread count per product, as in Python (`jitad.lower.runtime`): one thread below
-# BLAS_THREADED_WORK multiply-adds (OpenBLAS keeps those up to 2^18 on one itself), its own above
-_BLAS_THREADS = f"""extern void openblas_set_num_threads(int) __attribute__((weak));
+# BLAS_THREADED_WORK multiply-adds (OpenBLAS keeps those up to 2^18 on one itself) and while
+# the load average leaves no core idle (read again every quarter second), its own otherwise
+_BLAS_THREADS = f"""#include <time.h>
+#include <unistd.h>
+extern void openblas_set_num_threads(int) __attribute__((weak));
 extern int openblas_get_num_threads(void) __attribute__((weak));
 static int blas_own_threads = -1;   /* OpenBLAS's thread count when the first product ran; 0: not OpenBLAS */
+static int64_t blas_busy, blas_load_read_at;   /* whether no core is idle; when that was read (ms) */
+
+static int jitad_machine_busy(void) {{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+    int64_t ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+    if (ms - __atomic_load_n(&blas_load_read_at, __ATOMIC_RELAXED) > 250) {{
+        double load;
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        __atomic_store_n(&blas_load_read_at, ms, __ATOMIC_RELAXED);
+        __atomic_store_n(&blas_busy, getloadavg(&load, 1) == 1 && load >= cpus - {runtime.BLAS_BUSY_LOAD},
+                         __ATOMIC_RELAXED);
+    }}
+    return (int)__atomic_load_n(&blas_busy, __ATOMIC_RELAXED);
+}}
 
 /* Before a product of `work` multiply-adds: the thread count to restore after it, or 0. */
 static int jitad_blas_threads(int64_t work) {{
@@ -470,7 +488,8 @@ static int jitad_blas_threads(int64_t work) {{
         own = openblas_get_num_threads && openblas_set_num_threads ? openblas_get_num_threads() : 0;
         __atomic_store_n(&blas_own_threads, own, __ATOMIC_RELAXED);
     }}
-    if (own <= 1 || work <= {runtime.OPENBLAS_ONE_THREAD} || work >= {runtime.BLAS_THREADED_WORK}) return 0;
+    if (own <= 1 || work <= {runtime.OPENBLAS_ONE_THREAD}) return 0;
+    if (work >= {runtime.BLAS_THREADED_WORK} && !jitad_machine_busy()) return 0;
     openblas_set_num_threads(1);
     return own;
 }}"""
