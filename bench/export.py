@@ -12,13 +12,17 @@ by side on one machine:
   numba, the MLP's in NumPy (its products on NumPy's OpenBLAS).
 
 Every comparator's gradient is checked against jitad's before timing. Rounds alternate
-the comparators (5 rounds; 1 with --quick).
+the comparators (5 rounds; 1 with --quick); each gives the fastest of its repeats (wall
+clock) and the CPU time of all of them per call (the C program's process, startup
+included, or this one): on a shared machine, the CPU time is the steadier figure.
 """
 import argparse
 import os
+import resource
 import subprocess
 import sys
 import tempfile
+import time
 import timeit
 
 import numpy as np
@@ -110,13 +114,20 @@ def _c_timer(jitad, name, f, args, argnums, tmp, calls):
         np.testing.assert_allclose(np.ravel(x), np.ravel(y), rtol=1e-9, atol=1e-14)
 
     def run():
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         out = subprocess.run([exe, data, str(calls)], capture_output=True, text=True, check=True).stdout.split()
-        return min(float(t) for t in out)   # as Python's: the fastest round (the least disturbed)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) / (len(out) * calls) * 1e9
+        return min(float(t) for t in out), cpu   # as Python's: the fastest round (the least disturbed)
     return run
 
 
 def _py_timer(fn, number):
-    return lambda: min(timeit.repeat(fn, number=number, repeat=5)) / number * 1e9
+    def run():
+        cpu = time.process_time()
+        wall = min(timeit.repeat(fn, number=number, repeat=5)) / number * 1e9
+        return wall, (time.process_time() - cpu) / (5 * number) * 1e9
+    return run
 
 
 def main(argv=None):
@@ -146,15 +157,15 @@ def main(argv=None):
             for _ in range(rounds):
                 for k, t in timers.items():
                     samples[k].append(t())
-            rows.append((name, {k: float(np.median(s)) for k, s in samples.items()},
-                         {k: (min(s), max(s)) for k, s in samples.items()}))
-    lines = ["| case | C (exported) ns | jitad from Python ns | by hand ns | C / Python | C / by hand |",
-             "|---|---|---|---|---|---|"]
+            rows.append((name, {k: np.median(np.array(s), axis=0) for k, s in samples.items()},
+                         {k: (min(w for w, _ in s), max(w for w, _ in s)) for k, s in samples.items()}))
+    lines = ["| case | C (exported) ns | jitad from Python ns | by hand ns | C / Python | C / by hand "
+             "| CPU ns: C, Python | C / Python (CPU) |", "|---|---|---|---|---|---|---|---|"]
     span = lambda s: f"({s[0]:,.0f}-{s[1]:,.0f})"
     for name, med, spread in rows:
-        c, p, n = med["C (exported)"], med["jitad from Python"], med["by hand"]
+        (c, c_cpu), (p, p_cpu), (n, _) = med["C (exported)"], med["jitad from Python"], med["by hand"]
         lines.append(f"| {name} | {c:,.0f} {span(spread['C (exported)'])} | {p:,.0f} {span(spread['jitad from Python'])} "
-                     f"| {n:,.0f} | {c / p:.2f} | {c / n:.2f} |")
+                     f"| {n:,.0f} | {c / p:.2f} | {c / n:.2f} | {c_cpu:,.0f}, {p_cpu:,.0f} | {c_cpu / p_cpu:.2f} |")
     print("\n".join(lines))
     return 0
 
