@@ -4,9 +4,9 @@ Each of the eval's inputs (GradBench's generator for kmeans, seed 31337, k in 10
 n in 1000, 10000 (`--max-n`), d in 8, 16; ht: the big model's hand files given by `--hands`)
 is timed, per function, side by side:
 
-- jitad: this package's GradBench tool (`tool.respond`, in this process): its `evaluate`
-  timing of one run after the compiling call, and the CPU time of the whole respond
-  (the JSON input's preparation and the output's conversion included);
+- jitad: this package's GradBench tool's compiled function on the tool's prepared
+  arguments, in this process, timed as the tool's `evaluate` times it (the call alone):
+  wall and CPU time;
 - JAX (kmeans): GradBench's JAX definition (`with_jax`: the same cost and the same
   `jvp` of `grad`), jitted, one thread, in this process (wall and CPU time);
 - manual: GradBench's hand-written C++ tool (`make gradbench-native` builds it in
@@ -62,12 +62,18 @@ def ht_inputs(hands):
                      "points": [[float(v) for v in r[1:4]] for r in points]}}
 
 
-def _jitad(message):
-    cpu = time.process_time()
-    reply = tool.respond(message)
-    if not reply.get("success"):
-        raise RuntimeError(reply.get("error"))
-    return reply["timings"][1]["nanoseconds"] / 1e6, (time.process_time() - cpu) * 1e3, reply["output"]
+def _jitad_runner(module, function, inp):
+    """The tool's compiled function on the tool's prepared arguments, timed as the tool's
+    `evaluate` times it (the call alone), with its CPU time."""
+    fn, args = tool._functions(module)[function], inputs.prepare(module, inp)
+    fn(*args)   # compiles
+
+    def run():
+        cpu, wall = time.process_time(), time.perf_counter()
+        result = fn(*args)
+        ms, cpu_ms = (time.perf_counter() - wall) * 1e3, (time.process_time() - cpu) * 1e3
+        return ms, cpu_ms, tool.output(module, function, result, args)
+    return run
 
 
 def _manual(module, function, path):
@@ -98,15 +104,12 @@ def measure(module, label, inp, repeats):
     """Rows (label, function, {tool: [(ms, cpu ms or None)]}) for one input."""
     rows = []
     for function in FUNCTIONS[module]:
-        message = {"id": 0, "kind": "evaluate", "module": module, "function": function,
-                   "input": inp | {"min_runs": 1, "min_seconds": 0}}
-        tool.respond(message)   # compiles
-        runners = {"jitad": lambda: _jitad(message)}
+        runners = {"jitad": _jitad_runner(module, function, inp)}
         jax_run = _jax_runner(module, function, inp)
         if jax_run:
             runners["jax"] = jax_run
         with tempfile.NamedTemporaryFile("w", suffix=".json") as tmp:
-            json.dump(message["input"], tmp)
+            json.dump(inp | {"min_runs": 1, "min_seconds": 0}, tmp)
             tmp.flush()
             if os.path.exists(os.path.join(GRADBENCH, "tools", "manual", "bin", module)):
                 runners["manual"] = lambda: _manual(module, function, tmp.name)
