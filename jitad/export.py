@@ -20,7 +20,6 @@ libc and libm, that BLAS when a product calls it, and the system's LAPACK when t
 does linear algebra (`jitad.linalg`); the header names them.
 """
 import functools
-import glob
 import os
 import pathlib
 import re
@@ -164,7 +163,7 @@ def export(f, *example_args, path, name, grad=False, argnums=0):
     if grad:
         vg = value_and_grad(f, argnums=argnums)
         programs.append((name + "_grad", _trace(vg, example_args, in_td, types)))
-    blas = _system_blas()
+    blas = _system_blas(cc)
     with tempfile.TemporaryDirectory() as tmp:
         objects, entries, lapack, gemms = [], [], {}, set()
         for symbol, program in programs:
@@ -267,31 +266,23 @@ def _refuse_callbacks(program, symbol):
         visit(graph)
 
 
-def _system_blas():
-    """The name (for `-l`) of the first BLAS of `BLAS_LIBRARIES` the linker finds
-    (its `lib<name>.so`), or None."""
-    return next((name for name in BLAS_LIBRARIES if _linkable(name)), None)
-
-
-def _linkable(name):
-    """Whether `lib<name>.so` lies in a directory the linker searches."""
-    for line in _ldconfig():
-        if line.split(" ", 1)[0] == f"lib{name}.so":
-            return True
-    dirs = os.environ.get("LIBRARY_PATH", "").split(os.pathsep) + ["/usr/local/lib", "/usr/lib64", "/usr/lib"]
-    return any(os.path.exists(os.path.join(d, f"lib{name}.so")) for d in dirs + glob.glob("/usr/lib/*-linux-gnu") if d)
-
-
 @functools.lru_cache(maxsize=None)
-def _ldconfig():
-    """The linker cache's entries (`ldconfig -p`), stripped; none without ldconfig."""
-    for tool in ("ldconfig", "/sbin/ldconfig"):
-        try:
-            listing = subprocess.run([tool, "-p"], capture_output=True, text=True, timeout=10).stdout
-        except (OSError, subprocess.SubprocessError):
-            continue
-        return tuple(line.strip() for line in listing.splitlines()[1:])
-    return ()
+def _system_blas(cc=None):
+    """The name (for `-l`) of the first BLAS of `BLAS_LIBRARIES` that the C compiler `cc`
+    links and that defines `dgemm_` (a probe link, once a process), or None."""
+    cc = cc or shutil.which(os.environ.get("CC", "cc"))
+    if cc is None:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        probe = os.path.join(tmp, "probe.c")
+        with open(probe, "w") as fh:
+            fh.write("extern void dgemm_(void);\nvoid jitad_probe(void) { dgemm_(); }\n")
+        for name in BLAS_LIBRARIES:
+            done = subprocess.run([cc, "-shared", "-fPIC", "-o", os.path.join(tmp, "probe.so"), probe, f"-l{name}",
+                                   "-Wl,--no-undefined"], capture_output=True)
+            if done.returncode == 0:
+                return name
+    return None
 
 
 def _lower(program, symbol, blas):

@@ -246,7 +246,9 @@ def test_products_call_the_system_blas(tmp_path, dtype):
 
 
 def test_without_a_blas_products_run_jitads_own_kernels(tmp_path, monkeypatch):
-    monkeypatch.setattr(export_module, "_system_blas", lambda: None)
+    monkeypatch.setattr(export_module, "BLAS_LIBRARIES", ("jitad_no_such_blas", "m"))
+    assert export_module._system_blas.__wrapped__() is None   # one not found, one (libm) without dgemm_
+    monkeypatch.setattr(export_module, "_system_blas", lambda cc=None: None)
     (f, args, _) = PROGRAMS["mlp"]
     with pytest.warns(jitad.JitadWarning, match="no BLAS library found"):
         ex = jitad.export(f, *args, path=str(tmp_path), name="own_mlp", grad=True)
