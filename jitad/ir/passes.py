@@ -60,6 +60,8 @@ PIPELINE = [   # (name, pass(program), purpose)
      "a cheap fused result read only by later fused loops is recomputed there, not stored"),
     ("small_products", _nested(small_products),
      "a matrix product over a short contraction that one fused loop reads is computed in that loop (LLVM only)"),
+    ("merge_slot_loops", _nested(peephole.merge_slot_loops),
+     "a fused loop writing a tensor slot and the next loop of its shape reading it run as one loop"),
     ("localize_slots", _nested(peephole.localize_slots),
      "a tensor slot only one fused loop uses becomes a register in it"),
     ("first_adds_store", _nested(peephole.first_adds_store),

@@ -212,6 +212,65 @@ def accumulate_products(nodes, outputs):
     return [n for n in out if n is not None]
 
 
+_PER_ELEMENT = {Op.BROADCAST, Op.CONST, Op.SLOT, Op.SLOT_GET, Op.SLOT_ADD, Op.SLOT_SET}
+
+
+def _per_element(node):
+    """Whether a fused loop's body does nothing across elements (no row reduction, no
+    product, no index map): each element's work reads and writes that element alone."""
+    return all(n.op.elementwise or n.op in _PER_ELEMENT for n in node.bodies[0].nodes)
+
+
+def merge_slot_loops(nodes, outputs):
+    """A fused loop that writes a tensor slot, and the next fused loop of its shape that
+    reads it (only arena releases between them: a cotangent stored by one loop and split
+    by the next), become one loop, element by element in the same order: the slot is then
+    one loop's (`localize_slots` makes it a register), not a buffer written and read
+    again. Every slot both loops touch has the loop's shape; neither body works across
+    elements; a loop moved above a release makes no value."""
+    made = {v: k for k, n in enumerate(nodes) for v in n.outputs}
+    nodes, drop = list(nodes), set()
+    for k, first in enumerate(nodes):
+        if first.op != Op.FUSED or k in drop or not _per_element(first):
+            continue
+        j = k + 1
+        while j < len(nodes) and nodes[j].op == Op.ARENA_RELEASE:
+            j += 1
+        if j == len(nodes) or j in drop:
+            continue
+        second = nodes[j]
+        if second.op != Op.FUSED or second.attrs["shape"] != first.attrs["shape"] or not _per_element(second) \
+                or (j > k + 1 and second.outputs) or any(made.get(v, -1) > k for v in second.inputs):
+            continue
+        shared = [v for v in first.inputs if isinstance(v.type, RefType) and v in second.inputs]
+        if not shared or any(tuple(v.type.value_type.shape) != tuple(first.attrs["shape"]) for v in shared):
+            continue
+        nodes[k] = _merged(first, second)
+        for v in second.outputs:
+            made[v] = k
+        drop.add(j)
+    return [n for k, n in enumerate(nodes) if k not in drop]
+
+
+def _merged(first, second):
+    """One fused loop running `first`'s body then `second`'s at each element."""
+    (a,), (b,) = first.bodies, second.bodies
+    rename = dict(zip(first.outputs, a.outputs))   # (second may read first's results)
+    params, inputs = list(a.params), list(first.inputs)
+    for v, p in zip(second.inputs, b.params):
+        if v in rename:
+            rename[p] = rename[v]
+        elif v in inputs:
+            rename[p] = params[inputs.index(v)]
+        else:
+            inputs.append(v)
+            params.append(p)
+    body_nodes = a.nodes + [Node(n.op, tuple(rename.get(v, v) for v in n.inputs), n.outputs, n.attrs, n.bodies)
+                            for n in b.nodes]
+    body = Graph(params=params, nodes=body_nodes, outputs=a.outputs + [rename.get(v, v) for v in b.outputs])
+    return Node(Op.FUSED, tuple(inputs), first.outputs + second.outputs, first.attrs, (body,))
+
+
 def localize_slots(nodes, outputs):
     """A tensor slot used by a single fused loop and nowhere else becomes a per-element
     scalar slot inside it (a register): no buffer, no zero fill, no memory traffic."""

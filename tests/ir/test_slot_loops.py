@@ -1,0 +1,100 @@
+"""A fused loop storing a tensor slot and the next loop of its shape reading it run as one
+loop (`merge_slot_loops` in jitad.ir.passes): the slot becomes a register, the results
+stay those of the two loops; slots of another shape (row totals), loops working across
+elements and values made above a release keep the loops apart."""
+import numpy as np
+import pytest
+
+import jitad
+from jitad.ir import passes, peephole
+from jitad.ir.graph import Graph, Node, Var
+from jitad.ir.ops import Op
+from jitad.ir.types import RefType, Type
+
+jax = pytest.importorskip("jax", reason="JAX is the reference for derivatives (the test extra installs it)")
+jax.config.update("jax_enable_x64", True)
+jnp = jax.numpy
+
+N, K = 12, 5
+SHAPE = (N, K)
+
+
+def _newton_direction(m):
+    """k-means' direction: the gradient of Σ_i min_j |p_i − c_j|² and its Hessian's diagonal
+    (forward over reverse): the cotangent of the distances is stored by one loop and split
+    by the next."""
+    def cost(p, c):
+        d2 = m.sum(p * p, axis=1, keepdims=True) + m.sum(c * c, axis=1)[None, :] - 2.0 * p @ c.T
+        return m.sum(m.min(d2, axis=1))
+
+    def direction(p, c):
+        grad = (jitad if m is jitad else jax).grad(cost, argnums=1)
+        j, h = (jitad if m is jitad else jax).jvp(lambda c: grad(p, c), (c,), (m.ones_like(c),))
+        return j / h
+    return direction
+
+
+def test_the_cotangent_loops_run_as_one(monkeypatch):
+    rng = np.random.default_rng(0)
+    p = rng.random((N, 3))
+    c = p[-K:] + 0.01 * rng.random((K, 3))
+    merged = jitad.jit(_newton_direction(jitad))
+    got = merged(p, c)
+    np.testing.assert_allclose(got, _newton_direction(jnp)(p, c), rtol=1e-12)
+    monkeypatch.setattr(passes, "PIPELINE", [s for s in passes.PIPELINE if s[0] != "merge_slot_loops"])
+    apart = jitad.jit(_newton_direction(jitad))
+    np.testing.assert_array_equal(apart(p, c), got)
+    loops = lambda ir: sum(line.count(f"fused[shape=({N}, {K})]") for line in ir.splitlines())
+    slots = lambda ir: ir.count(f"ref<f64[{N},{K}]> = slot")
+    assert loops(merged.ir) == loops(apart.ir) - 1 and slots(merged.ir) == slots(apart.ir) - 1
+
+
+def _slot(shape):
+    return Node(Op.SLOT, (), (Var(RefType("f64", shape)),), {"type": Type("f64", shape), "uninit": True})
+
+
+def _loop(inputs, build, outputs=()):
+    """A fused loop over SHAPE: `build(params)` gives its body's nodes and outputs."""
+    params = [Var(v.type) for v in inputs]
+    body_nodes, body_outputs = build(params)
+    return Node(Op.FUSED, tuple(inputs), tuple(outputs), {"shape": SHAPE}, (Graph(params, body_nodes, body_outputs),))
+
+
+def _store(slot_shape):
+    """x (SHAPE) and two loops: the first adds x into a slot of `slot_shape`, the second reads
+    it into a value."""
+    x = Var(Type("f64", SHAPE))
+    slot = _slot(slot_shape)
+    ref = slot.outputs[0]
+    first = _loop([x, ref], lambda ps: ([Node(Op.SLOT_ADD, (ps[1], ps[0]), (), {"store": True})], []))
+    out = Var(Type("f64", SHAPE))
+
+    def read(ps):
+        got, twice = Var(Type("f64")), Var(Type("f64"))
+        return [Node(Op.SLOT_GET, (ps[0],), (got,)), Node(Op.ADD, (got, got), (twice,))], [twice]
+    second = _loop([ref], read, [out])
+    return x, slot, first, second, out
+
+
+def test_per_element_loops_merge_and_keep_their_order():
+    x, slot, first, second, out = _store(SHAPE)
+    nodes = peephole.merge_slot_loops([slot, first, second], [out])
+    assert [n.op for n in nodes] == [Op.SLOT, Op.FUSED]
+    (body,) = nodes[1].bodies
+    assert [n.op for n in body.nodes] == [Op.SLOT_ADD, Op.SLOT_GET, Op.ADD]   # the store, then its read
+    assert nodes[1].outputs == (out,) and set(nodes[1].inputs) == {x, slot.outputs[0]}
+
+
+def test_a_row_total_or_a_value_above_a_release_keeps_them_apart():
+    row = _store((N, 1))   # the first loop's row sums: complete only after its loop
+    assert len(peephole.merge_slot_loops(list(row[1:4]), [row[4]])) == 3
+    x, slot, first, second, out = _store(SHAPE)
+    mark = Node(Op.ARENA_MARK, (), (Var(Type("i64")),))
+    release = Node(Op.ARENA_RELEASE, (mark.outputs[0],), ())
+    nodes = [slot, mark, first, release, second]   # `out` would be made inside the scope and freed
+    assert len(peephole.merge_slot_loops(nodes, [out])) == 5
+    reduce_body = lambda ps: ([Node(Op.SLOT_GET, (ps[0],), (v := Var(Type("f64")),)),
+                               Node(Op.SUM, (v,), (t := Var(Type("f64")),), {"axes": (0, 1), "keepdims": False})], [t])
+    total = Var(Type("f64"))
+    across = _loop([slot.outputs[0]], reduce_body, [total])   # a loop working across elements
+    assert len(peephole.merge_slot_loops([slot, first, across], [total])) == 3
