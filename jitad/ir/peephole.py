@@ -243,13 +243,36 @@ def merge_slot_loops(nodes, outputs):
                 or (j > k + 1 and second.outputs) or any(made.get(v, -1) > k for v in second.inputs):
             continue
         shared = [v for v in first.inputs if isinstance(v.type, RefType) and v in second.inputs]
-        if not shared or any(tuple(v.type.value_type.shape) != tuple(first.attrs["shape"]) for v in shared):
+        if not shared or any(tuple(v.type.value_type.shape) != tuple(first.attrs["shape"]) for v in shared) \
+                or _reads_written_views(first, second, nodes, made):
             continue
         nodes[k] = _merged(first, second)
         for v in second.outputs:
             made[v] = k
         drop.add(j)
     return [n for k, n in enumerate(nodes) if k not in drop]
+
+
+_VIEWS = {Op.SLOT_GET, Op.RESHAPE, Op.TRANSPOSE, Op.BROADCAST}
+
+
+def _reads_written_views(first, second, nodes, made):
+    """Whether either loop reads, as a value, a view of a slot that one of them writes: its
+    elements may lie elsewhere in the slot, written at another element of the merged loop."""
+    written = set()
+    for loop in (first, second):
+        (body,) = loop.bodies
+        targets = {n.inputs[0] for n in body.nodes if n.op in (Op.SLOT_ADD, Op.SLOT_SET)}
+        written.update(v for v, p in zip(loop.inputs, body.params) if p in targets)
+    for v in first.inputs + second.inputs:
+        while not isinstance(v.type, RefType) and v in made and nodes[made[v]].op in _VIEWS:
+            producer = nodes[made[v]]
+            if producer.op == Op.SLOT_GET:
+                if producer.inputs[0] in written:
+                    return True
+                break
+            v = producer.inputs[0]
+    return False
 
 
 def _merged(first, second):

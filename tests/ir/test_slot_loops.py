@@ -1,7 +1,8 @@
 """A fused loop storing a tensor slot and the next loop of its shape reading it run as one
 loop (`merge_slot_loops` in jitad.ir.passes): the slot becomes a register, the results
 stay those of the two loops; slots of another shape (row totals), loops working across
-elements and values made above a release keep the loops apart."""
+elements, values made above a release and the slot read as a value (a view) keep the
+loops apart."""
 import numpy as np
 import pytest
 
@@ -98,3 +99,7 @@ def test_a_row_total_or_a_value_above_a_release_keeps_them_apart():
     total = Var(Type("f64"))
     across = _loop([slot.outputs[0]], reduce_body, [total])   # a loop working across elements
     assert len(peephole.merge_slot_loops([slot, first, across], [total])) == 3
+    view = Node(Op.SLOT_GET, (slot.outputs[0],), (Var(Type("f64", SHAPE)),))   # the slot's memory as a value
+    viewed = Node(Op.RESHAPE, view.outputs, (Var(Type("f64", SHAPE)),), {"shape": SHAPE})
+    reads = _loop([viewed.outputs[0], slot.outputs[0]], lambda ps: ([], []))
+    assert len(peephole.merge_slot_loops([slot, view, viewed, first, reads], [])) == 5
