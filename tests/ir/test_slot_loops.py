@@ -1,8 +1,9 @@
-"""A fused loop storing a tensor slot and the next loop of its shape reading it run as one
-loop (`merge_slot_loops` in jitad.ir.passes): the slot becomes a register, the results
-stay those of the two loops; slots of another shape (row totals), loops working across
-elements, values made above a release and the slot read as a value (a view) keep the
-loops apart."""
+"""Fused loops of one shape handing a tensor on run as one loop (`merge_slot_loops` in
+jitad.ir.passes): a loop storing a tensor slot and the next loop reading it (the slot
+becomes a register), and a loop whose result only a later loop reads (it runs there); the
+results stay those of the separate loops. Slots of another shape (row totals), loops
+working across elements, values made above a release, a release between and a slot read
+as a value (a view) that is written on the way keep the loops apart."""
 import numpy as np
 import pytest
 
@@ -47,7 +48,7 @@ def test_the_cotangent_loops_run_as_one(monkeypatch):
     np.testing.assert_array_equal(apart(p, c), got)
     loops = lambda ir: sum(line.count(f"fused[shape=({N}, {K})]") for line in ir.splitlines())
     slots = lambda ir: ir.count(f"ref<f64[{N},{K}]> = slot")
-    assert loops(merged.ir) == loops(apart.ir) - 1 and slots(merged.ir) == slots(apart.ir) - 1
+    assert loops(merged.ir) == loops(apart.ir) - 2 and slots(merged.ir) == slots(apart.ir) - 1
 
 
 def _slot(shape):
@@ -103,3 +104,39 @@ def test_a_row_total_or_a_value_above_a_release_keeps_them_apart():
     viewed = Node(Op.RESHAPE, view.outputs, (Var(Type("f64", SHAPE)),), {"shape": SHAPE})
     reads = _loop([viewed.outputs[0], slot.outputs[0]], lambda ps: ([], []))
     assert len(peephole.merge_slot_loops([slot, view, viewed, first, reads], [])) == 5
+
+
+def _value_then_reader():
+    """x, a loop making 2x, and a loop reading it (with y)."""
+    x, y = Var(Type("f64", SHAPE)), Var(Type("f64", SHAPE))
+    doubled, out = Var(Type("f64", SHAPE)), Var(Type("f64", SHAPE))
+
+    def double(ps):
+        v = Var(Type("f64"))
+        return [Node(Op.ADD, (ps[0], ps[0]), (v,))], [v]
+
+    def times(ps):
+        v = Var(Type("f64"))
+        return [Node(Op.MUL, (ps[0], ps[1]), (v,))], [v]
+    return x, y, _loop([x], double, [doubled]), _loop([doubled, y], times, [out]), out
+
+
+def test_a_loop_whose_result_one_later_loop_reads_runs_in_it():
+    x, y, first, second, out = _value_then_reader()
+    fill = _slot(SHAPE)   # unrelated work between the two
+    nodes = peephole.merge_slot_loops([first, fill, second], [out])
+    assert [n.op for n in nodes] == [Op.SLOT, Op.FUSED]
+    assert nodes[1].outputs == (out,) and set(nodes[1].inputs) == {x, y}
+    assert [n.op for n in nodes[1].bodies[0].nodes] == [Op.ADD, Op.MUL]
+    mark = Node(Op.ARENA_MARK, (), (Var(Type("i64")),))
+    release = Node(Op.ARENA_RELEASE, (mark.outputs[0],), ())
+    assert len(peephole.merge_slot_loops([first, mark, release, second], [out])) == 4   # a release between
+
+
+def test_a_loop_reading_a_slot_written_on_the_way_stays():
+    x, y, first, second, out = _value_then_reader()
+    slot = _slot(SHAPE)
+    view = Node(Op.SLOT_GET, (slot.outputs[0],), (x,))   # the first loop reads the slot's memory
+    write = Node(Op.SLOT_SET, (slot.outputs[0], y), ())   # ... which is written before the second loop
+    assert len(peephole.merge_slot_loops([slot, view, first, write, second], [out])) == 5
+    assert len(peephole.merge_slot_loops([slot, view, first, second], [out])) == 3
