@@ -6,8 +6,10 @@ export OPENBLAS_NUM_THREADS ?= 1
 
 .PHONY: demo test test-all bench clean lapack export-example docs fuzz interop-range autograd-suite
 
-# `jitad.export` links the system's LAPACK for linear algebra; its tests need one (Debian: liblapack-dev)
+# `jitad.export` links the system's LAPACK for linear algebra and OpenBLAS for large matrix
+# products; its tests need them (Debian: liblapack-dev, libopenblas-dev)
 LAPACK := $(firstword $(wildcard /usr/lib/*/liblapack.so /usr/lib64/liblapack.so /usr/lib/liblapack.so))
+OPENBLAS := $(firstword $(wildcard /usr/lib/*/libopenblas.so /usr/lib64/libopenblas.so /usr/lib/libopenblas.so))
 
 $(VENV)/.installed-%: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -35,6 +37,10 @@ lapack:
 ifeq ($(LAPACK),)
 	command -v apt-get >/dev/null && (apt-get update -qq && apt-get install -y -qq liblapack-dev >/dev/null) \
 		|| echo "no LAPACK installed: the export test of a linear-algebra program will fail"
+endif
+ifeq ($(OPENBLAS),)
+	command -v apt-get >/dev/null && (apt-get update -qq && apt-get install -y -qq libopenblas-dev >/dev/null) \
+		|| echo "no OpenBLAS installed: exported libraries run large products in jitad's own loops"
 endif
 
 export-example: $(VENV)/.installed-base

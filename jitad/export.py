@@ -12,9 +12,12 @@ caller's buffer for the j-th flattened output. The adapter sets up what compiled
 expects from jitad's runtime: its context (status word, stack limit for recursion), a
 tensor arena per calling thread (`JITAD_ARENA_MB`, 256 by default: address space,
 committed as it is touched; freed when the thread exits), and a stand-in for the Ctrl-C
-poll. Matrix products use jitad's own loop nests, not BLAS, so the library links only
-libc and libm, and the system's LAPACK and BLAS when the program does linear algebra
-(`jitad.linalg`), which the header then names.
+poll. Matrix products run jitad's own kernels where they beat BLAS (small products, as in
+Python) and the system's BLAS beyond (OpenBLAS or BLIS, the first found, called through
+the Fortran `dgemm_`/`sgemm_`), as jitad in Python calls NumPy's OpenBLAS; with neither
+installed they all run jitad's kernels (a JitadWarning says so). The library links
+libc and libm, that BLAS when a product calls it, and the system's LAPACK when the program
+does linear algebra (`jitad.linalg`); the header names them.
 """
 import functools
 import os
@@ -24,13 +27,14 @@ import shutil
 import string
 import subprocess
 import tempfile
+import warnings
 from dataclasses import dataclass
 
 import llvmlite.binding as llvm
 import llvmlite.ir as ir
 import numpy as np
 
-from .errors import ArgumentError, ExportError
+from .errors import ArgumentError, ExportError, JitadWarning
 from .ir.ops import Op
 from .ir.passes import run_passes
 from .ir.types import FIRST_FIELD, NUMPY, TreeType
@@ -46,8 +50,13 @@ REFUSED = {"jitad_debug_print": "`jitad.debug.print` (a call back into Python)",
 C_KEYWORDS = set("""auto break case char const continue default do double else enum extern float for goto if
     inline int long register restrict return short signed sizeof static struct switch typedef union unsigned
     void volatile while bool true false main""".split())
-INTERRUPT = "jitad_poll_signals"
-LAPACK = "jitad_lapack_"   # + routine: LAPACK's and BLAS's Fortran routines, all arguments by reference   # the Ctrl-C poll: the adapter's stand-in says "no"
+INTERRUPT = "jitad_poll_signals"   # the Ctrl-C poll: the adapter's stand-in says "no"
+LAPACK = "jitad_lapack_"   # + routine: LAPACK's and BLAS's Fortran routines, all arguments by reference
+BLAS = "jitad_blas_"   # + dgemm/sgemm: the products jitad's lowering gives BLAS, the adapter's calls of the system's
+GEMMS = {"f64": ("dgemm", "double"), "f32": ("sgemm", "float")}
+# the system BLAS an export links: the first found. Not the generic libblas: where it is the
+# reference implementation (Debian's default), an MLP's gradient runs 5x slower than jitad's loops
+BLAS_LIBRARIES = ("openblas", "blis")
 
 
 @dataclass
@@ -154,35 +163,40 @@ def export(f, *example_args, path, name, grad=False, argnums=0):
     if grad:
         vg = value_and_grad(f, argnums=argnums)
         programs.append((name + "_grad", _trace(vg, example_args, in_td, types)))
+    blas = _system_blas(cc)
     with tempfile.TemporaryDirectory() as tmp:
-        objects, entries, lapack = [], [], {}
+        objects, entries, lapack, gemms = [], [], {}, set()
         for symbol, program in programs:
             _refuse_callbacks(program, symbol)
-            obj, main, routines = _object(program, symbol, tmp)
+            obj, main, routines, used = _object(program, symbol, tmp, blas)
             objects.append(obj)
             entries.append((symbol, program, main))
             lapack.update(routines)
-        header = _header(name, inputs, entries, lapack)
+            gemms |= used
+        header = _header(name, inputs, entries, _blas_note(blas, gemms, lapack), bool(lapack or gemms))
         with open(os.path.join(path, name + ".h"), "w") as fh:
             fh.write(header)
         adapter = os.path.join(tmp, name + "_adapter.c")
         with open(adapter, "w") as fh:
-            fh.write(_adapter(name, inputs, entries, lapack))
-        library = _link(cc, path, name, grad, adapter, objects, lapack, tmp)
+            fh.write(_adapter(name, inputs, entries, lapack, gemms))
+        library = _link(cc, path, name, grad, adapter, objects, lapack, blas if gemms else None, tmp)
     outs = [[Leaf(j, t.dtype, tuple(t.shape)) for j, t in enumerate(p.main.out_types)] for _, p, _ in entries]
     return Exported(name, os.path.abspath(library), os.path.abspath(os.path.join(path, name + ".h")), inputs,
                     outs[0], outs[1] if grad else None)
 
 
-def _link(cc, path, name, grad, adapter, objects, lapack, tmp):
+def _link(cc, path, name, grad, adapter, objects, lapack, blas, tmp):
     """Link the adapter and the objects into `path/lib<name>.so` (exporting only the
-    library's own functions); its path."""
+    library's own functions), with the system's LAPACK when the program calls it and the
+    BLAS `blas` (a library name, or None) when its products do; its path."""
     script = os.path.join(tmp, "exports.map")
     with open(script, "w") as fh:
         fh.write("{ global: %s; local: *; };\n" % "; ".join(_symbols(name, grad)))
     library = os.path.join(path, f"lib{name}.so")
+    libraries = (["-llapack"] if lapack else []) + [f"-l{b}" for b in dict.fromkeys(
+        ([blas] if blas else []) + (["blas"] if lapack else []))]
     cmd = [cc, "-shared", "-fPIC", "-O2", "-o", library, "-I", path, adapter, *objects,
-           f"-Wl,--version-script={script}"] + (["-llapack", "-lblas"] if lapack else []) + ["-lm", "-lpthread"]
+           f"-Wl,--version-script={script}"] + libraries + ["-lm", "-lpthread"]
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0 and lapack and ("-llapack" in done.stderr or "-lblas" in done.stderr):
         raise ExportError(f"export: the program calls LAPACK ({', '.join(sorted(lapack))}) and no LAPACK/BLAS "
@@ -252,22 +266,65 @@ def _refuse_callbacks(program, symbol):
         visit(graph)
 
 
-def _object(program, symbol, tmp):
-    """Lower `program` with its main named `<symbol>_main`, optimize it, and write its
-    position-independent object code; refuse what needs jitad's Python runtime."""
-    # jitad's own loop nests for every product and sort (not NumPy's OpenBLAS and sort kernels)
-    blas, tensor.BLAS, fast_sort, sort.FAST_SORT = tensor.BLAS, False, sort.FAST_SORT, set()
+@functools.lru_cache(maxsize=None)
+def _system_blas(cc=None):
+    """The name (for `-l`) of the first BLAS of `BLAS_LIBRARIES` that the C compiler `cc`
+    links and that defines `dgemm_` (a probe link, once a process), or None."""
+    cc = cc or shutil.which(os.environ.get("CC", "cc"))
+    if cc is None:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        probe = os.path.join(tmp, "probe.c")
+        with open(probe, "w") as fh:
+            fh.write("extern void dgemm_(void);\nvoid jitad_probe(void) { dgemm_(); }\n")
+        for name in BLAS_LIBRARIES:
+            done = subprocess.run([cc, "-shared", "-fPIC", "-o", os.path.join(tmp, "probe.so"), probe, f"-l{name}",
+                                   "-Wl,--no-undefined"], capture_output=True)
+            if done.returncode == 0:
+                return name
+    return None
+
+
+def _lower(program, symbol, blas):
+    """The LLVM module of `program` (main `<symbol>_main`) and its main and large constants:
+    products beyond jitad's own kernels call `jitad_blas_?gemm` when `blas`, else jitad's
+    loop nests run them all; sorts run jitad's loop nests (not NumPy's sort kernels)."""
+    saved = tensor.BLAS, tensor.BLAS_SYMBOLS, sort.FAST_SORT
+    tensor.BLAS, sort.FAST_SORT = blas, set()
+    tensor.BLAS_SYMBOLS = {dtype: BLAS + routine for dtype, (routine, _) in GEMMS.items()}
     try:
         module = runtime.new_module(symbol)
         main, constants = lower_program(module, program, f"jitad_{symbol}_")
     finally:
-        tensor.BLAS, sort.FAST_SORT = blas, fast_sort
+        tensor.BLAS, tensor.BLAS_SYMBOLS, sort.FAST_SORT = saved
+    return module, main, constants
+
+
+def _called(module, prefix):
+    """The functions `module` declares (calls, defined elsewhere) named `prefix` + a
+    routine: {routine: argument count}."""
+    return {g.name[len(prefix):]: len(g.args) for g in module.globals.values()
+            if isinstance(g, ir.Function) and not g.blocks and g.name.startswith(prefix)}
+
+
+def _object(program, symbol, tmp, blas):
+    """Lower `program` with its main named `<symbol>_main`, optimize it, and write its
+    position-independent object code; refuse what needs jitad's Python runtime. Its
+    products call the system's BLAS `blas` where jitad's own would (None: no BLAS, a
+    JitadWarning when a product is large enough to want one)."""
+    module, main, constants = _lower(program, symbol, True)
+    gemms = set(_called(module, BLAS))
+    if gemms and blas is None:
+        warnings.warn(f"export `{symbol}`: no BLAS library found to link ({' or '.join(f'lib{b}.so' for b in BLAS_LIBRARIES)}"
+                      "); its large matrix products run jitad's own loop nests, slower than in Python: install one "
+                      "(Debian: apt-get install libopenblas-dev)", JitadWarning, stacklevel=3)
+        module, main, constants = _lower(program, symbol, False)
+        gemms = set()
     main.linkage = "external"   # (internal in the JIT, where the entry calls it)
-    lapack = {g.name[len(LAPACK):]: len(g.args) for g in module.globals.values()
-              if isinstance(g, ir.Function) and g.name.startswith(LAPACK)}   # the adapter calls the system's
+    lapack = _called(module, LAPACK)   # the adapter calls the system's
     for g in list(module.globals.values()):
         if isinstance(g, ir.Function) and not g.blocks and g.name.startswith("jitad_") \
-                and not g.name.startswith(LAPACK) and g.name != INTERRUPT:
+                and not g.name.startswith((LAPACK, BLAS)) and g.name != INTERRUPT:
             for prefix, what in REFUSED.items():
                 if g.name.startswith(prefix):
                     raise ExportError(f"export `{symbol}`: the program uses {what}, which the exported "
@@ -292,7 +349,7 @@ def _object(program, symbol, tmp):
     path = os.path.join(tmp, symbol + ".o")
     with open(path, "wb") as fh:
         fh.write(machine.emit_object(optimized))
-    return path, main.name, lapack
+    return path, main.name, lapack, gemms
 
 
 def _main_signature(symbol, program, main):
@@ -369,7 +426,67 @@ def _lapack_calls(lapack):
     return "\n".join(out)
 
 
-def _adapter(name, inputs, entries, lapack):
+def _blas_calls(gemms):
+    """C functions `jitad_blas_<r>gemm` the compiled code calls (cblas_?gemm's row-major
+    arguments, 64-bit sizes) as calls of the system's Fortran `<r>gemm_`: row-major
+    C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T (a size is below 2^31: the
+    arena holds less than 2^31 doubles)."""
+    out = [_BLAS_THREADS] if gemms else []
+    for routine, real in (GEMMS[d] for d in sorted(GEMMS) if GEMMS[d][0] in gemms):
+        out.append(f"""extern void {routine}_(const char *, const char *, const int *, const int *, const int *,
+    const {real} *, const {real} *, const int *, const {real} *, const int *, const {real} *, {real} *, const int *,
+    size_t, size_t);
+void {BLAS}{routine}(int32_t order, int32_t ta, int32_t tb, int64_t m, int64_t n, int64_t k, {real} alpha,
+                     const {real} *a, int64_t lda, const {real} *b, int64_t ldb, {real} beta, {real} *c, int64_t ldc) {{
+    (void)order;   /* row-major (101) */
+    const char op_b = tb == 112 ? 'T' : 'N', op_a = ta == 112 ? 'T' : 'N';
+    const int rows = (int)n, cols = (int)m, depth = (int)k, ldb_ = (int)ldb, lda_ = (int)lda, ldc_ = (int)ldc;
+    int threads = jitad_blas_threads(m * n * k);
+    {routine}_(&op_b, &op_a, &rows, &cols, &depth, &alpha, b, &ldb_, a, &lda_, &beta, c, &ldc_, 1, 1);
+    if (threads) openblas_set_num_threads(threads);
+}}""")
+    return "\n".join(out)
+
+
+# OpenBLAS's thread count per product, as in Python (`jitad.lower.runtime`): one thread below
+# BLAS_THREADED_WORK multiply-adds (OpenBLAS keeps those up to 2^18 on one itself) and while
+# the load average leaves no core idle (read again every quarter second), its own otherwise
+_BLAS_THREADS = f"""#include <time.h>
+#include <unistd.h>
+extern void openblas_set_num_threads(int) __attribute__((weak));
+extern int openblas_get_num_threads(void) __attribute__((weak));
+static int blas_own_threads = -1;   /* OpenBLAS's thread count when the first product ran; 0: not OpenBLAS */
+static int64_t blas_busy, blas_load_read_at;   /* whether no core is idle; when that was read (ms) */
+
+static int jitad_machine_busy(void) {{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+    int64_t ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+    if (ms - __atomic_load_n(&blas_load_read_at, __ATOMIC_RELAXED) > 250) {{
+        double load;
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        __atomic_store_n(&blas_load_read_at, ms, __ATOMIC_RELAXED);
+        __atomic_store_n(&blas_busy, getloadavg(&load, 1) == 1 && load >= cpus - {runtime.BLAS_BUSY_LOAD},
+                         __ATOMIC_RELAXED);
+    }}
+    return (int)__atomic_load_n(&blas_busy, __ATOMIC_RELAXED);
+}}
+
+/* Before a product of `work` multiply-adds: the thread count to restore after it, or 0. */
+static int jitad_blas_threads(int64_t work) {{
+    int own = __atomic_load_n(&blas_own_threads, __ATOMIC_RELAXED);
+    if (own < 0) {{
+        own = openblas_get_num_threads && openblas_set_num_threads ? openblas_get_num_threads() : 0;
+        __atomic_store_n(&blas_own_threads, own, __ATOMIC_RELAXED);
+    }}
+    if (own <= 1 || work <= {runtime.OPENBLAS_ONE_THREAD}) return 0;
+    if (work >= {runtime.BLAS_THREADED_WORK} && !jitad_machine_busy()) return 0;
+    openblas_set_num_threads(1);
+    return own;
+}}"""
+
+
+def _adapter(name, inputs, entries, lapack, gemms):
     """The C adapter's source: `export_adapter.c` (the runtime support compiled code
     expects, without Python) with the export's names, error messages and entry bodies."""
     messages, offsets = [], []
@@ -381,7 +498,7 @@ def _adapter(name, inputs, entries, lapack):
                       for (symbol, program, main), offset in zip(entries, offsets))
     template = string.Template((pathlib.Path(__file__).parent / "export_adapter.c").read_text())
     return template.substitute(
-        name=name, lapack_calls=_lapack_calls(lapack), checks=checks, calls=calls, check_failed=CHECK_FAILED,
+        name=name, lapack_calls=_lapack_calls(lapack) + "\n" + _blas_calls(gemms), checks=checks, calls=calls, check_failed=CHECK_FAILED,
         first_field=FIRST_FIELD, stack_code=_STACK_CODE, arena_code=_ARENA_CODE, stop_code=_STOP_CODE,
         tree_code=_TREE_CODE, null_code=_NULL_CODE, margin_min_kib=_MARGIN_MIN_KIB, margin_kib=_MARGIN_KIB)
 
@@ -395,11 +512,26 @@ def _c_string(text):
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
-def _header(name, inputs, entries, lapack):
-    needs = "libc, libm and libpthread" + (", and the system's LAPACK and BLAS (liblapack.so.3, libblas.so.3;\n"
-                                          f"   it calls {', '.join(r + '_' for r in sorted(lapack))})" if lapack else "")
+def _blas_note(blas, gemms, lapack):
+    """The header's lines on the BLAS and LAPACK the library links."""
+    lines = []
+    if lapack:
+        lines.append(f"   It calls the system's LAPACK and BLAS (liblapack.so.3, libblas.so.3): "
+                     f"{', '.join(r + '_' for r in sorted(lapack))}.")
+    if gemms:
+        lines.append(f"   Its large matrix products call the system's BLAS (lib{blas}.so: "
+                     f"{', '.join(sorted(g + '_' for g in gemms))}), as jitad in Python calls NumPy's.")
+    elif blas is None:
+        lines.append("   No BLAS was found when it was exported: its matrix products run jitad's own loop nests.")
+    return lines
+
+
+def _header(name, inputs, entries, blas_note, linked):
+    """The header: the library's functions, their inputs and outputs, the libraries it needs
+    (`linked`: the system's BLAS or LAPACK too, as `blas_note` says)."""
+    needs = "libc, libm and libpthread" + (", and the system libraries below" if linked else "")
     lines = [f"/* {name}.h: generated by jitad.export. The library lib{name}.so needs only {needs}",
-             "   (link with -L<dir> -l" + name + " -Wl,-rpath,<dir>).",
+             "   (link with -L<dir> -l" + name + " -Wl,-rpath,<dir>).", *blas_note,
              "",
              f"   Each function takes `in`, an array of {len(inputs)} pointers, one per input below (a scalar is",
              "   a pointer to one value), and `out`, an array of pointers to buffers the caller allocated,",

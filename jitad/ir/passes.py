@@ -60,6 +60,8 @@ PIPELINE = [   # (name, pass(program), purpose)
      "a cheap fused result read only by later fused loops is recomputed there, not stored"),
     ("small_products", _nested(small_products),
      "a matrix product over a short contraction that one fused loop reads is computed in that loop (LLVM only)"),
+    ("merge_slot_loops", _nested(peephole.merge_slot_loops),
+     "a fused loop writing a tensor slot and the next loop of its shape reading it run as one loop (LLVM only)"),
     ("localize_slots", _nested(peephole.localize_slots),
      "a tensor slot only one fused loop uses becomes a register in it"),
     ("first_adds_store", _nested(peephole.first_adds_store),
@@ -85,7 +87,7 @@ PIPELINE = [   # (name, pass(program), purpose)
 
 
 LLVM_ONLY = {"indexed_reads", "region_adds", "recompute_shifted", "concat_in_place", "row_reductions",
-             "small_products", "masked_row_adds"}   # fused bodies and attributes the CUDA kernels do not take
+             "small_products", "masked_row_adds", "merge_slot_loops"}   # fused bodies and attributes the CUDA kernels do not take
 
 
 def run_passes(program, check=False, device="cpu"):

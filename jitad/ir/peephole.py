@@ -212,6 +212,123 @@ def accumulate_products(nodes, outputs):
     return [n for n in out if n is not None]
 
 
+_PER_ELEMENT = {Op.BROADCAST, Op.CONST, Op.SLOT, Op.SLOT_GET, Op.SLOT_ADD, Op.SLOT_SET}
+
+
+def _per_element(node):
+    """Whether a fused loop's body does nothing across elements (no row reduction, no
+    product, no index map): each element's work reads and writes that element alone."""
+    return all(n.op.elementwise or n.op in _PER_ELEMENT for n in node.bodies[0].nodes)
+
+
+def merge_slot_loops(nodes, outputs):
+    """Fused loops of one shape that hand a tensor on run as one loop, element by element
+    in the same order, so that the tensor is never stored and read back:
+    - a loop writing no slot whose results only a later loop of its shape reads (no arena
+      release between, nothing between writing a slot it reads) runs inside that loop;
+    - a loop writing a tensor slot and the next loop of its shape reading it (only arena
+      releases between: a cotangent stored by one loop and split by the next) become one,
+      and the slot one loop's (`localize_slots` makes it a register). Every slot both touch
+      has the loop's shape; a loop moved above a release makes no value.
+    Neither body may work across elements (row reductions, products, index maps)."""
+    return _merge_slot_pairs(_sink_into_reader(list(nodes), outputs))
+
+
+def _sink_into_reader(nodes, outputs):
+    """The first rule of `merge_slot_loops`."""
+    users, made, drop = uses(nodes, outputs), {v: k for k, n in enumerate(nodes) for v in n.outputs}, set()
+    for k, first in enumerate(nodes):
+        if first.op != Op.FUSED or not first.outputs or not _per_element(first) \
+                or any(isinstance(v.type, RefType) for v in first.inputs):
+            continue
+        readers = {j for v in first.outputs for j in users.get(v, [len(nodes)])}
+        j = readers.pop() if len(readers) == 1 else len(nodes)
+        if j == len(nodes) or j in drop or nodes[j].op != Op.FUSED or not _per_element(nodes[j]) \
+                or nodes[j].attrs["shape"] != first.attrs["shape"]:
+            continue
+        between = nodes[k + 1:j]
+        touched = {v for n in between for v in n.inputs if isinstance(v.type, RefType)}
+        if any(n.op == Op.ARENA_RELEASE or (n.bodies and n.op != Op.FUSED) for n in between) \
+                or any(_viewed_slot(v, nodes, made) in touched for v in first.inputs):
+            continue
+        nodes[j] = _merged(first, nodes[j], keep_first=False)
+        drop.add(k)
+    return [n for k, n in enumerate(nodes) if k not in drop]
+
+
+def _viewed_slot(v, nodes, made):
+    """The slot whose memory value `v` is (through reshapes, transposes, broadcasts), or None."""
+    while v in made and nodes[made[v]].op in _VIEWS:
+        producer = nodes[made[v]]
+        if producer.op == Op.SLOT_GET:
+            return producer.inputs[0]
+        v = producer.inputs[0]
+    return None
+
+
+def _merge_slot_pairs(nodes):
+    """The second rule of `merge_slot_loops`."""
+    made = {v: k for k, n in enumerate(nodes) for v in n.outputs}
+    nodes, drop = list(nodes), set()
+    for k, first in enumerate(nodes):
+        if first.op != Op.FUSED or k in drop or not _per_element(first):
+            continue
+        j = k + 1
+        while j < len(nodes) and nodes[j].op == Op.ARENA_RELEASE:
+            j += 1
+        if j == len(nodes) or j in drop:
+            continue
+        second = nodes[j]
+        if second.op != Op.FUSED or second.attrs["shape"] != first.attrs["shape"] or not _per_element(second) \
+                or (j > k + 1 and second.outputs) or any(made.get(v, -1) > k for v in second.inputs):
+            continue
+        shared = [v for v in first.inputs if isinstance(v.type, RefType) and v in second.inputs]
+        if not shared or any(tuple(v.type.value_type.shape) != tuple(first.attrs["shape"]) for v in shared) \
+                or _reads_written_views(first, second, nodes, made):
+            continue
+        nodes[k] = _merged(first, second)
+        for v in second.outputs:
+            made[v] = k
+        drop.add(j)
+    return [n for k, n in enumerate(nodes) if k not in drop]
+
+
+_VIEWS = {Op.SLOT_GET, Op.RESHAPE, Op.TRANSPOSE, Op.BROADCAST}
+
+
+def _reads_written_views(first, second, nodes, made):
+    """Whether either loop reads, as a value, a view of a slot that one of them writes: its
+    elements may lie elsewhere in the slot, written at another element of the merged loop."""
+    written = set()
+    for loop in (first, second):
+        (body,) = loop.bodies
+        targets = {n.inputs[0] for n in body.nodes if n.op in (Op.SLOT_ADD, Op.SLOT_SET)}
+        written.update(v for v, p in zip(loop.inputs, body.params) if p in targets)
+    return any(_viewed_slot(v, nodes, made) in written for v in first.inputs + second.inputs
+               if not isinstance(v.type, RefType))
+
+
+def _merged(first, second, keep_first=True):
+    """One fused loop running `first`'s body then `second`'s at each element (`first`'s
+    results only inside it unless `keep_first`)."""
+    (a,), (b,) = first.bodies, second.bodies
+    rename = dict(zip(first.outputs, a.outputs))   # (second may read first's results)
+    params, inputs = list(a.params), list(first.inputs)
+    for v, p in zip(second.inputs, b.params):
+        if v in rename:
+            rename[p] = rename[v]
+        elif v in inputs:
+            rename[p] = params[inputs.index(v)]
+        else:
+            inputs.append(v)
+            params.append(p)
+    body_nodes = a.nodes + [Node(n.op, tuple(rename.get(v, v) for v in n.inputs), n.outputs, n.attrs, n.bodies)
+                            for n in b.nodes]
+    kept, kept_outputs = (a.outputs, first.outputs) if keep_first else ([], ())
+    body = Graph(params=params, nodes=body_nodes, outputs=kept + [rename.get(v, v) for v in b.outputs])
+    return Node(Op.FUSED, tuple(inputs), kept_outputs + second.outputs, first.attrs, (body,))
+
+
 def localize_slots(nodes, outputs):
     """A tensor slot used by a single fused loop and nowhere else becomes a per-element
     scalar slot inside it (a register): no buffer, no zero fill, no memory traffic."""

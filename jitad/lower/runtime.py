@@ -36,6 +36,12 @@ BLAS_GEMMS = ("scipy_cblas_dgemm64_", "scipy_cblas_sgemm64_")
 # that moment (threads calling compiled code are the parallelism then); else on one thread
 BLAS_THREADED_WORK = 1 << 21
 OPENBLAS_ONE_THREAD = 1 << 18   # OpenBLAS's own bound (m·n·k) for products it keeps on one thread
+# ... and only while the machine has an idle core: with the load average (1 minute) at
+# BLAS_BUSY_LOAD cores short of all of them or above, OpenBLAS's workers wait for a core and
+# spin (k-means' 16 x 10^4 x 1000 product on 2 cores under load 10: 3x the CPU time, 10x the
+# wall time of one thread). The load is read again after BLAS_LOAD_CYCLES cycles (~0.1-0.5 s)
+BLAS_BUSY_LOAD = 0.5
+BLAS_LOAD_CYCLES = 1 << 28
 MAX_CACHE_ENTRY = 256 << 20   # bytes; a larger cache file is ignored
 DEEP_STACK = 512 << 20     # stack of the thread that retries deep recursions
 STACK_MARGIN = 128 << 10   # kept free below compiled code's stack limit: a recursive frame and
@@ -150,7 +156,11 @@ class _Jit:
             llvm.add_symbol("jitad_real_" + name, ctypes.cast(getattr(blas, name), ctypes.c_void_p).value)
         self.blas_threads = np.ones(1, dtype=np.int64)   # OpenBLAS's own thread count
         self.gil_free = np.zeros(1, dtype=np.int64)   # compiled calls running without the GIL now
+        # whether the machine is busy (no idle core: one thread), and the cycle count it was read at
+        self.blas_busy = np.zeros(2, dtype=np.int64)
         llvm.add_symbol("jitad_blas_threads", self.blas_threads.ctypes.data)
+        llvm.add_symbol("jitad_blas_busy", self.blas_busy.ctypes.data)
+        llvm.add_symbol("jitad_getloadavg", ctypes.cast(_libc.getloadavg, ctypes.c_void_p).value)
         llvm.add_symbol("jitad_gil_free", self.gil_free.ctypes.data)
         if self.blas:
             self.blas_threads[0] = blas.scipy_openblas_get_num_threads64_()
@@ -926,6 +936,7 @@ def _blas_threads(h, gemms):
         return
     own, gil_free = h.extern("jitad_blas_threads"), h.extern("jitad_gil_free")
     set_threads = h.extern("jitad_blas_set_threads", ir.FunctionType(ir.VoidType(), [i32]))
+    busy = _machine_busy(h)
     for name in gemms:
         real = ir.FloatType() if name.startswith("scipy_cblas_s") else ir.DoubleType()
         fnty = ir.FunctionType(ir.VoidType(), [i32, i32, i32, i64, i64, i64, real, ptr, i64, ptr, i64, real, ptr, i64])
@@ -937,7 +948,10 @@ def _blas_threads(h, gemms):
         crowded = b.icmp_signed(">", b.load_atomic(gil_free, "monotonic", 8, typ=i64), i64(1))
         split = b.and_(b.icmp_signed(">", b.load(own, typ=i64), i64(1)),   # (OpenBLAS runs one of up to
                        b.icmp_signed(">", work, i64(OPENBLAS_ONE_THREAD)))   # 2^18 on one thread itself)
-        with b.if_else(b.and_(split, b.or_(small, crowded))) as (one, threads):
+        with b.if_then(b.and_(split, b.not_(b.or_(small, crowded)))):   # a threaded product: is a core idle?
+            b.call(busy, [])
+        loaded = b.icmp_unsigned("!=", b.load(h.extern("jitad_blas_busy"), typ=i64), i64(0))
+        with b.if_else(b.and_(split, b.or_(b.or_(small, crowded), loaded))) as (one, threads):
             with one:
                 b.call(set_threads, [i32(1)])
                 b.call(gemm, fn.args)
@@ -945,6 +959,27 @@ def _blas_threads(h, gemms):
             with threads:
                 b.call(gemm, fn.args)
         b.ret_void()
+
+
+def _machine_busy(h):
+    """`void jitad_blas_refresh_load()`: sets the word `jitad_blas_busy` to whether the load average
+    leaves no core idle (within BLAS_BUSY_LOAD), read again once BLAS_LOAD_CYCLES cycles
+    passed since the cycle count in the next word."""
+    ir, i32, i64, f64, ptr = llvm_ir, llvm_ir.IntType(32), llvm_ir.IntType(64), llvm_ir.DoubleType(), llvm_ir.PointerType()
+    words = h.extern("jitad_blas_busy")
+    loadavg = h.extern("jitad_getloadavg", ir.FunctionType(i32, [ptr, i32]))
+    cycles = h.extern("llvm.readcyclecounter", ir.FunctionType(i64, []))
+    fn, b = h.define("blas_refresh_load", ir.FunctionType(ir.VoidType(), []))
+    now, read_at = b.call(cycles, []), b.gep(words, [i64(1)], source_etype=i64)
+    with b.if_then(b.icmp_unsigned(">", b.sub(now, b.load(read_at, typ=i64)), i64(BLAS_LOAD_CYCLES))):
+        b.store(now, read_at)
+        load = alloca(b, f64)
+        got = b.call(loadavg, [load, i32(1)])
+        busy = b.and_(b.icmp_signed("==", got, i32(1)),
+                      b.fcmp_ordered(">=", b.load(load, typ=f64), f64((os.cpu_count() or 1) - BLAS_BUSY_LOAD)))
+        b.store(b.zext(busy, i64), words)
+    b.ret_void()
+    return fn
 
 
 def _count_sigints():

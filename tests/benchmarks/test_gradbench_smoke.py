@@ -440,3 +440,20 @@ def test_native_table():
     assert "| ode -n 10 | 3.0 (2.0–9.0) | 1.0 (1.0–1.0) |" in ode and "INVALID: mismatch" in ode
     assert "**0.75×** codipack [0.50–2.25]" in ode and "has none" in ode
     assert "**3.00×** manual (0.50× codipack)" in ht and "| 3–3 |" in ht
+
+
+def test_per_input_table_checks_and_times_each_input():
+    """`bench.gradbench.per_input`: GradBench's kmeans inputs in its order (centroids the
+    last k points), and one input's row: jitad's tool against JAX (checked equal first)."""
+    pytest.importorskip("jax")
+    from bench.gradbench import per_input
+    label, inp = next(per_input.kmeans_inputs(1000))
+    assert label == "k=10,n=1000,d=8" and inp["centroids"] == inp["points"][-10:]
+    assert len(list(per_input.kmeans_inputs(1000))) == 6   # k = 10, 100, 1000 at n = 1000, d = 8 and 16
+    points = np.random.default_rng(0).random((20, 2))
+    rows = per_input.measure("kmeans", "k=3,n=20,d=2", {"points": points.tolist(), "centroids": points[-3:].tolist()}, 2)
+    assert [(r[0], r[1]) for r in rows] == [("k=3,n=20,d=2", "cost"), ("k=3,n=20,d=2", "dir")]
+    for _, _, times in rows:
+        assert {"jitad", "jax"} <= set(times) and all(len(v) == 2 and v[0][0] > 0 for v in times.values())
+    text = per_input.table(rows)
+    assert text.count("\n") == 3 and "jitad / jax" in text

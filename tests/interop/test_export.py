@@ -1,5 +1,6 @@
 """`jitad.export`: C programs compiled with `cc` call the exported value and gradient in
 a process without Python, from several threads at once, and agree with jitad in Python."""
+import importlib
 import os
 import shutil
 import subprocess
@@ -11,6 +12,7 @@ import jitad
 from jitad import FUN, IF, WHILE
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler on this machine")
+export_module = importlib.import_module("jitad.export")   # (`jitad.export` is the function)
 RNG = np.random.default_rng(3)
 
 
@@ -221,14 +223,48 @@ def test_checkpointed_loops_export(tmp_path):
         np.testing.assert_allclose(got[1], want[1], rtol=1e-12)
 
 
-def test_loop_weight_gradients_export_without_blas(tmp_path):
+def _needed(library):
+    """The shared libraries `library` names (readelf's NEEDED entries)."""
+    listing = subprocess.run(["readelf", "-d", library], capture_output=True, text=True).stdout
+    return [line.split("[")[1].rstrip("]") for line in listing.splitlines() if "(NEEDED)" in line]
+
+
+@pytest.mark.skipif(export_module._system_blas() is None, reason="no BLAS library to link on this machine")
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_products_call_the_system_blas(tmp_path, dtype):
+    (w1, w2), x = [p.astype(dtype) for p in PROGRAMS["mlp"][1][0]], PROGRAMS["mlp"][1][1].astype(dtype)
+    ex = jitad.export(_mlp, (w1, w2), x, path=str(tmp_path), name="blas_mlp", grad=True)
+    blas = export_module._system_blas()
+    assert any(lib.startswith(f"lib{blas}.so") for lib in _needed(ex.library))
+    assert f"call the system's BLAS (lib{blas}.so: {'d' if dtype == np.float64 else 's'}gemm_)" in open(ex.header).read()
+    got = ex.call((w1, w2), x, grad=True)
+    want = jitad.tree_leaves(jitad.value_and_grad(_mlp)((w1, w2), x))
+    tol = 1e-12 if dtype == np.float64 else 2e-5
+    for g, w in zip(got, want):
+        assert g.dtype == dtype
+        np.testing.assert_allclose(g, w, rtol=tol, atol=tol * 1e-3)
+
+
+def test_without_a_blas_products_run_jitads_own_kernels(tmp_path, monkeypatch):
+    monkeypatch.setattr(export_module, "BLAS_LIBRARIES", ("jitad_no_such_blas", "m"))
+    assert export_module._system_blas.__wrapped__() is None   # one not found, one (libm) without dgemm_
+    monkeypatch.setattr(export_module, "_system_blas", lambda cc=None: None)
+    (f, args, _) = PROGRAMS["mlp"]
+    with pytest.warns(jitad.JitadWarning, match="no BLAS library found"):
+        ex = jitad.export(f, *args, path=str(tmp_path), name="own_mlp", grad=True)
+    assert not any("blas" in lib for lib in _needed(ex.library))
+    assert "No BLAS was found" in open(ex.header).read()
+    for g, w in zip(ex.call(*args, grad=True), jitad.tree_leaves(jitad.value_and_grad(f)(*args))):
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-15)
+
+
+def test_loop_weight_gradients_export(tmp_path):
     W = RNG.normal(size=(6, 6)) * 0.4
 
     def rnn(w, h0, xs):   # a FOR over steps: the weight's gradient is batched after the loop
         return jitad.sum(jitad.FOR(0, xs.shape[0], lambda t, h: jitad.tanh(w @ h + xs[t]), h0) ** 2)
     args = (W, RNG.normal(size=6), RNG.normal(size=(12, 6)))
     ex = jitad.export(rnn, *args, path=str(tmp_path), name="rnn", grad=True)
-    assert "cblas" not in subprocess.run(["nm", "-D", ex.library], capture_output=True, text=True).stdout
     got = ex.call(*args, grad=True)
     want = jitad.value_and_grad(rnn)(*args)
     np.testing.assert_allclose(got[0], want[0], rtol=1e-13)

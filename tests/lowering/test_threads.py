@@ -221,6 +221,36 @@ def test_blas_products_put_openblas_thread_count_back():
     assert blas.scipy_openblas_get_num_threads64_() == own
 
 
+def test_threaded_blas_products_wait_for_an_idle_core():
+    """Whether a large product may take OpenBLAS's threads follows the load average: the
+    compiled check marks the machine busy when it leaves no core idle, reads the load
+    again only once its last reading is stale, and a large product's result is exact
+    either way."""
+    import ctypes
+    import os
+
+    import llvmlite.binding as llvm
+    j = runtime.jit()
+    refresh = ctypes.CFUNCTYPE(None)(llvm.address_of_symbol("jitad_blas_refresh_load"))
+    words = j.blas_busy
+    saved = words.copy()
+    try:
+        words[:] = (7, 0)   # stale (read at cycle 0): read now
+        refresh()
+        busy = os.getloadavg()[0] >= os.cpu_count() - runtime.BLAS_BUSY_LOAD
+        assert words[1] > 0 and words[0] in ((1,) if busy else (0, 1))   # (the load may rise in between)
+        words[0] = 7   # fresh: kept
+        refresh()
+        assert words[0] == 7
+        f = jitad.jit(lambda a, b: a.T @ b)   # 200*160*160 multiply-adds: past BLAS_THREADED_WORK
+        a, b = _mat(1, (160, 200)), _mat(2, (160, 160))
+        for flag in (0, 1):
+            words[:] = (flag, words[1])
+            np.testing.assert_allclose(f(a, b), a.T @ b, rtol=1e-12, atol=1e-12)
+    finally:
+        words[:] = saved
+
+
 CTRL_C = """
 import os, signal, threading, time
 import jitad
