@@ -130,6 +130,7 @@ class VSpace:
 
     def add(self, x, y):
         """`x + y`, item by item."""
+        _not_recorded((x, y), "add")
         return self._add(x, y)
 
     def mut_add(self, x, y):
@@ -139,11 +140,13 @@ class VSpace:
 
     def scalar_mul(self, x, a):
         """`a * x`, item by item."""
+        _not_recorded((x,), "scalar_mul")
         return self._scalar_mul(x, a)
 
     def inner_prod(self, x, y):
         """The sum of the products of the elements of `x` and `y` (of complex ones, the real
         part of conj(x) y: complex numbers as pairs of reals)."""
+        _not_recorded((x, y), "inner_prod")
         return self._inner_prod(x, y)
 
     def covector(self, x):
@@ -260,8 +263,9 @@ class primitive:
             if not any(is_staged(v) for v in flatten((args, kwargs))[0]):
                 return self.fun(*args, **kwargs)
             return self._without_rules(args, kwargs)
-        # arguments that are not values (functions, strings) are fixed: the rule closes over them
-        fixed = {i: a for i, a in enumerate(args) if not _is_value(a)}
+        # arguments that are not values (functions, strings) and Python ints (an index, a key: no
+        # gradient) are fixed: the rule closes over them
+        fixed = {i: a for i, a in enumerate(args) if not _is_value(a) or type(a) in (int, bool)}
 
         def full(dynamic):
             it = iter(dynamic)
@@ -511,7 +515,7 @@ class _Recording:
 
     def cotangents(self, probe_cts):
         """{id of a target: its cotangent}, in the target's space."""
-        out = {k: vspace(v).zeros() for k, v in self.targets.items()}
+        out = {}   # (autograd's order: the first cotangent as it is, the others added by `mut_add`)
         for (prim, args, kwargs, ans), g in zip(self.calls, probe_cts):
             for i in (i for i, a in enumerate(args) if id(a) in self.targets):
                 if prim.vjp_argnums is None:
@@ -519,8 +523,17 @@ class _Recording:
                                            f"(argument {i}) but has no VJP: give one with jitad.extend.defvjp")
                 ct = prim.vjp_argnums((i,), ans, args, kwargs)(g)[0]
                 if ct is not None:
-                    out[id(args[i])] = vspace(args[i]).add(out[id(args[i])], _dense(ct))
-        return out
+                    key = id(args[i])
+                    out[key] = vspace(args[i]).mut_add(out[key], _dense(ct)) if key in out else _dense(ct)
+        return {k: out[k] if k in out else vspace(v).zeros() for k, v in self.targets.items()}
+
+
+def _not_recorded(values, who):
+    recording = _RECORDING[0]
+    if recording is not None and recording.running and recording.takes(values):
+        raise UnsupportedError(f"grad with respect to a value of a registered vector space: the space's `{who}` was called "
+                               f"on it; such a value may only enter @primitive functions with a VJP for it "
+                               f"(make `{who}` of it one)")
 
 
 def _probe(x):

@@ -173,6 +173,21 @@ class poisson:
         k = A.floor(S._float(k) - loc)
         return N.where(k < 0, 0.0, S.gammaincc(N.maximum(k, 0.0) + 1.0, mu))
 
+    @staticmethod
+    def entropy(mu, loc=0):
+        """-sum_k p(k) log p(k): summed over k < 220 for mu < 100 (the tail past there is
+        below 1e-16), else the asymptotic series in 1/mu; NaN for mu <= 0. `loc` only
+        broadcasts (a shift leaves the entropy as it is)."""
+        mu = S._float(mu) + 0.0 * S._float(loc)
+        small = N.where((mu > 0) & (mu < 100.0), mu, 1.0)
+        k = np.arange(220.0)
+        log_p = k * N.log(small[..., None]) - small[..., None] - S.gammaln(k + 1.0)
+        summed = -N.sum(N.exp(log_p) * log_p, -1)
+        large = N.where(mu >= 100.0, mu, 100.0)
+        series = 0.5 * N.log(2 * math.pi * math.e * large) - 1 / (12 * large) - 1 / (24 * large ** 2) \
+            - 19 / (360 * large ** 3)
+        return N.where(mu <= 0, np.nan, N.where(mu < 100.0, summed, series))
+
 
 @_with_exp
 class bernoulli:
@@ -636,4 +651,36 @@ def _as_modules():
         sys.modules[module.__name__] = globals()[name] = module
 
 
+def _generalized_outer_product(x):
+    """`x x^T` of a vector, or of each matrix of a stack: `x @ swapaxes(x, -1, -2)`."""
+    return x[:, None] * x[None, :] if len(_shape(x)) == 1 else x @ _np("swapaxes")(x, -1, -2)
+
+
+def _covgrad(x, mean, cov, allow_singular=False):
+    """The gradient of `multivariate_normal.logpdf(x, mean, cov)` w.r.t. `cov`:
+    (C^-1 (x - m) (x - m)^T C^-1 - C^-1) / 2, per row of `x` (autograd's helper)."""
+    if allow_singular:
+        raise ArgumentError("covgrad: the density is not differentiable in a singular covariance; "
+                            "give allow_singular=False")
+    inv = L.inv(cov)
+    return 0.5 * (_generalized_outer_product(inv @ _np("expand_dims")(x - mean, -1)) - inv)
+
+
+def _solve(allow_singular):
+    """The solver of `cov z = b` the densities' gradients use: `pinv(cov) @ b` where
+    `allow_singular`, else `linalg.solve`."""
+    return (lambda a, b: L.pinv(a) @ b) if allow_singular else L.solve
+
+
+def _autograd_helpers():
+    """The helpers autograd's `norm` and `multivariate_normal` modules define or import,
+    on jitad's modules of those names."""
+    from ._special_rules import defvjp, primitive, unbroadcast_f
+    common = {"defvjp": defvjp, "primitive": primitive, "unbroadcast_f": unbroadcast_f}
+    vars(sys.modules[f"{__name__}.norm"]).update(common)
+    vars(sys.modules[f"{__name__}.multivariate_normal"]).update(
+        common, covgrad=_covgrad, generalized_outer_product=_generalized_outer_product, solve=_solve)
+
+
 _as_modules()
+_autograd_helpers()
