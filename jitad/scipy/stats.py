@@ -118,6 +118,14 @@ class t:
         const = S.gammaln((df + 1) / 2.0) - S.gammaln(df / 2.0) - 0.5 * np.log(df * np.pi)
         return const - N.log(scale) - (df + 1) / 2.0 * N.log1p(z * z / df)
 
+    @staticmethod
+    def cdf(x, df, loc=0.0, scale=1.0):
+        """P(X <= x): each tail is half the regularized incomplete beta function at
+        df / (df + z²) (autograd's and SciPy's `t.cdf`; JAX's `t` has none)."""
+        z = (x - loc) / scale
+        tail = 0.5 * S.betainc(0.5 * df, 0.5, df / (df + z * z))
+        return N.where(z > 0, 1.0 - tail, tail)
+
 
 @_with_exp
 class gamma:

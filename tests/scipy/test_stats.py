@@ -155,3 +155,11 @@ def test_dirichlet_rvs_draws_as_scipy():
     np.testing.assert_array_equal(mine, ss.dirichlet.rvs(alpha, size=2))
     np.testing.assert_array_equal(S.dirichlet.rvs(alpha, size=1, random_state=5), ss.dirichlet.rvs(alpha, size=1, random_state=5))
     assert S.dirichlet.rvs(alpha, size=(4, 2)).shape == (4, 2, 3)
+
+
+def test_t_cdf_against_scipy_with_gradients():   # autograd's and SciPy's `t.cdf` (JAX's t has none)
+    from jitad.testing import check_grads
+    x, df = np.array([-3.0, -0.5, 0.1, 0.7, 2.0, 10.0]), np.array([2.5, 3.0, 4.0, 7.0, 30.0, 3.3])
+    np.testing.assert_allclose(S.t.cdf(x, df, 0.2, 1.5), ss.t.cdf(x, df, 0.2, 1.5), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(S.t.logcdf(x, df), ss.t.logcdf(x, df), rtol=1e-12)
+    check_grads(lambda x, loc: S.t.cdf(x, df, loc, 1.5), (x, 0.3), order=2, modes=("fwd", "rev"))
