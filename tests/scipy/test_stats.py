@@ -157,6 +157,7 @@ def test_dirichlet_rvs_draws_as_scipy():
     assert S.dirichlet.rvs(alpha, size=(4, 2)).shape == (4, 2, 3)
 
 
+@pytest.mark.slow
 def test_t_cdf_against_scipy_with_gradients():   # autograd's and SciPy's `t.cdf` (JAX's t has none)
     from jitad.testing import check_grads
     x, df = np.array([-3.0, -0.5, 0.1, 0.7, 2.0, 10.0]), np.array([2.5, 3.0, 4.0, 7.0, 30.0, 3.3])
