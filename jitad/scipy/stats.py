@@ -4,8 +4,7 @@ in their arguments, with SciPy's signatures (`from jitad.scipy.stats import norm
 >>> norm.logpdf(0.0)
 -0.9189385332046727
 
-Every argument may be staged (and differentiated) but `dirichlet`'s `alpha`, which must
-be a plain array.
+Every argument may be staged (and differentiated).
 """
 import collections
 import math
@@ -221,13 +220,13 @@ class bernoulli:
 
 @_with_exp
 class dirichlet:
-    """The Dirichlet distribution over the simplex, concentrations `alpha` (plain)."""
+    """The Dirichlet distribution over the simplex, concentrations `alpha`."""
 
     @staticmethod
     def logpdf(x, alpha):
-        alpha = np.asarray(alpha, float)
-        norm_const = S.gammaln(np.sum(alpha)) - np.sum(S.gammaln(alpha))
-        a = alpha.reshape((-1,) + (1,) * (len(_shape(x)) - 1))   # x: (K,) or (K, N), as SciPy
+        alpha = S._float(alpha)
+        norm_const = S.gammaln(N.sum(alpha)) - N.sum(S.gammaln(alpha))
+        a = N.reshape(alpha, (-1,) + (1,) * (len(_shape(x)) - 1))   # x: (K,) or (K, N), as SciPy
         return N.sum(S.xlogy(a - 1.0, x), 0) + norm_const
 
     @staticmethod

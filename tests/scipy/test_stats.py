@@ -164,3 +164,12 @@ def test_t_cdf_against_scipy_with_gradients():   # autograd's and SciPy's `t.cdf
     np.testing.assert_allclose(S.t.cdf(x, df, 0.2, 1.5), ss.t.cdf(x, df, 0.2, 1.5), rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(S.t.logcdf(x, df), ss.t.logcdf(x, df), rtol=1e-12)
     check_grads(lambda x, loc: S.t.cdf(x, df, loc, 1.5), (x, 0.3), order=2, modes=("fwd", "rev"))
+
+
+def test_dirichlet_differentiable_in_alpha_against_jax():
+    jax = pytest.importorskip("jax")
+    import jax.scipy.stats as jss
+    x, alpha = np.array([0.2, 0.3, 0.5]), np.array([1.5, 2.0, 0.7])
+    np.testing.assert_allclose(S.dirichlet.logpdf(x, alpha), ss.dirichlet.logpdf(x, alpha), rtol=1e-12)
+    np.testing.assert_allclose(jitad.grad(S.dirichlet.logpdf, argnums=1)(x, alpha),
+                               jax.grad(jss.dirichlet.logpdf, argnums=1)(x, alpha), rtol=1e-10)
