@@ -26,7 +26,7 @@ def convolve(in1, in2, mode="full", method="auto", precision=None, *, axes=None,
     autograd's form convolves arrays of any rank over chosen axes and contracts others:
     `axes=(axes of in1, axes of in2)` are convolved pairwise, `dot_axes=(.., ..)` summed over
     in pairs; the result's axes are in1's other axes, in2's other axes, then the convolved
-    ones ('valid' and 'full' modes):
+    ones ('same': as long as `in1` on each, centred):
 
     >>> images, filters = np.ones((2, 3, 6, 6)), np.ones((3, 4, 3, 3))   # (batch, colour, y, x)
     >>> convolve(images, filters, axes=([2, 3], [2, 3]), dot_axes=([1], [0]), mode="valid").shape
@@ -84,11 +84,15 @@ def _convolve_axes(a, b, axes, dot_axes, mode):
     sa, sb = _shape(a), _shape(b)
     axes = [list(x) for x in (axes if axes is not None else (range(len(sa)), range(len(sb))))]
     dots = [list(x) for x in (dot_axes if dot_axes is not None else ((), ()))]
-    if mode not in ("valid", "full"):
-        raise ArgumentError(f"`convolve` with axes: mode={mode!r}; use 'valid' or 'full'")
+    if mode not in ("valid", "full", "same"):
+        raise ArgumentError(f"`convolve` with axes: mode={mode!r}; use 'valid', 'full' or 'same'")
     if len(axes[0]) != len(axes[1]) or len(dots[0]) != len(dots[1]):
         raise ShapeError(f"`convolve`: axes={axes}, dot_axes={dots}; give the same number of axes of each array")
-    if any(sb[j] < sa[i] for i, j in zip(*axes)):   # the smaller one is the window
+    if mode == "same":   # the full result's middle, as long as `a` on each convolved axis
+        full = _convolve_axes(a, b, axes, dots, "full")
+        conv = [slice((sb[j] - 1) // 2, (sb[j] - 1) // 2 + sa[i]) for i, j in zip(*axes)]
+        return N.getitem(full, (slice(None),) * (len(_shape(full)) - len(conv)) + tuple(conv))
+    if any(sb[j] < sa[i] for i, j in zip(*axes)) and (mode == "valid" or all(sb[j] <= sa[i] for i, j in zip(*axes))):   # the smaller is the window
         if mode == "valid" and not all(sb[j] <= sa[i] for i, j in zip(*axes)):
             raise ShapeError(f"`convolve`: shapes {sa} and {sb}; mode='valid' needs one array at least as "
                              "large as the other on every convolved axis")
