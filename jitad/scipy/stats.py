@@ -92,8 +92,10 @@ class multivariate_normal:
         diff = x - (0.0 if mean is None else mean)
         if len(_shape(cov)) < 2:   # a variance or the diagonal of cov, as SciPy
             cov = N.broadcast_to(cov, (d,)) * _np("eye")(d)
-        chol = L.cholesky(cov)
         rows = N.reshape(diff, (-1, d))
+        if allow_singular:
+            return N.reshape(_singular_logpdf(rows, cov, d), shape[:-1])
+        chol = L.cholesky(cov)
         z = L.solve_triangular(chol, N.transpose(rows), lower=True)
         maha = N.sum(z * z, 0)
         log_det = 2.0 * N.sum(N.log(_np("diagonal")(chol)))
@@ -105,6 +107,23 @@ class multivariate_normal:
         """The differential entropy 0.5 log det(2 pi e cov) (`mean` does not enter)."""
         d = _shape(cov)[-1]
         return 0.5 * d * (1.0 + _LOG_2PI) + N.sum(N.log(_np("diagonal")(L.cholesky(cov))))
+
+
+def _singular_logpdf(rows, cov, d):
+    """The normal log-density of each row of `rows` (x - mean) with a covariance that may be
+    singular, as SciPy's `allow_singular=True`: on the span of the eigenvectors whose
+    eigenvalues pass SciPy's cutoff (1e6 machine epsilons of the largest), through the
+    pseudo-inverse and pseudo-determinant; -inf off that support."""
+    w, v = L.eigh(cov)
+    cutoff = 1e6 * np.finfo(np.float64).eps * N.max(N.abs(w))
+    kept = w > cutoff
+    safe = N.where(kept, w, 1.0)
+    proj = rows @ v   # the coordinates along the eigenvectors
+    maha = N.sum(proj * proj * N.where(kept, 1.0 / safe, 0.0), -1)
+    off_support = N.sqrt(N.sum(proj * proj * N.where(kept, 0.0, 1.0), -1)) >= cutoff
+    rank = N.sum(N.where(kept, 1.0, 0.0))
+    out = -0.5 * (rank * _LOG_2PI + N.sum(N.where(kept, N.log(safe), 0.0)) + maha)
+    return N.where(off_support, -np.inf, out)
 
 
 @_with_exp

@@ -173,3 +173,20 @@ def test_dirichlet_differentiable_in_alpha_against_jax():
     np.testing.assert_allclose(S.dirichlet.logpdf(x, alpha), ss.dirichlet.logpdf(x, alpha), rtol=1e-12)
     np.testing.assert_allclose(jitad.grad(S.dirichlet.logpdf, argnums=1)(x, alpha),
                                jax.grad(jss.dirichlet.logpdf, argnums=1)(x, alpha), rtol=1e-10)
+
+
+def test_multivariate_normal_singular_covariance_against_scipy():
+    cov = np.zeros((4, 4))
+    cov[:2, :2] = [[1.0, 0.3], [0.3, 1.0]]
+    x, mean = np.array([[0.3, -0.2, 0.0, 0.0], [1.0, 2.0, 0.0, 0.0], [0.1, 0.1, 0.5, 0.0]]), np.zeros(4)
+    np.testing.assert_allclose(S.multivariate_normal.logpdf(x, mean, cov, allow_singular=True),
+                               ss.multivariate_normal.logpdf(x, mean, cov, allow_singular=True), rtol=1e-12)
+    full = RNG_SINGULAR.normal(size=(3, 3))
+    full = full @ full.T + np.eye(3)   # (a regular covariance: the same as without allow_singular)
+    np.testing.assert_allclose(S.multivariate_normal.logpdf(x[:, :3], 1.0, full, allow_singular=True),
+                               S.multivariate_normal.logpdf(x[:, :3], 1.0, full), rtol=1e-12)
+    np.testing.assert_allclose(jitad.grad(lambda v: S.multivariate_normal.logpdf(v, mean, cov, allow_singular=True))(x[0]),
+                               -np.linalg.pinv(cov) @ x[0], rtol=1e-12, atol=1e-15)
+
+
+RNG_SINGULAR = np.random.default_rng(7)
