@@ -166,6 +166,7 @@ def test_t_cdf_against_scipy_with_gradients():   # autograd's and SciPy's `t.cdf
     check_grads(lambda x, loc: S.t.cdf(x, df, loc, 1.5), (x, 0.3), order=2, modes=("fwd", "rev"))
 
 
+@pytest.mark.slow
 def test_dirichlet_differentiable_in_alpha_against_jax():
     jax = pytest.importorskip("jax")
     import jax.scipy.stats as jss
