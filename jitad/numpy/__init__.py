@@ -543,3 +543,4 @@ for _name, _fn in list(globals().items()):
             (_fn.__module__ or "").startswith("jitad") and not getattr(_fn, "__wrapped_plain__", False):
         globals()[_name] = _takes_plain_inputs(_name, _fn)
 del _name, _fn
+random.wrap_namespace = globals()["wrap_namespace"]   # autograd.numpy.random carries it too

@@ -7,9 +7,4 @@ from numpy.random import Generator, RandomState, default_rng, seed  # noqa: F401
 # NumPy's own helpers that `autograd.numpy.random` carries (it wraps NumPy's namespace)
 from numpy.random import get_bit_generator, set_bit_generator, test  # noqa: E402,F401
 
-
-def __getattr__(name):   # jitad.numpy's `wrap_namespace` (defined after this module is imported)
-    if name == "wrap_namespace":
-        from . import wrap_namespace
-        return wrap_namespace
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# (`wrap_namespace`, jitad.numpy's, is set here by jitad/numpy/__init__.py once it exists)

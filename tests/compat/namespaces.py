@@ -92,7 +92,6 @@ DECLINED = {
                 "reduce_window_p", "linear_solve_p", "select_and_scatter_p"},
     "jax.nn": {"get_scaled_dot_general_config"},
     "autograd": {"holomorphic_grad"},   # complex functions: jitad has no complex dtypes
-    "jax": {"pure_callback"},   # values only: compiled code cannot take values back from Python
     "autograd.numpy.linalg": {"grad_eig"},   # eig is complex: grad_eigh
 }
 
