@@ -543,11 +543,11 @@ def _probe(x):
 def _user_space_call(concrete, args, kwargs):
     """`grad`/`value_and_grad` (`concrete`) where differentiated arguments are values of a
     user's vector space (see `_Recording`); NotImplemented where none is."""
-    name, argnums = concrete.spec[:2]
     diff = sorted(concrete.diff_args(len(args)))
     targets = [i for i in diff if type(args[i]) in VSpace.mappings]
     if not targets:
         return NotImplemented
+    name = concrete.spec[0] if concrete.spec else concrete.name
     if name not in ("grad", "value_and_grad"):
         raise UnsupportedError(f"{name} with respect to a {type(args[targets[0]]).__name__} (a value of a "
                                f"registered vector space): only grad and value_and_grad take such values")
@@ -561,6 +561,7 @@ def _user_space_call(concrete, args, kwargs):
     has_aux = concrete.spec[2]
     value, grads = value_and_grad(probed, argnums=(0, *[i + 1 for i in others]), has_aux=has_aux)(
         [tree_map(_probe, call[3]) for call in recording.calls], *args, **kwargs)
+    argnums = concrete.spec[1]
     by_position = dict(zip(others, grads[1:]))
     found = recording.cotangents(grads[0])
     by_position.update({i: found[id(args[i])] for i in targets})

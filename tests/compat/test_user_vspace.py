@@ -91,3 +91,5 @@ def test_a_user_space_value_used_outside_primitives_raises():
         jitad.grad(doubled)(v)
     with pytest.raises(UnsupportedError, match="only grad and value_and_grad"):
         jitad.jacobian(lambda v: v.at(0, 1.0))(v)
+    # with a user space registered, the transformations of ordinary values are as before
+    assert jitad.hessian(lambda x: x ** 3)(2.0) == 12.0 and jitad.jacfwd(lambda x: 2.0 * x)(1.0) == 2.0
