@@ -370,3 +370,10 @@ def test_joining_the_rows_of_one_array_as_numpy_and_jax():
     np.testing.assert_array_equal(jitad.grad(lambda x: jnp.sum(jnp.vstack(x) ** 2))(x), 2 * x)
     with pytest.raises(jitad.ArgumentError, match="at least one axis"):
         jnp.vstack(np.float64(1.0))
+
+
+def test_where_on_lists_of_numbers_gives_a_list_as_autograd():   # (JAX refuses lists)
+    for args in ((True, [1, 2], [3, 4]), ([True, False], [1.0, 2.0], [3.0, 4.0]), (False, (1, 2), [3, 4])):
+        ours, theirs = jnp.where(*args), anp.where(*args)
+        assert type(ours) is type(theirs) is list and ours == theirs
+    assert isinstance(jnp.where(True, [1, 2], np.array([3, 4])), np.ndarray)   # an array among them: an array
