@@ -58,6 +58,9 @@ _SIGS = OrderedDict()   # the signatures traced so far (see `Concrete._trace`)
 _CONCRETE_INTS = OrderedDict()
 _SYMBOL = ("symbolic int",)   # the key part of an int traced as a symbol
 _PKG = __file__.rsplit("/", 1)[0] + "/"
+# (concrete, args, kwargs) -> the call's result, or NotImplemented: `jitad.extend` installs it once a
+# user registers a vector space (autograd's `VSpace.register`), for `grad` of such values
+USER_SPACE_CALL = [None]
 
 
 # -- what the function is ---------------------------------------------------------------
@@ -447,6 +450,10 @@ class Concrete:
             if self._inline is None:
                 self._inline = self.make_inline()
             return self._inline(*args, **kwargs)
+        if USER_SPACE_CALL[0] is not None:
+            out = USER_SPACE_CALL[0](self, args, kwargs)
+            if out is not NotImplemented:
+                return out
         if config.config._values["jax_enable_x64"]:
             return self._run(args, kwargs, True)
         return tree_map(narrowed, self._run(args, kwargs, False))   # JAX's 32-bit results

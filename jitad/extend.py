@@ -26,7 +26,8 @@ import warnings
 import numpy as np
 
 from . import numeric as N
-from .errors import ArgumentError, MissingRuleError
+from .dispatch import USER_SPACE_CALL
+from .errors import ArgumentError, MissingRuleError, UnsupportedError
 from .pytree import flatten, tree_map, unflatten
 from .staging import Staged as Box
 from .staging import is_staged
@@ -62,6 +63,7 @@ def _reals(dtype):
 class VSpace:
     """The vector space of values shaped like an example: an array space (`shape`,
     `dtype`), or a container space of the spaces of a tuple's, list's or dict's items."""
+    mappings = {}   # a user's value type -> its space's maker (`VSpace.register`)
 
     def __init__(self, value):
         leaves, self._treedef = flatten(value)
@@ -123,27 +125,57 @@ class VSpace:
             start += n * _reals(d)
         return unflatten(self._treedef, out)
 
+    # autograd's layout: the public operations call the underscore ones, which a user's
+    # vector space (`VSpace.register`) overrides
+
     def add(self, x, y):
         """`x + y`, item by item."""
-        return tree_map(lambda a, b: a + b, x, y)
+        _not_recorded((x, y), "add")
+        return self._add(x, y)
 
     def mut_add(self, x, y):
-        """`x + y` (autograd may add in place; jitad makes a new value)."""
-        return self.add(self.zeros() if x is None else x, y)
+        """`x + y`, from zeros where `x` is None (autograd may add in place; jitad's own
+        spaces make a new value)."""
+        return self._mut_add(self.zeros() if x is None else x, y)
 
     def scalar_mul(self, x, a):
         """`a * x`, item by item."""
-        return tree_map(lambda v: v * a, x)
+        _not_recorded((x,), "scalar_mul")
+        return self._scalar_mul(x, a)
 
     def inner_prod(self, x, y):
         """The sum of the products of the elements of `x` and `y` (of complex ones, the real
         part of conj(x) y: complex numbers as pairs of reals)."""
-        return sum(np.real(np.vdot(a, b)) if _complex(a) or _complex(b) else N.sum(a * b)
-                   for a, b in zip(flatten(x)[0], flatten(y)[0]))
+        _not_recorded((x, y), "inner_prod")
+        return self._inner_prod(x, y)
 
     def covector(self, x):
         """The dual of `x`: `x` itself, its complex elements conjugated."""
+        return self._covector(x)
+
+    def _add(self, x, y):
+        return tree_map(lambda a, b: a + b, x, y)
+
+    def _mut_add(self, x, y):
+        return self._add(x, y)
+
+    def _scalar_mul(self, x, a):
+        return tree_map(lambda v: v * a, x)
+
+    def _inner_prod(self, x, y):
+        return sum(np.real(np.vdot(a, b)) if _complex(a) or _complex(b) else N.sum(a * b)
+                   for a, b in zip(flatten(x)[0], flatten(y)[0]))
+
+    def _covector(self, x):
         return tree_map(lambda v: np.conj(v) if _complex(v) else v, x)
+
+    @classmethod
+    def register(cls, value_type, vspace_maker=None):
+        """Make `vspace(x)` of a `value_type` value `vspace_maker(x)` (default: this class):
+        a user's vector space, with `zeros` and `_add`, `_scalar_mul`, `_inner_prod`.
+        `grad` with respect to such a value returns its cotangent in that space."""
+        VSpace.mappings[value_type] = vspace_maker or cls
+        USER_SPACE_CALL[0] = _user_space_call
 
     @property
     def iscomplex(self):
@@ -151,12 +183,16 @@ class VSpace:
         return any(d.kind == "c" for _, d in self._leaves)
 
     def __eq__(self, other):
+        if not hasattr(self, "_treedef"):   # a user's space: autograd's equality
+            return type(self) is type(other) and self.__dict__ == other.__dict__
         return isinstance(other, VSpace) and (self._treedef, self._leaves) == (other._treedef, other._leaves)
 
     def __hash__(self):
-        return hash((self._treedef, tuple(self._leaves)))
+        return hash((self._treedef, tuple(self._leaves))) if hasattr(self, "_treedef") else id(self)
 
     def __repr__(self):
+        if not hasattr(self, "_treedef"):
+            return f"{type(self).__name__}_{self.__dict__}"
         if self._treedef.kind == "leaf":
             return f"ArrayVSpace_{{'shape': {self.shape}, 'dtype': {self.dtype!r}}}"
         return f"VSpace({self._treedef})"
@@ -164,6 +200,9 @@ class VSpace:
 
 def vspace(value):
     """The vector space of `value`: `vspace(np.ones((2, 3))).size == 6`."""
+    maker = VSpace.mappings.get(type(value))
+    if maker is not None:
+        return maker(value)
     try:
         return VSpace(value)
     except TypeError:
@@ -213,13 +252,20 @@ class primitive:
     jvp_argnums = property(lambda self: primitive_jvps.get(self),
                            lambda self, rule: primitive_jvps.__setitem__(self, rule))
 
+    def __get__(self, obj, objtype=None):   # a method (autograd's primitives are functions): bind
+        return self if obj is None else functools.partial(self, obj)
+
     def __call__(self, *args, **kwargs):
+        recording = _RECORDING[0]
+        if recording is not None and recording.running and recording.takes(args):
+            return recording.call(self, args, kwargs)
         if self.vjp_argnums is None and self.jvp_argnums is None:
             if not any(is_staged(v) for v in flatten((args, kwargs))[0]):
                 return self.fun(*args, **kwargs)
             return self._without_rules(args, kwargs)
-        # arguments that are not values (functions, strings) are fixed: the rule closes over them
-        fixed = {i: a for i, a in enumerate(args) if not _is_value(a)}
+        # arguments that are not values (functions, strings) and Python ints (an index, a key: no
+        # gradient) are fixed: the rule closes over them
+        fixed = {i: a for i, a in enumerate(args) if not _is_value(a) or type(a) in (int, bool)}
 
         def full(dynamic):
             it = iter(dynamic)
@@ -410,3 +456,117 @@ class VJPNode:
 
 class JVPNode:
     """autograd's forward-mode graph node type (see `VJPNode`)."""
+
+
+# -- grad with respect to values of a user's vector space ------------------------------
+
+_RECORDING = [None]   # the `_Recording` of the `grad` call under way
+
+
+class _Recording:
+    """A `grad` call with respect to values of types with a registered vector space (`targets`).
+
+    Such a value is no array, so it reaches math only through @primitive functions, and
+    its cotangent is the sum, in its space, of those primitives' VJPs of it, each applied
+    to the cotangent of that call's result. A first run of the function, eager, records
+    the calls (the arguments and result each VJP maker takes); a second run, compiled, adds
+    a zero probe to each call's result: the gradient with respect to the probes is those
+    cotangents."""
+
+    def __init__(self, targets):
+        self.targets = {id(v): v for v in targets}
+        self.calls = []          # (primitive, args, kwargs, result) of the eager run, in order
+        self.probes = None       # the compiled run's probes, one per call
+        self.count = 0
+        self.running = False     # in the user's function (not in a rule, nor inside a recorded call)
+
+    def takes(self, args):
+        return any(id(a) in self.targets for a in args)
+
+    def run(self, fn, args, kwargs, probes=None):
+        self.probes, self.count, self.running = probes, 0, True
+        previous, _RECORDING[0] = _RECORDING[0], self
+        try:
+            out = fn(*args, **kwargs)
+        finally:
+            _RECORDING[0], self.running = previous, False
+        if probes is not None and self.count != len(probes):
+            raise self._changed()
+        return out
+
+    def call(self, prim, args, kwargs):
+        self.running = False
+        try:
+            if self.probes is None:
+                ans = prim.fun(*args, **kwargs)
+                self.calls.append((prim, args, kwargs, ans))
+                return ans
+            if self.count >= len(self.probes) or self.calls[self.count][0] is not prim:
+                raise self._changed()
+            self.count += 1
+            return tree_map(lambda a, z: a + z, prim(*args, **kwargs), self.probes[self.count - 1])
+        finally:
+            self.running = True
+
+    def _changed(self):
+        return UnsupportedError("grad with respect to a value of a registered vector space: the function "
+                                "called its @primitive functions differently when compiled than when run "
+                                "with the values; make the calls that take that value depend on no array")
+
+    def cotangents(self, probe_cts):
+        """{id of a target: its cotangent}, in the target's space."""
+        out = {}   # (autograd's order: the first cotangent as it is, the others added by `mut_add`)
+        for (prim, args, kwargs, ans), g in zip(self.calls, probe_cts):
+            for i in (i for i, a in enumerate(args) if id(a) in self.targets):
+                if prim.vjp_argnums is None:
+                    raise MissingRuleError(f"`{getattr(prim.fun, '__name__', prim)}` takes the value differentiated "
+                                           f"(argument {i}) but has no VJP: give one with jitad.extend.defvjp")
+                ct = prim.vjp_argnums((i,), ans, args, kwargs)(g)[0]
+                if ct is not None:
+                    key = id(args[i])
+                    out[key] = vspace(args[i]).mut_add(out[key], _dense(ct)) if key in out else _dense(ct)
+        return {k: out[k] if k in out else vspace(v).zeros() for k, v in self.targets.items()}
+
+
+def _not_recorded(values, who):
+    recording = _RECORDING[0]
+    if recording is not None and recording.running and recording.takes(values):
+        raise UnsupportedError(f"grad with respect to a value of a registered vector space: the space's `{who}` was called "
+                               f"on it; such a value may only enter @primitive functions with a VJP for it "
+                               f"(make `{who}` of it one)")
+
+
+def _probe(x):
+    return np.zeros(np.shape(x), _dtype(x) if _dtype(x).kind == "f" else np.float64)
+
+
+def _user_space_call(concrete, args, kwargs):
+    """`grad`/`value_and_grad` (`concrete`) where differentiated arguments are values of a
+    user's vector space (see `_Recording`); NotImplemented where none is."""
+    diff = sorted(concrete.diff_args(len(args)))
+    targets = [i for i in diff if type(args[i]) in VSpace.mappings]
+    if not targets:
+        return NotImplemented
+    name = concrete.spec[0] if concrete.spec else concrete.name
+    if name not in ("grad", "value_and_grad"):
+        raise UnsupportedError(f"{name} with respect to a {type(args[targets[0]]).__name__} (a value of a "
+                               f"registered vector space): only grad and value_and_grad take such values")
+    from .api import value_and_grad
+    recording = _Recording([args[i] for i in targets])
+    recording.run(concrete.fn, args, kwargs)
+    others = [i for i in diff if i not in targets]
+
+    def probed(probes, *args, **kwargs):
+        return recording.run(concrete.fn, args, kwargs, probes)
+    has_aux = concrete.spec[2]
+    value, grads = value_and_grad(probed, argnums=(0, *[i + 1 for i in others]), has_aux=has_aux)(
+        [tree_map(_probe, call[3]) for call in recording.calls], *args, **kwargs)
+    argnums = concrete.spec[1]
+    by_position = dict(zip(others, grads[1:]))
+    found = recording.cotangents(grads[0])
+    by_position.update({i: found[id(args[i])] for i in targets})
+    g = by_position[diff[0]] if isinstance(argnums, (int, np.integer)) else \
+        tuple(by_position[int(i) % len(args)] for i in argnums)
+    if name == "value_and_grad":
+        return value, g
+    return (g, value[1]) if has_aux else g

@@ -24,7 +24,10 @@ from .config import config
 from .cpu_device import CPU, Device, Shard
 from .stages import NUMPY_DTYPES, ClosedJaxpr, numpy_dtype, ShapeDtypeStruct, ShapedArray, leaf_type, structs, trace_at
 from .errors import ArgumentError, DeviceError, JitadError
+from .ir.ops import Op
 from .ir.verify import verify
+from . import numeric as N
+from .primitives.host import HOST_FUNCTIONS, VMAP_METHODS
 from .numpy import Array
 from .pytree import flatten, tree_map, unflatten
 from .staging import checkpoint as _checkpoint
@@ -377,21 +380,53 @@ def linear_transpose(fun, *primals, reduce_axes=()):
 
 
 def pure_callback(callback, result_shape_dtypes, *args, sharding=None, vmap_method=None, **kwargs):
-    """`callback(*args, **kwargs)` run in Python on values, its result checked against
-    `result_shape_dtypes` (a pytree of ShapeDtypeStructs) and returned as arrays of those
-    dtypes. jitad calls it on values only: inside staged code (jit, grad, vmap) it raises
-    JitadError, since compiled code cannot take values back from Python; use
-    `jitad.debug.callback` there for side effects, or compute the value in jitad.
+    """`callback(*args, **kwargs)`, a pure Python function on NumPy values, its result checked
+    against `result_shape_dtypes` (a pytree of ShapeDtypeStructs) and returned as arrays of
+    those dtypes. Inside `jit` or `vmap` the compiled code calls back into Python with the
+    run-time values (it may call a function of several results once per result, as a pure
+    function allows); `vmap_method` as JAX's: "sequential" (the default) calls it once per
+    lane, "expand_dims" once with size-1 axes on unbatched arguments, "broadcast_all" once
+    with every argument broadcast. It has no derivative (`grad` raises, as JAX's does).
 
-    >>> jitad.pure_callback(np.sin, jitad.ShapeDtypeStruct((2,), np.float64), np.zeros(2))
+    >>> jitad.jit(lambda x: jitad.pure_callback(np.sin, jitad.ShapeDtypeStruct((2,), np.float64), x) * 2)(np.zeros(2))
     Array([0., 0.])
     """
     api.check_callable(callback, "pure_callback")
+    if vmap_method not in VMAP_METHODS:
+        raise ArgumentError(f"pure_callback: vmap_method={vmap_method!r}; use one of {VMAP_METHODS[1:]}")
     if current_frame() is not None or any(is_staged(x) for x in flatten((args, kwargs))[0]):
-        raise JitadError("pure_callback inside jit, grad or vmap is not available: compiled jitad code cannot "
-                         "take values back from Python. Call it outside the transformed function, use "
-                         "jitad.debug.callback for side effects, or write the computation with jitad.numpy")
-    out = callback(*args, **kwargs)
+        return _staged_callback(callback, result_shape_dtypes, args, kwargs, vmap_method)
+    return _checked_results(callback(*args, **kwargs), result_shape_dtypes)
+
+
+def _staged_callback(callback, result_shape_dtypes, args, kwargs, vmap_method):
+    """One `host_call` node per result leaf, calling `callback` on the arguments' values."""
+    leaves, in_td = flatten((args, kwargs))
+    wanted, out_td = flatten(result_shape_dtypes)
+
+    def on_values(*values):
+        call_args, call_kwargs = unflatten(in_td, list(values))
+        got, td = flatten(callback(*call_args, **call_kwargs))
+        if td != out_td:
+            raise ArgumentError(f"pure_callback: the callback returned the structure {td}, but "
+                                f"result_shape_dtypes has {out_td}")
+        return got
+    key = f"{getattr(callback, '__qualname__', 'callback')}@{id(callback):x}:{hash((str(in_td), str(out_td))):x}"
+    HOST_FUNCTIONS[key] = on_values   # (kept: compiled code may call it later)
+    outs = [N.bind(Op.HOST_CALL, *leaves, call=key, index=k, vmap_method=vmap_method,
+                   out=(_ir_dtype(w.dtype), tuple(w.shape))) for k, w in enumerate(wanted)]
+    return unflatten(out_td, outs)
+
+
+def _ir_dtype(dtype):
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f":
+        return "f32" if dtype.itemsize <= 4 else "f64"
+    return "bool" if dtype.kind == "b" else "i64"
+
+
+def _checked_results(out, result_shape_dtypes):
+    """The callback's result `out` as arrays of the dtypes `result_shape_dtypes` gives."""
     wanted, td = flatten(result_shape_dtypes)
     got, out_td = flatten(out)
     if td != out_td:

@@ -31,7 +31,7 @@ from .elementwise import (abs, acos, acosh, add, asin, asinh, atan, atan2, atanh
                           shift_right_logical, sign, sin, sinh, sqrt, square, stop_gradient, sub, tan, tanh)
 from .loops import (cond, custom_linear_solve, custom_root, fori_loop, map, optimization_barrier,  # noqa: F401
                     scan, switch, while_loop)
-from .reductions import (argmax, argmin, associative_scan, batch_matmul, cumlogsumexp, cummax,  # noqa: F401
+from .reductions import (argmax, argmin, associative_scan, batch_matmul, cumlogsumexp, cummax, scaled_dot,  # noqa: F401
                          cummin, cumprod, cumsum, dot, dot_general, reduce, reduce_and, reduce_max,
                          reduce_min, reduce_or, reduce_prod, reduce_sum, reduce_xor, sort, sort_key_val, top_k)
 from .shapes import (GatherDimensionNumbers, GatherScatterMode, ScatterDimensionNumbers,  # noqa: F401
@@ -282,12 +282,6 @@ def approx_min_k(operand, k, reduction_dimension=-1, recall_target=0.95, reducti
     """The `k` smallest entries along `reduction_dimension` and their indices, computed exactly."""
     values, indices = top_k(-operand if is_staged(operand) else -np.asarray(operand), k, axis=reduction_dimension)
     return -values, indices
-
-
-def scaled_dot(lhs, rhs, *, lhs_scale=None, rhs_scale=None, dimension_numbers=None, preferred_element_type=None):
-    """Declined: block-scaled low-precision products (MX formats) have no jitad dtype."""
-    raise ArgumentError("`lax.scaled_dot` multiplies block-scaled 8-bit floats, which jitad does not have; "
-                        "scale the operands and use `lax.dot_general`")
 
 
 def ragged_dot_general(lhs, rhs, group_sizes, ragged_dot_dimension_numbers, precision=None,

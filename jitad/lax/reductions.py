@@ -290,6 +290,47 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
     return N.reshape(out, bshape + tuple(xs[d] for d in lf) + tuple(ys[d] for d in rf))
 
 
+def scaled_dot(lhs, rhs, *, lhs_scale=None, rhs_scale=None, dimension_numbers=None, preferred_element_type=None):
+    """`dot_general(lhs * lhs_scale, rhs * rhs_scale)`, each scale repeated in blocks along the
+    contracting axes (an axis of the operand `k` times its scale's length: blocks of `k`).
+    The default `dimension_numbers` contract axis 1 with axis 0 (2-D), or 2 with 1 batched
+    over 0 (3-D). jitad computes in the operands' float dtype (or `preferred_element_type`),
+    not in JAX's bfloat16, so its results are the exact ones JAX's approximate:
+
+    >>> lax.scaled_dot(np.ones((1, 4)), np.ones((4, 1)), lhs_scale=np.array([[1.0, 2.0]]),
+    ...                rhs_scale=np.ones((2, 1))).tolist()
+    [[6.0]]
+    """
+    nd = len(_shape(lhs))
+    if dimension_numbers is None:
+        if nd not in (2, 3):
+            raise ShapeError(f"`lax.scaled_dot`: operands of rank {nd}; give dimension_numbers for ranks "
+                             "other than 2 and 3")
+        dimension_numbers = (((1,), (0,)), ((), ())) if nd == 2 else (((2,), (1,)), ((0,), (0,)))
+    (lc, rc), _ = dimension_numbers
+    lhs, rhs = (_scaled(x, scale, contracting) for x, scale, contracting in ((lhs, lhs_scale, lc), (rhs, rhs_scale, rc)))
+    return dot_general(lhs, rhs, dimension_numbers, preferred_element_type=preferred_element_type)
+
+
+def _scaled(x, scale, contracting):
+    """`x` times `scale` repeated in blocks along the contracting axes (JAX's checks on the shapes)."""
+    if scale is None:
+        return x
+    xs, ss = _shape(x), _shape(scale)
+    if len(xs) != len(ss):
+        raise ShapeError(f"`lax.scaled_dot`: an operand of shape {xs} and its scale of shape {ss}; give "
+                         "them the same rank")
+    for d, (n, m) in enumerate(zip(xs, ss)):
+        if d in contracting and (n % m or n // m < 2):
+            raise ShapeError(f"`lax.scaled_dot`: contracting axis {d} of length {n} is not a multiple (at "
+                             f"least twice) of its scale's length {m}")
+        if d not in contracting and n != m:
+            raise ShapeError(f"`lax.scaled_dot`: axis {d} has length {n}, its scale {m}; they must agree")
+    for d in contracting:
+        scale = N.NUMPY_API["repeat"](scale, xs[d] // ss[d], axis=d)
+    return x * scale
+
+
 def batch_matmul(lhs, rhs, precision=None):
     """Matrix products over the shared leading batch axes: `lax.batch_matmul(a, b)`."""
     if len(_shape(lhs)) != len(_shape(rhs)) or len(_shape(lhs)) < 2:

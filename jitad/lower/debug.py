@@ -20,8 +20,9 @@ import llvmlite.ir as ir
 import numpy as np
 
 from ..ir.ops import Op
+from ..primitives.host import HOST_FUNCTIONS, result
 from . import runtime
-from .llvm import I8, I32, I64, INTERRUPTED, LL, PTR, alloca, rule
+from .llvm import I8, I32, I64, INTERRUPTED, LL, PTR, alloca, rule, service
 
 _CTYPES = {"f64": ctypes.c_double, "f32": ctypes.c_float, "i64": ctypes.c_int64, "bool": ctypes.c_uint8}
 _NUMPY = {"f64": np.float64, "f32": np.float32, "i64": np.int64, "bool": np.bool_}
@@ -95,10 +96,36 @@ _CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_char_p, ctypes.c_int64, ct
 llvm.add_symbol("jitad_debug_print", ctypes.cast(_CALLBACK, ctypes.c_void_p).value)
 
 
-@rule(Op.DEBUG_PRINT)
-def _debug_print(lo, node, ins):
+def _host_callback(spec, n, values, out, done):
+    """One `host_call`: the registered function on the operands' values, its result `index`
+    written where `out` points; `*done` set as `_callback` sets it."""
+    try:
+        decoded = _specs.get(spec)
+        if decoded is None:
+            decoded = _specs[spec] = json.loads(spec.decode())
+        vals = [_value(values[k], dtype, tuple(shape)) for k, (dtype, shape) in enumerate(decoded["types"])]
+        dtype, shape = decoded["out"]
+        value = result(HOST_FUNCTIONS[decoded["call"]](*vals)[decoded["index"]], (dtype, shape), decoded["call"])
+        count = max(int(np.prod(shape, dtype=np.int64)), 1)
+        raw = (_CTYPES[dtype] * count).from_address(out)
+        np.ctypeslib.as_array(raw)[:] = value.reshape(-1).view(np.uint8) if dtype == "bool" else value.reshape(-1)
+        done[0] = 1
+    except BaseException as e:   # (as `_callback`: the call stops, its caller raises `e`)
+        if isinstance(e, Exception):
+            e.add_note("raised by a pure_callback while compiled code ran; the call stopped there")
+        runtime.interrupted_by(e)
+    return 0
+
+
+_HOST_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_char_p, ctypes.c_int64, ctypes.POINTER(ctypes.c_void_p),
+                                  ctypes.c_void_p, ctypes.POINTER(ctypes.c_int32))(_host_callback)
+llvm.add_symbol("jitad_host_call", ctypes.cast(_HOST_CALLBACK, ctypes.c_void_p).value)
+
+
+def _pointers(lo, node, ins):
+    """A stack table of pointers to the operands' values (a tensor's data, or a stack slot
+    holding a scalar)."""
     b = lo.b
-    spec = lo.constant_array(np.frombuffer(node.attrs["spec"].encode() + b"\0", np.uint8))
     table = alloca(b, ir.ArrayType(PTR, max(len(ins), 1)))
     for k, (var, value) in enumerate(zip(node.inputs, ins)):
         if var.type.shape:
@@ -107,11 +134,42 @@ def _debug_print(lo, node, ins):
             ptr = alloca(b, LL[var.type.dtype] if var.type.dtype != "bool" else I8)
             b.store(value if var.type.dtype != "bool" else b.zext(value, I8), ptr)
         b.store(ptr, b.gep(table, [I64(0), I64(k)], source_etype=ir.ArrayType(PTR, max(len(ins), 1))))
-    fn = lo.extern("jitad_debug_print", ir.FunctionType(I32, [PTR, I64, PTR, PTR]))
+    return table
+
+
+def _call_back(lo, name, args):
+    """Call the callback `name` with `args` and a `done` flag; unwind if it stayed unset."""
+    b = lo.b
+    fn = lo.extern(name, ir.FunctionType(I32, [PTR, I64, PTR, PTR, PTR][:len(args) + 1]))
     done = alloca(b, I32)   # the callback sets it when the code may go on (not after Ctrl-C)
     b.store(I32(0), done)
-    b.call(fn, [spec, I64(len(ins)), table, done])
+    b.call(fn, args + [done])
     with b.if_then(b.icmp_unsigned("==", b.load(done, typ=I32), I32(0)), likely=False):
         b.store(I32(INTERRUPTED), lo.status_ptr())
         b.branch(lo.bail_block())
+
+
+@rule(Op.DEBUG_PRINT)
+def _debug_print(lo, node, ins):
+    spec = lo.constant_array(np.frombuffer(node.attrs["spec"].encode() + b"\0", np.uint8))
+    _call_back(lo, "jitad_debug_print", [spec, I64(len(ins)), _pointers(lo, node, ins)])
     return []
+
+
+@service("host_call")
+def _host_call(lo, node, ins):
+    """The `host_call` primitive's rule: a call back into Python writing the result."""
+    out = node.outputs[0]
+    attrs = node.attrs
+    spec = json.dumps({"call": attrs["call"], "index": attrs["index"], "out": [out.type.dtype, list(out.type.shape)],
+                       "types": [[v.type.dtype, list(v.type.shape)] for v in node.inputs]})
+    spec = lo.constant_array(np.frombuffer(spec.encode() + b"\0", np.uint8))
+    if out.type.shape:
+        dest = lo.result_buffer(out)
+    else:
+        dest = alloca(lo.b, LL[out.type.dtype] if out.type.dtype != "bool" else I8)
+    _call_back(lo, "jitad_host_call", [spec, I64(len(ins)), _pointers(lo, node, ins), dest])
+    if out.type.shape:
+        return [dest]
+    value = lo.b.load(dest, typ=LL[out.type.dtype] if out.type.dtype != "bool" else I8)
+    return [value if out.type.dtype != "bool" else lo.b.trunc(value, LL["bool"])]

@@ -378,8 +378,12 @@ def concatenate(xs, axis=0):
 
 
 def _array_list(who, xs):
-    if is_staged(xs) or isinstance(xs, np.ndarray) or not isinstance(xs, (list, tuple)) or not xs:
-        raise ArgumentError(f"`{who}` takes a non-empty list or tuple of arrays, got {type(xs).__name__}")
+    """The arrays to join: a list or tuple of them, or (as NumPy and JAX) the rows of one array."""
+    if (is_staged(xs) or isinstance(xs, np.ndarray)) and _shape(xs):
+        return [xs[i] for i in range(_shape(xs)[0])]
+    if not isinstance(xs, (list, tuple)) or not xs:
+        raise ArgumentError(f"`{who}` takes a non-empty list or tuple of arrays (or one array of at least one "
+                            f"axis), got {type(xs).__name__}")
     return list(xs)
 
 

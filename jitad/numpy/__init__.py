@@ -431,6 +431,7 @@ from .statistics import *  # noqa: E402,F401,F403
 from .arrays import *  # noqa: E402,F401,F403
 from .bits import *  # noqa: E402,F401,F403
 from .setops import *  # noqa: E402,F401,F403
+from . import setops as _setops  # noqa: E402
 from .polynomial import *  # noqa: E402,F401,F403
 from . import statistics as _statistics  # noqa: E402
 _statistics._late()
@@ -532,6 +533,8 @@ def _takes_plain_inputs(name, fn):
             return args
     else:
         def convert(args):
+            if name == "where" and _builtins.all(_setops._plain_python(a) for a in args):
+                return args   # lists of numbers stay lists: `where` gives a list (autograd's meaning)
             if name in _ALL_POSITIONS:
                 return tuple(_as_input(a) for a in args)
             return (_as_input(args[0]),) + args[1:] if args else args
@@ -556,3 +559,4 @@ for _name, _fn in list(globals().items()):
             (_fn.__module__ or "").startswith("jitad") and not getattr(_fn, "__wrapped_plain__", False):
         globals()[_name] = _takes_plain_inputs(_name, _fn)
 del _name, _fn
+random.wrap_namespace = globals()["wrap_namespace"]   # autograd.numpy.random carries it too

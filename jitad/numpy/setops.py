@@ -289,11 +289,21 @@ def where(condition, x=None, y=None, *, size=None, fill_value=None):
     """`x` where `condition` else `y` (broadcast); with `condition` alone, `nonzero(condition)`
     (staged: `size=`, as JAX's): `jnp.where(x > 0, x, 0.0)`. The three may be given by name
     (`where(condition=c, x=a, y=b)`, as autograd takes them); on three Python numbers the
-    result is a Python number of NumPy's promoted type, as jitad's scalar results are."""
+    result is a Python number of NumPy's promoted type, as jitad's scalar results are, and on
+    lists of them a list (autograd's meaning; JAX refuses lists)."""
     if x is None and y is None:
         return nonzero(condition, size=size, fill_value=fill_value)
     if x is None or y is None:
         raise ArgumentError("`jnp.where` takes condition alone or condition, x and y: `jnp.where(c, x, y)`")
     if all(type(v) in (bool, int, float) for v in (condition, x, y)):
         return np.where(condition, x, y).item()
+    if all(_plain_python(v) for v in (condition, x, y)):   # lists of numbers: a list, as autograd's
+        return np.where(condition, x, y).tolist()          # (JAX refuses lists)
     return N.where(condition, x, y)
+
+
+def _plain_python(v):
+    """A Python number, or a list or tuple of plain Python values (no array in it)."""
+    if isinstance(v, (list, tuple)):
+        return all(_plain_python(item) for item in v)
+    return type(v) in (bool, int, float)

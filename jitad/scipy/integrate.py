@@ -40,3 +40,38 @@ def odeint(func, y0, t, args=(), rtol=1.49012e-8, atol=1.49012e-8, mxstep=None, 
         args = (args,)
     return ode.odeint(func, y0, t, *args, rtol=rtol, atol=atol, mxstep=float("inf") if mxstep is None else mxstep,
                       hmax=float("inf") if hmax is None else hmax)
+
+
+# -- the helpers autograd's `scipy.integrate` defines or imports -----------------------
+
+from ..builtins import tuple  # noqa: E402,F401,A004  (autograd's names: the builtin)
+from ..differential_operators import make_vjp  # noqa: E402,F401
+from ..extend import defvjp_argnums, primitive  # noqa: E402,F401
+from ..misc.flatten import flatten  # noqa: E402,F401
+
+
+def grad_odeint(yt, func, y0, t, func_args, **kwargs):
+    """The VJP of `odeint(func, y0, t, func_args, **kwargs)`, whose result is `yt`:
+    `g -> (None, cotangent of y0, of t, of func_args)` (None: `func` has none), as
+    autograd's helper returns; computed by reverse mode through jitad's solver."""
+    from .. import api
+    func_args = func_args if isinstance(func_args, tuple) else (func_args,)
+
+    def solve(y0, t, args):
+        return odeint(func, y0, t, args, **kwargs)
+    _, pullback = api.vjp(solve, y0, t, func_args)
+    return lambda g: (None, *pullback(g))
+
+
+def argnums_unpack(all_vjp_builder):
+    """A `defvjp_argnums` rule from a maker of every argument's cotangent at once:
+    `all_vjp_builder(ans, *args, **kwargs) -> (g -> one cotangent per argument)`, the
+    chosen ones kept."""
+    def build_selected_vjps(argnums, ans, args, kwargs):
+        vjp_all = all_vjp_builder(ans, *args, **kwargs)
+
+        def chosen(g):
+            every = vjp_all(g)
+            return [every[i] for i in argnums]
+        return chosen
+    return build_selected_vjps

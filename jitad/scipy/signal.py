@@ -26,7 +26,7 @@ def convolve(in1, in2, mode="full", method="auto", precision=None, *, axes=None,
     autograd's form convolves arrays of any rank over chosen axes and contracts others:
     `axes=(axes of in1, axes of in2)` are convolved pairwise, `dot_axes=(.., ..)` summed over
     in pairs; the result's axes are in1's other axes, in2's other axes, then the convolved
-    ones ('valid' and 'full' modes):
+    ones ('same': as long as `in1` on each, centred):
 
     >>> images, filters = np.ones((2, 3, 6, 6)), np.ones((3, 4, 3, 3))   # (batch, colour, y, x)
     >>> convolve(images, filters, axes=([2, 3], [2, 3]), dot_axes=([1], [0]), mode="valid").shape
@@ -84,11 +84,15 @@ def _convolve_axes(a, b, axes, dot_axes, mode):
     sa, sb = _shape(a), _shape(b)
     axes = [list(x) for x in (axes if axes is not None else (range(len(sa)), range(len(sb))))]
     dots = [list(x) for x in (dot_axes if dot_axes is not None else ((), ()))]
-    if mode not in ("valid", "full"):
-        raise ArgumentError(f"`convolve` with axes: mode={mode!r}; use 'valid' or 'full'")
+    if mode not in ("valid", "full", "same"):
+        raise ArgumentError(f"`convolve` with axes: mode={mode!r}; use 'valid', 'full' or 'same'")
     if len(axes[0]) != len(axes[1]) or len(dots[0]) != len(dots[1]):
         raise ShapeError(f"`convolve`: axes={axes}, dot_axes={dots}; give the same number of axes of each array")
-    if any(sb[j] < sa[i] for i, j in zip(*axes)):   # the smaller one is the window
+    if mode == "same":   # the full result's middle, as long as `a` on each convolved axis
+        full = _convolve_axes(a, b, axes, dots, "full")
+        conv = [slice((sb[j] - 1) // 2, (sb[j] - 1) // 2 + sa[i]) for i, j in zip(*axes)]
+        return N.getitem(full, (slice(None),) * (len(_shape(full)) - len(conv)) + tuple(conv))
+    if any(sb[j] < sa[i] for i, j in zip(*axes)) and (mode == "valid" or all(sb[j] <= sa[i] for i, j in zip(*axes))):   # the smaller is the window
         if mode == "valid" and not all(sb[j] <= sa[i] for i, j in zip(*axes)):
             raise ShapeError(f"`convolve`: shapes {sa} and {sb}; mode='valid' needs one array at least as "
                              "large as the other on every convolved axis")
@@ -153,3 +157,77 @@ def detrend(data, axis=-1, type="linear", bp=0, overwrite_data=None):
     t = np.arange(n, dtype=np.float64) - (n - 1) / 2.0   # centred: slope and intercept separate
     slope = N.sum(x * t, -1, keepdims=True) / max(float(np.sum(t * t)), 1.0)
     return N.NUMPY_API["moveaxis"](x - mean - slope * t, -1, axis)
+
+
+# -- the helpers autograd's `scipy.signal` defines or imports ---------------------------
+
+from numpy.lib.stride_tricks import as_strided  # noqa: E402,F401  (NumPy's, as autograd imports it)
+
+from ._special_rules import defvjp, primitive  # noqa: E402,F401
+
+
+def compute_conv_size(a_size, b_size, mode):
+    """The length of a convolution of lengths `a_size` and `b_size` in `mode`:
+    `compute_conv_size(5, 3, "valid") == 3`."""
+    sizes = {"full": a_size + b_size - 1, "same": a_size, "valid": abs(a_size - b_size) + 1}
+    if mode not in sizes:
+        raise ArgumentError(f"compute_conv_size: mode={mode!r}; use 'full', 'same' or 'valid'")
+    return sizes[mode]
+
+
+def flipped_idxs(ndim, axes):
+    """The index that reverses an array of `ndim` axes along `axes`:
+    `x[flipped_idxs(2, [1])]` is `x[:, ::-1]`."""
+    return tuple(slice(None, None, -1) if d in axes else slice(None) for d in range(ndim))
+
+
+def parse_axes(a_shape, b_shape, conv_axes, dot_axes, mode):
+    """autograd's description of `convolve(A, B, axes=conv_axes, dot_axes=dot_axes)`:
+    `(axes, shapes)`, each a dict for "A" and "B" (their "conv", "dot" and "ignore" axes, or
+    those axes' lengths) and "out" (the result's "ignore_A", "ignore_B" and "conv" axes).
+
+    >>> parse_axes((2, 5), (3,), ([1], [0]), ([], []), "full")[1]["out"]["ignore_A"]
+    (2,)
+    """
+    if conv_axes is None:
+        conv_axes = (tuple(range(len(a_shape))),) * 2
+    axes = {}
+    for key, shape, conv, dot in (("A", a_shape, conv_axes[0], dot_axes[0]), ("B", b_shape, conv_axes[1], dot_axes[1])):
+        axes[key] = {"conv": tuple(conv), "dot": tuple(dot),
+                     "ignore": tuple(i for i in range(len(shape)) if i not in conv and i not in dot)}
+    if len(axes["A"]["dot"]) != len(axes["B"]["dot"]) or len(axes["A"]["conv"]) != len(axes["B"]["conv"]):
+        raise ShapeError(f"parse_axes: conv axes {conv_axes} and dot axes {dot_axes} do not pair up")
+    n_a, n_b, n_conv = len(axes["A"]["ignore"]), len(axes["B"]["ignore"]), len(axes["A"]["conv"])
+    axes["out"] = {"ignore_A": tuple(range(n_a)), "ignore_B": tuple(range(n_a, n_a + n_b)),
+                   "conv": tuple(range(n_a + n_b, n_a + n_b + n_conv))}
+    shapes = {key: {part: tuple(shape[i] for i in ax) for part, ax in axes[key].items()}
+              for key, shape in (("A", a_shape), ("B", b_shape))}
+    shapes["out"] = {"ignore_A": shapes["A"]["ignore"], "ignore_B": shapes["B"]["ignore"],
+                     "conv": tuple(compute_conv_size(a_shape[i], b_shape[j], mode)
+                                   for i, j in zip(axes["A"]["conv"], axes["B"]["conv"]))}
+    return axes, shapes
+
+
+def einsum_tensordot(a, b, axes):
+    """`tensordot(a, b, axes)` written as one `einsum`: the axes `axes[0]` of `a` summed
+    against `axes[1]` of `b`, the others kept (a's, then b's)."""
+    a_idx, b_idx = list(range(len(_shape(a)))), list(range(len(_shape(a)), len(_shape(a)) + len(_shape(b))))
+    for k, (i, j) in enumerate(zip(*axes)):
+        a_idx[i] = b_idx[j] = len(a_idx) + len(b_idx) + k
+    letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    a_sub, b_sub = ("".join(letters[i] for i in idx) for idx in (a_idx, b_idx))
+    out = "".join(c for c in a_sub + b_sub if (a_sub + b_sub).count(c) == 1)
+    return A.einsum(f"{a_sub},{b_sub}->{out}", a, b)
+
+
+def grad_convolve(argnum, ans, a, b, axes=None, dot_axes=((), ()), mode="full"):
+    """The VJP maker of autograd's `convolve(a, b, axes, dot_axes, mode)` in argument
+    `argnum` (0 or 1): `g -> the cotangent of that argument`."""
+    if argnum not in (0, 1):
+        raise ArgumentError(f"grad_convolve: argnum={argnum!r}; convolve has arguments 0 and 1")
+    from .. import api
+
+    def conv(x):
+        args = (x, b) if argnum == 0 else (a, x)
+        return convolve(*args, axes=axes, dot_axes=dot_axes, mode=mode)
+    return lambda g: api.vjp(conv, (a, b)[argnum])[1](g)[0]

@@ -4,8 +4,7 @@ in their arguments, with SciPy's signatures (`from jitad.scipy.stats import norm
 >>> norm.logpdf(0.0)
 -0.9189385332046727
 
-Every argument may be staged (and differentiated) but `dirichlet`'s `alpha`, which must
-be a plain array.
+Every argument may be staged (and differentiated).
 """
 import collections
 import math
@@ -93,8 +92,10 @@ class multivariate_normal:
         diff = x - (0.0 if mean is None else mean)
         if len(_shape(cov)) < 2:   # a variance or the diagonal of cov, as SciPy
             cov = N.broadcast_to(cov, (d,)) * _np("eye")(d)
-        chol = L.cholesky(cov)
         rows = N.reshape(diff, (-1, d))
+        if allow_singular:
+            return N.reshape(_singular_logpdf(rows, cov, d), shape[:-1])
+        chol = L.cholesky(cov)
         z = L.solve_triangular(chol, N.transpose(rows), lower=True)
         maha = N.sum(z * z, 0)
         log_det = 2.0 * N.sum(N.log(_np("diagonal")(chol)))
@@ -108,6 +109,23 @@ class multivariate_normal:
         return 0.5 * d * (1.0 + _LOG_2PI) + N.sum(N.log(_np("diagonal")(L.cholesky(cov))))
 
 
+def _singular_logpdf(rows, cov, d):
+    """The normal log-density of each row of `rows` (x - mean) with a covariance that may be
+    singular, as SciPy's `allow_singular=True`: on the span of the eigenvectors whose
+    eigenvalues pass SciPy's cutoff (1e6 machine epsilons of the largest), through the
+    pseudo-inverse and pseudo-determinant; -inf off that support."""
+    w, v = L.eigh(cov)
+    cutoff = 1e6 * np.finfo(np.float64).eps * N.max(N.abs(w))
+    kept = w > cutoff
+    safe = N.where(kept, w, 1.0)
+    proj = rows @ v   # the coordinates along the eigenvectors
+    maha = N.sum(proj * proj * N.where(kept, 1.0 / safe, 0.0), -1)
+    off_support = N.sqrt(N.sum(proj * proj * N.where(kept, 0.0, 1.0), -1)) >= cutoff
+    rank = N.sum(N.where(kept, 1.0, 0.0))
+    out = -0.5 * (rank * _LOG_2PI + N.sum(N.where(kept, N.log(safe), 0.0)) + maha)
+    return N.where(off_support, -np.inf, out)
+
+
 @_with_exp
 class t:
     """Student's t with `df` degrees of freedom (a plain number)."""
@@ -117,6 +135,14 @@ class t:
         z = (x - loc) / scale
         const = S.gammaln((df + 1) / 2.0) - S.gammaln(df / 2.0) - 0.5 * np.log(df * np.pi)
         return const - N.log(scale) - (df + 1) / 2.0 * N.log1p(z * z / df)
+
+    @staticmethod
+    def cdf(x, df, loc=0.0, scale=1.0):
+        """P(X <= x): each tail is half the regularized incomplete beta function at
+        df / (df + z²) (autograd's and SciPy's `t.cdf`; JAX's `t` has none)."""
+        z = (x - loc) / scale
+        tail = 0.5 * S.betainc(0.5 * df, 0.5, df / (df + z * z))
+        return N.where(z > 0, 1.0 - tail, tail)
 
 
 @_with_exp
@@ -173,6 +199,21 @@ class poisson:
         k = A.floor(S._float(k) - loc)
         return N.where(k < 0, 0.0, S.gammaincc(N.maximum(k, 0.0) + 1.0, mu))
 
+    @staticmethod
+    def entropy(mu, loc=0):
+        """-sum_k p(k) log p(k): summed over k < 220 for mu < 100 (the tail past there is
+        below 1e-16), else the asymptotic series in 1/mu; NaN for mu <= 0. `loc` only
+        broadcasts (a shift leaves the entropy as it is)."""
+        mu = S._float(mu) + 0.0 * S._float(loc)
+        small = N.where((mu > 0) & (mu < 100.0), mu, 1.0)
+        k = np.arange(220.0)
+        log_p = k * N.log(small[..., None]) - small[..., None] - S.gammaln(k + 1.0)
+        summed = -N.sum(N.exp(log_p) * log_p, -1)
+        large = N.where(mu >= 100.0, mu, 100.0)
+        series = 0.5 * N.log(2 * math.pi * math.e * large) - 1 / (12 * large) - 1 / (24 * large ** 2) \
+            - 19 / (360 * large ** 3)
+        return N.where(mu <= 0, np.nan, N.where(mu < 100.0, summed, series))
+
 
 @_with_exp
 class bernoulli:
@@ -198,13 +239,13 @@ class bernoulli:
 
 @_with_exp
 class dirichlet:
-    """The Dirichlet distribution over the simplex, concentrations `alpha` (plain)."""
+    """The Dirichlet distribution over the simplex, concentrations `alpha`."""
 
     @staticmethod
     def logpdf(x, alpha):
-        alpha = np.asarray(alpha, float)
-        norm_const = S.gammaln(np.sum(alpha)) - np.sum(S.gammaln(alpha))
-        a = alpha.reshape((-1,) + (1,) * (len(_shape(x)) - 1))   # x: (K,) or (K, N), as SciPy
+        alpha = S._float(alpha)
+        norm_const = S.gammaln(N.sum(alpha)) - N.sum(S.gammaln(alpha))
+        a = N.reshape(alpha, (-1,) + (1,) * (len(_shape(x)) - 1))   # x: (K,) or (K, N), as SciPy
         return N.sum(S.xlogy(a - 1.0, x), 0) + norm_const
 
     @staticmethod
@@ -636,4 +677,36 @@ def _as_modules():
         sys.modules[module.__name__] = globals()[name] = module
 
 
+def _generalized_outer_product(x):
+    """`x x^T` of a vector, or of each matrix of a stack: `x @ swapaxes(x, -1, -2)`."""
+    return x[:, None] * x[None, :] if len(_shape(x)) == 1 else x @ _np("swapaxes")(x, -1, -2)
+
+
+def _covgrad(x, mean, cov, allow_singular=False):
+    """The gradient of `multivariate_normal.logpdf(x, mean, cov)` w.r.t. `cov`:
+    (C^-1 (x - m) (x - m)^T C^-1 - C^-1) / 2, per row of `x` (autograd's helper)."""
+    if allow_singular:
+        raise ArgumentError("covgrad: the density is not differentiable in a singular covariance; "
+                            "give allow_singular=False")
+    inv = L.inv(cov)
+    return 0.5 * (_generalized_outer_product(inv @ _np("expand_dims")(x - mean, -1)) - inv)
+
+
+def _solve(allow_singular):
+    """The solver of `cov z = b` the densities' gradients use: `pinv(cov) @ b` where
+    `allow_singular`, else `linalg.solve`."""
+    return (lambda a, b: L.pinv(a) @ b) if allow_singular else L.solve
+
+
+def _autograd_helpers():
+    """The helpers autograd's `norm` and `multivariate_normal` modules define or import,
+    on jitad's modules of those names."""
+    from ._special_rules import defvjp, primitive, unbroadcast_f
+    common = {"defvjp": defvjp, "primitive": primitive, "unbroadcast_f": unbroadcast_f}
+    vars(sys.modules[f"{__name__}.norm"]).update(common)
+    vars(sys.modules[f"{__name__}.multivariate_normal"]).update(
+        common, covgrad=_covgrad, generalized_outer_product=_generalized_outer_product, solve=_solve)
+
+
 _as_modules()
+_autograd_helpers()

@@ -107,6 +107,13 @@ class Staged:
     `0.9 ** step * w` keeps a float32 `w` float32."""
     __slots__ = ("_var", "weak")
     __hash__ = object.__hash__
+    type_mappings = {}   # a user's value type -> its box class (autograd's `Box.register`)
+
+    @classmethod
+    def register(cls, value_type):
+        """autograd's `Box.register`: `cls` boxes values of `value_type`. jitad stages arrays
+        only; such a value is differentiated through its vector space (`VSpace.register`)."""
+        Staged.type_mappings[value_type] = Staged.type_mappings[cls] = cls
 
     # NumPy functions on staged values run the jitad function of the same name, or raise
     # a StagingError naming what to call (`np.ones(3) + x` comes here too)

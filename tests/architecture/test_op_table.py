@@ -166,6 +166,8 @@ OPT_OUT = (
     | _without("debug_print check", "vjp", "jvp")
     # debug_print calls back into Python: compiled CPU code only (the interpreter computes values)
     | _without("debug_print", "cuda", "impl")
+    # pure_callback's call back into Python: compiled CPU code (and the interpreter) only
+    | _without("host_call", "cuda")
     # reverse mode runs the user's rule (`transforms/vjp.py`)
     | _without("custom_vjp", "vjp")
     # converted inside the kernel source (`cuda_kernels._convert`), not by an expression;
@@ -255,6 +257,7 @@ UNCASED = {   # primitives checked elsewhere
     "linalg": "its many functions: tests/numpy/test_linalg.py (vmap and gradients of each)",
     "allreduce": "MPI collectives: tests/interop/test_distributed.py", "bcast": "MPI collectives: tests/interop/test_distributed.py",
     "named": "collectives over vmap's named axes: tests/lax/test_lax_named_axes.py",
+    "host_call": "a call back into Python (pure_callback), no derivative: tests/compat/test_pure_callback.py",
 }
 
 

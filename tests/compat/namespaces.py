@@ -88,11 +88,10 @@ DECLINED = {
     # point-to-point and ragged exchanges between devices; block-scaled 8-bit floats; XLA's
     # own generators; primitive objects whose parameters are JAX's jaxprs
     "jax.lax": {"precv", "psend", "ragged_all_to_all", "ragged_all_to_all_p", "rng_bit_generator",
-                "rng_bit_generator_p", "rng_uniform", "rng_uniform_p", "scaled_dot", "cond_p", "while_p", "scan_p",
+                "rng_bit_generator_p", "rng_uniform", "rng_uniform_p", "cond_p", "while_p", "scan_p",
                 "reduce_window_p", "linear_solve_p", "select_and_scatter_p"},
     "jax.nn": {"get_scaled_dot_general_config"},
     "autograd": {"holomorphic_grad"},   # complex functions: jitad has no complex dtypes
-    "jax": {"pure_callback"},   # values only: compiled code cannot take values back from Python
     "autograd.numpy.linalg": {"grad_eig"},   # eig is complex: grad_eigh
 }
 

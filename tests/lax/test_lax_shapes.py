@@ -235,3 +235,18 @@ def test_primitive_objects_bind_as_jax():
     assert_same(lax.broadcast_like(np.arange(4.0), x), jlax.broadcast_like(np.arange(4.0), x))
     with pytest.raises(jitad.JitadError, match="lax.while_loop"):
         lax.while_p.bind(x, cond_jaxpr=None, body_jaxpr=None)
+
+
+def test_scaled_dot_against_jax_and_the_exact_product():
+    """JAX's CPU rounds operands and scales to bfloat16: it agrees to about 1e-2; jitad's is
+    the exact product of the scaled operands."""
+    lhs, rhs = RNG.standard_normal((2, 4, 64)).astype(np.float32), RNG.standard_normal((2, 64, 3)).astype(np.float32)
+    ls, rs = RNG.uniform(0.5, 2, (2, 4, 2)).astype(np.float32), RNG.uniform(0.5, 2, (2, 2, 3)).astype(np.float32)
+    ours = jitad.jit(lambda a, b, c, d: lax.scaled_dot(a, b, lhs_scale=c, rhs_scale=d))(lhs, rhs, ls, rs)
+    exact = (lhs * np.repeat(ls, 32, axis=2)) @ (rhs * np.repeat(rs, 32, axis=1))
+    np.testing.assert_allclose(ours, exact, rtol=1e-5, atol=1e-5)
+    theirs = np.asarray(jlax.scaled_dot(lhs, rhs, lhs_scale=ls, rhs_scale=rs, preferred_element_type=np.float32))
+    np.testing.assert_allclose(ours, theirs, rtol=0, atol=2e-2 * np.abs(exact).max())
+    assert ours.dtype == theirs.dtype == np.float32
+    with pytest.raises(jitad.errors.ShapeError, match="multiple"):
+        lax.scaled_dot(lhs[0], rhs[0], lhs_scale=np.ones((4, 3)), rhs_scale=None)

@@ -357,3 +357,23 @@ def test_the_at_operator_on_mismatched_arrays_raises_shape_error_eager_and_stage
     with pytest.raises(ShapeError):
         x @= jnp.ones((2, 3))
     np.testing.assert_array_equal(np.ones((2, 3)) @ jnp.ones((3, 2)), np.full((2, 2), 3.0))
+
+
+def test_joining_the_rows_of_one_array_as_numpy_and_jax():
+    """`vstack(x)`, `hstack(x)`, ... of one array join its rows, as NumPy's and JAX's do (autograd's
+    suite stacks a single array); eagerly, compiled, and differentiated."""
+    import jax.numpy as jjnp
+    x = np.arange(6.0).reshape(2, 3)
+    for name in ("vstack", "hstack", "column_stack", "stack", "concatenate", "dstack"):
+        np.testing.assert_array_equal(getattr(jnp, name)(x), getattr(jjnp, name)(x), err_msg=name)
+        np.testing.assert_array_equal(jitad.jit(getattr(jnp, name))(x), getattr(np, name)(x), err_msg=name)
+    np.testing.assert_array_equal(jitad.grad(lambda x: jnp.sum(jnp.vstack(x) ** 2))(x), 2 * x)
+    with pytest.raises(jitad.ArgumentError, match="at least one axis"):
+        jnp.vstack(np.float64(1.0))
+
+
+def test_where_on_lists_of_numbers_gives_a_list_as_autograd():   # (JAX refuses lists)
+    for args in ((True, [1, 2], [3, 4]), ([True, False], [1.0, 2.0], [3.0, 4.0]), (False, (1, 2), [3, 4])):
+        ours, theirs = jnp.where(*args), anp.where(*args)
+        assert type(ours) is type(theirs) is list and ours == theirs
+    assert isinstance(jnp.where(True, [1, 2], np.array([3, 4])), np.ndarray)   # an array among them: an array

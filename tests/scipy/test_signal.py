@@ -84,3 +84,15 @@ def test_autograds_axes_and_dot_axes_against_autograd():
     check_grads(loss(S.convolve), modes=["rev"], order=1)(a, b)
     with pytest.raises(JitadError, match="mode='valid' needs"):
         S.convolve(np.ones((4, 2)), np.ones((2, 4)), axes=([0, 1], [0, 1]), mode="valid")
+
+
+def test_autograds_same_mode_with_axes_against_autograd():   # (autograd's own 'same' fails with dot_axes)
+    from autograd.scipy.signal import convolve as autograd_convolve
+    for sa, sb, axes in (((4, 3), (3, 2), ([0], [0])), ((4, 3), (3, 2), ([1], [0])), ((4, 3), (3, 2), ([0, 1], [0, 1])),
+                         ((4, 3), (2, 5), ([1, 0], [1, 0]))):
+        a, b = RNG.normal(size=sa), RNG.normal(size=sb)
+        np.testing.assert_allclose(S.convolve(a, b, axes=axes, mode="same"),
+                                   autograd_convolve(a, b, axes=axes, mode="same"), rtol=1e-12, atol=1e-13)
+    a, b = RNG.normal(size=(3, 5)), RNG.normal(size=(4, 5))
+    np.testing.assert_allclose(S.convolve(a, b, axes=([0], [0]), dot_axes=([1], [1]), mode="same"),
+                               ss.convolve(a, b[:, ::-1], mode="same")[:, 2], rtol=1e-12, atol=1e-13)

@@ -155,3 +155,39 @@ def test_dirichlet_rvs_draws_as_scipy():
     np.testing.assert_array_equal(mine, ss.dirichlet.rvs(alpha, size=2))
     np.testing.assert_array_equal(S.dirichlet.rvs(alpha, size=1, random_state=5), ss.dirichlet.rvs(alpha, size=1, random_state=5))
     assert S.dirichlet.rvs(alpha, size=(4, 2)).shape == (4, 2, 3)
+
+
+@pytest.mark.slow
+def test_t_cdf_against_scipy_with_gradients():   # autograd's and SciPy's `t.cdf` (JAX's t has none)
+    from jitad.testing import check_grads
+    x, df = np.array([-3.0, -0.5, 0.1, 0.7, 2.0, 10.0]), np.array([2.5, 3.0, 4.0, 7.0, 30.0, 3.3])
+    np.testing.assert_allclose(S.t.cdf(x, df, 0.2, 1.5), ss.t.cdf(x, df, 0.2, 1.5), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(S.t.logcdf(x, df), ss.t.logcdf(x, df), rtol=1e-12)
+    check_grads(lambda x, loc: S.t.cdf(x, df, loc, 1.5), (x, 0.3), order=2, modes=("fwd", "rev"))
+
+
+@pytest.mark.slow
+def test_dirichlet_differentiable_in_alpha_against_jax():
+    jax = pytest.importorskip("jax")
+    import jax.scipy.stats as jss
+    x, alpha = np.array([0.2, 0.3, 0.5]), np.array([1.5, 2.0, 0.7])
+    np.testing.assert_allclose(S.dirichlet.logpdf(x, alpha), ss.dirichlet.logpdf(x, alpha), rtol=1e-12)
+    np.testing.assert_allclose(jitad.grad(S.dirichlet.logpdf, argnums=1)(x, alpha),
+                               jax.grad(jss.dirichlet.logpdf, argnums=1)(x, alpha), rtol=1e-10)
+
+
+def test_multivariate_normal_singular_covariance_against_scipy():
+    cov = np.zeros((4, 4))
+    cov[:2, :2] = [[1.0, 0.3], [0.3, 1.0]]
+    x, mean = np.array([[0.3, -0.2, 0.0, 0.0], [1.0, 2.0, 0.0, 0.0], [0.1, 0.1, 0.5, 0.0]]), np.zeros(4)
+    np.testing.assert_allclose(S.multivariate_normal.logpdf(x, mean, cov, allow_singular=True),
+                               ss.multivariate_normal.logpdf(x, mean, cov, allow_singular=True), rtol=1e-12)
+    full = RNG_SINGULAR.normal(size=(3, 3))
+    full = full @ full.T + np.eye(3)   # (a regular covariance: the same as without allow_singular)
+    np.testing.assert_allclose(S.multivariate_normal.logpdf(x[:, :3], 1.0, full, allow_singular=True),
+                               S.multivariate_normal.logpdf(x[:, :3], 1.0, full), rtol=1e-12)
+    np.testing.assert_allclose(jitad.grad(lambda v: S.multivariate_normal.logpdf(v, mean, cov, allow_singular=True))(x[0]),
+                               -np.linalg.pinv(cov) @ x[0], rtol=1e-12, atol=1e-15)
+
+
+RNG_SINGULAR = np.random.default_rng(7)

@@ -3,7 +3,6 @@
 # edits: iterations 100 -> 10
 # compare: f.alphas rtol=1e-12, list(map(f,xs)) rtol=1e-12
 # steps: 10
-# xfail: grad with respect to an RKHSFun, a user type made a vector by Box.register and VSpace.register, whose cotangent is an object the VJP rule builds (a dict of kernel centres, of another structure than the primal's) and the user's VSpace adds: jitad's reverse pass carries arrays in pytrees whose structure is fixed by the primal, so a compiled program has no adjoint of that type to accumulate or return, and its Box (a staged array) takes no user types
 # ruff: noqa (the program as its authors wrote it, with the edits above)
 
 """

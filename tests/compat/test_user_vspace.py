@@ -1,0 +1,95 @@
+"""autograd's user vector spaces (`VSpace.register`, `Box.register`): `grad` with respect to a
+value of a user's type returns its cotangent in the registered space, as autograd's does. The
+same program runs through autograd and jitad (each library's `extend` and `numpy`)."""
+import numpy as np
+import pytest
+
+import jitad
+import jitad.extend
+import jitad.numpy as jnp
+from jitad.errors import UnsupportedError
+
+pytest.importorskip("autograd")
+import autograd.extend  # noqa: E402
+import autograd.numpy as anp  # noqa: E402
+
+
+def sparse_program(extend, numpy):
+    """A sparse vector (a dict of coefficients, its cotangent of another key set) read by a
+    @primitive, and a user space that adds such vectors."""
+    class Sparse:
+        def __init__(self, coef):
+            self.coef = coef
+
+        @extend.primitive
+        def at(self, i, scale):
+            return scale * self.coef.get(i, 0.0) ** 2
+
+    def at_vjp(ans, v, i, scale):
+        return lambda g: Sparse({i: 2.0 * g * scale * v.coef.get(i, 0.0) + 0.5 * g})
+
+    extend.defvjp(Sparse.at, at_vjp, None, lambda ans, v, i, scale: lambda g: g * v.coef.get(i, 0.0) ** 2)
+
+    class SparseBox(extend.Box, Sparse):
+        pass
+    SparseBox.register(Sparse)
+
+    class SparseSpace(extend.VSpace):
+        def __init__(self, value):
+            pass
+
+        def zeros(self):
+            return Sparse({})
+
+        def _add(self, x, y):
+            keys = set(x.coef) | set(y.coef)
+            return Sparse({k: x.coef.get(k, 0.0) + y.coef.get(k, 0.0) for k in keys})
+
+        def _mut_add(self, x, y):
+            return self._add(x, y)
+
+        def _scalar_mul(self, x, a):
+            return Sparse({k: a * c for k, c in x.coef.items()})
+    SparseSpace.register(Sparse)
+
+    def loss(v, scale, keys):
+        return numpy.sum(numpy.tanh(numpy.array([v.at(k, scale) for k in keys]))) + 0.1 * v.at(keys[0], scale)
+    return Sparse, loss
+
+
+def _run(extend, numpy, grad, value_and_grad):
+    Sparse, loss = sparse_program(extend, numpy)
+    v = Sparse({0: 0.5, 2: -1.5})
+    keys = (0, 1, 2, 0)
+    g = grad(loss)(v, 1.3, keys)
+    gv, gscale = grad(loss, argnum=(0, 1))(v, 1.3, keys) if extend is autograd.extend else \
+        grad(loss, argnums=(0, 1))(v, 1.3, keys)
+    value, g2 = value_and_grad(loss)(v, 0.7, keys)
+    return type(g).__name__, g.coef, gv.coef, gscale, value, g2.coef
+
+
+def test_grad_of_a_user_space_value_agrees_with_autograd():
+    ours = _run(jitad.extend, jnp, jitad.grad, jitad.value_and_grad)
+    theirs = _run(autograd.extend, anp, autograd.grad, autograd.value_and_grad)
+    assert ours[0] == theirs[0] == "Sparse"
+    for mine, ref in zip(ours[1:], theirs[1:]):
+        if isinstance(ref, dict):
+            assert sorted(mine) == sorted(ref) == [0, 1, 2]
+            np.testing.assert_allclose([mine[k] for k in sorted(ref)], [ref[k] for k in sorted(ref)], rtol=1e-12)
+        else:
+            np.testing.assert_allclose(mine, ref, rtol=1e-12)
+
+
+def test_a_user_space_value_used_outside_primitives_raises():
+    Sparse, _ = sparse_program(jitad.extend, jnp)
+    v = Sparse({0: 1.0})
+
+    def doubled(v):
+        w = jitad.extend.vspace(v).add(v, v)
+        return w.at(0, 1.0)
+    with pytest.raises(UnsupportedError, match="only enter @primitive"):
+        jitad.grad(doubled)(v)
+    with pytest.raises(UnsupportedError, match="only grad and value_and_grad"):
+        jitad.jacobian(lambda v: v.at(0, 1.0))(v)
+    # with a user space registered, the transformations of ordinary values are as before
+    assert jitad.hessian(lambda x: x ** 3)(2.0) == 12.0 and jitad.jacfwd(lambda x: 2.0 * x)(1.0) == 2.0
