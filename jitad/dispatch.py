@@ -23,6 +23,7 @@ import builtins
 import contextlib
 import functools
 import operator
+import time
 import types
 import warnings
 from collections import OrderedDict
@@ -31,18 +32,19 @@ import numpy as np
 
 from . import config, hostrng, timing
 from .errors import ArgumentError, JitadWarning, env_int
-from .ir.interpret import interpret
-from .ir.types import is_device_array
+from .ir.float_checks import error_class
+from .ir.interpret import Interpreter, interpret
+from .ir.types import NUMPY, TreeType, is_device_array
 from .ir.graph import walk
 from .ir.ops import Op
 from .ir.printer import program_key_text
 from .lower import debug as debug_output
-from .lower.compile import GuardFailed, compile_program
+from .lower.compile import GuardFailed, compile_budget, compile_program, first_tier, result_array_class
 from .dtypes import narrowed
 from .pytree import check_hashable, flatten, register_pytree_node, tree_map, unflatten
 from .forest import Forest, Tree
 from .staging import Staged, arg_type, current_frame, trace_program, concrete
-from .staging.concrete import ConcreteTrace, SymInt, source_view
+from .staging.concrete import GUARD_PREFIX, ConcreteTrace, SymInt, source_view
 
 MAX_PATHS_PER_SITE = env_int("JITAD_MAX_PATHS_PER_SITE", 16, 1)
 MAX_KEYS = env_int("JITAD_MAX_PATH_KEYS", 256, 1)   # (each key's paths hold the array constants they met)
@@ -57,6 +59,18 @@ _SIGS = OrderedDict()   # the signatures traced so far (see `Concrete._trace`)
 # keys (ints masked) whose function used a symbolic int as a plain int: their ints are keyed by value
 _CONCRETE_INTS = OrderedDict()
 _SYMBOL = ("symbolic int",)   # the key part of an int traced as a symbol
+
+
+def _forget(name, value):
+    """After `jitad_tiering` changes: every path is traced again, so that it runs as the setting says."""
+    if name == "jitad_tiering":
+        for paths in _ENTRIES.values():
+            paths.clear()   # (a gradient object's remembered list too)
+        for table in (_ENTRIES, _BY_PRIMAL, _SIGS, _CONCRETE_INTS, _OVER):
+            table.clear()
+
+
+config.config.on_update(_forget)
 _PKG = __file__.rsplit("/", 1)[0] + "/"
 
 
@@ -365,8 +379,13 @@ class Path:
         self.int_exact = False   # whether one of them is a plain int use (a value, not a comparison)
         self.slices = [source for _, source in hidden if source[0] == "slice"]
         self.simple = not (pins or int_guards or draws or any(source[0] in ("slice", "int") for _, source in hidden))
-        self.compiled = None
+        self.code = None   # how the program runs (`Code`); None until the trace is kept
         self.prints = None   # whether the program holds a debug.print (found on the first run)
+
+    @property
+    def compiled(self):
+        """The compiled code, once the path's `Code` has it (None while interpreted)."""
+        return None if self.code is None else self.code.compiled
 
     def serves(self, arrays, env):
         """The values of the path's slices of read arrays on this call (a list), or None where
@@ -399,17 +418,106 @@ class Path:
     def run(self, leaves):
         """The path's result on the flat arguments; GuardFailed where a guard fails (its
         `debug.print` output is then dropped: the path that succeeds prints)."""
-        if self.compiled is None:
-            return unflatten(self.out_td, interpret(self.program, leaves))
         if self.prints is None:
             self.prints = any(n.op == Op.DEBUG_PRINT for g in [self.program.main] + [f.body for f in self.program.funs]
                               for n in walk(g))
         if not self.prints:
-            return self.compiled.run(leaves)
+            return self.code.run(leaves)
         with debug_output.held() as lines:
-            out = self.compiled.run(leaves)
+            out = self.code.run(leaves)
         debug_output.print_lines(lines)
         return out
+
+    @property
+    def compile_report(self):
+        """The seconds of the trace, with those of the compile where it came later."""
+        return self.trace_report if self.code is None else self.code.report(self.trace_report)
+
+
+class Code:
+    """How one traced program runs (paths with the same program share it). Tiered: its
+    first calls run the program through the NumPy interpreter, with nothing to wait for;
+    once interpreting has cost about what compiling would (`compile.compile_budget`), it is
+    compiled by LLVM and the compiled code runs from then on. `tier`: "auto" (that
+    schedule), "compile" (compiled before the first call), "interpret" (never compiled: the
+    `jitad_tiering` setting) or "bound" (never compiled: a path past the bound of paths)."""
+
+    def __init__(self, program, out_td, in_types, name, tier):
+        self.program, self.out_td, self.in_types, self.tier = program, out_td, in_types, tier
+        self.name = name.replace(".", "_")
+        self.compiled = self.compile_seconds = None
+        self.interpreter = Interpreter(_failed_check) if tier != "compile" else None
+        self.budget = compile_budget(program) if tier == "auto" else None
+        self.spent, self.calls = 0.0, 0   # interpreted seconds and calls so far
+        if tier == "compile":
+            self.compile()
+
+    def compile(self):
+        """The compiled code (compiled now if it is not yet)."""
+        if self.compiled is None:
+            with timing.recording() as report:
+                self.compiled = compile_program(self.program, self.out_td, self.in_types, self.name, _no_fallback)
+            self.compile_seconds, self.interpreter = report, None
+        return self.compiled
+
+    def report(self, trace_report):
+        """`trace_report` with the seconds of a compile that came after the trace added."""
+        if self.compile_seconds is None or self.tier == "compile":
+            return trace_report
+        return _merged(trace_report, self.compile_seconds)
+
+    def run(self, leaves):
+        """The result pytree of one call (GuardFailed where a guard of the path fails)."""
+        if self.compiled is not None:
+            return self.compiled.run(leaves)
+        if self.budget is not None and self.spent >= self.budget:
+            return self.compile().run(leaves)
+        start = time.perf_counter()
+        try:
+            flat = interpret(self.program, leaves, self.interpreter)
+        except _CheckFailed as e:
+            if self.tier in ("interpret", "bound"):
+                raise error_class(e.message)(e.message) from None
+            return self.compile().run(leaves)   # (the compiled code's own error, with its line)
+        self.spent += time.perf_counter() - start
+        self.calls += 1
+        return unflatten(self.out_td, [_boxed(v, var.type) for v, var in zip(flat, self.program.main.outputs)])
+
+
+class _CheckFailed(Exception):
+    """A runtime check (not a guard) failed in an interpreted run."""
+
+    def __init__(self, message):
+        super().__init__(message)
+        self.message = message
+
+
+def _failed_check(message):
+    """What a failed `check` raises in an interpreted run: GuardFailed for a guard."""
+    if message.startswith(GUARD_PREFIX):
+        raise GuardFailed(int(message[len(GUARD_PREFIX):]))
+    raise _CheckFailed(message)
+
+
+def _merged(first, then):
+    """One CompileReport of two recordings' seconds, stage by stage."""
+    out = timing.CompileReport()
+    for name in out:
+        out[name] = first.get(name, 0.0) + then.get(name, 0.0)
+    out.total, out.cache = first.total + then.total, then.cache
+    return out
+
+
+def _boxed(value, t):
+    """An interpreted result as the compiled entry returns it: a Python bool, int or float
+    (an np.float32 for f32), or a fresh array of the results' ndarray class."""
+    if isinstance(t, TreeType) or not hasattr(t, "dtype"):
+        return value
+    if t.shape:
+        return np.array(value, dtype=NUMPY[t.dtype], copy=True).view(result_array_class())
+    if t.dtype == "f32":
+        return np.float32(value)
+    return {"f64": float, "i64": int, "bool": bool}[t.dtype](value)
 
 
 class Concrete:
@@ -548,8 +656,8 @@ class Concrete:
 
     @property
     def llvm_ir(self):
-        """The optimized LLVM IR of the path last run."""
-        return self._latest("llvm_ir").compiled.llvm_ir
+        """The optimized LLVM IR of the path last run (compiled now if it is interpreted still)."""
+        return self._latest("llvm_ir").code.compile().llvm_ir
 
     @property
     def compile_seconds(self):
@@ -613,14 +721,16 @@ class Concrete:
                 self._last = path
                 return out
         hostrng.restore_states(saved)   # the full trace draws the same numbers again
-        return self._trace_full(paths, call, trace, primal, saved)
+        return self._trace_full(paths, call, trace, primal, saved, failed)
 
-    def _trace_full(self, paths, call, trace, primal, saved):
+    def _trace_full(self, paths, call, trace, primal, saved, failed=None):
         overrides = {}
         for attempt in range(4):
             path, drawn = trace.full(paths, overrides, saved)
             sliced = path.serves(call.arrays, call.env)
             try:
+                if attempt == 0 and _same_decisions_compiled(path, failed):
+                    raise GuardFailed(failed[1])   # (the interpreter agrees with the trace; the compiled code did not)
                 out = path.run(path.arguments(call.leaves, call.arrays, drawn, sliced, call.env))
             except GuardFailed as e:   # the compiled code's value is on the other side of a threshold
                 g = path.guards[e.index]
@@ -644,9 +754,9 @@ class Concrete:
         for k, g in enumerate(path.guards):
             same = [p for p in paths if p.decisions[:k] == path.decisions[:k] and len(p.decisions) > k]
             outcomes = {p.decisions[k] for p in same}
-            programs = {id(p.compiled) for p in same if p.compiled is not None}   # (outcomes may share one)
+            programs = {id(p.code) for p in same}   # (outcomes may share one)
             if len(programs) >= MAX_PATHS_PER_SITE and path.decisions[k] not in outcomes \
-                    and (path.compiled is None or id(path.compiled) not in programs):
+                    and (path.code is None or id(path.code) not in programs):
                 if (self.spec, g.site) not in _OVER:
                     _OVER.add((self.spec, g.site))
                     warnings.warn(
@@ -736,12 +846,13 @@ class _Tracer:
                 hostrng.restore_states(saved)
                 raise _SymbolsFailed() from e
             site = self.owner._over_bound(paths, path)
-            if compile and site is None:
-                in_types = self.types + [var.type for var, _ in c.hidden]
-                path.compiled = compile_program(path.program, path.out_td, in_types,
-                                                self.owner.name.replace(".", "_"), _no_fallback)
-        path.compile_report = report
-        if compile and site is None:
+            kept = compile and site is None
+            in_types = self.types + [var.type for var, _ in c.hidden]
+            # (a decision flipped to the compiled code's side: the interpreter would not take it)
+            tier = "bound" if not kept else "compile" if overrides else first_tier(path.program)
+            path.code = Code(path.program, path.out_td, in_types, self.owner.name, tier)
+        path.trace_report = report
+        if kept:
             paths.insert(0, path)
         path.primal_counts = list(self.calls)
         return path, [c.values[var] for var, source in c.hidden if source[0] == "draw"]
@@ -773,14 +884,14 @@ class _Primal:
         n = len(p.hidden)
         path = Path(t.program, t.out_td, p.guards, p.hidden + t.hidden[n:], p.draws, p.owners, p.pins,
                     p.int_guards)
-        path.compiled, path.compile_report, path.int_exact = t.compiled, t.compile_report, p.int_exact
+        path.code, path.trace_report, path.int_exact = t.code, t.trace_report, p.int_exact
         return path, [self.values.values[var] for var, source in p.hidden if source[0] == "draw"]
 
     def remember(self, path):
         """Keep `path` for later calls whose function traces to the same program: where the
         function ran once in it, with the same hidden arguments and guards as alone."""
         p = self.primal
-        if path.compiled is None or path.primal_counts != [(len(p.hidden), len(p.guards))] \
+        if path.code.tier == "bound" or path.primal_counts != [(len(p.hidden), len(p.guards))] \
                 or any(source[0] != "const" for _, source in path.hidden[len(p.hidden):]):
             return
         _remember(_BY_PRIMAL, self.key, path)
@@ -832,6 +943,13 @@ def _draw_argument(c, value, index):
     except ArgumentError:
         return None
     return Staged(c.hidden_param(value, ("draw", index), t))
+
+
+def _same_decisions_compiled(path, failed):
+    """Whether `failed` (a path and its guard that failed on this call) is compiled code that
+    took the decisions of `path`, a new trace of this call: the trace's NumPy values and the
+    compiled code's are on two sides of a threshold (an ulp apart)."""
+    return failed is not None and failed[0].compiled is not None and failed[0].decisions == path.decisions
 
 
 def _next_path(paths, tried, failed, call):

@@ -14,7 +14,12 @@ import threading
 
 import numpy as np
 
+from .. import config
 from ..errors import ResourceError
+from ..ir import float_checks
+from ..ir.graph import walk
+from ..ir.interpret import interpretable
+from ..ir.ops import Op
 from ..ir.passes import run_passes
 from ..ir.printer import program_key_text
 from ..ir.types import NUMPY, check_int64_range, clean_bools
@@ -267,3 +272,38 @@ def compile_program(program, out_td, in_types, name, fallback, in_td=None, devic
                                           code)   # each entry keeps the machine code it runs (and no cycle:
                                                   # evicted code is freed at once, not at a full collection)
     return c
+
+
+# -- tiers: how a path traced from Python first runs (see jitad.dispatch.Code) ----------------
+
+_LOOPS = (Op.WHILE, Op.FOR, Op.TREE, Op.CALL, Op.FOREST)   # (a staged FUN may recurse)
+COMPILE_BASE, COMPILE_PER_NODE = 0.02, 0.0002   # seconds: a compile's estimate (measured: see compile_budget)
+
+
+def first_tier(program):
+    """How a path traced from Python runs its first call: "auto" (the NumPy interpreter
+    until `compile_budget` seconds of it, then compiled), "interpret" or "compile" (as the
+    `jitad_tiering` setting says). "auto" compiles at once a program the interpreter cannot
+    run, one with loops or staged functions (an interpreted iteration costs a Python call
+    per node: no bound in the program's size) and one checked for NaNs or infinities (a
+    pass inserts the checks)."""
+    setting = config.read("jitad_tiering")
+    if setting == "compile" or float_checks.ACTIVE or not interpretable(program):
+        return "compile"
+    if setting == "interpret":
+        return "interpret"
+    graphs = [program.main] + [f.body for f in program.funs]
+    return "compile" if any(n.op in _LOOPS for g in graphs for n in walk(g)) else "auto"
+
+
+def compile_budget(program):
+    """Seconds of interpreting after which a path compiles: an estimate of its compile
+    (passes, lowering, LLVM), linear in its nodes. Paying at most that much before compiling
+    keeps a path's total within twice the best schedule's, whatever its number of calls."""
+    nodes = sum(1 for g in [program.main] + [f.body for f in program.funs] for _ in walk(g))
+    return COMPILE_BASE + COMPILE_PER_NODE * nodes
+
+
+def result_array_class():
+    """The ndarray subclass compiled entries make their array results of."""
+    return runtime._ARRAY_SUBTYPE[0]
