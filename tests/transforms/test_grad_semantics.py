@@ -226,6 +226,24 @@ def test_nested_grad_of_a_function_with_a_python_branch():
     jitad.testing.check_grads(f(jitad), (0.8,), order=2)
 
 
+def test_nested_grad_runs_the_function_once_as_autograd_does(capsys):
+    def f(m):
+        def g(x):
+            print("f runs")
+            return m.sin(x) * x ** 3 * np.random.randn()   # a print and a host draw, once per call
+        return g
+    np.random.seed(3)
+    with pytest.warns(jitad.JitadWarning, match="print"):
+        got = [jitad.grad(jitad.grad(f(jitad)))(x) for x in (0.7, -1.2)]
+    got_state = np.random.rand()
+    jitad_prints = capsys.readouterr().out.count("f runs")
+    np.random.seed(3)
+    want = [autograd.grad(autograd.grad(f(anp)))(x) for x in (0.7, -1.2)]
+    assert np.random.rand() == got_state   # as many draws as autograd made
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    assert jitad_prints == 1 and capsys.readouterr().out.count("f runs") == 2   # traced once; autograd's per call
+
+
 def test_jit_and_combinator_bodies_keep_the_staging_rule():
     with pytest.raises(jitad.errors.StagingError, match="IF"):
         jitad.jit(piecewise(jitad))(1.0)
