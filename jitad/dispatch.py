@@ -31,7 +31,7 @@ from collections import OrderedDict
 import numpy as np
 
 from . import config, hostrng, timing
-from .errors import ArgumentError, JitadWarning, env_int
+from .errors import ArgumentError, JitadError, JitadWarning, env_int
 from .ir.float_checks import error_class
 from .ir.interpret import Interpreter, interpret
 from .ir.types import NUMPY, TreeType, is_device_array
@@ -48,6 +48,7 @@ from .staging.concrete import GUARD_PREFIX, ConcreteTrace, SymInt, source_view
 
 MAX_PATHS_PER_SITE = env_int("JITAD_MAX_PATHS_PER_SITE", 16, 1)
 MAX_KEYS = env_int("JITAD_MAX_PATH_KEYS", 256, 1)   # (each key's paths hold the array constants they met)
+PIN_COPY_SIZE = 1 << 16   # a path pins a read array up to this many elements by its values, a larger one by identity
 # (transformation, function, arguments) -> its paths, most recently run first; shared by
 # every `grad(f)` object, so that a fresh one of the same function finds the compiled code
 _ENTRIES = OrderedDict()
@@ -115,6 +116,10 @@ def _is_array(v):
     return type(v) is np.ndarray or isinstance(v, np.ndarray) and not isinstance(v, (np.ma.MaskedArray, np.matrix))
 
 
+_DATA_DEPTH = 4       # how deep the walk goes into containers (a function's reads start again)
+_MAX_FUNCTIONS = 64   # the functions one walk keys by what they read; more are keyed by identity
+
+
 class _Reads:
     """Walks a function and what it reads; `parts` becomes the key, `arrays` the arrays read
     (cells, defaults, globals), in a fixed order. `checks` records what the walk read (see
@@ -123,6 +128,7 @@ class _Reads:
     def __init__(self, record=False):
         self.parts, self.arrays, self.seen = [], [], set()
         self.checks, self.cacheable, self.record = [], record, record
+        self.functions_left = _MAX_FUNCTIONS
 
     def value(self, v, depth, by_identity=False):
         t = type(v)
@@ -153,8 +159,8 @@ class _Reads:
                 self.checks.append((_DICT, v, tuple(v.items())))
             for x in v.values():
                 self.value(x, depth - 1, by_identity)
-        elif callable(v) and depth > 0:
-            self.function(v, depth - 1)
+        elif callable(v) and self.functions_left > 0:
+            self.function(v, _DATA_DEPTH)
         else:
             self.parts.append(_Id(v))
 
@@ -163,6 +169,7 @@ class _Reads:
             self.parts.append(("seen", _Id(fn)))
             return
         self.seen.add(id(fn))
+        self.functions_left -= 1
         if isinstance(fn, functools.partial):
             self.parts.append(functools.partial)
             self.function(fn.func, depth)
@@ -180,7 +187,14 @@ class _Reads:
             self.parts.append(fn.spec)
             self.function(inner, depth)
             return
-        if not isinstance(fn, types.FunctionType) or fn.__code__.co_filename.startswith(_PKG):
+        if isinstance(getattr(type(fn), "key_parts", None), property):   # (`jitad.extend.primitive`)
+            parts = fn.key_parts
+            self.parts.append(type(fn))
+            if self.record:
+                self.checks.append((_PARTS, fn, parts))
+            self.value(parts, depth + 1)
+            return
+        if not isinstance(fn, types.FunctionType) or _own_plain(fn):
             self.parts.append(_Id(fn))
             return
         self._python_function(fn, depth)
@@ -211,7 +225,14 @@ class _Reads:
                                                 len(g), names, values)))
 
 
-_ARRAY, _LIST, _DICT, _FUNCTION = range(4)
+_ARRAY, _LIST, _DICT, _FUNCTION, _PARTS = range(5)
+
+
+def _own_plain(fn):
+    """A function of jitad's own without a closure: the same object means the same thing.
+    (One with a closure, `elementwise_grad`'s wrapper of the user's function, is walked:
+    a fresh one over the same values finds the same code.)"""
+    return fn.__code__.co_filename.startswith(_PKG) and not fn.__closure__
 
 
 def _checks_hold(checks):
@@ -224,6 +245,9 @@ def _checks_hold(checks):
                 return False
         elif kind == _ARRAY:
             if obj.dtype is not c[2] or obj.shape != c[3]:
+                return False
+        elif kind == _PARTS:
+            if not all(a is b for a, b in zip(obj.key_parts, c[2])):
                 return False
         elif not _same_items(obj, c[2], kind == _DICT):
             return False
@@ -391,7 +415,7 @@ class Path:
         """The values of the path's slices of read arrays on this call (a list), or None where
         the path does not serve the call: an array it pinned changed, a guard on the symbolic
         ints fails, or a slice has another shape."""
-        if self.pins and not all(k < len(arrays) and arrays[k] is a for k, a in self.pins):
+        if self.pins and not all(k < len(arrays) and _pinned(arrays[k], a, copy) for k, a, copy in self.pins):
             return None
         if not self.int_guards and not self.slices:
             return ()
@@ -470,7 +494,7 @@ class Code:
         """The result pytree of one call (GuardFailed where a guard of the path fails)."""
         if self.compiled is not None:
             return self.compiled.run(leaves)
-        if self.budget is not None and self.spent >= self.budget:
+        if self.budget is not None and self.calls and self.spent >= self.budget:
             return self.compile().run(leaves)
         start = time.perf_counter()
         try:
@@ -479,6 +503,12 @@ class Code:
             if self.tier in ("interpret", "bound"):
                 raise error_class(e.message)(e.message) from None
             return self.compile().run(leaves)   # (the compiled code's own error, with its line)
+        except (GuardFailed, JitadError):
+            raise
+        except Exception:   # (NumPy's error where compiled code has a meaning: the compiled code's)
+            if self.tier != "auto":
+                raise
+            return self.compile().run(leaves)
         self.spent += time.perf_counter() - start
         self.calls += 1
         return unflatten(self.out_td, [_boxed(v, var.type) for v, var in zip(flat, self.program.main.outputs)])
@@ -825,7 +855,8 @@ class _Tracer:
                 program, out_td, _ = trace_program(staged, tuple(self.leaves), self.td, self.types)
             finally:
                 c.closed = True
-        pins = [(k, a) for k, a in enumerate(self.arrays)] if c.unmatched else []
+        pins = [(k, a, a.copy() if a.size <= PIN_COPY_SIZE else None) for k, a in enumerate(self.arrays)] \
+            if c.unmatched else []
         self.call.exact = self.call.exact or c.int_exact
         path = Path(program, out_td, c.guards, c.hidden, recorder.draws, recorder.owners, pins, c.int_guards)
         path.int_exact = c.int_exact
@@ -945,6 +976,16 @@ def _draw_argument(c, value, index):
     return Staged(c.hidden_param(value, ("draw", index), t))
 
 
+def _pinned(array, traced, copy):
+    """Whether an array the function reads is as the trace met it: equal to the copy the
+    path keeps (a fresh array of the same values, as a program run again makes, serves; one
+    changed in place does not), or, for a large one, the same object."""
+    if copy is None:
+        return array is traced
+    return array.shape == copy.shape and array.dtype == copy.dtype \
+        and np.array_equal(array, copy, equal_nan=copy.dtype.kind in "fc")
+
+
 def _same_decisions_compiled(path, failed):
     """Whether `failed` (a path and its guard that failed on this call) is compiled code that
     took the decisions of `path`, a new trace of this call: the trace's NumPy values and the
@@ -1006,7 +1047,7 @@ def _swap_sources(fn, ids, undo, seen, depth):
         if type(attrs) is dict:
             _swap_in(attrs, list(attrs), ids, undo)
         fn = fn.__func__
-    if not isinstance(fn, types.FunctionType) or fn.__code__.co_filename.startswith(_PKG):
+    if not isinstance(fn, types.FunctionType) or _own_plain(fn):
         return
     for cell in fn.__closure__ or ():
         try:
