@@ -277,7 +277,7 @@ def compile_program(program, out_td, in_types, name, fallback, in_td=None, devic
 # -- tiers: how a path traced from Python first runs (see jitad.dispatch.Code) ----------------
 
 _LOOPS = (Op.WHILE, Op.FOR, Op.TREE, Op.CALL, Op.FOREST)   # (a staged FUN may recurse)
-COMPILE_BASE, COMPILE_PER_NODE = 0.02, 0.0002   # seconds: a compile's estimate (measured: see compile_budget)
+COMPILE_BASE, COMPILE_PER_NODE = 0.05, 0.0004   # seconds: a compile's estimate (see docs/grad-semantics.md)
 
 
 def first_tier(program):
