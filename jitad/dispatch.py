@@ -39,9 +39,9 @@ from .ir.graph import walk
 from .ir.ops import Op
 from .ir.printer import program_key_text
 from .lower import debug as debug_output
-from .lower.compile import GuardFailed, compile_budget, compile_program, first_tier, result_array_class
+from .lower.compile import GuardFailed, clean_up, compile_budget, compile_program, first_tier, result_array_class
 from .dtypes import narrowed
-from .pytree import check_hashable, flatten, register_pytree_node, tree_map, unflatten
+from .pytree import TreeDef, check_hashable, flatten, register_pytree_node, tree_map, unflatten
 from .forest import Forest, Tree
 from .staging import Staged, arg_type, current_frame, trace_program, concrete
 from .staging.concrete import GUARD_PREFIX, ConcreteTrace, SymInt, source_view
@@ -161,6 +161,8 @@ class _Reads:
                 self.value(x, depth - 1, by_identity)
         elif callable(v) and self.functions_left > 0:
             self.function(v, _DATA_DEPTH)
+        elif isinstance(v, TreeDef) and _hashable(v):   # (a pytree's structure, `flatten_func`'s: by value)
+            self.parts.append(v)
         else:
             self.parts.append(_Id(v))
 
@@ -226,6 +228,14 @@ class _Reads:
 
 
 _ARRAY, _LIST, _DICT, _FUNCTION, _PARTS = range(5)
+
+
+def _hashable(v):
+    try:
+        hash(v)
+    except TypeError:
+        return False
+    return True
 
 
 def _own_plain(fn):
@@ -473,6 +483,7 @@ class Code:
         self.interpreter = Interpreter(_failed_check) if tier != "compile" else None
         self.budget = compile_budget(program) if tier == "auto" else None
         self.spent, self.calls = 0.0, 0   # interpreted seconds and calls so far
+        self.cleaned = False   # whether the cleanup passes ran (`compile.clean_up`)
         if tier == "compile":
             self.compile()
 
@@ -497,6 +508,9 @@ class Code:
         if self.budget is not None and self.calls and self.spent >= self.budget:
             return self.compile().run(leaves)
         start = time.perf_counter()
+        if self.calls == 1 and not self.cleaned:   # called again: worth cleaning the program up
+            clean_up(self.program)
+            self.cleaned, self.interpreter = True, Interpreter(_failed_check)
         try:
             flat = interpret(self.program, leaves, self.interpreter)
         except _CheckFailed as e:

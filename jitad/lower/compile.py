@@ -20,7 +20,8 @@ from ..ir import float_checks
 from ..ir.graph import walk
 from ..ir.interpret import interpretable
 from ..ir.ops import Op
-from ..ir.passes import run_passes
+from ..ir.passes import PIPELINE, run_passes
+from ..ir.verify import verify
 from ..ir.printer import program_key_text
 from ..ir.types import NUMPY, check_int64_range, clean_bools
 from ..staging.concrete import GUARD_PREFIX
@@ -302,6 +303,23 @@ def compile_budget(program):
     keeps a path's total within twice the best schedule's, whatever its number of calls."""
     nodes = sum(1 for g in [program.main] + [f.body for f in program.funs] for _ in walk(g))
     return COMPILE_BASE + COMPILE_PER_NODE * nodes
+
+
+# the passes that only clean the program up (what reverse mode leaves: stop_gradients, scalar
+# slots, repeated and dead work, unread slots): they run before a path's second interpreted call
+_CLEANUP = ("stop_gradients", "scalar_slots", "fold_constants", "cse", "dead_code", "unread_slots", "unread_tables")
+
+
+def clean_up(program):
+    """Run the cleanup passes of `jitad.ir.passes.PIPELINE` on `program` (in place): about
+    the cost of one interpreted call, and the calls after it cost a half to a fifth less
+    on the programs reverse mode makes. The compile runs the whole pipeline after them."""
+    with paused_gc():
+        for name, run, _ in PIPELINE:
+            if name in _CLEANUP:
+                run(program)
+                if VERIFY:
+                    verify(program)
 
 
 def result_array_class():

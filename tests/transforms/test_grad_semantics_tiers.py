@@ -78,8 +78,9 @@ def test_auto_interprets_first_then_compiles_once(tiering, monkeypatch):
     np.testing.assert_array_equal(second[1], third[1])
 
 
-def test_the_budget_bounds_the_compiles_of_a_long_loop(tiering):
+def test_the_budget_bounds_the_compiles_of_a_long_loop(tiering, monkeypatch):
     tiering("auto")
+    monkeypatch.setattr(dispatch, "compile_budget", lambda program: 0.005)   # (a few hundred calls each)
 
     def f(m):
         return lambda x: m.sin(x) * x if x > 0 else -3.0 * x ** 2
