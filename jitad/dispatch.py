@@ -39,7 +39,8 @@ from .ir.graph import walk
 from .ir.ops import Op
 from .ir.printer import program_key_text
 from .lower import debug as debug_output
-from .lower.compile import GuardFailed, clean_up, compile_budget, compile_program, first_tier, result_array_class
+from .lower.compile import GuardFailed, clean_up, compile_budget, compile_program, count_nodes, first_tier, \
+    note_compile, result_array_class
 from .dtypes import narrowed
 from .pytree import TreeDef, check_hashable, flatten, register_pytree_node, tree_map, unflatten
 from .forest import Forest, Tree
@@ -490,9 +491,11 @@ class Code:
     def compile(self):
         """The compiled code (compiled now if it is not yet)."""
         if self.compiled is None:
+            nodes = count_nodes(self.program) if self.tier == "auto" else 0
             with timing.recording() as report:
                 self.compiled = compile_program(self.program, self.out_td, self.in_types, self.name, _no_fallback)
             self.compile_seconds, self.interpreter = report, None
+            note_compile(nodes, report.total)
         return self.compiled
 
     def report(self, trace_report):

@@ -297,12 +297,25 @@ def first_tier(program):
     return "compile" if any(n.op in _LOOPS for g in graphs for n in walk(g)) else "auto"
 
 
+_per_node = [COMPILE_PER_NODE]   # seconds a node has cost to compile in this process (a running mean)
+
+
+def count_nodes(program):
+    return sum(1 for g in [program.main] + [f.body for f in program.funs] for _ in walk(g))
+
+
 def compile_budget(program):
     """Seconds of interpreting after which a path compiles: an estimate of its compile
-    (passes, lowering, LLVM), linear in its nodes. Paying at most that much before compiling
-    keeps a path's total within twice the best schedule's, whatever its number of calls."""
-    nodes = sum(1 for g in [program.main] + [f.body for f in program.funs] for _ in walk(g))
-    return COMPILE_BASE + COMPILE_PER_NODE * nodes
+    (passes, lowering, LLVM), linear in its nodes, the cost per node learned from this
+    process's compiles (`note_compile`). Paying at most that much before compiling keeps a
+    path's total within about twice the best schedule's, whatever its number of calls."""
+    return COMPILE_BASE + _per_node[0] * count_nodes(program)
+
+
+def note_compile(nodes, seconds):
+    """A compile of `nodes` nodes took `seconds`: the estimate's cost per node follows."""
+    if nodes:
+        _per_node[0] = 0.7 * _per_node[0] + 0.3 * max(seconds - COMPILE_BASE, 0.0) / nodes
 
 
 # the passes that only clean the program up (what reverse mode leaves: stop_gradients, scalar
