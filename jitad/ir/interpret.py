@@ -22,6 +22,7 @@ from .types import FLOATS, NUMPY, ContType, RefType, TableType, TreeType
 
 _CONTROL = {}   # op -> fn(node, ins, interpreter) -> outputs (`interpreter.run(graph, args)` runs a body)
 _OPAQUE = (TreeType, RefType, ContType, TableType)   # values kept as they are (no dtype)
+_DTYPES = {name: np.dtype(t) for name, t in NUMPY.items()}
 
 
 def interpret(program, args, interpreter=None):
@@ -84,17 +85,27 @@ class Interpreter:
 
     def _plan(self, graph):
         slot = {v: k for k, v in enumerate(graph.params)}
-        steps = []
+        steps, impls = [], {}
+        append = steps.append
         for node in graph.nodes:
-            ins = tuple(slot[v] for v in node.inputs)
+            ins = tuple([slot[v] for v in node.inputs])
             at = len(slot)
-            for v in node.outputs:
+            outputs = node.outputs
+            for v in outputs:
                 slot[v] = len(slot)
-            steps.append(self._step(node, ins, at))
+            op = node.op
+            if len(outputs) == 1 and op not in _CONTROL and op not in _EFFECTS \
+                    and not isinstance(outputs[0].type, _OPAQUE):   # (a primitive: most nodes)
+                fn = impls.get(op)
+                if fn is None:
+                    fn = impls[op] = impl_of(op)
+                append(_pure_step(fn, node.attrs, ins, at, _DTYPES[outputs[0].type.dtype]))
+            else:
+                append(self._step(node, ins, at))
         return graph, steps, [slot[v] for v in graph.outputs], [None] * (len(slot) - len(graph.params))
 
     def _step(self, node, ins, at):
-        dts = [None if isinstance(v.type, _OPAQUE) else np.dtype(NUMPY[v.type.dtype]) for v in node.outputs]
+        dts = [None if isinstance(v.type, _OPAQUE) else _DTYPES[v.type.dtype] for v in node.outputs]
         rule, effect = _CONTROL.get(node.op), _EFFECTS.get(node.op)
         if rule is None and effect is None:
             return _pure_step(impl_of(node.op), node.attrs, ins, at, dts[0])
