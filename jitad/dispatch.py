@@ -118,7 +118,7 @@ def _is_array(v):
 
 
 _DATA_DEPTH = 4       # how deep the walk goes into containers (a function's reads start again)
-_MAX_FUNCTIONS = 64   # the functions one walk keys by what they read; more are keyed by identity
+_MAX_FUNCTIONS = 128   # the Python functions one walk keys by what they read; more are keyed by identity
 
 
 class _Reads:
@@ -127,7 +127,7 @@ class _Reads:
     `_checks_hold`): while they hold, a walk again would give the same key and arrays."""
 
     def __init__(self, record=False):
-        self.parts, self.arrays, self.seen = [], [], set()
+        self.parts, self.arrays, self.seen, self.held = [], [], {}, []
         self.checks, self.cacheable, self.record = [], record, record
         self.functions_left = _MAX_FUNCTIONS
 
@@ -168,11 +168,12 @@ class _Reads:
             self.parts.append(_Id(v))
 
     def function(self, fn, depth):
-        if id(fn) in self.seen:
-            self.parts.append(("seen", _Id(fn)))
+        seen = self.seen.get(id(fn))
+        if seen is not None:   # (met before in this walk: by its place in it, a fresh copy keys alike)
+            self.parts.append(("seen", seen))
             return
-        self.seen.add(id(fn))
-        self.functions_left -= 1
+        self.seen[id(fn)] = len(self.seen)
+        self.held.append(fn)   # (its id stays its own while the walk runs)
         if isinstance(fn, functools.partial):
             self.parts.append(functools.partial)
             self.function(fn.func, depth)
@@ -200,6 +201,7 @@ class _Reads:
         if not isinstance(fn, types.FunctionType) or _own_plain(fn):
             self.parts.append(_Id(fn))
             return
+        self.functions_left -= 1
         self._python_function(fn, depth)
 
     def _python_function(self, fn, depth):

@@ -169,3 +169,17 @@ def test_a_read_array_is_pinned_by_its_values(traces):
     data[2] = 10.0   # changed in place: its constant is stale, traced again
     assert jitad.grad(model(data))(0.5) == pytest.approx(np.sum(1 / (1.5 + data)))
     assert len(traces) > made
+
+
+def test_a_function_read_twice_keys_a_fresh_copy_alike(traces):
+    def make():
+        def helper(x):
+            return jitad.sin(x) * x
+
+        def square(x):
+            return helper(x) ** 2
+        return lambda x: helper(x) + square(x)   # `helper` met twice in the walk: in both closures
+    assert jitad.grad(make())(0.4) == pytest.approx(autograd.grad(lambda x: anp.sin(x) * x + (anp.sin(x) * x) ** 2)(0.4))
+    made = len(traces)
+    jitad.grad(make())(0.5)
+    assert len(traces) == made
