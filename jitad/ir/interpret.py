@@ -175,13 +175,25 @@ def _scatter_rows(table, idx, v, add):
 
 
 def _owned(slot):
-    """The slot's array, copied once so that it shares no memory with a value it was set
-    to (compiled code stores into the slot's own memory; NumPy would write into an
-    argument)."""
+    """The slot's array to update in place: copied first where it may share memory with a
+    value (one it was set to, or one a read returned), so that no argument or earlier read
+    changes; then owned until the next read or set (copy on write)."""
     if len(slot) == 1:
         slot[0] = np.array(slot[0])
         slot.append(True)   # (owned from now on)
     return slot[0]
+
+
+def _slot_add(slot, v):
+    if np.ndim(slot[0]):   # (a tensor: added in place, copy on write)
+        np.add(_owned(slot), v, out=slot[0], casting="unsafe")
+        return []
+    return _slot_set(slot, slot[0] + v)
+
+
+def _read(slot):
+    del slot[1:]   # (the value read is shared: the next update copies)
+    return [slot[0]]
 
 
 def _slot_set(slot, v):
@@ -200,9 +212,9 @@ _EFFECTS = {
     Op.ARENA_MARK: lambda node: [np.int64(0)],
     Op.ARENA_RELEASE: lambda node, mark: [],
     Op.SLOT: lambda node: [[_slot_start(node.attrs["type"])]],
-    Op.SLOT_GET: lambda node, slot: [slot[0]],
+    Op.SLOT_GET: lambda node, slot: _read(slot),
     Op.SLOT_SET: lambda node, slot, v: _slot_set(slot, v),
-    Op.SLOT_ADD: lambda node, slot, v: _slot_set(slot, slot[0] + v),
+    Op.SLOT_ADD: lambda node, slot, v: _slot_add(slot, v),
     Op.SLOT_ADD_AT: lambda node, slot, i, v: _add_at(slot, i, v),
     Op.SLOT_SCATTER_ADD: lambda node, slot, i, v: _add_at(slot, i, v, node.attrs.get("skip_outside", False)),
     Op.SLOT_SET_AT: lambda node, slot, i, v: _owned(slot).__setitem__(clip_index(i, slot[0].shape[0]), v) or [],
@@ -224,9 +236,8 @@ def _table_gemm_add(slot, x, y, count, rows):
 
 
 def _add_region(slot, value, starts, stops, steps):
-    new = slot[0].copy()
-    new[tuple(slice(a, b, c) for a, b, c in zip(starts, stops, steps))] += value
-    return _slot_set(slot, new)
+    _owned(slot)[tuple(slice(a, b, c) for a, b, c in zip(starts, stops, steps))] += value
+    return []
 
 
 def _add_at(slot, index, value, skip_outside=False):
