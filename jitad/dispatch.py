@@ -23,6 +23,7 @@ import builtins
 import contextlib
 import functools
 import operator
+import threading
 import time
 import types
 import warnings
@@ -471,6 +472,9 @@ class Path:
         return self.trace_report if self.code is None else self.code.report(self.trace_report)
 
 
+_TIER_LOCK = threading.RLock()   # a program's cleanup and compile change it: one thread at a time
+
+
 class Code:
     """How one traced program runs (paths with the same program share it). Tiered: its
     first calls run the program through the NumPy interpreter, with nothing to wait for;
@@ -492,6 +496,10 @@ class Code:
 
     def compile(self):
         """The compiled code (compiled now if it is not yet)."""
+        with _TIER_LOCK:   # (two threads at the threshold compile once)
+            return self._compile()
+
+    def _compile(self):
         if self.compiled is None:
             nodes = count_nodes(self.program) if self.tier == "auto" else 0
             with timing.recording() as report:
@@ -514,8 +522,10 @@ class Code:
             return self.compile().run(leaves)
         start = time.perf_counter()
         if self.calls == 1 and not self.cleaned:   # called again: worth cleaning the program up
-            clean_up(self.program)
-            self.cleaned, self.interpreter = True, Interpreter(_failed_check)
+            with _TIER_LOCK:
+                if not self.cleaned:
+                    clean_up(self.program)
+                    self.cleaned, self.interpreter = True, Interpreter(_failed_check)
         try:
             flat = interpret(self.program, leaves, self.interpreter)
         except _CheckFailed as e:
