@@ -143,7 +143,12 @@ def _pure_step(fn, attrs, ins, at, dt):
 
 def interpretable(program):
     """Whether every node of `program` (its functions and bodies too) has a meaning here
-    (a NumPy function, or a rule of the interpreter's own)."""
+    (a NumPy function, or a rule of the interpreter's own).
+
+    >>> import jitad
+    >>> interpretable(jitad.trace(lambda x: jitad.sin(x) * x, 1.0))
+    True
+    """
     graphs, seen = [program.main] + [f.body for f in program.funs], set()
     while graphs:
         g = graphs.pop()

@@ -287,7 +287,12 @@ def first_tier(program):
     `jitad_tiering` setting says). "auto" compiles at once a program the interpreter cannot
     run, one with loops or staged functions (an interpreted iteration costs a Python call
     per node: no bound in the program's size) and one checked for NaNs or infinities (a
-    pass inserts the checks)."""
+    pass inserts the checks).
+
+    >>> import jitad
+    >>> first_tier(jitad.trace(lambda x: jitad.sin(x) * x, 1.0))
+    'auto'
+    """
     setting = config.read("jitad_tiering")
     if setting == "compile" or float_checks.ACTIVE or not interpretable(program):
         return "compile"
@@ -308,7 +313,12 @@ def compile_budget(program):
     """Seconds of interpreting after which a path compiles: an estimate of its compile
     (passes, lowering, LLVM), linear in its nodes, the cost per node learned from this
     process's compiles (`note_compile`). Paying at most that much before compiling keeps a
-    path's total within about twice the best schedule's, whatever its number of calls."""
+    path's total within about twice the best schedule's, whatever its number of calls.
+
+    >>> import jitad
+    >>> compile_budget(jitad.trace(lambda x: jitad.sin(x) * x, 1.0)) > COMPILE_BASE
+    True
+    """
     return COMPILE_BASE + _per_node[0] * count_nodes(program)
 
 
