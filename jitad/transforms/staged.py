@@ -65,7 +65,11 @@ def _trace_for_reverse(fn, args, td, types):
     that the function runs once (its prints, its host draws); only where that trace does not
     serve (it decides on an inner gradient's value) is it traced again as it is."""
     if frame_values() is not None:
-        return deferred_trace(fn, args, td, types) or trace_program(fn, args, td, types)
+        try:
+            first = deferred_trace(fn, args, td, types)
+        except Exception:   # (Python code that cannot take a deferred value: traced as it is below)
+            first = None
+        return first or trace_program(fn, args, td, types)
     program, out_td, captured = trace_program(fn, args, td, types)
     if contains_effects(program):   # the function itself takes a gradient: defer it, else go forward
         program, captured = reverse_ready(fn, args, td, types) or (program, captured)
