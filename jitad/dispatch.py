@@ -14,7 +14,9 @@ Jacobians, `hessian`, `elementwise_grad`, `hvp`, ...). Called from Python, it
   it reads: closure cells, defaults, globals, the functions it calls), so a fresh closure
   of the same code reuses it; the arrays it reads, and the arrays a trace meets, are
   arguments of the program (read at each call), not constants;
-- draws the host's random numbers at each call (`jitad.hostrng.Recorder`).
+- draws the host's random numbers at each call (`jitad.hostrng.Recorder`);
+- runs a new path's program through the NumPy interpreter first and compiles it once that
+  has cost about what the compile will (`Code`: tiered execution; `jitad_tiering` forces a tier).
 Called inside a trace (`jit`, `vmap`, another transformation), it is the staged
 transformation: JAX's rule, a Python decision on a staged value is a StagingError.
 See docs/grad-semantics.md.
