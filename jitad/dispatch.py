@@ -48,7 +48,7 @@ from .dtypes import narrowed
 from .pytree import TreeDef, check_hashable, flatten, register_pytree_node, tree_map, unflatten
 from .forest import Forest, Tree
 from .staging import Staged, arg_type, current_frame, trace_program, concrete
-from .staging.concrete import GUARD_PREFIX, ConcreteTrace, SymInt, source_view
+from .staging.concrete import GUARD_PREFIX, ConcreteTrace, SymInt, print_hold, source_view
 
 MAX_PATHS_PER_SITE = env_int("JITAD_MAX_PATHS_PER_SITE", 16, 1)
 MAX_KEYS = env_int("JITAD_MAX_PATH_KEYS", 256, 1)   # (each key's paths hold the array constants they met)
@@ -966,6 +966,10 @@ def _print_at_trace(name):
     original, warned = builtins.print, []
 
     def traced_print(*args, **kwargs):
+        held = print_hold()
+        if held is not None:   # (a trace that may be dropped: printed if it is kept)
+            held.append((args, kwargs))
+            return None
         if not warned:
             warned.append(True)
             warnings.warn(f"{name}: print() runs when jitad traces the function (its first call, and each "

@@ -9,7 +9,7 @@ from ..ir.types import FLOATS, TreeType
 from ..pytree import flatten, unflatten
 from ..staging import Staged, StagedTree, trace_program, wrap
 from .jvp import contains_effects
-from ..staging.concrete import frame_values
+from ..staging.concrete import frame_values, held_prints
 from .pullback import deferred_trace, grad_by_forward_mode, leaf_type, positive_zero, reverse_ready, staged_arg
 from .vmap import value_and_grad as _reverse_or_defer
 
@@ -65,11 +65,15 @@ def _trace_for_reverse(fn, args, td, types):
     that the function runs once (its prints, its host draws); only where that trace does not
     serve (it decides on an inner gradient's value) is it traced again as it is."""
     if frame_values() is not None:
-        try:
-            first = deferred_trace(fn, args, td, types)
-        except Exception:   # (Python code that cannot take a deferred value: traced as it is below)
-            first = None
-        return first or trace_program(fn, args, td, types)
+        with held_prints() as held:   # (printed once the trace is kept)
+            try:
+                first = deferred_trace(fn, args, td, types)
+            except Exception:   # (Python code that cannot take a deferred value: traced as it is below)
+                first = None
+        if first is not None:
+            held.release()
+            return first
+        return trace_program(fn, args, td, types)
     program, out_td, captured = trace_program(fn, args, td, types)
     if contains_effects(program):   # the function itself takes a gradient: defer it, else go forward
         program, captured = reverse_ready(fn, args, td, types) or (program, captured)

@@ -244,6 +244,22 @@ def test_nested_grad_runs_the_function_once_as_autograd_does(capsys):
     assert jitad_prints == 1 and capsys.readouterr().out.count("f runs") == 2   # traced once; autograd's per call
 
 
+def test_a_decision_on_an_inner_gradient_prints_once(capsys):
+    def f(m):
+        def inner(x):
+            print("inner runs")
+            return m.sin(x) * x ** 3
+
+        def outer(x):
+            slope = m.grad(inner)(x) if m is jitad else autograd.grad(inner)(x)
+            return slope * x if slope > 0 else -slope   # Python decides on the inner gradient
+        return outer
+    with pytest.warns(jitad.JitadWarning, match="print"):
+        got = jitad.grad(f(jitad))(0.7)
+    assert capsys.readouterr().out.count("inner runs") == 1   # (traced twice: the first trace's print held)
+    assert got == pytest.approx(autograd.grad(f(anp))(0.7), rel=1e-12)
+
+
 def test_jit_and_combinator_bodies_keep_the_staging_rule():
     with pytest.raises(jitad.errors.StagingError, match="IF"):
         jitad.jit(piecewise(jitad))(1.0)
