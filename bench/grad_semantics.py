@@ -1,10 +1,19 @@
 """Timings of `grad` called from Python against autograd on the same programs (not a
 test: run it by hand, `python -m bench.grad_semantics`). Each line gives jitad's time
 and autograd's side by side, the first call's time of each (where a case starts cold),
-and jitad's traces and LLVM compiles during the case. Times are this process's CPU time
-(`time.process_time`): on a shared machine, wall-clock times measure the neighbours."""
+and jitad's traces, paths (programs traced) and LLVM compiles during the case. Times are
+this process's CPU time (`time.process_time`): on a shared machine, wall-clock times
+measure the neighbours.
+
+    python -m bench.grad_semantics                 # each idiom once, jitad's default tiers
+    python -m bench.grad_semantics --tiers 5       # the idioms that start cold, 5 rounds, each round
+                                                   # under jitad_tiering "compile" and "auto" in turn
+"""
+import argparse
 import contextlib
+import statistics
 import functools
+import io
 import time
 import warnings
 
@@ -34,14 +43,15 @@ def compiles():
 def counted():
     """`counts`: jitad's traces (the function alone or transformed) and LLVM compiles
     (or disk-cache loads) while the block runs."""
-    counts, before, trace_program = {}, compiles(), dispatch.trace_program
-    traces = []
+    counts, before, trace_program, code = {}, compiles(), dispatch.trace_program, dispatch.Code
+    traces, paths = [], []
     dispatch.trace_program = lambda *a, **k: traces.append(1) or trace_program(*a, **k)
+    dispatch.Code = lambda *a, **k: paths.append(1) or code(*a, **k)
     try:
         yield counts
     finally:
-        dispatch.trace_program = trace_program
-        counts.update(traces=len(traces), compiles=compiles() - before)
+        dispatch.trace_program, dispatch.Code = trace_program, code
+        counts.update(traces=len(traces), paths=len(paths), compiles=compiles() - before)
 
 
 def call_timed(fn, times):
@@ -90,6 +100,7 @@ def fresh_closure(n=2000):
     t_auto = per_call(fresh_autograd, n)
     print(f"fresh closure per step: jitad {t_fresh * 1e6:.1f} us, reused grad object {t_reused * 1e6:.1f} us, "
           f"jit(grad) {t_jit * 1e6:.1f} us, autograd {t_auto * 1e6:.1f} us; compiles {compiles() - before}")
+    return {"jitad": t_fresh * n, "autograd": t_auto * n}
 
 
 def alternating(n=2000):
@@ -98,13 +109,17 @@ def alternating(n=2000):
             return m.sin(x) * x if x > 0 else -3.0 * x ** 2
         return g
     gj, ga = jitad.grad(f(jitad)), autograd.grad(f(anp))
-    gj(1.0), gj(-1.0)
     xs = [(-1.0) ** i * (0.5 + i / n) for i in range(n)]
-    before = compiles()
-    tj = per_call(lambda i: gj(xs[i]), n)
+    with counted() as counts:
+        t0 = time.process_time()
+        gj(xs[0])
+        t_first = time.process_time() - t0
+        tj = per_call(lambda i: gj(xs[i]), n)
     ta = per_call(lambda i: ga(xs[i]), n)
-    print(f"alternating branches after warm-up: jitad {tj * 1e6:.1f} us, autograd {ta * 1e6:.1f} us; "
-          f"compiles {compiles() - before}")
+    print(f"alternating branches, {n} steps from cold: jitad {tj * 1e6:.1f} us a step (first call "
+          f"{t_first * 1e3:.1f} ms), autograd {ta * 1e6:.1f} us; traces {counts['traces']}, paths "
+          f"{counts['paths']}, LLVM compiles {counts['compiles']}")
+    return {"jitad": tj * n + t_first, "autograd": ta * n, "first": t_first, **counts}
 
 
 TRAIN_X = np.random.RandomState(1).randn(1000, 20)
@@ -141,7 +156,9 @@ def minibatch(n=1000):
     ta = time.process_time() - t0
     print(f"mini-batch loop, {n} steps: jitad {tj:.2f} s ({t_first:.2f} s first call, "
           f"{(tj - t_first) / (n - 1) * 1e6:.0f} us a step after), autograd {ta:.2f} s ({ta / n * 1e6:.0f} us a step); "
-          f"traces {counts['traces']}, LLVM compiles {counts['compiles']}; max |difference| {np.max(np.abs(pj - pa)):.2e}")
+          f"traces {counts['traces']}, paths {counts['paths']}, LLVM compiles {counts['compiles']}; "
+          f"max |difference| {np.max(np.abs(pj - pa)):.2e}")
+    return {"jitad": tj, "autograd": ta, "first": t_first, **counts}
 
 
 # -- autograd's examples/neural_net.py idiom: adam(grad(objective), params) ---------------------
@@ -184,8 +201,9 @@ def adam_minibatch(n=500):
     print(f"adam(grad(objective)) as in neural_net.py, {n} steps: jitad {tj:.2f} s (first call {tj_first[0]:.2f} s, "
           f"median gradient {np.median(tj_first) * 1e6:.0f} us), autograd {ta:.2f} s (first call "
           f"{ta_first[0] * 1e3:.1f} ms, median gradient {np.median(ta_first) * 1e6:.0f} us); traces "
-          f"{counts['traces']}, LLVM compiles {counts['compiles']} (the short last batch is a second path); "
-          f"max |difference| {diff:.1e}")
+          f"{counts['traces']}, paths {counts['paths']}, LLVM compiles {counts['compiles']} (the short last batch "
+          f"is a second path); max |difference| {diff:.1e}")
+    return {"jitad": tj, "autograd": ta, "first": tj_first[0], **counts}
 
 
 # -- autograd's examples/hmm_em.py idiom: a fresh value_and_grad per EM step --------------------
@@ -229,8 +247,10 @@ def em_fresh_vgrad(steps=20):
     lla, ta, fa = run(em_a, autograd.value_and_grad)
     print(f"EM with a fresh value_and_grad per step as in hmm_em.py, {steps} steps: jitad {tj:.2f} s (first step "
           f"{fj:.2f} s, {(tj - fj) / (steps - 1) * 1e6:.0f} us a step after), autograd {ta:.2f} s (first step "
-          f"{fa * 1e3:.1f} ms, {ta / steps * 1e6:.0f} us a step); traces {counts['traces']}, LLVM compiles "
-          f"{counts['compiles']}; max |log-likelihood difference| {np.max(np.abs(np.subtract(llj, lla))):.1e}")
+          f"{fa * 1e3:.1f} ms, {ta / steps * 1e6:.0f} us a step); traces {counts['traces']}, paths "
+          f"{counts['paths']}, LLVM compiles {counts['compiles']}; max |log-likelihood difference| "
+          f"{np.max(np.abs(np.subtract(llj, lla))):.1e}")
+    return {"jitad": tj, "autograd": ta, "first": fj, **counts}
 
 
 # -- autograd's examples/gmm.py idiom: scipy.optimize.minimize(f, x0, jac=grad(f)) --------------
@@ -264,14 +284,56 @@ def scipy_minimize():
     print(f"scipy.optimize.minimize(f, jac=grad(f)) as in gmm.py: jitad {tj:.2f} s ({rj.njev} gradients, first "
           f"{tj_first[0]:.2f} s, median {np.median(tj_first) * 1e6:.0f} us), autograd {ta:.2f} s ({ra.njev} "
           f"gradients, first {ta_first[0] * 1e3:.1f} ms, median {np.median(ta_first) * 1e6:.0f} us); "
-          f"traces {counts['traces']}, LLVM compiles {counts['compiles']}; minimum {rj.fun:.6f} against {ra.fun:.6f}")
+          f"traces {counts['traces']}, paths {counts['paths']}, LLVM compiles {counts['compiles']}; minimum "
+          f"{rj.fun:.6f} against {ra.fun:.6f}")
+    return {"jitad": tj, "autograd": ta, "first": tj_first[0], **counts}
+
+
+COLD = {"alternating branches (1000 steps)": lambda: alternating(1000), "mini-batch loop (1000 steps)": minibatch,
+        "adam, neural_net.py (500 steps)": adam_minibatch, "EM, hmm_em.py (20 steps)": em_fresh_vgrad,
+        "BFGS, gmm.py": scipy_minimize}
+
+
+def compare_tiers(rounds):
+    """Each idiom that starts cold, `rounds` times under each `jitad_tiering` setting in
+    turn (the order alternating by round; the setting change forgets every path, so each
+    run traces and compiles afresh; the process keeps machine code it compiled before, so
+    the "compile" runs after the first find their code without LLVM's optimizer): medians
+    and min-max of jitad's seconds, autograd's beside them, and the counts of the last run."""
+    tiers = ("compile", "auto")
+    lines = ["| idiom | autograd s | jitad s, compile first | jitad s, tiered | first call, compile first | "
+             "first call, tiered | traces / paths / LLVM compiles, tiered |", "|---|---|---|---|---|---|---|"]
+    for name, run in COLD.items():
+        got = {tier: [] for tier in tiers}
+        for r in range(rounds):
+            for tier in tiers if r % 2 == 0 else tiers[::-1]:
+                jitad.config.update("jitad_tiering", tier)
+                with contextlib.redirect_stdout(io.StringIO()):
+                    got[tier].append(run())
+
+        def spread(tier, what):
+            v = [x[what] for x in got[tier]]
+            return f"{statistics.median(v):.3f} ({min(v):.3f}-{max(v):.3f})"
+        last = got["auto"][-1]
+        lines.append(f"| {name} | {spread('auto', 'autograd')} | {spread('compile', 'jitad')} | {spread('auto', 'jitad')} | "
+                     f"{spread('compile', 'first')} | {spread('auto', 'first')} | "
+                     f"{last['traces']} / {last['paths']} / {last['compiles']} |")
+        print(lines[-1], flush=True)
+    jitad.config.update("jitad_tiering", "auto")
+    print("\n".join(lines))
 
 
 if __name__ == "__main__":
     warnings.simplefilter("ignore")
-    fresh_closure()
-    alternating()
-    minibatch()
-    adam_minibatch()
-    em_fresh_vgrad()
-    scipy_minimize()
+    ap = argparse.ArgumentParser(prog="python -m bench.grad_semantics", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tiers", type=int, metavar="ROUNDS", help="compare the tiers over ROUNDS rounds")
+    args = ap.parse_args()
+    if args.tiers:
+        compare_tiers(args.tiers)
+    else:
+        fresh_closure()
+        alternating()
+        minibatch()
+        adam_minibatch()
+        em_fresh_vgrad()
+        scipy_minimize()

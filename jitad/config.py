@@ -35,7 +35,11 @@ _SETTINGS = {
     "jax_default_prng_impl": ("threefry2x32", "the only PRNG jitad implements"),
     "jax_traceback_filtering": ("auto", "accepted; jitad's errors point at the user's line"),
     "jax_compilation_cache_dir": (None, "accepted; jitad keeps its own disk cache"),
+    "jitad_tiering": ("auto", "how `grad` and its kin called from Python run a new path: 'auto' (the NumPy "
+                      "interpreter first, LLVM once that has cost about a compile), 'interpret' (never "
+                      "compiled) or 'compile' (compiled before its first call); `jit` always compiles"),
 }
+_CHOICES = {"jitad_tiering": ("auto", "interpret", "compile")}
 
 
 def _parse(name, text, default):
@@ -56,9 +60,13 @@ class Config:
         self._values = {}
         self._listeners = []
         for name, (default, _) in _SETTINGS.items():
-            suffix = name[len("jax_"):].upper()
+            suffix = name.split("_", 1)[1].upper()
             text = os.environ.get("JAX_" + suffix, os.environ.get("JITAD_" + suffix))
-            self._values[name] = default if text is None else _parse(name, text, default)
+            value = default if text is None else _parse(name, text, default)
+            if name in _CHOICES and value not in _CHOICES[name]:
+                raise ConfigError(f"environment variable for {name} holds {value!r}: use one of "
+                                  f"{', '.join(_CHOICES[name])}")
+            self._values[name] = value
 
     def update(self, name, value):
         """Set a setting: `jitad.config.update("jax_enable_x64", False)`."""
@@ -68,6 +76,8 @@ class Config:
         default = _SETTINGS[name][0]
         if isinstance(default, bool):
             value = bool(value)
+        elif name in _CHOICES and value not in _CHOICES[name]:
+            raise ConfigError(f"{name} takes one of {', '.join(map(repr, _CHOICES[name]))}, not {value!r}")
         self._values[name] = value
         for listener in self._listeners:
             listener(name, value)

@@ -14,7 +14,9 @@ Jacobians, `hessian`, `elementwise_grad`, `hvp`, ...). Called from Python, it
   it reads: closure cells, defaults, globals, the functions it calls), so a fresh closure
   of the same code reuses it; the arrays it reads, and the arrays a trace meets, are
   arguments of the program (read at each call), not constants;
-- draws the host's random numbers at each call (`jitad.hostrng.Recorder`).
+- draws the host's random numbers at each call (`jitad.hostrng.Recorder`);
+- runs a new path's program through the NumPy interpreter first and compiles it once that
+  has cost about what the compile will (`Code`: tiered execution; `jitad_tiering` forces a tier).
 Called inside a trace (`jit`, `vmap`, another transformation), it is the staged
 transformation: JAX's rule, a Python decision on a staged value is a StagingError.
 See docs/grad-semantics.md.
@@ -23,6 +25,8 @@ import builtins
 import contextlib
 import functools
 import operator
+import threading
+import time
 import types
 import warnings
 from collections import OrderedDict
@@ -30,22 +34,25 @@ from collections import OrderedDict
 import numpy as np
 
 from . import config, hostrng, timing
-from .errors import ArgumentError, JitadWarning, env_int
-from .ir.interpret import interpret
-from .ir.types import is_device_array
+from .errors import ArgumentError, JitadError, JitadWarning, env_int
+from .ir.float_checks import error_class
+from .ir.interpret import Interpreter, interpret
+from .ir.types import NUMPY, TreeType, is_device_array
 from .ir.graph import walk
 from .ir.ops import Op
 from .ir.printer import program_key_text
 from .lower import debug as debug_output
-from .lower.compile import GuardFailed, compile_program
+from .lower.compile import GuardFailed, clean_up, compile_budget, compile_program, count_nodes, first_tier, \
+    note_compile, result_array_class
 from .dtypes import narrowed
-from .pytree import check_hashable, flatten, register_pytree_node, tree_map, unflatten
+from .pytree import TreeDef, check_hashable, flatten, register_pytree_node, tree_map, unflatten
 from .forest import Forest, Tree
 from .staging import Staged, arg_type, current_frame, trace_program, concrete
-from .staging.concrete import ConcreteTrace, SymInt, source_view
+from .staging.concrete import GUARD_PREFIX, ConcreteTrace, SymInt, print_hold, source_view
 
 MAX_PATHS_PER_SITE = env_int("JITAD_MAX_PATHS_PER_SITE", 16, 1)
 MAX_KEYS = env_int("JITAD_MAX_PATH_KEYS", 256, 1)   # (each key's paths hold the array constants they met)
+PIN_COPY_SIZE = 1 << 16   # a path pins a read array up to this many elements by its values, a larger one by identity
 # (transformation, function, arguments) -> its paths, most recently run first; shared by
 # every `grad(f)` object, so that a fresh one of the same function finds the compiled code
 _ENTRIES = OrderedDict()
@@ -57,6 +64,18 @@ _SIGS = OrderedDict()   # the signatures traced so far (see `Concrete._trace`)
 # keys (ints masked) whose function used a symbolic int as a plain int: their ints are keyed by value
 _CONCRETE_INTS = OrderedDict()
 _SYMBOL = ("symbolic int",)   # the key part of an int traced as a symbol
+
+
+def _forget(name, value):
+    """After `jitad_tiering` changes: every path is traced again, so that it runs as the setting says."""
+    if name == "jitad_tiering":
+        for paths in _ENTRIES.values():
+            paths.clear()   # (a gradient object's remembered list too)
+        for table in (_ENTRIES, _BY_PRIMAL, _SIGS, _CONCRETE_INTS, _OVER):
+            table.clear()
+
+
+config.config.on_update(_forget)
 _PKG = __file__.rsplit("/", 1)[0] + "/"
 # (concrete, args, kwargs) -> the call's result, or NotImplemented: `jitad.extend` installs it once a
 # user registers a vector space (autograd's `VSpace.register`), for `grad` of such values
@@ -104,14 +123,19 @@ def _is_array(v):
     return type(v) is np.ndarray or isinstance(v, np.ndarray) and not isinstance(v, (np.ma.MaskedArray, np.matrix))
 
 
+_DATA_DEPTH = 4       # how deep the walk goes into containers (a function's reads start again)
+_MAX_FUNCTIONS = 128   # the Python functions one walk keys by what they read; more are keyed by identity
+
+
 class _Reads:
     """Walks a function and what it reads; `parts` becomes the key, `arrays` the arrays read
     (cells, defaults, globals), in a fixed order. `checks` records what the walk read (see
     `_checks_hold`): while they hold, a walk again would give the same key and arrays."""
 
     def __init__(self, record=False):
-        self.parts, self.arrays, self.seen = [], [], set()
+        self.parts, self.arrays, self.seen, self.held = [], [], {}, []
         self.checks, self.cacheable, self.record = [], record, record
+        self.functions_left = _MAX_FUNCTIONS
 
     def value(self, v, depth, by_identity=False):
         t = type(v)
@@ -142,16 +166,20 @@ class _Reads:
                 self.checks.append((_DICT, v, tuple(v.items())))
             for x in v.values():
                 self.value(x, depth - 1, by_identity)
-        elif callable(v) and depth > 0:
-            self.function(v, depth - 1)
+        elif callable(v) and self.functions_left > 0:
+            self.function(v, _DATA_DEPTH)
+        elif isinstance(v, TreeDef) and _hashable(v):   # (a pytree's structure, `flatten_func`'s: by value)
+            self.parts.append(v)
         else:
             self.parts.append(_Id(v))
 
     def function(self, fn, depth):
-        if id(fn) in self.seen:
-            self.parts.append(("seen", _Id(fn)))
+        seen = self.seen.get(id(fn))
+        if seen is not None:   # (met before in this walk: by its place in it, a fresh copy keys alike)
+            self.parts.append(("seen", seen))
             return
-        self.seen.add(id(fn))
+        self.seen[id(fn)] = len(self.seen)
+        self.held.append(fn)   # (its id stays its own while the walk runs)
         if isinstance(fn, functools.partial):
             self.parts.append(functools.partial)
             self.function(fn.func, depth)
@@ -169,9 +197,17 @@ class _Reads:
             self.parts.append(fn.spec)
             self.function(inner, depth)
             return
-        if not isinstance(fn, types.FunctionType) or fn.__code__.co_filename.startswith(_PKG):
+        if isinstance(getattr(type(fn), "key_parts", None), property):   # (`jitad.extend.primitive`)
+            parts = fn.key_parts
+            self.parts.append(type(fn))
+            if self.record:
+                self.checks.append((_PARTS, fn, parts))
+            self.value(parts, depth + 1)
+            return
+        if not isinstance(fn, types.FunctionType) or _own_plain(fn):
             self.parts.append(_Id(fn))
             return
+        self.functions_left -= 1
         self._python_function(fn, depth)
 
     def _python_function(self, fn, depth):
@@ -200,7 +236,22 @@ class _Reads:
                                                 len(g), names, values)))
 
 
-_ARRAY, _LIST, _DICT, _FUNCTION = range(4)
+_ARRAY, _LIST, _DICT, _FUNCTION, _PARTS = range(5)
+
+
+def _hashable(v):
+    try:
+        hash(v)
+    except TypeError:
+        return False
+    return True
+
+
+def _own_plain(fn):
+    """A function of jitad's own without a closure: the same object means the same thing.
+    (One with a closure, `elementwise_grad`'s wrapper of the user's function, is walked:
+    a fresh one over the same values finds the same code.)"""
+    return fn.__code__.co_filename.startswith(_PKG) and not fn.__closure__
 
 
 def _checks_hold(checks):
@@ -213,6 +264,9 @@ def _checks_hold(checks):
                 return False
         elif kind == _ARRAY:
             if obj.dtype is not c[2] or obj.shape != c[3]:
+                return False
+        elif kind == _PARTS:
+            if not all(a is b for a, b in zip(obj.key_parts, c[2])):
                 return False
         elif not _same_items(obj, c[2], kind == _DICT):
             return False
@@ -368,14 +422,19 @@ class Path:
         self.int_exact = False   # whether one of them is a plain int use (a value, not a comparison)
         self.slices = [source for _, source in hidden if source[0] == "slice"]
         self.simple = not (pins or int_guards or draws or any(source[0] in ("slice", "int") for _, source in hidden))
-        self.compiled = None
+        self.code = None   # how the program runs (`Code`); None until the trace is kept
         self.prints = None   # whether the program holds a debug.print (found on the first run)
+
+    @property
+    def compiled(self):
+        """The compiled code, once the path's `Code` has it (None while interpreted)."""
+        return None if self.code is None else self.code.compiled
 
     def serves(self, arrays, env):
         """The values of the path's slices of read arrays on this call (a list), or None where
         the path does not serve the call: an array it pinned changed, a guard on the symbolic
         ints fails, or a slice has another shape."""
-        if self.pins and not all(k < len(arrays) and arrays[k] is a for k, a in self.pins):
+        if self.pins and not all(k < len(arrays) and _pinned(arrays[k], a, copy) for k, a, copy in self.pins):
             return None
         if not self.int_guards and not self.slices:
             return ()
@@ -402,17 +461,127 @@ class Path:
     def run(self, leaves):
         """The path's result on the flat arguments; GuardFailed where a guard fails (its
         `debug.print` output is then dropped: the path that succeeds prints)."""
-        if self.compiled is None:
-            return unflatten(self.out_td, interpret(self.program, leaves))
         if self.prints is None:
             self.prints = any(n.op == Op.DEBUG_PRINT for g in [self.program.main] + [f.body for f in self.program.funs]
                               for n in walk(g))
         if not self.prints:
-            return self.compiled.run(leaves)
+            return self.code.run(leaves)
         with debug_output.held() as lines:
-            out = self.compiled.run(leaves)
+            out = self.code.run(leaves)
         debug_output.print_lines(lines)
         return out
+
+    @property
+    def compile_report(self):
+        """The seconds of the trace, with those of the compile where it came later."""
+        return self.trace_report if self.code is None else self.code.report(self.trace_report)
+
+
+_TIER_LOCK = threading.RLock()   # a program's cleanup and compile change it: one thread at a time
+
+
+class Code:
+    """How one traced program runs (paths with the same program share it). Tiered: its
+    first calls run the program through the NumPy interpreter, with nothing to wait for;
+    once interpreting has cost about what compiling would (`compile.compile_budget`), it is
+    compiled by LLVM and the compiled code runs from then on. `tier`: "auto" (that
+    schedule), "compile" (compiled before the first call), "interpret" (never compiled: the
+    `jitad_tiering` setting) or "bound" (never compiled: a path past the bound of paths)."""
+
+    def __init__(self, program, out_td, in_types, name, tier):
+        self.program, self.out_td, self.in_types, self.tier = program, out_td, in_types, tier
+        self.name = name.replace(".", "_")
+        self.compiled = self.compile_seconds = None
+        self.interpreter = Interpreter(_failed_check) if tier != "compile" else None
+        self.budget = compile_budget(program) if tier == "auto" else None
+        self.spent, self.calls = 0.0, 0   # interpreted seconds and calls so far
+        self.cleaned = False   # whether the cleanup passes ran (`compile.clean_up`)
+        if tier == "compile":
+            self.compile()
+
+    def compile(self):
+        """The compiled code (compiled now if it is not yet)."""
+        with _TIER_LOCK:   # (two threads at the threshold compile once)
+            return self._compile()
+
+    def _compile(self):
+        if self.compiled is None:
+            nodes = count_nodes(self.program) if self.tier == "auto" else 0
+            with timing.recording() as report:
+                self.compiled = compile_program(self.program, self.out_td, self.in_types, self.name, _no_fallback)
+            self.compile_seconds, self.interpreter = report, None
+            note_compile(nodes, report.total)
+        return self.compiled
+
+    def report(self, trace_report):
+        """`trace_report` with the seconds of a compile that came after the trace added."""
+        if self.compile_seconds is None or self.tier == "compile":
+            return trace_report
+        return _merged(trace_report, self.compile_seconds)
+
+    def run(self, leaves):
+        """The result pytree of one call (GuardFailed where a guard of the path fails)."""
+        if self.compiled is not None:
+            return self.compiled.run(leaves)
+        if self.budget is not None and self.calls and self.spent >= self.budget:
+            return self.compile().run(leaves)
+        start = time.perf_counter()
+        if self.calls == 1 and not self.cleaned:   # called again: worth cleaning the program up
+            with _TIER_LOCK:
+                if not self.cleaned:
+                    clean_up(self.program)
+                    self.cleaned, self.interpreter = True, Interpreter(_failed_check)
+        try:
+            flat = interpret(self.program, leaves, self.interpreter)
+        except _CheckFailed as e:
+            if self.tier in ("interpret", "bound"):
+                raise error_class(e.message)(e.message) from None
+            return self.compile().run(leaves)   # (the compiled code's own error, with its line)
+        except (GuardFailed, JitadError):
+            raise
+        except Exception:   # (NumPy's error where compiled code has a meaning: the compiled code's)
+            if self.tier != "auto":
+                raise
+            return self.compile().run(leaves)
+        self.spent += time.perf_counter() - start
+        self.calls += 1
+        return unflatten(self.out_td, [_boxed(v, var.type) for v, var in zip(flat, self.program.main.outputs)])
+
+
+class _CheckFailed(Exception):
+    """A runtime check (not a guard) failed in an interpreted run."""
+
+    def __init__(self, message):
+        super().__init__(message)
+        self.message = message
+
+
+def _failed_check(message):
+    """What a failed `check` raises in an interpreted run: GuardFailed for a guard."""
+    if message.startswith(GUARD_PREFIX):
+        raise GuardFailed(int(message[len(GUARD_PREFIX):]))
+    raise _CheckFailed(message)
+
+
+def _merged(first, then):
+    """One CompileReport of two recordings' seconds, stage by stage."""
+    out = timing.CompileReport()
+    for name in out:
+        out[name] = first.get(name, 0.0) + then.get(name, 0.0)
+    out.total, out.cache = first.total + then.total, then.cache
+    return out
+
+
+def _boxed(value, t):
+    """An interpreted result as the compiled entry returns it: a Python bool, int or float
+    (an np.float32 for f32), or a fresh array of the results' ndarray class."""
+    if isinstance(t, TreeType) or not hasattr(t, "dtype"):
+        return value
+    if t.shape:
+        return np.array(value, dtype=NUMPY[t.dtype], copy=True).view(result_array_class())
+    if t.dtype == "f32":
+        return np.float32(value)
+    return {"f64": float, "i64": int, "bool": bool}[t.dtype](value)
 
 
 class Concrete:
@@ -555,8 +724,8 @@ class Concrete:
 
     @property
     def llvm_ir(self):
-        """The optimized LLVM IR of the path last run."""
-        return self._latest("llvm_ir").compiled.llvm_ir
+        """The optimized LLVM IR of the path last run (compiled now if it is interpreted still)."""
+        return self._latest("llvm_ir").code.compile().llvm_ir
 
     @property
     def compile_seconds(self):
@@ -620,14 +789,16 @@ class Concrete:
                 self._last = path
                 return out
         hostrng.restore_states(saved)   # the full trace draws the same numbers again
-        return self._trace_full(paths, call, trace, primal, saved)
+        return self._trace_full(paths, call, trace, primal, saved, failed)
 
-    def _trace_full(self, paths, call, trace, primal, saved):
+    def _trace_full(self, paths, call, trace, primal, saved, failed=None):
         overrides = {}
         for attempt in range(4):
             path, drawn = trace.full(paths, overrides, saved)
             sliced = path.serves(call.arrays, call.env)
             try:
+                if attempt == 0 and _same_decisions_compiled(path, failed):
+                    raise GuardFailed(failed[1])   # (the interpreter agrees with the trace; the compiled code did not)
                 out = path.run(path.arguments(call.leaves, call.arrays, drawn, sliced, call.env))
             except GuardFailed as e:   # the compiled code's value is on the other side of a threshold
                 g = path.guards[e.index]
@@ -651,9 +822,9 @@ class Concrete:
         for k, g in enumerate(path.guards):
             same = [p for p in paths if p.decisions[:k] == path.decisions[:k] and len(p.decisions) > k]
             outcomes = {p.decisions[k] for p in same}
-            programs = {id(p.compiled) for p in same if p.compiled is not None}   # (outcomes may share one)
+            programs = {id(p.code) for p in same}   # (outcomes may share one)
             if len(programs) >= MAX_PATHS_PER_SITE and path.decisions[k] not in outcomes \
-                    and (path.compiled is None or id(path.compiled) not in programs):
+                    and (path.code is None or id(path.code) not in programs):
                 if (self.spec, g.site) not in _OVER:
                     _OVER.add((self.spec, g.site))
                     warnings.warn(
@@ -722,7 +893,8 @@ class _Tracer:
                 program, out_td, _ = trace_program(staged, tuple(self.leaves), self.td, self.types)
             finally:
                 c.closed = True
-        pins = [(k, a) for k, a in enumerate(self.arrays)] if c.unmatched else []
+        pins = [(k, a, a.copy() if a.size <= PIN_COPY_SIZE else None) for k, a in enumerate(self.arrays)] \
+            if c.unmatched else []
         self.call.exact = self.call.exact or c.int_exact
         path = Path(program, out_td, c.guards, c.hidden, recorder.draws, recorder.owners, pins, c.int_guards)
         path.int_exact = c.int_exact
@@ -743,12 +915,13 @@ class _Tracer:
                 hostrng.restore_states(saved)
                 raise _SymbolsFailed() from e
             site = self.owner._over_bound(paths, path)
-            if compile and site is None:
-                in_types = self.types + [var.type for var, _ in c.hidden]
-                path.compiled = compile_program(path.program, path.out_td, in_types,
-                                                self.owner.name.replace(".", "_"), _no_fallback)
-        path.compile_report = report
-        if compile and site is None:
+            kept = compile and site is None
+            in_types = self.types + [var.type for var, _ in c.hidden]
+            # (a decision flipped to the compiled code's side: the interpreter would not take it)
+            tier = "bound" if not kept else "compile" if overrides else first_tier(path.program)
+            path.code = Code(path.program, path.out_td, in_types, self.owner.name, tier)
+        path.trace_report = report
+        if kept:
             paths.insert(0, path)
         path.primal_counts = list(self.calls)
         return path, [c.values[var] for var, source in c.hidden if source[0] == "draw"]
@@ -780,14 +953,14 @@ class _Primal:
         n = len(p.hidden)
         path = Path(t.program, t.out_td, p.guards, p.hidden + t.hidden[n:], p.draws, p.owners, p.pins,
                     p.int_guards)
-        path.compiled, path.compile_report, path.int_exact = t.compiled, t.compile_report, p.int_exact
+        path.code, path.trace_report, path.int_exact = t.code, t.trace_report, p.int_exact
         return path, [self.values.values[var] for var, source in p.hidden if source[0] == "draw"]
 
     def remember(self, path):
         """Keep `path` for later calls whose function traces to the same program: where the
         function ran once in it, with the same hidden arguments and guards as alone."""
         p = self.primal
-        if path.compiled is None or path.primal_counts != [(len(p.hidden), len(p.guards))] \
+        if path.code.tier == "bound" or path.primal_counts != [(len(p.hidden), len(p.guards))] \
                 or any(source[0] != "const" for _, source in path.hidden[len(p.hidden):]):
             return
         _remember(_BY_PRIMAL, self.key, path)
@@ -800,6 +973,10 @@ def _print_at_trace(name):
     original, warned = builtins.print, []
 
     def traced_print(*args, **kwargs):
+        held = print_hold()
+        if held is not None:   # (a trace that may be dropped: printed if it is kept)
+            held.append((args, kwargs))
+            return None
         if not warned:
             warned.append(True)
             warnings.warn(f"{name}: print() runs when jitad traces the function (its first call, and each "
@@ -839,6 +1016,23 @@ def _draw_argument(c, value, index):
     except ArgumentError:
         return None
     return Staged(c.hidden_param(value, ("draw", index), t))
+
+
+def _pinned(array, traced, copy):
+    """Whether an array the function reads is as the trace met it: equal to the copy the
+    path keeps (a fresh array of the same values, as a program run again makes, serves; one
+    changed in place does not), or, for a large one, the same object."""
+    if copy is None:
+        return array is traced
+    return array.shape == copy.shape and array.dtype == copy.dtype \
+        and np.array_equal(array, copy, equal_nan=copy.dtype.kind in "fc")
+
+
+def _same_decisions_compiled(path, failed):
+    """Whether `failed` (a path and its guard that failed on this call) is compiled code that
+    took the decisions of `path`, a new trace of this call: the trace's NumPy values and the
+    compiled code's are on two sides of a threshold (an ulp apart)."""
+    return failed is not None and failed[0].compiled is not None and failed[0].decisions == path.decisions
 
 
 def _next_path(paths, tried, failed, call):
@@ -895,7 +1089,7 @@ def _swap_sources(fn, ids, undo, seen, depth):
         if type(attrs) is dict:
             _swap_in(attrs, list(attrs), ids, undo)
         fn = fn.__func__
-    if not isinstance(fn, types.FunctionType) or fn.__code__.co_filename.startswith(_PKG):
+    if not isinstance(fn, types.FunctionType) or _own_plain(fn):
         return
     for cell in fn.__closure__ or ():
         try:

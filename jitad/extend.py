@@ -251,6 +251,9 @@ class primitive:
                            lambda self, rule: primitive_vjps.__setitem__(self, rule))
     jvp_argnums = property(lambda self: primitive_jvps.get(self),
                            lambda self, rule: primitive_jvps.__setitem__(self, rule))
+    # what the dispatcher keys a function calling this one by (`jitad.dispatch`): a fresh
+    # primitive of the same function and rules finds the same compiled code
+    key_parts = property(lambda self: (self.fun, self.vjp_argnums, self.jvp_argnums))
 
     def __get__(self, obj, objtype=None):   # a method (autograd's primitives are functions): bind
         return self if obj is None else functools.partial(self, obj)

@@ -1,41 +1,167 @@
 """A reference interpreter of the IR in plain NumPy: the semantics the compiled code
-must reproduce, used by the tests to check lowering (and, later, derivatives)."""
+must reproduce. The tests check lowering against it, traces with values compute with it
+(`jitad.staging.concrete`), and the dispatcher runs a path's first calls through it before
+compiling (`jitad.dispatch`: tiered execution).
+
+An `Interpreter` turns each graph it meets into a plan once (per node: its NumPy function,
+where its operands sit in a flat list of values, the dtype of its result), so a run costs
+one Python call per node and vectorized NumPy inside it, never Python per element.
+
+>>> import jitad
+>>> from jitad.ir.interpret import interpret
+>>> program = jitad.trace(lambda x: x * 2.0 + 1.0, 3.0)
+>>> [float(v) for v in interpret(program, [3.0])]
+[7.0]
+"""
 import numpy as np
 
 from . import float_checks
-from .graph import split_operands
-from .ops import CALLS, IMPLS, Op, clip_index, impl_of, registrar
+from .graph import split_operands, walk
+from .ops import CALLS, IMPL, IMPLS, Op, clip_index, impl_of, registrar
 from .types import FLOATS, NUMPY, ContType, RefType, TableType, TreeType
 
-_CONTROL = {}
+_CONTROL = {}   # op -> fn(node, ins, interpreter) -> outputs (`interpreter.run(graph, args)` runs a body)
+_OPAQUE = (TreeType, RefType, ContType, TableType)   # values kept as they are (no dtype)
+_DTYPES = {name: np.dtype(t) for name, t in NUMPY.items()}
 
 
-def interpret(program, args):
-    """Run `program` on flat arguments (numbers, `jitad.Tree`s); return the flat outputs."""
+def interpret(program, args, interpreter=None):
+    """Run `program` on flat arguments (numbers, `jitad.Tree`s); return the flat outputs.
+    `interpreter`: an `Interpreter` whose plans are reused (one per program)."""
     vals = [a if isinstance(p.type, TreeType) else np.asarray(a, NUMPY[p.type.dtype])[()]
             for p, a in zip(program.main.params, args)]
     with np.errstate(all="ignore"):
-        return run_graph(program.main, vals)
+        return (interpreter or Interpreter()).run(program.main, vals)
 
 
 def run_graph(graph, args):
-    env = dict(zip(graph.params, args))
-    for node in graph.nodes:
-        env.update(zip(node.outputs, run_node(node, [env[v] for v in node.inputs])))
-    return [env[v] for v in graph.outputs]
+    """`graph`'s outputs for its params' values `args`."""
+    return Interpreter().run(graph, args)
 
 
 def run_node(node, ins):
     """The values of `node`'s outputs, given its inputs' values (NumPy scalars and arrays of
     the outputs' dtypes; trees, slots, continuations and tables as they are)."""
-    if node.op in _CONTROL:
-        outs = _CONTROL[node.op](node, ins)
+    rule = _CONTROL.get(node.op)
+    if rule is not None:
+        outs = rule(node, ins, Interpreter())
     elif node.op in _EFFECTS:
         outs = _EFFECTS[node.op](node, *ins)
     else:
         outs = [impl_of(node.op)(*ins, **node.attrs)]
-    return [value if isinstance(var.type, (TreeType, RefType, ContType, TableType))
-            else np.asarray(value, NUMPY[var.type.dtype])[()] for var, value in zip(node.outputs, outs)]
+    return [value if isinstance(var.type, _OPAQUE) else np.asarray(value, NUMPY[var.type.dtype])[()]
+            for var, value in zip(node.outputs, outs)]
+
+
+def _cast(value, dt):
+    """`value` as a NumPy scalar or array of dtype `dt` (no copy where it is one)."""
+    if type(value) is np.ndarray:
+        if value.dtype == dt:
+            return value if value.ndim else value[()]
+    elif type(value) is dt.type:
+        return value
+    return np.asarray(value, dt)[()]
+
+
+class Interpreter:
+    """Runs the graphs of a program, each through a plan made on its first run (kept while
+    the interpreter lives: make one per program). `failed(message)` is called for a failed
+    `check` (by default it raises the check's error)."""
+
+    def __init__(self, failed=None):
+        self.plans = {}   # id(graph) -> (graph, steps, slots of the outputs, slots to add)
+        self.failed = failed or _failed
+
+    def run(self, graph, args):
+        plan = self.plans.get(id(graph))
+        if plan is None:
+            plan = self.plans[id(graph)] = self._plan(graph)
+        _, steps, outs, blank = plan
+        env = list(args)
+        env += blank
+        for step in steps:
+            step(env)
+        return [env[i] for i in outs]
+
+    def _plan(self, graph):
+        slot = {v: k for k, v in enumerate(graph.params)}
+        steps, impls = [], {}
+        append = steps.append
+        for node in graph.nodes:
+            ins = tuple([slot[v] for v in node.inputs])
+            at = len(slot)
+            outputs = node.outputs
+            for v in outputs:
+                slot[v] = len(slot)
+            op = node.op
+            if len(outputs) == 1 and op not in _CONTROL and op not in _EFFECTS \
+                    and not isinstance(outputs[0].type, _OPAQUE):   # (a primitive: most nodes)
+                fn = impls.get(op)
+                if fn is None:
+                    fn = impls[op] = impl_of(op)
+                append(_pure_step(fn, node.attrs, ins, at, _DTYPES[outputs[0].type.dtype]))
+            else:
+                append(self._step(node, ins, at))
+        return graph, steps, [slot[v] for v in graph.outputs], [None] * (len(slot) - len(graph.params))
+
+    def _step(self, node, ins, at):
+        dts = [None if isinstance(v.type, _OPAQUE) else _DTYPES[v.type.dtype] for v in node.outputs]
+        rule, effect = _CONTROL.get(node.op), _EFFECTS.get(node.op)
+        if rule is None and effect is None:
+            return _pure_step(impl_of(node.op), node.attrs, ins, at, dts[0])
+        n = len(dts)
+
+        def step(env):
+            vals = [env[i] for i in ins]
+            outs = rule(node, vals, self) if rule is not None else effect(node, *vals)
+            for k in range(n):
+                dt = dts[k]
+                env[at + k] = outs[k] if dt is None else _cast(outs[k], dt)
+        return step
+
+
+def _pure_step(fn, attrs, ins, at, dt):
+    """The step of a primitive: its NumPy function on the operands' slots, into slot `at`."""
+    if attrs:
+        def step(env):
+            env[at] = _cast(fn(*[env[i] for i in ins], **attrs), dt)
+    elif len(ins) == 1:
+        (a,) = ins
+
+        def step(env):
+            env[at] = _cast(fn(env[a]), dt)
+    elif len(ins) == 2:
+        a, b = ins
+
+        def step(env):
+            env[at] = _cast(fn(env[a], env[b]), dt)
+    else:
+        def step(env):
+            env[at] = _cast(fn(*[env[i] for i in ins]), dt)
+    return step
+
+
+def interpretable(program):
+    """Whether every node of `program` (its functions and bodies too) has a meaning here
+    (a NumPy function, or a rule of the interpreter's own).
+
+    >>> import jitad
+    >>> interpretable(jitad.trace(lambda x: jitad.sin(x) * x, 1.0))
+    True
+    """
+    graphs, seen = [program.main] + [f.body for f in program.funs], set()
+    while graphs:
+        g = graphs.pop()
+        if id(g) in seen:
+            continue
+        seen.add(id(g))
+        for node in walk(g):
+            if node.op not in _CONTROL and node.op not in _EFFECTS and IMPL.find(node.op) is None:
+                return False
+            fun = node.attrs.get("fun") if node.op == Op.CLOSURE or node.op in CALLS else None
+            if fun is not None:
+                graphs.append(fun.body)
+    return True
 
 
 def _slot_start(t):
@@ -53,6 +179,34 @@ def _scatter_rows(table, idx, v, add):
     return []
 
 
+def _owned(slot):
+    """The slot's array to update in place: copied first where it may share memory with a
+    value (one it was set to, or one a read returned), so that no argument or earlier read
+    changes; then owned until the next read or set (copy on write)."""
+    if len(slot) == 1:
+        slot[0] = np.array(slot[0])
+        slot.append(True)   # (owned from now on)
+    return slot[0]
+
+
+def _slot_add(slot, v):
+    if np.ndim(slot[0]):   # (a tensor: added in place, copy on write)
+        np.add(_owned(slot), v, out=slot[0], casting="unsafe")
+        return []
+    return _slot_set(slot, slot[0] + v)
+
+
+def _read(slot):
+    del slot[1:]   # (the value read is shared: the next update copies)
+    return [slot[0]]
+
+
+def _slot_set(slot, v):
+    del slot[1:]
+    slot[0] = v
+    return []
+
+
 _EFFECTS = {
     Op.TABLE: lambda node, n: [np.zeros((max(int(n), 0),) + node.attrs["type"].shape, NUMPY[node.attrs["type"].dtype])],
     Op.TABLE_GET: lambda node, table, i: [table[i].copy()[()]],
@@ -63,38 +217,31 @@ _EFFECTS = {
     Op.ARENA_MARK: lambda node: [np.int64(0)],
     Op.ARENA_RELEASE: lambda node, mark: [],
     Op.SLOT: lambda node: [[_slot_start(node.attrs["type"])]],
-    Op.SLOT_GET: lambda node, slot: [slot[0]],
-    Op.SLOT_SET: lambda node, slot, v: slot.__setitem__(0, v) or [],
-    Op.SLOT_ADD: lambda node, slot, v: slot.__setitem__(0, slot[0] + v) or [],
+    Op.SLOT_GET: lambda node, slot: _read(slot),
+    Op.SLOT_SET: lambda node, slot, v: _slot_set(slot, v),
+    Op.SLOT_ADD: lambda node, slot, v: _slot_add(slot, v),
     Op.SLOT_ADD_AT: lambda node, slot, i, v: _add_at(slot, i, v),
     Op.SLOT_SCATTER_ADD: lambda node, slot, i, v: _add_at(slot, i, v, node.attrs.get("skip_outside", False)),
-    Op.SLOT_SET_AT: lambda node, slot, i, v: slot[0].__setitem__(clip_index(i, slot[0].shape[0]), v) or [],
+    Op.SLOT_SET_AT: lambda node, slot, i, v: _owned(slot).__setitem__(clip_index(i, slot[0].shape[0]), v) or [],
     Op.SLOT_ADD_SLICE: lambda node, slot, v: _add_region(slot, v, **node.attrs),
     Op.TABLE_GEMM_ADD: lambda node, slot, x, y, count: _table_gemm_add(slot, x, y, int(count), node.attrs["rows"]),
-    Op.MATMUL_ADD: lambda node, slot, a, b: slot.__setitem__(0, IMPLS[Op.MATMUL](a, b, node.attrs["ta"], node.attrs["tb"])
-                                                             + (0 if node.attrs.get("store") else slot[0])) or [],
-    Op.CLOSURE: lambda node, *caps: [lambda *args: run_graph(node.attrs["fun"].body, list(args) + list(caps))],
+    Op.MATMUL_ADD: lambda node, slot, a, b: _slot_set(slot, IMPLS[Op.MATMUL](a, b, node.attrs["ta"], node.attrs["tb"])
+                                                      + (0 if node.attrs.get("store") else slot[0])),
     Op.APPLY: lambda node, cont, *args: cont(*args) or [],
-    Op.CHECK: lambda node, fail: _check(fail, node.attrs["message"]),
 }
 
 
-def _check(fail, message):
-    if fail:
-        raise float_checks.error_class(message)(message)
-    return []
+def _failed(message):
+    raise float_checks.error_class(message)(message)
 
 
 def _table_gemm_add(slot, x, y, count, rows):
     xs, ys = x[:count].reshape(count * rows, -1), y[:count].reshape(count * rows, -1)
-    slot[0] = slot[0] + xs.T @ ys
-    return []
+    return _slot_set(slot, slot[0] + xs.T @ ys)
 
 
 def _add_region(slot, value, starts, stops, steps):
-    new = slot[0].copy()
-    new[tuple(slice(a, b, c) for a, b, c in zip(starts, stops, steps))] += value
-    slot[0] = new
+    _owned(slot)[tuple(slice(a, b, c) for a, b, c in zip(starts, stops, steps))] += value
     return []
 
 
@@ -102,46 +249,59 @@ def _add_at(slot, index, value, skip_outside=False):
     if skip_outside:   # no row for an index outside the slot's rows
         keep = (np.asarray(index) >= 0) & (np.asarray(index) < slot[0].shape[0])
         index, value = np.asarray(index)[keep], np.asarray(value)[keep]
-    np.add.at(slot[0], clip_index(index, slot[0].shape[0]), value)
+    np.add.at(_owned(slot), clip_index(index, slot[0].shape[0]), value)
     return []
 
 
 control = registrar(_CONTROL)
 
 
+@control(Op.CHECK)
+def _check(node, ins, it):
+    if ins[0]:
+        it.failed(node.attrs["message"])
+    return []
+
+
+@control(Op.CLOSURE)
+def _closure(node, caps, it):
+    body = node.attrs["fun"].body
+    return [lambda *args: it.run(body, list(args) + caps)]
+
+
 @control(Op.IF)
-def _if(node, ins):
-    return run_graph(node.bodies[0] if ins[0] else node.bodies[1], ins[1:])
+def _if(node, ins, it):
+    return it.run(node.bodies[0] if ins[0] else node.bodies[1], ins[1:])
 
 
 @control(Op.WHILE)
-def _while(node, ins):
+def _while(node, ins, it):
     _, state, caps = split_operands(node, ins)
     cond, body = node.bodies
-    while run_graph(cond, state + caps)[0]:
-        state = run_graph(body, state + caps)
+    while it.run(cond, state + caps)[0]:
+        state = it.run(body, state + caps)
     return state
 
 
 @control(Op.FOR)
-def _for(node, ins):
+def _for(node, ins, it):
     (lower, upper), state, caps = split_operands(node, ins)
     for i in range(int(lower), int(upper)):
-        state = run_graph(node.bodies[0], [np.int64(i)] + state + caps)
+        state = it.run(node.bodies[0], [np.int64(i)] + state + caps)
     return state
 
 
 @control(*CALLS)
-def _call(node, ins):
-    return run_graph(node.attrs["fun"].body, ins)
+def _call(node, ins, it):
+    return it.run(node.attrs["fun"].body, ins)
 
 
 @control(Op.TREE)
-def _tree(node, ins):
+def _tree(node, ins, it):
     (tree,), init, caps = split_operands(node, ins)
 
     def rec(k):
         if k < 0:
             return init
-        return run_graph(node.bodies[0], [np.int64(k)] + rec(tree.left[k]) + rec(tree.right[k]) + caps)
+        return it.run(node.bodies[0], [np.int64(k)] + rec(tree.left[k]) + rec(tree.right[k]) + caps)
     return rec(tree.root)

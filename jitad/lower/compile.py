@@ -14,8 +14,14 @@ import threading
 
 import numpy as np
 
+from .. import config
 from ..errors import ResourceError
-from ..ir.passes import run_passes
+from ..ir import float_checks
+from ..ir.graph import walk
+from ..ir.interpret import interpretable
+from ..ir.ops import Op
+from ..ir.passes import PIPELINE, run_passes
+from ..ir.verify import verify
 from ..ir.printer import program_key_text
 from ..ir.types import NUMPY, check_int64_range, clean_bools
 from ..staging.concrete import GUARD_PREFIX
@@ -267,3 +273,78 @@ def compile_program(program, out_td, in_types, name, fallback, in_td=None, devic
                                           code)   # each entry keeps the machine code it runs (and no cycle:
                                                   # evicted code is freed at once, not at a full collection)
     return c
+
+
+# -- tiers: how a path traced from Python first runs (see jitad.dispatch.Code) ----------------
+
+_LOOPS = (Op.WHILE, Op.FOR, Op.TREE, Op.CALL, Op.FOREST)   # (a staged FUN may recurse)
+COMPILE_BASE, COMPILE_PER_NODE = 0.05, 0.0004   # seconds: a compile's estimate (see docs/grad-semantics.md)
+
+
+def first_tier(program):
+    """How a path traced from Python runs its first call: "auto" (the NumPy interpreter
+    until `compile_budget` seconds of it, then compiled), "interpret" or "compile" (as the
+    `jitad_tiering` setting says). "auto" compiles at once a program the interpreter cannot
+    run, one with loops or staged functions (an interpreted iteration costs a Python call
+    per node: no bound in the program's size) and one checked for NaNs or infinities (a
+    pass inserts the checks).
+
+    >>> import jitad
+    >>> first_tier(jitad.trace(lambda x: jitad.sin(x) * x, 1.0))
+    'auto'
+    """
+    setting = config.read("jitad_tiering")
+    if setting == "compile" or float_checks.ACTIVE or not interpretable(program):
+        return "compile"
+    if setting == "interpret":
+        return "interpret"
+    graphs = [program.main] + [f.body for f in program.funs]
+    return "compile" if any(n.op in _LOOPS for g in graphs for n in walk(g)) else "auto"
+
+
+_per_node = [COMPILE_PER_NODE]   # seconds a node has cost to compile in this process (a running mean)
+
+
+def count_nodes(program):
+    return sum(1 for g in [program.main] + [f.body for f in program.funs] for _ in walk(g))
+
+
+def compile_budget(program):
+    """Seconds of interpreting after which a path compiles: an estimate of its compile
+    (passes, lowering, LLVM), linear in its nodes, the cost per node learned from this
+    process's compiles (`note_compile`). Paying at most that much before compiling keeps a
+    path's total within about twice the best schedule's, whatever its number of calls.
+
+    >>> import jitad
+    >>> compile_budget(jitad.trace(lambda x: jitad.sin(x) * x, 1.0)) > COMPILE_BASE
+    True
+    """
+    return COMPILE_BASE + _per_node[0] * count_nodes(program)
+
+
+def note_compile(nodes, seconds):
+    """A compile of `nodes` nodes took `seconds`: the estimate's cost per node follows."""
+    if nodes:
+        _per_node[0] = 0.7 * _per_node[0] + 0.3 * max(seconds - COMPILE_BASE, 0.0) / nodes
+
+
+# the passes that only clean the program up (what reverse mode leaves: stop_gradients, scalar
+# slots, repeated and dead work, unread slots): they run before a path's second interpreted call
+_CLEANUP = ("stop_gradients", "scalar_slots", "fold_constants", "cse", "dead_code", "unread_slots", "unread_tables")
+
+
+def clean_up(program):
+    """Run the cleanup passes of `jitad.ir.passes.PIPELINE` on `program` (in place): about
+    the cost of one interpreted call, and the calls after it cost a half to a fifth less
+    on the programs reverse mode makes. The compile runs the whole pipeline after them."""
+    with paused_gc():
+        for name, run, _ in PIPELINE:
+            if name in _CLEANUP:
+                run(program)
+                if VERIFY:
+                    verify(program)
+
+
+def result_array_class():
+    """The ndarray subclass compiled entries make their array results of."""
+    return runtime._ARRAY_SUBTYPE[0]

@@ -145,13 +145,11 @@ def _polygamma_rule(lo, node, ins):
 
 
 def lgamma_impl(x):
-    def one(v):
-        try:
-            return math.lgamma(v)
-        except ValueError:   # a pole: 0 or a negative integer
-            return math.inf
+    """log|Gamma(x)|, inf at the poles: SciPy's `gammaln` (vectorized: the interpreter runs
+    it on whole arrays), in the argument's dtype."""
+    import scipy.special   # (imported when first needed: jitad's import stays light)
     x = np.asarray(x)
-    return np.asarray(np.frompyfunc(one, 1, 1)(x), dtype=x.dtype)[()]
+    return np.asarray(scipy.special.gammaln(x), dtype=x.dtype)[()]
 
 
 declare("lgamma", floating, lgamma_impl, arity=1, flags="elementwise float_only stored",

@@ -193,6 +193,31 @@ def _float_differs(x, value):
     return ~(abs(x - value) <= tol)
 
 
+class held_prints:
+    """Context: what the traced function prints inside it is kept, not printed (`lines`: the
+    arguments of each `print`), for a trace that may be dropped and made again; `release()`
+    prints them. (The dispatcher's `print` while tracing looks at `print_hold()`.)"""
+
+    def __enter__(self):
+        self.lines = []
+        _local.__dict__.setdefault("held", []).append(self.lines)
+        return self
+
+    def __exit__(self, *exc):
+        _local.held.pop()
+
+    def release(self):
+        import builtins
+        for args, kwargs in self.lines:
+            builtins.print(*args, **kwargs)
+
+
+def print_hold():
+    """The list the innermost `held_prints` keeps prints in, or None."""
+    held = getattr(_local, "held", None)
+    return held[-1] if held else None
+
+
 def current():
     """The ConcreteTrace of the trace being recorded on this thread, or None."""
     return getattr(_local, "trace", None)

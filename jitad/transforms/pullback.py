@@ -84,14 +84,20 @@ def reverse_ready(fn, args, td, types):
     reverse pass, not one forward pass per input element: `(program, captured)`, or None
     where reverse-mode code remains, a deferred pass sits inside a loop, branch or function
     body, or the trace needs a value a deferred pass has not computed yet."""
+    traced = deferred_trace(fn, args, td, types)
+    return None if traced is None else (traced[0], traced[2])
+
+
+def deferred_trace(fn, args, td, types):
+    """`reverse_ready`'s trace as `trace_program` gives it, `(program, out_td, captured)`, or None."""
     try:
         with deferring_reverse():
-            program, _, captured = trace_program(fn, args, td, types)
+            program, out_td, captured = trace_program(fn, args, td, types)
     except JitadError:
         return None
     if contains_effects(program) or not _deferred_at_top(program):
         return None
-    return program, captured
+    return program, out_td, captured
 
 
 def _deferred_at_top(program):

@@ -9,7 +9,8 @@ from ..ir.types import FLOATS, TreeType
 from ..pytree import flatten, unflatten
 from ..staging import Staged, StagedTree, trace_program, wrap
 from .jvp import contains_effects
-from .pullback import grad_by_forward_mode, leaf_type, positive_zero, reverse_ready, staged_arg
+from ..staging.concrete import frame_values, held_prints
+from .pullback import deferred_trace, grad_by_forward_mode, leaf_type, positive_zero, reverse_ready, staged_arg
 from .vmap import value_and_grad as _reverse_or_defer
 
 
@@ -33,7 +34,7 @@ def value_and_grad_staged(fn, args, argnums, has_aux, who):
             raise ArgumentError(f"{who}: cannot differentiate with respect to a value of type "
                                 f"{types[k]} (argument leaf {k}); only float arguments have gradients. "
                                 "Pass it as a float, or leave it out of argnums")
-    program, out_td, captured = trace_program(fn, args, flatten(args)[1], types)
+    program, out_td, captured = _trace_for_reverse(fn, args, flatten(args)[1], types)
     value_td = out_td.children[0] if has_aux and out_td.kind == "tuple" and len(out_td.children) == 2 else out_td
     if has_aux and value_td is out_td:
         raise ArgumentError(f"{who}: with has_aux=True the function must return a pair (value, aux)")
@@ -42,8 +43,6 @@ def value_and_grad_staged(fn, args, argnums, has_aux, who):
         got = out_types[0] if value_td.kind == "leaf" else "a pytree"
         raise ArgumentError(f"{who}: the function must return a float scalar to differentiate, got "
                             f"{got}; reduce it first (e.g. with a sum) or use jitad.vjp")
-    if contains_effects(program):   # the function itself takes a gradient: defer it, else go forward
-        program, captured = reverse_ready(fn, args, flatten(args)[1], types) or (program, captured)
     staged = [staged_arg(x, t) for x, t in zip(flat, types)] + [wrap(v) for v in captured]
     if contains_effects(program):
         with timing.stage("ad"):
@@ -57,6 +56,28 @@ def value_and_grad_staged(fn, args, argnums, has_aux, who):
         value = (value, unflatten(out_td.children[1], outs[1:]))
     per_arg = [unflatten(td, grads[start:start + n]) for start, n, td in map(wrt_tds.get, nums)]   # in the order asked
     return value, (per_arg[0] if isinstance(argnums, (int, np.integer)) else tuple(per_arg))
+
+
+def _trace_for_reverse(fn, args, td, types):
+    """`fn` traced for reverse mode, `(program, out_td, captured)`: a function that takes
+    gradients itself is traced with them deferred (`reverse_ready`), else reverse mode cannot
+    reverse it. Traced from Python with the call's values, the deferred trace comes first, so
+    that the function runs once (its prints, its host draws); only where that trace does not
+    serve (it decides on an inner gradient's value) is it traced again as it is."""
+    if frame_values() is not None:
+        with held_prints() as held:   # (printed once the trace is kept)
+            try:
+                first = deferred_trace(fn, args, td, types)
+            except Exception:   # (Python code that cannot take a deferred value: traced as it is below)
+                first = None
+        if first is not None:
+            held.release()
+            return first
+        return trace_program(fn, args, td, types)
+    program, out_td, captured = trace_program(fn, args, td, types)
+    if contains_effects(program):   # the function itself takes a gradient: defer it, else go forward
+        program, captured = reverse_ready(fn, args, td, types) or (program, captured)
+    return program, out_td, captured
 
 
 def jvp_staged(fn, primals, tangents):

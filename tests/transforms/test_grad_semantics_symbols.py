@@ -11,6 +11,8 @@ import pytest
 import jitad
 from jitad import dispatch
 
+from .test_grad_semantics import tier  # noqa: F401  (each test in both tiers)
+
 X = np.random.RandomState(0).randn(42, 3)
 Y = (np.random.RandomState(1).rand(42) > 0.5) * 1.0
 B = 5   # 42 rows: the ninth batch has 2
