@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from ..config import x64_enabled
-from ..errors import ArgumentError, StagingError
+from ..errors import ArgumentError, StagingError, UnsupportedError
 from ..ir import float_checks
 from ..ir.ops import Op, impl_of
 # N: jitad.numeric, a layer above, which Staged's methods call (x.sum(), x.T, x[i]): see rules.N
@@ -327,6 +327,10 @@ def _kind(x):
     if isinstance(x, np.ndarray) and dtype_of_numpy(x.dtype):
         dtype = dtype_of_numpy(x.dtype)
         return ("f32" if dtype == "f64" and not x64_enabled() else dtype), x.ndim == 0
+    if _complex_operand(x):
+        raise UnsupportedError("a complex value reached an operation that takes real values only: jitad's complex "
+                               "support covers NumPy's arithmetic, elementwise math, reductions, products, fft "
+                               "and linear solves (docs/complex.md); take `z.real` and `z.imag` for the rest")
     raise ArgumentError(f"cannot use a value of type {type(x).__name__} in staged arithmetic; "
                         "use numbers or staged values")
 
@@ -394,7 +398,14 @@ def _eager(op, *xs):
 _BOOL_ARITH = {Op.ADD: Op.OR, Op.MUL: Op.AND, Op.MAXIMUM: Op.OR, Op.MINIMUM: Op.AND}
 
 
+def _complex_operand(x):
+    return type(x) is complex or getattr(getattr(x, "dtype", None), "kind", None) == "c"
+
+
 def binary(op, a, b):
+    if (type(a) is not Staged or type(b) is not Staged) and (_complex_operand(a) or _complex_operand(b)):
+        from .complex import binary_op   # (a pair of real values: staging/complex.py)
+        return binary_op(op, a, b)
     if not (is_staged(a) or is_staged(b)):
         return _eager(op, a, b)
     dtype, weak = result_kind(a, b)
