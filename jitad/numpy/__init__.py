@@ -543,3 +543,7 @@ for _name, _fn in list(globals().items()):
             (_fn.__module__ or "").startswith("jitad") and not getattr(_fn, "__wrapped_plain__", False):
         globals()[_name] = _takes_plain_inputs(_name, _fn)
 del _name, _fn
+
+# -- complex values: the functions that take them dispatch to jitad.numpy._complex ------------
+from . import _complex  # noqa: E402
+_complex.install(globals())

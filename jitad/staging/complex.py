@@ -266,7 +266,7 @@ def _unflatten(_, children):
         return Complex(re, im)
     out = np.empty(np.shape(re), np.result_type(np.asarray(re).dtype, np.complex64))
     out.real, out.imag = re, im
-    return out if out.shape else out[()]
+    return out.view(FUNCTIONS["Array"]) if out.shape and "Array" in FUNCTIONS else out if out.shape else out[()]
 
 
 register_pytree_node(Complex, lambda z: ((z.re, z.im), None), _unflatten)
