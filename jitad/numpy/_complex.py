@@ -259,8 +259,7 @@ def _astype(z, dtype):
 CONSTRUCTION = {"array": _array, "asarray": _array, "astype": _astype,
                 "zeros_like": lambda a, dtype=None: make(_zero_like(parts(a)[0]), None),
                 "ones_like": lambda a, dtype=None: make(R["ones_like"](parts(a)[0]), None),
-                "iscomplexobj": lambda x: True, "isrealobj": lambda x: False,
-                "real_if_close": lambda a, tol=100: a, "shape": lambda a: tuple(np.shape(parts(a)[0])),
+                "shape": lambda a: tuple(np.shape(parts(a)[0])),
                 "ndim": lambda a: len(np.shape(parts(a)[0])), "size": lambda a, axis=None: (
                     int(np.prod(np.shape(parts(a)[0]))) if axis is None else np.shape(parts(a)[0])[axis])}
 
@@ -306,9 +305,44 @@ def _table():
     return table
 
 
+def iscomplexobj(x):
+    """Whether `x` has a complex dtype (a staged complex value too): `jnp.iscomplexobj(1j)` is True."""
+    return is_complex(x) or np.iscomplexobj(x) if not isinstance(x, Staged) else False
+
+
+def isrealobj(x):
+    """Whether `x` has no complex dtype: `jnp.isrealobj(1.0)` is True."""
+    return not iscomplexobj(x)
+
+
+def iscomplex(x):
+    """Elementwise: the imaginary part is nonzero (False for real dtypes): `jnp.iscomplex(1j)`."""
+    return ELEMENTWISE["imag"](x) != 0 if iscomplexobj(x) else FUNCTIONS["zeros_like"](x, dtype=bool)
+
+
+def isreal(x):
+    """Elementwise: the imaginary part is zero: `jnp.isreal(1.0)` is True."""
+    return ~iscomplex(x)
+
+
+def real_if_close(a, tol=100):
+    """`a`'s real part where every imaginary part is within `tol` machine epsilons of zero, as
+    NumPy's; a staged complex value stays complex (its values are unknown while tracing):
+    `jnp.real_if_close(1.0 + 0j)` is 1.0."""
+    return a if type(a) is Complex else np.real_if_close(a, tol)
+
+
+NAMES = {"iscomplexobj": iscomplexobj, "isrealobj": isrealobj, "iscomplex": iscomplex, "isreal": isreal,
+         "real_if_close": real_if_close, "complex64": np.complex64, "complex128": np.complex128,
+         "complexfloating": np.complexfloating, "csingle": np.complex64, "cdouble": np.complex128,
+         "complex_": np.complex128}
+
+
 def install(namespace):
     """Put the complex dispatchers in front of `namespace`'s functions (jitad.numpy's globals)
     and fill `staging.complex.FUNCTIONS` with the namespace's functions."""
+    for name, value in NAMES.items():
+        namespace.setdefault(name, value)
     R.update({k: v for k, v in namespace.items() if callable(v) and not k.startswith("_")})
     for name, complex_fn in _table().items():
         if name in namespace:
