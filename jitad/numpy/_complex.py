@@ -18,7 +18,8 @@ import numpy as np
 
 from ..errors import UnsupportedError
 from ..staging import Staged
-from ..staging.complex import FUNCTIONS, Complex, is_complex, make, parts
+from ..ir.ops import Op
+from ..staging.complex import FUNCTIONS, Complex, binary_op, is_complex, make, parts
 
 R = {}   # the real functions of jitad.numpy, by name (before `install` puts dispatchers in front)
 
@@ -102,10 +103,9 @@ ELEMENTWISE = {
     "isfinite": lambda z: R["isfinite"](parts(z)[0]) & R["isfinite"](ELEMENTWISE["imag"](z)),
 }
 ELEMENTWISE["conjugate"] = ELEMENTWISE["conj"]
-BINARY = {"add": lambda a, b: make(*parts(a)) + b, "subtract": lambda a, b: make(*parts(a)) - b,
-          "multiply": lambda a, b: make(*parts(a)) * b, "divide": lambda a, b: make(*parts(a)) / b,
-          "power": lambda a, b: make(*parts(a)) ** b, "equal": lambda a, b: make(*parts(a)) == b,
-          "not_equal": lambda a, b: make(*parts(a)) != b}
+BINARY = {name: functools.partial(binary_op, op) for name, op in (
+    ("add", Op.ADD), ("subtract", Op.SUB), ("multiply", Op.MUL), ("divide", Op.DIV), ("power", Op.POW),
+    ("equal", Op.EQ), ("not_equal", Op.NE))}
 BINARY["true_divide"] = BINARY["divide"]
 
 
