@@ -1,8 +1,9 @@
 """`jnp.linalg` on complex matrices: norms from the moduli, and inverses and solves through
 the real embedding Z = A + iB -> [[A, -B], [B, A]], a real matrix twice the size whose
 products, inverse and singular values are Z's own in real form (each singular value twice).
-Determinants come from Gaussian elimination with partial pivoting, written in complex
-staged operations (n steps, O(n^3) in all; the pivot choice is piecewise constant)."""
+Determinants come from Gaussian elimination with partial pivoting and Cholesky factors from
+the column recurrence, written in complex staged operations (n steps, O(n^3) in all; the
+pivot choice is piecewise constant)."""
 import numpy as np
 
 from ..errors import UnsupportedError
@@ -95,15 +96,34 @@ def _slogdet(a):
     return phase, logabs
 
 
+def _cholesky(a, upper=False, *, symmetrize_input=True):
+    """The lower Cholesky factor L (L L^H = Z) of the Hermitian positive-definite Z (of its
+    Hermitian part (Z + Z^H) / 2, as JAX's), column by column."""
+    j = jnp()
+    z = make(*parts(a))
+    if symmetrize_input:
+        z = 0.5 * (z + j.conj(j.swapaxes(z, -1, -2)))
+    n = z.shape[-1]
+    columns = []
+    for k in range(n):
+        v = z[..., :, k]
+        for i, col in enumerate(columns):
+            v = v - col * j.conj(col[..., k:k + 1])
+        d = j.sqrt(j.real(v[..., k:k + 1]))
+        columns.append(v * (np.arange(n) >= k) / d)
+    out = j.stack(columns, axis=-1)
+    return j.conj(j.swapaxes(out, -1, -2)) if upper else out
+
+
 def _refuse(name):
     def refuse(*args, **kwargs):
         raise UnsupportedError(f"jnp.linalg.{name} of a complex matrix in staged code is not provided (norm, inv, "
-                               "solve, det and slogdet are); work with the real embedding [[A, -B], [B, A]]")
+                               "solve, det, slogdet and cholesky are); work with the real embedding [[A, -B], [B, A]]")
     return refuse
 
 
-_TABLE = {"norm": _norm, "inv": _inv, "solve": _solve, "det": _det, "slogdet": _slogdet,
-          **{name: _refuse(name) for name in ("eig", "eigh", "eigvals", "eigvalsh", "svd", "cholesky", "qr", "pinv",
+_TABLE = {"norm": _norm, "inv": _inv, "solve": _solve, "det": _det, "slogdet": _slogdet, "cholesky": _cholesky,
+          **{name: _refuse(name) for name in ("eig", "eigh", "eigvals", "eigvalsh", "svd", "qr", "pinv",
                                               "lstsq", "matrix_power", "matrix_rank", "cond", "tensorsolve",
                                               "tensorinv")}}
 
