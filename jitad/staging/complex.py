@@ -261,8 +261,11 @@ class Complex:
 
 
 def _unflatten(_, children):
+    """A node rebuilt: staged parts (or anything not a real number or array, such as the
+    placeholders a transformation unflattens) as a `Complex`, real NumPy parts (a compiled
+    function's results) as a complex NumPy array."""
     re, im = children
-    if _is_staged_part(re) or _is_staged_part(im):
+    if not all(type(p) is float or isinstance(p, (np.ndarray, np.floating)) for p in children):
         return Complex(re, im)
     out = np.empty(np.shape(re), np.result_type(np.asarray(re).dtype, np.complex64))
     out.real, out.imag = re, im
