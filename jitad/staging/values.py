@@ -442,6 +442,8 @@ def power(x, n):
     derivatives (a `pow` node's exponent derivative, NaN at x < 0)."""
     if type(n) is concrete.SymInt:   # (an integer power unrolls: its value is part of the program)
         n = n.concrete()
+    if _complex_operand(n):
+        return binary(Op.POW, x, n)
     dtype = result_dtype(x, n) if is_staged(x) else None
     if dtype not in FLOATS or is_staged(n) or isinstance(n, (bool, np.bool_)) \
             or not isinstance(n, (int, float, np.integer, np.floating)) or n != np.trunc(n) or abs(n) > 64:
