@@ -43,15 +43,20 @@ def _compare(fns, args, rtol=1e-11):
     """Each `fn(m, *args)` (m: jitad.numpy or jax.numpy) against NumPy's values (m = numpy)
     and JAX's, and its gradients with respect to every argument against JAX's: one compiled
     program for all values and one for all gradients."""
-    values = jitad.jit(lambda *a: [fn(jnp, *a) for fn in fns.values()])(*args)
-    grads = jitad.jit(lambda *a: [jitad.grad(lambda *b, fn=fn: _loss(jnp, fn(jnp, *b)), argnums=tuple(range(len(a))))(*a)
-                                  for fn in fns.values()])(*args)
-    for (name, fn), value, grad in zip(fns.items(), values, grads):
+    def program(m, transform):
+        def run(*a):
+            def grad(fn):
+                return transform(lambda *b: _loss(m, fn(m, *b)), argnums=tuple(range(len(a))))(*a)
+            return [fn(m, *a) for fn in fns.values()], [grad(fn) for fn in fns.values()]
+        return run
+    values, grads = jitad.jit(program(jnp, jitad.grad))(*args)
+    jax_values, jax_grads = jax.jit(program(JNP, jax.grad))(*args)
+    for name, value, grad, jax_value, jax_grad in zip(fns, values, grads, jax_values, jax_grads):
+        fn = fns[name]
         assert np.asarray(value).dtype == np.asarray(fn(np, *args)).dtype, name
         _close(value, fn(np, *args), f"{name}: NumPy's value", rtol)
-        _close(value, fn(JNP, *args), f"{name}: JAX's value", rtol)
-        theirs = jax.grad(lambda *b: _loss(JNP, fn(JNP, *b)), argnums=tuple(range(len(args))))(*args)
-        for k, (g, t) in enumerate(zip(grad, theirs)):
+        _close(value, jax_value, f"{name}: JAX's value", rtol)
+        for k, (g, t) in enumerate(zip(grad, jax_grad)):
             _close(g, t, f"{name}: JAX's gradient for argument {k}", rtol)
 
 
@@ -68,6 +73,7 @@ def test_arithmetic_with_real_and_complex_operands():
               "-z": lambda m, z, x: -z, "where": lambda m, z, x: m.where(x > 0, z, x * 1j)}, (Z, x))
 
 
+@pytest.mark.slow   # (several seconds: many products, compiled by jitad and XLA)
 def test_reductions_products_and_shapes():
     v = RNG.normal(size=3) + 1j * RNG.normal(size=3)
     _compare({
@@ -85,6 +91,7 @@ def test_reductions_products_and_shapes():
     }, (M, v))
 
 
+@pytest.mark.slow   # (several seconds: many products, compiled by jitad and XLA)
 def test_linear_algebra_of_complex_matrices():
     b = RNG.normal(size=3) + 1j * RNG.normal(size=3)
     hermitian = M @ M.conj().T + 3 * np.eye(3)
@@ -97,6 +104,7 @@ def test_linear_algebra_of_complex_matrices():
         jitad.jit(jnp.linalg.eigh)(hermitian)
 
 
+@pytest.mark.slow   # (several seconds: many products, compiled by jitad and XLA)
 def test_check_grads_to_second_order_in_both_modes():
     check_grads(lambda z: jnp.exp(z) * jnp.sin(z) / (z + 2) + jnp.sqrt(z) * jnp.log(z), (Z,), order=2,
                 modes=("fwd", "rev"))
