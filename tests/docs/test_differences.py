@@ -9,7 +9,7 @@ import pytest
 import jitad
 import jitad.numpy as jnp
 from jitad import grad, jit, lax
-from jitad.errors import ArgumentError, JitadWarning, StagingError
+from jitad.errors import JitadWarning, StagingError
 
 
 def test_python_decisions_on_values_under_grad_and_jit():

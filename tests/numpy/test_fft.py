@@ -54,13 +54,12 @@ def _input(real):
 
 def test_transforms_of_staged_values_match_numpy_and_jax():
     transforms = [lambda x, name=name, kw=kw: getattr(jnp.fft, name)(x, **kw) for name, kw, _ in TRANSFORMS]
-    reals, complexes = jitad.jit(lambda x, z: [f(x if real else z) for f, (_, _, real) in zip(transforms, TRANSFORMS)])(
-        X, Z), None
-    for out, (name, kw, real) in zip(reals, TRANSFORMS):
+    outs = jitad.jit(lambda x, z: [f(x if real else z) for f, (_, _, real) in zip(transforms, TRANSFORMS)])(X, Z)
+    for out, (name, kw, real) in zip(outs, TRANSFORMS):
         want = getattr(np.fft, name)(_input(real), **kw)
         assert out.shape == want.shape and out.dtype == want.dtype, (name, kw)
         np.testing.assert_allclose(out, want, rtol=1e-12, atol=1e-12, err_msg=f"{name} {kw}")
-    weights = {i: np.cos(np.arange(np.prod(np.shape(reals[i])))).reshape(np.shape(reals[i]))
+    weights = {i: np.cos(np.arange(np.prod(np.shape(outs[i])))).reshape(np.shape(outs[i]))
                for i in range(len(TRANSFORMS))}
 
     def losses(m, x, z):   # a real function of each transform, for its gradient
