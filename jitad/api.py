@@ -518,14 +518,15 @@ def _real_valued(fn, has_aux, holomorphic, who):
     def real_fn(*args, **kwargs):
         out = fn(*args, **kwargs)
         value = out[0] if has_aux and isinstance(out, (tuple, list)) and len(out) == 2 else out
-        if isinstance(value, Complex) != bool(holomorphic):
-            raise ArgumentError(f"{who} of a function with a complex result needs holomorphic=True (the complex "
-                                "derivative f'(z)), as in JAX; for a real-valued function of complex inputs, leave "
-                                "it out" if not holomorphic else
-                                f"{who}(holomorphic=True) differentiates a function with a complex result; this "
-                                "one returns real values")
         if not holomorphic:
+            if isinstance(value, Complex):
+                raise ArgumentError(f"{who} of a function with a complex result needs holomorphic=True (the "
+                                    "complex derivative f'(z)), as in JAX; for a real-valued function of complex "
+                                    "inputs, leave it out")
             return out
+        if not isinstance(value, Complex):
+            raise ArgumentError(f"{who}(holomorphic=True) differentiates a function with a complex result; this one "
+                                "returns real values")
         return (value.re, out[1]) if has_aux else value.re
     return real_fn
 
@@ -794,9 +795,9 @@ def vjp(fn: Fn, *primals: Any) -> tuple[Any, Fn]:
     def staged_pullback(primals, ct):
         return pullback_staged(fn, primals, ct)
     if current_frame() is not None:
-        primals = split_complex(primals)
-        out = fn(*primals)   # a complex cotangent is conjugated in and out (JAX's convention: see `grad`)
-        return out, lambda ct: conj_leaves(pullback_staged(fn, primals, conj_leaves(split_complex(ct))))
+        pairs = split_complex(primals)
+        out = fn(*pairs)   # a complex cotangent is conjugated in and out (JAX's convention: see `grad`)
+        return out, lambda ct: conj_leaves(pullback_staged(fn, pairs, conj_leaves(split_complex(ct))))
     out = _CALL(fn, *primals)
     from .pytree import tree_map   # the pullback uses the primals as they are now, not as later changed
     kept = tree_map(lambda x: x.copy() if isinstance(x, np.ndarray) else x, primals)

@@ -134,6 +134,7 @@ def _weighted(f, out, seed):
     def along(*a):
         from .numpy import real, sum as total
         ys = flatten_up_to(td, f(*a))   # (a complex staged leaf whole, not its two parts)
-        return sum(real(total(y * w)) for y, w in zip(ys, weights) if w is not None)
+        terms: list[Any] = [real(total(y * w)) for y, w in zip(ys, weights) if w is not None]
+        return sum(terms)
     along.__name__ = getattr(f, "__name__", "f")
     return along

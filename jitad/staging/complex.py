@@ -11,12 +11,15 @@ rebuilt as one complex NumPy array.
 A part is a staged value or a real NumPy constant (a complex NumPy array met in staged
 code); an operation whose operands have no staged part gives a complex NumPy array.
 """
+from typing import Any
+
 import numpy as np
 
 from ..errors import ArgumentError, UnsupportedError
 from ..ir.ops import Op
 from ..primitives.rules import N
 from ..pytree import register_pytree_node
+from . import values
 from .values import Staged, default_float
 
 # jitad.numpy's complex functions by name (`sum`, `prod`, `var`, ...), filled in by the
@@ -154,6 +157,9 @@ def binary_op(op, a, b):
                            "floor, remainder, maximum or bitwise operation); compare `jnp.abs(z)` or `jnp.real(z)`")
 
 
+values.COMPLEX_BINARY.append(binary_op)
+
+
 def _unsupported(what):
     def refuse(self, *args, **kwargs):
         raise UnsupportedError(f"{what} of a complex value in staged code is not provided; "
@@ -275,14 +281,14 @@ def _unflatten(_, children):
 register_pytree_node(Complex, lambda z: ((z.re, z.im), None), _unflatten)
 
 
-def split(x):
+def split(x) -> Any:
     """`x` with its complex NumPy leaves (arrays, NumPy and Python scalars) made `Complex`
     nodes of their real parts: the form in which complex arguments enter a trace."""
     from ..pytree import tree_map
     return tree_map(lambda v: Complex(*parts(v)) if type(v) is not Complex and is_complex(v) else v, x)
 
 
-def conj_leaves(x):
+def conj_leaves(x) -> Any:
     """`x` with its complex leaves conjugated: a gradient of real parts `(df/dx, df/dy)` read
     as JAX's and autograd's complex cotangent `df/dx - i df/dy`, and back."""
     if type(x) is Complex:

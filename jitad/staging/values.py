@@ -402,10 +402,14 @@ def _complex_operand(x):
     return type(x) is complex or getattr(getattr(x, "dtype", None), "kind", None) == "c"
 
 
+# staging/complex.py's `binary_op(op, a, b)`, which it puts here when imported (it builds on
+# this module): an operation with a complex operand, on the real and imaginary parts
+COMPLEX_BINARY = []
+
+
 def binary(op, a, b):
     if (type(a) is not Staged or type(b) is not Staged) and (_complex_operand(a) or _complex_operand(b)):
-        from .complex import binary_op   # (a pair of real values: staging/complex.py)
-        return binary_op(op, a, b)
+        return COMPLEX_BINARY[0](op, a, b)
     if not (is_staged(a) or is_staged(b)):
         return _eager(op, a, b)
     dtype, weak = result_kind(a, b)
