@@ -151,6 +151,7 @@ def test_jit_vmap_and_loops_carry_complex_values():
     _close(out[0], Z * 2.0, "z * x")
     assert f(Z.astype(np.complex64), np.float32(2.0))[0].dtype == np.complex64
     _close(jitad.vmap(lambda z: jnp.dot(z, z.conj()))(M), np.einsum("ij,ij->i", M, M.conj()), "vmap")
+    _close(jitad.jit(lambda a: a[(0, 2), (1, 1)])(M), M[(0, 2), (1, 1)], "a tuple in the index: an index array")
     _close(jitad.vmap(lambda z, x: z * x, in_axes=(0, None))(M, 2j), M * 2j, "vmap with a complex constant")
 
     def rotate(z, n):
