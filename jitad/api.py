@@ -518,7 +518,7 @@ def _real_valued(fn, has_aux, holomorphic, who):
     def real_fn(*args, **kwargs):
         out = fn(*args, **kwargs)
         value = out[0] if has_aux and isinstance(out, (tuple, list)) and len(out) == 2 else out
-        if not holomorphic:
+        if not holomorphic:   # (with holomorphic: the real part, and the whole result as an aux)
             if isinstance(value, Complex):
                 raise ArgumentError(f"{who} of a function with a complex result needs holomorphic=True (the "
                                     "complex derivative f'(z)), as in JAX; for a real-valued function of complex "
@@ -527,7 +527,7 @@ def _real_valued(fn, has_aux, holomorphic, who):
         if not isinstance(value, Complex):
             raise ArgumentError(f"{who}(holomorphic=True) differentiates a function with a complex result; this one "
                                 "returns real values")
-        return (value.re, out[1]) if has_aux else value.re
+        return value.re, out
     return real_fn
 
 
@@ -562,7 +562,10 @@ def value_and_grad(fn: Fn, argnums: Argnums = 0, has_aux: bool = False, device: 
     _check_grad_options("value_and_grad", holomorphic, allow_int, reduce_axes)
     def body(f, *args):
         f = _real_valued(_size_one_as_scalar(f, has_aux, "value_and_grad"), has_aux, holomorphic, "value_and_grad")
-        value, g = value_and_grad_staged(f, args, argnums, has_aux, "value_and_grad")
+        if holomorphic:   # the complex value comes back, the real part is differentiated
+            (_, value), g = value_and_grad_staged(f, args, argnums, True, "value_and_grad")
+        else:
+            value, g = value_and_grad_staged(f, args, argnums, has_aux, "value_and_grad")
         return value, conj_leaves(g)
     compiled = _transformation(fn, "value_and_grad", body, device, argnums, (has_aux, holomorphic))
     return _int_arguments_allowed(compiled, fn, argnums, has_aux, device, True) if allow_int else compiled
@@ -583,7 +586,8 @@ def grad(fn: Fn, argnums: Argnums = 0, has_aux: bool = False, device: str = "cpu
 
     def body(f, *args):   # (the size-one rule inside: the function is keyed as the user gave it)
         f = _real_valued(_size_one_as_scalar(f, has_aux, "grad"), has_aux, holomorphic, "grad")
-        value, g = value_and_grad_staged(f, args, argnums, has_aux, "grad")
+        value, g = value_and_grad_staged(f, args, argnums, has_aux or holomorphic, "grad")
+        value = value[1] if holomorphic else value
         g = conj_leaves(g)   # complex gradients: df/dx - i df/dy, as JAX's and autograd's
         return (g, value[1]) if has_aux else g   # pyright: ignore[reportIndexIssue] (a pair with has_aux)
     compiled = _transformation(fn, "grad", body, device, argnums, (has_aux, holomorphic))

@@ -128,6 +128,7 @@ def test_holomorphic_vjp_and_jvp_follow_jax():
     z0, t, ct = 0.3 + 0.8j, 0.5 - 1.5j, 2.0 + 0.25j
     assert np.isclose(jitad.grad(f(jnp), holomorphic=True)(z0), jax.grad(f(JNP), holomorphic=True)(z0))
     assert np.isclose(jitad.holomorphic_grad(f(jnp))(z0), jax.grad(f(JNP), holomorphic=True)(z0))
+    assert np.allclose(jitad.value_and_grad(f(jnp), holomorphic=True)(z0), jax.value_and_grad(f(JNP), holomorphic=True)(z0))
     out, pullback = jitad.vjp(f(jnp), z0)
     jout, jpullback = jax.vjp(f(JNP), z0)
     assert np.isclose(out, jout) and np.isclose(pullback(ct)[0], jpullback(ct)[0])
