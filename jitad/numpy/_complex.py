@@ -88,6 +88,15 @@ def _hyperbolic(a, b):
     return fn
 
 
+def _z(z):
+    return make(*parts(z))
+
+
+def _arcsin(z):   # -i log(iz + sqrt(1 - z^2)), the principal branch
+    w = _log(1j * _z(z) + _sqrt(1.0 - _z(z) * _z(z)))
+    return make(w.imag, -w.real) if type(w) is Complex else -1j * w
+
+
 ELEMENTWISE = {
     "abs": _abs, "absolute": _abs, "angle": _angle, "exp": _exp, "log": _log, "sqrt": _sqrt,
     "real": lambda z: parts(z)[0], "imag": lambda z: (lambda re, im: _zero_like(re) if im is None else im)(*parts(z)),
@@ -101,6 +110,12 @@ ELEMENTWISE = {
     "log1p": lambda z: _log(1.0 + make(*parts(z))), "expm1": lambda z: _exp(z) - 1.0,
     "negative": lambda z: -make(*parts(z)), "positive": lambda z: make(*parts(z)),
     "isfinite": lambda z: R["isfinite"](parts(z)[0]) & R["isfinite"](ELEMENTWISE["imag"](z)),
+    "exp2": lambda z: _exp(_z(z) * math.log(2.0)),
+    "arcsinh": lambda z: _log(_z(z) + _sqrt(_z(z) * _z(z) + 1.0)),
+    "arccosh": lambda z: _log(_z(z) + _sqrt(_z(z) + 1.0) * _sqrt(_z(z) - 1.0)),
+    "arctanh": lambda z: 0.5 * (_log(1.0 + _z(z)) - _log(1.0 - _z(z))),
+    "arcsin": _arcsin, "arccos": lambda z: math.pi / 2 - _arcsin(z),
+    "arctan": lambda z: 0.5j * (_log(1.0 - 1j * _z(z)) - _log(1.0 + 1j * _z(z))),
 }
 ELEMENTWISE["conjugate"] = ELEMENTWISE["conj"]
 BINARY = {name: functools.partial(binary_op, op) for name, op in (
@@ -228,7 +243,20 @@ def _var(a, axis=None, dtype=None, ddof=0, keepdims=False):
     return R["sum"](_abs2(centered), axis=axis, keepdims=keepdims) / (n - ddof)
 
 
-REDUCTIONS = {"prod": _prod, "var": _var, "std": lambda *a, **k: R["sqrt"](_var(*a, **k)), "vdot": _vdot}
+def _extreme(sign):
+    """max (sign 1) or min (-1) in NumPy's order of complex values: by real part, then
+    imaginary part; the derivative reaches the elements chosen."""
+    def fn(a, axis=None, keepdims=False, **kwargs):
+        j, (re, im) = FUNCTIONS, parts(a)
+        im = _zero_like(re) if im is None else im
+        best_re = sign * R["max"](sign * re, axis=axis, keepdims=True)
+        tied = j["where"](re == best_re, sign * im, -np.inf)
+        best_im = sign * R["max"](tied, axis=axis, keepdims=keepdims)
+        return make(best_re if keepdims else R["squeeze"](best_re, axis), best_im)
+    return fn
+
+
+REDUCTIONS = {"max": _extreme(1), "amax": _extreme(1), "min": _extreme(-1), "amin": _extreme(-1), "prod": _prod, "var": _var, "std": lambda *a, **k: R["sqrt"](_var(*a, **k)), "vdot": _vdot}
 
 
 # -- construction and inspection ----------------------------------------------------------------
