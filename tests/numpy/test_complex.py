@@ -22,7 +22,8 @@ M = RNG.normal(size=(3, 3)) + 1j * RNG.normal(size=(3, 3))
 X = RNG.normal(size=(3, 3))
 
 ELEMENTWISE = ["exp", "log", "sqrt", "sin", "cos", "tan", "sinh", "cosh", "tanh", "square", "reciprocal",
-               "abs", "angle", "real", "imag", "conj", "conjugate", "log10", "expm1", "log1p", "negative"]
+               "abs", "angle", "real", "imag", "conj", "conjugate", "log10", "expm1", "log1p", "negative", "exp2",
+               "arcsin", "arccos", "arctan", "arcsinh", "arccosh", "arctanh"]
 
 
 def _close(ours, theirs, what, rtol=1e-11, atol=1e-12):
@@ -37,6 +38,12 @@ def _weights(shape):
 def _loss(m, out):
     """A real function of a result, for its gradient: Re <w, out>."""
     return m.sum(m.real(m.asarray(out) * _weights(np.shape(out))))
+
+
+# JAX's derivative of arccosh has the wrong sign where Re z < -1 (its rule is 1/sqrt(z^2 - 1),
+# not the derivative 1/(sqrt(z - 1) sqrt(z + 1)) of the principal branch it computes); jitad's
+# is checked against central differences instead (test_check_grads_...)
+JAX_GRADIENT_DIFFERS = {"arccosh"}
 
 
 def _compare(fns, args, rtol=1e-11):
@@ -57,7 +64,8 @@ def _compare(fns, args, rtol=1e-11):
         _close(value, fn(np, *args), f"{name}: NumPy's value", rtol)
         _close(value, jax_value, f"{name}: JAX's value", rtol)
         for k, (g, t) in enumerate(zip(grad, jax_grad)):
-            _close(g, t, f"{name}: JAX's gradient for argument {k}", rtol)
+            if name not in JAX_GRADIENT_DIFFERS:
+                _close(g, t, f"{name}: JAX's gradient for argument {k}", rtol)
 
 
 def test_elementwise_functions_match_numpy_and_jax():
@@ -88,6 +96,7 @@ def test_reductions_products_and_shapes():
         "norm": lambda m, a, v: m.linalg.norm(a), "norm-axis": lambda m, a, v: m.linalg.norm(a, axis=0),
         "norm-3": lambda m, a, v: m.linalg.norm(v, 3), "norm-inf": lambda m, a, v: m.linalg.norm(a, np.inf),
         "norm-2": lambda m, a, v: m.linalg.norm(a, 2), "cumsum": lambda m, a, v: m.cumsum(v),
+        "max": lambda m, a, v: m.max(a, axis=0), "min": lambda m, a, v: m.min(v),
     }, (M, v))
 
 
@@ -110,6 +119,7 @@ def test_check_grads_to_second_order_in_both_modes():
                 modes=("fwd", "rev"))
     check_grads(lambda a: jnp.linalg.inv(a) @ a.T + jnp.abs(jnp.linalg.det(a)), (M,), order=2, modes=("fwd", "rev"))
     check_grads(lambda x: jnp.tanh(x * (1 + 2j)).imag, (X,), order=2, modes=("fwd", "rev"))
+    check_grads(lambda z: jnp.arccosh(z) * jnp.arcsin(z), (Z,), order=1, modes=("fwd", "rev"))
 
 
 def test_gradient_convention_is_jaxs_and_autograds():
