@@ -195,9 +195,9 @@ class Jitted:
         if compiled is not self._last and compiled is not None:   # the last called is the newest
             _lru_touch(self._compiled, key)
         if compiled is None:
-            self._bind(args, {})   # a wrong argument count is an ArgumentError
             if any(map(is_complex, leaves)):   # complex arguments enter as pairs of real parts
                 return self(*split_complex(args))
+            self._bind(args, {})   # a wrong argument count is an ArgumentError
             compiled = self._compile(args, dynamic, leaves, key, nums, td)
         self._last = compiled
         if _narrows(compiled):   # a 64-bit result, JAX's 32-bit one where jax_enable_x64 is off
