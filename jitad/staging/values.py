@@ -189,6 +189,9 @@ class Staged:
     ndim = property(lambda self: len(self.shape))
     size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
     T = property(lambda self: N.transpose(self))
+    real = property(lambda self: self)   # a real value's parts, as NumPy's arrays have them
+    imag = property(lambda self: N.zeros_like(self))
+    conj = conjugate = lambda self: self
 
     sum = lambda self, axis=None, keepdims=False: N.sum(self, axis, keepdims)
     mean = lambda self, axis=None, keepdims=False: N.mean(self, axis, keepdims)
