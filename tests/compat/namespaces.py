@@ -75,7 +75,7 @@ MODULES = {
 OUT_OF_SCOPE = {
     "jax.numpy": {"clongdouble"},
     "autograd.numpy": {"clongdouble", "complex256"},
-    "jax.lax": {"complex", "complex_p", "conj", "conj_p", "real", "real_p", "imag", "imag_p", "fft", "fft_p",
+    "jax.lax": {"complex", "complex_p", "conj_p", "real_p", "imag_p", "fft", "fft_p",
                 "FftType"},
     # complex results, or spectra (complex special functions; the short-time transforms)
     "jax.scipy.special": {"wofz", "sph_harm_y"},
