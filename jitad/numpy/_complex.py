@@ -256,7 +256,8 @@ def _extreme(sign):
     return fn
 
 
-REDUCTIONS = {"max": _extreme(1), "amax": _extreme(1), "min": _extreme(-1), "amin": _extreme(-1), "prod": _prod, "var": _var, "std": lambda *a, **k: R["sqrt"](_var(*a, **k)), "vdot": _vdot}
+REDUCTIONS = {"max": _extreme(1), "amax": _extreme(1), "min": _extreme(-1), "amin": _extreme(-1),
+              "prod": _prod, "var": _var, "std": lambda *a, **k: R["sqrt"](_var(*a, **k)), "vdot": _vdot}
 
 
 # -- construction and inspection ----------------------------------------------------------------
@@ -270,14 +271,16 @@ def _nested_complex(obj):
 def _array(obj, dtype=None, *args, **kwargs):
     """`jnp.array` of (nested lists of) values some of which are complex and staged."""
     if isinstance(obj, (list, tuple)):
-        return FUNCTIONS["stack"]([_array(o) for o in obj])
-    return make(*parts(obj))
+        out = FUNCTIONS["stack"]([_array(o) for o in obj])
+    else:
+        out = make(*parts(obj))
+    return out if dtype is None else _astype(out, dtype)
 
 
 def _astype(z, dtype):
     dtype = np.dtype(dtype)
     if dtype.kind == "c":
-        re, im = parts(z)
+        re, im = parts(make(*parts(z)))
         part = np.float32 if dtype == np.complex64 else np.float64
         return make(R["astype"](re, part), None if im is None else R["astype"](im, part))
     raise UnsupportedError(f"astype({dtype}) of a complex value: take `jnp.real(z)` (NumPy drops the imaginary "
@@ -302,6 +305,17 @@ def _values(args, kwargs):
     yield from kwargs.values()
 
 
+_CONVERSIONS = ("array", "asarray", "astype")   # a real staged value made complex by its dtype=
+
+
+def _asks_complex(args, kwargs):
+    dtype = kwargs.get("dtype", args[1] if len(args) > 1 else None)
+    try:
+        return dtype is not None and np.dtype(dtype).kind == "c"
+    except TypeError:
+        return False
+
+
 def dispatcher(name, real_fn, complex_fn):
     """`real_fn`, or `complex_fn` where an argument is complex: always for a staged complex
     value or a complex NumPy array beside a staged one; for complex NumPy arrays alone, where
@@ -315,6 +329,8 @@ def dispatcher(name, real_fn, complex_fn):
             complex_arg = complex_arg or is_complex(v)
             staged = staged or isinstance(v, Staged)
         if not complex_arg:
+            if staged and name in _CONVERSIONS and _asks_complex(args, kwargs):
+                return complex_fn(*args, **kwargs)
             return real_fn(*args, **kwargs)
         if staged:
             return complex_fn(*args, **kwargs)

@@ -57,6 +57,8 @@ def parts(x):
     (zero, never materialized, so `2.0 * z` costs two products, not four)."""
     if type(x) is Complex:
         return x.re, x.im
+    if type(x) is complex:   # (weakly typed, as Python's numbers are: f32 parts stay f32)
+        return x.real, x.imag
     if is_complex(x):
         x = np.asarray(x)
         return np.real(x).copy(), np.imag(x).copy()
@@ -285,7 +287,9 @@ def split(x) -> Any:
     """`x` with its complex NumPy leaves (arrays, NumPy and Python scalars) made `Complex`
     nodes of their real parts: the form in which complex arguments enter a trace."""
     from ..pytree import tree_map
-    return tree_map(lambda v: Complex(*parts(v)) if type(v) is not Complex and is_complex(v) else v, x)
+    def pair(v):
+        return Complex(*(np.asarray(p) for p in parts(v)))
+    return tree_map(lambda v: pair(v) if type(v) is not Complex and is_complex(v) else v, x)
 
 
 def conj_leaves(x) -> Any:

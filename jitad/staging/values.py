@@ -207,6 +207,8 @@ class Staged:
     tolist = item
 
     def astype(self, dtype):
+        if _complex_dtype(dtype):   # a complex value of zero imaginary part, then its precision
+            return binary(Op.ADD, self, 0j).astype(dtype)
         return N.convert(self, dtype)
 
     def reshape(self, *shape):
@@ -399,6 +401,13 @@ def _eager(op, *xs):
 
 
 _BOOL_ARITH = {Op.ADD: Op.OR, Op.MUL: Op.AND, Op.MAXIMUM: Op.OR, Op.MINIMUM: Op.AND}
+
+
+def _complex_dtype(dtype):
+    try:
+        return np.dtype(dtype).kind == "c"
+    except TypeError:   # (an IR dtype name: 'f64')
+        return False
 
 
 def _complex_operand(x):

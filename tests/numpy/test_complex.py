@@ -161,6 +161,8 @@ def test_jit_vmap_and_loops_carry_complex_values():
     assert type(out[0]) is jnp.Array and out[0].dtype == np.complex128 and out[2] == 3.0
     _close(out[0], Z * 2.0, "z * x")
     assert f(Z.astype(np.complex64), np.float32(2.0))[0].dtype == np.complex64
+    made = jitad.jit(lambda x: (x.astype(np.complex64), jnp.asarray(x, dtype=jnp.complex128), x * 1j))(X.astype(np.float32))
+    assert [m.dtype for m in made] == [np.complex64, np.complex128, np.complex64] and np.allclose(made[2], X * 1j)
     _close(jitad.vmap(lambda z: jnp.dot(z, z.conj()))(M), np.einsum("ij,ij->i", M, M.conj()), "vmap")
     _close(jitad.jit(lambda a: a[(0, 2), (1, 1)])(M), M[(0, 2), (1, 1)], "a tuple in the index: an index array")
     _close(jitad.vmap(lambda z, x: z * x, in_axes=(0, None))(M, 2j), M * 2j, "vmap with a complex constant")
