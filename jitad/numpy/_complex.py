@@ -209,8 +209,7 @@ PRODUCTS["einsum"] = lambda args: range(1, len(args)) if isinstance(args[0], str
 
 def _vdot(a, b):
     """The dot product of the flattened arrays, the first conjugated (NumPy's `vdot`)."""
-    return FUNCTIONS["dot"](ELEMENTWISE["conj"](a).reshape(-1) if type(a) is Complex else
-                            FUNCTIONS["ravel"](ELEMENTWISE["conj"](a)), FUNCTIONS["ravel"](b))
+    return FUNCTIONS["dot"](FUNCTIONS["ravel"](ELEMENTWISE["conj"](a)), FUNCTIONS["ravel"](b))
 
 
 # -- reductions and statistics ----------------------------------------------------------------
