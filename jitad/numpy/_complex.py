@@ -372,7 +372,7 @@ def real_if_close(a, tol=100):
     """`a`'s real part where every imaginary part is within `tol` machine epsilons of zero, as
     NumPy's; a staged complex value stays complex (its values are unknown while tracing):
     `jnp.real_if_close(1.0 + 0j)` is 1.0."""
-    return a if type(a) is Complex else np.real_if_close(a, tol)
+    return a if isinstance(a, (Complex, Staged)) else np.real_if_close(a, tol)
 
 
 NAMES = {"iscomplexobj": iscomplexobj, "isrealobj": isrealobj, "iscomplex": iscomplex, "isreal": isreal,
