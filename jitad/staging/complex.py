@@ -283,25 +283,35 @@ def _unflatten(_, children):
 register_pytree_node(Complex, lambda z: ((z.re, z.im), None), _unflatten)
 
 
+def _complex_leaves_mapped(fn, x):
+    """`x` with `fn` applied to its complex leaves (a `Complex` node counts as one), through
+    tuples, lists and dicts; other leaves and containers as they are. (Not `tree_map`: that
+    would rebuild a node of NumPy parts as a complex array.)"""
+    if is_complex(x):
+        return fn(x)
+    if isinstance(x, dict):
+        return {k: _complex_leaves_mapped(fn, v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        items = [_complex_leaves_mapped(fn, v) for v in x]
+        return type(x)(*items) if hasattr(x, "_fields") else type(x)(items)
+    return x
+
+
+def _pair(v):
+    return v if type(v) is Complex else Complex(*(np.asarray(p) for p in parts(v)))
+
+
 def split(x) -> Any:
     """`x` with its complex NumPy leaves (arrays, NumPy and Python scalars) made `Complex`
     nodes of their real parts: the form in which complex arguments enter a trace."""
-    from ..pytree import tree_map
-    def pair(v):
-        return Complex(*(np.asarray(p) for p in parts(v)))
-    return tree_map(lambda v: pair(v) if type(v) is not Complex and is_complex(v) else v, x)
+    return _complex_leaves_mapped(_pair, x)
+
+
+def _conj(v):
+    return Complex(v.re, -v.im) if type(v) is Complex else np.conj(v)
 
 
 def conj_leaves(x) -> Any:
     """`x` with its complex leaves conjugated: a gradient of real parts `(df/dx, df/dy)` read
     as JAX's and autograd's complex cotangent `df/dx - i df/dy`, and back."""
-    if type(x) is Complex:
-        return Complex(x.re, -x.im)
-    if is_complex(x):
-        return np.conj(x)
-    if isinstance(x, dict):
-        return {k: conj_leaves(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        items = [conj_leaves(v) for v in x]
-        return type(x)(*items) if hasattr(x, "_fields") else type(x)(items)
-    return x
+    return _complex_leaves_mapped(_conj, x)

@@ -171,6 +171,9 @@ def test_jit_vmap_and_loops_carry_complex_values():
         return jitad.lax.fori_loop(0, n, lambda i, w: w * jnp.exp(0.25j) + 1.0, z)
     _close(jitad.jit(rotate)(Z, 3), jax.jit(lambda z: jax.lax.fori_loop(0, 3, lambda i, w: w * JNP.exp(0.25j) + 1.0, z))(Z),
            "fori_loop")
+    step = lambda m: lambda c, x: (c * x + 1.0, c.real)   # noqa: E731  (a complex constant carry)
+    _close(jitad.jit(lambda z: jitad.lax.scan(step(jnp), 1.0 + 0j, z)[0])(Z),
+           jax.jit(lambda z: jax.lax.scan(step(JNP), 1.0 + 0j, z)[0])(Z), "scan")
     g = jitad.grad(lambda z: jnp.abs(rotate(z, 3)).sum())(Z)
     _close(g, jax.grad(lambda z: JNP.abs(jax.lax.fori_loop(0, 3, lambda i, w: w * JNP.exp(0.25j) + 1.0, z)).sum())(Z),
            "grad through fori_loop")
