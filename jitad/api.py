@@ -560,12 +560,12 @@ def value_and_grad(fn: Fn, argnums: Argnums = 0, has_aux: bool = False, device: 
     """
     argnums = _argnums(argnums, argnum, "value_and_grad")
     _check_grad_options("value_and_grad", holomorphic, allow_int, reduce_axes)
+
     def body(f, *args):
         f = _real_valued(_size_one_as_scalar(f, has_aux, "value_and_grad"), has_aux, holomorphic, "value_and_grad")
-        if holomorphic:   # the complex value comes back, the real part is differentiated
-            (_, value), g = value_and_grad_staged(f, args, argnums, True, "value_and_grad")
-        else:
-            value, g = value_and_grad_staged(f, args, argnums, has_aux, "value_and_grad")
+        value, g = value_and_grad_staged(f, args, argnums, has_aux or holomorphic, "value_and_grad")
+        if holomorphic:   # the complex value comes back (as the aux), the real part is differentiated
+            value = value[1]   # pyright: ignore[reportIndexIssue] (a pair)
         return value, conj_leaves(g)
     compiled = _transformation(fn, "value_and_grad", body, device, argnums, (has_aux, holomorphic))
     return _int_arguments_allowed(compiled, fn, argnums, has_aux, device, True) if allow_int else compiled
@@ -587,9 +587,10 @@ def grad(fn: Fn, argnums: Argnums = 0, has_aux: bool = False, device: str = "cpu
     def body(f, *args):   # (the size-one rule inside: the function is keyed as the user gave it)
         f = _real_valued(_size_one_as_scalar(f, has_aux, "grad"), has_aux, holomorphic, "grad")
         value, g = value_and_grad_staged(f, args, argnums, has_aux or holomorphic, "grad")
-        value = value[1] if holomorphic else value
+        if holomorphic:   # (the real part differentiated, the whole result the aux)
+            value = value[1]   # pyright: ignore[reportIndexIssue] (a pair)
         g = conj_leaves(g)   # complex gradients: df/dx - i df/dy, as JAX's and autograd's
-        return (g, value[1]) if has_aux else g   # pyright: ignore[reportIndexIssue] (a pair with has_aux)
+        return (g, value[1]) if has_aux else g   # pyright: ignore[reportIndexIssue, reportOptionalSubscript] (a pair with has_aux)
     compiled = _transformation(fn, "grad", body, device, argnums, (has_aux, holomorphic))
     return _int_arguments_allowed(compiled, fn, argnums, has_aux, device, False) if allow_int else compiled
 
