@@ -24,6 +24,7 @@ from .pytree import check_hashable, flatten, tree_map
 from .transforms.vmap import vmap_staged
 from .stages import FLOAT0
 from .staging import arg_type, concrete, current_frame, trace_program
+from .staging.complex import Complex, conj_leaves, is_complex, split as split_complex
 from .forest import SLOT_OFFSETS, Tree, plain_tree
 from .transforms.jacobians import jacobian_staged
 from .transforms.pullback import pullback_staged
@@ -75,6 +76,8 @@ def _leaf_key(x):
         return plain_tree(x)._type_code
     if is_device_array(x):   # a numba device array: same code, results stay on the device
         return "device", arg_type(x)
+    if is_complex(x):   # (it runs as its real parts: `_call_complex`)
+        return "complex", np.shape(x)
     return arg_type(x)
 
 
@@ -192,6 +195,8 @@ class Jitted:
         if compiled is not self._last and compiled is not None:   # the last called is the newest
             _lru_touch(self._compiled, key)
         if compiled is None:
+            if any(map(is_complex, leaves)):   # complex arguments enter as pairs of real parts
+                return self(*split_complex(args))
             self._bind(args, {})   # a wrong argument count is an ArgumentError
             compiled = self._compile(args, dynamic, leaves, key, nums, td)
         self._last = compiled
@@ -461,7 +466,7 @@ def _transformation(fn: Fn, name: str, body: Fn, device: str = "cpu", argnums: A
 
     @functools.wraps(fn)
     def staged(*args, **kwargs):
-        return body(functools.partial(fn, **kwargs) if kwargs else fn, *args)
+        return body(functools.partial(fn, **kwargs) if kwargs else fn, *split_complex(args))
     staged.__name__ = f"{name}_{getattr(fn, '__name__', 'f')}"
 
     def compiled():
@@ -496,14 +501,34 @@ def _argnums(argnums, argnum, who):
 
 def _check_grad_options(who, holomorphic, allow_int, reduce_axes):
     """JAX's `grad` options, as far as they mean something for real floats."""
-    if holomorphic:
-        raise ArgumentError(f"{who}: holomorphic=True differentiates complex functions, and jitad has no "
-                            "complex dtypes; differentiate the real and imaginary parts as two real functions")
+    if holomorphic and who != "grad" and who != "value_and_grad":
+        raise ArgumentError(f"{who}: holomorphic=True is provided for grad and value_and_grad; for a complex "
+                            "Jacobian differentiate the real and imaginary parts, or use jitad.vjp/jvp")
     if reduce_axes:
         raise ArgumentError(f"{who}: reduce_axes={reduce_axes!r} is no longer supported (JAX dropped it "
                             "too); sum the gradient over the axis yourself")
     if not isinstance(allow_int, (bool, np.bool_)):
         raise ArgumentError(f"{who}: allow_int={allow_int!r}; give True or False")
+
+
+def _real_valued(fn, has_aux, holomorphic, who):
+    """`fn` with a complex result refused as JAX does, or with `holomorphic` its real part
+    differentiated: the gradient of Re f, conjugated as complex gradients are, is f'(z)."""
+    @functools.wraps(fn)
+    def real_fn(*args, **kwargs):
+        out = fn(*args, **kwargs)
+        value = out[0] if has_aux and isinstance(out, (tuple, list)) and len(out) == 2 else out
+        if not holomorphic:   # (with holomorphic: the real part, and the whole result as an aux)
+            if isinstance(value, Complex):
+                raise ArgumentError(f"{who} of a function with a complex result needs holomorphic=True (the "
+                                    "complex derivative f'(z)), as in JAX; for a real-valued function of complex "
+                                    "inputs, leave it out")
+            return out
+        if not isinstance(value, Complex):
+            raise ArgumentError(f"{who}(holomorphic=True) differentiates a function with a complex result; this one "
+                                "returns real values")
+        return value.re, out
+    return real_fn
 
 
 def _size_one_as_scalar(fn, has_aux, who):
@@ -535,9 +560,14 @@ def value_and_grad(fn: Fn, argnums: Argnums = 0, has_aux: bool = False, device: 
     """
     argnums = _argnums(argnums, argnum, "value_and_grad")
     _check_grad_options("value_and_grad", holomorphic, allow_int, reduce_axes)
-    compiled = _transformation(fn, "value_and_grad", lambda f, *args: value_and_grad_staged(
-        _size_one_as_scalar(f, has_aux, "value_and_grad"), args, argnums, has_aux, "value_and_grad"), device, argnums,
-        (has_aux,))
+
+    def body(f, *args):
+        f = _real_valued(_size_one_as_scalar(f, has_aux, "value_and_grad"), has_aux, holomorphic, "value_and_grad")
+        value, g = value_and_grad_staged(f, args, argnums, has_aux or holomorphic, "value_and_grad")
+        if holomorphic:   # the complex value comes back (as the aux), the real part is differentiated
+            value = value[1]   # pyright: ignore[reportIndexIssue] (a pair)
+        return value, conj_leaves(g)
+    compiled = _transformation(fn, "value_and_grad", body, device, argnums, (has_aux, holomorphic))
     return _int_arguments_allowed(compiled, fn, argnums, has_aux, device, True) if allow_int else compiled
 
 
@@ -555,9 +585,13 @@ def grad(fn: Fn, argnums: Argnums = 0, has_aux: bool = False, device: str = "cpu
     _check_grad_options("grad", holomorphic, allow_int, reduce_axes)
 
     def body(f, *args):   # (the size-one rule inside: the function is keyed as the user gave it)
-        value, g = value_and_grad_staged(_size_one_as_scalar(f, has_aux, "grad"), args, argnums, has_aux, "grad")
-        return (g, value[1]) if has_aux else g   # pyright: ignore[reportIndexIssue] (a pair with has_aux)
-    compiled = _transformation(fn, "grad", body, device, argnums, (has_aux,))
+        f = _real_valued(_size_one_as_scalar(f, has_aux, "grad"), has_aux, holomorphic, "grad")
+        value, g = value_and_grad_staged(f, args, argnums, has_aux or holomorphic, "grad")
+        if holomorphic:   # (the real part differentiated, the whole result the aux)
+            value = value[1]   # pyright: ignore[reportIndexIssue] (a pair)
+        g = conj_leaves(g)   # complex gradients: df/dx - i df/dy, as JAX's and autograd's
+        return (g, value[1]) if has_aux else g   # pyright: ignore[reportIndexIssue, reportOptionalSubscript] (a pair with has_aux)
+    compiled = _transformation(fn, "grad", body, device, argnums, (has_aux, holomorphic))
     return _int_arguments_allowed(compiled, fn, argnums, has_aux, device, False) if allow_int else compiled
 
 
@@ -766,17 +800,18 @@ def vjp(fn: Fn, *primals: Any) -> tuple[Any, Fn]:
     def staged_pullback(primals, ct):
         return pullback_staged(fn, primals, ct)
     if current_frame() is not None:
-        out = fn(*primals)
-        return out, lambda ct: pullback_staged(fn, primals, ct)
+        pairs = split_complex(primals)
+        out = fn(*pairs)   # a complex cotangent is conjugated in and out (JAX's convention: see `grad`)
+        return out, lambda ct: conj_leaves(pullback_staged(fn, pairs, conj_leaves(split_complex(ct))))
     out = _CALL(fn, *primals)
     from .pytree import tree_map   # the pullback uses the primals as they are now, not as later changed
     kept = tree_map(lambda x: x.copy() if isinstance(x, np.ndarray) else x, primals)
 
     def pullback(ct):
         if current_frame() is None:
-            return _PULLBACK(fn, kept, ct)
+            return conj_leaves(_PULLBACK(fn, kept, conj_leaves(ct)))
         with concrete.constant_values():   # staged into a trace (`jit(pullback)`): decide on the primals' values
-            return pullback_staged(fn, kept, ct)
+            return conj_leaves(pullback_staged(fn, split_complex(kept), conj_leaves(split_complex(ct))))
     return out, pullback
 
 

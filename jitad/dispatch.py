@@ -48,6 +48,7 @@ from .dtypes import narrowed
 from .pytree import TreeDef, check_hashable, flatten, register_pytree_node, tree_map, unflatten
 from .forest import Forest, Tree
 from .staging import Staged, arg_type, current_frame, trace_program, concrete
+from .staging.complex import is_complex, split as split_complex
 from .staging.concrete import GUARD_PREFIX, ConcreteTrace, SymInt, print_hold, source_view
 
 MAX_PATHS_PER_SITE = env_int("JITAD_MAX_PATHS_PER_SITE", 16, 1)
@@ -658,6 +659,8 @@ class Concrete:
         static = [i for i, a in enumerate(args) if i not in diff and not _is_array(a) and not _has_arrays(a)]
         dynamic = tuple(a for i, a in enumerate(args) if i not in static) if static else args
         leaves, td = flatten(dynamic)
+        if any(map(is_complex, leaves)):   # complex arguments enter as pairs of real parts
+            return self._call(known, split_complex(args), kwargs)
         if any(isinstance(x, Forest) for x in leaves):   # forests: compiled by jit's rule
             return self._by_jit(args, kwargs, static)
         sym = [i for i in static if type(args[i]) is int]   # ints traced as symbols (see `SymInt`)

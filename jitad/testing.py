@@ -10,7 +10,7 @@ import numpy as np
 
 from .api import _CALL, grad, jit, jvp
 from .errors import ArgumentError
-from .pytree import flatten, unflatten
+from .pytree import flatten, flatten_up_to, unflatten
 
 
 def _zero_tangents(args):
@@ -24,8 +24,8 @@ def _float_positions(args):
     positions = []
     for i, a in enumerate(args):
         leaves = flatten(a)[0]
-        if leaves and all(isinstance(x, (float, np.floating)) or
-                          (isinstance(x, np.ndarray) and x.dtype.kind == "f") for x in leaves):
+        if leaves and all(isinstance(x, (float, complex, np.floating, np.complexfloating)) or
+                          (isinstance(x, np.ndarray) and x.dtype.kind in "fc") for x in leaves):
             positions.append(i)
     return tuple(positions)
 
@@ -72,15 +72,15 @@ def check_grads(f, args=None, order=None, modes=None, eps=None, rtol=None, atol=
     flat, tds = [], []
     for i in positions:
         leaves, td = flatten(args[i])
-        flat.append([np.asarray(x, dtype=np.float64) for x in leaves])
+        flat.append([np.asarray(x, dtype=np.complex128 if np.iscomplexobj(x) else np.float64) for x in leaves])
         tds.append(td)
-    direction = [[rng.standard_normal(x.shape) for x in leaves] for leaves in flat]
+    direction = [[_random(rng, x) for x in leaves] for leaves in flat]
 
     def at(t):
         new = list(args)
         for i, leaves, vs, td in zip(positions, flat, direction, tds):
             moved = [x + t * v for x, v in zip(leaves, vs)]
-            new[i] = unflatten(td, [m if m.shape else float(m) for m in moved])
+            new[i] = unflatten(td, [m if m.shape else m.item() for m in moved])
         return tuple(new)
 
     forward = _forward(f, device)
@@ -93,12 +93,12 @@ def check_grads(f, args=None, order=None, modes=None, eps=None, rtol=None, atol=
     for mode in modes:
         if mode == "rev":
             g = grad(f, argnums=positions, device=device)(*args)
-            analytic = sum(float(np.sum(np.asarray(gl, dtype=np.float64) * v))
+            analytic = sum(float(np.sum(np.real(np.asarray(gl) * v)))   # Re: a complex gradient is df/dx - i df/dy
                            for gi, vs in zip(g, direction) for gl, v in zip(flatten(gi)[0], vs))
         elif mode == "fwd":
             tangents = list(_zero_tangents(args))
             for i, vs, td in zip(positions, direction, tds):
-                tangents[i] = unflatten(td, [v if v.shape else float(v) for v in vs])
+                tangents[i] = unflatten(td, [v if v.shape else v.item() for v in vs])
             analytic = float(jvp(f, args, tuple(tangents))[1])
         else:
             raise ArgumentError(f"check_grads: unknown mode {mode!r}; use 'fwd' and/or 'rev'")
@@ -106,26 +106,35 @@ def check_grads(f, args=None, order=None, modes=None, eps=None, rtol=None, atol=
             raise AssertionError(f"check_grads ({mode}): directional derivative {analytic!r} from "
                                  f"reverse mode, {numeric!r} from central differences at {args!r}")
     if order > 1:   # the gradient along a random cotangent is itself checked, in forward
-        u = [[rng.standard_normal(x.shape) for x in leaves] for leaves in flat]   # mode: forward-over-reverse
+        u = [[_random(rng, x) for x in leaves] for leaves in flat]   # mode: forward-over-reverse
 
         def along(*a):
+            from .numpy import real
             g = grad(f, argnums=positions)(*a)
-            return sum((gl * w).sum() if np.ndim(w) else gl * float(w)
-                       for gi, ws in zip(g, u) for gl, w in zip(flatten(gi)[0], ws))
+            return sum(real((gl * w).sum() if np.ndim(w) else gl * w[()])   # (a complex leaf whole, not its parts)
+                       for gi, ws, td in zip(g, u, tds) for gl, w in zip(flatten_up_to(td, gi), ws))
         check_grads(along, args, order - 1, ("fwd",), eps, rtol, atol, seed + 1)
+
+
+def _random(rng, x):
+    """A random direction shaped as `x`, complex where `x` is."""
+    v = rng.standard_normal(x.shape)
+    return v + 1j * rng.standard_normal(x.shape) if np.iscomplexobj(x) else v
 
 
 def _weighted(f, out, seed):
     """x -> <w, f(x)> over the float leaves of f's result `out`, for a random w (the
     identities checked on it then check the whole Jacobian of f)."""
     rng = np.random.default_rng(seed + 1000)
-    weights = [rng.standard_normal(np.shape(y)) if np.asarray(y).dtype.kind == "f" else None
-               for y in flatten(out)[0]]
+    leaves, td = flatten(out)
+    weights = [_random(rng, np.asarray(y)) if np.asarray(y).dtype.kind in "fc" else None for y in leaves]
     if all(w is None for w in weights):
         raise ArgumentError("check_grads: the function returns no float values to differentiate")
 
     def along(*a):
-        from . import numeric as N
-        return sum(N.sum(y * w) for y, w in zip(flatten(f(*a))[0], weights) if w is not None)
+        from .numpy import real, sum as total
+        ys = flatten_up_to(td, f(*a))   # (a complex staged leaf whole, not its two parts)
+        terms: list[Any] = [real(total(y * w)) for y, w in zip(ys, weights) if w is not None]
+        return sum(terms)
     along.__name__ = getattr(f, "__name__", "f")
     return along

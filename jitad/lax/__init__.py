@@ -19,6 +19,7 @@ import numpy as np
 from .. import numeric as N
 from ..errors import ArgumentError
 from ..staging import is_staged, result_dtype
+from ..staging.complex import conj_leaves as _complex_conj, is_complex as _is_complex, parts as _complex_parts
 from . import linalg  # noqa: F401
 from .dynamic import (dynamic_index_in_dim, dynamic_slice, dynamic_slice_in_dim,  # noqa: F401
                       dynamic_update_index_in_dim, dynamic_update_slice, dynamic_update_slice_in_dim)
@@ -313,18 +314,20 @@ _BINARY = {"add": "add", "sub": "sub", "mul": "mul", "div": "div", "rem": "rem",
 
 
 def real(x):
-    """The real part: `x` itself (jitad's values are real)."""
-    return x
+    """The real part (`x` itself for a real value): `lax.real(2.0) == 2.0`."""
+    return _complex_parts(x)[0] if _is_complex(x) else x
 
 
 def imag(x):
-    """The imaginary part: zeros like `x` (jitad's values are real)."""
+    """The imaginary part (zeros for a real value): `lax.imag(2.0) == 0.0`."""
+    if _is_complex(x):
+        return _complex_parts(x)[1]
     return N.zeros_like(x) if is_staged(x) else np.zeros_like(x)
 
 
 def conj(x):
-    """The complex conjugate: `x` itself (jitad's values are real)."""
-    return x
+    """The complex conjugate (`x` itself for a real value): `lax.conj(2.0) == 2.0`."""
+    return _complex_conj(x) if _is_complex(x) else x
 
 
 def _p(name, fn, **kw):

@@ -51,7 +51,8 @@ def getitem(x, key):
     indexed axes broadcast together). Negative indices count from the end; any index out of
     range after that (a static int too) clamps, as JAX."""
     shape = _shape(x)
-    key = tuple(np.asarray(k) if isinstance(k, list) else k for k in (key if isinstance(key, tuple) else (key,)))
+    key = tuple(np.asarray(k) if isinstance(k, (list, tuple)) else k   # (a tuple inside the index: an index array)
+                for k in (key if isinstance(key, tuple) else (key,)))
     if len(key) == 1 and isinstance(key[0], (np.ndarray, np.bool_)) and key[0].dtype == np.bool_ and not key[0].ndim:
         grown = getitem(x, None)   # x[True]: a new axis of 1, x[False]: of 0 (NumPy, JAX)
         return grown if key[0] else getitem(grown, slice(0, 0))

@@ -560,3 +560,7 @@ for _name, _fn in list(globals().items()):
         globals()[_name] = _takes_plain_inputs(_name, _fn)
 del _name, _fn
 random.wrap_namespace = globals()["wrap_namespace"]   # autograd.numpy.random carries it too
+
+# -- complex values: the functions that take them dispatch to jitad.numpy._complex ------------
+from . import _complex  # noqa: E402
+_complex.install(globals())

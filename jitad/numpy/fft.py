@@ -3,18 +3,23 @@
 `fftshift` and `ifftshift` reorder real arrays and are jitad's own: they stage, compile
 and differentiate (a roll along each axis). `fftfreq` and `rfftfreq` give NumPy's sample
 frequencies. The transforms (`fft`, `rfft`, `irfft`, `fftn`, ...) compute with NumPy on
-plain arrays; their results (or, for `irfft`, their inputs) are complex, which staged
-code has no dtype for, so on a staged value they raise `UnsupportedError` (a
-`NotImplementedError`).
+plain arrays; on a staged value (real, or complex: `jitad.staging.Complex`) each is a
+product with the DFT's cosine and sine matrices, computed once in float64 per size, along
+each transformed axis: O(n^2) per axis, which suits the sizes differentiable programs
+transform, and it differentiates, batches and compiles as any product.
 
 >>> import jitad.numpy as jnp
 >>> jnp.fft.fftshift(np.arange(5.0))
 Array([3., 4., 0., 1., 2.])
 """
+import functools
+import math
+
 import numpy as np
 
-from ..staging import is_staged
-from ._common import jnp, plain_only, wrap
+from ..errors import ArgumentError
+from ..staging import Complex, is_staged
+from ._common import any_staged, jnp, wrap
 
 __all__ = ["fft", "ifft", "fft2", "ifft2", "fftn", "ifftn", "rfft", "irfft", "rfft2", "irfft2", "rfftn", "irfftn",
            "hfft", "ihfft", "fftshift", "ifftshift", "fftfreq", "rfftfreq"]
@@ -54,27 +59,172 @@ def rfftfreq(n, d=1.0, *, dtype=None, device=None):
     return wrap(out if dtype is None else out.astype(dtype))
 
 
-def _transform(name):
-    return plain_only(
-        getattr(np.fft, name), f"jnp.fft.{name}",
-        "its values are complex, and staged code has no complex dtype. Call it on plain arrays (outside jit "
-        "and grad), or write the transform you need as a product with the cosine and sine matrices "
-        "(`jnp.cos`, `jnp.sin` of an outer product)",
-        f"NumPy's `fft.{name}` on plain arrays (complex results); a staged value raises `UnsupportedError`: "
-        f"`jnp.fft.{name}(x)`.")
+# -- the transforms: NumPy's on plain arrays; in staged code products with DFT matrices ----------
+
+_NORMS = {None: (1.0, "n"), "backward": (1.0, "n"), "ortho": ("sqrt", "sqrt"), "forward": ("n", 1.0)}
 
 
-fft = _transform("fft")
-ifft = _transform("ifft")
-fft2 = _transform("fft2")
-ifft2 = _transform("ifft2")
-fftn = _transform("fftn")
-ifftn = _transform("ifftn")
-rfft = _transform("rfft")
-irfft = _transform("irfft")
-rfft2 = _transform("rfft2")
-irfft2 = _transform("irfft2")
-rfftn = _transform("rfftn")
-irfftn = _transform("irfftn")
-hfft = _transform("hfft")
-ihfft = _transform("ihfft")
+def _scale(norm, n, inverse):
+    """The factor of an `n`-point transform (`inverse`: the one back) under `norm`."""
+    if norm not in _NORMS:
+        raise ArgumentError(f"fft: norm={norm!r}; use None, 'backward', 'ortho' or 'forward'")
+    f = _NORMS[norm][1 if inverse else 0]
+    return 1.0 if f == 1.0 else 1.0 / math.sqrt(n) if f == "sqrt" else 1.0 / n
+
+
+@functools.lru_cache(maxsize=64)
+def _dft(m, n, k_out, sign, scale, used=None, hermitian=False):
+    """The (m, k_out) complex matrix taking m input samples (the first min(m, used) used,
+    `used` n by default: zero rows beyond, so a longer input is cut and a shorter one padded)
+    to the first k_out outputs of an n-point DFT with exponent sign `sign`, times `scale`; with
+    `hermitian` (irfft's), the input is the half spectrum: each row counted twice except the
+    0th and (even n) the n/2-th. The phases are exact multiples of 2 pi / n (j k reduced mod n
+    first), in float64."""
+    j = np.arange(m)[:, None]
+    k = np.arange(k_out)[None, :]
+    w = np.exp(sign * 2j * np.pi * ((j * k) % n) / n) * scale
+    w[min(m, n if used is None else used):] = 0.0
+    if hermitian:
+        twice = (j > 0) & ~((n % 2 == 0) & (j == n // 2))
+        w = w * np.where(twice, 2.0, 1.0)
+    w.flags.writeable = False
+    return w
+
+
+def _along(x, axis, matrix, real_out=False):
+    """`x` (real or complex) times `matrix` along `axis` (its length is the matrix's rows)."""
+    j = jnp()
+    x = j.moveaxis(x, axis, -1)
+    out = j.matmul(x, matrix)
+    if real_out:
+        out = j.real(out)
+    return j.moveaxis(out, -1, axis)
+
+
+def _length(x, n, axis, who):
+    m = np.shape(x)[axis]
+    n = m if n is None else int(n)
+    if n < 1:
+        raise ArgumentError(f"jnp.fft.{who}: n={n}; give a positive number of points")
+    return m, n
+
+
+def _fft1(x, n, axis, norm, inverse, who):
+    m, n = _length(x, n, axis, who)
+    return _along(x, axis, _dft(m, n, n, 1 if inverse else -1, _scale(norm, n, inverse)))
+
+
+def _rfft1(x, n, axis, norm):
+    if jnp().iscomplexobj(x):
+        raise ArgumentError("jnp.fft.rfft takes real input (JAX's rule; NumPy drops the imaginary part); "
+                            "pass jnp.real(x) or use jnp.fft.fft")
+    m, n = _length(x, n, axis, "rfft")
+    return _along(x, axis, _dft(m, n, n // 2 + 1, -1, _scale(norm, n, False)))
+
+
+def _irfft1(x, n, axis, norm):
+    m = np.shape(x)[axis]
+    n = 2 * (m - 1) if n is None else int(n)
+    if n < 1:
+        raise ArgumentError(f"jnp.fft.irfft: n={n}; give a positive number of output points")
+    return _along(x, axis, _dft(m, n, n, 1, _scale(norm, n, True), n // 2 + 1, True), real_out=True)
+
+
+def _axes_and_sizes(x, s, axes, real_inverse=False):
+    """NumPy's defaults for the n-dimensional transforms: `axes` all (or the last len(s)),
+    `s` the input's lengths there (for irfftn the last: 2 (m - 1))."""
+    nd = len(np.shape(x))
+    if axes is None:
+        axes = tuple(range(nd - (len(s) if s is not None else nd), nd))
+    axes = tuple(int(a) % nd for a in axes)
+    if s is None:
+        s = [np.shape(x)[a] for a in axes]
+        if real_inverse:
+            s[-1] = 2 * (s[-1] - 1)
+    if len(s) != len(axes):
+        raise ArgumentError(f"jnp.fft: s={tuple(s)} and axes={axes} differ in length")
+    return axes, tuple(int(v) for v in s)
+
+
+def _staged(*args):
+    return any_staged(*args) or any(type(a) is Complex for a in args)
+
+
+def _transform(name, staged_fn):
+    """NumPy's `fft.name` on plain arrays; `staged_fn` on a staged (real or complex) value."""
+    np_fn = getattr(np.fft, name)
+
+    @functools.wraps(np_fn)
+    def call(a, *args, **kwargs):
+        if _staged(a):
+            return staged_fn(a, *args, **kwargs)
+        return wrap(np_fn(a, *args, **kwargs))
+    call.__doc__ = (f"NumPy's `fft.{name}`: on plain arrays NumPy's; on a staged value a product with DFT "
+                    f"matrices (O(n^2) per axis, differentiable): `jnp.fft.{name}(x)`.")
+    call.__module__ = __name__
+    return call
+
+
+def _fft(a, n=None, axis=-1, norm=None):
+    return _fft1(a, n, axis, norm, False, "fft")
+
+
+def _ifft(a, n=None, axis=-1, norm=None):
+    return _fft1(a, n, axis, norm, True, "ifft")
+
+
+def _fftn_with(inverse):
+    def fn(a, s=None, axes=None, norm=None):
+        axes, s = _axes_and_sizes(a, s, axes)
+        for ax, n in zip(axes, s):
+            a = _fft1(a, n, ax, norm, inverse, "fftn")
+        return a
+    return fn
+
+
+def _rfftn(a, s=None, axes=None, norm=None):
+    axes, s = _axes_and_sizes(a, s, axes)
+    a = _rfft1(a, s[-1], axes[-1], norm)
+    for ax, n in zip(axes[:-1], s[:-1]):
+        a = _fft1(a, n, ax, norm, False, "rfftn")
+    return a
+
+
+def _irfftn(a, s=None, axes=None, norm=None):
+    axes, s = _axes_and_sizes(a, s, axes, real_inverse=True)
+    for ax, n in zip(axes[:-1], s[:-1]):
+        a = _fft1(a, n, ax, norm, True, "irfftn")
+    return _irfft1(a, s[-1], axes[-1], norm)
+
+
+def _two(fn):
+    def two(a, s=None, axes=(-2, -1), norm=None):
+        return fn(a, s, axes, norm)
+    return two
+
+
+_SWAPPED = {None: "forward", "backward": "forward", "forward": "backward", "ortho": "ortho"}
+
+
+def _hfft(a, n=None, axis=-1, norm=None):
+    return _irfft1(jnp().conj(a), n, axis, _SWAPPED.get(norm, norm))
+
+
+def _ihfft(a, n=None, axis=-1, norm=None):
+    return jnp().conj(_rfft1(a, n, axis, _SWAPPED.get(norm, norm)))
+
+
+fft = _transform("fft", _fft)
+ifft = _transform("ifft", _ifft)
+fftn = _transform("fftn", _fftn_with(False))
+ifftn = _transform("ifftn", _fftn_with(True))
+fft2 = _transform("fft2", _two(_fftn_with(False)))
+ifft2 = _transform("ifft2", _two(_fftn_with(True)))
+rfft = _transform("rfft", lambda a, n=None, axis=-1, norm=None: _rfft1(a, n, axis, norm))
+irfft = _transform("irfft", lambda a, n=None, axis=-1, norm=None: _irfft1(a, n, axis, norm))
+rfftn = _transform("rfftn", _rfftn)
+irfftn = _transform("irfftn", _irfftn)
+rfft2 = _transform("rfft2", _two(_rfftn))
+irfft2 = _transform("irfft2", _two(_irfftn))
+hfft = _transform("hfft", _hfft)
+ihfft = _transform("ihfft", _ihfft)

@@ -158,3 +158,7 @@ def _wrap_all():
 
 
 _wrap_all()
+
+
+from . import _complex_linalg  # noqa: E402  (complex matrices: their dispatchers)
+_complex_linalg.install(globals())

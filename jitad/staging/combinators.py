@@ -14,6 +14,7 @@ from . import concrete
 from .frames import Frame, _control_node, _entered, _local, current_frame, emit
 from .values import (Staged, StagedTree, _kind, _leaf_type, _literal, as_var, coerce, is_staged, result_dtype, to_bool,
                      wrap)
+from .complex import split as split_complex
 from .tracer import _with_values, finish_body, trace_body
 
 
@@ -82,7 +83,7 @@ def IF(pred, then_fn, else_fn, *operands):
 
 
 def _state(init, what):
-    leaves, td = flatten(init)
+    leaves, td = flatten(split_complex(init))   # (a complex constant: its two real parts)
     types = [_leaf_type(x, what) for x in leaves]
     return [coerce(x, t, what) for x, t in zip(leaves, types)], types, td
 

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from ..config import x64_enabled
-from ..errors import ArgumentError, StagingError
+from ..errors import ArgumentError, StagingError, UnsupportedError
 from ..ir import float_checks
 from ..ir.ops import Op, impl_of
 # N: jitad.numeric, a layer above, which Staged's methods call (x.sum(), x.T, x[i]): see rules.N
@@ -196,6 +196,9 @@ class Staged:
     ndim = property(lambda self: len(self.shape))
     size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
     T = property(lambda self: N.transpose(self))
+    real = property(lambda self: self)   # a real value's parts, as NumPy's arrays have them
+    imag = property(lambda self: N.zeros_like(self))
+    conj = conjugate = lambda self: self
 
     sum = lambda self, axis=None, keepdims=False: N.sum(self, axis, keepdims)
     mean = lambda self, axis=None, keepdims=False: N.mean(self, axis, keepdims)
@@ -211,6 +214,8 @@ class Staged:
     tolist = item
 
     def astype(self, dtype):
+        if _complex_dtype(dtype):   # a complex value of zero imaginary part, then its precision
+            return binary(Op.ADD, self, 0j).astype(dtype)
         return N.convert(self, dtype)
 
     def reshape(self, *shape):
@@ -334,6 +339,10 @@ def _kind(x):
     if isinstance(x, np.ndarray) and dtype_of_numpy(x.dtype):
         dtype = dtype_of_numpy(x.dtype)
         return ("f32" if dtype == "f64" and not x64_enabled() else dtype), x.ndim == 0
+    if _complex_operand(x):
+        raise UnsupportedError("a complex value reached an operation that takes real values only: jitad's complex "
+                               "support covers NumPy's arithmetic, elementwise math, reductions, products, fft "
+                               "and linear solves (docs/complex.md); take `z.real` and `z.imag` for the rest")
     raise ArgumentError(f"cannot use a value of type {type(x).__name__} in staged arithmetic; "
                         "use numbers or staged values")
 
@@ -401,7 +410,25 @@ def _eager(op, *xs):
 _BOOL_ARITH = {Op.ADD: Op.OR, Op.MUL: Op.AND, Op.MAXIMUM: Op.OR, Op.MINIMUM: Op.AND}
 
 
+def _complex_dtype(dtype):
+    try:
+        return np.dtype(dtype).kind == "c"
+    except TypeError:   # (an IR dtype name: 'f64')
+        return False
+
+
+def _complex_operand(x):
+    return type(x) is complex or getattr(getattr(x, "dtype", None), "kind", None) == "c"
+
+
+# staging/complex.py's `binary_op(op, a, b)`, which it puts here when imported (it builds on
+# this module): an operation with a complex operand, on the real and imaginary parts
+COMPLEX_BINARY = []
+
+
 def binary(op, a, b):
+    if (type(a) is not Staged or type(b) is not Staged) and (_complex_operand(a) or _complex_operand(b)):
+        return COMPLEX_BINARY[0](op, a, b)
     if not (is_staged(a) or is_staged(b)):
         return _eager(op, a, b)
     dtype, weak = result_kind(a, b)
@@ -438,6 +465,8 @@ def power(x, n):
     derivatives (a `pow` node's exponent derivative, NaN at x < 0)."""
     if type(n) is concrete.SymInt:   # (an integer power unrolls: its value is part of the program)
         n = n.concrete()
+    if _complex_operand(n):
+        return binary(Op.POW, x, n)
     dtype = result_dtype(x, n) if is_staged(x) else None
     if dtype not in FLOATS or is_staged(n) or isinstance(n, (bool, np.bool_)) \
             or not isinstance(n, (int, float, np.integer, np.floating)) or n != np.trunc(n) or abs(n) > 64:

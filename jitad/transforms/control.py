@@ -8,6 +8,7 @@ from ..errors import ArgumentError, StagingError
 from ..ir.types import Type
 from ..pytree import TreeDef, flatten, unflatten
 from ..staging import FOR, IF, Staged, as_var, checkpoint_count, current_frame, is_staged, trace_program
+from ..staging.complex import split as split_complex
 from ..staging.values import _leaf_type
 
 
@@ -65,6 +66,7 @@ def scan(f, init, xs=None, length=None, reverse=False, *, checkpoints=None):
     order = range(n - 1, -1, -1) if reverse else range(n)
     if current_frame() is None:
         return _scan_eager(f, init, xs_leaves, xs_td, n, order)
+    init = split_complex(init)   # (a complex constant: its two real parts)
     c_leaves, c_td = flatten(init)
     c_types = [_leaf_type(x, "scan carry") for x in c_leaves]
     # NumPy xs are constants of the program: staged, a traced step index can slice them

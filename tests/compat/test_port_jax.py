@@ -1,7 +1,6 @@
-"""The part of JAX's autodiff cookbook that jitad runs, ported by renaming `jax` to `jitad`
-and compared with the same text run through JAX (64-bit floats enabled). The whole page is
-in the corpus (`tests/corpus/jax/autodiff_cookbook.py`), where it is an expected failure
-for its section on complex numbers; this port keeps the rest of it checked till then.
+"""Parts of JAX's autodiff cookbook, ported by renaming `jax` to `jitad` and compared with
+the same text run through JAX (64-bit floats enabled); the whole page, its section on
+complex numbers included, runs in the corpus (`tests/corpus/jax/autodiff_cookbook.py`).
 JAX's other programs that were ported here are in the corpus."""
 import numpy as np
 import pytest

@@ -189,7 +189,8 @@ def assert_agree(mine, theirs, rtol, atol, where=""):
     elif hasattr(theirs, "_fields") or dataclasses.is_dataclass(theirs):
         assert_agree(list(vars_of(mine)), list(vars_of(theirs)), rtol, atol, where)
     else:
-        np.testing.assert_allclose(np.asarray(mine, dtype=float), np.asarray(theirs, dtype=float),
+        kind = complex if np.iscomplexobj(mine) or np.iscomplexobj(theirs) else float   # (both parts compared)
+        np.testing.assert_allclose(np.asarray(mine, dtype=kind), np.asarray(theirs, dtype=kind),
                                    rtol=rtol, atol=atol, err_msg=where)
 
 

@@ -3,7 +3,6 @@
 # licence: Apache-2.0, Copyright the JAX Authors (JAX's documentation; full text: jax/LICENSE)
 # edits: the page's code cells in order; IPython %timeit lines cut; X, V (30, 40) -> (6, 8); num_covecs, num_vecs 128 -> 16
 # compare: W_grad rtol=1e-5 atol=1e-6, b_grad rtol=1e-5, loss_value rtol=1e-5, J rtol=1e-5 atol=1e-7, H rtol=1e-4 atol=1e-6, J_dict rtol=1e-5 atol=1e-7, u rtol=1e-5, v rtol=1e-4 atol=1e-6, ans1 rtol=1e-4 atol=1e-5, ans2 rtol=1e-4 atol=1e-5, loop_vs rtol=1e-4 atol=1e-6, vmap_vs rtol=1e-4 atol=1e-6, A rtol=1e-6
-# xfail: complex values in staged code (jvp of a function of a complex number, the page's section on complex differentiation)
 # x64: on (it draws JAX's random numbers, 64-bit: its 32-bit types need float32 defaults jitad lacks yet)
 # Copyright the JAX Authors (JAX documentation).
 

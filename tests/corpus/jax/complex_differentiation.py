@@ -4,7 +4,6 @@
 # edits: the page's code cells in order; a cell shown raising an error in try/except Exception; IPython % lines cut; plotting cut
 # compare: A rtol=1e-12
 # x64: on (it draws JAX's random numbers, 64-bit: its 32-bit types need float32 defaults jitad lacks yet)
-# xfail: complex values in staged code (jvp of a function of a complex number)
 # Copyright the JAX Authors (JAX documentation).
 
 import jitad.numpy as jnp
