@@ -290,9 +290,16 @@ def _complex_leaves_mapped(fn, x):
     if is_complex(x):
         return fn(x)
     if isinstance(x, dict):
-        return {k: _complex_leaves_mapped(fn, v) for k, v in x.items()}
+        mapped = {k: _complex_leaves_mapped(fn, v) for k, v in x.items()}
+        if all(mapped[k] is v for k, v in x.items()):
+            return x   # nothing complex inside: the caller's container itself
+        out = x.copy()   # (keeps an OrderedDict's order, a defaultdict's factory)
+        out.update(mapped)
+        return out
     if isinstance(x, (list, tuple)):
         items = [_complex_leaves_mapped(fn, v) for v in x]
+        if all(a is b for a, b in zip(items, x)):
+            return x
         return type(x)(*items) if hasattr(x, "_fields") else type(x)(items)
     return x
 
