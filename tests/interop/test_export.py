@@ -242,7 +242,8 @@ def test_products_call_the_system_blas(tmp_path, dtype):
     tol = 1e-12 if dtype == np.float64 else 2e-5
     for g, w in zip(got, want):
         assert g.dtype == dtype
-        np.testing.assert_allclose(g, w, rtol=tol, atol=tol * 1e-3)
+        # (float32: the two BLAS builds sum in other orders; entries that cancel are judged by the largest)
+        np.testing.assert_allclose(g, w, rtol=tol, atol=tol * np.abs(w).max())
 
 
 def test_without_a_blas_products_run_jitads_own_kernels(tmp_path, monkeypatch):
