@@ -722,8 +722,11 @@ class Concrete:
 
     @property
     def ir(self):
-        """The staged graph of the path last run, as text."""
-        return str(self._latest("ir").program)
+        """The staged graph of the path last run, as text, after the compiler's passes
+        (compiled now if it is interpreted still, as `llvm_ir`)."""
+        path = self._latest("ir")
+        path.code.compile()
+        return str(path.program)
 
     @property
     def llvm_ir(self):

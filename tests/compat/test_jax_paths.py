@@ -1,5 +1,6 @@
 """jitad.numpy, jitad.lax and jitad.scipy: JAX's and SciPy's module paths, compared with
 JAX and SciPy on the same calls; derivatives with check_grads."""
+import inspect
 import numpy as np
 import pytest
 
@@ -28,7 +29,7 @@ X = rng.standard_normal((4, 5))
 def test_names_dtypes_constants():
     assert jnp.pi == np.pi and jnp.inf == np.inf and np.isnan(jnp.nan) and jnp.newaxis is None
     assert jnp.float32 is np.float32 and jnp.int32 is np.int32 and jnp.bool_ is np.bool_
-    assert jnp.linalg.solve.__wrapped__ is jitad.linalg.solve   # the same function, its plain results `Array`s
+    assert inspect.unwrap(jnp.linalg.solve) is jitad.linalg.solve   # the same function (its plain results `Array`s; complex values dispatched)
     for name in ["sin", "exp", "sum", "dot", "einsum", "where", "cumsum", "sort", "tril", "logaddexp",
                  "concatenate", "stack", "maximum", "argmax", "linspace", "absolute", "logical_and"]:
         assert callable(getattr(jnp, name)), name
