@@ -246,6 +246,8 @@ def _custom_forward(rv, node, ins, env):
 def _custom_backward(node, ins, outs, residuals):
     from .jvp import zeros
     rule, in_td = node.attrs["custom"], node.attrs["in_td"]
+    if not any(d.adj is not None and slot_touched(d.adj._var) for d in outs):
+        return   # symbolic zeros: no output's cotangent came back, so bwd is not run (as JAX's)
     out_td, res = residuals
     g = unflatten(out_td, [slot_get(d.adj) if d.adj is not None else zeros(v.type)
                            for d, v in zip(outs, node.outputs)])
