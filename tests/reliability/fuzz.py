@@ -87,36 +87,42 @@ ORACLE = {
     # NaN at (1e-300, 0) and at (inf, 1); jitad's is exact there (the limit (1, 0) at (inf, 1)):
     # the JAX side's `hypot` has the same values and that derivative (`_hypot_scaled`)
     "hypot_scaled": "hypot_scaled({a}, {b})",
+    # docs/numpy.md, `.at`: with mode="clip" an update out of range goes to the clamped
+    # position, and its gradient is that of the update made there; JAX's value is the same but
+    # its gradient of `.min`/`.max` treats the clamped position as not updated (1 where the
+    # result is the update): the JAX side passes the clamped indices themselves
+    "scatter_clip_in_range": '{x}.at[{idx}].{how}({v}, mode="clip")',
+    # NumPy's shape rule: `take(x, idx, axis=0)` has shape idx.shape + x.shape[1:], also where
+    # x's first axis is empty (idx then empty too); JAX's `take` returns x's own shape there (its
+    # `x[idx]` follows the rule): the JAX side indexes
+    "take_from_empty": "{x}[{idx}]",
 }
 
-# findings that are known bugs not fixed yet: reported, not failures
-KNOWN = {
-    # `.at[idx].min(v)`/`.max(v)` with a position repeated in idx: at a tie of the old value
-    # and k equal updates JAX gives each of the k + 1 a 1/(k + 1) share of the gradient; jitad
-    # combines one repeat at a time (a plain index: 1/2 per round, 1/4 and 1/4 and 1/2 for k = 2)
-    # or the old value with the updates' minimum (a staged index: 1/2, then 1/(2k) each);
-    # `grad(lambda x: np.sum(np.asarray(x).at[onp.array([1, 1])].min(1.0)))(onp.ones(3))[1]`
-    # is 0.25 (JAX: 1/3). The fix: one rule for both paths that counts the tied contributors.
-    "at_minmax_repeats": "the gradient of `.at[].min`/`.max` at a tie with a repeated index splits unlike JAX's",
-}
+# findings that are known bugs not fixed yet: reported, not failures (a program feature's name:
+# the reason)
+KNOWN = {}
 
 DTYPES = ["float64", "float32", "int64", "int32", "bool"]
 FLOAT = {"float64": onp.float64, "float32": onp.float32}
 EDGE_FLOATS = [0.0, -0.0, 1.0, -1.0, 0.5, 2.0, onp.inf, -onp.inf, onp.nan, 1e300, -1e300, 1e-300, 5e-324,
-               3.0, -2.5, 1e-8, 700.0, -745.0]
+               3.0, -2.5, 1e-8, 700.0, -745.0, 1.7976931348623157e308, 2.2250738585072014e-308, -5e-324, 0.1,
+               3.4028234663852886e38, 1e-40, 89.0, -1.5]
 EDGE_INTS = [0, 1, -1, 2, 3, -7, 2**31 - 1, -2**31, 2**62, -2**63, 2**63 - 1]
 ULPS = {"exact": 2, "math": 8, "sum": 4, "pow": 16}   # per op; a reduction's grow with its length
 
 UNARY = {name: "math" for name in ("sin", "cos", "tan", "tanh", "exp", "expm1", "log", "log1p", "log2", "log10",
                                    "sqrt", "arcsin", "arccos", "arctan", "sinh", "cosh", "arcsinh", "arctanh",
-                                   "exp2", "deg2rad")}
+                                   "exp2", "deg2rad", "cbrt", "arccosh")}
 UNARY.update({name: "exact" for name in ("abs", "negative", "square", "sign", "floor", "ceil", "rint", "trunc",
-                                         "reciprocal", "isnan", "isfinite", "logical_not")})
+                                         "reciprocal", "isnan", "isfinite", "logical_not", "isinf", "signbit",
+                                         "positive")})
 BINARY = {name: "exact" for name in ("add", "subtract", "multiply", "divide", "maximum", "minimum", "equal",
-                                     "less", "greater_equal", "not_equal", "floor_divide", "remainder")}
+                                     "less", "greater_equal", "not_equal", "floor_divide", "remainder", "greater",
+                                     "less_equal", "fmax", "fmin", "copysign", "heaviside")}
 BINARY.update({"power": "pow", "arctan2": "math", "hypot": "math", "logaddexp": "math"})
 LOGICAL = ("logical_and", "logical_or")
-REDUCTIONS = ("sum", "prod", "max", "min", "mean", "argmax", "argmin", "any", "all", "var", "std")
+COMPARISONS = ("equal", "less", "greater_equal", "not_equal", "greater", "less_equal")
+REDUCTIONS = ("sum", "prod", "max", "min", "mean", "argmax", "argmin", "any", "all", "var", "std", "nansum", "nanmax")
 SCANS = ("cumsum", "cumprod", "sort")
 
 
@@ -251,13 +257,13 @@ class Builder:
     def unary(self):
         x = self.pick()
         name = self.draw(st.sampled_from(sorted(UNARY)))
-        if name == "logical_not" and x.dtype != "bool":
+        if name == "logical_not" and x.dtype != "bool" or name in ("positive", "signbit") and x.dtype == "bool":
             return False
         if UNARY[name] == "math" or name in ("reciprocal", "rint"):
             dtype = x.dtype if x.dtype in FLOAT else "float64"
         else:   # (square of bools: int8 in NumPy, int32 in JAX: an int)
             dtype = "int64" if x.dtype == "bool" and name == "square" else x.dtype
-        if name in ("isnan", "isfinite", "logical_not"):
+        if name in ("isnan", "isfinite", "logical_not", "isinf", "signbit"):
             dtype = "bool"
         self.add(f"np.{name}({x.name})", x.shape, dtype, UNARY[name])
         return True
@@ -281,9 +287,9 @@ class Builder:
         except ValueError:
             shape, error = (), True
         dtype = a.dtype if use_scalar and (a.dtype in FLOAT or "." not in btext) else _result_dtype(a.dtype, bdtype)
-        if name in ("equal", "less", "greater_equal", "not_equal") or name in LOGICAL:
+        if name in COMPARISONS or name in LOGICAL:
             dtype = "bool"
-        elif name in ("divide", "arctan2", "hypot", "logaddexp") and dtype not in FLOAT:
+        elif name in ("divide", "arctan2", "hypot", "logaddexp", "copysign", "heaviside") and dtype not in FLOAT:
             dtype = "float64"
         elif name == "power" and _kind(dtype) == "i":
             return False   # integer powers with negative exponents: both sides raise or differ by design
@@ -328,7 +334,7 @@ class Builder:
             dtype = "bool"
         elif name in ("mean", "var", "std"):
             dtype = x.dtype if x.dtype in FLOAT else "float64"
-        elif name in ("sum", "prod") and x.dtype == "bool":
+        elif name in ("sum", "prod", "nansum") and x.dtype == "bool":
             dtype = "int64"
         else:
             dtype = x.dtype
@@ -431,7 +437,8 @@ class Builder:
             kw = "" if mode is None else f", mode={mode!r}"
             if mode == "fill" and x.dtype != "bool" and self.draw(st.booleans()):
                 kw += f", fill_value={self.scalar(x.dtype)}"
-            self.add(f"np.take({x.name}, {literal(idx)}, axis=0{kw})", ishape + x.shape[1:], x.dtype)
+            self.add(f"np.take({x.name}, {literal(idx)}, axis=0{kw})", ishape + x.shape[1:], x.dtype,
+                     jax_text=ORACLE["take_from_empty"].format(x=x.name, idx=literal(idx)) if n == 0 else None)
             return True
         if ((idx < -n) | (idx >= n)).any():
             self.p.features.add("gather_out_of_range")
@@ -465,8 +472,6 @@ class Builder:
         clamped = [min(max(i + n if i < 0 else i, 0), n - 1) for i in idx]
         if how == "set" and len(set(clamped)) < len(clamped):
             return False   # repeated rows in a `set`: JAX leaves the order unspecified
-        if how in ("min", "max") and len(set(clamped)) < len(clamped):
-            self.p.features.add("at_minmax_repeats")
         if _bool_arith_on_empty(x, how, len(idx)):
             return False
         v = self.scalar(x.dtype) if x.dtype != "bool" else "True"
@@ -499,10 +504,11 @@ class Builder:
         hit = [h for h in hit if h is not None]
         if how == "set" and len(set(hit)) < len(hit) or _bool_arith_on_empty(x, how):
             return False   # (repeated rows in a `set`: JAX leaves the order unspecified)
-        if how in ("min", "max") and len(set(hit)) < len(hit):
-            self.p.features.add("at_minmax_repeats")
         v = self.scalar(x.dtype) if x.dtype != "bool" else "True"
-        self.add(f"np.asarray({x.name}).at[{itext}].{how}({v}, {kw})", x.shape, x.dtype, "sum", len(idx))
+        clamped = f"onp.array({_clamp(onp.array(idx), n).tolist()!r}, dtype='int64')"
+        self.add(f"np.asarray({x.name}).at[{itext}].{how}({v}, {kw})", x.shape, x.dtype, "sum", len(idx),
+                 jax_text=ORACLE["scatter_clip_in_range"].format(x=f"np.asarray({x.name})", idx=clamped, how=how, v=v)
+                 if mode == "clip" else None)
         return True
 
     def at_staged(self):
@@ -513,8 +519,6 @@ class Builder:
         if i is None or x is None:
             return False
         how = self.draw(st.sampled_from(["add", "min", "max", "multiply"] + (["set"] if not i.shape else [])))
-        if how in ("min", "max") and math.prod(i.shape) > 1:
-            self.p.features.add("at_minmax_repeats")   # (its values may repeat)
         v, n = self.scalar(x.dtype), x.shape[0]
         self.p.features.add("staged_index")
         normalized = f"np.clip(np.where({i.name} < 0, {i.name} + {n}, {i.name}), 0, {n - 1})"   # (JAX would wrap -1 again)
@@ -675,11 +679,14 @@ class Builder:
         return True
 
     def branch(self):
-        x = self.pick(lambda v: v.dtype in FLOAT)
+        x = self.pick()
         y = self.pick(lambda v: v.dtype in FLOAT)
-        if x is None or y is None:
+        if y is None:
             return False
-        cond = f"float(np.sum({x.name})) > 0"
+        flat = f"np.reshape({x.name}, (-1,))"
+        cond = self.draw(st.sampled_from([f"float(np.sum({x.name})) > 0", f"bool(np.any(np.isnan({x.name})))",
+                                          f"float(np.mean({x.name})) <= 0.5",
+                                          f"{x.name}.size > 1 and float({flat}[0]) < float({flat}[-1])"]))
         name = f"v{len(self.p.lines)}"
         text = f"if {cond}:\n    {name} = {y.name} * 2.0\nelse:\n    {name} = -{y.name}"
         self.p.lines.append((text, text, "exact", 1))
@@ -742,10 +749,11 @@ class Side:
     def __init__(self, name):
         self.name = name
         if name == "jitad":
-            self.np, self.lax, self.jit, self.grad, self.vmap = jitad.numpy, jitad.lax, jitad.jit, jitad.grad, \
-                jitad.vmap
+            self.np, self.lax, self.jit, self.grad, self.vmap, self.jvp = jitad.numpy, jitad.lax, jitad.jit, \
+                jitad.grad, jitad.vmap, jitad.jvp
         else:
-            self.np, self.lax, self.jit, self.grad, self.vmap = jjnp, jax.lax, jax.jit, jax.grad, jax.vmap
+            self.np, self.lax, self.jit, self.grad, self.vmap, self.jvp = jjnp, jax.lax, jax.jit, jax.grad, \
+                jax.vmap, jax.jvp
 
     def function(self, program, decisions=None):
         env = {"np": self.np, "lax": self.lax, "onp": onp} if self.name == "jitad" else dict(JAX_ENV)
@@ -772,12 +780,13 @@ def _batched(a):
     return onp.stack([a, onp.roll(a.ravel(), 1).reshape(a.shape)])
 
 
-TRANSFORMS = ["plain", "jit", "grad", "vmap", "scan", "scan_grad"]
+TRANSFORMS = ["plain", "jit", "grad", "vmap", "scan", "scan_grad", "jvp"]
+DERIVATIVES = ("grad", "scan_grad", "jvp")
 
 
 def applies(program, transform):
     first = program.args[0]
-    if transform in ("grad", "scan_grad") and first.dtype.kind != "f":
+    if transform in DERIVATIVES and first.dtype.kind != "f":
         return False
     return transform != "plain" or "staged_index" not in program.features   # (its index is plain there)
 
@@ -802,6 +811,9 @@ def run(side, program, transform, decisions=None):
                 out = s.grad(loss)(*args)
             elif transform == "vmap":
                 out = s.vmap(f, in_axes=(0,) + (None,) * (len(args) - 1))(_batched(args[0]), *args[1:])
+            elif transform == "jvp":   # (forward mode along a fixed direction of the first argument)
+                tangent = _direction(args[0]) if side == "jitad" else jjnp.asarray(_direction(args[0]))
+                out = s.jvp(lambda a: s.np.asarray(f(a, *args[1:])).astype(s.np.float64), (args[0],), (tangent,))[1]
             elif transform == "scan":
                 out = s.jit(lambda xs, *rest: s.scan(f, xs, rest, None))(_batched(args[0]), *args[1:])
             else:
@@ -810,6 +822,12 @@ def run(side, program, transform, decisions=None):
         return "ok", onp.asarray(out)
     except Exception as e:   # noqa: BLE001 -- every outcome is compared
         return "error", e
+
+
+def _direction(a):
+    """A tangent for `a`: fixed values of both signs, of its shape and dtype."""
+    a = onp.asarray(a)
+    return onp.cos(onp.arange(a.size) + 0.5).reshape(a.shape).astype(a.dtype)
 
 
 def magnitude(program):
@@ -869,7 +887,9 @@ class Finding:
                 "vmap": f"jitad.vmap(f, in_axes=(0,) + (None,) * {len(p.args) - 1})({lanes})",
                 "scan": f"jitad.jit(lambda xs, *rest: {scan.format('')})({lanes})",
                 "scan_grad": f"jitad.grad(lambda xs, *rest: np.sum(np.asarray("
-                             f"{scan.format(', checkpoints=1')}).astype(np.float64)))({lanes})"}[self.transform]
+                             f"{scan.format(', checkpoints=1')}).astype(np.float64)))({lanes})",
+                "jvp": f"jitad.jvp(lambda a: np.asarray(f(a{args[2:]})).astype(np.float64), (x0,), "
+                       f"({literal(_direction(p.args[0]))},))[1]"}[self.transform]
         lines = ["import numpy as onp", "import jitad", "import jitad.numpy as np", "import jitad.lax as lax", "",
                  p.source("jitad"), ""]
         lines += [f"x{k} = {literal(a)}" for k, a in enumerate(p.args)]
@@ -967,7 +987,7 @@ def _judge(program, t, mine, theirs, budget, scale, decisions):
         return f"jitad raised {_describe(mine)}" + (f" (JAX: {_describe(theirs)})" if theirs[0] == "error" else
                                                     f" where JAX returns {_describe(theirs)}")
     branch = program.branches_on_values()
-    if branch and t in ("grad", "scan_grad"):
+    if branch and t in DERIVATIVES:
         # ORACLE["grad_branch"]: the gradient of the branch taken (StagingError inside a scan)
         if t == "scan_grad" and mine[0] == "error" and isinstance(mine[1], StagingError):
             return ""
@@ -989,7 +1009,7 @@ def _judge(program, t, mine, theirs, budget, scale, decisions):
             f"jitad raised {_describe(mine)}; JAX {_describe(theirs)}"
     if mine[0] == "error":
         return f"jitad raised {_describe(mine)} where JAX returns {_describe(theirs)}"
-    grad = t in ("grad", "scan_grad")
+    grad = t in DERIVATIVES
     scale_t = max(scale, _top(theirs[1])) if grad else scale
     expected = theirs[1]
     if grad and program.features & set(ORACLE["finite_grad_where_jax_nan"]) and mine[1].shape == expected.shape:

@@ -143,3 +143,22 @@ def test_bool_arithmetic_without_updates_is_left_out():
     assert not fuzz._bool_arith_on_empty(x, "multiply", 2) and not fuzz._bool_arith_on_empty(x, "max", 0)
     p = program(["np.asarray(x0).at[onp.array([], dtype='int64')].multiply(True)"], onp.array([True, False]))
     assert isinstance(fuzz.run("jitad", p, "jit")[1], fuzz.JitadError) and fuzz.run("jax", p, "jit")[0] == "ok"
+
+
+def test_a_clipped_update_is_judged_at_the_clamped_position():
+    # JAX's gradient of `.min(mode="clip")` treats a clamped position as not updated (1 at x[1]
+    # here, where the result is the update); the JAX side is given the clamped indices
+    p = program(["np.asarray(x0).at[onp.array([0, 5], dtype='int64')].min(-1.0, mode='clip')"],
+                onp.array([onp.inf, 1.0]))
+    assert fuzz.check(p, ("grad",)) != []
+    text = p.lines[0][0]
+    p.lines[0] = (text, text.replace("[0, 5]", "[0, 1]"), "sum", 2)
+    assert fuzz.check(p, ("plain", "jit", "grad", "vmap")) == []
+
+
+def test_take_from_an_empty_axis_is_judged_by_numpys_shape():
+    # JAX's take returns the array's shape (0, 0, 1) here, NumPy's rule and jitad (3, 0, 0, 1)
+    p = program(["np.take(x0, onp.array([], dtype='int64').reshape((3, 0)), axis=0)"], onp.zeros((0, 0, 1)))
+    assert fuzz.check(p, ("jit",)) != []
+    p.lines[0] = (p.lines[0][0], "v0 = x0[onp.array([], dtype='int64').reshape((3, 0))]", "exact", 1)
+    assert fuzz.check(p, ("plain", "jit", "vmap")) == []
