@@ -2,7 +2,8 @@
 `lax`, and each runs twice, once with `np = jitad.numpy, lax = jitad.lax` and once with
 `np = jax.numpy, lax = jax.lax` (x64 on: JAX is the oracle), under each transformation
 that applies: a plain call, `jit`, `grad` of the sum of the result, `vmap` over the first
-argument, and a `scan` over it (values, and the gradient with `checkpoints=1`). The two
+argument, a `scan` over it (values, and the gradient with `checkpoints=1`), and `jvp` along a
+fixed direction of the first argument. The two
 must agree: the same values (within a tolerance counted in units of the last place over
 the program's ops, scaled by the largest magnitude the program meets; NaN at the same
 places), the same kind of dtype, and where JAX raises, jitad raises a `JitadError` or an
