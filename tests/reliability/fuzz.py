@@ -65,7 +65,8 @@ ORACLE = {
     "gather_clamps": True,
     # README, "arrays outside staged code": outside staged code the arrays are NumPy's, so
     # `x[idx]` with an index out of range raises IndexError (NumPy) where JAX clamps, and
-    # eager errors are NumPy's (ValueError where JAX raises TypeError): both accepted there
+    # eager errors are NumPy's (ValueError where JAX raises TypeError): both accepted there, and
+    # in `jvp` called from Python, whose other arguments stay NumPy's arrays
     "eager_numpy_errors": True,
     # README, "JAX / autograd" table: `grad` called from Python follows a Python branch on a
     # value, as JAX's and autograd's, so its gradient is that of the branch taken (the JAX side
@@ -97,6 +98,10 @@ ORACLE = {
     # x's first axis is empty (idx then empty too); JAX's `take` returns x's own shape there (its
     # `x[idx]` follows the rule): the JAX side indexes
     "take_from_empty": "{x}[{idx}]",
+    # README, "arrays outside staged code": values computed from a program's constants only are
+    # NumPy arrays in staged code too, so a Python branch on one runs under `jit` where JAX's
+    # staged constants raise: the generator branches on values of the arguments only
+    "constant_branch": True,
 }
 
 # findings that are known bugs not fixed yet: reported, not failures (a program feature's name:
@@ -132,6 +137,7 @@ class Value:
     name: str
     shape: tuple
     dtype: str   # float64 float32 int64 bool
+    constant: bool = False   # computed from the program's constants only
 
 
 @dataclass
@@ -245,8 +251,10 @@ class Builder:
     def add(self, text, shape, dtype, kind="exact", length=1, jax_text=None, error=False):
         name = f"v{len(self.p.lines)}"
         self.p.lines.append((f"{name} = {text}", f"{name} = {jax_text or text}", kind, length))
-        if not error:
-            self.values.append(Value(name, tuple(shape), dtype))
+        if not error:   # (a value of constants only: one naming no argument and no other value)
+            used = set(re.findall(r"\b[xv]\d+\b", text))
+            constant = all(v.constant for v in self.values if v.name in used) and not any(u[0] == "x" for u in used)
+            self.values.append(Value(name, tuple(shape), dtype, constant))
         return name
 
     def scalar(self, dtype):
@@ -680,7 +688,7 @@ class Builder:
         return True
 
     def branch(self):
-        x = self.pick()
+        x = self.pick(lambda v: not v.constant)   # ORACLE["constant_branch"]
         y = self.pick(lambda v: v.dtype in FLOAT)
         if y is None:
             return False
@@ -814,7 +822,7 @@ def run(side, program, transform, decisions=None):
                 out = s.vmap(f, in_axes=(0,) + (None,) * (len(args) - 1))(_batched(args[0]), *args[1:])
             elif transform == "jvp":   # (forward mode along a fixed direction of the first argument)
                 tangent = _direction(args[0]) if side == "jitad" else jjnp.asarray(_direction(args[0]))
-                out = s.jvp(lambda a: s.np.asarray(f(a, *args[1:])).astype(s.np.float64), (args[0],), (tangent,))[1]
+                out = s.jvp(lambda a: _as_float(s.np, f(a, *args[1:])), (args[0],), (tangent,))[1]
             elif transform == "scan":
                 out = s.jit(lambda xs, *rest: s.scan(f, xs, rest, None))(_batched(args[0]), *args[1:])
             else:
@@ -823,6 +831,12 @@ def run(side, program, transform, decisions=None):
         return "ok", onp.asarray(out)
     except Exception as e:   # noqa: BLE001 -- every outcome is compared
         return "error", e
+
+
+def _as_float(np, out):
+    """A result as floats (in its own precision, which the tolerance follows)."""
+    out = np.asarray(out)
+    return out if out.dtype.kind == "f" else out.astype(np.float64)
 
 
 def _direction(a):
@@ -889,7 +903,7 @@ class Finding:
                 "scan": f"jitad.jit(lambda xs, *rest: {scan.format('')})({lanes})",
                 "scan_grad": f"jitad.grad(lambda xs, *rest: np.sum(np.asarray("
                              f"{scan.format(', checkpoints=1')}).astype(np.float64)))({lanes})",
-                "jvp": f"jitad.jvp(lambda a: np.asarray(f(a{args[2:]})).astype(np.float64), (x0,), "
+                "jvp": f"jitad.jvp(lambda a: np.asarray(f(a{args[2:]})) * 1.0, (x0,), "
                        f"({literal(_direction(p.args[0]))},))[1]"}[self.transform]
         lines = ["import numpy as onp", "import jitad", "import jitad.numpy as np", "import jitad.lax as lax", "",
                  p.source("jitad"), ""]
@@ -980,7 +994,7 @@ def _flushed(program):
 
 
 def _judge(program, t, mine, theirs, budget, scale, decisions):
-    eager = t == "plain"
+    eager = t in ("plain", "jvp")   # (jvp from Python: the other arguments stay NumPy's arrays)
     if eager and mine[0] == "error" and isinstance(mine[1], IndexError) and "gather_out_of_range" in program.features:
         return ""   # ORACLE["eager_numpy_errors"]: NumPy's indexing outside staged code
     if mine[0] == "error" and not isinstance(mine[1], JitadError) and \

@@ -162,3 +162,12 @@ def test_take_from_an_empty_axis_is_judged_by_numpys_shape():
     assert fuzz.check(p, ("jit",)) != []
     p.lines[0] = (p.lines[0][0], "v0 = x0[onp.array([], dtype='int64').reshape((3, 0))]", "exact", 1)
     assert fuzz.check(p, ("plain", "jit", "vmap")) == []
+
+
+def test_jvp_findings_are_judged_in_the_programs_precision_and_as_eager_code():
+    # (float32 rounding of JAX's tangent of a constant; the other argument indexed by NumPy
+    # out of range: jvp called from Python leaves it a NumPy array)
+    assert fuzz.check(program(["np.abs(x0)", "np.arctan2(v0, x0)"], onp.array(2.108, dtype="float32")), ("jvp",)) == []
+    p = program(["x1[onp.array([0, 3], dtype='int64')]"], onp.array(-7.5), onp.array([1.0, 2.0], dtype="float32"))
+    p.features.add("gather_out_of_range")
+    assert fuzz.check(p, ("jvp",)) == []
