@@ -75,8 +75,9 @@ ORACLE = {
     "grad_branch": "the gradient of the branch taken (StagingError inside a scan)",
     # where JAX's derivative is NaN and jitad documents a finite one, a gradient that is
     # finite where JAX's is NaN is accepted for programs using the op: README's gradient
-    # conventions (`x ** 0` at 0: 0) and `arctan2`'s VJP (0 at the origin)
-    "finite_grad_where_jax_nan": ("power", "arctan2"),
+    # conventions (`x ** 0` at 0: 0) and `arctan2`'s VJP (0 at the origin); a `max`/`min` with
+    # `initial=` over an empty axis is that constant, of derivative 0 (JAX's forward mode: 0 / 0)
+    "finite_grad_where_jax_nan": ("power", "arctan2", "empty_extremum"),
     # JAX (XLA on the CPU) flushes subnormal floats to zero, jitad keeps IEEE's: a program whose
     # arguments hold subnormals and that disagrees is judged again with them flushed to zero
     # (a comparison with 0, a tie in `max`, decides otherwise)
@@ -561,6 +562,8 @@ class Builder:
             dtype = "float64"
         shape = _reduced(x.shape, axis, False)
         length = math.prod(x.shape) // max(math.prod(shape), 1) if math.prod(x.shape) else 0
+        if name in ("max", "min") and not length:
+            self.p.features.add("empty_extremum")
         self.add(f"np.{name}({x.name}, axis={axis!r}, {', '.join(kws)})", shape, dtype, "sum", length + 1)
         return True
 

@@ -171,3 +171,11 @@ def test_jvp_findings_are_judged_in_the_programs_precision_and_as_eager_code():
     p = program(["x1[onp.array([0, 3], dtype='int64')]"], onp.array(-7.5), onp.array([1.0, 2.0], dtype="float32"))
     p.features.add("gather_out_of_range")
     assert fuzz.check(p, ("jvp",)) == []
+
+
+def test_an_extremum_over_an_empty_axis_has_derivative_zero():
+    # max(x, where=..., initial=1.0) over nothing is the constant 1.0: JAX's tangent is NaN (0 / 0)
+    p = program(["np.max(x0, axis=0, where=onp.array([], dtype='bool'), initial=1.0)"], onp.zeros((0,)))
+    assert fuzz.check(p, ("jvp",)) != []
+    p.features.add("empty_extremum")
+    assert fuzz.check(p, ("jvp", "grad", "jit")) == []
