@@ -95,7 +95,8 @@ def arccosh(x):
     x = _float(x)
     big = x > 1e8
     t = N.where(big, 1.0, x) - 1.0
-    return N.where(big, N.log(N.where(big, x, 2.0)) + _LN2, N.log1p(t + N.sqrt(t * (t + 2.0))))
+    # (sqrt(t) sqrt(t + 2), not sqrt(t (t + 2)): at x = 1 the derivative is inf, not inf * 0)
+    return N.where(big, N.log(N.where(big, x, 2.0)) + _LN2, N.log1p(t + N.sqrt(t) * N.sqrt(t + 2.0)))
 
 
 def arctanh(x):
@@ -1113,9 +1114,9 @@ class _At:
         _check_mode(mode, ("clip", "fill", "promise_in_bounds"))
         if mode == "fill":
             if fill_value is None:
-                fill_value = _default_fill(result_dtype(self.x))
+                fill_value = _default_fill(result_dtype(self.x), getattr(self.x, "dtype", None))
             x, key, _ = _padded(self.x, self.index, fill_value)
-            return N.getitem(x, key) if is_staged(x) or _has_staged(key) else x[key]
+            return _same_dtype(self.x, N.getitem(x, key) if is_staged(x) or _has_staged(key) else x[key])
         x, key = self.x, _clipped(self.x, self.index)
         return N.getitem(x, key) if is_staged(x) or _has_staged(key) else np.asarray(x)[key]
 
@@ -1157,9 +1158,7 @@ class _At:
             raise ArgumentError(f"`.at[...]`: `{how}` into bools is not "
                                 "supported (as in JAX); use `.set`, `.max` (or) or `.min` (and), or convert "
                                 "the array to int first")
-        out = self._updated(v, how, mode)
-        dtype = getattr(self.x, "dtype", None)   # a plain array keeps its dtype (int32 stays int32)
-        return out.astype(dtype) if not is_staged(out) and dtype is not None and out.dtype != dtype else out
+        return _same_dtype(self.x, self._updated(v, how, mode))
 
     def _updated(self, v, how, mode):
         if mode == "clip":
@@ -1208,8 +1207,18 @@ def _check_mode(mode, allowed):
         raise ArgumentError(f"`.at[...]`: mode={mode!r}; use one of {', '.join(allowed)}")
 
 
-def _default_fill(dtype):
+def _default_fill(dtype, plain_dtype=None):
+    """JAX's fill value of `.get(mode="fill")`: NaN, True, or the lowest int (of a plain
+    array's own int dtype: int32's for int32)."""
+    if dtype == "i64" and plain_dtype is not None and np.dtype(plain_dtype).kind in "iu":
+        return np.iinfo(plain_dtype).min
     return {"bool": True, "i64": np.iinfo(np.int64).min}.get(dtype, np.nan)
+
+
+def _same_dtype(x, out):
+    """`out`, a plain array, in the plain array `x`'s dtype (int32 stays int32)."""
+    dtype = getattr(x, "dtype", None)
+    return out.astype(dtype) if not is_staged(out) and dtype is not None and out.dtype != dtype else out
 
 
 def _is_int_index(k):

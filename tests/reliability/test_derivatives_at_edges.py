@@ -98,3 +98,11 @@ def test_arctan2_derivatives_where_the_squared_radius_underflows_or_overflows():
     t = np.array([0.3, 0.7, -0.1])
     assert np.all(jitad.jvp(lambda a: jnp.arctan2(a, a), (np.array([1e-40, -5e-194, 2.3]),), (t,))[1] == 0.0)
     check_grads(jnp.arctan2, (np.array([0.3, -1.2, 2.0]), np.array([1.5, -0.4, -3.0])), order=2)
+
+
+def test_arccosh_derivative_at_one_is_infinite():
+    # (a fuzz finding) it was NaN: inf * 0 in the derivative of sqrt(t (t + 2)) at t = 0
+    x = np.array([1.0, 1.0000001, 2.0, 1e9, 0.5])
+    np.testing.assert_allclose(jitad.vmap(jitad.grad(jnp.arccosh))(x), jax.vmap(jax.grad(jjnp.arccosh))(x), rtol=1e-14)
+    assert jitad.grad(jnp.arccosh)(np.float32(1.0)) == INF
+    check_grads(jnp.arccosh, (np.array([1.5, 3.0, 1e3]),), order=2)
