@@ -95,7 +95,8 @@ def arccosh(x):
     x = _float(x)
     big = x > 1e8
     t = N.where(big, 1.0, x) - 1.0
-    # (sqrt(t) sqrt(t + 2), not sqrt(t (t + 2)): at x = 1 the derivative is inf, not inf * 0)
+    # (sqrt(t) sqrt(t + 2), not sqrt(t (t + 2)): at x = 1 the derivative is inf, where the product
+    # rule made inf * 0, and below 1 the value is NaN, where log1p read -inf or a number for x < -1)
     return N.where(big, N.log(N.where(big, x, 2.0)) + _LN2, N.log1p(t + N.sqrt(t) * N.sqrt(t + 2.0)))
 
 

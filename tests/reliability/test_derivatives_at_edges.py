@@ -101,8 +101,14 @@ def test_arctan2_derivatives_where_the_squared_radius_underflows_or_overflows():
 
 
 def test_arccosh_derivative_at_one_is_infinite():
-    # (a fuzz finding) it was NaN: inf * 0 in the derivative of sqrt(t (t + 2)) at t = 0
-    x = np.array([1.0, 1.0000001, 2.0, 1e9, 0.5])
+    # (a fuzz finding) it was NaN: inf * 0 in the derivative of sqrt(t (t + 2)) at t = 0; below 1,
+    # where the value is NaN, so is the derivative (JAX's formula 1 / sqrt(x² - 1) gives numbers
+    # below -1)
+    x = np.array([1.0, 1.0000001, 2.0, 1e9, 0.5, -7.2, -1.0, -1e9])
+    assert np.isnan(jitad.vmap(jitad.grad(jnp.arccosh))(x[4:])).all()
+    x = x[:4]
     np.testing.assert_allclose(jitad.vmap(jitad.grad(jnp.arccosh))(x), jax.vmap(jax.grad(jjnp.arccosh))(x), rtol=1e-14)
     assert jitad.grad(jnp.arccosh)(np.float32(1.0)) == INF
+    below = np.array([0.5, -7.2, -1.0, -1e9, -np.inf])
+    assert np.isnan(jitad.jit(jnp.arccosh)(below)).all() and np.isnan(jnp.arccosh(below)).all()
     check_grads(jnp.arccosh, (np.array([1.5, 3.0, 1e3]),), order=2)

@@ -179,3 +179,10 @@ def test_an_extremum_over_an_empty_axis_has_derivative_zero():
     assert fuzz.check(p, ("jvp",)) != []
     p.features.add("empty_extremum")
     assert fuzz.check(p, ("jvp", "grad", "jit")) == []
+
+
+def test_arccosh_may_have_a_nan_derivative_where_its_value_is_nan():
+    p = program(["np.arccosh(x0)"], onp.array([-7.2, 1.0, 2.0]))
+    assert fuzz.check(p, ("grad",)) != []   # (JAX: 1 / sqrt(x² - 1) = 0.14 at -7.2)
+    p.features.add("arccosh")
+    assert fuzz.check(p, ("grad", "jvp", "jit")) == []
