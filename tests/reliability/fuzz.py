@@ -82,6 +82,10 @@ ORACLE = {
     # formula 1 / sqrt(x² - 1) gives numbers below -1; a NaN derivative where JAX's is a number
     # is accepted for programs using it
     "nan_grad_where_value_nan": ("arccosh",),
+    # README, "arrays outside staged code": outside staged code the arrays are NumPy's, so math
+    # on int32 arguments gives float64 (JAX: float32, where 2**31 - 1 rounds to 2**31); the JAX
+    # side converts an int operand of an op with float results to float64 itself
+    "int32_floats_in_f64": True,
     # JAX (XLA on the CPU) flushes subnormal floats to zero, jitad keeps IEEE's: a program whose
     # arguments hold subnormals and that disagrees is judged again with them flushed to zero
     # (a comparison with 0, a tie in `max`, decides otherwise)
@@ -116,7 +120,13 @@ ORACLE = {
 
 # findings that are known bugs not fixed yet: reported, not failures (a program feature's name:
 # the reason)
-KNOWN = {}
+KNOWN = {
+    # the gradient of `cumprod` where the running product overflows to ±inf (float32 values near
+    # its largest, or ±inf): jitad's derivative, derived from the scan's combine, is NaN where
+    # JAX's is ±inf (e.g. float32 [[7.7, -1], [-0, 3.4e38], [3.4e38, -inf]] along axis 0: x[1, 1]'s
+    # derivative). The fix: a VJP for cumprod that keeps the products of the others exact at inf.
+    "cumprod": "the gradient of cumprod where the running product overflows is NaN where JAX's is inf",
+}
 
 DTYPES = ["float64", "float32", "int64", "int32", "bool"]
 FLOAT = {"float64": onp.float64, "float32": onp.float32}
@@ -217,6 +227,12 @@ def _clamp(idx, n):
     return onp.clip(onp.where(idx < 0, idx + n, idx), 0, max(n - 1, 0))
 
 
+def _in_f64(v):
+    """The JAX side's text for an int operand of an op with float results: it in float64
+    (ORACLE["int32_floats_in_f64"]); any other operand's name."""
+    return f"{v.name}.astype(np.float64)" if _kind(v.dtype) == "i" else v.name
+
+
 def _kind(dtype):
     return {"float64": "f", "float32": "f", "int64": "i", "int32": "i", "bool": "b"}[dtype]
 
@@ -286,7 +302,8 @@ class Builder:
             dtype = "bool"
         if name in ORACLE["nan_grad_where_value_nan"]:
             self.p.features.add(name)
-        self.add(f"np.{name}({x.name})", x.shape, dtype, UNARY[name])
+        jax_text = f"np.{name}({_in_f64(x)})" if _kind(dtype) == "f" and _kind(x.dtype) == "i" else None
+        self.add(f"np.{name}({x.name})", x.shape, dtype, UNARY[name], jax_text=jax_text)
         return True
 
     def binary(self):
@@ -316,12 +333,17 @@ class Builder:
             return False   # integer powers with negative exponents: both sides raise or differ by design
         jax_text = None
         self.p.features.add(name)
+        ja, jb = a.name, btext
+        if _kind(dtype) == "f" and name not in COMPARISONS:   # ORACLE["int32_floats_in_f64"]
+            ja = _in_f64(a)
+            jb = _in_f64(b) if b is not None else btext
+            jax_text = None if (ja, jb) == (a.name, btext) else f"np.{name}({ja}, {jb})"
         if name in ("floor_divide", "remainder") and _kind(dtype) == "i":
             jax_text = ORACLE["int_div_by_zero"].format(a=a.name, b=btext, fn=name)
         if name == "logaddexp":
-            jax_text = ORACLE["logaddexp_at_inf"].format(a=a.name, b=btext)
+            jax_text = ORACLE["logaddexp_at_inf"].format(a=ja, b=jb)
         if name in ("hypot", "arctan2"):
-            jax_text = ORACLE[f"{name}_scaled"].format(a=a.name, b=btext)
+            jax_text = ORACLE[f"{name}_scaled"].format(a=ja, b=jb)
         self.add(f"np.{name}({a.name}, {btext})", shape, dtype, BINARY.get(name, "exact"), jax_text=jax_text,
                  error=error)
         return not error or "error"
@@ -360,7 +382,9 @@ class Builder:
         else:
             dtype = x.dtype
         kw = f", keepdims={keepdims}" if keepdims else ""
-        self.add(f"np.{name}({x.name}, axis={axis!r}{kw})", shape, dtype, "sum", length)
+        jx = _in_f64(x) if name in ("mean", "var", "std") else x.name   # ORACLE["int32_floats_in_f64"]
+        self.add(f"np.{name}({x.name}, axis={axis!r}{kw})", shape, dtype, "sum", length,
+                 jax_text=f"np.{name}({jx}, axis={axis!r}{kw})")
         return True
 
     def scan(self):
@@ -369,6 +393,8 @@ class Builder:
             return False
         name = self.draw(st.sampled_from(SCANS))
         axis = self.draw(st.integers(-len(x.shape), len(x.shape) - 1))
+        if name in KNOWN:
+            self.p.features.add(name)
         self.add(f"np.{name}({x.name}, axis={axis})", x.shape, x.dtype, "sum", x.shape[axis])
         return True
 
@@ -577,7 +603,9 @@ class Builder:
         length = math.prod(x.shape) // max(math.prod(shape), 1) if math.prod(x.shape) else 0
         if name in ("max", "min") and not length:
             self.p.features.add("empty_extremum")
-        self.add(f"np.{name}({x.name}, axis={axis!r}, {', '.join(kws)})", shape, dtype, "sum", length + 1)
+        jx = _in_f64(x) if name == "mean" and not any(k.startswith("dtype=") for k in kws) else x.name
+        self.add(f"np.{name}({x.name}, axis={axis!r}, {', '.join(kws)})", shape, dtype, "sum", length + 1,
+                 jax_text=f"np.{name}({jx}, axis={axis!r}, {', '.join(kws)})")
         return True
 
     def lax_int(self):

@@ -186,3 +186,15 @@ def test_arccosh_may_have_a_nan_derivative_where_its_value_is_nan():
     assert fuzz.check(p, ("grad",)) != []   # (JAX: 1 / sqrt(x² - 1) = 0.14 at -7.2)
     p.features.add("arccosh")
     assert fuzz.check(p, ("grad", "jvp", "jit")) == []
+
+
+def test_int32_math_is_judged_in_float64_and_cumprod_overflow_is_known():
+    # NumPy's sin of int32 is float64 (JAX's float32 rounds 2**31 - 1 to 2**31): the JAX side converts
+    x = onp.array([1, 2147483647], dtype="int32")
+    p = program(["np.sin(x0)"], x)
+    assert fuzz.check(p, ("plain",)) != []
+    p.lines[0] = (p.lines[0][0], "v0 = np.sin(x0.astype(np.float64))", "math", 1)
+    assert fuzz.check(p, ("plain", "jit")) == []
+    p = program(["np.cumprod(x0, axis=0)"], onp.array([[7.7, -1.0], [-0.0, 3.4e38], [3.4e38, -onp.inf]], dtype="float32"))
+    p.features.add("cumprod")
+    assert all(f.known for f in fuzz.check(p, ("grad",)))
