@@ -152,7 +152,8 @@ def _run(rv, nodes, env, outputs, k):
             rv.bind(env, node.outputs, [Dual(o) for o in _primal(rv, node, ins)])
             backward_steps.append(partial(rv.rows[id(node)].backprop, node, ins))
             continue
-        if all(d.adj is None for d in ins) or node.op == Op.STOP_GRADIENT:   # no adjoints to carry
+        if all(d.adj is None for d in ins) or node.op == Op.STOP_GRADIENT or \
+                node.op in CONTROL and _unused(node, nodes[i + 1:], outputs):   # no adjoints to carry
             outs = _primal(rv, node, ins)
             rv.bind(env, node.outputs, [Dual(o) for o in outs])
             continue
@@ -176,6 +177,14 @@ def _run(rv, nodes, env, outputs, k):
         k([env[v] for v in outputs])
     for step in reversed(backward_steps):
         step()
+
+
+def _unused(node, later, outputs):
+    """Whether nothing after `node` (nor the result) reads its outputs: a loop or branch kept
+    for its effects, whose outputs get no cotangent, so its body is not differentiated (0 times
+    a NaN or infinite partial there would be NaN)."""
+    outs = set(node.outputs)
+    return not (outs & set(outputs)) and not any(outs & set(n.inputs) for n in later)
 
 
 def _deferred_forward(rv, node, ins, env):

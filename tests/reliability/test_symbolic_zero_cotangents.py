@@ -83,3 +83,18 @@ def test_a_custom_vjp_whose_outputs_get_no_cotangent_is_not_run_backward():
     np.testing.assert_array_equal(jitad.grad(lambda x: (g(x), jnp.sum(x))[1])(x), [1.0, 1.0])
     assert calls == []
     np.testing.assert_array_equal(jitad.grad(lambda x: jnp.sum(g(x)))(x), [np.nan, np.nan])   # (it runs when used)
+
+
+def test_an_unused_loop_or_branch_gets_no_backward_pass():
+    # (a fuzz finding) a `cond` whose output nothing reads: its branch's derivative at NaN made
+    # the whole gradient NaN; JAX's is that of the rest
+    def f(m, lax):
+        def loss(x):
+            lax.cond(m.min(x) > 0, lambda v: v * 2.0, lambda v: m.cos(v), m.min(x))
+            lax.fori_loop(0, 2, lambda i, v: m.sqrt(v), x * 0.0 - 1.0)
+            return m.sum(x * 3.0)
+        return loss
+    x = np.array([np.nan, 2.5])
+    want = jax.grad(f(xnp, jax.lax))(x)
+    np.testing.assert_array_equal(jitad.grad(f(jnp, jitad.lax))(x), want)
+    np.testing.assert_array_equal(jitad.jit(jitad.grad(f(jnp, jitad.lax)))(x), want)
