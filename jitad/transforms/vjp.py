@@ -26,7 +26,7 @@ import numpy as np
 
 from ..ir import float_checks
 from ..ir.dce import live_nodes
-from ..ir.graph import split_operands
+from ..ir.graph import split_operands, walk
 from ..ir.ops import VJP, Op
 from ..primitives.rules import Region, Sparse, unbroadcast
 from ..ir.types import FLOATS, RefType, Type
@@ -153,7 +153,7 @@ def _run(rv, nodes, env, outputs, k):
             backward_steps.append(partial(rv.rows[id(node)].backprop, node, ins))
             continue
         if all(d.adj is None for d in ins) or node.op == Op.STOP_GRADIENT or \
-                node.op in CONTROL and _unused(node, nodes[i + 1:], outputs):   # no adjoints to carry
+                _unused_and_pure(node, nodes[i + 1:], outputs):   # no adjoints to carry
             outs = _primal(rv, node, ins)
             rv.bind(env, node.outputs, [Dual(o) for o in outs])
             continue
@@ -179,12 +179,20 @@ def _run(rv, nodes, env, outputs, k):
         step()
 
 
-def _unused(node, later, outputs):
-    """Whether nothing after `node` (nor the result) reads its outputs: a loop or branch kept
-    for its effects, whose outputs get no cotangent, so its body is not differentiated (0 times
-    a NaN or infinite partial there would be NaN)."""
+_LOOPS_AND_BRANCHES = (Op.IF, Op.WHILE, Op.FOR)
+
+
+def _unused_and_pure(node, later, outputs):
+    """Whether `node` is a loop or branch of pure operations whose outputs nothing after it (nor
+    the result) reads: they get no cotangent, so its body is not differentiated (0 times a NaN
+    or infinite partial there would be NaN). (One with effects, a slot written by a reverse pass
+    that is differentiated again, say, is differentiated as before.)"""
+    if node.op not in _LOOPS_AND_BRANCHES:
+        return False
     outs = set(node.outputs)
-    return not (outs & set(outputs)) and not any(outs & set(n.inputs) for n in later)
+    if outs & set(outputs) or any(outs & set(n.inputs) for n in later):
+        return False
+    return all(n.op.pure or n.op in _LOOPS_AND_BRANCHES for body in node.bodies for n in walk(body))
 
 
 def _deferred_forward(rv, node, ins, env):
