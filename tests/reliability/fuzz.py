@@ -86,6 +86,9 @@ ORACLE = {
     # on int32 arguments gives float64 (JAX: float32, where 2**31 - 1 rounds to 2**31); the JAX
     # side converts an int operand of an op with float results to float64 itself
     "int32_floats_in_f64": True,
+    # a tangent where the value itself is NaN (the variance of nothing, 0 / 0) is not compared:
+    # JAX's is 0 or a number there by the order of its rules, jitad's NaN
+    "tangent_where_value_nan": True,
     # JAX (XLA on the CPU) flushes subnormal floats to zero, jitad keeps IEEE's: a program whose
     # arguments hold subnormals and that disagrees is judged again with them flushed to zero
     # (a comparison with 0, a tie in `max`, decides otherwise)
@@ -888,7 +891,8 @@ def run(side, program, transform, decisions=None):
                 out = s.vmap(f, in_axes=(0,) + (None,) * (len(args) - 1))(_batched(args[0]), *args[1:])
             elif transform == "jvp":   # (forward mode along a fixed direction of the first argument)
                 tangent = _direction(args[0]) if side == "jitad" else jjnp.asarray(_direction(args[0]))
-                out = s.jvp(lambda a: _as_float(s.np, f(a, *args[1:])), (args[0],), (tangent,))[1]
+                value, out = s.jvp(lambda a: _as_float(s.np, f(a, *args[1:])), (args[0],), (tangent,))
+                out = onp.where(onp.isnan(onp.asarray(value)), onp.nan, out)   # ORACLE["tangent_where_value_nan"]
             elif transform == "scan":
                 out = s.jit(lambda xs, *rest: s.scan(f, xs, rest, None))(_batched(args[0]), *args[1:])
             else:
