@@ -95,7 +95,9 @@ def arccosh(x):
     x = _float(x)
     big = x > 1e8
     t = N.where(big, 1.0, x) - 1.0
-    return N.where(big, N.log(N.where(big, x, 2.0)) + _LN2, N.log1p(t + N.sqrt(t * (t + 2.0))))
+    # (sqrt(t) sqrt(t + 2), not sqrt(t (t + 2)): at x = 1 the derivative is inf, where the product
+    # rule made inf * 0, and below 1 the value is NaN, where log1p read -inf or a number for x < -1)
+    return N.where(big, N.log(N.where(big, x, 2.0)) + _LN2, N.log1p(t + N.sqrt(t) * N.sqrt(t + 2.0)))
 
 
 def arctanh(x):
@@ -307,8 +309,8 @@ def prod(x, axis=None, dtype=None, keepdims=False):
         y = N.concatenate([p, N.take_slice(y, last, 2 * h, n)], last) if n % 2 else p
         n = h + n % 2
     out_shape = _reduced_shape(shape, axes, keepdims)
-    if n == 0:
-        return np.ones(out_shape, _np_dtype(x))
+    if n == 0:   # the empty product, 1, staged as an empty sum is (a Python branch on it raises under jit)
+        return N.reshape(N.sum(y, last) + 1, out_shape)
     return N.reshape(y, out_shape)
 
 
@@ -1095,7 +1097,8 @@ class _At:
     """`x.at[index]`: JAX's functional updates of a staged `x`, each a new array:
     `x.at[idx].set(v)`, `.add(v)`, `.multiply(v)`, `.min(v)`, `.max(v)`; `index` is any
     index `x[index]` takes, `v` broadcasts to `x[index]`'s shape; differentiable in `x`
-    and `v`. Repeated positions apply in order (`add` sums them, `set` keeps the last).
+    and `v`. Repeated positions apply in order (`add` sums them, `set` keeps the last); at a
+    tie `min` and `max` share the gradient equally among the old value and the equal updates.
     Static indices cost a gather per repeat; staged ones compare every position with each
     index (O(indices × size)) for `multiply`, `min` and `max`; `set` and `add` are one
     `scatter` (O(size + indices))."""
@@ -1112,9 +1115,9 @@ class _At:
         _check_mode(mode, ("clip", "fill", "promise_in_bounds"))
         if mode == "fill":
             if fill_value is None:
-                fill_value = _default_fill(result_dtype(self.x))
+                fill_value = _default_fill(result_dtype(self.x), getattr(self.x, "dtype", None))
             x, key, _ = _padded(self.x, self.index, fill_value)
-            return N.getitem(x, key) if is_staged(x) or _has_staged(key) else x[key]
+            return _same_dtype(self.x, N.getitem(x, key) if is_staged(x) or _has_staged(key) else x[key])
         x, key = self.x, _clipped(self.x, self.index)
         return N.getitem(x, key) if is_staged(x) or _has_staged(key) else np.asarray(x)[key]
 
@@ -1156,9 +1159,7 @@ class _At:
             raise ArgumentError(f"`.at[...]`: `{how}` into bools is not "
                                 "supported (as in JAX); use `.set`, `.max` (or) or `.min` (and), or convert "
                                 "the array to int first")
-        out = self._updated(v, how, mode)
-        dtype = getattr(self.x, "dtype", None)   # a plain array keeps its dtype (int32 stays int32)
-        return out.astype(dtype) if not is_staged(out) and dtype is not None and out.dtype != dtype else out
+        return _same_dtype(self.x, self._updated(v, how, mode))
 
     def _updated(self, v, how, mode):
         if mode == "clip":
@@ -1186,10 +1187,14 @@ class _At:
         v = N.broadcast_to(N.convert(v, dtype) if is_staged(v) else np.asarray(v, N.NUMPY_OF[dtype]), _shape(pos))
         flat, vf = N.reshape(x, (-1,)), N.reshape(v, (-1,))
         combine = {"set": lambda old, new: new, "add": lambda old, new: old + new,
-                   "multiply": lambda old, new: old * new, "min": N.minimum, "max": N.maximum}[how]
+                   "multiply": lambda old, new: old * new}.get(how)
         if how in ("set", "add") and dtype != "bool":   # one pass: rows of the flat array
             pos = N.reshape(pos, (-1,)) if is_staged(pos) else np.reshape(pos, -1)
             out = N.bind(N.Op.SCATTER, flat, pos, N.convert(vf, dtype) if is_staged(vf) else vf, add=how == "add")
+        elif how in ("min", "max"):
+            pos = N.reshape(pos, (-1,)) if is_staged(pos) else np.reshape(pos, -1)
+            out = _extremum_update(flat, *(_hit_rows(flat, pos, vf) if is_staged(pos) else _round_rows(flat, pos, vf)),
+                                   how == "max")
         elif is_staged(pos):
             out = _update_staged(flat, N.reshape(pos, (-1,)), vf, how, combine)
         else:
@@ -1203,8 +1208,18 @@ def _check_mode(mode, allowed):
         raise ArgumentError(f"`.at[...]`: mode={mode!r}; use one of {', '.join(allowed)}")
 
 
-def _default_fill(dtype):
+def _default_fill(dtype, plain_dtype=None):
+    """JAX's fill value of `.get(mode="fill")`: NaN, True, or the lowest int (of a plain
+    array's own int dtype: int32's for int32)."""
+    if dtype == "i64" and plain_dtype is not None and np.dtype(plain_dtype).kind in "iu":
+        return np.iinfo(plain_dtype).min
     return {"bool": True, "i64": np.iinfo(np.int64).min}.get(dtype, np.nan)
+
+
+def _same_dtype(x, out):
+    """`out`, a plain array, in the plain array `x`'s dtype (int32 stays int32)."""
+    dtype = getattr(x, "dtype", None)
+    return out.astype(dtype) if not is_staged(out) and dtype is not None and out.dtype != dtype else out
 
 
 def _is_int_index(k):
@@ -1305,17 +1320,69 @@ def _update_static(flat, pos, vf, how, combine):
             keep[k] = pos[k] not in written
             written.add(pos[k])
         pos, vf = pos[keep], _gather_static(vf, np.flatnonzero(keep))
-    occurrence = np.zeros(len(pos), np.int64)
-    seen = {}
+    rows, hit = _round_rows(flat, pos, vf)
+    for r in range(len(hit)):
+        flat = N.where(hit[r], combine(flat, rows[r]), flat)
+    return flat
+
+
+def _round_rows(flat, pos, vf):
+    """`(rows, hit)` for plain positions: one row per round of repeats (a position's k-th
+    update in row k), `hit` (a constant) true where a row holds an update."""
+    occurrence, seen = np.zeros(len(pos), np.int64), {}
     for k, p in enumerate(pos):
         occurrence[k] = seen[p] = seen.get(p, -1) + 1
+    n, padded = _shape(flat)[0], N.concatenate([N.zeros((1,), _np_dtype(flat)), vf])
+    sources = []
     for r in range(int(occurrence.max()) + 1 if len(pos) else 0):
-        source = np.zeros(_shape(flat)[0], np.int64)   # 0: no update; k + 1: update k
+        source = np.zeros(n, np.int64)   # 0: no update; k + 1: update k
         ks = np.flatnonzero(occurrence == r)
         source[pos[ks]] = ks + 1
-        padded = N.concatenate([N.zeros((1,), _np_dtype(flat)), vf])
-        flat = N.where(source > 0, combine(flat, _gather_static(padded, source)), flat)
-    return flat
+        sources.append(source)
+    source = np.stack(sources) if sources else np.zeros((0, n), np.int64)
+    return N.reshape(_gather_static(padded, source.reshape(-1)), source.shape), source > 0
+
+
+def _hit_rows(flat, pos, vf):
+    """`(rows, hit)` for staged positions: update k in row k, `hit[k, j]` where it goes to j."""
+    n, m = _shape(flat)[0], _shape(pos)[0]
+    return N.reshape(vf, (m, 1)), N.reshape(pos, (m, 1)) == np.arange(n, dtype=np.int64)
+
+
+def _extremum_update(flat, rows, hit, largest):
+    """`flat` combined by max (`largest`) or min with the entries of `rows` where `hit`: one
+    reduction over `flat` and the rows, so a tie shares the gradient equally among the old
+    value and every update equal to the result, and a NaN result passes none back (as JAX)."""
+    if not _shape(hit)[0]:
+        return flat
+    dtype = np.dtype(_np_dtype(flat))
+    if dtype.kind != "f":   # (ints and bools have no gradient to share)
+        return N.where(N.max(hit, 0), _reduce_rows(flat, rows, hit, largest, dtype), flat)
+    nan = isnan(flat) | N.max(hit & isnan(rows), 0)
+    flat_, rows_ = N.where(nan, 0.0, flat), N.where(nan, 0.0, rows)
+    best = _reduce_rows(flat_, rows_, hit, largest, dtype)
+    # a row without an update holds the reduction's identity (-inf for a max), which never ties
+    # with the result but where the result is that identity: there the other reduction gives it
+    lowest = np.asarray(_lowest(dtype, largest), dtype)
+    best = N.where(N.stop_gradient(best) == lowest, _reduce_rows(flat_, rows_, hit, not largest, dtype), best)
+    return N.where(N.max(hit, 0), N.where(nan, np.asarray(np.nan, dtype), best), flat)
+
+
+def _reduce_rows(flat, rows, hit, largest, dtype):
+    """The max (`largest`) or min over `flat` and `rows`' entries where `hit`, per position."""
+    fill = np.asarray(_lowest(dtype, largest), dtype)
+    stacked = N.concatenate([N.reshape(flat, (1, -1)), N.where(hit, rows, fill)], 0)
+    return (N.max if largest else N.min)(stacked, 0)
+
+
+def _lowest(dtype, largest):
+    """The identity of a max (`largest`) or min over `dtype`."""
+    if dtype.kind == "f":
+        return -np.inf if largest else np.inf
+    if dtype.kind == "b":
+        return not largest
+    info = np.iinfo(dtype)
+    return info.min if largest else info.max
 
 
 def _gather_static(v, index):
@@ -1333,12 +1400,8 @@ def _update_staged(flat, pos, vf, how, combine):
         return N.where(last >= 0, N.getitem(vf, N.maximum(last, 0)), flat)
     if how == "add":
         return flat + N.sum(N.where(hit, column, N.zeros((), _np_dtype(flat))), 0)
-    unit = {"multiply": 1, "min": np.inf, "max": -np.inf}[how]
-    if result_dtype(flat) == "i64" and how != "multiply":
-        unit = np.iinfo(np.int64).max if how == "min" else np.iinfo(np.int64).min
-    reduce = {"multiply": lambda a: prod(a, 0), "min": lambda a: N.min(a, 0), "max": lambda a: N.max(a, 0)}[how]
-    # (a position no update hits keeps its value and its whole gradient: min(inf, unit) is a tie)
-    return N.where(N.max(hit, 0), combine(flat, reduce(N.where(hit, column, np.asarray(unit, _np_dtype(flat))))), flat)
+    # (multiply; a position no update hits keeps its value: the product of no updates is 1)
+    return N.where(N.max(hit, 0), combine(flat, prod(N.where(hit, column, np.ones((), _np_dtype(flat))), 0)), flat)
 
 
 

@@ -245,10 +245,16 @@ declare("hypot", floating, np.hypot, arity=2, flags=MATH, vjp=_hypot_vjp, llvm="
 
 
 def _arctan2_vjp(g, y, x, out):
-    """d/dy = x / r², d/dx = -y / r²; 0 at the origin (r² reads 1 there; JAX gives NaN)."""
-    r2 = x * x + y * y
-    r2 = N.where(r2 == 0.0, 1.0, r2)
-    return g * x / r2, -g * y / r2
+    """d/dy = x / r², d/dx = -y / r², on y and x divided by the larger magnitude s (r² is
+    s² (ys² + xs²)), so they stay exact where r² underflows or overflows (and are exact
+    negatives of each other where x == y); 0 at the origin (JAX gives NaN) and where one
+    argument is infinite (the limit; JAX: NaN)."""
+    s = N.maximum(N.abs(x), N.abs(y))
+    s = N.where(s == 0.0, 1.0, s)
+    xs, ys = (N.where(N.abs(v) == np.inf, N.where(v > 0.0, 1.0, -1.0), v / s) for v in (x, y))
+    d = (xs * xs + ys * ys) * s
+    d = N.where(d == 0.0, 1.0, d)
+    return g * (xs / d), g * -(ys / d)
 
 
 declare("arctan2", floating, np.arctan2, arity=2, flags=MATH, vjp=_arctan2_vjp, llvm="atan2",

@@ -26,7 +26,7 @@ import numpy as np
 
 from ..ir import float_checks
 from ..ir.dce import live_nodes
-from ..ir.graph import split_operands
+from ..ir.graph import split_operands, walk
 from ..ir.ops import VJP, Op
 from ..primitives.rules import Region, Sparse, unbroadcast
 from ..ir.types import FLOATS, RefType, Type
@@ -152,7 +152,8 @@ def _run(rv, nodes, env, outputs, k):
             rv.bind(env, node.outputs, [Dual(o) for o in _primal(rv, node, ins)])
             backward_steps.append(partial(rv.rows[id(node)].backprop, node, ins))
             continue
-        if all(d.adj is None for d in ins) or node.op == Op.STOP_GRADIENT:   # no adjoints to carry
+        if all(d.adj is None for d in ins) or node.op == Op.STOP_GRADIENT or \
+                _unused_and_pure(node, nodes[i + 1:], outputs):   # no adjoints to carry
             outs = _primal(rv, node, ins)
             rv.bind(env, node.outputs, [Dual(o) for o in outs])
             continue
@@ -176,6 +177,22 @@ def _run(rv, nodes, env, outputs, k):
         k([env[v] for v in outputs])
     for step in reversed(backward_steps):
         step()
+
+
+_LOOPS_AND_BRANCHES = (Op.IF, Op.WHILE, Op.FOR)
+
+
+def _unused_and_pure(node, later, outputs):
+    """Whether `node` is a loop or branch of pure operations whose outputs nothing after it (nor
+    the result) reads: they get no cotangent, so its body is not differentiated (0 times a NaN
+    or infinite partial there would be NaN). (One with effects, a slot written by a reverse pass
+    that is differentiated again, say, is differentiated as before.)"""
+    if node.op not in _LOOPS_AND_BRANCHES:
+        return False
+    outs = set(node.outputs)
+    if outs & set(outputs) or any(outs & set(n.inputs) for n in later):
+        return False
+    return all(n.op.pure or n.op in _LOOPS_AND_BRANCHES for body in node.bodies for n in walk(body))
 
 
 def _deferred_forward(rv, node, ins, env):
@@ -246,6 +263,8 @@ def _custom_forward(rv, node, ins, env):
 def _custom_backward(node, ins, outs, residuals):
     from .jvp import zeros
     rule, in_td = node.attrs["custom"], node.attrs["in_td"]
+    if not any(d.adj is not None and slot_touched(d.adj._var) for d in outs):
+        return   # symbolic zeros: no output's cotangent came back, so bwd is not run (as JAX's)
     out_td, res = residuals
     g = unflatten(out_td, [slot_get(d.adj) if d.adj is not None else zeros(v.type)
                            for d, v in zip(outs, node.outputs)])

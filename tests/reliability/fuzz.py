@@ -2,7 +2,8 @@
 `lax`, and each runs twice, once with `np = jitad.numpy, lax = jitad.lax` and once with
 `np = jax.numpy, lax = jax.lax` (x64 on: JAX is the oracle), under each transformation
 that applies: a plain call, `jit`, `grad` of the sum of the result, `vmap` over the first
-argument, and a `scan` over it (values, and the gradient with `checkpoints=1`). The two
+argument, a `scan` over it (values, and the gradient with `checkpoints=1`), and `jvp` along a
+fixed direction of the first argument. The two
 must agree: the same values (within a tolerance counted in units of the last place over
 the program's ops, scaled by the largest magnitude the program meets; NaN at the same
 places), the same kind of dtype, and where JAX raises, jitad raises a `JitadError` or an
@@ -64,7 +65,8 @@ ORACLE = {
     "gather_clamps": True,
     # README, "arrays outside staged code": outside staged code the arrays are NumPy's, so
     # `x[idx]` with an index out of range raises IndexError (NumPy) where JAX clamps, and
-    # eager errors are NumPy's (ValueError where JAX raises TypeError): both accepted there
+    # eager errors are NumPy's (ValueError where JAX raises TypeError): both accepted there, and
+    # in `jvp` called from Python, whose other arguments stay NumPy's arrays
     "eager_numpy_errors": True,
     # README, "JAX / autograd" table: `grad` called from Python follows a Python branch on a
     # value, as JAX's and autograd's, so its gradient is that of the branch taken (the JAX side
@@ -73,8 +75,20 @@ ORACLE = {
     "grad_branch": "the gradient of the branch taken (StagingError inside a scan)",
     # where JAX's derivative is NaN and jitad documents a finite one, a gradient that is
     # finite where JAX's is NaN is accepted for programs using the op: README's gradient
-    # conventions (`x ** 0` at 0: 0) and `arctan2`'s VJP (0 at the origin)
-    "finite_grad_where_jax_nan": ("power", "arctan2"),
+    # conventions (`x ** 0` at 0: 0) and `arctan2`'s VJP (0 at the origin); a `max`/`min` with
+    # `initial=` over an empty axis is that constant, of derivative 0 (JAX's forward mode: 0 / 0)
+    "finite_grad_where_jax_nan": ("power", "arctan2", "empty_extremum"),
+    # `arccosh` below 1, where its value is NaN: jitad's derivative is NaN there too, where JAX's
+    # formula 1 / sqrt(x² - 1) gives numbers below -1; a NaN derivative where JAX's is a number
+    # is accepted for programs using it
+    "nan_grad_where_value_nan": ("arccosh",),
+    # README, "arrays outside staged code": outside staged code the arrays are NumPy's, so math
+    # on int32 arguments gives float64 (JAX: float32, where 2**31 - 1 rounds to 2**31); the JAX
+    # side converts an int operand of an op with float results to float64 itself
+    "int32_floats_in_f64": True,
+    # a tangent where the value itself is NaN (the variance of nothing, 0 / 0) is not compared:
+    # JAX's is 0 or a number there by the order of its rules, jitad's NaN
+    "tangent_where_value_nan": True,
     # JAX (XLA on the CPU) flushes subnormal floats to zero, jitad keeps IEEE's: a program whose
     # arguments hold subnormals and that disagrees is judged again with them flushed to zero
     # (a comparison with 0, a tie in `max`, decides otherwise)
@@ -87,36 +101,57 @@ ORACLE = {
     # NaN at (1e-300, 0) and at (inf, 1); jitad's is exact there (the limit (1, 0) at (inf, 1)):
     # the JAX side's `hypot` has the same values and that derivative (`_hypot_scaled`)
     "hypot_scaled": "hypot_scaled({a}, {b})",
+    # the same for `arctan2`: JAX's derivative x / (x² + y²) is NaN or infinite where x² + y²
+    # underflows, 0 where it overflows, and its two terms round differently (the tangent of
+    # arctan2(x, x) is noise of the size of the terms, jitad's 0); jitad's divides by the larger
+    # magnitude first and is 0 at the origin and where an argument is infinite (`_arctan2_scaled`)
+    "arctan2_scaled": "arctan2_scaled({a}, {b})",
+    # docs/numpy.md, `.at`: with mode="clip" an update out of range goes to the clamped
+    # position, and its gradient is that of the update made there; JAX's value is the same but
+    # its gradient of `.min`/`.max` treats the clamped position as not updated (1 where the
+    # result is the update): the JAX side passes the clamped indices themselves
+    "scatter_clip_in_range": '{x}.at[{idx}].{how}({v}, mode="clip")',
+    # NumPy's shape rule: `take(x, idx, axis=0)` has shape idx.shape + x.shape[1:], also where
+    # x's first axis is empty (idx then empty too); JAX's `take` returns x's own shape there (its
+    # `x[idx]` follows the rule): the JAX side indexes
+    "take_from_empty": "{x}[{idx}]",
+    # README, "arrays outside staged code": values computed from a program's constants only are
+    # NumPy arrays in staged code too, so a Python branch on one runs under `jit` where JAX's
+    # staged constants raise: the generator branches on values of the arguments only
+    "constant_branch": True,
 }
 
-# findings that are known bugs not fixed yet: reported, not failures
+# findings that are known bugs not fixed yet: reported, not failures (a program feature's name:
+# the reason)
 KNOWN = {
-    # `.at[idx].min(v)`/`.max(v)` with a position repeated in idx: at a tie of the old value
-    # and k equal updates JAX gives each of the k + 1 a 1/(k + 1) share of the gradient; jitad
-    # combines one repeat at a time (a plain index: 1/2 per round, 1/4 and 1/4 and 1/2 for k = 2)
-    # or the old value with the updates' minimum (a staged index: 1/2, then 1/(2k) each);
-    # `grad(lambda x: np.sum(np.asarray(x).at[onp.array([1, 1])].min(1.0)))(onp.ones(3))[1]`
-    # is 0.25 (JAX: 1/3). The fix: one rule for both paths that counts the tied contributors.
-    "at_minmax_repeats": "the gradient of `.at[].min`/`.max` at a tie with a repeated index splits unlike JAX's",
+    # the gradient of `cumprod` where the running product overflows to ±inf (float32 values near
+    # its largest, or ±inf): jitad's derivative, derived from the scan's combine, is NaN where
+    # JAX's is ±inf (e.g. float32 [[7.7, -1], [-0, 3.4e38], [3.4e38, -inf]] along axis 0: x[1, 1]'s
+    # derivative). The fix: a VJP for cumprod that keeps the products of the others exact at inf.
+    "cumprod": "the gradient of cumprod where the running product overflows is NaN where JAX's is inf",
 }
 
 DTYPES = ["float64", "float32", "int64", "int32", "bool"]
 FLOAT = {"float64": onp.float64, "float32": onp.float32}
 EDGE_FLOATS = [0.0, -0.0, 1.0, -1.0, 0.5, 2.0, onp.inf, -onp.inf, onp.nan, 1e300, -1e300, 1e-300, 5e-324,
-               3.0, -2.5, 1e-8, 700.0, -745.0]
+               3.0, -2.5, 1e-8, 700.0, -745.0, 1.7976931348623157e308, 2.2250738585072014e-308, -5e-324, 0.1,
+               3.4028234663852886e38, 1e-40, 89.0, -1.5]
 EDGE_INTS = [0, 1, -1, 2, 3, -7, 2**31 - 1, -2**31, 2**62, -2**63, 2**63 - 1]
 ULPS = {"exact": 2, "math": 8, "sum": 4, "pow": 16}   # per op; a reduction's grow with its length
 
 UNARY = {name: "math" for name in ("sin", "cos", "tan", "tanh", "exp", "expm1", "log", "log1p", "log2", "log10",
                                    "sqrt", "arcsin", "arccos", "arctan", "sinh", "cosh", "arcsinh", "arctanh",
-                                   "exp2", "deg2rad")}
+                                   "exp2", "deg2rad", "cbrt", "arccosh")}
 UNARY.update({name: "exact" for name in ("abs", "negative", "square", "sign", "floor", "ceil", "rint", "trunc",
-                                         "reciprocal", "isnan", "isfinite", "logical_not")})
+                                         "reciprocal", "isnan", "isfinite", "logical_not", "isinf", "signbit",
+                                         "positive")})
 BINARY = {name: "exact" for name in ("add", "subtract", "multiply", "divide", "maximum", "minimum", "equal",
-                                     "less", "greater_equal", "not_equal", "floor_divide", "remainder")}
+                                     "less", "greater_equal", "not_equal", "floor_divide", "remainder", "greater",
+                                     "less_equal", "fmax", "fmin", "copysign", "heaviside")}
 BINARY.update({"power": "pow", "arctan2": "math", "hypot": "math", "logaddexp": "math"})
 LOGICAL = ("logical_and", "logical_or")
-REDUCTIONS = ("sum", "prod", "max", "min", "mean", "argmax", "argmin", "any", "all", "var", "std")
+COMPARISONS = ("equal", "less", "greater_equal", "not_equal", "greater", "less_equal")
+REDUCTIONS = ("sum", "prod", "max", "min", "mean", "argmax", "argmin", "any", "all", "var", "std", "nansum", "nanmax")
 SCANS = ("cumsum", "cumprod", "sort")
 
 
@@ -125,6 +160,7 @@ class Value:
     name: str
     shape: tuple
     dtype: str   # float64 float32 int64 bool
+    constant: bool = False   # computed from the program's constants only
 
 
 @dataclass
@@ -194,6 +230,12 @@ def _clamp(idx, n):
     return onp.clip(onp.where(idx < 0, idx + n, idx), 0, max(n - 1, 0))
 
 
+def _in_f64(v):
+    """The JAX side's text for an int operand of an op with float results: it in float64
+    (ORACLE["int32_floats_in_f64"]); any other operand's name."""
+    return f"{v.name}.astype(np.float64)" if _kind(v.dtype) == "i" else v.name
+
+
 def _kind(dtype):
     return {"float64": "f", "float32": "f", "int64": "i", "int32": "i", "bool": "b"}[dtype]
 
@@ -238,8 +280,10 @@ class Builder:
     def add(self, text, shape, dtype, kind="exact", length=1, jax_text=None, error=False):
         name = f"v{len(self.p.lines)}"
         self.p.lines.append((f"{name} = {text}", f"{name} = {jax_text or text}", kind, length))
-        if not error:
-            self.values.append(Value(name, tuple(shape), dtype))
+        if not error:   # (a value of constants only: one naming no argument and no other value)
+            used = set(re.findall(r"\b[xv]\d+\b", text))
+            constant = all(v.constant for v in self.values if v.name in used) and not any(u[0] == "x" for u in used)
+            self.values.append(Value(name, tuple(shape), dtype, constant))
         return name
 
     def scalar(self, dtype):
@@ -251,15 +295,18 @@ class Builder:
     def unary(self):
         x = self.pick()
         name = self.draw(st.sampled_from(sorted(UNARY)))
-        if name == "logical_not" and x.dtype != "bool":
+        if name == "logical_not" and x.dtype != "bool" or name in ("positive", "signbit") and x.dtype == "bool":
             return False
         if UNARY[name] == "math" or name in ("reciprocal", "rint"):
             dtype = x.dtype if x.dtype in FLOAT else "float64"
         else:   # (square of bools: int8 in NumPy, int32 in JAX: an int)
             dtype = "int64" if x.dtype == "bool" and name == "square" else x.dtype
-        if name in ("isnan", "isfinite", "logical_not"):
+        if name in ("isnan", "isfinite", "logical_not", "isinf", "signbit"):
             dtype = "bool"
-        self.add(f"np.{name}({x.name})", x.shape, dtype, UNARY[name])
+        if name in ORACLE["nan_grad_where_value_nan"]:
+            self.p.features.add(name)
+        jax_text = f"np.{name}({_in_f64(x)})" if _kind(dtype) == "f" and _kind(x.dtype) == "i" else None
+        self.add(f"np.{name}({x.name})", x.shape, dtype, UNARY[name], jax_text=jax_text)
         return True
 
     def binary(self):
@@ -281,20 +328,25 @@ class Builder:
         except ValueError:
             shape, error = (), True
         dtype = a.dtype if use_scalar and (a.dtype in FLOAT or "." not in btext) else _result_dtype(a.dtype, bdtype)
-        if name in ("equal", "less", "greater_equal", "not_equal") or name in LOGICAL:
+        if name in COMPARISONS or name in LOGICAL:
             dtype = "bool"
-        elif name in ("divide", "arctan2", "hypot", "logaddexp") and dtype not in FLOAT:
+        elif name in ("divide", "arctan2", "hypot", "logaddexp", "copysign", "heaviside") and dtype not in FLOAT:
             dtype = "float64"
         elif name == "power" and _kind(dtype) == "i":
             return False   # integer powers with negative exponents: both sides raise or differ by design
         jax_text = None
         self.p.features.add(name)
+        ja, jb = a.name, btext
+        if _kind(dtype) == "f" and name not in COMPARISONS:   # ORACLE["int32_floats_in_f64"]
+            ja = _in_f64(a)
+            jb = _in_f64(b) if b is not None else btext
+            jax_text = None if (ja, jb) == (a.name, btext) else f"np.{name}({ja}, {jb})"
         if name in ("floor_divide", "remainder") and _kind(dtype) == "i":
             jax_text = ORACLE["int_div_by_zero"].format(a=a.name, b=btext, fn=name)
         if name == "logaddexp":
-            jax_text = ORACLE["logaddexp_at_inf"].format(a=a.name, b=btext)
-        if name == "hypot":
-            jax_text = ORACLE["hypot_scaled"].format(a=a.name, b=btext)
+            jax_text = ORACLE["logaddexp_at_inf"].format(a=ja, b=jb)
+        if name in ("hypot", "arctan2"):
+            jax_text = ORACLE[f"{name}_scaled"].format(a=ja, b=jb)
         self.add(f"np.{name}({a.name}, {btext})", shape, dtype, BINARY.get(name, "exact"), jax_text=jax_text,
                  error=error)
         return not error or "error"
@@ -328,12 +380,14 @@ class Builder:
             dtype = "bool"
         elif name in ("mean", "var", "std"):
             dtype = x.dtype if x.dtype in FLOAT else "float64"
-        elif name in ("sum", "prod") and x.dtype == "bool":
+        elif name in ("sum", "prod", "nansum") and x.dtype == "bool":
             dtype = "int64"
         else:
             dtype = x.dtype
         kw = f", keepdims={keepdims}" if keepdims else ""
-        self.add(f"np.{name}({x.name}, axis={axis!r}{kw})", shape, dtype, "sum", length)
+        jx = _in_f64(x) if name in ("mean", "var", "std") else x.name   # ORACLE["int32_floats_in_f64"]
+        self.add(f"np.{name}({x.name}, axis={axis!r}{kw})", shape, dtype, "sum", length,
+                 jax_text=f"np.{name}({jx}, axis={axis!r}{kw})")
         return True
 
     def scan(self):
@@ -342,6 +396,8 @@ class Builder:
             return False
         name = self.draw(st.sampled_from(SCANS))
         axis = self.draw(st.integers(-len(x.shape), len(x.shape) - 1))
+        if name in KNOWN:
+            self.p.features.add(name)
         self.add(f"np.{name}({x.name}, axis={axis})", x.shape, x.dtype, "sum", x.shape[axis])
         return True
 
@@ -431,7 +487,8 @@ class Builder:
             kw = "" if mode is None else f", mode={mode!r}"
             if mode == "fill" and x.dtype != "bool" and self.draw(st.booleans()):
                 kw += f", fill_value={self.scalar(x.dtype)}"
-            self.add(f"np.take({x.name}, {literal(idx)}, axis=0{kw})", ishape + x.shape[1:], x.dtype)
+            self.add(f"np.take({x.name}, {literal(idx)}, axis=0{kw})", ishape + x.shape[1:], x.dtype,
+                     jax_text=ORACLE["take_from_empty"].format(x=x.name, idx=literal(idx)) if n == 0 else None)
             return True
         if ((idx < -n) | (idx >= n)).any():
             self.p.features.add("gather_out_of_range")
@@ -465,8 +522,6 @@ class Builder:
         clamped = [min(max(i + n if i < 0 else i, 0), n - 1) for i in idx]
         if how == "set" and len(set(clamped)) < len(clamped):
             return False   # repeated rows in a `set`: JAX leaves the order unspecified
-        if how in ("min", "max") and len(set(clamped)) < len(clamped):
-            self.p.features.add("at_minmax_repeats")
         if _bool_arith_on_empty(x, how, len(idx)):
             return False
         v = self.scalar(x.dtype) if x.dtype != "bool" else "True"
@@ -499,10 +554,11 @@ class Builder:
         hit = [h for h in hit if h is not None]
         if how == "set" and len(set(hit)) < len(hit) or _bool_arith_on_empty(x, how):
             return False   # (repeated rows in a `set`: JAX leaves the order unspecified)
-        if how in ("min", "max") and len(set(hit)) < len(hit):
-            self.p.features.add("at_minmax_repeats")
         v = self.scalar(x.dtype) if x.dtype != "bool" else "True"
-        self.add(f"np.asarray({x.name}).at[{itext}].{how}({v}, {kw})", x.shape, x.dtype, "sum", len(idx))
+        clamped = f"onp.array({_clamp(onp.array(idx), n).tolist()!r}, dtype='int64')"
+        self.add(f"np.asarray({x.name}).at[{itext}].{how}({v}, {kw})", x.shape, x.dtype, "sum", len(idx),
+                 jax_text=ORACLE["scatter_clip_in_range"].format(x=f"np.asarray({x.name})", idx=clamped, how=how, v=v)
+                 if mode == "clip" else None)
         return True
 
     def at_staged(self):
@@ -513,8 +569,6 @@ class Builder:
         if i is None or x is None:
             return False
         how = self.draw(st.sampled_from(["add", "min", "max", "multiply"] + (["set"] if not i.shape else [])))
-        if how in ("min", "max") and math.prod(i.shape) > 1:
-            self.p.features.add("at_minmax_repeats")   # (its values may repeat)
         v, n = self.scalar(x.dtype), x.shape[0]
         self.p.features.add("staged_index")
         normalized = f"np.clip(np.where({i.name} < 0, {i.name} + {n}, {i.name}), 0, {n - 1})"   # (JAX would wrap -1 again)
@@ -543,12 +597,18 @@ class Builder:
             kws.append(f"initial={self.scalar(x.dtype)}")
         if name in ("sum", "prod", "mean") and self.draw(st.booleans()):
             dtype = self.draw(st.sampled_from(["float64", "float32"] if x.dtype in FLOAT else ["float64", "int64"]))
+            if name == "mean" and dtype == "int64" and (kws or not math.prod(x.shape)):
+                return False   # (an int mean of nothing: XLA folds the int 0 / 0 as it compiles, and JAX dies of SIGFPE)
             kws.append(f"dtype=np.{dtype}")   # (an int dtype= gives an int mean)
         elif name == "mean" and dtype not in FLOAT:
             dtype = "float64"
         shape = _reduced(x.shape, axis, False)
         length = math.prod(x.shape) // max(math.prod(shape), 1) if math.prod(x.shape) else 0
-        self.add(f"np.{name}({x.name}, axis={axis!r}, {', '.join(kws)})", shape, dtype, "sum", length + 1)
+        if name in ("max", "min") and not length:
+            self.p.features.add("empty_extremum")
+        jx = _in_f64(x) if name == "mean" and not any(k.startswith("dtype=") for k in kws) else x.name
+        self.add(f"np.{name}({x.name}, axis={axis!r}, {', '.join(kws)})", shape, dtype, "sum", length + 1,
+                 jax_text=f"np.{name}({jx}, axis={axis!r}, {', '.join(kws)})")
         return True
 
     def lax_int(self):
@@ -675,11 +735,14 @@ class Builder:
         return True
 
     def branch(self):
-        x = self.pick(lambda v: v.dtype in FLOAT)
+        x = self.pick(lambda v: not v.constant)   # ORACLE["constant_branch"]
         y = self.pick(lambda v: v.dtype in FLOAT)
-        if x is None or y is None:
+        if y is None:
             return False
-        cond = f"float(np.sum({x.name})) > 0"
+        flat = f"np.reshape({x.name}, (-1,))"
+        cond = self.draw(st.sampled_from([f"float(np.sum({x.name})) > 0", f"bool(np.any(np.isnan({x.name})))",
+                                          f"float(np.mean({x.name})) <= 0.5",
+                                          f"{x.name}.size > 1 and float({flat}[0]) < float({flat}[-1])"]))
         name = f"v{len(self.p.lines)}"
         text = f"if {cond}:\n    {name} = {y.name} * 2.0\nelse:\n    {name} = -{y.name}"
         self.p.lines.append((text, text, "exact", 1))
@@ -735,17 +798,40 @@ def hypot_scaled(a, b):
     return _hypot_scaled_f(jjnp.asarray(a, dtype), jjnp.asarray(b, dtype))
 
 
-JAX_ENV = {"np": jjnp, "lax": jax.lax, "onp": onp, "hypot_scaled": hypot_scaled}
+@jax.custom_jvp
+def _arctan2_scaled_f(y, x):
+    return jjnp.arctan2(y, x)
+
+
+@_arctan2_scaled_f.defjvp
+def _arctan2_scaled_jvp(primals, tangents):
+    """x / r² and -y / r² on y and x scaled by the larger magnitude (ORACLE["arctan2_scaled"])."""
+    (y, x), (ty, tx) = primals, tangents
+    s = jjnp.maximum(jjnp.abs(x), jjnp.abs(y))
+    s = jjnp.where(s == 0, 1.0, s)
+    xs, ys = (jjnp.where(jjnp.isinf(v), jjnp.sign(v), v / s) for v in (x, y))
+    d = (xs * xs + ys * ys) * s
+    d = jjnp.where(d == 0, 1.0, d)
+    return jjnp.arctan2(y, x), ty * (xs / d) + tx * -(ys / d)
+
+
+def arctan2_scaled(y, x):
+    dtype = jjnp.arctan2(y, x).dtype
+    return _arctan2_scaled_f(jjnp.asarray(y, dtype), jjnp.asarray(x, dtype))
+
+
+JAX_ENV = {"np": jjnp, "lax": jax.lax, "onp": onp, "hypot_scaled": hypot_scaled, "arctan2_scaled": arctan2_scaled}
 
 
 class Side:
     def __init__(self, name):
         self.name = name
         if name == "jitad":
-            self.np, self.lax, self.jit, self.grad, self.vmap = jitad.numpy, jitad.lax, jitad.jit, jitad.grad, \
-                jitad.vmap
+            self.np, self.lax, self.jit, self.grad, self.vmap, self.jvp = jitad.numpy, jitad.lax, jitad.jit, \
+                jitad.grad, jitad.vmap, jitad.jvp
         else:
-            self.np, self.lax, self.jit, self.grad, self.vmap = jjnp, jax.lax, jax.jit, jax.grad, jax.vmap
+            self.np, self.lax, self.jit, self.grad, self.vmap, self.jvp = jjnp, jax.lax, jax.jit, jax.grad, \
+                jax.vmap, jax.jvp
 
     def function(self, program, decisions=None):
         env = {"np": self.np, "lax": self.lax, "onp": onp} if self.name == "jitad" else dict(JAX_ENV)
@@ -772,12 +858,13 @@ def _batched(a):
     return onp.stack([a, onp.roll(a.ravel(), 1).reshape(a.shape)])
 
 
-TRANSFORMS = ["plain", "jit", "grad", "vmap", "scan", "scan_grad"]
+TRANSFORMS = ["plain", "jit", "grad", "vmap", "scan", "scan_grad", "jvp"]
+DERIVATIVES = ("grad", "scan_grad", "jvp")
 
 
 def applies(program, transform):
     first = program.args[0]
-    if transform in ("grad", "scan_grad") and first.dtype.kind != "f":
+    if transform in DERIVATIVES and first.dtype.kind != "f":
         return False
     return transform != "plain" or "staged_index" not in program.features   # (its index is plain there)
 
@@ -802,6 +889,10 @@ def run(side, program, transform, decisions=None):
                 out = s.grad(loss)(*args)
             elif transform == "vmap":
                 out = s.vmap(f, in_axes=(0,) + (None,) * (len(args) - 1))(_batched(args[0]), *args[1:])
+            elif transform == "jvp":   # (forward mode along a fixed direction of the first argument)
+                tangent = _direction(args[0]) if side == "jitad" else jjnp.asarray(_direction(args[0]))
+                value, out = s.jvp(lambda a: _as_float(s.np, f(a, *args[1:])), (args[0],), (tangent,))
+                out = onp.where(onp.isnan(onp.asarray(value)), onp.nan, out)   # ORACLE["tangent_where_value_nan"]
             elif transform == "scan":
                 out = s.jit(lambda xs, *rest: s.scan(f, xs, rest, None))(_batched(args[0]), *args[1:])
             else:
@@ -810,6 +901,18 @@ def run(side, program, transform, decisions=None):
         return "ok", onp.asarray(out)
     except Exception as e:   # noqa: BLE001 -- every outcome is compared
         return "error", e
+
+
+def _as_float(np, out):
+    """A result as floats (in its own precision, which the tolerance follows)."""
+    out = np.asarray(out)
+    return out if out.dtype.kind == "f" else out.astype(np.float64)
+
+
+def _direction(a):
+    """A tangent for `a`: fixed values of both signs, of its shape and dtype."""
+    a = onp.asarray(a)
+    return onp.cos(onp.arange(a.size) + 0.5).reshape(a.shape).astype(a.dtype)
 
 
 def magnitude(program):
@@ -869,7 +972,9 @@ class Finding:
                 "vmap": f"jitad.vmap(f, in_axes=(0,) + (None,) * {len(p.args) - 1})({lanes})",
                 "scan": f"jitad.jit(lambda xs, *rest: {scan.format('')})({lanes})",
                 "scan_grad": f"jitad.grad(lambda xs, *rest: np.sum(np.asarray("
-                             f"{scan.format(', checkpoints=1')}).astype(np.float64)))({lanes})"}[self.transform]
+                             f"{scan.format(', checkpoints=1')}).astype(np.float64)))({lanes})",
+                "jvp": f"jitad.jvp(lambda a: np.asarray(f(a{args[2:]})) * 1.0, (x0,), "
+                       f"({literal(_direction(p.args[0]))},))[1]"}[self.transform]
         lines = ["import numpy as onp", "import jitad", "import jitad.numpy as np", "import jitad.lax as lax", "",
                  p.source("jitad"), ""]
         lines += [f"x{k} = {literal(a)}" for k, a in enumerate(p.args)]
@@ -959,7 +1064,7 @@ def _flushed(program):
 
 
 def _judge(program, t, mine, theirs, budget, scale, decisions):
-    eager = t == "plain"
+    eager = t in ("plain", "jvp")   # (jvp from Python: the other arguments stay NumPy's arrays)
     if eager and mine[0] == "error" and isinstance(mine[1], IndexError) and "gather_out_of_range" in program.features:
         return ""   # ORACLE["eager_numpy_errors"]: NumPy's indexing outside staged code
     if mine[0] == "error" and not isinstance(mine[1], JitadError) and \
@@ -967,7 +1072,7 @@ def _judge(program, t, mine, theirs, budget, scale, decisions):
         return f"jitad raised {_describe(mine)}" + (f" (JAX: {_describe(theirs)})" if theirs[0] == "error" else
                                                     f" where JAX returns {_describe(theirs)}")
     branch = program.branches_on_values()
-    if branch and t in ("grad", "scan_grad"):
+    if branch and t in DERIVATIVES:
         # ORACLE["grad_branch"]: the gradient of the branch taken (StagingError inside a scan)
         if t == "scan_grad" and mine[0] == "error" and isinstance(mine[1], StagingError):
             return ""
@@ -989,11 +1094,13 @@ def _judge(program, t, mine, theirs, budget, scale, decisions):
             f"jitad raised {_describe(mine)}; JAX {_describe(theirs)}"
     if mine[0] == "error":
         return f"jitad raised {_describe(mine)} where JAX returns {_describe(theirs)}"
-    grad = t in ("grad", "scan_grad")
+    grad = t in DERIVATIVES
     scale_t = max(scale, _top(theirs[1])) if grad else scale
     expected = theirs[1]
     if grad and program.features & set(ORACLE["finite_grad_where_jax_nan"]) and mine[1].shape == expected.shape:
         expected = onp.where(onp.isnan(expected) & ~onp.isnan(mine[1]), mine[1], expected)
+    if grad and program.features & set(ORACLE["nan_grad_where_value_nan"]) and mine[1].shape == expected.shape:
+        expected = onp.where(onp.isnan(mine[1]), mine[1], expected)
     diff = compare(mine[1], expected, budget * (4 if grad else 1), scale_t)
     return f"{diff}: jitad {_describe(mine)}; JAX {_describe(theirs)}" if diff else ""
 

@@ -90,3 +90,13 @@ def test_integer_pow_jax_refuses_raises_a_type_error(wrap, x, y):
         wrap(lambda v: lax.integer_pow(v, y))(x)
     assert isinstance(e.value, TypeError) and "float" in str(e.value)
     np.testing.assert_array_equal(wrap(lambda v: lax.integer_pow(v, 3))(np.array([2, -3])), [8, -27])
+
+
+def test_a_fill_read_of_a_plain_int32_array_keeps_int32():
+    # (a fuzz finding) `take`/`.at[].get(mode="fill")` out of range on a plain int32 array gave
+    # int64 and int64's lowest int; JAX: int32 and int32's
+    x = np.array([[1, -7, 2]], dtype=np.int32)
+    for f in (lambda m: m.take(x, np.array([1, 0]), axis=0), lambda m: m.asarray(x).at[np.array([3])].get(mode="fill")):
+        got, want = np.asarray(f(jnp)), np.asarray(f(jjnp))
+        assert got.dtype == want.dtype == np.int32
+        np.testing.assert_array_equal(got, want)

@@ -82,3 +82,33 @@ def test_at_updates_at_a_staged_index_leave_other_positions_whole(how):
     theirs = jax.grad(lambda x, i: jjnp.sum(getattr(jjnp.asarray(x).at[i], how)(1.5, mode="clip")))(x, i)
     np.testing.assert_array_equal(mine, theirs)
     np.testing.assert_array_equal(mine[[0, 2]], [1.0, 1.0])
+
+
+def test_arctan2_derivatives_where_the_squared_radius_underflows_or_overflows():
+    # (a fuzz finding) x / (x² + y²) read 1e-200 at (1e-200, 1e-200) (x² + y² underflowed to 0)
+    # and 0 at (1e200, 1e200); jitad divides by the larger magnitude first
+    y = np.array([1e-200, 1e200, 3.0, -2.0, 0.0, INF, 1.0, -INF, -5e-324])
+    x = np.array([1e-200, 1e200, 4.0, -1e-300, 0.0, 1.0, -INF, -INF, 1e-310])
+    dy, dx = jitad.vmap(jitad.grad(jnp.arctan2, argnums=(0, 1)))(y, x)
+    np.testing.assert_allclose(dy[:4], [5e199, 5e-201, 0.16, -2.5e-301], rtol=1e-15)
+    np.testing.assert_allclose(dx[:4], [-5e199, -5e-201, -0.12, 0.5], rtol=1e-15)
+    np.testing.assert_array_equal(np.abs(np.concatenate([dy[4:8], dx[4:8]])), 0.0)   # the origin, infinities
+    assert dy[8] == INF and dx[8] == pytest.approx(4.9406564584124654e296, rel=1e-12)   # (1e310 overflows)
+    # the tangent of arctan2(x, x) is exactly 0 (its two terms cancel)
+    t = np.array([0.3, 0.7, -0.1])
+    assert np.all(jitad.jvp(lambda a: jnp.arctan2(a, a), (np.array([1e-40, -5e-194, 2.3]),), (t,))[1] == 0.0)
+    check_grads(jnp.arctan2, (np.array([0.3, -1.2, 2.0]), np.array([1.5, -0.4, -3.0])), order=2)
+
+
+def test_arccosh_derivative_at_one_is_infinite():
+    # (a fuzz finding) it was NaN: inf * 0 in the derivative of sqrt(t (t + 2)) at t = 0; below 1,
+    # where the value is NaN, so is the derivative (JAX's formula 1 / sqrt(x² - 1) gives numbers
+    # below -1)
+    x = np.array([1.0, 1.0000001, 2.0, 1e9, 0.5, -7.2, -1.0, -1e9])
+    assert np.isnan(jitad.vmap(jitad.grad(jnp.arccosh))(x[4:])).all()
+    x = x[:4]
+    np.testing.assert_allclose(jitad.vmap(jitad.grad(jnp.arccosh))(x), jax.vmap(jax.grad(jjnp.arccosh))(x), rtol=1e-14)
+    assert jitad.grad(jnp.arccosh)(np.float32(1.0)) == INF
+    below = np.array([0.5, -7.2, -1.0, -1e9, -np.inf])
+    assert np.isnan(jitad.jit(jnp.arccosh)(below)).all() and np.isnan(jnp.arccosh(below)).all()
+    check_grads(jnp.arccosh, (np.array([1.5, 3.0, 1e3]),), order=2)

@@ -5,6 +5,7 @@ so a static index past its end raised NumPy's IndexError where staged code clamp
 import jax
 import jax.numpy as jjnp
 import numpy as np
+import pytest
 
 import jitad
 import jitad.numpy as jnp
@@ -56,3 +57,23 @@ def test_products_with_an_empty_axis_beside_a_batch_as_numpy():
         want_a, want_b = jax.grad(lambda a, b: jjnp.sum(a @ b), argnums=(0, 1))(a, b)
         np.testing.assert_array_equal(ga, want_a)
         np.testing.assert_array_equal(gb, want_b)
+
+
+def test_the_product_of_an_empty_array_is_staged():
+    # (a fuzz finding) a Python branch on it under jit raises, as on an empty sum and as in
+    # JAX; the product was a NumPy constant 1 and the branch was taken silently
+    def f(n):
+        def body(x):
+            return x * 2.0 if float(n.prod(x[:0])) > 0 else -x
+        return body
+    for x in (np.zeros((0, 2)), np.ones(3)):
+        with pytest.raises(jitad.errors.StagingError):
+            jitad.jit(f(jnp))(x)
+        with pytest.raises(jax.errors.ConcretizationTypeError):
+            jax.jit(f(jjnp))(x)
+    for dtype in ("float64", "float32", "int64", "bool"):
+        x = np.zeros((0, 2), dtype)
+        for kw in ({}, {"axis": 0}, {"axis": 1, "keepdims": True}):
+            got = np.asarray(jitad.jit(lambda a: jnp.prod(a, **kw))(x))
+            want = np.prod(x, **kw)
+            assert got.dtype == want.dtype and got.shape == want.shape and (got == want).all()

@@ -143,3 +143,63 @@ def test_bool_arithmetic_without_updates_is_left_out():
     assert not fuzz._bool_arith_on_empty(x, "multiply", 2) and not fuzz._bool_arith_on_empty(x, "max", 0)
     p = program(["np.asarray(x0).at[onp.array([], dtype='int64')].multiply(True)"], onp.array([True, False]))
     assert isinstance(fuzz.run("jitad", p, "jit")[1], fuzz.JitadError) and fuzz.run("jax", p, "jit")[0] == "ok"
+
+
+def test_a_clipped_update_is_judged_at_the_clamped_position():
+    # JAX's gradient of `.min(mode="clip")` treats a clamped position as not updated (1 at x[1]
+    # here, where the result is the update); the JAX side is given the clamped indices
+    p = program(["np.asarray(x0).at[onp.array([0, 5], dtype='int64')].min(-1.0, mode='clip')"],
+                onp.array([onp.inf, 1.0]))
+    assert fuzz.check(p, ("grad",)) != []
+    text = p.lines[0][0]
+    p.lines[0] = (text, text.replace("[0, 5]", "[0, 1]"), "sum", 2)
+    assert fuzz.check(p, ("plain", "jit", "grad", "vmap")) == []
+
+
+def test_take_from_an_empty_axis_is_judged_by_numpys_shape():
+    # JAX's take returns the array's shape (0, 0, 1) here, NumPy's rule and jitad (3, 0, 0, 1)
+    p = program(["np.take(x0, onp.array([], dtype='int64').reshape((3, 0)), axis=0)"], onp.zeros((0, 0, 1)))
+    assert fuzz.check(p, ("jit",)) != []
+    p.lines[0] = (p.lines[0][0], "v0 = x0[onp.array([], dtype='int64').reshape((3, 0))]", "exact", 1)
+    assert fuzz.check(p, ("plain", "jit", "vmap")) == []
+
+
+def test_jvp_findings_are_judged_in_the_programs_precision_and_as_eager_code():
+    # (float32 rounding of JAX's tangent of a constant; the other argument indexed by NumPy
+    # out of range: jvp called from Python leaves it a NumPy array)
+    assert fuzz.check(program(["np.abs(x0)", "np.arctan2(v0, x0)"], onp.array(2.108, dtype="float32")), ("jvp",)) == []
+    p = program(["x1[onp.array([0, 3], dtype='int64')]"], onp.array(-7.5), onp.array([1.0, 2.0], dtype="float32"))
+    p.features.add("gather_out_of_range")
+    assert fuzz.check(p, ("jvp",)) == []
+
+
+def test_an_extremum_over_an_empty_axis_has_derivative_zero():
+    # max(x, where=..., initial=1.0) over nothing is the constant 1.0: JAX's tangent is NaN (0 / 0)
+    p = program(["np.max(x0, axis=0, where=onp.array([], dtype='bool'), initial=1.0)"], onp.zeros((0,)))
+    assert fuzz.check(p, ("jvp",)) != []
+    p.features.add("empty_extremum")
+    assert fuzz.check(p, ("jvp", "grad", "jit")) == []
+
+
+def test_arccosh_may_have_a_nan_derivative_where_its_value_is_nan():
+    p = program(["np.arccosh(x0)"], onp.array([-7.2, 1.0, 2.0]))
+    assert fuzz.check(p, ("grad",)) != []   # (JAX: 1 / sqrt(x² - 1) = 0.14 at -7.2)
+    p.features.add("arccosh")
+    assert fuzz.check(p, ("grad", "jvp", "jit")) == []
+
+
+def test_int32_math_is_judged_in_float64_and_cumprod_overflow_is_known():
+    # NumPy's sin of int32 is float64 (JAX's float32 rounds 2**31 - 1 to 2**31): the JAX side converts
+    x = onp.array([1, 2147483647], dtype="int32")
+    p = program(["np.sin(x0)"], x)
+    assert fuzz.check(p, ("plain",)) != []
+    p.lines[0] = (p.lines[0][0], "v0 = np.sin(x0.astype(np.float64))", "math", 1)
+    assert fuzz.check(p, ("plain", "jit")) == []
+    p = program(["np.cumprod(x0, axis=0)"], onp.array([[7.7, -1.0], [-0.0, 3.4e38], [3.4e38, -onp.inf]], dtype="float32"))
+    p.features.add("cumprod")
+    assert all(f.known for f in fuzz.check(p, ("grad",)))
+
+
+def test_a_tangent_where_the_value_is_nan_is_not_compared():
+    # the variance of nothing is NaN; JAX's tangent there is 0, jitad's NaN
+    assert fuzz.check(program(["np.var(x0, axis=None)"], onp.zeros((0, 1, 1))), ("jvp",)) == []

@@ -56,3 +56,45 @@ def test_a_cotangent_that_does_flow_still_counts():
     # (the same programs away from 0: the gradient is the ordinary one)
     check_grads(lambda x: jnp.sum(MINE["in_scan"](x) * x), (np.array([0.5, 2.0]),), order=2, modes=("rev",))
     check_grads(lambda x: jnp.sum(MINE["in_cond"](x) ** 2), (np.array([0.5, 2.0]),), order=1, modes=("rev",))
+
+
+def test_an_unused_custom_rule_output_runs_no_backward_pass():
+    # (a fuzz finding) `lax.rsqrt` is a custom_jvp: its output unused, its transposed rule
+    # multiplied a zero cotangent by the NaN partial at x < 0; JAX's gradient is 0 there
+    def f(m, lax):
+        def loss(x):
+            lax.rsqrt(x)
+            return m.sum(x[1:] * 2.0) + m.sum(x[0:0])
+        return loss
+    x = np.array([-1e300, 2.0, -1.0])
+    want = jax.grad(f(xnp, jax.lax))(x)
+    np.testing.assert_array_equal(jitad.grad(f(jnp, jitad.lax))(x), want)
+    np.testing.assert_array_equal(jitad.jit(jitad.grad(f(jnp, jitad.lax)))(x), want)
+
+
+def test_a_custom_vjp_whose_outputs_get_no_cotangent_is_not_run_backward():
+    calls = []
+
+    @jitad.custom_vjp
+    def g(x):
+        return jnp.sqrt(x)
+    g.defvjp(lambda x: (g(x), x), lambda x, ct: (calls.append(1) or ct * np.nan,))
+    x = np.array([1.0, 4.0])
+    np.testing.assert_array_equal(jitad.grad(lambda x: (g(x), jnp.sum(x))[1])(x), [1.0, 1.0])
+    assert calls == []
+    np.testing.assert_array_equal(jitad.grad(lambda x: jnp.sum(g(x)))(x), [np.nan, np.nan])   # (it runs when used)
+
+
+def test_an_unused_loop_or_branch_gets_no_backward_pass():
+    # (a fuzz finding) a `cond` whose output nothing reads: its branch's derivative at NaN made
+    # the whole gradient NaN; JAX's is that of the rest
+    def f(m, lax):
+        def loss(x):
+            lax.cond(m.min(x) > 0, lambda v: v * 2.0, lambda v: m.cos(v), m.min(x))
+            lax.fori_loop(0, 2, lambda i, v: m.sqrt(v), x * 0.0 - 1.0)
+            return m.sum(x * 3.0)
+        return loss
+    x = np.array([np.nan, 2.5])
+    want = jax.grad(f(xnp, jax.lax))(x)
+    np.testing.assert_array_equal(jitad.grad(f(jnp, jitad.lax))(x), want)
+    np.testing.assert_array_equal(jitad.jit(jitad.grad(f(jnp, jitad.lax)))(x), want)
