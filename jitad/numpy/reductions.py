@@ -74,15 +74,6 @@ def _int_mean(a, axis, dtype, keepdims, where):
     return out if is_staged(out) else wrap(np.asarray(out, dtype))
 
 
-def _lowest(dtype, largest):
-    if dtype.kind == "f":
-        return -np.inf if largest else np.inf
-    if dtype.kind == "b":
-        return not largest
-    info = np.iinfo(dtype)
-    return info.min if largest else info.max
-
-
 def _extreme(name, largest, a, axis, out, keepdims, initial, where):
     no_out(name, out)
     if not any_staged(a, initial, where):
@@ -96,7 +87,7 @@ def _extreme(name, largest, a, axis, out, keepdims, initial, where):
         return N.full(shape, N.convert(initial, a.ir_dtype), a.ir_dtype) if is_staged(initial) \
             else np.full(shape, initial, a.dtype)
     red = N.max if largest else N.min
-    got = red(_masked(a, where, np.asarray(_lowest(a.dtype, largest), a.dtype)), axis, keepdims)
+    got = red(_masked(a, where, np.asarray(A._lowest(a.dtype, largest), a.dtype)), axis, keepdims)
     if initial is None:
         return got
     return N.maximum(got, initial) if largest else N.minimum(got, initial)
