@@ -516,9 +516,12 @@ class Code:
 
     def report(self, trace_report):
         """`trace_report` with the seconds of a compile that came after the trace added."""
-        if self.compile_seconds is None or self.tier == "compile":
+        if self.compile_seconds is None:
             return trace_report
-        return _merged(trace_report, self.compile_seconds)
+        merged = _merged(trace_report, self.compile_seconds)
+        if self.tier == "compile":   # compiled within the trace's recording: its total has the compile
+            merged.total = trace_report.total
+        return merged
 
     def run(self, leaves):
         """The result pytree of one call (GuardFailed where a guard of the path fails)."""
