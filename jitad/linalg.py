@@ -40,6 +40,7 @@ from .ir.types import FLOATS
 from .primitives.linalg import (_eager_each, _eager_trisolve, _eye, _lu_solve, _mm, _prim, _same_dtype, _swap, _unpack,
     _unpack_eigh)
 from .staging import Staged, as_var, is_staged
+from .staging.values import by_squaring
 
 __all__ = ["solve", "inv", "det", "slogdet", "cholesky", "solve_triangular", "eigh", "eigvalsh", "eig", "eigvals",
            "qr", "svd", "norm", "pinv", "LinAlgError", "lstsq", "matrix_power", "matrix_rank", "cond", "svdvals",
@@ -479,14 +480,7 @@ def matrix_power(a, n):
         return N.broadcast_to(eye, tuple(a.shape)) if is_staged(a) else np.broadcast_to(eye, np.shape(a)).copy()
     if n < 0:
         a, n = inv(a), -n
-    result, base = None, a
-    while n:
-        if n & 1:
-            result = base if result is None else N.matmul(result, base)
-        n >>= 1
-        if n:
-            base = N.matmul(base, base)
-    return result
+    return by_squaring(a, n, N.matmul)
 
 
 def svdvals(x, /):

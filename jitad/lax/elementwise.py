@@ -20,6 +20,7 @@ from ..numpy import (arccos as acos, arccosh as acosh, arcsin as asin, arcsinh a
                          arctan as atan, arctan2 as atan2, arctanh as atanh, cbrt, ceil, cosh, exp2, floor,
                          sign, sinh, tan)
 from ..staging import is_staged, result_dtype
+from ..staging.values import by_squaring
 
 
 def _dtype(x):
@@ -103,15 +104,7 @@ def integer_pow(x, y):
                             "convert the base to a float first (`x.astype(float)`)")
     if y == 0:
         return N.ones_like(x) if is_staged(x) else np.ones_like(x)
-    base = x if y > 0 else 1.0 / _float(x)
-    out, p, n = None, base, -y if y < 0 else y
-    while n:
-        if n & 1:
-            out = p if out is None else out * p
-        n >>= 1
-        if n:
-            p = p * p
-    return out
+    return by_squaring(x if y > 0 else 1.0 / _float(x), abs(y), lambda a, b: a * b)
 
 
 def rsqrt(x):

@@ -126,15 +126,9 @@ def _power(z, w):
     if isinstance(w, (int, np.integer)) and not isinstance(w, (bool, np.bool_)) and abs(w) <= 64 \
             or isinstance(w, (float, np.floating)) and float(w).is_integer() and abs(w) <= 64:
         k = int(abs(w))
-        result, base = None, make(*parts(z))
         if k == 0:
             return make(N.ones_like(parts(z)[0]) if _is_staged_part(parts(z)[0]) else np.ones(np.shape(z)), None)
-        while k:
-            if k & 1:
-                result = base if result is None else result * base
-            k >>= 1
-            if k:
-                base = base * base
+        result = values.by_squaring(make(*parts(z)), k, lambda a, b: a * b)
         return 1.0 / result if w < 0 else result
     return FUNCTIONS["exp"](w * FUNCTIONS["log"](z))
 

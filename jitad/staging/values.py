@@ -476,13 +476,24 @@ def power(x, n):
     x, k = Staged(as_var(x, dtype), x.weak), int(abs(n))
     if n < 0:   # (1/x)**k, not 1/x**k: at x = 0 or inf its derivative is k x**(n-1) (±inf, -0), not NaN
         x = 1.0 / x
+    return by_squaring(x, k, lambda a, b: a * b, lambda a: unary(Op.SQUARE, a))
+
+
+def by_squaring(base, k, times, square=None):
+    """`base` to the power `k` (an int >= 1) from `k`'s bits: squarings (`square`, by default
+    `times(b, b)`) and products (`times`), about 2 log2(k) of them.
+
+    >>> by_squaring(3, 5, lambda a, b: a * b)
+    243
+    """
+    square = square or (lambda b: times(b, b))
     result = None
     while k:
         if k & 1:
-            result = x if result is None else result * x
+            result = base if result is None else times(result, base)
         k >>= 1
         if k:
-            x = unary(Op.SQUARE, x)
+            base = square(base)
     return result
 
 
