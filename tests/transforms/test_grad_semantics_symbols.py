@@ -23,15 +23,6 @@ def batches(i):
     return slice(idx * B, (idx + 1) * B)
 
 
-@pytest.fixture
-def traces(monkeypatch):
-    """The traces (of the function alone or transformed) made from now on."""
-    made = []
-    trace_program = dispatch.trace_program
-    monkeypatch.setattr(dispatch, "trace_program", lambda *a, **k: made.append(1) or trace_program(*a, **k))
-    return made
-
-
 def _agree(f, n, w=(0.1, -0.2, 0.3), *extra):
     g, ga = jitad.grad(f(jitad)), autograd.grad(f(anp))
     w = np.array(w)
