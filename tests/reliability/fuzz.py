@@ -776,6 +776,14 @@ def programs(draw, max_ops=4):
 
 # -- running one program both ways -------------------------------------------------------
 
+def _scaled(a, b):
+    """`a` and `b` divided by the larger of their magnitudes (±inf as ±1; 1 where both are 0),
+    and that divisor: how jitad computes `hypot`'s and `arctan2`'s derivatives without overflow."""
+    m = jjnp.maximum(jjnp.abs(a), jjnp.abs(b))
+    m = jjnp.where(m == 0, 1.0, m)
+    return (*(jjnp.where(jjnp.isinf(v), jjnp.sign(v), v / m) for v in (a, b)), m)
+
+
 @jax.custom_jvp
 def _hypot_scaled_f(a, b):
     return jjnp.hypot(a, b)
@@ -785,10 +793,8 @@ def _hypot_scaled_f(a, b):
 def _hypot_scaled_jvp(primals, tangents):
     """x / hypot(x, y) on x and y scaled by the larger magnitude (ORACLE["hypot_scaled"])."""
     (a, b), (ta, tb) = primals, tangents
-    m = jjnp.maximum(jjnp.abs(a), jjnp.abs(b))
-    zero = m == 0
-    m = jjnp.where(zero, 1.0, m)
-    xs, ys = (jjnp.where(jjnp.isinf(v), jjnp.sign(v), v / m) for v in (a, b))
+    xs, ys, _ = _scaled(a, b)
+    zero = jjnp.maximum(jjnp.abs(a), jjnp.abs(b)) == 0
     r = jjnp.hypot(xs, ys)
     return jjnp.hypot(a, b), jjnp.where(zero, 0.5, xs / r) * ta + jjnp.where(zero, 0.5, ys / r) * tb
 
@@ -807,9 +813,7 @@ def _arctan2_scaled_f(y, x):
 def _arctan2_scaled_jvp(primals, tangents):
     """x / r² and -y / r² on y and x scaled by the larger magnitude (ORACLE["arctan2_scaled"])."""
     (y, x), (ty, tx) = primals, tangents
-    s = jjnp.maximum(jjnp.abs(x), jjnp.abs(y))
-    s = jjnp.where(s == 0, 1.0, s)
-    xs, ys = (jjnp.where(jjnp.isinf(v), jjnp.sign(v), v / s) for v in (x, y))
+    xs, ys, s = _scaled(x, y)
     d = (xs * xs + ys * ys) * s
     d = jjnp.where(d == 0, 1.0, d)
     return jjnp.arctan2(y, x), ty * (xs / d) + tx * -(ys / d)
