@@ -481,9 +481,12 @@ def _as_input(x):
     return array(x) if isinstance(x, (list, tuple)) else x
 
 
-def _wrap_out(out, wrap=False):
+def _wrap_out(out, wrap=False, scalars=False):
     """`out` with plain arrays as `Array`s (narrowed: JAX's 32-bit dtypes where
-    jax_enable_x64 is off, ints wrapped with `wrap`, see `jitad.dtypes.narrowed`)."""
+    jax_enable_x64 is off, ints wrapped with `wrap`, see `jitad.dtypes.narrowed`), and with
+    `scalars` a Python number `out` as a 0-d `Array`."""
+    if scalars and type(out) in _PYTHON_NUMBERS:
+        out = _np.asarray(out)
     if type(out) is _np.ndarray:
         return _narrowed(out, wrap=wrap).view(Array)
     if type(out) is Array:
@@ -544,12 +547,9 @@ def _takes_plain_inputs(name, fn):
     @_functools.wraps(fn)
     def wrapper(*args, **kwargs):
         if _config._values["jax_enable_x64"]:
-            out = fn(*convert(args), **kwargs)
-            return _wrap_out(_np.asarray(out) if scalars and type(out) in _PYTHON_NUMBERS else out)
+            return _wrap_out(fn(*convert(args), **kwargs), scalars=scalars)
         args, kwargs = _requested(name, at, args, kwargs)   # int32 operands: int32 arithmetic's results
-        out = fn(*convert(args), **kwargs)
-        return _wrap_out(_np.asarray(out) if scalars and type(out) in _PYTHON_NUMBERS else out,
-                         not _int64_among(args, kwargs))
+        return _wrap_out(fn(*convert(args), **kwargs), not _int64_among(args, kwargs), scalars)
     wrapper.__wrapped_plain__ = True
     return wrapper
 
