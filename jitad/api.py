@@ -450,6 +450,7 @@ def trace(fn: Fn, *args: Any, **kwargs: Any) -> Any:
     """
     if not callable(fn):
         return numpy_api.trace(fn, *args, **kwargs)
+    args = split_complex(args)   # (complex arguments enter as pairs of real parts, as under jit)
     leaves, td = flatten(args)
     program, _, _ = trace_program(fn, args, td, [arg_type(x) for x in leaves])
     return verify(program)

@@ -61,7 +61,7 @@ def parts(x):
         return x.real, x.imag
     if is_complex(x):
         x = np.asarray(x)
-        return np.real(x).copy(), np.imag(x).copy()
+        return np.real(x), np.imag(x)   # (views: the call path copies them where it must, and refuses what cannot fit)
     return _float_part(x), None
 
 

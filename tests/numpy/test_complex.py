@@ -197,3 +197,13 @@ def test_what_complex_values_do_not_do_raises_a_jitad_error():
         jitad.jit(lambda z: z.astype(np.float64))(Z)
     with pytest.raises(ArgumentError, match="holomorphic"):
         jitad.jacfwd(jnp.sin, holomorphic=True)
+
+
+def test_complex_arguments_meet_the_real_arguments_rules():
+    """A complex argument too large to copy is refused as a real one is (ResourceError, not
+    NumPy's MemoryError while splitting it), and `jitad.trace` takes what `jit` takes."""
+    huge = np.broadcast_to(np.complex128(0.5 + 1j), (2 ** 45,))
+    with pytest.raises(jitad.errors.ResourceError, match="contiguous copy"):
+        jitad.jit(lambda x: x[0])(huge)
+    assert "mul" in str(jitad.trace(lambda t: t[1] * 2.0, (0.0, 1j)))
+    assert jitad.jit(lambda t: t[1] * 2.0)((0.0, 1j)) == 2j
