@@ -8,6 +8,17 @@ os.environ.setdefault("JITAD_CACHE_DIR", tempfile.mkdtemp(prefix="jitad-test-cac
 # (NUMBA_ENABLE_CUDASIM=0); numba reads this when it is first imported.
 os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 
+# Hypothesis draws the same examples on every run, so a test run's verdict depends on the
+# tree and not on the luck of the draw; JITAD_HYPOTHESIS_RANDOM=1 explores new examples
+# (the fuzzers, `make fuzz`, explore always).
+try:
+    from hypothesis import settings as _hypothesis_settings
+    _hypothesis_settings.register_profile("fixed", derandomize=True, database=None)
+    if not os.environ.get("JITAD_HYPOTHESIS_RANDOM"):
+        _hypothesis_settings.load_profile("fixed")
+except ImportError:   # the test extra is not installed: the tests that need Hypothesis skip
+    pass
+
 
 # Tests `make test` leaves to `make test-all` (measured: each takes tens of seconds of CPU or
 # repeats what a faster test checks on more cases). A test marks itself `@pytest.mark.slow`
