@@ -8,6 +8,7 @@ from .dce import drop_unread_slots, eliminate_dead_code, forward_stop_gradients
 from .fuse import fuse_graph, row_reductions, small_products
 from .ops import Op
 from .prune import drop_unread_tables
+from .shared_products import shared_small_products
 from .slots import promote_scalar_slots
 from .verify import VerifyError, verify
 
@@ -62,6 +63,8 @@ PIPELINE = [   # (name, pass(program), purpose)
      "a matrix product over a short contraction that one fused loop reads is computed in that loop (LLVM only)"),
     ("merge_slot_loops", _nested(peephole.merge_slot_loops),
      "a fused loop writing a tensor slot and the next loop of its shape reading it run as one loop (LLVM only)"),
+    ("shared_small_products", _nested(shared_small_products),
+     "a short product several fused loops read is computed in each of them, not stored (LLVM only)"),
     ("localize_slots", _nested(peephole.localize_slots),
      "a tensor slot only one fused loop uses becomes a register in it"),
     ("first_adds_store", _nested(peephole.first_adds_store),
@@ -87,7 +90,8 @@ PIPELINE = [   # (name, pass(program), purpose)
 
 
 LLVM_ONLY = {"indexed_reads", "region_adds", "recompute_shifted", "concat_in_place", "row_reductions",
-             "small_products", "masked_row_adds", "merge_slot_loops"}   # fused bodies and attributes the CUDA kernels do not take
+             "small_products", "masked_row_adds", "merge_slot_loops",
+             "shared_small_products"}   # fused bodies and attributes the CUDA kernels do not take
 
 
 def run_passes(program, check=False, device="cpu"):
