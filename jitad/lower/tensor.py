@@ -435,24 +435,26 @@ def _register_gemm(lo, out, out_t, a, bm, k, accumulate):
     of output rows in vector registers, one load of a row of b per step along k shared by
     the block. The blocks of rows are the outer loop and the register-wide stripes of
     columns the inner one, so a block's rows of a stay in L1 while all of b goes past
-    (b stays in L2; the other order read all of a again for every stripe)."""
+    (b stays in L2; the other order read all of a again for every stripe). The whole
+    stripes share one loop (one copy of their code), the narrower last one has its own."""
     b = lo.b
     m, n = out_t.shape
     ty, lanes = LL[out_t.dtype], 64 // ELEMENT_BYTES[out_t.dtype]
     at = lambda buf, off: b.gep(buf, [off], source_etype=ty)
-    stripes = [_pieces(start, min(VECTOR, n - start), lanes) for start in range(0, n, VECTOR)]
-    rows = max(max(1, 16 // len(parts)) for parts in stripes)   # a block's rows; a stripe of more pieces
-                                                                 # takes them in fewer at a time
+    whole, rest = divmod(n, VECTOR)
+    stripes = [(parts, first) for parts, first in ((_pieces(0, VECTOR, lanes), None), (_pieces(0, rest, lanes), whole))
+               if parts and (first is not None or whole)]
+    rows = max(max(1, 16 // len(parts)) for parts, _ in stripes)   # a stripe of more pieces takes fewer at a time
 
-    def block(i0, count, parts):
+    def block(i0, count, parts, col0):
         types = [ir.VectorType(ty, size) for _ in range(count) for _, size in parts]
-        dst = [(r, q, at(out, b.add(b.mul(b.add(i0, I64(r)), I64(n)), I64(off))))
+        dst = [(r, q, at(out, b.add(b.mul(b.add(i0, I64(r)), I64(n)), b.add(col0, I64(off)))))
                for r in range(count) for q, (off, _) in enumerate(parts)]
         init = [b.load(p, typ=types[r * len(parts) + q], align=1) for r, q, p in dst] if accumulate else None
 
         def steps(update):
             def step(p):
-                row = b.mul(p, I64(n))
+                row = b.add(b.mul(p, I64(n)), col0)
                 bs = [b.load(at(bm, b.add(row, I64(off))), typ=ir.VectorType(ty, size), align=1)
                       for off, size in parts]
                 for r in range(count):
@@ -463,11 +465,18 @@ def _register_gemm(lo, out, out_t, a, bm, k, accumulate):
         for (r, q, p), v in zip(dst, _registers(b, types, steps, init)):
             b.store(v, p, align=1)
 
+    def stripe(i0, count, parts, col0):
+        per = max(1, 16 // len(parts))
+        for r in range(0, count, per):
+            block(b.add(i0, I64(r)), min(per, count - r), parts, col0)
+
     def rows_from(i0, count):
-        for parts in stripes:
-            per = max(1, 16 // len(parts))
-            for r in range(0, count, per):
-                block(b.add(i0, I64(r)), min(per, count - r), parts)
+        for parts, first in stripes:
+            if first is None:
+                lo.counted_loop(I64(whole), lambda j, parts=parts: stripe(i0, count, parts, b.mul(j, I64(VECTOR))),
+                                rolled=True)
+            else:
+                stripe(i0, count, parts, I64(first * VECTOR))
     if m // rows:
         lo.counted_loop(I64(m // rows), lambda blk: rows_from(b.mul(blk, I64(rows)), rows), rolled=True)
     if m % rows:
