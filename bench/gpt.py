@@ -14,6 +14,7 @@ steps interleaved (one process, one thread each) against the GEMM floor: the ste
 products alone, as NumPy float32 matmuls through the same OpenBLAS.
 """
 import argparse
+import ast
 import math
 import os
 import statistics
@@ -398,6 +399,57 @@ def time_steps(trainers, cfg, repeats=7, steps=5):
     return times
 
 
+def ab_steps(cfg, params, setups, rounds=9, steps=5):
+    """`({name: [seconds per step, one per round]}, {name: trainer})`: jitad's step compiled once under each
+    of `setups` (`{name: setup()}`, each setting the passes' or the lowering's switches its
+    way before its trainer compiles), in alternating rounds (the order flips every round).
+    Each setup's program is compiled under a cache key of its own: two setups whose
+    programs print alike (a change in the lowering only) would otherwise share one code.
+    The first setup's state is left in place."""
+    import jitad
+    from jitad.lower import runtime
+    data, trainers, compile_module = batches(cfg, steps, seed=7), {}, runtime.compile_module
+    tiering = jitad.config.read("jitad_tiering")
+    jitad.config.update("jitad_tiering", "compile")   # not the interpreter first (a tiny program's):
+    try:                                               # the code is made under the setup
+        for name, setup in setups.items():
+            setup()
+            runtime.compile_module = lambda text, *rest, _tag=name: compile_module(f"{text}\n# setup {_tag}", *rest)
+            trainers[name] = FunctionalTrainer(jitad, cfg, params)
+            for _ in range(2):   # compiled now, under this setup: the first step takes NumPy arrays,
+                trainers[name].sync(trainers[name].step(*data[0]))   # the next ones the arrays it returned
+    finally:
+        runtime.compile_module = compile_module
+        jitad.config.update("jitad_tiering", tiering)
+        next(iter(setups.values()))()
+    times = {name: [] for name in trainers}
+    for r in range(rounds):
+        for name in (list(trainers) if r % 2 == 0 else list(trainers)[::-1]):
+            times[name].append(time_steps({name: trainers[name]}, cfg, 1, steps)[name][0])
+    return times, trainers
+
+
+def _ab_setups(spec):
+    """`--ab module.NAME=value`: `{"as is": ..., "NAME=value": ...}` setting that switch."""
+    path, value = spec.split("=", 1)
+    module_name, attr = path.rsplit(".", 1)
+    module = __import__(module_name, fromlist=[attr])
+    default = getattr(module, attr)
+    return {"as is": lambda: setattr(module, attr, default),
+            f"{attr}={value}": lambda: setattr(module, attr, type(default)(ast.literal_eval(value)))}
+
+
+def ab_summary(times):
+    """Each setup's median ms per step, and its ratio to the first's (median and range of
+    the rounds' ratios: each round's steps ran back to back)."""
+    (base, ref), lines = next(iter(times.items())), []
+    for name, t in times.items():
+        ratios = sorted(x / y for x, y in zip(t, ref))
+        lines.append(f"{name:30s} {statistics.median(t) * 1e3:8.2f} ms   /{base}: {statistics.median(ratios):.3f} "
+                     f"({ratios[0]:.3f}-{ratios[-1]:.3f})")
+    return "\n".join(lines)
+
+
 def summary(times, first):
     med = {n: statistics.median(t) for n, t in times.items()}
     lines = [f"{'':14s} {'median ms':>10s} {'spread ms':>14s} {'jitad/x':>8s} {'first call s':>13s} {'(CPU s)':>8s}"]
@@ -417,10 +469,19 @@ def main(argv=None):
     ap.add_argument("--no-compile", action="store_true", help="leave out torch.compile")
     ap.add_argument("--wall", action="store_true", help="time by the wall clock, not CPU time")
     ap.add_argument("--only", default=None, help="comma-separated frameworks")
+    ap.add_argument("--ab", default=None, metavar="MODULE.NAME=VALUE",
+                    help="jitad's step alone, as is against a switch set to VALUE (e.g. "
+                         "jitad.ir.peephole.RECOMPUTE_STREAMS=0), in alternating rounds")
     args = ap.parse_args(argv)
     if args.wall:
         CLOCK[0] = time.perf_counter
     configs = args.configs.split(",") if args.configs else ["small", "large"] + (["larger"] if args.large else [])
+    if args.ab:
+        _import("jitad", tempfile.mkdtemp(prefix="jitad-gpt-cache-"))
+        for c in configs:
+            times, _ = ab_steps(CONFIGS[c], init_params(CONFIGS[c]), _ab_setups(args.ab), args.repeats, args.steps)
+            print(f"\n== {c}: {CONFIGS[c]}\n" + ab_summary(times))
+        return
     names = ["jitad", "jax", "torch", "torch.compile"]
     if args.no_compile:
         names.remove("torch.compile")

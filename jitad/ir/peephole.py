@@ -405,15 +405,16 @@ def _only_late_reads(nodes, users, where, at):
                for j in where if j < at)
 
 
-def _cone(body, var):
-    """The body nodes computing `var`, if all are cheap and read only params; else None."""
+def _cone(body, var, leaves=frozenset()):
+    """The body nodes computing `var`, if all are cheap and read only params and `leaves`
+    (results of the loop, read from its stored outputs); else None."""
     producer = {v: n for n in body.nodes for v in n.outputs}
     needed, stack = [], [var]
     while stack:
         v = stack.pop()
         n = producer.get(v)
-        if n is None:
-            continue   # a param
+        if n is None or v in leaves:
+            continue   # a param, or a stored result
         if not n.op.cheap:
             return None
         if n not in needed:
@@ -431,12 +432,22 @@ def recompute_cheap(nodes, outputs):
         readers = users.get(out, [])
         if out.type.shape and out not in outputs and readers and all(
                 nodes[j].op == Op.FUSED and nodes[j].attrs["shape"] == producer.attrs["shape"] for j in readers):
-            cone = _cone(producer.bodies[0], inner)
+            cone = _cone(producer.bodies[0], inner, _stored_siblings(producer, inner))
             if cone is None or _streams(cone, producer) > RECOMPUTE_STREAMS:
                 return None
             return cone, readers
         return None
     return recompute_in_readers(list(nodes), choose)
+
+
+def _stored_siblings(producer, inner):
+    """The loop's other results that it stores whatever the readers do (each made by an
+    expensive op: `tanh`, `exp`): a cheap result computed from them (`1 + tanh(u)` beside
+    `tanh(u)`) is recomputed from the stored one where it is read, not stored too."""
+    (body,) = producer.bodies
+    made, shape = {v: n for n in body.nodes for v in n.outputs}, tuple(producer.attrs["shape"])
+    return {v for out, v in zip(producer.outputs, body.outputs)
+            if v is not inner and v in made and not made[v].op.cheap and out.type.shape == shape}
 
 
 # a cheap result whose cone reads more whole tensors than this is stored, not recomputed:
@@ -453,8 +464,9 @@ def _streams(cone, producer):
     instead of the one stored result."""
     (body,) = producer.bodies
     shape = tuple(producer.attrs["shape"])
-    params = {p for p in body.params if getattr(p.type, "shape", None) == shape}
-    return len({v for n in cone for v in n.inputs if v in params})
+    made = {v for n in cone for v in n.outputs}
+    whole = {p for p in body.params if getattr(p.type, "shape", None) == shape} | (set(body.outputs) - made)
+    return len({v for n in cone for v in n.inputs if v in whole})
 
 
 def recompute_in_readers(nodes, choose, drop_emptied=False, replaced=None):
@@ -493,9 +505,11 @@ def inline_cone(consumer, var, cone, source, producer):
     inputs, params = list(consumer.inputs), list(body.params)
     param_of = dict(zip(inputs, params))
     rename = {}
-    for outer, p in zip(producer.inputs, source.params):   # the cone's reads of the producer's inputs
-        if outer not in param_of:
-            param_of[outer] = Var(p.type)
+    read = {v for n in cone for v in n.inputs} - {v for n in cone for v in n.outputs} - set(source.params)
+    stored = [(outer, v) for outer, v in zip(producer.outputs, source.outputs) if v in read]
+    for outer, p in [*zip(producer.inputs, source.params), *stored]:   # the cone's reads of the producer's
+        if outer not in param_of:                                        # inputs and stored results
+            param_of[outer] = Var(outer.type)
             inputs.append(outer)
             params.append(param_of[outer])
         rename[p] = param_of[outer]

@@ -4,8 +4,8 @@ rules (jitad/primitives) call as `Lowerer` services (`llvm.service`).
 Elementwise ops reuse their scalar rules inside a loop nest (`llvm.scalar_rule`). The
 along-axis ops run `reduction`/`scan` (loop nests around their combine function). Matrix
 products (`gemm`, `batched_gemm`) use a vectorizable loop nest below `BLAS_MIN_FLOPS`,
-tiles of vector registers for small untransposed products (`_register_gemm`) and numpy's
-bundled OpenBLAS otherwise; `conv2d` is a direct loop nest in register tiles too. The
+tiles of vector registers for products whose right operand fits in L2 (`_register_gemm`)
+and numpy's bundled OpenBLAS otherwise; `conv2d` is a direct loop nest in register tiles too. The
 passes' own ops (`matmul_add`, `table_gemm_add`, `fused`, slot updates) have rules
 registered under their opcode here.
 """
@@ -163,17 +163,14 @@ def _bmm(lo, out, out_t, ins, in_types, attrs):
     # beat BLAS's small "nt" path by more than the copy costs (64 entries of 128x128 @ (32x128)^T:
     # 0.60 against 0.92 ms); a transposed a goes to BLAS's "tn" path, which beats the copy
     # (64 entries of (128x128)^T @ 128x32: 0.69 against 1.13 ms)
-    scratch = [None] + [lo.alloc(Type(mats[2].dtype, mats[2].shape[::-1])) if flags[1] and
-                        BLAS_MIN_FLOPS <= m * n * k <= REGISTER_GEMM_MAX and out_t.dtype in BLAS_SYMBOLS else None]
+    scratch = [None] + [lo.alloc(Type(mats[2].dtype, mats[2].shape[::-1])) if flags[1]
+                        and _tiled(m, n, k, out_t.dtype) else None]
 
     def entry(i):
         o, *ops = (b.gep(buf, [b.mul(i, I64(size))], source_etype=ty) for buf, size in zip((out, *ins), sizes))
         for j, (t, buf) in enumerate(zip(mats[1:], scratch)):
             if buf is not None:
-                tt = Type(t.dtype, t.shape[::-1])
-                lo.loop_nest(tt.shape, lambda idx, src=ops[j], t=t, tt=tt, buf=buf: b.store(
-                    b.load(lo.elem_ptr(src, t, idx[::-1]), typ=ty), lo.elem_ptr(buf, tt, idx)))
-                ops[j] = buf
+                ops[j] = _transpose_into(lo, ops[j], t, buf)
         attrs = {"ta": flags[0] and scratch[0] is None, "tb": flags[1] and scratch[1] is None}
         _gemm(lo, o, mats[0], ops, [Type(t.dtype, t.shape[::-1]) if buf is not None else t
                                     for t, buf in zip(mats[1:], scratch)], attrs, accumulate=False)
@@ -270,9 +267,10 @@ def _matmul_add(lo, node, ins):
 
 @service("gemm")
 def _gemm(lo, out, out_t, ins, in_types, attrs, accumulate):
-    """out (=|+=) op(a) @ op(b): a loop nest below BLAS_MIN_FLOPS, register tiles up to
-    REGISTER_GEMM_MAX when nothing is transposed (BLAS's small-matrix path runs a 20×50 @
-    50×50 product at ~22 GFLOP/s, the tiles at ~39), else BLAS."""
+    """out (=|+=) op(a) @ op(b): a loop nest below BLAS_MIN_FLOPS, register tiles when a is
+    not transposed and the product is small or b fits `REGISTER_GEMM_B_BYTES` (BLAS's
+    small-matrix path runs a 20×50 @ 50×50 product at ~22 GFLOP/s, the tiles at ~39; a
+    transposed b is copied untransposed first), else BLAS."""
     a, bm = ins
     a_t, b_t = in_types
     ta, tb = attrs["ta"], attrs["tb"]
@@ -293,7 +291,9 @@ def _gemm(lo, out, out_t, ins, in_types, attrs, accumulate):
             and out_t.dtype in BLAS_SYMBOLS:
         _row_dots(lo, out, out_t, a, bm, k, accumulate)
         return
-    if BLAS_MIN_FLOPS <= m * n * k <= REGISTER_GEMM_MAX and out_t.dtype in BLAS_SYMBOLS and not ta and not tb:
+    if not ta and _tiled(m, n, k, out_t.dtype) and (not tb or m >= 16):
+        if tb:   # b copied untransposed once (at most 1/16 of the product's work), read by every block of rows
+            bm, b_t = _transpose_into(lo, bm, b_t), Type(b_t.dtype, b_t.shape[::-1])
         (_streaming_gemm if m <= 2 and n >= 64 else _register_gemm)(lo, out, out_t, a, bm, k, accumulate)
         return
     if m * n * k >= BLAS_MIN_FLOPS and out_t.dtype in BLAS_SYMBOLS and BLAS:
@@ -331,7 +331,28 @@ def _gemm(lo, out, out_t, ins, in_types, attrs, accumulate):
     lo.loop_nest((m, n), cell, work=k)
 
 
-REGISTER_GEMM_MAX = 1 << 20   # m·n·k up to which `_register_gemm` replaces BLAS (no transposes)
+REGISTER_GEMM_MAX = 1 << 20   # m·n·k up to which `_register_gemm` replaces BLAS whatever b's size,
+# and beyond it while b takes at most REGISTER_GEMM_B_BYTES (it stays in L2 while the blocks of a's
+# rows go past): one thread, float32, the tiles against OpenBLAS's sgemm (CPU time, medians):
+# 1024x64 @ 64x192 0.85, 2048x128 @ 128x512 0.83, 2048x512 @ 512x128 0.94, 4096x64 @ 64x64 0.80;
+# with a larger b BLAS's packing wins: 1024x256 @ 256x1024 1.26, 512x512 @ 512x512 1.26
+REGISTER_GEMM_B_BYTES = 256 << 10
+
+
+def _tiled(m, n, k, dtype):
+    """Whether `_register_gemm` (not BLAS) computes an (m, k) @ (k, n) product."""
+    return dtype in BLAS_SYMBOLS and m * n * k >= BLAS_MIN_FLOPS and (
+        m * n * k <= REGISTER_GEMM_MAX or k * n * ELEMENT_BYTES[dtype] <= REGISTER_GEMM_B_BYTES)
+
+
+def _transpose_into(lo, src, t, buf=None):
+    """`buf` (default: a new scratch buffer) holding the (r, c) matrix `src` of type `t`
+    transposed, (c, r)."""
+    tt, ty = Type(t.dtype, t.shape[::-1]), LL[t.dtype]
+    buf = lo.alloc(tt) if buf is None else buf
+    lo.loop_nest(tt.shape, lambda idx: lo.b.store(lo.b.load(lo.elem_ptr(src, t, idx[::-1]), typ=ty),
+                                                  lo.elem_ptr(buf, tt, idx)))
+    return buf
 
 
 def _streaming_gemm(lo, out, out_t, a, bm, k, accumulate):
@@ -410,40 +431,56 @@ def _row_dots(lo, out, out_t, a, x, k, accumulate):
 
 
 def _register_gemm(lo, out, out_t, a, bm, k, accumulate):
-    """out (=|+=) a @ b for small products (where BLAS's call and packing cost more than
-    the arithmetic): blocks of output rows in vector registers, one load of a row of b
-    per step along k shared by the block."""
+    """out (=|+=) a @ b where BLAS's call and packing cost more than the arithmetic: blocks
+    of output rows in vector registers, one load of a row of b per step along k shared by
+    the block. The blocks of rows are the outer loop and the register-wide stripes of
+    columns the inner one, so a block's rows of a stay in L1 while all of b goes past
+    (b stays in L2; the other order read all of a again for every stripe). The whole
+    stripes share one loop (one copy of their code), the narrower last one has its own."""
     b = lo.b
     m, n = out_t.shape
     ty, lanes = LL[out_t.dtype], 64 // ELEMENT_BYTES[out_t.dtype]
     at = lambda buf, off: b.gep(buf, [off], source_etype=ty)
-    for start in range(0, n, VECTOR):
-        parts = _pieces(start, min(VECTOR, n - start), lanes)
-        rows = max(1, 16 // len(parts))
-        types = [ir.VectorType(ty, size) for _ in range(rows) for _, size in parts]
+    whole, rest = divmod(n, VECTOR)
+    stripes = [(parts, first) for parts, first in ((_pieces(0, VECTOR, lanes), None), (_pieces(0, rest, lanes), whole))
+               if parts and (first is not None or whole)]
+    rows = max(max(1, 16 // len(parts)) for parts, _ in stripes)   # a stripe of more pieces takes fewer at a time
 
-        def block(i0, count):
-            dst = [(r, q, at(out, b.add(b.mul(b.add(i0, I64(r)), I64(n)), I64(off))))
-                   for r in range(count) for q, (off, _) in enumerate(parts)]
-            init = [b.load(p, typ=types[r * len(parts) + q], align=1) for r, q, p in dst] if accumulate else None
+    def block(i0, count, parts, col0):
+        types = [ir.VectorType(ty, size) for _ in range(count) for _, size in parts]
+        dst = [(r, q, at(out, b.add(b.mul(b.add(i0, I64(r)), I64(n)), b.add(col0, I64(off)))))
+               for r in range(count) for q, (off, _) in enumerate(parts)]
+        init = [b.load(p, typ=types[r * len(parts) + q], align=1) for r, q, p in dst] if accumulate else None
 
-            def steps(update):
-                def step(p):
-                    row = b.mul(p, I64(n))
-                    bs = [b.load(at(bm, b.add(row, I64(off))), typ=ir.VectorType(ty, size), align=1)
-                          for off, size in parts]
-                    for r in range(count):
-                        av = b.load(at(a, b.add(b.mul(b.add(i0, I64(r)), I64(k)), p)), typ=ty)
-                        for q, (bv, (_, size)) in enumerate(zip(bs, parts)):
-                            update(r * len(parts) + q, lambda acc: _fma(lo, _splat(b, av, size), bv, acc))
-                lo.counted_loop(I64(k), step, rolled=True)
-            regs = _registers(b, types[:count * len(parts)], steps, init)
-            for (r, q, p), v in zip(dst, regs):
-                b.store(v, p, align=1)
-        if m // rows:
-            lo.counted_loop(I64(m // rows), lambda blk: block(b.mul(blk, I64(rows)), rows), rolled=True)
-        if m % rows:
-            block(I64(m // rows * rows), m % rows)
+        def steps(update):
+            def step(p):
+                row = b.add(b.mul(p, I64(n)), col0)
+                bs = [b.load(at(bm, b.add(row, I64(off))), typ=ir.VectorType(ty, size), align=1)
+                      for off, size in parts]
+                for r in range(count):
+                    av = b.load(at(a, b.add(b.mul(b.add(i0, I64(r)), I64(k)), p)), typ=ty)
+                    for q, (bv, (_, size)) in enumerate(zip(bs, parts)):
+                        update(r * len(parts) + q, lambda acc: _fma(lo, _splat(b, av, size), bv, acc))
+            lo.counted_loop(I64(k), step, rolled=True)
+        for (r, q, p), v in zip(dst, _registers(b, types, steps, init)):
+            b.store(v, p, align=1)
+
+    def stripe(i0, count, parts, col0):
+        per = max(1, 16 // len(parts))
+        for r in range(0, count, per):
+            block(b.add(i0, I64(r)), min(per, count - r), parts, col0)
+
+    def rows_from(i0, count):
+        for parts, first in stripes:
+            if first is None:
+                lo.counted_loop(I64(whole), lambda j, parts=parts: stripe(i0, count, parts, b.mul(j, I64(VECTOR))),
+                                rolled=True)
+            else:
+                stripe(i0, count, parts, I64(first * VECTOR))
+    if m // rows:
+        lo.counted_loop(I64(m // rows), lambda blk: rows_from(b.mul(blk, I64(rows)), rows), rolled=True)
+    if m % rows:
+        rows_from(I64(m // rows * rows), m % rows)
 
 
 def _add_rows(lo, slot, ref_t, i, value, value_t, value_idx, store=False):

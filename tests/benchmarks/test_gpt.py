@@ -59,3 +59,20 @@ def test_summary_gives_ratios_to_jitad_and_both_first_call_clocks():
     assert jitad_row[0] == "jitad" and float(jitad_row[1]) == 11.0 and float(jitad_row[-3]) == 1.0
     assert float(jax_row[-3]) == 0.5 and jax_row[-2:] == ["4.00", "5.50"]
     assert float(floor_row[-3]) == 2.2 and floor_row[-2:] == ["nan", "nan"]
+
+
+def test_ab_steps_compiles_each_setup_apart(tiny):
+    """Two setups of a lowering switch (the programs print alike) run their own code, and
+    the switch is left as the first setup set it."""
+    from jitad.lower import tensor
+    cfg, params, _ = tiny
+    setups = gpt._ab_setups("jitad.lower.tensor.BLAS=False")
+    times, trainers = gpt.ab_steps(cfg, params, setups, rounds=2, steps=1)
+    assert list(times) == ["as is", "BLAS=False"] and all(len(t) == 2 and min(t) > 0 for t in times.values())
+    calls = {name: tr.step_fn.llvm_ir.count("call void @scipy_cblas_sgemm64_") for name, tr in trainers.items()}
+    assert calls["as is"] > 0 and calls["BLAS=False"] == 0
+    assert tensor.BLAS is True
+    losses = {name: [tr.sync(tr.step(*b)) for b in gpt.batches(cfg, 2)] for name, tr in trainers.items()}
+    np.testing.assert_allclose(losses["BLAS=False"], losses["as is"], rtol=1e-5)
+    lines = gpt.ab_summary(times).splitlines()
+    assert lines[0].split()[:2] == ["as", "is"] and "1.000 (1.000-1.000)" in lines[0]

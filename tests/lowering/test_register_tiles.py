@@ -1,0 +1,50 @@
+"""Matrix products past `REGISTER_GEMM_MAX` whose right operand fits `REGISTER_GEMM_B_BYTES`
+run in jitad's register tiles, not BLAS (a transposed right operand copied untransposed
+first; a cotangent's second product accumulating in place): values against NumPy in
+float64 and float32, gradients (which take these paths, not new math) against their
+formulas in NumPy. The shapes leave a
+remainder of rows and a stripe of columns split in several vector widths."""
+import numpy as np
+
+import jitad
+from jitad.lower import tensor
+
+M, K, N = 300, 70, 53   # m·k·n above REGISTER_GEMM_MAX; b (k, n) well inside the byte budget
+
+
+def _products(m):
+    return lambda a, b, c: (a @ b, a @ c.T)
+
+
+def _loss(m):   # x read by two products: its cotangent's second product adds into the first's
+    return lambda x, w1, w2: m.numpy.sum(m.numpy.tanh(x @ w1)) + m.numpy.sum(m.numpy.sin(x @ w2.T) ** 2)
+
+
+def test_the_shapes_run_in_the_tiles():
+    assert M * K * N > tensor.REGISTER_GEMM_MAX and K * N * 8 <= tensor.REGISTER_GEMM_B_BYTES
+    assert tensor._tiled(M, N, K, "f64") and tensor._tiled(M, N, K, "f32")
+    assert not tensor._tiled(512, 512, 512, "f32")   # b of 1 MiB: BLAS
+    rng = np.random.default_rng(0)
+    a, b, c = rng.standard_normal((M, K)), rng.standard_normal((K, N)), rng.standard_normal((N, K))
+    f = jitad.jit(_products(jitad))
+    got = f(a, b, c)
+    assert "sgemm" not in f.llvm_ir and "dgemm" not in f.llvm_ir
+    for g, want in zip(got, (a @ b, a @ c.T)):
+        np.testing.assert_allclose(g, want, rtol=1e-12, atol=1e-12)
+    got32 = f(a.astype(np.float32), b.astype(np.float32), c.astype(np.float32))
+    assert all(g.dtype == np.float32 for g in got32)
+    for g, want in zip(got32, (a @ b, a @ c.T)):
+        np.testing.assert_allclose(g, want, rtol=1e-4, atol=1e-4)
+
+
+def test_gradients_through_the_tiles_agree_with_their_formulas():
+    rng = np.random.default_rng(1)
+    x, w1, w2 = (rng.standard_normal(s).astype(np.float32) * 0.3 for s in ((M, K), (K, N), (N, K)))
+    grad = jitad.jit(jitad.grad(_loss(jitad), argnums=(0, 1, 2)))
+    got = grad(x, w1, w2)
+    assert "matmul_add" in str(grad.ir)
+    x, w1, w2 = (v.astype(np.float64) for v in (x, w1, w2))
+    g1, g2 = 1 - np.tanh(x @ w1) ** 2, np.sin(2 * (x @ w2.T))   # d/du tanh u, d/du sin(u)^2
+    want = (g1 @ w1.T + g2 @ w2, x.T @ g1, g2.T @ x)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
