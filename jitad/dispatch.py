@@ -940,7 +940,7 @@ class _Tracer:
                 program, out_td, _ = trace_program(staged, tuple(self.leaves), self.td, self.types)
             finally:
                 c.closed = True
-        pins = [(k, a, a.copy() if a.size <= PIN_COPY_SIZE else None) for k, a in enumerate(self.arrays)] \
+        pins = [(k, a, _kept_copy(a) if a.size <= PIN_COPY_SIZE else None) for k, a in enumerate(self.arrays)] \
             if c.unmatched else []
         self.call.exact = self.call.exact or c.int_exact
         path = Path(program, out_td, c.guards, c.hidden, recorder.draws, recorder.owners, pins, c.int_guards)
@@ -1069,14 +1069,22 @@ def _draw_argument(c, value, index):
     return Staged(c.hidden_param(value, ("draw", index), t))
 
 
-def _pinned(array, traced, copy):
+def _kept_copy(array):
+    """What a path keeps of a read array it pins by its values: a copy, and its bytes."""
+    copy = array.copy()
+    return copy, copy.tobytes()
+
+
+def _pinned(array, traced, kept):
     """Whether an array the function reads is as the trace met it: equal to the copy the
     path keeps (a fresh array of the same values, as a program run again makes, serves; one
-    changed in place does not), or, for a large one, the same object."""
-    if copy is None:
+    changed in place does not), or, for a large one, the same object. (The same bytes
+    answer at once; equal values of other bytes, -0.0 for 0.0, are compared as values.)"""
+    if kept is None:
         return array is traced
-    return array.shape == copy.shape and array.dtype == copy.dtype \
-        and np.array_equal(array, copy, equal_nan=copy.dtype.kind in "fc")
+    copy, raw = kept
+    return array.shape == copy.shape and array.dtype == copy.dtype and (
+        array.tobytes() == raw or np.array_equal(array, copy, equal_nan=copy.dtype.kind in "fc"))
 
 
 def _same_decisions_compiled(path, failed):

@@ -159,6 +159,10 @@ def test_a_read_array_is_pinned_by_its_values(traces):
     data[2] = 10.0   # changed in place: its constant is stale, traced again
     assert jitad.grad(model(data))(0.5) == pytest.approx(np.sum(1 / (1.5 + data)))
     assert len(traces) > made
+    made = len(traces)
+    signed = np.array([-0.0, 1.0, 10.0, 3.0])   # equal values, other bytes (-0.0): compared as values
+    assert jitad.grad(model(signed))(0.5) == pytest.approx(np.sum(1 / (1.5 + data)))
+    assert len(traces) == made
 
 
 def test_a_function_read_twice_keys_a_fresh_copy_alike(traces):
