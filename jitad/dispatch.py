@@ -50,6 +50,7 @@ from .forest import Forest, Tree
 from .staging import Staged, arg_type, current_frame, trace_program, concrete
 from .staging.complex import is_complex, split as split_complex
 from .staging.concrete import GUARD_PREFIX, ConcreteTrace, SymInt, print_hold, source_view
+from .staging.tracer import paused_gc
 
 MAX_PATHS_PER_SITE = env_int("JITAD_MAX_PATHS_PER_SITE", 16, 1)
 MAX_KEYS = env_int("JITAD_MAX_PATH_KEYS", 256, 1)   # (each key's paths hold the array constants they met)
@@ -569,7 +570,8 @@ class Code:
                     clean_up(self.program)
                     self.cleaned, self.interpreter = True, Interpreter(_failed_check)
         try:
-            flat = interpret(self.program, leaves, self.interpreter)
+            with paused_gc():   # (its values die with the call: a collection would only walk the live heap)
+                flat = interpret(self.program, leaves, self.interpreter)
         except _CheckFailed as e:
             if self.tier in ("interpret", "bound"):
                 raise error_class(e.message)(e.message) from None
