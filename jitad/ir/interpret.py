@@ -295,7 +295,13 @@ def _table_gemm_add(slot, x, y, count, rows):
 
 
 def _add_region(slot, value, starts, stops, steps):
-    _owned(slot)[tuple(slice(a, b, c) for a, b, c in zip(starts, stops, steps))] += value
+    owned = _owned(slot)
+    index = tuple(map(slice, starts, stops, steps))
+    region = owned[index]
+    if type(region) is np.ndarray:   # (a view: added in place, as `+=` does, without its store back)
+        np.add(region, value, out=region)
+    else:
+        owned[index] += value
     return []
 
 
