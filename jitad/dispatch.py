@@ -564,7 +564,9 @@ class Code:
         if self.budget is not None and self.calls and self.spent >= self.budget:
             return self.compile().run(leaves)
         start = time.perf_counter()
-        if not self.cleaned:   # (about one call's cost; each call after costs a half to four fifths less)
+        if not self.cleaned and (self.calls or self.tier != "bound"):
+            # (about one call's cost, each call after a half to four fifths less; a path past the
+            # bound, one outcome of many, pays it when called again)
             with _TIER_LOCK:
                 if not self.cleaned:
                     clean_up(self.program)
