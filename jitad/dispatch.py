@@ -439,10 +439,13 @@ class Path:
     def find_generators(self, generators, unrecorded):
         """Note where the generators the trace drew from sit among those the function reads
         (`generators`), so that a later call draws from the ones it reads then; a generator
-        whose draws were not all recorded pins the path to itself (its numbers are constants)."""
+        whose draws were not all recorded, or that sits at two places, pins the path to itself."""
         places = {id(g): k for k, g in reversed(list(enumerate(generators)))}
-        self.places = {id(o): places[id(o)] for o in self.owners if id(o) in places}
-        self.generator_pins = tuple((places[id(o)], o) for o in unrecorded if id(o) in places)
+        twice = {id(g) for k, g in enumerate(generators) if places[id(g)] != k}   # (which name drew is unknown)
+        self.places = {id(o): places[id(o)] for o in self.owners if id(o) in places and id(o) not in twice}
+        self.generator_pins = tuple((k, g) for k, g in enumerate(generators)
+                                    if any(g is o for o in unrecorded) or id(g) in twice and
+                                    any(g is o for o in self.owners))
         self.simple = self.simple and not self.generator_pins
 
     def drawing(self, generators):

@@ -231,6 +231,29 @@ def test_a_generator_whose_draws_are_not_recorded_is_keyed_by_identity():
         assert np.array_equal(mine[0], ref[0]) and mine[1] == ref[1]
 
 
+_ONE_GENERATOR_TWO_NAMES = """
+def build(m, rs):
+    def f(w):
+        return m.sum((w + rs.randn(3)) ** 2) + m.sum(w * g.randn(3))   # (`g` a global: the same generator)
+    return f
+"""
+
+
+def test_a_generator_read_at_two_places_is_drawn_from_as_the_code_names_it():
+    # (which name drew is not recorded: the path keeps to that object, a fresh one traces again)
+    def run(m, grad, seeds):
+        program = {}
+        exec(_ONE_GENERATOR_TWO_NAMES, program)
+        rs = program["g"] = np.random.RandomState(seeds[0])
+        if seeds[1] != seeds[0]:   # (then two generators, one per name)
+            program["g"] = np.random.RandomState(seeds[1])
+        g = grad(program["build"](m, rs))
+        return [g(np.ones(3)) for _ in range(2)] + [rs.randn(), program["g"].randn()]
+    for seeds in ((0, 0), (1, 2), (3, 3)):
+        for a, b in zip(run(jitad, jitad.grad, seeds), run(anp, autograd.grad, seeds)):
+            assert np.array_equal(a, b)
+
+
 def test_a_mutated_captured_array_and_a_changed_captured_number():
     c = np.array([1.0, 2.0])
     g = jitad.grad(lambda w: jitad.sum(w * c))
