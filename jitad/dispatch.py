@@ -50,6 +50,7 @@ from .forest import Forest, Tree
 from .staging import Staged, arg_type, current_frame, trace_program, concrete
 from .staging.complex import is_complex, split as split_complex
 from .staging.concrete import GUARD_PREFIX, ConcreteTrace, SymInt, print_hold, source_view
+from .staging.tracer import paused_gc
 
 MAX_PATHS_PER_SITE = env_int("JITAD_MAX_PATHS_PER_SITE", 16, 1)
 MAX_KEYS = env_int("JITAD_MAX_PATH_KEYS", 256, 1)   # (each key's paths hold the array constants they met)
@@ -124,6 +125,7 @@ def _is_array(v):
     return type(v) is np.ndarray or isinstance(v, np.ndarray) and not isinstance(v, (np.ma.MaskedArray, np.matrix))
 
 
+_GENERATORS = (np.random.RandomState, np.random.Generator)
 _DATA_DEPTH = 4       # how deep the walk goes into containers (a function's reads start again)
 _MAX_FUNCTIONS = 128   # the Python functions one walk keys by what they read; more are keyed by identity
 
@@ -135,6 +137,7 @@ class _Reads:
 
     def __init__(self, record=False):
         self.parts, self.arrays, self.seen, self.held = [], [], {}, []
+        self.generators = []   # the host generators read (`RandomState`, `Generator`), keyed by their place
         self.checks, self.cacheable, self.record = [], record, record
         self.functions_left = _MAX_FUNCTIONS
 
@@ -155,6 +158,11 @@ class _Reads:
             self.parts.append(_Id(v) if by_identity else ("array", v.dtype.str, v.shape))
             if self.record:
                 self.checks.append((_ARRAY, v, v.dtype, v.shape))
+        elif isinstance(v, _GENERATORS) and not by_identity:
+            # its draws are made again at each call on the generator read then (`Path.drawing`):
+            # a fresh generator of the same code (a program run again) finds the same paths
+            self.parts.append(("generator", t, len(self.generators)))
+            self.generators.append(v)
         elif t in (tuple, list) and len(v) <= 64 and depth > 0:
             self.parts.append((t, len(v)))
             if t is list and self.record:
@@ -323,13 +331,13 @@ def function_key(fn):
 class _Known:
     """What a `Concrete` object found on its last call: its function's key and arrays (valid
     while `_checks_hold(checks)`), and the paths for the arguments' signature `sig`."""
-    __slots__ = ("checks", "fkey", "arrays", "sig", "argkey", "key", "paths", "diff", "static", "sym", "td",
-                 "call_sig", "x64")
+    __slots__ = ("checks", "fkey", "arrays", "generators", "sig", "argkey", "key", "paths", "diff", "static", "sym",
+                 "td", "call_sig", "x64")
 
     def __init__(self, reads, x64):
         self.x64 = x64   # the jax_enable_x64 setting it was made under
         self.checks = reads.checks if reads.cacheable else None
-        self.fkey, self.arrays = tuple(reads.parts), reads.arrays
+        self.fkey, self.arrays, self.generators = tuple(reads.parts), reads.arrays, reads.generators
         self.sig = self.argkey = self.paths = None
 
     def remember(self, key, diff, call, paths, argkey):
@@ -425,17 +433,46 @@ class Path:
         self.simple = not (pins or int_guards or draws or any(source[0] in ("slice", "int") for _, source in hidden))
         self.code = None   # how the program runs (`Code`); None until the trace is kept
         self.prints = None   # whether the program holds a debug.print (found on the first run)
+        self.places = {}   # id of a generator drawn from -> its place among those the function reads
+        self.generator_pins = ()   # (place, generator): drawn from where jitad could not record (by identity)
+
+    def find_generators(self, generators, unrecorded):
+        """Note where the generators the trace drew from sit among those the function reads
+        (`generators`), so that a later call draws from the ones it reads then; a generator
+        whose draws were not all recorded, or that sits at two places, pins the path to itself."""
+        places = {id(g): k for k, g in reversed(list(enumerate(generators)))}
+        twice = {id(g) for k, g in enumerate(generators) if places[id(g)] != k}   # (which name drew is unknown)
+        self.places = {id(o): places[id(o)] for o in self.owners if id(o) in places and id(o) not in twice}
+        self.generator_pins = tuple((k, g) for k, g in enumerate(generators)
+                                    if any(g is o for o in unrecorded) or id(g) in twice and
+                                    any(g is o for o in self.owners))
+        self.simple = self.simple and not self.generator_pins
+
+    def drawing(self, generators):
+        """`(owners, draws)` for a call whose function reads `generators`: the trace's own
+        generators replaced by those at their places now."""
+        if not self.places:
+            return self.owners, self.draws
+        places = self.places
+
+        def now(owner):
+            k = places.get(id(owner))
+            return owner if k is None else generators[k]
+        return [now(o) for o in self.owners], [(now(o), *rest) for o, *rest in self.draws]
 
     @property
     def compiled(self):
         """The compiled code, once the path's `Code` has it (None while interpreted)."""
         return None if self.code is None else self.code.compiled
 
-    def serves(self, arrays, env):
+    def serves(self, arrays, env, generators=()):
         """The values of the path's slices of read arrays on this call (a list), or None where
-        the path does not serve the call: an array it pinned changed, a guard on the symbolic
-        ints fails, or a slice has another shape."""
+        the path does not serve the call: an array it pinned changed, a generator it pinned is
+        another, a guard on the symbolic ints fails, or a slice has another shape."""
         if self.pins and not all(k < len(arrays) and _pinned(arrays[k], a, copy) for k, a, copy in self.pins):
+            return None
+        if self.generator_pins and not all(k < len(generators) and generators[k] is g
+                                           for k, g in self.generator_pins):
             return None
         if not self.int_guards and not self.slices:
             return ()
@@ -530,13 +567,16 @@ class Code:
         if self.budget is not None and self.calls and self.spent >= self.budget:
             return self.compile().run(leaves)
         start = time.perf_counter()
-        if self.calls == 1 and not self.cleaned:   # called again: worth cleaning the program up
+        if not self.cleaned and (self.calls or self.tier != "bound"):
+            # (about one call's cost, each call after a half to four fifths less; a path past the
+            # bound, one outcome of many, pays it when called again)
             with _TIER_LOCK:
                 if not self.cleaned:
                     clean_up(self.program)
                     self.cleaned, self.interpreter = True, Interpreter(_failed_check)
         try:
-            flat = interpret(self.program, leaves, self.interpreter)
+            with paused_gc():   # (its values die with the call: a collection would only walk the live heap)
+                flat = interpret(self.program, leaves, self.interpreter)
         except _CheckFailed as e:
             if self.tier in ("interpret", "bound"):
                 raise error_class(e.message)(e.message) from None
@@ -650,7 +690,8 @@ class Concrete:
                 else:
                     self._last = path
                     return out
-            call = _Call(args, known.static, known.sym, leaves, known.td, known.arrays, kwargs, known.call_sig)
+            call = _Call(args, known.static, known.sym, leaves, known.td, known.arrays, kwargs, known.call_sig,
+                         known.generators)
             return self._finish(known.key, paths, call, known.diff, failed=failed)
         return self._call(known, args, kwargs)
 
@@ -678,7 +719,7 @@ class Concrete:
                 key = (self.spec, known.x64, known.fkey) + argkey
             paths = self._paths(key, args, static, leaves)
         call = _Call(args, static, sym, leaves, td, known.arrays, kwargs,
-                     (self.spec, known.x64, known.fkey, len(args), tuple(static), td))
+                     (self.spec, known.x64, known.fkey, len(args), tuple(static), td), known.generators)
         return self._finish(key, paths, call, diff, argkey)
 
     def _finish(self, key, paths, call, diff, argkey=None, failed=None):
@@ -755,8 +796,11 @@ class Concrete:
             if path is None:
                 return self._trace(paths, call, failed)
             tried.append(path)
-            saved = hostrng.save_states(path.owners) if path.draws else ()
-            drawn = [hostrng.draw(*d) for d in path.draws] if path.draws else ()
+            saved = drawn = ()
+            if path.draws:
+                owners, draws = path.drawing(call.generators)
+                saved = hostrng.save_states(owners)
+                drawn = [hostrng.draw(*d) for d in draws]
             try:
                 out = path.run(path.arguments(call.leaves, call.arrays, drawn, sliced, call.env))
             except GuardFailed as e:
@@ -787,7 +831,7 @@ class Concrete:
         _remember(_SIGS, call.sig)
         if primal is not None and primal.template is not None:
             path, drawn = primal.path()
-            sliced = path.serves(call.arrays, call.env)
+            sliced = path.serves(call.arrays, call.env, call.generators)
             try:
                 out = path.run(path.arguments(call.leaves, call.arrays, drawn, sliced, call.env))
             except GuardFailed:
@@ -804,7 +848,7 @@ class Concrete:
         overrides = {}
         for attempt in range(4):
             path, drawn = trace.full(paths, overrides, saved)
-            sliced = path.serves(call.arrays, call.env)
+            sliced = path.serves(call.arrays, call.env, call.generators)
             try:
                 if attempt == 0 and _same_decisions_compiled(path, failed):
                     raise GuardFailed(failed[1])   # (the interpreter agrees with the trace; the compiled code did not)
@@ -816,7 +860,7 @@ class Concrete:
                     paths.remove(path)
                 if g.kind != "bool" or e.index in overrides:   # the trace's own decisions, interpreted
                     path, drawn = trace.full(paths, overrides, saved, compile=False)
-                    return path.run(path.arguments(call.leaves, call.arrays, drawn, path.serves(call.arrays, call.env), call.env))
+                    return path.run(path.arguments(call.leaves, call.arrays, drawn, path.serves(call.arrays, call.env, call.generators), call.env))
                 overrides[e.index] = not g.value
                 continue
             if primal is not None and not overrides:
@@ -849,12 +893,13 @@ class Concrete:
 class _Call:
     """One call's arguments as the dispatcher sees them: the flat array arguments (`leaves`,
     `td`), the static ones (positions `static`; `sym` of them ints traced as symbols, whose
-    values are `env`), the arrays the function reads and the signature of the call."""
-    __slots__ = ("args", "static", "sym", "leaves", "td", "arrays", "kwargs", "sig", "env", "exact")
+    values are `env`), the arrays and host generators the function reads and the signature
+    of the call."""
+    __slots__ = ("args", "static", "sym", "leaves", "td", "arrays", "kwargs", "sig", "env", "exact", "generators")
 
-    def __init__(self, args, static, sym, leaves, td, arrays, kwargs, sig):
+    def __init__(self, args, static, sym, leaves, td, arrays, kwargs, sig, generators=()):
         self.args, self.static, self.sym, self.leaves, self.td = args, static, sym, leaves, td
-        self.arrays, self.kwargs, self.sig = arrays, kwargs, sig
+        self.arrays, self.kwargs, self.sig, self.generators = arrays, kwargs, sig, generators
         self.env = tuple(args[i] for i in sym) if sym else ()
         self.exact = False   # a trace used a symbolic int as a plain int
 
@@ -902,10 +947,11 @@ class _Tracer:
                 program, out_td, _ = trace_program(staged, tuple(self.leaves), self.td, self.types)
             finally:
                 c.closed = True
-        pins = [(k, a, a.copy() if a.size <= PIN_COPY_SIZE else None) for k, a in enumerate(self.arrays)] \
+        pins = [(k, a, _kept_copy(a) if a.size <= PIN_COPY_SIZE else None) for k, a in enumerate(self.arrays)] \
             if c.unmatched else []
         self.call.exact = self.call.exact or c.int_exact
         path = Path(program, out_td, c.guards, c.hidden, recorder.draws, recorder.owners, pins, c.int_guards)
+        path.find_generators(self.call.generators, recorder.unrecorded)
         path.int_exact = c.int_exact
         return path
 
@@ -932,6 +978,8 @@ class _Tracer:
         path.trace_report = report
         if kept:
             paths.insert(0, path)
+            if path.generator_pins:
+                _keep_pinned(paths)
         path.primal_counts = list(self.calls)
         return path, [c.values[var] for var, source in c.hidden if source[0] == "draw"]
 
@@ -963,6 +1011,7 @@ class _Primal:
         path = Path(t.program, t.out_td, p.guards, p.hidden + t.hidden[n:], p.draws, p.owners, p.pins,
                     p.int_guards)
         path.code, path.trace_report, path.int_exact = t.code, t.trace_report, p.int_exact
+        path.places, path.generator_pins = p.places, p.generator_pins
         return path, [self.values.values[var] for var, source in p.hidden if source[0] == "draw"]
 
     def remember(self, path):
@@ -1027,14 +1076,22 @@ def _draw_argument(c, value, index):
     return Staged(c.hidden_param(value, ("draw", index), t))
 
 
-def _pinned(array, traced, copy):
+def _kept_copy(array):
+    """What a path keeps of a read array it pins by its values: a copy, and its bytes."""
+    copy = array.copy()
+    return copy, copy.tobytes()
+
+
+def _pinned(array, traced, kept):
     """Whether an array the function reads is as the trace met it: equal to the copy the
     path keeps (a fresh array of the same values, as a program run again makes, serves; one
-    changed in place does not), or, for a large one, the same object."""
-    if copy is None:
+    changed in place does not), or, for a large one, the same object. (The same bytes
+    answer at once; equal values of other bytes, -0.0 for 0.0, are compared as values.)"""
+    if kept is None:
         return array is traced
-    return array.shape == copy.shape and array.dtype == copy.dtype \
-        and np.array_equal(array, copy, equal_nan=copy.dtype.kind in "fc")
+    copy, raw = kept
+    return array.shape == copy.shape and array.dtype == copy.dtype and (
+        array.tobytes() == raw or np.array_equal(array, copy, equal_nan=copy.dtype.kind in "fc"))
 
 
 def _same_decisions_compiled(path, failed):
@@ -1055,10 +1112,18 @@ def _next_path(paths, tried, failed, call):
             f, k = failed
             if not (p.decisions[:k] == f.decisions[:k] and len(p.decisions) > k and p.decisions[k] != f.decisions[k]):
                 continue
-        sliced = p.serves(call.arrays, call.env)
+        sliced = p.serves(call.arrays, call.env, call.generators)
         if sliced is not None:
             return p, sliced
     return None, None
+
+
+def _keep_pinned(paths):
+    """Drop the least recently run of the paths pinned to a generator past MAX_PATHS_PER_SITE
+    (each fresh generator with draws jitad cannot record makes one; the old ones are gone)."""
+    pinned = [p for p in paths if p.generator_pins]
+    for p in pinned[MAX_PATHS_PER_SITE:]:
+        paths.remove(p)
 
 
 def _remember(table, key, value=True):

@@ -197,6 +197,7 @@ class Recorder:
         self.as_argument = as_argument
         self.draws = []
         self.owners = []
+        self.unrecorded = []   # the generators that drew what the record lacks (constants of the program)
 
     def wrap(self, owner, name, original):
         def recorded(*args, **kwargs):
@@ -237,6 +238,7 @@ class Recorder:
             draw(owner, name, args, kwargs)
         unexplained = [o for (o, s), (_, s2) in zip(save_states(owners), after) if not _same(s, s2)]
         restore_states(after)
+        self.unrecorded = unexplained
         if unexplained:
             names = ["NumPy's global generator (np.random)" if o == "numpy" else "Python's `random`" if o == "random"
                      else f"the NumPy generator {type(o).__name__}" for o in unexplained]

@@ -13,6 +13,8 @@ one Python call per node and vectorized NumPy inside it, never Python per elemen
 >>> [float(v) for v in interpret(program, [3.0])]
 [7.0]
 """
+import functools
+
 import numpy as np
 
 from . import float_checks
@@ -84,31 +86,59 @@ class Interpreter:
         return [env[i] for i in outs]
 
     def _plan(self, graph):
+        """(graph, steps, slots of the outputs, the values after the params'): constants are
+        computed here (no step changes a value it did not copy), an arena's mark and release
+        are no steps (an arena is no memory here), and each step drops the values it read
+        last (the memory of the values no longer read is reused while the rest still run)."""
         slot = {v: k for k, v in enumerate(graph.params)}
-        steps, impls = [], {}
-        append = steps.append
+        work, fixed = [], {}   # (node, its operands' slots, its first output's slot) per step
         for node in graph.nodes:
             ins = tuple([slot[v] for v in node.inputs])
             at = len(slot)
-            outputs = node.outputs
-            for v in outputs:
+            for v in node.outputs:
                 slot[v] = len(slot)
             op = node.op
+            if op == Op.ARENA_MARK or op == Op.ARENA_RELEASE:
+                fixed[at] = _MARK
+            elif op == Op.CONST:
+                fixed[at] = _cast(impl_of(op)(**node.attrs), _DTYPES[node.outputs[0].type.dtype])
+            else:
+                work.append((node, ins, at))
+        outs = [slot[v] for v in graph.outputs]
+        blank = [None] * (len(slot) - len(graph.params))
+        for at, value in fixed.items():
+            blank[at - len(graph.params)] = value
+        return graph, self._steps(work, outs), outs, blank
+
+    def _steps(self, work, outs):
+        last = {}   # slot -> the step reading it last
+        for k, (_, ins, _) in enumerate(work):
+            for i in ins:
+                last[i] = k
+        dead = [[] for _ in work]
+        kept = set(outs)
+        for i, k in last.items():
+            if i not in kept:
+                dead[k].append(i)
+        steps, impls = [], {}
+        for (node, ins, at), gone in zip(work, dead):
+            outputs, op = node.outputs, node.op
             if len(outputs) == 1 and op not in _CONTROL and op not in _EFFECTS \
                     and not isinstance(outputs[0].type, _OPAQUE):   # (a primitive: most nodes)
                 fn = impls.get(op)
                 if fn is None:
                     fn = impls[op] = impl_of(op)
-                append(_pure_step(fn, node.attrs, ins, at, _DTYPES[outputs[0].type.dtype]))
+                steps.append(_pure_step(fn, node.attrs, ins, at, _DTYPES[outputs[0].type.dtype],
+                                        bool(outputs[0].type.shape), tuple(gone)))
             else:
-                append(self._step(node, ins, at))
-        return graph, steps, [slot[v] for v in graph.outputs], [None] * (len(slot) - len(graph.params))
+                steps.append(self._step(node, ins, at, tuple(gone)))
+        return steps
 
-    def _step(self, node, ins, at):
+    def _step(self, node, ins, at, dead):
         dts = [None if isinstance(v.type, _OPAQUE) else _DTYPES[v.type.dtype] for v in node.outputs]
         rule, effect = _CONTROL.get(node.op), _EFFECTS.get(node.op)
         if rule is None and effect is None:
-            return _pure_step(impl_of(node.op), node.attrs, ins, at, dts[0])
+            return _pure_step(impl_of(node.op), node.attrs, ins, at, dts[0], True, dead)
         n = len(dts)
 
         def step(env):
@@ -117,28 +147,46 @@ class Interpreter:
             for k in range(n):
                 dt = dts[k]
                 env[at + k] = outs[k] if dt is None else _cast(outs[k], dt)
+            for i in dead:
+                env[i] = None
         return step
 
 
-def _pure_step(fn, attrs, ins, at, dt):
-    """The step of a primitive: its NumPy function on the operands' slots, into slot `at`."""
+_MARK = np.int64(0)   # an arena mark's value (nothing reads it but its release)
+
+
+def _pure_step(fn, attrs, ins, at, dt, tensor, dead):
+    """The step of a primitive: its NumPy function on the operands' slots, into slot `at`
+    (`_cast` to `dt` where the result is not a value of `dt` already: an array of a `tensor`
+    type, a NumPy scalar of a scalar one); then the slots `dead` are emptied."""
     if attrs:
-        def step(env):
-            env[at] = _cast(fn(*[env[i] for i in ins], **attrs), dt)
-    elif len(ins) == 1:
+        fn = functools.partial(fn, **attrs)
+    scalar = None if tensor else dt.type
+    if len(ins) == 1:
         (a,) = ins
 
         def step(env):
-            env[at] = _cast(fn(env[a]), dt)
+            v = fn(env[a])
+            env[at] = v if type(v) is scalar or type(v) is _ND and v.dtype is dt and v.ndim else _cast(v, dt)
+            for i in dead:
+                env[i] = None
     elif len(ins) == 2:
         a, b = ins
 
         def step(env):
-            env[at] = _cast(fn(env[a], env[b]), dt)
+            v = fn(env[a], env[b])
+            env[at] = v if type(v) is scalar or type(v) is _ND and v.dtype is dt and v.ndim else _cast(v, dt)
+            for i in dead:
+                env[i] = None
     else:
         def step(env):
             env[at] = _cast(fn(*[env[i] for i in ins]), dt)
+            for i in dead:
+                env[i] = None
     return step
+
+
+_ND = np.ndarray
 
 
 def interpretable(program):
@@ -169,6 +217,12 @@ def _slot_start(t):
     if not t.shape and t.dtype in FLOATS:
         return NUMPY[t.dtype](-0.0)
     return np.zeros(t.shape, NUMPY[t.dtype])[()]
+
+
+def _new_slot(t):
+    """A slot at its start: a tensor's zeros are its own (owned: the first update needs no copy)."""
+    start = _slot_start(t)
+    return [start, True] if t.shape else [start]
 
 
 def _scatter_rows(table, idx, v, add):
@@ -216,7 +270,7 @@ _EFFECTS = {
     Op.TABLE_SCATTER: lambda node, table, idx, v: _scatter_rows(table, idx, v, node.attrs.get("add")),
     Op.ARENA_MARK: lambda node: [np.int64(0)],
     Op.ARENA_RELEASE: lambda node, mark: [],
-    Op.SLOT: lambda node: [[_slot_start(node.attrs["type"])]],
+    Op.SLOT: lambda node: [_new_slot(node.attrs["type"])],
     Op.SLOT_GET: lambda node, slot: _read(slot),
     Op.SLOT_SET: lambda node, slot, v: _slot_set(slot, v),
     Op.SLOT_ADD: lambda node, slot, v: _slot_add(slot, v),
@@ -241,7 +295,13 @@ def _table_gemm_add(slot, x, y, count, rows):
 
 
 def _add_region(slot, value, starts, stops, steps):
-    _owned(slot)[tuple(slice(a, b, c) for a, b, c in zip(starts, stops, steps))] += value
+    owned = _owned(slot)
+    index = tuple(map(slice, starts, stops, steps))
+    region = owned[index]
+    if type(region) is np.ndarray:   # (a view: added in place, as `+=` does, without its store back)
+        np.add(region, value, out=region)
+    else:
+        owned[index] += value
     return []
 
 

@@ -329,7 +329,7 @@ def note_compile(nodes, seconds):
 
 
 # the passes that only clean the program up (what reverse mode leaves: stop_gradients, scalar
-# slots, repeated and dead work, unread slots): they run before a path's second interpreted call
+# slots, repeated and dead work, unread slots): they run before a path's first interpreted call
 _CLEANUP = ("stop_gradients", "scalar_slots", "fold_constants", "cse", "dead_code", "unread_slots", "unread_tables")
 
 

@@ -124,6 +124,8 @@ def convert(x, dtype):
 
 def _shape(x):
     """The shape of an operand; an operand that is no number or array is an ArgumentError."""
+    if type(x) is np.ndarray and x.dtype.kind in "biuf":   # (an eager call's usual operand)
+        return x.shape
     if is_staged(x):
         return x.shape
     try:

@@ -321,8 +321,22 @@ def _refuse_masked(x, where):
                             "pass `x.filled(value)` (masked entries replaced) or `x.data`")
 
 
+_ARRAY_DTYPES = {}   # NumPy dtype -> jitad's dtype name (None: not one of jitad's)
+
+
+def _array_dtype(dt):
+    found = _ARRAY_DTYPES.get(dt, False)
+    if found is False:
+        found = _ARRAY_DTYPES[dt] = dtype_of_numpy(dt)
+    return found
+
+
 def _kind(x):
     """(dtype, weak): Python and NumPy scalars are weakly typed, as in JAX."""
+    if type(x) is np.ndarray:   # (the eager calls' usual operand first)
+        dtype = _array_dtype(x.dtype)
+        if dtype is not None:
+            return ("f32" if dtype == "f64" and not x64_enabled() else dtype), x.ndim == 0
     if isinstance(x, Staged):
         return x.ir_dtype, x.weak
     if type(x) is concrete.SymInt:
@@ -336,8 +350,8 @@ def _kind(x):
         return "f32", True
     if isinstance(x, (float, np.floating)):
         return default_float(), True
-    if isinstance(x, np.ndarray) and dtype_of_numpy(x.dtype):
-        dtype = dtype_of_numpy(x.dtype)
+    if isinstance(x, np.ndarray) and _array_dtype(x.dtype):
+        dtype = _array_dtype(x.dtype)
         return ("f32" if dtype == "f64" and not x64_enabled() else dtype), x.ndim == 0
     if _complex_operand(x):
         raise UnsupportedError("a complex value reached an operation that takes real values only: jitad's complex "
@@ -394,17 +408,25 @@ def as_var(x, dtype=None):
     return emit(Op.CONST, [], {"value": value, "type": Type(dtype)})[0]
 
 
+_F32 = np.dtype(np.float32)
+
+
 def _eager(op, *xs):
     for x in xs:
         _kind(x if isinstance(x, np.ndarray) or np.ndim(x) == 0 else np.asarray(x))   # numbers only
     with np.errstate(all="ignore"):
         values = [np.asarray(x)[()] for x in xs]
-        if len(xs) > 1 and any(getattr(v, "dtype", None) == np.float32 for v in values):
+        if len(xs) > 1 and any(_is_f32(v) for v in values):
             # Python numbers are weakly typed: float32 and a Python float give float32, as NumPy
             values = [np.float32(x) if type(x) in (float, int) else v for x, v in zip(xs, values)]
         if op.float_only:   # as when staged: ints and bools compute in f64
             values = [v if np.asarray(v).dtype.kind == "f" else np.float64(v) for v in values]
         return narrowed_result(float_checks.check_eager(op, impl_of(op)(*values)), xs)
+
+
+def _is_f32(v):
+    dt = getattr(v, "dtype", None)
+    return dt is not None and (dt is _F32 or dt == _F32)
 
 
 _BOOL_ARITH = {Op.ADD: Op.OR, Op.MUL: Op.AND, Op.MAXIMUM: Op.OR, Op.MINIMUM: Op.AND}

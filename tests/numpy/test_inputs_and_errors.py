@@ -377,3 +377,29 @@ def test_where_on_lists_of_numbers_gives_a_list_as_autograd():   # (JAX refuses 
         ours, theirs = jnp.where(*args), anp.where(*args)
         assert type(ours) is type(theirs) is list and ours == theirs
     assert isinstance(jnp.where(True, [1, 2], np.array([3, 4])), np.ndarray)   # an array among them: an array
+
+
+# -- eager shape functions: NumPy's at once on plain arrays -------------------------------
+
+@pytest.mark.parametrize("call", [
+    lambda m, x: m.reshape(x, (3, -1)), lambda m, x: m.reshape(x, [12]), lambda m, x: m.reshape(x, 12),
+    lambda m, x: m.expand_dims(x, 1), lambda m, x: m.expand_dims(x, (0, -1)), lambda m, x: m.ravel(x),
+    lambda m, x: m.reshape(x.T, (2, 6)), lambda m, x: m.ravel(x[:, ::2])])
+def test_eager_shape_functions_on_plain_arrays_are_numpy_and_jax(call):
+    x = np.arange(12.0).reshape(4, 3)
+    for arg in (x, jnp.asarray(x), x.astype(np.int32), x > 5):
+        got, want = call(jnp, arg), call(JNP, arg)
+        assert isinstance(got, jnp.Array) and got.dtype == np.asarray(want).dtype
+        np.testing.assert_array_equal(got, want)
+        assert np.shares_memory(got, arg) == np.shares_memory(call(np, arg), arg)   # (NumPy's view or copy)
+    staged = jitad.jit(lambda v: call(jnp, v) * 2.0)(x)   # (inside a trace: jitad's own, staged)
+    np.testing.assert_array_equal(staged, call(np, x) * 2.0)
+
+
+def test_eager_shape_functions_refused_by_numpy_raise_jitads_errors():
+    x = np.arange(6.0)
+    for bad in (lambda: jnp.reshape(x, (4, -1)), lambda: jnp.reshape(x, (-1, -1)), lambda: jnp.expand_dims(x, 3),
+                lambda: jnp.expand_dims(x, (0, 0))):
+        with pytest.raises(ShapeError):
+            bad()
+    np.testing.assert_array_equal(jnp.reshape(x, (np.int64(2), 3)), x.reshape(2, 3))   # (NumPy ints: jitad's path)

@@ -176,6 +176,84 @@ def test_a_generator_held_by_a_function_called_through_a_global_is_drawn_at_ever
         assert np.array_equal(a, b)
 
 
+_TWO_GENERATORS = """
+def build(m, noise, mix):
+    def elbo(w, t):
+        return m.sum((w + noise.randn(3)) ** 2) * mix.uniform() * (t + 1)
+    return elbo
+"""
+
+
+def _run_with_fresh_generators(m, grad, seeds):
+    """A program run afresh (its text executed again, new generators of these seeds): the
+    gradients of three steps, and where the generators end."""
+    program = {}
+    exec(_TWO_GENERATORS, program)
+    noise, mix = (np.random.RandomState(s) for s in seeds)
+    g = grad(program["build"](m, noise, mix))
+    out = [g(np.array([0.5, -1.0, 2.0]), t) for t in range(3)]
+    return out + [noise.randn(), mix.randn()]
+
+
+def test_fresh_generators_of_a_program_run_again_are_drawn_from_without_a_trace(traces):
+    # (the generators are keyed by their place among what the function reads, not their
+    # identity: a run of the same text finds the paths, and draws from its own generators)
+    theirs = [_run_with_fresh_generators(anp, autograd.grad, seeds) for seeds in ((0, 1), (0, 1), (1, 0))]
+    ours = [_run_with_fresh_generators(jitad, jitad.grad, (0, 1))]
+    first = len(traces)
+    ours += [_run_with_fresh_generators(jitad, jitad.grad, seeds) for seeds in ((0, 1), (1, 0))]
+    assert len(traces) == first   # (the swapped seeds too: each generator is drawn from at its own place)
+    for mine, ref in zip(ours, theirs):
+        for a, b in zip(mine, ref):
+            assert np.array_equal(a, b)
+    assert not np.array_equal(ours[1][0], ours[2][0])
+
+
+_UNRECORDED = """
+def build(m, rs):
+    def f(w):
+        return m.sum(w * rs.pareto(2.0, size=3))   # (a draw jitad does not record: a constant)
+    return f
+"""
+
+
+def test_a_generator_whose_draws_are_not_recorded_is_keyed_by_identity():
+    # (its draws are constants of the path: a fresh generator traces again, as autograd draws)
+    def run(m, grad, rs):
+        program = {}
+        exec(_UNRECORDED, program)
+        return grad(program["build"](m, rs))(np.ones(3)), rs.randn()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", jitad.JitadWarning)
+        ours = [run(jitad, jitad.grad, np.random.RandomState(seed)) for seed in (0, 1, 1)]
+    theirs = [run(anp, autograd.grad, np.random.RandomState(seed)) for seed in (0, 1, 1)]
+    for mine, ref in zip(ours, theirs):
+        assert np.array_equal(mine[0], ref[0]) and mine[1] == ref[1]
+
+
+_ONE_GENERATOR_TWO_NAMES = """
+def build(m, rs):
+    def f(w):
+        return m.sum((w + rs.randn(3)) ** 2) + m.sum(w * g.randn(3))   # (`g` a global: the same generator)
+    return f
+"""
+
+
+def test_a_generator_read_at_two_places_is_drawn_from_as_the_code_names_it():
+    # (which name drew is not recorded: the path keeps to that object, a fresh one traces again)
+    def run(m, grad, seeds):
+        program = {}
+        exec(_ONE_GENERATOR_TWO_NAMES, program)
+        rs = program["g"] = np.random.RandomState(seeds[0])
+        if seeds[1] != seeds[0]:   # (then two generators, one per name)
+            program["g"] = np.random.RandomState(seeds[1])
+        g = grad(program["build"](m, rs))
+        return [g(np.ones(3)) for _ in range(2)] + [rs.randn(), program["g"].randn()]
+    for seeds in ((0, 0), (1, 2), (3, 3)):
+        for a, b in zip(run(jitad, jitad.grad, seeds), run(anp, autograd.grad, seeds)):
+            assert np.array_equal(a, b)
+
+
 def test_a_mutated_captured_array_and_a_changed_captured_number():
     c = np.array([1.0, 2.0])
     g = jitad.grad(lambda w: jitad.sum(w * c))

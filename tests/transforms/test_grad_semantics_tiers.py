@@ -68,6 +68,17 @@ def test_auto_interprets_first_then_compiles_once(tiering, monkeypatch):
     np.testing.assert_array_equal(second[1], third[1])
 
 
+def test_the_cleanup_passes_run_before_the_first_interpreted_call(tiering):
+    # (a program run again, each path called once a run, pays them in its first run)
+    tiering("auto")
+    w = np.array([0.3, -0.1, 0.2, 0.5])
+    g = jitad.grad(program(jitad))
+    got = g(w, X, IDX)
+    code = g._last.code
+    assert code.compiled is None and code.cleaned and code.calls == 1
+    np.testing.assert_allclose(got, autograd.grad(program(anp))(w, X, IDX), rtol=1e-13)
+
+
 def test_the_budget_bounds_the_compiles_of_a_long_loop(tiering, monkeypatch):
     tiering("auto")
     monkeypatch.setattr(dispatch, "compile_budget", lambda program: 0.0)   # (each path compiles at its second call)
@@ -159,6 +170,10 @@ def test_a_read_array_is_pinned_by_its_values(traces):
     data[2] = 10.0   # changed in place: its constant is stale, traced again
     assert jitad.grad(model(data))(0.5) == pytest.approx(np.sum(1 / (1.5 + data)))
     assert len(traces) > made
+    made = len(traces)
+    signed = np.array([-0.0, 1.0, 10.0, 3.0])   # equal values, other bytes (-0.0): compared as values
+    assert jitad.grad(model(signed))(0.5) == pytest.approx(np.sum(1 / (1.5 + data)))
+    assert len(traces) == made
 
 
 def test_a_function_read_twice_keys_a_fresh_copy_alike(traces):
