@@ -422,7 +422,7 @@ class _TransposedJvp:
         self.f, self.__name__ = f, f.__name__
 
     def fwd(self, *args):
-        return self.f.fn(*args), args
+        return self.f(*args), args   # the call itself, so a higher derivative takes the rule too
 
     def bwd(self, args, g):
         from .pullback import pullback_staged
