@@ -100,7 +100,7 @@ def _ravel_complex(leaves, treedef):
         if flat_vector.shape != (offsets[-1],):
             raise ArgumentError(f"unravel: expected a flat vector of shape ({offsets[-1]},), got {flat_vector.shape}")
         parts = [flat_vector[o:o + a.size].reshape(a.shape) for o, a in zip(offsets, arrays)]
-        return unflatten(treedef, [(p if a.dtype.kind == "c" else p.real).astype(a.dtype)[()]
+        return unflatten(treedef, [(p if a.dtype.kind == "c" else np.real(p)).astype(a.dtype)[()]
                                    for p, a in zip(parts, arrays)])
     return flat, unravel
 

@@ -19,7 +19,7 @@ NumPy's: unit vectors whose largest component is real.
 import numpy as np
 
 from ..staging import Staged
-from ..staging.complex import Complex, is_complex, make, parts
+from ..staging.complex import make, parts
 from ._common import jnp
 from ._complex import R
 
@@ -53,14 +53,18 @@ def _zeros(x):
 
 def _gaps(w):
     """F[..., i, j] = 1 / (w_j - w_i) off the diagonal, 0 on it."""
-    j = _j()
     eye = np.eye(w.shape[-1])
     return 1.0 / (w[..., None, :] - w[..., :, None] + eye) - eye
 
 
-def _embedding(z):
-    from ._complex_linalg import _embedding as embed
-    return embed(z)
+def _embedding(z, axes=(-2, -1)):
+    """The real (2m, 2n) form [[A, -B], [B, A]] of the complex (m, n) matrices A + iB along
+    `axes` (moved last)."""
+    j = _j()
+    re, im = parts(z)
+    im = j.zeros_like(re) if im is None else im
+    re, im = (j.moveaxis(p, axes, (-2, -1)) for p in (re, im))
+    return j.concatenate([j.concatenate([re, -im], axis=-1), j.concatenate([im, re], axis=-1)], axis=-2)
 
 
 def _phase_fixed(v, row, others=()):
@@ -221,12 +225,18 @@ def _eig_host(re, im=None):
     return np.stack([packed.real, packed.imag], axis=-3)
 
 
+_EIG_KEY = "jitad.numpy.linalg.eig"   # NumPy's eig, called back from compiled code (as `pure_callback`)
+
+
 def _eig_values(*matrix):
     """(w re, w im, v re, v im) of the matrix with parts `matrix` (one part: a real matrix)."""
-    from ..toplevel import ShapeDtypeStruct, pure_callback
+    from .. import numeric as N
+    from ..ir.ops import Op
+    from ..primitives.host import HOST_FUNCTIONS
     n = matrix[0].shape[-1]
     shape = tuple(matrix[0].shape[:-2]) + (2, n + 1, n)
-    p = pure_callback(_eig_host, ShapeDtypeStruct(shape, np.float64), *matrix, vmap_method="broadcast_all")
+    HOST_FUNCTIONS.setdefault(_EIG_KEY, lambda *values: [_eig_host(*values)])
+    p = N.bind(Op.HOST_CALL, *matrix, call=_EIG_KEY, index=0, vmap_method="broadcast_all", out=("f64", shape))
     return p[..., 0, 0, :], p[..., 1, 0, :], p[..., 0, 1:, :], p[..., 1, 1:, :]
 
 

@@ -12,17 +12,9 @@ from ..errors import UnsupportedError
 from ..staging import Staged
 from ..staging.complex import Complex, is_complex, make, parts
 from . import _complex_decomp as _decomp
+from ._complex_decomp import _embedding
 from ._common import jnp
 from ._complex import R, _abs2, dispatcher
-
-
-def _embedding(z, axes=(-2, -1)):
-    """The real (2m, 2n) form of the complex (m, n) matrices along `axes` (moved last)."""
-    j = jnp()
-    re, im = parts(z)
-    im = j.zeros_like(re) if im is None else im
-    re, im = (j.moveaxis(p, axes, (-2, -1)) for p in (re, im))
-    return j.concatenate([j.concatenate([re, -im], axis=-1), j.concatenate([im, re], axis=-1)], axis=-2)
 
 
 def _norm(x, ord=None, axis=None, keepdims=False):
