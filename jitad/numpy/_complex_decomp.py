@@ -47,6 +47,22 @@ def _sg(z):
     return stop_gradient(re) if im is None else make(stop_gradient(re), stop_gradient(im))
 
 
+def _typed(dtype, *values):
+    """`values` (real or complex) with parts of the real dtype `dtype` (a complex64 input's
+    results are complex64, as NumPy's)."""
+    from .. import numeric as N
+
+    def cast(p):
+        if isinstance(p, Staged):
+            return N.convert(p, "f32" if dtype == np.float32 else "f64")
+        return np.asarray(p).astype(dtype)
+    out = []
+    for x in values:
+        re, im = parts(x)
+        out.append(cast(re) if im is None else make(cast(re), cast(im)))
+    return tuple(out)
+
+
 def _zeros(x):
     return R["zeros_like"](x) if isinstance(x, Staged) else np.zeros_like(np.asarray(x, dtype=float))
 
@@ -128,6 +144,7 @@ def eigh(a, UPLO="L", symmetrize_input=True):
         w, v = np.linalg.eigh(re + 1j * im)
         v = make(np.real(v), np.imag(v))
     v, = _phase_fixed(v, 0 if UPLO == "L" else -1)
+    w, v = _typed(re.dtype, w, v)
     return (w if isinstance(w, Staged) else j.asarray(w)), v
 
 
@@ -197,7 +214,7 @@ def svd(a, full_matrices=True, compute_uv=True):
         if not compute_uv:
             return j.asarray(out)
         u, vh = (make(np.real(x), np.imag(x)) for x in (out[0], out[2]))
-        u, vh = _phase_fixed(u, 0, (vh,))
+        u, vh = _typed(re.dtype, *_phase_fixed(u, 0, (vh,)))
         return u, j.asarray(out[1]), vh
     if compute_uv and full_matrices and m != n:
         from ..errors import UnsupportedError
@@ -206,7 +223,7 @@ def svd(a, full_matrices=True, compute_uv=True):
     ur, ui, s, vr, vi = _svd(re, im)
     if not compute_uv:
         return s
-    u, vh = _phase_fixed(make(ur, ui), 0, (make(vr, vi),))
+    u, vh = _typed(re.dtype, *_phase_fixed(make(ur, ui), 0, (make(vr, vi),)))
     return u, s, vh
 
 
@@ -282,7 +299,7 @@ def eig(a):
     if not isinstance(re, Staged) and im is not None:
         re, im = parts(_cx(a))
     wr, wi, vr, vi = _eig(re) if im is None else _eig(re, im)
-    return make(wr, wi), _normalized(make(vr, vi))
+    return _typed(re.dtype, make(wr, wi), _normalized(make(vr, vi)))
 
 
 def eigvals(a):

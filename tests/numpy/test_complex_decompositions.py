@@ -135,3 +135,11 @@ def test_eig_batched_and_eigvals():
 def test_full_factors_of_a_complex_nonsquare_matrix_are_refused():
     with pytest.raises(UnsupportedError, match="full_matrices=False"):
         jitad.jit(jnp.linalg.svd)(_cplx(3, 4))
+
+
+def test_complex64_stays_complex64():
+    a = _cplx(3, 3).astype(np.complex64)
+    for name in ("eigh", "svd", "eig"):
+        want = [x.dtype for x in getattr(np.linalg, name)(a)]
+        assert [x.dtype for x in jitad.jit(getattr(jnp.linalg, name))(a)] == want
+    assert [x.dtype for x in jitad.jit(jnp.linalg.eig)(a.real)] == [np.complex64, np.complex64]
