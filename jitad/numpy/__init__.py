@@ -34,9 +34,6 @@ from numpy import (bool_, dtype, finfo, float32, float64, iinfo, int8, int16, in
                    floating, inexact, number, signedinteger, issubdtype, promote_types, uint8, uint32,
                    uint64, can_cast, e, inf, nan, newaxis, pi, euler_gamma)
 
-from . import _scalar_types  # noqa: E402
-globals().update(_scalar_types.types())   # jnp.int64(x) of a staged x converts it, as in JAX and autograd
-
 __version__ = _np.__version__   # the NumPy whose namespace this mirrors (autograd.numpy says the same)
 float_ = float64
 int_ = int64
