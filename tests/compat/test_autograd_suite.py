@@ -13,8 +13,8 @@ FLOOR = 605   # of 631 (618 through autograd itself), measured on the whole suit
 CORE_FLOOR = 382   # of the 403 tests outside test_systematic.py and test_scipy.py (13 of them skip: no xarray).
 # What fails: deliberate differences (abs at 0, grad's name and docstring, const_graph, np.int64 of a traced array,
 # rfftn of odd length whose gradient autograd refuses: see docs/compat.md), test_dtypes (a float16 gradient comes
-# back float64), and test_tests' second-order check (a custom VJP rule called inside another one's VJP is not
-# differentiated by its rule under reverse-over-reverse; forward-over-reverse takes it)
+# back float64), and test_tests' second-order check (reverse over reverse takes the mixed second derivative from
+# the forward pass, a symmetric Hessian, so a rule's bwd that disagrees with its fwd is not what it sees)
 NOT_CORE = ("test_systematic.py", "test_scipy.py")
 
 
