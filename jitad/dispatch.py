@@ -628,8 +628,10 @@ class Concrete:
             if out is not NotImplemented:
                 return out
         if config.config._values["jax_enable_x64"]:
-            return self._run(args, kwargs, True)
-        return tree_map(narrowed, self._run(args, kwargs, False))   # JAX's 32-bit results
+            out = self._run(args, kwargs, True)
+        else:
+            out = tree_map(narrowed, self._run(args, kwargs, False))   # JAX's 32-bit results
+        return tree_map(_as_half, out) if _half_precision(args) else out
 
     def _run(self, args, kwargs, x64):
         known = self._known
@@ -1135,3 +1137,20 @@ def _swap_in(table, names, ids, undo):
         if id(v) in ids and _is_array(v):
             table[name] = view = source_view(v)
             undo.append(lambda name=name, v=v, view=view: table.get(name) is view and table.__setitem__(name, v))
+
+
+def _half_precision(args):
+    """Whether every float array or NumPy float among `args` is float16 (at least one): jitad
+    computes those in a wider float, and gives the results back as float16, as JAX and autograd
+    keep float16 values (and gradients) float16."""
+    if not any(isinstance(a, (list, tuple, dict)) or getattr(a, "dtype", None) == np.float16 for a in args):
+        return False
+    floats = [x.dtype for x in flatten(args)[0] if getattr(x, "dtype", None) is not None and x.dtype.kind == "f"]
+    return bool(floats) and all(d == np.float16 for d in floats)
+
+
+def _as_half(x):
+    """A wider float result as float16 (others as they are)."""
+    if isinstance(x, (np.ndarray, np.floating)) and x.dtype.kind == "f" and x.dtype != np.float16:
+        return x.astype(np.float16)
+    return np.float16(x) if type(x) is float else x
