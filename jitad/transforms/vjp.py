@@ -252,7 +252,8 @@ def _deferred_backward(node, ins, outs):
 # may disagree with its fwd), so while such a pass is staged (`_AS_WRITTEN`) its outputs take
 # their tangents from the transpose of bwd, and bwd's result its tangent in the cotangent from
 # the transpose of fwd: forward mode then gives what reverse mode over fwd and bwd as written
-# gives (autograd's and JAX's second derivatives).
+# gives (autograd's and JAX's second derivatives): `custom_vjp.outputs_as_written`,
+# `custom_vjp.bwd_as_written`.
 _AS_WRITTEN = [0]
 
 
@@ -265,47 +266,13 @@ def _as_written():
         _AS_WRITTEN[0] -= 1
 
 
-def _rule_outputs(rule, args):
-    """`rule`'s outputs at `args`, a call of a custom_vjp of its own fwd and bwd: forward mode
-    takes their tangent from bwd's transpose (`custom_vjp.tangent_rule`)."""
-    from .custom import custom_vjp
-    outputs = custom_vjp(lambda *a: rule.fwd(*a)[0])
-    outputs.__name__ = rule.__name__
-    return outputs.defvjp(rule.fwd, rule.bwd)(*args)
-
-
-def _bwd_transposing_fwd(rule, args, res, g):
-    """`rule.bwd(res, g)` as one call whose tangent is, in the arguments `args` (through the
-    residuals fwd makes of them), the transpose of bwd's derivative, and in `g` the transpose
-    of fwd (reverse mode over their operations at `args`)."""
-    from .custom import custom_jvp
-    from .pullback import pullback_staged
-    from .jvp import zeros
-
-    def bwd(args, res, g):
-        cts = rule.bwd(res, g)
-        leaves = flatten(tuple(cts) if isinstance(cts, (tuple, list)) else (cts,))[0]
-        return tuple(ct if ct is not None else zeros(d._var.type) for ct, d in zip(leaves, flatten(args)[0]))
-
-    def tangent(primals, tangents):
-        args, res, g = primals
-        out = bwd(args, res, g)
-        by_x = pullback_staged(lambda *a: bwd(a, rule.fwd(*a)[1], g), args, tangents[0], to_closure=False)
-        by_g = pullback_staged(lambda *a: rule.fwd(*a)[0], args, tangents[2], to_closure=False)
-        return out, tuple(a + b for a, b in zip(flatten(by_x)[0], flatten(by_g)[0]))
-    call = custom_jvp(bwd)
-    call.__name__ = f"{rule.__name__}_bwd"
-    call.defjvp(tangent)
-    return call(args, res, g)
-
-
 def _custom_forward(rv, node, ins, env):
     """A `custom_vjp` call: the user's fwd rule, staged here, replaces the body."""
     rule, in_td = node.attrs["custom"], node.attrs["in_td"]
     args = unflatten(in_td, [d.primal for d in ins[:in_td.num_leaves]])
     out, residuals = rule.fwd(*args)
     if _written_rule(node, residuals):
-        out = _rule_outputs(rule, args)
+        out = rule.outputs_as_written(args)
     leaves, out_td = flatten(out)
     if len(leaves) != len(node.outputs):
         raise ArgumentError(f"custom_vjp `{rule.__name__}`: fwd returned {len(leaves)} outputs "
@@ -325,7 +292,7 @@ def _custom_backward(node, ins, outs, residuals):
     g = unflatten(out_td, [slot_get(d.adj) if d.adj is not None else zeros(v.type)
                            for d, v in zip(outs, node.outputs)])
     if _written_rule(node, res):
-        cts = _bwd_transposing_fwd(rule, unflatten(in_td, [d.primal for d in ins[:in_td.num_leaves]]), res, g)
+        cts = rule.bwd_as_written(unflatten(in_td, [d.primal for d in ins[:in_td.num_leaves]]), res, g)
     else:
         cts = rule.bwd(res, g)
     cts = tuple(cts) if isinstance(cts, (tuple, list)) else (cts,)
@@ -346,7 +313,7 @@ def _custom_backward(node, ins, outs, residuals):
 def _written_rule(node, residuals):
     """Whether this custom_vjp call (a user's rule, not a custom_jvp's transpose) is staged
     for `_as_written`, its residuals values a call can take."""
-    return bool(_AS_WRITTEN[0]) and "custom_jvp" not in node.attrs and all(
+    return bool(_AS_WRITTEN[0]) and "custom_jvp" not in node.attrs and hasattr(node.attrs["custom"], "bwd_as_written") and all(
         is_staged(x) and x.ir_dtype in FLOATS or isinstance(x, (float, np.ndarray, np.floating))
         for x in flatten(residuals)[0])
 
