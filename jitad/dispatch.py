@@ -1143,10 +1143,22 @@ def _half_precision(args):
     """Whether every float array or NumPy float among `args` is float16 (at least one): jitad
     computes those in a wider float, and gives the results back as float16, as JAX and autograd
     keep float16 values (and gradients) float16."""
-    if not any(isinstance(a, (list, tuple, dict)) or getattr(a, "dtype", None) == np.float16 for a in args):
+    if not any(map(_holds_half, args)):   # (the common case, cheaply: no float16 anywhere)
         return False
     floats = [x.dtype for x in flatten(args)[0] if getattr(x, "dtype", None) is not None and x.dtype.kind == "f"]
-    return bool(floats) and all(d == np.float16 for d in floats)
+    return all(d == _HALF for d in floats)
+
+
+_HALF = np.dtype(np.float16)
+
+
+def _holds_half(x):
+    """Whether a float16 array or scalar is in `x` (through lists, tuples and dicts)."""
+    if isinstance(x, (list, tuple)):
+        return any(map(_holds_half, x))
+    if isinstance(x, dict):
+        return any(map(_holds_half, x.values()))
+    return getattr(x, "dtype", None) is _HALF
 
 
 def _as_half(x):
