@@ -668,8 +668,10 @@ class Concrete:
             if out is not NotImplemented:
                 return out
         if config.config._values["jax_enable_x64"]:
-            return self._run(args, kwargs, True)
-        return tree_map(narrowed, self._run(args, kwargs, False))   # JAX's 32-bit results
+            out = self._run(args, kwargs, True)
+        else:
+            out = tree_map(narrowed, self._run(args, kwargs, False))   # JAX's 32-bit results
+        return tree_map(_as_half, out) if _half_precision(args) else out
 
     def _run(self, args, kwargs, x64):
         known = self._known
@@ -1200,3 +1202,32 @@ def _swap_in(table, names, ids, undo):
         if id(v) in ids and _is_array(v):
             table[name] = view = source_view(v)
             undo.append(lambda name=name, v=v, view=view: table.get(name) is view and table.__setitem__(name, v))
+
+
+def _half_precision(args):
+    """Whether every float array or NumPy float among `args` is float16 (at least one): jitad
+    computes those in a wider float, and gives the results back as float16, as JAX and autograd
+    keep float16 values (and gradients) float16."""
+    if not any(map(_holds_half, args)):   # (the common case, cheaply: no float16 anywhere)
+        return False
+    floats = [x.dtype for x in flatten(args)[0] if getattr(x, "dtype", None) is not None and x.dtype.kind == "f"]
+    return all(d == _HALF for d in floats)
+
+
+_HALF = np.dtype(np.float16)
+
+
+def _holds_half(x):
+    """Whether a float16 array or scalar is in `x` (through lists, tuples and dicts)."""
+    if isinstance(x, (list, tuple)):
+        return any(map(_holds_half, x))
+    if isinstance(x, dict):
+        return any(map(_holds_half, x.values()))
+    return getattr(x, "dtype", None) is _HALF
+
+
+def _as_half(x):
+    """A wider float result as float16 (others as they are)."""
+    if isinstance(x, (np.ndarray, np.floating)) and x.dtype.kind == "f" and x.dtype != np.float16:
+        return x.astype(np.float16)
+    return np.float16(x) if type(x) is float else x

@@ -28,9 +28,11 @@ import numpy as np
 from . import numeric as N
 from .dispatch import USER_SPACE_CALL
 from .errors import ArgumentError, MissingRuleError, UnsupportedError
-from .pytree import flatten, tree_map, unflatten
+from .pytree import flatten, unflatten
 from .staging import Staged as Box
 from .staging import is_staged
+from .staging.complex import Complex
+from .tree_util import tree_leaves, tree_map
 from .transforms.custom import custom_jvp, custom_vjp
 
 __all__ = ["Box", "JVPNode", "SparseObject", "VJPNode", "VSpace", "def_linear", "defjvp", "defjvp_argnum",
@@ -49,6 +51,15 @@ def _dtype(x):
     if is_staged(x):
         return np.dtype({"f64": np.float64, "f32": np.float32, "i64": np.int64, "bool": np.bool_}[x.ir_dtype])
     return np.result_type(x)
+
+
+def _whole(x):
+    """A complex staged value is one element of a space (a pytree of its two parts elsewhere)."""
+    return isinstance(x, Complex)
+
+
+def _map(fn, *trees):
+    return tree_map(fn, *trees, is_leaf=_whole)
 
 
 def _complex(x):
@@ -154,20 +165,20 @@ class VSpace:
         return self._covector(x)
 
     def _add(self, x, y):
-        return tree_map(lambda a, b: a + b, x, y)
+        return _map(lambda a, b: a + b, x, y)
 
     def _mut_add(self, x, y):
         return self._add(x, y)
 
     def _scalar_mul(self, x, a):
-        return tree_map(lambda v: v * a, x)
+        return _map(lambda v: v * a, x)
 
     def _inner_prod(self, x, y):
         return sum(np.real(np.vdot(a, b)) if _complex(a) or _complex(b) else N.sum(a * b)
-                   for a, b in zip(flatten(x)[0], flatten(y)[0]))
+                   for a, b in zip(tree_leaves(x, _whole), tree_leaves(y, _whole)))
 
     def _covector(self, x):
-        return tree_map(lambda v: np.conj(v) if _complex(v) else v, x)
+        return _map(lambda v: np.conj(v) if _complex(v) else v, x)
 
     @classmethod
     def register(cls, value_type, vspace_maker=None):

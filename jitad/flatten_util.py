@@ -87,11 +87,31 @@ def _eager_layout(leaves, treedef):
     return layout
 
 
+def _ravel_complex(leaves, treedef):
+    """`ravel_pytree` of host leaves of which some are complex: a complex vector (the widest
+    complex dtype of the leaves, as NumPy promotes them), each leaf given back in its dtype."""
+    arrays = [np.asarray(x) for x in leaves]
+    dtype = np.result_type(*arrays, np.complex64)
+    flat = np.concatenate([np.ravel(a).astype(dtype) for a in arrays])
+    offsets = np.cumsum([0] + [a.size for a in arrays]).tolist()
+
+    def unravel(flat_vector):
+        flat_vector = np.asarray(flat_vector)
+        if flat_vector.shape != (offsets[-1],):
+            raise ArgumentError(f"unravel: expected a flat vector of shape ({offsets[-1]},), got {flat_vector.shape}")
+        parts = [flat_vector[o:o + a.size].reshape(a.shape) for o, a in zip(offsets, arrays)]
+        return unflatten(treedef, [(p if a.dtype.kind == "c" else np.real(p)).astype(a.dtype)[()]
+                                   for p, a in zip(parts, arrays)])
+    return flat, unravel
+
+
 def ravel_pytree(tree):
     """`(flat, unravel)`: the leaves raveled and concatenated (in `tree_leaves` order, at
     their common dtype as JAX's: float64 for a float32 array and a Python float), and `unravel(flat)` rebuilding the pytree with each leaf's
     shape and dtype."""
     leaves, treedef = flatten(tree)
+    if not any(map(is_staged, leaves)) and any(np.iscomplexobj(x) for x in leaves):
+        return _ravel_complex(leaves, treedef)
     if any(map(is_staged, leaves)):
         layout = _Layout(leaves)
         parts = [N.reshape(N.convert(x, layout.dtype), (n,)) for x, n in zip(leaves, layout.sizes)]

@@ -26,7 +26,8 @@ Derivatives (reverse and forward, written with these primitives so they differen
 again): `solve`/`inv` by the adjoint solve, `det` through `slogdet`, `cholesky` by Murray
 (2016), `solve_triangular` by triangular solves, `eigh`/`svd`/`qr` by the perturbation
 formulas JAX uses. As in JAX, `cholesky` and `eigh` differentiate as functions of the
-symmetric part of their input ((A + A^T) / 2: the gradient is symmetric), and the `eigh`
+symmetric part of their input ((A + A^T) / 2: the gradient is symmetric; `eigh`'s values
+are those of the symmetric part too), and the `eigh`
 and `svd` derivatives are infinite/NaN at repeated eigenvalues (singular values), where
 eigenvectors are not unique; `qr` differentiates for m >= n, `svd` with
 `full_matrices=False` or square inputs.
@@ -263,26 +264,31 @@ def solve_triangular(a, b, trans=0, lower=False, check=False):
     return (N.reshape(x, tuple(x.shape[:-1])) if is_staged(x) else x[..., 0]) if vector else x
 
 
-def eigh(a, UPLO="L"):
-    """Eigenvalues (ascending) and eigenvectors (columns) of symmetric matrices, from the
-    lower triangle (`UPLO="U"`: the upper): `w, v = jitad.linalg.eigh(a)`. The same LAPACK
-    routine as NumPy's, so the same eigenvector signs. A failed decomposition gives NaN."""
+def eigh(a, UPLO="L", symmetrize_input=True):
+    """Eigenvalues (ascending) and eigenvectors (columns) of symmetric matrices, as JAX's:
+    of the symmetric part (a + a^T) / 2 (`symmetrize_input=False`: of the triangle `UPLO`
+    names, "L" or "U", as NumPy's), so the values and the symmetric gradient agree for any
+    input: `w, v = jitad.linalg.eigh(a)`. The same LAPACK routine as NumPy's, so the same
+    eigenvector signs. A failed decomposition gives NaN."""
     if UPLO not in ("L", "U"):
         raise ArgumentError(f"`linalg.eigh`: UPLO={UPLO!r}; use 'L' or 'U'")
     a = _float(a, "eigh")
     n = _square(a, "eigh")
     if not is_staged(a):
+        a = (a + np.swapaxes(a, -1, -2)) / 2.0 if symmetrize_input else a
         w, v = np.linalg.eigh(a, UPLO=UPLO)
         return w, v
     if a.ir_dtype == "f32":   # as NumPy: computed in double, so the eigenvector signs are NumPy's
-        return tuple(_N().convert(x, "f32") for x in eigh(_N().convert(a, "f64"), UPLO))
+        return tuple(_N().convert(x, "f32") for x in eigh(_N().convert(a, "f64"), UPLO, symmetrize_input))
+    if symmetrize_input:
+        a = (a + _swap(a)) * 0.5
     packed = _prim("eigh", a, upper=UPLO == "U")
     return _unpack_eigh(packed, n)
 
 
-def eigvalsh(a, UPLO="L"):
-    """The eigenvalues (ascending) of symmetric matrices."""
-    return eigh(a, UPLO)[0]
+def eigvalsh(a, UPLO="L", symmetrize_input=True):
+    """The eigenvalues (ascending) of symmetric matrices (of `a`'s symmetric part, as `eigh`)."""
+    return eigh(a, UPLO, symmetrize_input)[0]
 
 
 def eig(a):

@@ -45,11 +45,28 @@ def check_grads(fun, args=None, order=2, modes=None, atol=None, rtol=None, eps=N
         xs = tuple(call_args[i] for i in nums)
         for mode in modes:   # one at a time, so that a failure names its mode and function, as autograd's
             try:
-                testing.check_grads(f, xs, order=order, modes=(mode,), **tolerances)
+                testing.check_grads(f, xs, order=order if mode == "fwd" else 1, modes=(mode,), **tolerances)
             except AssertionError as e:
                 raise AssertionError(f"({'VJP' if mode == 'rev' else 'JVP'}) check of {get_name(fun)} failed: {e}") \
                     from None
+        if "rev" in modes and order > 1:   # the VJP itself, of (x, cotangent), as autograd checks it
+            vjp_f = _vjp_function(f, get_name(fun))
+            v = vspace(f(*xs)).randn()
+            check_grads(vjp_f, modes=modes, order=order - 1, argnum=list(range(len(xs) + 1)), **tolerances)(*xs, v)
     return check
+
+
+def _vjp_function(f, name):
+    """`(*xs, v) -> the cotangents of f's arguments at xs for the output cotangent v`, named
+    `vjp_<name>` (what autograd's second-order reverse check differentiates)."""
+    from .api import vjp
+
+    def vjp_f(*a):
+        pullback = vjp(f, *a[:-1])[1]
+        cts = pullback(a[-1])
+        return cts[0] if len(cts) == 1 else cts
+    vjp_f.__name__ = f"vjp_{name}"
+    return vjp_f
 
 
 def _all_ints(values):

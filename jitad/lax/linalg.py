@@ -29,9 +29,7 @@ def triangular_solve(a, b, *, left_side=False, lower=False, transpose_a=False, c
 def eigh(x, *, lower=True, symmetrize_input=True, sort_eigenvalues=True, subset_by_index=None):
     """Eigenvectors (columns) and ascending eigenvalues of a symmetric matrix, in that order
     (as `lax.linalg.eigh`): `v, w = lax.linalg.eigh(a)`."""
-    if symmetrize_input:
-        x = (x + N.NUMPY_API["swapaxes"](x, -1, -2)) / 2.0
-    w, v = _L.eigh(x, "L" if lower else "U")
+    w, v = _L.eigh(x, "L" if lower else "U", symmetrize_input=symmetrize_input)
     return v, w
 
 

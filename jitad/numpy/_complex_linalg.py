@@ -4,26 +4,22 @@ products, inverse and singular values are Z's own in real form (each singular va
 Determinants come from Gaussian elimination with partial pivoting and Cholesky factors from
 the column recurrence, written in complex staged operations (n steps, O(n^3) in all; the
 pivot choice is piecewise constant)."""
+import functools
+
 import numpy as np
 
 from ..errors import UnsupportedError
-from ..staging.complex import Complex, make, parts
+from ..staging import Staged
+from ..staging.complex import Complex, is_complex, make, parts
+from . import _complex_decomp as _decomp
+from ._complex_decomp import _embedding
 from ._common import jnp
 from ._complex import R, _abs2, dispatcher
 
 
-def _embedding(z, axes=(-2, -1)):
-    """The real (2m, 2n) form of the complex (m, n) matrices along `axes` (moved last)."""
-    j = jnp()
-    re, im = parts(z)
-    im = j.zeros_like(re) if im is None else im
-    re, im = (j.moveaxis(p, axes, (-2, -1)) for p in (re, im))
-    return j.concatenate([j.concatenate([re, -im], axis=-1), j.concatenate([im, re], axis=-1)], axis=-2)
-
-
 def _norm(x, ord=None, axis=None, keepdims=False):
     """NumPy's norms of complex values (the moduli's norms; 2, -2 and 'nuc' of matrices from
-    the real embedding's singular values, each of which is Z's twice)."""
+    their singular values)."""
     j, real_norm = jnp(), R["linalg.norm"]
     nd = len(np.shape(parts(x)[0]))
     axes = tuple(range(nd)) if axis is None else (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
@@ -31,8 +27,10 @@ def _norm(x, ord=None, axis=None, keepdims=False):
     if ord is None or (ord == "fro" and matrix) or (ord == 2 and not matrix):
         return j.sqrt(j.sum(_abs2(x), axis=axes if axis is not None else None, keepdims=keepdims))
     if matrix and ord in (2, -2, "nuc"):
-        out = real_norm(_embedding(x, axes), ord, (-2, -1))
-        out = out / 2.0 if ord == "nuc" else out
+        re, im = parts(x)
+        z = make(*(j.moveaxis(p, axes, (-2, -1)) for p in (re, j.zeros_like(re) if im is None else im)))
+        s = _decomp.svd(z, compute_uv=False)
+        out = j.sum(s, axis=-1) if ord == "nuc" else s[..., 0] if ord == 2 else s[..., -1]
         return j.expand_dims(out, tuple(sorted(a % nd for a in axes))) if keepdims else out
     return real_norm(j.abs(x), ord, axis, keepdims)
 
@@ -123,9 +121,24 @@ def _refuse(name):
 
 
 _TABLE = {"norm": _norm, "inv": _inv, "solve": _solve, "det": _det, "slogdet": _slogdet, "cholesky": _cholesky,
-          **{name: _refuse(name) for name in ("eig", "eigh", "eigvals", "eigvalsh", "svd", "qr", "pinv",
+          **{name: _refuse(name) for name in ("qr", "pinv",
                                               "lstsq", "matrix_power", "matrix_rank", "cond", "tensorsolve",
                                               "tensorinv")}}
+
+
+# complex matrices (NumPy arrays too, for one phase convention) to these; real ones unchanged
+_COMPLEX = {"eigh": _decomp.eigh, "eigvalsh": _decomp.eigvalsh, "svd": _decomp.svd}
+_STAGED = {"eig": _decomp.eig, "eigvals": _decomp.eigvals}   # staged real matrices too: complex results
+
+
+def _routed(real_fn, fn, take):
+    """`fn` where `take(the matrix argument)`, else `real_fn`."""
+    @functools.wraps(real_fn)
+    def call(*args, **kwargs):
+        a = args[0] if args else kwargs.get("a")
+        return fn(*args, **kwargs) if take(a) else real_fn(*args, **kwargs)
+    call.__complex__ = fn
+    return call
 
 
 def install(namespace):
@@ -134,3 +147,7 @@ def install(namespace):
         if name in namespace:
             R["linalg." + name] = namespace[name]
             namespace[name] = dispatcher(name, namespace[name], fn)
+    for table, take in ((_COMPLEX, is_complex), (_STAGED, lambda a: isinstance(a, (Staged, Complex)))):
+        for name, fn in table.items():
+            R["linalg." + name] = namespace[name]
+            namespace[name] = _routed(namespace[name], fn, take)

@@ -8,7 +8,7 @@ import numpy as np
 from ..staging import Staged
 
 # dtypes, scalar types and their abstract classes
-TYPES = ("bool", "byte", "bytes_", "character", "datetime64", "flexible", "float16", "generic", "half", "intc",
+TYPES = ("bool", "byte", "bytes_", "character", "datetime64", "flexible", "float16", "generic", "half", "intc", "clongdouble",
          "intp", "long", "longdouble", "longlong", "object_", "short", "str_", "timedelta64", "ubyte", "uint",
          "uint16", "uintc", "uintp", "ulong", "ulonglong", "unsignedinteger", "ushort", "void", "matrix",
          "memmap", "recarray", "record", "broadcast", "busdaycalendar", "flatiter", "ndenumerate", "ndindex",

@@ -134,6 +134,16 @@ class ConcreteTrace:
         self.guards.append(Guard(user_location(), kind, value))
         return value
 
+    def convert(self, staged, dtype):
+        """NumPy's conversion of `staged` to the integer or bool `dtype`: its value, with a
+        guard that the staged value converts to the same array at later calls."""
+        value = np.asarray(self.value_of(staged._var)).astype(dtype)
+        index = len(self.guards)
+        differs = staged.astype(dtype) != value
+        emit(Op.CHECK, [(differs.any() if differs.shape else differs)._var], {"message": f"{GUARD_PREFIX}{index}"})
+        self.guards.append(Guard(user_location(), "array", (value.shape, value.tobytes())))
+        return value
+
     # -- hidden arguments ---------------------------------------------------------------
 
     def array_param(self, x, type_):
@@ -318,6 +328,20 @@ def decision(staged, kind, refuse):
         raise refuse()
     try:
         return c.decide(staged, kind)
+    except NoValue:
+        raise refuse() from None
+
+
+def to_array(staged, dtype, refuse):
+    """NumPy's conversion of a staged value to an integer or bool dtype (`np.int64(x)`, what
+    NumPy's scalar types do) while tracing with values: the value, a NumPy array (data: an
+    integer carries no derivative), guarded; else (no values, or a float dtype, which would
+    drop the derivative) `refuse()`."""
+    c = frame_values()
+    if c is None or dtype is None or np.dtype(dtype).kind not in "biu":
+        raise refuse()
+    try:
+        return c.convert(staged, np.dtype(dtype))
     except NoValue:
         raise refuse() from None
 

@@ -123,12 +123,13 @@ class Staged:
     def __array_function__(self, func, types, args, kwargs):
         return N.numpy_function(func, args, kwargs)
 
-    def __array__(self, dtype=None, copy=None):
-        raise _staging_error("Converting it to a NumPy array (`np.asarray`, `np.array`, or indexing "
-                             "a NumPy array with it)",
-                             "Stay with jitad functions: index a NumPy constant `table` as "
-                             "`jitad.numpy.asarray(table)[i]` or `jitad.take(table, i)`; "
-                             "`jitad.stack([...])` builds an array from staged values.")
+    def __array__(self, dtype=None, copy=None):   # (to an integer dtype with values: see `concrete`)
+        return concrete.to_array(self, dtype, lambda: _staging_error(
+            "Converting it to a NumPy array (`np.asarray`, `np.array`, NumPy's scalar types such as "
+            "`np.int64(x)`, or indexing a NumPy array with it)",
+            "Stay with jitad functions: convert with `x.astype(np.int64)`; index a NumPy constant `table` as "
+            "`jitad.numpy.asarray(table)[i]` or `jitad.take(table, i)`; `jitad.stack([...])` builds an "
+            "array from staged values."))
 
     def __init__(self, var, weak=False):
         self._var = var

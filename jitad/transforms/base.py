@@ -6,6 +6,7 @@ that carry no gradient, and the other transformations follow its shape.
 from ..ir import float_checks
 from ..ir.graph import split_operands
 from ..ir.ops import CALLS, Op
+from ..pytree import flatten, unflatten
 from ..staging import FOR, FUN, IF, TREE, WHILE, ShapeDtype, emit, trace_memo, wrap
 
 
@@ -74,7 +75,19 @@ def _for(node, ins):
                checkpoints=node.attrs.get("checkpoints"))
 
 
+def _custom_function(node):
+    """The custom_jvp or custom_vjp function a call node stages (one without captured
+    values, which a call elsewhere could not see), or None."""
+    if node.op != Op.CUSTOM_VJP or node.attrs["fun"].n_captures:
+        return None
+    rule = node.attrs.get("custom_jvp", node.attrs.get("custom"))
+    return rule if isinstance(rule, FUN) and "in_td" in node.attrs else None
+
+
 def _call(node, ins):
+    rule = _custom_function(node)
+    if rule is not None:   # called again, so a later derivative (a higher order) still takes its rule
+        return flatten(rule(*unflatten(node.attrs["in_td"], list(ins))))[0]
     fundef = node.attrs["fun"]
     memo = trace_memo()
     fun = memo.get(("restage", fundef))

@@ -140,6 +140,35 @@ class custom_vjp(_NondiffFUN):
         return [(o, (t if t is not None else _zero_like(o)) if t_.dtype in FLOATS else None)
                 for o, t, t_ in zip(outs, out_tangents, types)]
 
+    def outputs_as_written(self, args):
+        """The outputs at `args` as a call of a custom_vjp of this rule's fwd and bwd: forward
+        mode takes their tangent from bwd's transpose (`tangent_rule`), not from fwd's operations
+        (staged where reverse over reverse must differentiate bwd as written)."""
+        outputs = custom_vjp(lambda *a: self.fwd(*a)[0])
+        outputs.__name__ = self.__name__
+        return outputs.defvjp(self.fwd, self.bwd)(*args)
+
+    def bwd_as_written(self, args, res, g):
+        """`bwd(res, g)` as one call whose tangent is, in the arguments `args` (through the
+        residuals fwd makes of them), the transpose of bwd's derivative, and in `g` the
+        transpose of fwd: reverse mode over their operations at `args`."""
+        from .pullback import pullback_staged
+
+        def bwd(args, res, g):
+            cts = self.bwd(res, g)
+            leaves = flatten(tuple(cts) if isinstance(cts, (tuple, list)) else (cts,))[0]
+            return tuple(ct if ct is not None else _zero_like(x) for ct, x in zip(leaves, flatten(args)[0]))
+
+        def tangent(primals, tangents):
+            args, res, g = primals
+            by_x = pullback_staged(lambda *a: bwd(a, self.fwd(*a)[1], g), args, tangents[0], to_closure=False)
+            by_g = pullback_staged(lambda *a: self.fwd(*a)[0], args, tangents[2], to_closure=False)
+            return bwd(args, res, g), tuple(a + b for a, b in zip(flatten(by_x)[0], flatten(by_g)[0]))
+        call = custom_jvp(bwd)
+        call.__name__ = f"{self.__name__}_bwd"
+        call.defjvp(tangent)
+        return call(args, res, g)
+
     def __repr__(self):
         return f"custom_vjp({self.__name__})"
 
@@ -422,7 +451,7 @@ class _TransposedJvp:
         self.f, self.__name__ = f, f.__name__
 
     def fwd(self, *args):
-        return self.f.fn(*args), args
+        return self.f(*args), args   # the call itself, so a higher derivative takes the rule too
 
     def bwd(self, args, g):
         from .pullback import pullback_staged

@@ -234,7 +234,8 @@ def _deferred_backward(node, ins, outs):
         o, g = value_and_grad_staged(program, list(flat[:n]), floats_in, list(zip(floats_out, flat[n:])))
         return tuple(o) + tuple(g)
     types = [p.type for p in main.params] + [main.outputs[j].type for j in floats_out]
-    traced, _, captured = trace_program(outputs_and_gradient, tuple(primals), flatten(tuple(primals))[1], types)
+    with _as_written():
+        traced, _, captured = trace_program(outputs_and_gradient, tuple(primals), flatten(tuple(primals))[1], types)
     result = jvp_graph(traced.main, list(zip(primals, tangents)) + [(wrap(v), None) for v in captured])
     tans = [t for _, t in result]
     for k, t in zip(floats_in, tans[m:]):
@@ -245,11 +246,33 @@ def _deferred_backward(node, ins, outs):
             slot_add(d.adj, tans[j])
 
 
+# A reverse pass that `_deferred_backward` differentiates in forward mode takes the tangents
+# of its values as the cotangents of the reverse pass's reverse pass: right where each step's
+# derivative is symmetric, as jitad's own rules are. A custom_vjp rule's need not be (its bwd
+# may disagree with its fwd), so while such a pass is staged (`_AS_WRITTEN`) its outputs take
+# their tangents from the transpose of bwd, and bwd's result its tangent in the cotangent from
+# the transpose of fwd: forward mode then gives what reverse mode over fwd and bwd as written
+# gives (autograd's and JAX's second derivatives): `custom_vjp.outputs_as_written`,
+# `custom_vjp.bwd_as_written`.
+_AS_WRITTEN = [0]
+
+
+@contextmanager
+def _as_written():
+    _AS_WRITTEN[0] += 1
+    try:
+        yield
+    finally:
+        _AS_WRITTEN[0] -= 1
+
+
 def _custom_forward(rv, node, ins, env):
     """A `custom_vjp` call: the user's fwd rule, staged here, replaces the body."""
     rule, in_td = node.attrs["custom"], node.attrs["in_td"]
     args = unflatten(in_td, [d.primal for d in ins[:in_td.num_leaves]])
     out, residuals = rule.fwd(*args)
+    if _written_rule(node, residuals):
+        out = rule.outputs_as_written(args)
     leaves, out_td = flatten(out)
     if len(leaves) != len(node.outputs):
         raise ArgumentError(f"custom_vjp `{rule.__name__}`: fwd returned {len(leaves)} outputs "
@@ -268,7 +291,10 @@ def _custom_backward(node, ins, outs, residuals):
     out_td, res = residuals
     g = unflatten(out_td, [slot_get(d.adj) if d.adj is not None else zeros(v.type)
                            for d, v in zip(outs, node.outputs)])
-    cts = rule.bwd(res, g)
+    if _written_rule(node, res):
+        cts = rule.bwd_as_written(unflatten(in_td, [d.primal for d in ins[:in_td.num_leaves]]), res, g)
+    else:
+        cts = rule.bwd(res, g)
     cts = tuple(cts) if isinstance(cts, (tuple, list)) else (cts,)
     leaves = flatten(cts)[0]
     if len(leaves) != in_td.num_leaves:
@@ -282,6 +308,14 @@ def _custom_backward(node, ins, outs, residuals):
                                  f"{ct_shape} for argument leaf {k} of shape {shape}; each cotangent "
                                  "must have its argument's shape")
             slot_add(d.adj, unbroadcast(ct, shape) if is_staged(ct) else ct)
+
+
+def _written_rule(node, residuals):
+    """Whether this custom_vjp call (a user's rule, not a custom_jvp's transpose) is staged
+    for `_as_written`, its residuals values a call can take."""
+    return bool(_AS_WRITTEN[0]) and "custom_jvp" not in node.attrs and hasattr(node.attrs["custom"], "bwd_as_written") and all(
+        is_staged(x) and x.ir_dtype in FLOATS or isinstance(x, (float, np.ndarray, np.floating))
+        for x in flatten(residuals)[0])
 
 
 def _broadcasts_to(shape, big):

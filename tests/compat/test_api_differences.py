@@ -134,7 +134,7 @@ def test_einsum_still_refuses_different_lengths():
         jitad.einsum("ii->i", np.ones((1, 3)))
 
 
-# -- eigh: NumPy's eigenvector signs ---------------------------------------------------------
+# -- eigh: NumPy's eigenvector signs, of the symmetric part (as JAX) -------------------------
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("uplo", ["L", "U"])
@@ -143,14 +143,24 @@ def test_eigh_eigenvectors_are_numpys(uplo, dtype):
     staged = jitad.jit(lambda a: jitad.linalg.eigh(a, UPLO=uplo))
     for n in (3, 8):
         a = rng.standard_normal((n, n))
-        a = (a + a.T + np.tril(rng.standard_normal((n, n)))).astype(dtype)   # the other triangle is not read
-        w0, v0 = np.linalg.eigh(a, UPLO=uplo)
+        a = (a + a.T + np.tril(rng.standard_normal((n, n)))).astype(dtype)   # not symmetric: its symmetric part
+        w0, v0 = np.linalg.eigh((a + a.T) / 2, UPLO=uplo)
         for w, v in (jitad.linalg.eigh(a, UPLO=uplo), staged(a)):
             assert v.dtype == dtype
             np.testing.assert_allclose(v, v0, atol=1e-10 if dtype == np.float64 else 1e-5)
             np.testing.assert_allclose(w, w0, rtol=1e-10 if dtype == np.float64 else 1e-5)
     batch = rng.standard_normal((3, 4, 4)).astype(dtype)
+    batch = batch + batch.swapaxes(-1, -2)
     np.testing.assert_allclose(staged(batch)[1], np.linalg.eigh(batch, UPLO=uplo)[1], atol=1e-5)
+
+
+def test_eigh_of_a_nonsymmetric_matrix_is_jaxs_with_its_gradient():
+    a = np.random.default_rng(3).standard_normal((5, 5))
+    for fn in (lambda m: m.linalg.eigh(a)[0], lambda m: m.linalg.eigh(a, UPLO="U")[0]):
+        _close(fn(jitad), fn(jnp), rtol=1e-10, atol=1e-12)
+    loss = lambda m: lambda x: m.sum(m.linalg.eigh(x)[0] ** 3) + m.sum(m.linalg.eigh(x)[1][0] ** 2)  # noqa: E731
+    _close(jitad.grad(loss(jitad))(a), jax.grad(loss(jnp))(a), rtol=1e-8, atol=1e-10)
+    check_grads(loss(jitad), (a,), order=1, modes=("rev", "fwd"))
 
 
 def test_eigh_upper_gradients():

@@ -105,3 +105,25 @@ def test_errors():
     single.defjvp(lambda p, t: t[0])
     with pytest.raises(jitad.ArgumentError, match="pair"):
         jitad.jvp(single, (1.0,), (1.0,))
+
+
+@jitad.custom_jvp
+def _square_by_rule(x):   # the body's own derivative (2x) is not the rule's (3 * out)
+    return x * x
+
+
+@_square_by_rule.defjvp
+def _square_by_rule_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    out = _square_by_rule(x)
+    return out, 3.0 * out * t
+
+
+def test_every_order_takes_the_rule_not_the_body():
+    # d/dx = 3 f; d2/dx2 = 3 * (3 f) = 9 x^2 by the rule (the body's derivative would give 6x)
+    x = 2.0
+    assert jitad.grad(_square_by_rule)(x) == pytest.approx(12.0)
+    for second in (jitad.grad(jitad.grad(_square_by_rule)), jitad.hessian(_square_by_rule),
+                   lambda x: jitad.jvp(jitad.grad(_square_by_rule), (x,), (1.0,))[1]):
+        assert second(x) == pytest.approx(36.0)
+    assert jitad.grad(jitad.grad(jitad.grad(_square_by_rule)))(x) == pytest.approx(27 * x * x)

@@ -63,3 +63,46 @@ def test_forward_mode_of_a_custom_vjp_transposes_its_rule():
     np.testing.assert_allclose(tangent, 2.0 * np.cos(XS), rtol=1e-14)
     np.testing.assert_allclose(jitad.hessian(lambda u: jitad.numpy.sum(doubled(jitad)(u) ** 2))(XS),
                                jax.hessian(lambda u: jax.numpy.sum(doubled(jax)(u) ** 2))(XS), rtol=1e-12)
+
+
+def scaled_by_its_own_rule(lib):
+    """`2 x`, computed by a fwd that does not call itself, whose bwd `2 h(g) + x[::-1] g` uses
+    another rule `h` (the identity, its bwd 1.001 g): the bwd disagrees with the fwd."""
+    n = lib.numpy
+
+    @lib.custom_vjp
+    def h(x):
+        return x
+    h.defvjp(lambda x: (x, None), lambda r, g: (1.001 * g,))
+
+    @lib.custom_vjp
+    def f(x):
+        return 2.0 * x
+    f.defvjp(lambda x: (2.0 * x, x), lambda x, g: (2.0 * h(g) + x[::-1] * g,))
+    return f, n
+
+
+@pytest.mark.parametrize("argnum", [0, 1])
+def test_reverse_over_reverse_differentiates_the_backward_pass_as_written(argnum):
+    """The cotangent of the seed of an inner gradient is the bwd's transpose, not the fwd's
+    derivative (as autograd's and JAX's: their second-order check sees a wrong bwd)."""
+    def program(lib):
+        f, n = scaled_by_its_own_rule(lib)
+        return lambda x, c: n.sum(lib.grad(lambda u: n.sum(f(u) * c))(x) ** 2)
+    x, c = XS, np.array([0.5, -2.0, 1.5])
+    ours = jitad.grad(program(jitad), argnum)(x, c)
+    np.testing.assert_allclose(ours, jax.grad(program(jax), argnum)(x, c), rtol=1e-12)
+
+
+def test_autograd_defvjp_rule_with_a_wrong_backward_pass_at_second_order():
+    @primitive
+    def twice(x):
+        return 2.0 * x
+
+    @primitive
+    def same(x):
+        return x
+    defvjp(twice, lambda ans, x: lambda g: 2.0 * same(g))
+    defvjp(same, lambda ans, x: lambda g: 1.001 * g)
+    seed_gradient = jitad.grad(lambda x, g: jitad.grad(lambda u: twice(u) * g)(x), 1)
+    assert seed_gradient(1.0, 1.0) == pytest.approx(2.002, rel=1e-14)
