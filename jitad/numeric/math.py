@@ -30,6 +30,7 @@ def _wrapper(op):
     elif op.arity == 1:
         def fn(x):
             return unary(op, x)
+        fn.primitive = op   # (jitad.numpy's eager fast path calls its NumPy meaning directly)
     else:
         def fn(a, b):
             return binary(op, a, b)

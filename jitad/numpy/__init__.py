@@ -442,6 +442,8 @@ _statistics._late()
 # inside are stacked, as autograd's boxes are: `jnp.mean([a, b])`), and returns plain
 # results as `Array`s (0-d for scalars, as JAX's), readable by a staged index.
 import functools as _functools  # noqa: E402
+from ..ir import float_checks as _float_checks  # noqa: E402
+from ..ir.ops import impl_of as _impl_of  # noqa: E402
 import inspect as _inspect  # noqa: E402
 import types as _types  # noqa: E402
 from ..config import config as _config  # noqa: E402
@@ -542,6 +544,23 @@ def _plain_call(args):
     return True
 
 
+_PLAIN_FLOATS = (_np.dtype(_np.float64), _np.dtype(_np.float32))
+
+
+def _plain_floats(x):
+    """Whether `x` is a plain float64 or float32 array of one or more dimensions."""
+    return (type(x) is _np.ndarray or type(x) is Array) and x.dtype in _PLAIN_FLOATS and x.ndim > 0
+
+
+def _elementwise(primitive, x):
+    """An elementwise primitive of a plain float array, eagerly: its NumPy meaning, as the
+    staging layer's eager path computes it, without that path's checks of the operand's
+    kind (a few microseconds a call, where programs call NumPy's functions by the thousand)."""
+    with _np.errstate(all="ignore"):
+        out = _impl_of(primitive)(x.view(_np.ndarray))
+    return _float_checks.check_eager(primitive, out).view(Array)
+
+
 def _takes_plain_inputs(name, fn):
     at = _dtype_position(fn)
     if name in _SEQUENCE_FIRST:
@@ -562,10 +581,13 @@ def _takes_plain_inputs(name, fn):
 
     scalars = name not in _PYTHON_RESULTS   # a Python number result becomes a 0-d `Array`, as JAX's
     same = _NUMPY_SAME.get(name)
+    primitive = getattr(fn, "primitive", None)
 
     @_functools.wraps(fn)
     def wrapper(*args, **kwargs):
         if _config._values["jax_enable_x64"]:
+            if primitive is not None and len(args) == 1 and not kwargs and _plain_floats(args[0]):
+                return _elementwise(primitive, args[0])
             if same is not None and not kwargs and _plain_call(args):
                 try:
                     return _wrap_out(same(*args), scalars=scalars)
