@@ -36,7 +36,7 @@ jax.config.update("jax_enable_x64", True)
 import jitad  # noqa: E402
 import jitad.lax  # noqa: E402
 import jitad.numpy  # noqa: E402
-from jitad.errors import JitadError, StagingError  # noqa: E402
+from jitad.errors import JitadError, NonFiniteError, StagingError  # noqa: E402
 
 # -- what the oracle follows where jitad documents a choice of its own ------------------
 
@@ -1045,6 +1045,8 @@ class Finding:
                        f"({literal(_direction(p.args[0]))},))[1]"}[self.transform]
         lines = ["import numpy as onp", "import jitad", "import jitad.numpy as np", "import jitad.lax as lax", "",
                  p.source("jitad"), ""]
+        if self.what.startswith(NAN_PREFIX):
+            lines.insert(4, 'jitad.config.update("jax_debug_nans", True)')
         lines += [f"x{k} = {literal(a)}" for k, a in enumerate(p.args)]
         lines += [f"print({call})", f"# {self.transform}: {self.what}"]
         if p.source("jitad") != p.source("jax"):
@@ -1116,7 +1118,37 @@ def check(program, transforms=TRANSFORMS):
             continue   # ORACLE["subnormals_flushed"]
         if what:
             findings.append(Finding(t, what, program, _known(program, t, mine, theirs)))
+        elif t in NAN_CHECKED and (what := _debug_nans(program, t, mine)):
+            findings.append(Finding(t, what, program))
     return findings
+
+
+NAN_CHECKED = ("jit", "grad")   # (the transformations the NaN check reruns: one compile each, where it applies)
+
+
+def _debug_nans(program, t, mine):
+    """'' where `jax_debug_nans` behaves, else what it did: a result of jitad's with a NaN,
+    from arguments and constants without one, means some primitive made it, so with the
+    setting on the call must raise `NonFiniteError` naming a primitive and a line of the
+    program (forward or backward)."""
+    if mine[0] != "ok" or mine[1].dtype.kind != "f" or not onp.isnan(mine[1]).any() or \
+            any(a.dtype.kind == "f" and onp.isnan(a).any() for a in map(onp.asarray, program.args)) or \
+            any("onp.nan" in text for text, *_ in program.lines):
+        return ""
+    jitad.config.update("jax_debug_nans", True)
+    try:
+        kind, out = run("jitad", program, t)
+    finally:
+        jitad.config.update("jax_debug_nans", False)
+    if kind == "ok":
+        return f"{NAN_PREFIX}returned a NaN ({_describe(('ok', out))}) without raising"
+    made = re.search(r"`\w+`.*produced a NaN.*\n\s*made at <string>:(\d+)", str(out))
+    if not isinstance(out, NonFiniteError) or not made or not 2 <= int(made[1]) <= len(program.lines) + 1:
+        return f"{NAN_PREFIX}raised {_describe(('error', out))}, not one naming the primitive and the program's line"
+    return ""
+
+
+NAN_PREFIX = "with jax_debug_nans on, jitad "
 
 
 def _known(program, t, mine, theirs):

@@ -225,3 +225,18 @@ def test_known_entries_are_narrow():
 def test_a_tangent_where_the_value_is_nan_is_not_compared():
     # the variance of nothing is NaN; JAX's tangent there is 0, jitad's NaN
     assert fuzz.check(program(["np.var(x0, axis=None)"], onp.zeros((0, 1, 1))), ("jvp",)) == []
+
+
+def test_debug_nans_must_name_the_primitive_and_line(monkeypatch):
+    # log of -1: a NaN in the value and in the gradient; with jax_debug_nans on, jitad stops both
+    p = program(["np.log(x0)", "np.sum(v0 * x0)"], onp.array([2.0, -1.0]))
+    for t in fuzz.NAN_CHECKED:
+        mine = fuzz.run("jitad", p, t)
+        assert onp.isnan(mine[1]).any() and fuzz._debug_nans(p, t, mine) == ""
+    assert not fuzz.jitad.config.read("jax_debug_nans")
+    # a call that returns the NaN, or raises without the line, is a finding
+    mine = fuzz.run("jitad", p, "jit")
+    monkeypatch.setattr(fuzz, "run", lambda *a: mine)
+    assert "without raising" in fuzz._debug_nans(p, "jit", mine)
+    monkeypatch.setattr(fuzz, "run", lambda *a: ("error", fuzz.NonFiniteError("`log` produced a NaN")))
+    assert "naming the primitive" in fuzz._debug_nans(p, "jit", mine)
