@@ -1253,7 +1253,8 @@ def _top(v):
 
 def fuzz(minutes, seed=None, max_ops=4, out=sys.stdout):
     """Run programs for `minutes`; print each new finding as a reproducer; return them."""
-    deadline = time.monotonic() + 60 * minutes
+    start = time.monotonic()
+    deadline, next_report = start + 60 * minutes, [start + 300]
     found, seen, count = [], set(), [0]
 
     @settings(max_examples=10**9, deadline=None, database=None,
@@ -1263,6 +1264,9 @@ def fuzz(minutes, seed=None, max_ops=4, out=sys.stdout):
         if time.monotonic() > deadline:
             raise _Done
         count[0] += 1
+        if time.monotonic() > next_report[0]:   # (progress, every 5 minutes)
+            next_report[0] += 300
+            print(f"# {count[0] - 1} programs in {(time.monotonic() - start) / 60:.1f} minutes", file=out, flush=True)
         try:
             findings = check(program)
         except Exception as e:   # noqa: BLE001 -- the fuzzer's own bug: say so, go on
