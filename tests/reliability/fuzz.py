@@ -76,8 +76,16 @@ ORACLE = {
     # where JAX's derivative is NaN and jitad documents a finite one, a gradient that is
     # finite where JAX's is NaN is accepted for programs using the op: README's gradient
     # conventions (`x ** 0` at 0: 0) and `arctan2`'s VJP (0 at the origin); a `max`/`min` with
-    # `initial=` over an empty axis is that constant, of derivative 0 (JAX's forward mode: 0 / 0)
-    "finite_grad_where_jax_nan": ("power", "arctan2", "empty_extremum"),
+    # `initial=` over an empty axis is that constant, of derivative 0 (JAX's forward mode: 0 / 0);
+    # the derivatives of `maximum`, `minimum` and `clip` (docs/debugging.md) select the cotangent
+    # of the operand chosen where JAX's multiply it by a 0/1 mask: an infinite cotangent of the
+    # operand not chosen (x · clip(x) at x = inf) is NaN there, jitad's 0
+    "finite_grad_where_jax_nan": ("power", "arctan2", "empty_extremum", "maximum", "minimum", "fmax", "fmin",
+                                  "clip"),
+    # `fmax` and `fmin` are `maximum` and `minimum` where neither operand is NaN, ties included:
+    # a tie's derivative splits evenly (as autograd's); JAX's gives it all to the second operand:
+    # the JAX side computes them as jitad does
+    "fmax_ties_split": "np.where(np.isnan({b}), {a}, np.where(np.isnan({a}), {b}, np.{extremum}({a}, {b})))",
     # JAX's derivative of `arccosh`, 1 / sqrt((x - 1)(x + 1)), overflows to 0 past 1e154 (float64)
     # and is a number below -1, where the value is NaN; jitad's is 1 / x there (exact: a factor
     # 1e300 before it survives) and NaN below 1: the JAX side's `arccosh` has that derivative,
@@ -364,6 +372,8 @@ class Builder:
             jax_text = ORACLE[f"{name}_scaled"].format(a=ja, b=jb)
         if name == "divide":
             jax_text = ORACLE["divide_by_quotient"].format(a=ja, b=jb)
+        if name in ("fmax", "fmin"):
+            jax_text = ORACLE["fmax_ties_split"].format(a=ja, b=jb, extremum={"fmax": "maximum", "fmin": "minimum"}[name])
         self.add(f"np.{name}({a.name}, {btext})", shape, dtype, BINARY.get(name, "exact"), jax_text=jax_text,
                  error=error)
         return not error or "error"
@@ -698,6 +708,7 @@ class Builder:
         if x is None:
             return False
         if self.draw(st.booleans()):
+            self.p.features.add("clip")
             self.add(f"np.clip({x.name}, -2, 2)", x.shape, x.dtype)
         else:
             dtype = self.draw(st.sampled_from(["float64", "float32"] + (["int64"] if x.dtype != "float32" else [])))

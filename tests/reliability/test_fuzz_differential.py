@@ -240,3 +240,17 @@ def test_debug_nans_must_name_the_primitive_and_line(monkeypatch):
     assert "without raising" in fuzz._debug_nans(p, "jit", mine)
     monkeypatch.setattr(fuzz, "run", lambda *a: ("error", fuzz.NonFiniteError("`log` produced a NaN")))
     assert "naming the primitive" in fuzz._debug_nans(p, "jit", mine)
+
+
+def test_extrema_select_their_cotangent_and_fmax_ties_split():
+    # x · clip(x) at x = inf: JAX's clip multiplies the infinite cotangent by its 0 mask (NaN),
+    # jitad's selects (0); fmax(x, 1.0) at the tie x = 1: jitad 0.5 (as maximum's), JAX 0
+    p = program(["np.clip(x0, -2, 2)", "x0 @ v0"], onp.array([-8.4, onp.inf], dtype="float32"))
+    assert fuzz.check(p, ("grad",)) != []
+    p.features.add("clip")
+    assert fuzz.check(p, ("grad", "jvp", "scan_grad")) == []
+    p = program(["np.fmax(x0, 1.0)"], onp.array([1.0, onp.nan, 3.0]))
+    assert fuzz.check(p, ("grad",)) != []
+    p.lines[0] = (p.lines[0][0], "v0 = " + ORACLE["fmax_ties_split"].format(a="x0", b="1.0", extremum="maximum"),
+                  "exact", 1)
+    assert fuzz.check(p, ("grad", "jvp", "jit")) == []
