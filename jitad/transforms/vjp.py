@@ -249,7 +249,8 @@ def _custom_forward(rv, node, ins, env):
     """A `custom_vjp` call: the user's fwd rule, staged here, replaces the body."""
     rule, in_td = node.attrs["custom"], node.attrs["in_td"]
     args = unflatten(in_td, [d.primal for d in ins[:in_td.num_leaves]])
-    out, residuals = rule.fwd(*args)
+    with float_checks.derived(node):   # (jax_debug_nans: what fwd makes names the call's line)
+        out, residuals = rule.fwd(*args)
     leaves, out_td = flatten(out)
     if len(leaves) != len(node.outputs):
         raise ArgumentError(f"custom_vjp `{rule.__name__}`: fwd returned {len(leaves)} outputs "
@@ -268,7 +269,8 @@ def _custom_backward(node, ins, outs, residuals):
     out_td, res = residuals
     g = unflatten(out_td, [slot_get(d.adj) if d.adj is not None else zeros(v.type)
                            for d, v in zip(outs, node.outputs)])
-    cts = rule.bwd(res, g)
+    with float_checks.gradient_of(node):
+        cts = rule.bwd(res, g)
     cts = tuple(cts) if isinstance(cts, (tuple, list)) else (cts,)
     leaves = flatten(cts)[0]
     if len(leaves) != in_td.num_leaves:
