@@ -79,9 +79,10 @@ ORACLE = {
     # `initial=` over an empty axis is that constant, of derivative 0 (JAX's forward mode: 0 / 0);
     # the derivatives of `maximum`, `minimum` and `clip` (docs/debugging.md) select the cotangent
     # of the operand chosen where JAX's multiply it by a 0/1 mask: an infinite cotangent of the
-    # operand not chosen (x · clip(x) at x = inf) is NaN there, jitad's 0
+    # operand not chosen (x · clip(x) at x = inf) is NaN there, jitad's 0; `prod`'s derivative,
+    # the product of the others, is 0 where one of them is 0 and the rest overflow (JAX's: inf · 0)
     "finite_grad_where_jax_nan": ("power", "arctan2", "empty_extremum", "maximum", "minimum", "fmax", "fmin",
-                                  "clip"),
+                                  "clip", "prod"),
     # `fmax` and `fmin` are `maximum` and `minimum` where neither operand is NaN, ties included:
     # a tie's derivative splits evenly (as autograd's); JAX's gives it all to the second operand:
     # the JAX side computes them as jitad does
@@ -150,6 +151,11 @@ KNOWN = {
     # JAX -inf, jitad NaN). The fix: a sequential recurrence for the derived scan derivatives.
     "cumprod": ("cumprod_not_finite", "the derivative of cumprod whose running product is ±inf or NaN: "
                                       "NaN where JAX's is ±inf, or the other way"),
+    # `prod(x, initial=0)` multiplies the product of x by the initial value, so its derivative is
+    # (g · 0) · (the product of the others), NaN where that product overflows (the exact
+    # derivative, and JAX's there, 0). The fix: the initial value as the first factor of the line.
+    "prod": ("prod_zero_times_overflow", "the derivative of prod at a zero factor whose other factors overflow: "
+                                         "NaN where JAX's is finite"),
 }
 
 DTYPES = ["float64", "float32", "int64", "int32", "bool"]
@@ -412,6 +418,8 @@ class Builder:
         else:
             dtype = x.dtype
         kw = f", keepdims={keepdims}" if keepdims else ""
+        if name == "prod":
+            self.p.features.add(name)   # (ORACLE["finite_grad_where_jax_nan"])
         jx = _in_f64(x) if name in ("mean", "var", "std") else x.name   # ORACLE["int32_floats_in_f64"]
         self.add(f"np.{name}({x.name}, axis={axis!r}{kw})", shape, dtype, "sum", length,
                  jax_text=f"np.{name}({jx}, axis={axis!r}{kw})")
@@ -631,6 +639,8 @@ class Builder:
             dtype = "float64"
         shape = _reduced(x.shape, axis, False)
         length = math.prod(x.shape) // max(math.prod(shape), 1) if math.prod(x.shape) else 0
+        if name == "prod":
+            self.p.features.add(name)
         if name in ("max", "min") and not length:
             self.p.features.add("empty_extremum")
         jx = _in_f64(x) if name == "mean" and not any(k.startswith("dtype=") for k in kws) else x.name
@@ -1187,6 +1197,12 @@ def _cumprod_not_finite(program, t, mine, theirs):
 
 def _cumprods_not_finite(program, args):
     """Whether a `cumprod` line of `program`, run eagerly by JAX on `args`, has a value that is not finite."""
+    return _some_line(program, args, "np.cumprod(", lambda env, value, operand: not onp.isfinite(value).all())
+
+
+def _some_line(program, args, call, holds):
+    """Whether a line of `program` calling `call`, run eagerly by JAX on `args`, `holds(env,
+    its value, its first operand)`."""
     env = dict(JAX_ENV)
     env.update({f"x{k}": jjnp.asarray(a) for k, a in enumerate(_jax_args(args))})
     with onp.errstate(all="ignore"):
@@ -1195,12 +1211,34 @@ def _cumprods_not_finite(program, args):
                 exec(text, env)
             except Exception:   # noqa: BLE001
                 return False
-            if "np.cumprod(" in text and not onp.isfinite(onp.asarray(env[text.split(" = ")[0]])).all():
+            operand = re.match(rf"\w+ = {re.escape(call)}(\w+)", text)
+            if operand and holds(env, onp.asarray(env[text.split(" = ")[0]]), onp.asarray(env[operand[1]])):
                 return True
     return False
 
 
-KNOWN_CONDITIONS = {"cumprod_not_finite": _cumprod_not_finite}
+def _prod_zero_times_overflow(program, t, mine, theirs):
+    """A derivative that is NaN where JAX's is finite (and otherwise agrees, but for JAX's NaN
+    where jitad's is finite: ORACLE["finite_grad_where_jax_nan"]), in a program whose `prod` is
+    0 where the product of its operand's entries other than zeros overflows."""
+    if t not in DERIVATIVES or mine[0] != "ok" or theirs[0] != "ok" or mine[1].shape != theirs[1].shape:
+        return False
+    a, b = (onp.asarray(v[1], dtype=onp.float64) for v in (mine, theirs))
+    odd = onp.isnan(a) & onp.isfinite(b)
+    b = onp.where(onp.isnan(b) & onp.isfinite(a), a, b)
+    if not odd.any() or compare(onp.where(odd, b, a), b, program.budget() * 4, max(magnitude(program), _top(b))):
+        return False
+
+    def holds(env, value, operand):   # (the largest product of all nonzero entries but one, by logarithms)
+        logs = onp.log(onp.abs(operand[operand != 0].astype(onp.float64)))
+        top = onp.log(onp.finfo(operand.dtype if operand.dtype.kind == "f" else onp.float64).max)
+        return (value == 0).any() and logs.size > 1 and logs.sum() - logs.min() > top
+    first = onp.asarray(program.args[0])
+    lanes = [onp.roll(first.ravel(), 1).reshape(first.shape)] + list(program.args[1:])
+    return any(_some_line(program, args, "np.prod(", holds) for args in (program.args, lanes))
+
+
+KNOWN_CONDITIONS = {"cumprod_not_finite": _cumprod_not_finite, "prod_zero_times_overflow": _prod_zero_times_overflow}
 
 
 def _flushed(program):

@@ -254,3 +254,13 @@ def test_extrema_select_their_cotangent_and_fmax_ties_split():
     p.lines[0] = (p.lines[0][0], "v0 = " + ORACLE["fmax_ties_split"].format(a="x0", b="1.0", extremum="maximum"),
                   "exact", 1)
     assert fuzz.check(p, ("grad", "jvp", "jit")) == []
+
+
+def test_prod_has_derivative_zero_where_a_zero_meets_an_overflow():
+    # the product of the others of 0.1 is 0 · -1.5 · 1.8e308: 0 (jitad), JAX's inf · 0 is NaN
+    p = program(["np.prod(x0, axis=0, initial=0.0)"], onp.array([[-1.5], [0.1], [1.7976931348623157e308]]))
+    assert fuzz.check(p, ("grad",)) != []
+    p.features.add("prod")
+    assert fuzz.check(p, ("grad", "jvp")) == []
+    # in scan's second lane jitad's is NaN where JAX's is 0: KNOWN (the initial value multiplies last)
+    assert [f.known != "" for f in fuzz.check(p, ("scan_grad",))] == [True]
