@@ -1163,7 +1163,8 @@ def _debug_nans(program, t, mine):
         jitad.config.update("jax_debug_nans", False)
     if kind == "ok":
         return f"{NAN_PREFIX}returned a NaN ({_describe(('ok', out))}) without raising"
-    made = re.search(r"`\w+`.*produced a NaN.*\n\s*made at <string>:(\d+)", str(out))
+    # (an eager line, of the program's constants only, names its line as "at", not "made at")
+    made = re.search(r"`\w+`.*produced a NaN.*\n\s*(?:made )?at <string>:(\d+)", str(out))
     if not isinstance(out, NonFiniteError) or not made or not 2 <= int(made[1]) <= len(program.lines) + 1:
         return f"{NAN_PREFIX}raised {_describe(('error', out))}, not one naming the primitive and the program's line"
     return ""

@@ -234,6 +234,9 @@ def test_debug_nans_must_name_the_primitive_and_line(monkeypatch):
         mine = fuzz.run("jitad", p, t)
         assert onp.isnan(mine[1]).any() and fuzz._debug_nans(p, t, mine) == ""
     assert not fuzz.jitad.config.read("jax_debug_nans")
+    # a line of constants only runs eagerly under jit too, and its error names the line so
+    p = program(["np.asarray(onp.array([2.0]))", "np.arccos(v0)"], onp.array([-0.0]))
+    assert fuzz.check(p, ("jit",)) == []
     # a call that returns the NaN, or raises without the line, is a finding
     mine = fuzz.run("jitad", p, "jit")
     monkeypatch.setattr(fuzz, "run", lambda *a: mine)
