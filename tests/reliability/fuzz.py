@@ -955,7 +955,8 @@ def applies(program, transform):
     first = program.args[0]
     if transform in DERIVATIVES and first.dtype.kind != "f":
         return False
-    return transform != "plain" or "staged_index" not in program.features   # (its index is plain there)
+    # (a plain call's index is plain, and so is jvp's, whose other arguments stay NumPy's arrays)
+    return transform not in ("plain", "jvp") or "staged_index" not in program.features
 
 
 def run(side, program, transform, decisions=None):

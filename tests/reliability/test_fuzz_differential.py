@@ -267,3 +267,10 @@ def test_prod_has_derivative_zero_where_a_zero_meets_an_overflow():
     assert fuzz.check(p, ("grad", "jvp")) == []
     # in scan's second lane jitad's is NaN where JAX's is 0: KNOWN (the initial value multiplies last)
     assert [f.known != "" for f in fuzz.check(p, ("scan_grad",))] == [True]
+
+
+def test_a_staged_index_is_plain_in_a_plain_call_and_in_jvp():
+    # jvp from Python leaves the other arguments NumPy's: `.at[x1]` out of range is dropped there
+    p = program(["np.asarray(x0).at[x1].set(0.5)"], onp.array([[89.0]]), onp.array(1, dtype="int32"))
+    p.features.add("staged_index")
+    assert [t for t in fuzz.TRANSFORMS if fuzz.applies(p, t)] == ["jit", "grad", "vmap", "scan", "scan_grad"]
