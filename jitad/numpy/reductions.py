@@ -192,19 +192,30 @@ def argmin(a, axis=None, out=None, keepdims=False):
     return A.argmin(a, axis, keepdims)
 
 
+def _running_dtype(a, dtype):
+    """The dtype a running sum or product of plain `a` computes in: `dtype`, else `a`'s own
+    (as JAX: an int32 array's running sums wrap in int32, where NumPy's widen to int64);
+    bools count as int64."""
+    if dtype is not None:
+        return dtype
+    kind = np.asarray(a).dtype
+    return np.int64 if kind == np.bool_ else kind
+
+
 def cumsum(a, axis=None, dtype=None, out=None):
-    """Running sums along `axis` (of the flattened array by default): `jnp.cumsum(jnp.array([1, 2, 3]))`."""
+    """Running sums along `axis` (of the flattened array by default), in `a`'s dtype:
+    `jnp.cumsum(jnp.array([1, 2, 3]))`."""
     no_out("cumsum", out)
     if not any_staged(a):
-        return _plain("cumsum", a, axis=axis, dtype=dtype)
+        return _plain("cumsum", a, axis=axis, dtype=_running_dtype(a, dtype))
     return A.cumsum(a, axis, dtype)
 
 
 def cumprod(a, axis=None, dtype=None, out=None):
-    """Running products along `axis`: `jnp.cumprod(jnp.array([1, 2, 3]))`."""
+    """Running products along `axis`, in `a`'s dtype: `jnp.cumprod(jnp.array([1, 2, 3]))`."""
     no_out("cumprod", out)
     if not any_staged(a):
-        return _plain("cumprod", a, axis=axis, dtype=dtype)
+        return _plain("cumprod", a, axis=axis, dtype=_running_dtype(a, dtype))
     return A.cumprod(a, axis, dtype)
 
 
@@ -228,6 +239,8 @@ def _cumulative(name, scan, unit, x, axis, dtype, include_initial):
 def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False):
     """Running sums along `axis` (array API; `include_initial` puts a 0 first):
     `jnp.cumulative_sum(jnp.array([1, 2]), include_initial=True)` is `[0, 1, 3]`."""
+    if dtype is None and not any_staged(x) and np.asarray(x).dtype.kind in "biu":   # (as JAX: ints widen)
+        dtype = np.uint64 if np.asarray(x).dtype.kind == "u" else np.int64
     return _cumulative("cumulative_sum", cumsum, 0, x, axis, dtype, include_initial)
 
 

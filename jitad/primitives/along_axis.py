@@ -179,14 +179,25 @@ def shifted(v, axis, reverse, k, fill):
 
 def linear_recurrence(b, c, axis, reverse):
     """z with z_i = b_i + c_i z_(i-1) along the scan (z_(-1) = 0), in log2(n) doubling
-    steps: each composes every affine map with the one k places before it."""
+    steps: each composes every affine map with the one k places before it. The first k
+    maps have none before them and stay as they are (not multiplied by a 0 that arrives:
+    their c may be infinite once products of large values overflow)."""
     n, k = b.shape[axis], 1
     while k < n:
-        b = b + c * shifted(b, axis, reverse, k, 0)
+        b = _compose(b, c, axis, reverse, k)
         if 2 * k < n:
             c = c * shifted(c, axis, reverse, k, 1)
         k *= 2
     return b
+
+
+def _compose(b, c, axis, reverse, k):
+    """b_i + c_i b_(i-k) where element i - k exists (i + k for a reverse scan), else b_i."""
+    n = b.shape[axis]
+    part = lambda v, lo, hi: N.take_slice(v, axis, lo, hi)
+    if reverse:
+        return N.concatenate([part(b, 0, n - k) + part(c, 0, n - k) * part(b, k, n), part(b, n - k, n)], axis)
+    return N.concatenate([part(b, 0, k), part(b, k, n) + part(c, k, n) * part(b, 0, n - k)], axis)
 
 
 def _step_partials(desc, x, out, axis, reverse):

@@ -270,9 +270,10 @@ def _custom_forward(rv, node, ins, env):
     """A `custom_vjp` call: the user's fwd rule, staged here, replaces the body."""
     rule, in_td = node.attrs["custom"], node.attrs["in_td"]
     args = unflatten(in_td, [d.primal for d in ins[:in_td.num_leaves]])
-    out, residuals = rule.fwd(*args)
-    if _written_rule(node, residuals):
-        out = rule.outputs_as_written(args)
+    with float_checks.derived(node):   # (jax_debug_nans: what fwd makes names the call's line)
+        out, residuals = rule.fwd(*args)
+        if _written_rule(node, residuals):
+            out = rule.outputs_as_written(args)
     leaves, out_td = flatten(out)
     if len(leaves) != len(node.outputs):
         raise ArgumentError(f"custom_vjp `{rule.__name__}`: fwd returned {len(leaves)} outputs "
@@ -291,10 +292,11 @@ def _custom_backward(node, ins, outs, residuals):
     out_td, res = residuals
     g = unflatten(out_td, [slot_get(d.adj) if d.adj is not None else zeros(v.type)
                            for d, v in zip(outs, node.outputs)])
-    if _written_rule(node, res):
-        cts = rule.bwd_as_written(unflatten(in_td, [d.primal for d in ins[:in_td.num_leaves]]), res, g)
-    else:
-        cts = rule.bwd(res, g)
+    with float_checks.gradient_of(node):
+        if _written_rule(node, res):
+            cts = rule.bwd_as_written(unflatten(in_td, [d.primal for d in ins[:in_td.num_leaves]]), res, g)
+        else:
+            cts = rule.bwd(res, g)
     cts = tuple(cts) if isinstance(cts, (tuple, list)) else (cts,)
     leaves = flatten(cts)[0]
     if len(leaves) != in_td.num_leaves:

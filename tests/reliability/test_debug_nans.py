@@ -153,3 +153,13 @@ def test_vmap_and_recursion_name_the_line(debug_nans):
     message = raised(jitad.jit(lambda n, x: halvings(n, x)), 3, -1.0)
     assert "`log`" in message and line_of(test_vmap_and_recursion_name_the_line, "jnp.log(x)") in message
     assert jitad.jit(lambda n, x: halvings(n, x))(2, 1.0) == 0.0
+
+
+def rsqrt_of(x):
+    return jitad.lax.rsqrt(x) * 2.0   # a custom_jvp function: its rule runs in the gradient
+
+
+def test_custom_derivative_functions_name_the_users_line(debug_nans):
+    for transform in (jitad.grad, jitad.jit, lambda f: lambda x: jitad.jvp(f, (x,), (1.0,))):
+        message = raised(transform(rsqrt_of), np.float32(-2.5))
+        assert "`sqrt`" in message and line_of(rsqrt_of, "rsqrt(x)") in message, message

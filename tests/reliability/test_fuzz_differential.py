@@ -6,7 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from . import fuzz
-from .fuzz import Program
+from .fuzz import ORACLE, Program
 
 
 @settings(derandomize=True, max_examples=10, deadline=None, database=None, phases=("generate",),
@@ -181,25 +181,96 @@ def test_an_extremum_over_an_empty_axis_has_derivative_zero():
     assert fuzz.check(p, ("jvp", "grad", "jit")) == []
 
 
-def test_arccosh_may_have_a_nan_derivative_where_its_value_is_nan():
-    p = program(["np.arccosh(x0)"], onp.array([-7.2, 1.0, 2.0]))
-    assert fuzz.check(p, ("grad",)) != []   # (JAX: 1 / sqrt(x² - 1) = 0.14 at -7.2)
-    p.features.add("arccosh")
-    assert fuzz.check(p, ("grad", "jvp", "jit")) == []
+def test_arccosh_divide_and_square_are_judged_by_their_exact_derivatives():
+    # JAX's derivative of arccosh is 0 past 1e154 (x² - 1 overflows; jitad's 1 / x survives a
+    # factor 1e300) and a number below -1 (value NaN); of x / y in y, -x / y² is -inf at 1e-300;
+    # of square in float32, g (2x) is NaN where 2x overflows and g is 0
+    cases = [(["np.multiply(x0, 1e300)", "np.arccosh(v0)"], onp.array([2.0, -7.2, 1.0, onp.inf]), 1, "arccosh_exact",
+              "v0"),
+             (["np.divide(x0, x0)"], onp.array([1e-300, 1e300, 3.0]), 0, "divide_by_quotient", "x0, x0"),
+             (["np.square(x0)", "np.arccosh(v0)"], onp.array([3.4e38, 2.0], dtype="float32"), 0, "square_as_product",
+              "x0")]
+    for lines, x, k, rule, operands in cases:
+        p = program(lines, x)
+        assert fuzz.check(p, ("grad",)) != [], rule
+        text = ORACLE[rule].format(x=operands, a="x0", b="x0")
+        p.lines[k] = (p.lines[k][0], f"v{k} = {text}", "math", 1)
+        if rule == "square_as_product":
+            p.lines[1] = (p.lines[1][0], "v1 = arccosh_exact(v0)", "math", 1)
+        assert fuzz.check(p, ("grad", "jvp", "jit", "scan_grad")) == [], rule
 
 
-def test_int32_math_is_judged_in_float64_and_cumprod_overflow_is_known():
+def test_int32_math_is_judged_in_float64():
     # NumPy's sin of int32 is float64 (JAX's float32 rounds 2**31 - 1 to 2**31): the JAX side converts
     x = onp.array([1, 2147483647], dtype="int32")
     p = program(["np.sin(x0)"], x)
     assert fuzz.check(p, ("plain",)) != []
     p.lines[0] = (p.lines[0][0], "v0 = np.sin(x0.astype(np.float64))", "math", 1)
     assert fuzz.check(p, ("plain", "jit")) == []
-    p = program(["np.cumprod(x0, axis=0)"], onp.array([[7.7, -1.0], [-0.0, 3.4e38], [3.4e38, -onp.inf]], dtype="float32"))
+
+
+def test_known_entries_are_narrow():
+    # cumprod's tangent at an overflowed running product: NaN where JAX's is -inf (KNOWN); the same
+    # program with finite values agrees, and a cumprod finding of another kind is not known
+    p = program(["np.cumprod(x0, axis=0)"], onp.array([-1.0, 3.4e38, -onp.inf], dtype="float32"))
     p.features.add("cumprod")
-    assert all(f.known for f in fuzz.check(p, ("grad",)))
+    found = fuzz.check(p, ("jvp",))
+    assert found and all(f.known for f in found)
+    p.args = [onp.array([-1.0, 3.0, 2.0], dtype="float32")]
+    assert fuzz.check(p, ("jvp", "grad")) == []
+    p.lines[0] = (p.lines[0][0], "v0 = np.cumsum(x0, axis=0)", "sum", 3)   # (a wrong value)
+    assert [f.known for f in fuzz.check(p, ("jit",))] == [""]
 
 
 def test_a_tangent_where_the_value_is_nan_is_not_compared():
     # the variance of nothing is NaN; JAX's tangent there is 0, jitad's NaN
     assert fuzz.check(program(["np.var(x0, axis=None)"], onp.zeros((0, 1, 1))), ("jvp",)) == []
+
+
+def test_debug_nans_must_name_the_primitive_and_line(monkeypatch):
+    # log of -1: a NaN in the value and in the gradient; with jax_debug_nans on, jitad stops both
+    p = program(["np.log(x0)", "np.sum(v0 * x0)"], onp.array([2.0, -1.0]))
+    for t in fuzz.NAN_CHECKED:
+        mine = fuzz.run("jitad", p, t)
+        assert onp.isnan(mine[1]).any() and fuzz._debug_nans(p, t, mine) == ""
+    assert not fuzz.jitad.config.read("jax_debug_nans")
+    # a line of constants only runs eagerly under jit too, and its error names the line so
+    p = program(["np.asarray(onp.array([2.0]))", "np.arccos(v0)"], onp.array([-0.0]))
+    assert fuzz.check(p, ("jit",)) == []
+    # a call that returns the NaN, or raises without the line, is a finding
+    mine = fuzz.run("jitad", p, "jit")
+    monkeypatch.setattr(fuzz, "run", lambda *a: mine)
+    assert "without raising" in fuzz._debug_nans(p, "jit", mine)
+    monkeypatch.setattr(fuzz, "run", lambda *a: ("error", fuzz.NonFiniteError("`log` produced a NaN")))
+    assert "naming the primitive" in fuzz._debug_nans(p, "jit", mine)
+
+
+def test_extrema_select_their_cotangent_and_fmax_ties_split():
+    # x · clip(x) at x = inf: JAX's clip multiplies the infinite cotangent by its 0 mask (NaN),
+    # jitad's selects (0); fmax(x, 1.0) at the tie x = 1: jitad 0.5 (as maximum's), JAX 0
+    p = program(["np.clip(x0, -2, 2)", "x0 @ v0"], onp.array([-8.4, onp.inf], dtype="float32"))
+    assert fuzz.check(p, ("grad",)) != []
+    p.features.add("clip")
+    assert fuzz.check(p, ("grad", "jvp", "scan_grad")) == []
+    p = program(["np.fmax(x0, 1.0)"], onp.array([1.0, onp.nan, 3.0]))
+    assert fuzz.check(p, ("grad",)) != []
+    p.lines[0] = (p.lines[0][0], "v0 = " + ORACLE["fmax_ties_split"].format(a="x0", b="1.0", extremum="maximum"),
+                  "exact", 1)
+    assert fuzz.check(p, ("grad", "jvp", "jit")) == []
+
+
+def test_prod_has_derivative_zero_where_a_zero_meets_an_overflow():
+    # the product of the others of 0.1 is 0 · -1.5 · 1.8e308: 0 (jitad), JAX's inf · 0 is NaN
+    p = program(["np.prod(x0, axis=0, initial=0.0)"], onp.array([[-1.5], [0.1], [1.7976931348623157e308]]))
+    assert fuzz.check(p, ("grad",)) != []
+    p.features.add("prod")
+    assert fuzz.check(p, ("grad", "jvp")) == []
+    # in scan's second lane jitad's is NaN where JAX's is 0: KNOWN (the initial value multiplies last)
+    assert [f.known != "" for f in fuzz.check(p, ("scan_grad",))] == [True]
+
+
+def test_a_staged_index_is_plain_in_a_plain_call_and_in_jvp():
+    # jvp from Python leaves the other arguments NumPy's: `.at[x1]` out of range is dropped there
+    p = program(["np.asarray(x0).at[x1].set(0.5)"], onp.array([[89.0]]), onp.array(1, dtype="int32"))
+    p.features.add("staged_index")
+    assert [t for t in fuzz.TRANSFORMS if fuzz.applies(p, t)] == ["jit", "grad", "vmap", "scan", "scan_grad"]

@@ -65,3 +65,18 @@ def test_the_builtin_cumprod_uses_the_derived_rules():
     x = np.array([2.0, 0.0, 3.0, -1.5])
     np.testing.assert_allclose(jitad.grad(lambda x: jitad.sum(jitad.cumprod(x) * np.arange(4.0)))(x),
                                jax.grad(lambda x: jax.numpy.sum(jax.numpy.cumprod(x) * np.arange(4.0)))(x))
+
+
+def test_cumprod_derivatives_stay_exact_where_the_running_product_overflows():
+    # the recurrence's first maps have nothing before them: an infinite product of the others
+    # must not meet the 0 that stood in for it (inf * 0: NaN, where the derivative is inf)
+    x = np.array([[7.7, -1.0], [-0.0, 3.4e38], [3.4e38, -np.inf]], np.float32)
+    for reverse in (False, True):
+        xs = x[::-1].copy() if reverse else x
+        ours = jitad.grad(lambda x: jitad.sum(jitad.lax.cumprod(x, axis=0, reverse=reverse)))(xs)
+        theirs = jax.grad(lambda x: jax.numpy.sum(lax.cumprod(x, axis=0, reverse=reverse)))(xs)
+        np.testing.assert_array_equal(ours, theirs)
+    x = np.array([np.inf, 2.0, 3.0])
+    _, t_ours = jitad.jvp(lambda x: jitad.lax.cumprod(x, axis=0), (x,), (np.ones(3),))
+    _, t_theirs = jax.jvp(lambda x: lax.cumprod(x, axis=0), (x,), (np.ones(3),))
+    np.testing.assert_array_equal(t_ours, t_theirs)
