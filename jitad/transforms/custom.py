@@ -161,7 +161,9 @@ class custom_vjp(_NondiffFUN):
 
         def tangent(primals, tangents):
             args, res, g = primals
-            by_x = pullback_staged(lambda *a: bwd(a, self.fwd(*a)[1], g), args, tangents[0], to_closure=False)
+            # (bwd gives one cotangent per leaf of the arguments: its cotangent is their tangents' leaves)
+            by_x = pullback_staged(lambda *a: bwd(a, self.fwd(*a)[1], g), args, tuple(flatten(tangents[0])[0]),
+                                   to_closure=False)
             by_g = pullback_staged(lambda *a: self.fwd(*a)[0], args, tangents[2], to_closure=False)
             return bwd(args, res, g), tuple(a + b for a, b in zip(flatten(by_x)[0], flatten(by_g)[0]))
         call = custom_jvp(bwd)
