@@ -99,7 +99,8 @@ class Interpreter:
                 slot[v] = len(slot)
             op = node.op
             if op == Op.ARENA_MARK or op == Op.ARENA_RELEASE:
-                fixed[at] = _MARK
+                if node.outputs:   # (a release has none: nothing to hold)
+                    fixed[at] = _MARK
             elif op == Op.CONST:
                 fixed[at] = _cast(impl_of(op)(**node.attrs), _DTYPES[node.outputs[0].type.dtype])
             else:
