@@ -212,14 +212,11 @@ def small_products(nodes, outputs):
     users, made, spans = node_facts(nodes, outputs)
     drop = set()
     for k, m in enumerate(nodes):
-        if m.op != Op.MATMUL or m.attrs["ta"] or m.attrs["tb"]:
+        if not short_product(m):
             continue
         (v,), (a, b) = m.outputs, m.inputs
         readers = users.get(v, [])
-        if len(readers) != 1 or readers[0] == len(nodes) or len(a.type.shape) != 2 or len(b.type.shape) != 2 \
-                or a.type.shape[1] > (LARGE_PRODUCT[0] if a.type.shape[0] * b.type.shape[1] >= LARGE_PRODUCT[1]
-                                      else SMALL_PRODUCT) or b.type.shape[1] < PRODUCT_ROW \
-                or v.type.dtype not in ("f64", "f32"):
+        if len(readers) != 1 or readers[0] == len(nodes):
             continue
         j = readers[0]
         f = nodes[j]
@@ -227,14 +224,33 @@ def small_products(nodes, outputs):
                 or any(n.op in (Op.SLICE, Op.CONCAT, Op.SLOT_ADD_SLICE) for n in f.bodies[0].nodes) \
                 or not all(unchanged_between(x, k, j, spans) for x in (a, b)):
             continue
-        (body,) = f.bodies
-        at = f.inputs.index(v)
-        pa, pb = Var(a.type), Var(b.type)
-        product = body.params[at]
-        inputs = f.inputs[:at] + f.inputs[at + 1:] + (a, b)
-        params = body.params[:at] + body.params[at + 1:] + [pa, pb]
-        new_body = Graph(params, [Node(Op.MATMUL, (pa, pb), (product,), dict(m.attrs))] + body.nodes, body.outputs)
-        nodes[j] = Node(Op.FUSED, inputs, f.outputs, f.attrs, (new_body,))
+        nodes[j] = with_product(f, m)
         spans.note(j, nodes[j])
         drop.add(k)
     return [n for k, n in enumerate(nodes) if k not in drop]
+
+
+def short_product(m):
+    """Whether `m` is a product over a contraction short enough to compute per element
+    (at most SMALL_PRODUCT terms, LARGE_PRODUCT's for a large product; rows of at least
+    PRODUCT_ROW elements; floats)."""
+    if m.op != Op.MATMUL or m.attrs["ta"] or m.attrs["tb"]:
+        return False
+    (v,), (a, b) = m.outputs, m.inputs
+    if len(a.type.shape) != 2 or len(b.type.shape) != 2 or v.type.dtype not in ("f64", "f32"):
+        return False
+    large = a.type.shape[0] * b.type.shape[1] >= LARGE_PRODUCT[1]
+    return a.type.shape[1] <= (LARGE_PRODUCT[0] if large else SMALL_PRODUCT) and b.type.shape[1] >= PRODUCT_ROW
+
+
+def with_product(f, m):
+    """Fused loop `f`, which reads product `m`'s result, computing it in its body (the node
+    keeps its op and attrs, its operands the tensors as params)."""
+    (v,), (a, b) = m.outputs, m.inputs
+    (body,) = f.bodies
+    at = f.inputs.index(v)
+    pa, pb = Var(a.type), Var(b.type)
+    inputs = f.inputs[:at] + f.inputs[at + 1:] + (a, b)
+    params = body.params[:at] + body.params[at + 1:] + [pa, pb]
+    product = Node(Op.MATMUL, (pa, pb), (body.params[at],), dict(m.attrs))
+    return Node(Op.FUSED, inputs, f.outputs, f.attrs, (Graph(params, [product] + body.nodes, body.outputs),))

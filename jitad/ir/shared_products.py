@@ -9,21 +9,20 @@ an element cost less than writing the product once and reading it back several t
 (at k = 1000, n = 10^4: 80 MB a pass; BLAS also clears its output before the product).
 It runs after `merge_slot_loops`, whose rules keep loops with products apart (LLVM only).
 """
-from .fuse import LARGE_PRODUCT, PRODUCT_ROW, SMALL_PRODUCT
-from .graph import Graph, Node, Var
+from .fuse import short_product, with_product
 from .ops import Op
 from .regions import indexed, node_facts, unchanged_between
 
 
 def shared_small_products(nodes, outputs):
-    """A short product (as `small_products` takes) read only by two or more fused loops of
-    its shape, each reading it once and through no index map, with its operands unchanged
+    """A short product (`fuse.short_product`, as `small_products` takes) read only by two
+    or more fused loops of its shape, each reading it once and through no index map, with its operands unchanged
     until the last of them, is computed in each loop and no longer stored."""
     nodes = list(nodes)
     users, made, spans = node_facts(nodes, outputs)
     drop = set()
     for k, m in enumerate(nodes):
-        if not _short_product(m):
+        if not short_product(m):
             continue
         (v,), (a, b) = m.outputs, m.inputs
         readers = sorted(set(users.get(v, [])))
@@ -31,37 +30,13 @@ def shared_small_products(nodes, outputs):
                 _takes_product(nodes[j], v) and unchanged_between(x, k, j, spans) for j in readers for x in (a, b)):
             continue
         for j in readers:
-            nodes[j] = _with_product(nodes[j], m)
+            nodes[j] = with_product(nodes[j], m)
             spans.note(j, nodes[j])
         drop.add(k)
     return [n for k, n in enumerate(nodes) if k not in drop]
-
-
-def _short_product(m):
-    """Whether `m` is a product over a contraction short enough to compute per element
-    (the thresholds of `small_products`)."""
-    if m.op != Op.MATMUL or m.attrs["ta"] or m.attrs["tb"]:
-        return False
-    (v,), (a, b) = m.outputs, m.inputs
-    if len(a.type.shape) != 2 or len(b.type.shape) != 2 or v.type.dtype not in ("f64", "f32"):
-        return False
-    large = a.type.shape[0] * b.type.shape[1] >= LARGE_PRODUCT[1]
-    return a.type.shape[1] <= (LARGE_PRODUCT[0] if large else SMALL_PRODUCT) and b.type.shape[1] >= PRODUCT_ROW
 
 
 def _takes_product(f, v):
     """Whether fused loop `f` can compute product `v` in its body: of its shape, read
     once, no slices or concatenations read through index maps."""
     return f.op == Op.FUSED and tuple(f.attrs["shape"]) == v.type.shape and f.inputs.count(v) == 1 and not indexed(f)
-
-
-def _with_product(f, m):
-    """Fused loop `f`, which reads product `m`'s result, computing it in its body."""
-    (v,), (a, b) = m.outputs, m.inputs
-    (body,) = f.bodies
-    at = f.inputs.index(v)
-    pa, pb = Var(a.type), Var(b.type)
-    inputs = f.inputs[:at] + f.inputs[at + 1:] + (a, b)
-    params = body.params[:at] + body.params[at + 1:] + [pa, pb]
-    product = Node(Op.MATMUL, (pa, pb), (body.params[at],), dict(m.attrs))
-    return Node(Op.FUSED, inputs, f.outputs, f.attrs, (Graph(params, [product] + body.nodes, body.outputs),))
