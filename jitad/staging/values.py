@@ -332,12 +332,16 @@ def _array_dtype(dt):
     return found
 
 
+def _array_kind(x):
+    """(dtype, weak) of an array of one of jitad's dtypes: a 0-d array is weakly typed."""
+    dtype = _array_dtype(x.dtype)
+    return ("f32" if dtype == "f64" and not x64_enabled() else dtype), x.ndim == 0
+
+
 def _kind(x):
     """(dtype, weak): Python and NumPy scalars are weakly typed, as in JAX."""
-    if type(x) is np.ndarray:   # (the eager calls' usual operand first)
-        dtype = _array_dtype(x.dtype)
-        if dtype is not None:
-            return ("f32" if dtype == "f64" and not x64_enabled() else dtype), x.ndim == 0
+    if type(x) is np.ndarray and _array_dtype(x.dtype):   # (the eager calls' usual operand first)
+        return _array_kind(x)
     if isinstance(x, Staged):
         return x.ir_dtype, x.weak
     if type(x) is concrete.SymInt:
@@ -352,8 +356,7 @@ def _kind(x):
     if isinstance(x, (float, np.floating)):
         return default_float(), True
     if isinstance(x, np.ndarray) and _array_dtype(x.dtype):
-        dtype = _array_dtype(x.dtype)
-        return ("f32" if dtype == "f64" and not x64_enabled() else dtype), x.ndim == 0
+        return _array_kind(x)
     if _complex_operand(x):
         raise UnsupportedError("a complex value reached an operation that takes real values only: jitad's complex "
                                "support covers NumPy's arithmetic, elementwise math, reductions, products, fft "
