@@ -25,8 +25,8 @@ import operator as _op
 import numpy as _np
 
 from .. import numeric as _N
-from ..staging import (Staged as _Staged, binary as _binary, is_staged as _is_staged, result_dtype as _result_dtype,
-                       unary as _unary)
+from ..staging import (Staged as _Staged, binary as _binary, foreign_array as _foreign_array, is_staged as _is_staged,
+                       result_dtype as _result_dtype, unary as _unary)
 
 # NumPy's dtypes and dtype helpers, as NumPy has them (jitad computes in float64, float32,
 # int64 and bool; an int32 in staged code is an int64)
@@ -582,9 +582,12 @@ def _takes_plain_inputs(name, fn):
     scalars = name not in _PYTHON_RESULTS   # a Python number result becomes a 0-d `Array`, as JAX's
     same = _NUMPY_SAME.get(name)
     primitive = getattr(fn, "primitive", None)
+    ufunc = getattr(_np, name, None) if isinstance(getattr(_np, name, None), _np.ufunc) else None
 
     @_functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        if ufunc is not None and _builtins.any(_foreign_array(a) for a in args):
+            return ufunc(*args, **kwargs)   # xarray's DataArray: it applies the ufunc to its contents
         if _config._values["jax_enable_x64"]:
             if primitive is not None and len(args) == 1 and not kwargs and _plain_floats(args[0]):
                 return _elementwise(primitive, args[0])

@@ -11,13 +11,13 @@ FUN, TREE). This package re-exports what the rest of jitad uses.
 """
 from .frames import (apply, current_frame, emit, slot_touched, substituted, trace_memo, transformation,
                      transforming)
-from .values import (Staged, StagedTree, as_var, binary, coerce, is_staged, logical, power, result_dtype, to_bool,
+from .values import (Staged, StagedTree, as_var, binary, coerce, foreign_array, is_staged, logical, power, result_dtype, to_bool,
                      unary, wrap)
 from .tracer import arg_type, make_closure, new_slot, slot_add, slot_get, slot_set, trace_program
 from .combinators import FOR, FUN, IF, TREE, WHILE, ShapeDtype, checkpoint, checkpoint_count
 from .complex import Complex, is_complex
 
-__all__ = ["FOR", "FUN", "IF", "TREE", "WHILE", "Complex", "ShapeDtype", "Staged", "StagedTree", "apply", "arg_type", "as_var",
+__all__ = ["FOR", "FUN", "IF", "TREE", "WHILE", "Complex", "ShapeDtype", "Staged", "StagedTree", "apply", "arg_type", "as_var", "foreign_array",
            "binary", "checkpoint", "checkpoint_count", "coerce", "current_frame", "emit", "is_complex", "is_staged", "logical",
            "make_closure", "new_slot", "power", "result_dtype", "slot_add", "slot_get", "slot_set", "substituted",
            "to_bool", "trace_memo", "trace_program", "transformation", "transforming", "unary", "wrap"]

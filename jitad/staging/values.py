@@ -118,6 +118,8 @@ class Staged:
     # NumPy functions on staged values run the jitad function of the same name, or raise
     # a StagingError naming what to call (`np.ones(3) + x` comes here too)
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if any(foreign_array(x) for x in inputs):
+            return NotImplemented   # the other library's container applies the ufunc to its contents
         return N.numpy_ufunc(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
@@ -255,26 +257,28 @@ class Staged:
     __matmul__ = lambda a, b: N.matmul(a, b)
     __rmatmul__ = lambda a, b: N.matmul(b, a)
 
-    __add__ = lambda a, b: binary(Op.ADD, a, b)
-    __radd__ = lambda a, b: binary(Op.ADD, b, a)
-    __sub__ = lambda a, b: binary(Op.SUB, a, b)
-    __rsub__ = lambda a, b: binary(Op.SUB, b, a)
-    __mul__ = lambda a, b: binary(Op.MUL, a, b)
-    __rmul__ = lambda a, b: binary(Op.MUL, b, a)
-    __truediv__ = lambda a, b: binary(Op.DIV, a, b)
-    __rtruediv__ = lambda a, b: binary(Op.DIV, b, a)
-    __pow__ = lambda a, b: power(a, b)
-    __rpow__ = lambda a, b: binary(Op.POW, b, a)
-    __mod__ = lambda a, b: binary(Op.MOD, a, b)
-    __rmod__ = lambda a, b: binary(Op.MOD, b, a)
-    __floordiv__ = lambda a, b: binary(Op.FLOORDIV, a, b)
-    __rfloordiv__ = lambda a, b: binary(Op.FLOORDIV, b, a)
-    __lt__ = lambda a, b: binary(Op.LT, a, b)
-    __le__ = lambda a, b: binary(Op.LE, a, b)
-    __gt__ = lambda a, b: binary(Op.GT, a, b)
-    __ge__ = lambda a, b: binary(Op.GE, a, b)
-    __eq__ = lambda a, b: binary(Op.EQ, a, b)
-    __ne__ = lambda a, b: binary(Op.NE, a, b)
+    # an operand that is another library's array-like (xarray's DataArray, pandas' Series)
+    # handles the operator itself: it meets this value again through `__array_ufunc__`
+    __add__ = lambda a, b: NotImplemented if foreign_array(b) else binary(Op.ADD, a, b)
+    __radd__ = lambda a, b: NotImplemented if foreign_array(b) else binary(Op.ADD, b, a)
+    __sub__ = lambda a, b: NotImplemented if foreign_array(b) else binary(Op.SUB, a, b)
+    __rsub__ = lambda a, b: NotImplemented if foreign_array(b) else binary(Op.SUB, b, a)
+    __mul__ = lambda a, b: NotImplemented if foreign_array(b) else binary(Op.MUL, a, b)
+    __rmul__ = lambda a, b: NotImplemented if foreign_array(b) else binary(Op.MUL, b, a)
+    __truediv__ = lambda a, b: NotImplemented if foreign_array(b) else binary(Op.DIV, a, b)
+    __rtruediv__ = lambda a, b: NotImplemented if foreign_array(b) else binary(Op.DIV, b, a)
+    __pow__ = lambda a, b: NotImplemented if foreign_array(b) else power(a, b)
+    __rpow__ = lambda a, b: NotImplemented if foreign_array(b) else binary(Op.POW, b, a)
+    __mod__ = lambda a, b: NotImplemented if foreign_array(b) else binary(Op.MOD, a, b)
+    __rmod__ = lambda a, b: NotImplemented if foreign_array(b) else binary(Op.MOD, b, a)
+    __floordiv__ = lambda a, b: NotImplemented if foreign_array(b) else binary(Op.FLOORDIV, a, b)
+    __rfloordiv__ = lambda a, b: NotImplemented if foreign_array(b) else binary(Op.FLOORDIV, b, a)
+    __lt__ = lambda a, b: NotImplemented if foreign_array(b) else binary(Op.LT, a, b)
+    __le__ = lambda a, b: NotImplemented if foreign_array(b) else binary(Op.LE, a, b)
+    __gt__ = lambda a, b: NotImplemented if foreign_array(b) else binary(Op.GT, a, b)
+    __ge__ = lambda a, b: NotImplemented if foreign_array(b) else binary(Op.GE, a, b)
+    __eq__ = lambda a, b: NotImplemented if foreign_array(b) else binary(Op.EQ, a, b)
+    __ne__ = lambda a, b: NotImplemented if foreign_array(b) else binary(Op.NE, a, b)
     __and__ = lambda a, b: logical(Op.AND, a, b)
     __rand__ = lambda a, b: logical(Op.AND, b, a)
     __or__ = lambda a, b: logical(Op.OR, a, b)
@@ -301,6 +305,25 @@ class StagedTree:
 
 def is_staged(x):
     return isinstance(x, Staged)
+
+
+_OWN_OPERANDS = frozenset((Staged, bool, int, float, np.ndarray, np.float64, np.float32, np.int64, np.bool_, tuple, list))
+
+
+def foreign_array(x):
+    """Whether `x` is another library's array-like that takes part in NumPy's ufunc protocol
+    (xarray's `DataArray`, pandas' `Series`): operators and ufuncs given one defer to it, as
+    NumPy's own do, and it hands its contents back through `Staged.__array_ufunc__`.
+
+    >>> import numpy as np
+    >>> foreign_array(np.ones(2)), foreign_array(3.0)
+    (False, False)
+    """
+    t = type(x)
+    if t in _OWN_OPERANDS:
+        return False
+    return (hasattr(t, "__array_ufunc__") and not isinstance(x, (np.ndarray, np.generic, Staged))
+            and not t.__module__.startswith("jitad"))
 
 
 def wrap(var):
