@@ -3,6 +3,7 @@ looked up in jitad's module of the same path.
 
     python -m tests.compat.namespaces          # a table, one module a line
     python -m tests.compat.namespaces jax.lax  # and the names still missing there
+    python -m tests.compat.namespaces --against OTHER/bin/python   # names another install adds
 
 The list of names comes from the installed packages at run time, never from a copy.
 A name that jitad declines on purpose is in `DECLINED` (it exists in jitad and raises
@@ -10,6 +11,8 @@ A name that jitad declines on purpose is in `DECLINED` (it exists in jitad and r
 names are out of this release's scope and left out of the goal (`OUT_OF_SCOPE`).
 """
 import importlib
+import json
+import subprocess
 import sys
 import types
 
@@ -152,7 +155,35 @@ def coverage(only=None):
     return table
 
 
+def reference_names():
+    """{reference module: its public names}, from this interpreter's installed packages."""
+    names = {}
+    for ref_path in MODULES:
+        try:
+            names[ref_path] = public_names(importlib.import_module(ref_path))
+        except ImportError:
+            continue
+    return names
+
+
+def added_names(other_python):
+    """{reference module: the public names that the references installed for `other_python`
+    (another environment: a newer JAX or autograd) have and these do not}; a module that
+    only the other has lists all its names."""
+    listing = subprocess.run([other_python, __file__, "--names"], check=True, capture_output=True, text=True)
+    theirs, ours = json.loads(listing.stdout), reference_names()
+    added = {m: sorted(set(names) - set(ours.get(m, ()))) for m, names in theirs.items()}
+    return {m: names for m, names in added.items() if names}
+
+
 def main(argv):
+    if argv[:1] == ["--names"]:
+        print(json.dumps(reference_names()))
+        return
+    if argv[:1] == ["--against"]:
+        for module, names in added_names(argv[1]).items():
+            print(f"{module:42s} {len(names):4d} new:", " ".join(names))
+        return
     table = coverage(set(argv) or None)
     total_have = total = 0
     for ref_path, (present, missing) in table.items():

@@ -38,3 +38,14 @@ def test_name_coverage_does_not_fall():
         if share < floor:
             low[module] = (round(share, 3), floor, missing[:20])
     assert not low, low
+
+
+@pytest.mark.slow
+def test_another_install_adds_no_names_to_itself():
+    """The report of names a newer release adds (`--against ITS_PYTHON`), run against this
+    same install: the listing made in a subprocess agrees with this process's."""
+    import sys
+
+    from .namespaces import added_names, reference_names
+    assert "sum" in reference_names()["jax.numpy"]
+    assert added_names(sys.executable) == {}
