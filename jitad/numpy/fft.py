@@ -228,3 +228,103 @@ rfft2 = _transform("rfft2", _two(_rfftn))
 irfft2 = _transform("irfft2", _two(_irfftn))
 hfft = _transform("hfft", _hfft)
 ihfft = _transform("ihfft", _ihfft)
+
+
+# -- autograd's helpers of `autograd.numpy.fft` --------------------------------------------
+# A program that declares its own transforms as primitives reuses autograd's VJP makers and
+# checks; jitad's transforms above carry their own derivatives and use none of these.
+
+def check_no_repeated_axes(axes):
+    """autograd's check: `NotImplementedError` where an axis is named twice (its FFT
+    gradients do not take that): `check_no_repeated_axes([0, 1])` passes."""
+    if len(set(axes)) != len(axes):
+        raise NotImplementedError(f"an FFT gradient over a repeated axis ({list(axes)}) is not provided")
+
+
+def check_even_shape(shape):
+    """autograd's check that a real transform's last length is even (its real-FFT gradients
+    need it; jitad's own take odd lengths): `check_even_shape([4, 6])` passes."""
+    if shape[-1] % 2:
+        raise NotImplementedError(f"autograd's real-FFT gradient takes an even last length, not {shape[-1]}")
+
+
+def get_fft_args(a, d=None, axis=-1, norm=None, *args, **kwargs):
+    """`(axes, sizes, norm)` of a one-axis transform's arguments: `get_fft_args(x, 8)` is
+    `([-1], [8], None)`."""
+    return [axis], None if d is None else [d], norm
+
+
+def get_fft2_args(a, s=None, axes=(-2, -1), norm=None, *args, **kwargs):
+    """`(axes, sizes, norm)` of a two-axis transform's arguments."""
+    return axes, s, norm
+
+
+def get_fftn_args(a, s=None, axes=None, norm=None, *args, **kwargs):
+    """`(axes, sizes, norm)` of an n-axis transform's arguments (every axis by default)."""
+    return (list(range(len(np.shape(a)))) if axes is None else axes), s, norm
+
+
+def match_complex(target, x):
+    """`x` as the vector space of `target` holds it: its real part where `target` is real."""
+    real_target = not np.iscomplexobj(target) and type(target) is not Complex
+    return jnp().real(x) if real_target and (np.iscomplexobj(x) or type(x) is Complex) else x
+
+
+def truncate_pad(x, shape):
+    """`x` cut to `shape`, or padded with zeros up to it, along each axis:
+    `truncate_pad(np.ones(3), (5,))` is `[1, 1, 1, 0, 0]`."""
+    pads = [(0, max(0, int(n) - int(m))) for n, m in zip(shape, np.shape(x))]
+    return jnp().pad(x, pads)[tuple(slice(int(n)) for n in shape)]
+
+
+def make_rfft_factors(axes, resshape, facshape, normshape, norm):
+    """The weights of a real transform's gradient: 2 for the frequencies an `rfft` keeps once
+    for two (1 for the zero one, and for the last where the full length is even), over the
+    transform's size `prod(normshape)` unless `norm` is given. A NumPy array of `resshape`."""
+    fac = np.full(tuple(resshape), 2.0)
+    index = [slice(None)] * len(resshape)
+    last = facshape[-1] - 1 if facshape[-1] <= resshape[axes[-1]] else 0
+    index[axes[-1]] = sorted({0, last})
+    fac[tuple(index)] = 1.0
+    return fac / math.prod(normshape) if norm is None else fac
+
+
+def fft_grad(get_args, fft_fun, ans, x, *args, **kwargs):
+    """autograd's VJP maker of a complex transform `fft_fun` (linear and symmetric: its
+    VJP applies it to the cotangent): `fft_grad(get_fft_args, fft, ans, x)(g)`."""
+    axes, _, _ = get_args(x, *args, **kwargs)
+    check_no_repeated_axes(axes)
+    return lambda g: match_complex(x, truncate_pad(fft_fun(g, *args, **kwargs), np.shape(x)))
+
+
+def rfft_grad(get_args, irfft_fun, ans, x, *args, **kwargs):
+    """autograd's VJP maker of a real-to-complex transform, through its inverse `irfft_fun`."""
+    axes, s, norm = get_args(x, *args, **kwargs)
+    check_no_repeated_axes(axes)
+    s = [np.shape(x)[i] for i in axes] if s is None else list(s)
+    check_even_shape(s)
+    fac = make_rfft_factors(axes, np.shape(ans), s[:-1] + [s[-1] // 2 + 1], s, norm)
+    return lambda g: match_complex(x, truncate_pad(irfft_fun(jnp().conj(g / fac), *args, **kwargs), np.shape(x)))
+
+
+def irfft_grad(get_args, rfft_fun, ans, x, *args, **kwargs):
+    """autograd's VJP maker of a complex-to-real transform, through the forward `rfft_fun`."""
+    axes, gs, norm = get_args(x, *args, **kwargs)
+    check_no_repeated_axes(axes)
+    gs = [np.shape(ans)[i] for i in axes] if gs is None else list(gs)
+    check_even_shape(gs)
+    fac = make_rfft_factors(axes, np.shape(x), gs[:-1] + [gs[-1] // 2 + 1], gs, norm)
+    return lambda g: jnp().conj(match_complex(x, truncate_pad(rfft_fun(g, *args, **kwargs), np.shape(x)))) * fac
+
+
+test = np.fft.test   # NumPy's test runner of the module, as autograd's namespace carries it
+
+
+def __getattr__(name):   # autograd's module carries its extension API too (imported late: it is a layer above)
+    if name in ("primitive", "defvjp", "vspace"):
+        from .. import extend
+        return getattr(extend, name)
+    if name == "wrap_namespace":
+        from .numpy_names import wrap_namespace
+        return wrap_namespace
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

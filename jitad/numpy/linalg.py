@@ -2,6 +2,8 @@
 with autograd's helpers of `autograd.numpy.linalg`: `T`, `add2d` and the VJP makers
 `grad_*` (`grad_inv(ans, x)(g)` is the cotangent of `x`), here from jitad's own
 derivatives of the same functions."""
+import numpy as _np
+
 from ..linalg import *  # noqa: F401,F403
 from ..linalg import __all__ as _linalg_all
 from .. import linalg as _la
@@ -99,6 +101,8 @@ def norm_jvp(g, ans, x, ord=None, axis=None, keepdims=False):
 
 
 from .numpy_names import wrap_namespace  # noqa: E402,F401  (autograd's helper, also here)
+
+test = _np.linalg.test   # NumPy's test runner of the module, as autograd's namespace carries it
 
 
 def _rule_target(fun, who, kind):
