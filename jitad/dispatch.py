@@ -163,6 +163,8 @@ class _Reads:
             # a fresh generator of the same code (a program run again) finds the same paths
             self.parts.append(("generator", t, len(self.generators)))
             self.generators.append(v)
+        elif t is range:   # (immutable: by value, a program run again passes a fresh one)
+            self.parts.append((range, v.start, v.stop, v.step))
         elif t in (tuple, list) and len(v) <= 64 and depth > 0:
             self.parts.append((t, len(v)))
             if t is list and self.record:
