@@ -612,11 +612,19 @@ def _elementwise(primitive, x):
 
 
 _FLOAT_SCALARS = (_builtins.float, _np.float64)
+_INT_SCALARS = (_builtins.int, _np.int64)
+
+
+def _scalar_in_float64(primitive, x):
+    """Whether an elementwise primitive of `x` computes in float64 (jax_enable_x64 on): a
+    Python float or NumPy float64, or an int64 where the primitive takes floats only."""
+    t = type(x)
+    return t in _FLOAT_SCALARS or t in _INT_SCALARS and primitive.float_only and -2 ** 63 <= x < 2 ** 63
 
 
 def _elementwise_scalar(primitive, x):
-    """An elementwise primitive of a Python float or a NumPy float64 (jitad computes it in
-    float64 with jax_enable_x64 on), as `_elementwise`: a 0-d `Array`."""
+    """An elementwise primitive of a number computing in float64 (`_scalar_in_float64`), as
+    `_elementwise`: a 0-d `Array`."""
     with _np.errstate(all="ignore"):
         out = _impl_of(primitive)(_np.float64(x))
     return _np.asarray(_float_checks.check_eager(primitive, out)).view(Array)
@@ -650,7 +658,7 @@ def _takes_plain_inputs(name, fn):
         if x64 and primitive is not None and len(args) == 1 and not kwargs:   # (plain: no foreign array)
             if _plain_floats(args[0]):
                 return _elementwise(primitive, args[0])
-            if type(args[0]) in _FLOAT_SCALARS:
+            if _scalar_in_float64(primitive, args[0]):
                 return _elementwise_scalar(primitive, args[0])
         if ufunc is not None and _builtins.any(_foreign_array(a) for a in args):
             return ufunc(*args, **kwargs)   # xarray's DataArray: it applies the ufunc to its contents

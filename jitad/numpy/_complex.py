@@ -315,7 +315,7 @@ def _asks_complex(args, kwargs):
         return False
 
 
-_REAL_SCALARS = (float, np.float64)
+_REAL_SCALARS = (float, np.float64, int, np.int64)
 
 
 def dispatcher(name, real_fn, complex_fn):

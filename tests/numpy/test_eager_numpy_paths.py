@@ -60,7 +60,7 @@ def test_numpy_own_results_are_jitads(name):
                                   "expm1", "arctan", "cosh", "square"])
 def test_elementwise_math_of_a_float_is_jitads(name):
     fn = getattr(jnp, name)
-    for x in (0.3, -2.5, 0.0, np.float64(1.5), float("inf"), float("nan")):
+    for x in (0.3, -2.5, 0.0, np.float64(1.5), float("inf"), float("nan"), 2, -3, 0, np.int64(4)):
         got, want = fn(x), fn(np.asarray(x))   # (a 0-d array takes jitad's own eager path)
         _same(got, want)
 
