@@ -21,6 +21,7 @@ them): `.zeros()`, `.ones()`, `.randn()`, `.standard_basis()`, `.add`, `.scalar_
 value (what autograd's traced values are).
 """
 import functools
+import types
 import warnings
 
 import numpy as np
@@ -591,24 +592,61 @@ def _probe(x):
 
 _WATCHED = {}   # a user's type -> its subclass whose instances note reads of their attributes
 _UNWATCHED = {}   # the reverse
+# what a class keeps as it is on the watching subclass (the instance's layout and making)
+_UNWATCHED_NAMES = {"__init__", "__new__", "__getattribute__", "__class__", "__dict__", "__doc__", "__module__",
+                    "__qualname__", "__weakref__", "__slots__", "__init_subclass__", "__subclasshook__"}
+
+
+def _note_read():
+    recording = _RECORDING[0]
+    if recording is not None and recording.running:
+        recording.read = True
+
+
+def _passes_on(value):
+    """A bound @primitive: what the function may take from a target without reading it."""
+    return isinstance(value, functools.partial) and isinstance(value.func, primitive)
+
+
+def _watched_method(cls, name):
+    def method(self, *args, **kwargs):
+        _note_read()
+        return getattr(cls, name)(self, *args, **kwargs)
+    method.__name__ = name
+    return method
 
 
 def _watching(cls):
-    """The subclass of `cls` that notes the user's function reading an attribute of an
-    instance (anything but a bound @primitive), while the eager run records."""
-    watched = _WATCHED.get(cls)
-    if watched is None:
+    """The subclass of `cls` whose instances note the user's function reading them while the
+    eager run records: an attribute (anything but a bound @primitive), or a special method of
+    `cls`'s own (`f + g`, `f[i]`; not one that is a @primitive). None where `cls` has a
+    base of Python's own but `object` (its methods could not be watched)."""
+    if cls in _WATCHED:
+        return _WATCHED[cls]
+    watched = None
+    if all(b is object or b.__module__ != "builtins" for b in cls.__mro__):
         def __getattribute__(self, name):
             value = cls.__getattribute__(self, name)
-            recording = _RECORDING[0]
-            if recording is not None and recording.running and name != "__class__" and not (
-                    isinstance(value, functools.partial) and isinstance(value.func, primitive)):
-                recording.read = True
+            if name != "__class__" and not _passes_on(value):
+                _note_read()
             return value
-        watched = type(cls.__name__, (cls,), {"__slots__": (), "__getattribute__": __getattribute__,
-                                              "__module__": cls.__module__, "__qualname__": cls.__qualname__})
-        _WATCHED[cls], _UNWATCHED[watched] = watched, cls
+        space = {"__slots__": (), "__getattribute__": __getattribute__, "__module__": cls.__module__,
+                 "__qualname__": cls.__qualname__}
+        for name in {n for b in cls.__mro__[:-1] for n in vars(b)} - _UNWATCHED_NAMES:
+            if name.startswith("__") and name.endswith("__") and isinstance(getattr(cls, name), types.FunctionType):
+                space[name] = _watched_method(cls, name)
+        watched = type(cls.__name__, (cls,), space)
+        _UNWATCHED[watched] = cls
+    _WATCHED[cls] = watched
     return watched
+
+
+def _class_key(cls):
+    """A class by what it is: its module, name and its functions' code (a program run again
+    defines an equal class anew)."""
+    codes = tuple(sorted(hash(f.__code__) for b in cls.__mro__[:-1] for f in vars(b).values()
+                         if isinstance(f, types.FunctionType)))
+    return cls.__module__, cls.__qualname__, codes
 
 
 def _watch(targets):
@@ -616,9 +654,11 @@ def _watch(targets):
     A target whose class cannot be changed counts as read."""
     swapped = []
     for t in targets:
-        cls = type(t)
+        cls, watched = type(t), _watching(type(t))
         try:
-            t.__class__ = _watching(cls)
+            if watched is None:
+                raise TypeError
+            t.__class__ = watched
         except TypeError:
             _RECORDING[0].read = True
         else:
@@ -638,21 +678,24 @@ class _Replay:
     the recorded calls' results (`inputs`) and the arguments, the targets left out (`None` in
     their places), and runs the user's function with the calls answered from `inputs`.
 
-    Its key (`key_parts`, see `jitad.dispatch`) is the user's function, the primitives called
-    and which results are replayed: a later call with other targets (the next step of an
-    optimizer) finds the path and runs it, without tracing. A `pinned` replay holds the
-    targets in its key too: where the function reads a target itself, or a call's arguments
-    hold staged values (a call of the primitive in the trace: the target's contents become
-    constants of the program)."""
+    Its key (`key_parts`, see `jitad.dispatch`) is the user's function, the targets' classes
+    (by what they are) and which results are replayed: nothing of the program comes from a
+    target or from the primitives (their results are its arguments, their VJPs run after it),
+    so a later call with other targets (an optimizer's next step, a program run again)
+    finds the path and runs it, without tracing. A `pinned` replay holds the primitives and
+    the targets themselves in its key: where the eager run found the function reading a
+    target (`_watching`), or a call's arguments hold staged values (the primitive runs in the
+    trace: the target's contents become constants of the program)."""
 
     def __init__(self, fn, recording, positions, values, pinned):
         self.fn, self.recording, self.positions, self.values, self.pinned = fn, recording, positions, values, pinned
-        self.prims = tuple(call[0] for call in recording.calls)
         self.replayed = tuple(_replayable(call[3]) for call in recording.calls)
+        self.pins = (tuple(call[0] for call in recording.calls), values) if pinned else \
+            tuple(_class_key(type(v)) for v in values)
 
     @property
     def key_parts(self):
-        return (self.fn, self.prims, self.positions, self.replayed, self.values if self.pinned else ())
+        return (self.fn, self.positions, self.replayed, self.pins)
 
     def __call__(self, inputs, *args, **kwargs):
         args = list(args)

@@ -164,3 +164,56 @@ def test_a_function_reading_the_value_itself_is_traced_per_value():
         v = Sparse({k: v.coef.get(k, 0.0) + 0.1 * g.coef.get(k, 0.0) for k in set(v.coef) | set(g.coef)})
     assert [len(c) for c in ours] == [3, 3, 3] and kind.__name__ == "Sparse"
     _agree(ours, theirs)
+
+
+def _scaled_space(k):
+    """A one-number space whose calls multiply a primitive's result by `k` in a special method
+    of the class's own: every `k` makes a class of the same name and code."""
+    class Scaled:
+        def __init__(self, c):
+            self.c = c
+
+        @jitad.extend.primitive
+        def value(self, x):
+            return self.c * x
+
+        def __call__(self, x):
+            return self.value(x) * k
+
+    jitad.extend.defvjp(Scaled.value, lambda ans, s, x: lambda g: Scaled(g * x))
+
+    class Space(jitad.extend.VSpace):
+        def __init__(self, value):
+            pass
+
+        def zeros(self):
+            return Scaled(0.0)
+
+        def _add(self, a, b):
+            return Scaled(a.c + b.c)
+    Space.register(Scaled)
+    return Scaled
+
+
+def test_a_class_method_between_function_and_primitive_is_its_own_program():
+    """`s(x)` runs the class's `__call__` (its factor a constant of the program): classes alike
+    in name and code but not in that factor, and values with other coefficients, each get
+    their own gradient; a program run again (an equal class anew) finds its path."""
+    for k in (1.0, 5.0, 1.0):
+        Scaled = _scaled_space(k)
+        for c in (2.0, -1.0):
+            g = jitad.grad(lambda s, x: s(x) ** 2)(Scaled(c), 3.0)
+            assert type(g) is Scaled and g.c == pytest.approx(2 * c * 3.0 * k * k * 3.0)
+
+
+def test_a_program_run_again_finds_its_path(monkeypatch):
+    """A fresh class of the same code (the program executed again) keys like the first: the
+    second run traces nothing."""
+    def shifted(loss):   # (code of this test's own: its first run traces)
+        return lambda v, scale, keys: loss(v, scale, keys) - 1.0
+    traces = _traces(monkeypatch)
+    first, _ = _steps(jitad.extend, jnp, jitad.grad, shifted, n=2)
+    n = len(traces)
+    again, _ = _steps(jitad.extend, jnp, jitad.grad, shifted, n=2)
+    _agree(again, first)
+    assert n > 0 and len(traces) == n
