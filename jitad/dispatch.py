@@ -185,6 +185,9 @@ class _Reads:
             self.parts.append(_Id(v))
 
     def function(self, fn, depth):
+        if not self.seen and type(fn) is types.FunctionType and not _own_plain(fn):   # (a walk's first)
+            self._whole_function(fn, depth)
+            return
         seen = self.seen.get(id(fn))
         if seen is not None:   # (met before in this walk: by its place in it, a fresh copy keys alike)
             self.parts.append(("seen", seen))
@@ -221,6 +224,36 @@ class _Reads:
         self.functions_left -= 1
         self._python_function(fn, depth)
 
+    def _whole_function(self, fn, depth):
+        """A walk's first function: its parts, arrays and generators as the last walk of the
+        same object found them, while what that walk read holds (`_checks_hold`); else
+        walked, recording what it reads, and kept for the next walk (`check_grads`, `grad(f)(x)`
+        in a loop: fresh transformations of one function)."""
+        known = _WALKED.get(id(fn))
+        if known is not None and known[0] is fn and known[1] == depth and _checks_hold(known[5]):
+            _WALKED.move_to_end(id(fn))
+        else:
+            inner = _Reads(record=True)
+            inner.functions_left = self.functions_left - 1
+            inner.seen[id(fn)] = 0
+            inner.held.append(fn)
+            inner._python_function(fn, depth)
+            known = (fn, depth, inner.parts, inner.arrays, inner.generators, inner.checks, inner.cacheable,
+                     inner.functions_left, inner.seen)
+            if inner.cacheable:
+                _WALKED[id(fn)] = known
+                while len(_WALKED) > _MAX_WALKED:
+                    _WALKED.popitem(last=False)
+        self.seen.update(known[8])   # (the functions it met, by their places: still those objects)
+        self.held.append(fn)
+        self.parts += known[2]
+        self.arrays += known[3]
+        self.generators += known[4]
+        if self.record:
+            self.checks += known[5]
+        self.cacheable = self.cacheable and known[6]
+        self.functions_left = known[7]
+
     def _python_function(self, fn, depth):
         code, cells, contents = fn.__code__, fn.__closure__ or (), []
         self.parts.append(code)
@@ -248,6 +281,8 @@ class _Reads:
 
 
 _ARRAY, _LIST, _DICT, _FUNCTION, _PARTS = range(5)
+_WALKED = OrderedDict()   # id(fn) -> its last whole walk (see `_Reads._whole_function`)
+_MAX_WALKED = 256
 
 
 def _hashable(v):
