@@ -29,6 +29,7 @@ import threading
 import time
 import types
 import warnings
+import weakref
 from collections import OrderedDict
 
 import numpy as np
@@ -230,7 +231,8 @@ class _Reads:
         walked, recording what it reads, and kept for the next walk (`check_grads`, `grad(f)(x)`
         in a loop: fresh transformations of one function)."""
         known = _WALKED.get(id(fn))
-        if known is not None and known[0] is fn and known[1] == depth and _checks_hold(known[5]):
+        if known is not None and known[0]() is fn and known[1] == depth and _same_function(fn, known[9]) \
+                and _checks_hold(known[5]):
             _WALKED.move_to_end(id(fn))
         else:
             inner = _Reads(record=True)
@@ -238,9 +240,10 @@ class _Reads:
             inner.seen[id(fn)] = 0
             inner.held.append(fn)
             inner._python_function(fn, depth)
-            known = (fn, depth, inner.parts, inner.arrays, inner.generators, inner.checks, inner.cacheable,
-                     inner.functions_left, inner.seen)
-            if inner.cacheable:
+            own = inner.checks.pop()   # (fn's own check, last: kept without fn, which the walk must not hold)
+            known = (_forgotten_with(fn), depth, inner.parts, inner.arrays, inner.generators, inner.checks,
+                     inner.cacheable, inner.functions_left, inner.seen, own[2])
+            if inner.cacheable and own[0] == _FUNCTION and own[1] is fn:
                 _WALKED[id(fn)] = known
                 while len(_WALKED) > _MAX_WALKED:
                     _WALKED.popitem(last=False)
@@ -251,6 +254,7 @@ class _Reads:
         self.generators += known[4]
         if self.record:
             self.checks += known[5]
+            self.checks.append((_FUNCTION, fn, known[9]))
         self.cacheable = self.cacheable and known[6]
         self.functions_left = known[7]
 
@@ -283,6 +287,16 @@ class _Reads:
 _ARRAY, _LIST, _DICT, _FUNCTION, _PARTS = range(5)
 _WALKED = OrderedDict()   # id(fn) -> its last whole walk (see `_Reads._whole_function`)
 _MAX_WALKED = 256
+
+
+def _forgotten_with(fn):
+    """A weak reference to `fn` whose end drops its walk (which holds what `fn` read)."""
+    key = id(fn)
+
+    def forget(ref):
+        if _WALKED.get(key, (None,))[0] is ref:
+            del _WALKED[key]
+    return weakref.ref(fn, forget)
 
 
 def _hashable(v):
