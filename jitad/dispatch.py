@@ -29,6 +29,7 @@ import threading
 import time
 import types
 import warnings
+import weakref
 from collections import OrderedDict
 
 import numpy as np
@@ -163,6 +164,8 @@ class _Reads:
             # a fresh generator of the same code (a program run again) finds the same paths
             self.parts.append(("generator", t, len(self.generators)))
             self.generators.append(v)
+        elif t is range:   # (immutable: by value, a program run again passes a fresh one)
+            self.parts.append((range, v.start, v.stop, v.step))
         elif t in (tuple, list) and len(v) <= 64 and depth > 0:
             self.parts.append((t, len(v)))
             if t is list and self.record:
@@ -183,6 +186,9 @@ class _Reads:
             self.parts.append(_Id(v))
 
     def function(self, fn, depth):
+        if not self.seen and type(fn) is types.FunctionType and not _own_plain(fn):   # (a walk's first)
+            self._whole_function(fn, depth)
+            return
         seen = self.seen.get(id(fn))
         if seen is not None:   # (met before in this walk: by its place in it, a fresh copy keys alike)
             self.parts.append(("seen", seen))
@@ -219,6 +225,39 @@ class _Reads:
         self.functions_left -= 1
         self._python_function(fn, depth)
 
+    def _whole_function(self, fn, depth):
+        """A walk's first function: its parts, arrays and generators as the last walk of the
+        same object found them, while what that walk read holds (`_checks_hold`); else
+        walked, recording what it reads, and kept for the next walk (`check_grads`, `grad(f)(x)`
+        in a loop: fresh transformations of one function)."""
+        known = _WALKED.get(id(fn))
+        if known is not None and known[0]() is fn and known[1] == depth and _same_function(fn, known[9]) \
+                and _checks_hold(known[5]):
+            _WALKED.move_to_end(id(fn))
+        else:
+            inner = _Reads(record=True)
+            inner.functions_left = self.functions_left - 1
+            inner.seen[id(fn)] = 0
+            inner.held.append(fn)
+            inner._python_function(fn, depth)
+            own = inner.checks.pop()   # (fn's own check, last: kept without fn, which the walk must not hold)
+            known = (_forgotten_with(fn), depth, inner.parts, inner.arrays, inner.generators, inner.checks,
+                     inner.cacheable, inner.functions_left, inner.seen, own[2])
+            if inner.cacheable and own[0] == _FUNCTION and own[1] is fn:
+                _WALKED[id(fn)] = known
+                while len(_WALKED) > _MAX_WALKED:
+                    _WALKED.popitem(last=False)
+        self.seen.update(known[8])   # (the functions it met, by their places: still those objects)
+        self.held.append(fn)
+        self.parts += known[2]
+        self.arrays += known[3]
+        self.generators += known[4]
+        if self.record:
+            self.checks += known[5]
+            self.checks.append((_FUNCTION, fn, known[9]))
+        self.cacheable = self.cacheable and known[6]
+        self.functions_left = known[7]
+
     def _python_function(self, fn, depth):
         code, cells, contents = fn.__code__, fn.__closure__ or (), []
         self.parts.append(code)
@@ -246,6 +285,18 @@ class _Reads:
 
 
 _ARRAY, _LIST, _DICT, _FUNCTION, _PARTS = range(5)
+_WALKED = OrderedDict()   # id(fn) -> its last whole walk (see `_Reads._whole_function`)
+_MAX_WALKED = 256
+
+
+def _forgotten_with(fn):
+    """A weak reference to `fn` whose end drops its walk (which holds what `fn` read)."""
+    key = id(fn)
+
+    def forget(ref):
+        if _WALKED.get(key, (None,))[0] is ref:
+            del _WALKED[key]
+    return weakref.ref(fn, forget)
 
 
 def _hashable(v):

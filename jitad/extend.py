@@ -21,6 +21,7 @@ them): `.zeros()`, `.ones()`, `.randn()`, `.standard_basis()`, `.add`, `.scalar_
 value (what autograd's traced values are).
 """
 import functools
+import types
 import warnings
 
 import numpy as np
@@ -211,7 +212,8 @@ class VSpace:
 
 def vspace(value):
     """The vector space of `value`: `vspace(np.ones((2, 3))).size == 6`."""
-    maker = VSpace.mappings.get(type(value))
+    t = type(value)
+    maker = VSpace.mappings.get(_UNWATCHED.get(t, t))
     if maker is not None:
         return maker(value)
     try:
@@ -483,42 +485,55 @@ class _Recording:
     Such a value is no array, so it reaches math only through @primitive functions, and
     its cotangent is the sum, in its space, of those primitives' VJPs of it, each applied
     to the cotangent of that call's result. A first run of the function, eager, records
-    the calls (the arguments and result each VJP maker takes); a second run, compiled, adds
-    a zero probe to each call's result: the gradient with respect to the probes is those
-    cotangents."""
+    the calls (the arguments and result each VJP maker takes); a second run, staged, takes
+    the calls' results as its arguments (`inputs`): its gradient with respect to them is
+    those cotangents. The staged program holds nothing of the targets, so the same path
+    serves the next call with other targets (see `_Replay`)."""
 
     def __init__(self, targets):
         self.targets = {id(v): v for v in targets}
         self.calls = []          # (primitive, args, kwargs, result) of the eager run, in order
-        self.probes = None       # the compiled run's probes, one per call
+        self.inputs = None       # the staged run's inputs, one per call
+        self.pinned = False      # whether the staged run may read the targets (`_Replay.pinned`)
         self.count = 0
         self.running = False     # in the user's function (not in a rule, nor inside a recorded call)
+        self.read = False        # whether the eager run read a target other than to call a primitive
 
     def takes(self, args):
         return any(id(a) in self.targets for a in args)
 
-    def run(self, fn, args, kwargs, probes=None):
-        self.probes, self.count, self.running = probes, 0, True
+    def run(self, fn, args, kwargs, inputs=None, pinned=False):
+        """`fn(*args, **kwargs)`: eager (recording its calls, and whether it reads a target),
+        or staged over `inputs`."""
+        self.inputs, self.pinned, self.count, self.running = inputs, pinned, 0, True
         previous, _RECORDING[0] = _RECORDING[0], self
+        swapped = _watch(self.targets.values()) if inputs is None else ()
         try:
             out = fn(*args, **kwargs)
         finally:
             _RECORDING[0], self.running = previous, False
-        if probes is not None and self.count != len(probes):
+            for target, cls in swapped:
+                target.__class__ = cls
+        if inputs is not None and self.count != len(inputs):
             raise self._changed()
         return out
 
     def call(self, prim, args, kwargs):
         self.running = False
         try:
-            if self.probes is None:
+            if self.inputs is None:
                 ans = prim.fun(*args, **kwargs)
                 self.calls.append((prim, args, kwargs, ans))
                 return ans
-            if self.count >= len(self.probes) or self.calls[self.count][0] is not prim:
+            if self.count >= len(self.inputs) or self.calls[self.count][0] is not prim:
                 raise self._changed()
+            given = self.inputs[self.count]
             self.count += 1
-            return tree_map(lambda a, z: a + z, prim(*args, **kwargs), self.probes[self.count - 1])
+            if _replayable(self.calls[self.count - 1][3]) and not _has_staged((args, kwargs)):
+                return given   # (the result as the eager run found it, an argument of the program)
+            if not self.pinned:
+                raise _NeedsTargets
+            return tree_map(lambda a, z: a + (z - N.stop_gradient(z)), prim(*args, **kwargs), given)
         finally:
             self.running = True
 
@@ -527,10 +542,10 @@ class _Recording:
                                 "called its @primitive functions differently when compiled than when run "
                                 "with the values; make the calls that take that value depend on no array")
 
-    def cotangents(self, probe_cts):
+    def cotangents(self, input_cts):
         """{id of a target: its cotangent}, in the target's space."""
         out = {}   # (autograd's order: the first cotangent as it is, the others added by `mut_add`)
-        for (prim, args, kwargs, ans), g in zip(self.calls, probe_cts):
+        for (prim, args, kwargs, ans), g in zip(self.calls, input_cts):
             for i in (i for i, a in enumerate(args) if id(a) in self.targets):
                 if prim.vjp_argnums is None:
                     raise MissingRuleError(f"`{getattr(prim.fun, '__name__', prim)}` takes the value differentiated "
@@ -550,8 +565,166 @@ def _not_recorded(values, who):
                                f"(make `{who}` of it one)")
 
 
+class _NeedsTargets(Exception):
+    """A staged run met a call it must run with the targets (see `_Replay.pinned`)."""
+
+
+def _has_staged(tree):
+    return any(is_staged(v) for v in flatten(tree)[0])
+
+
+def _replayable(result):
+    """Whether a recorded call's result enters the staged run as itself: float leaves only
+    (another result enters as a zero probe added to the call, run again in the trace)."""
+    leaves = flatten(result)[0]
+    return bool(leaves) and all(not is_staged(v) and _dtype(v).kind == "f" for v in leaves)
+
+
+def _input(result):
+    return result if _replayable(result) else tree_map(_probe, result)
+
+
 def _probe(x):
     return np.zeros(np.shape(x), _dtype(x) if _dtype(x).kind == "f" else np.float64)
+
+
+# -- whether the function reads a target itself -----------------------------------------
+
+_WATCHED = {}   # a user's type -> its subclass whose instances note reads of their attributes
+_UNWATCHED = {}   # the reverse
+# what a class keeps as it is on the watching subclass (the instance's layout and making)
+_UNWATCHED_NAMES = {"__init__", "__new__", "__getattribute__", "__class__", "__dict__", "__doc__", "__module__",
+                    "__qualname__", "__weakref__", "__slots__", "__init_subclass__", "__subclasshook__"}
+
+
+def _note_read():
+    recording = _RECORDING[0]
+    if recording is not None and recording.running:
+        recording.read = True
+
+
+def _passes_on(value):
+    """A bound @primitive: what the function may take from a target without reading it."""
+    return isinstance(value, functools.partial) and isinstance(value.func, primitive)
+
+
+def _watched_method(cls, name):
+    def method(self, *args, **kwargs):
+        _note_read()
+        return getattr(cls, name)(self, *args, **kwargs)
+    method.__name__ = name
+    return method
+
+
+def _watching(cls):
+    """The subclass of `cls` whose instances note the user's function reading them while the
+    eager run records: an attribute (anything but a bound @primitive), or a special method of
+    `cls`'s own (`f + g`, `f[i]`; not one that is a @primitive). None where `cls` has a
+    base of Python's own but `object` (its methods could not be watched)."""
+    if cls in _WATCHED:
+        return _WATCHED[cls]
+    watched = None
+    if all(b is object or b.__module__ != "builtins" for b in cls.__mro__):
+        def __getattribute__(self, name):
+            value = cls.__getattribute__(self, name)
+            if name != "__class__" and not _passes_on(value):
+                _note_read()
+            return value
+        space = {"__slots__": (), "__getattribute__": __getattribute__, "__module__": cls.__module__,
+                 "__qualname__": cls.__qualname__}
+        for name in {n for b in cls.__mro__[:-1] for n in vars(b)} - _UNWATCHED_NAMES:
+            if name.startswith("__") and name.endswith("__") and isinstance(getattr(cls, name), types.FunctionType):
+                space[name] = _watched_method(cls, name)
+        watched = type(cls.__name__, (cls,), space)
+        _UNWATCHED[watched] = cls
+    _WATCHED[cls] = watched
+    return watched
+
+
+def _class_key(cls):
+    """A class by what it is: its module, name and its functions' code (a program run again
+    defines an equal class anew)."""
+    codes = tuple(sorted(hash(f.__code__) for b in cls.__mro__[:-1] for f in vars(b).values()
+                         if isinstance(f, types.FunctionType)))
+    return cls.__module__, cls.__qualname__, codes
+
+
+def _watch(targets):
+    """Give each target its watching class for the eager run: [(target, its own class)].
+    A target whose class cannot be changed counts as read."""
+    swapped = []
+    for t in targets:
+        cls, watched = type(t), _watching(type(t))
+        try:
+            if watched is None:
+                raise TypeError
+            t.__class__ = watched
+        except TypeError:
+            _RECORDING[0].read = True
+        else:
+            swapped.append((t, cls))
+    return swapped
+
+
+# -- the staged run -----------------------------------------------------------------------
+
+# (a function's code, the other arguments differentiated) -> True: its staged runs called
+# primitives with staged values (a hint: tried unpinned first, such a run stops at that call)
+_NEEDS_TARGETS = {}
+
+
+class _Replay:
+    """The function of a `grad` call over a user space's values, as jitad traces it: it takes
+    the recorded calls' results (`inputs`) and the arguments, the targets left out (`None` in
+    their places), and runs the user's function with the calls answered from `inputs`.
+
+    Its key (`key_parts`, see `jitad.dispatch`) is the user's function, the targets' classes
+    (by what they are) and which results are replayed: nothing of the program comes from a
+    target or from the primitives (their results are its arguments, their VJPs run after it),
+    so a later call with other targets (an optimizer's next step, a program run again)
+    finds the path and runs it, without tracing. A `pinned` replay holds the primitives and
+    the targets themselves in its key: where the eager run found the function reading a
+    target (`_watching`), or a call's arguments hold staged values (the primitive runs in the
+    trace: the target's contents become constants of the program)."""
+
+    def __init__(self, fn, recording, positions, values, pinned):
+        self.fn, self.recording, self.positions, self.values, self.pinned = fn, recording, positions, values, pinned
+        self.replayed = tuple(_replayable(call[3]) for call in recording.calls)
+        self.pins = (tuple(call[0] for call in recording.calls), values) if pinned else \
+            tuple(_class_key(type(v)) for v in values)
+
+    @property
+    def key_parts(self):
+        return (self.fn, self.positions, self.replayed, self.pins)
+
+    def __call__(self, inputs, *args, **kwargs):
+        args = list(args)
+        for i, v in zip(self.positions, self.values):
+            args[i] = v
+        return self.recording.run(self.fn, args, kwargs, inputs, self.pinned)
+
+
+def _hint(fn, others):
+    return getattr(fn, "__code__", None) or id(fn), tuple(others)
+
+
+def _staged_run(concrete, recording, targets, others, args, kwargs):
+    """(value, gradients with respect to the recorded calls' results and the other arguments
+    differentiated) of the user's function, staged over the results (`_Replay`)."""
+    from .api import value_and_grad
+    values = tuple(args[i] for i in targets)
+    held = [None if i in targets else a for i, a in enumerate(args)]
+    inputs = [_input(call[3]) for call in recording.calls]
+    pin = recording.read or not all(map(_replayable, (c[3] for c in recording.calls))) \
+        or _hint(concrete.fn, others) in _NEEDS_TARGETS
+    argnums = (0, *[i + 1 for i in others])
+    for pinned in ((True,) if pin else (False, True)):
+        replay = _Replay(concrete.fn, recording, tuple(targets), values, pinned)
+        try:
+            return value_and_grad(replay, argnums=argnums, has_aux=concrete.spec[2])(inputs, *held, **kwargs)
+        except _NeedsTargets:
+            _NEEDS_TARGETS[_hint(concrete.fn, others)] = True
+    raise AssertionError("unreachable")
 
 
 def _user_space_call(concrete, args, kwargs):
@@ -565,17 +738,11 @@ def _user_space_call(concrete, args, kwargs):
     if name not in ("grad", "value_and_grad"):
         raise UnsupportedError(f"{name} with respect to a {type(args[targets[0]]).__name__} (a value of a "
                                f"registered vector space): only grad and value_and_grad take such values")
-    from .api import value_and_grad
     recording = _Recording([args[i] for i in targets])
     recording.run(concrete.fn, args, kwargs)
     others = [i for i in diff if i not in targets]
-
-    def probed(probes, *args, **kwargs):
-        return recording.run(concrete.fn, args, kwargs, probes)
-    has_aux = concrete.spec[2]
-    value, grads = value_and_grad(probed, argnums=(0, *[i + 1 for i in others]), has_aux=has_aux)(
-        [tree_map(_probe, call[3]) for call in recording.calls], *args, **kwargs)
-    argnums = concrete.spec[1]
+    value, grads = _staged_run(concrete, recording, targets, others, args, kwargs)
+    argnums, has_aux = concrete.spec[1], concrete.spec[2]
     by_position = dict(zip(others, grads[1:]))
     found = recording.cotangents(grads[0])
     by_position.update({i: found[id(args[i])] for i in targets})

@@ -136,6 +136,9 @@ class Interpreter:
         return steps
 
     def _step(self, node, ins, at, dead):
+        slot_step = _SLOT_STEPS.get(node.op)
+        if slot_step is not None:
+            return slot_step(node, ins, at, dead)
         dts = [None if isinstance(v.type, _OPAQUE) else _DTYPES[v.type.dtype] for v in node.outputs]
         rule, effect = _CONTROL.get(node.op), _EFFECTS.get(node.op)
         if rule is None and effect is None:
@@ -284,6 +287,48 @@ _EFFECTS = {
                                                       + (0 if node.attrs.get("store") else slot[0])),
     Op.APPLY: lambda node, cont, *args: cont(*args) or [],
 }
+
+
+# the steps of the slot operations reverse mode is made of (a third to a half of the nodes of
+# a gradient as the interpreter meets it), written out: `_EFFECTS`'s meaning without the
+# general step's lists of operands and outputs
+
+def _new_slot_step(node, ins, at, dead):
+    t = node.attrs["type"]
+
+    def step(env):
+        env[at] = _new_slot(t)
+    return step
+
+
+def _slot_get_step(node, ins, at, dead):
+    (s,), dt = ins, _DTYPES[node.outputs[0].type.dtype]
+    scalar = None if node.outputs[0].type.shape else dt.type
+
+    def step(env):
+        slot = env[s]
+        del slot[1:]   # (the value read is shared: the next update copies)
+        v = slot[0]
+        env[at] = v if type(v) is scalar or type(v) is _ND and v.dtype is dt and v.ndim else _cast(v, dt)
+        for i in dead:
+            env[i] = None
+    return step
+
+
+def _slot_update_step(update):
+    def make(node, ins, at, dead):
+        s, x = ins
+
+        def step(env):
+            update(env[s], env[x])
+            for i in dead:
+                env[i] = None
+        return step
+    return make
+
+
+_SLOT_STEPS = {Op.SLOT: _new_slot_step, Op.SLOT_GET: _slot_get_step, Op.SLOT_ADD: _slot_update_step(_slot_add),
+               Op.SLOT_SET: _slot_update_step(_slot_set)}
 
 
 def _failed(message):

@@ -526,22 +526,72 @@ def _requested(name, at, args, kwargs):
     return args, kwargs
 
 
-# functions whose meaning on a plain array, with plain int arguments, is NumPy's function of
-# the same name exactly (the same view of the same data): an eager call runs NumPy's at once
-# (a few microseconds, against tens through jitad's checks of the shapes); where NumPy raises,
-# jitad's function runs and raises its own error
-_NUMPY_SAME = {"reshape": _np.reshape, "expand_dims": _np.expand_dims, "ravel": _np.ravel}
+# functions whose meaning on plain real arrays, with plain int arguments, is NumPy's function of
+# the same name exactly (the same values, dtype and shape): an eager call runs NumPy's at once
+# (a microsecond or two, against ten or more through jitad's checks of the shapes and its
+# complex dispatch), its result made an `Array` as jitad's; where NumPy raises, jitad's
+# function runs and raises its own error. The keyword arguments each takes this way.
+_AXES = ("axis", "keepdims")
+_NUMPY_SAME = {
+    "reshape": (), "expand_dims": (), "ravel": (), "transpose": ("axes",), "swapaxes": (), "moveaxis": (),
+    "squeeze": ("axis",), "diag": ("k",), "diagonal": ("offset", "axis1", "axis2"), "tril": ("k",), "triu": ("k",),
+    "dot": (), "matmul": (), "inner": (), "outer": (),
+    "sum": _AXES, "mean": _AXES, "prod": _AXES, "max": _AXES, "min": _AXES, "amax": _AXES, "amin": _AXES,
+    "var": _AXES + ("ddof",), "std": _AXES + ("ddof",), "cumsum": ("axis",), "cumprod": ("axis",),
+}
+_ARITHMETIC = {"sum", "mean", "prod", "var", "std", "cumsum", "cumprod"}   # (NumPy may warn of overflow)
+# those that only move elements take any real dtype; the others the dtypes of jitad's arrays
+_MOVING = {"reshape", "expand_dims", "ravel", "transpose", "swapaxes", "moveaxis", "squeeze", "diagonal"}
+# (by their classes: a dtype's class is found faster than its name)
+_PLAIN_DTYPES = frozenset(type(_np.dtype(k)) for k in ("float64", "float32", "int64", "bool"))
+_REAL_DTYPES = frozenset(type(_np.dtype(k)) for k in _np.typecodes["AllInteger"] + _np.typecodes["Float"] + "?")
+_ARRAYS = (_np.ndarray, Array)
 
 
-def _plain_call(args):
-    """Whether `args` are a plain array (NumPy's or `Array`, of bools, ints or floats) and
-    then Python ints or tuples and lists of them (no staged value, no symbolic int)."""
-    if not args or type(args[0]) not in (_np.ndarray, Array) or args[0].dtype.kind not in "biuf":
+def _plain_item(a):
+    """A Python int, bool or None, or a tuple or list of ints (an axis, a shape, an offset)."""
+    t = type(a)
+    return t is int or t is bool or a is None or \
+        (t is tuple or t is list) and _builtins.all(type(n) is int for n in a)
+
+
+def _plain_call(args, kwargs, names, dtypes):
+    """Whether the arguments are plain arrays (NumPy's or `Array`s) of one dtype among `dtypes`,
+    the first among them, and then plain items (`_plain_item`), keywords among `names`."""
+    if not args or type(args[0]) not in _ARRAYS:
+        return False
+    dtype = args[0].dtype
+    if type(dtype) not in dtypes or not dtype.isnative:
         return False
     for a in args[1:]:
-        if type(a) is not int and not (type(a) in (tuple, list) and _builtins.all(type(n) is int for n in a)):
+        if type(a) in _ARRAYS:
+            if a.dtype is not dtype:
+                return False
+        elif not _plain_item(a):
+            return False
+    for k, v in kwargs.items():
+        if k not in names or not _plain_item(v):
             return False
     return True
+
+
+def _numpy_same(name, fn):
+    """`fn` with NumPy's function of the same name in front, for plain calls (`_NUMPY_SAME`)."""
+    same, names, scalars = getattr(_np, name), _NUMPY_SAME[name], name not in _PYTHON_RESULTS
+    quiet, dtypes = name in _ARITHMETIC, _REAL_DTYPES if name in _MOVING else _PLAIN_DTYPES
+
+    @_functools.wraps(fn)
+    def call(*args, **kwargs):
+        if _config._values["jax_enable_x64"] and not _float_checks.ACTIVE and _plain_call(args, kwargs, names, dtypes):
+            try:
+                if quiet:
+                    with _np.errstate(all="ignore"):
+                        return _wrap_out(same(*args, **kwargs), scalars=scalars)
+                return _wrap_out(same(*args, **kwargs), scalars=scalars)
+            except Exception:   # (NumPy refused: jitad's own error)
+                pass
+        return fn(*args, **kwargs)
+    return call
 
 
 _PLAIN_FLOATS = (_np.dtype(_np.float64), _np.dtype(_np.float32))
@@ -559,6 +609,25 @@ def _elementwise(primitive, x):
     with _np.errstate(all="ignore"):
         out = _impl_of(primitive)(x.view(_np.ndarray))
     return _float_checks.check_eager(primitive, out).view(Array)
+
+
+_FLOAT_SCALARS = (_builtins.float, _np.float64)
+_INT_SCALARS = (_builtins.int, _np.int64)
+
+
+def _scalar_in_float64(primitive, x):
+    """Whether an elementwise primitive of `x` computes in float64 (jax_enable_x64 on): a
+    Python float or NumPy float64, or an int64 where the primitive takes floats only."""
+    t = type(x)
+    return t in _FLOAT_SCALARS or t in _INT_SCALARS and primitive.float_only and -2 ** 63 <= x < 2 ** 63
+
+
+def _elementwise_scalar(primitive, x):
+    """An elementwise primitive of a number computing in float64 (`_scalar_in_float64`), as
+    `_elementwise`: a 0-d `Array`."""
+    with _np.errstate(all="ignore"):
+        out = _impl_of(primitive)(_np.float64(x))
+    return _np.asarray(_float_checks.check_eager(primitive, out)).view(Array)
 
 
 def _takes_plain_inputs(name, fn):
@@ -580,22 +649,20 @@ def _takes_plain_inputs(name, fn):
             return (_as_input(args[0]),) + args[1:] if args else args
 
     scalars = name not in _PYTHON_RESULTS   # a Python number result becomes a 0-d `Array`, as JAX's
-    same = _NUMPY_SAME.get(name)
     primitive = getattr(fn, "primitive", None)
     ufunc = getattr(_np, name, None) if isinstance(getattr(_np, name, None), _np.ufunc) else None
 
     @_functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        x64 = _config._values["jax_enable_x64"]
+        if x64 and primitive is not None and len(args) == 1 and not kwargs:   # (plain: no foreign array)
+            if _plain_floats(args[0]):
+                return _elementwise(primitive, args[0])
+            if _scalar_in_float64(primitive, args[0]):
+                return _elementwise_scalar(primitive, args[0])
         if ufunc is not None and _builtins.any(_foreign_array(a) for a in args):
             return ufunc(*args, **kwargs)   # xarray's DataArray: it applies the ufunc to its contents
-        if _config._values["jax_enable_x64"]:
-            if primitive is not None and len(args) == 1 and not kwargs and _plain_floats(args[0]):
-                return _elementwise(primitive, args[0])
-            if same is not None and not kwargs and _plain_call(args):
-                try:
-                    return _wrap_out(same(*args), scalars=scalars)
-                except Exception:   # (NumPy refused: jitad's own error below)
-                    pass
+        if x64:
             return _wrap_out(fn(*convert(args), **kwargs), scalars=scalars)
         args, kwargs = _requested(name, at, args, kwargs)   # int32 operands: int32 arithmetic's results
         return _wrap_out(fn(*convert(args), **kwargs), not _int64_among(args, kwargs), scalars)
@@ -613,3 +680,6 @@ random.wrap_namespace = globals()["wrap_namespace"]   # autograd.numpy.random ca
 # -- complex values: the functions that take them dispatch to jitad.numpy._complex ------------
 from . import _complex  # noqa: E402
 _complex.install(globals())
+for _name in _NUMPY_SAME:
+    globals()[_name] = _numpy_same(_name, globals()[_name])
+del _name

@@ -315,14 +315,18 @@ def _asks_complex(args, kwargs):
         return False
 
 
+_REAL_SCALARS = (float, np.float64, int, np.int64)
+
+
 def dispatcher(name, real_fn, complex_fn):
     """`real_fn`, or `complex_fn` where an argument is complex: always for a staged complex
     value or a complex NumPy array beside a staged one; for complex NumPy arrays alone, where
     the real function (NumPy's, on plain arrays) does not take them."""
     @functools.wraps(real_fn)
     def call(*args, **kwargs):
-        if len(args) == 1 and not kwargs and isinstance(args[0], np.ndarray) and args[0].dtype.kind in "biuf":
-            return real_fn(*args)   # (the eager calls' usual case: one real NumPy array)
+        if len(args) == 1 and not kwargs and (type(args[0]) in _REAL_SCALARS or isinstance(args[0], np.ndarray)
+                                              and args[0].dtype.kind in "biuf"):
+            return real_fn(*args)   # (the eager calls' usual case: one real NumPy array or number)
         complex_arg = staged = False
         for v in _values(args, kwargs):
             if type(v) is Complex:

@@ -93,3 +93,127 @@ def test_a_user_space_value_used_outside_primitives_raises():
         jitad.jacobian(lambda v: v.at(0, 1.0))(v)
     # with a user space registered, the transformations of ordinary values are as before
     assert jitad.hessian(lambda x: x ** 3)(2.0) == 12.0 and jitad.jacfwd(lambda x: 2.0 * x)(1.0) == 2.0
+
+
+def _steps(extend, numpy, grad, loss_of, n=4):
+    """An optimizer's loop over a Sparse vector: `v + 0.1 * grad(loss)(v, ...)`, n times."""
+    Sparse, loss = sparse_program(extend, numpy)
+    loss = loss_of(loss)
+    v, found = Sparse({0: 0.5, 2: -1.5}), []
+    for _ in range(n):
+        g = grad(loss)(v, 1.3, (0, 1, 2, 0))
+        g = g[0] if isinstance(g, tuple) else g
+        found.append(dict(g.coef))
+        v = Sparse({k: v.coef.get(k, 0.0) + 0.1 * g.coef.get(k, 0.0) for k in set(v.coef) | set(g.coef)})
+    return found, type(v)
+
+
+def _traces(monkeypatch):
+    from jitad import dispatch
+    made = []
+    trace_program = dispatch.trace_program
+    monkeypatch.setattr(dispatch, "trace_program", lambda *a, **k: made.append(1) or trace_program(*a, **k))
+    return made
+
+
+def _agree(ours, theirs):
+    for mine, ref in zip(ours, theirs, strict=True):
+        assert sorted(mine) == sorted(ref)
+        np.testing.assert_allclose([mine[k] for k in sorted(ref)], [ref[k] for k in sorted(ref)], rtol=1e-12)
+
+
+def test_steps_over_user_space_values_trace_once(monkeypatch):
+    """The program holds the primitives' results, not the value: each step's new vector finds
+    the path of the first (a trace of the function alone and one of its gradient)."""
+    traces = _traces(monkeypatch)
+    ours, kind = _steps(jitad.extend, jnp, jitad.grad, lambda loss: loss)
+    theirs, _ = _steps(autograd.extend, anp, autograd.grad, lambda loss: loss)
+    _agree(ours, theirs)
+    assert kind.__name__ == "Sparse" and len(traces) <= 2
+
+
+def test_steps_with_staged_arguments_of_primitives_agree(monkeypatch):
+    """Differentiated with respect to `scale` too, the primitives run in the trace (the value's
+    coefficients are constants of the program): each new vector is traced anew, never served
+    by another's program."""
+    traces = _traces(monkeypatch)
+    ours, _ = _steps(jitad.extend, jnp, lambda f: jitad.grad(f, argnums=(0, 1)), lambda loss: loss)
+    theirs, _ = _steps(autograd.extend, anp, lambda f: autograd.grad(f, argnum=(0, 1)), lambda loss: loss)
+    _agree(ours, theirs)
+    assert len(traces) >= 4
+
+
+def test_a_function_reading_the_value_itself_is_traced_per_value():
+    """A function that reads the value outside its primitives (here its number of
+    coefficients) decides its program on it: a step with another value does not reuse it."""
+    def loss_of(loss):
+        def counted(v, scale, keys):
+            return loss(v, scale, keys) * len(v.coef)
+        return counted
+
+    def plain(loss):   # the same factor computed by hand, for autograd (its Box has no `coef`)
+        def counted(v, scale, keys, n):
+            return loss(v, scale, keys) * n
+        return counted
+    ours, kind = _steps(jitad.extend, jnp, jitad.grad, loss_of, n=3)
+    Sparse, loss = sparse_program(autograd.extend, anp)
+    v, theirs = Sparse({0: 0.5, 2: -1.5}), []
+    for _ in range(3):
+        g = autograd.grad(plain(loss))(v, 1.3, (0, 1, 2, 0), len(v.coef))
+        theirs.append(dict(g.coef))
+        v = Sparse({k: v.coef.get(k, 0.0) + 0.1 * g.coef.get(k, 0.0) for k in set(v.coef) | set(g.coef)})
+    assert [len(c) for c in ours] == [3, 3, 3] and kind.__name__ == "Sparse"
+    _agree(ours, theirs)
+
+
+def _scaled_space(k):
+    """A one-number space whose calls multiply a primitive's result by `k` in a special method
+    of the class's own: every `k` makes a class of the same name and code."""
+    class Scaled:
+        def __init__(self, c):
+            self.c = c
+
+        @jitad.extend.primitive
+        def value(self, x):
+            return self.c * x
+
+        def __call__(self, x):
+            return self.value(x) * k
+
+    jitad.extend.defvjp(Scaled.value, lambda ans, s, x: lambda g: Scaled(g * x))
+
+    class Space(jitad.extend.VSpace):
+        def __init__(self, value):
+            pass
+
+        def zeros(self):
+            return Scaled(0.0)
+
+        def _add(self, a, b):
+            return Scaled(a.c + b.c)
+    Space.register(Scaled)
+    return Scaled
+
+
+def test_a_class_method_between_function_and_primitive_is_its_own_program():
+    """`s(x)` runs the class's `__call__` (its factor a constant of the program): classes alike
+    in name and code but not in that factor, and values with other coefficients, each get
+    their own gradient; a program run again (an equal class anew) finds its path."""
+    for k in (1.0, 5.0, 1.0):
+        Scaled = _scaled_space(k)
+        for c in (2.0, -1.0):
+            g = jitad.grad(lambda s, x: s(x) ** 2)(Scaled(c), 3.0)
+            assert type(g) is Scaled and g.c == pytest.approx(2 * c * 3.0 * k * k * 3.0)
+
+
+def test_a_program_run_again_finds_its_path(monkeypatch):
+    """A fresh class of the same code (the program executed again) keys like the first: the
+    second run traces nothing."""
+    def shifted(loss):   # (code of this test's own: its first run traces)
+        return lambda v, scale, keys: loss(v, scale, keys) - 1.0
+    traces = _traces(monkeypatch)
+    first, _ = _steps(jitad.extend, jnp, jitad.grad, shifted, n=2)
+    n = len(traces)
+    again, _ = _steps(jitad.extend, jnp, jitad.grad, shifted, n=2)
+    _agree(again, first)
+    assert n > 0 and len(traces) == n

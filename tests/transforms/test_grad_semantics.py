@@ -494,3 +494,42 @@ def test_a_bound_method_reads_its_object_attributes_at_each_call():
     m.scale, m.w[0] = 3.0, 5.0
     np.testing.assert_array_equal(g(np.ones(2)), [15.0, 6.0])
     np.testing.assert_array_equal(g(-np.ones(2)), [1.0, 1.0])
+
+
+_FACTOR = 2.0
+
+
+def _scaled(x):
+    return jitad.numpy.sin(x) * _FACTOR
+
+
+def test_fresh_transformations_of_a_function_reuse_its_walk_while_its_reads_hold(traces):
+    """`grad(f)(x)` made anew at each call (as in `check_grads` or an autograd loop) walks `f`
+    once; a global or a cell it reads, changed, is seen at the next call."""
+    global _FACTOR
+    from jitad import dispatch
+    try:
+        for factor in (2.0, 2.0, 3.0, 3.0):
+            _FACTOR = factor
+            assert jitad.grad(_scaled)(0.5) == pytest.approx(np.cos(0.5) * factor, rel=1e-12)
+        assert dispatch._WALKED[id(_scaled)][0]() is _scaled and len(traces) == 2   # (one per factor)
+    finally:
+        _FACTOR = 2.0
+    cell = [1.0]
+
+    def make(c):
+        def f(x):
+            return x * c
+        return f
+    f = make(cell[0])
+    assert jitad.grad(f)(1.0) == 1.0
+    f.__closure__[0].cell_contents = 5.0
+    assert jitad.grad(f)(1.0) == 5.0
+
+    def g(x):
+        return x * np.ones(3)
+    dispatch.function_key(g)
+    key = id(g)
+    assert dispatch._WALKED[key][0]() is g
+    del g   # (its walk, which holds what it read, goes with it)
+    assert key not in dispatch._WALKED

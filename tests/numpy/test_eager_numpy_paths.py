@@ -1,0 +1,85 @@
+"""Eager calls on plain arrays and numbers that run NumPy's own function at once (the
+`_NUMPY_SAME` functions, elementwise math of a float): the same result as jitad's own eager
+path (type, dtype, shape, values to the bit) and as NumPy's values."""
+import numpy as np
+import pytest
+
+import jitad
+import jitad.numpy as jnp
+from jitad.errors import JitadError
+
+_R = np.random.RandomState(0)
+_M = _R.randn(4, 4)
+_INPUTS = {"f64": _M, "f32": _M.astype(np.float32), "i64": np.arange(16).reshape(4, 4) - 5, "bool": _M > 0,
+           "i32": (np.arange(16).reshape(4, 4) - 5).astype(np.int32), "Array": jnp.asarray(_M)}
+
+CALLS = {
+    "transpose": lambda m, x: m.transpose(x), "transpose axes": lambda m, x: m.transpose(x, axes=(1, 0)),
+    "swapaxes": lambda m, x: m.swapaxes(x, 0, 1), "moveaxis": lambda m, x: m.moveaxis(x[None], 0, 2),
+    "squeeze": lambda m, x: m.squeeze(x[:1], axis=0), "diag 2-d": lambda m, x: m.diag(x, 1),
+    "diag 1-d": lambda m, x: m.diag(x[0], -1), "diagonal": lambda m, x: m.diagonal(x, offset=1),
+    "tril": lambda m, x: m.tril(x, k=-1), "triu": lambda m, x: m.triu(x),
+    "dot": lambda m, x: m.dot(x, x), "dot vector": lambda m, x: m.dot(x, x[0]), "matmul": lambda m, x: m.matmul(x, x),
+    "inner": lambda m, x: m.inner(x, x), "outer": lambda m, x: m.outer(x[0], x[1]),
+    "sum": lambda m, x: m.sum(x), "sum axis": lambda m, x: m.sum(x, axis=1, keepdims=True),
+    "mean": lambda m, x: m.mean(x, 0), "prod": lambda m, x: m.prod(x, axis=(0, 1)), "max": lambda m, x: m.max(x, axis=0),
+    "min": lambda m, x: m.min(x), "amax": lambda m, x: m.amax(x, 1), "amin": lambda m, x: m.amin(x, axis=-1),
+    "var": lambda m, x: m.var(x, axis=0, ddof=1), "std": lambda m, x: m.std(x), "cumsum": lambda m, x: m.cumsum(x, axis=1),
+    "cumprod": lambda m, x: m.cumprod(x), "reshape": lambda m, x: m.reshape(x, (2, -1)),
+}
+
+
+def _own(name):
+    """jitad's eager path for `name`, without NumPy's in front."""
+    return getattr(jnp, name).__wrapped__
+
+
+class _Own:
+    def __getattr__(self, name):
+        return _own(name)
+
+
+def _same(got, want):
+    assert type(got) is type(want) is jnp.Array
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got, want, strict=True)
+
+
+@pytest.mark.parametrize("name", sorted(CALLS))
+def test_numpy_own_results_are_jitads(name):
+    call = CALLS[name]
+    for kind, x in _INPUTS.items():
+        got = call(jnp, x)
+        want = call(_Own(), x)
+        _same(got, want)
+        with np.errstate(all="ignore"):
+            np.testing.assert_allclose(got, call(np, np.asarray(x)), rtol=1e-6 if kind == "f32" else 1e-13)
+
+
+@pytest.mark.parametrize("name", ["exp", "log", "sqrt", "tanh", "sin", "abs", "negative", "floor", "sign", "log1p",
+                                  "expm1", "arctan", "cosh", "square"])
+def test_elementwise_math_of_a_float_is_jitads(name):
+    fn = getattr(jnp, name)
+    for x in (0.3, -2.5, 0.0, np.float64(1.5), float("inf"), float("nan"), 2, -3, 0, np.int64(4)):
+        got, want = fn(x), fn(np.asarray(x))   # (a 0-d array takes jitad's own eager path)
+        _same(got, want)
+
+
+def test_refused_by_numpy_raises_jitads_error():
+    for name, args in (("dot", (np.ones((2, 3)), np.ones((2, 3)))), ("sum", (np.ones(3), 2)),
+                       ("transpose", (np.ones((2, 3)), (0, 0))), ("reshape", (np.ones(6), (4, -1)))):
+        with pytest.raises(Exception) as own:
+            _own(name)(*args)
+        with pytest.raises(type(own.value)):
+            getattr(jnp, name)(*args)
+
+
+def test_nan_checks_see_eager_results():
+    jitad.config.update("jax_debug_nans", True)
+    try:
+        with pytest.raises(JitadError, match="NaN"):
+            jnp.sqrt(-1.0)
+        with pytest.raises(JitadError, match="NaN"):
+            jnp.dot(np.array([np.inf]), np.array([0.0]))
+    finally:
+        jitad.config.update("jax_debug_nans", False)
