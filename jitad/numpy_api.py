@@ -176,8 +176,8 @@ def rint(x):
 
 
 def reciprocal(x):
-    """1 / x: `jitad.reciprocal(4.0) == 0.25`."""
-    return 1.0 / _float(x)
+    """1 / x: `jitad.reciprocal(4.0) == 0.25`; `inf` at 0, as NumPy's (a Python float too)."""
+    return binary(Op.DIV, 1.0, _float(x))
 
 
 def hypot(x, y):

@@ -83,3 +83,10 @@ def test_nan_checks_see_eager_results():
             jnp.dot(np.array([np.inf]), np.array([0.0]))
     finally:
         jitad.config.update("jax_debug_nans", False)
+
+
+def test_reciprocal_of_a_python_zero_is_inf_as_numpy():
+    with np.errstate(divide="ignore"):
+        for x in (0.0, -0.0, 0, np.float64(0.0)):
+            assert jnp.reciprocal(x) == np.reciprocal(np.float64(x)), x
+    assert jnp.reciprocal(-0.0) < 0
