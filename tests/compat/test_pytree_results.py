@@ -209,3 +209,20 @@ def test_structures_pickle_and_keep_the_built_order():
     rebuilt = back.unflatten([10.0, 20.0, 30.0, 40.0, 50.0])
     assert list(rebuilt) == ["z", "a", "p"] and list(rebuilt["a"][1]) == ["y", "b"]
     assert rebuilt["p"] == Point(30.0, [40.0]) and rebuilt["z"] == 50.0   # leaves in sorted-key order
+
+
+def test_an_equal_aux_rebuilt_by_a_fresh_program_finds_the_code_compiled_for_the_first():
+    def program(tag):   # each run makes a new function and a new (equal) aux object, as a script run again
+        @jitad.jit
+        def step(x):
+            return Box((2 * x, x + 1), tuple(tag))
+        return step
+
+    first, again = program(["w", 1]), program(["w", 1])
+    out, out2 = first(A), again(A + 1)
+    assert again.compile_report().cache == "process"
+    assert out.tag == out2.tag == ("w", 1) and out2.tag is out.tag
+    np.testing.assert_array_equal(out2.items[0], 2 * (A + 1))
+    other = program(["w", 2])(A)   # an unequal aux: code of its own, its own aux
+    assert other.tag == ("w", 2)
+    np.testing.assert_array_equal(other.items[1], A + 1)
