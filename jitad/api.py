@@ -112,6 +112,7 @@ class Jitted:
                                                              allow_empty=True))))
         self._signature = _signature(fn)
         self._compiled = OrderedDict()   # signature key -> Compiled, least recently called first
+        self._set_aside = {}   # jax_enable_x64 -> the signatures compiled under it, while it is not set
         self.max_signatures = MAX_SIGNATURES
         self._static_by_count = {}   # positional argument count -> static_argnums, normalized
         self._keyword_jits = {}   # static_argnums -> the jit of calls with keyword arguments
@@ -124,9 +125,17 @@ class Jitted:
     def __get__(self, obj, objtype=None):   # `@jit` on a method: bound to its instance, as a function is
         return self if obj is None else functools.partial(self, obj)
 
-    def _forget(self):
-        """Drop every compiled signature (the float-check settings changed)."""
-        self._compiled.clear()
+    def _forget(self, x64=None):
+        """Drop every compiled signature (the float-check settings changed, the caches were
+        cleared); `x64`: `jax_enable_x64` changed to it: the signatures are set aside for the
+        setting they were compiled under and those compiled under the new one taken up, so a
+        program that switches back and forth compiles each signature once per setting."""
+        if x64 is None:
+            self._compiled.clear()
+            self._set_aside.clear()
+        else:
+            self._set_aside[not x64] = self._compiled
+            self._compiled = self._set_aside.pop(x64, OrderedDict())
         self._last = None
         type(self).__call__ = Jitted.__call__
 
@@ -321,10 +330,19 @@ def _narrows(compiled):
     return any(v.type.dtype in ("f64", "i64") for v in compiled.program.main.outputs)
 
 
+_X64 = [config.jax_enable_x64]   # the setting the jitted functions' current signatures were compiled under
+
+
 def _settings_changed(name, value):
-    if name == "jax_enable_x64" or name in ("jax_debug_nans", "jax_debug_infs") and \
+    """No code compiled under another 64-bit or float-check setting is called (an update to
+    the value already set changes nothing)."""
+    if name == "jax_enable_x64" and value != _X64[0]:
+        _X64[0] = value
+        for jitted in list(_JITS):
+            jitted._forget(x64=value)
+    elif name in ("jax_debug_nans", "jax_debug_infs") and \
             float_checks.configure(config.jax_debug_nans, config.jax_debug_infs):
-        for jitted in list(_JITS):   # no code compiled under the other setting is called
+        for jitted in list(_JITS):
             jitted._forget()
 
 
