@@ -5,6 +5,7 @@ import inspect
 import os
 import re
 import threading
+import types
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -693,6 +694,47 @@ def vmap(fn: Fn, in_axes: Any = 0, out_axes: Any = 0, axis_name: Any = None, axi
     Array([1., 1., 1.])
     """
     check_callable(fn, "vmap")
+    key = _library_key(fn, (in_axes, out_axes, axis_name, axis_size))
+    found = _LIBRARY_VMAPS.get(key) if key is not None else None
+    if found is None:
+        found = _vmap(fn, in_axes, out_axes, axis_name, axis_size)
+        if key is not None:
+            _lru_put(_LIBRARY_VMAPS, key, found, MAX_SIGNATURES)
+    return found
+
+
+_LIBRARY_VMAPS = OrderedDict()   # (one of jitad's own functions, options, settings) -> its vmap
+_PKG = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _library_function(fn, depth=8):
+    """Whether `fn` is one of jitad's own functions over nothing but others and plain values
+    (`jitad.random.normal`, `jitad.numpy.dot`): what it computes is fixed for the process."""
+    if not isinstance(fn, types.FunctionType) or not fn.__code__.co_filename.startswith(_PKG):
+        return False
+    try:
+        cells = [c.cell_contents for c in fn.__closure__ or ()]
+    except ValueError:   # (an empty cell)
+        return False
+    return all(v is None or type(v) in (bool, int, float, str) or depth > 0 and _library_function(v, depth - 1)
+               for v in cells)
+
+
+def _library_key(fn, options):
+    """The key under which a transformation of a library function (`vmap(random.normal)`,
+    made again by a program run afresh) is kept, so that it is traced once per process:
+    None for any other function (a user's may read what changes between its calls)."""
+    if not _library_function(fn):
+        return None
+    key = (fn, repr(options), tuple(config._values.values()))
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def _vmap(fn, in_axes, out_axes, axis_name, axis_size):
     if axis_size is not None:
         return _vmap_sized(fn, in_axes, out_axes, axis_size)
 
