@@ -149,10 +149,24 @@ def _class_symbol(cls, what="class"):
 
 
 def _buildable(td):
-    """The entry builds every result but dicts with keys other than strings."""
+    """The entry builds every result but dicts with keys other than strings and instances of
+    a class its module does not hold under its name (see `_named`)."""
     if td.kind == "dict" and not all(type(k) is str for k in td.keys):
         return False
+    if td.kind in ("namedtuple", "custom") and not _named(td.keys if td.kind == "namedtuple" else td.keys[0]):
+        return False
     return all(map(_buildable, td.children))
+
+
+def _named(cls):
+    """Whether `cls` is what its module holds under its qualified name. Code that builds a
+    class's instances names it; a class that is not there may be made again (by a script
+    run afresh in one process, a function called again), and code naming the first would
+    not serve the next: its results are built in Python, so the code stays the same."""
+    found = sys.modules.get(cls.__module__)
+    for part in cls.__qualname__.split("."):
+        found = getattr(found, part, None)
+    return found is cls
 
 
 def _result_layout(td, counter):

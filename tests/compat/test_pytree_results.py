@@ -226,3 +226,22 @@ def test_an_equal_aux_rebuilt_by_a_fresh_program_finds_the_code_compiled_for_the
     other = program(["w", 2])(A)   # an unequal aux: code of its own, its own aux
     assert other.tag == ("w", 2)
     np.testing.assert_array_equal(other.items[1], A + 1)
+
+
+def test_a_class_made_again_gets_its_own_instances_from_the_code_compiled_for_the_first():
+    def program():   # a script run afresh: its classes are new objects of the same code
+        class Pair:
+            def __init__(self, a, b):
+                self.a, self.b = a, b
+
+        register_pytree_node(Pair, lambda p: ((p.a, p.b), None), lambda _, c: Pair(*c))
+        Named = collections.namedtuple("Named", "x y")
+        return Pair, Named, jitad.jit(lambda x: (Pair(x, 2 * x), Named(x, x + 1)))
+
+    (Pair1, Named1, f1), (Pair2, Named2, f2) = program(), program()
+    p1, n1 = f1(A)
+    p2, n2 = f2(A + 1)
+    assert f2.compile_report().cache == "process"
+    assert type(p1) is Pair1 and type(p2) is Pair2 and type(n1) is Named1 and type(n2) is Named2
+    np.testing.assert_array_equal(p2.b, 2 * (A + 1))
+    np.testing.assert_array_equal(n2.y, A + 2)
