@@ -203,9 +203,9 @@ def _plain_namedtuple(cls):
 
 
 def _unpackable(td):
-    """The entry takes apart leaves, None and (nested) tuples, namedtuples, lists and dicts
-    with string keys."""
-    if td.kind == "dict" and not all(type(k) is str for k in td.keys):
+    """The entry takes apart leaves, None and (nested) tuples, namedtuples (of a class its
+    module holds under its name, see `_named`), lists and dicts with string keys."""
+    if td.kind == "dict" and not all(type(k) is str for k in td.keys) or td.kind == "namedtuple" and not _named(td.keys):
         return False
     return td.kind in ("leaf", "none", "tuple", "namedtuple", "list", "dict") and all(map(_unpackable, td.children))
 

@@ -245,3 +245,14 @@ def test_a_class_made_again_gets_its_own_instances_from_the_code_compiled_for_th
     assert type(p1) is Pair1 and type(p2) is Pair2 and type(n1) is Named1 and type(n2) is Named2
     np.testing.assert_array_equal(p2.b, 2 * (A + 1))
     np.testing.assert_array_equal(n2.y, A + 2)
+
+
+def test_an_argument_of_a_class_made_again_finds_the_code_compiled_for_the_first():
+    def program():
+        Params = collections.namedtuple("Params", "w b")
+        return Params, jitad.jit(lambda p, x: p.w * x + p.b)
+
+    (P1, f1), (P2, f2) = program(), program()
+    np.testing.assert_array_equal(f1(P1(2.0, A), A), 2 * A + A)
+    np.testing.assert_array_equal(f2(P2(3.0, A), A), 3 * A + A)
+    assert f2.compile_report().cache == "process"
