@@ -5,6 +5,7 @@ import inspect
 import os
 import re
 import threading
+import types
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -112,6 +113,7 @@ class Jitted:
                                                              allow_empty=True))))
         self._signature = _signature(fn)
         self._compiled = OrderedDict()   # signature key -> Compiled, least recently called first
+        self._set_aside = {}   # jax_enable_x64 -> the signatures compiled under it, while it is not set
         self.max_signatures = MAX_SIGNATURES
         self._static_by_count = {}   # positional argument count -> static_argnums, normalized
         self._keyword_jits = {}   # static_argnums -> the jit of calls with keyword arguments
@@ -124,9 +126,17 @@ class Jitted:
     def __get__(self, obj, objtype=None):   # `@jit` on a method: bound to its instance, as a function is
         return self if obj is None else functools.partial(self, obj)
 
-    def _forget(self):
-        """Drop every compiled signature (the float-check settings changed)."""
-        self._compiled.clear()
+    def _forget(self, x64=None):
+        """Drop every compiled signature (the float-check settings changed, the caches were
+        cleared); `x64`: `jax_enable_x64` changed to it: the signatures are set aside for the
+        setting they were compiled under and those compiled under the new one taken up, so a
+        program that switches back and forth compiles each signature once per setting."""
+        if x64 is None:
+            self._compiled.clear()
+            self._set_aside.clear()
+        else:
+            self._set_aside[not x64] = self._compiled
+            self._compiled = self._set_aside.pop(x64, OrderedDict())
         self._last = None
         type(self).__call__ = Jitted.__call__
 
@@ -321,10 +331,19 @@ def _narrows(compiled):
     return any(v.type.dtype in ("f64", "i64") for v in compiled.program.main.outputs)
 
 
+_X64 = [config.jax_enable_x64]   # the setting the jitted functions' current signatures were compiled under
+
+
 def _settings_changed(name, value):
-    if name == "jax_enable_x64" or name in ("jax_debug_nans", "jax_debug_infs") and \
+    """No code compiled under another 64-bit or float-check setting is called (an update to
+    the value already set changes nothing)."""
+    if name == "jax_enable_x64" and value != _X64[0]:
+        _X64[0] = value
+        for jitted in list(_JITS):
+            jitted._forget(x64=value)
+    elif name in ("jax_debug_nans", "jax_debug_infs") and \
             float_checks.configure(config.jax_debug_nans, config.jax_debug_infs):
-        for jitted in list(_JITS):   # no code compiled under the other setting is called
+        for jitted in list(_JITS):
             jitted._forget()
 
 
@@ -675,6 +694,47 @@ def vmap(fn: Fn, in_axes: Any = 0, out_axes: Any = 0, axis_name: Any = None, axi
     Array([1., 1., 1.])
     """
     check_callable(fn, "vmap")
+    key = _library_key(fn, (in_axes, out_axes, axis_name, axis_size))
+    found = _LIBRARY_VMAPS.get(key) if key is not None else None
+    if found is None:
+        found = _vmap(fn, in_axes, out_axes, axis_name, axis_size)
+        if key is not None:
+            _lru_put(_LIBRARY_VMAPS, key, found, MAX_SIGNATURES)
+    return found
+
+
+_LIBRARY_VMAPS = OrderedDict()   # (one of jitad's own functions, options, settings) -> its vmap
+_PKG = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _library_function(fn, depth=8):
+    """Whether `fn` is one of jitad's own functions over nothing but others and plain values
+    (`jitad.random.normal`, `jitad.numpy.dot`): what it computes is fixed for the process."""
+    if not isinstance(fn, types.FunctionType) or not fn.__code__.co_filename.startswith(_PKG):
+        return False
+    try:
+        cells = [c.cell_contents for c in fn.__closure__ or ()]
+    except ValueError:   # (an empty cell)
+        return False
+    return all(v is None or type(v) in (bool, int, float, str) or depth > 0 and _library_function(v, depth - 1)
+               for v in cells)
+
+
+def _library_key(fn, options):
+    """The key under which a transformation of a library function (`vmap(random.normal)`,
+    made again by a program run afresh) is kept, so that it is traced once per process:
+    None for any other function (a user's may read what changes between its calls)."""
+    if not _library_function(fn):
+        return None
+    key = (fn, repr(options), tuple(config._values.values()))
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def _vmap(fn, in_axes, out_axes, axis_name, axis_size):
     if axis_size is not None:
         return _vmap_sized(fn, in_axes, out_axes, axis_size)
 

@@ -261,8 +261,7 @@ def clear_caches():
     import gc
     for obj in gc.get_objects():
         if isinstance(obj, api.Jitted):
-            obj._compiled.clear()
-            obj._last = None
+            obj._forget()
 
 
 # -- wrappers ------------------------------------------------------------------------

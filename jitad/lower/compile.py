@@ -149,10 +149,24 @@ def _class_symbol(cls, what="class"):
 
 
 def _buildable(td):
-    """The entry builds every result but dicts with keys other than strings."""
+    """The entry builds every result but dicts with keys other than strings and instances of
+    a class its module does not hold under its name (see `_named`)."""
     if td.kind == "dict" and not all(type(k) is str for k in td.keys):
         return False
+    if td.kind in ("namedtuple", "custom") and not _named(td.keys if td.kind == "namedtuple" else td.keys[0]):
+        return False
     return all(map(_buildable, td.children))
+
+
+def _named(cls):
+    """Whether `cls` is what its module holds under its qualified name. Code that builds a
+    class's instances names it; a class that is not there may be made again (by a script
+    run afresh in one process, a function called again), and code naming the first would
+    not serve the next: its results are built in Python, so the code stays the same."""
+    found = sys.modules.get(cls.__module__)
+    for part in cls.__qualname__.split("."):
+        found = getattr(found, part, None)
+    return found is cls
 
 
 def _result_layout(td, counter):
@@ -189,9 +203,9 @@ def _plain_namedtuple(cls):
 
 
 def _unpackable(td):
-    """The entry takes apart leaves, None and (nested) tuples, namedtuples, lists and dicts
-    with string keys."""
-    if td.kind == "dict" and not all(type(k) is str for k in td.keys):
+    """The entry takes apart leaves, None and (nested) tuples, namedtuples (of a class its
+    module holds under its name, see `_named`), lists and dicts with string keys."""
+    if td.kind == "dict" and not all(type(k) is str for k in td.keys) or td.kind == "namedtuple" and not _named(td.keys):
         return False
     return td.kind in ("leaf", "none", "tuple", "namedtuple", "list", "dict") and all(map(_unpackable, td.children))
 

@@ -305,14 +305,22 @@ def enter_thread():
 
 
 _DATA_SYMBOLS = {}   # stem -> the Python objects given under it (alive as long as code may read them)
+_EQUAL_DATA = {}   # (stem, type, object) -> the first object given under stem equal to it
 
 
 def data_symbol(stem, obj):
     """The name of a data symbol at Python object `obj` (a dict key the entry looks up, a
-    namedtuple class it compares with): `stem_<k>`, `obj` being the k-th object this
-    process gave under `stem` (so names are stable across processes, for the disk cache,
-    and a symbol never moves: machine code keeps the address it was linked with)."""
+    namedtuple class it compares with, a registered class's aux data): `stem_<k>`, `obj`
+    being the k-th object this process gave under `stem` (so names are stable across
+    processes, for the disk cache, and a symbol never moves: machine code keeps the address
+    it was linked with). A hashable `obj` equal to one given before (same type) shares its
+    symbol: code traced again for a new but equal aux data (a program run afresh) finds the
+    code compiled before, and builds its results with the first one, as JAX's do."""
     with _lock:
+        try:
+            obj = _EQUAL_DATA.setdefault((stem, type(obj), obj), obj)
+        except Exception:   # (unhashable, or an `==` that does not answer a bool): by identity
+            pass
         seen = _DATA_SYMBOLS.setdefault(stem, [])
         k = next((i for i, o in enumerate(seen) if o is obj), len(seen))
         if k == len(seen):

@@ -452,6 +452,9 @@ class _TransposedJvp:
     def __init__(self, f):
         self.f, self.__name__ = f, f.__name__
 
+    def __repr__(self):   # (in a program's key text: by its function's name, as `custom_vjp`'s, not its address)
+        return f"transposed({self.f!r})"
+
     def fwd(self, *args):
         return self.f(*args), args   # the call itself, so a higher derivative takes the rule too
 

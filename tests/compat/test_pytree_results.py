@@ -209,3 +209,50 @@ def test_structures_pickle_and_keep_the_built_order():
     rebuilt = back.unflatten([10.0, 20.0, 30.0, 40.0, 50.0])
     assert list(rebuilt) == ["z", "a", "p"] and list(rebuilt["a"][1]) == ["y", "b"]
     assert rebuilt["p"] == Point(30.0, [40.0]) and rebuilt["z"] == 50.0   # leaves in sorted-key order
+
+
+def test_an_equal_aux_rebuilt_by_a_fresh_program_finds_the_code_compiled_for_the_first():
+    def program(tag):   # each run makes a new function and a new (equal) aux object, as a script run again
+        @jitad.jit
+        def step(x):
+            return Box((2 * x, x + 1), tuple(tag))
+        return step
+
+    first, again = program(["w", 1]), program(["w", 1])
+    out, out2 = first(A), again(A + 1)
+    assert again.compile_report().cache == "process"
+    assert out.tag == out2.tag == ("w", 1) and out2.tag is out.tag
+    np.testing.assert_array_equal(out2.items[0], 2 * (A + 1))
+    other = program(["w", 2])(A)   # an unequal aux: code of its own, its own aux
+    assert other.tag == ("w", 2)
+    np.testing.assert_array_equal(other.items[1], A + 1)
+
+
+def test_a_class_made_again_gets_its_own_instances_from_the_code_compiled_for_the_first():
+    def program():   # a script run afresh: its classes are new objects of the same code
+        class Pair:
+            def __init__(self, a, b):
+                self.a, self.b = a, b
+
+        register_pytree_node(Pair, lambda p: ((p.a, p.b), None), lambda _, c: Pair(*c))
+        Named = collections.namedtuple("Named", "x y")
+        return Pair, Named, jitad.jit(lambda x: (Pair(x, 2 * x), Named(x, x + 1)))
+
+    (Pair1, Named1, f1), (Pair2, Named2, f2) = program(), program()
+    p1, n1 = f1(A)
+    p2, n2 = f2(A + 1)
+    assert f2.compile_report().cache == "process"
+    assert type(p1) is Pair1 and type(p2) is Pair2 and type(n1) is Named1 and type(n2) is Named2
+    np.testing.assert_array_equal(p2.b, 2 * (A + 1))
+    np.testing.assert_array_equal(n2.y, A + 2)
+
+
+def test_an_argument_of_a_class_made_again_finds_the_code_compiled_for_the_first():
+    def program():
+        Params = collections.namedtuple("Params", "w b")
+        return Params, jitad.jit(lambda p, x: p.w * x + p.b)
+
+    (P1, f1), (P2, f2) = program(), program()
+    np.testing.assert_array_equal(f1(P1(2.0, A), A), 2 * A + A)
+    np.testing.assert_array_equal(f2(P2(3.0, A), A), 3 * A + A)
+    assert f2.compile_report().cache == "process"

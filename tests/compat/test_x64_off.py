@@ -313,6 +313,20 @@ def test_switching_the_setting_never_reuses_the_other_code():
     assert seen == [wide, narrow, wide, narrow]
 
 
+def test_switching_back_finds_the_code_compiled_under_each_setting():
+    f = jitad.jit(lambda x: x * 2.5)
+    reports = []
+    try:
+        for on in (True, True, False, True, False):
+            jitad.config.update("jax_enable_x64", on)   # (the same value again changes nothing)
+            assert f(np.ones(2)).dtype == (np.float64 if on else np.float32)
+            reports.append(f.compile_report())
+    finally:
+        jitad.config.update("jax_enable_x64", True)
+    assert reports[1] is reports[0] and reports[3] is reports[0] and reports[4] is reports[2]
+    assert reports[2] is not reports[0]
+
+
 @pytest.mark.parametrize("name, text, on", [("JAX_ENABLE_X64", "0", False), ("JAX_ENABLE_X64", "False", False),
                                             ("JITAD_ENABLE_X64", "0", False), ("JAX_ENABLE_X64", "1", True)])
 def test_environment_variable_read_at_start(monkeypatch, name, text, on):

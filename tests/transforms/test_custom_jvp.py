@@ -127,3 +127,12 @@ def test_every_order_takes_the_rule_not_the_body():
                    lambda x: jitad.jvp(jitad.grad(_square_by_rule), (x,), (1.0,))[1]):
         assert second(x) == pytest.approx(36.0)
     assert jitad.grad(jitad.grad(jitad.grad(_square_by_rule)))(x) == pytest.approx(27 * x * x)
+
+
+def test_a_program_traced_again_finds_its_code_compiled():
+    def program():   # a script run afresh: new functions over the same custom_jvp
+        return jitad.jit(lambda x: log1pexp(x) * 2.0)
+    first, again = program(), program()
+    expected = first(X)
+    np.testing.assert_allclose(again(X), expected)
+    assert again.compile_report().cache == "process"

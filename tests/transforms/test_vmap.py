@@ -268,3 +268,25 @@ def test_jacobians_and_hessians_under_vmap():
     gj = lambda x: jnp.sum(fj(x))   # noqa: E731
     close(jitad.vmap(jitad.hessian(g))(X[:4]), jax.vmap(jax.hessian(gj))(X[:4]))
     close(jitad.vmap(jitad.hvp(g))(X, X), jax.vmap(lambda x, v: jax.jvp(jax.grad(gj), (x,), (v,))[1])(X, X))
+
+
+SCALE = 2.0
+
+
+def test_a_library_function_is_vmapped_once_per_process_and_a_users_each_time():
+    keys = jitad.random.split(jitad.random.key(0), 3)
+    first = jitad.vmap(jitad.random.normal)
+    assert jitad.vmap(jitad.random.normal) is first   # (a program run again makes it again)
+    assert jitad.vmap(jitad.random.normal, in_axes=(0,)) is not first
+    np.testing.assert_array_equal(first(keys), np.stack([jitad.random.normal(k) for k in keys]))
+    assert jitad.vmap(jitad.numpy.dot, in_axes=(0, None)) is jitad.vmap(jitad.numpy.dot, in_axes=(0, None))
+
+    def scaled(x):   # a user's function reads what may change between two vmaps of it
+        return SCALE * x
+    assert jitad.vmap(scaled) is not jitad.vmap(scaled)
+    global SCALE
+    before, SCALE = SCALE, 3.0
+    try:
+        np.testing.assert_array_equal(jitad.vmap(scaled)(np.arange(3.0)), 3.0 * np.arange(3.0))
+    finally:
+        SCALE = before
