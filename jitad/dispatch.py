@@ -120,10 +120,13 @@ def _global_names(code):
 JIT: list = [None]   # `jitad.jit`, set by jitad.api (which imports this module)
 
 
+_NOT_ARRAYS = (np.ma.MaskedArray, np.matrix)
+
+
 def _is_array(v):
     """A NumPy array or `jitad.numpy.Array` (what compiled code returns), not a masked
     array or matrix (their meaning is not an array's)."""
-    return type(v) is np.ndarray or isinstance(v, np.ndarray) and not isinstance(v, (np.ma.MaskedArray, np.matrix))
+    return type(v) is np.ndarray or isinstance(v, np.ndarray) and not isinstance(v, _NOT_ARRAYS)
 
 
 _GENERATORS = (np.random.RandomState, np.random.Generator)
