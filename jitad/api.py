@@ -716,8 +716,20 @@ def _library_function(fn, depth=8):
         cells = [c.cell_contents for c in fn.__closure__ or ()]
     except ValueError:   # (an empty cell)
         return False
-    return all(v is None or type(v) in (bool, int, float, str) or depth > 0 and _library_function(v, depth - 1)
-               for v in cells)
+    return all(_fixed(v, depth) for v in cells)
+
+
+def _fixed(v, depth):
+    """Whether a value a library function closes over is fixed for the process: plain
+    values, tuples and frozensets of them, NumPy's functions, and jitad's own functions."""
+    if v is None or type(v) in (bool, int, float, str):
+        return True
+    if type(v) in (tuple, frozenset):
+        return all(_fixed(x, depth) for x in v)
+    if isinstance(v, (np.ufunc, types.BuiltinFunctionType)) or \
+            callable(v) and not isinstance(v, types.FunctionType) and (getattr(v, "__module__", None) or "").startswith("numpy"):
+        return True   # NumPy's ufuncs and array functions, builtins
+    return depth > 0 and _library_function(v, depth - 1)
 
 
 def _library_key(fn, options):
