@@ -12,6 +12,7 @@ import numpy as np
 
 from . import numeric as N
 from .errors import ArgumentError, IndexError_, ShapeError
+from .ir import float_checks
 from .ir.ops import Op
 from .ir.types import FLOATS
 from .staging import binary, is_staged, power as _power, result_dtype, unary
@@ -1114,10 +1115,7 @@ class _At:
         `fill_value` (`mode='fill'`: NaN, the lowest int, or True by default)."""
         _check_mode(mode, ("clip", "fill", "promise_in_bounds"))
         if mode == "fill":
-            if fill_value is None:
-                fill_value = _default_fill(result_dtype(self.x), getattr(self.x, "dtype", None))
-            x, key, _ = _padded(self.x, self.index, fill_value)
-            return _same_dtype(self.x, N.getitem(x, key) if is_staged(x) or _has_staged(key) else x[key])
+            return _same_dtype(self.x, _filled(self.x, self.index, fill_value))
         x, key = self.x, _clipped(self.x, self.index)
         return N.getitem(x, key) if is_staged(x) or _has_staged(key) else np.asarray(x)[key]
 
@@ -1295,6 +1293,24 @@ def _padded(x, index, value):
         x = N.concatenate([x, pad], axis) if is_staged(x) else np.concatenate([np.asarray(x), pad], axis)
         shape[axis] += 1
     return x, tuple(key), comps
+
+
+def _filled(x, index, fill_value):
+    """`x[index]` reading `fill_value` (None: `_default_fill`) out of range. A staged `x`
+    with a fill that is not a finite constant is padded with zeros and the fill selected
+    after the read, so that no value but the result holds it: `jax_debug_nans` stops
+    where a NaN is read, as JAX's gather, not wherever the padding is made."""
+    if fill_value is None:
+        fill_value = _default_fill(result_dtype(x), getattr(x, "dtype", None))
+    if is_staged(x) and (is_staged(fill_value) or not np.isfinite(fill_value)):
+        padded, key, _ = _padded(x, index, 0)
+        inside = _padded(np.ones(_shape(x), bool), index, False)[0]
+        return N.where(N.getitem(inside, key) if _has_staged(key) else inside[key], N.getitem(padded, key),
+                       fill_value)
+    padded, key, _ = _padded(x, index, fill_value)
+    if is_staged(padded) or _has_staged(key):
+        return N.getitem(padded, key)
+    return float_checks.check_eager(Op.GATHER, padded[key])
 
 
 def _clipped(x, index):
