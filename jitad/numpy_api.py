@@ -296,23 +296,49 @@ def _with_dtype(x, dtype, who):
 def prod(x, axis=None, dtype=None, keepdims=False):
     """Product over `axis` (exact at zeros and negatives: a tree of products, no logs):
     `jitad.prod(x, axis=0)`."""
-    axes = N._axes(x, axis, "prod")
-    x = _with_dtype(x, dtype, "prod")
+    return product(_with_dtype(x, dtype, "prod"), N._axes(x, axis, "prod"), keepdims)
+
+
+def product(x, axes, keepdims=False, initial=None):
+    """The product over `axes` of `x` (staged), times `initial` (None: 1): each line halved
+    log2(n) times, a product of slices. Its derivatives are exact where a factor is 0 and
+    others overflow: each half's derivative is stopped where the other half is not finite
+    while a zero factor lies outside it (exactly 0 there, where 0 * inf would make NaN)."""
     shape = _shape(x)
-    if not shape:
-        return x
-    y = _axes_last(x, axes)
-    n = _shape(y)[-1]
-    last = len(_shape(y)) - 1
-    while n > 1:   # halve the axis: log2(n) products of slices
+    y = _axes_last(x, axes) if shape else N.reshape(x, (1,))
+    n, last = _shape(y)[-1], len(_shape(y)) - 1
+    zeros = N.convert(y == 0, "i64") if result_dtype(x) in FLOATS else None
+    line = None if zeros is None else N.sum(zeros, last, True) + _is_zero(initial)
+    while n > 1:
         h = n // 2
-        p = N.take_slice(y, last, 0, h) * N.take_slice(y, last, h, 2 * h)
-        y = N.concatenate([p, N.take_slice(y, last, 2 * h, n)], last) if n % 2 else p
+        a, b = N.take_slice(y, last, 0, h), N.take_slice(y, last, h, 2 * h)
+        if zeros is not None:
+            za, zb = N.take_slice(zeros, last, 0, h), N.take_slice(zeros, last, h, 2 * h)
+            a, b = _stopped_beside(a, b, line - za), _stopped_beside(b, a, line - zb)
+            zeros = N.concatenate([za + zb, N.take_slice(zeros, last, 2 * h, n)], last) if n % 2 else za + zb
+        y = N.concatenate([a * b, N.take_slice(y, last, 2 * h, n)], last) if n % 2 else a * b
         n = h + n % 2
     out_shape = _reduced_shape(shape, axes, keepdims)
-    if n == 0:   # the empty product, 1, staged as an empty sum is (a Python branch on it raises under jit)
-        return N.reshape(N.sum(y, last) + 1, out_shape)
-    return N.reshape(y, out_shape)
+    # (the empty product, 1, staged as an empty sum is: a Python branch on it raises under jit)
+    p = N.reshape(N.sum(y, last) + 1 if n == 0 else y, out_shape)
+    if initial is None:
+        return p
+    if zeros is not None and is_staged(initial):
+        initial = _stopped_beside(initial, p, N.reshape(line, out_shape) - _is_zero(initial))
+    return p * initial
+
+
+def _is_zero(v):
+    """1 where `v` (None: nothing) is 0, else 0, as an int (staged where `v` is)."""
+    if v is None:
+        return 0
+    return N.convert(v == 0, "i64") if is_staged(v) else int(np.all(np.asarray(v) == 0))
+
+
+def _stopped_beside(a, other, zeros_outside):
+    """`a` as a factor beside `other`: its derivative stopped where `other` is not finite
+    while `zeros_outside` > 0 (a zero among the other factors makes it exactly 0)."""
+    return N.where((N.abs(other) < np.inf) | (zeros_outside == 0), a, N.stop_gradient(a))
 
 
 def var(x, axis=None, dtype=None, ddof=0, keepdims=False):

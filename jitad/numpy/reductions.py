@@ -117,8 +117,7 @@ def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where
     a = _prepare(a, dtype, "prod")
     if a.dtype == np.bool_:
         a = N.convert(a, "i64")
-    p = A.prod(_masked(a, where, np.ones((), a.dtype)), axis, None, keepdims)
-    return p if initial is None else p * initial
+    return A.product(_masked(a, where, np.ones((), a.dtype)), N._axes(a, axis, "prod"), keepdims, initial)
 
 
 product = prod

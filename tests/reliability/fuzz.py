@@ -151,11 +151,6 @@ KNOWN = {
     # JAX -inf, jitad NaN). The fix: a sequential recurrence for the derived scan derivatives.
     "cumprod": ("cumprod_not_finite", "the derivative of cumprod whose running product is ±inf or NaN: "
                                       "NaN where JAX's is ±inf, or the other way"),
-    # `prod(x, initial=0)` multiplies the product of x by the initial value, so its derivative is
-    # (g · 0) · (the product of the others), NaN where that product overflows (the exact
-    # derivative, and JAX's there, 0). The fix: the initial value as the first factor of the line.
-    "prod": ("prod_zero_times_overflow", "the derivative of prod at a zero factor whose other factors overflow: "
-                                         "NaN where JAX's is finite"),
 }
 
 DTYPES = ["float64", "float32", "int64", "int32", "bool"]
@@ -1219,28 +1214,7 @@ def _some_line(program, args, call, holds):
     return False
 
 
-def _prod_zero_times_overflow(program, t, mine, theirs):
-    """A derivative that is NaN where JAX's is finite (and otherwise agrees, but for JAX's NaN
-    where jitad's is finite: ORACLE["finite_grad_where_jax_nan"]), in a program whose `prod` is
-    0 where the product of its operand's entries other than zeros overflows."""
-    if t not in DERIVATIVES or mine[0] != "ok" or theirs[0] != "ok" or mine[1].shape != theirs[1].shape:
-        return False
-    a, b = (onp.asarray(v[1], dtype=onp.float64) for v in (mine, theirs))
-    odd = onp.isnan(a) & onp.isfinite(b)
-    b = onp.where(onp.isnan(b) & onp.isfinite(a), a, b)
-    if not odd.any() or compare(onp.where(odd, b, a), b, program.budget() * 4, max(magnitude(program), _top(b))):
-        return False
-
-    def holds(env, value, operand):   # (the largest product of all nonzero entries but one, by logarithms)
-        logs = onp.log(onp.abs(operand[operand != 0].astype(onp.float64)))
-        top = onp.log(onp.finfo(operand.dtype if operand.dtype.kind == "f" else onp.float64).max)
-        return (value == 0).any() and logs.size > 1 and logs.sum() - logs.min() > top
-    first = onp.asarray(program.args[0])
-    lanes = [onp.roll(first.ravel(), 1).reshape(first.shape)] + list(program.args[1:])
-    return any(_some_line(program, args, "np.prod(", holds) for args in (program.args, lanes))
-
-
-KNOWN_CONDITIONS = {"cumprod_not_finite": _cumprod_not_finite, "prod_zero_times_overflow": _prod_zero_times_overflow}
+KNOWN_CONDITIONS = {"cumprod_not_finite": _cumprod_not_finite}
 
 
 def _flushed(program):

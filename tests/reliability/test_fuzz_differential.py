@@ -265,8 +265,8 @@ def test_prod_has_derivative_zero_where_a_zero_meets_an_overflow():
     assert fuzz.check(p, ("grad",)) != []
     p.features.add("prod")
     assert fuzz.check(p, ("grad", "jvp")) == []
-    # in scan's second lane jitad's is NaN where JAX's is 0: KNOWN (the initial value multiplies last)
-    assert [f.known != "" for f in fuzz.check(p, ("scan_grad",))] == [True]
+    # in scan's second lane the other factors of 0.1 overflow beside the initial 0: jitad's 0, as JAX's
+    assert fuzz.check(p, ("scan_grad", "vmap")) == []
 
 
 def test_a_staged_index_is_plain_in_a_plain_call_and_in_jvp():
