@@ -296,10 +296,10 @@ def _with_dtype(x, dtype, who):
 def prod(x, axis=None, dtype=None, keepdims=False):
     """Product over `axis` (exact at zeros and negatives: a tree of products, no logs):
     `jitad.prod(x, axis=0)`."""
-    return product(_with_dtype(x, dtype, "prod"), N._axes(x, axis, "prod"), keepdims)
+    return _product(_with_dtype(x, dtype, "prod"), N._axes(x, axis, "prod"), keepdims)
 
 
-def product(x, axes, keepdims=False, initial=None):
+def _product(x, axes, keepdims=False, initial=None):
     """The product over `axes` of `x` (staged), times `initial` (None: 1): each line halved
     log2(n) times, a product of slices. Its derivatives are exact where a factor is 0 and
     others overflow: each half's derivative is stopped where the other half is not finite

@@ -117,7 +117,7 @@ def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where
     a = _prepare(a, dtype, "prod")
     if a.dtype == np.bool_:
         a = N.convert(a, "i64")
-    return A.product(_masked(a, where, np.ones((), a.dtype)), N._axes(a, axis, "prod"), keepdims, initial)
+    return A._product(_masked(a, where, np.ones((), a.dtype)), N._axes(a, axis, "prod"), keepdims, initial)
 
 
 product = prod
