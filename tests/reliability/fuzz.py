@@ -1160,12 +1160,17 @@ def _debug_nans(program, t, mine):
         return f"{NAN_PREFIX}returned a NaN ({_describe(('ok', out))}) without raising"
     # (an eager line, of the program's constants only, names its line as "at", not "made at")
     made = re.search(r"`\w+`.*produced a NaN.*\n\s*(?:made )?at <string>:(\d+)", str(out))
-    if not isinstance(out, NonFiniteError) or not made or not 2 <= int(made[1]) <= len(program.lines) + 1:
+    if not isinstance(out, NonFiniteError) or not made or not 2 <= int(made[1]) <= _source_lines(program):
         return f"{NAN_PREFIX}raised {_describe(('error', out))}, not one naming the primitive and the program's line"
     return ""
 
 
 NAN_PREFIX = "with jax_debug_nans on, jitad "
+
+
+def _source_lines(program):
+    """The number of lines of the program's source (a Python `if` takes four)."""
+    return len(program.source("jitad").splitlines())
 
 
 def _known(program, t, mine, theirs):

@@ -124,6 +124,25 @@ def test_off_costs_nothing_and_code_is_not_reused():
     assert np.isnan(f(-1.0)) and f.ir == plain   # the same program as before
 
 
+def power_of_itself(x):
+    return jnp.power(x, x)
+
+
+@pytest.mark.parametrize("transform, x", [(jitad.grad, -0.5), (jitad.value_and_grad, -0.5),
+                                          (lambda f: jitad.vmap(jitad.grad(f)), np.array([-0.5, 0.5]))])
+def test_gradients_compiled_before_the_setting_changed_are_not_reused(transform, x):
+    # (the code compiled without checks served the same function again once the setting was on)
+    last = lambda out: np.asarray(jitad.tree_util.tree_leaves(out)[-1])
+    assert np.isnan(last(transform(power_of_itself)(x))).any()
+    jitad.config.update("jax_debug_nans", True)
+    try:
+        message = raised(transform(power_of_itself), x)
+        assert "`pow` produced a NaN" in message and line_of(power_of_itself, "jnp.power") in message
+    finally:
+        jitad.config.update("jax_debug_nans", False)
+    assert np.isnan(last(transform(power_of_itself)(x))).any()
+
+
 def test_the_interpreter_raises_the_same_error(debug_nans):
     from jitad.ir.interpret import interpret
     f = jitad.jit(log_twice)

@@ -248,6 +248,13 @@ def test_debug_nans_must_name_the_primitive_and_line(monkeypatch):
     # a line of constants only runs eagerly under jit too, and its error names the line so
     p = program(["np.asarray(onp.array([2.0]))", "np.arccos(v0)"], onp.array([-0.0]))
     assert fuzz.check(p, ("jit",)) == []
+    # a line after a Python `if` (four lines of the source) is still one of the program's
+    p = program(["np.sin(x0)"], onp.array(-0.5))
+    p.lines.append(("if float(np.sum(x0)) > 0:\n    v1 = x0 * 2.0\nelse:\n    v1 = -x0",) * 2 + ("exact", 1))
+    p.lines.append(("v2 = np.power(x0, x0)", "v2 = np.power(x0, x0)", "pow", 1))
+    p.branches, p.result = ["float(np.sum(x0)) > 0"], "v2"
+    assert fuzz.check(p, ("grad",)) == []
+    p = program(["np.asarray(onp.array([2.0]))", "np.arccos(v0)"], onp.array([-0.0]))
     # a call that returns the NaN, or raises without the line, is a finding
     mine = fuzz.run("jitad", p, "jit")
     monkeypatch.setattr(fuzz, "run", lambda *a: mine)
