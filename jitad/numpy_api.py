@@ -328,6 +328,18 @@ def _product(x, axes, keepdims=False, initial=None):
     return p * initial
 
 
+def _of_nothing(x, axes, keepdims, value):
+    """The result of a reduction over `axes` of `x`, one of them empty: `value` (its identity,
+    or `initial=`) in the reduced shape and `x`'s dtype, staged where `x` is, as anything
+    computed from a staged value (a Python branch on it raises under jit, as on JAX's)."""
+    shape = _reduced_shape(_shape(x), axes, keepdims)
+    if not is_staged(x) and not is_staged(value):
+        return np.full(shape, value, np.dtype(x.dtype))
+    # (all true, there being no entry: a select of `value` staged in `x`'s trace)
+    nothing = N.sum(N.convert(x == x, "i64"), axes, keepdims) == 0 if is_staged(x) else np.ones(shape, bool)
+    return N.convert(N.where(nothing, value, value), result_dtype(x))
+
+
 def _is_zero(v):
     """1 where `v` (None: nothing) is 0, else 0, as an int (staged where `v` is)."""
     if v is None:

@@ -7,7 +7,7 @@ from .. import numeric as N
 from .. import numpy as jnp
 from ..errors import ArgumentError, ShapeError
 from ..ir.ops import Op
-from ..numpy_api import _lowest
+from ..numpy_api import _lowest, _of_nothing
 from ..pytree import flatten, unflatten
 from ..staging import is_staged, result_dtype
 from . import elementwise as E
@@ -43,15 +43,9 @@ def reduce_min(operand, axes):
 
 def _extremum(operand, axes, largest):
     x, axes = _array(operand), _axes(operand, axes)
-    if axes and not N.math._nonempty(x, axes):
-        return _of_nothing(x, axes, _lowest(np.dtype(x.dtype), largest))
+    if axes and not N.math._nonempty(x, axes):   # (the identity, as `lax`'s)
+        return _of_nothing(x, axes, False, _lowest(np.dtype(x.dtype), largest))
     return (N.max if largest else N.min)(x, axes) if axes else x
-
-
-def _of_nothing(x, axes, identity):
-    """A reduction over `axes` of `x`, one of which is empty: its identity, as `lax`'s (a
-    constant: its derivative is 0)."""
-    return np.full(tuple(n for d, n in enumerate(_shape(x)) if d not in axes), identity, np.dtype(x.dtype))
 
 
 def reduce_and(operand, axes):
@@ -94,7 +88,7 @@ def _fold(fn, x, axes, identity):
     an empty one)."""
     if not N.math._nonempty(x, axes):
         fn(x, x)   # (its check of the dtype: ints and bools only)
-        return _of_nothing(x, axes, identity)
+        return _of_nothing(x, axes, False, identity)
     for a in axes:
         x = _halves(lambda lo, hi: [fn(lo[0], hi[0])], [x], a)[0]
     return N.reshape(x, tuple(n for d, n in enumerate(_shape(x)) if d not in axes))
