@@ -70,8 +70,9 @@ _SYMBOL = ("symbolic int",)   # the key part of an int traced as a symbol
 
 
 def _forget(name, value):
-    """After `jitad_tiering` changes: every path is traced again, so that it runs as the setting says."""
-    if name == "jitad_tiering":
+    """After `jitad_tiering`, `jax_debug_nans` or `jax_debug_infs` changes: every path is traced
+    again, so that it runs as the setting says (the float checks are compiled into the code)."""
+    if name in ("jitad_tiering", "jax_debug_nans", "jax_debug_infs"):
         for paths in _ENTRIES.values():
             paths.clear()   # (a gradient object's remembered list too)
         for table in (_ENTRIES, _BY_PRIMAL, _SIGS, _CONCRETE_INTS, _OVER):

@@ -12,6 +12,7 @@ import numpy as np
 
 from . import numeric as N
 from .errors import ArgumentError, IndexError_, ShapeError
+from .ir import float_checks
 from .ir.ops import Op
 from .ir.types import FLOATS
 from .staging import binary, is_staged, power as _power, result_dtype, unary
@@ -295,23 +296,61 @@ def _with_dtype(x, dtype, who):
 def prod(x, axis=None, dtype=None, keepdims=False):
     """Product over `axis` (exact at zeros and negatives: a tree of products, no logs):
     `jitad.prod(x, axis=0)`."""
-    axes = N._axes(x, axis, "prod")
-    x = _with_dtype(x, dtype, "prod")
+    return _product(_with_dtype(x, dtype, "prod"), N._axes(x, axis, "prod"), keepdims)
+
+
+def _product(x, axes, keepdims=False, initial=None):
+    """The product over `axes` of `x` (staged), times `initial` (None: 1): each line halved
+    log2(n) times, a product of slices. Its derivatives are exact where a factor is 0 and
+    others overflow: each half's derivative is stopped where the other half is not finite
+    while a zero factor lies outside it (exactly 0 there, where 0 * inf would make NaN)."""
     shape = _shape(x)
-    if not shape:
-        return x
-    y = _axes_last(x, axes)
-    n = _shape(y)[-1]
-    last = len(_shape(y)) - 1
-    while n > 1:   # halve the axis: log2(n) products of slices
+    y = _axes_last(x, axes) if shape else N.reshape(x, (1,))
+    n, last = _shape(y)[-1], len(_shape(y)) - 1
+    zeros = N.convert(y == 0, "i64") if result_dtype(x) in FLOATS else None
+    line = None if zeros is None else N.sum(zeros, last, True) + _is_zero(initial)
+    while n > 1:
         h = n // 2
-        p = N.take_slice(y, last, 0, h) * N.take_slice(y, last, h, 2 * h)
-        y = N.concatenate([p, N.take_slice(y, last, 2 * h, n)], last) if n % 2 else p
+        a, b = N.take_slice(y, last, 0, h), N.take_slice(y, last, h, 2 * h)
+        if zeros is not None:
+            za, zb = N.take_slice(zeros, last, 0, h), N.take_slice(zeros, last, h, 2 * h)
+            a, b = _stopped_beside(a, b, line - za), _stopped_beside(b, a, line - zb)
+            zeros = N.concatenate([za + zb, N.take_slice(zeros, last, 2 * h, n)], last) if n % 2 else za + zb
+        y = N.concatenate([a * b, N.take_slice(y, last, 2 * h, n)], last) if n % 2 else a * b
         n = h + n % 2
     out_shape = _reduced_shape(shape, axes, keepdims)
-    if n == 0:   # the empty product, 1, staged as an empty sum is (a Python branch on it raises under jit)
-        return N.reshape(N.sum(y, last) + 1, out_shape)
-    return N.reshape(y, out_shape)
+    # (the empty product, 1, staged as an empty sum is: a Python branch on it raises under jit)
+    p = N.reshape(N.sum(y, last) + 1 if n == 0 else y, out_shape)
+    if initial is None:
+        return p
+    if zeros is not None and is_staged(initial):
+        initial = _stopped_beside(initial, p, N.reshape(line, out_shape) - _is_zero(initial))
+    return p * initial
+
+
+def _of_nothing(x, axes, keepdims, value):
+    """The result of a reduction over `axes` of `x`, one of them empty: `value` (its identity,
+    or `initial=`) in the reduced shape and `x`'s dtype, staged where `x` is, as anything
+    computed from a staged value (a Python branch on it raises under jit, as on JAX's)."""
+    shape = _reduced_shape(_shape(x), axes, keepdims)
+    if not is_staged(x) and not is_staged(value):
+        return np.full(shape, value, np.dtype(x.dtype))
+    # (all true, there being no entry: a select of `value` staged in `x`'s trace)
+    nothing = N.sum(N.convert(x == x, "i64"), axes, keepdims) == 0 if is_staged(x) else np.ones(shape, bool)
+    return N.convert(N.where(nothing, value, value), result_dtype(x))
+
+
+def _is_zero(v):
+    """1 where `v` (None: nothing) is 0, else 0, as an int (staged where `v` is)."""
+    if v is None:
+        return 0
+    return N.convert(v == 0, "i64") if is_staged(v) else int(np.all(np.asarray(v) == 0))
+
+
+def _stopped_beside(a, other, zeros_outside):
+    """`a` as a factor beside `other`: its derivative stopped where `other` is not finite
+    while `zeros_outside` > 0 (a zero among the other factors makes it exactly 0)."""
+    return N.where((N.abs(other) < np.inf) | (zeros_outside == 0), a, N.stop_gradient(a))
 
 
 def var(x, axis=None, dtype=None, ddof=0, keepdims=False):
@@ -1114,10 +1153,7 @@ class _At:
         `fill_value` (`mode='fill'`: NaN, the lowest int, or True by default)."""
         _check_mode(mode, ("clip", "fill", "promise_in_bounds"))
         if mode == "fill":
-            if fill_value is None:
-                fill_value = _default_fill(result_dtype(self.x), getattr(self.x, "dtype", None))
-            x, key, _ = _padded(self.x, self.index, fill_value)
-            return _same_dtype(self.x, N.getitem(x, key) if is_staged(x) or _has_staged(key) else x[key])
+            return _same_dtype(self.x, _filled(self.x, self.index, fill_value))
         x, key = self.x, _clipped(self.x, self.index)
         return N.getitem(x, key) if is_staged(x) or _has_staged(key) else np.asarray(x)[key]
 
@@ -1295,6 +1331,24 @@ def _padded(x, index, value):
         x = N.concatenate([x, pad], axis) if is_staged(x) else np.concatenate([np.asarray(x), pad], axis)
         shape[axis] += 1
     return x, tuple(key), comps
+
+
+def _filled(x, index, fill_value):
+    """`x[index]` reading `fill_value` (None: `_default_fill`) out of range. A staged `x`
+    with a fill that is not a finite constant is padded with zeros and the fill selected
+    after the read, so that no value but the result holds it: `jax_debug_nans` stops
+    where a NaN is read, as JAX's gather, not wherever the padding is made."""
+    if fill_value is None:
+        fill_value = _default_fill(result_dtype(x), getattr(x, "dtype", None))
+    if is_staged(x) and (is_staged(fill_value) or not np.isfinite(fill_value)):
+        padded, key, _ = _padded(x, index, 0)
+        inside = _padded(np.ones(_shape(x), bool), index, False)[0]
+        return N.where(N.getitem(inside, key) if _has_staged(key) else inside[key], N.getitem(padded, key),
+                       fill_value)
+    padded, key, _ = _padded(x, index, fill_value)
+    if is_staged(padded) or _has_staged(key):
+        return N.getitem(padded, key)
+    return float_checks.check_eager(Op.GATHER, padded[key])
 
 
 def _clipped(x, index):

@@ -7,6 +7,7 @@ from .. import numeric as N
 from .. import numpy as jnp
 from ..errors import ArgumentError, ShapeError
 from ..ir.ops import Op
+from ..numpy_api import _lowest, _of_nothing
 from ..pytree import flatten, unflatten
 from ..staging import is_staged, result_dtype
 from . import elementwise as E
@@ -29,32 +30,41 @@ def reduce_prod(operand, axes):
 
 
 def reduce_max(operand, axes):
-    """The maximum over `axes`: `lax.reduce_max(x, (1,))`."""
-    return N.max(_array(operand), _axes(operand, axes)) if axes else _array(operand)
+    """The maximum over `axes` (over an empty axis the dtype's lowest value, -inf for floats):
+    `lax.reduce_max(x, (1,))`."""
+    return _extremum(operand, axes, True)
 
 
 def reduce_min(operand, axes):
-    """The minimum over `axes`: `lax.reduce_min(x, (1,))`."""
-    return N.min(_array(operand), _axes(operand, axes)) if axes else _array(operand)
+    """The minimum over `axes` (over an empty axis the dtype's highest value, inf for floats):
+    `lax.reduce_min(x, (1,))`."""
+    return _extremum(operand, axes, False)
+
+
+def _extremum(operand, axes, largest):
+    x, axes = _array(operand), _axes(operand, axes)
+    if axes and not N.math._nonempty(x, axes):   # (the identity, as `lax`'s)
+        return _of_nothing(x, axes, False, _lowest(np.dtype(x.dtype), largest))
+    return (N.max if largest else N.min)(x, axes) if axes else x
 
 
 def reduce_and(operand, axes):
     """True where every entry over `axes` is (for ints: the bitwise and of the entries)."""
     if result_dtype(operand) == "bool":
         return jnp.all(_array(operand), _axes(operand, axes)) if axes else _array(operand)
-    return _fold(E.bitwise_and, _array(operand), _axes(operand, axes))
+    return _fold(E.bitwise_and, _array(operand), _axes(operand, axes), -1)
 
 
 def reduce_or(operand, axes):
     """True where some entry over `axes` is (for ints: the bitwise or of the entries)."""
     if result_dtype(operand) == "bool":
         return jnp.any(_array(operand), _axes(operand, axes)) if axes else _array(operand)
-    return _fold(E.bitwise_or, _array(operand), _axes(operand, axes))
+    return _fold(E.bitwise_or, _array(operand), _axes(operand, axes), 0)
 
 
 def reduce_xor(operand, axes):
     """The exclusive or of the entries over `axes`."""
-    return _fold(E.bitwise_xor, _array(operand), _axes(operand, axes))
+    return _fold(E.bitwise_xor, _array(operand), _axes(operand, axes), 0)
 
 
 def _halves(fn, xs, axis):
@@ -73,8 +83,12 @@ def _halves(fn, xs, axis):
     return xs
 
 
-def _fold(fn, x, axes):
-    """`fn` (elementwise, associative, commutative) folded over `axes` of `x`."""
+def _fold(fn, x, axes, identity):
+    """`fn` (elementwise, associative, commutative) folded over `axes` of `x` (`identity` over
+    an empty one)."""
+    if not N.math._nonempty(x, axes):
+        fn(x, x)   # (its check of the dtype: ints and bools only)
+        return _of_nothing(x, axes, False, identity)
     for a in axes:
         x = _halves(lambda lo, hi: [fn(lo[0], hi[0])], [x], a)[0]
     return N.reshape(x, tuple(n for d, n in enumerate(_shape(x)) if d not in axes))

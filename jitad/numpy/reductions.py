@@ -83,9 +83,7 @@ def _extreme(name, largest, a, axis, out, keepdims, initial, where):
         raise ArgumentError(f"`jnp.{name}` with where= needs initial= (the value of a line with no entry)")
     axes = N._axes(a, axis, name)
     if initial is not None and not N.math._nonempty(a, axes):
-        shape = A._reduced_shape(tuple(a.shape), axes, keepdims)
-        return N.full(shape, N.convert(initial, a.ir_dtype), a.ir_dtype) if is_staged(initial) \
-            else np.full(shape, initial, a.dtype)
+        return A._of_nothing(a, axes, keepdims, initial)
     red = N.max if largest else N.min
     got = red(_masked(a, where, np.asarray(A._lowest(a.dtype, largest), a.dtype)), axis, keepdims)
     if initial is None:
@@ -117,8 +115,7 @@ def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where
     a = _prepare(a, dtype, "prod")
     if a.dtype == np.bool_:
         a = N.convert(a, "i64")
-    p = A.prod(_masked(a, where, np.ones((), a.dtype)), axis, None, keepdims)
-    return p if initial is None else p * initial
+    return A._product(_masked(a, where, np.ones((), a.dtype)), N._axes(a, axis, "prod"), keepdims, initial)
 
 
 product = prod

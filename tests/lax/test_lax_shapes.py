@@ -250,3 +250,19 @@ def test_scaled_dot_against_jax_and_the_exact_product():
     assert ours.dtype == theirs.dtype == np.float32
     with pytest.raises(jitad.errors.ShapeError, match="multiple"):
         lax.scaled_dot(lhs[0], rhs[0], lhs_scale=np.ones((4, 3)), rhs_scale=None)
+
+
+@pytest.mark.parametrize("name", ["reduce_max", "reduce_min", "reduce_and", "reduce_or", "reduce_xor"])
+def test_reductions_over_an_empty_axis_are_their_identity(name):
+    # as `jax.lax`'s: max and min the dtype's lowest and highest values, the bitwise folds
+    # all ones and zeros; under jit too, and of derivative 0
+    kinds = [np.int64, np.int32, bool] + ([np.float64] if name in ("reduce_max", "reduce_min") else [])
+    for dtype in kinds:
+        x = np.zeros((0, 2), dtype)
+        fn = getattr(lax, name)
+        assert_same(fn(x, (0,)), getattr(jlax, name)(x, (0,)), what=f"{name} {x.dtype}")
+        staged = jitad.jit(lambda v: fn(v, (0, 1)))(x)
+        assert_same(staged, getattr(jlax, name)(x.astype(np.int64) if dtype == np.int32 else x, (0, 1)))
+    if name in ("reduce_max", "reduce_min"):
+        g = jitad.grad(lambda v: jitad.numpy.sum(jitad.numpy.where(jitad.numpy.isfinite(fn(v, (1,))), 1.0, 0.0)))
+        assert g(np.zeros((2, 0))).shape == (2, 0)

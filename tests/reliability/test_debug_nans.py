@@ -124,6 +124,25 @@ def test_off_costs_nothing_and_code_is_not_reused():
     assert np.isnan(f(-1.0)) and f.ir == plain   # the same program as before
 
 
+def power_of_itself(x):
+    return jnp.power(x, x)
+
+
+@pytest.mark.parametrize("transform, x", [(jitad.grad, -0.5), (jitad.value_and_grad, -0.5),
+                                          (lambda f: jitad.vmap(jitad.grad(f)), np.array([-0.5, 0.5]))])
+def test_gradients_compiled_before_the_setting_changed_are_not_reused(transform, x):
+    # (the code compiled without checks served the same function again once the setting was on)
+    last = lambda out: np.asarray(jitad.tree_util.tree_leaves(out)[-1])
+    assert np.isnan(last(transform(power_of_itself)(x))).any()
+    jitad.config.update("jax_debug_nans", True)
+    try:
+        message = raised(transform(power_of_itself), x)
+        assert "`pow` produced a NaN" in message and line_of(power_of_itself, "jnp.power") in message
+    finally:
+        jitad.config.update("jax_debug_nans", False)
+    assert np.isnan(last(transform(power_of_itself)(x))).any()
+
+
 def test_the_interpreter_raises_the_same_error(debug_nans):
     from jitad.ir.interpret import interpret
     f = jitad.jit(log_twice)
@@ -163,3 +182,26 @@ def test_custom_derivative_functions_name_the_users_line(debug_nans):
     for transform in (jitad.grad, jitad.jit, lambda f: lambda x: jitad.jvp(f, (x,), (1.0,))):
         message = raised(transform(rsqrt_of), np.float32(-2.5))
         assert "`sqrt`" in message and line_of(rsqrt_of, "rsqrt(x)") in message, message
+
+
+def take_filled(x, idx):
+    return jnp.take(x, idx, axis=0, mode="fill")
+
+
+@pytest.mark.parametrize("idx, made", [([0, -1], False), ([1, 2], True), ([-3], True)])
+def test_take_with_fill_raises_where_it_reads_the_fill(debug_nans, idx, made):
+    # as JAX's gather: the NaN read at an index out of range is made there, eagerly (a
+    # constant array, also inside jit), staged or batched; an index in range makes none
+    x, idx = np.array([1.0, 2.0]), np.array(idx)
+    calls = {"eager": take_filled, "jit": jitad.jit(take_filled),
+             "constant under jit": jitad.jit(lambda i: take_filled(x, idx) + i),
+             "vmap": lambda x, idx: jitad.vmap(take_filled, in_axes=(0, None))(np.stack([x, x]), idx)[0]}
+    for name, call in calls.items():
+        if not made:
+            np.testing.assert_array_equal(call(x, idx) if name != "constant under jit" else call(0.0),
+                                          x[idx], err_msg=name)
+            continue
+        message = raised(call, *((x, idx) if name != "constant under jit" else (0.0,)))
+        assert "produced a NaN" in message and line_of(take_filled, "jnp.take") in message, name
+    assert jitad.jit(lambda x: jnp.take(x, idx, axis=0, mode="fill", fill_value=-1.0))(x).tolist() == \
+        np.where((idx >= -2) & (idx < 2), x[np.clip(idx, -2, 1)], -1.0).tolist()

@@ -112,3 +112,30 @@ def test_arccosh_derivative_at_one_is_infinite():
     below = np.array([0.5, -7.2, -1.0, -1e9, -np.inf])
     assert np.isnan(jitad.jit(jnp.arccosh)(below)).all() and np.isnan(jnp.arccosh(below)).all()
     check_grads(jnp.arccosh, (np.array([1.5, 3.0, 1e3]),), order=2)
+
+
+BIG = 1.7976931348623157e308
+
+
+@pytest.mark.parametrize("initial", [None, 0.0, 2.0])
+def test_prod_has_derivative_zero_beside_a_zero_factor_whose_partners_overflow(initial):
+    # the derivative of an entry is the product of the other factors (`initial` one of them):
+    # 0 where one is 0, also where the rest overflow (0 · inf would make NaN); JAX's agrees
+    # wherever it is not NaN
+    rows = np.array([[-1.5, 0.1, BIG], [BIG, -1.5, 0.1], [1e300, 0.0, 1e300], [0.0, 1e300, 1e300],
+                     [2.0, 1e300, 0.0], [3.0, -0.5, 4.0]])
+    prod = lambda m: (lambda x: m.sum(m.prod(x, axis=1, initial=initial)))
+    zero_elsewhere = (np.sum(rows == 0, axis=1, keepdims=True) - (rows == 0) > 0) | (initial == 0.0)
+    # forward mode, where `initial` is not 0: the same derivatives along t (at initial=0 an
+    # overflowing tangent of the product meets the 0 last: NaN, as JAX's)
+    t = np.cos(np.arange(18) + 0.5).reshape(6, 3)
+    mine = jitad.jvp(lambda r: jnp.prod(r, axis=1, initial=initial) * 1.0, (rows,), (t,))[1]
+    if initial != 0.0:
+        np.testing.assert_array_equal(mine[2:], np.sum(jitad.grad(prod(jnp))(rows) * t, axis=1)[2:])
+    mine, theirs = jitad.grad(prod(jnp))(rows), jax.grad(prod(jjnp))(rows)
+    assert not np.isnan(mine).any()
+    np.testing.assert_array_equal(mine[zero_elsewhere], 0.0)
+    known = ~np.isnan(theirs)
+    known[:2] = False   # (where nothing is 0, an overflow in the tree of products differs from JAX's)
+    np.testing.assert_allclose(mine[known], theirs[known], rtol=1e-15)
+    check_grads(lambda x: jnp.prod(x, axis=1, initial=initial), (rows[5:] * np.array([[1.0, 0.0, 1.0]]),), order=2)

@@ -77,3 +77,29 @@ def test_the_product_of_an_empty_array_is_staged():
             got = np.asarray(jitad.jit(lambda a: jnp.prod(a, **kw))(x))
             want = np.prod(x, **kw)
             assert got.dtype == want.dtype and got.shape == want.shape and (got == want).all()
+
+
+REDUCTIONS_OF_NOTHING = {
+    "min-initial": lambda n, lax, x: n.min(x, axis=1, where=np.array(False), initial=-0.0),
+    "max-initial": lambda n, lax, x: n.max(x, axis=(0, 1), keepdims=True, initial=2.0),
+    "reduce_max": lambda n, lax, x: lax.reduce_max(x, (1,)),
+    "reduce_and": lambda n, lax, x: lax.reduce_and(x.astype(n.int64), (1, 2)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REDUCTIONS_OF_NOTHING))
+def test_a_reduction_over_an_empty_axis_of_a_staged_array_is_staged(name):
+    # its value is a constant (the identity, or initial=), but it is computed from a staged
+    # value: a Python branch on it raises under jit, as JAX's does (it returned a NumPy array)
+    fn = REDUCTIONS_OF_NOTHING[name]
+    x = np.zeros((2, 0, 2))
+
+    def branch(n, lax):
+        return lambda x: fn(n, lax, x) if bool(n.any(fn(n, lax, x) > 0)) else -fn(n, lax, x)
+    with pytest.raises(jitad.errors.StagingError):
+        jitad.jit(branch(jnp, jitad.lax))(x)
+    with pytest.raises(jax.errors.ConcretizationTypeError):
+        jax.jit(branch(jjnp, jax.lax))(x)
+    mine, theirs = jitad.jit(lambda x: fn(jnp, jitad.lax, x))(x), fn(jjnp, jax.lax, x)
+    np.testing.assert_array_equal(mine, theirs)
+    assert mine.dtype == theirs.dtype and (np.signbit(mine) == np.signbit(theirs)).all()
