@@ -161,8 +161,8 @@ def _bmm(lo, out, out_t, ins, in_types, attrs):
     flags = [attrs["ta"], attrs["tb"]]
     # a transposed b of a small product is copied untransposed per entry: the register tiles
     # beat BLAS's small "nt" path by more than the copy costs (64 entries of 128x128 @ (32x128)^T:
-    # 0.60 against 0.92 ms); a transposed a goes to BLAS's "tn" path, which beats the copy
-    # (64 entries of (128x128)^T @ 128x32: 0.69 against 1.13 ms)
+    # 0.60 against 0.92 ms); a transposed a is read in place (`TILES_READ_A_TRANSPOSED`; a copy
+    # per entry lost to BLAS's "tn" path: 64 entries of (128x128)^T @ 128x32, 1.13 against 0.69 ms)
     scratch = [None] + [lo.alloc(Type(mats[2].dtype, mats[2].shape[::-1])) if flags[1]
                         and _tiled(m, n, k, out_t.dtype) else None]
 
@@ -267,10 +267,10 @@ def _matmul_add(lo, node, ins):
 
 @service("gemm")
 def _gemm(lo, out, out_t, ins, in_types, attrs, accumulate):
-    """out (=|+=) op(a) @ op(b): a loop nest below BLAS_MIN_FLOPS, register tiles when a is
-    not transposed and the product is small or b fits `REGISTER_GEMM_B_BYTES` (BLAS's
-    small-matrix path runs a 20×50 @ 50×50 product at ~22 GFLOP/s, the tiles at ~39; a
-    transposed b is copied untransposed first), else BLAS."""
+    """out (=|+=) op(a) @ op(b): a loop nest below BLAS_MIN_FLOPS, register tiles when the
+    product is small or b fits `REGISTER_GEMM_B_BYTES` (BLAS's small-matrix path runs a
+    20×50 @ 50×50 product at ~22 GFLOP/s, the tiles at ~39; a transposed a is read in place,
+    a transposed b copied untransposed first), else BLAS."""
     a, bm = ins
     a_t, b_t = in_types
     ta, tb = attrs["ta"], attrs["tb"]
@@ -291,10 +291,13 @@ def _gemm(lo, out, out_t, ins, in_types, attrs, accumulate):
             and out_t.dtype in BLAS_SYMBOLS:
         _row_dots(lo, out, out_t, a, bm, k, accumulate)
         return
-    if not ta and _tiled(m, n, k, out_t.dtype) and (not tb or m >= 16):
+    if (not ta or TILES_READ_A_TRANSPOSED) and _tiled(m, n, k, out_t.dtype) and (not tb or m >= 16):
         if tb:   # b copied untransposed once (at most 1/16 of the product's work), read by every block of rows
             bm, b_t = _transpose_into(lo, bm, b_t), Type(b_t.dtype, b_t.shape[::-1])
-        (_streaming_gemm if m <= 2 and n >= 64 else _register_gemm)(lo, out, out_t, a, bm, k, accumulate)
+        if m <= 2 and n >= 64 and not ta:
+            _streaming_gemm(lo, out, out_t, a, bm, k, accumulate)
+        else:
+            _register_gemm(lo, out, out_t, a, bm, k, accumulate, ta)
         return
     if m * n * k >= BLAS_MIN_FLOPS and out_t.dtype in BLAS_SYMBOLS and BLAS:
         # row-major C = op(A) @ op(B); 111 = no transpose, 112 = transpose
@@ -337,6 +340,10 @@ REGISTER_GEMM_MAX = 1 << 20   # m·n·k up to which `_register_gemm` replaces BL
 # 1024x64 @ 64x192 0.85, 2048x128 @ 128x512 0.83, 2048x512 @ 512x128 0.94, 4096x64 @ 64x64 0.80;
 # with a larger b BLAS's packing wins: 1024x256 @ 256x1024 1.26, 512x512 @ 512x512 1.26
 REGISTER_GEMM_B_BYTES = 256 << 10
+# a transposed a (`gᵀ @ x`, a batched product's cotangent) is read in place by the tiles: a block's
+# rows are then adjacent elements of a row of a. Against BLAS's "tn" path (one thread, float32, CPU
+# time, medians): 64 entries of (128x128)ᵀ @ 128x32 0.99, of (64x64)ᵀ @ 64x16 0.88
+TILES_READ_A_TRANSPOSED = True
 
 
 def _tiled(m, n, k, dtype):
@@ -430,15 +437,18 @@ def _row_dots(lo, out, out_t, a, x, k, accumulate):
         rows(I64(m // 4 * 4), m % 4)
 
 
-def _register_gemm(lo, out, out_t, a, bm, k, accumulate):
-    """out (=|+=) a @ b where BLAS's call and packing cost more than the arithmetic: blocks
+def _register_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False):
+    """out (=|+=) op(a) @ b where BLAS's call and packing cost more than the arithmetic: blocks
     of output rows in vector registers, one load of a row of b per step along k shared by
     the block. The blocks of rows are the outer loop and the register-wide stripes of
     columns the inner one, so a block's rows of a stay in L1 while all of b goes past
     (b stays in L2; the other order read all of a again for every stripe). The whole
-    stripes share one loop (one copy of their code), the narrower last one has its own."""
+    stripes share one loop (one copy of their code), the narrower last one has its own.
+    A transposed a (`ta`, stored (k, m)) is read in place: a block's rows at a step along k
+    are adjacent elements of one of its rows."""
     b = lo.b
     m, n = out_t.shape
+    a_at = (lambda i, p: b.add(b.mul(p, I64(m)), i)) if ta else (lambda i, p: b.add(b.mul(i, I64(k)), p))
     ty, lanes = LL[out_t.dtype], 64 // ELEMENT_BYTES[out_t.dtype]
     at = lambda buf, off: b.gep(buf, [off], source_etype=ty)
     whole, rest = divmod(n, VECTOR)
@@ -458,7 +468,7 @@ def _register_gemm(lo, out, out_t, a, bm, k, accumulate):
                 bs = [b.load(at(bm, b.add(row, I64(off))), typ=ir.VectorType(ty, size), align=1)
                       for off, size in parts]
                 for r in range(count):
-                    av = b.load(at(a, b.add(b.mul(b.add(i0, I64(r)), I64(k)), p)), typ=ty)
+                    av = b.load(at(a, a_at(b.add(i0, I64(r)), p)), typ=ty)
                     for q, (bv, (_, size)) in enumerate(zip(bs, parts)):
                         update(r * len(parts) + q, lambda acc: _fma(lo, _splat(b, av, size), bv, acc))
             lo.counted_loop(I64(k), step, rolled=True)
