@@ -212,6 +212,44 @@ def accumulate_products(nodes, outputs):
     return [n for n in out if n is not None]
 
 
+def _product_under(x, j, nodes, position, users):
+    """`(matmul, nodes between it and x)` where `x` is a matrix product, or a reshape of one,
+    that only node `j` reads (the product's operands still live there), else None."""
+    k = position.get(x)
+    chain = []
+    if k is not None and nodes[k].op == Op.RESHAPE and users.get(x) == [j]:
+        chain, x, j = [nodes[k]], nodes[k].inputs[0], k
+        k = position.get(x)
+    if k is None or nodes[k].op != Op.MATMUL or users.get(x) != [j]:
+        return None
+    if any(m.op == Op.ARENA_RELEASE for m in nodes[k + 1:j]):
+        return None
+    return nodes[k], chain
+
+
+def bias_epilogues(nodes, outputs):
+    """A matrix product (or its reshape) only read by the addition of a row broadcast to
+    every row (a bias) becomes `matmul_bias`: the product's tiles start from the bias, no
+    second pass over the result."""
+    users, position = uses(nodes, outputs), {v: k for k, n in enumerate(nodes) for v in n.outputs}
+    out = list(nodes)
+    for j, n in enumerate(nodes):
+        if n.op != Op.ADD:
+            continue
+        for x, bias in (n.inputs, n.inputs[::-1]):
+            found = _product_under(x, j, nodes, position, users)
+            t, bt = n.outputs[0].type, bias.type
+            if found is None or x.type != t or bt.dtype != t.dtype or bt.shape[-1:] != t.shape[-1:] \
+                    or any(d != 1 for d in bt.shape[:-1]) or len(bt.shape) > len(t.shape):
+                continue
+            product, chain = found
+            out[j] = Node(Op.MATMUL_BIAS, product.inputs + (bias,), n.outputs, {**product.attrs, "shape": t.shape})
+            for m in [product, *chain]:
+                out[position[m.outputs[0]]] = None
+            break
+    return [m for m in out if m is not None]
+
+
 _PER_ELEMENT = {Op.BROADCAST, Op.CONST, Op.SLOT, Op.SLOT_GET, Op.SLOT_ADD, Op.SLOT_SET}
 
 

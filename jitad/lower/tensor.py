@@ -258,6 +258,22 @@ def _table_gemm_add(lo, node, ins):
     return []
 
 
+@rule(Op.MATMUL_BIAS)
+def _matmul_bias(lo, node, ins):
+    """op(a) @ op(b) + bias (a row broadcast to every row): the register tiles start each row
+    from the bias; other products add into the bias's rows (BLAS beta = 1)."""
+    a_t, b_t, bias_t = (v.type for v in node.inputs)
+    ta, tb = node.attrs["ta"], node.attrs["tb"]
+    (m, k), n = (a_t.shape[::-1] if ta else a_t.shape), (b_t.shape[0] if tb else b_t.shape[1])
+    out, t = lo.result_buffer(node.outputs[0]), Type(bias_t.dtype, (m, n))
+    if not tb and (not ta or TILES_READ_A_TRANSPOSED) and _tiled(m, n, k, t.dtype):
+        _register_gemm(lo, out, t, ins[0], ins[1], k, False, ta, bias=ins[2])
+        return [out]
+    _copy_matrix(lo, out, n, ins[2], 0, (m, n), LL[t.dtype])
+    _gemm(lo, out, t, ins[:2], [a_t, b_t], node.attrs, accumulate=True)
+    return [out]
+
+
 @rule(Op.MATMUL_ADD)
 def _matmul_add(lo, node, ins):
     _gemm(lo, ins[0], node.inputs[0].type.value_type, ins[1:], [v.type for v in node.inputs[1:]], node.attrs,
@@ -352,14 +368,73 @@ def _tiled(m, n, k, dtype):
         m * n * k <= REGISTER_GEMM_MAX or k * n * ELEMENT_BYTES[dtype] <= REGISTER_GEMM_B_BYTES)
 
 
-def _transpose_into(lo, src, t, buf=None):
+def _transpose_into(lo, src, t, buf=None, ld=None):
     """`buf` (default: a new scratch buffer) holding the (r, c) matrix `src` of type `t`
-    transposed, (c, r)."""
-    tt, ty = Type(t.dtype, t.shape[::-1]), LL[t.dtype]
+    (rows `ld` elements apart, default c) transposed, (c, r)."""
+    tt, ty, b = Type(t.dtype, t.shape[::-1]), LL[t.dtype], lo.b
     buf = lo.alloc(tt) if buf is None else buf
-    lo.loop_nest(tt.shape, lambda idx: lo.b.store(lo.b.load(lo.elem_ptr(src, t, idx[::-1]), typ=ty),
-                                                  lo.elem_ptr(buf, tt, idx)))
+    ld = t.shape[1] if ld is None else ld
+    lo.loop_nest(tt.shape, lambda idx: b.store(b.load(b.gep(src, [b.add(b.mul(idx[1], I64(ld)), idx[0])],
+                                                            source_etype=ty), typ=ty), lo.elem_ptr(buf, tt, idx)))
     return buf
+
+
+def _copy_matrix(lo, dst, dst_ld, src, src_ld, shape, ty):
+    """dst = src, (rows, cols) matrices whose rows lie `dst_ld` and `src_ld` elements apart."""
+    b = lo.b
+    at = lambda buf, ld, idx: b.gep(buf, [b.add(b.mul(idx[0], I64(ld)), idx[1])], source_etype=ty)
+    lo.loop_nest(shape, lambda idx: b.store(b.load(at(src, src_ld, idx), typ=ty), at(dst, dst_ld, idx)))
+    return dst
+
+
+def _entry_offset(b, i, view):
+    """The element offset of batch entry `i` of a strided view (jitad/ir/strided.py): its
+    offset plus, for each batch part, the entry's digit in it times its stride."""
+    offset, parts, _ = view
+    total, inner = I64(offset), 1
+    for size, stride in reversed(parts):
+        digit = b.urem(b.udiv(i, I64(inner)), I64(size)) if inner > 1 else b.urem(i, I64(size))
+        total = b.add(total, b.mul(digit, I64(stride)))
+        inner *= size
+    return total
+
+
+@rule(Op.STRIDED_BMM)
+def _strided_bmm(lo, node, ins):
+    """A batched product through strided views: per entry, the register tiles or BLAS given
+    the views' row strides, or (a product too small for either) `_gemm` on contiguous copies."""
+    t, a = node.outputs[0].type, node.attrs
+    out = lo.result_buffer(node.outputs[0])
+    (count, ra, ca), (_, rb, cb) = a["shapes"]
+    ta, tb = a["ta"], a["tb"]
+    (m, k), n = ((ca, ra) if ta else (ra, ca)), (rb if tb else cb)
+    views, mats = (a["out"], a["a"], a["b"]), [Type(t.dtype, s) for s in ((m, n), (ra, ca), (rb, cb))]
+    b, ty = lo.b, LL[t.dtype]
+    tiles = _tiled(m, n, k, t.dtype) and (not tb or m >= 16)
+    blas = not tiles and BLAS and m * n * k >= BLAS_MIN_FLOPS and t.dtype in BLAS_SYMBOLS
+    dense = [None if tiles or blas else lo.alloc(mt) for mt in mats]
+    # every block of rows reads all of b: a strided b is copied contiguous first (rows a few
+    # cache sets apart evict each other from L1: attention's heads at 1.5 KiB strides)
+    b_copy = lo.alloc(Type(t.dtype, (k, n))) if tiles and (tb or a["b"][2] != n) else None
+
+    def entry(i):
+        ptrs = [b.gep(buf, [_entry_offset(b, i, v)], source_etype=ty) for buf, v in zip((out, *ins), views)]
+        lds = [v[2] for v in views]
+        if tiles:
+            bm = ptrs[2] if b_copy is None else _transpose_into(lo, ptrs[2], mats[2], b_copy, lds[2]) if tb else \
+                _copy_matrix(lo, b_copy, n, ptrs[2], lds[2], (k, n), ty)
+            _register_gemm(lo, ptrs[0], mats[0], ptrs[1], bm, k, False, ta, (lds[1], n if b_copy else lds[2], lds[0]))
+        elif blas:
+            b.call(_blas_gemm(lo, t.dtype), [I32(101), I32(112 if ta else 111), I32(112 if tb else 111), I64(m), I64(n),
+                                             I64(k), ty(1.0), ptrs[1], I64(lds[1]), ptrs[2], I64(lds[2]), ty(0.0),
+                                             ptrs[0], I64(lds[0])])
+        else:
+            for buf, p, ld, mt in zip(dense[1:], ptrs[1:], lds[1:], mats[1:]):
+                _copy_matrix(lo, buf, mt.shape[1], p, ld, mt.shape, ty)
+            _gemm(lo, dense[0], mats[0], dense[1:], mats[1:], {"ta": ta, "tb": tb}, accumulate=False)
+            _copy_matrix(lo, ptrs[0], lds[0], dense[0], n, (m, n), ty)
+    lo.counted_loop(I64(count), entry, rolled=True)
+    return [out]
 
 
 def _streaming_gemm(lo, out, out_t, a, bm, k, accumulate):
@@ -437,7 +512,7 @@ def _row_dots(lo, out, out_t, a, x, k, accumulate):
         rows(I64(m // 4 * 4), m % 4)
 
 
-def _register_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False):
+def _register_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias=None):
     """out (=|+=) op(a) @ b where BLAS's call and packing cost more than the arithmetic: blocks
     of output rows in vector registers, one load of a row of b per step along k shared by
     the block. The blocks of rows are the outer loop and the register-wide stripes of
@@ -445,10 +520,12 @@ def _register_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False):
     (b stays in L2; the other order read all of a again for every stripe). The whole
     stripes share one loop (one copy of their code), the narrower last one has its own.
     A transposed a (`ta`, stored (k, m)) is read in place: a block's rows at a step along k
-    are adjacent elements of one of its rows."""
+    are adjacent elements of one of its rows. `ld`: the row strides of a, b and out (default
+    their row lengths). `bias` (n elements): every row starts from it, not from zero."""
     b = lo.b
     m, n = out_t.shape
-    a_at = (lambda i, p: b.add(b.mul(p, I64(m)), i)) if ta else (lambda i, p: b.add(b.mul(i, I64(k)), p))
+    lda, ldb, ldc = ld or (m if ta else k, n, n)
+    a_at = (lambda i, p: b.add(b.mul(p, I64(lda)), i)) if ta else (lambda i, p: b.add(b.mul(i, I64(lda)), p))
     ty, lanes = LL[out_t.dtype], 64 // ELEMENT_BYTES[out_t.dtype]
     at = lambda buf, off: b.gep(buf, [off], source_etype=ty)
     whole, rest = divmod(n, VECTOR)
@@ -458,13 +535,15 @@ def _register_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False):
 
     def block(i0, count, parts, col0):
         types = [ir.VectorType(ty, size) for _ in range(count) for _, size in parts]
-        dst = [(r, q, at(out, b.add(b.mul(b.add(i0, I64(r)), I64(n)), b.add(col0, I64(off)))))
+        dst = [(r, q, at(out, b.add(b.mul(b.add(i0, I64(r)), I64(ldc)), b.add(col0, I64(off)))))
                for r in range(count) for q, (off, _) in enumerate(parts)]
-        init = [b.load(p, typ=types[r * len(parts) + q], align=1) for r, q, p in dst] if accumulate else None
+        init = [b.load(p, typ=types[r * len(parts) + q], align=1) for r, q, p in dst] if accumulate else \
+            [b.load(at(bias, b.add(col0, I64(off))), typ=ir.VectorType(ty, size), align=1)
+             for _ in range(count) for off, size in parts] if bias is not None else None
 
         def steps(update):
             def step(p):
-                row = b.add(b.mul(p, I64(n)), col0)
+                row = b.add(b.mul(p, I64(ldb)), col0)
                 bs = [b.load(at(bm, b.add(row, I64(off))), typ=ir.VectorType(ty, size), align=1)
                       for off, size in parts]
                 for r in range(count):
