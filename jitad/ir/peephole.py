@@ -227,6 +227,9 @@ def _product_under(x, j, nodes, position, users):
     return nodes[k], chain
 
 
+BIAS_EPILOGUES = True   # False: the product and the bias add apart, as before (for A/Bs: `bench.gpt --ab`)
+
+
 def bias_epilogues(nodes, outputs):
     """A matrix product (or its reshape) only read by the addition of a row broadcast to
     every row (a bias) becomes `matmul_bias`: the product's tiles start from the bias, no
@@ -234,7 +237,7 @@ def bias_epilogues(nodes, outputs):
     users, position = uses(nodes, outputs), {v: k for k, n in enumerate(nodes) for v in n.outputs}
     out = list(nodes)
     for j, n in enumerate(nodes):
-        if n.op != Op.ADD:
+        if n.op != Op.ADD or not BIAS_EPILOGUES:
             continue
         for x, bias in (n.inputs, n.inputs[::-1]):
             found = _product_under(x, j, nodes, position, users)
