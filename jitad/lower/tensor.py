@@ -593,9 +593,10 @@ def _slot_add_slice(lo, node, ins):
     t, a = node.inputs[1].type, node.attrs
     slot_t = node.inputs[0].type.value_type
 
-    def add(idx):
+    def add(idx):   # (`store`: the region's first write, `peephole.first_adds_store`)
         ptr = lo.elem_ptr(slot, slot_t, idx, steps=a["steps"], starts=a["starts"])
-        lo.b.store(lo.b.fadd(lo.b.load(ptr, typ=LL[t.dtype]), lo.b.load(lo.elem_ptr(value, t, idx), typ=LL[t.dtype])), ptr)
+        v = lo.b.load(lo.elem_ptr(value, t, idx), typ=LL[t.dtype])
+        lo.b.store(v if a.get("store") else lo.b.fadd(lo.b.load(ptr, typ=LL[t.dtype]), v), ptr)
     lo.loop_nest(t.shape, add)
     return []
 
