@@ -248,6 +248,8 @@ def bias_epilogues(nodes, outputs):
                     or any(d != 1 for d in bt.shape[:-1]) or len(bt.shape) > len(t.shape):
                 continue
             product, chain = found
+            if product.outputs[0].type.shape[1] != t.shape[-1]:   # (a column reshaped to a vector)
+                continue
             out[j] = Node(Op.MATMUL_BIAS, product.inputs + (bias,), n.outputs, {**product.attrs, "shape": t.shape})
             for m in [product, *chain]:
                 out[position[m.outputs[0]]] = None

@@ -44,6 +44,15 @@ def test_a_bias_added_first_as_a_row_with_ones():
     assert "matmul_bias" in str(f.ir)
 
 
+def test_a_column_reshaped_to_a_vector_keeps_its_addition():
+    """`(A @ x).reshape(m) + b`: the bias runs along the product's rows, not its one column."""
+    rng = np.random.default_rng(3)
+    a, x, b = rng.standard_normal((25, 14)), rng.standard_normal((14, 1)), rng.standard_normal(25)
+    f = jitad.jit(lambda a, x, b: (a @ x).reshape(25) + b)
+    np.testing.assert_allclose(f(a, x, b), (a @ x).reshape(25) + b, rtol=1e-12, atol=1e-12)
+    assert "matmul_bias" not in str(f.ir)
+
+
 def test_a_layer_s_gradient_agrees_with_jax():
     jax = pytest.importorskip("jax")
     jax.config.update("jax_enable_x64", True)
