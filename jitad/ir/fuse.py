@@ -9,7 +9,7 @@ Runs keep their position in the node list, so effects on slots stay in order.
 """
 from .graph import Graph, Node, Var, uses
 from .ops import CALLS, Op
-from .regions import node_facts, row_reduction, unchanged_between
+from .regions import column_reduction, node_facts, reduces_rows, row_reduction, unchanged_between
 from .types import RefType, Type
 
 
@@ -159,18 +159,40 @@ def row_reductions(nodes, outputs):
     largest array of the program, is not read again, and is not stored at all where
     nothing else reads it (LLVM only). In the body the reduction keeps its op and attrs;
     loops with slices or concatenations are left alone."""
+    return _reductions_into_loops(nodes, outputs, row_reduction, lone_ops=True)
+
+
+COLUMN_SUMS = True   # False: column sums stay passes of their own (for A/Bs: `bench.gpt --ab`)
+
+
+def column_sums(nodes, outputs):
+    """A float `sum` over every axis but the last of a fused loop's result (a bias's or a
+    LayerNorm gain's gradient) is added up in that loop, a row of accumulators the size of
+    the last axis (LLVM only): the result is not read again, nor stored where nothing else
+    reads it. Loops taking row reductions or products, or reading through index maps, are
+    left alone."""
+    if not COLUMN_SUMS:
+        return nodes
+    return _reductions_into_loops(nodes, outputs, lambda r, shape: r.op == Op.SUM and column_reduction(r, shape),
+                                  lone_ops=False)
+
+
+def _reductions_into_loops(nodes, outputs, reduces, lone_ops):
+    """Each reduction `reduces(node, shape)` accepts of a fused loop's result, moved into
+    that loop's body (a lone elementwise op too, as a loop of one, with `lone_ops`)."""
     users = uses(nodes, outputs)
     made = {v: k for k, n in enumerate(nodes) for v in n.outputs}
     nodes, drop = list(nodes), set()
     for j, r in enumerate(nodes):
         v = r.inputs[0] if r.op in (Op.SUM, Op.MAX) else None
         f = nodes[made[v]] if v in made else None
-        if f is not None and f.op.elementwise and f.op.pure and not f.bodies and f.outputs == (v,) \
+        if lone_ops and f is not None and f.op.elementwise and f.op.pure and not f.bodies and f.outputs == (v,) \
                 and not any(isinstance(u.type, RefType) for u in f.inputs):
             f = _one_node_loop(f)   # a lone elementwise op (a bias added to a product) is a loop of one
-        if f is None or f.op != Op.FUSED or not row_reduction(r, v.type.shape) \
+        if f is None or f.op != Op.FUSED or not reduces(r, v.type.shape) \
                 or tuple(f.attrs["shape"]) != v.type.shape or v.type.dtype not in ("f64", "f32") \
-                or any(b.op in (Op.SLICE, Op.CONCAT, Op.SLOT_ADD_SLICE) for b in f.bodies[0].nodes):
+                or any(b.op in (Op.SLICE, Op.CONCAT, Op.SLOT_ADD_SLICE) for b in f.bodies[0].nodes) \
+                or (not lone_ops and (reduces_rows(f) or any(b.op == Op.MATMUL for b in f.bodies[0].nodes))):
             continue
         (body,) = f.bodies
         at = f.outputs.index(v)

@@ -385,12 +385,14 @@ def _fused_rule(op, types, attrs, bodies):
     shape = tuple(attrs["shape"])
     made = {v: n for n in body.nodes for v in n.outputs if n.op in (Op.SUM, Op.MAX)}
 
-    def result(v):   # a reduction in the body: over the whole loop, or its last axis
+    def result(v):   # a reduction in the body: over the whole loop, its last axis, or all others
         n = made.get(v)
         if n is None:
             return shape
         if len(n.attrs["axes"]) == len(shape):
             return ()
+        if tuple(n.attrs["axes"]) == tuple(range(len(shape) - 1)) and len(shape) >= 2:
+            return shape[-1:]
         return shape[:-1] + (1,) * bool(n.attrs["keepdims"])
     return [Type(v.type.dtype, result(v)) for v in body.outputs]
 

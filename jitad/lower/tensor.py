@@ -640,10 +640,15 @@ class _FusedLoop:
         self.rows = {n.outputs[0]: n for n in body.nodes if n.op in (Op.SUM, Op.MAX)
                      and row_reduction(n, node.attrs["shape"])}
         self.products = any(n.op == Op.MATMUL for n in body.nodes)
-        self.shape, self.merged = (tuple(node.attrs["shape"]), None) if self.shifted or self.rows or self.products \
+        # sums over all axes but the last (`fuse.column_sums`): a row of accumulators, the result's buffer
+        self.columns = {n.outputs[0] for n in body.nodes if n.op == Op.SUM
+                        and regions.column_reduction(n, node.attrs["shape"])}
+        self.shape, self.merged = (tuple(node.attrs["shape"]), None) \
+            if self.shifted or self.rows or self.products or self.columns \
             else collapse(node.attrs["shape"], [node.attrs["shape"]] + operand_shapes)
         self.index_nodes = {n.outputs[0]: n for n in body.nodes if n.op in (Op.SLICE, Op.CONCAT)}
-        self.reduced = {n.outputs[0] for n in body.nodes if n.op == Op.SUM and n.outputs[0] not in self.rows}
+        self.reduced = {n.outputs[0] for n in body.nodes if n.op == Op.SUM and n.outputs[0] not in self.rows
+                        and n.outputs[0] not in self.columns}
         self.results = [self._result(v, out) for v, out in zip(body.outputs, node.outputs)]
         self.accumulator = {v: self.results[k] for k, v in enumerate(body.outputs) if v in self.reduced}
         self.sources = {p: (x, v.type) for p, x, v in zip(body.params, ins, node.inputs)}
@@ -661,7 +666,10 @@ class _FusedLoop:
             acc = alloca(self.b, LL[out.type.dtype])
             self.b.store(LL[out.type.dtype](0), acc)
             return acc
-        return self.lo.result_buffer(out)
+        buf = self.lo.result_buffer(out)
+        if v in self.columns:
+            self.lo.fill(buf, out.type, LL[out.type.dtype](0))
+        return buf
 
     def flat(self, t):   # a type as the merged loop indexes it
         return Type(t.dtype, self.merged[t.shape]) if t.shape and self.merged else t
@@ -718,7 +726,7 @@ class _FusedLoop:
                 continue
             self._step(n, [value(v) for v in n.inputs], env, local, idx, box)
         for v, out, buf in zip(self.body.outputs, self.node.outputs, self.results):
-            if v not in self.reduced and v not in self.rows:
+            if v not in self.reduced and v not in self.rows and v not in self.columns:
                 self.lo.store_elem(value(v), self.lo.elem_ptr(buf, self.flat(out.type), idx))
 
     def _step(self, n, args, env, local, idx, box):
@@ -735,6 +743,10 @@ class _FusedLoop:
             b.store(combine(b.load(acc, typ=args[0].type), args[0]), acc)
             if nan is not None:
                 b.store(b.or_(b.load(nan, typ=I1), b.fcmp_unordered("uno", args[0], args[0])), nan)
+        elif n.outputs and n.outputs[0] in self.columns:   # its column's accumulator, in rows' order
+            buf = self.results[self.body.outputs.index(n.outputs[0])]
+            ptr = lo.elem_ptr(buf, Type(n.outputs[0].type.dtype, self.shape[-1:]), [idx[-1]])
+            b.store(b.fadd(b.load(ptr, typ=args[0].type), args[0]), ptr)
         elif n.op == Op.SUM:
             acc = self.accumulator.get(n.outputs[0]) or alloca(b, args[0].type)
             add = b.fadd(b.load(acc, typ=args[0].type), args[0], flags=("reassoc",)) \

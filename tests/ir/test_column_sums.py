@@ -1,0 +1,51 @@
+"""A sum over every axis but the last of a fused loop's result (a bias's or a LayerNorm gain's
+gradient) is added up in that loop (`fuse.column_sums`): values against NumPy, a LayerNorm
+layer's gradients against JAX's, and the sum gone from the program's top level."""
+import numpy as np
+import pytest
+
+import jitad
+from jitad.ir import fuse
+
+
+def _sums(f):
+    return sum(" sum[axes=(0, 1), keepdims=False]" in line for line in str(f.ir).splitlines())
+
+
+def test_a_column_sum_runs_in_the_loop_making_its_operand():
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((3, 5, 37)), rng.standard_normal(37)
+    alone = jitad.jit(lambda x, y: jitad.numpy.sum(jitad.numpy.tanh(x) * y, axis=(0, 1)))
+    kept = jitad.jit(lambda x, y: (jitad.numpy.sin(x * y), jitad.numpy.sum(jitad.numpy.sin(x * y), axis=(0, 1))))
+    kept_dims = jitad.jit(lambda x: jitad.numpy.sum(jitad.numpy.exp(x), axis=(0, 1), keepdims=True))
+    for dtype, tol in ((np.float64, 1e-12), (np.float32, 1e-5)):
+        a, b = x.astype(dtype), y.astype(dtype)
+        np.testing.assert_allclose(alone(a, b), np.sum(np.tanh(x) * y, axis=(0, 1)), rtol=tol, atol=tol)
+        got = kept(a, b)
+        np.testing.assert_allclose(got[0], np.sin(x * y), rtol=tol, atol=tol)
+        np.testing.assert_allclose(got[1], np.sum(np.sin(x * y), axis=(0, 1)), rtol=tol, atol=tol)
+        np.testing.assert_allclose(kept_dims(a), np.sum(np.exp(x), axis=(0, 1), keepdims=True), rtol=tol, atol=tol)
+    assert _sums(alone) == _sums(kept) == 0 and " sum[" in str(kept_dims.ir)   # (keepdims: a sum of its own)
+
+
+def _layer_norm(m):
+    def loss(x, g, b, w):
+        mu = m.numpy.mean(x, axis=-1, keepdims=True)
+        y = (x - mu) / m.numpy.sqrt(m.numpy.var(x, axis=-1, keepdims=True) + 1e-5) * g + b
+        return m.numpy.sum(m.numpy.tanh(y.reshape(-1, y.shape[-1]) @ w))
+    return loss
+
+
+def test_a_layer_norm_s_gradients_agree_with_jax(monkeypatch):
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    rng = np.random.default_rng(1)
+    args = rng.standard_normal((3, 7, 20)), rng.standard_normal(20), rng.standard_normal(20), rng.standard_normal((20, 9))
+    grad = jitad.jit(jitad.grad(_layer_norm(jitad), argnums=(0, 1, 2, 3)))
+    want = jax.jit(jax.grad(_layer_norm(jax), argnums=(0, 1, 2, 3)))(*args)
+    for g, w in zip(grad(*args), want):
+        np.testing.assert_allclose(g, w, rtol=1e-11, atol=1e-11)
+    monkeypatch.setattr(fuse, "COLUMN_SUMS", False)
+    apart = jitad.jit(jitad.grad(_layer_norm(jitad), argnums=(0, 1, 2, 3)))
+    apart(*args)
+    assert _sums(grad) < _sums(apart)
