@@ -173,8 +173,52 @@ def column_sums(nodes, outputs):
     left alone."""
     if not COLUMN_SUMS:
         return nodes
-    return _reductions_into_loops(nodes, outputs, lambda r, shape: r.op == Op.SUM and column_reduction(r, shape),
-                                  lone_ops=False)
+    nodes = _reductions_into_loops(nodes, outputs, lambda r, shape: r.op == Op.SUM and column_reduction(r, shape),
+                                   lone_ops=False)
+    return _stored_column_sums(nodes)
+
+
+def _stored_column_sums(nodes):
+    """A column sum of a slot's value that a fused loop stored whole (a bias's gradient after
+    the loop making the cotangent: `slot_get`, then `sum`) is added up in that loop, from the
+    values it stores, when nothing writes the slot in between and no arena scope around the
+    loop closes before the sum."""
+    made = {v: k for k, n in enumerate(nodes) for v in n.outputs}
+    nodes, drop = list(nodes), set()
+    for j, r in enumerate(nodes):
+        get = nodes[made[r.inputs[0]]] if r.op == Op.SUM and r.inputs[0] in made else None
+        if get is None or get.op != Op.SLOT_GET or not column_reduction(r, r.inputs[0].type.shape) \
+                or r.inputs[0].type.dtype not in ("f64", "f32"):
+            continue
+        slot = get.inputs[0]
+        k = next((i for i in range(made[r.inputs[0]] - 1, -1, -1)
+                  if slot in nodes[i].inputs and nodes[i].op != Op.SLOT_GET), None)
+        store = _whole_store(nodes[k], slot) if k is not None else None
+        if store is None or any(n.op == Op.ARENA_RELEASE and made.get(n.inputs[0], -1) < k for n in nodes[k + 1:j]):
+            continue
+        f, (body,) = nodes[k], nodes[k].bodies
+        final, total = Var(Type(r.outputs[0].type.dtype)), Var(Type(r.outputs[0].type.dtype))
+        new_body = Graph(body.params, body.nodes + [Node(Op.SLOT_GET, (store,), (final,)),
+                                                    Node(Op.SUM, (final,), (total,), dict(r.attrs))],
+                         body.outputs + [total])
+        nodes[k] = Node(Op.FUSED, f.inputs, f.outputs + r.outputs, f.attrs, (new_body,))
+        drop.add(j)
+    return [n for i, n in enumerate(nodes) if i not in drop]
+
+
+def _whole_store(node, slot):
+    """The body's param of `slot` where fused loop `node` sets every element of it (a store,
+    then additions: each element's final value is read back after them), or None."""
+    if node.op != Op.FUSED or node.inputs.count(slot) != 1 or tuple(node.attrs["shape"]) != slot.type.shape \
+            or reduces_rows(node) or any(b.op in (Op.MATMUL, Op.SLICE, Op.CONCAT, Op.SLOT_ADD_SLICE)
+                                         for b in node.bodies[0].nodes):
+        return None
+    (body,) = node.bodies
+    param = body.params[node.inputs.index(slot)]
+    writes = [b for b in body.nodes if param in b.inputs and b.op != Op.SLOT_GET]
+    if not writes or any(b.op != Op.SLOT_ADD for b in writes) or not writes[0].attrs.get("store"):
+        return None
+    return param
 
 
 def _reductions_into_loops(nodes, outputs, reduces, lone_ops):

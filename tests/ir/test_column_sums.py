@@ -49,3 +49,25 @@ def test_a_layer_norm_s_gradients_agree_with_jax(monkeypatch):
     apart = jitad.jit(jitad.grad(_layer_norm(jitad), argnums=(0, 1, 2, 3)))
     apart(*args)
     assert _sums(grad) < _sums(apart)
+
+
+def _mlp(m):
+    def loss(x, w1, b1, w2):
+        h = m.numpy.tanh(x @ w1 + b1)
+        return m.numpy.sum(m.numpy.sin(h @ w2)) + m.numpy.sum(h * h * b1)   # h's cotangent: two terms
+    return loss
+
+
+def test_a_bias_gradient_is_summed_in_the_loop_storing_its_cotangent():
+    """`b1`'s gradient, the column sum of a cotangent a fused loop stores into a slot (then
+    adds a second term to): summed in that loop from each element's final value."""
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    rng = np.random.default_rng(2)
+    args = rng.standard_normal((21, 20)), rng.standard_normal((20, 33)), rng.standard_normal(33), \
+        rng.standard_normal((33, 9))
+    grad = jitad.jit(jitad.grad(_mlp(jitad), argnums=(0, 1, 2, 3)))
+    want = jax.jit(jax.grad(_mlp(jax), argnums=(0, 1, 2, 3)))(*args)
+    for g, w in zip(grad(*args), want):
+        np.testing.assert_allclose(g, w, rtol=1e-11, atol=1e-11)
+    assert " sum[" not in str(grad.ir)
