@@ -163,6 +163,10 @@ def row_reductions(nodes, outputs):
 
 
 COLUMN_SUMS = True   # False: column sums stay passes of their own (for A/Bs: `bench.gpt --ab`)
+# the shortest last axis a loop takes a column sum for: the loop then runs row by row (not as one
+# merged loop), which costs about what the sum's own pass saves on short rows (alone, against the
+# sum apart, f32: rows of 64 1.04, 128 0.91, 256 0.87, 512 0.83)
+COLUMN_SUM_ROW = 128
 
 
 def column_sums(nodes, outputs):
@@ -173,9 +177,13 @@ def column_sums(nodes, outputs):
     left alone."""
     if not COLUMN_SUMS:
         return nodes
-    nodes = _reductions_into_loops(nodes, outputs, lambda r, shape: r.op == Op.SUM and column_reduction(r, shape),
+    nodes = _reductions_into_loops(nodes, outputs, lambda r, shape: r.op == Op.SUM and _long_columns(r, shape),
                                    lone_ops=False)
     return _stored_column_sums(nodes)
+
+
+def _long_columns(node, shape):
+    return column_reduction(node, shape) and shape[-1] >= COLUMN_SUM_ROW
 
 
 def _stored_column_sums(nodes):
@@ -187,7 +195,7 @@ def _stored_column_sums(nodes):
     nodes, drop = list(nodes), set()
     for j, r in enumerate(nodes):
         get = nodes[made[r.inputs[0]]] if r.op == Op.SUM and r.inputs[0] in made else None
-        if get is None or get.op != Op.SLOT_GET or not column_reduction(r, r.inputs[0].type.shape) \
+        if get is None or get.op != Op.SLOT_GET or not _long_columns(r, r.inputs[0].type.shape) \
                 or r.inputs[0].type.dtype not in ("f64", "f32"):
             continue
         slot = get.inputs[0]

@@ -14,7 +14,7 @@ def _sums(f):
 
 def test_a_column_sum_runs_in_the_loop_making_its_operand():
     rng = np.random.default_rng(0)
-    x, y = rng.standard_normal((3, 5, 37)), rng.standard_normal(37)
+    x, y = rng.standard_normal((3, 5, 130)), rng.standard_normal(130)
     alone = jitad.jit(lambda x, y: jitad.numpy.sum(jitad.numpy.tanh(x) * y, axis=(0, 1)))
     kept = jitad.jit(lambda x, y: (jitad.numpy.sin(x * y), jitad.numpy.sum(jitad.numpy.sin(x * y), axis=(0, 1))))
     kept_dims = jitad.jit(lambda x: jitad.numpy.sum(jitad.numpy.exp(x), axis=(0, 1), keepdims=True))
@@ -40,7 +40,8 @@ def test_a_layer_norm_s_gradients_agree_with_jax(monkeypatch):
     jax = pytest.importorskip("jax")
     jax.config.update("jax_enable_x64", True)
     rng = np.random.default_rng(1)
-    args = rng.standard_normal((3, 7, 20)), rng.standard_normal(20), rng.standard_normal(20), rng.standard_normal((20, 9))
+    args = rng.standard_normal((3, 7, 130)), rng.standard_normal(130), rng.standard_normal(130), \
+        rng.standard_normal((130, 9)) * 0.1
     grad = jitad.jit(jitad.grad(_layer_norm(jitad), argnums=(0, 1, 2, 3)))
     want = jax.jit(jax.grad(_layer_norm(jax), argnums=(0, 1, 2, 3)))(*args)
     for g, w in zip(grad(*args), want):
@@ -64,10 +65,19 @@ def test_a_bias_gradient_is_summed_in_the_loop_storing_its_cotangent():
     jax = pytest.importorskip("jax")
     jax.config.update("jax_enable_x64", True)
     rng = np.random.default_rng(2)
-    args = rng.standard_normal((21, 20)), rng.standard_normal((20, 33)), rng.standard_normal(33), \
-        rng.standard_normal((33, 9))
+    args = rng.standard_normal((21, 20)), rng.standard_normal((20, 130)) * 0.3, rng.standard_normal(130), \
+        rng.standard_normal((130, 9)) * 0.1
     grad = jitad.jit(jitad.grad(_mlp(jitad), argnums=(0, 1, 2, 3)))
     want = jax.jit(jax.grad(_mlp(jax), argnums=(0, 1, 2, 3)))(*args)
     for g, w in zip(grad(*args), want):
         np.testing.assert_allclose(g, w, rtol=1e-11, atol=1e-11)
     assert " sum[" not in str(grad.ir)
+
+
+def test_short_rows_keep_their_sum_apart():
+    """A last axis shorter than `COLUMN_SUM_ROW`: the loop stays one merged loop, the sum a
+    pass of its own."""
+    x = np.random.default_rng(4).standard_normal((3, 5, fuse.COLUMN_SUM_ROW - 1))
+    f = jitad.jit(lambda x: jitad.numpy.sum(jitad.numpy.tanh(x) * x, axis=(0, 1)))
+    np.testing.assert_allclose(f(x), np.sum(np.tanh(x) * x, axis=(0, 1)), rtol=1e-12, atol=1e-12)
+    assert _sums(f) == 1
