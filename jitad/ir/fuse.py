@@ -9,7 +9,7 @@ Runs keep their position in the node list, so effects on slots stay in order.
 """
 from .graph import Graph, Node, Var, uses
 from .ops import CALLS, Op
-from .regions import node_facts, row_reduction, unchanged_between
+from .regions import column_reduction, node_facts, reduces_rows, row_reduction, unchanged_between
 from .types import RefType, Type
 
 
@@ -159,18 +159,92 @@ def row_reductions(nodes, outputs):
     largest array of the program, is not read again, and is not stored at all where
     nothing else reads it (LLVM only). In the body the reduction keeps its op and attrs;
     loops with slices or concatenations are left alone."""
+    return _reductions_into_loops(nodes, outputs, row_reduction, lone_ops=True)
+
+
+COLUMN_SUMS = True   # False: column sums stay passes of their own (for A/Bs: `bench.gpt --ab`)
+# the shortest last axis a loop takes a column sum for: the loop then runs row by row (not as one
+# merged loop), which costs about what the sum's own pass saves on short rows (alone, against the
+# sum apart, f32: rows of 64 1.04, 128 0.91, 256 0.87, 512 0.83)
+COLUMN_SUM_ROW = 128
+
+
+def column_sums(nodes, outputs):
+    """A float `sum` over every axis but the last of a fused loop's result (a bias's or a
+    LayerNorm gain's gradient) is added up in that loop, a row of accumulators the size of
+    the last axis (LLVM only): the result is not read again, nor stored where nothing else
+    reads it. Loops taking row reductions or products, or reading through index maps, are
+    left alone."""
+    if not COLUMN_SUMS:
+        return nodes
+    nodes = _reductions_into_loops(nodes, outputs, lambda r, shape: r.op == Op.SUM and _long_columns(r, shape),
+                                   lone_ops=False)
+    return _stored_column_sums(nodes)
+
+
+def _long_columns(node, shape):
+    return column_reduction(node, shape) and shape[-1] >= COLUMN_SUM_ROW
+
+
+def _stored_column_sums(nodes):
+    """A column sum of a slot's value that a fused loop stored whole (a bias's gradient after
+    the loop making the cotangent: `slot_get`, then `sum`) is added up in that loop, from the
+    values it stores, when nothing writes the slot in between and no arena scope around the
+    loop closes before the sum."""
+    made = {v: k for k, n in enumerate(nodes) for v in n.outputs}
+    nodes, drop = list(nodes), set()
+    for j, r in enumerate(nodes):
+        get = nodes[made[r.inputs[0]]] if r.op == Op.SUM and r.inputs[0] in made else None
+        if get is None or get.op != Op.SLOT_GET or not _long_columns(r, r.inputs[0].type.shape) \
+                or r.inputs[0].type.dtype not in ("f64", "f32"):
+            continue
+        slot = get.inputs[0]
+        k = next((i for i in range(made[r.inputs[0]] - 1, -1, -1)
+                  if slot in nodes[i].inputs and nodes[i].op != Op.SLOT_GET), None)
+        store = _whole_store(nodes[k], slot) if k is not None else None
+        if store is None or any(n.op == Op.ARENA_RELEASE and made.get(n.inputs[0], -1) < k for n in nodes[k + 1:j]):
+            continue
+        f, (body,) = nodes[k], nodes[k].bodies
+        final, total = Var(Type(r.outputs[0].type.dtype)), Var(Type(r.outputs[0].type.dtype))
+        new_body = Graph(body.params, body.nodes + [Node(Op.SLOT_GET, (store,), (final,)),
+                                                    Node(Op.SUM, (final,), (total,), dict(r.attrs))],
+                         body.outputs + [total])
+        nodes[k] = Node(Op.FUSED, f.inputs, f.outputs + r.outputs, f.attrs, (new_body,))
+        drop.add(j)
+    return [n for i, n in enumerate(nodes) if i not in drop]
+
+
+def _whole_store(node, slot):
+    """The body's param of `slot` where fused loop `node` sets every element of it (a store,
+    then additions: each element's final value is read back after them), or None."""
+    if node.op != Op.FUSED or node.inputs.count(slot) != 1 or tuple(node.attrs["shape"]) != slot.type.shape \
+            or reduces_rows(node) or any(b.op in (Op.MATMUL, Op.SLICE, Op.CONCAT, Op.SLOT_ADD_SLICE)
+                                         for b in node.bodies[0].nodes):
+        return None
+    (body,) = node.bodies
+    param = body.params[node.inputs.index(slot)]
+    writes = [b for b in body.nodes if param in b.inputs and b.op != Op.SLOT_GET]
+    if not writes or any(b.op != Op.SLOT_ADD for b in writes) or not writes[0].attrs.get("store"):
+        return None
+    return param
+
+
+def _reductions_into_loops(nodes, outputs, reduces, lone_ops):
+    """Each reduction `reduces(node, shape)` accepts of a fused loop's result, moved into
+    that loop's body (a lone elementwise op too, as a loop of one, with `lone_ops`)."""
     users = uses(nodes, outputs)
     made = {v: k for k, n in enumerate(nodes) for v in n.outputs}
     nodes, drop = list(nodes), set()
     for j, r in enumerate(nodes):
         v = r.inputs[0] if r.op in (Op.SUM, Op.MAX) else None
         f = nodes[made[v]] if v in made else None
-        if f is not None and f.op.elementwise and f.op.pure and not f.bodies and f.outputs == (v,) \
+        if lone_ops and f is not None and f.op.elementwise and f.op.pure and not f.bodies and f.outputs == (v,) \
                 and not any(isinstance(u.type, RefType) for u in f.inputs):
             f = _one_node_loop(f)   # a lone elementwise op (a bias added to a product) is a loop of one
-        if f is None or f.op != Op.FUSED or not row_reduction(r, v.type.shape) \
+        if f is None or f.op != Op.FUSED or not reduces(r, v.type.shape) \
                 or tuple(f.attrs["shape"]) != v.type.shape or v.type.dtype not in ("f64", "f32") \
-                or any(b.op in (Op.SLICE, Op.CONCAT, Op.SLOT_ADD_SLICE) for b in f.bodies[0].nodes):
+                or any(b.op in (Op.SLICE, Op.CONCAT, Op.SLOT_ADD_SLICE) for b in f.bodies[0].nodes) \
+                or (not lone_ops and (reduces_rows(f) or any(b.op == Op.MATMUL for b in f.bodies[0].nodes))):
             continue
         (body,) = f.bodies
         at = f.outputs.index(v)

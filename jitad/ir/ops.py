@@ -385,12 +385,14 @@ def _fused_rule(op, types, attrs, bodies):
     shape = tuple(attrs["shape"])
     made = {v: n for n in body.nodes for v in n.outputs if n.op in (Op.SUM, Op.MAX)}
 
-    def result(v):   # a reduction in the body: over the whole loop, or its last axis
+    def result(v):   # a reduction in the body: over the whole loop, its last axis, or all others
         n = made.get(v)
         if n is None:
             return shape
         if len(n.attrs["axes"]) == len(shape):
             return ()
+        if tuple(n.attrs["axes"]) == tuple(range(len(shape) - 1)) and len(shape) >= 2:
+            return shape[-1:]
         return shape[:-1] + (1,) * bool(n.attrs["keepdims"])
     return [Type(v.type.dtype, result(v)) for v in body.outputs]
 
@@ -413,7 +415,29 @@ def _table_gemm_rule(op, types, attrs, bodies):
     return []
 
 
+def _strided_bmm_rule(op, types, attrs, bodies):
+    a, b = types
+    (product,) = Op.BMM.type_rule(Op.BMM, [Type(a.dtype, attrs["shapes"][0]), Type(b.dtype, attrs["shapes"][1])],
+                                  attrs, bodies)
+    out = attrs["out"]
+    assert a.dtype == b.dtype and int(np.prod([n for n, _ in out[1]], dtype=np.int64)) == product.shape[0]
+    return [Type(a.dtype, attrs["out_shape"])]
+
+
+def _matmul_bias_rule(op, types, attrs, bodies):
+    a, b, bias = types
+    (product,) = Op.MATMUL.type_rule(Op.MATMUL, [a, b], attrs, bodies)
+    shape = tuple(attrs["shape"])
+    assert int(np.prod(shape, dtype=np.int64)) == int(np.prod(product.shape, dtype=np.int64)) and \
+        shape[-1] == product.shape[1] == bias.shape[-1] and all(d == 1 for d in bias.shape[:-1]), f"{product} + {bias}"
+    assert a.dtype == b.dtype == bias.dtype
+    return [Type(a.dtype, shape)]
+
+
 declare("fused", _fused_rule, flags="kernel")   # a loop over elementwise work
+declare("matmul_bias", _matmul_bias_rule, flags="pure kernel")   # op(a) @ op(b) + a row (in `shape`)
+# bmm with its operands read, and its result written, through strided views (jitad/ir/strided.py)
+declare("strided_bmm", _strided_bmm_rule, flags="pure kernel")
 declare("matmul_add", _matmul_add_rule)   # slot += op(a) @ op(b) (set with `store`)
 declare("table_gemm_add", _table_gemm_rule)   # slot += sum_i X_i^T @ Y_i over the first `count` entries
 

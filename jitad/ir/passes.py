@@ -5,11 +5,12 @@ from . import peephole, placed, regions
 from .cse import eliminate_common_subexpressions, fold_constants
 from .float_checks import insert_checks
 from .dce import drop_unread_slots, eliminate_dead_code, forward_stop_gradients
-from .fuse import fuse_graph, row_reductions, small_products
+from .fuse import column_sums, fuse_graph, row_reductions, small_products
 from .ops import Op
 from .prune import drop_unread_tables
 from .shared_products import shared_small_products
 from .slots import promote_scalar_slots
+from .strided import strided_products
 from .verify import VerifyError, verify
 
 
@@ -82,6 +83,14 @@ PIPELINE = [   # (name, pass(program), purpose)
     ("forward_slot_copies", _nested(peephole.forward_slot_copies),
      "a tensor slot set to another slot's value (whole, reshaped, or by a fused loop) and then only read: its "
      "reads read that slot"),
+    ("column_sums", _nested(column_sums),
+     "a sum over every axis but the last of a fused result (a bias's gradient) is added up in that loop "
+     "(LLVM only)"),
+    ("bias_epilogues", _nested(peephole.bias_epilogues),
+     "a matrix product only read by a bias add starts its rows from the bias (LLVM only)"),
+    ("strided_products", _nested(strided_products),
+     "a batched product reads its operands in place through their reshapes, transposes and slices "
+     "(attention's heads), and writes its result through the transposes that alone read it (LLVM only)"),
     ("accumulate_products", _nested(peephole.accumulate_products),
      "a matrix product only added to a slot becomes `matmul_add` (BLAS beta = 1)"),
     ("shared_transposes", lambda program: peephole.shared_transposes(program.main),
@@ -91,7 +100,7 @@ PIPELINE = [   # (name, pass(program), purpose)
 
 LLVM_ONLY = {"indexed_reads", "region_adds", "recompute_shifted", "concat_in_place", "row_reductions",
              "small_products", "masked_row_adds", "merge_slot_loops",
-             "shared_small_products"}   # fused bodies and attributes the CUDA kernels do not take
+             "shared_small_products", "strided_products", "bias_epilogues", "column_sums"}   # fused bodies and attributes the CUDA kernels do not take
 
 
 def run_passes(program, check=False, device="cpu"):

@@ -5,6 +5,8 @@ outputs and returns the new nodes; `jitad.ir.passes.PIPELINE` runs them in order
 import heapq
 from dataclasses import replace
 
+import numpy as np
+
 from .graph import HEAD, Graph, Node, Var, renamed, split_operands, uses
 from .ops import Op
 from .types import RefType, Type
@@ -212,6 +214,49 @@ def accumulate_products(nodes, outputs):
     return [n for n in out if n is not None]
 
 
+def _product_under(x, j, nodes, position, users):
+    """`(matmul, nodes between it and x)` where `x` is a matrix product, or a reshape of one,
+    that only node `j` reads (the product's operands still live there), else None."""
+    k = position.get(x)
+    chain = []
+    if k is not None and nodes[k].op == Op.RESHAPE and users.get(x) == [j]:
+        chain, x, j = [nodes[k]], nodes[k].inputs[0], k
+        k = position.get(x)
+    if k is None or nodes[k].op != Op.MATMUL or users.get(x) != [j]:
+        return None
+    if any(m.op == Op.ARENA_RELEASE for m in nodes[k + 1:j]):
+        return None
+    return nodes[k], chain
+
+
+BIAS_EPILOGUES = True   # False: the product and the bias add apart, as before (for A/Bs: `bench.gpt --ab`)
+
+
+def bias_epilogues(nodes, outputs):
+    """A matrix product (or its reshape) only read by the addition of a row broadcast to
+    every row (a bias) becomes `matmul_bias`: the product's tiles start from the bias, no
+    second pass over the result."""
+    users, position = uses(nodes, outputs), {v: k for k, n in enumerate(nodes) for v in n.outputs}
+    out = list(nodes)
+    for j, n in enumerate(nodes):
+        if n.op != Op.ADD or not BIAS_EPILOGUES:
+            continue
+        for x, bias in (n.inputs, n.inputs[::-1]):
+            found = _product_under(x, j, nodes, position, users)
+            t, bt = n.outputs[0].type, bias.type
+            if found is None or x.type != t or bt.dtype != t.dtype or bt.shape[-1:] != t.shape[-1:] \
+                    or any(d != 1 for d in bt.shape[:-1]) or len(bt.shape) > len(t.shape):
+                continue
+            product, chain = found
+            if product.outputs[0].type.shape[1] != t.shape[-1]:   # (a column reshaped to a vector)
+                continue
+            out[j] = Node(Op.MATMUL_BIAS, product.inputs + (bias,), n.outputs, {**product.attrs, "shape": t.shape})
+            for m in [product, *chain]:
+                out[position[m.outputs[0]]] = None
+            break
+    return [m for m in out if m is not None]
+
+
 _PER_ELEMENT = {Op.BROADCAST, Op.CONST, Op.SLOT, Op.SLOT_GET, Op.SLOT_ADD, Op.SLOT_SET}
 
 
@@ -360,9 +405,13 @@ def localize_slots(nodes, outputs):
     return result
 
 
+REGION_STORES = True   # False: additions to regions keep the slot's zero fill (for A/Bs: `bench.gpt --ab`)
+
+
 def first_adds_store(nodes, outputs):
     """A tensor slot first touched by an addition inside a fused loop (which covers every
-    element) needs no zero fill: that addition becomes a store."""
+    element), or by additions to regions that cover it exactly, needs no zero fill: those
+    additions become stores."""
     users, changed = uses(nodes), {}
     for k, n in enumerate(nodes):
         if n.op != Op.SLOT or not n.outputs[0].type.shape:
@@ -373,6 +422,12 @@ def first_adds_store(nodes, outputs):
         if first is not None and nodes[first].op == Op.SLOT_ADD and _only_late_reads(nodes, users, where, first):
             changed[k] = Node(Op.SLOT, n.inputs, n.outputs, {**n.attrs, "uninit": True})
             changed[first] = Node(Op.SLOT_SET, nodes[first].inputs, (), {})   # a whole-slot first add
+            continue
+        regions = _covering_region_adds(nodes, users, where, slot) if REGION_STORES else None
+        if regions:   # (attention's QKV cotangent: its three thirds)
+            changed[k] = Node(Op.SLOT, n.inputs, n.outputs, {**n.attrs, "uninit": True})
+            for j in regions:
+                changed[j] = Node(Op.SLOT_ADD_SLICE, nodes[j].inputs, (), {**nodes[j].attrs, "store": True})
             continue
         fused_at = next((j for j in where if nodes[j].op == Op.FUSED), None)
         if fused_at is None:
@@ -397,6 +452,28 @@ def first_adds_store(nodes, outputs):
         changed[j] = Node(Op.FUSED, fused.inputs, fused.outputs, fused.attrs,
                           (Graph(body.params, new_nodes, body.outputs),))
     return [changed.get(k, n) for k, n in enumerate(nodes)]
+
+
+def _covering_region_adds(nodes, users, where, slot):
+    """The positions of the additions to regions of `slot` that write it first, where they
+    cover it exactly (steps 1, disjoint boxes) and it is read only after the last of them
+    (or through pointers used only then); else None."""
+    run = []
+    for j in where:
+        if nodes[j].op == Op.SLOT_GET:
+            continue
+        if nodes[j].op != Op.SLOT_ADD_SLICE or nodes[j].inputs[0] is not slot:
+            break
+        run.append(j)
+    if not run or any(step != 1 for j in run for step in nodes[j].attrs["steps"]):
+        return None
+    boxes = [tuple(zip(nodes[j].attrs["starts"], nodes[j].attrs["stops"])) for j in run]
+    volume = sum(int(np.prod([hi - lo for lo, hi in box])) for box in boxes)
+    disjoint = all(any(a_hi <= b_lo or b_hi <= a_lo for (a_lo, a_hi), (b_lo, b_hi) in zip(a, b))
+                   for i, a in enumerate(boxes) for b in boxes[i + 1:])
+    late = all(nodes[j].op != Op.SLOT_GET or all(u > run[-1] for u in users.get(nodes[j].outputs[0], ()))
+               for j in where if j < run[-1])
+    return run if disjoint and late and volume == int(np.prod(slot.type.value_type.shape)) else None
 
 
 def _only_late_reads(nodes, users, where, at):

@@ -322,6 +322,13 @@ def row_reduction(node, shape):
     return len(shape) >= 2 and tuple(node.attrs["axes"]) == (len(shape) - 1,)
 
 
+def column_reduction(node, shape):
+    """Whether `node`, a reduction of a value of `shape` (in a fused body: of the loop's
+    shape), reduces every axis but the last, over a loop of at least two axes, to a row."""
+    return len(shape) >= 2 and tuple(node.attrs["axes"]) == tuple(range(len(shape) - 1)) \
+        and not node.attrs["keepdims"]
+
+
 def reduces_rows(node):
     """Whether fused `node` takes row sums or maxima in its loop (`row_reductions`): its
     rows run in one loop nest, so it reads and adds nothing through an index map."""

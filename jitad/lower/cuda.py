@@ -550,7 +550,8 @@ def _slot_add_slice(rt, node, ins):
     shape, a = node.inputs[1].type.shape, node.attrs
     index = _slice_index("i", shape, node.inputs[0].type.shape, a["starts"], a["steps"])
     n = size_of(shape)
-    kern = rt.kernel((id(node), kind(value)), lambda: K.map_source(kind(value), index, "i", n, op="+="))
+    op = "=" if a.get("store") else "+="   # (`store`: the region's first write)
+    kern = rt.kernel((id(node), kind(value)), lambda: K.map_source(kind(value), index, "i", n, op=op))
     rt.launch(kern, n, value, slot)
     return []
 

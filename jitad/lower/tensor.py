@@ -161,8 +161,8 @@ def _bmm(lo, out, out_t, ins, in_types, attrs):
     flags = [attrs["ta"], attrs["tb"]]
     # a transposed b of a small product is copied untransposed per entry: the register tiles
     # beat BLAS's small "nt" path by more than the copy costs (64 entries of 128x128 @ (32x128)^T:
-    # 0.60 against 0.92 ms); a transposed a goes to BLAS's "tn" path, which beats the copy
-    # (64 entries of (128x128)^T @ 128x32: 0.69 against 1.13 ms)
+    # 0.60 against 0.92 ms); a transposed a is read in place (`TILES_READ_A_TRANSPOSED`; a copy
+    # per entry lost to BLAS's "tn" path: 64 entries of (128x128)^T @ 128x32, 1.13 against 0.69 ms)
     scratch = [None] + [lo.alloc(Type(mats[2].dtype, mats[2].shape[::-1])) if flags[1]
                         and _tiled(m, n, k, out_t.dtype) else None]
 
@@ -258,6 +258,22 @@ def _table_gemm_add(lo, node, ins):
     return []
 
 
+@rule(Op.MATMUL_BIAS)
+def _matmul_bias(lo, node, ins):
+    """op(a) @ op(b) + bias (a row broadcast to every row): the register tiles start each row
+    from the bias; other products add into the bias's rows (BLAS beta = 1)."""
+    a_t, b_t, bias_t = (v.type for v in node.inputs)
+    ta, tb = node.attrs["ta"], node.attrs["tb"]
+    (m, k), n = (a_t.shape[::-1] if ta else a_t.shape), (b_t.shape[0] if tb else b_t.shape[1])
+    out, t = lo.result_buffer(node.outputs[0]), Type(bias_t.dtype, (m, n))
+    if not tb and (not ta or TILES_READ_A_TRANSPOSED) and _tiled(m, n, k, t.dtype):
+        _register_gemm(lo, out, t, ins[0], ins[1], k, False, ta, bias=ins[2])
+        return [out]
+    _copy_matrix(lo, out, n, ins[2], 0, (m, n), LL[t.dtype])
+    _gemm(lo, out, t, ins[:2], [a_t, b_t], node.attrs, accumulate=True)
+    return [out]
+
+
 @rule(Op.MATMUL_ADD)
 def _matmul_add(lo, node, ins):
     _gemm(lo, ins[0], node.inputs[0].type.value_type, ins[1:], [v.type for v in node.inputs[1:]], node.attrs,
@@ -267,10 +283,10 @@ def _matmul_add(lo, node, ins):
 
 @service("gemm")
 def _gemm(lo, out, out_t, ins, in_types, attrs, accumulate):
-    """out (=|+=) op(a) @ op(b): a loop nest below BLAS_MIN_FLOPS, register tiles when a is
-    not transposed and the product is small or b fits `REGISTER_GEMM_B_BYTES` (BLAS's
-    small-matrix path runs a 20×50 @ 50×50 product at ~22 GFLOP/s, the tiles at ~39; a
-    transposed b is copied untransposed first), else BLAS."""
+    """out (=|+=) op(a) @ op(b): a loop nest below BLAS_MIN_FLOPS, register tiles when the
+    product is small or b fits `REGISTER_GEMM_B_BYTES` (BLAS's small-matrix path runs a
+    20×50 @ 50×50 product at ~22 GFLOP/s, the tiles at ~39; a transposed a is read in place,
+    a transposed b copied untransposed first), else BLAS."""
     a, bm = ins
     a_t, b_t = in_types
     ta, tb = attrs["ta"], attrs["tb"]
@@ -291,10 +307,13 @@ def _gemm(lo, out, out_t, ins, in_types, attrs, accumulate):
             and out_t.dtype in BLAS_SYMBOLS:
         _row_dots(lo, out, out_t, a, bm, k, accumulate)
         return
-    if not ta and _tiled(m, n, k, out_t.dtype) and (not tb or m >= 16):
+    if (not ta or TILES_READ_A_TRANSPOSED) and _tiled(m, n, k, out_t.dtype) and (not tb or m >= 16):
         if tb:   # b copied untransposed once (at most 1/16 of the product's work), read by every block of rows
             bm, b_t = _transpose_into(lo, bm, b_t), Type(b_t.dtype, b_t.shape[::-1])
-        (_streaming_gemm if m <= 2 and n >= 64 else _register_gemm)(lo, out, out_t, a, bm, k, accumulate)
+        if m <= 2 and n >= 64 and not ta:
+            _streaming_gemm(lo, out, out_t, a, bm, k, accumulate)
+        else:
+            _register_gemm(lo, out, out_t, a, bm, k, accumulate, ta)
         return
     if m * n * k >= BLAS_MIN_FLOPS and out_t.dtype in BLAS_SYMBOLS and BLAS:
         # row-major C = op(A) @ op(B); 111 = no transpose, 112 = transpose
@@ -337,6 +356,10 @@ REGISTER_GEMM_MAX = 1 << 20   # m·n·k up to which `_register_gemm` replaces BL
 # 1024x64 @ 64x192 0.85, 2048x128 @ 128x512 0.83, 2048x512 @ 512x128 0.94, 4096x64 @ 64x64 0.80;
 # with a larger b BLAS's packing wins: 1024x256 @ 256x1024 1.26, 512x512 @ 512x512 1.26
 REGISTER_GEMM_B_BYTES = 256 << 10
+# a transposed a (`gᵀ @ x`, a batched product's cotangent) is read in place by the tiles: a block's
+# rows are then adjacent elements of a row of a. Against BLAS's "tn" path (one thread, float32, CPU
+# time, medians): 64 entries of (128x128)ᵀ @ 128x32 0.99, of (64x64)ᵀ @ 64x16 0.88
+TILES_READ_A_TRANSPOSED = True
 
 
 def _tiled(m, n, k, dtype):
@@ -345,14 +368,73 @@ def _tiled(m, n, k, dtype):
         m * n * k <= REGISTER_GEMM_MAX or k * n * ELEMENT_BYTES[dtype] <= REGISTER_GEMM_B_BYTES)
 
 
-def _transpose_into(lo, src, t, buf=None):
+def _transpose_into(lo, src, t, buf=None, ld=None):
     """`buf` (default: a new scratch buffer) holding the (r, c) matrix `src` of type `t`
-    transposed, (c, r)."""
-    tt, ty = Type(t.dtype, t.shape[::-1]), LL[t.dtype]
+    (rows `ld` elements apart, default c) transposed, (c, r)."""
+    tt, ty, b = Type(t.dtype, t.shape[::-1]), LL[t.dtype], lo.b
     buf = lo.alloc(tt) if buf is None else buf
-    lo.loop_nest(tt.shape, lambda idx: lo.b.store(lo.b.load(lo.elem_ptr(src, t, idx[::-1]), typ=ty),
-                                                  lo.elem_ptr(buf, tt, idx)))
+    ld = t.shape[1] if ld is None else ld
+    lo.loop_nest(tt.shape, lambda idx: b.store(b.load(b.gep(src, [b.add(b.mul(idx[1], I64(ld)), idx[0])],
+                                                            source_etype=ty), typ=ty), lo.elem_ptr(buf, tt, idx)))
     return buf
+
+
+def _copy_matrix(lo, dst, dst_ld, src, src_ld, shape, ty):
+    """dst = src, (rows, cols) matrices whose rows lie `dst_ld` and `src_ld` elements apart."""
+    b = lo.b
+    at = lambda buf, ld, idx: b.gep(buf, [b.add(b.mul(idx[0], I64(ld)), idx[1])], source_etype=ty)
+    lo.loop_nest(shape, lambda idx: b.store(b.load(at(src, src_ld, idx), typ=ty), at(dst, dst_ld, idx)))
+    return dst
+
+
+def _entry_offset(b, i, view):
+    """The element offset of batch entry `i` of a strided view (jitad/ir/strided.py): its
+    offset plus, for each batch part, the entry's digit in it times its stride."""
+    offset, parts, _ = view
+    total, inner = I64(offset), 1
+    for size, stride in reversed(parts):
+        digit = b.urem(b.udiv(i, I64(inner)), I64(size)) if inner > 1 else b.urem(i, I64(size))
+        total = b.add(total, b.mul(digit, I64(stride)))
+        inner *= size
+    return total
+
+
+@rule(Op.STRIDED_BMM)
+def _strided_bmm(lo, node, ins):
+    """A batched product through strided views: per entry, the register tiles or BLAS given
+    the views' row strides, or (a product too small for either) `_gemm` on contiguous copies."""
+    t, a = node.outputs[0].type, node.attrs
+    out = lo.result_buffer(node.outputs[0])
+    (count, ra, ca), (_, rb, cb) = a["shapes"]
+    ta, tb = a["ta"], a["tb"]
+    (m, k), n = ((ca, ra) if ta else (ra, ca)), (rb if tb else cb)
+    views, mats = (a["out"], a["a"], a["b"]), [Type(t.dtype, s) for s in ((m, n), (ra, ca), (rb, cb))]
+    b, ty = lo.b, LL[t.dtype]
+    tiles = _tiled(m, n, k, t.dtype) and (not tb or m >= 16)
+    blas = not tiles and BLAS and m * n * k >= BLAS_MIN_FLOPS and t.dtype in BLAS_SYMBOLS
+    dense = [None if tiles or blas else lo.alloc(mt) for mt in mats]
+    # every block of rows reads all of b: a strided b is copied contiguous first (rows a few
+    # cache sets apart evict each other from L1: attention's heads at 1.5 KiB strides)
+    b_copy = lo.alloc(Type(t.dtype, (k, n))) if tiles and (tb or a["b"][2] != n) else None
+
+    def entry(i):
+        ptrs = [b.gep(buf, [_entry_offset(b, i, v)], source_etype=ty) for buf, v in zip((out, *ins), views)]
+        lds = [v[2] for v in views]
+        if tiles:
+            bm = ptrs[2] if b_copy is None else _transpose_into(lo, ptrs[2], mats[2], b_copy, lds[2]) if tb else \
+                _copy_matrix(lo, b_copy, n, ptrs[2], lds[2], (k, n), ty)
+            _register_gemm(lo, ptrs[0], mats[0], ptrs[1], bm, k, False, ta, (lds[1], n if b_copy else lds[2], lds[0]))
+        elif blas:
+            b.call(_blas_gemm(lo, t.dtype), [I32(101), I32(112 if ta else 111), I32(112 if tb else 111), I64(m), I64(n),
+                                             I64(k), ty(1.0), ptrs[1], I64(lds[1]), ptrs[2], I64(lds[2]), ty(0.0),
+                                             ptrs[0], I64(lds[0])])
+        else:
+            for buf, p, ld, mt in zip(dense[1:], ptrs[1:], lds[1:], mats[1:]):
+                _copy_matrix(lo, buf, mt.shape[1], p, ld, mt.shape, ty)
+            _gemm(lo, dense[0], mats[0], dense[1:], mats[1:], {"ta": ta, "tb": tb}, accumulate=False)
+            _copy_matrix(lo, ptrs[0], lds[0], dense[0], n, (m, n), ty)
+    lo.counted_loop(I64(count), entry, rolled=True)
+    return [out]
 
 
 def _streaming_gemm(lo, out, out_t, a, bm, k, accumulate):
@@ -430,15 +512,20 @@ def _row_dots(lo, out, out_t, a, x, k, accumulate):
         rows(I64(m // 4 * 4), m % 4)
 
 
-def _register_gemm(lo, out, out_t, a, bm, k, accumulate):
-    """out (=|+=) a @ b where BLAS's call and packing cost more than the arithmetic: blocks
+def _register_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias=None):
+    """out (=|+=) op(a) @ b where BLAS's call and packing cost more than the arithmetic: blocks
     of output rows in vector registers, one load of a row of b per step along k shared by
     the block. The blocks of rows are the outer loop and the register-wide stripes of
     columns the inner one, so a block's rows of a stay in L1 while all of b goes past
     (b stays in L2; the other order read all of a again for every stripe). The whole
-    stripes share one loop (one copy of their code), the narrower last one has its own."""
+    stripes share one loop (one copy of their code), the narrower last one has its own.
+    A transposed a (`ta`, stored (k, m)) is read in place: a block's rows at a step along k
+    are adjacent elements of one of its rows. `ld`: the row strides of a, b and out (default
+    their row lengths). `bias` (n elements): every row starts from it, not from zero."""
     b = lo.b
     m, n = out_t.shape
+    lda, ldb, ldc = ld or (m if ta else k, n, n)
+    a_at = (lambda i, p: b.add(b.mul(p, I64(lda)), i)) if ta else (lambda i, p: b.add(b.mul(i, I64(lda)), p))
     ty, lanes = LL[out_t.dtype], 64 // ELEMENT_BYTES[out_t.dtype]
     at = lambda buf, off: b.gep(buf, [off], source_etype=ty)
     whole, rest = divmod(n, VECTOR)
@@ -448,17 +535,19 @@ def _register_gemm(lo, out, out_t, a, bm, k, accumulate):
 
     def block(i0, count, parts, col0):
         types = [ir.VectorType(ty, size) for _ in range(count) for _, size in parts]
-        dst = [(r, q, at(out, b.add(b.mul(b.add(i0, I64(r)), I64(n)), b.add(col0, I64(off)))))
+        dst = [(r, q, at(out, b.add(b.mul(b.add(i0, I64(r)), I64(ldc)), b.add(col0, I64(off)))))
                for r in range(count) for q, (off, _) in enumerate(parts)]
-        init = [b.load(p, typ=types[r * len(parts) + q], align=1) for r, q, p in dst] if accumulate else None
+        init = [b.load(p, typ=types[r * len(parts) + q], align=1) for r, q, p in dst] if accumulate else \
+            [b.load(at(bias, b.add(col0, I64(off))), typ=ir.VectorType(ty, size), align=1)
+             for _ in range(count) for off, size in parts] if bias is not None else None
 
         def steps(update):
             def step(p):
-                row = b.add(b.mul(p, I64(n)), col0)
+                row = b.add(b.mul(p, I64(ldb)), col0)
                 bs = [b.load(at(bm, b.add(row, I64(off))), typ=ir.VectorType(ty, size), align=1)
                       for off, size in parts]
                 for r in range(count):
-                    av = b.load(at(a, b.add(b.mul(b.add(i0, I64(r)), I64(k)), p)), typ=ty)
+                    av = b.load(at(a, a_at(b.add(i0, I64(r)), p)), typ=ty)
                     for q, (bv, (_, size)) in enumerate(zip(bs, parts)):
                         update(r * len(parts) + q, lambda acc: _fma(lo, _splat(b, av, size), bv, acc))
             lo.counted_loop(I64(k), step, rolled=True)
@@ -504,9 +593,10 @@ def _slot_add_slice(lo, node, ins):
     t, a = node.inputs[1].type, node.attrs
     slot_t = node.inputs[0].type.value_type
 
-    def add(idx):
+    def add(idx):   # (`store`: the region's first write, `peephole.first_adds_store`)
         ptr = lo.elem_ptr(slot, slot_t, idx, steps=a["steps"], starts=a["starts"])
-        lo.b.store(lo.b.fadd(lo.b.load(ptr, typ=LL[t.dtype]), lo.b.load(lo.elem_ptr(value, t, idx), typ=LL[t.dtype])), ptr)
+        v = lo.b.load(lo.elem_ptr(value, t, idx), typ=LL[t.dtype])
+        lo.b.store(v if a.get("store") else lo.b.fadd(lo.b.load(ptr, typ=LL[t.dtype]), v), ptr)
     lo.loop_nest(t.shape, add)
     return []
 
@@ -550,10 +640,15 @@ class _FusedLoop:
         self.rows = {n.outputs[0]: n for n in body.nodes if n.op in (Op.SUM, Op.MAX)
                      and row_reduction(n, node.attrs["shape"])}
         self.products = any(n.op == Op.MATMUL for n in body.nodes)
-        self.shape, self.merged = (tuple(node.attrs["shape"]), None) if self.shifted or self.rows or self.products \
+        # sums over all axes but the last (`fuse.column_sums`): a row of accumulators, the result's buffer
+        self.columns = {n.outputs[0] for n in body.nodes if n.op == Op.SUM
+                        and regions.column_reduction(n, node.attrs["shape"])}
+        self.shape, self.merged = (tuple(node.attrs["shape"]), None) \
+            if self.shifted or self.rows or self.products or self.columns \
             else collapse(node.attrs["shape"], [node.attrs["shape"]] + operand_shapes)
         self.index_nodes = {n.outputs[0]: n for n in body.nodes if n.op in (Op.SLICE, Op.CONCAT)}
-        self.reduced = {n.outputs[0] for n in body.nodes if n.op == Op.SUM and n.outputs[0] not in self.rows}
+        self.reduced = {n.outputs[0] for n in body.nodes if n.op == Op.SUM and n.outputs[0] not in self.rows
+                        and n.outputs[0] not in self.columns}
         self.results = [self._result(v, out) for v, out in zip(body.outputs, node.outputs)]
         self.accumulator = {v: self.results[k] for k, v in enumerate(body.outputs) if v in self.reduced}
         self.sources = {p: (x, v.type) for p, x, v in zip(body.params, ins, node.inputs)}
@@ -571,7 +666,10 @@ class _FusedLoop:
             acc = alloca(self.b, LL[out.type.dtype])
             self.b.store(LL[out.type.dtype](0), acc)
             return acc
-        return self.lo.result_buffer(out)
+        buf = self.lo.result_buffer(out)
+        if v in self.columns:
+            self.lo.fill(buf, out.type, LL[out.type.dtype](0))
+        return buf
 
     def flat(self, t):   # a type as the merged loop indexes it
         return Type(t.dtype, self.merged[t.shape]) if t.shape and self.merged else t
@@ -628,7 +726,7 @@ class _FusedLoop:
                 continue
             self._step(n, [value(v) for v in n.inputs], env, local, idx, box)
         for v, out, buf in zip(self.body.outputs, self.node.outputs, self.results):
-            if v not in self.reduced and v not in self.rows:
+            if v not in self.reduced and v not in self.rows and v not in self.columns:
                 self.lo.store_elem(value(v), self.lo.elem_ptr(buf, self.flat(out.type), idx))
 
     def _step(self, n, args, env, local, idx, box):
@@ -645,6 +743,10 @@ class _FusedLoop:
             b.store(combine(b.load(acc, typ=args[0].type), args[0]), acc)
             if nan is not None:
                 b.store(b.or_(b.load(nan, typ=I1), b.fcmp_unordered("uno", args[0], args[0])), nan)
+        elif n.outputs and n.outputs[0] in self.columns:   # its column's accumulator, in rows' order
+            buf = self.results[self.body.outputs.index(n.outputs[0])]
+            ptr = lo.elem_ptr(buf, Type(n.outputs[0].type.dtype, self.shape[-1:]), [idx[-1]])
+            b.store(b.fadd(b.load(ptr, typ=args[0].type), args[0]), ptr)
         elif n.op == Op.SUM:
             acc = self.accumulator.get(n.outputs[0]) or alloca(b, args[0].type)
             add = b.fadd(b.load(acc, typ=args[0].type), args[0], flags=("reassoc",)) \

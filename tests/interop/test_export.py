@@ -229,10 +229,19 @@ def _needed(library):
     return [line.split("[")[1].rstrip("]") for line in listing.splitlines() if "(NEEDED)" in line]
 
 
+def _blas_mlp_args(dtype=np.float64):
+    """`_mlp`'s arguments with w1 past the register tiles' budget for a right operand (256 KiB:
+    jitad's own tiles take the smaller products, a transposed left operand too), so that the
+    product and its cotangents need BLAS."""
+    rng = np.random.default_rng(7)
+    w1, w2, x = rng.normal(size=(256, 300)) * 0.05, rng.normal(size=(300, 10)) * 0.1, rng.normal(size=(32, 256))
+    return (w1.astype(dtype), w2.astype(dtype)), x.astype(dtype)
+
+
 @pytest.mark.skipif(export_module._system_blas() is None, reason="no BLAS library to link on this machine")
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_products_call_the_system_blas(tmp_path, dtype):
-    (w1, w2), x = [p.astype(dtype) for p in PROGRAMS["mlp"][1][0]], PROGRAMS["mlp"][1][1].astype(dtype)
+    (w1, w2), x = _blas_mlp_args(dtype)
     ex = jitad.export(_mlp, (w1, w2), x, path=str(tmp_path), name="blas_mlp", grad=True)
     blas = export_module._system_blas()
     assert any(lib.startswith(f"lib{blas}.so") for lib in _needed(ex.library))
@@ -250,7 +259,7 @@ def test_without_a_blas_products_run_jitads_own_kernels(tmp_path, monkeypatch):
     monkeypatch.setattr(export_module, "BLAS_LIBRARIES", ("jitad_no_such_blas", "m"))
     assert export_module._system_blas.__wrapped__() is None   # one not found, one (libm) without dgemm_
     monkeypatch.setattr(export_module, "_system_blas", lambda cc=None: None)
-    (f, args, _) = PROGRAMS["mlp"]
+    f, args = _mlp, _blas_mlp_args()
     with pytest.warns(jitad.JitadWarning, match="no BLAS library found"):
         ex = jitad.export(f, *args, path=str(tmp_path), name="own_mlp", grad=True)
     assert not any("blas" in lib for lib in _needed(ex.library))

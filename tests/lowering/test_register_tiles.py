@@ -48,3 +48,19 @@ def test_gradients_through_the_tiles_agree_with_their_formulas():
     want = (g1 @ w1.T + g2 @ w2, x.T @ g1, g2.T @ x)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
+
+
+def test_a_transposed_left_operand_is_read_in_place_by_the_tiles():
+    """`aᵀ @ b` per batch entry and as one matrix (a batched product's cotangent), a block of
+    rows taking adjacent elements of a's rows: no BLAS call, values as NumPy's. The rows (70)
+    leave a remainder block; the columns (53) a stripe split in several vector widths."""
+    rng = np.random.default_rng(2)
+    a, b = rng.standard_normal((3, 40, 70)), rng.standard_normal((3, 40, 53))
+    assert tensor.TILES_READ_A_TRANSPOSED and tensor._tiled(70, 53, 40, "f32")
+    f = jitad.jit(lambda a, b: (jitad.numpy.matmul(jitad.numpy.swapaxes(a, 1, 2), b), a[0].T @ b[1]))
+    for dtype, tol in ((np.float64, 1e-12), (np.float32, 1e-4)):
+        got = f(a.astype(dtype), b.astype(dtype))
+        assert "gemm" not in f.llvm_ir
+        for g, want in zip(got, (np.swapaxes(a, 1, 2) @ b, a[0].T @ b[1])):
+            assert g.dtype == dtype
+            np.testing.assert_allclose(g, want, rtol=tol, atol=tol)
