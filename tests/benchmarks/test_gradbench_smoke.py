@@ -442,11 +442,13 @@ def test_native_table():
     assert "**3.00×** manual (0.50× codipack)" in ht and "| 3–3 |" in ht
 
 
-def test_per_input_table_checks_and_times_each_input():
+def test_per_input_table_checks_and_times_each_input(monkeypatch):
     """`bench.gradbench.per_input`: GradBench's kmeans inputs in its order (centroids the
-    last k points), and one input's row: jitad's tool against JAX (checked equal first)."""
+    last k points), and one input's row: jitad's tool against JAX (checked equal first),
+    each timed over a steady run of calls."""
     pytest.importorskip("jax")
     from bench.gradbench import per_input
+    monkeypatch.setattr(per_input, "MANY_SECONDS", 0.0)
     label, inp = next(per_input.kmeans_inputs(1000))
     assert label == "k=10,n=1000,d=8" and inp["centroids"] == inp["points"][-10:]
     assert len(list(per_input.kmeans_inputs(1000))) == 6   # k = 10, 100, 1000 at n = 1000, d = 8 and 16
@@ -455,5 +457,8 @@ def test_per_input_table_checks_and_times_each_input():
     assert [(r[0], r[1]) for r in rows] == [("k=3,n=20,d=2", "cost"), ("k=3,n=20,d=2", "dir")]
     for _, _, times in rows:
         assert {"jitad", "jax"} <= set(times) and all(len(v) == 2 and v[0][0] > 0 for v in times.values())
+    calls = []
+    ms, cpu_ms, last = per_input._steady(lambda: calls.append(1) or len(calls))
+    assert len(calls) == per_input.MANY + 1 and last == len(calls) and ms >= 0 and cpu_ms >= 0
     text = per_input.table(rows)
     assert text.count("\n") == 3 and "jitad / jax" in text
