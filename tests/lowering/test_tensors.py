@@ -362,6 +362,23 @@ def test_result_arrays_are_reused_only_once_nobody_holds_them():
     np.testing.assert_array_equal(out, (x + 1) * 2)
 
 
+def test_large_result_arrays_are_reused_up_to_the_pool_limit():
+    """A result of tens of MB (a Jacobian's) is reused too, up to POOL_MAX_BYTES: a fresh
+    one would fault in its pages on every call."""
+    from jitad.lower.entry import POOL_MAX_BYTES
+    assert POOL_MAX_BYTES >= 48 << 20   # GradBench's ht and ba Jacobians: 34 and 45 MB
+    f = jitad.jit(lambda x: x * 2.0)
+    for n, pooled in ((POOL_MAX_BYTES // 8, True), (POOL_MAX_BYTES // 8 + 1, False)):
+        x = np.ones(n)
+        r = f(x)
+        first = r.ctypes.data
+        del r
+        block = np.ones(n)   # takes the freed memory, unless the pool kept the array
+        r = f(x)
+        assert (r.ctypes.data == first) == pooled and r[-1] == 2.0 and block[-1] == 1.0
+        del r, block
+
+
 def test_values_inside_if_branches_of_a_loop_are_stored_not_recomputed():
     """Reverse mode through FOR/TREE keeps the products and transcendental values of the
     body's IF branches per iteration too (a TreeLSTM's leaf and internal-node products):
