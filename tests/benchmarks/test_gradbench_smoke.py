@@ -353,7 +353,8 @@ def test_ht_simple_objective():
 
 
 def test_ht_poses_only_the_vertices_used():
-    """The skinning product's rows are the points' vertices, not all of the model's."""
+    """The skinning product's rows (of weights times base positions, one column per bone and
+    coordinate) are the points' vertices, not all of the model's."""
     from bench.gradbench import jacobians
     from jitad.ir.graph import walk
     from jitad.ir.ops import Op
@@ -361,7 +362,7 @@ def test_ht_poses_only_the_vertices_used():
     f = jitad.jit(jacobians.ht_objective, static_argnums=(9,))
     f(*args)
     rows = {n.outputs[0].type.shape[0] for n in walk(f._latest("ir").program.main) if n.op == Op.MATMUL
-            and n.outputs[0].type.shape[-1] == 3 * len(args[9])}
+            and n.inputs[0].type.shape[-1] == 4 * len(args[9])}
     assert rows == {3 * len(args[6])} and args[4].shape[0] > 3 * len(args[6])
 
 
