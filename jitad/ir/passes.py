@@ -8,6 +8,7 @@ from .dce import drop_unread_slots, eliminate_dead_code, forward_stop_gradients
 from .fuse import fuse_graph, row_reductions, small_products
 from .ops import Op
 from .prune import drop_unread_tables
+from .reshaped_ops import scalar_ops_before_reshapes
 from .shared_products import shared_small_products
 from .slots import promote_scalar_slots
 from .verify import VerifyError, verify
@@ -53,6 +54,8 @@ PIPELINE = [   # (name, pass(program), purpose)
     ("dead_code", _each_graph(eliminate_dead_code), "drop the values only those slots and tables kept"),
     ("float_checks", insert_checks,
      "jax_debug_nans / jax_debug_infs on: each float result of a primitive is checked (off: nothing changes)"),
+    ("scalar_ops_before_reshapes", _nested(scalar_ops_before_reshapes),
+     "an elementwise op of a reshaped tensor and scalars runs before the reshape, where fusion can merge it"),
     ("fuse", _each_graph(fuse_graph), "runs of elementwise work on tensors become one fused loop"),
     ("row_reductions", _nested(row_reductions),
      "a sum or max over the last axis of a fused result is taken in that loop, which stores the result "
