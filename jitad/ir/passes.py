@@ -6,6 +6,7 @@ from .cse import eliminate_common_subexpressions, fold_constants
 from .float_checks import insert_checks
 from .dce import drop_unread_slots, eliminate_dead_code, forward_stop_gradients
 from .fuse import fuse_graph, row_reductions, small_products
+from .gathered_reads import gathered_reads
 from .ops import Op
 from .prune import drop_unread_tables
 from .reshaped_ops import scalar_ops_before_reshapes
@@ -76,6 +77,8 @@ PIPELINE = [   # (name, pass(program), purpose)
      "a tensor slot set once and then read: its reads are the stored value"),
     ("indexed_reads", _nested(regions.indexed_reads),
      "a slice or concatenation made only for a fused loop is read through its index map there (LLVM only)"),
+    ("gathered_reads", _nested(gathered_reads),
+     "rows taken by a gather only fused loops read are read through the row index there (LLVM only)"),
     ("region_adds", _nested(regions.region_adds),
      "a fused result whose slice is only added to a region of a slot is added there from the loop (LLVM only)"),
     ("recompute_shifted", regions.recompute_shifted_program,
@@ -92,7 +95,7 @@ PIPELINE = [   # (name, pass(program), purpose)
 ]
 
 
-LLVM_ONLY = {"indexed_reads", "region_adds", "recompute_shifted", "concat_in_place", "row_reductions",
+LLVM_ONLY = {"indexed_reads", "gathered_reads", "region_adds", "recompute_shifted", "concat_in_place", "row_reductions",
              "small_products", "masked_row_adds", "merge_slot_loops",
              "shared_small_products"}   # fused bodies and attributes the CUDA kernels do not take
 

@@ -214,7 +214,8 @@ def test_one_hot_times_a_matrix_is_a_row_gather(dtype):
     dense = lambda W, lab: jitad.sum(jitad.tanh(matmul_t(jitad.one_hot(lab, 5, dtype), W)) * C)
     g = jitad.grad(f)
     got = g(W, labels)
-    assert "gather" in g.ir and "matmul" not in g.ir
+    from jitad.ir.graph import walk   # (the fused loop reading the rows holds the gather)
+    assert any(n.op.name == "gather" for n in walk(g._latest("ir").program.main)) and "matmul" not in g.ir
     np.testing.assert_array_equal(got, jitad.grad(dense)(W, labels))
     assert jitad.jit(f)(W, labels) == pytest.approx(jitad.jit(dense)(W, labels), rel=1e-15)   # (sum orders differ)
     assert f(W, labels) == pytest.approx(jitad.jit(f)(W, labels), rel=1e-6)   # eager: NumPy's product
