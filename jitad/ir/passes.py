@@ -12,6 +12,7 @@ from .prune import drop_unread_tables
 from .reshaped_ops import scalar_ops_before_reshapes
 from .shared_products import shared_small_products
 from .slots import promote_scalar_slots
+from .tiled_concats import tiled_concats
 from .verify import VerifyError, verify
 
 
@@ -48,6 +49,8 @@ PIPELINE = [   # (name, pass(program), purpose)
     ("batched_products", _nested(peephole.batched_products),
      "a batched product with a matrix broadcast to every lane (vmap's shared weights) is one GEMM; "
      "one over a single term (per-lane outer products) an elementwise `mul`"),
+    ("tiled_concats", _nested(tiled_concats),
+     "a concatenation of slices that lay one tensor out again whole (a Jacobian's blocks joined) is that tensor"),
     ("dead_code", _each_graph(eliminate_dead_code), "drop pure nodes whose results nothing reads"),
     ("unread_slots", _nested(drop_unread_slots),
      "drop slots only written (a value whose gradient alone is returned), and their writes"),
