@@ -37,7 +37,6 @@ against the previous per-direction `jvp`s): ht's Jacobian 2.2–2.4 → 1.3–1.
 108 → 78–80 ms. `vmap` of the tangent function instead (every direction as one batched
 tangent, JAX's way) was slower here: ht 2.6 ms against 1.0, ba 185 ms against 88.
 """
-import numpy as np
 
 import jitad
 
