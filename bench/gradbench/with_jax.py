@@ -241,20 +241,20 @@ def ht_objective(theta, us, base_rel, inv_abs, base_pos, weights, points, corr, 
         rel = base_rel[b] @ jnp.eye(4).at[:3, :3].set(ht_euler(pose[3 + b]))
         absolutes.append(rel if parent < 0 else absolutes[parent] @ rel)
     transforms = jnp.stack([a @ inv_abs[b] for b, a in enumerate(absolutes)])      # (bones, 4, 4)
-    rows = corr if us.shape[0] == 0 else tri.reshape(-1)
-    posed_rows = rows.shape[0] < base_pos.shape[0]   # pose only the vertices used, where fewer
+    keys = [corr] if us.shape[0] == 0 else [tri[:, k] for k in range(3)]   # each corner's vertex rows
+    count = keys[0].shape[0]
+    posed_rows = len(keys) * count < base_pos.shape[0]   # pose only the vertices used, where fewer
     if posed_rows:
+        rows = jnp.concatenate(keys)
         base_pos, weights = base_pos[rows], weights[rows]
-    moved = jnp.einsum("bij,vj->vbi", transforms[:, :3, :], base_pos)             # (V, bones, 3)
-    skinned = jnp.sum(moved * weights[:, :, None], axis=1)
+    skin = (weights[:, :, None] * base_pos[:, None, :]).reshape(base_pos.shape[0], -1)   # (V, 4 bones)
+    skinned = skin @ jnp.transpose(transforms[:, :3, :], (0, 2, 1)).reshape(-1, 3)               # Σ_b w_vb T_b base_pos_v
     verts = skinned @ (ht_angle_axis(pose[0]) * pose[1][None, :]).T + pose[2]
-    if not posed_rows:
-        verts = verts[rows]
+    corners = [verts[k * count:(k + 1) * count] for k in range(len(keys))] if posed_rows else [verts[key] for key in keys]
     if us.shape[0] == 0:
-        hand = verts
+        hand = corners[0]
     else:
-        c = verts.reshape(-1, 3, 3)
-        hand = us[:, 0:1] * c[:, 0] + us[:, 1:2] * c[:, 1] + (1 - us[:, 0:1] - us[:, 1:2]) * c[:, 2]
+        hand = us[:, 0:1] * corners[0] + us[:, 1:2] * corners[1] + (1 - us[:, 0:1] - us[:, 1:2]) * corners[2]
     return (points - hand).reshape(-1)
 
 

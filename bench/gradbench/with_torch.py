@@ -261,20 +261,20 @@ def ht_objective(theta, us, base_rel, inv_abs, base_pos, weights, points, corr, 
         rel = base_rel[b] @ tr
         absolutes.append(rel if parent < 0 else absolutes[parent] @ rel)
     transforms = torch.stack([a @ inv_abs[b] for b, a in enumerate(absolutes)])
-    rows = corr if us.shape[0] == 0 else tri.reshape(-1)
-    posed_rows = rows.shape[0] < base_pos.shape[0]   # pose only the vertices used, where fewer
+    keys = [corr] if us.shape[0] == 0 else [tri[:, k] for k in range(3)]   # each corner's vertex rows
+    count = keys[0].shape[0]
+    posed_rows = len(keys) * count < base_pos.shape[0]   # pose only the vertices used, where fewer
     if posed_rows:
+        rows = torch.cat(keys)
         base_pos, weights = base_pos[rows], weights[rows]
-    moved = torch.einsum("bij,vj->vbi", transforms[:, :3, :], base_pos)
-    skinned = torch.sum(moved * weights[:, :, None], dim=1)
+    skin = (weights[:, :, None] * base_pos[:, None, :]).reshape(base_pos.shape[0], -1)   # (V, 4 bones)
+    skinned = skin @ transforms[:, :3, :].permute(0, 2, 1).reshape(-1, 3)               # Σ_b w_vb T_b base_pos_v
     verts = skinned @ (ht_angle_axis(pose[0]) * pose[1][None, :]).T + pose[2]
-    if not posed_rows:
-        verts = verts[rows]
+    corners = [verts[k * count:(k + 1) * count] for k in range(len(keys))] if posed_rows else [verts[key] for key in keys]
     if us.shape[0] == 0:
-        hand = verts
+        hand = corners[0]
     else:
-        c = verts.reshape(-1, 3, 3)
-        hand = us[:, 0:1] * c[:, 0] + us[:, 1:2] * c[:, 1] + (1 - us[:, 0:1] - us[:, 1:2]) * c[:, 2]
+        hand = us[:, 0:1] * corners[0] + us[:, 1:2] * corners[1] + (1 - us[:, 0:1] - us[:, 1:2]) * corners[2]
     return (points - hand).reshape(-1)
 
 

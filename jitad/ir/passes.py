@@ -6,11 +6,14 @@ from .cse import eliminate_common_subexpressions, fold_constants
 from .float_checks import insert_checks
 from .dce import drop_unread_slots, eliminate_dead_code, forward_stop_gradients
 from .fuse import column_sums, fuse_graph, row_reductions, small_products
+from .gathered_reads import gathered_reads
 from .ops import Op
 from .prune import drop_unread_tables
+from .reshaped_ops import scalar_ops_before_reshapes
 from .shared_products import shared_small_products
 from .slots import promote_scalar_slots
 from .strided import strided_products
+from .tiled_concats import tiled_concats
 from .verify import VerifyError, verify
 
 
@@ -47,6 +50,8 @@ PIPELINE = [   # (name, pass(program), purpose)
     ("batched_products", _nested(peephole.batched_products),
      "a batched product with a matrix broadcast to every lane (vmap's shared weights) is one GEMM; "
      "one over a single term (per-lane outer products) an elementwise `mul`"),
+    ("tiled_concats", _nested(tiled_concats),
+     "a concatenation of slices that lay one tensor out again whole (a Jacobian's blocks joined) is that tensor"),
     ("dead_code", _each_graph(eliminate_dead_code), "drop pure nodes whose results nothing reads"),
     ("unread_slots", _nested(drop_unread_slots),
      "drop slots only written (a value whose gradient alone is returned), and their writes"),
@@ -54,6 +59,8 @@ PIPELINE = [   # (name, pass(program), purpose)
     ("dead_code", _each_graph(eliminate_dead_code), "drop the values only those slots and tables kept"),
     ("float_checks", insert_checks,
      "jax_debug_nans / jax_debug_infs on: each float result of a primitive is checked (off: nothing changes)"),
+    ("scalar_ops_before_reshapes", _nested(scalar_ops_before_reshapes),
+     "an elementwise op of a reshaped tensor and scalars runs before the reshape, where fusion can merge it"),
     ("fuse", _each_graph(fuse_graph), "runs of elementwise work on tensors become one fused loop"),
     ("row_reductions", _nested(row_reductions),
      "a sum or max over the last axis of a fused result is taken in that loop, which stores the result "
@@ -74,6 +81,8 @@ PIPELINE = [   # (name, pass(program), purpose)
      "a tensor slot set once and then read: its reads are the stored value"),
     ("indexed_reads", _nested(regions.indexed_reads),
      "a slice or concatenation made only for a fused loop is read through its index map there (LLVM only)"),
+    ("gathered_reads", _nested(gathered_reads),
+     "rows taken by a gather only fused loops read are read through the row index there (LLVM only)"),
     ("region_adds", _nested(regions.region_adds),
      "a fused result whose slice is only added to a region of a slot is added there from the loop (LLVM only)"),
     ("recompute_shifted", regions.recompute_shifted_program,
@@ -98,7 +107,7 @@ PIPELINE = [   # (name, pass(program), purpose)
 ]
 
 
-LLVM_ONLY = {"indexed_reads", "region_adds", "recompute_shifted", "concat_in_place", "row_reductions",
+LLVM_ONLY = {"indexed_reads", "gathered_reads", "region_adds", "recompute_shifted", "concat_in_place", "row_reductions",
              "small_products", "masked_row_adds", "merge_slot_loops",
              "shared_small_products", "strided_products", "bias_epilogues", "column_sums"}   # fused bodies and attributes the CUDA kernels do not take
 

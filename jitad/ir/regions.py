@@ -337,8 +337,9 @@ def reduces_rows(node):
 
 
 def indexed(node):
-    """Whether fused `node` reads or adds through index maps (then its loop is not merged)."""
-    return any(b.op in (Op.SLICE, Op.CONCAT, Op.SLOT_ADD_SLICE) for b in node.bodies[0].nodes)
+    """Whether fused `node` reads or adds through index maps (then its loop is not merged):
+    slices, concatenations, region adds, gathered rows (`gathered_reads`)."""
+    return any(b.op in (Op.SLICE, Op.CONCAT, Op.SLOT_ADD_SLICE, Op.GATHER) for b in node.bodies[0].nodes)
 
 
 def recompute_shifted_program(program):

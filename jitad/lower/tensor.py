@@ -646,7 +646,7 @@ class _FusedLoop:
         self.shape, self.merged = (tuple(node.attrs["shape"]), None) \
             if self.shifted or self.rows or self.products or self.columns \
             else collapse(node.attrs["shape"], [node.attrs["shape"]] + operand_shapes)
-        self.index_nodes = {n.outputs[0]: n for n in body.nodes if n.op in (Op.SLICE, Op.CONCAT)}
+        self.index_nodes = {n.outputs[0]: n for n in body.nodes if n.op in (Op.SLICE, Op.CONCAT, Op.GATHER)}
         self.reduced = {n.outputs[0] for n in body.nodes if n.op == Op.SUM and n.outputs[0] not in self.rows
                         and n.outputs[0] not in self.columns}
         self.results = [self._result(v, out) for v, out in zip(body.outputs, node.outputs)]
@@ -695,6 +695,11 @@ class _FusedLoop:
                 env[key] = args[0] if n.op in (Op.BROADCAST, Op.RESHAPE) else \
                     scalar(lo, n, args)[0] if scalar is not None else lo_const(n)
             return env[key]
+        if n.op == Op.GATHER:   # row idx[i] of x (clamped as `take` reads it) at the rest of the index
+            (x, t), (rows, rows_t) = self.sources[n.inputs[0]], self.sources[n.inputs[1]]
+            at, row_t = self.shift(idx, d), Type(t.dtype, t.shape[1:])
+            row = self.b.load(lo.elem_ptr(rows, rows_t, at[:1]), typ=LL["i64"])
+            return lo.load_at(lo.row(x, t, row), row_t, at[1:], row_t.shape)
         if n.op == Op.SLICE:
             u = n.inputs[0]
             if u not in self.sources:   # a slice of a computed value: its steps are 1
@@ -719,7 +724,7 @@ class _FusedLoop:
                 env[v] = x if isinstance(t, RefType) else self.read(v, idx, zero, box, env)
             return env[v]
         for n in self.body.nodes:
-            if n.op in (Op.SLICE, Op.CONCAT):   # read where used, at the index it is used at
+            if n.op in (Op.SLICE, Op.CONCAT, Op.GATHER):   # read where used, at the index it is used at
                 continue
             if n.op == Op.MATMUL:   # element (i, j) of a product over a short contraction
                 env[n.outputs[0]] = _dot(self.lo, *(self.sources[v] for v in n.inputs), idx)

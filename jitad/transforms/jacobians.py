@@ -21,9 +21,10 @@ from .staged import jvp_staged, linearize_staged
 from .pullback import pullback_staged
 from ..errors import ArgumentError, check_argnums
 from ..pytree import flatten, unflatten
-from ..staging import FOR, is_staged
+from ..staging import FOR, IF, is_staged
 
 UNROLL = 8   # up to this many basis vectors the rows are unrolled (faster to compile and run)
+LEAF_BRANCHES = 4   # up to this many input leaves, jacfwd's columns of a leaf run only its tangent code
 
 
 def _shape(x):
@@ -39,8 +40,9 @@ def _flat(leaves):
     return parts[0] if len(parts) == 1 else N.concatenate(parts)
 
 
-def _rows(count, width, row_fn, dtype="f64"):
-    """The (count, width) matrix of `dtype` whose row e is `row_fn(basis vector e)`."""
+def _rows(count, width, row_fn, dtype="f64", by_index=False):
+    """The (count, width) matrix of `dtype` whose row e is `row_fn(basis vector e)`
+    (`by_index`, in the loop: `row_fn(e)`)."""
     if count == 0:   # a zero-size input (jacfwd) or output (jacrev): an empty Jacobian, as JAX's
         return np.zeros((0, width))
     if count <= UNROLL:
@@ -48,18 +50,40 @@ def _rows(count, width, row_fn, dtype="f64"):
     index = np.arange(count)
 
     def body(e, acc):
-        row = row_fn(N.where(index == e, 1.0, 0.0))
+        row = row_fn(e) if by_index else row_fn(N.where(index == e, 1.0, 0.0))
         return N.bind(N.Op.SCATTER, acc, e, N.convert(N.reshape(row, (width,)), dtype), add=False)
     return FOR(0, count, body, N.zeros((count, width), dtype))
 
 
-def _forward_columns(flat_fn, x0, n, m, dtype):
+def _forward_columns(leaf_fn, flat_fn, leaves, x0, m, dtype):
     """The (m, n) Jacobian by forward mode: the primal once (`linearize`), then the
-    tangent code alone per basis vector (reverse-mode code inside, a Hessian's
-    gradient: a whole `jvp` per basis vector)."""
-    lin = linearize_staged(flat_fn, (x0,))
-    column = (lambda v: lin[1](v)) if lin is not None else (lambda v: jvp_staged(flat_fn, (x0,), (v,))[1])
-    return N.transpose(_rows(n, m, column, dtype))
+    tangent code alone per basis vector. With up to LEAF_BRANCHES input leaves a direction
+    seeds its own leaf only, the others' tangents zero (no code: a bias's columns skip the
+    weights' products; in the loop over directions, a branch per leaf); with more, every
+    direction runs the whole tangent code. Reverse-mode code inside (a Hessian's gradient):
+    a whole `jvp` per basis vector."""
+    shapes = [_shape(x) for x in leaves]
+    starts = [int(o) for o in np.cumsum([0] + [math.prod(s) for s in shapes])]
+    lin = linearize_staged(leaf_fn, tuple(leaves))
+    if lin is None:
+        return N.transpose(_rows(starts[-1], m, lambda v: jvp_staged(flat_fn, (x0,), (v,))[1], dtype))
+    groups = [(k, k + 1) for k in range(len(shapes))] if len(shapes) <= LEAF_BRANCHES else [(0, len(shapes))]
+
+    def seeded(group, v):   # the tangent along v, a direction in the group's leaves laid end to end
+        first, end = group
+        return lin[1](*[N.reshape(v[starts[k] - starts[first]:starts[k + 1] - starts[first]], shapes[k])
+                        if first <= k < end else np.zeros(shapes[k]) for k in range(len(shapes))])
+    if 0 < starts[-1] <= UNROLL:   # unrolled: each basis vector a constant
+        sizes = [starts[end] - starts[first] for first, end in groups]
+        return N.transpose(N.stack([seeded(g, np.eye(size)[i]) for g, size in zip(groups, sizes) for i in range(size)]))
+
+    def row(e, at=0):   # direction e: the branch of the group holding it
+        first, end = groups[at]
+        v = N.where(np.arange(starts[end] - starts[first]) == e - starts[first], 1.0, 0.0)
+        if at == len(groups) - 1:
+            return seeded(groups[at], v)
+        return IF(e < starts[end], lambda: seeded(groups[at], v), lambda: row(e, at + 1))
+    return N.transpose(_rows(starts[-1], m, row, dtype, by_index=True))
 
 
 def jacobian_staged(fn, args, argnums, has_aux, forward, who):
@@ -80,7 +104,9 @@ def jacobian_staged(fn, args, argnums, has_aux, forward, who):
     out_info = {}
 
     def flat_fn(x):
-        leaves = [N.reshape(x[offsets[k]:offsets[k + 1]], s) for k, s in enumerate(in_shapes)]
+        return leaf_fn(*[N.reshape(x[offsets[k]:offsets[k + 1]], s) for k, s in enumerate(in_shapes)])
+
+    def leaf_fn(*leaves):
         new, start = list(args), 0
         for i, (arg_leaves, td) in zip(nums, in_trees):
             new[i] = unflatten(td, leaves[start:start + len(arg_leaves)])
@@ -102,7 +128,7 @@ def jacobian_staged(fn, args, argnums, has_aux, forward, who):
     y0 = flat_fn(x0)   # the output's structure (and aux)
     n, m = offsets[-1], _shape(y0)[0]
     if forward:
-        jac = _forward_columns(flat_fn, x0, n, m, "f32" if _dtype(x0) == _dtype(y0) == "f32" else "f64")
+        jac = _forward_columns(leaf_fn, flat_fn, in_leaves, x0, m, "f32" if _dtype(x0) == _dtype(y0) == "f32" else "f64")
     else:
         jac = _rows(m, n, lambda u: pullback_staged(flat_fn, (x0,), u, to_closure=False)[0])
     out_shapes, blocks, row = out_info["shapes"], [], 0

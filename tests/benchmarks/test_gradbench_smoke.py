@@ -353,7 +353,8 @@ def test_ht_simple_objective():
 
 
 def test_ht_poses_only_the_vertices_used():
-    """The skinning product's rows are the points' vertices, not all of the model's."""
+    """The skinning product's rows (of weights times base positions, one column per bone and
+    coordinate) are the points' vertices, not all of the model's."""
     from bench.gradbench import jacobians
     from jitad.ir.graph import walk
     from jitad.ir.ops import Op
@@ -361,7 +362,7 @@ def test_ht_poses_only_the_vertices_used():
     f = jitad.jit(jacobians.ht_objective, static_argnums=(9,))
     f(*args)
     rows = {n.outputs[0].type.shape[0] for n in walk(f._latest("ir").program.main) if n.op == Op.MATMUL
-            and n.outputs[0].type.shape[-1] == 3 * len(args[9])}
+            and n.inputs[0].type.shape[-1] == 4 * len(args[9])}
     assert rows == {3 * len(args[6])} and args[4].shape[0] > 3 * len(args[6])
 
 
@@ -442,11 +443,13 @@ def test_native_table():
     assert "**3.00×** manual (0.50× codipack)" in ht and "| 3–3 |" in ht
 
 
-def test_per_input_table_checks_and_times_each_input():
+def test_per_input_table_checks_and_times_each_input(monkeypatch):
     """`bench.gradbench.per_input`: GradBench's kmeans inputs in its order (centroids the
-    last k points), and one input's row: jitad's tool against JAX (checked equal first)."""
+    last k points), and one input's row: jitad's tool against JAX (checked equal first),
+    each timed over a steady run of calls."""
     pytest.importorskip("jax")
     from bench.gradbench import per_input
+    monkeypatch.setattr(per_input, "MANY_SECONDS", 0.0)
     label, inp = next(per_input.kmeans_inputs(1000))
     assert label == "k=10,n=1000,d=8" and inp["centroids"] == inp["points"][-10:]
     assert len(list(per_input.kmeans_inputs(1000))) == 6   # k = 10, 100, 1000 at n = 1000, d = 8 and 16
@@ -455,5 +458,8 @@ def test_per_input_table_checks_and_times_each_input():
     assert [(r[0], r[1]) for r in rows] == [("k=3,n=20,d=2", "cost"), ("k=3,n=20,d=2", "dir")]
     for _, _, times in rows:
         assert {"jitad", "jax"} <= set(times) and all(len(v) == 2 and v[0][0] > 0 for v in times.values())
+    calls = []
+    ms, cpu_ms, last = per_input._steady(lambda: calls.append(1) or len(calls))
+    assert len(calls) == per_input.MANY + 1 and last == len(calls) and ms >= 0 and cpu_ms >= 0
     text = per_input.table(rows)
     assert text.count("\n") == 3 and "jitad / jax" in text

@@ -98,3 +98,27 @@ def test_errors():
         jitad.jacfwd(lambda x, n: x * n, argnums=1)(1.0, 2)
     with pytest.raises(jitad.ArgumentError, match="repeats"):
         jitad.hessian(lambda x: x, argnums=(0, 0))
+
+
+def test_each_arguments_columns_run_its_own_tangent_code():
+    """jacfwd over several arguments: a direction of the bias runs no product (its
+    columns branch away from the weights' tangent code in the loop over directions, and
+    need none unrolled); more leaves than LEAF_BRANCHES share one body. Against JAX."""
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp
+    from jitad.transforms import jacobians
+    x = np.linspace(-1.0, 1.0, 20).reshape(4, 5)
+
+    def layer(m, w, b, *more):
+        return m.tanh(w @ x + b[:, None]) * (1.0 + sum(m.sum(v) for v in more))
+    w, b = np.linspace(-0.5, 0.5, 12).reshape(3, 4), np.array([0.1, -0.2, 0.3])
+    more = tuple(np.full(2, 0.1 * k) for k in range(1, 4))
+    for args in ((w, b), (w[:1], b[:1]), (w, b) + more):   # looped with branches; unrolled; one body
+        nums = tuple(range(len(args)))
+        jac = jitad.jit(jitad.jacfwd(lambda *a: layer(jitad.numpy, *a), argnums=nums))
+        for got, want in zip(jac(*args), jax.jacfwd(lambda *a: layer(jnp, *a), argnums=nums)(*args)):
+            np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-15)
+        branches = sum(" = if " in line for line in jac.ir.splitlines())
+        assert branches == (1 if len(args) == 2 and w.size == args[0].size else 0)
+    assert len((w, b) + more) > jacobians.LEAF_BRANCHES
