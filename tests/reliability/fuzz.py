@@ -109,8 +109,10 @@ ORACLE = {
     # JAX's is 0 or a number there by the order of its rules, jitad's NaN
     "tangent_where_value_nan": True,
     # JAX (XLA on the CPU) flushes subnormal floats to zero, jitad keeps IEEE's: a program whose
-    # arguments hold subnormals and that disagrees is judged again with them flushed to zero
-    # (a comparison with 0, a tie in `max`, decides otherwise)
+    # arguments hold subnormals, or values so near the smallest normal that a derivative's terms
+    # go subnormal (within 2**16 of the smallest normal: `x / log(x)` there), and that
+    # disagrees is judged again with them flushed to zero (a comparison with 0, a tie in `max`,
+    # decides otherwise)
     "subnormals_flushed": True,
     # docs/debugging.md: where an argument of `logaddexp` is +inf the result is that argument,
     # so the other's derivative is 0 (JAX's is exp(other)) and two +inf share it (0.5 each,
@@ -1222,12 +1224,14 @@ KNOWN_CONDITIONS = {}
 
 
 def _flushed(program):
-    """`program` with its subnormal arguments made zeros of their sign, or None if it has none."""
+    """`program` with its subnormal and near-subnormal arguments (ORACLE["subnormals_flushed"])
+    made zeros of their sign, or None if it has none."""
     args = [onp.array(a) for a in program.args]
     found = False
     for a in args:
         if a.dtype.kind == "f":
-            tiny = (a != 0) & (onp.abs(a) < onp.finfo(a.dtype).tiny)
+            info = onp.finfo(a.dtype)
+            tiny = (a != 0) & (onp.abs(a) < info.tiny * 2.0 ** 16)
             a[tiny], found = onp.copysign(0.0, a[tiny]), found or bool(tiny.any())
     return Program(args, program.lines, program.result, program.features, program.branches) if found else None
 
