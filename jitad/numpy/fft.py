@@ -297,23 +297,25 @@ def fft_grad(get_args, fft_fun, ans, x, *args, **kwargs):
     return lambda g: match_complex(x, truncate_pad(fft_fun(g, *args, **kwargs), np.shape(x)))
 
 
-def rfft_grad(get_args, irfft_fun, ans, x, *args, **kwargs):
-    """autograd's VJP maker of a real-to-complex transform, through its inverse `irfft_fun`."""
+def _real_factors(get_args, x, real, spectrum, args, kwargs):
+    """autograd's checks, and the weights `make_rfft_factors` gives, of a real transform
+    between the array `real` (its full sizes) and the half spectrum `spectrum`."""
     axes, s, norm = get_args(x, *args, **kwargs)
     check_no_repeated_axes(axes)
-    s = [np.shape(x)[i] for i in axes] if s is None else list(s)
+    s = [np.shape(real)[i] for i in axes] if s is None else list(s)
     check_even_shape(s)
-    fac = make_rfft_factors(axes, np.shape(ans), s[:-1] + [s[-1] // 2 + 1], s, norm)
+    return make_rfft_factors(axes, np.shape(spectrum), s[:-1] + [s[-1] // 2 + 1], s, norm)
+
+
+def rfft_grad(get_args, irfft_fun, ans, x, *args, **kwargs):
+    """autograd's VJP maker of a real-to-complex transform, through its inverse `irfft_fun`."""
+    fac = _real_factors(get_args, x, x, ans, args, kwargs)
     return lambda g: match_complex(x, truncate_pad(irfft_fun(jnp().conj(g / fac), *args, **kwargs), np.shape(x)))
 
 
 def irfft_grad(get_args, rfft_fun, ans, x, *args, **kwargs):
     """autograd's VJP maker of a complex-to-real transform, through the forward `rfft_fun`."""
-    axes, gs, norm = get_args(x, *args, **kwargs)
-    check_no_repeated_axes(axes)
-    gs = [np.shape(ans)[i] for i in axes] if gs is None else list(gs)
-    check_even_shape(gs)
-    fac = make_rfft_factors(axes, np.shape(x), gs[:-1] + [gs[-1] // 2 + 1], gs, norm)
+    fac = _real_factors(get_args, x, ans, x, args, kwargs)
     return lambda g: jnp().conj(match_complex(x, truncate_pad(rfft_fun(g, *args, **kwargs), np.shape(x)))) * fac
 
 
