@@ -248,7 +248,8 @@ def bias_epilogues(nodes, outputs):
                     or any(d != 1 for d in bt.shape[:-1]) or len(bt.shape) > len(t.shape):
                 continue
             product, chain = found
-            if product.outputs[0].type.shape[1] != t.shape[-1]:   # (a column reshaped to a vector)
+            shape = product.outputs[0].type.shape   # a matrix's rows (not a vector's or a dot's),
+            if len(shape) != 2 or not t.shape or shape[1] != t.shape[-1]:   # nor a column reshaped to a vector
                 continue
             out[j] = Node(Op.MATMUL_BIAS, product.inputs + (bias,), n.outputs, {**product.attrs, "shape": t.shape})
             for m in [product, *chain]:

@@ -65,3 +65,11 @@ def test_a_layer_s_gradient_agrees_with_jax():
         np.testing.assert_allclose(g, want, rtol=1e-11, atol=1e-11)
     assert "matmul_bias" in str(grad.ir)
     check_grads(_layer, args, order=1, modes=("rev",))
+
+
+def test_products_that_are_not_matrices_keep_their_addition():
+    # a dot of vectors (0-d) or a matrix-vector product (1-d) plus another: no rows to start from
+    x, y, a = np.arange(3.0), np.ones(3), np.arange(12.0).reshape(4, 3)
+    assert jitad.jit(lambda x, y: x @ x + y @ y)(x, y) == 8.0
+    np.testing.assert_allclose(jitad.jit(lambda a, x, y: a @ x + a @ y)(a, x, y), a @ x + a @ y)
+    np.testing.assert_allclose(jitad.grad(lambda x, y: x @ x + y @ y, argnums=(0, 1))(x, y)[0], 2 * x)
