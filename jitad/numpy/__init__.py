@@ -650,7 +650,8 @@ def _takes_plain_inputs(name, fn):
 
     scalars = name not in _PYTHON_RESULTS   # a Python number result becomes a 0-d `Array`, as JAX's
     primitive = getattr(fn, "primitive", None)
-    ufunc = getattr(_np, name, None) if isinstance(getattr(_np, name, None), _np.ufunc) else None
+    ufunc = getattr(_np, name, None)
+    ufunc = ufunc if isinstance(ufunc, _np.ufunc) else None   # (handed to another library's array-like)
 
     @_functools.wraps(fn)
     def wrapper(*args, **kwargs):

@@ -100,6 +100,13 @@ def default_float():
     return "f64" if x64_enabled() else "f32"
 
 
+def _operators(op):
+    """A staged value's operator `op` and its reflected form (`__add__`, `__radd__`), each
+    giving way to another library's array-like (`foreign_array`)."""
+    return (lambda a, b: NotImplemented if foreign_array(b) else binary(op, a, b),
+            lambda a, b: NotImplemented if foreign_array(b) else binary(op, b, a))
+
+
 class Staged:
     """A staged scalar: arithmetic on it records graph nodes. `weak`: its dtype is weak, as
     JAX's Python scalars are (it came from Python numbers, or an argument passed as one):
@@ -259,26 +266,20 @@ class Staged:
 
     # an operand that is another library's array-like (xarray's DataArray, pandas' Series)
     # handles the operator itself: it meets this value again through `__array_ufunc__`
-    __add__ = lambda a, b: NotImplemented if foreign_array(b) else binary(Op.ADD, a, b)
-    __radd__ = lambda a, b: NotImplemented if foreign_array(b) else binary(Op.ADD, b, a)
-    __sub__ = lambda a, b: NotImplemented if foreign_array(b) else binary(Op.SUB, a, b)
-    __rsub__ = lambda a, b: NotImplemented if foreign_array(b) else binary(Op.SUB, b, a)
-    __mul__ = lambda a, b: NotImplemented if foreign_array(b) else binary(Op.MUL, a, b)
-    __rmul__ = lambda a, b: NotImplemented if foreign_array(b) else binary(Op.MUL, b, a)
-    __truediv__ = lambda a, b: NotImplemented if foreign_array(b) else binary(Op.DIV, a, b)
-    __rtruediv__ = lambda a, b: NotImplemented if foreign_array(b) else binary(Op.DIV, b, a)
+    __add__, __radd__ = _operators(Op.ADD)
+    __sub__, __rsub__ = _operators(Op.SUB)
+    __mul__, __rmul__ = _operators(Op.MUL)
+    __truediv__, __rtruediv__ = _operators(Op.DIV)
     __pow__ = lambda a, b: NotImplemented if foreign_array(b) else power(a, b)
-    __rpow__ = lambda a, b: NotImplemented if foreign_array(b) else binary(Op.POW, b, a)
-    __mod__ = lambda a, b: NotImplemented if foreign_array(b) else binary(Op.MOD, a, b)
-    __rmod__ = lambda a, b: NotImplemented if foreign_array(b) else binary(Op.MOD, b, a)
-    __floordiv__ = lambda a, b: NotImplemented if foreign_array(b) else binary(Op.FLOORDIV, a, b)
-    __rfloordiv__ = lambda a, b: NotImplemented if foreign_array(b) else binary(Op.FLOORDIV, b, a)
-    __lt__ = lambda a, b: NotImplemented if foreign_array(b) else binary(Op.LT, a, b)
-    __le__ = lambda a, b: NotImplemented if foreign_array(b) else binary(Op.LE, a, b)
-    __gt__ = lambda a, b: NotImplemented if foreign_array(b) else binary(Op.GT, a, b)
-    __ge__ = lambda a, b: NotImplemented if foreign_array(b) else binary(Op.GE, a, b)
-    __eq__ = lambda a, b: NotImplemented if foreign_array(b) else binary(Op.EQ, a, b)
-    __ne__ = lambda a, b: NotImplemented if foreign_array(b) else binary(Op.NE, a, b)
+    __rpow__ = _operators(Op.POW)[1]
+    __mod__, __rmod__ = _operators(Op.MOD)
+    __floordiv__, __rfloordiv__ = _operators(Op.FLOORDIV)
+    __lt__ = _operators(Op.LT)[0]
+    __le__ = _operators(Op.LE)[0]
+    __gt__ = _operators(Op.GT)[0]
+    __ge__ = _operators(Op.GE)[0]
+    __eq__ = _operators(Op.EQ)[0]
+    __ne__ = _operators(Op.NE)[0]
     __and__ = lambda a, b: logical(Op.AND, a, b)
     __rand__ = lambda a, b: logical(Op.AND, b, a)
     __or__ = lambda a, b: logical(Op.OR, a, b)
