@@ -140,25 +140,22 @@ def coverage(only=None):
     """{reference module: (present names, missing names)}; modules whose reference is
     not installed are left out."""
     table = {}
-    for ref_path, ours_path in MODULES.items():
-        if only and ref_path not in only:
-            continue
-        try:
-            ref = importlib.import_module(ref_path)
-        except ImportError:
-            continue
-        ours = _resolve(ours_path)
-        names = [n for n in public_names(ref) if n not in OUT_OF_SCOPE.get(ref_path, ())]
+    for ref_path, all_names in reference_names(only).items():
+        ours = _resolve(MODULES[ref_path])
+        names = [n for n in all_names if n not in OUT_OF_SCOPE.get(ref_path, ())]
         declined = DECLINED.get(ref_path, set())
         present = [n for n in names if ours is not None and hasattr(ours, n) and n not in declined]
         table[ref_path] = (present, sorted(set(names) - set(present)))
     return table
 
 
-def reference_names():
-    """{reference module: its public names}, from this interpreter's installed packages."""
+def reference_names(only=None):
+    """{reference module (of `only`, or all): its public names}, from this interpreter's
+    installed packages."""
     names = {}
     for ref_path in MODULES:
+        if only and ref_path not in only:
+            continue
         try:
             names[ref_path] = public_names(importlib.import_module(ref_path))
         except ImportError:
