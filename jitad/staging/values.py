@@ -264,7 +264,7 @@ class Staged:
     __matmul__ = lambda a, b: N.matmul(a, b)
     __rmatmul__ = lambda a, b: N.matmul(b, a)
 
-    # an operand that is another library's array-like (xarray's DataArray, pandas' Series)
+    # an operand that is another library's array-like (xarray's DataArray)
     # handles the operator itself: it meets this value again through `__array_ufunc__`
     __add__, __radd__ = _operators(Op.ADD)
     __sub__, __rsub__ = _operators(Op.SUB)
@@ -313,8 +313,10 @@ _OWN_OPERANDS = frozenset((Staged, bool, int, float, np.ndarray, np.float64, np.
 
 def foreign_array(x):
     """Whether `x` is another library's array-like that takes part in NumPy's ufunc protocol
-    (xarray's `DataArray`, pandas' `Series`): operators and ufuncs given one defer to it, as
-    NumPy's own do, and it hands its contents back through `Staged.__array_ufunc__`.
+    (xarray's `DataArray`): operators and ufuncs given one defer to it, as NumPy's own do,
+    and it hands its contents back through `Staged.__array_ufunc__`. (pandas' `Series`
+    takes part too, but makes a NumPy array of what it holds: a staged value in one stops
+    there with a `StagingError`, as autograd's boxes stop with an error.)
 
     >>> import numpy as np
     >>> foreign_array(np.ones(2)), foreign_array(3.0)

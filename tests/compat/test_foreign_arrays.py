@@ -11,7 +11,7 @@ from jitad.testing import check_grads
 
 class Labelled(np.lib.mixins.NDArrayOperatorsMixin):
     """A minimal array-like of another library: a value and a label, applying NumPy's ufuncs to
-    its contents (as xarray's and pandas' containers do); its operators are those ufuncs."""
+    its contents (as xarray's containers do); its operators are those ufuncs."""
 
     def __init__(self, data, label="x"):
         self.data, self.label = data, label
