@@ -2,6 +2,7 @@
 rewrites a program in place; under `JITAD_VERIFY=1` (the tests) the verifier checks
 the program before the first and after every pass."""
 from . import peephole, placed, regions
+from .column_products import column_products
 from .cse import eliminate_common_subexpressions, fold_constants
 from .float_checks import insert_checks
 from .dce import drop_unread_slots, eliminate_dead_code, forward_stop_gradients
@@ -92,6 +93,9 @@ PIPELINE = [   # (name, pass(program), purpose)
     ("forward_slot_copies", _nested(peephole.forward_slot_copies),
      "a tensor slot set to another slot's value (whole, reshaped, or by a fused loop) and then only read: its "
      "reads read that slot"),
+    ("column_products", _nested(column_products),
+     "a slot one fused loop stores whole and only column sums or products A^T @ it with a short A read "
+     "is reduced in that loop, not stored (LLVM only)"),
     ("column_sums", _nested(column_sums),
      "a sum over every axis but the last of a fused result (a bias's gradient) is added up in that loop "
      "(LLVM only)"),
@@ -109,7 +113,8 @@ PIPELINE = [   # (name, pass(program), purpose)
 
 LLVM_ONLY = {"indexed_reads", "gathered_reads", "region_adds", "recompute_shifted", "concat_in_place", "row_reductions",
              "small_products", "masked_row_adds", "merge_slot_loops",
-             "shared_small_products", "strided_products", "bias_epilogues", "column_sums"}   # fused bodies and attributes the CUDA kernels do not take
+             "shared_small_products", "strided_products", "bias_epilogues", "column_sums",
+             "column_products"}   # fused bodies and attributes the CUDA kernels do not take
 
 
 def run_passes(program, check=False, device="cpu"):

@@ -649,6 +649,8 @@ class _FusedLoop:
         self.index_nodes = {n.outputs[0]: n for n in body.nodes if n.op in (Op.SLICE, Op.CONCAT, Op.GATHER)}
         self.reduced = {n.outputs[0] for n in body.nodes if n.op == Op.SUM and n.outputs[0] not in self.rows
                         and n.outputs[0] not in self.columns}
+        self.width = _column_block(self, body)   # columns summed on the stack, this many at a time
+        self.column_copies, self.column_base = [], I64(0)   # (result, accumulators, type); the block's first column
         self.results = [self._result(v, out) for v, out in zip(body.outputs, node.outputs)]
         self.accumulator = {v: self.results[k] for k, v in enumerate(body.outputs) if v in self.reduced}
         self.sources = {p: (x, v.type) for p, x, v in zip(body.params, ins, node.inputs)}
@@ -667,6 +669,10 @@ class _FusedLoop:
             self.b.store(LL[out.type.dtype](0), acc)
             return acc
         buf = self.lo.result_buffer(out)
+        if v in self.columns and self.width:   # a block's accumulators: no operand's pointer aliases them
+            acc = alloca(self.b, ir.ArrayType(LL[out.type.dtype], self.width))
+            self.column_copies.append((buf, acc, out.type))
+            return acc
         if v in self.columns:
             self.lo.fill(buf, out.type, LL[out.type.dtype](0))
         return buf
@@ -750,7 +756,8 @@ class _FusedLoop:
                 b.store(b.or_(b.load(nan, typ=I1), b.fcmp_unordered("uno", args[0], args[0])), nan)
         elif n.outputs and n.outputs[0] in self.columns:   # its column's accumulator, in rows' order
             buf = self.results[self.body.outputs.index(n.outputs[0])]
-            ptr = lo.elem_ptr(buf, Type(n.outputs[0].type.dtype, self.shape[-1:]), [idx[-1]])
+            ptr = lo.elem_ptr(buf, Type(n.outputs[0].type.dtype, self.shape[-1:]),
+                              [b.sub(idx[-1], self.column_base, flags=NO_WRAP)])
             b.store(b.fadd(b.load(ptr, typ=args[0].type), args[0]), ptr)
         elif n.op == Op.SUM:
             acc = self.accumulator.get(n.outputs[0]) or alloca(b, args[0].type)
@@ -837,13 +844,50 @@ class _FusedLoop:
                 self.row_block([[I64(r)]])
         elif self.rows:
             lo.loop_nest(shape[:-1], lambda idx: self.row_block([idx]))
+        elif self.width:
+            self.column_blocks()
         elif not self.shifted:
             lo.loop_nest(shape, self.element)
         for box in regions.boxes(self.node) if self.shifted else ():   # one loop nest per box between the cuts
             lo.loop_nest(tuple(hi - lo_ for lo_, hi in box), lambda idx, box=box: self.element(
                 [b.add(i, I64(lo_), flags=NO_WRAP) for i, (lo_, _) in zip(idx, box)], box))
-        return [b.load(buf, typ=LL[out.type.dtype]) if v in self.reduced else buf
+        final = {id(acc): buf for buf, acc, _ in self.column_copies}
+        return [b.load(buf, typ=LL[out.type.dtype]) if v in self.reduced else final.get(id(buf), buf)
                 for v, out, buf in zip(self.body.outputs, self.node.outputs, self.results)]
+
+    def column_blocks(self):
+        """The loop nest a block of `width` columns at a time, each block's column sums
+        added up on the stack (in L1, and vectorized: no operand aliases the stack) and
+        stored after it."""
+        b, lo, shape, width = self.b, self.lo, self.shape, self.width
+
+        def block(first, size):
+            self.column_base = first
+            for _, acc, t in self.column_copies:
+                lo.fill(acc, Type(t.dtype, (size,)), LL[t.dtype](0))
+            lo.loop_nest(shape[:-1] + (size,), lambda idx: self.element(
+                idx[:-1] + [b.add(idx[-1], first, flags=NO_WRAP)]))
+            for buf, acc, t in self.column_copies:
+                lo.copy(lo.elem_ptr(buf, t, [first]), acc, Type(t.dtype, (size,)))
+        full, rest = divmod(shape[-1], width)
+        if full:
+            lo.counted_loop(I64(full), lambda j: block(b.mul(j, I64(width), flags=NO_WRAP), width))
+        if rest:
+            block(I64(full * width), rest)
+
+
+COLUMN_STACK = 32 << 10   # bytes of column-sum accumulators a fused loop keeps on the stack (a block of columns)
+
+
+def _column_block(loop, body):
+    """How many columns a fused loop taking column sums runs at a time, their accumulators
+    on the stack (COLUMN_STACK bytes at most; a multiple of 8), or None where it runs
+    through shifted boxes or rows (its accumulators are then its results)."""
+    sums = [v for v in body.outputs if v in loop.columns]
+    if not sums or loop.shifted or loop.rows:
+        return None
+    width = COLUMN_STACK // (8 * len(sums)) // 8 * 8
+    return min(loop.shape[-1], max(width, 8))
 
 
 @rule(Op.FUSED)

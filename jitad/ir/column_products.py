@@ -1,0 +1,177 @@
+"""Column reductions of a tensor slot that one fused loop stored whole, taken in that loop.
+
+Reverse mode often leaves a fused loop over (n, k) that stores a cotangent slot, and later
+reduces that slot over its n rows: a column sum (the cotangent of a row broadcast, as
+k-means' centroid norms) or a product `A^T G` with a short (n, d) matrix `A` (the
+cotangent of `A @ B` for B, as k-means' centroids). Each then reads the n x k slot back
+from memory, and BLAS packs it first. This pass adds those rows up in the loop that
+makes them, the way `fuse.column_sums` does for a result of the loop: `A^T G` becomes the
+d column sums of `A[:, l] * G`, each a row of k accumulators, and the slot is no longer
+stored at all where nothing else reads it (LLVM only).
+"""
+import numpy as np
+
+from .fuse import COLUMN_SUM_ROW, PRODUCT_ROW
+from .graph import Graph, Node, Var
+from .ops import Op
+from .regions import indexed, node_facts, reduces_rows, unchanged_between
+from .types import Type
+
+COLUMN_PRODUCT = 16   # the widest A whose product A^T G a loop takes as column sums
+ENABLED = True        # False: the pass changes nothing (for A/Bs)
+# the smallest slot (bytes) it does so for: a smaller one is read back from the caches, where the
+# loop's extra accumulators cost more than they save (k-means' dir, CPU time with/without the pass:
+# 0.8 MB 1.00-1.03, 8 MB 0.88-0.90, 80 MB 0.60-0.63)
+COLUMN_SLOT_BYTES = 4 << 20
+
+
+def column_products(nodes, outputs):
+    """Each fused loop over (n, k) that sets every element of a tensor slot (of at least
+    COLUMN_SLOT_BYTES) with one store, whose value is then read only by column sums (`sum`
+    over axis 0) and products `A^T @ value` with a short A, takes those in its body, and
+    the slot goes. Rows of at least COLUMN_SUM_ROW (PRODUCT_ROW where the loop computes a
+    product: it runs row by row anyway); loops with row reductions are left alone."""
+    nodes = list(nodes)
+    while ENABLED:   # each rewrite takes one slot out of a loop: the facts are made again after it
+        users, made, spans = node_facts(nodes, outputs)
+        found = next(((f, c) for f in range(len(nodes))
+                      for c in [_candidate(nodes, f, users, made, spans)] if c is not None), None)
+        if found is None:
+            return nodes
+        f, (slot, gets, readers) = found
+        nodes = _rewrite(nodes, f, slot, gets, readers, made[slot])
+    return nodes
+
+
+def _candidate(nodes, f, users, made, spans):
+    """(slot, its reads, the readers) for the fused loop at `f`, or None."""
+    loop = nodes[f]
+    if loop.op != Op.FUSED or len(loop.attrs["shape"]) != 2 or indexed(loop) or reduces_rows(loop):
+        return None
+    products = any(b.op == Op.MATMUL for b in loop.bodies[0].nodes)
+    if loop.attrs["shape"][1] < (PRODUCT_ROW if products else COLUMN_SUM_ROW):
+        return None
+    for slot in dict.fromkeys(loop.inputs):
+        if _stored_once(loop, slot) is None or slot not in made or nodes[made[slot]].op != Op.SLOT:
+            continue   # (a slot made elsewhere may be read there)
+        rest = [k for k in users.get(slot, []) if k != f and k != made[slot]]
+        gets = [k for k in rest if f < k < len(nodes) and nodes[k].op == Op.SLOT_GET]
+        if not gets or len(gets) != len(rest):
+            continue
+        readers = [k for g in gets for k in users.get(nodes[g].outputs[0], [])]
+        if readers and all(k < len(nodes) and _reducible(nodes, k, nodes[g].outputs[0], f, spans)
+                           for g in gets for k in users.get(nodes[g].outputs[0], [])):
+            return slot, gets, sorted(set(readers))
+    return None
+
+
+def _bytes(t):
+    return int(np.prod(t.shape)) * (8 if t.dtype == "f64" else 4)
+
+
+def _stored_once(loop, slot):
+    """The body's param of `slot` where the loop's one write to it is a first store of
+    every element, and the body does not read it back; else None."""
+    t = getattr(slot.type, "value_type", None)
+    if loop.inputs.count(slot) != 1 or t is None or tuple(t.shape) != tuple(loop.attrs["shape"]) \
+            or t.dtype not in ("f64", "f32") or _bytes(t) < COLUMN_SLOT_BYTES:
+        return None
+    (body,) = loop.bodies
+    param = body.params[loop.inputs.index(slot)]
+    touches = [b for b in body.nodes if param in b.inputs]
+    if len(touches) != 1 or touches[0].op != Op.SLOT_ADD or not touches[0].attrs.get("store") \
+            or touches[0].inputs[0] is not param:
+        return None
+    return param
+
+
+def _reducible(nodes, k, value, f, spans):
+    """Whether node `k` reduces `value` (n, k) over its rows in a form the loop at `f` can
+    take: a column sum, or `A^T @ value` with A (n, d <= COLUMN_PRODUCT) made before the
+    loop and unchanged until `k`."""
+    r = nodes[k]
+    if r.op == Op.SUM:
+        return r.inputs[0] is value and tuple(r.attrs["axes"]) == (0,) and not r.attrs["keepdims"]
+    if r.op != Op.MATMUL or not r.attrs["ta"] or r.attrs["tb"] or r.inputs[1] is not value or r.inputs[0] is value:
+        return False
+    a = r.inputs[0]
+    return len(a.type.shape) == 2 and a.type.shape[1] <= COLUMN_PRODUCT and a.type.dtype == value.type.dtype \
+        and spans.made.get(a, -1) < f and unchanged_between(a, f, k, spans)
+
+
+def _rewrite(nodes, f, slot, gets, readers, declared):
+    """The loop at `f` taking the readers' column sums; the slot (declared at `declared`),
+    its store, reads and readers dropped."""
+    loop = nodes[f]
+    (body,) = loop.bodies
+    param = body.params[loop.inputs.index(slot)]
+    store = next(b for b in body.nodes if param in b.inputs)
+    value = store.inputs[1]
+    new_inputs, new_params, new_nodes, new_outputs, new_results, before = [], [], [], [], [], []
+    after = {}
+    for k in readers:
+        r = nodes[k]
+        if r.op == Op.SUM:
+            total = Var(Type(value.type.dtype))
+            new_nodes.append(Node(Op.SUM, (value,), (total,), dict(r.attrs)))
+            new_outputs.append(total)
+            new_results.append(r.outputs[0])
+            after[k] = []
+            continue
+        a = r.inputs[0]
+        n, d = a.type.shape
+        rows = []
+        for l in range(d):
+            column, p = Var(Type(a.type.dtype, (n, 1))), Var(Type(a.type.dtype, (n, 1)))
+            before.append(Node(Op.SLICE, (a,), (column,), {"starts": (0, l), "stops": (n, l + 1), "steps": (1, 1)}))
+            new_inputs.append(column)
+            new_params.append(p)
+            term, total = Var(Type(value.type.dtype)), Var(Type(value.type.dtype))
+            row = Var(Type(value.type.dtype, (loop.attrs["shape"][1],)))
+            new_nodes += [Node(Op.MUL, (p, value), (term,)), Node(Op.SUM, (term,), (total,), {"axes": (0,), "keepdims": False})]
+            new_outputs.append(total)
+            new_results.append(row)
+            rows.append(row)
+        after[k] = _stacked(r, rows)
+    kept = [i for i, v in enumerate(loop.inputs) if v is not slot]
+    new_body = Graph([body.params[i] for i in kept] + new_params,
+                     [b for b in body.nodes if b is not store] + new_nodes, body.outputs + new_outputs)
+    new_loop = Node(Op.FUSED, tuple(loop.inputs[i] for i in kept) + tuple(new_inputs),
+                    loop.outputs + tuple(new_results), loop.attrs, (new_body,))
+    out = list(nodes)
+    out[f] = new_loop
+    for k in gets + [declared]:
+        out[k] = None
+    for k, replacement in after.items():
+        out[k] = replacement
+    _drop_scopes_around(out, f, max(readers))
+    flat = []
+    for i, n in enumerate(out):
+        if i == f:
+            flat += before
+        if isinstance(n, list):
+            flat += n
+        elif n is not None:
+            flat.append(n)
+    return flat
+
+
+def _stacked(r, rows):
+    """The nodes stacking the d rows into product `r`'s (d, k) result."""
+    dtype, k = rows[0].type.dtype, rows[0].type.shape[0]
+    pieces = [Var(Type(dtype, (1, k))) for _ in rows]
+    return [Node(Op.RESHAPE, (row,), (piece,), {"shape": (1, k)}) for row, piece in zip(rows, pieces)] \
+        + [Node(Op.CONCAT, tuple(pieces), r.outputs, {"axis": 0})]
+
+
+def _drop_scopes_around(nodes, f, last):
+    """Drop the arena scopes that hold the loop at `f` and close before `last` (their
+    temporaries then live until an enclosing scope closes): the loop's new results must."""
+    marks = {n.outputs[0]: i for i, n in enumerate(nodes[:f]) if n is not None and not isinstance(n, list)
+             and n.op == Op.ARENA_MARK}
+    for i in range(f + 1, last):
+        n = nodes[i]
+        if n is not None and not isinstance(n, list) and n.op == Op.ARENA_RELEASE and n.inputs[0] in marks:
+            nodes[marks[n.inputs[0]]] = None
+            nodes[i] = None
+
