@@ -876,7 +876,8 @@ class _FusedLoop:
             block(I64(full * width), rest)
 
 
-COLUMN_STACK = 32 << 10   # bytes of column-sum accumulators a fused loop keeps on the stack (a block of columns)
+COLUMN_STACK = 32 << 10   # bytes of column-sum accumulators a fused loop keeps on the stack (a block of
+# columns; 0: the result buffers accumulate, for A/Bs)
 
 
 def _column_block(loop, body):
@@ -884,7 +885,7 @@ def _column_block(loop, body):
     on the stack (COLUMN_STACK bytes at most; a multiple of 8), or None where it runs
     through shifted boxes or rows (its accumulators are then its results)."""
     sums = [v for v in body.outputs if v in loop.columns]
-    if not sums or loop.shifted or loop.rows:
+    if not sums or loop.shifted or loop.rows or not COLUMN_STACK:
         return None
     width = COLUMN_STACK // (8 * len(sums)) // 8 * 8
     return min(loop.shape[-1], max(width, 8))
