@@ -160,7 +160,7 @@ def session(eval_name, eval_args, tool, gradbench, timeout):
     killed = threading.Event()
     timer = threading.Timer(timeout, lambda: (killed.set(), ev.kill(), tl.kill()))
     timer.start()
-    evaluates, per_message, total, invalid, failed, validated = {}, {}, 0.0, [], [], 0
+    evaluates, per_message, total, invalid, failed, validated = {}, [], 0.0, [], [], 0
     try:
         for line in ev.stdout:
             msg = json.loads(line)
@@ -179,7 +179,7 @@ def session(eval_name, eval_args, tool, gradbench, timeout):
                 else:
                     runs = [t["nanoseconds"] for t in reply.get("timings", []) if t["name"] == "evaluate"]
                     ms = statistics.median(runs) / 1e6 if runs else 0.0
-                    per_message[label] = ms
+                    per_message.append([label, ms])
                     total += ms
             elif msg["kind"] == "define" and not reply.get("success"):
                 failed.append(f"define: {str(reply.get('error', ''))[-300:]}")
@@ -265,6 +265,45 @@ def table(evals, tools, results, loads, extra, synthetic=False):
     return "\n".join(lines)
 
 
+def _message_ms(runs):
+    """{message index: (label, [ms of each session that timed it])} over a tool's valid sessions."""
+    out = {}
+    for r in runs:
+        if r["failed"] or r["invalid"]:
+            continue
+        pairs = r["per_message"] if isinstance(r["per_message"], list) else list(r["per_message"].items())
+        for i, (label, ms) in enumerate(pairs):
+            out.setdefault(i, (label, []))[1].append(ms)
+    return out
+
+
+def per_message_table(evals, tools, results):
+    """Markdown: one row per evaluate message (each input and function), the median ms of
+    each tool over the repeats, and jitad over the fastest AD tool built here (manual
+    counts except on ANALYTIC_MANUAL) and over JAX; a ratio over 1.5 against the fastest,
+    or over 1 against JAX, is in bold."""
+    shown = [t for t in tools if t not in NOT_AD]
+    head = ["eval", "message", *[f"{t} ms" for t in shown], "fastest other", "jitad / fastest", "jitad / jax"]
+    lines = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
+    for e in evals:
+        per = {t: _message_ms(results[e].get(t, [])) for t in shown}
+        for i, (label, _) in sorted(per.get("jitad", {}).items()):
+            med = {t: statistics.median(per[t][i][1]) for t in shown if i in per[t] and per[t][i][0] == label}
+            others = {t: v for t, v in med.items() if t != "jitad" and not (t == "manual" and e in ANALYTIC_MANUAL)}
+            best = min(others, key=others.get) if others else None
+            ratio = med["jitad"] / others[best] if best and others[best] else None
+            vs_jax = med["jitad"] / med["jax"] if med.get("jax") else None
+            cells = [f"{med[t]:,.3f}" if t in med else "—" for t in shown]
+            lines.append("| " + " | ".join([e, label, *cells, best or "—", _flag(ratio, 1.5), _flag(vs_jax, 1.0)]) + " |")
+    return "\n".join(lines)
+
+
+def _flag(ratio, limit):
+    if ratio is None:
+        return "—"
+    return f"**{ratio:.2f}**" if ratio > limit else f"{ratio:.2f}"
+
+
 def report(a, evals, tools, results, loads, extra, synthetic, load, done, final):
     """The table so far (after each repeat, so that a cut-short run still leaves one) to
     `--out` (JSON) and, when `final`, stdout."""
@@ -273,6 +312,8 @@ def report(a, evals, tools, results, loads, extra, synthetic, load, done, final)
     md += (f"\n\nΣ ms over the eval's evaluate messages (median of each message's timings), median of "
            f"{done} interleaved repeats (min–max); --min-seconds {a.min_seconds}; load average "
            f"{load[0]:.1f} before, {load_after[0]:.1f} after, {os.cpu_count()} cores.")
+    if a.per_message:
+        md += "\n\n" + per_message_table(evals, tools, results)
     if final:
         print(md)
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
@@ -296,6 +337,9 @@ def main(argv=None):
     p.add_argument("--timeout", type=float, default=900.0, help="seconds a session may take")
     p.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "gradbench_native.json"))
     p.add_argument("--render", metavar="JSON", help="print the table of a saved run (--out of an earlier run)")
+    p.add_argument("--per-message", action="store_true",
+                   help="also a table per evaluate message (each input and function): every tool's median ms, "
+                        "jitad over the fastest other AD tool and over JAX")
     p.add_argument("--serve", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.serve:
@@ -308,7 +352,9 @@ def main(argv=None):
         extra |= {k: v.split() for k, v in (s.split("=", 1) for s in args.get("eval_args", []))}
         tools = [t for t in TOOLS if t in next(iter(res.values()))]
         print(table(list(res), tools, res, saved["loads"], extra, saved.get("lstm_text") == "synthetic"))
-        print(saved["table"].split("\n\n", 1)[-1] if "table" in saved else "")
+        print(saved["table"].split("\n\n")[1] if "table" in saved else "")
+        if a.per_message:
+            print("\n" + per_message_table(list(res), tools, res))
         return 0
     evals, tools = a.eval or EVALS, a.tool or TOOLS
     extra = dict(TABLE_ARGS) if a.table else {}

@@ -443,6 +443,23 @@ def test_native_table():
     assert "**3.00×** manual (0.50× codipack)" in ht and "| 3–3 |" in ht
 
 
+def test_native_per_message_table():
+    """The table per evaluate message: each tool's median over its valid sessions, jitad
+    over the fastest other AD tool (manual's analytic ode left out) and over JAX, the
+    misses in bold."""
+    from bench.gradbench import native
+    run = lambda *ms, **kw: {"ms": sum(ms), "per_message": [[f"f n={i}", m] for i, m in enumerate(ms)],
+                             "failed": kw.get("failed", []), "invalid": []}
+    res = {"lse": {"jitad": [run(1.0, 8.0), run(3.0, 6.0)], "manual": [run(1.0, 4.0)] * 2, "codipack": [],
+                   "jax": [run(4.0, 6.0), run(9.0, 9.0, failed=["x"])]},
+           "ode": {"jitad": [run(2.0)], "manual": [run(0.5)], "codipack": [run(1.0)], "jax": []}}
+    md = native.per_message_table(["lse", "ode"], ["jitad", "manual", "codipack", "jax", "finite"], res)
+    first, second, ode = md.splitlines()[2:]
+    assert first == "| lse | f n=0 | 2.000 | 1.000 | — | 4.000 | manual | **2.00** | 0.50 |"
+    assert second == "| lse | f n=1 | 7.000 | 4.000 | — | 6.000 | manual | **1.75** | **1.17** |"
+    assert ode == "| ode | f n=0 | 2.000 | 0.500 | 1.000 | — | codipack | **2.00** | — |"
+
+
 def test_per_input_table_checks_and_times_each_input(monkeypatch):
     """`bench.gradbench.per_input`: GradBench's kmeans inputs in its order (centroids the
     last k points), and one input's row: jitad's tool against JAX (checked equal first),
