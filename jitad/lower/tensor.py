@@ -824,7 +824,7 @@ class _FusedLoop:
             for lane, first in zip(self.lanes, firsts):
                 self.row_acc = lane
                 self.element(first + [i])
-        self.lo.counted_loop(I64(shape[-1]), column, rolled=shape[-1] >= 8)
+        _row_loop(self.lo, shape[-1], column)
         for lane, first in zip(self.lanes, firsts):
             for v, (acc, nan) in lane.items():
                 total = b.load(acc, typ=LL[v.type.dtype])
@@ -846,6 +846,9 @@ class _FusedLoop:
             lo.loop_nest(shape[:-1], lambda idx: self.row_block([idx]))
         elif self.width:
             self.column_blocks()
+        elif not self.shifted and len(shape) > 1 and shape[-1] < SHORT_ROW:
+            lo.loop_nest(shape[:-1], lambda idx: _row_loop(lo, shape[-1], lambda j: self.element(idx + [j])),
+                         work=shape[-1])
         elif not self.shifted:
             lo.loop_nest(shape, self.element)
         for box in regions.boxes(self.node) if self.shifted else ():   # one loop nest per box between the cuts
@@ -874,6 +877,19 @@ class _FusedLoop:
             lo.counted_loop(I64(full), lambda j: block(b.mul(j, I64(width), flags=NO_WRAP), width))
         if rest:
             block(I64(full * width), rest)
+
+
+SHORT_ROW = 16   # a fused loop's rows shorter than this run unrolled (LLVM does not vectorize a loop of
+# fewer iterations; unrolled, the row's elements vectorize side by side: k-means' loops over (n, 10))
+
+
+def _row_loop(lo, n, body):
+    """`body(j)` for j in range(n): unrolled below SHORT_ROW, else a loop kept rolled (from 8 on)."""
+    if n < SHORT_ROW:
+        for j in range(n):
+            body(I64(j))
+    else:
+        lo.counted_loop(I64(n), body, rolled=n >= 8)
 
 
 COLUMN_STACK = 32 << 10   # bytes of column-sum accumulators a fused loop keeps on the stack (a block of
