@@ -99,6 +99,39 @@ def _reducible(nodes, k, value, f, spans):
         and spans.made.get(a, -1) < f and unchanged_between(a, f, k, spans)
 
 
+class _Taken:
+    """What the loop gains: operands (with their body params), body nodes, body outputs and
+    the node's results; the nodes to place before the loop, and each reader's replacement."""
+
+    def __init__(self, loop, value):
+        self.loop, self.value = loop, value
+        self.inputs, self.params, self.body, self.outputs, self.results = [], [], [], [], []
+        self.before, self.after = [], {}
+
+    def column_sum(self, value, result):
+        """The column sum of body value `value` in the loop, as node result `result`."""
+        total = Var(Type(value.type.dtype))
+        self.body.append(Node(Op.SUM, (value,), (total,), {"axes": (0,), "keepdims": False}))
+        self.outputs.append(total)
+        self.results.append(result)
+
+    def product(self, k, r):
+        """Product `r` = A^T @ value as the d column sums of A[:, l] * value (A's columns
+        sliced before the loop), stacked after it where `r` was (position `k`)."""
+        a = r.inputs[0]
+        (n, d), dtype = a.type.shape, self.value.type.dtype
+        rows = []
+        for l in range(d):
+            column, param, term = Var(Type(a.type.dtype, (n, 1))), Var(Type(a.type.dtype, (n, 1))), Var(Type(dtype))
+            self.before.append(Node(Op.SLICE, (a,), (column,), {"starts": (0, l), "stops": (n, l + 1), "steps": (1, 1)}))
+            self.inputs.append(column)
+            self.params.append(param)
+            self.body.append(Node(Op.MUL, (param, self.value), (term,)))
+            rows.append(Var(Type(dtype, (self.loop.attrs["shape"][1],))))
+            self.column_sum(term, rows[-1])
+        self.after[k] = _stacked(r, rows)
+
+
 def _rewrite(nodes, f, slot, gets, readers, declared):
     """The loop at `f` taking the readers' column sums; the slot (declared at `declared`),
     its store, reads and readers dropped."""
@@ -106,54 +139,25 @@ def _rewrite(nodes, f, slot, gets, readers, declared):
     (body,) = loop.bodies
     param = body.params[loop.inputs.index(slot)]
     store = next(b for b in body.nodes if param in b.inputs)
-    value = store.inputs[1]
-    new_inputs, new_params, new_nodes, new_outputs, new_results, before = [], [], [], [], [], []
-    after = {}
+    taken = _Taken(loop, store.inputs[1])
     for k in readers:
-        r = nodes[k]
-        if r.op == Op.SUM:
-            total = Var(Type(value.type.dtype))
-            new_nodes.append(Node(Op.SUM, (value,), (total,), dict(r.attrs)))
-            new_outputs.append(total)
-            new_results.append(r.outputs[0])
-            after[k] = []
-            continue
-        a = r.inputs[0]
-        n, d = a.type.shape
-        rows = []
-        for l in range(d):
-            column, p = Var(Type(a.type.dtype, (n, 1))), Var(Type(a.type.dtype, (n, 1)))
-            before.append(Node(Op.SLICE, (a,), (column,), {"starts": (0, l), "stops": (n, l + 1), "steps": (1, 1)}))
-            new_inputs.append(column)
-            new_params.append(p)
-            term, total = Var(Type(value.type.dtype)), Var(Type(value.type.dtype))
-            row = Var(Type(value.type.dtype, (loop.attrs["shape"][1],)))
-            new_nodes += [Node(Op.MUL, (p, value), (term,)), Node(Op.SUM, (term,), (total,), {"axes": (0,), "keepdims": False})]
-            new_outputs.append(total)
-            new_results.append(row)
-            rows.append(row)
-        after[k] = _stacked(r, rows)
+        if nodes[k].op == Op.SUM:
+            taken.column_sum(taken.value, nodes[k].outputs[0])
+            taken.after[k] = []
+        else:
+            taken.product(k, nodes[k])
     kept = [i for i, v in enumerate(loop.inputs) if v is not slot]
-    new_body = Graph([body.params[i] for i in kept] + new_params,
-                     [b for b in body.nodes if b is not store] + new_nodes, body.outputs + new_outputs)
-    new_loop = Node(Op.FUSED, tuple(loop.inputs[i] for i in kept) + tuple(new_inputs),
-                    loop.outputs + tuple(new_results), loop.attrs, (new_body,))
+    new_body = Graph([body.params[i] for i in kept] + taken.params,
+                     [b for b in body.nodes if b is not store] + taken.body, body.outputs + taken.outputs)
     out = list(nodes)
-    out[f] = new_loop
+    out[f] = taken.before + [Node(Op.FUSED, tuple(loop.inputs[i] for i in kept) + tuple(taken.inputs),
+                                  loop.outputs + tuple(taken.results), loop.attrs, (new_body,))]
     for k in gets + [declared]:
-        out[k] = None
-    for k, replacement in after.items():
+        out[k] = []
+    for k, replacement in taken.after.items():
         out[k] = replacement
     _drop_scopes_around(out, f, max(readers))
-    flat = []
-    for i, n in enumerate(out):
-        if i == f:
-            flat += before
-        if isinstance(n, list):
-            flat += n
-        elif n is not None:
-            flat.append(n)
-    return flat
+    return [n for item in out for n in (item if isinstance(item, list) else [item])]
 
 
 def _stacked(r, rows):
@@ -166,12 +170,11 @@ def _stacked(r, rows):
 
 def _drop_scopes_around(nodes, f, last):
     """Drop the arena scopes that hold the loop at `f` and close before `last` (their
-    temporaries then live until an enclosing scope closes): the loop's new results must."""
-    marks = {n.outputs[0]: i for i, n in enumerate(nodes[:f]) if n is not None and not isinstance(n, list)
-             and n.op == Op.ARENA_MARK}
+    temporaries then live until an enclosing scope closes): the loop's new results must.
+    `nodes` holds nodes and lists of nodes (the rewritten places)."""
+    marks = {n.outputs[0]: i for i, n in enumerate(nodes[:f]) if isinstance(n, Node) and n.op == Op.ARENA_MARK}
     for i in range(f + 1, last):
         n = nodes[i]
-        if n is not None and not isinstance(n, list) and n.op == Op.ARENA_RELEASE and n.inputs[0] in marks:
-            nodes[marks[n.inputs[0]]] = None
-            nodes[i] = None
-
+        if isinstance(n, Node) and n.op == Op.ARENA_RELEASE and n.inputs[0] in marks:
+            nodes[marks[n.inputs[0]]] = []
+            nodes[i] = []
