@@ -5,13 +5,12 @@ reduces that slot over its n rows: a column sum (the cotangent of a row broadcas
 k-means' centroid norms) or a product `A^T G` with a short (n, d) matrix `A` (the
 cotangent of `A @ B` for B, as k-means' centroids). Each then reads the n x k slot back
 from memory, and BLAS packs it first. This pass adds those rows up in the loop that
-makes them, the way `fuse.column_sums` does for a result of the loop: `A^T G` becomes the
+makes them, as `fuse.column_sums` does for a result of the loop: `A^T G` becomes the
 d column sums of `A[:, l] * G`, each a row of k accumulators, and the slot is no longer
 stored at all where nothing else reads it (LLVM only).
 """
 import numpy as np
 
-from .fuse import COLUMN_SUM_ROW, PRODUCT_ROW
 from .graph import Graph, Node, Var
 from .ops import Op
 from .regions import indexed, node_facts, reduces_rows, unchanged_between
@@ -23,14 +22,17 @@ ENABLED = True        # False: the pass changes nothing (for A/Bs)
 # loop's extra accumulators cost more than they save (k-means' dir, CPU time with/without the pass:
 # 0.8 MB 1.00-1.03, 8 MB 0.88-0.90, 80 MB 0.60-0.63)
 COLUMN_SLOT_BYTES = 4 << 20
+# the shortest rows it does so for. Shorter than `fuse.COLUMN_SUM_ROW`: a slot past the caches costs
+# more to store and read back than the loop's running row by row (k-means' dir at k = 100, n = 10^4,
+# d = 16, the product by BLAS: 0.59-0.64x with rows of 64 taken)
+COLUMN_ROW = 64
 
 
 def column_products(nodes, outputs):
     """Each fused loop over (n, k) that sets every element of a tensor slot (of at least
     COLUMN_SLOT_BYTES) with one store, whose value is then read only by column sums (`sum`
     over axis 0) and products `A^T @ value` with a short A, takes those in its body, and
-    the slot goes. Rows of at least COLUMN_SUM_ROW (PRODUCT_ROW where the loop computes a
-    product: it runs row by row anyway); loops with row reductions are left alone."""
+    the slot goes. Rows of at least COLUMN_ROW; loops with row reductions are left alone."""
     nodes = list(nodes)
     while ENABLED:   # each rewrite takes one slot out of a loop: the facts are made again after it
         users, made, spans = node_facts(nodes, outputs)
@@ -48,8 +50,7 @@ def _candidate(nodes, f, users, made, spans):
     loop = nodes[f]
     if loop.op != Op.FUSED or len(loop.attrs["shape"]) != 2 or indexed(loop) or reduces_rows(loop):
         return None
-    products = any(b.op == Op.MATMUL for b in loop.bodies[0].nodes)
-    if loop.attrs["shape"][1] < (PRODUCT_ROW if products else COLUMN_SUM_ROW):
+    if loop.attrs["shape"][1] < COLUMN_ROW:
         return None
     for slot in dict.fromkeys(loop.inputs):
         if _stored_once(loop, slot) is None or slot not in made or nodes[made[slot]].op != Op.SLOT:

@@ -15,7 +15,7 @@ jax = pytest.importorskip("jax", reason="JAX is the reference for derivatives (t
 jax.config.update("jax_enable_x64", True)
 jnp = jax.numpy
 
-N, K, D = 40, 136, 3   # K: rows long enough for the pass (fuse.COLUMN_SUM_ROW); not a multiple of 8
+N, K, D = 40, 136, 3   # K: rows long enough for both passes (COLUMN_ROW, fuse.COLUMN_SUM_ROW); not a multiple of 8
 
 
 @pytest.fixture
