@@ -8,6 +8,7 @@ from .float_checks import insert_checks
 from .dce import drop_unread_slots, eliminate_dead_code, forward_stop_gradients
 from .fuse import column_sums, fuse_graph, row_reductions, small_products
 from .gathered_reads import gathered_reads
+from .loop_invariants import hoist_loop_invariants
 from .ops import Op
 from .prune import drop_unread_tables
 from .reshaped_ops import scalar_ops_before_reshapes
@@ -58,6 +59,9 @@ PIPELINE = [   # (name, pass(program), purpose)
      "drop slots only written (a value whose gradient alone is returned), and their writes"),
     ("unread_tables", drop_unread_tables, "drop the loop tables nothing reads, and their writes"),
     ("dead_code", _each_graph(eliminate_dead_code), "drop the values only those slots and tables kept"),
+    ("loop_invariants", _nested(hoist_loop_invariants),
+     "work in a FOR body that reads only captured values (a step's slices of its weights) runs once, before "
+     "the loop"),
     ("float_checks", insert_checks,
      "jax_debug_nans / jax_debug_infs on: each float result of a primitive is checked (off: nothing changes)"),
     ("scalar_ops_before_reshapes", _nested(scalar_ops_before_reshapes),
