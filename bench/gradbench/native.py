@@ -4,6 +4,8 @@
 make gradbench-native                      # a GradBench checkout in build/gradbench, C++ tools built
 python -m bench.gradbench.native --table   # bench/README.md's table: every eval and tool, 3 repeats
 python -m bench.gradbench.native --eval det --eval lse --min-seconds 0.1 --repeats 3
+python -m bench.gradbench.native --table --per-message   # also a row per evaluate message (each input)
+python -m bench.gradbench.native --render bench/results/gradbench_native.json --per-message
 ```
 
 Each session runs one of GradBench's evals (`python/gradbench/gradbench/evals/E/run.py`,
@@ -19,7 +21,10 @@ Score per session (GradBench's basis): Σ over every evaluate message of the eva
 input, primal and derivative) of the median of its `evaluate` timings. Repeats run
 interleaved (repeat 1 of every tool, then repeat 2, ...); the table gives the median of
 the repeats' sums and their spread. A session whose outputs failed validation or whose
-tool refused is reported as such. Output: a Markdown table on stdout and `--out` (JSON).
+tool refused is reported as such. A sum hides the inputs where a tool is slow:
+`--per-message` adds a table with a row per evaluate message (each input and function),
+each tool's median, and jitad over the fastest other AD tool and over JAX, the misses (over
+1.5× and over 1×) in bold. Output: a Markdown table on stdout and `--out` (JSON).
 """
 import argparse
 import json
