@@ -899,12 +899,13 @@ COLUMN_STACK = 32 << 10   # bytes of column-sum accumulators a fused loop keeps 
 def _column_block(loop, body):
     """How many columns a fused loop taking column sums runs at a time, their accumulators
     on the stack (COLUMN_STACK bytes at most; a multiple of 8), or None where it runs
-    through shifted boxes or rows (its accumulators are then its results)."""
+    through shifted boxes or rows, or takes too many sums for 8 columns of each (its
+    accumulators are then its results)."""
     sums = [v for v in body.outputs if v in loop.columns]
-    if not sums or loop.shifted or loop.rows or not COLUMN_STACK:
+    width = COLUMN_STACK // (8 * max(len(sums), 1)) // 8 * 8
+    if not sums or loop.shifted or loop.rows or width < 8:
         return None
-    width = COLUMN_STACK // (8 * len(sums)) // 8 * 8
-    return min(loop.shape[-1], max(width, 8))
+    return min(loop.shape[-1], width)
 
 
 @rule(Op.FUSED)
