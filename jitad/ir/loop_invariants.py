@@ -11,7 +11,7 @@ nodes cannot fail.)
 from . import float_checks
 from .graph import Graph, Node, Var
 from .ops import Op
-from .types import RefType
+from .types import Type
 
 
 def hoist_loop_invariants(nodes, outputs):
@@ -30,9 +30,11 @@ def hoist_loop_invariants(nodes, outputs):
 
 
 def _movable(n):
-    """Pure, no bodies, no references, not a host callback (each iteration calls it)."""
-    return n.op.pure and n.op != Op.HOST_CALL and not n.bodies and n.outputs and n.inputs and not any(
-        isinstance(v.type, RefType) for v in n.inputs + n.outputs)
+    """Pure, no bodies, on values alone (no slot, table or tree the loop may change: a
+    `table_get` is pure but reads what the loop writes), not a host callback (each
+    iteration calls it)."""
+    return n.op.pure and n.op != Op.HOST_CALL and not n.bodies and n.outputs and n.inputs and all(
+        type(v.type) is Type for v in n.inputs + n.outputs)
 
 
 def _hoisted(loop):

@@ -63,3 +63,24 @@ def test_a_loop_of_no_iterations():
     w, h, xs = -np.ones(4 * B), np.arange(B, dtype=float), np.ones((T, B))
     f = jitad.jit(lambda w, h, xs: jitad.lax.fori_loop(0, 0, lambda t, h: h + jitad.numpy.log(w[:B]), h))
     np.testing.assert_array_equal(f(w, h, xs), h)
+
+
+def test_a_table_the_loop_writes_is_read_in_it():
+    """`table_get` is pure, but its table changes in the loop: a read at a constant entry stays."""
+    from jitad.ir.graph import Graph, Node, Var
+    from jitad.ir.loop_invariants import hoist_loop_invariants
+    from jitad.ir.ops import Op
+    from jitad.ir.types import TableType, Type
+    i64, f64 = Type("i64"), Type("f64", (3,))
+    n, start, table, x = Var(i64), Var(i64), Var(TableType("f64", (3,))), Var(f64)
+    i, acc, t, xs, zero, got, total, scaled = (Var(i64), Var(f64), Var(TableType("f64", (3,))), Var(f64), Var(i64),
+                                               Var(f64), Var(f64), Var(f64))
+    body = Graph([i, acc, t, xs], [Node(Op.TABLE_SET, (t, i, xs), ()),
+                                  Node(Op.CONST, (), (zero,), {"value": 0, "type": i64}),
+                                  Node(Op.TABLE_GET, (t, zero), (got,)),
+                                  Node(Op.MUL, (xs, xs), (scaled,)),
+                                  Node(Op.ADD, (acc, got), (total,))], [total])
+    loop = Node(Op.FOR, (start, n, x, table, x), (Var(f64),), {"n_state": 1}, (body,))
+    before, = [hoist_loop_invariants([loop], [])]
+    moved = [m.op for m in before[:-1]]
+    assert moved == [Op.MUL] and Op.TABLE_GET in [m.op for m in before[-1].bodies[0].nodes]
