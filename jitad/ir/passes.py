@@ -103,6 +103,9 @@ PIPELINE = [   # (name, pass(program), purpose)
     ("column_sums", _nested(column_sums),
      "a sum over every axis but the last of a fused result (a bias's gradient) is added up in that loop "
      "(LLVM only)"),
+    ("region_stores", _nested(regions.region_stores),
+     "a slot first written by a fused loop's region add (a shift's adjoint) is stored there and zeroed only "
+     "outside the region (LLVM only)"),
     ("bias_epilogues", _nested(peephole.bias_epilogues),
      "a matrix product only read by a bias add starts its rows from the bias (LLVM only)"),
     ("strided_products", _nested(strided_products),
@@ -118,7 +121,7 @@ PIPELINE = [   # (name, pass(program), purpose)
 LLVM_ONLY = {"indexed_reads", "gathered_reads", "region_adds", "recompute_shifted", "concat_in_place", "row_reductions",
              "small_products", "masked_row_adds", "merge_slot_loops",
              "shared_small_products", "strided_products", "bias_epilogues", "column_sums",
-             "column_products"}   # fused bodies and attributes the CUDA kernels do not take
+             "column_products", "region_stores"}   # fused bodies and attributes the CUDA kernels do not take
 
 
 def run_passes(program, check=False, device="cpu"):

@@ -420,7 +420,7 @@ def first_adds_store(nodes, outputs):
         slot = n.outputs[0]
         where = users.get(slot, [])
         first = next((j for j in where if nodes[j].op != Op.SLOT_GET), None)
-        if first is not None and nodes[first].op == Op.SLOT_ADD and _only_late_reads(nodes, users, where, first):
+        if first is not None and nodes[first].op == Op.SLOT_ADD and only_late_reads(nodes, users, where, first):
             changed[k] = Node(Op.SLOT, n.inputs, n.outputs, {**n.attrs, "uninit": True})
             changed[first] = Node(Op.SLOT_SET, nodes[first].inputs, (), {})   # a whole-slot first add
             continue
@@ -435,7 +435,7 @@ def first_adds_store(nodes, outputs):
             continue
         fused = nodes[fused_at]
         # earlier uses may only be pointer reads whose values are used after the loop
-        if not _only_late_reads(nodes, users, where, fused_at) or fused.inputs.count(slot) != 1 \
+        if not only_late_reads(nodes, users, where, fused_at) or fused.inputs.count(slot) != 1 \
                 or tuple(fused.attrs["shape"]) != slot.type.shape:
             continue
         (body,) = fused.bodies
@@ -477,7 +477,7 @@ def _covering_region_adds(nodes, users, where, slot):
     return run if disjoint and late and volume == int(np.prod(slot.type.value_type.shape)) else None
 
 
-def _only_late_reads(nodes, users, where, at):
+def only_late_reads(nodes, users, where, at):
     """Every use of a slot before node `at` is a pointer read whose value is used only after it."""
     return all(nodes[j].op == Op.SLOT_GET and all(u > at for u in users.get(nodes[j].outputs[0], ()))
                for j in where if j < at)

@@ -16,7 +16,7 @@ import itertools
 
 from .graph import Graph, Node, Var, uses
 from .ops import Op
-from .peephole import recompute_in_readers
+from .peephole import only_late_reads, recompute_in_readers
 from .types import RefType, TableType, Type
 
 
@@ -217,6 +217,70 @@ def region_adds(nodes, outputs):
             drop.update(chain)
     nodes = [n for k, n in enumerate(nodes) if k not in drop]
     return [n for k, n in enumerate(nodes) if not _empty_scope(nodes, k)]
+
+
+def region_stores(nodes, outputs):
+    """A zero-filled tensor slot whose first write is one fused loop's region add (the
+    adjoint of a shift, `y[:-1]` in `concatenate([c, y[:-1]])`: every element but the
+    shifted-out ones) is stored by that add, and only the elements outside the region are
+    zeroed (the slot's `zero_boxes`), not the whole slot first."""
+    users = uses(nodes, outputs)
+    changed = {}
+    for k, n in enumerate(nodes):
+        if n.op != Op.SLOT or n.attrs.get("uninit") or "zero_boxes" in n.attrs or not n.attrs["type"].shape:
+            continue
+        slot, shape = n.outputs[0], n.attrs["type"].shape
+        where = users.get(slot, [])
+        at = next((j for j in where if nodes[j].op != Op.SLOT_GET), None)
+        if at is None or at == len(nodes) or nodes[at].op != Op.FUSED or not only_late_reads(nodes, users, where, at):
+            continue
+        f = changed.get(at, nodes[at])
+        found = _sole_region_add(f, slot, shape)
+        if found is None:
+            continue
+        i, box = found
+        (body,) = f.bodies
+        b = body.nodes[i]
+        new = list(body.nodes)
+        new[i] = Node(b.op, b.inputs, b.outputs, {**b.attrs, "store": True})
+        changed[at] = Node(Op.FUSED, f.inputs, f.outputs, f.attrs, (Graph(body.params, new, body.outputs),))
+        changed[k] = Node(Op.SLOT, n.inputs, n.outputs, {**n.attrs, "zero_boxes": _outside(shape, *box)})
+    return [changed.get(k, n) for k, n in enumerate(nodes)]
+
+
+def _sole_region_add(f, slot, shape):
+    """(its position in the body, the (starts, stops) it writes) of the one op of fused
+    loop `f` touching `slot`, where that op adds a step-1 region inside `shape`; else None."""
+    if f.inputs.count(slot) != 1:
+        return None
+    (body,) = f.bodies
+    p = body.params[f.inputs.index(slot)]
+    touching = [i for i, b in enumerate(body.nodes) if p in b.inputs]
+    if len(touching) != 1:
+        return None
+    b = body.nodes[touching[0]]
+    a = b.attrs
+    if b.op != Op.SLOT_ADD_SLICE or b.inputs[0] is not p or a.get("store") or "flat" in a \
+            or len(a["starts"]) != len(shape) or any(step != 1 for step in a["steps"]):
+        return None
+    loop = f.attrs["shape"]
+    src = [(max(lo, 0), min(hi, size)) for lo, hi, size in zip(a["src_starts"], a["src_stops"], loop)]
+    starts = tuple(s + lo - s0 for s, (lo, _), s0 in zip(a["starts"], src, a["src_starts"]))
+    stops = tuple(s + hi - s0 for s, (_, hi), s0 in zip(a["starts"], src, a["src_starts"]))
+    if any(lo < 0 or hi > size or lo > hi for lo, hi, size in zip(starts, stops, shape)):
+        return None
+    return touching[0], (starts, stops)
+
+
+def _outside(shape, starts, stops):
+    """Disjoint boxes ((starts), (stops)) that cover `shape` outside the box [starts, stops)."""
+    out = []
+    for d in range(len(shape)):
+        for lo, hi in ((0, starts[d]), (stops[d], shape[d])):
+            if lo < hi:
+                out.append((tuple(starts[:d]) + (lo,) + (0,) * (len(shape) - d - 1),
+                            tuple(stops[:d]) + (hi,) + tuple(shape[d + 1:])))
+    return tuple(out)
 
 
 def _empty_scope(nodes, k):

@@ -158,7 +158,9 @@ def _slot(lo, node, ins):
         buf = lo.slot_homes.get(node.outputs[0]) if lo.func is lo.main_func else None
         buf = buf if buf is not None else lo.loop_homes.get(node.outputs[0])   # (`lower_loop_body`)
         buf = buf if buf is not None else lo.alloc(t)
-        if not node.attrs.get("uninit"):   # its first update stores instead of adding
+        if "zero_boxes" in node.attrs:   # its first update stores into all but these boxes
+            _zero_boxes(lo, buf, t, node.attrs["zero_boxes"])
+        elif not node.attrs.get("uninit"):   # its first update stores instead of adding
             lo.fill(buf, t, LL[t.dtype](0))
         return [buf]
     slot = lo.frame_slots.get(node.outputs[0])
@@ -168,6 +170,14 @@ def _slot(lo, node, ins):
     # leave through api._positive_zero, so an input without a path still reads 0.0.
     lo.b.store(LL[t.dtype](-0.0 if t.dtype in FLOATS else 0), slot)
     return [slot]
+
+
+def _zero_boxes(lo, buf, t, boxes):
+    """Zero the elements of tensor `buf` (of type `t`) in each box ((starts), (stops))."""
+    zero, steps = LL[t.dtype](0), (1,) * len(t.shape)
+    for starts, stops in boxes:
+        lo.loop_nest([hi - s for s, hi in zip(starts, stops)],
+                     lambda idx, starts=starts: lo.b.store(zero, lo.elem_ptr(buf, t, idx, steps=steps, starts=starts)))
 
 
 @rule(Op.SLOT_GET)
