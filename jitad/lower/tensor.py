@@ -163,7 +163,10 @@ def _bmm(lo, out, out_t, ins, in_types, attrs):
     # beat BLAS's small "nt" path by more than the copy costs (64 entries of 128x128 @ (32x128)^T:
     # 0.60 against 0.92 ms); a transposed a is read in place (`TILES_READ_A_TRANSPOSED`; a copy
     # per entry lost to BLAS's "tn" path: 64 entries of (128x128)^T @ 128x32, 1.13 against 0.69 ms)
-    scratch = [None] + [lo.alloc(Type(mats[2].dtype, mats[2].shape[::-1])) if flags[1]
+    # (b copied stripe by stripe, `_packs`, is transposed on the way)
+    pack = lo.alloc(Type(out_t.dtype, (k, n))) if _tiled(m, n, k, out_t.dtype) and _packs(m, n, k, out_t.dtype) \
+        and (not flags[0] or TILES_READ_A_TRANSPOSED) and (not flags[1] or m >= 16) else None
+    scratch = [None] + [lo.alloc(Type(mats[2].dtype, mats[2].shape[::-1])) if flags[1] and pack is None
                         and _tiled(m, n, k, out_t.dtype) else None]
 
     def entry(i):
@@ -173,7 +176,7 @@ def _bmm(lo, out, out_t, ins, in_types, attrs):
                 ops[j] = _transpose_into(lo, ops[j], t, buf)
         attrs = {"ta": flags[0] and scratch[0] is None, "tb": flags[1] and scratch[1] is None}
         _gemm(lo, o, mats[0], ops, [Type(t.dtype, t.shape[::-1]) if buf is not None else t
-                                    for t, buf in zip(mats[1:], scratch)], attrs, accumulate=False)
+                                    for t, buf in zip(mats[1:], scratch)], attrs, accumulate=False, pack=pack)
     lo.counted_loop(I64(out_t.shape[0]), entry, rolled=True)
 
 
@@ -282,11 +285,12 @@ def _matmul_add(lo, node, ins):
 
 
 @service("gemm")
-def _gemm(lo, out, out_t, ins, in_types, attrs, accumulate):
+def _gemm(lo, out, out_t, ins, in_types, attrs, accumulate, pack=None):
     """out (=|+=) op(a) @ op(b): a loop nest below BLAS_MIN_FLOPS, register tiles when the
     product is small or b fits `REGISTER_GEMM_B_BYTES` (BLAS's small-matrix path runs a
     20×50 @ 50×50 product at ~22 GFLOP/s, the tiles at ~39; a transposed a is read in place,
-    a transposed b copied untransposed first), else BLAS."""
+    a transposed b copied untransposed first), else BLAS. `pack`: a buffer of k·n elements for
+    the tiles' copy of b (a loop around the call makes it once)."""
     a, bm = ins
     a_t, b_t = in_types
     ta, tb = attrs["ta"], attrs["tb"]
@@ -308,12 +312,12 @@ def _gemm(lo, out, out_t, ins, in_types, attrs, accumulate):
         _row_dots(lo, out, out_t, a, bm, k, accumulate)
         return
     if (not ta or TILES_READ_A_TRANSPOSED) and _tiled(m, n, k, out_t.dtype) and (not tb or m >= 16):
-        if tb:   # b copied untransposed once (at most 1/16 of the product's work), read by every block of rows
-            bm, b_t = _transpose_into(lo, bm, b_t), Type(b_t.dtype, b_t.shape[::-1])
         if m <= 2 and n >= 64 and not ta:
+            if tb:   # b copied untransposed first
+                bm = _transpose_into(lo, bm, b_t)
             _streaming_gemm(lo, out, out_t, a, bm, k, accumulate)
-        else:
-            _register_gemm(lo, out, out_t, a, bm, k, accumulate, ta)
+        else:   # a transposed b is copied untransposed once (at most 1/16 of the product's work)
+            _register_gemm(lo, out, out_t, a, bm, k, accumulate, ta, tb=tb, pack=pack)
         return
     if m * n * k >= BLAS_MIN_FLOPS and out_t.dtype in BLAS_SYMBOLS and BLAS:
         # row-major C = op(A) @ op(B); 111 = no transpose, 112 = transpose
@@ -360,6 +364,10 @@ REGISTER_GEMM_B_BYTES = 256 << 10
 # rows are then adjacent elements of a row of a. Against BLAS's "tn" path (one thread, float32, CPU
 # time, medians): 64 entries of (128x128)ᵀ @ 128x32 0.99, of (64x64)ᵀ @ 64x16 0.88
 TILES_READ_A_TRANSPOSED = True
+TILE_ACCUMULATORS = 24   # vector registers a block of the tiles accumulates in
+PACK_B = True
+PACK_B_ROWS = 64
+PACK_B_BYTES = 32 << 10
 
 
 def _tiled(m, n, k, dtype):
@@ -415,12 +423,16 @@ def _strided_bmm(lo, node, ins):
     dense = [None if tiles or blas else lo.alloc(mt) for mt in mats]
     # every block of rows reads all of b: a strided b is copied contiguous first (rows a few
     # cache sets apart evict each other from L1: attention's heads at 1.5 KiB strides)
-    b_copy = lo.alloc(Type(t.dtype, (k, n))) if tiles and (tb or a["b"][2] != n) else None
+    # (or stripe by stripe, `_packs`, which reads it in place)
+    pack = lo.alloc(Type(t.dtype, (k, n))) if tiles and _packs(m, n, k, t.dtype) else None
+    b_copy = lo.alloc(Type(t.dtype, (k, n))) if tiles and pack is None and (tb or a["b"][2] != n) else None
 
     def entry(i):
         ptrs = [b.gep(buf, [_entry_offset(b, i, v)], source_etype=ty) for buf, v in zip((out, *ins), views)]
         lds = [v[2] for v in views]
-        if tiles:
+        if pack is not None:
+            _register_gemm(lo, ptrs[0], mats[0], ptrs[1], ptrs[2], k, False, ta, lds[1:] + lds[:1], tb=tb, pack=pack)
+        elif tiles:
             bm = ptrs[2] if b_copy is None else _transpose_into(lo, ptrs[2], mats[2], b_copy, lds[2]) if tb else \
                 _copy_matrix(lo, b_copy, n, ptrs[2], lds[2], (k, n), ty)
             _register_gemm(lo, ptrs[0], mats[0], ptrs[1], bm, k, False, ta, (lds[1], n if b_copy else lds[2], lds[0]))
@@ -512,7 +524,7 @@ def _row_dots(lo, out, out_t, a, x, k, accumulate):
         rows(I64(m // 4 * 4), m % 4)
 
 
-def _register_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias=None):
+def _register_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias=None, tb=False, pack=None):
     """out (=|+=) op(a) @ b where BLAS's call and packing cost more than the arithmetic: blocks
     of output rows in vector registers, one load of a row of b per step along k shared by
     the block. The blocks of rows are the outer loop and the register-wide stripes of
@@ -524,14 +536,19 @@ def _register_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias
     their row lengths). `bias` (n elements): every row starts from it, not from zero."""
     b = lo.b
     m, n = out_t.shape
-    lda, ldb, ldc = ld or (m if ta else k, n, n)
+    lda, ldb, ldc = ld or (m if ta else k, k if tb else n, n)
     a_at = (lambda i, p: b.add(b.mul(p, I64(lda)), i)) if ta else (lambda i, p: b.add(b.mul(i, I64(lda)), p))
     ty, lanes = LL[out_t.dtype], 64 // ELEMENT_BYTES[out_t.dtype]
     at = lambda buf, off: b.gep(buf, [off], source_etype=ty)
     whole, rest = divmod(n, VECTOR)
     stripes = [(parts, first) for parts, first in ((_pieces(0, VECTOR, lanes), None), (_pieces(0, rest, lanes), whole))
                if parts and (first is not None or whole)]
-    rows = max(max(1, 16 // len(parts)) for parts, _ in stripes)   # a stripe of more pieces takes fewer at a time
+    rows = max(max(1, TILE_ACCUMULATORS // len(parts)) for parts, _ in stripes)   # a stripe of more pieces takes fewer
+    packed = _packs(m, n, k, out_t.dtype)
+    if packed:
+        bm, ldb = _pack_stripes(lo, bm, k, n, ldb, out_t.dtype, tb, pack), None
+    elif tb:
+        bm, ldb = _transpose_into(lo, bm, Type(out_t.dtype, (n, k)), ld=ldb), n
 
     def block(i0, count, parts, col0):
         types = [ir.VectorType(ty, size) for _ in range(count) for _, size in parts]
@@ -543,7 +560,8 @@ def _register_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias
 
         def steps(update):
             def step(p):
-                row = b.add(b.mul(p, I64(ldb)), col0)
+                width = sum(size for _, size in parts)
+                row = b.add(b.mul(col0, I64(k)), b.mul(p, I64(width))) if packed else b.add(b.mul(p, I64(ldb)), col0)
                 bs = [b.load(at(bm, b.add(row, I64(off))), typ=ir.VectorType(ty, size), align=1)
                       for off, size in parts]
                 for r in range(count):
@@ -555,7 +573,7 @@ def _register_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias
             b.store(v, p, align=1)
 
     def stripe(i0, count, parts, col0):
-        per = max(1, 16 // len(parts))
+        per = max(1, TILE_ACCUMULATORS // len(parts))
         for r in range(0, count, per):
             block(b.add(i0, I64(r)), min(per, count - r), parts, col0)
 
@@ -570,6 +588,33 @@ def _register_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias
         lo.counted_loop(I64(m // rows), lambda blk: rows_from(b.mul(blk, I64(rows)), rows), rolled=True)
     if m % rows:
         rows_from(I64(m // rows * rows), m % rows)
+
+
+def _packs(m, n, k, dtype):
+    """Whether `_register_gemm` copies b stripe by stripe first (`_pack_stripes`)."""
+    return PACK_B and m >= PACK_B_ROWS and n > VECTOR and k * n * ELEMENT_BYTES[dtype] > PACK_B_BYTES
+
+
+def _pack_stripes(lo, bm, k, n, ldb, dtype, tb=False, buf=None):
+    """`buf` (default: a new scratch buffer of k·n elements) holding the (k, n) matrix `bm`
+    (rows `ldb` apart; `tb`: its (n, k) transpose is stored) stripe by stripe: the k rows of
+    each `VECTOR` columns wide stripe, then those of the narrower last one."""
+    b, ty = lo.b, LL[dtype]
+    whole, rest = divmod(n, VECTOR)
+    buf = lo.alloc(Type(dtype, (k, n))) if buf is None else buf
+    at = lambda base, off: b.gep(base, [off], source_etype=ty)
+
+    def stripe(col0, width):
+        dst = at(buf, b.mul(col0, I64(k)))
+        if tb:
+            _transpose_into(lo, at(bm, b.mul(col0, I64(ldb))), Type(dtype, (width, k)), dst, ldb)
+        else:
+            _copy_matrix(lo, dst, width, at(bm, col0), ldb, (k, width), ty)
+    if whole:
+        lo.counted_loop(I64(whole), lambda j: stripe(b.mul(j, I64(VECTOR)), VECTOR), rolled=True)
+    if rest:
+        stripe(I64(whole * VECTOR), rest)
+    return buf
 
 
 def _add_rows(lo, slot, ref_t, i, value, value_t, value_idx, store=False):

@@ -64,3 +64,33 @@ def test_a_transposed_left_operand_is_read_in_place_by_the_tiles():
         for g, want in zip(got, (np.swapaxes(a, 1, 2) @ b, a[0].T @ b[1])):
             assert g.dtype == dtype
             np.testing.assert_allclose(g, want, rtol=tol, atol=tol)
+
+
+def test_b_copied_stripe_by_stripe_first():
+    """A right operand past L1 (`tensor._packs`) is copied stripe by stripe before the tiles
+    read it (transposed on the way when it is stored transposed, in place from a strided
+    view): plain, transposed, with a bias, batched, and accumulated by a gradient's second
+    product; 75 columns leave a last stripe of 11 (8 + 2 + 1 lanes), 130 rows a remainder."""
+    m, k, n = 130, 150, 75
+    assert all(tensor._packs(m, n, k, d) and tensor._tiled(m, n, k, d) for d in ("f32", "f64"))
+    rng = np.random.default_rng(3)
+    a, b, c, bias = (rng.standard_normal(s) * 0.3 for s in ((m, k), (k, n), (n, k), (n,)))
+    xs = rng.standard_normal((2, m, 3 * k)) * 0.3
+
+    def f(m_, a, b, c, bias, xs):
+        heads = xs.reshape(2, m, 3, k).transpose(0, 2, 1, 3).reshape(6, m, k)   # strided views
+        return a @ b, a @ c.T, a @ b + bias, m_.numpy.matmul(heads, m_.numpy.swapaxes(heads[:, :n], 1, 2))
+    heads = xs.reshape(2, m, 3, k).transpose(0, 2, 1, 3).reshape(6, m, k)
+    want = (a @ b, a @ c.T, a @ b + bias, heads @ np.swapaxes(heads[:, :n], 1, 2))
+    jf = jitad.jit(lambda *args: f(jitad, *args))
+    for dtype, tol in ((np.float64, 1e-12), (np.float32, 1e-4)):
+        got = jf(*(v.astype(dtype) for v in (a, b, c, bias, xs)))
+        assert "gemm" not in jf.llvm_ir
+        for g, w in zip(got, want):
+            assert g.dtype == dtype
+            np.testing.assert_allclose(g, w, rtol=tol, atol=tol)
+    grad = jitad.jit(jitad.grad(_loss(jitad), argnums=(0, 1, 2)))
+    x, w1, w2 = a, b, c
+    g1, g2 = 1 - np.tanh(x @ w1) ** 2, np.sin(2 * (x @ w2.T))
+    for g, w in zip(grad(x, w1, w2), (g1 @ w1.T + g2 @ w2, x.T @ g1, g2.T @ x)):
+        np.testing.assert_allclose(g, w, rtol=1e-10, atol=1e-10)
