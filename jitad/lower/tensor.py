@@ -387,11 +387,17 @@ def _transpose_into(lo, src, t, buf=None, ld=None):
     return buf
 
 
-def _copy_matrix(lo, dst, dst_ld, src, src_ld, shape, ty):
-    """dst = src, (rows, cols) matrices whose rows lie `dst_ld` and `src_ld` elements apart."""
+def _copy_matrix(lo, dst, dst_ld, src, src_ld, shape, ty, add=False):
+    """dst = src (`add`: dst += src), (rows, cols) matrices whose rows lie `dst_ld` and
+    `src_ld` elements apart."""
     b = lo.b
     at = lambda buf, ld, idx: b.gep(buf, [b.add(b.mul(idx[0], I64(ld)), idx[1])], source_etype=ty)
-    lo.loop_nest(shape, lambda idx: b.store(b.load(at(src, src_ld, idx), typ=ty), at(dst, dst_ld, idx)))
+
+    def cell(idx):
+        value, ptr = b.load(at(src, src_ld, idx), typ=ty), at(dst, dst_ld, idx)
+        total = (b.fadd if isinstance(ty, (ir.FloatType, ir.DoubleType)) else b.add)(b.load(ptr, typ=ty), value)
+        b.store(total if add else value, ptr)
+    lo.loop_nest(shape, cell)
     return dst
 
 
@@ -409,44 +415,58 @@ def _entry_offset(b, i, view):
 
 @rule(Op.STRIDED_BMM)
 def _strided_bmm(lo, node, ins):
-    """A batched product through strided views: per entry, the register tiles or BLAS given
-    the views' row strides, or (a product too small for either) `_gemm` on contiguous copies."""
-    t, a = node.outputs[0].type, node.attrs
+    """A batched product through strided views (see `_strided_entries`)."""
     out = lo.result_buffer(node.outputs[0])
+    _strided_entries(lo, node, out, ins, False)
+    return [out]
+
+
+@rule(Op.STRIDED_BMM_ADD)
+def _strided_bmm_add(lo, node, ins):
+    """The same into a slot's region (`ins[0]`), added to it or (`store`) stored."""
+    _strided_entries(lo, node, ins[0], ins[1:], not node.attrs["store"])
+    return []
+
+
+def _strided_entries(lo, node, out, ins, accumulate):
+    """out (=|+=) op(a) @ op(b) entry by entry through the node's strided views: the
+    register tiles or BLAS given the views' row strides, or (a product too small for
+    either) `_gemm` on contiguous copies."""
+    dtype, a = node.inputs[-1].type.dtype, node.attrs
     (count, ra, ca), (_, rb, cb) = a["shapes"]
     ta, tb = a["ta"], a["tb"]
     (m, k), n = ((ca, ra) if ta else (ra, ca)), (rb if tb else cb)
-    views, mats = (a["out"], a["a"], a["b"]), [Type(t.dtype, s) for s in ((m, n), (ra, ca), (rb, cb))]
-    b, ty = lo.b, LL[t.dtype]
-    tiles = _tiled(m, n, k, t.dtype) and (not tb or m >= 16)
-    blas = not tiles and BLAS and m * n * k >= BLAS_MIN_FLOPS and t.dtype in BLAS_SYMBOLS
+    views, mats = (a["out"], a["a"], a["b"]), [Type(dtype, s) for s in ((m, n), (ra, ca), (rb, cb))]
+    b, ty = lo.b, LL[dtype]
+    tiles = _tiled(m, n, k, dtype) and (not tb or m >= 16)
+    blas = not tiles and BLAS and m * n * k >= BLAS_MIN_FLOPS and dtype in BLAS_SYMBOLS
     dense = [None if tiles or blas else lo.alloc(mt) for mt in mats]
     # every block of rows reads all of b: a strided b is copied contiguous first (rows a few
     # cache sets apart evict each other from L1: attention's heads at 1.5 KiB strides)
     # (or stripe by stripe, `_packs`, which reads it in place)
-    pack = lo.alloc(Type(t.dtype, (k, n))) if tiles and _packs(m, n, k, t.dtype) else None
-    b_copy = lo.alloc(Type(t.dtype, (k, n))) if tiles and pack is None and (tb or a["b"][2] != n) else None
+    pack = lo.alloc(Type(dtype, (k, n))) if tiles and _packs(m, n, k, dtype) else None
+    b_copy = lo.alloc(Type(dtype, (k, n))) if tiles and pack is None and (tb or a["b"][2] != n) else None
 
     def entry(i):
         ptrs = [b.gep(buf, [_entry_offset(b, i, v)], source_etype=ty) for buf, v in zip((out, *ins), views)]
         lds = [v[2] for v in views]
         if pack is not None:
-            _register_gemm(lo, ptrs[0], mats[0], ptrs[1], ptrs[2], k, False, ta, lds[1:] + lds[:1], tb=tb, pack=pack)
+            _register_gemm(lo, ptrs[0], mats[0], ptrs[1], ptrs[2], k, accumulate, ta, lds[1:] + lds[:1], tb=tb,
+                           pack=pack)
         elif tiles:
             bm = ptrs[2] if b_copy is None else _transpose_into(lo, ptrs[2], mats[2], b_copy, lds[2]) if tb else \
                 _copy_matrix(lo, b_copy, n, ptrs[2], lds[2], (k, n), ty)
-            _register_gemm(lo, ptrs[0], mats[0], ptrs[1], bm, k, False, ta, (lds[1], n if b_copy else lds[2], lds[0]))
+            _register_gemm(lo, ptrs[0], mats[0], ptrs[1], bm, k, accumulate, ta, (lds[1], n if b_copy else lds[2], lds[0]))
         elif blas:
-            b.call(_blas_gemm(lo, t.dtype), [I32(101), I32(112 if ta else 111), I32(112 if tb else 111), I64(m), I64(n),
-                                             I64(k), ty(1.0), ptrs[1], I64(lds[1]), ptrs[2], I64(lds[2]), ty(0.0),
-                                             ptrs[0], I64(lds[0])])
+            b.call(_blas_gemm(lo, dtype), [I32(101), I32(112 if ta else 111), I32(112 if tb else 111), I64(m), I64(n),
+                                             I64(k), ty(1.0), ptrs[1], I64(lds[1]), ptrs[2], I64(lds[2]),
+                                             ty(1.0 if accumulate else 0.0), ptrs[0], I64(lds[0])])
         else:
             for buf, p, ld, mt in zip(dense[1:], ptrs[1:], lds[1:], mats[1:]):
                 _copy_matrix(lo, buf, mt.shape[1], p, ld, mt.shape, ty)
             _gemm(lo, dense[0], mats[0], dense[1:], mats[1:], {"ta": ta, "tb": tb}, accumulate=False)
-            _copy_matrix(lo, ptrs[0], lds[0], dense[0], n, (m, n), ty)
+            _copy_matrix(lo, ptrs[0], lds[0], dense[0], n, (m, n), ty, add=accumulate)
     lo.counted_loop(I64(count), entry, rolled=True)
-    return [out]
 
 
 def _streaming_gemm(lo, out, out_t, a, bm, k, accumulate):
