@@ -164,10 +164,10 @@ def _bmm(lo, out, out_t, ins, in_types, attrs):
     # 0.60 against 0.92 ms); a transposed a is read in place (`TILES_READ_A_TRANSPOSED`; a copy
     # per entry lost to BLAS's "tn" path: 64 entries of (128x128)^T @ 128x32, 1.13 against 0.69 ms)
     # (b copied stripe by stripe, `_packs`, is transposed on the way)
-    pack = lo.alloc(Type(out_t.dtype, (k, n))) if _tiled(m, n, k, out_t.dtype) and _packs(m, n, k, out_t.dtype) \
+    pack = lo.alloc(Type(out_t.dtype, (k, n))) if _tiled(m, n, k, out_t.dtype, flags[0]) and _packs(m, n, k, out_t.dtype) \
         and (not flags[0] or TILES_READ_A_TRANSPOSED) and (not flags[1] or m >= 16) else None
     scratch = [None] + [lo.alloc(Type(mats[2].dtype, mats[2].shape[::-1])) if flags[1] and pack is None
-                        and _tiled(m, n, k, out_t.dtype) else None]
+                        and _tiled(m, n, k, out_t.dtype, flags[0]) else None]
 
     def entry(i):
         o, *ops = (b.gep(buf, [b.mul(i, I64(size))], source_etype=ty) for buf, size in zip((out, *ins), sizes))
@@ -269,7 +269,7 @@ def _matmul_bias(lo, node, ins):
     ta, tb = node.attrs["ta"], node.attrs["tb"]
     (m, k), n = (a_t.shape[::-1] if ta else a_t.shape), (b_t.shape[0] if tb else b_t.shape[1])
     out, t = lo.result_buffer(node.outputs[0]), Type(bias_t.dtype, (m, n))
-    if not tb and (not ta or TILES_READ_A_TRANSPOSED) and _tiled(m, n, k, t.dtype):
+    if not tb and (not ta or TILES_READ_A_TRANSPOSED) and _tiled(m, n, k, t.dtype, ta):
         _register_gemm(lo, out, t, ins[0], ins[1], k, False, ta, bias=ins[2])
         return [out]
     _copy_matrix(lo, out, n, ins[2], 0, (m, n), LL[t.dtype])
@@ -311,7 +311,7 @@ def _gemm(lo, out, out_t, ins, in_types, attrs, accumulate, pack=None):
             and out_t.dtype in BLAS_SYMBOLS:
         _row_dots(lo, out, out_t, a, bm, k, accumulate)
         return
-    if (not ta or TILES_READ_A_TRANSPOSED) and _tiled(m, n, k, out_t.dtype) and (not tb or m >= 16):
+    if (not ta or TILES_READ_A_TRANSPOSED) and _tiled(m, n, k, out_t.dtype, ta) and (not tb or m >= 16):
         if m <= 2 and n >= 64 and not ta:
             if tb:   # b copied untransposed first
                 bm = _transpose_into(lo, bm, b_t)
@@ -365,15 +365,34 @@ REGISTER_GEMM_B_BYTES = 256 << 10
 # time, medians): 64 entries of (128x128)ᵀ @ 128x32 0.99, of (64x64)ᵀ @ 64x16 0.88
 TILES_READ_A_TRANSPOSED = True
 TILE_ACCUMULATORS = 24   # vector registers a block of the tiles accumulates in
+# a product whose b is past REGISTER_GEMM_B_BYTES runs in the tiles too while its result fits
+# this (it stays in L2): over chunks of b's rows that fit the budget, adding into the result
+REGISTER_GEMM_C_BYTES = 512 << 10
+# (not where a is stored transposed with rows longer than this: a block's elements along k then
+# lie in a few of L1's sets and come from L2 at every step; OpenBLAS packs a)
+REGISTER_GEMM_TA_ROW_BYTES = 512
 PACK_B = True
 PACK_B_ROWS = 64
 PACK_B_BYTES = 32 << 10
 
 
-def _tiled(m, n, k, dtype):
-    """Whether `_register_gemm` (not BLAS) computes an (m, k) @ (k, n) product."""
+def _tiled(m, n, k, dtype, ta=False):
+    """Whether `_register_gemm` (not BLAS) computes an (m, k) @ (k, n) product (`ta`: a
+    stored transposed, (k, m))."""
+    size = ELEMENT_BYTES.get(dtype, 8)
     return dtype in BLAS_SYMBOLS and m * n * k >= BLAS_MIN_FLOPS and (
-        m * n * k <= REGISTER_GEMM_MAX or k * n * ELEMENT_BYTES[dtype] <= REGISTER_GEMM_B_BYTES)
+        m * n * k <= REGISTER_GEMM_MAX or k * n * size <= REGISTER_GEMM_B_BYTES
+        or m * n * size <= REGISTER_GEMM_C_BYTES and (not ta or m * size <= REGISTER_GEMM_TA_ROW_BYTES))
+
+
+def _k_chunk(m, n, k, dtype):
+    """The rows of b the tiles take at a time (`_register_gemm`): all k while b fits
+    `REGISTER_GEMM_B_BYTES`, else as many as fit it: a divisor of k down to half that
+    many (no last, shorter chunk: its code would be a second copy), or a multiple of 16."""
+    if m * n * k <= REGISTER_GEMM_MAX or k * n * ELEMENT_BYTES[dtype] <= REGISTER_GEMM_B_BYTES:
+        return k
+    most = max(16, REGISTER_GEMM_B_BYTES // (n * ELEMENT_BYTES[dtype]))
+    return next((d for d in range(most, most // 2, -1) if k % d == 0), max(16, most // 16 * 16))
 
 
 def _transpose_into(lo, src, t, buf=None, ld=None):
@@ -438,7 +457,7 @@ def _strided_entries(lo, node, out, ins, accumulate):
     (m, k), n = ((ca, ra) if ta else (ra, ca)), (rb if tb else cb)
     views, mats = (a["out"], a["a"], a["b"]), [Type(dtype, s) for s in ((m, n), (ra, ca), (rb, cb))]
     b, ty = lo.b, LL[dtype]
-    tiles = _tiled(m, n, k, dtype) and (not tb or m >= 16)
+    tiles = _tiled(m, n, k, dtype, ta) and (not tb or m >= 16)
     blas = not tiles and BLAS and m * n * k >= BLAS_MIN_FLOPS and dtype in BLAS_SYMBOLS
     dense = [None if tiles or blas else lo.alloc(mt) for mt in mats]
     # every block of rows reads all of b: a strided b is copied contiguous first (rows a few
@@ -545,6 +564,35 @@ def _row_dots(lo, out, out_t, a, x, k, accumulate):
 
 
 def _register_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias=None, tb=False, pack=None):
+    """`_tile_gemm`, over chunks of k (`_k_chunk`) where b is past the tiles' budget: out
+    starts from zeros or the bias and each chunk adds into it, b's rows of the chunk (and
+    its result) staying in L2."""
+    m, n = out_t.shape
+    kc = _k_chunk(m, n, k, out_t.dtype)
+    if kc >= k:
+        _tile_gemm(lo, out, out_t, a, bm, k, accumulate, ta, ld, bias, tb, pack)
+        return
+    b, ty, size = lo.b, LL[out_t.dtype], ELEMENT_BYTES[out_t.dtype]
+    lda, ldb, ldc = ld or (m if ta else k, k if tb else n, n)
+    if not accumulate and bias is not None:
+        _copy_matrix(lo, out, ldc, bias, 0, (m, n), ty)
+    elif not accumulate and ldc == n:
+        lo.fill(out, out_t, ty(0))
+    elif not accumulate:
+        lo.loop_nest((m, n), lambda idx: b.store(ty(0), b.gep(out, [b.add(b.mul(idx[0], I64(ldc)), idx[1])], source_etype=ty)))
+    if pack is None and (tb or _packs(m, n, kc, out_t.dtype)):   # (once: a loop may be around)
+        pack = lo.alloc_bytes(I64(kc * n * size))
+    at = lambda buf, off: b.gep(buf, [off], source_etype=ty)
+
+    def chunk(p0, rows):
+        _tile_gemm(lo, out, out_t, at(a, b.mul(p0, I64(lda)) if ta else p0), at(bm, p0 if tb else b.mul(p0, I64(ldb))),
+                   rows, True, ta, (lda, ldb, ldc), None, tb, pack)
+    lo.counted_loop(I64(k // kc), lambda c: chunk(b.mul(c, I64(kc)), kc), rolled=True)
+    if k % kc:
+        chunk(I64(k // kc * kc), k % kc)
+
+
+def _tile_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias=None, tb=False, pack=None):
     """out (=|+=) op(a) @ b where BLAS's call and packing cost more than the arithmetic: blocks
     of output rows in vector registers, one load of a row of b per step along k shared by
     the block. The blocks of rows are the outer loop and the register-wide stripes of
@@ -564,7 +612,7 @@ def _register_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias
     stripes = [(parts, first) for parts, first in ((_pieces(0, VECTOR, lanes), None), (_pieces(0, rest, lanes), whole))
                if parts and (first is not None or whole)]
     rows = max(max(1, TILE_ACCUMULATORS // len(parts)) for parts, _ in stripes)   # a stripe of more pieces takes fewer
-    packed = _packs(m, n, k, out_t.dtype)
+    packed = pack is not None or _packs(m, n, k, out_t.dtype)
     if packed:
         bm, ldb = _pack_stripes(lo, bm, k, n, ldb, out_t.dtype, tb, pack), None
     elif tb:
@@ -592,10 +640,15 @@ def _register_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias
         for (r, q, p), v in zip(dst, _registers(b, types, steps, init)):
             b.store(v, p, align=1)
 
-    def stripe(i0, count, parts, col0):
+    def stripe(i0, count, parts, col0):   # whole blocks share one loop (one copy of their code)
         per = max(1, TILE_ACCUMULATORS // len(parts))
-        for r in range(0, count, per):
-            block(b.add(i0, I64(r)), min(per, count - r), parts, col0)
+        if count // per > 1:
+            lo.counted_loop(I64(count // per), lambda r: block(b.add(i0, b.mul(r, I64(per))), per, parts, col0),
+                            rolled=True)
+        elif count // per:
+            block(i0, per, parts, col0)
+        if count % per:
+            block(b.add(i0, I64(count // per * per)), count % per, parts, col0)
 
     def rows_from(i0, count):
         for parts, first in stripes:

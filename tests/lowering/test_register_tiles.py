@@ -94,3 +94,28 @@ def test_b_copied_stripe_by_stripe_first():
     g1, g2 = 1 - np.tanh(x @ w1) ** 2, np.sin(2 * (x @ w2.T))
     for g, w in zip(grad(x, w1, w2), (g1 @ w1.T + g2 @ w2, x.T @ g1, g2.T @ x)):
         np.testing.assert_allclose(g, w, rtol=1e-10, atol=1e-10)
+
+
+def test_a_long_contraction_runs_in_chunks_of_b():
+    """b past the tiles' byte budget while the result fits `REGISTER_GEMM_C_BYTES`: the
+    tiles take b's rows a chunk at a time (in float64 3 chunks of 992 rows and one of 23: 2999
+    has no divisor from 993 down to 497),
+    adding into the result: plain, transposed on either side, with a bias, and the weight
+    gradient `xᵀ @ g` of a loss, against NumPy."""
+    m, k, n = 40, 2999, 33
+    assert tensor._tiled(m, n, k, "f64", ta=True) and tensor._k_chunk(m, n, k, "f64") == 992
+    assert tensor._k_chunk(128, 384, 2048, "f32") == 128   # a divisor: no shorter last chunk
+    assert not tensor._tiled(512, 128, 2048, "f32", ta=True)   # a's rows 2 KiB apart: BLAS
+    rng = np.random.default_rng(4)
+    a, b, c, bias = (rng.standard_normal(s) * 0.1 for s in ((m, k), (k, n), (n, k), (n,)))
+    at = lambda x: jitad.numpy.swapaxes(x[None], 1, 2)  # noqa: E731   (a transposed batch of one: `ta`)
+    jf = jitad.jit(lambda a, b, c, bias: (a @ b, a @ c.T + bias, jitad.numpy.matmul(at(a.T), b[None])[0]))
+    want = (a @ b, a @ c.T + bias, a @ b)
+    for dtype, tol in ((np.float64, 1e-12), (np.float32, 1e-4)):
+        got = jf(*(v.astype(dtype) for v in (a, b, c, bias)))
+        assert "gemm" not in jf.llvm_ir
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=tol, atol=tol)
+    x, w = rng.standard_normal((k, m)), rng.standard_normal((m, n))
+    grad = jitad.jit(jitad.grad(lambda w, x: jitad.numpy.sum(jitad.numpy.tanh(x @ w))))
+    np.testing.assert_allclose(grad(w, x), x.T @ (1 - np.tanh(x @ w) ** 2), rtol=1e-10, atol=1e-10)
