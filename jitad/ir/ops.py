@@ -398,11 +398,9 @@ def _fused_rule(op, types, attrs, bodies):
 
 
 def _matmul_add_rule(op, types, attrs, bodies):
-    ref, a, b, *sums = types
+    ref, a, b = types
     (product,) = Op.MATMUL.type_rule(Op.MATMUL, [a, b], attrs, bodies)
     assert isinstance(ref, RefType) and ref.value_type == product, f"{ref} += {product}"
-    assert all(isinstance(s, RefType) and s.value_type == Type(a.dtype, product.shape[-1:]) for s in sums), \
-        f"column sums of {product} into {sums}"
     return []
 
 
@@ -444,7 +442,7 @@ declare("matmul_bias", _matmul_bias_rule, flags="pure kernel")   # op(a) @ op(b)
 # bmm with its operands read, and its result written, through strided views (jitad/ir/strided.py)
 declare("strided_bmm", _strided_bmm_rule, flags="pure kernel")
 declare("strided_bmm_add", _strided_bmm_rule, flags="kernel")   # the same into a slot's region (+=, or = with `store`)
-declare("matmul_add", _matmul_add_rule)   # slot += op(a) @ op(b) (set with `store`; a 4th slot: its column sums)
+declare("matmul_add", _matmul_add_rule)   # slot += op(a) @ op(b) (set with `store`)
 declare("table_gemm_add", _table_gemm_rule)   # slot += sum_i X_i^T @ Y_i over the first `count` entries
 
 

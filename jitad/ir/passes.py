@@ -102,8 +102,6 @@ PIPELINE = [   # (name, pass(program), purpose)
      "(attention's heads), and writes its result through the transposes that alone read it (LLVM only)"),
     ("accumulate_products", _nested(peephole.accumulate_products),
      "a matrix product only added to a slot becomes `matmul_add` (BLAS beta = 1)"),
-    ("product_column_sums", _nested(peephole.product_column_sums),
-     "a bias's gradient summed from a slot a matrix product stored is added up by the product (LLVM only)"),
     ("shared_transposes", lambda program: peephole.shared_transposes(program.main),
      "a weight read transposed by several small products is transposed once"),
 ]
@@ -111,8 +109,7 @@ PIPELINE = [   # (name, pass(program), purpose)
 
 LLVM_ONLY = {"indexed_reads", "gathered_reads", "region_adds", "recompute_shifted", "concat_in_place", "row_reductions",
              "small_products", "masked_row_adds", "merge_slot_loops",
-             "shared_small_products", "strided_products", "bias_epilogues", "column_sums",
-             "product_column_sums"}   # fused bodies and attributes the CUDA kernels do not take
+             "shared_small_products", "strided_products", "bias_epilogues", "column_sums"}   # fused bodies and attributes the CUDA kernels do not take
 
 
 def run_passes(program, check=False, device="cpu"):

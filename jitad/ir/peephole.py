@@ -229,61 +229,6 @@ def _product_under(x, j, nodes, position, users):
     return nodes[k], chain
 
 
-PRODUCT_COLUMN_SUMS = True   # False: a stored product's column sums take a pass of their own (`bench.gpt --ab`)
-
-
-def product_column_sums(nodes, outputs):
-    """A sum over every axis but the last (a bias's gradient) of a slot a `matmul_add` has
-    just stored (`dY @ Wᵀ`, a layer input's cotangent), itself only stored or added into
-    another slot, is added up by the product as it stores its rows: `matmul_add` with that
-    slot as a fourth operand (`column_sums`: "set" or "add"); the sum and its store go."""
-    if not PRODUCT_COLUMN_SUMS:
-        return nodes
-    users, position = uses(nodes, outputs), {v: k for k, n in enumerate(nodes) for v in n.outputs}
-    out = list(nodes)
-    for k, n in enumerate(nodes):
-        found = _stored_product_sum(k, n, nodes, users, position)
-        if found is None:
-            continue
-        p, q, target = found
-        product = out[p]
-        out[p] = Node(Op.MATMUL_ADD, product.inputs + (target,), (),
-                      {**product.attrs, "column_sums": "set" if nodes[q].op == Op.SLOT_SET else "add"})
-        out[k] = out[q] = None
-    return [m for m in out if m is not None]
-
-
-def _stored_product_sum(k, n, nodes, users, position):
-    """`(position of the matmul_add, of the sum's store, the store's slot)` for a column sum
-    `n` at `k` of a stored product's slot, read back whole (through reshapes keeping the
-    rows); None where anything else writes either slot in between."""
-    t = n.inputs[0].type if n.op == Op.SUM and n.inputs else None
-    if t is None or len(t.shape) < 2 or tuple(n.attrs["axes"]) != tuple(range(len(t.shape) - 1)) \
-            or n.attrs["keepdims"] or len(users.get(n.outputs[0], ())) != 1:
-        return None
-    q = users[n.outputs[0]][0]
-    store = nodes[q] if q < len(nodes) else None
-    if store is None or store.op not in (Op.SLOT_SET, Op.SLOT_ADD) or store.inputs[1] is not n.outputs[0]:
-        return None
-    x = n.inputs[0]
-    while x in position and nodes[position[x]].op == Op.RESHAPE:
-        x = nodes[position[x]].inputs[0]
-    g = position.get(x)
-    if g is None or nodes[g].op != Op.SLOT_GET or x.type.shape[-1:] != t.shape[-1:]:
-        return None
-    slot, target = nodes[g].inputs[0], store.inputs[0]
-    p = max((j for j in users.get(slot, ()) if j < g and nodes[j].op != Op.SLOT_GET), default=None)
-    product = nodes[p] if p is not None else None
-    if product is None or product.op != Op.MATMUL_ADD or not product.attrs.get("store") \
-            or len(product.inputs) != 3 or product.inputs[0] is not slot or target.type.dtype != t.dtype \
-            or target in product.inputs or position.get(target, len(nodes)) > p:
-        return None
-    if any(p < j < q for j in users.get(target, ())) or any(p < j < k and nodes[j].op != Op.SLOT_GET
-                                                            for j in users.get(slot, ())):
-        return None
-    return p, q, target
-
-
 BIAS_EPILOGUES = True   # False: the product and the bias add apart, as before (for A/Bs: `bench.gpt --ab`)
 
 
@@ -795,7 +740,7 @@ def shared_transposes(graph):
     for k, n in enumerate(nodes):
         if n.op not in (Op.MATMUL, Op.MATMUL_ADD):
             continue
-        a, b = n.inputs[1:3] if n.op == Op.MATMUL_ADD else n.inputs   # (a 4th: column sums)
+        a, b = n.inputs[-2:]
         out_shape = n.outputs[0].type.shape if n.op == Op.MATMUL else n.inputs[0].type.value_type.shape
         depth = a.type.shape[0] if n.attrs["ta"] else a.type.shape[1]
         if out_shape[0] * out_shape[1] * depth > SHARED_TRANSPOSE_MAX:
@@ -814,7 +759,7 @@ def shared_transposes(graph):
         if flags:
             ins = list(n.inputs)
             for f in flags:
-                i = (1 if n.op == Op.MATMUL_ADD else 0) + (f == "tb")
+                i = len(ins) - (2 if f == "ta" else 1)
                 ins[i] = transposed[ins[i]]
             n = Node(n.op, tuple(ins), n.outputs, {**n.attrs, **{f: False for f in flags}})
         out.append(n)

@@ -279,34 +279,9 @@ def _matmul_bias(lo, node, ins):
 
 @rule(Op.MATMUL_ADD)
 def _matmul_add(lo, node, ins):
-    """slot (=|+=) op(a) @ op(b); with a 4th slot (`column_sums`, `peephole.product_column_sums`)
-    the product's column sums are stored ("set") or added ("add") into it as well: by the
-    register tiles from their registers, by one pass over the stored rows otherwise."""
-    out_t, sums = node.inputs[0].type.value_type, node.attrs.get("column_sums")
-    (m, n), ta, tb = out_t.shape, node.attrs["ta"], node.attrs["tb"]
-    k = node.inputs[1].type.shape[0 if ta else 1]
-    if sums and node.attrs.get("store") and (not tb or m >= 16) and (not ta or TILES_READ_A_TRANSPOSED) \
-            and _tiled(m, n, k, out_t.dtype, ta) and _k_chunk(m, n, k, out_t.dtype) >= k and m > 2 and n > 1:
-        if sums == "set":
-            lo.fill(ins[3], Type(out_t.dtype, (n,)), LL[out_t.dtype](0))
-        _register_gemm(lo, ins[0], out_t, ins[1], ins[2], k, False, ta, tb=tb, sums=ins[3])
-        return []
-    _gemm(lo, ins[0], out_t, ins[1:3], [v.type for v in node.inputs[1:3]], node.attrs,
+    _gemm(lo, ins[0], node.inputs[0].type.value_type, ins[1:], [v.type for v in node.inputs[1:]], node.attrs,
           accumulate=not node.attrs.get("store"))
-    if sums:
-        _column_sums(lo, ins[3], ins[0], out_t, sums == "add")
     return []
-
-
-def _column_sums(lo, sums, x, t, add):
-    """sums (=|+=) the sum of the (m, n) matrix x's rows, a row of accumulators at a time."""
-    b, ty = lo.b, LL[t.dtype]
-    (m, n), at = t.shape, lambda buf, off: b.gep(buf, [off], source_etype=ty)
-    if not add:
-        lo.fill(sums, Type(t.dtype, (n,)), ty(0))
-    lo.loop_nest((m, n), lambda idx: b.store(b.fadd(b.load(at(sums, idx[1]), typ=ty),
-                                                    b.load(at(x, b.add(b.mul(idx[0], I64(n)), idx[1])), typ=ty)),
-                                             at(sums, idx[1])))
 
 
 @service("gemm")
@@ -588,16 +563,15 @@ def _row_dots(lo, out, out_t, a, x, k, accumulate):
         rows(I64(m // 4 * 4), m % 4)
 
 
-def _register_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias=None, tb=False, pack=None, sums=None):
+def _register_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias=None, tb=False, pack=None):
     """`_tile_gemm`, over chunks of k (`_k_chunk`) where b is past the tiles' budget: out
     starts from zeros or the bias and each chunk adds into it, b's rows of the chunk (and
     its result) staying in L2."""
     m, n = out_t.shape
     kc = _k_chunk(m, n, k, out_t.dtype)
     if kc >= k:
-        _tile_gemm(lo, out, out_t, a, bm, k, accumulate, ta, ld, bias, tb, pack, sums)
+        _tile_gemm(lo, out, out_t, a, bm, k, accumulate, ta, ld, bias, tb, pack)
         return
-    assert sums is None
     b, ty, size = lo.b, LL[out_t.dtype], ELEMENT_BYTES[out_t.dtype]
     lda, ldb, ldc = ld or (m if ta else k, k if tb else n, n)
     if not accumulate and bias is not None:
@@ -618,7 +592,7 @@ def _register_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias
         chunk(I64(k // kc * kc), k % kc)
 
 
-def _tile_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias=None, tb=False, pack=None, sums=None):
+def _tile_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias=None, tb=False, pack=None):
     """out (=|+=) op(a) @ b where BLAS's call and packing cost more than the arithmetic: blocks
     of output rows in vector registers, one load of a row of b per step along k shared by
     the block. The blocks of rows are the outer loop and the register-wide stripes of
@@ -627,8 +601,7 @@ def _tile_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias=Non
     stripes share one loop (one copy of their code), the narrower last one has its own.
     A transposed a (`ta`, stored (k, m)) is read in place: a block's rows at a step along k
     are adjacent elements of one of its rows. `ld`: the row strides of a, b and out (default
-    their row lengths). `bias` (n elements): every row starts from it, not from zero. `sums`
-    (n elements): each block adds its rows' final registers into it (the result's column sums)."""
+    their row lengths). `bias` (n elements): every row starts from it, not from zero."""
     b = lo.b
     m, n = out_t.shape
     lda, ldb, ldc = ld or (m if ta else k, k if tb else n, n)
@@ -664,14 +637,8 @@ def _tile_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias=Non
                     for q, (bv, (_, size)) in enumerate(zip(bs, parts)):
                         update(r * len(parts) + q, lambda acc: _fma(lo, _splat(b, av, size), bv, acc))
             lo.counted_loop(I64(k), step, rolled=True)
-        final = _registers(b, types, steps, init)
-        for (r, q, p), v in zip(dst, final):
+        for (r, q, p), v in zip(dst, _registers(b, types, steps, init)):
             b.store(v, p, align=1)
-        for q, (off, size) in enumerate(parts if sums is not None else ()):
-            total = b.load(at(sums, b.add(col0, I64(off))), typ=ir.VectorType(ty, size), align=1)
-            for r in range(count):
-                total = b.fadd(total, final[r * len(parts) + q])
-            b.store(total, at(sums, b.add(col0, I64(off))), align=1)
 
     def stripe(i0, count, parts, col0):   # whole blocks share one loop (one copy of their code)
         per = max(1, TILE_ACCUMULATORS // len(parts))
