@@ -657,6 +657,11 @@ def _tile_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias=Non
                                 rolled=True)
             else:
                 stripe(i0, count, parts, I64(first * VECTOR))
+    if m % rows and m > rows and not accumulate:   # the last block overlaps the one before: its rows are
+        last = I64(m - rows)                         # stored again, the same values (no code for fewer rows)
+        lo.counted_loop(I64(m // rows + 1), lambda blk: rows_from(
+            b.select(b.icmp_unsigned("<", blk, I64(m // rows)), b.mul(blk, I64(rows)), last), rows), rolled=True)
+        return
     if m // rows:
         lo.counted_loop(I64(m // rows), lambda blk: rows_from(b.mul(blk, I64(rows)), rows), rolled=True)
     if m % rows:
