@@ -364,7 +364,8 @@ REGISTER_GEMM_B_BYTES = 256 << 10
 # rows are then adjacent elements of a row of a. Against BLAS's "tn" path (one thread, float32, CPU
 # time, medians): 64 entries of (128x128)ᵀ @ 128x32 0.99, of (64x64)ᵀ @ 64x16 0.88
 TILES_READ_A_TRANSPOSED = True
-TILE_ACCUMULATORS = 24   # vector registers a block of the tiles accumulates in
+TILE_ACCUMULATORS = 24   # vector registers a block of the tiles accumulates in (16 over a contraction
+TILE_SHORT_K = 32        # shorter than this: storing the block then costs more than its steps along k)
 # a product whose b is past REGISTER_GEMM_B_BYTES runs in the tiles too while its result fits
 # this (it stays in L2): over chunks of b's rows that fit the budget, adding into the result
 REGISTER_GEMM_C_BYTES = 512 << 10
@@ -611,7 +612,8 @@ def _tile_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias=Non
     whole, rest = divmod(n, VECTOR)
     stripes = [(parts, first) for parts, first in ((_pieces(0, VECTOR, lanes), None), (_pieces(0, rest, lanes), whole))
                if parts and (first is not None or whole)]
-    rows = max(max(1, TILE_ACCUMULATORS // len(parts)) for parts, _ in stripes)   # a stripe of more pieces takes fewer
+    regs = TILE_ACCUMULATORS if k >= TILE_SHORT_K else 16
+    rows = max(max(1, regs // len(parts)) for parts, _ in stripes)   # a stripe of more pieces takes fewer
     packed = pack is not None or _packs(m, n, k, out_t.dtype)
     if packed:
         bm, ldb = _pack_stripes(lo, bm, k, n, ldb, out_t.dtype, tb, pack), None
@@ -641,7 +643,7 @@ def _tile_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias=Non
             b.store(v, p, align=1)
 
     def stripe(i0, count, parts, col0):   # whole blocks share one loop (one copy of their code)
-        per = max(1, TILE_ACCUMULATORS // len(parts))
+        per = max(1, regs // len(parts))
         if count // per > 1:
             lo.counted_loop(I64(count // per), lambda r: block(b.add(i0, b.mul(r, I64(per))), per, parts, col0),
                             rolled=True)
