@@ -581,19 +581,19 @@ def _register_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias
         lo.fill(out, out_t, ty(0))
     elif not accumulate:
         lo.loop_nest((m, n), lambda idx: b.store(ty(0), b.gep(out, [b.add(b.mul(idx[0], I64(ldc)), idx[1])], source_etype=ty)))
-    if pack is None and (tb or _packs(m, n, kc, out_t.dtype)):   # (once: a loop may be around)
-        pack = lo.alloc_bytes(I64(kc * n * size))
+    if pack is None and tb:   # (once: a loop may be around) an untransposed b is read in place: its
+        pack = lo.alloc_bytes(I64(kc * n * size))   # chunks' copies gained 0-5% and cost compile time
     at = lambda buf, off: b.gep(buf, [off], source_etype=ty)
 
     def chunk(p0, rows):
         _tile_gemm(lo, out, out_t, at(a, b.mul(p0, I64(lda)) if ta else p0), at(bm, p0 if tb else b.mul(p0, I64(ldb))),
-                   rows, True, ta, (lda, ldb, ldc), None, tb, pack)
+                   rows, True, ta, (lda, ldb, ldc), None, tb, pack, chunk=True)
     lo.counted_loop(I64(k // kc), lambda c: chunk(b.mul(c, I64(kc)), kc), rolled=True)
     if k % kc:
         chunk(I64(k // kc * kc), k % kc)
 
 
-def _tile_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias=None, tb=False, pack=None):
+def _tile_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias=None, tb=False, pack=None, chunk=False):
     """out (=|+=) op(a) @ b where BLAS's call and packing cost more than the arithmetic: blocks
     of output rows in vector registers, one load of a row of b per step along k shared by
     the block. The blocks of rows are the outer loop and the register-wide stripes of
@@ -602,7 +602,8 @@ def _tile_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias=Non
     stripes share one loop (one copy of their code), the narrower last one has its own.
     A transposed a (`ta`, stored (k, m)) is read in place: a block's rows at a step along k
     are adjacent elements of one of its rows. `ld`: the row strides of a, b and out (default
-    their row lengths). `bias` (n elements): every row starts from it, not from zero."""
+    their row lengths). `bias` (n elements): every row starts from it, not from zero. `chunk`:
+    one of `_register_gemm`'s chunks of k (b read in place unless `pack` is given)."""
     b = lo.b
     m, n = out_t.shape
     lda, ldb, ldc = ld or (m if ta else k, k if tb else n, n)
@@ -614,7 +615,7 @@ def _tile_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias=Non
                if parts and (first is not None or whole)]
     regs = TILE_ACCUMULATORS if k >= TILE_SHORT_K else 16
     rows = max(max(1, regs // len(parts)) for parts, _ in stripes)   # a stripe of more pieces takes fewer
-    packed = pack is not None or _packs(m, n, k, out_t.dtype)
+    packed = pack is not None or _packs(m, n, k, out_t.dtype) and not chunk
     if packed:
         bm, ldb = _pack_stripes(lo, bm, k, n, ldb, out_t.dtype, tb, pack), None
     elif tb:
