@@ -18,7 +18,6 @@ from .ops import Op
 VIEW_OPS = (Op.RESHAPE, Op.TRANSPOSE, Op.SLICE)
 IN_PLACE = True   # False: every product reads and writes copies, as before (for A/Bs: `bench.gpt --ab`)
 INTO_SLOTS = True   # False: a product's result moves into its slot through copies, as before
-THROUGH_SLOTS = True   # False: an operand stored transposed into a slot is read from that copy
 
 
 def contiguous(shape):
@@ -148,7 +147,7 @@ def _live_at(base, j, nodes, where):
 def _rewrite(j, n, nodes, producer, users, where):
     """The `strided_bmm` replacing bmm `n` at position `j` and the result chain it takes
     over, or None where nothing is read or written through a view."""
-    bases, views = _operands(j, n, nodes, producer, where, users)
+    bases, views = _operands(j, n, nodes, producer, where)
     res = _result(n.outputs[0], users, nodes)
     out_view = matrices(*res[2], n.outputs[0].type.shape[2]) if res else None
     if out_view is None and all(b is v for b, v in zip(bases, n.inputs)):
@@ -161,14 +160,9 @@ def _rewrite(j, n, nodes, producer, users, where):
 
 
 def _drop_unread_views(nodes, outputs):
-    """Without the views nothing reads, and the slots only set and read through them (a
-    product now reads the slot the set value was made from) with their writes."""
     while True:
         read = uses(nodes, outputs)
-        kept = [n for n in nodes if n.op not in VIEW_OPS + (Op.SLOT_GET,) or n.outputs[0] in read]
-        unread = {n.outputs[0] for n in kept if n.op == Op.SLOT and n.outputs[0].type.shape
-                  and all(k < len(kept) and kept[k].op == Op.SLOT_SET for k in uses(kept, outputs).get(n.outputs[0], ()))}
-        kept = [n for n in kept if not (n.outputs and n.outputs[0] in unread or n.op == Op.SLOT_SET and n.inputs[0] in unread)]
+        kept = [n for n in nodes if n.op not in VIEW_OPS or n.outputs[0] in read]
         if len(kept) == len(nodes):
             return nodes
         nodes = kept
@@ -224,7 +218,7 @@ def _next_into_slot(nodes, outputs, done):
         if out_view is None or not _live_at(final, j, nodes, where) \
                 or not _free_between(final, j, end, nodes, users, producer, n):
             continue
-        bases, views = _operands(j, n, nodes, producer, where, users)
+        bases, views = _operands(j, n, nodes, producer, where)
         attrs = dict(n.attrs, shapes=tuple(v.type.shape for v in n.inputs), a=views[0], b=views[1], out=out_view,
                      store=nodes[end].op == Op.SLOT_SET or bool(nodes[end].attrs.get("store")))
         out = list(nodes)
@@ -235,59 +229,16 @@ def _next_into_slot(nodes, outputs, done):
     return None
 
 
-def _operands(j, n, nodes, producer, where, users):
+def _operands(j, n, nodes, producer, where):
     """The bases and views a product at `j` reads its operands through (contiguous where
     no view of another array is live there)."""
     bases, views = [], []
     for v in n.inputs:
         found = _operand(v, producer)
         view = matrices(*found[1], v.type.shape[2]) if found and _live_at(found[0], j, nodes, where) else None
-        if view is None and THROUGH_SLOTS:
-            found = _operand_through_slot(v, j, nodes, producer, where, users)
-            view = matrices(*found[1], v.type.shape[2]) if found else None
         bases.append(found[0] if view else v)
         views.append(view or matrices(contiguous(v.type.shape), 0, v.type.shape[2]))
     return bases, views
-
-
-def _writes(n, slot):
-    """Whether node `n`, which uses `slot`, may write it (not a read, nor a product's operand)."""
-    return n.op not in (Op.SLOT_GET, Op.STRIDED_BMM) and not (n.op == Op.STRIDED_BMM_ADD and n.inputs[0] is not slot)
-
-
-def _views_to(v, producer):
-    """(the value `v` is made from by reshapes, transposes and slices, those nodes)."""
-    chain = []
-    while v in producer and producer[v].op in VIEW_OPS:
-        chain.append(producer[v])
-        v = producer[v].inputs[0]
-    return v, chain
-
-
-def _operand_through_slot(v, j, nodes, producer, where, users):
-    """`(slot, view)` where operand `v` is views of a slot that only a store of views of
-    another slot's value set (the cotangent going into attention's heads: transposed into a
-    slot, read back): the product at `j` reads that other slot in place, which nothing
-    writes from where it was read up to `j`; else None."""
-    got, chain = _views_to(v, producer)
-    if producer.get(got) is None or producer[got].op != Op.SLOT_GET:
-        return None
-    hop = producer[got].inputs[0]
-    writes = [k for k in users.get(hop, ()) if k >= len(nodes) or nodes[k].op != Op.SLOT_GET]
-    if len(writes) != 1 or writes[0] >= len(nodes) or nodes[writes[0]].op != Op.SLOT_SET \
-            or any(k < writes[0] for k in users[hop]):
-        return None
-    base, before = _views_to(nodes[writes[0]].inputs[1], producer)
-    if producer.get(base) is None or producer[base].op != Op.SLOT_GET:
-        return None
-    slot = producer[base].inputs[0]
-    if not slot.type.shape or not _live_at(slot, j, nodes, where) or any(
-            where[base] < k < j and _writes(nodes[k], slot) for k in users.get(slot, ())):
-        return None
-    view = contiguous(slot.type.value_type.shape), 0
-    for n in reversed(chain + before):   # (`chain` from the hop's value: applied last)
-        view = _apply(*view, n) if view is not None else None
-    return (slot, view) if view is not None else None
 
 
 def _moves(v, nodes, users):
