@@ -37,7 +37,7 @@ def live_nodes(graph):
 
 
 SLOT_WRITES = {Op.SLOT_SET, Op.SLOT_ADD, Op.SLOT_ADD_AT, Op.SLOT_SCATTER_ADD, Op.SLOT_SET_AT, Op.SLOT_ADD_SLICE,
-               Op.MATMUL_ADD}
+               Op.MATMUL_ADD, Op.STRIDED_BMM_ADD}
 
 
 def drop_unread_slots(nodes, outputs):

@@ -416,11 +416,14 @@ def _table_gemm_rule(op, types, attrs, bodies):
 
 
 def _strided_bmm_rule(op, types, attrs, bodies):
-    a, b = types
+    a, b = types[-2:]
     (product,) = Op.BMM.type_rule(Op.BMM, [Type(a.dtype, attrs["shapes"][0]), Type(b.dtype, attrs["shapes"][1])],
                                   attrs, bodies)
     out = attrs["out"]
     assert a.dtype == b.dtype and int(np.prod([n for n, _ in out[1]], dtype=np.int64)) == product.shape[0]
+    if op == Op.STRIDED_BMM_ADD:
+        assert isinstance(types[0], RefType) and types[0].dtype == a.dtype, f"{types[0]} += bmm of {a.dtype}"
+        return []
     return [Type(a.dtype, attrs["out_shape"])]
 
 
@@ -438,6 +441,7 @@ declare("fused", _fused_rule, flags="kernel")   # a loop over elementwise work
 declare("matmul_bias", _matmul_bias_rule, flags="pure kernel")   # op(a) @ op(b) + a row (in `shape`)
 # bmm with its operands read, and its result written, through strided views (jitad/ir/strided.py)
 declare("strided_bmm", _strided_bmm_rule, flags="pure kernel")
+declare("strided_bmm_add", _strided_bmm_rule, flags="kernel")   # the same into a slot's region (+=, or = with `store`)
 declare("matmul_add", _matmul_add_rule)   # slot += op(a) @ op(b) (set with `store`)
 declare("table_gemm_add", _table_gemm_rule)   # slot += sum_i X_i^T @ Y_i over the first `count` entries
 

@@ -163,8 +163,11 @@ def _bmm(lo, out, out_t, ins, in_types, attrs):
     # beat BLAS's small "nt" path by more than the copy costs (64 entries of 128x128 @ (32x128)^T:
     # 0.60 against 0.92 ms); a transposed a is read in place (`TILES_READ_A_TRANSPOSED`; a copy
     # per entry lost to BLAS's "tn" path: 64 entries of (128x128)^T @ 128x32, 1.13 against 0.69 ms)
-    scratch = [None] + [lo.alloc(Type(mats[2].dtype, mats[2].shape[::-1])) if flags[1]
-                        and _tiled(m, n, k, out_t.dtype) else None]
+    # (b copied stripe by stripe, `_packs`, is transposed on the way)
+    pack = lo.alloc(Type(out_t.dtype, (k, n))) if _tiled(m, n, k, out_t.dtype, flags[0]) and _packs(m, n, k, out_t.dtype) \
+        and (not flags[0] or TILES_READ_A_TRANSPOSED) and (not flags[1] or m >= 16) else None
+    scratch = [None] + [lo.alloc(Type(mats[2].dtype, mats[2].shape[::-1])) if flags[1] and pack is None
+                        and _tiled(m, n, k, out_t.dtype, flags[0]) else None]
 
     def entry(i):
         o, *ops = (b.gep(buf, [b.mul(i, I64(size))], source_etype=ty) for buf, size in zip((out, *ins), sizes))
@@ -173,7 +176,7 @@ def _bmm(lo, out, out_t, ins, in_types, attrs):
                 ops[j] = _transpose_into(lo, ops[j], t, buf)
         attrs = {"ta": flags[0] and scratch[0] is None, "tb": flags[1] and scratch[1] is None}
         _gemm(lo, o, mats[0], ops, [Type(t.dtype, t.shape[::-1]) if buf is not None else t
-                                    for t, buf in zip(mats[1:], scratch)], attrs, accumulate=False)
+                                    for t, buf in zip(mats[1:], scratch)], attrs, accumulate=False, pack=pack)
     lo.counted_loop(I64(out_t.shape[0]), entry, rolled=True)
 
 
@@ -266,7 +269,7 @@ def _matmul_bias(lo, node, ins):
     ta, tb = node.attrs["ta"], node.attrs["tb"]
     (m, k), n = (a_t.shape[::-1] if ta else a_t.shape), (b_t.shape[0] if tb else b_t.shape[1])
     out, t = lo.result_buffer(node.outputs[0]), Type(bias_t.dtype, (m, n))
-    if not tb and (not ta or TILES_READ_A_TRANSPOSED) and _tiled(m, n, k, t.dtype):
+    if not tb and (not ta or TILES_READ_A_TRANSPOSED) and _tiled(m, n, k, t.dtype, ta):
         _register_gemm(lo, out, t, ins[0], ins[1], k, False, ta, bias=ins[2])
         return [out]
     _copy_matrix(lo, out, n, ins[2], 0, (m, n), LL[t.dtype])
@@ -282,11 +285,12 @@ def _matmul_add(lo, node, ins):
 
 
 @service("gemm")
-def _gemm(lo, out, out_t, ins, in_types, attrs, accumulate):
+def _gemm(lo, out, out_t, ins, in_types, attrs, accumulate, pack=None):
     """out (=|+=) op(a) @ op(b): a loop nest below BLAS_MIN_FLOPS, register tiles when the
     product is small or b fits `REGISTER_GEMM_B_BYTES` (BLAS's small-matrix path runs a
     20×50 @ 50×50 product at ~22 GFLOP/s, the tiles at ~39; a transposed a is read in place,
-    a transposed b copied untransposed first), else BLAS."""
+    a transposed b copied untransposed first), else BLAS. `pack`: a buffer of k·n elements for
+    the tiles' copy of b (a loop around the call makes it once)."""
     a, bm = ins
     a_t, b_t = in_types
     ta, tb = attrs["ta"], attrs["tb"]
@@ -307,13 +311,13 @@ def _gemm(lo, out, out_t, ins, in_types, attrs, accumulate):
             and out_t.dtype in BLAS_SYMBOLS:
         _row_dots(lo, out, out_t, a, bm, k, accumulate)
         return
-    if (not ta or TILES_READ_A_TRANSPOSED) and _tiled(m, n, k, out_t.dtype) and (not tb or m >= 16):
-        if tb:   # b copied untransposed once (at most 1/16 of the product's work), read by every block of rows
-            bm, b_t = _transpose_into(lo, bm, b_t), Type(b_t.dtype, b_t.shape[::-1])
+    if (not ta or TILES_READ_A_TRANSPOSED) and _tiled(m, n, k, out_t.dtype, ta) and (not tb or m >= 16):
         if m <= 2 and n >= 64 and not ta:
+            if tb:   # b copied untransposed first
+                bm = _transpose_into(lo, bm, b_t)
             _streaming_gemm(lo, out, out_t, a, bm, k, accumulate)
-        else:
-            _register_gemm(lo, out, out_t, a, bm, k, accumulate, ta)
+        else:   # a transposed b is copied untransposed once (at most 1/16 of the product's work)
+            _register_gemm(lo, out, out_t, a, bm, k, accumulate, ta, tb=tb, pack=pack)
         return
     if m * n * k >= BLAS_MIN_FLOPS and out_t.dtype in BLAS_SYMBOLS and BLAS:
         # row-major C = op(A) @ op(B); 111 = no transpose, 112 = transpose
@@ -360,12 +364,36 @@ REGISTER_GEMM_B_BYTES = 256 << 10
 # rows are then adjacent elements of a row of a. Against BLAS's "tn" path (one thread, float32, CPU
 # time, medians): 64 entries of (128x128)ᵀ @ 128x32 0.99, of (64x64)ᵀ @ 64x16 0.88
 TILES_READ_A_TRANSPOSED = True
+TILE_ACCUMULATORS = 24   # vector registers a block of the tiles accumulates in (16 over a contraction
+TILE_SHORT_K = 32        # shorter than this: storing the block then costs more than its steps along k)
+# a product whose b is past REGISTER_GEMM_B_BYTES runs in the tiles too while its result fits
+# this (it stays in L2): over chunks of b's rows that fit the budget, adding into the result
+REGISTER_GEMM_C_BYTES = 512 << 10
+# (not where a is stored transposed with rows longer than this: a block's elements along k then
+# lie in a few of L1's sets and come from L2 at every step; OpenBLAS packs a)
+REGISTER_GEMM_TA_ROW_BYTES = 512
+PACK_B = True
+PACK_B_ROWS = 64
+PACK_B_BYTES = 32 << 10
 
 
-def _tiled(m, n, k, dtype):
-    """Whether `_register_gemm` (not BLAS) computes an (m, k) @ (k, n) product."""
+def _tiled(m, n, k, dtype, ta=False):
+    """Whether `_register_gemm` (not BLAS) computes an (m, k) @ (k, n) product (`ta`: a
+    stored transposed, (k, m))."""
+    size = ELEMENT_BYTES.get(dtype, 8)
     return dtype in BLAS_SYMBOLS and m * n * k >= BLAS_MIN_FLOPS and (
-        m * n * k <= REGISTER_GEMM_MAX or k * n * ELEMENT_BYTES[dtype] <= REGISTER_GEMM_B_BYTES)
+        m * n * k <= REGISTER_GEMM_MAX or k * n * size <= REGISTER_GEMM_B_BYTES
+        or m * n * size <= REGISTER_GEMM_C_BYTES and (not ta or m * size <= REGISTER_GEMM_TA_ROW_BYTES))
+
+
+def _k_chunk(m, n, k, dtype):
+    """The rows of b the tiles take at a time (`_register_gemm`): all k while b fits
+    `REGISTER_GEMM_B_BYTES`, else as many as fit it: a divisor of k down to half that
+    many (no last, shorter chunk: its code would be a second copy), or a multiple of 16."""
+    if m * n * k <= REGISTER_GEMM_MAX or k * n * ELEMENT_BYTES[dtype] <= REGISTER_GEMM_B_BYTES:
+        return k
+    most = max(16, REGISTER_GEMM_B_BYTES // (n * ELEMENT_BYTES[dtype]))
+    return next((d for d in range(most, most // 2, -1) if k % d == 0), max(16, most // 16 * 16))
 
 
 def _transpose_into(lo, src, t, buf=None, ld=None):
@@ -379,11 +407,17 @@ def _transpose_into(lo, src, t, buf=None, ld=None):
     return buf
 
 
-def _copy_matrix(lo, dst, dst_ld, src, src_ld, shape, ty):
-    """dst = src, (rows, cols) matrices whose rows lie `dst_ld` and `src_ld` elements apart."""
+def _copy_matrix(lo, dst, dst_ld, src, src_ld, shape, ty, add=False):
+    """dst = src (`add`: dst += src), (rows, cols) matrices whose rows lie `dst_ld` and
+    `src_ld` elements apart."""
     b = lo.b
     at = lambda buf, ld, idx: b.gep(buf, [b.add(b.mul(idx[0], I64(ld)), idx[1])], source_etype=ty)
-    lo.loop_nest(shape, lambda idx: b.store(b.load(at(src, src_ld, idx), typ=ty), at(dst, dst_ld, idx)))
+
+    def cell(idx):
+        value, ptr = b.load(at(src, src_ld, idx), typ=ty), at(dst, dst_ld, idx)
+        total = (b.fadd if isinstance(ty, (ir.FloatType, ir.DoubleType)) else b.add)(b.load(ptr, typ=ty), value)
+        b.store(total if add else value, ptr)
+    lo.loop_nest(shape, cell)
     return dst
 
 
@@ -401,40 +435,58 @@ def _entry_offset(b, i, view):
 
 @rule(Op.STRIDED_BMM)
 def _strided_bmm(lo, node, ins):
-    """A batched product through strided views: per entry, the register tiles or BLAS given
-    the views' row strides, or (a product too small for either) `_gemm` on contiguous copies."""
-    t, a = node.outputs[0].type, node.attrs
+    """A batched product through strided views (see `_strided_entries`)."""
     out = lo.result_buffer(node.outputs[0])
+    _strided_entries(lo, node, out, ins, False)
+    return [out]
+
+
+@rule(Op.STRIDED_BMM_ADD)
+def _strided_bmm_add(lo, node, ins):
+    """The same into a slot's region (`ins[0]`), added to it or (`store`) stored."""
+    _strided_entries(lo, node, ins[0], ins[1:], not node.attrs["store"])
+    return []
+
+
+def _strided_entries(lo, node, out, ins, accumulate):
+    """out (=|+=) op(a) @ op(b) entry by entry through the node's strided views: the
+    register tiles or BLAS given the views' row strides, or (a product too small for
+    either) `_gemm` on contiguous copies."""
+    dtype, a = node.inputs[-1].type.dtype, node.attrs
     (count, ra, ca), (_, rb, cb) = a["shapes"]
     ta, tb = a["ta"], a["tb"]
     (m, k), n = ((ca, ra) if ta else (ra, ca)), (rb if tb else cb)
-    views, mats = (a["out"], a["a"], a["b"]), [Type(t.dtype, s) for s in ((m, n), (ra, ca), (rb, cb))]
-    b, ty = lo.b, LL[t.dtype]
-    tiles = _tiled(m, n, k, t.dtype) and (not tb or m >= 16)
-    blas = not tiles and BLAS and m * n * k >= BLAS_MIN_FLOPS and t.dtype in BLAS_SYMBOLS
+    views, mats = (a["out"], a["a"], a["b"]), [Type(dtype, s) for s in ((m, n), (ra, ca), (rb, cb))]
+    b, ty = lo.b, LL[dtype]
+    tiles = _tiled(m, n, k, dtype, ta) and (not tb or m >= 16)
+    blas = not tiles and BLAS and m * n * k >= BLAS_MIN_FLOPS and dtype in BLAS_SYMBOLS
     dense = [None if tiles or blas else lo.alloc(mt) for mt in mats]
     # every block of rows reads all of b: a strided b is copied contiguous first (rows a few
     # cache sets apart evict each other from L1: attention's heads at 1.5 KiB strides)
-    b_copy = lo.alloc(Type(t.dtype, (k, n))) if tiles and (tb or a["b"][2] != n) else None
+    # (or stripe by stripe, `_packs`, which reads it in place)
+    pack = lo.alloc(Type(dtype, (k, n))) if tiles and _packs(m, n, k, dtype) else None
+    b_copy = lo.alloc(Type(dtype, (k, n))) if tiles and pack is None and (tb or a["b"][2] != n) else None
 
     def entry(i):
         ptrs = [b.gep(buf, [_entry_offset(b, i, v)], source_etype=ty) for buf, v in zip((out, *ins), views)]
         lds = [v[2] for v in views]
-        if tiles:
+        if pack is not None:
+            _register_gemm(lo, ptrs[0], mats[0], ptrs[1], ptrs[2], k, accumulate, ta, lds[1:] + lds[:1], tb=tb,
+                           pack=pack)
+        elif tiles:
             bm = ptrs[2] if b_copy is None else _transpose_into(lo, ptrs[2], mats[2], b_copy, lds[2]) if tb else \
                 _copy_matrix(lo, b_copy, n, ptrs[2], lds[2], (k, n), ty)
-            _register_gemm(lo, ptrs[0], mats[0], ptrs[1], bm, k, False, ta, (lds[1], n if b_copy else lds[2], lds[0]))
+            _register_gemm(lo, ptrs[0], mats[0], ptrs[1], bm, k, accumulate, ta, (lds[1], n if b_copy else lds[2], lds[0]))
         elif blas:
-            b.call(_blas_gemm(lo, t.dtype), [I32(101), I32(112 if ta else 111), I32(112 if tb else 111), I64(m), I64(n),
-                                             I64(k), ty(1.0), ptrs[1], I64(lds[1]), ptrs[2], I64(lds[2]), ty(0.0),
-                                             ptrs[0], I64(lds[0])])
+            b.call(_blas_gemm(lo, dtype), [I32(101), I32(112 if ta else 111), I32(112 if tb else 111), I64(m), I64(n),
+                                             I64(k), ty(1.0), ptrs[1], I64(lds[1]), ptrs[2], I64(lds[2]),
+                                             ty(1.0 if accumulate else 0.0), ptrs[0], I64(lds[0])])
         else:
             for buf, p, ld, mt in zip(dense[1:], ptrs[1:], lds[1:], mats[1:]):
                 _copy_matrix(lo, buf, mt.shape[1], p, ld, mt.shape, ty)
             _gemm(lo, dense[0], mats[0], dense[1:], mats[1:], {"ta": ta, "tb": tb}, accumulate=False)
-            _copy_matrix(lo, ptrs[0], lds[0], dense[0], n, (m, n), ty)
+            _copy_matrix(lo, ptrs[0], lds[0], dense[0], n, (m, n), ty, add=accumulate)
     lo.counted_loop(I64(count), entry, rolled=True)
-    return [out]
 
 
 def _streaming_gemm(lo, out, out_t, a, bm, k, accumulate):
@@ -512,7 +564,36 @@ def _row_dots(lo, out, out_t, a, x, k, accumulate):
         rows(I64(m // 4 * 4), m % 4)
 
 
-def _register_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias=None):
+def _register_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias=None, tb=False, pack=None):
+    """`_tile_gemm`, over chunks of k (`_k_chunk`) where b is past the tiles' budget: out
+    starts from zeros or the bias and each chunk adds into it, b's rows of the chunk (and
+    its result) staying in L2."""
+    m, n = out_t.shape
+    kc = _k_chunk(m, n, k, out_t.dtype)
+    if kc >= k:
+        _tile_gemm(lo, out, out_t, a, bm, k, accumulate, ta, ld, bias, tb, pack)
+        return
+    b, ty, size = lo.b, LL[out_t.dtype], ELEMENT_BYTES[out_t.dtype]
+    lda, ldb, ldc = ld or (m if ta else k, k if tb else n, n)
+    if not accumulate and bias is not None:
+        _copy_matrix(lo, out, ldc, bias, 0, (m, n), ty)
+    elif not accumulate and ldc == n:
+        lo.fill(out, out_t, ty(0))
+    elif not accumulate:
+        lo.loop_nest((m, n), lambda idx: b.store(ty(0), b.gep(out, [b.add(b.mul(idx[0], I64(ldc)), idx[1])], source_etype=ty)))
+    if pack is None and tb:   # (once: a loop may be around) an untransposed b is read in place: its
+        pack = lo.alloc_bytes(I64(kc * n * size))   # chunks' copies gained 0-5% and cost compile time
+    at = lambda buf, off: b.gep(buf, [off], source_etype=ty)
+
+    def chunk(p0, rows):
+        _tile_gemm(lo, out, out_t, at(a, b.mul(p0, I64(lda)) if ta else p0), at(bm, p0 if tb else b.mul(p0, I64(ldb))),
+                   rows, True, ta, (lda, ldb, ldc), None, tb, pack, chunk=True)
+    lo.counted_loop(I64(k // kc), lambda c: chunk(b.mul(c, I64(kc)), kc), rolled=True)
+    if k % kc:
+        chunk(I64(k // kc * kc), k % kc)
+
+
+def _tile_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias=None, tb=False, pack=None, chunk=False):
     """out (=|+=) op(a) @ b where BLAS's call and packing cost more than the arithmetic: blocks
     of output rows in vector registers, one load of a row of b per step along k shared by
     the block. The blocks of rows are the outer loop and the register-wide stripes of
@@ -521,17 +602,24 @@ def _register_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias
     stripes share one loop (one copy of their code), the narrower last one has its own.
     A transposed a (`ta`, stored (k, m)) is read in place: a block's rows at a step along k
     are adjacent elements of one of its rows. `ld`: the row strides of a, b and out (default
-    their row lengths). `bias` (n elements): every row starts from it, not from zero."""
+    their row lengths). `bias` (n elements): every row starts from it, not from zero. `chunk`:
+    one of `_register_gemm`'s chunks of k (b read in place unless `pack` is given)."""
     b = lo.b
     m, n = out_t.shape
-    lda, ldb, ldc = ld or (m if ta else k, n, n)
+    lda, ldb, ldc = ld or (m if ta else k, k if tb else n, n)
     a_at = (lambda i, p: b.add(b.mul(p, I64(lda)), i)) if ta else (lambda i, p: b.add(b.mul(i, I64(lda)), p))
     ty, lanes = LL[out_t.dtype], 64 // ELEMENT_BYTES[out_t.dtype]
     at = lambda buf, off: b.gep(buf, [off], source_etype=ty)
     whole, rest = divmod(n, VECTOR)
     stripes = [(parts, first) for parts, first in ((_pieces(0, VECTOR, lanes), None), (_pieces(0, rest, lanes), whole))
                if parts and (first is not None or whole)]
-    rows = max(max(1, 16 // len(parts)) for parts, _ in stripes)   # a stripe of more pieces takes fewer at a time
+    regs = TILE_ACCUMULATORS if k >= TILE_SHORT_K else 16
+    rows = max(max(1, regs // len(parts)) for parts, _ in stripes)   # a stripe of more pieces takes fewer
+    packed = pack is not None or _packs(m, n, k, out_t.dtype) and not chunk
+    if packed:
+        bm, ldb = _pack_stripes(lo, bm, k, n, ldb, out_t.dtype, tb, pack), None
+    elif tb:
+        bm, ldb = _transpose_into(lo, bm, Type(out_t.dtype, (n, k)), ld=ldb), n
 
     def block(i0, count, parts, col0):
         types = [ir.VectorType(ty, size) for _ in range(count) for _, size in parts]
@@ -543,7 +631,8 @@ def _register_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias
 
         def steps(update):
             def step(p):
-                row = b.add(b.mul(p, I64(ldb)), col0)
+                width = sum(size for _, size in parts)
+                row = b.add(b.mul(col0, I64(k)), b.mul(p, I64(width))) if packed else b.add(b.mul(p, I64(ldb)), col0)
                 bs = [b.load(at(bm, b.add(row, I64(off))), typ=ir.VectorType(ty, size), align=1)
                       for off, size in parts]
                 for r in range(count):
@@ -554,10 +643,15 @@ def _register_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias
         for (r, q, p), v in zip(dst, _registers(b, types, steps, init)):
             b.store(v, p, align=1)
 
-    def stripe(i0, count, parts, col0):
-        per = max(1, 16 // len(parts))
-        for r in range(0, count, per):
-            block(b.add(i0, I64(r)), min(per, count - r), parts, col0)
+    def stripe(i0, count, parts, col0):   # whole blocks share one loop (one copy of their code)
+        per = max(1, regs // len(parts))
+        if count // per > 1:
+            lo.counted_loop(I64(count // per), lambda r: block(b.add(i0, b.mul(r, I64(per))), per, parts, col0),
+                            rolled=True)
+        elif count // per:
+            block(i0, per, parts, col0)
+        if count % per:
+            block(b.add(i0, I64(count // per * per)), count % per, parts, col0)
 
     def rows_from(i0, count):
         for parts, first in stripes:
@@ -566,10 +660,42 @@ def _register_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias
                                 rolled=True)
             else:
                 stripe(i0, count, parts, I64(first * VECTOR))
+    if m % rows and m > rows and not accumulate:   # the last block overlaps the one before: its rows are
+        last = I64(m - rows)                         # stored again, the same values (no code for fewer rows)
+        lo.counted_loop(I64(m // rows + 1), lambda blk: rows_from(
+            b.select(b.icmp_unsigned("<", blk, I64(m // rows)), b.mul(blk, I64(rows)), last), rows), rolled=True)
+        return
     if m // rows:
         lo.counted_loop(I64(m // rows), lambda blk: rows_from(b.mul(blk, I64(rows)), rows), rolled=True)
     if m % rows:
         rows_from(I64(m // rows * rows), m % rows)
+
+
+def _packs(m, n, k, dtype):
+    """Whether `_register_gemm` copies b stripe by stripe first (`_pack_stripes`)."""
+    return PACK_B and m >= PACK_B_ROWS and n > VECTOR and k * n * ELEMENT_BYTES[dtype] > PACK_B_BYTES
+
+
+def _pack_stripes(lo, bm, k, n, ldb, dtype, tb=False, buf=None):
+    """`buf` (default: a new scratch buffer of k·n elements) holding the (k, n) matrix `bm`
+    (rows `ldb` apart; `tb`: its (n, k) transpose is stored) stripe by stripe: the k rows of
+    each `VECTOR` columns wide stripe, then those of the narrower last one."""
+    b, ty = lo.b, LL[dtype]
+    whole, rest = divmod(n, VECTOR)
+    buf = lo.alloc(Type(dtype, (k, n))) if buf is None else buf
+    at = lambda base, off: b.gep(base, [off], source_etype=ty)
+
+    def stripe(col0, width):
+        dst = at(buf, b.mul(col0, I64(k)))
+        if tb:
+            _transpose_into(lo, at(bm, b.mul(col0, I64(ldb))), Type(dtype, (width, k)), dst, ldb)
+        else:
+            _copy_matrix(lo, dst, width, at(bm, col0), ldb, (k, width), ty)
+    if whole:
+        lo.counted_loop(I64(whole), lambda j: stripe(b.mul(j, I64(VECTOR)), VECTOR), rolled=True)
+    if rest:
+        stripe(I64(whole * VECTOR), rest)
+    return buf
 
 
 def _add_rows(lo, slot, ref_t, i, value, value_t, value_idx, store=False):
