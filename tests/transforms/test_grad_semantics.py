@@ -512,7 +512,7 @@ def test_fresh_transformations_of_a_function_reuse_its_walk_while_its_reads_hold
         for factor in (2.0, 2.0, 3.0, 3.0):
             _FACTOR = factor
             assert jitad.grad(_scaled)(0.5) == pytest.approx(np.cos(0.5) * factor, rel=1e-12)
-        assert dispatch._WALKED[id(_scaled)][0]() is _scaled and len(traces) == 2   # (one per factor)
+        assert dispatch._WALKED[id(_scaled)].fn() is _scaled and len(traces) == 2   # (one per factor)
     finally:
         _FACTOR = 2.0
     cell = [1.0]
@@ -530,6 +530,6 @@ def test_fresh_transformations_of_a_function_reuse_its_walk_while_its_reads_hold
         return x * np.ones(3)
     dispatch.function_key(g)
     key = id(g)
-    assert dispatch._WALKED[key][0]() is g
+    assert dispatch._WALKED[key].fn() is g
     del g   # (its walk, which holds what it read, goes with it)
     assert key not in dispatch._WALKED
