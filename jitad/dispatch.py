@@ -67,6 +67,9 @@ _SIGS = OrderedDict()   # the signatures traced so far (see `Concrete._trace`)
 # keys (ints masked) whose function used a symbolic int as a plain int: their ints are keyed by value
 _CONCRETE_INTS = OrderedDict()
 _SYMBOL = ("symbolic int",)   # the key part of an int traced as a symbol
+# a function's signature (`_Call.sig`) -> what its traces noted for the next ones (`ConcreteTrace.memo`:
+# a function deciding on an inner gradient's value is traced as it is, without the deferred trace first)
+_MEMOS = OrderedDict()
 
 
 def _forget(name, value):
@@ -75,7 +78,7 @@ def _forget(name, value):
     if name in ("jitad_tiering", "jax_debug_nans", "jax_debug_infs"):
         for paths in _ENTRIES.values():
             paths.clear()   # (a gradient object's remembered list too)
-        for table in (_ENTRIES, _BY_PRIMAL, _SIGS, _CONCRETE_INTS, _OVER):
+        for table in (_ENTRIES, _BY_PRIMAL, _SIGS, _CONCRETE_INTS, _OVER, _MEMOS):
             table.clear()
 
 
@@ -483,14 +486,20 @@ def _argument_key(args, static, sym, kwargs, td, leaves):
 
 
 def _signature(args, diff, sym):
-    """What the cache key holds of `args` when each is an array or a Python scalar (None
-    otherwise): dtypes and shapes, types of the differentiated scalars, the values of the
-    static ones (the type alone of an int traced as a symbol)."""
+    """What the cache key holds of `args` when each is an array, a Python scalar or a Python
+    function passed as itself (None otherwise): dtypes and shapes, types of the
+    differentiated scalars, the values of the static ones (the type alone of an int traced as
+    a symbol), a function's kept walk (`jvp(f, ...)` again: while what `f` reads holds)."""
     out = []
     for i, a in enumerate(args):
         t = type(a)
         if t is np.ndarray or _is_array(a):
             out.append((a.dtype, a.shape))
+        elif t is types.FunctionType and i not in diff:
+            walk = _kept_walk(a, _DATA_DEPTH)
+            if walk is None:
+                return None
+            out.append(walk)
         elif t is not float and t is not int and t is not bool and t is not str and a is not None:
             return None
         elif i in diff:
@@ -1048,6 +1057,10 @@ class _Tracer:
 
     def _values(self, overrides):
         c = ConcreteTrace(overrides)
+        c.memo = _MEMOS.get(self.call.sig)
+        if c.memo is None:
+            _remember(_MEMOS, self.call.sig, {})
+            c.memo = _MEMOS[self.call.sig]
         for k, a in enumerate(self.arrays):
             c.sources.setdefault(id(a), (k, a))
         return c
