@@ -106,6 +106,7 @@ class _Id:
 
 
 _PLAIN = (bool, int, float, complex, str, bytes, type(None), np.bool_, np.integer, np.floating)
+_EXACT_PLAIN = frozenset((bool, int, float, str, bytes, type(None)))
 _global_names_cache = {}
 
 
@@ -152,6 +153,15 @@ class _Reads:
 
     def value(self, v, depth, by_identity=False):
         t = type(v)
+        if t is types.FunctionType:   # (the kinds met most, by their exact type first)
+            if self.functions_left > 0:
+                self.function(v, _DATA_DEPTH)
+            else:
+                self.parts.append(_Id(v))
+            return
+        if t in _EXACT_PLAIN:
+            self.parts.append((t, repr(v)) if t is float else (t, v))
+            return
         if t is SymInt:   # (kept past its trace in something the function reads: its value)
             v, t = v.value, int
         if t is types.ModuleType:
