@@ -50,8 +50,13 @@ _F64 = np.dtype(np.float64)
 def plain_f64(x):
     """Whether `x` is a plain float64 array (NumPy's or a `jitad.numpy.Array`, of NumPy's byte
     order), nothing staged or foreign."""
-    from ._array import Array
-    return (type(x) is np.ndarray or type(x) is Array) and x.dtype == _F64 and x.dtype.isnative
+    return type(x) in _plain_arrays() and x.dtype == _F64 and x.dtype.isnative
+
+
+@functools.cache
+def _plain_arrays():
+    from ._array import Array   # (imported once it exists: this module is imported before it)
+    return frozenset((np.ndarray, Array))
 
 
 def reference_first(reference, fn, accepts):

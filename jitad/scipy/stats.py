@@ -95,8 +95,13 @@ def _mvn_plain(x, mean=None, cov=1.0, allow_singular=False):
 
 def _scipy_mvn_logpdf(x, mean=None, cov=1.0, allow_singular=False):
     """SciPy's log-density, shaped as jitad's (SciPy squeezes a single row's axis)."""
-    from scipy.stats import multivariate_normal as reference
-    return np.reshape(reference.logpdf(x, mean, cov, allow_singular), x.shape[:-1])
+    return np.reshape(_scipy_mvn().logpdf(x, mean, cov, allow_singular), x.shape[:-1])
+
+
+@functools.cache
+def _scipy_mvn():
+    from scipy.stats import multivariate_normal   # (SciPy's stats are imported at the first call)
+    return multivariate_normal
 
 
 @_with_exp
