@@ -499,7 +499,7 @@ def _signature(args, diff, sym):
     """What the cache key holds of `args` when each is an array, a Python scalar or a Python
     function passed as itself (None otherwise): dtypes and shapes, types of the
     differentiated scalars, the values of the static ones (the type alone of an int traced as
-    a symbol), a function's kept walk (`jvp(f, ...)` again: while what `f` reads holds)."""
+    a symbol), a function's kept walk (`vjp(f, x)` again: while what `f` reads holds)."""
     out = []
     for i, a in enumerate(args):
         t = type(a)
