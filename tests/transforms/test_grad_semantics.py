@@ -589,13 +589,15 @@ def test_a_function_met_in_a_walk_takes_the_walk_kept_of_it(monkeypatch):
 
 def test_vjp_of_the_same_function_again_keys_it_once_while_its_reads_hold(monkeypatch):
     global _FACTOR
+    for _ in range(2):   # (the first call of `vjp`'s dispatcher object in a process remembers nothing)
+        jitad.vjp(_scaled, 0.5)
     keyed = []
     static_key = dispatch.static_key
     monkeypatch.setattr(dispatch, "static_key", lambda x: keyed.append(x) or static_key(x))
     try:
-        for factor in (2.0, 2.0, 2.0, 3.0, 3.0):
+        for factor in (2.0, 2.0, 3.0, 3.0, 3.0):
             _FACTOR = factor
             assert jitad.vjp(_scaled, 0.5)[0] == pytest.approx(np.sin(0.5) * factor, rel=1e-12)
     finally:
         _FACTOR = 2.0
-    assert keyed.count(_scaled) == 2   # (a changed global it reads: keyed again)
+    assert keyed.count(_scaled) == 1   # (the global it reads, changed: keyed again)
