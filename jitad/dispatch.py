@@ -67,6 +67,9 @@ _SIGS = OrderedDict()   # the signatures traced so far (see `Concrete._trace`)
 # keys (ints masked) whose function used a symbolic int as a plain int: their ints are keyed by value
 _CONCRETE_INTS = OrderedDict()
 _SYMBOL = ("symbolic int",)   # the key part of an int traced as a symbol
+# a function's signature (`_Call.sig`) -> what its traces noted for the next ones (`ConcreteTrace.memo`:
+# a function deciding on an inner gradient's value is traced as it is, without the deferred trace first)
+_MEMOS = OrderedDict()
 
 
 def _forget(name, value):
@@ -75,7 +78,7 @@ def _forget(name, value):
     if name in ("jitad_tiering", "jax_debug_nans", "jax_debug_infs"):
         for paths in _ENTRIES.values():
             paths.clear()   # (a gradient object's remembered list too)
-        for table in (_ENTRIES, _BY_PRIMAL, _SIGS, _CONCRETE_INTS, _OVER):
+        for table in (_ENTRIES, _BY_PRIMAL, _SIGS, _CONCRETE_INTS, _OVER, _MEMOS):
             table.clear()
 
 
@@ -103,6 +106,7 @@ class _Id:
 
 
 _PLAIN = (bool, int, float, complex, str, bytes, type(None), np.bool_, np.integer, np.floating)
+_EXACT_PLAIN = frozenset((bool, int, float, str, bytes, type(None)))
 _global_names_cache = {}
 
 
@@ -142,12 +146,22 @@ class _Reads:
 
     def __init__(self, record=False):
         self.parts, self.arrays, self.seen, self.held = [], [], {}, []
+        self.placed = []   # where in `parts` a place is (a function met again, a generator): see `_merge`
         self.generators = []   # the host generators read (`RandomState`, `Generator`), keyed by their place
         self.checks, self.cacheable, self.record = [], record, record
         self.functions_left = _MAX_FUNCTIONS
 
     def value(self, v, depth, by_identity=False):
         t = type(v)
+        if t is types.FunctionType:   # (the kinds met most, by their exact type first)
+            if self.functions_left > 0:
+                self.function(v, _DATA_DEPTH)
+            else:
+                self.parts.append(_Id(v))
+            return
+        if t in _EXACT_PLAIN:
+            self.parts.append((t, repr(v)) if t is float else (t, v))
+            return
         if t is SymInt:   # (kept past its trace in something the function reads: its value)
             v, t = v.value, int
         if t is types.ModuleType:
@@ -166,6 +180,7 @@ class _Reads:
         elif isinstance(v, _GENERATORS) and not by_identity:
             # its draws are made again at each call on the generator read then (`Path.drawing`):
             # a fresh generator of the same code (a program run again) finds the same paths
+            self.placed.append(len(self.parts))
             self.parts.append(("generator", t, len(self.generators)))
             self.generators.append(v)
         elif t is range:   # (immutable: by value, a program run again passes a fresh one)
@@ -191,10 +206,12 @@ class _Reads:
 
     def function(self, fn, depth):
         if not self.seen and type(fn) is types.FunctionType and not _own_plain(fn):   # (a walk's first)
-            self._whole_function(fn, depth)
+            self.seen[id(fn)] = 0
+            self._merge(fn, _walk_of(fn, depth))
             return
         seen = self.seen.get(id(fn))
         if seen is not None:   # (met before in this walk: by its place in it, a fresh copy keys alike)
+            self.placed.append(len(self.parts))
             self.parts.append(("seen", seen))
             return
         self.seen[id(fn)] = len(self.seen)
@@ -225,42 +242,47 @@ class _Reads:
             return
         if not isinstance(fn, types.FunctionType) or _own_plain(fn):
             self.parts.append(_Id(fn))
-            return
-        self.functions_left -= 1
-        self._python_function(fn, depth)
+        elif id(fn) in self.seen:
+            self._nested_function(fn, depth)
+        else:   # (a method's function, its place the method's)
+            self.functions_left -= 1
+            self._python_function(fn, depth)
 
-    def _whole_function(self, fn, depth):
-        """A walk's first function: its parts, arrays and generators as the last walk of the
-        same object found them, while what that walk read holds (`_checks_hold`); else
-        walked, recording what it reads, and kept for the next walk (`check_grads`, `grad(f)(x)`
-        in a loop: fresh transformations of one function)."""
-        known = _WALKED.get(id(fn))
-        if known is not None and known[0]() is fn and known[1] == depth and _same_function(fn, known[9]) \
-                and _checks_hold(known[5]):
-            _WALKED.move_to_end(id(fn))
+    def _nested_function(self, fn, depth):
+        """A function met inside the walk: the walk kept from a walk that began with it
+        (`_walk_of`), where walking it here would give the same (it meets none of the
+        functions this walk met before, and the bound on functions is not reached in it);
+        else walked here."""
+        walk = _kept_walk(fn, depth)
+        if walk is not None and walk.used < self.functions_left - 1 and not _meets(walk, self.seen, fn):
+            self._merge(fn, walk)
         else:
-            inner = _Reads(record=True)
-            inner.functions_left = self.functions_left - 1
-            inner.seen[id(fn)] = 0
-            inner.held.append(fn)
-            inner._python_function(fn, depth)
-            own = inner.checks.pop()   # (fn's own check, last: kept without fn, which the walk must not hold)
-            known = (_forgotten_with(fn), depth, inner.parts, inner.arrays, inner.generators, inner.checks,
-                     inner.cacheable, inner.functions_left, inner.seen, own[2])
-            if inner.cacheable and own[0] == _FUNCTION and own[1] is fn:
-                _WALKED[id(fn)] = known
-                while len(_WALKED) > _MAX_WALKED:
-                    _WALKED.popitem(last=False)
-        self.seen.update(known[8])   # (the functions it met, by their places: still those objects)
+            self.functions_left -= 1
+            self._python_function(fn, depth)
+
+    def _merge(self, fn, walk):
+        """`fn`'s own walk added as walking it here would add it: the places of the functions
+        it met and of the generators it read counted on from this walk's."""
+        base, first, at = self.seen[id(fn)], len(self.generators), len(self.parts)
+        parts = walk.parts
+        if walk.placed and (base or first):
+            parts = list(parts)
+            for k in walk.placed:
+                p = parts[k]
+                parts[k] = ("seen", p[1] + base) if p[0] == "seen" else ("generator", p[1], p[2] + first)
+        if walk.placed:
+            self.placed += [at + k for k in walk.placed]
+        for key, place in walk.seen.items():
+            self.seen[key] = place + base
         self.held.append(fn)
-        self.parts += known[2]
-        self.arrays += known[3]
-        self.generators += known[4]
+        self.parts += parts
+        self.arrays += walk.arrays
+        self.generators += walk.generators
         if self.record:
-            self.checks += known[5]
-            self.checks.append((_FUNCTION, fn, known[9]))
-        self.cacheable = self.cacheable and known[6]
-        self.functions_left = known[7]
+            self.checks += walk.checks
+            self.checks.append((_FUNCTION, fn, walk.own))
+        self.cacheable = self.cacheable and walk.cacheable
+        self.functions_left -= walk.used + 1
 
     def _python_function(self, fn, depth):
         code, cells, contents = fn.__code__, fn.__closure__ or (), []
@@ -289,8 +311,64 @@ class _Reads:
 
 
 _ARRAY, _LIST, _DICT, _FUNCTION, _PARTS = range(5)
-_WALKED = OrderedDict()   # id(fn) -> its last whole walk (see `_Reads._whole_function`)
+_WALKED = OrderedDict()   # id(fn) -> its last own walk (`_Walk`)
 _MAX_WALKED = 256
+
+
+class _Walk:
+    """A function's own walk (as the first function of a walk: at place 0, the bound on
+    functions not reached in it), kept for the next walks that meet the function while
+    what it read holds: its parts, arrays, generators and checks, the functions it met
+    (id -> place), how many of them count against the bound (`used`, the function's own
+    not counted), where in `parts` a place is (`placed`: a function met again, a generator),
+    and the function's own reads (`own`, its check)."""
+    __slots__ = ("fn", "depth", "parts", "arrays", "generators", "checks", "cacheable", "used", "seen", "placed",
+                 "own")
+
+
+def _walk_of(fn, depth):
+    """`fn`'s own walk: kept from the last walk that began with it while what that read
+    holds, else made now and kept (`check_grads`' helpers, `grad(f)(x)` in a loop: fresh
+    transformations of one function, or fresh closures over it, walk it once)."""
+    walk = _kept_walk(fn, depth)
+    if walk is None:
+        walk = _new_walk(fn, depth)
+        if walk.cacheable and walk.used < _MAX_FUNCTIONS - 1:   # (the bound reached in it: not kept)
+            _WALKED[id(fn)] = walk
+            while len(_WALKED) > _MAX_WALKED:
+                _WALKED.popitem(last=False)
+    return walk
+
+
+def _kept_walk(fn, depth):
+    """`fn`'s kept walk, while what it read holds (else None)."""
+    walk = _WALKED.get(id(fn))
+    if walk is None or walk.fn() is not fn or walk.depth != depth or not _same_function(fn, walk.own) \
+            or not _checks_hold(walk.checks):
+        return None
+    _WALKED.move_to_end(id(fn))
+    return walk
+
+
+def _meets(walk, seen, fn):
+    """Whether `walk` (of `fn`) met a function of `seen` other than `fn`."""
+    own = id(fn)
+    return any(key in seen for key in walk.seen if key != own)
+
+
+def _new_walk(fn, depth):
+    inner = _Reads(record=True)
+    inner.functions_left = _MAX_FUNCTIONS - 1
+    inner.seen[id(fn)] = 0
+    inner.held.append(fn)
+    inner._python_function(fn, depth)
+    walk = _Walk()
+    own = inner.checks.pop()   # (fn's own check, last: kept without fn, which the walk must not hold)
+    walk.fn, walk.depth, walk.own = _forgotten_with(fn), depth, own[2]
+    walk.parts, walk.arrays, walk.generators, walk.checks = inner.parts, inner.arrays, inner.generators, inner.checks
+    walk.cacheable, walk.used, walk.seen = inner.cacheable, _MAX_FUNCTIONS - 1 - inner.functions_left, inner.seen
+    walk.placed = inner.placed
+    return walk
 
 
 def _forgotten_with(fn):
@@ -298,7 +376,8 @@ def _forgotten_with(fn):
     key = id(fn)
 
     def forget(ref):
-        if _WALKED.get(key, (None,))[0] is ref:
+        walk = _WALKED.get(key)
+        if walk is not None and walk.fn is ref:
             del _WALKED[key]
     return weakref.ref(fn, forget)
 
@@ -417,14 +496,20 @@ def _argument_key(args, static, sym, kwargs, td, leaves):
 
 
 def _signature(args, diff, sym):
-    """What the cache key holds of `args` when each is an array or a Python scalar (None
-    otherwise): dtypes and shapes, types of the differentiated scalars, the values of the
-    static ones (the type alone of an int traced as a symbol)."""
+    """What the cache key holds of `args` when each is an array, a Python scalar or a Python
+    function passed as itself (None otherwise): dtypes and shapes, types of the
+    differentiated scalars, the values of the static ones (the type alone of an int traced as
+    a symbol), a function's kept walk (`vjp(f, x)` again: while what `f` reads holds)."""
     out = []
     for i, a in enumerate(args):
         t = type(a)
         if t is np.ndarray or _is_array(a):
             out.append((a.dtype, a.shape))
+        elif t is types.FunctionType and i not in diff:
+            walk = _kept_walk(a, _DATA_DEPTH)
+            if walk is None:
+                return None
+            out.append(walk)
         elif t is not float and t is not int and t is not bool and t is not str and a is not None:
             return None
         elif i in diff:
@@ -982,6 +1067,10 @@ class _Tracer:
 
     def _values(self, overrides):
         c = ConcreteTrace(overrides)
+        c.memo = _MEMOS.get(self.call.sig)
+        if c.memo is None:
+            _remember(_MEMOS, self.call.sig, {})
+            c.memo = _MEMOS[self.call.sig]
         for k, a in enumerate(self.arrays):
             c.sources.setdefault(id(a), (k, a))
         return c

@@ -275,9 +275,9 @@ class primitive:
         recording = _RECORDING[0]
         if recording is not None and recording.running and recording.takes(args):
             return recording.call(self, args, kwargs)
+        if not any(is_staged(v) for v in flatten((args, kwargs))[0]):   # plain values: the function itself,
+            return self.fun(*args, **kwargs)                           # as autograd runs it (no rule to bind)
         if self.vjp_argnums is None and self.jvp_argnums is None:
-            if not any(is_staged(v) for v in flatten((args, kwargs))[0]):
-                return self.fun(*args, **kwargs)
             return self._without_rules(args, kwargs)
         # arguments that are not values (functions, strings) and Python ints (an index, a key: no
         # gradient) are fixed: the rule closes over them

@@ -84,12 +84,11 @@ def check_grads(f, args=None, order=None, modes=None, eps=None, rtol=None, atol=
         return tuple(new)
 
     forward = _forward(f, device)
-    plus = forward(*at(eps))
+    plus, minus = forward(*at(eps)), forward(*at(-eps))
     if not isinstance(plus, (float, np.floating)):   # an array or pytree result: check <w, f(x)>
-        f = _weighted(f, plus, seed)
-        forward = _forward(f, device)
-        plus = forward(*at(eps))
-    numeric = (plus - forward(*at(-eps))) / (2 * eps)
+        f, weigh = _weighted(f, plus, seed)
+        plus, minus = weigh(plus), weigh(minus)
+    numeric = (plus - minus) / (2 * eps)
     for mode in modes:
         if mode == "rev":
             g = grad(f, argnums=positions, device=device)(*args)
@@ -123,8 +122,9 @@ def _random(rng, x):
 
 
 def _weighted(f, out, seed):
-    """x -> <w, f(x)> over the float leaves of f's result `out`, for a random w (the
-    identities checked on it then check the whole Jacobian of f)."""
+    """`(x -> <w, f(x)>, y -> <w, y>)` over the float leaves of f's result `out`, for a random
+    w (the identities checked on it then check the whole Jacobian of f): the function
+    differentiated, and the same product of a result of f already computed."""
     rng = np.random.default_rng(seed + 1000)
     leaves, td = flatten(out)
     weights = [_random(rng, np.asarray(y)) if np.asarray(y).dtype.kind in "fc" else None for y in leaves]
@@ -137,4 +137,8 @@ def _weighted(f, out, seed):
         terms: list[Any] = [real(total(y * w)) for y, w in zip(ys, weights) if w is not None]
         return sum(terms)
     along.__name__ = getattr(f, "__name__", "f")
-    return along
+
+    def weigh(result):
+        ys = flatten_up_to(td, result)
+        return float(sum(np.real(np.sum(np.asarray(y) * w)) for y, w in zip(ys, weights) if w is not None))
+    return along, weigh

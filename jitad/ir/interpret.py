@@ -86,7 +86,8 @@ class Interpreter:
         return [env[i] for i in outs]
 
     def _plan(self, graph):
-        """(graph, steps, slots of the outputs, the values after the params'): constants are
+        """(graph, steps, slots of the outputs, the values after the params'): constants, and
+        small values of pure primitives of constants (a gradient's seed broadcast), are
         computed here (no step changes a value it did not copy), an arena's mark and release
         are no steps (an arena is no memory here), and each step drops the values it read
         last (the memory of the values no longer read is reused while the rest still run)."""
@@ -103,7 +104,7 @@ class Interpreter:
                     fixed[at] = _MARK
             elif op == Op.CONST:
                 fixed[at] = _cast(impl_of(op)(**node.attrs), _DTYPES[node.outputs[0].type.dtype])
-            else:
+            elif not (_foldable(node) and all(i in fixed for i in ins) and _fold(node, ins, fixed, at)):
                 work.append((node, ins, at))
         outs = [slot[v] for v in graph.outputs]
         blank = [None] * (len(slot) - len(graph.params))
@@ -157,6 +158,30 @@ class Interpreter:
 
 
 _MARK = np.int64(0)   # an arena mark's value (nothing reads it but its release)
+_FOLDED_SIZE = 4096   # the most elements of a value computed when the plan is made
+
+
+def _foldable(node):
+    """Whether `node` may be computed when the plan is made, its operands being constants:
+    a pure primitive with one small result (not a host callback, which runs at each call)."""
+    op, outs = node.op, node.outputs
+    if len(outs) != 1 or not getattr(op, "pure", False) or op in _CONTROL or op in _EFFECTS or op in _SLOT_STEPS \
+            or op == Op.HOST_CALL or isinstance(outs[0].type, _OPAQUE) or IMPL.find(op) is None:
+        return False
+    return int(np.prod(outs[0].type.shape)) <= _FOLDED_SIZE
+
+
+def _fold(node, ins, fixed, at):
+    """Compute `node` of the constant operands `fixed[i]` into `fixed[at]`: whether it could
+    (NumPy raising leaves it to its step, at each call)."""
+    values = [fixed[i] for i in ins]
+    if any(v is _MARK for v in values):
+        return False
+    try:
+        fixed[at] = _cast(impl_of(node.op)(*values, **node.attrs), _DTYPES[node.outputs[0].type.dtype])
+    except Exception:
+        return False
+    return True
 
 
 def _pure_step(fn, attrs, ins, at, dt, tensor, dead):

@@ -44,6 +44,44 @@ def wrap(x):
     return x
 
 
+_F64 = np.dtype(np.float64)
+
+
+def plain_f64(x):
+    """Whether `x` is a plain float64 array (NumPy's or a `jitad.numpy.Array`, of NumPy's byte
+    order), nothing staged or foreign."""
+    return type(x) in _plain_arrays() and x.dtype == _F64 and x.dtype.isnative
+
+
+@functools.cache
+def _plain_arrays():
+    from ._array import Array   # (imported once it exists: this module is imported before it)
+    return frozenset((np.ndarray, Array))
+
+
+def reference_first(reference, fn, accepts):
+    """`fn` with `reference` (NumPy's or SciPy's function of the same meaning on plain float64
+    arrays) in front: an eager call that `accepts(*args, **kwargs)` (plain float64 arrays, in
+    the shapes where the two meanings are one), with `jax_enable_x64` on and no NaN checks,
+    runs `reference` and gives its result as `Array`s (a microsecond or so of checks, against
+    jitad's checks of the shapes and kinds written for staged values); where `reference`
+    raises (a singular matrix), `fn` runs, with jitad's meaning (NaN) or its own error."""
+    from ..config import config
+    from ..ir import float_checks
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        if config._values["jax_enable_x64"] and not float_checks.ACTIVE:
+            try:
+                if accepts(*args, **kwargs):
+                    with np.errstate(all="ignore"):
+                        return wrap(reference(*args, **kwargs))
+            except Exception:   # (other arguments, or the reference refused: jitad's meaning, or its error)
+                pass
+        return fn(*args, **kwargs)
+    return call
+
+
 def plain_only(fn, name, why, doc):
     """`fn` (NumPy's or SciPy's) on plain arrays, named `name`; a staged argument raises
     `UnsupportedError` saying `why`."""

@@ -152,6 +152,19 @@ def defjvp(fun, *jvpfuns, argnums=None):
     return fun.defjvp(jvp)
 
 
+def _square_plain(a):
+    return _common.plain_f64(a) and a.ndim == 2 and a.shape[0] == a.shape[1]
+
+
+# the functions whose meaning on a plain float64 matrix is NumPy's (NumPy raising where jitad
+# gives NaN: a singular or indefinite matrix), with the arguments they take so
+_NUMPY_SAME = {
+    "solve": lambda a, b: _square_plain(a) and _common.plain_f64(b) and b.ndim in (1, 2) and b.shape[0] == a.shape[0],
+    "inv": _square_plain,
+    "cholesky": _square_plain,
+}
+
+
 def _wrap_all():
     import types
     from ._common import returns_arrays
@@ -159,6 +172,9 @@ def _wrap_all():
         fn = globals().get(name)
         if isinstance(fn, types.FunctionType) and name not in ("wrap_namespace", "defvjp", "defjvp"):
             globals()[name] = returns_arrays(fn)
+            if name in _NUMPY_SAME:
+                globals()[name] = _common.reference_first(getattr(_np.linalg, name), globals()[name],
+                                                          _NUMPY_SAME[name])
 
 
 _wrap_all()

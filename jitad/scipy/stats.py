@@ -7,6 +7,7 @@ in their arguments, with SciPy's signatures (`from jitad.scipy.stats import norm
 Every argument may be staged (and differentiated).
 """
 import collections
+import functools
 import math
 import sys
 import types
@@ -17,6 +18,7 @@ from .. import linalg as L
 from .. import numeric as N
 from .. import numpy_api as A
 from ..errors import ArgumentError
+from ..numpy._common import plain_f64, reference_first
 from . import special as S
 
 __all__ = ["norm", "multivariate_normal", "t", "gamma", "beta", "poisson", "bernoulli", "dirichlet",
@@ -81,11 +83,33 @@ class norm:
         return loc - scale * S.ndtri(q)
 
 
+def _mvn_plain(x, mean=None, cov=1.0, allow_singular=False):
+    """Whether SciPy's `multivariate_normal.logpdf` of these arguments means jitad's: plain
+    float64 arrays, `cov` a (d, d) matrix, `x` of last axis d, `mean` None or of shape (d,)
+    (SciPy reads others otherwise: a vector `x` of a scalar `cov`, or a scalar `mean`, makes
+    a variable of one dimension to it; to jitad, `x`'s last axis is the variable's)."""
+    return plain_f64(cov) and cov.ndim == 2 and plain_f64(x) and x.ndim >= 1 and \
+        x.shape[-1] == cov.shape[0] == cov.shape[1] and type(allow_singular) is bool and \
+        (mean is None or plain_f64(mean) and mean.shape == cov.shape[:1])
+
+
+def _scipy_mvn_logpdf(x, mean=None, cov=1.0, allow_singular=False):
+    """SciPy's log-density, shaped as jitad's (SciPy squeezes a single row's axis)."""
+    return np.reshape(_scipy_mvn().logpdf(x, mean, cov, allow_singular), x.shape[:-1])
+
+
+@functools.cache
+def _scipy_mvn():
+    from scipy.stats import multivariate_normal   # (SciPy's stats are imported at the first call)
+    return multivariate_normal
+
+
 @_with_exp
 class multivariate_normal:
     """The multivariate normal N(mean, cov) over the last axis of `x`."""
 
     @staticmethod
+    @functools.partial(reference_first, _scipy_mvn_logpdf, accepts=_mvn_plain)
     def logpdf(x, mean=None, cov=1.0, allow_singular=False):
         shape = _shape(x) or (1,)
         x, d = N.reshape(x, shape), shape[-1]

@@ -67,6 +67,9 @@ class ConcreteTrace:
         self.int_exact = False   # a symbolic int was used as a plain int (a guard on its value)
         self.closed = False      # the trace is over: its paths' guards are fixed
         self.detached = False    # values for the constant arguments of traces begun under no values
+        # what the dispatcher keeps across the traces of one function (a dict it owns, None
+        # elsewhere): a layer below the dispatcher notes there what a later trace can skip
+        self.memo = None
 
     # -- values -------------------------------------------------------------------
 

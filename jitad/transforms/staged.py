@@ -63,8 +63,15 @@ def _trace_for_reverse(fn, args, td, types):
     gradients itself is traced with them deferred (`reverse_ready`), else reverse mode cannot
     reverse it. Traced from Python with the call's values, the deferred trace comes first, so
     that the function runs once (its prints, its host draws); only where that trace does not
-    serve (it decides on an inner gradient's value) is it traced again as it is."""
-    if frame_values() is not None:
+    serve (it decides on an inner gradient's value) is it traced again as it is, and the
+    dispatcher's memo (`ConcreteTrace.memo`) keeps that for the function's later traces
+    (another path, other shapes), which are traced as it is at once."""
+    c = frame_values()
+    if c is not None:
+        memo = c.memo if c.memo is not None else {}
+        place = ("deferred trace fails", getattr(fn, "__code__", type(fn)), tuple(g.key() for g in c.guards))
+        if place in memo:
+            return trace_program(fn, args, td, types)
         with held_prints() as held:   # (printed once the trace is kept)
             try:
                 first = deferred_trace(fn, args, td, types)
@@ -73,6 +80,7 @@ def _trace_for_reverse(fn, args, td, types):
         if first is not None:
             held.release()
             return first
+        memo[place] = True
         return trace_program(fn, args, td, types)
     program, out_td, captured = trace_program(fn, args, td, types)
     if contains_effects(program):   # the function itself takes a gradient: defer it, else go forward

@@ -90,3 +90,26 @@ def test_reciprocal_of_a_python_zero_is_inf_as_numpy():
         for x in (0.0, -0.0, 0, np.float64(0.0)):
             assert jnp.reciprocal(x) == np.reciprocal(np.float64(x)), x
     assert jnp.reciprocal(-0.0) < 0
+
+
+_SPD = _M @ _M.T + np.eye(4)
+
+
+@pytest.mark.parametrize("name,args", [("solve", (_SPD, _M)), ("solve", (_SPD, _M[0])), ("inv", (_SPD,)),
+                                       ("cholesky", (_SPD,))], ids=["solve", "solve vector", "inv", "cholesky"])
+def test_linalg_of_a_plain_matrix_is_numpys(name, args):
+    """An eager `jnp.linalg` call on a plain float64 matrix runs NumPy's function (its values to
+    the bit) and agrees with jitad's own eager path and the staged code."""
+    got = getattr(jnp.linalg, name)(*args)
+    assert type(got) is jnp.Array
+    np.testing.assert_array_equal(got, getattr(np.linalg, name)(*args))
+    np.testing.assert_allclose(got, jitad.jit(getattr(jnp.linalg, name))(*args), rtol=1e-12)
+
+
+def test_linalg_of_a_singular_matrix_keeps_jitads_meaning():
+    """NumPy raises on a singular (or indefinite) matrix; jitad gives NaN, eagerly as staged."""
+    singular = np.ones((2, 2))
+    for name, args in (("solve", (singular, np.ones(2))), ("inv", (singular,)), ("cholesky", (-np.eye(2),))):
+        got = getattr(jnp.linalg, name)(*args)
+        assert np.isnan(got).all()
+        np.testing.assert_array_equal(got, jitad.jit(getattr(jnp.linalg, name))(*args))

@@ -191,3 +191,27 @@ def test_multivariate_normal_singular_covariance_against_scipy():
 
 
 RNG_SINGULAR = np.random.default_rng(7)
+
+
+def test_multivariate_normal_logpdf_of_plain_arrays_is_scipys_shaped_as_jitads():
+    """An eager call on plain float64 arrays runs SciPy's function (its values to the bit),
+    shaped as jitad's (a single row keeps its axis), agreeing with the staged density; where
+    SciPy reads the arguments otherwise (a vector against a scalar covariance: samples to
+    SciPy, one point to jitad) or refuses (a singular covariance), jitad's own path runs."""
+    a = RNG_SINGULAR.normal(size=(3, 3))
+    cov, mean = a @ a.T + np.eye(3), np.array([0.1, -0.4, 0.3])
+    x = RNG_SINGULAR.normal(size=(2, 4, 3))
+    for point, m in ((x[0, 0], None), (x[0, :1], mean), (x[0], mean), (x, None)):
+        got = S.multivariate_normal.logpdf(point, m, cov)
+        assert type(got) is jitad.numpy.Array and got.shape == point.shape[:-1]
+        want = ss.multivariate_normal.logpdf(point, m, cov)
+        np.testing.assert_array_equal(got, np.reshape(want, point.shape[:-1]))
+        staged = jitad.jit(lambda p, c, m=m: S.multivariate_normal.logpdf(p, m, c))(point, cov)
+        np.testing.assert_allclose(got, staged, rtol=1e-12)
+    one_point = S.multivariate_normal.logpdf(np.array([0.3, -0.2]), None, 2.0)
+    np.testing.assert_allclose(one_point, ss.multivariate_normal.logpdf([0.3, -0.2], None, 2.0 * np.eye(2)), rtol=1e-14)
+    scalar_mean = S.multivariate_normal.logpdf(x[0], 0.5, cov)   # (to SciPy, a 1-d variable)
+    np.testing.assert_allclose(scalar_mean, ss.multivariate_normal.logpdf(x[0], np.full(3, 0.5), cov), rtol=1e-12)
+    singular = np.ones((2, 2))   # (SciPy raises; jitad's own eager path is the staged code's meaning)
+    np.testing.assert_array_equal(S.multivariate_normal.logpdf(np.array([0.3, 0.3]), None, singular),
+                                  jitad.jit(S.multivariate_normal.logpdf)(np.array([0.3, 0.3]), None, singular))

@@ -338,6 +338,27 @@ def test_a_decision_on_an_inner_gradient_prints_once(capsys):
     assert got == pytest.approx(autograd.grad(f(anp))(0.7), rel=1e-12)
 
 
+def test_a_decision_on_an_inner_gradient_is_remembered_for_the_next_traces():
+    """The first trace of a function deciding on an inner gradient's value runs it twice (the
+    deferred trace first, which cannot decide); its later traces (another path) run it once."""
+    import types
+    runs = types.SimpleNamespace(n=0)   # (an object: keyed by identity, its count is no part of the key)
+
+    def f(m):
+        def outer(x):
+            runs.n += 1
+            slope = m.grad(m.sin)(x) if m is jitad else autograd.grad(anp.sin)(x)
+            return x * slope if slope > 0 else -x * m.cos(x)
+        return outer
+    g = jitad.grad(f(jitad))
+    counts = []
+    for x in (0.5, 2.0, 0.7, 2.5):
+        assert g(x) == pytest.approx(autograd.grad(f(anp))(x), rel=1e-12)
+        runs.n -= 1   # (autograd's run)
+        counts.append(runs.n)
+    assert counts == [2, 4, 4, 4]   # 0.5: deferred, then as it is; 2.0 (a new path): alone, then as it is
+
+
 def test_jit_and_combinator_bodies_keep_the_staging_rule():
     with pytest.raises(jitad.errors.StagingError, match="IF"):
         jitad.jit(piecewise(jitad))(1.0)
@@ -512,7 +533,7 @@ def test_fresh_transformations_of_a_function_reuse_its_walk_while_its_reads_hold
         for factor in (2.0, 2.0, 3.0, 3.0):
             _FACTOR = factor
             assert jitad.grad(_scaled)(0.5) == pytest.approx(np.cos(0.5) * factor, rel=1e-12)
-        assert dispatch._WALKED[id(_scaled)][0]() is _scaled and len(traces) == 2   # (one per factor)
+        assert dispatch._WALKED[id(_scaled)].fn() is _scaled and len(traces) == 2   # (one per factor)
     finally:
         _FACTOR = 2.0
     cell = [1.0]
@@ -530,6 +551,53 @@ def test_fresh_transformations_of_a_function_reuse_its_walk_while_its_reads_hold
         return x * np.ones(3)
     dispatch.function_key(g)
     key = id(g)
-    assert dispatch._WALKED[key][0]() is g
+    assert dispatch._WALKED[key].fn() is g
     del g   # (its walk, which holds what it read, goes with it)
     assert key not in dispatch._WALKED
+
+
+def _helper(x):
+    return _scaled(x) + _RS.randn()
+
+
+_RS = np.random.RandomState(0)
+_RS2 = np.random.RandomState(1)
+
+
+def test_a_function_met_in_a_walk_takes_the_walk_kept_of_it(monkeypatch):
+    """A fresh closure over functions walked before takes their kept walks (each walked once),
+    with the same key as walking them there: places of functions met again and of host
+    generators counted on; a kept walk meeting a function the walk met before is walked there."""
+    def closure_over(*fns):
+        def f(x):
+            return _RS2.randn() + sum(fn(x) for fn in fns)
+        return f
+    cases = [(_scaled,), (_helper,), (_scaled, _helper), (_helper, _scaled), (_helper, _helper)]
+    dispatch._WALKED.clear()
+    fresh = [dispatch.function_key(closure_over(*fns))[0] for fns in cases]   # (each walked in place)
+    for fn in (_scaled, _helper):
+        dispatch.function_key(fn)   # kept
+    walked = []
+    python_function = dispatch._Reads._python_function
+    monkeypatch.setattr(dispatch._Reads, "_python_function",
+                        lambda self, fn, depth: walked.append(fn) or python_function(self, fn, depth))
+    for fns, key in zip(cases, fresh):
+        del walked[:]
+        assert dispatch.function_key(closure_over(*fns))[0] == key
+        assert _scaled not in walked and (_helper in walked) == (fns == (_scaled, _helper))   # (its walk met _scaled)
+
+
+def test_vjp_of_the_same_function_again_keys_it_once_while_its_reads_hold(monkeypatch):
+    global _FACTOR
+    for _ in range(2):   # (the first call of `vjp`'s dispatcher object in a process remembers nothing)
+        jitad.vjp(_scaled, 0.5)
+    keyed = []
+    static_key = dispatch.static_key
+    monkeypatch.setattr(dispatch, "static_key", lambda x: keyed.append(x) or static_key(x))
+    try:
+        for factor in (2.0, 2.0, 3.0, 3.0, 3.0):
+            _FACTOR = factor
+            assert jitad.vjp(_scaled, 0.5)[0] == pytest.approx(np.sin(0.5) * factor, rel=1e-12)
+    finally:
+        _FACTOR = 2.0
+    assert keyed.count(_scaled) == 1   # (the global it reads, changed: keyed again)
