@@ -230,11 +230,12 @@ def _needed(library):
 
 
 def _blas_mlp_args(dtype=np.float64):
-    """`_mlp`'s arguments with w1 past the register tiles' budget for a right operand (256 KiB:
-    jitad's own tiles take the smaller products, a transposed left operand too), so that the
-    product and its cotangents need BLAS."""
+    """`_mlp`'s arguments with w1 past the register tiles' budget for a right operand (256 KiB)
+    and the first layer's products' results past their budget for a result (512 KiB: jitad's
+    own tiles take the smaller products, a transposed left operand too), so that the product
+    and its cotangents need BLAS."""
     rng = np.random.default_rng(7)
-    w1, w2, x = rng.normal(size=(256, 300)) * 0.05, rng.normal(size=(300, 10)) * 0.1, rng.normal(size=(32, 256))
+    w1, w2, x = rng.normal(size=(256, 300)) * 0.05, rng.normal(size=(300, 10)) * 0.1, rng.normal(size=(640, 256))
     return (w1.astype(dtype), w2.astype(dtype)), x.astype(dtype)
 
 
