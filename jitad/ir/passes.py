@@ -10,6 +10,7 @@ from .gathered_reads import gathered_reads
 from .ops import Op
 from .prune import drop_unread_tables
 from .reshaped_ops import scalar_ops_before_reshapes
+from .rows import row_loops
 from .shared_products import shared_small_products
 from .slots import promote_scalar_slots
 from .strided import strided_products
@@ -104,12 +105,15 @@ PIPELINE = [   # (name, pass(program), purpose)
      "a matrix product only added to a slot becomes `matmul_add` (BLAS beta = 1)"),
     ("shared_transposes", lambda program: peephole.shared_transposes(program.main),
      "a weight read transposed by several small products is transposed once"),
+    ("row_loops", _nested(row_loops),
+     "fused loops of one row shape reading each other's row sums and maxima (softmax, LayerNorm) run row by "
+     "row, each row read again while in L1 (LLVM only)"),
 ]
 
 
 LLVM_ONLY = {"indexed_reads", "gathered_reads", "region_adds", "recompute_shifted", "concat_in_place", "row_reductions",
              "small_products", "masked_row_adds", "merge_slot_loops",
-             "shared_small_products", "strided_products", "bias_epilogues", "column_sums"}   # fused bodies and attributes the CUDA kernels do not take
+             "shared_small_products", "strided_products", "bias_epilogues", "column_sums", "row_loops"}   # fused bodies and attributes the CUDA kernels do not take
 
 
 def run_passes(program, check=False, device="cpu"):

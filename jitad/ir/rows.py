@@ -1,0 +1,163 @@
+"""Row loops: fused loops over one shape (..., n) whose later loops read the earlier ones'
+row sums and maxima (softmax: the max, then exp and its sum, then the division;
+LayerNorm: the mean, the variance, then the normalization; their backward passes) run as
+one `row_loops` node: for each row, every loop's pass over that row in turn, so the rows
+they read again are still in L1 (LLVM only).
+
+Its members, in order, are fused loops of the shape (..., n) or of the row shape
+(..., 1) (per-row scalar work: a max's guard, a mean's division), sums and maxima over
+the last axis (a loop of one reduction), lone elementwise ops of those shapes (a loop of
+one), and reshapes between (...) and (..., 1). Each runs as it ran alone, one row at a
+time: every element still goes through the same operations in the same order. Pure
+nodes on other values that it passes (constants, reshapes of scalars) run first.
+"""
+import math
+
+import numpy as np
+
+from .fuse import _one_node_loop
+from .graph import Graph, Node, Var, uses
+from .ops import Op
+from .regions import indexed, row_reduction
+from .types import NUMPY, RefType, Type
+
+ROW_LOOPS = True   # False: the loops run whole, one after another (for A/Bs: `bench.gpt --ab`)
+MIN_ROW = 16       # the shortest row run this way (a shorter one has too little work per pass)
+# the smallest array of the row shape (bytes) run this way: a smaller one stays in L2 between whole
+# loops, which run with less overhead per row (alone, f32, against whole loops: LayerNorm on 256 KiB
+# 1.2, log_softmax's gradient on 520 KiB 1.03; softmax on 1 MiB 0.97, on 4 MiB 0.84)
+MIN_BYTES = 1 << 20
+
+
+def row_loops(nodes, outputs):
+    """`nodes` with each run of member loops of one row shape as a `row_loops` node."""
+    if not ROW_LOOPS:
+        return nodes
+    users = uses(nodes, outputs)
+    views = _slot_views(nodes)
+    out, group = [], _Group()
+    for k, node in enumerate(nodes):
+        member = _member(node)
+        if member is not None and group.admits(member, views):
+            group.add(k, member)
+        elif group.members and _passes(node, group, views):
+            group.before.append(node)
+        else:
+            out += group.close(users)
+            group = _Group()
+            if member is not None and group.admits(member, views):
+                group.add(k, member)
+            else:
+                out.append(node)
+    return out + group.close(users)
+
+
+def _member(node):
+    """(row prefix, row length or None, the node as a loop) for a node that can join a
+    row loop, else None; the row length is None for per-row work."""
+    op, shape = node.op, node.outputs[0].type.shape if node.outputs else None
+    if op == Op.FUSED:
+        shape = tuple(node.attrs["shape"])
+        if len(shape) < 2 or indexed(node) or any(b.op == Op.MATMUL for b in node.bodies[0].nodes):
+            return None
+        return _kind(shape, node)
+    if op in (Op.SUM, Op.MAX) and node.inputs[0].type.dtype in ("f32", "f64") \
+            and row_reduction(node, node.inputs[0].type.shape):
+        x = node.inputs[0]
+        p, out = Var(x.type), Var(Type(x.type.dtype))
+        body = Graph([p], [Node(op, (p,), (out,), dict(node.attrs))], [out])
+        return _kind(x.type.shape, Node(Op.FUSED, (x,), node.outputs, {"shape": x.type.shape}, (body,)))
+    if op == Op.RESHAPE and shape and node.inputs[0].type.shape and \
+            (shape == node.inputs[0].type.shape + (1,) or node.inputs[0].type.shape == shape + (1,)):
+        return min(shape, node.inputs[0].type.shape, key=len), None, node
+    if op.elementwise and op.pure and shape and len(node.outputs) == 1 and not node.bodies \
+            and not any(isinstance(v.type, RefType) for v in node.inputs):
+        return _kind(shape, _one_node_loop(node)) if len(shape) >= 2 else None
+    return None
+
+
+def _kind(shape, loop):
+    return (shape[:-1], None, loop) if shape[-1] == 1 else (shape[:-1], shape[-1], loop)
+
+
+def _slot_views(nodes):
+    """value -> the slot it reads in place (`slot_get`, through reshapes)."""
+    views = {}
+    for n in nodes:
+        if n.op == Op.SLOT_GET and n.outputs[0].type.shape:
+            views[n.outputs[0]] = n.inputs[0]
+        elif n.op == Op.RESHAPE and n.inputs[0] in views:
+            views[n.outputs[0]] = views[n.inputs[0]]
+    return views
+
+
+def _totals(loop):
+    """The results of fused `loop` that add up over rows (a total, a column sum)."""
+    if loop.op != Op.FUSED:
+        return []
+    (body,) = loop.bodies
+    made = {v: n for n in body.nodes for v in n.outputs}
+    shape = tuple(loop.attrs["shape"])
+    return [v for v, b in zip(loop.outputs, body.outputs) if made.get(b) is not None
+            and made[b].op in (Op.SUM, Op.MAX) and not row_reduction(made[b], shape)]
+
+
+def _passes(node, group, views):
+    """Whether `node`, not a member, may run before the open group: pure, with no body,
+    reading no slot (nor a view of one) and nothing the group makes."""
+    return node.op.pure and not node.bodies and \
+        not any(isinstance(v.type, RefType) or v in views or v in group.made for v in node.inputs)
+
+
+class _Group:
+    """The open run of member loops: their row prefix and length, and what they make."""
+
+    def __init__(self):
+        self.members, self.before, self.made, self.prefix, self.n = [], [], set(), None, None
+        self.written, self.whole, self.bytes = set(), set(), 0
+
+    def admits(self, member, views):
+        prefix, n, loop = member
+        if self.prefix is not None and (prefix != self.prefix or (n and self.n and n != self.n)):
+            return False
+        if n is not None and n < MIN_ROW:
+            return False
+        if any(v in self.whole for v in loop.inputs):
+            return False   # a total over rows is complete only after the last row
+        shape = prefix + (n or 1,)
+        refs = [v for v in loop.inputs if isinstance(v.type, RefType)]
+        if any(r.type.value_type.shape != shape for r in refs):
+            return False   # a slot of another shape: rows are not apart in it
+        # a slot the group writes, read through a view broadcast over rows, would be read
+        # before its later rows are written
+        return not any(views.get(v) in self.written | set(refs) and v.type.shape != shape for v in loop.inputs)
+
+    def add(self, k, member):
+        prefix, n, loop = member
+        self.prefix, self.n = prefix, self.n or n
+        if n:
+            self.bytes = max(self.bytes, math.prod(prefix + (n,)) * max(
+                np.dtype(NUMPY[v.type.dtype]).itemsize for v in loop.inputs + loop.outputs))
+        self.members.append((k, loop))
+        self.made.update(loop.outputs)
+        self.whole.update(_totals(loop))
+        self.written.update(v for v in loop.inputs if isinstance(v.type, RefType))
+
+    def close(self, users):
+        """The nodes the group becomes: one `row_loops` node, or its nodes unchanged where
+        fewer than two passes over rows would share it."""
+        loops = [n for _, n in self.members]
+        passes = sum(n.op == Op.FUSED and n.attrs["shape"][-1] != 1 for n in loops)
+        if passes < 2 or not self.n or self.bytes < MIN_BYTES:
+            return self.before + loops
+        positions = {k for k, _ in self.members}
+        made = [v for n in loops for v in n.outputs]
+        results = [v for v in made if any(u not in positions for u in users.get(v, ()))]
+        inputs = list(dict.fromkeys(v for n in loops for v in n.inputs if v not in self.made))
+        rename = {v: Var(v.type) for v in inputs + made}
+        body = Graph([rename[v] for v in inputs],
+                     [Node(n.op, tuple(rename[v] for v in n.inputs), tuple(rename[v] for v in n.outputs), n.attrs,
+                           n.bodies) for n in loops],
+                     [rename[v] for v in results])
+        return self.before + [Node(Op.ROW_LOOPS, tuple(inputs), tuple(results), {"shape": self.prefix + (self.n,)},
+                                   (body,))]
