@@ -33,6 +33,7 @@ def row_loops(nodes, outputs):
     """`nodes` with each run of member loops of one row shape as a `row_loops` node."""
     if not ROW_LOOPS:
         return nodes
+    nodes = _drop_light_scopes(nodes)
     users = uses(nodes, outputs)
     views = _slot_views(nodes)
     out, group = [], _Group()
@@ -67,13 +68,71 @@ def _member(node):
         p, out = Var(x.type), Var(Type(x.type.dtype))
         body = Graph([p], [Node(op, (p,), (out,), dict(node.attrs))], [out])
         return _kind(x.type.shape, Node(Op.FUSED, (x,), node.outputs, {"shape": x.type.shape}, (body,)))
-    if op == Op.RESHAPE and shape and node.inputs[0].type.shape and \
-            (shape == node.inputs[0].type.shape + (1,) or node.inputs[0].type.shape == shape + (1,)):
-        return min(shape, node.inputs[0].type.shape, key=len), None, node
+    if op in (Op.RESHAPE, Op.SLOT_SET):   # a row value copied: reshaped, or into a slot of row values
+        (a, b), dtype = _row_value_shapes(node), node.inputs[-1].type.dtype
+        if a and b and dtype in ("f32", "f64", "i64") and (a == b + (1,) or b == a + (1,) or
+                                                          (op == Op.SLOT_SET and a == b and a[-1] == 1)):
+            return min(a, b, key=len) if a != b else a[:-1], None, node
+        return None
     if op.elementwise and op.pure and shape and len(node.outputs) == 1 and not node.bodies \
             and not any(isinstance(v.type, RefType) for v in node.inputs):
         return _kind(shape, _one_node_loop(node)) if len(shape) >= 2 else None
     return None
+
+
+SCOPE_BYTES = 1 << 16   # the most a dropped arena scope allocates (views aside) ...
+SCOPES_BYTES = 1 << 22  # ... and all those a graph drops
+
+
+def _drop_light_scopes(nodes):
+    """Arena scopes around a loop of a large row shape that allocate little else (reverse
+    mode's scope around a row cotangent, stored into a slot before the scope's end) are
+    dropped: their few KiB live until the enclosing scope ends, and the loops on either
+    side of the scope's end may share a row loop."""
+    drop, start, budget = set(), {}, SCOPES_BYTES
+    for k, n in enumerate(nodes):
+        if n.op == Op.ARENA_MARK:
+            start[n.outputs[0]] = k
+        elif n.op == Op.ARENA_RELEASE and n.inputs[0] in start:
+            i = start[n.inputs[0]]
+            inside = nodes[i + 1:k]
+            held = [_allocated(m) for m in inside]
+            if None not in held and max(held, default=0) <= SCOPE_BYTES and sum(held) <= budget \
+                    and any(_bytes(_member(m)) >= MIN_BYTES for m in inside):
+                drop.update((i, k))
+                budget -= sum(held)
+    return [n for k, n in enumerate(nodes) if k not in drop]
+
+
+def _allocated(node):
+    """The bytes `node` takes from the arena (None: a scope's own node, or a body)."""
+    if node.op.view:
+        return 0
+    if node.op in (Op.ARENA_MARK, Op.ARENA_RELEASE) or (node.bodies and node.op != Op.FUSED):
+        return None
+    if any(not isinstance(v.type, (Type, RefType)) for v in node.outputs):
+        return None
+    return sum(math.prod(v.type.shape) * _itemsize(v.type.dtype) for v in node.outputs)
+
+
+def _itemsize(dtype):
+    return np.dtype(NUMPY[dtype]).itemsize
+
+
+def _bytes(member):
+    """The size of a member loop's row shape, in bytes of its widest values (0 for per-row work)."""
+    if member is None or member[1] is None:
+        return 0
+    prefix, n, loop = member
+    return math.prod(prefix + (n,)) * max(_itemsize(v.type.dtype) for v in loop.inputs + loop.outputs)
+
+
+def _row_value_shapes(node):
+    """The shapes a reshape or a `slot_set` copies between (None where not a tensor)."""
+    if node.op == Op.RESHAPE:
+        return node.inputs[0].type.shape, node.outputs[0].type.shape
+    ref, value = node.inputs
+    return (ref.type.value_type.shape if isinstance(ref.type, RefType) else None), value.type.shape
 
 
 def _kind(shape, loop):
@@ -104,9 +163,13 @@ def _totals(loop):
 
 def _passes(node, group, views):
     """Whether `node`, not a member, may run before the open group: pure, with no body,
-    reading no slot (nor a view of one) and nothing the group makes."""
-    return node.op.pure and not node.bodies and \
-        not any(isinstance(v.type, RefType) or v in views or v in group.made for v in node.inputs)
+    reading nothing the group makes, and no slot (nor a view of one) unless it only
+    makes a view (a tensor slot's buffer, reshaped: the same pointer wherever it is made)."""
+    if not node.op.pure or node.bodies or any(v in group.made for v in node.inputs):
+        return False
+    if node.op.view and node.outputs and node.outputs[0].type.shape:
+        return True
+    return not any(isinstance(v.type, RefType) or v in views for v in node.inputs)
 
 
 class _Group:
@@ -124,20 +187,23 @@ class _Group:
             return False
         if any(v in self.whole for v in loop.inputs):
             return False   # a total over rows is complete only after the last row
-        shape = prefix + (n or 1,)
-        refs = [v for v in loop.inputs if isinstance(v.type, RefType)]
-        if any(r.type.value_type.shape != shape for r in refs):
-            return False   # a slot of another shape: rows are not apart in it
-        # a slot the group writes, read through a view broadcast over rows, would be read
-        # before its later rows are written
-        return not any(views.get(v) in self.written | set(refs) and v.type.shape != shape for v in loop.inputs)
+        refs = {v for v in loop.inputs if isinstance(v.type, RefType)}
+        if loop.op == Op.FUSED:
+            shape = tuple(loop.attrs["shape"])
+            local = lambda s: len(s) == len(shape) and s[:-1] == prefix and s[-1] in (1, shape[-1])  # noqa: E731
+        else:   # a copy of row values: element i of each is row i's
+            local = lambda s: s in (prefix, prefix + (1,))  # noqa: E731
+        if any(not local(r.type.value_type.shape) for r in refs):
+            return False   # a slot of another shape: its rows are not apart
+        # a value the group makes, or a view of a slot it writes, read broadcast over rows
+        # would be read before its later rows are made
+        return all(local(v.type.shape) for v in loop.inputs if not isinstance(v.type, RefType)
+                   and (v in self.made or views.get(v) in self.written | refs))
 
     def add(self, k, member):
         prefix, n, loop = member
         self.prefix, self.n = prefix, self.n or n
-        if n:
-            self.bytes = max(self.bytes, math.prod(prefix + (n,)) * max(
-                np.dtype(NUMPY[v.type.dtype]).itemsize for v in loop.inputs + loop.outputs))
+        self.bytes = max(self.bytes, _bytes(member))
         self.members.append((k, loop))
         self.made.update(loop.outputs)
         self.whole.update(_totals(loop))

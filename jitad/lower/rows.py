@@ -19,10 +19,10 @@ def _row_loops(lo, node, ins):
     try:
         for n in body.nodes:
             args = [env[v] for v in n.inputs]
-            if n.op == Op.RESHAPE:   # (...) <-> (..., 1): one element per row, copied
-                out = lo.result_buffer(n.outputs[0])
-                passes.append(lambda idx, src=args[0], out=out, t=n.outputs[0].type: _copy_row_value(lo, src, out, t, idx))
-                env[n.outputs[0]] = out
+            if n.op in (Op.RESHAPE, Op.SLOT_SET):   # (...) <-> (..., 1): one element per row, copied
+                out = lo.result_buffer(n.outputs[0]) if n.op == Op.RESHAPE else args[0]
+                passes.append(lambda idx, src=args[-1], out=out, t=n.inputs[-1].type: _copy_row_value(lo, src, out, t, idx))
+                env.update(zip(n.outputs, [out]))
                 continue
             loop = _FusedLoop(lo, n, args, by_rows=True)
             passes.append(lambda idx, loop=loop: loop.row_block([idx]))
