@@ -7,6 +7,7 @@ from .float_checks import insert_checks
 from .dce import drop_unread_slots, eliminate_dead_code, forward_stop_gradients
 from .fuse import column_sums, fuse_graph, row_reductions, small_products
 from .gathered_reads import gathered_reads
+from .inline import inline_small_calls
 from .ops import Op
 from .prune import drop_unread_tables
 from .reshaped_ops import scalar_ops_before_reshapes
@@ -39,6 +40,9 @@ def _nested(rewrite):
 PIPELINE = [   # (name, pass(program), purpose)
     ("stop_gradients", _each_graph(forward_stop_gradients),
      "after differentiation `stop_gradient` is the identity: its users read its input"),
+    ("inline_small_calls", inline_small_calls,
+     "a call of a small straight-line function (a custom rule's primal: `lax.rsqrt`) is its body, which fusion "
+     "merges with the work around it (LLVM only)"),
     ("scalar_slots", _each_graph(promote_scalar_slots),
      "a scalar slot (a cotangent's sum) that only reads and writes in its own graph touch is its SSA values"),
     ("fold_constants", _each_graph(fold_constants),
@@ -113,7 +117,8 @@ PIPELINE = [   # (name, pass(program), purpose)
 
 LLVM_ONLY = {"indexed_reads", "gathered_reads", "region_adds", "recompute_shifted", "concat_in_place", "row_reductions",
              "small_products", "masked_row_adds", "merge_slot_loops",
-             "shared_small_products", "strided_products", "bias_epilogues", "column_sums", "row_loops"}   # fused bodies and attributes the CUDA kernels do not take
+             "shared_small_products", "strided_products", "bias_epilogues", "column_sums", "row_loops",
+             "inline_small_calls"}   # fused bodies and attributes the CUDA kernels do not take
 
 
 def run_passes(program, check=False, device="cpu"):

@@ -56,7 +56,8 @@ def row_loops(nodes, outputs):
 def _member(node):
     """(row prefix, row length or None, the node as a loop) for a node that can join a
     row loop, else None; the row length is None for per-row work."""
-    op, shape = node.op, node.outputs[0].type.shape if node.outputs else None
+    op = node.op
+    shape = node.outputs[0].type.shape if node.outputs and isinstance(node.outputs[0].type, Type) else None
     if op == Op.FUSED:
         shape = tuple(node.attrs["shape"])
         if len(shape) < 2 or indexed(node) or any(b.op == Op.MATMUL for b in node.bodies[0].nodes):
@@ -132,18 +133,23 @@ def _row_value_shapes(node):
     if node.op == Op.RESHAPE:
         return node.inputs[0].type.shape, node.outputs[0].type.shape
     ref, value = node.inputs
-    return (ref.type.value_type.shape if isinstance(ref.type, RefType) else None), value.type.shape
+    return (ref.type.value_type.shape if isinstance(ref.type, RefType) else None), \
+        (value.type.shape if isinstance(value.type, Type) else None)
 
 
 def _kind(shape, loop):
     return (shape[:-1], None, loop) if shape[-1] == 1 else (shape[:-1], shape[-1], loop)
 
 
+def _tensor(v):
+    return isinstance(v.type, Type) and bool(v.type.shape)
+
+
 def _slot_views(nodes):
     """value -> the slot it reads in place (`slot_get`, through reshapes)."""
     views = {}
     for n in nodes:
-        if n.op == Op.SLOT_GET and n.outputs[0].type.shape:
+        if n.op == Op.SLOT_GET and _tensor(n.outputs[0]):
             views[n.outputs[0]] = n.inputs[0]
         elif n.op == Op.RESHAPE and n.inputs[0] in views:
             views[n.outputs[0]] = views[n.inputs[0]]
@@ -167,7 +173,7 @@ def _passes(node, group, views):
     makes a view (a tensor slot's buffer, reshaped: the same pointer wherever it is made)."""
     if not node.op.pure or node.bodies or any(v in group.made for v in node.inputs):
         return False
-    if node.op.view and node.outputs and node.outputs[0].type.shape:
+    if node.op.view and node.outputs and _tensor(node.outputs[0]):
         return True
     return not any(isinstance(v.type, RefType) or v in views for v in node.inputs)
 
@@ -197,7 +203,7 @@ class _Group:
             return False   # a slot of another shape: its rows are not apart
         # a value the group makes, or a view of a slot it writes, read broadcast over rows
         # would be read before its later rows are made
-        return all(local(v.type.shape) for v in loop.inputs if not isinstance(v.type, RefType)
+        return all(local(v.type.shape) for v in loop.inputs if isinstance(v.type, Type)
                    and (v in self.made or views.get(v) in self.written | refs))
 
     def add(self, k, member):
