@@ -23,10 +23,10 @@ from .types import NUMPY, RefType, Type
 
 ROW_LOOPS = True   # False: the loops run whole, one after another (for A/Bs: `bench.gpt --ab`)
 MIN_ROW = 16       # the shortest row run this way (a shorter one has too little work per pass)
-# the smallest array of the row shape (bytes) run this way: a smaller one stays in L2 between whole
-# loops, which run with less overhead per row (alone, f32, against whole loops: LayerNorm on 256 KiB
-# 1.2, log_softmax's gradient on 520 KiB 1.03; softmax on 1 MiB 0.97, on 4 MiB 0.84)
-MIN_BYTES = 1 << 20
+# the smallest array of the row shape (bytes) run this way: below it each pass's setup per row
+# outweighs what L1 saves (alone, f32, row loops over whole loops, value and gradient: 2 KiB 1.13,
+# 33 KiB 0.93, 64 KiB 0.89, 256 KiB 0.81, 1 MiB 0.65; a forward pass alone below 1 MiB about 1.0)
+MIN_BYTES = 1 << 15
 
 
 def row_loops(nodes, outputs):
