@@ -5,6 +5,7 @@ used its rule (`lax.rsqrt` in every LayerNorm, `custom_jvp` activations): the ca
 the elementwise work around it into separate loops. Its primal body, a few pure nodes,
 is the same work inline, where fusion merges it with its neighbours.
 """
+from .float_checks import inherit
 from .graph import Node, Var
 from .ops import CALLS, Op
 
@@ -56,6 +57,7 @@ def _body_at(body, call):
     nodes = []
     for n in body.nodes:
         outs = tuple(named.get(v) or Var(v.type) for v in n.outputs)
+        inherit(n.outputs, outs)   # (a NaN check names the line that made the value)
         env.update(zip(n.outputs, outs))
         nodes.append(Node(n.op, tuple(env[v] for v in n.inputs), outs, dict(n.attrs)))
     return nodes

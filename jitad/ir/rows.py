@@ -7,15 +7,19 @@ they read again are still in L1 (LLVM only).
 Its members, in order, are fused loops of the shape (..., n) or of the row shape
 (..., 1) (per-row scalar work: a max's guard, a mean's division), sums and maxima over
 the last axis (a loop of one reduction), lone elementwise ops of those shapes (a loop of
-one), and reshapes between (...) and (..., 1). Each runs as it ran alone, one row at a
-time: every element still goes through the same operations in the same order. Pure
-nodes on other values that it passes (constants, reshapes of scalars) run first.
+one), reshapes between (...) and (..., 1), and stores of row values into a slot (reverse
+mode's row cotangents). Each runs as it ran alone, one row at a time: every element still
+goes through the same operations in the same order, so the results are the same bits. A
+member reads a value another member makes, or a slot one writes, only at its own row;
+totals over rows (a column sum) are read after the node. Pure nodes on other values that
+it passes (constants, reshapes of scalars, views of slots) run first; a small arena scope
+around a row cotangent is dropped (`_drop_light_scopes`).
 """
 import math
 
 import numpy as np
 
-from .fuse import _one_node_loop
+from .fuse import one_node_loop
 from .graph import Graph, Node, Var, uses
 from .ops import Op
 from .regions import indexed, row_reduction
@@ -77,7 +81,7 @@ def _member(node):
         return None
     if op.elementwise and op.pure and shape and len(node.outputs) == 1 and not node.bodies \
             and not any(isinstance(v.type, RefType) for v in node.inputs):
-        return _kind(shape, _one_node_loop(node)) if len(shape) >= 2 else None
+        return _kind(shape, one_node_loop(node)) if len(shape) >= 2 else None
     return None
 
 

@@ -628,7 +628,8 @@ def _slot_scatter_add(lo, node, ins):
 class _FusedLoop:
     """One `fused` node lowered: a loop nest over its shape running the scalar body once
     per element (in row blocks where the body takes row sums or maxima, in one nest per
-    box between a slice's or concatenation's cuts where it reads shifted). Read top to
+    box between a slice's or concatenation's cuts where it reads shifted; `by_rows`: a
+    member of a `row_loops` node, whose rule calls `row_block` per row). Read top to
     bottom as the loop runs: `element` is one iteration, `_step` one body op."""
 
     def __init__(self, lo, node, ins, by_rows=False):
