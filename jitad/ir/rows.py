@@ -21,7 +21,7 @@ import numpy as np
 
 from .fuse import one_node_loop
 from .graph import Graph, Node, Var, uses
-from .ops import Op
+from .ops import CALLS, Op
 from .regions import indexed, row_reduction
 from .types import NUMPY, RefType, Type
 
@@ -93,9 +93,13 @@ def _drop_light_scopes(nodes):
     """Arena scopes around a loop of a large row shape that allocate little else (reverse
     mode's scope around a row cotangent, stored into a slot before the scope's end) are
     dropped: their few KiB live until the enclosing scope ends, and the loops on either
-    side of the scope's end may share a row loop."""
+    side of the scope's end may share a row loop. Not before a call: a recursion (reverse
+    mode's frame per WHILE iteration) would keep them in every frame."""
     drop, start, budget = set(), {}, SCOPES_BYTES
+    last_call = max((k for k, n in enumerate(nodes) if _calls(n)), default=-1)
     for k, n in enumerate(nodes):
+        if k < last_call:
+            continue
         if n.op == Op.ARENA_MARK:
             start[n.outputs[0]] = k
         elif n.op == Op.ARENA_RELEASE and n.inputs[0] in start:
@@ -107,6 +111,11 @@ def _drop_light_scopes(nodes):
                 drop.update((i, k))
                 budget -= sum(held)
     return [n for k, n in enumerate(nodes) if k not in drop]
+
+
+def _calls(node):
+    """Whether `node` calls a function or a continuation (in a body too)."""
+    return node.op in CALLS or node.op in (Op.APPLY, Op.TREE) or any(_calls(n) for b in node.bodies for n in b.nodes)
 
 
 def _allocated(node):

@@ -127,3 +127,17 @@ def test_the_switch_and_the_size_bound(monkeypatch):
     monkeypatch.setattr(rows, "MIN_BYTES", 0)
     monkeypatch.setattr(rows, "ROW_LOOPS", False)
     assert row_loops(loss, x, w) == 0
+
+
+def test_a_softmax_in_a_while_loop_s_gradient():
+    """Reverse mode runs a WHILE as a recursion, a frame per iteration: the row loops in its
+    body keep their arena scopes (dropped, each frame would hold them while deeper ones run)."""
+    x, w = data((8, 40), np.float64, seed=5)
+
+    def loss(m, loop, x):
+        def body(s):
+            return s[0] + 1, m.nn.softmax(s[1] * 1.5, axis=-1) + s[1]
+        return m.numpy.sum(loop(lambda s: s[0] < 3, body, (0, x))[1] * w)
+    got = jitad.jit(jitad.grad(lambda x: loss(jitad, jitad.lax.while_loop, x)))(x)
+    fori = lambda cond, body, init: jax.lax.fori_loop(0, 3, lambda i, s: body(s), init)   # noqa: E731
+    np.testing.assert_allclose(got, jax.grad(lambda x: loss(jax, fori, x))(x), rtol=1e-12, atol=1e-13)
