@@ -9,7 +9,8 @@ Its members, in order, are fused loops of the shape (..., n) or of the row shape
 the last axis (a loop of one reduction), lone elementwise ops of those shapes (a loop of
 one), reshapes between (...) and (..., 1), and stores of row values into a slot (reverse
 mode's row cotangents). Each runs as it ran alone, one row at a time: every element still
-goes through the same operations in the same order, so the results are the same bits. A
+goes through the same operations in the same order, so the results are the same bits
+(but for a total over the whole array, a loss's sum, whose additions LLVM reorders). A
 member reads a value another member makes, or a slot one writes, only at its own row;
 totals over rows (a column sum) are read after the node. Pure nodes on other values that
 it passes (constants, reshapes of scalars, views of slots) run first; a small arena scope
