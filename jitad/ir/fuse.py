@@ -240,7 +240,7 @@ def _reductions_into_loops(nodes, outputs, reduces, lone_ops):
         f = nodes[made[v]] if v in made else None
         if lone_ops and f is not None and f.op.elementwise and f.op.pure and not f.bodies and f.outputs == (v,) \
                 and not any(isinstance(u.type, RefType) for u in f.inputs):
-            f = _one_node_loop(f)   # a lone elementwise op (a bias added to a product) is a loop of one
+            f = one_node_loop(f)   # a lone elementwise op (a bias added to a product) is a loop of one
         if f is None or f.op != Op.FUSED or not reduces(r, v.type.shape) \
                 or tuple(f.attrs["shape"]) != v.type.shape or v.type.dtype not in ("f64", "f32") \
                 or any(b.op in (Op.SLICE, Op.CONCAT, Op.SLOT_ADD_SLICE) for b in f.bodies[0].nodes) \
@@ -260,7 +260,7 @@ def _reductions_into_loops(nodes, outputs, reduces, lone_ops):
     return [n for k, n in enumerate(nodes) if k not in drop]
 
 
-def _one_node_loop(node):
+def one_node_loop(node):
     """`node`, elementwise, as a fused loop over its result's shape."""
     inputs = tuple(dict.fromkeys(node.inputs))   # one param per operand, as fusion makes them (x * x)
     params = {v: Var(v.type) for v in inputs}

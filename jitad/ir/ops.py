@@ -437,7 +437,15 @@ def _matmul_bias_rule(op, types, attrs, bodies):
     return [Type(a.dtype, shape)]
 
 
+def _row_loops_rule(op, types, attrs, bodies):
+    (body,) = bodies
+    assert body.in_types == list(types)
+    return body.out_types
+
+
 declare("fused", _fused_rule, flags="kernel")   # a loop over elementwise work
+# fused loops of one row shape, run row by row (each row's passes while it is in L1: jitad/ir/rows.py)
+declare("row_loops", _row_loops_rule, flags="kernel")
 declare("matmul_bias", _matmul_bias_rule, flags="pure kernel")   # op(a) @ op(b) + a row (in `shape`)
 # bmm with its operands read, and its result written, through strided views (jitad/ir/strided.py)
 declare("strided_bmm", _strided_bmm_rule, flags="pure kernel")

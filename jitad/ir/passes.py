@@ -8,10 +8,12 @@ from .float_checks import insert_checks
 from .dce import drop_unread_slots, eliminate_dead_code, forward_stop_gradients
 from .fuse import column_sums, fuse_graph, row_reductions, small_products
 from .gathered_reads import gathered_reads
+from .inline import inline_small_calls
 from .loop_invariants import hoist_loop_invariants
 from .ops import Op
 from .prune import drop_unread_tables
 from .reshaped_ops import scalar_ops_before_reshapes
+from .rows import row_loops
 from .shared_products import shared_small_products
 from .slots import promote_scalar_slots
 from .strided import strided_products
@@ -40,6 +42,9 @@ def _nested(rewrite):
 PIPELINE = [   # (name, pass(program), purpose)
     ("stop_gradients", _each_graph(forward_stop_gradients),
      "after differentiation `stop_gradient` is the identity: its users read its input"),
+    ("inline_small_calls", inline_small_calls,
+     "a call of a small straight-line function (a custom rule's primal: `lax.rsqrt`) is its body, which fusion "
+     "merges with the work around it (LLVM only)"),
     ("scalar_slots", _each_graph(promote_scalar_slots),
      "a scalar slot (a cotangent's sum) that only reads and writes in its own graph touch is its SSA values"),
     ("fold_constants", _each_graph(fold_constants),
@@ -115,13 +120,16 @@ PIPELINE = [   # (name, pass(program), purpose)
      "a matrix product only added to a slot becomes `matmul_add` (BLAS beta = 1)"),
     ("shared_transposes", lambda program: peephole.shared_transposes(program.main),
      "a weight read transposed by several small products is transposed once"),
+    ("row_loops", _nested(row_loops),
+     "fused loops of one row shape reading each other's row sums and maxima (softmax, LayerNorm) run row by "
+     "row, each row read again while in L1 (LLVM only)"),
 ]
 
 
 LLVM_ONLY = {"indexed_reads", "gathered_reads", "region_adds", "recompute_shifted", "concat_in_place", "row_reductions",
              "small_products", "masked_row_adds", "merge_slot_loops",
-             "shared_small_products", "strided_products", "bias_epilogues", "column_sums",
-             "column_products", "region_stores"}   # fused bodies and attributes the CUDA kernels do not take
+             "shared_small_products", "strided_products", "bias_epilogues", "column_sums", "row_loops",
+             "inline_small_calls", "column_products", "region_stores"}   # fused bodies and attributes the CUDA kernels do not take
 
 
 def run_passes(program, check=False, device="cpu"):

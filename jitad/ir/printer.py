@@ -80,8 +80,11 @@ _BODY_LABELS = {"if": ("then", "else"), "while": ("cond", "body"), "for": ("body
                 "tree": ("combine",)}
 
 
-def format_graph(graph, namer=None, header="main"):
-    namer = namer or _Namer([])
+def format_graph(graph, namer=None, header="main", exact=False):
+    """`graph` as text; `exact`: every body (a fused loop's too), attributes by their reprs."""
+    if namer is None:
+        namer = _Namer([])
+        namer.exact = exact
     return "\n".join(_format_body(graph, namer, "", header))
 
 

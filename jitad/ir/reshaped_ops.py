@@ -39,7 +39,8 @@ def scalar_ops_before_reshapes(nodes, outputs):
 
 def _reshaped_operand(n, k, nodes, made, users):
     """The one tensor operand of elementwise node `n` (at `k`), when a reshape that only
-    `n` reads made it from a tensor and every other operand is a scalar; else None."""
+    `n` reads made it from a tensor an elementwise op makes and every other operand is a
+    scalar; else None."""
     if not (n.op.elementwise and n.op.pure) or n.bodies or len(n.outputs) != 1:
         return None
     shaped = [v for v in n.inputs if v.type.shape]
@@ -50,4 +51,7 @@ def _reshaped_operand(n, k, nodes, made, users):
     if r.op != Op.RESHAPE or users.get(y) != [k] or isinstance(r.inputs[0].type, RefType) \
             or not r.inputs[0].type.shape or n.outputs[0].type.shape != y.type.shape:
         return None
+    x = r.inputs[0]
+    if x not in made or not nodes[made[x]].op.elementwise:
+        return None   # no loop makes x (a product, an argument): the op stays with the loops reading it
     return y

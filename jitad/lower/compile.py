@@ -29,7 +29,7 @@ from ..staging.tracer import paused_gc
 from ..pytree import _REGISTRY, unflatten
 from ..timing import stage
 from ..forest import Tree, plain_tree
-from . import ir_ops, lapack, mpi, runtime, sort, tensor  # noqa: F401  (they register rules and services)
+from . import ir_ops, lapack, mpi, rows, runtime, sort, tensor  # noqa: F401  (they register rules and services)
 from .entry import Built, ClassArg, DictArg, ListArg, NoneArg, add_entry, gil_release, key_symbol
 from .llvm import CHECK_FAILED, check_messages, lower_program, program_constants
 

@@ -348,7 +348,7 @@ def _outlined(node):
 
 def _kernel_key(node):
     from ..ir.printer import format_graph
-    bodies = tuple(format_graph(b) for b in node.bodies)
+    bodies = tuple(format_graph(b, exact=True) for b in node.bodies)   # (a fused loop's body inside one too)
     attrs = tuple(sorted((k, repr(v)) for k, v in node.attrs.items()))
     return node.op, attrs, tuple(v.type for v in node.inputs), tuple(v.type for v in node.outputs), bodies
 

@@ -754,10 +754,11 @@ def _slot_scatter_add(lo, node, ins):
 class _FusedLoop:
     """One `fused` node lowered: a loop nest over its shape running the scalar body once
     per element (in row blocks where the body takes row sums or maxima, in one nest per
-    box between a slice's or concatenation's cuts where it reads shifted). Read top to
+    box between a slice's or concatenation's cuts where it reads shifted; `by_rows`: a
+    member of a `row_loops` node, whose rule calls `row_block` per row). Read top to
     bottom as the loop runs: `element` is one iteration, `_step` one body op."""
 
-    def __init__(self, lo, node, ins):
+    def __init__(self, lo, node, ins, by_rows=False):
         self.lo, self.node, self.b = lo, node, lo.b
         (body,) = node.bodies
         self.body = body
@@ -770,7 +771,7 @@ class _FusedLoop:
         self.columns = {n.outputs[0] for n in body.nodes if n.op == Op.SUM
                         and regions.column_reduction(n, node.attrs["shape"])}
         self.shape, self.merged = (tuple(node.attrs["shape"]), None) \
-            if self.shifted or self.rows or self.products or self.columns \
+            if self.shifted or self.rows or self.products or self.columns or by_rows \
             else collapse(node.attrs["shape"], [node.attrs["shape"]] + operand_shapes)
         self.index_nodes = {n.outputs[0]: n for n in body.nodes if n.op in (Op.SLICE, Op.CONCAT, Op.GATHER)}
         self.reduced = {n.outputs[0] for n in body.nodes if n.op == Op.SUM and n.outputs[0] not in self.rows

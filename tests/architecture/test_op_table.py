@@ -164,7 +164,7 @@ OPT_OUT = (
     | _without("fused", "impl")
     # made by passes for the LLVM backend only (`LLVM_ONLY` in `ir/passes.py`): the GPU and the
     # interpreter run the products, copies and additions they replaced
-    | _without("strided_bmm strided_bmm_add matmul_bias", "vjp", "jvp", "batch", "impl", "cuda")
+    | _without("strided_bmm strided_bmm_add matmul_bias row_loops", "vjp", "jvp", "batch", "impl", "cuda")
     # effects without results: nothing to differentiate (reverse mode runs them once)
     | _without("debug_print check", "vjp", "jvp")
     # debug_print calls back into Python: compiled CPU code only (the interpreter computes values)
@@ -267,6 +267,7 @@ UNCASED = {   # primitives checked elsewhere
 # the IR's own ops (control flow, calls, effects, trees, what the passes make): the
 # transformations' own rules for them are tested with the programs that hold them
 IR_OPS = set(("const tree_get tree_root tree_size debug_print check fused matmul_add table_gemm_add strided_bmm strided_bmm_add matmul_bias "
+              "row_loops "
               "if while "
               "for call checkpoint custom_vjp tree forest deferred_vjp " + EFFECT_OPS).split())
 

@@ -64,3 +64,16 @@ def test_other_readers_or_tensor_operands_keep_the_op_after_the_reshape():
         f = jitad.jit(fn)
         np.testing.assert_allclose(f(X), ref(X), rtol=1e-14)
         assert len(_loops(f.ir)) >= 2   # the op in a loop after the reshape
+
+
+def test_a_product_s_reshaped_result_keeps_the_op_with_the_loop_reading_it():
+    """No loop makes a product's result: the scale behind its reshape (attention's
+    `q @ kᵀ * scale`, heads split) stays after the reshape, in the loop of the work after it."""
+    q, mask = np.linspace(-1.0, 1.0, 4 * 6 * 5).reshape(4, 6, 5), np.linspace(0.0, 1.0, 144).reshape(2, 2, 6, 6)
+
+    def scores(m, q):
+        att = m.reshape(m.matmul(q, m.swapaxes(q, 1, 2)), (2, 2, 6, 6)) * 0.5
+        return m.tanh(att) * mask
+    f = jitad.jit(lambda q: scores(jitad.numpy, q))
+    np.testing.assert_allclose(f(q), scores(np, q), rtol=1e-14)
+    assert len(_loops(f.ir)) == 1   # the scale, tanh and the product in one loop
