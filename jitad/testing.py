@@ -76,7 +76,7 @@ def check_grads(f, args=None, order=None, modes=None, eps=None, rtol=None, atol=
         flat.append([np.asarray(x, dtype=np.complex128 if np.iscomplexobj(x) else np.float64) for x in leaves])
         tds.append(td)
     direction = [[_random(rng, x) for x in leaves] for leaves in flat]
-    u = [[_random(rng, x) for x in leaves] for leaves in flat] if order > 1 else None   # (drawn next, as before)
+    u = [[_random(rng, x) for x in leaves] for leaves in flat] if order > 1 else []   # (drawn next, as before)
     _hand_back(kept)
 
     def at(t):
