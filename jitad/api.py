@@ -483,18 +483,18 @@ def _transformation(fn: Fn, name: str, body: Fn, device: str = "cpu", argnums: A
     autograd's meaning (`jitad.dispatch.Concrete`: the call's values, guarded decisions);
     inside a trace it is the jit of it, inlined."""
     check_callable(fn, name)
+    full_name = f"{name}_{getattr(fn, '__name__', 'f')}"
 
-    @functools.wraps(fn)
-    def staged(*args, **kwargs):
-        return body(functools.partial(fn, **kwargs) if kwargs else fn, *split_complex(args))
-    staged.__name__ = f"{name}_{getattr(fn, '__name__', 'f')}"
-
-    def compiled():
+    def compiled():   # (made when first needed: a fresh `grad(f)` called from Python never needs it)
+        @functools.wraps(fn)
+        def staged(*args, **kwargs):
+            return body(functools.partial(fn, **kwargs) if kwargs else fn, *split_complex(args))
+        staged.__name__ = full_name
         staged.__signature__ = _signature(fn)   # pyright: ignore[reportAttributeAccessIssue]
         return _keeping_values(staged_jit(staged, device=device))
     if device != "cpu":
         return compiled()
-    return Concrete(fn, staged.__name__, body, compiled, _differentiated(argnums), (name, argnums) + spec)
+    return Concrete(fn, full_name, body, compiled, _differentiated(argnums), (name, argnums) + spec)
 
 
 def _keeping_values(jitted):

@@ -28,6 +28,7 @@ import numpy as np
 
 from . import numeric as N
 from .dispatch import USER_SPACE_CALL
+from .lower.compile import result_array_class
 from .errors import ArgumentError, MissingRuleError, UnsupportedError
 from .pytree import flatten, unflatten
 from .staging import Staged as Box
@@ -250,6 +251,19 @@ primitive_vjps = {}   # primitive -> (argnums, ans, args, kwargs) -> g -> tuple 
 primitive_jvps = {}   # primitive -> (argnums, gs, ans, args, kwargs) -> tangent
 
 
+_NUMBERS = frozenset((float, int, bool, np.float64, np.float32, np.int64, np.bool_))
+
+
+def _plain_values(args, kwargs):
+    """Whether no argument holds a staged value: arrays and numbers known by their type
+    alone (the usual eager call), anything else flattened and looked through."""
+    if not kwargs:
+        array = result_array_class()
+        if all(type(a) is np.ndarray or type(a) is array or type(a) in _NUMBERS for a in args):
+            return True
+    return not any(is_staged(v) for v in flatten((args, kwargs))[0])
+
+
 class primitive:
     """A function with derivative rules given by `defvjp`/`defjvp` (see the module); like
     autograd's, one without any rule cannot be differentiated (`MissingRuleError`)."""
@@ -275,8 +289,8 @@ class primitive:
         recording = _RECORDING[0]
         if recording is not None and recording.running and recording.takes(args):
             return recording.call(self, args, kwargs)
-        if not any(is_staged(v) for v in flatten((args, kwargs))[0]):   # plain values: the function itself,
-            return self.fun(*args, **kwargs)                           # as autograd runs it (no rule to bind)
+        if _plain_values(args, kwargs):   # plain values: the function itself, as autograd runs it
+            return self.fun(*args, **kwargs)   # (no rule to bind)
         if self.vjp_argnums is None and self.jvp_argnums is None:
             return self._without_rules(args, kwargs)
         # arguments that are not values (functions, strings) and Python ints (an index, a key: no

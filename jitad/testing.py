@@ -3,6 +3,7 @@
 >>> from jitad.testing import check_grads
 >>> check_grads(lambda x, y: jitad.sin(x) * y, (0.3, 2.0))
 """
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -68,13 +69,15 @@ def check_grads(f, args=None, order=None, modes=None, eps=None, rtol=None, atol=
     positions = _float_positions(args)
     if not positions:
         raise ArgumentError("check_grads: no float arguments to differentiate")
-    rng = np.random.default_rng(seed)
+    rng, kept = _generator(seed)
     flat, tds = [], []
     for i in positions:
         leaves, td = flatten(args[i])
         flat.append([np.asarray(x, dtype=np.complex128 if np.iscomplexobj(x) else np.float64) for x in leaves])
         tds.append(td)
     direction = [[_random(rng, x) for x in leaves] for leaves in flat]
+    u = [[_random(rng, x) for x in leaves] for leaves in flat] if order > 1 else []   # (drawn next, as before)
+    _hand_back(kept)
 
     def at(t):
         new = list(args)
@@ -101,18 +104,45 @@ def check_grads(f, args=None, order=None, modes=None, eps=None, rtol=None, atol=
             analytic = float(jvp(f, args, tuple(tangents))[1])
         else:
             raise ArgumentError(f"check_grads: unknown mode {mode!r}; use 'fwd' and/or 'rev'")
-        if not np.isclose(analytic, numeric, rtol=rtol, atol=atol):
+        if not _close(analytic, numeric, rtol, atol):
             raise AssertionError(f"check_grads ({mode}): directional derivative {analytic!r} from "
                                  f"reverse mode, {numeric!r} from central differences at {args!r}")
-    if order > 1:   # the gradient along a random cotangent is itself checked, in forward
-        u = [[_random(rng, x) for x in leaves] for leaves in flat]   # mode: forward-over-reverse
-
+    if order > 1:   # the gradient along the random cotangent u is itself checked, in forward
+        # mode: forward-over-reverse
         def along(*a):
             from .numpy import real
             g = grad(f, argnums=positions)(*a)
             return sum(real((gl * w).sum() if np.ndim(w) else gl * w[()])   # (a complex leaf whole, not its parts)
                        for gi, ws, td in zip(g, u, tds) for gl, w in zip(flatten_up_to(td, gi), ws))
         check_grads(along, args, order - 1, ("fwd",), eps, rtol, atol, seed + 1)
+
+
+def _close(a, b, rtol, atol):
+    """NumPy's `isclose` of two Python floats (infinities close to themselves, NaN to nothing),
+    without its array machinery."""
+    return a == b or math.isfinite(b) and abs(a - b) <= atol + rtol * abs(b)
+
+
+_SEEDED = {}   # seed -> (a generator not in use, its seeded state)
+
+
+def _generator(seed):
+    """`(np.random.default_rng(seed), kept)`: a generator of that seed in its seeded state,
+    taken from those kept (setting a state back costs a fifth of seeding a new one); `kept`
+    hands it back once its draws are made (`_hand_back`). One in use is not kept meanwhile:
+    a nested check or another thread seeds its own."""
+    found = _SEEDED.pop(seed, None) if type(seed) is int else None
+    if found is None:
+        rng = np.random.default_rng(seed)
+        return rng, (seed, rng, rng.bit_generator.state)
+    found[0].bit_generator.state = found[1]
+    return found[0], (seed, *found)
+
+
+def _hand_back(kept):
+    seed, rng, state = kept
+    if type(seed) is int and len(_SEEDED) < 64:
+        _SEEDED[seed] = (rng, state)
 
 
 def _random(rng, x):
@@ -125,9 +155,10 @@ def _weighted(f, out, seed):
     """`(x -> <w, f(x)>, y -> <w, y>)` over the float leaves of f's result `out`, for a random
     w (the identities checked on it then check the whole Jacobian of f): the function
     differentiated, and the same product of a result of f already computed."""
-    rng = np.random.default_rng(seed + 1000)
+    rng, kept = _generator(seed + 1000)
     leaves, td = flatten(out)
     weights = [_random(rng, np.asarray(y)) if np.asarray(y).dtype.kind in "fc" else None for y in leaves]
+    _hand_back(kept)
     if all(w is None for w in weights):
         raise ArgumentError("check_grads: the function returns no float values to differentiate")
 

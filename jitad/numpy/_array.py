@@ -99,6 +99,17 @@ class Array(_np.ndarray):
         """The array on `device` (the CPU): itself."""
         return self
 
+    def __str__(self):
+        # (NumPy's printing of a subclass indexes it element by element through
+        # `__getitem__`: the plain array prints the same text without those calls)
+        return _np.ndarray.__str__(self.view(_np.ndarray) if type(self) is Array else self)
+
+    def __repr__(self):
+        # (NumPy writes a subclass by its class name: "Array(" is as wide as "array(")
+        if type(self) is not Array:
+            return _np.ndarray.__repr__(self)
+        return "Array" + _np.ndarray.__repr__(self.view(_np.ndarray))[5:]
+
     def __matmul__(self, other):
         return _product(_np.ndarray.__matmul__, self, other)
 

@@ -144,6 +144,36 @@ def test_primitive_defvjp_defjvp():
         ext.defvjp(lambda x: x, None)
 
 
+def test_primitive_on_plain_values_runs_the_function_itself():
+    """Called outside a transformation (arrays, jitad arrays, numbers, containers, keywords),
+    an @primitive runs its function on the very objects given, as autograd's does (an
+    in-place write lands in the caller's array); under `grad` its rule runs instead."""
+    from autograd import extend as aext
+
+    from jitad import extend as ext
+    seen = []
+
+    def body(x, *rest, **kw):
+        seen.append((x, rest, kw))
+        if isinstance(x, np.ndarray) and x.flags.writeable:
+            x[0] = 7.0   # (plain values only: a staged argument is never written)
+        return jitad.sum(x) + sum(jitad.sum(r) for r in jitad.tree_util.tree_leaves(rest))
+    ours = ext.primitive(body)
+    ext.defvjp(ours, lambda ans, x, *rest, **kw: lambda g: g * jitad.ones_like(x) * 2.0)
+    theirs = aext.primitive(body)
+    for args, kw in [((X.copy(),), {}), ((jitad.numpy.asarray(X) * 1.0, 2.0, 3), {}), ((1.5, np.float32(2.0)), {}),
+                     ((X.copy(), [Y, (1.0,)]), {}), ((X.copy(),), {"scale": 2.0}), ((np.int64(3), True), {})]:
+        seen.clear()
+        mine = ours(*args, **kw)
+        assert seen[0][0] is args[0] and all(a is b for a, b in zip(seen[0][1], args[1:])) and seen[0][2] == kw
+        copies = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+        np.testing.assert_allclose(mine, theirs(*copies, **kw), rtol=1e-14)
+        if isinstance(args[0], np.ndarray):
+            assert args[0][0] == 7.0
+    g = jitad.grad(lambda x: ours(x * 1.0))(X)   # staged: the rule (2, not the body's 1)
+    np.testing.assert_allclose(g, 2.0 * np.ones(3))
+
+
 def test_vspace_like_autograds():
     from autograd.extend import vspace as avspace
 

@@ -222,3 +222,24 @@ def test_data_dependent_shapes_raise_a_clear_error(fn):
     with pytest.raises(jitad.StagingError, match="shape would depend on the values.*where.*size="):
         jitad.jit(fn)(np.arange(6.0))
     assert np.array_equal(jitad.nonzero(np.array([0, 3, 0, 1]))[0], [1, 3])   # eager: NumPy's
+
+
+def test_array_prints_as_numpy_prints_it():
+    """`str` and `repr` of a jitad array: NumPy's text for its subclass (class name "Array"),
+    made from the plain array, for every dtype, rank, special value and print option."""
+    values = [np.float64(1.5), np.linspace(-1.0, 1.0, 10), np.arange(6.0).reshape(2, 3) / 7,
+              np.arange(2000.0), np.array([np.nan, np.inf, -np.inf, 0.0]), np.arange(5, dtype=np.float32),
+              np.arange(-3, 3), np.array([True, False]), np.array([1 + 2j, 3.5j]), np.zeros((0, 3)),
+              np.ones((2, 1, 3), dtype=np.int32)]
+    for v in values:
+        x = np.asarray(v).view(jitad.numpy.Array)
+        for options in ({}, {"precision": 3, "suppress": True}, {"threshold": 5}):
+            with np.printoptions(**options):
+                assert str(x) == np.ndarray.__str__(x) == str(np.asarray(v))
+                assert repr(x) == np.ndarray.__repr__(x) == "Array" + repr(np.asarray(v))[5:]
+                assert repr(x).startswith("Array(")
+
+    class Mine(jitad.numpy.Array):   # a subclass of it: NumPy's own text, with its name
+        pass
+    y = np.arange(12.0).reshape(3, 4).view(Mine)
+    assert repr(y) == "Mine" + repr(np.asarray(y))[5:].replace("\n      ", "\n     ") and str(y) == str(np.asarray(y))
