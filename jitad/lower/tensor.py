@@ -759,7 +759,7 @@ class _FusedLoop:
     bottom as the loop runs: `element` is one iteration, `_step` one body op."""
 
     def __init__(self, lo, node, ins, by_rows=False):
-        self.lo, self.node, self.b = lo, node, lo.b
+        self.lo, self.node, self.b, self.by_rows = lo, node, lo.b, by_rows
         (body,) = node.bodies
         self.body = body
         operand_shapes = [v.type.value_type.shape if isinstance(v.type, RefType) else v.type.shape for v in node.inputs]
@@ -1026,11 +1026,12 @@ COLUMN_STACK = 32 << 10   # bytes of column-sum accumulators a fused loop keeps 
 def _column_block(loop, body):
     """How many columns a fused loop taking column sums runs at a time, their accumulators
     on the stack (COLUMN_STACK bytes at most; a multiple of 8), or None where it runs
-    through shifted boxes or rows, or takes too many sums for 8 columns of each (its
-    accumulators are then its results)."""
+    through shifted boxes or rows, is a member of `row_loops` (run a row at a time, its
+    sums add up over the rows in its results), or takes too many sums for 8 columns of
+    each (its accumulators are then its results)."""
     sums = [v for v in body.outputs if v in loop.columns]
     width = COLUMN_STACK // (8 * max(len(sums), 1)) // 8 * 8
-    if not sums or loop.shifted or loop.rows or width < 8:
+    if not sums or loop.shifted or loop.rows or loop.by_rows or width < 8:
         return None
     return min(loop.shape[-1], width)
 

@@ -141,3 +141,18 @@ def test_a_softmax_in_a_while_loop_s_gradient():
     got = jitad.jit(jitad.grad(lambda x: loss(jitad, jitad.lax.while_loop, x)))(x)
     fori = lambda cond, body, init: jax.lax.fori_loop(0, 3, lambda i, s: body(s), init)   # noqa: E731
     np.testing.assert_allclose(got, jax.grad(lambda x: loss(jax, fori, x))(x), rtol=1e-12, atol=1e-13)
+
+
+def test_column_sums_inside_row_loops_add_up_over_every_row():
+    """A batch normalization's gradient (statistics over the rows, axis 0): the row loops'
+    members take column sums, which must add up over the rows run one at a time (they had
+    kept a block of columns on the stack, filled and copied only by a whole loop's run)."""
+    def loss(np_):
+        def f(a):
+            mu = np_.mean(a, axis=0, keepdims=True)
+            return np_.sum(((a - mu) / (np_.std(a, axis=0, keepdims=True) + 1)) ** 2)
+        return f
+    a = np.random.default_rng(3).normal(size=(40, 300))
+    grad = jitad.jit(jitad.grad(loss(jnp)))
+    assert row_loops(jitad.grad(loss(jnp)), a) >= 1
+    np.testing.assert_allclose(grad(a), jax.grad(loss(jax.numpy))(a), rtol=1e-10, atol=1e-12)
