@@ -11,6 +11,8 @@ from jitad.ir import column_products, passes
 from jitad.lower import tensor
 from jitad.testing import check_grads
 
+from .test_shared_products import _direction   # k-means' Newton direction
+
 jax = pytest.importorskip("jax", reason="JAX is the reference for derivatives (the test extra installs it)")
 jax.config.update("jax_enable_x64", True)
 jnp = jax.numpy
@@ -30,17 +32,6 @@ def _without_pass(monkeypatch):
 
 def _slots(ir, shape):
     return sum(f"ref<f64[{shape[0]},{shape[1]}]> = slot" in line for line in ir.splitlines())
-
-
-def _direction(m, grad, jvp):
-    def cost(p, c):
-        d2 = m.sum(p * p, axis=1, keepdims=True) + m.sum(c * c, axis=1)[None, :] - 2.0 * p @ c.T
-        return m.sum(m.min(d2, axis=1))
-
-    def direction(p, c):
-        j, h = jvp(lambda c: grad(cost, argnums=1)(p, c), (c,), (m.ones_like(c),))
-        return j / h
-    return direction
 
 
 def test_kmeans_direction_sums_its_columns_in_the_loop(small_slots, monkeypatch):
