@@ -9,7 +9,6 @@ makes them, as `fuse.column_sums` does for a result of the loop: `A^T G` becomes
 d column sums of `A[:, l] * G`, each a row of k accumulators, and the slot is no longer
 stored at all where nothing else reads it (LLVM only).
 """
-import numpy as np
 
 from .graph import Graph, Node, Var
 from .ops import Op
@@ -66,16 +65,12 @@ def _candidate(nodes, f, users, made, spans):
     return None
 
 
-def _bytes(t):
-    return int(np.prod(t.shape)) * (8 if t.dtype == "f64" else 4)
-
-
 def _stored_once(loop, slot):
     """The body's param of `slot` where the loop's one write to it is a first store of
     every element, and the body does not read it back; else None."""
     t = getattr(slot.type, "value_type", None)
     if loop.inputs.count(slot) != 1 or t is None or tuple(t.shape) != tuple(loop.attrs["shape"]) \
-            or t.dtype not in ("f64", "f32") or _bytes(t) < COLUMN_SLOT_BYTES:
+            or t.dtype not in ("f64", "f32") or t.nbytes < COLUMN_SLOT_BYTES:
         return None
     (body,) = loop.bodies
     param = body.params[loop.inputs.index(slot)]

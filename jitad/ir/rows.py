@@ -18,13 +18,12 @@ around a row cotangent is dropped (`_drop_light_scopes`).
 """
 import math
 
-import numpy as np
 
 from .fuse import one_node_loop
 from .graph import Graph, Node, Var, uses
 from .ops import CALLS, Op
 from .regions import indexed, row_reduction
-from .types import NUMPY, RefType, Type
+from .types import ITEMSIZE, RefType, Type
 
 ROW_LOOPS = True   # False: the loops run whole, one after another (for A/Bs: `bench.gpt --ab`)
 MIN_ROW = 16       # the shortest row run this way (a shorter one has too little work per pass)
@@ -127,11 +126,7 @@ def _allocated(node):
         return None
     if any(not isinstance(v.type, (Type, RefType)) for v in node.outputs):
         return None
-    return sum(math.prod(v.type.shape) * _itemsize(v.type.dtype) for v in node.outputs)
-
-
-def _itemsize(dtype):
-    return np.dtype(NUMPY[dtype]).itemsize
+    return sum(math.prod(v.type.shape) * ITEMSIZE[v.type.dtype] for v in node.outputs)
 
 
 def _bytes(member):
@@ -139,7 +134,7 @@ def _bytes(member):
     if member is None or member[1] is None:
         return 0
     prefix, n, loop = member
-    return math.prod(prefix + (n,)) * max(_itemsize(v.type.dtype) for v in loop.inputs + loop.outputs)
+    return math.prod(prefix + (n,)) * max(ITEMSIZE[v.type.dtype] for v in loop.inputs + loop.outputs)
 
 
 def _row_value_shapes(node):

@@ -1,4 +1,5 @@
 """Types of SSA values: scalars and static-shape tensors of a dtype, and tree handles."""
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -8,6 +9,7 @@ from ..errors import ArgumentError
 DTYPES = ("bool", "i64", "f32", "f64")
 FLOATS = ("f32", "f64")
 NUMPY = {"bool": np.bool_, "i64": np.int64, "f32": np.float32, "f64": np.float64}
+ITEMSIZE = {dtype: np.dtype(t).itemsize for dtype, t in NUMPY.items()}   # bytes of an element
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,6 +25,11 @@ class Type:
     @property
     def is_float(self):
         return self.dtype in FLOATS
+
+    @property
+    def nbytes(self):
+        """Bytes of a value of this type (`Type("f32", (2, 3)).nbytes == 24`)."""
+        return math.prod(self.shape) * ITEMSIZE[self.dtype]
 
 
 # A tree's runtime descriptor (`jitad.Tree` builds it, compiled code reads it): words

@@ -33,7 +33,7 @@ from ..ir.ops import CALLS, LLVM, Op, clip_index_code, registrar
 from .. import primitives  # noqa: F401  (declares the ops lowered below)
 from ..primitives.special import backend
 from . import vmath
-from ..ir.types import FLOATS, ContType, RefType, TableType, TreeType, Type
+from ..ir.types import FLOATS, ITEMSIZE, ContType, RefType, TableType, TreeType, Type
 
 F64, F32, I64, I32, I1, I8 = (ir.DoubleType(), ir.FloatType(), ir.IntType(64), ir.IntType(32),
                              ir.IntType(1), ir.IntType(8))
@@ -47,7 +47,7 @@ CHECK_FAILED = 6   # + k: the program's k-th `check` message (`check_messages`);
 # POLL_HEAVY with calls, loops or tensors in it), every POLL_ITERATIONS calls of a function
 # that may recurse exponentially (see `_calls`) and of TREE's recursion.
 POLL_ELEMENTS, POLL_ITERATIONS, POLL_HEAVY = 1 << 16, 1 << 10, 1 << 4
-ELEMENT_BYTES = {"f64": 8, "f32": 4, "i64": 8, "bool": 1}
+ELEMENT_BYTES = ITEMSIZE   # bytes of an element, by dtype
 LL = {"f64": F64, "f32": F32, "i64": I64, "bool": I1}
 
 
