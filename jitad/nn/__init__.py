@@ -176,13 +176,16 @@ def _axes(x, axis):
     return tuple(sorted(a % len(shape) for a in axes))
 
 
-def _max_where(x, axes, where):
+def _max_where(x, axes, where, keep_inf=False):
+    """The shift of the softmax family: the line's max, 0 where it is infinite (an all -inf
+    or masked line). `keep_inf`: a +inf max is kept, so that line is NaN (inf - inf), as
+    JAX's `softmax` and `log_softmax` give it (`logsumexp` gives +inf there)."""
     # the shift's gradient cancels exactly: stopped before the max, reverse mode emits no
     # VJP for it (after it, the max's tie counts ran on a zero cotangent every step)
     x = N.stop_gradient(x)
     masked = x if where is None else N.where(where, x, -np.inf)
     m = N.max(masked, axes, keepdims=True)
-    return N.where(N.abs(m) < np.inf, m, 0.0)   # an all -inf (or masked) line shifts by 0
+    return N.where((m > -np.inf) if keep_inf else (N.abs(m) < np.inf), m, 0.0)
 
 
 def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False, where=None):
@@ -224,21 +227,22 @@ def logmeanexp(x, axis=None, where=None, keepdims=False):
 
 def softmax(x, axis=-1, where=None):
     """exp(x) / sum(exp(x)) over `axis`, without overflow; entries outside `where` are 0
-    and left out of the sum: `jitad.nn.softmax(np.zeros(4))` is 0.25 each."""
+    and left out of the sum; a line holding +inf is NaN, as JAX's:
+    `jitad.nn.softmax(np.zeros(4))` is 0.25 each."""
     x = _float(x)
     axes = _axes(x, axis)
-    shift = _max_where(x, axes, where)
+    shift = _max_where(x, axes, where, keep_inf=True)
     e = N.exp((x if where is None else N.where(where, x, -np.inf)) - shift)
     out = e / N.sum(e, axes, keepdims=True)
     return out if where is None else N.where(where, out, 0.0)
 
 
 def log_softmax(x, axis=-1, where=None):
-    """x - logsumexp(x) over `axis`; entries outside `where` are -inf:
-    `jitad.nn.log_softmax(np.zeros(2))` is log(0.5) each."""
+    """x - logsumexp(x) over `axis`; entries outside `where` are -inf; a line holding +inf
+    is NaN, as JAX's: `jitad.nn.log_softmax(np.zeros(2))` is log(0.5) each."""
     x = _float(x)
     axes = _axes(x, axis)
-    shifted = x - _max_where(x, axes, where)
+    shifted = x - _max_where(x, axes, where, keep_inf=True)
     e = N.exp(shifted if where is None else N.where(where, shifted, -np.inf))
     out = shifted - N.log(N.sum(e, axes, keepdims=True))
     return out if where is None else N.where(where, out, -np.inf)

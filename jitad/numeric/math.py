@@ -451,9 +451,13 @@ def logsumexp(x, axis=-1, keepdims=False):
 
 
 def log_softmax(x, axis=-1):
-    """x - logsumexp(x) along `axis`: `jitad.log_softmax(logits)`."""
-    _axes(x, axis, "log_softmax")
-    return x - logsumexp(x, axis, keepdims=True)
+    """x - logsumexp(x) along `axis`; a line holding +inf is NaN, as JAX's:
+    `jitad.log_softmax(logits)`."""
+    if not _shape(x) or not _nonempty(x, _axes(x, axis, "log_softmax")):
+        return x - logsumexp(x, axis, keepdims=True)
+    m = max(stop_gradient(x), axis, keepdims=True)   # its gradient cancels exactly: not computed
+    shifted = x - where(m > -np.inf, m, 0.0)   # an all -inf line shifts by 0; +inf - inf is NaN
+    return shifted - log(sum(exp(shifted), axis, keepdims=True))
 
 
 def softmax(x, axis=-1):

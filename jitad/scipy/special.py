@@ -93,8 +93,9 @@ def softmax(x, axis=None):
 
 
 def log_softmax(x, axis=None):
-    """x - logsumexp(x) over `axis` (None: all axes, as SciPy)."""
-    return x - N.logsumexp(x, axis, keepdims=True)
+    """x - logsumexp(x) over `axis` (None: all axes, as SciPy); a line holding +inf is NaN,
+    as JAX's."""
+    return N.log_softmax(x, axis)
 
 
 def gammaln(x):

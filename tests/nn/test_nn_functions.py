@@ -169,3 +169,43 @@ def test_scaled_products():
     same(ours, jnn.scaled_dot_general(x, y, dn), rtol=1e-5, atol=1e-5)
     with pytest.raises(jitad.JitadError, match="configs=None"):
         nn.get_scaled_dot_general_config("mxfp8")
+
+
+def _lines_with_infinities(shape, dtype):
+    x = np.random.default_rng(3).standard_normal(shape).astype(dtype)
+    x[1, 3] = np.inf                          # one +inf: the line is NaN
+    x[2, 0], x[2, 5] = np.inf, np.inf         # two
+    x[3, :] = -np.inf                         # all -inf: NaN (0 / 0)
+    x[4, 1] = -np.inf                         # a -inf among finite values: exp gives 0 there
+    x[5, 2], x[5, 4] = np.nan, np.inf         # NaN
+    return x
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_softmax_family_of_lines_holding_infinities_agrees_with_jax(dtype):
+    """A line holding +inf is NaN throughout under softmax and log_softmax (inf - inf), as
+    JAX's; `logsumexp` stays +inf there. Small lines (whole loops) and lines the row loops
+    take (64 KiB), jitted and eager, their gradients, and under vmap."""
+    import jax.scipy.special as jss
+    import jitad.scipy.special as special
+    rows = [("nn.softmax", lambda m, x: m.nn.softmax(x)), ("nn.log_softmax", lambda m, x: m.nn.log_softmax(x)),
+            ("nn.logsumexp", lambda m, x: m.nn.logsumexp(x, axis=-1)),
+            ("log_softmax", lambda m, x: m.log_softmax(x) if m is jitad else m.nn.log_softmax(x)),
+            ("special.softmax", lambda m, x: (special if m is jitad else jss).softmax(x, axis=-1)),
+            ("special.log_softmax-all", lambda m, x: (special if m is jitad else jss).log_softmax(x[:6, :8], axis=None))]
+    xs = [_lines_with_infinities(shape, dtype) for shape in [(6, 9), (256, 64)]]
+    ws = [np.random.default_rng(4).standard_normal(x.shape).astype(dtype) for x in xs]
+
+    lanes = np.stack([xs[0], xs[0][::-1]])
+
+    def program(m):
+        loss = lambda x, w: (m.nn.softmax(x) * w).sum() + (m.nn.log_softmax(x[:, :5]) * w[:, :5]).sum()  # noqa: E731
+        return lambda xs, lanes: ([(*(f(m, x) for _, f in rows), m.grad(loss)(x, w)) for x, w in zip(xs, ws)],
+                                  m.vmap(m.nn.log_softmax)(lanes))
+    (got, got_lanes), (wants, want_lanes) = jitad.jit(program(jitad))(xs, lanes), jax.jit(program(jax))(xs, lanes)
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    for x, gs, ws_ in zip(xs, got, wants):
+        for name, g, want in zip([n for n, _ in rows] + ["gradient"], gs, ws_):
+            same(g, want, rtol=tol, atol=tol, what=f"{name} {x.shape}")
+        same(nn.softmax(x), ws_[0], rtol=tol, atol=tol, what=f"eager softmax {x.shape}")
+    same(got_lanes, want_lanes, rtol=tol, atol=tol, what="vmap")
