@@ -131,7 +131,7 @@ def _fuse(run, uses, shape):
     keep_out = [n for _, n in run if (n.op != Op.SUM and n.outputs and not n.outputs[0].type.shape)
                 or (n.op == Op.SLOT_GET and any(u > last for u in uses.get(n.outputs[0], ())))]
     inside = [(k, n) for k, n in run if n not in keep_out]
-    if len(inside) < 2:
+    if len(inside) < 2 and not (RECIPROCAL_DIVISIONS and inside and _divides_rows(inside[0][1], shape)):
         return [n for _, n in run]
     defined = {v: n for _, n in inside for v in n.outputs}
     inputs, params = [], {}
@@ -150,7 +150,49 @@ def _fuse(run, uses, shape):
         local.update(zip(n.outputs, outs))
     results = [v for v in defined if any(u > last for u in uses.get(v, []))]
     body = Graph(params=[params[v] for v in inputs], nodes=body_nodes, outputs=[local[v] for v in results])
+    body.nodes = reciprocal_divisions(body, inputs, shape)
     return keep_out + [Node(Op.FUSED, tuple(inputs), tuple(results), {"shape": shape}, (body,))]
+
+
+RECIPROCAL_DIVISIONS = True   # False: every division stays one (for A/Bs: `bench.gpt --ab`)
+
+
+def reciprocal_divisions(body, inputs, shape):
+    """The nodes of fused loop `body` (over `shape`, its params made from `inputs`) with each
+    float division by a value constant along the loop's last axis (a row's sum: softmax's
+    `e / sum(e)`; a scalar: AdamW's `m / (1 - b1**t)`) a product with that value's
+    reciprocal, which LLVM computes once per row or loop: a vector division costs several
+    multiplications. XLA does the same on CPU (JAX's `x / s` with `s` broadcast is
+    `x * (1 / s)`, bit for bit): the result may differ from the division by an ulp, and
+    where 1 / s overflows (|s| below ~1e-38 in f32) it is ±inf."""
+    if not RECIPROCAL_DIVISIONS or not shape or shape[-1] < 2:
+        return body.nodes
+    fixed = {p for p, v in zip(body.params, inputs) if _row_constant(v)}   # constant along the last axis
+    out = []
+    for n in body.nodes:
+        if (n.op == Op.CONST or (n.op.pure and not n.bodies and n.inputs and (n.op.elementwise or n.op == Op.BROADCAST)
+                                 and all(v in fixed for v in n.inputs))):
+            fixed.update(n.outputs)
+        if n.op == Op.DIV and n.inputs[1] in fixed and n.inputs[0] not in fixed \
+                and {v.type.dtype for v in n.inputs + n.outputs} in ({"f32"}, {"f64"}):
+            t = n.outputs[0].type
+            one, inverse = Var(t), Var(t)
+            out += [Node(Op.CONST, (), (one,), {"value": 1.0, "type": t}), Node(Op.DIV, (one, n.inputs[1]), (inverse,)),
+                    Node(Op.MUL, (n.inputs[0], inverse), n.outputs)]
+        else:
+            out.append(n)
+    return out
+
+
+def _divides_rows(node, shape):
+    """Whether `node` is a float division by a value constant along the last axis of `shape`."""
+    return node.op == Op.DIV and bool(shape) and shape[-1] > 1 and _row_constant(node.inputs[1]) \
+        and not _row_constant(node.inputs[0]) and node.outputs[0].type.dtype in ("f32", "f64")
+
+
+def _row_constant(v):
+    """Whether loop input `v` is the same along the loop's last axis (a scalar, or its last length 1)."""
+    return isinstance(v.type, Type) and (not v.type.shape or v.type.shape[-1] == 1)
 
 
 def row_reductions(nodes, outputs):
@@ -266,6 +308,7 @@ def one_node_loop(node):
     params = {v: Var(v.type) for v in inputs}
     out = Var(Type(node.outputs[0].type.dtype))
     body = Graph(list(params.values()), [Node(node.op, tuple(params[v] for v in node.inputs), (out,), node.attrs)], [out])
+    body.nodes = reciprocal_divisions(body, inputs, node.outputs[0].type.shape)
     return Node(Op.FUSED, inputs, node.outputs, {"shape": node.outputs[0].type.shape}, (body,))
 
 
