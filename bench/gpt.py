@@ -429,14 +429,18 @@ def ab_steps(cfg, params, setups, rounds=9, steps=5):
     return times, trainers
 
 
-def _ab_setups(spec):
-    """`--ab module.NAME=value`: `{"as is": ..., "NAME=value": ...}` setting that switch."""
-    path, value = spec.split("=", 1)
-    module_name, attr = path.rsplit(".", 1)
-    module = __import__(module_name, fromlist=[attr])
-    default = getattr(module, attr)
-    return {"as is": lambda: setattr(module, attr, default),
-            f"{attr}={value}": lambda: setattr(module, attr, type(default)(ast.literal_eval(value)))}
+def _ab_setups(specs):
+    """`--ab module.NAME=value` (given once or more): `{"as is": ..., "NAME=value ...": ...}`,
+    the second setting every switch named."""
+    switches = []
+    for spec in [specs] if isinstance(specs, str) else specs:
+        path, value = spec.split("=", 1)
+        module_name, attr = path.rsplit(".", 1)
+        module = __import__(module_name, fromlist=[attr])
+        default = getattr(module, attr)
+        switches.append((module, attr, default, type(default)(ast.literal_eval(value)), f"{attr}={value}"))
+    return {"as is": lambda: [setattr(m, a, d) for m, a, d, _, _ in switches],
+            " ".join(name for *_, name in switches): lambda: [setattr(m, a, v) for m, a, _, v, _ in switches]}
 
 
 def ab_summary(times):
@@ -469,9 +473,10 @@ def main(argv=None):
     ap.add_argument("--no-compile", action="store_true", help="leave out torch.compile")
     ap.add_argument("--wall", action="store_true", help="time by the wall clock, not CPU time")
     ap.add_argument("--only", default=None, help="comma-separated frameworks")
-    ap.add_argument("--ab", default=None, metavar="MODULE.NAME=VALUE",
+    ap.add_argument("--ab", default=None, metavar="MODULE.NAME=VALUE", action="append",
                     help="jitad's step alone, as is against a switch set to VALUE (e.g. "
-                         "jitad.ir.peephole.RECOMPUTE_STREAMS=0), in alternating rounds")
+                         "jitad.ir.peephole.RECOMPUTE_STREAMS=0; given again, several switches at once), "
+                         "in alternating rounds")
     args = ap.parse_args(argv)
     if args.wall:
         CLOCK[0] = time.perf_counter

@@ -235,10 +235,52 @@ class _Group:
         made = [v for n in loops for v in n.outputs]
         results = [v for v in made if any(u not in positions for u in users.get(v, ()))]
         inputs = list(dict.fromkeys(v for n in loops for v in n.inputs if v not in self.made))
+        scratch = [v for v in inputs if ROW_SCRATCH and _row_local(v, loops, users, positions, self.prefix + (self.n,))]
+        inputs = [v for v in inputs if v not in scratch]
         rename = {v: Var(v.type) for v in inputs + made}
+        rows = [Node(Op.SLOT, (), (rename.setdefault(v, Var(RefType(_row_of(v).dtype, _row_of(v).shape))),), {"type": _row_of(v), "uninit": True})
+                for v in scratch]
         body = Graph([rename[v] for v in inputs],
-                     [Node(n.op, tuple(rename[v] for v in n.inputs), tuple(rename[v] for v in n.outputs), n.attrs,
-                           n.bodies) for n in loops],
+                     rows + [_renamed(n, rename) for n in loops],
                      [rename[v] for v in results])
         return self.before + [Node(Op.ROW_LOOPS, tuple(inputs), tuple(results), {"shape": self.prefix + (self.n,)},
                                    (body,))]
+
+
+ROW_SCRATCH = True   # False: a slot only a row loop uses keeps its whole buffer (for A/Bs: `bench.gpt --ab`)
+
+
+def _row_local(ref, loops, users, positions, shape):
+    """Whether tensor slot `ref` (of the row loop's `shape`) is used by the row loop's
+    members alone and each row's first use stores that row whole (a fused loop over
+    `shape` whose first touch of it is a storing `slot_add`): one row of scratch then
+    holds it (softmax's backward: the exp's cotangent, made and read back per row)."""
+    if not isinstance(ref.type, RefType) or ref.type.value_type.shape != shape \
+            or any(u not in positions for u in users.get(ref, ())):
+        return False
+    first = next(n for n in loops if ref in n.inputs)
+    if first.op != Op.FUSED or tuple(first.attrs["shape"]) != shape or first.inputs.count(ref) != 1:
+        return False
+    (body,) = first.bodies
+    param = body.params[first.inputs.index(ref)]
+    touch = next((b for b in body.nodes if param in b.inputs), None)
+    return touch is not None and touch.op == Op.SLOT_ADD and touch.inputs[0] is param and bool(touch.attrs.get("store"))
+
+
+def _row_of(ref):
+    """The type of one row of slot `ref`'s value, its other axes kept as length 1."""
+    t = ref.type.value_type
+    return Type(t.dtype, (1,) * (len(t.shape) - 1) + t.shape[-1:])
+
+
+def _renamed(node, rename):
+    """Member `node` reading and making `rename`'s values; a fused body's param of a slot
+    that became a row's scratch takes the scratch's type."""
+    inputs = tuple(rename[v] for v in node.inputs)
+    bodies = node.bodies
+    if node.op == Op.FUSED and any(a.type != b.type for a, b in zip(node.inputs, inputs)):
+        (body,) = node.bodies
+        params = {p: Var(v.type) if v.type != u.type else p for p, u, v in zip(body.params, node.inputs, inputs)}
+        bodies = (Graph(list(params.values()), [Node(b.op, tuple(params.get(v, v) for v in b.inputs), b.outputs,
+                                                     b.attrs, b.bodies) for b in body.nodes], body.outputs),)
+    return Node(node.op, inputs, tuple(rename[v] for v in node.outputs), node.attrs, bodies)

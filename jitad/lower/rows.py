@@ -1,9 +1,11 @@
 """The LLVM rule of `row_loops` (jitad/ir/rows.py): one loop over the rows of its shape,
 running each member loop's pass over the row in turn, so that a row a later pass reads
 again (an input, a result the loops make) is still in L1."""
+import llvmlite.ir as ir
+
 from ..ir.ops import Op
 from ..ir.types import Type
-from .llvm import LL, rule
+from .llvm import LL, alloca, rule
 from .tensor import _FusedLoop
 
 
@@ -18,6 +20,10 @@ def _row_loops(lo, node, ins):
     env, passes, totals = dict(zip(body.params, ins)), [], {}
     try:
         for n in body.nodes:
+            if n.op == Op.SLOT:   # one row of a slot only the row loop uses: its scratch, on the stack
+                t = n.attrs["type"]
+                env[n.outputs[0]] = alloca(lo.b, ir.ArrayType(LL[t.dtype], t.shape[-1]))
+                continue
             args = [env[v] for v in n.inputs]
             if n.op in (Op.RESHAPE, Op.SLOT_SET):   # (...) <-> (..., 1): one element per row, copied
                 out = lo.result_buffer(n.outputs[0]) if n.op == Op.RESHAPE else args[0]
