@@ -14,7 +14,9 @@ goes through the same operations in the same order, so the results are the same 
 member reads a value another member makes, or a slot one writes, only at its own row;
 totals over rows (a column sum) are read after the node. Pure nodes on other values that
 it passes (constants, reshapes of scalars, views of slots) run first; a small arena scope
-around a row cotangent is dropped (`_drop_light_scopes`).
+around a row cotangent is dropped (`_drop_light_scopes`). A slot of the row shape that only
+the members use, each row stored whole before it is read, is one row of scratch made in the
+node's body (`_row_local`).
 """
 import math
 
@@ -39,6 +41,7 @@ def row_loops(nodes, outputs):
         return nodes
     nodes = _drop_light_scopes(nodes)
     users = uses(nodes, outputs)
+    slots = {n.outputs[0] for n in nodes if n.op == Op.SLOT}   # made here: not a body's capture
     views = _slot_views(nodes)
     out, group = [], _Group()
     for k, node in enumerate(nodes):
@@ -48,13 +51,13 @@ def row_loops(nodes, outputs):
         elif group.members and _passes(node, group, views):
             group.before.append(node)
         else:
-            out += group.close(users)
+            out += group.close(users, slots)
             group = _Group()
             if member is not None and group.admits(member, views):
                 group.add(k, member)
             else:
                 out.append(node)
-    return out + group.close(users)
+    return out + group.close(users, slots)
 
 
 def _member(node):
@@ -224,7 +227,7 @@ class _Group:
         self.whole.update(_totals(loop))
         self.written.update(v for v in loop.inputs if isinstance(v.type, RefType))
 
-    def close(self, users):
+    def close(self, users, slots):
         """The nodes the group becomes: one `row_loops` node, or its nodes unchanged where
         fewer than two passes over rows would share it."""
         loops = [n for _, n in self.members]
@@ -235,11 +238,11 @@ class _Group:
         made = [v for n in loops for v in n.outputs]
         results = [v for v in made if any(u not in positions for u in users.get(v, ()))]
         inputs = list(dict.fromkeys(v for n in loops for v in n.inputs if v not in self.made))
-        scratch = [v for v in inputs if ROW_SCRATCH and _row_local(v, loops, users, positions, self.prefix + (self.n,))]
+        scratch = [v for v in inputs if ROW_SCRATCH and v in slots
+                   and _row_local(v, loops, users, positions, self.prefix + (self.n,))]
         inputs = [v for v in inputs if v not in scratch]
         rename = {v: Var(v.type) for v in inputs + made}
-        rows = [Node(Op.SLOT, (), (rename.setdefault(v, Var(RefType(_row_of(v).dtype, _row_of(v).shape))),), {"type": _row_of(v), "uninit": True})
-                for v in scratch]
+        rows = [_scratch(v, rename) for v in scratch]
         body = Graph([rename[v] for v in inputs],
                      rows + [_renamed(n, rename) for n in loops],
                      [rename[v] for v in results])
@@ -251,10 +254,11 @@ ROW_SCRATCH = True   # False: a slot only a row loop uses keeps its whole buffer
 
 
 def _row_local(ref, loops, users, positions, shape):
-    """Whether tensor slot `ref` (of the row loop's `shape`) is used by the row loop's
-    members alone and each row's first use stores that row whole (a fused loop over
-    `shape` whose first touch of it is a storing `slot_add`): one row of scratch then
-    holds it (softmax's backward: the exp's cotangent, made and read back per row)."""
+    """Whether tensor slot `ref` (of the row loop's `shape`; the caller checks that this graph
+    makes it: a body's capture may be read after the body) is used by the row loop's members
+    alone and each row's first use stores that row whole (a fused loop over `shape` whose
+    first touch of it is a storing `slot_add`): one row of scratch then holds it (softmax's
+    backward: the exp's cotangent, made and read back per row)."""
     if not isinstance(ref.type, RefType) or ref.type.value_type.shape != shape \
             or any(u not in positions for u in users.get(ref, ())):
         return False
@@ -265,6 +269,13 @@ def _row_local(ref, loops, users, positions, shape):
     param = body.params[first.inputs.index(ref)]
     touch = next((b for b in body.nodes if param in b.inputs), None)
     return touch is not None and touch.op == Op.SLOT_ADD and touch.inputs[0] is param and bool(touch.attrs.get("store"))
+
+
+def _scratch(ref, rename):
+    """The `slot` node making one row of slot `ref` in the row loop's body (`rename[ref]`)."""
+    row = _row_of(ref)
+    rename[ref] = Var(RefType(row.dtype, row.shape))
+    return Node(Op.SLOT, (), (rename[ref],), {"type": row, "uninit": True})
 
 
 def _row_of(ref):

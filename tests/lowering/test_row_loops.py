@@ -180,3 +180,18 @@ def test_column_sums_inside_row_loops_add_up_over_every_row():
     grad = jitad.jit(jitad.grad(loss(jnp)))
     assert row_loops(jitad.grad(loss(jnp)), a) >= 1
     np.testing.assert_allclose(grad(a), jax.grad(loss(jax.numpy))(a), rtol=1e-10, atol=1e-12)
+
+
+def test_row_scratch_inside_a_scan_s_gradient():
+    """A softmax in a scan body, differentiated: the row loops in the forward and backward
+    bodies (their slots made there, or captured from the enclosing graph) against JAX."""
+    x, w = data((6, 3, 40), np.float64, seed=7)
+
+    def loss(m, scan, x):
+        def body(c, xs):
+            c = m.nn.softmax(c * xs[None, :] + 0.5, axis=-1) * c
+            return c, m.numpy.sum(c)
+        return scan(body, x[0], x[1:, 0, :])[1].sum() + m.numpy.sum(w * 0.0)
+    got = jitad.jit(jitad.grad(lambda x: loss(jitad, jitad.lax.scan, x)))(x)
+    want = jax.grad(lambda x: loss(jax, jax.lax.scan, x))(x)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-13)
