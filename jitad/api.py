@@ -21,6 +21,7 @@ from .ir import float_checks
 from .ir.types import TreeType, is_device_array
 from .ir.verify import verify
 from .lower.compile import SCALAR_KEYS, compile_program
+from .lower.runtime import _ARRAY_SUBTYPE
 from .pytree import check_hashable, flatten, tree_map
 from .transforms.vmap import vmap_staged
 from .stages import FLOAT0
@@ -69,7 +70,7 @@ def _leaf_key(x):
         if kind == "i64" and not -(1 << 63) <= x < (1 << 63):
             raise ArgumentError(f"the int {x} does not fit in 64 bits")
         return kind
-    if type(x) is np.ndarray:
+    if type(x) is np.ndarray or type(x) is _ARRAY_SUBTYPE[0]:   # (the Arrays compiled code returns)
         return x.dtype.char, x.shape
     if type(x) in _NUMPY_SCALAR_KEYS:   # the same code as for the Python number
         return _NUMPY_SCALAR_KEYS[type(x)]
@@ -219,7 +220,7 @@ class Jitted:
         wanted = compiled.entry if fast else Jitted.__call__
         if type(self).__dict__.get("__call__", Jitted.__call__) is not wanted:
             type(self).__call__ = wanted   # assigning invalidates type caches: only on change
-        return compiled.run(leaves)
+        return compiled.run(leaves, dynamic)
 
     def _static_nums(self, n_args):
         """static_argnums for a call with `n_args` positional arguments (negative ones count

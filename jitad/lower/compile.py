@@ -5,6 +5,8 @@ with CPython entry points (or, for device="cuda", numba-cuda kernels driven from
 host). Every stage is timed (`jitad.timing`). `jitad.api` calls `compile_program` once
 per signature and keeps the result."""
 import functools
+import itertools
+import operator
 import math
 import os
 import re
@@ -73,11 +75,13 @@ class Compiled:
     def llvm_ir(self, text):
         self._llvm_ir = text
 
-    def run(self, leaves):
-        """Call the entry on flat argument leaves; return the result pytree."""
+    def run(self, leaves, tree_args=None):
+        """Call the entry on flat argument leaves (of `tree_args`, the arguments they were
+        flattened from, if given); return the result pytree."""
         args = [_canonical(x, t) for x, t in zip(leaves, self.in_types)]
         if self.takes_pytree:
-            args = list(unflatten(self.in_td, args))
+            args = self._rebuilt(tree_args, leaves, args) if tree_args is not None else \
+                list(unflatten(self.in_td, args))
         if _dispatching.active:   # the entry refused what the dispatcher prepared: a bug
             raise RuntimeError("jitad internal error: a compiled entry point refused arguments "
                                "its dispatcher prepared; please report this with the call")
@@ -87,6 +91,16 @@ class Compiled:
         finally:
             _dispatching.active = False
         return result if self.direct else unflatten(self.out_td, result)
+
+    def _rebuilt(self, tree_args, leaves, args):
+        """`tree_args` with the leaves `_canonical` replaced: an argument whose leaves all
+        stand as they are is passed itself (the entry reads dicts by key), not rebuilt."""
+        spans = self.__dict__.get("_spans")
+        if spans is None:
+            ends = itertools.accumulate(c.num_leaves for c in self.in_td.children)
+            spans = self._spans = [(c, end - c.num_leaves, end) for c, end in zip(self.in_td.children, ends)]
+        return [arg if all(map(operator.is_, args[a:b], leaves[a:b])) else unflatten(td, args[a:b])
+                for arg, (td, a, b) in zip(tree_args, spans)]
 
 
 def _canonical(x, t):
@@ -99,8 +113,8 @@ def _canonical(x, t):
     if t.shape:
         descr = _DESCRS[t.dtype]
         if isinstance(x, np.ndarray) and x.dtype is descr and x.flags.c_contiguous and x.flags.aligned:
-            # (a subclass, such as the `jitad.Array`s a jitted step returned, as a plain view: no copy)
-            x = x if type(x) is np.ndarray else x.view(np.ndarray)
+            # (a subclass as a plain view, but the `jitad.Array`s a jitted step returned as they are)
+            x = x if type(x) is np.ndarray or type(x) is runtime._ARRAY_SUBTYPE[0] else x.view(np.ndarray)
             return x if t.dtype != "bool" else clean_bools(x)
         _check_copy_fits(x, t, descr)
         check_int64_range(x)

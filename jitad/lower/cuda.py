@@ -697,7 +697,7 @@ class CudaCompiled:
     def ir(self):
         return str(self.program)
 
-    def run(self, leaves):
+    def run(self, leaves, tree_args=None):   # (takes the flat leaves: tree_args unused)
         rt = self.runner
         with self._lock:
             mark = rt.arena.mark()
