@@ -20,7 +20,7 @@ from ..ir.graph import Var
 from ..ir.ops import Op
 from ..ir.types import FLOATS, RefType, Type
 from ..primitives.along_axis import REDUCTIONS, SCANS, lines
-from .llvm import (ELEMENT_BYTES, F32, F64, I1, I32, I64, LL, NO_WRAP, PTR, alloca, collapse, rule, scalar_rule_of,
+from .llvm import (ELEMENT_BYTES, F32, F64, I1, I8, I32, I64, LL, NO_WRAP, PTR, alloca, collapse, rule, scalar_rule_of,
                    service)
 
 BLAS_MIN_FLOPS = 16 ** 3
@@ -372,6 +372,12 @@ REGISTER_GEMM_C_BYTES = 512 << 10
 # (not where a is stored transposed with rows longer than this: a block's elements along k then
 # lie in a few of L1's sets and come from L2 at every step; OpenBLAS packs a)
 REGISTER_GEMM_TA_ROW_BYTES = 512
+# the tiles fetch ahead what the memory system would bring late: a product in a training step finds
+# its operands in DRAM (written long before, L3 shared), and its strided steps (a transposed a's
+# columns, b's rows a row of b apart) are ones the hardware prefetchers follow poorly. Each step
+# along k prefetches one line of the next block of a's rows and b's row `PREFETCH_STEPS` on
+PREFETCH = True
+PREFETCH_STEPS = 16
 PACK_B = True
 PACK_B_ROWS = 64
 PACK_B_BYTES = 32 << 10
@@ -621,6 +627,13 @@ def _tile_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias=Non
     elif tb:
         bm, ldb = _transpose_into(lo, bm, Type(out_t.dtype, (n, k)), ld=ldb), n
 
+    def a_next(i0, count, p):
+        """The element of a whose line step p prefetches for the next block of rows, or None:
+        (ta) its columns at row p; (rows adjacent) the next `count` elements of its rows."""
+        if ta:
+            return b.add(b.mul(p, I64(lda)), b.add(i0, I64(count)))
+        return b.add(b.mul(b.add(i0, I64(count)), I64(lda)), b.mul(p, I64(count))) if lda == k else None
+
     def block(i0, count, parts, col0):
         types = [ir.VectorType(ty, size) for _ in range(count) for _, size in parts]
         dst = [(r, q, at(out, b.add(b.mul(b.add(i0, I64(r)), I64(ldc)), b.add(col0, I64(off)))))
@@ -635,6 +648,10 @@ def _tile_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias=Non
                 row = b.add(b.mul(col0, I64(k)), b.mul(p, I64(width))) if packed else b.add(b.mul(p, I64(ldb)), col0)
                 bs = [b.load(at(bm, b.add(row, I64(off))), typ=ir.VectorType(ty, size), align=1)
                       for off, size in parts]
+                if PREFETCH:
+                    ahead = a_next(i0, count, p)
+                    _prefetch_ahead(lo, None if ahead is None else at(a, ahead), None if packed else at(bm, b.add(
+                        row, I64(PREFETCH_STEPS * ldb))), width * ELEMENT_BYTES[out_t.dtype])
                 for r in range(count):
                     av = b.load(at(a, a_at(b.add(i0, I64(r)), p)), typ=ty)
                     for q, (bv, (_, size)) in enumerate(zip(bs, parts)):
@@ -669,6 +686,23 @@ def _tile_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias=Non
         lo.counted_loop(I64(m // rows), lambda blk: rows_from(b.mul(blk, I64(rows)), rows), rolled=True)
     if m % rows:
         rows_from(I64(m // rows * rows), m % rows)
+
+
+def _prefetch(lo, ptr, write=False):
+    """A hint to bring `ptr`'s line into the caches (`write`: to be written); a prefetch
+    never faults, whatever the address."""
+    f = lo.extern("llvm.prefetch.p0", ir.FunctionType(ir.VoidType(), [PTR, I32, I32, I32]))
+    lo.b.call(f, [ptr, I32(int(write)), I32(3), I32(1)])
+
+
+def _prefetch_ahead(lo, a_ptr, b_ptr, b_bytes):
+    """A step's prefetches in the tiles: `a_ptr` (the next block's line of a), and the
+    `b_bytes` from `b_ptr` (a row of b ahead) where b is read in place (either None: none)."""
+    if a_ptr is not None:
+        _prefetch(lo, a_ptr)
+    if b_ptr is not None:
+        for off in range(0, b_bytes, 64):
+            _prefetch(lo, lo.b.gep(b_ptr, [I64(off)], source_etype=I8))
 
 
 def _packs(m, n, k, dtype):
