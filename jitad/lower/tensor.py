@@ -375,7 +375,8 @@ REGISTER_GEMM_TA_ROW_BYTES = 512
 # the tiles fetch ahead what the memory system would bring late: a product in a training step finds
 # its operands in DRAM (written long before, L3 shared), and its strided steps (a transposed a's
 # columns, b's rows a row of b apart) are ones the hardware prefetchers follow poorly. Each step
-# along k prefetches one line of the next block of a's rows and b's row `PREFETCH_STEPS` on
+# along k prefetches a line of the next block of a's rows (two where a is read transposed: the
+# block's first and last columns) and, where b is read in place, b's row `PREFETCH_STEPS` on
 PREFETCH = True
 PREFETCH_STEPS = 16
 PACK_B = True
@@ -628,11 +629,13 @@ def _tile_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias=Non
         bm, ldb = _transpose_into(lo, bm, Type(out_t.dtype, (n, k)), ld=ldb), n
 
     def a_next(i0, count, p):
-        """The element of a whose line step p prefetches for the next block of rows, or None:
-        (ta) its columns at row p; (rows adjacent) the next `count` elements of its rows."""
+        """The elements of a whose lines step p prefetches for the next block of rows: (ta)
+        its first and last columns at row p; (rows adjacent) the next `count` elements of its
+        rows; (rows apart) none."""
         if ta:
-            return b.add(b.mul(p, I64(lda)), b.add(i0, I64(count)))
-        return b.add(b.mul(b.add(i0, I64(count)), I64(lda)), b.mul(p, I64(count))) if lda == k else None
+            first = b.add(b.mul(p, I64(lda)), b.add(i0, I64(count)))
+            return [first, b.add(first, I64(count - 1))]
+        return [b.add(b.mul(b.add(i0, I64(count)), I64(lda)), b.mul(p, I64(count)))] if lda == k else []
 
     def block(i0, count, parts, col0):
         types = [ir.VectorType(ty, size) for _ in range(count) for _, size in parts]
@@ -649,8 +652,7 @@ def _tile_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias=Non
                 bs = [b.load(at(bm, b.add(row, I64(off))), typ=ir.VectorType(ty, size), align=1)
                       for off, size in parts]
                 if PREFETCH:
-                    ahead = a_next(i0, count, p)
-                    _prefetch_ahead(lo, None if ahead is None else at(a, ahead), None if packed else at(bm, b.add(
+                    _prefetch_ahead(lo, [at(a, e) for e in a_next(i0, count, p)], None if packed else at(bm, b.add(
                         row, I64(PREFETCH_STEPS * ldb))), width * ELEMENT_BYTES[out_t.dtype])
                 for r in range(count):
                     av = b.load(at(a, a_at(b.add(i0, I64(r)), p)), typ=ty)
@@ -695,11 +697,11 @@ def _prefetch(lo, ptr, write=False):
     lo.b.call(f, [ptr, I32(int(write)), I32(3), I32(1)])
 
 
-def _prefetch_ahead(lo, a_ptr, b_ptr, b_bytes):
-    """A step's prefetches in the tiles: `a_ptr` (the next block's line of a), and the
-    `b_bytes` from `b_ptr` (a row of b ahead) where b is read in place (either None: none)."""
-    if a_ptr is not None:
-        _prefetch(lo, a_ptr)
+def _prefetch_ahead(lo, a_ptrs, b_ptr, b_bytes):
+    """A step's prefetches in the tiles: `a_ptrs` (lines of the next block's a), and the
+    `b_bytes` from `b_ptr` (a row of b ahead) where b is read in place (None: not)."""
+    for ptr in a_ptrs:
+        _prefetch(lo, ptr)
     if b_ptr is not None:
         for off in range(0, b_bytes, 64):
             _prefetch(lo, lo.b.gep(b_ptr, [I64(off)], source_etype=I8))
