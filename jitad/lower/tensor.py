@@ -377,8 +377,11 @@ REGISTER_GEMM_TA_ROW_BYTES = 512
 # columns, b's rows a row of b apart) are ones the hardware prefetchers follow poorly. Each step
 # along k prefetches a line of the next block of a's rows (two where a is read transposed: the
 # block's first and last columns) and, where b is read in place, b's row `PREFETCH_STEPS` on
+# (not where a is under `PREFETCH_MIN_BYTES`: a small model's operands stay in the caches, and
+# the hints cost it 3% (char-RNN))
 PREFETCH = True
 PREFETCH_STEPS = 16
+PREFETCH_MIN_BYTES = 16 << 10
 PACK_B = True
 PACK_B_ROWS = 64
 PACK_B_BYTES = 32 << 10
@@ -628,6 +631,8 @@ def _tile_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias=Non
     elif tb:
         bm, ldb = _transpose_into(lo, bm, Type(out_t.dtype, (n, k)), ld=ldb), n
 
+    prefetch = PREFETCH and m * k * ELEMENT_BYTES[out_t.dtype] >= PREFETCH_MIN_BYTES
+
     def a_next(i0, count, p):
         """The elements of a whose lines step p prefetches for the next block of rows: (ta)
         its first and last columns at row p; (rows adjacent) the next `count` elements of its
@@ -651,7 +656,7 @@ def _tile_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias=Non
                 row = b.add(b.mul(col0, I64(k)), b.mul(p, I64(width))) if packed else b.add(b.mul(p, I64(ldb)), col0)
                 bs = [b.load(at(bm, b.add(row, I64(off))), typ=ir.VectorType(ty, size), align=1)
                       for off, size in parts]
-                if PREFETCH:
+                if prefetch:
                     _prefetch_ahead(lo, [at(a, e) for e in a_next(i0, count, p)], None if packed else at(bm, b.add(
                         row, I64(PREFETCH_STEPS * ldb))), width * ELEMENT_BYTES[out_t.dtype])
                 for r in range(count):

@@ -2,7 +2,8 @@
 block's line of a (a transposed a's columns, or the next rows where a's rows are adjacent)
 and, where b is read in place, b's row `PREFETCH_STEPS` on. The hints reach past the last
 block, the last chunk of a long contraction and the last batch entry (a prefetch never
-faults); the values must not change. Against JAX (x64) in float64 and float32, under grad
+faults); the values must not change. A product whose a is under `PREFETCH_MIN_BYTES` (a small
+model's, in the caches) has none. Against JAX (x64) in float64 and float32, under grad
 and vmap, at sizes that leave remainders everywhere."""
 import math
 
@@ -46,7 +47,7 @@ def test_the_tiles_prefetch_and_agree_with_jax():
         rng.standard_normal((56, 45)) * 0.1
     assert tensor.PREFETCH and tensor._k_chunk(60, 56, 1100, "f64") < 1100   # in chunks of b's rows
     assert tensor._tiled(60, 56, 1100, "f64", ta=True) and tensor._tiled(56, 45, 1100, "f64", ta=True)
-    qkv, w = rng.standard_normal((2, 37, 3 * 48)), rng.standard_normal((2, 37, 48))
+    qkv, w = rng.standard_normal((2, 70, 3 * 48)), rng.standard_normal((2, 70, 48))
     mine = jitad.jit(jitad.value_and_grad(lambda *a: _weights(jitad, *a[:3]) + _attention(jitad, *a[3:]),
                                           argnums=(0, 1, 2, 3, 4)))
     ref = jax.jit(jax.value_and_grad(lambda *a: _weights(jax, *a[:3]) + _attention(jax, *a[3:]),
@@ -66,7 +67,7 @@ def test_batched_products_under_vmap_agree_with_jax():
     """`vmap` of a product over a batch of a: one product of adjacent rows (the next block's
     rows prefetched as one run of a), and its transposed form `aᵀ @ b` per lane."""
     rng = np.random.default_rng(1)
-    a, b = rng.standard_normal((3, 61, 40)), rng.standard_normal((40, 77))
+    a, b = rng.standard_normal((3, 130, 40)), rng.standard_normal((40, 77))
     f = lambda m: m.vmap(lambda a: (a @ b, m.numpy.swapaxes(a[None], 1, 2)[0] @ a))  # noqa: E731
     want = jax.jit(f(jax))(a)
     mine = jitad.jit(f(jitad))
@@ -81,8 +82,8 @@ def test_batched_products_under_vmap_agree_with_jax():
 def test_gradients_through_the_prefetching_tiles():
     """check_grads on compiled code (the tiles, not the interpreter), and JAX's gradient."""
     rng = np.random.default_rng(2)
-    x, w = rng.standard_normal((50, 33)) * 0.3, rng.standard_normal((33, 40)) * 0.3
-    assert tensor._tiled(50, 40, 33, "f64")
+    x, w = rng.standard_normal((70, 33)) * 0.3, rng.standard_normal((33, 40)) * 0.3
+    assert tensor._tiled(70, 40, 33, "f64") and 70 * 33 * 8 >= tensor.PREFETCH_MIN_BYTES
     f = lambda m: lambda x, w: m.numpy.sum(m.numpy.tanh(x @ w) * x[:, :1])  # noqa: E731
     before = jitad.config.read("jitad_tiering")
     jitad.config.update("jitad_tiering", "compile")
@@ -93,3 +94,12 @@ def test_gradients_through_the_prefetching_tiles():
     got = jitad.jit(jitad.grad(f(jitad), argnums=(0, 1)))(x, w)
     for g, want in zip(got, jax.grad(f(jax), argnums=(0, 1))(x, w)):
         np.testing.assert_allclose(g, np.asarray(want), rtol=1e-10, atol=1e-12)
+
+
+def test_small_products_do_not_prefetch():
+    rng = np.random.default_rng(3)
+    x, w = rng.standard_normal((20, 50)), rng.standard_normal((50, 50))
+    assert tensor._tiled(20, 50, 50, "f64") and 20 * 50 * 8 < tensor.PREFETCH_MIN_BYTES
+    f = jitad.jit(lambda x, w: x @ w)
+    np.testing.assert_allclose(f(x, w), x @ w, rtol=1e-12)
+    assert "llvm.prefetch" not in f.llvm_ir
