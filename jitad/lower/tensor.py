@@ -174,7 +174,8 @@ def _bmm(lo, out, out_t, ins, in_types, attrs):
         for j, (t, buf) in enumerate(zip(mats[1:], scratch)):
             if buf is not None:
                 ops[j] = _transpose_into(lo, ops[j], t, buf)
-        attrs = {"ta": flags[0] and scratch[0] is None, "tb": flags[1] and scratch[1] is None}
+        attrs = {"ta": flags[0] and scratch[0] is None, "tb": flags[1] and scratch[1] is None,
+                 "copied": scratch[1] is not None}
         _gemm(lo, o, mats[0], ops, [Type(t.dtype, t.shape[::-1]) if buf is not None else t
                                     for t, buf in zip(mats[1:], scratch)], attrs, accumulate=False, pack=pack)
     lo.counted_loop(I64(out_t.shape[0]), entry, rolled=True)
@@ -317,7 +318,7 @@ def _gemm(lo, out, out_t, ins, in_types, attrs, accumulate, pack=None):
                 bm = _transpose_into(lo, bm, b_t)
             _streaming_gemm(lo, out, out_t, a, bm, k, accumulate)
         else:   # a transposed b is copied untransposed once (at most 1/16 of the product's work)
-            _register_gemm(lo, out, out_t, a, bm, k, accumulate, ta, tb=tb, pack=pack)
+            _register_gemm(lo, out, out_t, a, bm, k, accumulate, ta, tb=tb, pack=pack, copied=attrs.get("copied", False))
         return
     if m * n * k >= BLAS_MIN_FLOPS and out_t.dtype in BLAS_SYMBOLS and BLAS:
         # row-major C = op(A) @ op(B); 111 = no transpose, 112 = transpose
@@ -486,7 +487,8 @@ def _strided_entries(lo, node, out, ins, accumulate):
         elif tiles:
             bm = ptrs[2] if b_copy is None else _transpose_into(lo, ptrs[2], mats[2], b_copy, lds[2]) if tb else \
                 _copy_matrix(lo, b_copy, n, ptrs[2], lds[2], (k, n), ty)
-            _register_gemm(lo, ptrs[0], mats[0], ptrs[1], bm, k, accumulate, ta, (lds[1], n if b_copy else lds[2], lds[0]))
+            _register_gemm(lo, ptrs[0], mats[0], ptrs[1], bm, k, accumulate, ta, (lds[1], n if b_copy else lds[2], lds[0]),
+                           copied=b_copy is not None)
         elif blas:
             b.call(_blas_gemm(lo, dtype), [I32(101), I32(112 if ta else 111), I32(112 if tb else 111), I64(m), I64(n),
                                              I64(k), ty(1.0), ptrs[1], I64(lds[1]), ptrs[2], I64(lds[2]),
@@ -574,14 +576,15 @@ def _row_dots(lo, out, out_t, a, x, k, accumulate):
         rows(I64(m // 4 * 4), m % 4)
 
 
-def _register_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias=None, tb=False, pack=None):
+def _register_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias=None, tb=False, pack=None,
+                   copied=False):
     """`_tile_gemm`, over chunks of k (`_k_chunk`) where b is past the tiles' budget: out
     starts from zeros or the bias and each chunk adds into it, b's rows of the chunk (and
     its result) staying in L2."""
     m, n = out_t.shape
     kc = _k_chunk(m, n, k, out_t.dtype)
     if kc >= k:
-        _tile_gemm(lo, out, out_t, a, bm, k, accumulate, ta, ld, bias, tb, pack)
+        _tile_gemm(lo, out, out_t, a, bm, k, accumulate, ta, ld, bias, tb, pack, copied=copied)
         return
     b, ty, size = lo.b, LL[out_t.dtype], ELEMENT_BYTES[out_t.dtype]
     lda, ldb, ldc = ld or (m if ta else k, k if tb else n, n)
@@ -603,7 +606,8 @@ def _register_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias
         chunk(I64(k // kc * kc), k % kc)
 
 
-def _tile_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias=None, tb=False, pack=None, chunk=False):
+def _tile_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias=None, tb=False, pack=None, chunk=False,
+               copied=False):
     """out (=|+=) op(a) @ b where BLAS's call and packing cost more than the arithmetic: blocks
     of output rows in vector registers, one load of a row of b per step along k shared by
     the block. The blocks of rows are the outer loop and the register-wide stripes of
@@ -613,7 +617,8 @@ def _tile_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias=Non
     A transposed a (`ta`, stored (k, m)) is read in place: a block's rows at a step along k
     are adjacent elements of one of its rows. `ld`: the row strides of a, b and out (default
     their row lengths). `bias` (n elements): every row starts from it, not from zero. `chunk`:
-    one of `_register_gemm`'s chunks of k (b read in place unless `pack` is given)."""
+    one of `_register_gemm`'s chunks of k (b read in place unless `pack` is given). `copied`: b
+    is a scratch copy (a caller's, in the caches): no prefetches of it."""
     b = lo.b
     m, n = out_t.shape
     lda, ldb, ldc = ld or (m if ta else k, k if tb else n, n)
@@ -632,6 +637,7 @@ def _tile_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias=Non
         bm, ldb = _transpose_into(lo, bm, Type(out_t.dtype, (n, k)), ld=ldb), n
 
     prefetch = PREFETCH and m * k * ELEMENT_BYTES[out_t.dtype] >= PREFETCH_MIN_BYTES
+    b_ahead = not (packed or tb or copied)   # b read in place (a copy is in the caches)
 
     def a_next(i0, count, p):
         """The elements of a whose lines step p prefetches for the next block of rows: (ta)
@@ -657,8 +663,8 @@ def _tile_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias=Non
                 bs = [b.load(at(bm, b.add(row, I64(off))), typ=ir.VectorType(ty, size), align=1)
                       for off, size in parts]
                 if prefetch:
-                    _prefetch_ahead(lo, [at(a, e) for e in a_next(i0, count, p)], None if packed else at(bm, b.add(
-                        row, I64(PREFETCH_STEPS * ldb))), width * ELEMENT_BYTES[out_t.dtype])
+                    _prefetch_ahead(lo, [at(a, e) for e in a_next(i0, count, p)], at(bm, b.add(
+                        row, I64(PREFETCH_STEPS * ldb))) if b_ahead else None, width * ELEMENT_BYTES[out_t.dtype])
                 for r in range(count):
                     av = b.load(at(a, a_at(b.add(i0, I64(r)), p)), typ=ty)
                     for q, (bv, (_, size)) in enumerate(zip(bs, parts)):
