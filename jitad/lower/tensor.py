@@ -701,11 +701,11 @@ def _tile_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias=Non
         rows_from(I64(m // rows * rows), m % rows)
 
 
-def _prefetch(lo, ptr, write=False):
-    """A hint to bring `ptr`'s line into the caches (`write`: to be written); a prefetch
-    never faults, whatever the address."""
+def _prefetch(lo, ptr):
+    """A hint to bring `ptr`'s line into the caches, to be read (a prefetch never faults,
+    whatever the address)."""
     f = lo.extern("llvm.prefetch.p0", ir.FunctionType(ir.VoidType(), [PTR, I32, I32, I32]))
-    lo.b.call(f, [ptr, I32(int(write)), I32(3), I32(1)])
+    lo.b.call(f, [ptr, I32(0), I32(3), I32(1)])
 
 
 def _prefetch_ahead(lo, a_ptrs, b_ptr, b_bytes):
