@@ -20,7 +20,7 @@ from ..ir.graph import Var
 from ..ir.ops import Op
 from ..ir.types import FLOATS, RefType, Type
 from ..primitives.along_axis import REDUCTIONS, SCANS, lines
-from .llvm import (ELEMENT_BYTES, F32, F64, I1, I32, I64, LL, NO_WRAP, PTR, alloca, collapse, rule, scalar_rule_of,
+from .llvm import (ELEMENT_BYTES, F32, F64, I1, I8, I32, I64, LL, NO_WRAP, PTR, alloca, collapse, rule, scalar_rule_of,
                    service)
 
 BLAS_MIN_FLOPS = 16 ** 3
@@ -174,7 +174,8 @@ def _bmm(lo, out, out_t, ins, in_types, attrs):
         for j, (t, buf) in enumerate(zip(mats[1:], scratch)):
             if buf is not None:
                 ops[j] = _transpose_into(lo, ops[j], t, buf)
-        attrs = {"ta": flags[0] and scratch[0] is None, "tb": flags[1] and scratch[1] is None}
+        attrs = {"ta": flags[0] and scratch[0] is None, "tb": flags[1] and scratch[1] is None,
+                 "copied": scratch[1] is not None}
         _gemm(lo, o, mats[0], ops, [Type(t.dtype, t.shape[::-1]) if buf is not None else t
                                     for t, buf in zip(mats[1:], scratch)], attrs, accumulate=False, pack=pack)
     lo.counted_loop(I64(out_t.shape[0]), entry, rolled=True)
@@ -317,7 +318,7 @@ def _gemm(lo, out, out_t, ins, in_types, attrs, accumulate, pack=None):
                 bm = _transpose_into(lo, bm, b_t)
             _streaming_gemm(lo, out, out_t, a, bm, k, accumulate)
         else:   # a transposed b is copied untransposed once (at most 1/16 of the product's work)
-            _register_gemm(lo, out, out_t, a, bm, k, accumulate, ta, tb=tb, pack=pack)
+            _register_gemm(lo, out, out_t, a, bm, k, accumulate, ta, tb=tb, pack=pack, copied=attrs.get("copied", False))
         return
     if m * n * k >= BLAS_MIN_FLOPS and out_t.dtype in BLAS_SYMBOLS and BLAS:
         # row-major C = op(A) @ op(B); 111 = no transpose, 112 = transpose
@@ -372,6 +373,16 @@ REGISTER_GEMM_C_BYTES = 512 << 10
 # (not where a is stored transposed with rows longer than this: a block's elements along k then
 # lie in a few of L1's sets and come from L2 at every step; OpenBLAS packs a)
 REGISTER_GEMM_TA_ROW_BYTES = 512
+# the tiles fetch ahead what the memory system would bring late: a product in a training step finds
+# its operands in DRAM (written long before, L3 shared), and its strided steps (a transposed a's
+# columns, b's rows a row of b apart) are ones the hardware prefetchers follow poorly. Each step
+# along k prefetches a line of the next block of a's rows (two where a is read transposed: the
+# block's first and last columns) and, where b is read in place, b's row `PREFETCH_STEPS` on
+# (not where a is under `PREFETCH_MIN_BYTES`: a small model's operands stay in the caches, and
+# the hints cost it 3% (char-RNN))
+PREFETCH = True
+PREFETCH_STEPS = 16
+PREFETCH_MIN_BYTES = 16 << 10
 PACK_B = True
 PACK_B_ROWS = 64
 PACK_B_BYTES = 32 << 10
@@ -476,7 +487,8 @@ def _strided_entries(lo, node, out, ins, accumulate):
         elif tiles:
             bm = ptrs[2] if b_copy is None else _transpose_into(lo, ptrs[2], mats[2], b_copy, lds[2]) if tb else \
                 _copy_matrix(lo, b_copy, n, ptrs[2], lds[2], (k, n), ty)
-            _register_gemm(lo, ptrs[0], mats[0], ptrs[1], bm, k, accumulate, ta, (lds[1], n if b_copy else lds[2], lds[0]))
+            _register_gemm(lo, ptrs[0], mats[0], ptrs[1], bm, k, accumulate, ta, (lds[1], n if b_copy else lds[2], lds[0]),
+                           copied=b_copy is not None)
         elif blas:
             b.call(_blas_gemm(lo, dtype), [I32(101), I32(112 if ta else 111), I32(112 if tb else 111), I64(m), I64(n),
                                              I64(k), ty(1.0), ptrs[1], I64(lds[1]), ptrs[2], I64(lds[2]),
@@ -564,14 +576,15 @@ def _row_dots(lo, out, out_t, a, x, k, accumulate):
         rows(I64(m // 4 * 4), m % 4)
 
 
-def _register_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias=None, tb=False, pack=None):
+def _register_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias=None, tb=False, pack=None,
+                   copied=False):
     """`_tile_gemm`, over chunks of k (`_k_chunk`) where b is past the tiles' budget: out
     starts from zeros or the bias and each chunk adds into it, b's rows of the chunk (and
     its result) staying in L2."""
     m, n = out_t.shape
     kc = _k_chunk(m, n, k, out_t.dtype)
     if kc >= k:
-        _tile_gemm(lo, out, out_t, a, bm, k, accumulate, ta, ld, bias, tb, pack)
+        _tile_gemm(lo, out, out_t, a, bm, k, accumulate, ta, ld, bias, tb, pack, copied=copied)
         return
     b, ty, size = lo.b, LL[out_t.dtype], ELEMENT_BYTES[out_t.dtype]
     lda, ldb, ldc = ld or (m if ta else k, k if tb else n, n)
@@ -593,7 +606,8 @@ def _register_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias
         chunk(I64(k // kc * kc), k % kc)
 
 
-def _tile_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias=None, tb=False, pack=None, chunk=False):
+def _tile_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias=None, tb=False, pack=None, chunk=False,
+               copied=False):
     """out (=|+=) op(a) @ b where BLAS's call and packing cost more than the arithmetic: blocks
     of output rows in vector registers, one load of a row of b per step along k shared by
     the block. The blocks of rows are the outer loop and the register-wide stripes of
@@ -603,7 +617,8 @@ def _tile_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias=Non
     A transposed a (`ta`, stored (k, m)) is read in place: a block's rows at a step along k
     are adjacent elements of one of its rows. `ld`: the row strides of a, b and out (default
     their row lengths). `bias` (n elements): every row starts from it, not from zero. `chunk`:
-    one of `_register_gemm`'s chunks of k (b read in place unless `pack` is given)."""
+    one of `_register_gemm`'s chunks of k (b read in place unless `pack` is given). `copied`: b
+    is a scratch copy (a caller's, in the caches): no prefetches of it."""
     b = lo.b
     m, n = out_t.shape
     lda, ldb, ldc = ld or (m if ta else k, k if tb else n, n)
@@ -621,6 +636,18 @@ def _tile_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias=Non
     elif tb:
         bm, ldb = _transpose_into(lo, bm, Type(out_t.dtype, (n, k)), ld=ldb), n
 
+    prefetch = PREFETCH and m * k * ELEMENT_BYTES[out_t.dtype] >= PREFETCH_MIN_BYTES
+    b_ahead = not (packed or tb or copied)   # b read in place (a copy is in the caches)
+
+    def a_next(i0, count, p):
+        """The elements of a whose lines step p prefetches for the next block of rows: (ta)
+        its first and last columns at row p; (rows adjacent) the next `count` elements of its
+        rows; (rows apart) none."""
+        if ta:
+            first = b.add(b.mul(p, I64(lda)), b.add(i0, I64(count)))
+            return [first, b.add(first, I64(count - 1))]
+        return [b.add(b.mul(b.add(i0, I64(count)), I64(lda)), b.mul(p, I64(count)))] if lda == k else []
+
     def block(i0, count, parts, col0):
         types = [ir.VectorType(ty, size) for _ in range(count) for _, size in parts]
         dst = [(r, q, at(out, b.add(b.mul(b.add(i0, I64(r)), I64(ldc)), b.add(col0, I64(off)))))
@@ -635,6 +662,9 @@ def _tile_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias=Non
                 row = b.add(b.mul(col0, I64(k)), b.mul(p, I64(width))) if packed else b.add(b.mul(p, I64(ldb)), col0)
                 bs = [b.load(at(bm, b.add(row, I64(off))), typ=ir.VectorType(ty, size), align=1)
                       for off, size in parts]
+                if prefetch:
+                    _prefetch_ahead(lo, [at(a, e) for e in a_next(i0, count, p)], at(bm, b.add(
+                        row, I64(PREFETCH_STEPS * ldb))) if b_ahead else None, width * ELEMENT_BYTES[out_t.dtype])
                 for r in range(count):
                     av = b.load(at(a, a_at(b.add(i0, I64(r)), p)), typ=ty)
                     for q, (bv, (_, size)) in enumerate(zip(bs, parts)):
@@ -669,6 +699,23 @@ def _tile_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias=Non
         lo.counted_loop(I64(m // rows), lambda blk: rows_from(b.mul(blk, I64(rows)), rows), rolled=True)
     if m % rows:
         rows_from(I64(m // rows * rows), m % rows)
+
+
+def _prefetch(lo, ptr):
+    """A hint to bring `ptr`'s line into the caches, to be read (a prefetch never faults,
+    whatever the address)."""
+    f = lo.extern("llvm.prefetch.p0", ir.FunctionType(ir.VoidType(), [PTR, I32, I32, I32]))
+    lo.b.call(f, [ptr, I32(0), I32(3), I32(1)])
+
+
+def _prefetch_ahead(lo, a_ptrs, b_ptr, b_bytes):
+    """A step's prefetches in the tiles: `a_ptrs` (lines of the next block's a), and the
+    `b_bytes` from `b_ptr` (a row of b ahead) where b is read in place (None: not)."""
+    for ptr in a_ptrs:
+        _prefetch(lo, ptr)
+    if b_ptr is not None:
+        for off in range(0, b_bytes, 64):
+            _prefetch(lo, lo.b.gep(b_ptr, [I64(off)], source_etype=I8))
 
 
 def _packs(m, n, k, dtype):
