@@ -338,9 +338,10 @@ def test_a_decision_on_an_inner_gradient_prints_once(capsys):
     assert got == pytest.approx(autograd.grad(f(anp))(0.7), rel=1e-12)
 
 
-def test_a_decision_on_an_inner_gradient_is_remembered_for_the_next_traces():
-    """The first trace of a function deciding on an inner gradient's value runs it twice (the
-    deferred trace first, which cannot decide); its later traces (another path) run it once."""
+def test_a_decision_on_an_inner_gradient_runs_the_function_once_a_trace():
+    """The deferred trace computes the inner gradient's value where Python decides on it (its
+    reverse-mode program interpreted), so even the first trace runs the function once; a new
+    path runs it alone, then transformed (a new outcome: `runs` counts the traces)."""
     import types
     runs = types.SimpleNamespace(n=0)   # (an object: keyed by identity, its count is no part of the key)
 
@@ -356,7 +357,31 @@ def test_a_decision_on_an_inner_gradient_is_remembered_for_the_next_traces():
         assert g(x) == pytest.approx(autograd.grad(f(anp))(x), rel=1e-12)
         runs.n -= 1   # (autograd's run)
         counts.append(runs.n)
-    assert counts == [2, 4, 4, 4]   # 0.5: deferred, then as it is; 2.0 (a new path): alone, then as it is
+    assert counts == [1, 3, 3, 3]   # 0.5: one trace; 2.0 (a new path): alone, then transformed
+
+
+def test_effects_before_a_decision_on_an_inner_gradient_happen_once():
+    """A list append and a host draw before the decision happen once in the trace, as under
+    autograd; the gradient of a vector function deciding on its inner gradient is autograd's."""
+    def f(m, seen):
+        grad = jitad.grad if m is jitad else autograd.grad
+
+        def outer(w):
+            seen.append(len(seen))
+            noise = np.random.randn(3)
+            g = grad(lambda v: m.sum(m.tanh(v * noise)) ** 2)(w)
+            scale = 2.0 if m.sum(g * w) > 0 else -0.5   # Python decides on the inner gradient
+            return scale * m.sum(g * g) + m.sum(w ** 3)
+        return outer
+    w = np.array([0.3, -0.2, 0.5])
+    mine, theirs = [], []
+    np.random.seed(5)
+    got = jitad.grad(f(jitad, mine))(w)
+    state = np.random.rand()
+    np.random.seed(5)
+    want = autograd.grad(f(anp, theirs))(w)
+    assert np.random.rand() == state and mine == theirs == [0]   # one trace: one append, one draw
+    np.testing.assert_allclose(got, want, rtol=1e-12)
 
 
 def test_jit_and_combinator_bodies_keep_the_staging_rule():
