@@ -360,6 +360,29 @@ def test_a_decision_on_an_inner_gradient_runs_the_function_once_a_trace():
     assert counts == [1, 3, 3, 3]   # 0.5: one trace; 2.0 (a new path): alone, then transformed
 
 
+def test_a_function_the_deferred_trace_cannot_serve_is_remembered_for_the_next_traces():
+    """A gradient taken inside a loop body stays no deferred pass at the top: the first trace
+    runs the function twice (deferred, then as it is), and the dispatcher's memo makes its
+    later traces (a new path: alone, then transformed) skip the deferred one."""
+    import types
+    runs = types.SimpleNamespace(n=0)
+
+    def outer(x):
+        runs.n += 1
+        y = jitad.FOR(0, 2, lambda i, c: c + jitad.grad(jitad.sin)(c) * 0.5, x)
+        return y * x if x > 0 else -y
+    g = jitad.grad(outer)
+    counts = []
+    for x in (0.5, 2.0, -0.7, 2.5):
+        got = g(x)
+        counts.append(runs.n)
+        y = x + 0.5 * np.cos(x)
+        y = y + 0.5 * np.cos(y)
+        dy = (1 - 0.5 * np.sin(x)) * (1 - 0.5 * np.sin(x + 0.5 * np.cos(x)))
+        assert got == pytest.approx(y + x * dy if x > 0 else -dy, rel=1e-12)
+    assert counts == [2, 2, 4, 4]
+
+
 def test_effects_before_a_decision_on_an_inner_gradient_happen_once():
     """A list append and a host draw before the decision happen once in the trace, as under
     autograd; the gradient of a vector function deciding on its inner gradient is autograd's."""
