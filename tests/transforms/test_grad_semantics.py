@@ -604,6 +604,20 @@ def test_fresh_transformations_of_a_function_reuse_its_walk_while_its_reads_hold
     assert key not in dispatch._WALKED
 
 
+def test_a_program_executed_again_adds_nothing_to_the_walks_caches():
+    """Each execution of a program's text makes new code objects (equal to the last run's)
+    and a new namespace; what the walks cache of a function's code (the globals it reads)
+    has one entry a code, so a program run again and again (the corpus, a notebook's cell)
+    holds no more than one run's."""
+    sizes = []
+    for _ in range(12):
+        space = {"jnp": jitad.numpy, "scale": 2.0}
+        exec(compile("def f(x):\n    return jnp.sin(x) * scale\n", "<run again>", "exec"), space)
+        assert jitad.grad(space["f"])(0.5) == pytest.approx(2.0 * np.cos(0.5))
+        sizes.append((len(dispatch._present_cache), len(dispatch._global_names_cache)))
+    assert sizes[-1] == sizes[1]
+
+
 def _helper(x):
     return _scaled(x) + _RS.randn()
 
