@@ -4,7 +4,9 @@ import functools
 
 import numpy as np
 
+from ..config import config
 from ..errors import ArgumentError, UnsupportedError
+from ..ir import float_checks
 from ..staging import is_staged
 from ._array import Array
 
@@ -103,20 +105,16 @@ def reference_first(reference, fn, accepts):
     >>> solve(np.eye(2), np.ones(2))
     Array([1., 1.])
     """
-    from ..config import config
-    from ..ir import float_checks
-    values, errors, ignored = config._values, _ERRORS, _IGNORED
-
     @functools.wraps(fn)
-    def call(*args, **kwargs):
-        if values["jax_enable_x64"] and not float_checks.ACTIVE:
+    def call(*args, **kwargs):   # (it closes over functions only: `vmap` of it is kept per process)
+        if config._values["jax_enable_x64"] and not float_checks.ACTIVE:
             try:
                 if accepts(*args, **kwargs):
-                    token = errors.set(ignored)
+                    token = _ERRORS.set(_IGNORED)
                     try:
                         out = reference(*args, **kwargs)
                     finally:
-                        errors.reset(token)
+                        _ERRORS.reset(token)
                     t = type(out)
                     if t is np.ndarray:
                         return out.view(Array)
