@@ -543,7 +543,6 @@ _MOVING = {"reshape", "expand_dims", "ravel", "transpose", "swapaxes", "moveaxis
 # (by their classes: a dtype's class is found faster than its name)
 _PLAIN_DTYPES = frozenset(type(_np.dtype(k)) for k in ("float64", "float32", "int64", "bool"))
 _REAL_DTYPES = frozenset(type(_np.dtype(k)) for k in _np.typecodes["AllInteger"] + _np.typecodes["Float"] + "?")
-_ARRAYS = _common.PLAIN_ARRAYS
 
 
 def _plain_item(a):
