@@ -407,6 +407,19 @@ def test_effects_before_a_decision_on_an_inner_gradient_happen_once():
     np.testing.assert_allclose(got, want, rtol=1e-12)
 
 
+def test_a_decision_on_an_inner_gradient_of_many_inputs_is_one_reverse_pass():
+    """Traced as it is, a function taking a gradient was differentiated one forward pass per
+    input element (refused past 256); its deferred trace, which now decides, is one reverse pass."""
+    def f(m, grad):
+        def outer(w):
+            g = grad(lambda v: m.sum(m.tanh(v)) ** 2)(w)
+            return m.sum(g * w) if m.sum(g) > 0 else -m.sum(w ** 2)
+        return outer
+    w = np.linspace(-0.5, 1.0, 300)
+    np.testing.assert_allclose(jitad.grad(f(jitad.numpy, jitad.grad))(w), autograd.grad(f(anp, autograd.grad))(w),
+                               rtol=1e-12, atol=1e-13)
+
+
 def test_jit_and_combinator_bodies_keep_the_staging_rule():
     with pytest.raises(jitad.errors.StagingError, match="IF"):
         jitad.jit(piecewise(jitad))(1.0)
