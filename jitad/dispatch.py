@@ -442,15 +442,17 @@ def _same_items(container, items, is_dict):
     return all(v is v2 for v, v2 in zip(container, items))
 
 
-_present_cache = {}
+_present_cache = {}   # code (by value) -> (id of the globals, their size, the names of them the code reads)
 
 
 def _present_globals(code, g):
-    """The names `code` reads that are globals of `g` (cached while `g` keeps its size)."""
-    found = _present_cache.get((code, id(g)))
-    if found is None or found[0] != len(g):
-        found = _present_cache[(code, id(g))] = (len(g), tuple(n for n in _global_names(code) if n in g))
-    return found[1]
+    """The names `code` reads that are globals of `g` (cached while `g` keeps its size; one
+    entry a code: a program executed again, its code equal and its globals new, replaces
+    its entry instead of adding one a run)."""
+    found = _present_cache.get(code)
+    if found is None or found[0] != id(g) or found[1] != len(g):
+        found = _present_cache[code] = (id(g), len(g), tuple(n for n in _global_names(code) if n in g))
+    return found[2]
 
 
 def function_key(fn):

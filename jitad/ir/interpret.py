@@ -93,6 +93,7 @@ class Interpreter:
         last (the memory of the values no longer read is reused while the rest still run)."""
         slot = {v: k for k, v in enumerate(graph.params)}
         work, fixed = [], {}   # (node, its operands' slots, its first output's slot) per step
+        held = _held_slots(graph)
         for node in graph.nodes:
             ins = tuple([slot[v] for v in node.inputs])
             at = len(slot)
@@ -102,10 +103,14 @@ class Interpreter:
             if op == Op.ARENA_MARK or op == Op.ARENA_RELEASE:
                 if node.outputs:   # (a release has none: nothing to hold)
                     fixed[at] = _MARK
+            elif op == Op.SLOT and node.outputs[0] in held:
+                fixed[at] = _slot_start(node.attrs["type"])
+            elif node.inputs and node.inputs[0] in held and op in _HELD_STEPS:
+                work.append((node, ins, at, _HELD_STEPS[op]))
             elif op == Op.CONST:
                 fixed[at] = _cast(impl_of(op)(**node.attrs), _DTYPES[node.outputs[0].type.dtype])
             elif not (_foldable(node) and all(i in fixed for i in ins) and _fold(node, ins, fixed, at)):
-                work.append((node, ins, at))
+                work.append((node, ins, at, None))
         outs = [slot[v] for v in graph.outputs]
         blank = [None] * (len(slot) - len(graph.params))
         for at, value in fixed.items():
@@ -114,7 +119,7 @@ class Interpreter:
 
     def _steps(self, work, outs):
         last = {}   # slot -> the step reading it last
-        for k, (_, ins, _) in enumerate(work):
+        for k, (_, ins, _, _) in enumerate(work):
             for i in ins:
                 last[i] = k
         dead = [[] for _ in work]
@@ -123,9 +128,11 @@ class Interpreter:
             if i not in kept:
                 dead[k].append(i)
         steps, impls = [], {}
-        for (node, ins, at), gone in zip(work, dead):
+        for (node, ins, at, held), gone in zip(work, dead):
             outputs, op = node.outputs, node.op
-            if len(outputs) == 1 and op not in _CONTROL and op not in _EFFECTS \
+            if held is not None:
+                steps.append(held(node, ins, at, tuple(gone)))
+            elif len(outputs) == 1 and op not in _CONTROL and op not in _EFFECTS \
                     and not isinstance(outputs[0].type, _OPAQUE):   # (a primitive: most nodes)
                 fn = impls.get(op)
                 if fn is None:
@@ -350,6 +357,57 @@ def _slot_update_step(update):
                 env[i] = None
         return step
     return make
+
+
+# a slot that only its own graph's reads, sets and additions take (no call, closure, body or
+# output gets it: `_held_slots`) is held as a plain value in the plan: its start is a
+# constant, an addition makes a new value (no copy on write, no list), a read is the value
+
+def _held_slots(graph):
+    """The slots of `graph` that only `slot_get`, `slot_set` and `slot_add` nodes of `graph`
+    take (as their slot operand)."""
+    held = {node.outputs[0] for node in graph.nodes if node.op == Op.SLOT}
+    if held:
+        for node in graph.nodes:
+            for v in node.inputs[1:] if node.op in _HELD_STEPS else node.inputs:
+                held.discard(v)
+        held.difference_update(graph.outputs)
+    return held
+
+
+def _held_get_step(node, ins, at, dead):
+    (s,), dt = ins, _DTYPES[node.outputs[0].type.dtype]
+    scalar = None if node.outputs[0].type.shape else dt.type
+
+    def step(env):
+        v = env[s]
+        env[at] = v if type(v) is scalar or type(v) is _ND and v.dtype is dt and v.ndim else _cast(v, dt)
+        for i in dead:
+            env[i] = None
+    return step
+
+
+def _held_update_step(add):
+    def make(node, ins, at, dead):
+        (s, x), t = ins, node.inputs[0].type
+        dt, tensor = _DTYPES[t.dtype], bool(t.shape)
+
+        def step(env):
+            if not add:
+                env[s] = env[x]
+            elif tensor:   # (the slot's dtype and shape, as the addition in place gives them)
+                v = np.add(env[s], env[x])
+                env[s] = v if v.dtype is dt else v.astype(dt)
+            else:
+                env[s] = env[s] + env[x]
+            for i in dead:
+                env[i] = None
+        return step
+    return make
+
+
+_HELD_STEPS = {Op.SLOT_GET: _held_get_step, Op.SLOT_ADD: _held_update_step(True),
+               Op.SLOT_SET: _held_update_step(False)}
 
 
 _SLOT_STEPS = {Op.SLOT: _new_slot_step, Op.SLOT_GET: _slot_get_step, Op.SLOT_ADD: _slot_update_step(_slot_add),

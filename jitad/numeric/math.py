@@ -30,10 +30,11 @@ def _wrapper(op):
     elif op.arity == 1:
         def fn(x):
             return unary(op, x)
-        fn.primitive = op   # (jitad.numpy's eager fast path calls its NumPy meaning directly)
     else:
         def fn(a, b):
             return binary(op, a, b)
+    if op not in SCANS:
+        fn.primitive = op   # (jitad.numpy's eager fast path calls its NumPy meaning directly)
     fn.__name__ = fn.__qualname__ = op.name
     fn.__doc__ = op.doc
     return fn

@@ -442,7 +442,6 @@ _statistics._late()
 # inside are stacked, as autograd's boxes are: `jnp.mean([a, b])`), and returns plain
 # results as `Array`s (0-d for scalars, as JAX's), readable by a staged index.
 import functools as _functools  # noqa: E402
-from ..ir import float_checks as _float_checks  # noqa: E402
 from ..ir.ops import impl_of as _impl_of  # noqa: E402
 import inspect as _inspect  # noqa: E402
 import types as _types  # noqa: E402
@@ -539,95 +538,122 @@ _NUMPY_SAME = {
     "sum": _AXES, "mean": _AXES, "prod": _AXES, "max": _AXES, "min": _AXES, "amax": _AXES, "amin": _AXES,
     "var": _AXES + ("ddof",), "std": _AXES + ("ddof",), "cumsum": ("axis",), "cumprod": ("axis",),
 }
-_ARITHMETIC = {"sum", "mean", "prod", "var", "std", "cumsum", "cumprod"}   # (NumPy may warn of overflow)
 # those that only move elements take any real dtype; the others the dtypes of jitad's arrays
 _MOVING = {"reshape", "expand_dims", "ravel", "transpose", "swapaxes", "moveaxis", "squeeze", "diagonal"}
 # (by their classes: a dtype's class is found faster than its name)
 _PLAIN_DTYPES = frozenset(type(_np.dtype(k)) for k in ("float64", "float32", "int64", "bool"))
 _REAL_DTYPES = frozenset(type(_np.dtype(k)) for k in _np.typecodes["AllInteger"] + _np.typecodes["Float"] + "?")
-_ARRAYS = (_np.ndarray, Array)
 
 
 def _plain_item(a):
     """A Python int, bool or None, or a tuple or list of ints (an axis, a shape, an offset)."""
     t = type(a)
-    return t is int or t is bool or a is None or \
-        (t is tuple or t is list) and _builtins.all(type(n) is int for n in a)
-
-
-def _plain_call(args, kwargs, names, dtypes):
-    """Whether the arguments are plain arrays (NumPy's or `Array`s) of one dtype among `dtypes`,
-    the first among them, and then plain items (`_plain_item`), keywords among `names`."""
-    if not args or type(args[0]) not in _ARRAYS:
+    if t is int or t is bool or a is None:
+        return True
+    if t is not tuple and t is not list:
         return False
-    dtype = args[0].dtype
-    if type(dtype) not in dtypes or not dtype.isnative:
-        return False
-    for a in args[1:]:
-        if type(a) in _ARRAYS:
-            if a.dtype is not dtype:
-                return False
-        elif not _plain_item(a):
-            return False
-    for k, v in kwargs.items():
-        if k not in names or not _plain_item(v):
+    for n in a:
+        if type(n) is not int:
             return False
     return True
 
 
-def _numpy_same(name, fn):
-    """`fn` with NumPy's function of the same name in front, for plain calls (`_NUMPY_SAME`)."""
-    same, names, scalars = getattr(_np, name), _NUMPY_SAME[name], name not in _PYTHON_RESULTS
-    quiet, dtypes = name in _ARITHMETIC, _REAL_DTYPES if name in _MOVING else _PLAIN_DTYPES
-
-    @_functools.wraps(fn)
-    def call(*args, **kwargs):
-        if _config._values["jax_enable_x64"] and not _float_checks.ACTIVE and _plain_call(args, kwargs, names, dtypes):
-            try:
-                if quiet:
-                    with _np.errstate(all="ignore"):
-                        return _wrap_out(same(*args, **kwargs), scalars=scalars)
-                return _wrap_out(same(*args, **kwargs), scalars=scalars)
-            except Exception:   # (NumPy refused: jitad's own error)
-                pass
-        return fn(*args, **kwargs)
-    return call
-
-
-_PLAIN_FLOATS = (_np.dtype(_np.float64), _np.dtype(_np.float32))
-
-
-def _plain_floats(x):
-    """Whether `x` is a plain float64 or float32 array of one or more dimensions."""
-    return (type(x) is _np.ndarray or type(x) is Array) and x.dtype in _PLAIN_FLOATS and x.ndim > 0
+def _plain_call(names, dtypes):
+    """Whether a call's arguments are plain arrays of one dtype among `dtypes` (native byte
+    order), the first among them, then plain items (`_plain_item`), keywords among `names`."""
+    def accepts(*args, **kwargs):
+        t = type(args[0]) if args else None
+        if t is not _np.ndarray and t is not Array:
+            return False
+        dtype = args[0].dtype
+        if type(dtype) not in dtypes or not dtype.isnative:
+            return False
+        for a in args[1:]:
+            t = type(a)
+            if t is _np.ndarray or t is Array:
+                if a.dtype is not dtype:
+                    return False
+            elif not (t is int or _plain_item(a)):
+                return False
+        if kwargs:
+            for k, v in kwargs.items():
+                if k not in names or not _plain_item(v):
+                    return False
+        return True
+    return accepts
 
 
-def _elementwise(primitive, x):
-    """An elementwise primitive of a plain float array, eagerly: its NumPy meaning, as the
-    staging layer's eager path computes it, without that path's checks of the operand's
-    kind (a few microseconds a call, where programs call NumPy's functions by the thousand)."""
-    with _np.errstate(all="ignore"):
-        out = _impl_of(primitive)(x.view(_np.ndarray))
-    return _float_checks.check_eager(primitive, out).view(Array)
+# elementwise math: the primitives' NumPy meanings (what the staging layer's eager path
+# computes, without its checks of the operands' kinds) on float arrays of one dtype and
+# Python numbers, where the result's dtype is the array's (NumPy's weak Python numbers are
+# JAX's) or float64; and the operators, whose meaning on plain real values is NumPy's already
+_FLOATS = frozenset(_np.dtype(k) for k in ("float64", "float32"))
+_OPERATORS = ("add", "subtract", "multiply", "divide", "true_divide", "floor_divide", "negative", "positive",
+              "greater", "greater_equal", "less", "less_equal", "equal", "not_equal")
 
 
-_FLOAT_SCALARS = (_builtins.float, _np.float64)
-_INT_SCALARS = (_builtins.int, _np.int64)
+def _float_operands(float_only):
+    """Whether the operands (no keywords) are float arrays of one dtype and numbers (Python's
+    floats and ints, NumPy's float64 and int64), with a float among them (an int counting as
+    one for a primitive taking floats only)."""
+    def accepts(*xs):
+        dtype, floating = None, False
+        for x in xs:
+            t = type(x)
+            if t is _np.ndarray or t is Array:
+                if x.dtype not in _FLOATS or dtype is not None and x.dtype is not dtype and x.dtype != dtype:
+                    return False
+                dtype = x.dtype
+            elif t is float or t is _np.float64:
+                floating = True
+            elif t is int or t is _np.int64:
+                floating = floating or float_only
+            else:
+                return False
+        return dtype is not None or floating
+    return accepts
 
 
-def _scalar_in_float64(primitive, x):
-    """Whether an elementwise primitive of `x` computes in float64 (jax_enable_x64 on): a
-    Python float or NumPy float64, or an int64 where the primitive takes floats only."""
-    t = type(x)
-    return t in _FLOAT_SCALARS or t in _INT_SCALARS and primitive.float_only and -2 ** 63 <= x < 2 ** 63
+def _impl_reference(primitive):
+    """A primitive's NumPy meaning on plain operands: arrays as NumPy's; a unary one's number
+    as float64 (`_float_operands` lets ints through for a primitive taking floats only)."""
+    impl = _impl_of(primitive)
+
+    if primitive.arity == 1:
+        def reference(x):
+            t = type(x)
+            return impl(x if t is _np.ndarray else x.view(_np.ndarray) if t is Array else _np.float64(x))
+    else:   # (Python numbers stay weak: a float32 array's dtype holds)
+        def reference(a, b):
+            return impl(a.view(_np.ndarray) if type(a) is Array else a, b.view(_np.ndarray) if type(b) is Array else b)
+    return reference
 
 
-def _elementwise_scalar(primitive, x):
-    """An elementwise primitive of a number computing in float64 (`_scalar_in_float64`), as
-    `_elementwise`: a 0-d `Array`."""
-    with _np.errstate(all="ignore"):
-        out = _impl_of(primitive)(_np.float64(x))
-    return _np.asarray(_float_checks.check_eager(primitive, out)).view(Array)
+def _real_operands(*xs):
+    """Whether the operands (no keywords) are plain real arrays (native byte order) and Python
+    numbers."""
+    for x in xs:
+        t = type(x)
+        if t is _np.ndarray or t is Array:
+            if x.dtype.kind not in "biuf" or not x.dtype.isnative:
+                return False
+        elif not (t is float or t is int or t is _builtins.bool):
+            return False
+    return True
+
+
+def _fast_paths(namespace, primitives):
+    """Put NumPy's function in front of the namespace's functions where its meaning on plain
+    values is jitad's (`_common.reference_first`): the `_NUMPY_SAME` functions, the elementwise
+    `primitives` ({name: primitive}) and the operators."""
+    for name, keywords in _NUMPY_SAME.items():
+        dtypes = _REAL_DTYPES if name in _MOVING else _PLAIN_DTYPES
+        namespace[name] = _common.reference_first(getattr(_np, name), namespace[name], _plain_call(keywords, dtypes))
+    for name, primitive in primitives.items():
+        namespace[name] = _common.reference_first(_impl_reference(primitive), namespace[name],
+                                                  _float_operands(primitive.float_only))
+    for name in _OPERATORS:
+        namespace[name] = _common.reference_first(getattr(_np, name), namespace[name], _real_operands)
 
 
 def _takes_plain_inputs(name, fn):
@@ -649,18 +675,12 @@ def _takes_plain_inputs(name, fn):
             return (_as_input(args[0]),) + args[1:] if args else args
 
     scalars = name not in _PYTHON_RESULTS   # a Python number result becomes a 0-d `Array`, as JAX's
-    primitive = getattr(fn, "primitive", None)
     ufunc = getattr(_np, name, None)
     ufunc = ufunc if isinstance(ufunc, _np.ufunc) else None   # (handed to another library's array-like)
 
     @_functools.wraps(fn)
     def wrapper(*args, **kwargs):
         x64 = _config._values["jax_enable_x64"]
-        if x64 and primitive is not None and len(args) == 1 and not kwargs:   # (plain: no foreign array)
-            if _plain_floats(args[0]):
-                return _elementwise(primitive, args[0])
-            if _scalar_in_float64(primitive, args[0]):
-                return _elementwise_scalar(primitive, args[0])
         if ufunc is not None and _builtins.any(_foreign_array(a) for a in args):
             return ufunc(*args, **kwargs)   # xarray's DataArray: it applies the ufunc to its contents
         if x64:
@@ -671,9 +691,12 @@ def _takes_plain_inputs(name, fn):
     return wrapper
 
 
+_primitives = {}   # the elementwise primitives' functions: {name: primitive}
 for _name, _fn in list(globals().items()):
     if not _name.startswith("_") and isinstance(_fn, _types.FunctionType) and \
             (_fn.__module__ or "").startswith("jitad") and not getattr(_fn, "__wrapped_plain__", False):
+        if getattr(_fn, "primitive", None) is not None and _fn.primitive.elementwise:
+            _primitives[_name] = _fn.primitive
         globals()[_name] = _takes_plain_inputs(_name, _fn)
 del _name, _fn
 random.wrap_namespace = globals()["wrap_namespace"]   # autograd.numpy.random carries it too
@@ -681,6 +704,4 @@ random.wrap_namespace = globals()["wrap_namespace"]   # autograd.numpy.random ca
 # -- complex values: the functions that take them dispatch to jitad.numpy._complex ------------
 from . import _complex  # noqa: E402
 _complex.install(globals())
-for _name in _NUMPY_SAME:
-    globals()[_name] = _numpy_same(_name, globals()[_name])
-del _name
+_fast_paths(globals(), _primitives)

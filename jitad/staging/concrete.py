@@ -32,6 +32,11 @@ _I64 = Type("i64")
 STAGED: list = [None]   # `jitad.staging.values.Staged`, set by that module (which imports this one)
 
 
+# ops whose values a layer above computes while tracing (op -> fn(node, its inputs' values) ->
+# its outputs' values): a deferred reverse pass, whose meaning is a program reverse mode makes
+VALUE_RULES = {}
+
+
 class NoValue(Exception):
     """The value is not known while tracing (a body of a combinator, a batched value)."""
 
@@ -114,7 +119,8 @@ class ConcreteTrace:
                             self.done[frame] = k
                             return v
                         raise NoValue(v)
-                self.values.update(zip(node.outputs, run_node(node, [self.values[v] for v in node.inputs])))
+                rule = VALUE_RULES.get(node.op, run_node)
+                self.values.update(zip(node.outputs, rule(node, [self.values[v] for v in node.inputs])))
                 k += 1
         self.done[frame] = k
         return None

@@ -5,11 +5,13 @@ import numpy as np
 
 from .. import timing
 from ..errors import ArgumentError, check_argnums
-from ..ir.types import FLOATS, TreeType
+from ..ir.types import FLOATS, NUMPY, TreeType
 from ..pytree import flatten, unflatten
 from ..staging import Staged, StagedTree, trace_program, wrap
 from .jvp import contains_effects
-from ..staging.concrete import frame_values, held_prints
+from ..ir.ops import Op
+from ..staging.concrete import VALUE_RULES, NoValue, constant_values, frame_values, held_prints
+from .vjp import value_and_grad_staged as value_and_grad_staged_program
 from .pullback import deferred_trace, grad_by_forward_mode, leaf_type, positive_zero, reverse_ready, staged_arg
 from .vmap import value_and_grad as _reverse_or_defer
 
@@ -58,14 +60,38 @@ def value_and_grad_staged(fn, args, argnums, has_aux, who):
     return value, (per_arg[0] if isinstance(argnums, (int, np.integer)) else tuple(per_arg))
 
 
+def _deferred_value(node, ins):
+    """The values of a `deferred_vjp` node while tracing with values (a function deciding in
+    Python on an inner gradient): its program's outputs and gradients, by the reference
+    interpreter on the reverse-mode program of its program, traced apart (once a trace: the
+    trace keeps the values)."""
+    from ..ir.interpret import interpret
+    program, wrt, seeds = node.attrs["program"], node.attrs["wrt"], node.attrs["seeds"]
+    types = [v.type for v in node.inputs]
+    if any(isinstance(t, TreeType) for t in types):
+        raise NoValue(node.outputs[0])
+    n = len(program.main.params)
+
+    def both(*flat):
+        outs, grads = value_and_grad_staged_program(program, list(flat[:n]), wrt, list(zip(seeds, flat[n:])))
+        return tuple(outs) + tuple(grads)
+    with constant_values():
+        reverse = trace_program(both, tuple(ins), flatten(tuple(ins))[1], types)[0]
+    return [np.asarray(v, NUMPY[var.type.dtype])[()] for v, var in zip(interpret(reverse, list(ins)), node.outputs)]
+
+
+VALUE_RULES[Op.DEFERRED_VJP] = _deferred_value
+
+
 def _trace_for_reverse(fn, args, td, types):
     """`fn` traced for reverse mode, `(program, out_td, captured)`: a function that takes
     gradients itself is traced with them deferred (`reverse_ready`), else reverse mode cannot
     reverse it. Traced from Python with the call's values, the deferred trace comes first, so
-    that the function runs once (its prints, its host draws); only where that trace does not
-    serve (it decides on an inner gradient's value) is it traced again as it is, and the
-    dispatcher's memo (`ConcreteTrace.memo`) keeps that for the function's later traces
-    (another path, other shapes), which are traced as it is at once."""
+    that the function runs once (its prints, its host draws; a decision on an inner
+    gradient's value computes it: `_deferred_value`); only where that trace does not serve
+    (a deferred pass inside a body) is it traced again as it is, and the dispatcher's memo
+    (`ConcreteTrace.memo`) keeps that for the function's later traces (another path, other
+    shapes), which are traced as it is at once."""
     c = frame_values()
     if c is not None:
         memo = c.memo if c.memo is not None else {}

@@ -1,6 +1,9 @@
 """Eager calls on plain arrays and numbers that run NumPy's own function at once (the
-`_NUMPY_SAME` functions, elementwise math of a float): the same result as jitad's own eager
-path (type, dtype, shape, values to the bit) and as NumPy's values."""
+`_NUMPY_SAME` functions, elementwise math of floats, the operators; all through
+`jitad.numpy._common.reference_first`): the same result as jitad's own eager path (type,
+dtype, shape, values to the bit) and as NumPy's values."""
+import warnings
+
 import numpy as np
 import pytest
 
@@ -63,6 +66,60 @@ def test_elementwise_math_of_a_float_is_jitads(name):
     for x in (0.3, -2.5, 0.0, np.float64(1.5), float("inf"), float("nan"), 2, -3, 0, np.int64(4)):
         got, want = fn(x), fn(np.asarray(x))   # (a 0-d array takes jitad's own eager path)
         _same(got, want)
+
+
+_F32 = np.linspace(-2.0, 3.0, 6, dtype=np.float32)
+_F64 = np.linspace(-2.0, 3.0, 6)
+_OPERANDS = [(_F64, _F64[::-1]), (_F32, 0.5), (0.5, _F32), (_F32, 2), (_F64, 3), (2.5, -1), (-1.5, 0.25),
+             (np.float64(1.5), _F32), (np.int64(3), _F32), (_F32, _F64), (_F64[:, None], _F64), (jnp.asarray(_F64), 0.5),
+             (_F64[:0], 1.0), (np.asarray(2.0), _F64), (_F64.astype(">f8"), 1.0), (_F32 > 0, _F32), (3, 4)]
+
+
+@pytest.mark.parametrize("name", ["maximum", "minimum", "arctan2", "add", "subtract", "multiply", "divide",
+                                  "floor_divide", "less", "equal"])
+def test_binary_elementwise_of_plain_operands_is_jitads(name):
+    """Float32 arrays keep their dtype beside Python numbers (weak, as JAX's), a NumPy float64
+    or int64 scalar promotes, mixed float dtypes and other operands take jitad's own path."""
+    fn = getattr(jnp, name)
+    for a, b in _OPERANDS:
+        with np.errstate(all="ignore"):
+            got, want = fn(a, b), _own(name)(a, b)
+        _same(got, want)
+
+
+def test_fast_paths_warn_nothing():
+    """NumPy's floating-point warnings are off in the fast paths (an overflow is an inf, as in
+    JAX and in compiled code), and the caller's error state is as it was after."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert jnp.exp(np.array([1000.0]))[0] == np.inf and jnp.exp(1000.0) == np.inf
+        assert np.isnan(jnp.log(-1.0)) and jnp.divide(np.ones(2), 0.0)[0] == np.inf
+        assert jnp.sum(np.array([1e308, 1e308])) == np.inf
+    with np.errstate(over="raise"):
+        jnp.exp(np.array([1000.0]))
+        with pytest.raises(FloatingPointError):
+            np.exp(np.array([1000.0]))
+
+
+def test_nan_checks_see_fast_path_results():
+    jitad.config.update("jax_debug_nans", True)
+    try:
+        for call in (lambda: jnp.sqrt(-np.ones(3)), lambda: jnp.log(-1.0), lambda: jnp.maximum(np.array([np.nan]), 1.0),
+                     lambda: jnp.arctan2(np.array([np.nan]), 1.0)):
+            with pytest.raises(JitadError, match="NaN"):
+                call()
+    finally:
+        jitad.config.update("jax_debug_nans", False)
+
+
+def test_x64_off_takes_jitads_path():
+    """With jax_enable_x64 off the results are JAX's 32-bit ones, not NumPy's."""
+    jitad.config.update("jax_enable_x64", False)
+    try:
+        for got in (jnp.exp(_F64), jnp.sum(_F64), jnp.maximum(_F64, 0.5), jnp.add(_F64, 0.5)):
+            assert got.dtype == np.float32
+    finally:
+        jitad.config.update("jax_enable_x64", True)
 
 
 def test_refused_by_numpy_raises_jitads_error():

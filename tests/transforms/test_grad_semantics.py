@@ -338,9 +338,10 @@ def test_a_decision_on_an_inner_gradient_prints_once(capsys):
     assert got == pytest.approx(autograd.grad(f(anp))(0.7), rel=1e-12)
 
 
-def test_a_decision_on_an_inner_gradient_is_remembered_for_the_next_traces():
-    """The first trace of a function deciding on an inner gradient's value runs it twice (the
-    deferred trace first, which cannot decide); its later traces (another path) run it once."""
+def test_a_decision_on_an_inner_gradient_runs_the_function_once_a_trace():
+    """The deferred trace computes the inner gradient's value where Python decides on it (its
+    reverse-mode program interpreted), so even the first trace runs the function once; a new
+    path runs it alone, then transformed (a new outcome: `runs` counts the traces)."""
     import types
     runs = types.SimpleNamespace(n=0)   # (an object: keyed by identity, its count is no part of the key)
 
@@ -356,7 +357,67 @@ def test_a_decision_on_an_inner_gradient_is_remembered_for_the_next_traces():
         assert g(x) == pytest.approx(autograd.grad(f(anp))(x), rel=1e-12)
         runs.n -= 1   # (autograd's run)
         counts.append(runs.n)
-    assert counts == [2, 4, 4, 4]   # 0.5: deferred, then as it is; 2.0 (a new path): alone, then as it is
+    assert counts == [1, 3, 3, 3]   # 0.5: one trace; 2.0 (a new path): alone, then transformed
+
+
+def test_a_function_the_deferred_trace_cannot_serve_is_remembered_for_the_next_traces():
+    """A gradient taken inside a loop body stays no deferred pass at the top: the first trace
+    runs the function twice (deferred, then as it is), and the dispatcher's memo makes its
+    later traces (a new path: alone, then transformed) skip the deferred one."""
+    import types
+    runs = types.SimpleNamespace(n=0)
+
+    def outer(x):
+        runs.n += 1
+        y = jitad.FOR(0, 2, lambda i, c: c + jitad.grad(jitad.sin)(c) * 0.5, x)
+        return y * x if x > 0 else -y
+    g = jitad.grad(outer)
+    counts = []
+    for x in (0.5, 2.0, -0.7, 2.5):
+        got = g(x)
+        counts.append(runs.n)
+        y = x + 0.5 * np.cos(x)
+        y = y + 0.5 * np.cos(y)
+        dy = (1 - 0.5 * np.sin(x)) * (1 - 0.5 * np.sin(x + 0.5 * np.cos(x)))
+        assert got == pytest.approx(y + x * dy if x > 0 else -dy, rel=1e-12)
+    assert counts == [2, 2, 4, 4]
+
+
+def test_effects_before_a_decision_on_an_inner_gradient_happen_once():
+    """A list append and a host draw before the decision happen once in the trace, as under
+    autograd; the gradient of a vector function deciding on its inner gradient is autograd's."""
+    def f(m, seen):
+        grad = jitad.grad if m is jitad else autograd.grad
+
+        def outer(w):
+            seen.append(len(seen))
+            noise = np.random.randn(3)
+            g = grad(lambda v: m.sum(m.tanh(v * noise)) ** 2)(w)
+            scale = 2.0 if m.sum(g * w) > 0 else -0.5   # Python decides on the inner gradient
+            return scale * m.sum(g * g) + m.sum(w ** 3)
+        return outer
+    w = np.array([0.3, -0.2, 0.5])
+    mine, theirs = [], []
+    np.random.seed(5)
+    got = jitad.grad(f(jitad, mine))(w)
+    state = np.random.rand()
+    np.random.seed(5)
+    want = autograd.grad(f(anp, theirs))(w)
+    assert np.random.rand() == state and mine == theirs == [0]   # one trace: one append, one draw
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_a_decision_on_an_inner_gradient_of_many_inputs_is_one_reverse_pass():
+    """Traced as it is, a function taking a gradient was differentiated one forward pass per
+    input element (refused past 256); its deferred trace, which now decides, is one reverse pass."""
+    def f(m, grad):
+        def outer(w):
+            g = grad(lambda v: m.sum(m.tanh(v)) ** 2)(w)
+            return m.sum(g * w) if m.sum(g) > 0 else -m.sum(w ** 2)
+        return outer
+    w = np.linspace(-0.5, 1.0, 300)
+    np.testing.assert_allclose(jitad.grad(f(jitad.numpy, jitad.grad))(w), autograd.grad(f(anp, autograd.grad))(w),
+                               rtol=1e-12, atol=1e-13)
 
 
 def test_jit_and_combinator_bodies_keep_the_staging_rule():
@@ -554,6 +615,20 @@ def test_fresh_transformations_of_a_function_reuse_its_walk_while_its_reads_hold
     assert dispatch._WALKED[key].fn() is g
     del g   # (its walk, which holds what it read, goes with it)
     assert key not in dispatch._WALKED
+
+
+def test_a_program_executed_again_adds_nothing_to_the_walks_caches():
+    """Each execution of a program's text makes new code objects (equal to the last run's)
+    and a new namespace; what the walks cache of a function's code (the globals it reads)
+    has one entry a code, so a program run again and again (the corpus, a notebook's cell)
+    holds no more than one run's."""
+    sizes = []
+    for _ in range(12):
+        space = {"jnp": jitad.numpy, "scale": 2.0}
+        exec(compile("def f(x):\n    return jnp.sin(x) * scale\n", "<run again>", "exec"), space)
+        assert jitad.grad(space["f"])(0.5) == pytest.approx(2.0 * np.cos(0.5))
+        sizes.append((len(dispatch._present_cache), len(dispatch._global_names_cache)))
+    assert sizes[-1] == sizes[1]
 
 
 def _helper(x):
