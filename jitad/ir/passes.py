@@ -9,6 +9,7 @@ from .dce import drop_unread_slots, eliminate_dead_code, forward_stop_gradients
 from .fuse import column_sums, fuse_graph, row_reductions, small_products
 from .gathered_reads import gathered_reads
 from .inline import inline_small_calls
+from .last_step import drop_dead_last_steps
 from .loop_invariants import hoist_loop_invariants
 from .ops import Op
 from .prune import drop_unread_tables
@@ -64,6 +65,9 @@ PIPELINE = [   # (name, pass(program), purpose)
      "drop slots only written (a value whose gradient alone is returned), and their writes"),
     ("unread_tables", drop_unread_tables, "drop the loop tables nothing reads, and their writes"),
     ("dead_code", _each_graph(eliminate_dead_code), "drop the values only those slots and tables kept"),
+    ("dead_last_steps", _nested(drop_dead_last_steps),
+     "a FOR whose results nothing reads stops before a last step that only makes what nothing reads (the "
+     "state reverse mode keeps as the last step leaves it)"),
     ("loop_invariants", _nested(hoist_loop_invariants),
      "work in a FOR body that reads only captured values (a step's slices of its weights) runs once, before "
      "the loop"),
