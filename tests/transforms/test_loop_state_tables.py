@@ -98,3 +98,25 @@ def test_state_a_product_reads_keeps_its_entering_table():
     for n in (0, 1, 4):
         for got, want in zip(g(W, h0, n), jax.grad(ref, argnums=(0, 1))(W, h0, n)):
             np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+
+
+def _shift_loop(m):
+    def f(x, n):
+        step = lambda y: y + 0.1 * m.sin(x * m.concatenate([m.ones(1), y[:-1]]))
+        if m is jnp:
+            y = x * 0.5
+            for _ in range(n):
+                y = step(y)
+            return y[-1]
+        return jitad.FOR(0, n, lambda i, y: step(y), x * 0.5)[-1]
+    return f
+
+
+def test_batched_trip_counts_and_second_order():
+    """vmap over gradients of loops of 0, 1 and 3 steps at once; the Hessian (forward over reverse)."""
+    xs, ns = np.linspace(0.2, 1.0, 3 * 6).reshape(3, 6), np.array([0, 1, 3])
+    got = jitad.jit(jitad.vmap(jitad.grad(_shift_loop(jitad))))(xs, ns)
+    want = np.stack([jax.grad(_shift_loop(jnp))(x, int(n)) for x, n in zip(xs, ns)])
+    np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(jitad.jit(jitad.hessian(_shift_loop(jitad)))(xs[0], 3),
+                               jax.hessian(_shift_loop(jnp))(xs[0], 3), rtol=1e-12, atol=1e-14)
