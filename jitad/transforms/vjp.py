@@ -432,7 +432,7 @@ def _for(rv, node, ins, k):
 
 def _for_taped(rv, types, body, lower, upper, init, caps, k, segment=False):
     """FOR by two loops instead of recursion (its trip count is known when it starts):
-    the forward loop keeps the state entering each iteration, and the body's products
+    the forward loop keeps each iteration's state (`_StateTables`), and the body's products
     and transcendental values, in tables; after the continuation, the backward loop runs
     the iterations in reverse, recomputing the rest of each body from its stored state,
     and carries the state's adjoint as loop state. A state the body only writes a row of
