@@ -65,7 +65,7 @@ def _eligible(nodes, where, k, slot):
     back, and every earlier user only writes the slot (no view of it, no closure or
     loop taking it, can read it after the loop)."""
     f = nodes[k]
-    if f.inputs.count(slot) != 1 or k in where[:-1] or not all(
+    if f.inputs.count(slot) != 1 or tuple(f.attrs["shape"]) != slot.type.shape or k in where[:-1] or not all(
             nodes[j].op in SLOT_WRITES or nodes[j].op == Op.FUSED and not nodes[j].outputs for j in where[:-1]):
         return False   # (a view of it, or a closure or loop taking it, may read it after `f`)
     p = f.bodies[0].params[f.inputs.index(slot)]
