@@ -26,14 +26,19 @@ def eliminate_dead_code(graph):
 
 
 def live_nodes(graph):
-    """The nodes of `graph` less the pure ones whose results nothing uses."""
+    """The nodes of `graph` less the pure ones whose results nothing uses (an `IF` whose
+    branches only compute is pure: reverse mode's choice of a loop state's home)."""
     live, kept = set(graph.outputs), []
     for node in reversed(graph.nodes):
-        if node.op.pure and not any(v in live for v in node.outputs):
+        if _pure(node) and not any(v in live for v in node.outputs):
             continue
         kept.append(node)
         live.update(node.inputs)
     return kept[::-1]
+
+
+def _pure(node):
+    return node.op.pure or node.op == Op.IF and all(_pure(n) for body in node.bodies for n in body.nodes)
 
 
 SLOT_WRITES = {Op.SLOT_SET, Op.SLOT_ADD, Op.SLOT_ADD_AT, Op.SLOT_SCATTER_ADD, Op.SLOT_SET_AT, Op.SLOT_ADD_SLICE,

@@ -9,6 +9,8 @@ from .dce import drop_unread_slots, eliminate_dead_code, forward_stop_gradients
 from .fuse import column_sums, fuse_graph, row_reductions, small_products
 from .gathered_reads import gathered_reads
 from .inline import inline_small_calls
+from .last_adds import last_adds_program
+from .last_step import drop_dead_last_steps
 from .loop_invariants import hoist_loop_invariants
 from .ops import Op
 from .prune import drop_unread_tables
@@ -64,6 +66,9 @@ PIPELINE = [   # (name, pass(program), purpose)
      "drop slots only written (a value whose gradient alone is returned), and their writes"),
     ("unread_tables", drop_unread_tables, "drop the loop tables nothing reads, and their writes"),
     ("dead_code", _each_graph(eliminate_dead_code), "drop the values only those slots and tables kept"),
+    ("dead_last_steps", _nested(drop_dead_last_steps),
+     "a FOR whose results nothing reads stops before a last step that only makes what nothing reads (the "
+     "state reverse mode keeps as the last step leaves it)"),
     ("loop_invariants", _nested(hoist_loop_invariants),
      "work in a FOR body that reads only captured values (a step's slices of its weights) runs once, before "
      "the loop"),
@@ -111,6 +116,9 @@ PIPELINE = [   # (name, pass(program), purpose)
     ("region_stores", _nested(regions.region_stores),
      "a slot first written by a fused loop's region add (a shift's adjoint) is stored there and zeroed only "
      "outside the region (LLVM only)"),
+    ("last_adds", last_adds_program,
+     "the last fused loop touching a slot that only adds to it and reads it back adds in a register: nothing "
+     "reads the sum after it, so it is not stored (LLVM only)"),
     ("bias_epilogues", _nested(peephole.bias_epilogues),
      "a matrix product only read by a bias add starts its rows from the bias (LLVM only)"),
     ("strided_products", _nested(strided_products),
@@ -129,7 +137,7 @@ PIPELINE = [   # (name, pass(program), purpose)
 LLVM_ONLY = {"indexed_reads", "gathered_reads", "region_adds", "recompute_shifted", "concat_in_place", "row_reductions",
              "small_products", "masked_row_adds", "merge_slot_loops",
              "shared_small_products", "strided_products", "bias_epilogues", "column_sums", "row_loops",
-             "inline_small_calls", "column_products", "region_stores"}   # fused bodies and attributes the CUDA kernels do not take
+             "inline_small_calls", "column_products", "region_stores", "last_adds"}   # fused bodies and attributes the CUDA kernels do not take
 
 
 def run_passes(program, check=False, device="cpu"):

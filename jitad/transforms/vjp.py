@@ -432,7 +432,7 @@ def _for(rv, node, ins, k):
 
 def _for_taped(rv, types, body, lower, upper, init, caps, k, segment=False):
     """FOR by two loops instead of recursion (its trip count is known when it starts):
-    the forward loop keeps the state entering each iteration, and the body's products
+    the forward loop keeps each iteration's state (`_StateTables`), and the body's products
     and transcendental values, in tables; after the continuation, the backward loop runs
     the iterations in reverse, recomputing the rest of each body from its stored state,
     and carries the state's adjoint as loop state. A state the body only writes a row of
@@ -451,14 +451,15 @@ def _for_taped(rv, types, body, lower, upper, init, caps, k, segment=False):
     stored = stored_values(body, trips)
     carried = [k_ for k_ in range(len(types)) if not (segment and k_ in rows.states)]
     skip = _ran_already(body, rows.states) if segment else ()
+    tables = _StateTables(body, types, tables, init, lower)
 
     def forward(i, state):
         full = [init[k_].primal for k_ in range(len(types))]
         for k_, x in zip(carried, state):
             full[k_] = x
-        for k_, tab in tables.items():
-            emit(Op.TABLE_SET, [tab._var, (i - lower)._var, full[k_]._var])
+        tables.keep(i, full, tables.entering)
         outs = stored.run([i] + full + [d.primal for d in caps], i - lower, skip)
+        tables.keep(i, outs, tables.leaving)
         return tuple(outs[k_] for k_ in carried)
     final = FOR(lower, upper, forward, tuple(init[k_].primal for k_ in carried))
     final = dict(zip(carried, final if isinstance(final, tuple) else (final,)))
@@ -468,20 +469,54 @@ def _for_taped(rv, types, body, lower, upper, init, caps, k, segment=False):
     _for_backward(rv, types, body, lower, upper, init, caps, tables, stored, rows, result, trips, segment)
 
 
+class _StateTables:
+    """The tables of a taped FOR's states, `k -> table`. A tensor state is kept as it
+    leaves each step (entry e: after step lower + e), so the step makes it in its entry
+    (no copy), and the first step's entering state is the loop's input, read where it
+    is (no copy either: one step copied nothing). A state that a product of the body
+    reads as is stays kept as it enters each step: the backward pass's weight GEMM reads
+    that table whole (`deferred_weight_grads`' shared tables)."""
+
+    def __init__(self, body, types, tables, init, lower):
+        products = {v for n in body_nodes(body) if n.op == Op.MATMUL for v in n.inputs}
+        self.tables, self.init, self.lower = tables, init, lower
+        self.leaving = {k_ for k_ in tables if isinstance(types[k_], Type) and types[k_].shape
+                        and body.params[1 + k_] not in products}
+        self.entering = set(tables) - self.leaving
+
+    def keep(self, i, values, which):
+        """Store `values[k]` at step i's entry for each k in `which`; the state leaving the
+        last step is never read (`ir.last_step`)."""
+        attrs = {"last_unread": True} if which is self.leaving else {}
+        for k_ in sorted(which):
+            emit(Op.TABLE_SET, [self.tables[k_]._var, (i - self.lower)._var, values[k_]._var], attrs)
+
+    def state(self, k_, i):
+        """State k as it enters step i."""
+        tab, e = self.tables[k_], i - self.lower
+        if k_ in self.entering:
+            return at(tab, e)
+        return IF(e == 0, lambda: self.init[k_].primal, lambda: at(tab, e - 1))
+
+    def shared(self):
+        """The tables read at entry i - lower in step i."""
+        return [self.tables[k_] for k_ in sorted(self.entering)]
+
+
 def _for_backward(rv, types, body, lower, upper, init, caps, tables, stored, rows, result, trips, segment):
     """The backward loop of `_for_taped`: the iterations in reverse, each body recomputed
     from its stored state, the state's adjoint carried as loop state."""
     from ..staging import FOR
-    active = [k_ for k_ in tables if differentiable(types[k_])]
-    weights = deferred_weight_grads(body, caps, trips, shared=list(tables.values()) + stored.tables)
+    active = [k_ for k_ in tables.tables if differentiable(types[k_])]
+    weights = deferred_weight_grads(body, caps, trips, shared=tables.shared() + stored.tables)
     transposes = loop_invariant_transposes(body, caps)
     rows_replay, rows_rule = rows.start(result), dict.fromkeys(map(id, rows.states.values()), rows)
 
     def backward(i_, adjoint):
         j = i_ - lower   # wraps only past 2^63 trips, whose tables (if any) failed already
         i = upper - 1 - j
-        kept = iter(new_duals([at(tab, i - lower) for tab in tables.values()], [types[k_] for k_ in tables]))
-        state = [next(kept) if k_ in tables else Dual(result[k_].primal) for k_ in range(len(types))]
+        kept = iter(new_duals([tables.state(k_, i) for k_ in tables.tables], [types[k_] for k_ in tables.tables]))
+        state = [next(kept) if k_ in tables.tables else Dual(result[k_].primal) for k_ in range(len(types))]
 
         def seed(outs):
             for k_, g in zip(active, adjoint):

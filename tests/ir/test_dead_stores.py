@@ -49,3 +49,22 @@ def test_gradients_unchanged_where_the_value_is_dead():
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, rtol=1e-12)
     check_grads(loss, (W, x), order=2, modes=("fwd", "rev"))
+
+
+def test_a_branch_only_computing_what_nothing_reads_goes_and_one_printing_stays(capsys):
+    """An IF whose branches only compute and whose results nothing reads is dead code (as
+    reverse mode leaves one choosing a loop state's entry that the backward pass never
+    reads); one whose branch prints is kept and prints."""
+    def quiet(x, p):
+        jitad.IF(p > 0, lambda: jitad.sin(x) * 2.0, lambda: x + 1.0)
+        return x * 3.0
+
+    def loud(x, p):
+        jitad.IF(p > 0, lambda: jitad.debug.print("taken {}", p), lambda: None)
+        return x * 3.0
+    x = np.linspace(0.0, 1.0, 4)
+    for f, kept in ((quiet, False), (loud, True)):
+        g = jitad.jit(f)
+        np.testing.assert_array_equal(g(x, 1.0), x * 3.0)
+        assert (" = if " in g.ir or "\n  if " in g.ir) == kept, g.ir
+    assert "taken 1.0" in capsys.readouterr().out
