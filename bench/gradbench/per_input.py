@@ -161,7 +161,9 @@ def measure(module, label, inp, repeats):
         reference = outputs.get("manual", outputs.get("jax"))
         if reference is not None:
             np.testing.assert_allclose(np.asarray(outputs["jitad"], dtype=float), np.asarray(reference, dtype=float),
-                                       rtol=1e-9, atol=1e-12 * float(np.max(np.abs(reference)) or 1.0))
+                                       rtol=1e-9, atol=1e-9 * max(float(np.max(np.abs(reference))), 1.0))
+            # (absolute at least 1e-9: an output that is rounding noise around 0, such as kmeans'
+            # cost with a centroid on every point, differs in sign between tools)
         rows.append((label, function, times))
     return rows
 
