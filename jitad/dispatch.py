@@ -163,8 +163,14 @@ class _Reads:
         if t in _EXACT_PLAIN:
             self.parts.append((t, repr(v)) if t is float else (t, v))
             return
-        if t is tuple or t is list:   # (the containers met most, by their exact type: see below)
+        if t is tuple or t is list:   # (the containers and arrays met most, by their exact type: see below)
             self._sequence(v, t, depth, by_identity)
+            return
+        if t is np.ndarray:
+            self._array(v, by_identity)
+            return
+        if t is dict and len(v) <= 64 and depth > 0:
+            self._dict(v, depth, by_identity)
             return
         if t is SymInt:   # (kept past its trace in something the function reads: its value)
             v, t = v.value, int
@@ -172,15 +178,8 @@ class _Reads:
             self.parts.append(_Id(v))
         elif t in _PLAIN or isinstance(v, _PLAIN):
             self.parts.append((t, repr(v)) if t is float or isinstance(v, np.floating) else (t, v))
-        elif _is_array(v) and v.dtype == np.bool_ and v.size <= 4096:
-            # a boolean mask decides shapes (x[mask]): keyed by its value, a constant of the trace
-            self.parts.append(("mask", v.shape, v.tobytes()))
-            self.cacheable = False
         elif _is_array(v):
-            self.arrays.append(v)
-            self.parts.append(_Id(v) if by_identity else ("array", v.dtype.str, v.shape))
-            if self.record:
-                self.checks.append((_ARRAY, v, v.dtype, v.shape))
+            self._array(v, by_identity)
         elif isinstance(v, _GENERATORS) and not by_identity:
             # its draws are made again at each call on the generator read then (`Path.drawing`):
             # a fresh generator of the same code (a program run again) finds the same paths
@@ -189,18 +188,33 @@ class _Reads:
             self.generators.append(v)
         elif t is range:   # (immutable: by value, a program run again passes a fresh one)
             self.parts.append((range, v.start, v.stop, v.step))
-        elif t is dict and len(v) <= 64 and depth > 0:
-            self.parts.append((dict, tuple(map(repr, v))))
-            if self.record:
-                self.checks.append((_DICT, v, tuple(v.items())))
-            for x in v.values():
-                self.value(x, depth - 1, by_identity)
         elif callable(v) and self.functions_left > 0:
             self.function(v, _DATA_DEPTH)
         elif isinstance(v, TreeDef) and _hashable(v):   # (a pytree's structure, `flatten_func`'s: by value)
             self.parts.append(v)
         else:
             self.parts.append(_Id(v))
+
+    def _array(self, v, by_identity):
+        """An array: a boolean mask up to 4096 elements by its value (it decides shapes,
+        `x[mask]`: a constant of the trace), else an argument of the program, keyed by dtype
+        and shape (by identity in a static argument)."""
+        if v.dtype == np.bool_ and v.size <= 4096:
+            self.parts.append(("mask", v.shape, v.tobytes()))
+            self.cacheable = False
+            return
+        self.arrays.append(v)
+        self.parts.append(_Id(v) if by_identity else ("array", v.dtype.str, v.shape))
+        if self.record:
+            self.checks.append((_ARRAY, v, v.dtype, v.shape))
+
+    def _dict(self, v, depth, by_identity):
+        """A dict (exact type, up to 64 items): by its keys and its values."""
+        self.parts.append((dict, tuple(map(repr, v))))
+        if self.record:
+            self.checks.append((_DICT, v, tuple(v.items())))
+        for x in v.values():
+            self.value(x, depth - 1, by_identity)
 
     def _sequence(self, v, t, depth, by_identity):
         """A tuple or list (exact types): by its items, up to 64 of them, else by identity."""
@@ -368,8 +382,8 @@ def _kept_walk(fn, depth):
 
 def _meets(walk, seen, fn):
     """Whether `walk` (of `fn`) met a function of `seen` other than `fn`."""
-    own = id(fn)
-    return any(key in seen for key in walk.seen if key != own)
+    common = walk.seen.keys() & seen.keys()
+    return len(common) > 1 or bool(common) and id(fn) not in common
 
 
 def _new_walk(fn, depth):

@@ -113,3 +113,23 @@ def test_a_function_changing_what_it_reads_while_it_runs_is_keyed_again():
     for _ in range(3):
         assert _vjp_value_and_slope(_sets_its_global_once, x) == \
             pytest.approx((7 * np.sin(x), 7 * np.cos(x)), rel=1e-13)
+
+
+def _over(value):
+    def f(x):
+        return x * len(str(value))
+    return f
+
+
+@pytest.mark.parametrize("make, other", [
+    (lambda: (1, [2.0, "a"]), lambda: (1, [2.0, "b"])),                  # tuple and list, by their items
+    (lambda: {"a": 1, "b": (2,)}, lambda: {"a": 1, "b": (3,)}),         # dict, by keys and values
+    (lambda: np.zeros(3), lambda: np.zeros(4)),                          # array, by dtype and shape
+    (lambda: np.zeros(3), lambda: np.zeros(3, np.float32)),
+    (lambda: np.array([True, False]), lambda: np.array([True, True])),   # mask, by its value
+    (lambda: [0.0] * 65, lambda: [0.0] * 65),                            # past 64 items: by identity
+])
+def test_a_fresh_closure_over_equal_values_keys_alike_and_over_other_values_not(make, other):
+    same = dispatch.function_key(_over(make()))[0] == dispatch.function_key(_over(make()))[0]
+    assert same is (len(make()) <= 64 if isinstance(make(), list) else True)
+    assert dispatch.function_key(_over(make()))[0] != dispatch.function_key(_over(other()))[0]
