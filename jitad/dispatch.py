@@ -150,6 +150,7 @@ class _Reads:
         self.generators = []   # the host generators read (`RandomState`, `Generator`), keyed by their place
         self.checks, self.cacheable, self.record = [], record, record
         self.functions_left = _MAX_FUNCTIONS
+        self.first = None   # the walk of the walk's first function (`_walk_of`), if it began with one
 
     def value(self, v, depth, by_identity=False):
         t = type(v)
@@ -162,21 +163,23 @@ class _Reads:
         if t in _EXACT_PLAIN:
             self.parts.append((t, repr(v)) if t is float else (t, v))
             return
+        if t is tuple or t is list:   # (the containers and arrays met most, by their exact type: see below)
+            self._sequence(v, t, depth, by_identity)
+            return
+        if t is np.ndarray:
+            self._array(v, by_identity)
+            return
+        if t is dict and len(v) <= 64 and depth > 0:
+            self._dict(v, depth, by_identity)
+            return
         if t is SymInt:   # (kept past its trace in something the function reads: its value)
             v, t = v.value, int
         if t is types.ModuleType:
             self.parts.append(_Id(v))
         elif t in _PLAIN or isinstance(v, _PLAIN):
             self.parts.append((t, repr(v)) if t is float or isinstance(v, np.floating) else (t, v))
-        elif _is_array(v) and v.dtype == np.bool_ and v.size <= 4096:
-            # a boolean mask decides shapes (x[mask]): keyed by its value, a constant of the trace
-            self.parts.append(("mask", v.shape, v.tobytes()))
-            self.cacheable = False
         elif _is_array(v):
-            self.arrays.append(v)
-            self.parts.append(_Id(v) if by_identity else ("array", v.dtype.str, v.shape))
-            if self.record:
-                self.checks.append((_ARRAY, v, v.dtype, v.shape))
+            self._array(v, by_identity)
         elif isinstance(v, _GENERATORS) and not by_identity:
             # its draws are made again at each call on the generator read then (`Path.drawing`):
             # a fresh generator of the same code (a program run again) finds the same paths
@@ -185,18 +188,6 @@ class _Reads:
             self.generators.append(v)
         elif t is range:   # (immutable: by value, a program run again passes a fresh one)
             self.parts.append((range, v.start, v.stop, v.step))
-        elif t in (tuple, list) and len(v) <= 64 and depth > 0:
-            self.parts.append((t, len(v)))
-            if t is list and self.record:
-                self.checks.append((_LIST, v, tuple(v)))
-            for x in v:
-                self.value(x, depth - 1, by_identity)
-        elif t is dict and len(v) <= 64 and depth > 0:
-            self.parts.append((dict, tuple(map(repr, v))))
-            if self.record:
-                self.checks.append((_DICT, v, tuple(v.items())))
-            for x in v.values():
-                self.value(x, depth - 1, by_identity)
         elif callable(v) and self.functions_left > 0:
             self.function(v, _DATA_DEPTH)
         elif isinstance(v, TreeDef) and _hashable(v):   # (a pytree's structure, `flatten_func`'s: by value)
@@ -204,10 +195,43 @@ class _Reads:
         else:
             self.parts.append(_Id(v))
 
+    def _array(self, v, by_identity):
+        """An array: a boolean mask up to 4096 elements by its value (it decides shapes,
+        `x[mask]`: a constant of the trace), else an argument of the program, keyed by dtype
+        and shape (by identity in a static argument)."""
+        if v.dtype == np.bool_ and v.size <= 4096:
+            self.parts.append(("mask", v.shape, v.tobytes()))
+            self.cacheable = False
+            return
+        self.arrays.append(v)
+        self.parts.append(_Id(v) if by_identity else ("array", v.dtype.str, v.shape))
+        if self.record:
+            self.checks.append((_ARRAY, v, v.dtype, v.shape))
+
+    def _dict(self, v, depth, by_identity):
+        """A dict (exact type, up to 64 items): by its keys and its values."""
+        self.parts.append((dict, tuple(map(repr, v))))
+        if self.record:
+            self.checks.append((_DICT, v, tuple(v.items())))
+        for x in v.values():
+            self.value(x, depth - 1, by_identity)
+
+    def _sequence(self, v, t, depth, by_identity):
+        """A tuple or list (exact types): by its items, up to 64 of them, else by identity."""
+        if len(v) > 64 or depth <= 0:
+            self.parts.append(_Id(v))
+            return
+        self.parts.append((t, len(v)))
+        if t is list and self.record:
+            self.checks.append((_LIST, v, tuple(v)))
+        for x in v:
+            self.value(x, depth - 1, by_identity)
+
     def function(self, fn, depth):
         if not self.seen and type(fn) is types.FunctionType and not _own_plain(fn):   # (a walk's first)
             self.seen[id(fn)] = 0
-            self._merge(fn, _walk_of(fn, depth))
+            self.first = _walk_of(fn, depth)
+            self._merge(fn, self.first)
             return
         seen = self.seen.get(id(fn))
         if seen is not None:   # (met before in this walk: by its place in it, a fresh copy keys alike)
@@ -216,6 +240,12 @@ class _Reads:
             return
         self.seen[id(fn)] = len(self.seen)
         self.held.append(fn)   # (its id stays its own while the walk runs)
+        if type(fn) is types.FunctionType:   # (the kind met most: none of the wrappers below)
+            if _own_plain(fn):
+                self.parts.append(_Id(fn))
+            else:
+                self._nested_function(fn, depth)
+            return
         if isinstance(fn, functools.partial):
             self.parts.append(functools.partial)
             self.function(fn.func, depth)
@@ -352,8 +382,8 @@ def _kept_walk(fn, depth):
 
 def _meets(walk, seen, fn):
     """Whether `walk` (of `fn`) met a function of `seen` other than `fn`."""
-    own = id(fn)
-    return any(key in seen for key in walk.seen if key != own)
+    common = walk.seen.keys() & seen.keys()
+    return len(common) > 1 or bool(common) and id(fn) not in common
 
 
 def _new_walk(fn, depth):
@@ -482,33 +512,36 @@ class _Known:
         only (no pytree to flatten)."""
         args = call.args
         self.argkey, self.key, self.paths = argkey, key, paths
-        self.sig = None if call.kwargs else _signature(args, diff, call.sym)
+        self.sig = None if call.kwargs else _signature(args, diff, call.sym, call.walks)
         if self.sig is not None and len(call.leaves) == len(args) - len(call.static):
             self.diff, self.static, self.sym, self.td, self.call_sig = diff, call.static, call.sym, call.td, call.sig
         else:
             self.sig = None
 
 
-def _argument_key(args, static, sym, kwargs, td, leaves):
+def _argument_key(args, static, sym, kwargs, td, leaves, walks=None):
     """The arguments' part of the cache key: how many, which are static and their keys (a
-    symbolic int by its kind alone), the keyword arguments, the tree and the leaves' types."""
-    return (len(args), tuple(static), tuple(_SYMBOL if i in sym else static_key(args[i]) for i in static),
+    symbolic int by its kind alone), the keyword arguments, the tree and the leaves' types.
+    `walks` (a dict), if given, gets the walk that keyed each static Python function, by position."""
+    return (len(args), tuple(static), tuple(_SYMBOL if i in sym else static_key(args[i], walks, i) for i in static),
             static_key(kwargs) if kwargs else None, td,
             tuple([(x.dtype, x.shape) if _is_array(x) else type(x) for x in leaves]))
 
 
-def _signature(args, diff, sym):
+def _signature(args, diff, sym, walks=None):
     """What the cache key holds of `args` when each is an array, a Python scalar or a Python
     function passed as itself (None otherwise): dtypes and shapes, types of the
     differentiated scalars, the values of the static ones (the type alone of an int traced as
-    a symbol), a function's kept walk (`vjp(f, x)` again: while what `f` reads holds)."""
+    a symbol), a function's kept walk (`vjp(f, x)` again: while what `f` reads holds).
+    `walks`: the walks that keyed the functions (`_argument_key`), taken as they are where the
+    signature is remembered after the call (the next call's signature checks what they read)."""
     out = []
     for i, a in enumerate(args):
         t = type(a)
         if t is np.ndarray or _is_array(a):
             out.append((a.dtype, a.shape))
         elif t is types.FunctionType and i not in diff:
-            walk = _kept_walk(a, _DATA_DEPTH)
+            walk = _kept_walk(a, _DATA_DEPTH) if walks is None else walks.get(i)
             if walk is None:
                 return None
             out.append(walk)
@@ -540,10 +573,13 @@ def _leaves_or_none(x):
         return None
 
 
-def static_key(x):
-    """The cache key of an argument passed as itself: type and value, identity for objects."""
+def static_key(x, walks=None, at=None):
+    """The cache key of an argument passed as itself: type and value, identity for objects
+    (`walks[at]`: the walk that keyed a Python function, where `walks` is given)."""
     reads = _Reads()
     reads.value(x, 3, by_identity=True)   # (an array in a keyword argument is a constant of the trace)
+    if walks is not None and type(x) is types.FunctionType and reads.first is not None:
+        walks[at] = reads.first
     return tuple(reads.parts)
 
 
@@ -852,18 +888,20 @@ class Concrete:
         if any(isinstance(x, Forest) for x in leaves):   # forests: compiled by jit's rule
             return self._by_jit(args, kwargs, static)
         sym = [i for i in static if type(args[i]) is int]   # ints traced as symbols (see `SymInt`)
-        argkey = _argument_key(args, static, sym, kwargs, td, leaves)
+        walks = {}   # (the walks that keyed the static functions: see `_signature`)
+        argkey = _argument_key(args, static, sym, kwargs, td, leaves, walks)
         if known.argkey == argkey:   # (the arguments of the last call, but pytrees: its paths)
             key, paths = known.key, known.paths
         else:
             key = (self.spec, known.x64, known.fkey) + argkey
             if sym and key in _CONCRETE_INTS:   # this function uses them as plain ints: keyed by value
                 sym = []
-                argkey = _argument_key(args, static, sym, kwargs, td, leaves)
+                argkey = _argument_key(args, static, sym, kwargs, td, leaves, walks)
                 key = (self.spec, known.x64, known.fkey) + argkey
             paths = self._paths(key, args, static, leaves)
         call = _Call(args, static, sym, leaves, td, known.arrays, kwargs,
                      (self.spec, known.x64, known.fkey, len(args), tuple(static), td), known.generators)
+        call.walks = walks
         return self._finish(key, paths, call, diff, argkey)
 
     def _finish(self, key, paths, call, diff, argkey=None, failed=None):
@@ -1039,13 +1077,15 @@ class _Call:
     `td`), the static ones (positions `static`; `sym` of them ints traced as symbols, whose
     values are `env`), the arrays and host generators the function reads and the signature
     of the call."""
-    __slots__ = ("args", "static", "sym", "leaves", "td", "arrays", "kwargs", "sig", "env", "exact", "generators")
+    __slots__ = ("args", "static", "sym", "leaves", "td", "arrays", "kwargs", "sig", "env", "exact", "generators",
+                 "walks")
 
     def __init__(self, args, static, sym, leaves, td, arrays, kwargs, sig, generators=()):
         self.args, self.static, self.sym, self.leaves, self.td = args, static, sym, leaves, td
         self.arrays, self.kwargs, self.sig, self.generators = arrays, kwargs, sig, generators
         self.env = tuple(args[i] for i in sym) if sym else ()
         self.exact = False   # a trace used a symbolic int as a plain int
+        self.walks = None   # the walks that keyed the static functions (see `_signature`)
 
     def rebuild(self, dyn):
         """The function's positional arguments, the static ones wrapped in `Static`."""

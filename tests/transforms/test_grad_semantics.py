@@ -668,7 +668,7 @@ def test_vjp_of_the_same_function_again_keys_it_once_while_its_reads_hold(monkey
         jitad.vjp(_scaled, 0.5)
     keyed = []
     static_key = dispatch.static_key
-    monkeypatch.setattr(dispatch, "static_key", lambda x: keyed.append(x) or static_key(x))
+    monkeypatch.setattr(dispatch, "static_key", lambda x, *rest: keyed.append(x) or static_key(x, *rest))
     try:
         for factor in (2.0, 2.0, 3.0, 3.0, 3.0):
             _FACTOR = factor
