@@ -1009,6 +1009,7 @@ class Concrete:
         trace = _Tracer(self, call)
         # the function alone only where this signature was traced before (a first trace
         # runs the function once)
+        reads_before = self._reads_of(call) if call.sig in _SIGS else None
         primal = trace.primal(call.sig) if call.sig in _SIGS else None
         _remember(_SIGS, call.sig)
         if primal is not None and primal.template is not None:
@@ -1024,7 +1025,17 @@ class Concrete:
                 self._last = path
                 return out
         hostrng.restore_states(saved)   # the full trace draws the same numbers again
+        if primal is not None and self._reads_of(call) != reads_before:
+            # the function, run alone, rebound what it reads (a global, a closure cell): the
+            # full trace sees the new values, so its path is kept neither under this call's key
+            # nor as the program of what the function traced alone
+            paths, primal = [], None
         return self._trace_full(paths, call, trace, primal, saved, failed)
+
+    def _reads_of(self, call):
+        """What the function and the functions passed to it as static arguments read (their keys)."""
+        fns = [self.fn] + [call.args[i] for i in call.static if isinstance(call.args[i], types.FunctionType)]
+        return [function_key(fn)[0] for fn in fns]
 
     def _trace_full(self, paths, call, trace, primal, saved, failed=None):
         overrides = {}

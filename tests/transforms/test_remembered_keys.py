@@ -133,3 +133,35 @@ def test_a_fresh_closure_over_equal_values_keys_alike_and_over_other_values_not(
     same = dispatch.function_key(_over(make()))[0] == dispatch.function_key(_over(make()))[0]
     assert same is (len(make()) <= 64 if isinstance(make(), list) else True)
     assert dispatch.function_key(_over(make()))[0] != dispatch.function_key(_over(other()))[0]
+
+
+_SOURCE = '''
+import jitad
+K = 2.0
+done = []
+def reads(x):
+    return jitad.numpy.sin(x) * K
+def sets_once(x):
+    global K
+    out = jitad.numpy.sin(x) * K
+    if not done:
+        done.append(1)
+        K = 7.0
+    return out
+'''
+
+
+def test_a_function_rebinding_its_global_on_a_miss_leaves_no_path_under_the_old_value():
+    """With its signature traced before (by another function), a new function is first
+    traced alone, then transformed: when that first run rebinds a global it reads, the
+    transformed trace sees the new value, and its path must not serve the old value later."""
+    g = {}
+    exec(compile(_SOURCE, "<rebinding module>", "exec"), g)
+    x = 0.3
+    for _ in range(2):
+        jitad.vjp(g["reads"], x)
+    for _ in range(3):
+        jitad.vjp(g["sets_once"], x)
+    for k in (2.0, 7.0, 2.0):
+        g["K"] = k
+        np.testing.assert_allclose(jitad.vjp(g["sets_once"], x)[0], k * np.sin(x), rtol=1e-12)
