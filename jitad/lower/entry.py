@@ -594,6 +594,8 @@ def add_entries(module, main, in_types, out_types, layout, prefix, arg_layout=No
     assert gil in GIL_MODES, gil
     body = ir.Function(module, ir.FunctionType(PTR, list(ENTRY_TYPE.args) + [PTR, I1]), name=f"{prefix}body")
     body.linkage = "internal"
+    body.attributes.add("alwaysinline")   # into the entry: the call costs nothing more (a long body is
+    # compiled in a module of its own without LLVM's pipeline, `runtime._fast_functions`: called there)
     _entry_body(module, body, main, in_types, out_types, layout, arg_layout, gil)
     for suffix, deep in (("entry", False), ("deep", True)):
         fn = ir.Function(module, ENTRY_TYPE, name=f"{prefix}{suffix}")
