@@ -32,7 +32,7 @@ from ..pytree import _REGISTRY, unflatten
 from ..timing import stage
 from ..forest import Tree, plain_tree
 from . import ir_ops, lapack, mpi, rows, runtime, sort, tensor  # noqa: F401  (they register rules and services)
-from .entry import Built, ClassArg, DictArg, ListArg, NoneArg, add_entry, gil_release, key_symbol
+from .entry import Built, ClassArg, DictArg, ListArg, NoneArg, add_entries, gil_release, key_symbol
 from .llvm import CHECK_FAILED, check_messages, lower_program, program_constants
 
 PLACEHOLDER = "JITAD_PREFIX_"
@@ -277,9 +277,7 @@ def compile_program(program, out_td, in_types, name, fallback, in_td=None, devic
             main, constants = lower_program(module, program, PLACEHOLDER)
             runtime.register_constants(constants)
             gil = gil_release(program)
-            for suffix in ("entry", "deep"):   # the deep-stack thread's entry also stops when its caller gets Ctrl-C
-                add_entry(module, main, in_types, out_types, layout, f"{PLACEHOLDER}{suffix}", arg_layout,
-                          stoppable=suffix == "deep", gil=gil)
+            add_entries(module, main, in_types, out_types, layout, PLACEHOLDER, arg_layout, gil=gil)
         with stage("ir_text"):
             return str(module)
     with stage("ir_text"), paused_gc():

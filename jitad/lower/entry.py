@@ -93,7 +93,7 @@ def _check_layout():
 
 
 _check_layout()
-# Result arrays kept per tensor output for reuse (see `add_entry`), up to this size each;
+# Result arrays kept per tensor output for reuse (see `_result_array`), up to this size each;
 # a pooled array is reused only when nothing else holds it, not even a weak reference;
 # the check reads ob_refcnt, so not on free-threaded builds. (A fresh array of tens of MB
 # faults in its pages on every call: ht's 34 MB Jacobian spent 4.5 ms a call in the kernel.)
@@ -261,7 +261,7 @@ def _never(module):
 
 def _forward(b, module, slot):
     """Return what the handler `self[slot]` returns for this call's arguments."""
-    self_, args, nargs, kwnames = b.function.args
+    self_, args, nargs, kwnames = b.function.args[:4]   # (an entry's, or its body's first four)
     slot = slot if isinstance(slot, ir.Value) else I64(slot)
     handler = b.call(_api(module, "PyTuple_GetItem"), [self_, slot])
     b.ret(b.call(_api(module, "PyObject_Vectorcall"), [handler, args, nargs, kwnames]))
@@ -306,7 +306,7 @@ def key_symbol(key):
 def _check_arguments(b, module, in_types, arg_layout, fallback):
     """Check the arguments exactly, going to `fallback` at the first mismatch; return
     each leaf's object. The builder ends where every check held."""
-    _, args, nargs, kwnames = b.function.args
+    _, args, nargs, kwnames = b.function.args[:4]
     api = lambda n: _api(module, n)
     objs = [None] * len(in_types)
 
@@ -558,16 +558,18 @@ def _word(b, tb, k):
     return b.gep(tb, [I64(k)], source_etype=I64)
 
 
-def _run_main(b, module, main, args, tb, gil):
+def _run_main(b, module, main, args, tb, gil, release=None):
     """Call `main` with the thread's GIL state set for it: without the GIL from the start
-    (gil="entry"), from its POLLS_BEFORE_RELEASE-th poll ("poll") or never. The GIL is held again on return;
+    (gil="entry", or "poll" where the i1 value `release` is true), from its
+    POLLS_BEFORE_RELEASE-th poll ("poll") or never. The GIL is held again on return;
     the words a nested call (from a `debug.print` callback) changes are restored after it."""
     kept = [(k, b.load(_word(b, tb, k), typ=I64)) for k in (TB_SAVED, TB_SEEN, TB_RELEASABLE)]
     b.store(I64(0), _word(b, tb, TB_SAVED))
     b.store(b.load_atomic(_api(module, "jitad_sigints"), "monotonic", 8, typ=I64), _word(b, tb, TB_SEEN))
     b.store(I64(POLLS_BEFORE_RELEASE if gil != "never" else 0), _word(b, tb, TB_RELEASABLE))
-    if gil == "entry":
-        b.call(_api(module, "jitad_release_gil", ir.FunctionType(ir.VoidType(), [PTR])), [tb])
+    if gil == "entry" or (gil == "poll" and release is not None):
+        with b.if_then(I1(1) if gil == "entry" else release):
+            b.call(_api(module, "jitad_release_gil", ir.FunctionType(ir.VoidType(), [PTR])), [tb])
     b.call(main, args)
     if gil != "never":
         with b.if_then(b.icmp_unsigned("!=", b.load(_word(b, tb, TB_SAVED), typ=I64), I64(0))):
@@ -577,18 +579,40 @@ def _run_main(b, module, main, args, tb, gil):
         b.store(value, _word(b, tb, k))
 
 
-def add_entry(module, main, in_types, out_types, layout, name, arg_layout=None, stoppable=False, gil="poll"):
-    """Define the entry `name` calling `main`; `layout` nests result indices in lists
-    (tuples), and `arg_layout` the argument leaves likewise (default: flat leaves).
-    A `stoppable` entry's code stops when the runtime's stop word is set (the deep-stack
-    thread's, whose caller waits on it). `gil`: when the call lets the GIL go (`gil_release`)."""
+ENTRY_TYPE = ir.FunctionType(PTR, [PTR, PTR, I64, PTR])   # METH_FASTCALL|METH_KEYWORDS
+
+
+def add_entries(module, main, in_types, out_types, layout, prefix, arg_layout=None, gil="poll"):
+    """Define the entries `{prefix}entry` and `{prefix}deep` calling `main`; `layout`
+    nests result indices in lists (tuples), and `arg_layout` the argument leaves likewise
+    (default: flat leaves). `gil`: when the call lets the GIL go (`gil_release`). The
+    deep entry (the deep-stack thread's, see `runtime.run_with_deep_stack`) also stops
+    when the runtime's stop word is set (its caller waits on it) and lets the GIL go from
+    the start. Both are a call to one body, `{prefix}body`, which takes the stop word and
+    whether to let the GIL go at once as two more arguments: a program taking many arrays
+    checks and boxes each in straight code, which lowering and LLVM then see once."""
     assert gil in GIL_MODES, gil
+    body = ir.Function(module, ir.FunctionType(PTR, list(ENTRY_TYPE.args) + [PTR, I1]), name=f"{prefix}body")
+    body.linkage = "internal"
+    body.attributes.add("alwaysinline")   # into the entry: the call costs nothing more (a long body is
+    # compiled in a module of its own without LLVM's pipeline, `runtime._fast_functions`: called there)
+    _entry_body(module, body, main, in_types, out_types, layout, arg_layout, gil)
+    for suffix, deep in (("entry", False), ("deep", True)):
+        fn = ir.Function(module, ENTRY_TYPE, name=f"{prefix}{suffix}")
+        if deep:   # runs only to retry a recursion too deep for its caller's stack: no optimization
+            fn.attributes.add("optnone")
+            fn.attributes.add("noinline")
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        stop = _api(module, "jitad_stop") if deep else _never(module)
+        b.ret(b.call(body, list(fn.args) + [stop, I1(deep and gil != "never")]))
+
+
+def _entry_body(module, fn, main, in_types, out_types, layout, arg_layout, gil):
+    """`add_entries`' body: an entry's code with the stop word and the i1 "let the GIL go
+    at once" as its fifth and sixth arguments."""
     recursive = "llvm.frameaddress.p0" in module.globals   # declared by the stack checks
     arg_layout = list(range(len(in_types))) if arg_layout is None else arg_layout
-    fn = ir.Function(module, ir.FunctionType(PTR, [PTR, PTR, I64, PTR]), name=name)
-    if stoppable:   # runs only to retry a recursion too deep for its caller's stack: compile it
-        fn.attributes.add("optnone")   # unoptimized (it calls the optimized main), saving LLVM
-        fn.attributes.add("noinline")  # ~20% of a small program's compile time
+    stop, release = fn.args[4:]
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     api = lambda n, fnty=None: _api(module, n, fnty)
     fallback = fn.append_basic_block("fallback")
@@ -603,15 +627,14 @@ def add_entry(module, main, in_types, out_types, layout, name, arg_layout=None, 
     tb = _thread_block(b, module)
     b.store(b.load(_word(b, tb, TB_LIMIT), typ=I64) if recursive else I64(0), field(0))
     # result arrays first: compiled code writes tensor results straight into them
-    arrays = {k: _result_array(b, module, name, k, t) for k, t in enumerate(out_types) if t.shape}
+    arrays = {k: _result_array(b, module, fn.name, k, t) for k, t in enumerate(out_types) if t.shape}
     destinations = [_field(b, arrays[k], ARRAY_DATA, PTR) for k in sorted(arrays)]
     b.store(I32(0), field(1))
     for k, word in ((2, TB_BASE), (3, TB_END)):   # the thread's own arena
         b.store(b.load(_word(b, tb, word), typ=PTR), field(k))
-    b.store(api("jitad_stop") if stoppable else _never(module), field(4))
+    b.store(stop, field(4))
     b.store(I64(POLL_ITERATIONS), field(5))
-    _run_main(b, module, main, [ctx] + values + [out] + destinations, tb,
-              "entry" if stoppable and gil != "never" else gil)
+    _run_main(b, module, main, [ctx] + values + [out] + destinations, tb, gil, release)
     status = b.load(field(1), typ=I32)
     with b.if_then(b.icmp_unsigned("!=", status, I32(0)), likely=False):
         for arr in arrays.values():
@@ -622,4 +645,3 @@ def add_entry(module, main, in_types, out_types, layout, name, arg_layout=None, 
     leaves = [b.load(b.gep(out, [I32(0), I32(k)], source_etype=rt), typ=rt.elements[k])
               for k in range(len(out_types))]
     b.ret(_build_result(b, module, layout, leaves, out_types, arrays))
-    return fn

@@ -538,15 +538,15 @@ FAST_ENTRY_LINES = 2000   # an entry point longer than this is compiled without 
 def _fast_functions(ir_text, prefix):
     """The functions of a program's LLVM IR compiled without LLVM's pass pipeline: a long
     program's glue (`llvm.Lowerer.lower_segments`: straight code calling kernels) and a
-    long entry point (`entry.add_entry`: a program taking or returning many arrays checks
-    and boxes each in straight code, once a call; at O2 it was most of a large model's
-    LLVM time)."""
+    long entry point (`entry.add_entries`' body: a program taking or returning many arrays
+    checks and boxes each in straight code, once a call; at O2 it was most of a large
+    model's LLVM time)."""
     fast = set()
     for m in re.finditer(r'^define [^@]*@"([^"]+)"', ir_text, re.M):
         name = m.group(1)
         if name.startswith(prefix + "glue"):
             fast.add(name)
-        elif name in (prefix + "entry", prefix + "deep"):
+        elif name in (prefix + "body", prefix + "entry", prefix + "deep"):
             end = ir_text.find("\n}\n", m.end())
             if ir_text.count("\n", m.end(), end) > FAST_ENTRY_LINES:
                 fast.add(name)

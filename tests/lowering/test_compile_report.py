@@ -34,6 +34,23 @@ def test_jit_reports_every_stage_summing_to_compile_seconds():
     assert report["ad"] == 0.0   # no derivative here
     text = str(report)
     assert "optimize" in text and "total" in text and f"cache: {report.cache}" in text
+    assert report.cpu > 0.0 and "cpu" in text   # (LLVM's work is CPU time of this process)
+
+
+def test_report_counts_the_cpu_time_of_other_threads():
+    """`.cpu` is the process's CPU time during the compile, a helper thread's included."""
+    import threading
+
+    def spin():
+        t = __import__("time").thread_time()
+        while __import__("time").thread_time() - t < 0.05:
+            pass
+    with recording() as report:
+        helper = threading.Thread(target=spin)
+        helper.start()
+        helper.join()
+    assert report.cpu >= 0.045 and report.total >= 0.045
+    assert CompileReport().cpu == 0.0
 
 
 @pytest.mark.parametrize("make", [

@@ -1,6 +1,7 @@
 """A program taking and returning many arrays (a model's parameters and optimizer state):
-its CPython entry points, straight code checking and boxing every array, are compiled
-without LLVM's pass pipeline once they are long, and still check every argument."""
+its CPython entry points' body, straight code checking and boxing every array, is emitted
+once for both entries, compiled without LLVM's pass pipeline once it is long, and still
+checks every argument."""
 import re
 
 import numpy as np
@@ -37,8 +38,8 @@ def test_a_long_entry_is_compiled_fast_and_still_checks_its_arguments(monkeypatc
     for k in p:
         np.testing.assert_allclose(out[k], p[k] - np.float32(0.5) * np.tanh(q[k]), rtol=1e-5, atol=1e-7)
         assert out[k].dtype == np.float32
-    defined = {m for t in fast for m in re.findall(r'^define [^@]*@"[^"]*_(entry|deep)"', t, re.M)}
-    assert defined == {"entry", "deep"}, "the entries went through LLVM's pipeline"
+    defined = {m for t in fast for m in re.findall(r'^define [^@]*@"[^"]*_(body|entry|deep)"', t, re.M)}
+    assert defined == {"body"}, "the entries' body went through LLVM's pipeline"   # (the entries call it)
     p64 = {k: v.astype(np.float64) for k, v in p.items()}   # a new signature: compiled again, also right
     np.testing.assert_allclose(step(p64, q, np.float32(0.5))["w3"], p64["w3"] - 0.5 * np.tanh(q["w3"]),
                                rtol=1e-5, atol=1e-7)
@@ -52,3 +53,19 @@ def test_a_short_entry_keeps_the_pipeline():
     assert runtime._fast_functions(text + glue, "p_") == {"p_glue0"}
     long_entry = text.replace("  ret i32 0\n", "  ret i32 0\n" * (runtime.FAST_ENTRY_LINES + 1))
     assert runtime._fast_functions(long_entry, "p_") == {"p_entry"}
+
+
+def test_both_entries_share_one_body(tmp_path, monkeypatch):
+    """The entry and the deep-stack entry call one body: the argument checks are lowered once."""
+    monkeypatch.setenv("JITAD_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(runtime, "FAST_ENTRY_LINES", 200)
+    texts, real = [], runtime._compile
+    monkeypatch.setattr(runtime, "_compile", lambda j, text, prefix: texts.append(text) or real(j, text, prefix))
+    p = _tree(5, np.random.default_rng(1))
+    step = jitad.jit(lambda p: jitad.tree_util.tree_map(lambda a: a * 2.0, p))
+    out = step(p)
+    np.testing.assert_array_equal(out["w4"], p["w4"] * 2)
+    sizes = {m.group(1): m.end() for m in re.finditer(r'^define [^@]*@"[^"]*_(body|entry|deep)"', texts[0], re.M)}
+    assert set(sizes) == {"body", "entry", "deep"}
+    wrappers = [texts[0][sizes[k]:texts[0].index("\n}\n", sizes[k])] for k in ("entry", "deep")]
+    assert all(w.count("\n") < 6 for w in wrappers), wrappers   # a call each, not a copy
