@@ -790,7 +790,7 @@ def _merged(first, then):
     out = timing.CompileReport()
     for name in out:
         out[name] = first.get(name, 0.0) + then.get(name, 0.0)
-    out.total, out.cache = first.total + then.total, then.cache
+    out.total, out.cpu, out.cache = first.total + then.total, first.cpu + then.cpu, then.cache
     return out
 
 
