@@ -227,8 +227,12 @@ def attention(g, h):
     views = [g.line(f"{qkv}[:, {k * d}:{(k + 1) * d}].reshape({b}, {t}, {heads}, {dh}).transpose(0, 2, 1, 3)",
                     (b, heads, t, dh), "attention") for k in range(3)]
     q, k, v = views
-    if g.rng.random() < 0.5:
-        scores = f"np.einsum('bhtd,bhsd->bhts', {q}, {k}) / {math.sqrt(dh)!r}"
+    scale = g.rng.random()
+    if scale < 0.3:   # the scale on the reshaped, transposed queries (an op before a reshape)
+        q = g.line(f"{q} * {dh ** -0.5!r}", (b, heads, t, dh), "attention")
+    if scale < 0.3 or g.rng.random() < 0.5:
+        scores = f"{q} @ {k}.transpose(0, 1, 3, 2)" if scale < 0.3 else \
+            f"np.einsum('bhtd,bhsd->bhts', {q}, {k}) / {math.sqrt(dh)!r}"
     else:
         scores = f"{q} @ {k}.transpose(0, 1, 3, 2) * {dh ** -0.5!r}"
     s = g.line(scores, (b, heads, t, t), "attention")
@@ -350,14 +354,38 @@ def _expected(model, transform, cache, lines=None, result=None):
 
 
 def verdict(model, transform, cache=None, lines=None, result=None):
-    """'' where jitad agrees with JAX on `model` under `transform`, else what differs."""
+    """'' where jitad agrees with JAX on `model` under `transform`, else what differs. A float32
+    program's arrays that differ are judged again against JAX's in float64 on the same
+    arguments (`_beyond_float32`): an ill-conditioned result is as far from it in JAX's float32."""
     theirs = _expected(model, transform, {} if cache is None else cache, lines, result)
     mine = run(model, "jitad", transform, lines, result)
     if theirs[0] == "error":
         return "" if mine[0] == "error" else f"JAX raised {theirs[1]!r}, jitad did not"
     if mine[0] == "error":
         return f"jitad raised {type(mine[1]).__name__}: {str(mine[1])[:400]}"
-    return compare(mine[1], theirs[1], model.dtype, transform in ("jit_grad", "vmap_grad"))
+    gradients_only = transform in ("jit_grad", "vmap_grad")
+    what = compare(mine[1], theirs[1], model.dtype, gradients_only)
+    if what and model.dtype == "float32" and "NaN" not in what:
+        wide = Model("float64", [a.astype(onp.float64) for a in model.args], model.lines, model.result)
+        truth = _expected(wide, transform, {}, lines, result)
+        if truth[0] == "ok":
+            what = _beyond_float32(mine[1], theirs[1], truth[1], gradients_only)
+    return what
+
+
+def _beyond_float32(mine, theirs, truth, gradients_only, factor=4.0):
+    """'' where each of jitad's float32 arrays is within `factor` times JAX's float32 error of
+    the float64 result (or within the float32 tolerance of it), else the first that is not."""
+    rel, scale_tol = TOLERANCE["float32"]
+    for k, (a, b, t) in enumerate(zip(mine, theirs, truth), start=int(gradients_only)):
+        a, b, t = (onp.asarray(v, dtype=onp.float64) for v in (a, b, t))
+        scale = max(float(onp.abs(t).max(initial=0.0)), 1e-300)
+        with onp.errstate(all="ignore"):
+            mine_err, jax_err = onp.abs(a - t).max(initial=0.0) / scale, onp.abs(b - t).max(initial=0.0) / scale
+        if not mine_err <= max(factor * jax_err, scale_tol):
+            what = "value" if k == 0 else f"d/dx{k - 1}"
+            return f"{what}: float32 error {mine_err:.3g} of the float64 result's scale, JAX's {jax_err:.3g}"
+    return ""
 
 
 def check(model, transforms=TRANSFORMS):
