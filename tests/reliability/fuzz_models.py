@@ -17,6 +17,7 @@ A case is its seed: `program(seed)` makes the same program on every machine.
 import argparse
 import collections
 import contextlib
+import dataclasses
 import math
 import os
 import re
@@ -56,6 +57,12 @@ class Model:
     lines: list = field(default_factory=list)   # (name, text, shape)
     result: str = ""
     stages: list = field(default_factory=list)   # the stage of each line (for reports)
+    wrt: tuple = None   # the arguments differentiated (None: every one)
+
+    def names(self, transform):
+        """What each array `run` returns under `transform` is: the value, then each gradient."""
+        grads = [f"d/dx{k}" for k in (self.wrt or range(len(self.args)))]
+        return grads if transform in ("jit_grad", "vmap_grad") else ["value"] + grads
 
     def source(self, lines=None, result=None):
         names = ", ".join(f"x{k}" for k in range(len(self.args)))
@@ -114,6 +121,8 @@ def program(seed, stages=None):
     for _ in range(stages or int(g.rng.integers(2, 7))):
         h = g.choice(STAGES)(g, h) or h
     g.m.result = h
+    if len(g.m.args) > 1 and onp.random.default_rng([seed, 1]).random() < 0.5:
+        g.m.wrt = tuple(range(1, len(g.m.args)))   # the input as data: its gradient not asked for
     return g.m
 
 
@@ -295,7 +304,7 @@ def run(model, side, transform, lines=None, result=None):
     t, np, _, _ = SIDES[side]
     f = _function(model, side, lines, result)
     args = [onp.array(a) for a in model.args] if side == "jitad" else [jjnp.asarray(a) for a in model.args]
-    every = tuple(range(len(args)))
+    every = model.wrt or tuple(range(len(args)))
     shape = onp.shape(jax.eval_shape(_function(model, "jax", lines, result), *model.args))
     cot = _cotangent(shape, model.dtype)
 
@@ -322,12 +331,11 @@ def run(model, side, transform, lines=None, result=None):
         return "error", e
 
 
-def compare(mine, theirs, dtype, gradients_only=False):
-    """'' where jitad's arrays (the value, then the gradients; or the gradients only) match
-    JAX's, else what differs (the first array that does)."""
+def compare(mine, theirs, dtype, names=None):
+    """'' where jitad's arrays match JAX's, else what differs (the first array that does,
+    by its name in `names`)."""
     rel, scale_tol = TOLERANCE[dtype]
-    for k, (a, b) in enumerate(zip(mine, theirs), start=int(gradients_only)):
-        what = "value" if k == 0 else f"d/dx{k - 1}"
+    for what, a, b in zip(names or [f"array {k}" for k in range(len(mine))], mine, theirs):
         a, b = onp.asarray(a, dtype=onp.float64), onp.asarray(b, dtype=onp.float64)
         if a.shape != b.shape:
             return f"{what}: shape {a.shape} vs JAX {b.shape}"
@@ -363,17 +371,17 @@ def verdict(model, transform, cache=None, lines=None, result=None):
         return "" if mine[0] == "error" else f"JAX raised {theirs[1]!r}, jitad did not"
     if mine[0] == "error":
         return f"jitad raised {type(mine[1]).__name__}: {str(mine[1])[:400]}"
-    gradients_only = transform in ("jit_grad", "vmap_grad")
-    what = compare(mine[1], theirs[1], model.dtype, gradients_only)
+    names = model.names(transform)
+    what = compare(mine[1], theirs[1], model.dtype, names)
     if what and model.dtype == "float32" and "NaN" not in what:
-        wide = Model("float64", [a.astype(onp.float64) for a in model.args], model.lines, model.result)
+        wide = dataclasses.replace(model, dtype="float64", args=[a.astype(onp.float64) for a in model.args])
         truth = _expected(wide, transform, {}, lines, result)
         if truth[0] == "ok":
-            what = _beyond_float32(mine[1], theirs[1], truth[1], gradients_only)
+            what = _beyond_float32(mine[1], theirs[1], truth[1], names)
     return what
 
 
-def _beyond_float32(mine, theirs, truth, gradients_only, factor=4.0):
+def _beyond_float32(mine, theirs, truth, names, factor=4.0):
     """'' where each of jitad's float32 arrays is within `factor` times JAX's float32 error of
     the float64 result, or within the float32 tolerance of the largest magnitude of them all (a
     gradient that is 0 but for rounding, a bias's before a normalization, is noise of that size);
@@ -381,12 +389,11 @@ def _beyond_float32(mine, theirs, truth, gradients_only, factor=4.0):
     _, scale_tol = TOLERANCE["float32"]
     truth = [onp.asarray(t, dtype=onp.float64) for t in truth]
     top = max(float(onp.abs(t).max(initial=0.0)) for t in truth)
-    for k, (a, b, t) in enumerate(zip(mine, theirs, truth), start=int(gradients_only)):
+    for what, a, b, t in zip(names, mine, theirs, truth):
         with onp.errstate(all="ignore"):
             mine_err, jax_err = (float(onp.abs(onp.asarray(v, dtype=onp.float64) - t).max(initial=0.0))
                                  for v in (a, b))
         if not mine_err <= max(factor * jax_err, scale_tol * top):
-            what = "value" if k == 0 else f"d/dx{k - 1}"
             return f"{what}: float32 error {mine_err:.3g} of the float64 result, JAX's {jax_err:.3g} (largest {top:.3g})"
     return ""
 

@@ -33,10 +33,10 @@ def test_cases_are_their_seeds():
 
 
 def test_the_oracle_sees_nan_and_wrong_gradients():
-    ok = [onp.ones(3), onp.arange(3.0)]
+    ok, names = [onp.ones(3), onp.arange(3.0)], ["value", "d/dx0"]
     assert compare(ok, [onp.ones(3), onp.arange(3.0) + 1e-12], "float64") == ""
     assert "NaN" in compare([onp.ones(3), onp.array([0.0, onp.nan, 2.0])], ok, "float64")
-    assert "d/dx0" in compare([onp.ones(3), onp.array([0.0, 1.0, 2.5])], ok, "float64")
+    assert "d/dx0" in compare([onp.ones(3), onp.array([0.0, 1.0, 2.5])], ok, "float64", names)
     assert compare([onp.ones(3, onp.float32), onp.arange(3.0, dtype=onp.float32) * (1 + 1e-6)], ok, "float32") == ""
     assert "shape" in compare([onp.ones(2)], ok, "float64")
 
@@ -68,6 +68,7 @@ def test_pass_coverage_counts_the_passes_that_change_a_program():
 def test_float32_is_judged_against_jax_in_float64():
     truth = [onp.array([1.0, 2.0]), onp.array([0.0, 0.0])]   # a value, and a gradient that is 0 exactly
     jax32 = [truth[0] + 1e-7, onp.array([1e-5, 0.0])]
-    assert fuzz_models._beyond_float32([truth[0] + 2e-7, onp.array([-2e-5, 0.0])], jax32, truth, False) == ""
-    assert "d/dx0" in fuzz_models._beyond_float32([truth[0], onp.array([0.5, 0.0])], jax32, truth, False)
-    assert "value" in fuzz_models._beyond_float32([truth[0] * 1.01, truth[1]], jax32, truth, False)
+    names = ["value", "d/dx0"]
+    assert fuzz_models._beyond_float32([truth[0] + 2e-7, onp.array([-2e-5, 0.0])], jax32, truth, names) == ""
+    assert "d/dx0" in fuzz_models._beyond_float32([truth[0], onp.array([0.5, 0.0])], jax32, truth, names)
+    assert "value" in fuzz_models._beyond_float32([truth[0] * 1.01, truth[1]], jax32, truth, names)
