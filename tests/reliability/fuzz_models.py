@@ -208,11 +208,14 @@ def shift(g, h):
     n, d = g.shapes[h]
     axis = int(g.rng.integers(2))
     k = int(g.rng.integers(1, 4)) % max(g.shapes[h][axis], 1)
-    if g.rng.random() < 0.5 or k == 0:
+    how = g.rng.random()
+    if how < 0.5 or k == 0:
         return g.line(f"np.roll({h}, {k or 1}, axis={axis})", (n, d), "roll")
     cut = f"{h}[:-{k}]" if axis == 0 else f"{h}[:, :-{k}]"
-    zeros = f"np.zeros_like({h}[:{k}])" if axis == 0 else f"np.zeros_like({h}[:, :{k}])"
-    return g.line(f"np.concatenate([{zeros}, {cut}], axis={axis})", (n, d), "shift")
+    head = f"{h}[:{k}]" if axis == 0 else f"{h}[:, :{k}]"
+    if how < 0.75:   # zeros shifted in, or (a recurrence's shift: its adjoint a region add) computed ones
+        return g.line(f"np.concatenate([np.zeros_like({head}), {cut}], axis={axis})", (n, d), "shift")
+    return g.line(f"np.concatenate([np.tanh({head}), np.tanh({cut})], axis={axis})", (n, d), "shift")
 
 
 def slice_concat(g, h):
