@@ -380,25 +380,47 @@ def verdict(model, transform, cache=None, lines=None, result=None):
         wide = dataclasses.replace(model, dtype="float64", args=[a.astype(onp.float64) for a in model.args])
         truth = _expected(wide, transform, {}, lines, result)
         if truth[0] == "ok":
-            what = _beyond_float32(mine[1], theirs[1], truth[1], names)
+            what = _beyond_float32(mine[1], theirs[1], truth[1], names, _largest_step(wide, lines),
+                                   _result_size(model, lines, result))
     return what
 
 
-def _beyond_float32(mine, theirs, truth, names, factor=4.0):
+def _beyond_float32(mine, theirs, truth, names, largest=0.0, terms=1, factor=4.0):
     """'' where each of jitad's float32 arrays is within `factor` times JAX's float32 error of
-    the float64 result, or within the float32 tolerance of the largest magnitude of them all (a
-    gradient that is 0 but for rounding, a bias's before a normalization, is noise of that size);
-    else the first that is not."""
+    the float64 result, or within the float32 tolerance of the largest magnitude of them all and
+    of the program's steps, `largest` (a gradient that is 0 but for rounding, a bias's before a
+    normalization, or the column sum of a normalized array, is noise of that size; the loss, a
+    sum of `terms` such values, noise sqrt(terms) times that); else the first that is not."""
     _, scale_tol = TOLERANCE["float32"]
     truth = [onp.asarray(t, dtype=onp.float64) for t in truth]
-    top = max(float(onp.abs(t).max(initial=0.0)) for t in truth)
+    top = max([largest] + [float(onp.abs(t).max(initial=0.0)) for t in truth])
     for what, a, b, t in zip(names, mine, theirs, truth):
         with onp.errstate(all="ignore"):
             mine_err, jax_err = (float(onp.abs(onp.asarray(v, dtype=onp.float64) - t).max(initial=0.0))
                                  for v in (a, b))
-        if not mine_err <= max(factor * jax_err, scale_tol * top):
+        floor = scale_tol * top * (math.sqrt(terms) if what == "value" and not onp.ndim(t) else 1.0)
+        if not mine_err <= max(factor * jax_err, floor):
             return f"{what}: float32 error {mine_err:.3g} of the float64 result, JAX's {jax_err:.3g} (largest {top:.3g})"
     return ""
+
+
+def _result_size(model, lines=None, result=None):
+    """The number of elements of the program's result (the terms of its loss)."""
+    result = result or model.result
+    shapes = {f"x{k}": a.shape for k, a in enumerate(model.args)}
+    shapes.update((name, shape) for name, _, shape in (model.lines if lines is None else lines))
+    return math.prod(shapes[result])
+
+
+def _largest_step(model, lines=None):
+    """The largest finite magnitude among the values `model`'s lines compute (JAX, eagerly)."""
+    env = {"np": jjnp, "lax": jax.lax, "nn": jax.nn, **{f"x{k}": a for k, a in enumerate(model.args)}}
+    top = 0.0
+    for name, text, _ in model.lines if lines is None else lines:
+        env[name] = value = onp.asarray(eval(text, env), dtype=onp.float64)
+        finite = onp.abs(value[onp.isfinite(value)])
+        top = max(top, float(finite.max(initial=0.0)))
+    return top
 
 
 def check(model, transforms=TRANSFORMS):
