@@ -55,9 +55,11 @@ docs: $(VENV)/.installed-docs
 
 # the differential fuzzer against JAX for MINUTES minutes (docs/debugging.md); each finding
 # is printed as a runnable reproducer
+# (PROFILE=models: model-shaped programs at the sizes the newest passes take, tests/reliability/fuzz_models.py)
 MINUTES ?= 10
+PROFILE ?= ops
 fuzz: $(VENV)/.installed-test,mpi,docs
-	$(PY) -m tests.reliability.fuzz --minutes $(MINUTES)
+	$(PY) -m tests.reliability.fuzz --minutes $(MINUTES) --profile $(PROFILE)
 
 # HIPS autograd's own test suite with its imports renamed to jitad (tests/compat/autograd_suite.py;
 # AUTOGRAD_REPO: a checkout of autograd), outside make test-all: it takes tens of minutes

@@ -184,6 +184,9 @@ def strided_products(nodes, outputs):
             out[j] = made[0]
             for c in made[1]:
                 out[where[c.outputs[0]]] = None
+            # the final value is now made here: a later product reading a view of it starts from it,
+            # not from the chain just dropped (which reads the product's own result, gone)
+            producer[made[0].outputs[0]], where[made[0].outputs[0]] = made[0], j
     return _drop_unread_views([n for n in out if n is not None], outputs)
 
 

@@ -1,4 +1,5 @@
-"""The IR verifier: SSA, scoping (bodies see only their params) and types."""
+"""The IR verifier: SSA, scoping (bodies see only their params), types, and the one way
+a `row_loops` node's members are lowered (a row at a time)."""
 from .ops import Op, infer_types
 from .printer import _Namer, _format_nodes
 
@@ -39,6 +40,8 @@ def _verify_graph(graph, seen, where, check_types=True):
                 if check_types else got
             if expected != got:
                 raise AssertionError(f"result types {got}, the type rule gives {expected}")
+            if node.op == Op.ROW_LOOPS:
+                _verify_row_loops(node)
         except VerifyError:
             raise
         except (AssertionError, KeyError) as e:
@@ -48,6 +51,37 @@ def _verify_graph(graph, seen, where, check_types=True):
     for v in graph.outputs:
         if v not in scope:
             raise VerifyError(f"in {where}: returns a value not defined in this body")
+
+
+def _verify_row_loops(node):
+    """Each member of a `row_loops` node runs one row at a time, so it is a copy of row values
+    or a fused loop of the node's row shape (or its per-row shape) that reads through no index
+    map and takes no product (those run whole-loop modes: boxes between cuts, jammed rows),
+    and no member reads a total over rows (a column sum) another member makes: it is
+    complete only after the last row."""
+    shape = tuple(node.attrs["shape"])
+    totals = set()
+    for member in node.bodies[0].nodes:
+        if member.op in (Op.RESHAPE, Op.SLOT_SET):
+            continue
+        what = f"row_loops member {member.op.name}"
+        assert member.op == Op.FUSED, f"{what}: only fused loops and copies of row values run a row at a time"
+        assert tuple(member.attrs["shape"]) in (shape, shape[:-1] + (1,)), \
+            f"{what} of shape {tuple(member.attrs['shape'])} in row loops of {shape}"
+        ops = {n.op for n in member.bodies[0].nodes}
+        assert not ops & {Op.SLICE, Op.CONCAT, Op.SLOT_ADD_SLICE, Op.GATHER, Op.MATMUL}, \
+            f"{what} reads through an index map or takes a product: it cannot run a row at a time"
+        assert not totals & set(member.inputs), f"{what} reads a total over rows before its last row is made"
+        totals.update(_totals_over_rows(member))
+
+
+def _totals_over_rows(loop):
+    """The results of fused `loop` reduced over more than its last axis (a total, a column sum)."""
+    (body,) = loop.bodies
+    made = {v: n for n in body.nodes for v in n.outputs}
+    ndim = len(loop.attrs["shape"])
+    return {out for out, v in zip(loop.outputs, body.outputs) if v in made and made[v].op in (Op.SUM, Op.MAX)
+            and tuple(made[v].attrs["axes"]) != (ndim - 1,)}
 
 
 def _define(var, scope, seen, where):

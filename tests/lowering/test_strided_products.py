@@ -81,3 +81,18 @@ def test_views_of_reshapes_transposes_and_slices():
     assert strided.matrices([((2, 12),), ((3, 4),), ((3, 1),)], 1, 3) == (1, ((2, 12),), 4)
     assert strided.matrices([(), ((3, 2),), ((3, 1),)], 0, 3) is None
     assert strided.matrices([(), ((3, 4),), ((3, 2),)], 0, 3) is None
+
+
+
+def test_a_product_reading_a_view_of_another_product_s_transposed_result():
+    """The first product writes its result through the heads' transpose (one head); the
+    second reads a reshape of that result, and must read it from there (it had followed the
+    dropped transpose back to the first product's own result, no longer made: an undefined
+    value, a KeyError in the lowering)."""
+    def f(m, a, b, c):
+        y = (a @ b).reshape(2, 1, 5, 4).transpose(0, 2, 1, 3)
+        return y.reshape(2, 5, 4) @ c
+    r = np.random.default_rng(0)
+    a, b, c = r.normal(size=(2, 5, 3)), r.normal(size=(2, 3, 4)), r.normal(size=(2, 4, 3))
+    np.testing.assert_allclose(jitad.jit(lambda a, b, c: f(jitad, a, b, c))(a, b, c), f(np, a, b, c), rtol=1e-12)
+    check_grads(lambda a, b, c: f(jitad, a, b, c), (a, b, c), order=1, modes=("rev",))

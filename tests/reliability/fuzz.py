@@ -14,6 +14,7 @@ choice, with its reason); findings that are known bugs being fixed elsewhere are
 in `KNOWN` and reported apart.
 
     python -m tests.reliability.fuzz --minutes 5     # each finding as a runnable reproducer
+    python -m tests.reliability.fuzz --profile models --minutes 5   # model-shaped programs (fuzz_models.py)
 """
 import argparse
 import math
@@ -1366,7 +1367,12 @@ def main(argv=None):
     parser.add_argument("--minutes", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--max-ops", type=int, default=4)
+    parser.add_argument("--profile", choices=("ops", "models"), default="ops",
+                        help="ops: these small programs; models: model-shaped ones (fuzz_models.py)")
     a = parser.parse_args(argv)
+    if a.profile == "models":
+        from . import fuzz_models
+        return 1 if fuzz_models.fuzz(a.minutes, a.seed) else 0
     found = fuzz(a.minutes, a.seed, a.max_ops)
     new = [f for f in found if not f.known]
     print(f"\n# {len(found)} findings ({len(new)} not known) in {a.minutes} minutes")
