@@ -1,5 +1,7 @@
 """The IR verifier: SSA, scoping (bodies see only their params), types, and the one way
 a `row_loops` node's members are lowered (a row at a time)."""
+import math
+
 from .ops import Op, infer_types
 from .printer import _Namer, _format_nodes
 
@@ -65,6 +67,10 @@ def _verify_row_loops(node):
         if member.op in (Op.RESHAPE, Op.SLOT_SET):
             continue
         what = f"row_loops member {member.op.name}"
+        if member.op == Op.SLOT:   # a row of scratch (a slot only the members use, a row at a time)
+            row = tuple(member.attrs["type"].shape)
+            assert row[-1:] == shape[-1:] and math.prod(row) == shape[-1], f"{what} of {row} is not one row of {shape}"
+            continue
         assert member.op == Op.FUSED, f"{what}: only fused loops and copies of row values run a row at a time"
         assert tuple(member.attrs["shape"]) in (shape, shape[:-1] + (1,)), \
             f"{what} of shape {tuple(member.attrs['shape'])} in row loops of {shape}"
