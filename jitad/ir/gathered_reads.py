@@ -62,6 +62,6 @@ def apart_reads(nodes, outputs):
     for j, f in enumerate(nodes):
         if f.op != Op.FUSED or "reads_apart" in f.attrs or not any(b.op == Op.GATHER for b in f.bodies[0].nodes):
             continue
-        if all(unchanged_between(x, j, j, spans) for x in f.inputs if not isinstance(x.type, RefType)):
+        if all(unchanged_between(x, j - 1, j, spans) for x in f.inputs if not isinstance(x.type, RefType)):
             nodes[j] = replace(f, attrs={**f.attrs, "reads_apart": True})
     return nodes
