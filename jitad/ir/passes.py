@@ -7,7 +7,7 @@ from .cse import eliminate_common_subexpressions, fold_constants
 from .float_checks import insert_checks
 from .dce import drop_unread_slots, eliminate_dead_code, forward_stop_gradients
 from .fuse import column_sums, fuse_graph, row_reductions, small_products
-from .gathered_reads import gathered_reads
+from .gathered_reads import apart_reads, gathered_reads
 from .inline import inline_small_calls
 from .last_adds import last_adds_program
 from .last_step import drop_dead_last_steps
@@ -128,13 +128,16 @@ PIPELINE = [   # (name, pass(program), purpose)
      "a matrix product only added to a slot becomes `matmul_add` (BLAS beta = 1)"),
     ("shared_transposes", lambda program: peephole.shared_transposes(program.main),
      "a weight read transposed by several small products is transposed once"),
+    ("apart_reads", _nested(apart_reads),
+     "a fused loop reading through an index that writes none of the tensors it reads is marked so: LLVM is "
+     "told its loads and stores do not alias (LLVM only)"),
     ("row_loops", _nested(row_loops),
      "fused loops of one row shape reading each other's row sums and maxima (softmax, LayerNorm) run row by "
      "row, each row read again while in L1 (LLVM only)"),
 ]
 
 
-LLVM_ONLY = {"indexed_reads", "gathered_reads", "region_adds", "recompute_shifted", "concat_in_place", "row_reductions",
+LLVM_ONLY = {"indexed_reads", "gathered_reads", "apart_reads", "region_adds", "recompute_shifted", "concat_in_place", "row_reductions",
              "small_products", "masked_row_adds", "merge_slot_loops",
              "shared_small_products", "strided_products", "bias_epilogues", "column_sums", "row_loops",
              "inline_small_calls", "column_products", "region_stores", "last_adds"}   # fused bodies and attributes the CUDA kernels do not take

@@ -836,6 +836,7 @@ class _FusedLoop:
         self.row_acc = self.lanes[0]   # the registers `element` accumulates into
         self.row_combine = {v: _combine(lo, REDUCTIONS[n.op], n.inputs[0].type.dtype) for v, n in self.rows.items()}
         self.row_max = next((_row_max(lo, n.inputs[0].type.dtype) for n in self.rows.values() if n.op == Op.MAX), None)
+        self.gathered = []   # the loads of gathered reads (`gathered_reads`): their source and index are not written here
 
     def _result(self, v, out):
         if v in self.reduced:
@@ -879,7 +880,10 @@ class _FusedLoop:
             (x, t), (rows, rows_t) = self.sources[n.inputs[0]], self.sources[n.inputs[1]]
             at, row_t = self.shift(idx, d), Type(t.dtype, t.shape[1:])
             row = self.b.load(lo.elem_ptr(rows, rows_t, at[:1]), typ=LL["i64"])
-            return lo.load_at(lo.row(x, t, row), row_t, at[1:], row_t.shape)
+            ptr = lo.row(x, t, row)
+            value = lo.load_at(ptr, row_t, at[1:], row_t.shape) if row_t.shape else self.b.load(ptr, typ=LL[t.dtype])
+            self.gathered += [row, value]
+            return value
         if n.op == Op.SLICE:
             u = n.inputs[0]
             if u not in self.sources:   # a slice of a computed value: its steps are 1
@@ -1008,7 +1012,14 @@ class _FusedLoop:
                 b.store(total, self.lo.elem_ptr(buf, Type(v.type.dtype, shape[:-1]), first))
 
     def run(self):
-        """The loop nests, and the node's results."""
+        """The loop nests, and the node's results (the gathered reads marked as not aliasing
+        the stores: `_unaliased_gathers`)."""
+        first_block = len(self.lo.func.basic_blocks)
+        results = self._nests()
+        _unaliased_gathers(self, first_block)
+        return results
+
+    def _nests(self):
         b, lo, shape, jam = self.b, self.lo, self.shape, self.jam
         if self.rows and jam > 1:
             blocks = shape[0] // jam
@@ -1051,6 +1062,51 @@ class _FusedLoop:
             lo.counted_loop(I64(full), lambda j: block(b.mul(j, I64(width), flags=NO_WRAP), width))
         if rest:
             block(I64(full * width), rest)
+
+
+UNALIASED_GATHERS = True   # gathered reads marked as not aliasing the loop's stores (False: unmarked, for A/Bs)
+
+
+def _unaliased_gathers(loop, first_block):
+    """Tell LLVM that a fused loop reading through an index (`gathered_reads`) does not
+    store into the tensors it reads: alias scope metadata of the loop's own, its stores in
+    the scope, its operands' loads marked as not aliasing it. LLVM can bound neither a
+    gathered load's addresses nor, through them, those of the loads it groups with, so
+    without it the loop runs scalar. The stores marked: those into the loop's results
+    (fresh arena space or the result arrays the entry made, where no operand, live while
+    the loop runs, lies), and the updates of its slots too where the passes found that no
+    operand is a view of a slot or table it writes (`apart_reads`). A result placed into
+    a table's entry, or in a buffer the loop also reads, keeps the loop unmarked. Only
+    the loop's own blocks are marked (the block it started in holds earlier nodes' code)."""
+    lo = loop.lo
+    if not UNALIASED_GATHERS or not any(isinstance(v, ir.LoadInstr) for v in loop.gathered):
+        return
+    placed = {id(v) for v in getattr(lo, "placed", {}).values()}
+    reads = {id(x) for x, t in loop.sources.values() if not isinstance(t, RefType)}
+    outs = {id(buf) for buf in loop.results}
+    if outs & (placed | reads):
+        return
+    outs |= {id(acc) for lane in loop.lanes for pair in lane.values() for acc in pair if acc is not None}
+    every_store = loop.node.attrs.get("reads_apart", False)
+    module = lo.func.module
+    lo.alias_scopes = getattr(lo, "alias_scopes", 0) + 1
+    name = f"{lo.prefix}fused.{lo.alias_scopes}"   # a named scope and domain (unique strings), as LLVM allows
+    domain = module.add_metadata([ir.MetaDataString(module, name)])
+    scopes = module.add_metadata([module.add_metadata([ir.MetaDataString(module, name + ".stores"), domain])])
+    for block in lo.func.basic_blocks[first_block:]:
+        for instr in block.instructions:
+            base = id(_base(instr.operands[-1])) if isinstance(instr, (ir.LoadInstr, ir.StoreInstr)) else None
+            if isinstance(instr, ir.StoreInstr) and (every_store or base in outs):
+                instr.set_metadata("alias.scope", scopes)
+            elif isinstance(instr, ir.LoadInstr) and base in reads:
+                instr.set_metadata("noalias", scopes)
+
+
+def _base(ptr):
+    """The pointer a chain of `getelementptr`s starts from."""
+    while isinstance(ptr, ir.GEPInstr):
+        ptr = ptr.pointer
+    return ptr
 
 
 SHORT_ROW = 16   # a fused loop's rows shorter than this run unrolled (LLVM does not vectorize a loop of
