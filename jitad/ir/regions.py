@@ -486,11 +486,12 @@ def _cone_reads(cone, body, producer):
 
 def _reads_shiftable(f, v, producer):
     """Whether fused loop `f`, over `producer`'s shape, reads `v` once, as a value, with
-    slices of step 1 at most (each read is the producer's element at a fixed offset)."""
+    slices of step 1 at most (each read is the producer's element at a fixed offset; not
+    a gather's vector or index, read at an index the loop computes)."""
     if f.op != Op.FUSED or tuple(f.attrs["shape"]) != tuple(producer.attrs["shape"]) or f.inputs.count(v) != 1:
         return False
     p = f.bodies[0].params[f.inputs.index(v)]
-    return all(n.op != Op.SLICE or all(s == 1 for s in n.attrs["steps"])
+    return all(n.op != Op.GATHER and (n.op != Op.SLICE or all(s == 1 for s in n.attrs["steps"]))
                for n in f.bodies[0].nodes if p in n.inputs)
 
 
