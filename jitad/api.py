@@ -21,7 +21,7 @@ from .ir import float_checks
 from .ir.types import TreeType, is_device_array
 from .ir.verify import verify
 from .lower.compile import SCALAR_KEYS, compile_program
-from .lower.runtime import _ARRAY_SUBTYPE
+from .lower.runtime import taken_as_ndarray
 from .pytree import check_hashable, flatten, tree_map
 from .transforms.vmap import vmap_staged
 from .stages import FLOAT0
@@ -70,7 +70,7 @@ def _leaf_key(x):
         if kind == "i64" and not -(1 << 63) <= x < (1 << 63):
             raise ArgumentError(f"the int {x} does not fit in 64 bits")
         return kind
-    if type(x) is np.ndarray or type(x) is _ARRAY_SUBTYPE[0]:   # (the Arrays compiled code returns)
+    if taken_as_ndarray(x):   # (also the Arrays compiled code returns)
         return x.dtype.char, x.shape
     if type(x) in _NUMPY_SCALAR_KEYS:   # the same code as for the Python number
         return _NUMPY_SCALAR_KEYS[type(x)]

@@ -1009,8 +1009,9 @@ class Concrete:
         trace = _Tracer(self, call)
         # the function alone only where this signature was traced before (a first trace
         # runs the function once)
-        reads_before = self._reads_of(call) if call.sig in _SIGS else None
-        primal = trace.primal(call.sig) if call.sig in _SIGS else None
+        seen = call.sig in _SIGS
+        reads_before = self._reads_of(call) if seen else None   # (what a run alone might rebind)
+        primal = trace.primal(call.sig) if seen else None
         _remember(_SIGS, call.sig)
         if primal is not None and primal.template is not None:
             path, drawn = primal.path()

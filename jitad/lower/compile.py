@@ -114,7 +114,7 @@ def _canonical(x, t):
         descr = _DESCRS[t.dtype]
         if isinstance(x, np.ndarray) and x.dtype is descr and x.flags.c_contiguous and x.flags.aligned:
             # (a subclass as a plain view, but the `jitad.Array`s a jitted step returned as they are)
-            x = x if type(x) is np.ndarray or type(x) is runtime._ARRAY_SUBTYPE[0] else x.view(np.ndarray)
+            x = x if runtime.taken_as_ndarray(x) else x.view(np.ndarray)
             return x if t.dtype != "bool" else clean_bools(x)
         _check_copy_fits(x, t, descr)
         check_int64_range(x)

@@ -1115,6 +1115,12 @@ def arena_high_water(reset=False):
 _ARRAY_SUBTYPE = [np.ndarray]   # one subclass of ndarray the native entry takes as an ndarray
 
 
+def taken_as_ndarray(x):
+    """Whether a compiled entry takes `x` as it is, as an ndarray: a plain one, or an
+    instance of the subclass registered by `native_array_subclass` (not another one)."""
+    return type(x) is np.ndarray or type(x) is _ARRAY_SUBTYPE[0]
+
+
 def native_array_subclass(cls):
     """Let compiled entries take instances of `cls`, a Python subclass of `np.ndarray`
     with no fields of its own (`jitad.numpy.Array`), as they take ndarrays: without it
