@@ -23,6 +23,7 @@ See docs/grad-semantics.md.
 """
 import builtins
 import contextlib
+import dis
 import functools
 import operator
 import threading
@@ -111,15 +112,20 @@ _global_names_cache = {}
 
 
 def _global_names(code):
+    """The global names `code` and the functions nested in it load (by their instructions,
+    not `co_names`, which also holds attribute names), cached by code."""
     names = _global_names_cache.get(code)
     if names is None:
         names, stack = [], [code]
         while stack:
             c = stack.pop()
-            names += c.co_names
+            names += [i.argval for i in dis.get_instructions(c) if i.opname in _LOADS_GLOBAL]
             stack += [k for k in c.co_consts if isinstance(k, types.CodeType)]
         names = _global_names_cache[code] = tuple(dict.fromkeys(names))
     return names
+
+
+_LOADS_GLOBAL = frozenset(("LOAD_GLOBAL", "LOAD_NAME"))
 
 
 JIT: list = [None]   # `jitad.jit`, set by jitad.api (which imports this module)
@@ -328,16 +334,16 @@ class _Reads:
         if fn.__kwdefaults__:
             self.value(fn.__kwdefaults__, depth)
         g = fn.__globals__
-        names = _present_globals(code, g)
-        values = tuple([g.get(name, _Id) for name in names])
+        names = _global_names(code)
+        values = tuple([g.get(name, _Id) for name in names])   # (`_Id` itself: a name `g` lacks, a builtin)
         for v in values:
-            if isinstance(v, (types.ModuleType, type)):
+            if v is _Id or isinstance(v, (types.ModuleType, type)):
                 self.parts.append(_Id(v))
             else:
                 self.value(v, depth)
         if self.record:
             self.checks.append((_FUNCTION, fn, (code, fn.__defaults__, fn.__kwdefaults__, cells, contents, g,
-                                                len(g), names, values)))
+                                                names, values)))
 
 
 _ARRAY, _LIST, _DICT, _FUNCTION, _PARTS = range(5)
@@ -448,9 +454,8 @@ def _checks_hold(checks):
 
 def _same_function(fn, read):
     """`fn` has the code, defaults, cells' contents and globals' values `read` recorded."""
-    code, defaults, kwdefaults, cells, contents, g, size, names, values = read
-    if fn.__code__ is not code or fn.__defaults__ is not defaults or fn.__kwdefaults__ is not kwdefaults \
-            or len(g) != size:
+    code, defaults, kwdefaults, cells, contents, g, names, values = read
+    if fn.__code__ is not code or fn.__defaults__ is not defaults or fn.__kwdefaults__ is not kwdefaults:
         return False
     try:
         for cell, v in zip(cells, contents):
@@ -470,19 +475,6 @@ def _same_items(container, items, is_dict):
     if is_dict:
         return all(k == k2 and v is v2 for (k, v), (k2, v2) in zip(container.items(), items))
     return all(v is v2 for v, v2 in zip(container, items))
-
-
-_present_cache = {}   # code (by value) -> (id of the globals, their size, the names of them the code reads)
-
-
-def _present_globals(code, g):
-    """The names `code` reads that are globals of `g` (cached while `g` keeps its size; one
-    entry a code: a program executed again, its code equal and its globals new, replaces
-    its entry instead of adding one a run)."""
-    found = _present_cache.get(code)
-    if found is None or found[0] != id(g) or found[1] != len(g):
-        found = _present_cache[code] = (id(g), len(g), tuple(n for n in _global_names(code) if n in g))
-    return found[2]
 
 
 def function_key(fn):
@@ -1376,7 +1368,7 @@ def _swap_sources(fn, ids, undo, seen, depth):
         elif callable(v):
             _swap_sources(v, ids, undo, seen, depth - 1)
     g = fn.__globals__
-    names = _present_globals(fn.__code__, g)
+    names = _global_names(fn.__code__)
     _swap_in(g, names, ids, undo)
     for name in names:
         v = g.get(name)
