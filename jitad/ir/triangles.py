@@ -29,7 +29,8 @@ of the result, as reference BLAS skips a zero factor.
 import numpy as np
 
 from .graph import Node, uses
-from .ops import Op
+from .ops import Op, impl_of
+from .types import RefType
 
 TRIANGLES = True   # False: no product is marked (for A/Bs: `bench.gpt --ab jitad.ir.triangles.TRIANGLES=False`)
 DEPTH = 64   # producers and readers followed from a product at most (a long chain is left unmarked)
@@ -242,3 +243,150 @@ def triangle_products(nodes, outputs):
                 n = Node(n.op, n.inputs, n.outputs, attrs, n.bodies)
         out.append(n)
     return out
+
+
+# -- row loops that skip the columns a causal mask drops ---------------------------------
+
+ROWS = True   # False: row loops run every column (for A/Bs)
+UNKNOWN = object()   # a value at the masked entries that depends on the data
+
+
+def triangle_rows(nodes, outputs):
+    """Each `row_loops` node (`jitad/ir/rows.py`) reading a constant mask whose members' work
+    at the entries it drops is known: they store constants there, add zeros, and give their
+    row sums and maxima nothing (the softmax of masked scores: -inf, exp of it 0; its backward
+    pass: the masked cotangent 0). Marked `skip_cols=d` (each row's columns past r + d are not
+    run) and `masked`: `(member, "out" or "slot", index, value)` for the constants the loop
+    stores there instead (a member's result, or a slot it stores into, by its body's param)."""
+    if not (TRIANGLES and ROWS) or not any(n.op == Op.ROW_LOOPS for n in nodes):
+        return nodes
+    producer = {v: n for n in nodes for v in n.outputs}
+    known, out = {}, []   # a row loop's result -> the constant it holds at the masked entries
+    for n in nodes:
+        marked = _masked_rows(n, producer, known) if n.op == Op.ROW_LOOPS else None
+        if marked is not None:
+            d, stores, held = marked
+            n = Node(n.op, n.inputs, n.outputs, dict(n.attrs, skip_cols=d, masked=stores), n.bodies)
+            known.update(held)
+        out.append(n)
+    return out
+
+
+def _masked_rows(node, producer, known):
+    """`(d, stores, held)` for a row loop that may skip the columns past r + d, else None."""
+    (body,) = node.bodies
+    shape = tuple(node.attrs["shape"])
+    values, masks = {}, []
+    for p, v in zip(body.params, node.inputs):
+        n = producer.get(v)
+        value = n.attrs["value"] if n is not None and n.op == Op.CONST else None
+        if value is not None and v.type.dtype == "bool" and np.ndim(value) >= 2:
+            mask = np.broadcast_to(np.asarray(value), np.shape(value)[:-2] + shape[-2:])
+            if not mask.any(axis=-1).all():   # a row with nothing kept: its softmax is NaN, zeros too
+                return None
+            masks.append(triangle(mask))
+            values[p] = np.False_
+        elif value is not None and np.ndim(value) == 0:
+            values[p] = np.asarray(value)[()]
+        elif v in known:
+            values[p] = known[v]
+    if not masks or None in masks or max(masks) >= shape[-1] - 1:
+        return None
+    scratch = {n.outputs[0]: UNKNOWN for n in body.nodes if n.op == Op.SLOT}
+    stores = []
+    for k, m in enumerate(body.nodes):
+        if m.op != Op.FUSED or tuple(m.attrs["shape"]) == shape[:-1] + (1,):
+            continue   # per-row work, and the row scratch: no column of theirs is skipped
+        if tuple(m.attrs["shape"]) != shape:
+            return None
+        got = _masked_member(m, values, scratch)
+        if got is None:
+            return None
+        results, slots = got
+        for j, (v, value) in enumerate(zip(m.outputs, results)):
+            if v.type.shape == shape:
+                if value is UNKNOWN or v.type.dtype not in ("f32", "f64"):
+                    return None
+                stores.append((k, "out", j, float(value)))
+                values[v] = value
+        if any(m.inputs[j].type.dtype not in ("f32", "f64") for j, _ in slots):
+            return None
+        stores += [(k, "slot", j, float(value)) for j, value in slots]
+    held = {out: values[v] for out, v in zip(node.outputs, body.outputs) if v in values and out.type.shape == shape}
+    return max(masks), tuple(stores), held
+
+
+def _masked_member(m, values, scratch):
+    """`(results, slot stores)`: a fused member's results at a masked entry (UNKNOWN where
+    they depend on the data) and the constants it stores into slots (by param), or None where
+    its work there is not known to be constants, zeros added and reductions' identities."""
+    (body,) = m.bodies
+    env, stores = {}, []
+    for j, (p, u) in enumerate(zip(body.params, m.inputs)):
+        env[p] = ("scratch", u) if u in scratch else ("slot", j) if isinstance(u.type, RefType) \
+            else values.get(u, UNKNOWN)
+    for n in body.nodes:
+        got = _masked_step(n, env, scratch, stores)
+        if got is False:
+            return None
+    return [env.get(v, UNKNOWN) for v in body.outputs], stores
+
+
+def _masked_step(n, env, scratch, stores):
+    """One body op at a masked entry, into `env`; False where it forbids the skip."""
+    ins = [env.get(v, UNKNOWN) for v in n.inputs]
+    op = n.op
+    if op == Op.SLOT:
+        env[n.outputs[0]] = ("local", n.outputs[0])
+        scratch[n.outputs[0]] = 0.0
+    elif op in (Op.SLOT_ADD, Op.SLOT_SET):
+        where, value = ins
+        store = op == Op.SLOT_SET or n.attrs.get("store")
+        if where[0] in ("local", "scratch"):
+            before = scratch[where[1]]
+            scratch[where[1]] = value if store else _apply(Op.ADD, [before, value], {})
+        elif not store and not _is(value, 0) or store and value is UNKNOWN:
+            return False
+        elif store:
+            stores.append((where[1], value))
+    elif op == Op.SLOT_GET:
+        env[n.outputs[0]] = scratch[ins[0][1]] if ins[0][0] in ("local", "scratch") else UNKNOWN
+    elif op in (Op.SUM, Op.MAX):   # (a row's, a column's or a total: the skipped entries give it nothing)
+        if not _is(ins[0], 0 if op == Op.SUM else -np.inf):
+            return False
+        env[n.outputs[0]] = UNKNOWN
+    elif op in (Op.MATMUL, Op.SLICE, Op.CONCAT, Op.GATHER, Op.SLOT_ADD_SLICE) or not n.outputs:
+        return False
+    elif op in (Op.BROADCAST, Op.RESHAPE):
+        env[n.outputs[0]] = ins[0]
+    elif op == Op.CONST:
+        env[n.outputs[0]] = np.asarray(n.attrs["value"])[()]
+    else:
+        env[n.outputs[0]] = _apply(op, ins, n.attrs)
+    return True
+
+
+def _is(value, x):
+    """Whether a masked entry's value is the number x."""
+    return value is not UNKNOWN and not isinstance(value, (bool, np.bool_, tuple)) and value == x
+
+
+def _apply(op, ins, attrs):
+    """An elementwise op at a masked entry: known where its operands are, or where a zero
+    factor or an infinite term decides it whatever the (finite) other operand is."""
+    if any(isinstance(v, tuple) for v in ins) or not op.elementwise:
+        return UNKNOWN
+    if UNKNOWN not in ins:
+        with np.errstate(all="ignore"):
+            return np.asarray(impl_of(op)(*ins, **attrs))[()]
+    if op == Op.SELECT and ins[0] is not UNKNOWN:
+        return ins[1] if ins[0] else ins[2]
+    if op == Op.MUL and any(_is(v, 0) for v in ins) or op == Op.DIV and _is(ins[0], 0):
+        return 0.0
+    if op in (Op.ADD, Op.SUB) and UNKNOWN in ins:
+        x, y = ins
+        if x is not UNKNOWN and np.isinf(x):
+            return x
+        if y is not UNKNOWN and np.isinf(y):
+            return y if op == Op.ADD else -y
+    return UNKNOWN
