@@ -20,7 +20,7 @@ from .shared_products import shared_small_products
 from .slots import promote_scalar_slots
 from .strided import strided_products
 from .tiled_concats import tiled_concats
-from .triangles import triangle_products, triangle_rows
+from .triangles import triangle_products
 from .verify import VerifyError, verify
 
 
@@ -138,9 +138,6 @@ PIPELINE = [   # (name, pass(program), purpose)
     ("row_loops", _nested(row_loops),
      "fused loops of one row shape reading each other's row sums and maxima (softmax, LayerNorm) run row by "
      "row, each row read again while in L1 (LLVM only)"),
-    ("triangle_rows", _nested(triangle_rows),
-     "a row loop reading a constant causal mask, whose work past it is known (a masked softmax's zeros and "
-     "identities), runs each row only up to the mask's diagonal and stores the constants past it (LLVM only)"),
 ]
 
 
@@ -148,7 +145,7 @@ LLVM_ONLY = {"indexed_reads", "gathered_reads", "apart_reads", "region_adds", "r
              "small_products", "masked_row_adds", "merge_slot_loops",
              "shared_small_products", "strided_products", "bias_epilogues", "column_sums", "row_loops",
              "inline_small_calls", "column_products", "region_stores", "last_adds",
-             "triangle_products", "triangle_rows"}   # fused bodies and attributes the CUDA kernels do not take
+             "triangle_products"}   # fused bodies and attributes the CUDA kernels do not take
 
 
 def run_passes(program, check=False, device="cpu"):

@@ -1048,10 +1048,8 @@ class _FusedLoop:
             else:
                 b.store(b.fadd(b.load(ptr, typ=args[1].type), args[1]), ptr)
 
-    def row_block(self, firsts, chunks=None, width=None):
-        """The rows at index prefixes `firsts`, their elements interleaved (`chunks`: an i64
-        value, only that many blocks of `width` columns and the columns past the last whole
-        block; `jitad.ir.triangles.triangle_rows`)."""
+    def row_block(self, firsts):
+        """The rows at index prefixes `firsts`, their elements interleaved."""
         b, shape = self.b, self.shape
         for lane in self.lanes[:len(firsts)]:
             for v, (acc, nan) in lane.items():
@@ -1063,13 +1061,7 @@ class _FusedLoop:
             for lane, first in zip(self.lanes, firsts):
                 self.row_acc = lane
                 self.element(first + [i])
-        if chunks is None:
-            _row_loop(self.lo, shape[-1], column)
-        else:   # whole blocks: no scalar remainder per row
-            n = shape[-1]
-            self.lo.counted_loop(b.shl(chunks, I64(width.bit_length() - 1)), column, rolled=True)
-            if n % width:
-                _row_loop(self.lo, n % width, lambda i: column(b.add(I64(n // width * width), i)))
+        _row_loop(self.lo, shape[-1], column)
         for lane, first in zip(self.lanes, firsts):
             for v, (acc, nan) in lane.items():
                 total = b.load(acc, typ=LL[v.type.dtype])
