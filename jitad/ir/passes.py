@@ -20,6 +20,7 @@ from .shared_products import shared_small_products
 from .slots import promote_scalar_slots
 from .strided import strided_products
 from .tiled_concats import tiled_concats
+from .triangles import triangle_products
 from .verify import VerifyError, verify
 
 
@@ -76,6 +77,9 @@ PIPELINE = [   # (name, pass(program), purpose)
      "jax_debug_nans / jax_debug_infs on: each float result of a primitive is checked (off: nothing changes)"),
     ("scalar_ops_before_reshapes", _nested(scalar_ops_before_reshapes),
      "an elementwise op of a reshaped tensor and scalars runs before the reshape, where fusion can merge it"),
+    ("triangle_products", _nested(triangle_products),
+     "a batched product whose left operand is zero above a diagonal (a causal softmax, its masked cotangent), "
+     "or whose result is read only below one (masked scores), is marked so: the tiles skip the rest (LLVM only)"),
     ("fuse", _each_graph(fuse_graph), "runs of elementwise work on tensors become one fused loop"),
     ("row_reductions", _nested(row_reductions),
      "a sum or max over the last axis of a fused result is taken in that loop, which stores the result "
@@ -140,7 +144,8 @@ PIPELINE = [   # (name, pass(program), purpose)
 LLVM_ONLY = {"indexed_reads", "gathered_reads", "apart_reads", "region_adds", "recompute_shifted", "concat_in_place", "row_reductions",
              "small_products", "masked_row_adds", "merge_slot_loops",
              "shared_small_products", "strided_products", "bias_epilogues", "column_sums", "row_loops",
-             "inline_small_calls", "column_products", "region_stores", "last_adds"}   # fused bodies and attributes the CUDA kernels do not take
+             "inline_small_calls", "column_products", "region_stores", "last_adds",
+             "triangle_products"}   # fused bodies and attributes the CUDA kernels do not take
 
 
 def run_passes(program, check=False, device="cpu"):

@@ -156,6 +156,7 @@ def _bmm(lo, out, out_t, ins, in_types, attrs):
     mats = [Type(t.dtype, t.shape[1:]) for t in (out_t, a_t, b_t)]
     sizes = [int(np.prod(t.shape)) for t in mats]
     ty, b = LL[out_t.dtype], lo.b
+    triangles = _triangles(attrs)
 
     (m, n), k = mats[0].shape, mats[1].shape[0 if attrs["ta"] else 1]
     flags = [attrs["ta"], attrs["tb"]]
@@ -175,7 +176,7 @@ def _bmm(lo, out, out_t, ins, in_types, attrs):
             if buf is not None:
                 ops[j] = _transpose_into(lo, ops[j], t, buf)
         attrs = {"ta": flags[0] and scratch[0] is None, "tb": flags[1] and scratch[1] is None,
-                 "copied": scratch[1] is not None}
+                 "copied": scratch[1] is not None, "tri": triangles}
         _gemm(lo, o, mats[0], ops, [Type(t.dtype, t.shape[::-1]) if buf is not None else t
                                     for t, buf in zip(mats[1:], scratch)], attrs, accumulate=False, pack=pack)
     lo.counted_loop(I64(out_t.shape[0]), entry, rolled=True)
@@ -296,6 +297,7 @@ def _gemm(lo, out, out_t, ins, in_types, attrs, accumulate, pack=None):
     a_t, b_t = in_types
     ta, tb = attrs["ta"], attrs["tb"]
     (m, n), k = out_t.shape, (a_t.shape[0] if ta else a_t.shape[1])
+    tri = attrs.get("tri") if 1 not in a_t.shape + b_t.shape else None   # (a vector's triangle: none to skip)
     # a transposed vector (one side 1) is the same memory untransposed: an outer product
     # ct @ v.T or a column A.T @ c (as the row c.T @ A) then needs no BLAS call
     if ta and 1 in a_t.shape:
@@ -318,7 +320,8 @@ def _gemm(lo, out, out_t, ins, in_types, attrs, accumulate, pack=None):
                 bm = _transpose_into(lo, bm, b_t)
             _streaming_gemm(lo, out, out_t, a, bm, k, accumulate)
         else:   # a transposed b is copied untransposed once (at most 1/16 of the product's work)
-            _register_gemm(lo, out, out_t, a, bm, k, accumulate, ta, tb=tb, pack=pack, copied=attrs.get("copied", False))
+            _register_gemm(lo, out, out_t, a, bm, k, accumulate, ta, tb=tb, pack=pack, copied=attrs.get("copied", False),
+                           tri=tri)
         return
     if m * n * k >= BLAS_MIN_FLOPS and out_t.dtype in BLAS_SYMBOLS and BLAS:
         # row-major C = op(A) @ op(B); 111 = no transpose, 112 = transpose
@@ -483,12 +486,12 @@ def _strided_entries(lo, node, out, ins, accumulate):
         lds = [v[2] for v in views]
         if pack is not None:
             _register_gemm(lo, ptrs[0], mats[0], ptrs[1], ptrs[2], k, accumulate, ta, lds[1:] + lds[:1], tb=tb,
-                           pack=pack)
+                           pack=pack, tri=_triangles(a))
         elif tiles:
             bm = ptrs[2] if b_copy is None else _transpose_into(lo, ptrs[2], mats[2], b_copy, lds[2]) if tb else \
                 _copy_matrix(lo, b_copy, n, ptrs[2], lds[2], (k, n), ty)
             _register_gemm(lo, ptrs[0], mats[0], ptrs[1], bm, k, accumulate, ta, (lds[1], n if b_copy else lds[2], lds[0]),
-                           copied=b_copy is not None)
+                           copied=b_copy is not None, tri=_triangles(a))
         elif blas:
             b.call(_blas_gemm(lo, dtype), [I32(101), I32(112 if ta else 111), I32(112 if tb else 111), I64(m), I64(n),
                                              I64(k), ty(1.0), ptrs[1], I64(lds[1]), ptrs[2], I64(lds[2]),
@@ -577,14 +580,14 @@ def _row_dots(lo, out, out_t, a, x, k, accumulate):
 
 
 def _register_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias=None, tb=False, pack=None,
-                   copied=False):
+                   copied=False, tri=None):
     """`_tile_gemm`, over chunks of k (`_k_chunk`) where b is past the tiles' budget: out
     starts from zeros or the bias and each chunk adds into it, b's rows of the chunk (and
-    its result) staying in L2."""
+    its result) staying in L2. `tri`: the triangles `_tile_gemm` skips (not in chunks)."""
     m, n = out_t.shape
     kc = _k_chunk(m, n, k, out_t.dtype)
     if kc >= k:
-        _tile_gemm(lo, out, out_t, a, bm, k, accumulate, ta, ld, bias, tb, pack, copied=copied)
+        _tile_gemm(lo, out, out_t, a, bm, k, accumulate, ta, ld, bias, tb, pack, copied=copied, tri=tri)
         return
     b, ty, size = lo.b, LL[out_t.dtype], ELEMENT_BYTES[out_t.dtype]
     lda, ldb, ldc = ld or (m if ta else k, k if tb else n, n)
@@ -607,7 +610,7 @@ def _register_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias
 
 
 def _tile_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias=None, tb=False, pack=None, chunk=False,
-               copied=False):
+               copied=False, tri=None):
     """out (=|+=) op(a) @ b where BLAS's call and packing cost more than the arithmetic: blocks
     of output rows in vector registers, one load of a row of b per step along k shared by
     the block. The blocks of rows are the outer loop and the register-wide stripes of
@@ -618,10 +621,14 @@ def _tile_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias=Non
     are adjacent elements of one of its rows. `ld`: the row strides of a, b and out (default
     their row lengths). `bias` (n elements): every row starts from it, not from zero. `chunk`:
     one of `_register_gemm`'s chunks of k (b read in place unless `pack` is given). `copied`: b
-    is a scratch copy (a caller's, in the caches): no prefetches of it."""
+    is a scratch copy (a caller's, in the caches): no prefetches of it. `tri`: `(zero_a, only_out,
+    zero_rest)` of a product marked by `jitad.ir.triangles` (None: the whole product): a block's
+    steps along k skip where op(a) is zero (`_k_range`), its stripes of columns wholly outside
+    the read triangle are not computed (`_stripes_read`; zeros stored there with `zero_rest`)."""
     b = lo.b
     m, n = out_t.shape
     lda, ldb, ldc = ld or (m if ta else k, k if tb else n, n)
+    zero_a, only_out, zero_rest = tri or (None, None, False)
     a_at = (lambda i, p: b.add(b.mul(p, I64(lda)), i)) if ta else (lambda i, p: b.add(b.mul(i, I64(lda)), p))
     ty, lanes = LL[out_t.dtype], 64 // ELEMENT_BYTES[out_t.dtype]
     at = lambda buf, off: b.gep(buf, [off], source_etype=ty)
@@ -669,7 +676,11 @@ def _tile_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias=Non
                     av = b.load(at(a, a_at(b.add(i0, I64(r)), p)), typ=ty)
                     for q, (bv, (_, size)) in enumerate(zip(bs, parts)):
                         update(r * len(parts) + q, lambda acc: _fma(lo, _splat(b, av, size), bv, acc))
-            lo.counted_loop(I64(k), step, rolled=True)
+            if zero_a is None:
+                lo.counted_loop(I64(k), step, rolled=True)
+            else:
+                first, count_k = _k_range(b, i0, count, k, zero_a, ta)
+                lo.counted_loop(count_k, lambda t: step(b.add(first, t)), rolled=True)
         for (r, q, p), v in zip(dst, _registers(b, types, steps, init)):
             b.store(v, p, align=1)
 
@@ -685,7 +696,13 @@ def _tile_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias=Non
 
     def rows_from(i0, count):
         for parts, first in stripes:
-            if first is None:
+            if first is None and only_out is not None:
+                need = _stripes_read(b, i0, count, only_out, whole)
+                lo.counted_loop(need, lambda j, parts=parts: stripe(i0, count, parts, b.mul(j, I64(VECTOR))),
+                                rolled=True)
+                if zero_rest and not accumulate:
+                    _zero_stripes(lo, out, ldc, ty, i0, count, parts, need, whole)
+            elif first is None:
                 lo.counted_loop(I64(whole), lambda j, parts=parts: stripe(i0, count, parts, b.mul(j, I64(VECTOR))),
                                 rolled=True)
             else:
@@ -699,6 +716,48 @@ def _tile_gemm(lo, out, out_t, a, bm, k, accumulate, ta=False, ld=None, bias=Non
         lo.counted_loop(I64(m // rows), lambda blk: rows_from(b.mul(blk, I64(rows)), rows), rolled=True)
     if m % rows:
         rows_from(I64(m // rows * rows), m % rows)
+
+
+def _triangles(attrs):
+    """`(zero_a, only_out, zero_rest)` of a product `jitad.ir.triangles` marked, or None."""
+    tri = attrs.get("zero_a"), attrs.get("only_out"), attrs.get("zero_rest", False)
+    return tri if tri[:2] != (None, None) else None
+
+
+def _clamp(b, x, low, high):
+    """x limited to [low, high] (signed i64 values)."""
+    x = b.select(b.icmp_signed("<", x, low), low, x)
+    return b.select(b.icmp_signed(">", x, high), high, x)
+
+
+def _k_range(b, i0, count, k, zero_a, ta):
+    """`(first, count)` of the steps along k that rows i0 .. i0 + count - 1 of op(a) take
+    where the stored a is zero at (r, c) with c > r + zero_a: up to the block's last row
+    (op(a) = a), or from its first (op(a) = aᵀ)."""
+    if ta:
+        first = _clamp(b, b.sub(i0, I64(zero_a)), I64(0), I64(k))
+        return first, b.sub(I64(k), first)
+    return I64(0), _clamp(b, b.add(i0, I64(count + zero_a)), I64(0), I64(k))
+
+
+def _stripes_read(b, i0, count, only_out, whole):
+    """The whole stripes of columns (from the first) that rows i0 .. i0 + count - 1 read
+    where only the entries (i, j) with j <= i + only_out are read."""
+    last = _clamp(b, b.add(i0, I64(count + only_out + VECTOR - 1)), I64(0), I64(whole * VECTOR))
+    return b.udiv(last, I64(VECTOR))
+
+
+def _zero_stripes(lo, out, ldc, ty, i0, count, parts, need, whole):
+    """Zeros into rows i0 .. i0 + count - 1 of the whole stripes from `need` on."""
+    b = lo.b
+
+    def stripe(j):
+        col0 = b.mul(b.add(need, j), I64(VECTOR))
+        for r in range(count):
+            for off, size in parts:
+                b.store(ir.Constant(ir.VectorType(ty, size), None), b.gep(out, [b.add(
+                    b.mul(b.add(i0, I64(r)), I64(ldc)), b.add(col0, I64(off)))], source_etype=ty), align=1)
+    lo.counted_loop(b.sub(I64(whole), need), stripe, rolled=True)
 
 
 def _prefetch(lo, ptr):
