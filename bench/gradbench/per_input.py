@@ -51,6 +51,7 @@ from . import inputs, tool
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GRADBENCH = os.path.join(ROOT, "build", "gradbench")   # (--gradbench)
 NATIVE = ("manual", "codipack")
+ANALYTIC_MANUAL = {"ode"}   # manual's derivative is an analytic shortcut no AD tool takes (native.py)
 
 
 def kmeans_inputs(max_n):
@@ -136,6 +137,12 @@ def _children_cpu():
     return usage.ru_utime + usage.ru_stime
 
 
+def _runs(seconds):
+    """Runs in a row for a CPU time per call by difference: at least MANY, and 5·MANY_SECONDS
+    of them (a process's start costs milliseconds of CPU, which the difference must dwarf)."""
+    return int(min(10 ** 6, max(MANY, 5 * MANY_SECONDS / max(seconds, 1e-7))))
+
+
 def _native_process(name, module, function, inp, runs):
     """One process of a C++ tool doing `runs` evaluations: (its stdout's messages, its CPU seconds)."""
     with tempfile.NamedTemporaryFile("w", suffix=".json") as tmp:
@@ -149,13 +156,14 @@ def _native_process(name, module, function, inp, runs):
 
 def _native(name, module, function, inp):
     """A C++ tool's median `evaluate` time (ms, its own clock) and its CPU time per `evaluate`
-    (ms: a process doing many runs less one doing one, over the difference in runs), and its output."""
-    once, cpu_once = _native_process(name, module, function, inp, 1)
-    seconds = next(m["nanoseconds"] for m in once[1:] if m["name"] == "evaluate") / 1e9
-    runs = min(5000, max(MANY, int(MANY_SECONDS / max(seconds, 1e-7))))
+    (ms: a process doing many runs less one doing MANY, over the difference in runs; the
+    count from the few runs' median time, which one slow first run does not skew), and its output."""
+    few, cpu_few = _native_process(name, module, function, inp, MANY)
+    seconds = float(np.median([m["nanoseconds"] for m in few[1:] if m["name"] == "evaluate"])) / 1e9
+    runs = MANY + _runs(seconds)
     many, cpu_many = _native_process(name, module, function, inp, runs)
     times = [m["nanoseconds"] for m in many[1:] if m["name"] == "evaluate"]
-    return float(np.median(times)) / 1e6, (cpu_many - cpu_once) / (runs - 1) * 1e3, many[0]
+    return float(np.median(times)) / 1e6, (cpu_many - cpu_few) / (runs - MANY) * 1e3, many[0]
 
 
 def _jax_module(module):
@@ -177,8 +185,8 @@ def _jax_module(module):
 
 
 def _jax_runner(module, function, inp):
-    """GradBench's JAX function for the eval, timed as `_steady` times jitad: its own
-    `evaluate` loop over MANY runs, CPU time less one run's, blocking on each result."""
+    """GradBench's JAX function for the eval, timed as a C++ tool is (`_native`) but in this
+    process: its own `evaluate` loop, CPU time of many runs less that of MANY, blocking on each result."""
     mod = _jax_module(module)
     if mod is None or not hasattr(mod, function):
         return _bundled_jax_runner(module, function, inp)
@@ -191,11 +199,11 @@ def _jax_runner(module, function, inp):
     timed(1)   # compiles
 
     def run():
-        once, cpu_once = timed(1)
-        runs = min(5000, max(MANY, int(MANY_SECONDS / max(once["timings"][0]["nanoseconds"] / 1e9, 1e-7))))
+        few, cpu_few = timed(MANY)
+        runs = MANY + _runs(float(np.median([t["nanoseconds"] for t in few["timings"]])) / 1e9)
         many, cpu_many = timed(runs)
         ms = float(np.median([t["nanoseconds"] for t in many["timings"]])) / 1e6
-        return ms, (cpu_many - cpu_once) / (runs - 1) * 1e3, many["output"]
+        return ms, (cpu_many - cpu_few) / (runs - MANY) * 1e3, many["output"]
     return run
 
 
@@ -257,10 +265,11 @@ def _check(out, reference, what):
                                err_msg=what)
 
 
-def table(rows):
+def table(rows, module=None):
     """Markdown: CPU times (medians, and the clock's median where only one repeat ran the
     others), the fastest native tool, jitad's CPU time over its and over JAX's (medians of the
-    repeats' ratios, min–max), a ratio over 1.5 against the native tool or over 1 against JAX in bold."""
+    repeats' ratios, min–max), a ratio over 1.5 against the native tool or over 1 against JAX in bold
+    (`module` ode: manual's analytic derivative is left out of the fastest, as in native.py)."""
     tools = [t for t in ("jitad", "jax", *NATIVE) if any(t in times for _, _, times in rows)]
     natives = [t for t in tools if t in NATIVE]
     head = ["input", "function", *[f"{t} CPU ms" for t in tools], "fastest native",
@@ -269,7 +278,7 @@ def table(rows):
     for label, function, times in rows:
         cpu = {t: [c for _, c in v] for t, v in times.items()}
         cells = [f"{np.median(cpu[t]):,.3f}" if t in cpu else "—" for t in tools]
-        have = [t for t in natives if t in cpu]
+        have = [t for t in natives if t in cpu and not (t == "manual" and module in ANALYTIC_MANUAL)]
         best = min(have, key=lambda t: np.median(cpu[t])) if have else None
         ratios = [_ratio(cpu["jitad"], cpu[best], 1.5) if best else "—"]
         if "jax" in tools:
@@ -280,7 +289,7 @@ def table(rows):
 
 def _ratio(mine, theirs, limit):
     """The median of the repeats' ratios (min–max), in bold over `limit`."""
-    r = np.array(mine) / np.maximum(np.array(theirs), 1e-12)
+    r = np.array(mine) / np.maximum(np.array(theirs), 1e-6)
     med = float(np.median(r))
     text = f"{med:.2f}" + (f" ({r.min():.2f}–{r.max():.2f})" if len(r) > 1 else "")
     return f"**{text}**" if med > limit else text
@@ -319,7 +328,7 @@ def main(argv=None):
     for label, inp in cases(a):
         rows += measure(a.module, label, inp, a.repeats, tuple(a.native or NATIVE), a.function)
         print(f"{label}: done", file=sys.stderr, flush=True)
-    print(table(rows))
+    print(table(rows, a.module))
     print(f"\nCPU ms per call, median of {a.repeats} alternating repeats; load average {load:.1f} before, "
           f"{os.getloadavg()[0]:.1f} after, {os.cpu_count()} cores.")
     return 0
