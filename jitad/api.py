@@ -97,18 +97,19 @@ _PLAIN_STATICS = (int, float, bool, str, type(None))   # static arguments the fa
 def _static_entry(jitted, compiled, nums, args):
     """The `__call__` of a jit with static arguments once this signature is compiled (as
     `compiled.entry` is without them): if the call passes as many arguments and the same
-    static ones (same type, equal), the native entry runs on the others; else the dispatcher.
-    Where the entry refuses the others (a new shape), it hands them to `_refused_with_statics`.
-    Made once per signature (`compiled.static_entry`); only for plain static values (else
-    the dispatcher: a static tuple compares by its items' types too, `_static_key`)."""
+    static ones, the native entry runs on the others; else the dispatcher. The same: of
+    the same type and equal for a plain value; the very object for a tuple of plain values
+    (equal tuples differ in key by their items' types, `_static_key`); other static values
+    always take the dispatcher. Where the entry refuses the others (a new shape), it hands
+    them to `_refused_with_statics`. Made once per signature (`compiled.static_entry`)."""
     made = compiled.__dict__.get("static_entry")
     if made is not None:
         return made
     statics = [(i, type(args[i]), args[i]) for i in nums]
-    if not all(t in _PLAIN_STATICS for _, t, _ in statics):
+    if not all(_plain_static(v) for _, _, v in statics):
         return Jitted.__call__
     n, entry, keep = len(args), compiled.entry, [i for i in range(len(args)) if i not in nums]
-    if len(statics) == 1:
+    if len(statics) == 1 and statics[0][1] is not tuple:
         (at, kind, value), = statics
 
         def call(*a, **kw):
@@ -117,11 +118,16 @@ def _static_entry(jitted, compiled, nums, args):
             return Jitted.__call__(jitted, *a, **kw)
     else:
         def call(*a, **kw):
-            if len(a) == n and not kw and all(type(a[i]) is t and a[i] == v for i, t, v in statics):
+            if len(a) == n and not kw and all(a[i] is v or t is not tuple and type(a[i]) is t and a[i] == v
+                                              for i, t, v in statics):
                 return entry(*[a[i] for i in keep])
             return Jitted.__call__(jitted, *a, **kw)
     compiled.static_entry = staticmethod(call)   # (a class attribute called without the jit)
     return compiled.static_entry
+
+
+def _plain_static(x):
+    return type(x) in _PLAIN_STATICS or type(x) is tuple and all(map(_plain_static, x))
 
 
 def _refused_with_statics(jitted, nums, statics, n, *dynamic):

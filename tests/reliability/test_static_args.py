@@ -79,3 +79,16 @@ def test_static_entry_of_an_evicted_signature_is_not_called():
     assert f(1.0, 2) == 2.0 and f(1.0, 2) == 2.0
     assert f(1.0, 3) == 3.0   # evicts n = 2
     assert f(1.0, 2) == 2.0 and list(f._compiled)[0][1] == ((int, 2),)
+
+
+def test_static_tuple_runs_the_entry_when_it_is_the_same_object():
+    """A static tuple of plain values: the installed call runs the entry when the very
+    object comes again; an equal tuple, even one whose items differ in type, goes through
+    the dispatcher's key (`(1, 2)` and `(True, 2)` compile apart)."""
+    f = jitad.jit(_kind, static_argnums=1)
+    ones, same_values = (1, 2), (1, 2)
+    assert f(np.ones(2), ones).tolist() == [3.0, 3.0]
+    assert f(np.ones(2), ones).tolist() == [3.0, 3.0] and type(f).__call__ is not jitad.api.Jitted.__call__
+    assert f(np.ones(2), same_values).tolist() == [3.0, 3.0] and len(f._compiled) == 1
+    assert f(np.ones(2), (True, 2)).tolist() == [12.0, 12.0] and len(f._compiled) == 2
+    assert f(np.ones(2), (1, 2.0)).tolist() == [101.0, 101.0]
