@@ -309,7 +309,7 @@ def cases(a):
 
 
 def main(argv=None):
-    global GRADBENCH
+    global GRADBENCH, MANY_SECONDS
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("module", choices=sorted(inputs.FUNCTIONS))
     ap.add_argument("--repeats", type=int, default=5)
@@ -321,8 +321,10 @@ def main(argv=None):
     ap.add_argument("--function", action="append", help="only this function (default: both)")
     ap.add_argument("--native", action="append", choices=NATIVE, help="the C++ tools timed (default: all built)")
     ap.add_argument("--gradbench", default=GRADBENCH, help="GradBench checkout with its tools built")
+    ap.add_argument("--many-seconds", type=float, default=MANY_SECONDS,
+                    help="seconds of runs in a row for one timing (a native tool's CPU: five times this)")
     a = ap.parse_args(argv)
-    GRADBENCH = a.gradbench
+    GRADBENCH, MANY_SECONDS = a.gradbench, a.many_seconds
     load = os.getloadavg()[0]
     rows = []
     for label, inp in cases(a):
