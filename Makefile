@@ -82,8 +82,11 @@ clean:
 # outside `make test`: needs g++, nlohmann-json3-dev, libadolc-dev and libboost-dev (ADOL-C's
 # ht) from apt, CoDiPack's headers (CODIPACK_INCLUDE) and, for GradBench's eval scripts,
 # pydantic and dataclasses-json. GRADBENCH_REPO / CODIPACK_REPO may name local clones or
-# mirrors; files whose contents a partial mirror lacks are left out of the checkout
-# (bench/gradbench/native.py makes a synthetic lstm text in their place).
+# the local mirrors, where GitHub is out of reach (this machine's build/ was made with
+# GRADBENCH_REPO=/work/.mirror/gradbench+gradbench/repo
+# CODIPACK_REPO=/work/.mirror/SciCompKL+CoDiPack/repo); files whose contents a partial mirror
+# lacks are left out of the checkout (bench/gradbench/native.py makes a synthetic lstm text in
+# their place). From another worktree, pass `--gradbench` to bench/gradbench's scripts.
 GRADBENCH_REPO ?= https://github.com/gradbench/gradbench
 CODIPACK_REPO ?= https://github.com/SciCompKL/CoDiPack
 CODIPACK_INCLUDE ?= build/CoDiPack/include

@@ -91,6 +91,52 @@ def _static_key(x):
     return type(x), x
 
 
+_PLAIN_STATICS = (int, float, bool, str, type(None))   # static arguments the fast entry compares itself
+
+
+def _static_entry(jitted, compiled, nums, args):
+    """The `__call__` of a jit with static arguments once this signature is compiled (as
+    `compiled.entry` is without them): if the call passes as many arguments and the same
+    static ones, the native entry runs on the others; else the dispatcher. The same: of
+    the same type and equal for a plain value; the very object for a tuple of plain values
+    (equal tuples differ in key by their items' types, `_static_key`); other static values
+    always take the dispatcher. Where the entry refuses the others (a new shape), it hands
+    them to `_refused_with_statics`. Made once per signature (`compiled.static_entry`)."""
+    made = compiled.__dict__.get("static_entry")
+    if made is not None:
+        return made
+    statics = [(i, type(args[i]), args[i]) for i in nums]
+    if not all(_plain_static(v) for _, _, v in statics):
+        return Jitted.__call__
+    n, entry, keep = len(args), compiled.entry, [i for i in range(len(args)) if i not in nums]
+    if len(statics) == 1 and statics[0][1] is not tuple:
+        (at, kind, value), = statics
+
+        def call(*a, **kw):
+            if len(a) == n and not kw and type(a[at]) is kind and a[at] == value:
+                return entry(*a[:at], *a[at + 1:])
+            return Jitted.__call__(jitted, *a, **kw)
+    else:
+        def call(*a, **kw):
+            if len(a) == n and not kw and all(a[i] is v or t is not tuple and type(a[i]) is t and a[i] == v
+                                              for i, t, v in statics):
+                return entry(*[a[i] for i in keep])
+            return Jitted.__call__(jitted, *a, **kw)
+    compiled.static_entry = staticmethod(call)   # (a class attribute called without the jit)
+    return compiled.static_entry
+
+
+def _plain_static(x):
+    return type(x) in _PLAIN_STATICS or type(x) is tuple and all(map(_plain_static, x))
+
+
+def _refused_with_statics(jitted, nums, statics, n, *dynamic):
+    """The fallback of a signature with static arguments: its entry got only the others
+    (`_static_entry`) and refused them; the dispatcher gets the whole call back."""
+    it, fixed = iter(dynamic), iter(statics)
+    return Jitted.__call__(jitted, *[next(fixed) if i in nums else next(it) for i in range(n)])
+
+
 _compile_lock = threading.RLock()   # one compile at a time, in any thread (compiled code runs in parallel)
 
 
@@ -214,10 +260,10 @@ class Jitted:
         if _narrows(compiled):   # a 64-bit result, JAX's 32-bit one where jax_enable_x64 is off
             type(self).__call__ = Jitted.__call__
             return tree_map(narrowed, compiled.run(leaves))
-        fast = not kwargs and compiled.direct and not self.static_argnums \
-            and (len(leaves) == len(args) or compiled.takes_pytree) \
+        fast = not kwargs and compiled.direct \
+            and (len(leaves) == len(dynamic) or compiled.takes_pytree and not nums) \
             and (SLOT_OFFSETS is not None or not any(isinstance(t, TreeType) for t in compiled.in_types))
-        wanted = compiled.entry if fast else Jitted.__call__
+        wanted = Jitted.__call__ if not fast else _static_entry(self, compiled, nums, args) if nums else compiled.entry
         if type(self).__dict__.get("__call__", Jitted.__call__) is not wanted:
             type(self).__call__ = wanted   # assigning invalidates type caches: only on change
         return compiled.run(leaves, dynamic)
@@ -244,8 +290,9 @@ class Jitted:
         compiled.compile_seconds, compiled.compile_report = report.total, report
         monitoring.record_event_duration_secs("/jitad/compile_duration_secs", report.total, fun_name=_fn_name(self.fn))
         for old in _lru_put(self._compiled, key, compiled, self.max_signatures):
-            if type(self).__dict__.get("__call__") is getattr(old, "entry", None):   # never call evicted code
-                type(self).__call__ = Jitted.__call__
+            installed = type(self).__dict__.get("__call__")
+            if installed is not None and installed in (getattr(old, "entry", None), old.__dict__.get("static_entry")):
+                type(self).__call__ = Jitted.__call__   # never call evicted code
         return compiled
 
     def _compile_recorded(self, args, dynamic, leaves, nums, in_td):
@@ -265,9 +312,10 @@ class Jitted:
         try:
             with timing.stage("trace"):
                 program, out_td, _ = trace_program(staged_fn, dynamic, in_td, types)
-            compiled = compile_program(program, out_td, types, _fn_name(self.fn),
-                                       self._fallback, in_td if not nums else None,
-                                       self.device)
+            fallback = self._fallback if not nums else \
+                functools.partial(_refused_with_statics, self, nums, tuple(args[i] for i in nums), len(args))
+            compiled = compile_program(program, out_td, types, _fn_name(self.fn), fallback,
+                                       in_td if not nums else None, self.device)
             compiled.in_td = in_td
         finally:
             if gc_was_enabled:

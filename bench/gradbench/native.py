@@ -149,8 +149,9 @@ def serve(tool, gradbench):
         print(json.dumps(reply), flush=True)
 
 
-def session(eval_name, eval_args, tool, gradbench, timeout):
-    """One eval run with one tool: `{"ms": Σ, "messages": n, "invalid": [...], "failed": [...]}`."""
+def session(eval_name, eval_args, tool, gradbench, timeout, record=None):
+    """One eval run with one tool: `{"ms": Σ, "messages": n, "invalid": [...], "failed": [...]}`;
+    `record`, a file open for writing: each evaluate message as a JSON line (for `per_input --recorded`)."""
     env = os.environ | {"PYTHONPATH": os.path.join(gradbench, "python", "gradbench")}
     ev = subprocess.Popen([sys.executable, f"python/gradbench/gradbench/evals/{eval_name}/run.py", *eval_args],
                           cwd=gradbench, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -179,6 +180,8 @@ def session(eval_name, eval_args, tool, gradbench, timeout):
             label = f"{msg.get('function')} {msg.get('description', '')}".strip()
             if msg["kind"] == "evaluate":
                 evaluates[msg["id"]] = label
+                if record:
+                    record.write(line if line.endswith("\n") else line + "\n")
                 if not reply.get("success"):
                     failed.append(f"{label}: {str(reply.get('error', ''))[-300:]}")
                 else:
@@ -211,6 +214,15 @@ def session(eval_name, eval_args, tool, gradbench, timeout):
     if killed.is_set():
         failed.append(f"killed after {timeout} s")
     return {"ms": total, "messages": len(evaluates), "validated": validated, "per_message": per_message, "invalid": invalid, "failed": failed}
+
+
+def _recorded_session(a, eval_name, args, tool, first):
+    """`session`, its messages written to `--record`'s DIR/EVAL.jsonl when `first`."""
+    if not (a.record and first):
+        return session(eval_name, args, tool, a.gradbench, a.timeout)
+    os.makedirs(a.record, exist_ok=True)
+    with open(os.path.join(a.record, eval_name + ".jsonl"), "w") as record:
+        return session(eval_name, args, tool, a.gradbench, a.timeout, record)
 
 
 def cell(runs):
@@ -345,6 +357,8 @@ def main(argv=None):
     p.add_argument("--per-message", action="store_true",
                    help="also a table per evaluate message (each input and function): every tool's median ms, "
                         "jitad over the fastest other AD tool and over JAX")
+    p.add_argument("--record", metavar="DIR", help="write each eval's evaluate messages, as its first session "
+                   "sent them, to DIR/EVAL.jsonl (the inputs of per_input --recorded)")
     p.add_argument("--serve", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.serve:
@@ -369,6 +383,7 @@ def main(argv=None):
     load = os.getloadavg()
     results = {e: {t: [] for t in tools} for e in evals}
     loads = {e: [] for e in evals}
+    recorded = set()   # the evals whose messages --record wrote
     for rep in range(a.repeats):
         for e in evals:
             for t in tools:
@@ -377,7 +392,8 @@ def main(argv=None):
                 args = ["--min-seconds", str(a.min_seconds)] + extra.get(e, [])
                 loads[e].append(os.getloadavg()[0])
                 start = time.perf_counter()
-                r = session(e, args, t, a.gradbench, a.timeout)
+                r = _recorded_session(a, e, args, t, e not in recorded)
+                recorded.add(e)
                 r["wall_s"] = time.perf_counter() - start
                 results[e][t].append(r)
                 print(f"[{rep + 1}/{a.repeats}] {e} {t}: {r['ms']:.1f} ms over {r['messages']} messages, "

@@ -1,6 +1,7 @@
 """Smoke test of bench/gradbench: every jitad eval at its smallest size, checked against
 GradBench's expected outputs (particle, saddle) or NumPy references and central
 differences. JAX/PyTorch are not needed (their part is skipped when absent)."""
+import json
 import math
 
 import numpy as np
@@ -480,3 +481,24 @@ def test_per_input_table_checks_and_times_each_input(monkeypatch):
     assert len(calls) == per_input.MANY + 1 and last == len(calls) and ms >= 0 and cpu_ms >= 0
     text = per_input.table(rows)
     assert text.count("\n") == 3 and "jitad / jax" in text
+
+
+def test_per_input_recorded_inputs_and_native_table(tmp_path):
+    """`per_input --recorded`: the distinct inputs of a recorded harness session, filtered
+    by description; the table names the fastest native tool by CPU time and flags jitad
+    over 1.5× it or over JAX."""
+    from bench.gradbench import per_input
+    path = tmp_path / "ode.jsonl"
+    messages = [{"id": i, "kind": "evaluate", "module": "ode", "function": f, "description": d, "input": {"x": [i]}}
+                for i, (f, d) in enumerate([("primal", "n=10,s=1"), ("gradient", "n=10,s=1"), ("primal", "n=20,s=1")])]
+    path.write_text("".join(json.dumps(m) + "\n" for m in messages))
+    assert list(per_input.recorded_inputs(str(path), "")) == [("n=10,s=1", {"x": [0]}), ("n=20,s=1", {"x": [2]})]
+    assert list(per_input.recorded_inputs(str(path), "n=20")) == [("n=20,s=1", {"x": [2]})]
+    rows = [("n=10", "primal", {"jitad": [(1, 3.0), (1, 2.0)], "manual": [(1, 2.0), (1, 2.0)],
+                                "codipack": [(1, 1.0), (1, 1.0)], "jax": [(1, 4.0), (1, 4.0)]}),
+            ("n=20", "primal", {"jitad": [(1, 1.0)], "manual": [(1, 2.0)]})]
+    first, second = per_input.table(rows).splitlines()[2:]
+    assert first == "| n=10 | primal | 2.500 | 4.000 | 2.000 | 1.000 | codipack | **2.50 (2.00–3.00)** | 0.62 (0.50–0.75) |"
+    assert second == "| n=20 | primal | 1.000 | — | 2.000 | — | manual | 0.50 | — |"
+    with pytest.raises(AssertionError):   # an output that differs from the reference's
+        per_input._check({"a": [1.0, 2.0]}, {"a": [1.0, 2.1]}, "x")
