@@ -11,7 +11,7 @@ among the ranges of tensors already dead (`Ranges`).
 A range is dead once every value that may point into it has had its last reader. The
 plan follows pointers as the lowering made them (`BodyPlan.after`): a result that is the
 very value of a buffer (a reshape, a slot read, an update in place, a kernel's result
-buffer) or a `gep`/`phi`/`select` of such values shares its ranges; any other pointer is
+buffer) or a `gep`/`select` of such values shares its ranges; any other pointer is
 taken to point into everything the node read, allocated or was given. A range is kept
 to the end of the body when a value in it is a result of the body or is read by what
 may hold on to it: a call, a closure, a continuation, a tree recursion, or control flow
@@ -129,14 +129,14 @@ class BodyPlan:
         r = _Range(self.ranges.take(nbytes), nbytes, self.position[id(node)])
         self.made.append(r)
         ptr = self.lo.b.gep(self.base, [I64(r.offset)], source_etype=I8)   # a value of its own, also at 0
-        self.by_value[id(ptr)] = (ptr, frozenset([r]))
+        self.by_value[id(ptr)] = (ptr, frozenset([r]), True)
         return ptr
 
     def enter(self, env):
         """A span of the body starts (in a function of its own): its values' pointers."""
         for v, value in env.items():
             if v in self.roots:
-                self.by_value[id(value)] = (value, self.roots[v])
+                self.by_value[id(value)] = (value, self.roots[v], False)
 
     def before(self, node):
         self.current, self.made = node, []
@@ -152,12 +152,14 @@ class BodyPlan:
             self._extend(read, NEVER)
         fallback = read | frozenset(self.made) | self.given
         for v, value in zip(node.outputs, outs):
-            roots = self._known(value) if isinstance(value.type, ir.PointerType) else frozenset()
-            roots = fallback if roots is None else roots
+            if value is None or not isinstance(value.type, ir.PointerType):
+                continue
+            roots = self._known(value)
+            exact, roots = roots is not None, fallback if roots is None else roots
             if roots:
                 assert not any(r.freed for r in roots), f"arena plan: {v} points into a range already reused"
                 self.roots[v] = roots
-                self.by_value[id(value)] = (value, roots)
+                self.by_value[id(value)] = (value, roots, exact)
                 self._extend(roots, self.last.get(v, k))
         for r in self.made:
             self.expiring[r.end].append(r)
@@ -177,8 +179,9 @@ class BodyPlan:
     def _known(self, value, depth=0):
         """The ranges `value` may point into, or None where it cannot tell."""
         hit = self.by_value.get(id(value))
-        if hit is not None and hit[0] is value:
-            return hit[1]
+        if hit is not None and hit[0] is value:   # (a value not known exactly, seen again for another
+            value, roots, exact = hit              # var, e.g. a loop's spare buffer: its stale ranges go)
+            return roots if exact else frozenset(r for r in roots if not r.freed)
         if isinstance(value, (ir.Argument, ir.GlobalVariable, ir.Constant)):
             return frozenset()   # a caller's buffer, a result array, constant data: not this block
         if depth > 8:
@@ -187,11 +190,9 @@ class BodyPlan:
             return self._known(value.pointer, depth + 1)
         if isinstance(value, ir.CastInstr) and value.opname in ("bitcast", "addrspacecast"):
             return self._known(value.operands[0], depth + 1)
-        parts = value.operands[1:] if isinstance(value, ir.SelectInstr) else \
-            [v for v, _ in value.incomings] if isinstance(value, ir.PhiInstr) else None
-        if parts is None:
+        if not isinstance(value, ir.SelectInstr):   # (a phi may get its incoming values later)
             return None
-        found = [self._known(v, depth + 1) for v in parts]
+        found = [self._known(v, depth + 1) for v in value.operands[1:]]
         return None if any(f is None for f in found) else frozenset().union(*found)
 
     def finish(self):
