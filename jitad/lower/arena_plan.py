@@ -28,6 +28,7 @@ import math
 
 import llvmlite.ir as ir
 
+from ..ir.graph import walk
 from ..ir.ops import CALLS, Op
 from ..ir.types import ITEMSIZE
 
@@ -35,7 +36,8 @@ REUSE = True   # False: every tensor keeps its space until its body returns (for
 ALIGN = 64   # every arena allocation's alignment and granularity
 NEVER = 1 << 62   # the last reader of a body's result
 I8, I64 = ir.IntType(8), ir.IntType(64)
-_RETAINING = frozenset(CALLS) | {Op.APPLY, Op.CLOSURE, Op.TREE}
+_CALLING = frozenset(CALLS) | {Op.APPLY, Op.TREE}   # what may recurse
+_RETAINING = _CALLING | {Op.CLOSURE}
 _LOOPS_OVER_ROWS = (Op.FUSED, Op.ROW_LOOPS)   # their bodies compute on elements and rows, keep nothing
 
 
@@ -75,22 +77,28 @@ class Ranges:
 
 
 class _Range:
-    __slots__ = ("offset", "size", "end", "freed")
+    __slots__ = ("block", "offset", "size", "end", "freed")
 
-    def __init__(self, offset, size, end):
-        self.offset, self.size, self.end, self.freed = offset, size, end, False
+    def __init__(self, block, size, end):
+        self.block, self.offset, self.size, self.end, self.freed = block, block.take(size), size, end, False
 
 
 def _tensor(t):
     return bool(getattr(t, "shape", ()))
 
 
-def _wants_plan(nodes):
-    """Does a body make tensors to place, and release only the marks it took itself?"""
+def _wants_plan(nodes, dests):
+    """Does a body make tensors to place (not all given their buffers, as a kernel's
+    results are), and release only the arena marks it took itself?"""
     marks = {n.outputs[0] for n in nodes if n.op == Op.ARENA_MARK}
     if any(n.op == Op.ARENA_RELEASE and n.inputs[0] not in marks for n in nodes):
         return False
-    return any(_tensor(v.type) for n in nodes for v in n.outputs)
+    return any(_tensor(v.type) and v not in dests for n in nodes for v in n.outputs)
+
+
+def _calls(node):
+    """May `node` call a function (recurse) while it runs?"""
+    return node.op in _CALLING or any(n.op in _CALLING for body in node.bodies for n in walk(body))
 
 
 def _retains(node):
@@ -99,9 +107,12 @@ def _retains(node):
 
 
 class BodyPlan:
-    """The offsets of one body's tensors in a block of arena space taken at its start."""
+    """The offsets of one body's tensors in a block of arena space taken at its start; with
+    `split`, a node that may call (recurse) ends the block, and the tensors made after it
+    take a block of their own, taken after it: the deeper frames of a recursion then do
+    not find the space of what this frame makes only once they have returned held."""
 
-    def __init__(self, lo, nodes, outputs):
+    def __init__(self, lo, nodes, outputs, split):
         self.lo, self.nodes = lo, nodes
         self.position = {id(n): k for k, n in enumerate(nodes)}
         self.last = {}
@@ -110,12 +121,16 @@ class BodyPlan:
                 self.last[v] = k
         for v in outputs:
             self.last[v] = NEVER
-        self.ranges, self.roots, self.by_value = Ranges(), {}, {}
+        self.roots, self.by_value, self.split, self.blocks = {}, {}, split, []
         self.expiring = defaultdict(list)
         self.current, self.made, self.given = None, [], frozenset()
-        self.size = ir.GlobalVariable(lo.module, I64, name=f"{lo.prefix}arena_plan{len(lo.module.globals)}")
-        self.size.linkage, self.size.global_constant = "internal", True
-        self.base = lo.alloc_bytes(lo.b.load(self.size, typ=I64))
+        self._new_block()
+
+    def _new_block(self):
+        size = ir.GlobalVariable(self.lo.module, I64, name=f"{self.lo.prefix}arena_plan{len(self.lo.module.globals)}")
+        size.linkage, size.global_constant = "internal", True
+        self.blocks.append((size, Ranges()))
+        self.base = self.lo.alloc_bytes(self.lo.b.load(size, typ=I64))
 
     def covers(self, nodes):
         return bool(nodes) and id(nodes[0]) in self.position
@@ -126,7 +141,7 @@ class BodyPlan:
         if node is None or not any(v is var for v in node.outputs):
             return None
         nbytes = max(1, math.prod(t.shape)) * ITEMSIZE[t.dtype]
-        r = _Range(self.ranges.take(nbytes), nbytes, self.position[id(node)])
+        r = _Range(self.blocks[-1][1], nbytes, self.position[id(node)])
         self.made.append(r)
         ptr = self.lo.b.gep(self.base, [I64(r.offset)], source_etype=I8)   # a value of its own, also at 0
         self.by_value[id(ptr)] = (ptr, frozenset([r]), True)
@@ -166,8 +181,10 @@ class BodyPlan:
         for r in self.expiring.pop(k, ()):
             if r.end == k and not r.freed:
                 r.freed = True
-                self.ranges.give(r.offset, r.size)
+                r.block.give(r.offset, r.size)
         self.current, self.made, self.given = None, [], frozenset()
+        if self.split and _calls(node):
+            self._new_block()
 
     def _extend(self, roots, end):
         for r in roots:
@@ -196,7 +213,8 @@ class BodyPlan:
         return None if any(f is None for f in found) else frozenset().union(*found)
 
     def finish(self):
-        self.size.initializer = I64(self.ranges.top)
+        for size, block in self.blocks:
+            size.initializer = I64(block.top)
 
 
 def sink_slots(nodes, stores):
@@ -228,7 +246,8 @@ def sink_slots(nodes, stores):
 def body(lo, nodes, outputs):
     """Lower a body's `nodes` (in `lo.lower_nodes`, one span or several) under a plan of
     its own when it has tensors to place (`lo.plans[-1]`; None: buffers as before)."""
-    plan = BodyPlan(lo, nodes, outputs) if REUSE and _wants_plan(nodes) else None
+    plan = BodyPlan(lo, nodes, outputs, split=lo.func is not getattr(lo, "main", None)) \
+        if REUSE and _wants_plan(nodes, lo.dests) else None
     lo.plans.append(plan)
     try:
         yield plan
