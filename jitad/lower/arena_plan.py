@@ -52,7 +52,8 @@ class Ranges:
     def __init__(self):
         self.free, self.top = [], 0   # free: sorted, disjoint, never adjacent (offset, size)
 
-    def take(self, size):
+    def take(self, size, grow=True):
+        """The offset of `size` bytes (None: none free, and not `grow`)."""
         size = -(-max(size, 1) // ALIGN) * ALIGN
         fits = [k for k, (_, n) in enumerate(self.free) if n >= size]
         if fits:
@@ -60,6 +61,8 @@ class Ranges:
             offset, n = self.free[k]
             self.free[k:k + 1] = [(offset + size, n - size)] if n > size else []
             return offset
+        if not grow:
+            return None
         offset = self.free.pop()[0] if self.free and sum(self.free[-1]) == self.top else self.top
         self.top = offset + size
         return offset
@@ -76,11 +79,20 @@ class Ranges:
         self.free.insert(k, (offset, size))
 
 
+class _Block:
+    """Arena space taken by a body: its size (a constant filled in at the end), its ranges,
+    its address in the function being emitted."""
+    __slots__ = ("size", "ranges", "base")
+
+    def __init__(self, size, base):
+        self.size, self.ranges, self.base = size, Ranges(), base
+
+
 class _Range:
     __slots__ = ("block", "offset", "size", "end", "freed")
 
-    def __init__(self, block, size, end):
-        self.block, self.offset, self.size, self.end, self.freed = block, block.take(size), size, end, False
+    def __init__(self, block, offset, size, end):
+        self.block, self.offset, self.size, self.end, self.freed = block, offset, size, end, False
 
 
 def _tensor(t):
@@ -129,8 +141,18 @@ class BodyPlan:
     def _new_block(self):
         size = ir.GlobalVariable(self.lo.module, I64, name=f"{self.lo.prefix}arena_plan{len(self.lo.module.globals)}")
         size.linkage, size.global_constant = "internal", True
-        self.blocks.append((size, Ranges()))
-        self.base = self.lo.alloc_bytes(self.lo.b.load(size, typ=I64))
+        self.blocks.append(_Block(size, self.lo.alloc_bytes(self.lo.b.load(size, typ=I64))))
+
+    @property
+    def base(self):
+        """The address of a plan's one block (main's, which lowers as several functions)."""
+        (block,) = self.blocks
+        return block.base
+
+    @base.setter
+    def base(self, value):
+        (block,) = self.blocks
+        block.base = value
 
     def covers(self, nodes):
         return bool(nodes) and id(nodes[0]) in self.position
@@ -141,11 +163,19 @@ class BodyPlan:
         if node is None or not any(v is var for v in node.outputs):
             return None
         nbytes = max(1, math.prod(t.shape)) * ITEMSIZE[t.dtype]
-        r = _Range(self.blocks[-1][1], nbytes, self.position[id(node)])
+        r = self._range(nbytes, self.position[id(node)])
         self.made.append(r)
-        ptr = self.lo.b.gep(self.base, [I64(r.offset)], source_etype=I8)   # a value of its own, also at 0
+        ptr = self.lo.b.gep(r.block.base, [I64(r.offset)], source_etype=I8)   # a value of its own, also at 0
         self.by_value[id(ptr)] = (ptr, frozenset([r]), True)
         return ptr
+
+    def _range(self, nbytes, end):
+        """Space that is free in a block closed by a call (it returned), else in the open one."""
+        for block in self.blocks[:-1]:
+            offset = block.ranges.take(nbytes, grow=False)
+            if offset is not None:
+                return _Range(block, offset, nbytes, end)
+        return _Range(self.blocks[-1], self.blocks[-1].ranges.take(nbytes), nbytes, end)
 
     def enter(self, env):
         """A span of the body starts (in a function of its own): its values' pointers."""
@@ -181,7 +211,7 @@ class BodyPlan:
         for r in self.expiring.pop(k, ()):
             if r.end == k and not r.freed:
                 r.freed = True
-                r.block.give(r.offset, r.size)
+                r.block.ranges.give(r.offset, r.size)
         self.current, self.made, self.given = None, [], frozenset()
         if self.split and _calls(node):
             self._new_block()
@@ -213,8 +243,8 @@ class BodyPlan:
         return None if any(f is None for f in found) else frozenset().union(*found)
 
     def finish(self):
-        for size, block in self.blocks:
-            size.initializer = I64(block.top)
+        for block in self.blocks:
+            block.size.initializer = I64(block.ranges.top)
 
 
 def sink_slots(nodes, stores):
