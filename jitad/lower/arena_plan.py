@@ -247,12 +247,14 @@ class BodyPlan:
             block.size.initializer = I64(block.ranges.top)
 
 
-def sink_slots(nodes, stores):
+def sink_slots(lo, nodes, stores):
     """`nodes` with each tensor slot made just before it is first needed: read, or written
     by the producer of a value stored in it (`stores`, `llvm._table_stores`). Reverse mode
     makes the adjoint slots first; made there, they would hold their space through the
-    whole forward pass. (Nothing reads a slot before its first use, zeros included.)"""
-    if not REUSE:
+    whole forward pass. (Nothing reads a slot before its first use, zeros included.) Only
+    in a body with a plan: a slot moved past an arena mark must not be bump-allocated
+    there, or the mark's release would free it."""
+    if not (REUSE and _wants_plan(nodes, lo.dests)):
         return nodes
     made = {v: k for k, n in enumerate(nodes) for v in n.outputs}
     need = {}

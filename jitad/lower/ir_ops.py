@@ -393,7 +393,7 @@ def lower_loop_body(lo, body, args, states, spares, counter=None):
     saved, lo.loop_homes = lo.loop_homes, {**lo.loop_homes, **homes}
     try:
         env, stores = dict(zip(body.params, args)), _table_stores(body)
-        nodes = arena_plan.sink_slots(nodes, stores)
+        nodes = arena_plan.sink_slots(lo, nodes, stores)
         with arena_plan.body(lo, nodes, body.outputs):
             lo.lower_nodes(nodes, env, stores)
         outs = [env[v] for v in body.outputs]

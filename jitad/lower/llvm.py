@@ -411,13 +411,13 @@ class Lowerer:
                                + [PTR] * len(tensor_outs))
         self.main = self.main_func = self.internal_function(fnty, "main")
         self._begin(self.main)
-        main = replace(main, nodes=arena_plan.sink_slots(main.nodes, _table_stores(main)))
         n_in = len(main.in_types)
         destinations = dict(zip(tensor_outs, self.main.args[2 + n_in:]))
         self.slot_homes = _slot_homes(main, destinations)
         self.dests = {}
         for k, dest in destinations.items():
             self.dests.setdefault(main.outputs[k], dest)
+        main = replace(main, nodes=arena_plan.sink_slots(self, main.nodes, _table_stores(main)))
         spans = _segments(main)
         args = list(self.main.args[1:1 + n_in])
         if len(spans) < 2:
@@ -489,7 +489,7 @@ class Lowerer:
 
     def lower(self, graph, args):
         env, stores = dict(zip(graph.params, args)), _table_stores(graph)
-        nodes = arena_plan.sink_slots(graph.nodes, stores)
+        nodes = arena_plan.sink_slots(self, graph.nodes, stores)
         with arena_plan.body(self, nodes, graph.outputs):
             self.lower_nodes(nodes, env, stores)
         return [env[v] for v in graph.outputs]
