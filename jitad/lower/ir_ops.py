@@ -10,6 +10,7 @@ import numpy as np
 from ..ir.graph import Graph, Node, split_operands, uses
 from ..ir.ops import CALLS, Op
 from ..ir.types import DESCRIPTOR, FIRST_FIELD, FLOATS, Type
+from . import arena_plan
 from .llvm import (CLOSURE, ELEMENT_BYTES, I1, I32, I64, I64_T, LL, POLL_HEAVY, POLL_ITERATIONS, PTR, _table_entry,
                    _table_stores, alloca, cont_fnty, rule)
 
@@ -157,7 +158,7 @@ def _slot(lo, node, ins):
     if t.shape:   # a tensor slot is an arena buffer of the creating frame (or a result array)
         buf = lo.slot_homes.get(node.outputs[0]) if lo.func is lo.main_func else None
         buf = buf if buf is not None else lo.loop_homes.get(node.outputs[0])   # (`lower_loop_body`)
-        buf = buf if buf is not None else lo.alloc(t)
+        buf = buf if buf is not None else lo.fresh_buffer(node.outputs[0], t)
         if "zero_boxes" in node.attrs:   # its first update stores into all but these boxes
             _zero_boxes(lo, buf, t, node.attrs["zero_boxes"])
         elif not node.attrs.get("uninit"):   # its first update stores instead of adding
@@ -391,8 +392,10 @@ def lower_loop_body(lo, body, args, states, spares, counter=None):
     lo.in_place |= marks
     saved, lo.loop_homes = lo.loop_homes, {**lo.loop_homes, **homes}
     try:
-        env = dict(zip(body.params, args))
-        lo.lower_nodes(nodes, env, _table_stores(body))
+        env, stores = dict(zip(body.params, args)), _table_stores(body)
+        nodes = arena_plan.sink_slots(lo, nodes, stores)
+        with arena_plan.body(lo, nodes, body.outputs):
+            lo.lower_nodes(nodes, env, stores)
         outs = [env[v] for v in body.outputs]
     finally:
         lo.in_place -= marks

@@ -32,7 +32,7 @@ from ..ir.graph import Graph, Node, Var, uses, walk
 from ..ir.ops import CALLS, LLVM, Op, clip_index_code, registrar
 from .. import primitives  # noqa: F401  (declares the ops lowered below)
 from ..primitives.special import backend
-from . import vmath
+from . import arena_plan, vmath
 from ..ir.types import FLOATS, ITEMSIZE, ContType, RefType, TableType, TreeType, Type
 
 F64, F32, I64, I32, I1, I8 = (ir.DoubleType(), ir.FloatType(), ir.IntType(64), ir.IntType(32),
@@ -392,6 +392,7 @@ class Lowerer:
         self.results = ([], [], [])   # the current function's tensor results: positions, buffers, types
         self.n_trees = self.n_codes = 0
         self.allocs = 0   # arena allocations emitted so far (a loop whose body made any releases them)
+        self.plans = []   # the arena plans of the bodies being lowered, innermost last (`arena_plan.body`)
         self.check_status = {m: CHECK_FAILED + k for k, m in enumerate(check_messages(program))}
         for k, fun in enumerate(program.funs):
             fnty = ir.FunctionType(ret_type(fun.out_types), [PTR] + [ll_type(t) for t in fun.body.in_types]
@@ -416,6 +417,7 @@ class Lowerer:
         self.dests = {}
         for k, dest in destinations.items():
             self.dests.setdefault(main.outputs[k], dest)
+        main = replace(main, nodes=arena_plan.sink_slots(self, main.nodes, _table_stores(main)))
         spans = _segments(main)
         args = list(self.main.args[1:1 + n_in])
         if len(spans) < 2:
@@ -424,7 +426,8 @@ class Lowerer:
             outs = self.lower(main, args)
             self.outline_products = False
         else:
-            outs = self.lower_segments(main, args, spans)
+            with arena_plan.body(self, main.nodes, main.outputs):
+                outs = self.lower_segments(main, args, spans)
         self.dests = {}
         out_ptr = self.main.args[1 + n_in]
         rt = ret_type(main.out_types)
@@ -485,12 +488,19 @@ class Lowerer:
         self.b.ret(agg)
 
     def lower(self, graph, args):
-        env = dict(zip(graph.params, args))
-        self.lower_nodes(graph.nodes, env, _table_stores(graph))
+        env, stores = dict(zip(graph.params, args)), _table_stores(graph)
+        nodes = arena_plan.sink_slots(self, graph.nodes, stores)
+        with arena_plan.body(self, nodes, graph.outputs):
+            self.lower_nodes(nodes, env, stores)
         return [env[v] for v in graph.outputs]
 
     def lower_nodes(self, nodes, env, stores):
-        """Lower `nodes` in order, adding their results to `env` (var -> LLVM value)."""
+        """Lower `nodes` in order, adding their results to `env` (var -> LLVM value);
+        buffers of a body's arena plan when `nodes` are (a span of) its nodes."""
+        plan = self.plans[-1] if self.plans else None
+        plan = plan if plan is not None and plan.covers(nodes) else None
+        if plan is not None:
+            plan.enter(env)
         for node in nodes:
             placed = []   # a value stored in a table is made in its entry
             for v in node.outputs:
@@ -501,10 +511,14 @@ class Lowerer:
                     self.dests[v] = self.placed[store] = entry
                     placed.append(v)
             ins = [env[v] for v in node.inputs]
+            if plan is not None:
+                plan.before(node)
             if self.outlining and (_kernel_call(node) if self.outline_products else _outlined(node)):
                 outs = self.call_kernel(node, ins)
             else:
                 outs = lowering(node.op)(self, node, ins)
+            if plan is not None:
+                plan.after(node, outs)
             for v in placed:
                 del self.dests[v]
             env.update(zip(node.outputs, outs))
@@ -521,6 +535,9 @@ class Lowerer:
         outer = dict(zip(graph.params, args))
         homes = {**{("dest", v): d for v, d in self.dests.items()},
                  **{("home", v): d for v, d in self.slot_homes.items()}}
+        plan = self.plans[-1] if self.plans and self.plans[-1] is not None and self.plans[-1].covers(nodes) else None
+        if plan is not None:   # the plan's block, taken in main
+            homes[("arena", None)] = plan.base
         stores = _table_stores(graph)
         defined = {v: k for k, (lo_, hi) in enumerate(spans) for n in nodes[lo_:hi] for v in n.outputs}
         needs, gives = [], []
@@ -530,7 +547,7 @@ class Lowerer:
             wanted += [x for n in nodes[lo_:hi] for v in n.outputs if v in stores
                        for x in _store_place(stores[v]) if defined.get(x, -1) < k and x not in made]
             wanted += [v for n in nodes[lo_:hi] if n.op == Op.SLOT for v in n.outputs if v in frame]
-            wanted += [key for key in homes if key[1] in made]
+            wanted += [key for key in homes if key[1] in made or key[0] == "arena"]
             needs.append(list(dict.fromkeys(wanted)))
         used_later = set(graph.outputs)
         for k in range(len(spans) - 1, -1, -1):
@@ -560,6 +577,8 @@ class Lowerer:
             self.dests = {key[1]: value for key, value in local.items() if isinstance(key, tuple) and key[0] == "dest"}
             self.slot_homes = {key[1]: value for key, value in local.items() if isinstance(key, tuple) and key[0] == "home"}
             self.frame_slots = {v: value for v, value in local.items() if v in frame}
+            if plan is not None:
+                plan.base = local[("arena", None)]
             values = {v: value for v, value in local.items() if not isinstance(v, tuple)}
             self.lower_nodes(nodes[lo_:hi], values, stores)
             for v in gives[k]:
@@ -700,9 +719,17 @@ class Lowerer:
 
     def result_buffer(self, var):
         """Where a node writes its tensor result: a destination the caller gave for it (a
-        result array, a kernel's result buffer), else fresh arena space."""
+        result array, a kernel's result buffer), else arena space (`fresh_buffer`)."""
         dest = self.dests.get(var)
-        return dest if dest is not None else self.alloc(var.type)
+        return dest if dest is not None else self.fresh_buffer(var)
+
+    def fresh_buffer(self, var, t=None):
+        """Arena space for the node result `var` (of tensor type `t`, its own by default):
+        a dead tensor's range in its body's arena plan, else bump-allocated."""
+        t = t or var.type
+        plan = self.plans[-1] if self.plans else None
+        buf = plan.buffer(var, t) if plan is not None else None
+        return buf if buf is not None else self.alloc(t)
 
     def mark(self):
         return self.b.load(self.ctx_field(2), typ=PTR)
@@ -947,16 +974,16 @@ class Lowerer:
         buffers = [self.result_buffer(out_vars[k]) if out_vars is not None else self.alloc(out_types[k])
                    for k in tensor_outputs(out_types)]
         result = self.b.call(fn, [self.ctx] + list(args) + buffers)
+        given = dict(zip(tensor_outputs(out_types), buffers))   # (a function returns them as given)
         if self.outline_products:   # a long program: fewer lines for LLVM
             if fn not in self.never_fail:
                 self.bail_if(self.b.icmp_unsigned("!=", self.b.load(self.status_field(), typ=I32), I32(0)))
-            given = dict(zip(tensor_outputs(out_types), buffers))   # (a function returns them as given)
-            return [given[k] if k in given else self.b.extract_value(result, k) for k in range(n_out)]
-        status = self.b.load(self.status_ptr(), typ=I32)
-        cont = self.func.append_basic_block("ok")
-        self.b.cbranch(self.b.icmp_unsigned("!=", status, I32(0)), self.bail_block(), cont)
-        self.b.position_at_end(cont)
-        return [self.b.extract_value(result, k) for k in range(n_out)]
+        else:
+            status = self.b.load(self.status_ptr(), typ=I32)
+            cont = self.func.append_basic_block("ok")
+            self.b.cbranch(self.b.icmp_unsigned("!=", status, I32(0)), self.bail_block(), cont)
+            self.b.position_at_end(cont)
+        return [given[k] if k in given else self.b.extract_value(result, k) for k in range(n_out)]
 
     def trampoline(self, fun, env_type):
         """`void code(ctx, env, args...)`: unpack a closure's environment and call `fun`."""
