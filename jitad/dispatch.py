@@ -24,6 +24,7 @@ See docs/grad-semantics.md.
 import builtins
 import contextlib
 import functools
+import gc
 import operator
 import threading
 import time
@@ -46,12 +47,11 @@ from .lower import debug as debug_output
 from .lower.compile import GuardFailed, clean_up, compile_budget, compile_program, count_nodes, first_tier, \
     note_compile, result_array_class
 from .dtypes import narrowed
-from .pytree import TreeDef, check_hashable, flatten, register_pytree_node, tree_map, unflatten
+from .pytree import LEAF, TreeDef, check_hashable, flatten, register_pytree_node, tree_map, unflatten
 from .forest import Forest, Tree
 from .staging import Staged, arg_type, current_frame, trace_program, concrete
 from .staging.complex import is_complex, split as split_complex
 from .staging.concrete import GUARD_PREFIX, ConcreteTrace, SymInt, print_hold, source_view
-from .staging.tracer import paused_gc
 
 MAX_PATHS_PER_SITE = env_int("JITAD_MAX_PATHS_PER_SITE", 16, 1)
 MAX_KEYS = env_int("JITAD_MAX_PATH_KEYS", 256, 1)   # (each key's paths hold the array constants they met)
@@ -712,6 +712,8 @@ class Code:
         self.budget = compile_budget(program) if tier == "auto" else None
         self.spent, self.calls = 0.0, 0   # interpreted seconds and calls so far
         self.cleaned = False   # whether the cleanup passes ran (`compile.clean_up`)
+        self.boxes = None   # per output of the cleaned program, what makes it a result (`_boxer`)
+        self.one = out_td == LEAF   # (one result, no tree to build)
         if tier == "compile":
             self.compile()
 
@@ -752,9 +754,10 @@ class Code:
                 if not self.cleaned:
                     clean_up(self.program)
                     self.cleaned, self.interpreter = True, Interpreter(_failed_check)
+        collecting = gc.isenabled()   # (held off: its values die with the call, a collection would
+        gc.disable()                   # only walk the live heap)
         try:
-            with paused_gc():   # (its values die with the call: a collection would only walk the live heap)
-                flat = interpret(self.program, leaves, self.interpreter)
+            flat = interpret(self.program, leaves, self.interpreter)
         except _CheckFailed as e:
             if self.tier in ("interpret", "bound"):
                 raise error_class(e.message)(e.message) from None
@@ -765,9 +768,17 @@ class Code:
             if self.tier != "auto":
                 raise
             return self.compile().run(leaves)
+        finally:
+            if collecting:
+                gc.enable()
         self.spent += time.perf_counter() - start
         self.calls += 1
-        return unflatten(self.out_td, [_boxed(v, var.type) for v, var in zip(flat, self.program.main.outputs)])
+        boxes = self.boxes
+        if boxes is None:
+            boxes = self.boxes = [_boxer(var.type) for var in self.program.main.outputs]
+        if self.one:
+            return boxes[0](flat[0])
+        return unflatten(self.out_td, [box(v) for box, v in zip(boxes, flat)])
 
 
 class _CheckFailed(Exception):
@@ -794,16 +805,20 @@ def _merged(first, then):
     return out
 
 
-def _boxed(value, t):
-    """An interpreted result as the compiled entry returns it: a Python bool, int or float
-    (an np.float32 for f32), or a fresh array of the results' ndarray class."""
+def _boxer(t):
+    """The function making an interpreted result of type `t` what the compiled entry returns:
+    a Python bool, int or float (an np.float32 for f32), or a fresh array of the results'
+    ndarray class (found once per output of a program)."""
     if isinstance(t, TreeType) or not hasattr(t, "dtype"):
-        return value
+        return _same
     if t.shape:
-        return np.array(value, dtype=NUMPY[t.dtype], copy=True).view(result_array_class())
-    if t.dtype == "f32":
-        return np.float32(value)
-    return {"f64": float, "i64": int, "bool": bool}[t.dtype](value)
+        dtype, cls = NUMPY[t.dtype], result_array_class()
+        return lambda value: np.array(value, dtype=dtype, copy=True).view(cls)
+    return np.float32 if t.dtype == "f32" else {"f64": float, "i64": int, "bool": bool}[t.dtype]
+
+
+def _same(value):
+    return value
 
 
 class Concrete:

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from .api import _CALL, grad, jit, jvp
+from .api import grad, jit, jvp
 from .errors import ArgumentError
 from .pytree import flatten, flatten_up_to, unflatten
 
@@ -32,8 +32,10 @@ def _float_positions(args):
 
 
 def _forward(f, device) -> Callable[..., Any]:
-    """`f` compiled, called as `grad` calls it (Python may decide on the values), on the CPU."""
-    return jit(f, device=device) if device != "cpu" else lambda *a: _CALL(f, *a)
+    """`f` as the central differences evaluate it: on the CPU called as it is (as JAX's and
+    autograd's checks call it: eagerly, Python deciding on the values), compiled on another
+    device."""
+    return jit(f, device=device) if device != "cpu" else f
 
 
 def check_grads(f, args=None, order=None, modes=None, eps=None, rtol=None, atol=None, seed=0, device="cpu"):
