@@ -90,7 +90,9 @@ def check_grads(f, args=None, order=None, modes=None, eps=None, rtol=None, atol=
 
     forward = _forward(f, device)
     plus, minus = forward(*at(eps)), forward(*at(-eps))
-    if not isinstance(plus, (float, np.floating)):   # an array or pytree result: check <w, f(x)>
+    if _real_number(plus):   # (a 0-d array too: `jnp.sum`'s result is differentiated as it is)
+        plus, minus = float(plus), float(minus)
+    else:   # an array or pytree result: check <w, f(x)>
         f, weigh = _weighted(f, plus, seed)
         plus, minus = weigh(plus), weigh(minus)
     numeric = (plus - minus) / (2 * eps)
@@ -117,6 +119,11 @@ def check_grads(f, args=None, order=None, modes=None, eps=None, rtol=None, atol=
             return sum(real((gl * w).sum() if np.ndim(w) else gl * w[()])   # (a complex leaf whole, not its parts)
                        for gi, ws, td in zip(g, u, tds) for gl, w in zip(flatten_up_to(td, gi), ws))
         check_grads(along, args, order - 1, ("fwd",), eps, rtol, atol, seed + 1)
+
+
+def _real_number(y):
+    """A real float: a Python or NumPy float, or a 0-d float array."""
+    return isinstance(y, (float, np.floating)) or isinstance(y, np.ndarray) and y.shape == () and y.dtype.kind == "f"
 
 
 def _close(a, b, rtol, atol):
