@@ -889,8 +889,8 @@ def vjp(fn: Fn, *primals: Any) -> tuple[Any, Fn]:
     return out, pullback
 
 
-def pullback_at(fn: Fn, primals: Sequence[Any], ct: Any) -> tuple[Any, ...]:
-    """`vjp(fn, *primals)[1](ct)` in one call: from Python, one dispatched program (the
+def pullback_at(fn: Fn, primals: Any, ct: Any) -> tuple[Any, ...]:
+    """`vjp(fn, *primals)[1](ct)` (`primals` a tuple) in one call: from Python, one dispatched program (the
     pullback's, which runs the forward pass it needs) instead of `vjp`'s forward call and
     then the pullback's; inside a trace, `vjp`'s staged pullback.
 
