@@ -132,10 +132,10 @@ def compiled(program, lib):
 def siblings(program, seen=()):
     """The programs of the same library that this one imports (and those they import), the
     imported ones first."""
+    imported = set(re.findall(r"^\s*(?:from|import)\s+(\w+)", program.source, re.MULTILINE))   # (its text read once)
     found = []
     for path in sorted(program.path.parent.glob("*.py")):
-        if path != program.path and path.stem not in seen and re.search(
-                rf"^\s*(from|import)\s+{path.stem}\b", program.source, re.MULTILINE):
+        if path != program.path and path.stem not in seen and path.stem in imported:
             sibling = Program(path, program.library, read_header(path))
             found += [*siblings(sibling, (*seen, program.path.stem)), sibling]
     return found
