@@ -11,6 +11,7 @@ import numpy as np
 
 from .api import grad, jit, jvp
 from .errors import ArgumentError
+from .lower.compile import result_array_class
 from .pytree import flatten, flatten_up_to, unflatten
 
 
@@ -81,11 +82,13 @@ def check_grads(f, args=None, order=None, modes=None, eps=None, rtol=None, atol=
     u = [[_random(rng, x) for x in leaves] for leaves in flat] if order > 1 else []   # (drawn next, as before)
     _hand_back(kept)
 
+    array = result_array_class()   # (the moved arrays as jitad's: `x.at[i]` works on them, as on a traced value)
+
     def at(t):
         new = list(args)
         for i, leaves, vs, td in zip(positions, flat, direction, tds):
             moved = [x + t * v for x, v in zip(leaves, vs)]
-            new[i] = unflatten(td, [m if m.shape else m.item() for m in moved])
+            new[i] = unflatten(td, [m.view(array) if m.shape else m.item() for m in moved])
         return tuple(new)
 
     forward = _forward(f, device)
