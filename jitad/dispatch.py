@@ -316,7 +316,8 @@ class _Reads:
 
     def _python_function(self, fn, depth):
         code, cells, contents = fn.__code__, fn.__closure__ or (), []
-        self.parts.append(code)
+        canon = _canonical(code)
+        self.parts.append(canon)
         for cell in cells:
             try:
                 v = cell.cell_contents
@@ -328,7 +329,7 @@ class _Reads:
         if fn.__kwdefaults__:
             self.value(fn.__kwdefaults__, depth)
         g = fn.__globals__
-        names = _present_globals(code, g)
+        names = _present_globals(canon, g)
         values = tuple([g.get(name, _Id) for name in names])
         for v in values:
             if isinstance(v, (types.ModuleType, type)):
@@ -473,6 +474,23 @@ def _same_items(container, items, is_dict):
 
 
 _present_cache = {}   # code (by value) -> (id of the globals, their size, the names of them the code reads)
+_CODES = {}   # a code object -> the first one met equal to it (`_canonical`)
+_MAX_CODES = 4096
+
+
+def _canonical(code):
+    """The first code object met equal to `code`, which keys stand for it: a program run
+    again (its text compiled afresh) has code objects equal to the last run's but not the
+    same, and a comparison by value walks their bytecode and constants (microseconds, at each
+    look-up of a key holding them); the same object compares by identity. The oldest go
+    first past `_MAX_CODES` (a key holding one still compares by value)."""
+    found = _CODES.get(code)
+    if found is None:
+        if len(_CODES) >= _MAX_CODES:
+            del _CODES[next(iter(_CODES))]
+        found = _CODES[code] = code
+    return found
+
 
 
 def _present_globals(code, g):
@@ -1391,7 +1409,7 @@ def _swap_sources(fn, ids, undo, seen, depth):
         elif callable(v):
             _swap_sources(v, ids, undo, seen, depth - 1)
     g = fn.__globals__
-    names = _present_globals(fn.__code__, g)
+    names = _present_globals(_canonical(fn.__code__), g)
     _swap_in(g, names, ids, undo)
     for name in names:
         v = g.get(name)
