@@ -22,6 +22,10 @@ jitad finds the machine code of an equal program in the process. `--jax-cache` g
 counterpart, its persistent compilation cache in a fresh temporary directory: JAX's later runs
 then trace and lower again but load the executable instead of compiling it.
 
+A run's time includes the harness's own work (reading the corpus folder for the program's
+siblings, compiling its text: about 2 ms a run for either library, most of a one-millisecond
+program's run); `--program-only` times the program's execution alone.
+
 A JAX program runs as the corpus's test runs it: JAX at its default (64-bit types off),
 jitad at its own (on), unless its header sets `x64` for both. `--x64 off` (or `on`) runs
 every JAX program with the same setting under both libraries, so that both compute in the
@@ -53,13 +57,17 @@ def programs(library, names):
     return found
 
 
-def seconds(program, lib):
+def seconds(program, lib, program_only=False):
     """The CPU seconds of one run of the program under `lib` ("jitad" or its original), its
     output swallowed (this process's CPU time, its threads' included: on a shared machine the
-    wall clock measures the neighbours)."""
+    wall clock measures the neighbours). The harness's own work is counted (reading the
+    corpus folder for the program's siblings, compiling its text: about 2 ms a run for either
+    library) unless `program_only`: then the program's execution alone."""
     from tests.corpus import harness
     with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        if program_only:
+            return harness.run(program, lib, clock=time.process_time)[1]
         start = time.process_time()
         harness.run(program, lib)
         return time.process_time() - start
@@ -73,13 +81,13 @@ def with_x64(program, setting):
     return dataclasses.replace(program, header={**program.header, "x64": setting})
 
 
-def measure(program, repeats):
+def measure(program, repeats, program_only=False):
     """{lib: {"first": s, "runs": [s, ...]}} for the original and jitad, interleaved."""
     libs = [program.library, "jitad"]
-    out = {lib: {"first": seconds(program, lib), "runs": []} for lib in libs}
+    out = {lib: {"first": seconds(program, lib, program_only), "runs": []} for lib in libs}
     for r in range(repeats):
         for lib in libs if r % 2 == 0 else libs[::-1]:
-            out[lib]["runs"].append(seconds(program, lib))
+            out[lib]["runs"].append(seconds(program, lib, program_only))
     return out
 
 
@@ -126,6 +134,8 @@ def main(argv=None):
     ap.add_argument("--keep-cache", action="store_true", help="use jitad's disk cache")
     ap.add_argument("--x64", choices=["on", "off"], help="run the JAX programs with this 64-bit setting under both "
                     "libraries (default: JAX's off, jitad's on, unless the program's header says)")
+    ap.add_argument("--program-only", action="store_true", help="time each run's execution alone, not the "
+                    "harness's reading of the corpus folder and compiling of the text (about 2 ms a run for either)")
     ap.add_argument("--jax-cache", action="store_true", help="JAX's persistent compilation cache on (a fresh "
                     "temporary directory): its later runs load what its first compiled")
     args = ap.parse_args(argv)
@@ -144,7 +154,7 @@ def main(argv=None):
     for program in programs(args.library, args.names):
         program = with_x64(program, args.x64)
         try:
-            rows.append(row(program, measure(program, args.repeats)))
+            rows.append(row(program, measure(program, args.repeats, args.program_only)))
         except Exception as e:   # a program that fails is reported, the others still run
             print(f"{program.name}: failed ({type(e).__name__}: {e})")
             continue

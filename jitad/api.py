@@ -931,10 +931,23 @@ def vjp(fn: Fn, *primals: Any) -> tuple[Any, Fn]:
 
     def pullback(ct):
         if current_frame() is None:
-            return conj_leaves(_PULLBACK(fn, kept, conj_leaves(ct)))
+            return pullback_at(fn, kept, ct)
         with concrete.constant_values():   # staged into a trace (`jit(pullback)`): decide on the primals' values
             return conj_leaves(pullback_staged(fn, split_complex(kept), conj_leaves(split_complex(ct))))
     return out, pullback
+
+
+def pullback_at(fn: Fn, primals: Any, ct: Any) -> tuple[Any, ...]:
+    """`vjp(fn, *primals)[1](ct)` (`primals` a tuple) in one call: from Python, one dispatched program (the
+    pullback's, which runs the forward pass it needs) instead of `vjp`'s forward call and
+    then the pullback's; inside a trace, `vjp`'s staged pullback.
+
+    >>> pullback_at(lambda x, y: x * y, (3.0, 4.0), 1.0)
+    (4.0, 3.0)
+    """
+    if current_frame() is not None:
+        return vjp(fn, *primals)[1](ct)
+    return conj_leaves(_PULLBACK(fn, conj_leaves(ct), *primals))
 
 
 # -- Jacobians and Hessians ---------------------------------------------------------
@@ -1017,4 +1030,6 @@ def _applied(name, body, diff):
 
 _JVP = _applied("jvp", lambda fn, p, t: jvp_staged(fn, p, t), {1, 2})
 _CALL = _applied("vjp", lambda fn, *p: fn(*p), None)
-_PULLBACK = _applied("vjp_pullback", lambda fn, p, ct: pullback_staged(fn, p, ct), {1, 2})
+# (the cotangent first, then the primals as arguments of their own: arrays and numbers passed
+# as themselves take the dispatcher's fast path of a call like the last)
+_PULLBACK = _applied("vjp_pullback", lambda fn, ct, *p: pullback_staged(fn, p, ct), None)

@@ -25,6 +25,7 @@ import builtins
 import contextlib
 import dis
 import functools
+import gc
 import operator
 import threading
 import time
@@ -47,12 +48,11 @@ from .lower import debug as debug_output
 from .lower.compile import GuardFailed, clean_up, compile_budget, compile_program, count_nodes, first_tier, \
     note_compile, result_array_class
 from .dtypes import narrowed
-from .pytree import TreeDef, check_hashable, flatten, register_pytree_node, tree_map, unflatten
+from .pytree import LEAF, TreeDef, check_hashable, flatten, register_pytree_node, tree_map, unflatten
 from .forest import Forest, Tree
 from .staging import Staged, arg_type, current_frame, trace_program, concrete
 from .staging.complex import is_complex, split as split_complex
 from .staging.concrete import GUARD_PREFIX, ConcreteTrace, SymInt, print_hold, source_view
-from .staging.tracer import paused_gc
 
 MAX_PATHS_PER_SITE = env_int("JITAD_MAX_PATHS_PER_SITE", 16, 1)
 MAX_KEYS = env_int("JITAD_MAX_PATH_KEYS", 256, 1)   # (each key's paths hold the array constants they met)
@@ -322,7 +322,8 @@ class _Reads:
 
     def _python_function(self, fn, depth):
         code, cells, contents = fn.__code__, fn.__closure__ or (), []
-        self.parts.append(code)
+        canon = _canonical(code)
+        self.parts.append(canon)
         for cell in cells:
             try:
                 v = cell.cell_contents
@@ -334,7 +335,7 @@ class _Reads:
         if fn.__kwdefaults__:
             self.value(fn.__kwdefaults__, depth)
         g = fn.__globals__
-        names = _global_names(code)
+        names = _global_names(canon)
         values = tuple([g.get(name, _Id) for name in names])   # (`_Id` itself: a name `g` lacks, a builtin)
         for v in values:
             if v is _Id or isinstance(v, (types.ModuleType, type)):
@@ -475,6 +476,24 @@ def _same_items(container, items, is_dict):
     if is_dict:
         return all(k == k2 and v is v2 for (k, v), (k2, v2) in zip(container.items(), items))
     return all(v is v2 for v, v2 in zip(container, items))
+
+
+_CODES = {}   # a code object -> the first one met equal to it (`_canonical`)
+_MAX_CODES = 4096
+
+
+def _canonical(code):
+    """The first code object met equal to `code`, which keys stand for it: a program run
+    again (its text compiled afresh) has code objects equal to the last run's but not the
+    same, and a comparison by value walks their bytecode and constants (microseconds, at each
+    look-up of a key holding them); the same object compares by identity. The oldest go
+    first past `_MAX_CODES` (a key holding one still compares by value)."""
+    found = _CODES.get(code)
+    if found is None:
+        if len(_CODES) >= _MAX_CODES:
+            del _CODES[next(iter(_CODES))]
+        found = _CODES[code] = code
+    return found
 
 
 def function_key(fn):
@@ -704,6 +723,8 @@ class Code:
         self.budget = compile_budget(program) if tier == "auto" else None
         self.spent, self.calls = 0.0, 0   # interpreted seconds and calls so far
         self.cleaned = False   # whether the cleanup passes ran (`compile.clean_up`)
+        self.boxes = None   # per output of the cleaned program, what makes it a result (`_boxer`)
+        self.one = out_td == LEAF   # (one result, no tree to build)
         if tier == "compile":
             self.compile()
 
@@ -744,9 +765,10 @@ class Code:
                 if not self.cleaned:
                     clean_up(self.program)
                     self.cleaned, self.interpreter = True, Interpreter(_failed_check)
+        collecting = gc.isenabled()   # (held off: its values die with the call, a collection would
+        gc.disable()                   # only walk the live heap)
         try:
-            with paused_gc():   # (its values die with the call: a collection would only walk the live heap)
-                flat = interpret(self.program, leaves, self.interpreter)
+            flat = interpret(self.program, leaves, self.interpreter)
         except _CheckFailed as e:
             if self.tier in ("interpret", "bound"):
                 raise error_class(e.message)(e.message) from None
@@ -757,9 +779,17 @@ class Code:
             if self.tier != "auto":
                 raise
             return self.compile().run(leaves)
+        finally:
+            if collecting:
+                gc.enable()
         self.spent += time.perf_counter() - start
         self.calls += 1
-        return unflatten(self.out_td, [_boxed(v, var.type) for v, var in zip(flat, self.program.main.outputs)])
+        boxes = self.boxes
+        if boxes is None:
+            boxes = self.boxes = [_boxer(var.type) for var in self.program.main.outputs]
+        if self.one:
+            return boxes[0](flat[0])
+        return unflatten(self.out_td, [box(v) for box, v in zip(boxes, flat)])
 
 
 class _CheckFailed(Exception):
@@ -786,16 +816,20 @@ def _merged(first, then):
     return out
 
 
-def _boxed(value, t):
-    """An interpreted result as the compiled entry returns it: a Python bool, int or float
-    (an np.float32 for f32), or a fresh array of the results' ndarray class."""
+def _boxer(t):
+    """The function making an interpreted result of type `t` what the compiled entry returns:
+    a Python bool, int or float (an np.float32 for f32), or a fresh array of the results'
+    ndarray class (found once per output of a program)."""
     if isinstance(t, TreeType) or not hasattr(t, "dtype"):
-        return value
+        return _same
     if t.shape:
-        return np.array(value, dtype=NUMPY[t.dtype], copy=True).view(result_array_class())
-    if t.dtype == "f32":
-        return np.float32(value)
-    return {"f64": float, "i64": int, "bool": bool}[t.dtype](value)
+        dtype, cls = NUMPY[t.dtype], result_array_class()
+        return lambda value: np.array(value, dtype=dtype, copy=True).view(cls)
+    return np.float32 if t.dtype == "f32" else {"f64": float, "i64": int, "bool": bool}[t.dtype]
+
+
+def _same(value):
+    return value
 
 
 class Concrete:
@@ -1368,7 +1402,7 @@ def _swap_sources(fn, ids, undo, seen, depth):
         elif callable(v):
             _swap_sources(v, ids, undo, seen, depth - 1)
     g = fn.__globals__
-    names = _global_names(fn.__code__)
+    names = _global_names(_canonical(fn.__code__))
     _swap_in(g, names, ids, undo)
     for name in names:
         v = g.get(name)

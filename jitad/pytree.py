@@ -391,16 +391,19 @@ def flatten_with_path(tree, is_leaf=None, is_leaf_takes_path=False):
 def flatten_up_to(treedef, tree, who="flatten_up_to"):
     """The subtrees of `tree` at the leaves of `treedef`, a prefix of its structure."""
     out = []
-
-    def walk(td, x):
-        if td.kind == "leaf":
-            out.append(x)
-            return
-        node = one_level(x)
-        if node is None or node[0].kind != td.kind or node[0].keys != td.keys or len(node[1]) != len(td.children):
-            raise ArgumentError(f"{who}: the tree {x!r} does not have the structure {td} here; the first tree "
-                                "must be a prefix of the second's structure")
-        for c, sub in zip(td.children, node[1]):
-            walk(c, sub)
-    walk(treedef, tree)
+    _up_to(treedef, tree, who, out)
     return out
+
+
+def _up_to(td, x, who, out):
+    """`flatten_up_to`'s walk (a function of the module: a nested one calling itself would be
+    a reference cycle, left for the collector at each call)."""
+    if td.kind == "leaf":
+        out.append(x)
+        return
+    node = one_level(x)
+    if node is None or node[0].kind != td.kind or node[0].keys != td.keys or len(node[1]) != len(td.children):
+        raise ArgumentError(f"{who}: the tree {x!r} does not have the structure {td} here; the first tree "
+                            "must be a prefix of the second's structure")
+    for c, sub in zip(td.children, node[1]):
+        _up_to(c, sub, who, out)

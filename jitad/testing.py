@@ -9,8 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from .api import _CALL, grad, jit, jvp
+from .api import grad, jit, jvp
 from .errors import ArgumentError
+from .lower.compile import result_array_class
 from .pytree import flatten, flatten_up_to, unflatten
 
 
@@ -32,8 +33,10 @@ def _float_positions(args):
 
 
 def _forward(f, device) -> Callable[..., Any]:
-    """`f` compiled, called as `grad` calls it (Python may decide on the values), on the CPU."""
-    return jit(f, device=device) if device != "cpu" else lambda *a: _CALL(f, *a)
+    """`f` as the central differences evaluate it: on the CPU called as it is (as JAX's and
+    autograd's checks call it: eagerly, Python deciding on the values), compiled on another
+    device."""
+    return jit(f, device=device) if device != "cpu" else f
 
 
 def check_grads(f, args=None, order=None, modes=None, eps=None, rtol=None, atol=None, seed=0, device="cpu"):
@@ -79,16 +82,20 @@ def check_grads(f, args=None, order=None, modes=None, eps=None, rtol=None, atol=
     u = [[_random(rng, x) for x in leaves] for leaves in flat] if order > 1 else []   # (drawn next, as before)
     _hand_back(kept)
 
+    array = result_array_class()   # (the moved arrays as jitad's: `x.at[i]` works on them, as on a traced value)
+
     def at(t):
         new = list(args)
         for i, leaves, vs, td in zip(positions, flat, direction, tds):
             moved = [x + t * v for x, v in zip(leaves, vs)]
-            new[i] = unflatten(td, [m if m.shape else m.item() for m in moved])
+            new[i] = unflatten(td, [m.view(array) if m.shape else m.item() for m in moved])
         return tuple(new)
 
     forward = _forward(f, device)
     plus, minus = forward(*at(eps)), forward(*at(-eps))
-    if not isinstance(plus, (float, np.floating)):   # an array or pytree result: check <w, f(x)>
+    if _real_number(plus):   # (a 0-d array too: `jnp.sum`'s result is differentiated as it is)
+        plus, minus = float(plus), float(minus)
+    else:   # an array or pytree result: check <w, f(x)>
         f, weigh = _weighted(f, plus, seed)
         plus, minus = weigh(plus), weigh(minus)
     numeric = (plus - minus) / (2 * eps)
@@ -115,6 +122,11 @@ def check_grads(f, args=None, order=None, modes=None, eps=None, rtol=None, atol=
             return sum(real((gl * w).sum() if np.ndim(w) else gl * w[()])   # (a complex leaf whole, not its parts)
                        for gi, ws, td in zip(g, u, tds) for gl, w in zip(flatten_up_to(td, gi), ws))
         check_grads(along, args, order - 1, ("fwd",), eps, rtol, atol, seed + 1)
+
+
+def _real_number(y):
+    """A real float: a Python or NumPy float, or a 0-d float array."""
+    return isinstance(y, (float, np.floating)) or isinstance(y, np.ndarray) and y.shape == () and y.dtype.kind == "f"
 
 
 def _close(a, b, rtol, atol):

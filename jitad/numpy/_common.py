@@ -7,6 +7,7 @@ import numpy as np
 from ..config import config
 from ..errors import ArgumentError, UnsupportedError
 from ..ir import float_checks
+from ..ir.interpret import ERRORS, IGNORED
 from ..staging import is_staged
 from ._array import Array
 
@@ -57,39 +58,14 @@ def plain_f64(x):
     return (type(x) is np.ndarray or type(x) is Array) and x.dtype == _F64
 
 
-class _SetErr:
-    """`np.seterr` with a context variable's `set` and `reset` (where NumPy has none)."""
-    @staticmethod
-    def set(state):
-        return np.seterr(**state)
-
-    @staticmethod
-    def reset(token):
-        np.seterr(**token)
-
-
-def _quiet_state():
-    """NumPy's floating-point error state as a context variable (`set`, `reset`) and the value
-    that ignores everything: NumPy's own (a tenth of `np.errstate`'s cost a call) where it
-    has one."""
-    try:
-        from numpy._core import _ufunc_config
-        return _ufunc_config._extobj_contextvar, _ufunc_config._make_extobj(all="ignore")
-    except (ImportError, AttributeError, TypeError):
-        return _SetErr, {"all": "ignore"}
-
-
-_ERRORS, _IGNORED = _quiet_state()
-
-
 def quietly(fn, *args, **kwargs):
     """`fn(*args, **kwargs)` without NumPy's floating-point warnings (JAX's meaning: an
     overflow is an inf, not a warning): `quietly(np.exp, 1000.0) == np.inf`."""
-    token = _ERRORS.set(_IGNORED)
+    token = ERRORS.set(IGNORED)
     try:
         return fn(*args, **kwargs)
     finally:
-        _ERRORS.reset(token)
+        ERRORS.reset(token)
 
 
 def reference_first(reference, fn, accepts):
@@ -110,11 +86,11 @@ def reference_first(reference, fn, accepts):
         if config._values["jax_enable_x64"] and not float_checks.ACTIVE:
             try:
                 if accepts(*args, **kwargs):
-                    token = _ERRORS.set(_IGNORED)
+                    token = ERRORS.set(IGNORED)
                     try:
                         out = reference(*args, **kwargs)
                     finally:
-                        _ERRORS.reset(token)
+                        ERRORS.reset(token)
                     t = type(out)
                     if t is np.ndarray:
                         return out.view(Array)

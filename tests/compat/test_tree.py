@@ -214,3 +214,17 @@ def test_ravel_pytree_like_jax():
     back, jback = unravel(flat), junravel(jflat)
     assert jax.tree.structure(back) == jax.tree.structure(jback)
     assert back["b"][0].dtype == np.asarray(jback["b"][0]).dtype
+
+
+def test_flatten_up_to_leaves_no_reference_cycle():
+    import gc
+    tree = {"a": (np.ones(3), [np.zeros(2), 1.0]), "b": None}
+    td = tu.tree_structure({"a": (0, 0), "b": None})
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(5):
+            assert len(jitad.pytree.flatten_up_to(td, tree)) == 2
+        assert gc.collect() == 0   # (the walk's objects went with the calls, none left for the collector)
+    finally:
+        gc.enable()

@@ -99,9 +99,9 @@ def read_header(path):
     return header
 
 
-def run(program, lib):
+def run(program, lib, clock=time.perf_counter):
     """Execute the program with `jitad` renamed to `lib` (itself for jitad); its globals and the
-    seconds it took."""
+    seconds it took (its execution alone, by `clock`)."""
     namespace = {"__name__": "__main__", "__file__": str(program.path)}
     modules = {name: importlib.import_module(f"tests.corpus.data.{name}") for name in data_modules()}
     saved = {name: sys.modules.get(name) for name in [*modules, *(s.path.stem for s in siblings(program))]}
@@ -111,9 +111,10 @@ def run(program, lib):
             sys.modules[sibling.path.stem] = as_module(sibling, lib)
         with x64_setting(program, lib):
             np.random.seed(0)
-            start = time.perf_counter()
-            exec(compiled(program, lib), namespace)
-            seconds = time.perf_counter() - start
+            code = compiled(program, lib)
+            start = clock()
+            exec(code, namespace)
+            seconds = clock() - start
     finally:
         for name, module in saved.items():
             if module is None:
@@ -131,10 +132,10 @@ def compiled(program, lib):
 def siblings(program, seen=()):
     """The programs of the same library that this one imports (and those they import), the
     imported ones first."""
+    imported = set(re.findall(r"^\s*(?:from|import)\s+(\w+)", program.source, re.MULTILINE))   # (its text read once)
     found = []
     for path in sorted(program.path.parent.glob("*.py")):
-        if path != program.path and path.stem not in seen and re.search(
-                rf"^\s*(from|import)\s+{path.stem}\b", program.source, re.MULTILINE):
+        if path != program.path and path.stem not in seen and path.stem in imported:
             sibling = Program(path, program.library, read_header(path))
             found += [*siblings(sibling, (*seen, program.path.stem)), sibling]
     return found

@@ -165,3 +165,24 @@ def test_a_function_rebinding_its_global_on_a_miss_leaves_no_path_under_the_old_
     for k in (2.0, 7.0, 2.0):
         g["K"] = k
         np.testing.assert_allclose(jitad.vjp(g["sets_once"], x)[0], k * np.sin(x), rtol=1e-12)
+
+
+def test_a_text_compiled_again_keys_its_functions_by_the_first_equal_code():
+    """A program run again compiles its text afresh: its functions' code objects are equal to
+    the last run's, not the same; their keys hold the first equal one (compared by identity
+    at each look-up), and another text is another key."""
+    import types
+
+    def compiled(text):
+        namespace = {}
+        exec(compile(text, "<a program>", "exec"), namespace)
+        return namespace["f"]
+    text = "def f(x):\n    return x * 2.0 + 1.0\n"
+    f1, f2 = compiled(text), compiled(text)
+    assert f1.__code__ is not f2.__code__ and f1.__code__ == f2.__code__
+    k1, k2 = dispatch.function_key(f1)[0], dispatch.function_key(f2)[0]
+    assert k1 == k2
+    code1, code2 = [[p for p in k if isinstance(p, types.CodeType)] for k in (k1, k2)]
+    assert code1[0] is code2[0]
+    assert dispatch.function_key(compiled(text.replace("2.0", "3.0")))[0] != k1
+    assert jitad.grad(f2)(0.5) == jitad.grad(f1)(0.5) == 2.0

@@ -46,3 +46,21 @@ def test_a_decision_on_the_cotangent_is_still_refused_under_jit():
         return ours(ct if ct > 0 else -ct)
     with pytest.raises(jitad.StagingError):
         jitad.jit(uses_ct_in_python)(1.0)
+
+
+def test_pullback_at_is_the_pullback_applied_to_the_cotangent():
+    """`pullback_at(f, primals, ct)` (one dispatched program from Python, `vjp`'s staged
+    pullback inside a trace) gives what `vjp(f, *primals)[1](ct)` gives, and JAX's vjp."""
+    from jitad.api import pullback_at
+    x, y, ct = np.array([0.3, -0.7, 1.1]), 1.5, np.array([1.0, -2.0, 0.5])
+    for _ in range(2):   # (the second call: the dispatcher's path for a call like the last)
+        got = pullback_at(lambda a, b: jitad.numpy.sin(a) * b, (x, y), ct)
+        expected = jax.vjp(lambda a, b: jax.numpy.sin(a) * b, x, y)[1](ct)
+        for g, e in zip(got, expected):
+            np.testing.assert_allclose(g, e, rtol=1e-14)
+    inside = jitad.jit(lambda a, c: pullback_at(lambda u: jitad.numpy.sin(u) * y, (a,), c)[0])(x, ct)
+    np.testing.assert_allclose(inside, expected[0], rtol=1e-14)
+    z, w = 0.4 - 1.3j, 2.0 + 0.5j   # complex: the cotangent conjugated in and out, as `vjp`'s pullback
+    got = pullback_at(lambda u: u * u * w, (z,), 1.0 - 0.5j)
+    np.testing.assert_allclose(got[0], jitad.vjp(lambda u: u * u * w, z)[1](1.0 - 0.5j)[0], rtol=1e-14)
+    np.testing.assert_allclose(got[0], jax.vjp(lambda u: u * u * w, z)[1](1.0 - 0.5j)[0], rtol=1e-14)
