@@ -230,9 +230,12 @@ def shift(g, h):
         return g.line(f"np.roll({h}, {k or 1}, axis={axis})", (n, d), "roll")
     cut = f"{h}[:-{k}]" if axis == 0 else f"{h}[:, :-{k}]"
     head = f"{h}[:{k}]" if axis == 0 else f"{h}[:, :{k}]"
-    if how < 0.75:   # zeros shifted in, or (a recurrence's shift: its adjoint a region add) computed ones
+    if how < 0.65:   # zeros shifted in, or (a recurrence's shift: its adjoint a region add) computed ones
         return g.line(f"np.concatenate([np.zeros_like({head}), {cut}], axis={axis})", (n, d), "shift")
-    return g.line(f"np.concatenate([np.tanh({head}), np.tanh({cut})], axis={axis})", (n, d), "shift")
+    if how < 0.8:
+        return g.line(f"np.concatenate([np.tanh({head}), np.tanh({cut})], axis={axis})", (n, d), "shift")
+    return g.line(f"np.sin({g.arg((n, d))} * np.concatenate([np.ones_like({head}), {cut}], axis={axis}))", (n, d),
+                  "shift")
 
 
 def slice_concat(g, h):
