@@ -134,7 +134,7 @@ def program(seed, stages=None):
         h = g.choice(STAGES)(g, h) or h
     extra = onp.random.default_rng([seed, 1])
     if extra.random() < 0.15:   # a loop last (a loss linear in its result: its last step made for nothing)
-        h = loop(g, h)
+        h = recurrence(g, h)
     parameters = tuple(k for k in range(1, len(g.m.args)) if g.m.args[k].dtype.kind == "f")
     if parameters and extra.random() < 0.5:
         g.m.wrt = parameters   # the input as data: its gradient not asked for
@@ -287,10 +287,9 @@ def batched(g, h):
 
 
 def loop(g, h):
-    """A short loop whose body reads a weight and a bias captured from outside (loop invariants),
-    or an elementwise recurrence (its state kept as each step leaves it in reverse mode), of
-    0, 1, 2 or an odd number of steps, some checkpointed (`FOR`'s `checkpoints=`: JAX's
-    side a plain `fori_loop`)."""
+    """A loop of 0, 1, 2 or an odd number of steps: `fori_loop` or `scan` with a body reading a
+    weight and a bias captured from outside (loop invariants), `scan` with an elementwise
+    carry, or a `FOR` recurrence (`recurrence`)."""
     n, d = g.shapes[h]
     steps = g.choice([0, 1, 2, 3, 5])
     how = g.rng.random()
@@ -306,13 +305,27 @@ def loop(g, h):
         w = g.arg((d,), 0.5)
         step = f"lambda c, x: (np.tanh(c * {w} + x), np.sin(c) * x)"
         return g.line(f"lax.scan({step}, np.zeros({d}, dtype={h}.dtype), {h})[1]", (n, d), "scan")
+    return recurrence(g, h, steps)
+
+
+def recurrence(g, h, steps=None):
+    """A `FOR` recurrence of `steps` (drawn: 0 to 5), some checkpointed (`checkpoints=`: JAX's
+    side a plain `fori_loop`): through a shift, arithmetic alone, through an index, or a
+    product after a nonlinearity; its tensor state kept as each step leaves it in reverse mode."""
+    n, d = g.shapes[h]
+    steps = g.choice([0, 1, 2, 3, 5]) if steps is None else steps
+    how = 0.45 + 0.55 * g.rng.random()
     checkpoints = g.choice([None, None, 1, 2])
     x = g.arg((n, d), 0.5)
     if how < 0.7 and n > 1:   # a recurrence through a shift (its adjoint a region add)
         body = g.choice([f"lambda i, c: c + 0.1 * np.sin({x} * np.concatenate([np.ones_like(c[:1]), c[:-1]]))",
                          f"lambda i, c: c * {x} + 0.5 * np.concatenate([np.ones_like(c[:1]), c[:-1]])"])
-    elif how < 0.85:   # arithmetic alone: a step stores nothing but its state
+    elif how < 0.8:   # arithmetic alone: a step stores nothing but its state
         body = f"lambda i, c: c + 0.1 * ({x} * c - c * c * c)"
+    elif how < 0.9:   # the state's rows, or a column's elements, read through an index
+        i = g.index((n,), -n, n)
+        body = g.choice([f"lambda i, c: c + 0.1 * np.sin(c[{i}] * {x})",
+                         f"lambda i, c: c * 0.9 + np.take(c[:, 0], {i})[:, None] * {x}"])
     else:
         w = g.arg((d, d), 0.5 * d ** -0.5)
         body = f"lambda i, c: c + np.tanh(c) @ {w} * {x}"

@@ -13,7 +13,7 @@ from .fuzz_models import Model, check, compare, program
 
 FAST = [85, 144]   # small cases: a one-hot product and a gather (masked row adds, gathered reads read apart);
 #                   a 3-step FOR, a fori_loop and a tiled concatenation in float32 (leaving state tables)
-SLOW = [11, 53, 79, 126, 136, 242, 366, 102]   # cases of every regime, the gathers, scatters and loops among
+SLOW = [11, 36, 53, 79, 95, 113, 126, 188]   # cases of every regime, the gathers, scatters and loops among
 #                   them (tens of seconds each)
 
 
