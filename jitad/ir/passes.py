@@ -1,6 +1,8 @@
 """The passes between tracing (differentiation included) and lowering, in order. Each
 rewrites a program in place; under `JITAD_VERIFY=1` (the tests) the verifier checks
 the program before the first and after every pass."""
+import contextlib
+
 from . import peephole, placed, regions
 from .column_products import column_products
 from .cse import eliminate_common_subexpressions, fold_constants
@@ -13,6 +15,7 @@ from .last_adds import last_adds_program
 from .last_step import drop_dead_last_steps
 from .loop_invariants import hoist_loop_invariants
 from .ops import Op
+from .printer import program_key_text
 from .prune import drop_unread_tables
 from .reshaped_ops import scalar_ops_before_reshapes
 from .rows import row_loops
@@ -162,3 +165,32 @@ def run_passes(program, check=False, device="cpu"):
             except VerifyError as e:
                 raise VerifyError(f"after pass `{name}`: {e}") from None
     return program
+
+
+@contextlib.contextmanager
+def counting_changes(fired):
+    """Test-only (the fuzzer's pass coverage): while open, `fired[name]` counts the programs
+    each pass of `PIPELINE` changed, by their exact text before and after it (its nodes,
+    attributes and the bodies of fused loops); closed, the pipeline is as it was.
+
+    >>> import collections
+    >>> fired = collections.Counter()
+    >>> with counting_changes(fired):
+    ...     _ = jitad.jit(lambda x: jitad.numpy.tanh(x) * 2.0 + 1.0)(np.ones((4, 8)))
+    >>> fired
+    Counter({'fuse': 1})
+    """
+    original = list(PIPELINE)
+
+    def counted(name, rewrite):
+        def run(program):
+            before = program_key_text(program)
+            rewrite(program)
+            if program_key_text(program) != before:
+                fired[name] += 1
+        return run
+    PIPELINE[:] = [(name, counted(name, rewrite), purpose) for name, rewrite, purpose in original]
+    try:
+        yield fired
+    finally:
+        PIPELINE[:] = original

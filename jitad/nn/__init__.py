@@ -285,9 +285,12 @@ def one_hot(x, num_classes, *, dtype=None, axis=-1):
     (out-of-range entries give all zeros): `jitad.nn.one_hot(np.array([0, 2]), 3)`."""
     shape = tuple(x.shape) if is_staged(x) else np.shape(x)
     axis = axis % (len(shape) + 1)
+    dtype = np.dtype(np.float64 if dtype is None else dtype)
+    if is_staged(x) and x.ir_dtype in ("i32", "i64") and axis == len(shape) and dtype in (np.float32, np.float64) \
+            and isinstance(num_classes, (int, np.integer)) and num_classes >= 1:
+        return N.one_hot(x, num_classes, "f32" if dtype == np.float32 else "f64")   # (a product with it: rows)
     classes = np.arange(num_classes).reshape((num_classes,) + (1,) * (len(shape) - axis))
     hit = N.reshape(x, shape[:axis] + (1,) + shape[axis:]) == classes
-    dtype = np.dtype(np.float64 if dtype is None else dtype)
     name = "bool" if dtype == np.bool_ else "i64" if dtype.kind in "iu" else "f32" if dtype == np.float32 else "f64"
     return N.convert(hit, name)
 

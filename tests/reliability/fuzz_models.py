@@ -57,11 +57,16 @@ class Model:
     lines: list = field(default_factory=list)   # (name, text, shape)
     result: str = ""
     stages: list = field(default_factory=list)   # the stage of each line (for reports)
-    wrt: tuple = None   # the arguments differentiated (None: every one)
+    wrt: tuple = None   # the arguments differentiated (None: every float one)
+    debug_nans: bool = False   # run with `jax_debug_nans` on (both sides)
+
+    def differentiated(self):
+        """The arguments whose gradients are compared: `wrt`, or every float argument."""
+        return self.wrt or tuple(k for k, a in enumerate(self.args) if a.dtype.kind == "f")
 
     def names(self, transform):
         """What each array `run` returns under `transform` is: the value, then each gradient."""
-        grads = [f"d/dx{k}" for k in (self.wrt or range(len(self.args)))]
+        grads = [f"d/dx{k}" for k in self.differentiated()]
         return grads if transform in ("jit_grad", "vmap_grad") else ["value"] + grads
 
     def source(self, lines=None, result=None):
@@ -96,6 +101,13 @@ class Generator:
         self.shapes[name] = tuple(shape)
         return name
 
+    def index(self, shape, low, high):
+        """An int64 index argument: entries drawn from [low, high), repeats likely."""
+        name = f"x{len(self.m.args)}"
+        self.m.args.append(self.rng.integers(low, high, size=shape).astype(onp.int64))
+        self.shapes[name] = None   # (no stage reads it as an activation)
+        return name
+
     def same_shape(self, h):
         pool = [n for n, s in self.shapes.items() if s == self.shapes[h] and n != h]
         return self.choice(pool) if pool else None
@@ -120,9 +132,14 @@ def program(seed, stages=None):
         h = g.arg((n, g.width(n)))
     for _ in range(stages or int(g.rng.integers(2, 7))):
         h = g.choice(STAGES)(g, h) or h
-    g.m.result = h
-    if len(g.m.args) > 1 and onp.random.default_rng([seed, 1]).random() < 0.5:
-        g.m.wrt = tuple(range(1, len(g.m.args)))   # the input as data: its gradient not asked for
+    extra = onp.random.default_rng([seed, 1])
+    if extra.random() < 0.15:   # a loop last (a loss linear in its result: its last step made for nothing)
+        h = recurrence(g, h)
+    parameters = tuple(k for k in range(1, len(g.m.args)) if g.m.args[k].dtype.kind == "f")
+    if parameters and extra.random() < 0.5:
+        g.m.wrt = parameters   # the input as data: its gradient not asked for
+    g.m.result = scalar_loss(g, h) if extra.random() < 0.15 else h
+    g.m.debug_nans = extra.random() < 0.1
     return g.m
 
 
@@ -213,9 +230,12 @@ def shift(g, h):
         return g.line(f"np.roll({h}, {k or 1}, axis={axis})", (n, d), "roll")
     cut = f"{h}[:-{k}]" if axis == 0 else f"{h}[:, :-{k}]"
     head = f"{h}[:{k}]" if axis == 0 else f"{h}[:, :{k}]"
-    if how < 0.75:   # zeros shifted in, or (a recurrence's shift: its adjoint a region add) computed ones
+    if how < 0.65:   # zeros shifted in, or (a recurrence's shift: its adjoint a region add) computed ones
         return g.line(f"np.concatenate([np.zeros_like({head}), {cut}], axis={axis})", (n, d), "shift")
-    return g.line(f"np.concatenate([np.tanh({head}), np.tanh({cut})], axis={axis})", (n, d), "shift")
+    if how < 0.8:
+        return g.line(f"np.concatenate([np.tanh({head}), np.tanh({cut})], axis={axis})", (n, d), "shift")
+    return g.line(f"np.sin({g.arg((n, d))} * np.concatenate([np.ones_like({head}), {cut}], axis={axis}))", (n, d),
+                  "shift")
 
 
 def slice_concat(g, h):
@@ -224,7 +244,7 @@ def slice_concat(g, h):
         return None
     k = int(g.rng.integers(1, d))
     pieces = g.choice([f"[{h}[:, :{k}], np.tanh({h}[:, {k}:])]", f"[{h}[:, {k}:], {h}[:, :{k}]]",
-                       f"[{h}, {h}[:, :{k}] * 2.0]"])
+                       f"[{h}, {h}[:, :{k}] * 2.0]", f"[np.tanh({h}[:, :{k}]) * 2.0, {h}[:, {k}:] * {h}[:, {k}:]]"])
     width = d + k if pieces.endswith("2.0]") else d
     return g.line(f"np.concatenate({pieces}, axis=1)", (n, width), "slice concat")
 
@@ -267,29 +287,159 @@ def batched(g, h):
 
 
 def loop(g, h):
-    """A short loop whose body reads a weight and a bias captured from outside (loop invariants)."""
+    """A loop of 0, 1, 2 or an odd number of steps: `fori_loop` or `scan` with a body reading a
+    weight and a bias captured from outside (loop invariants), `scan` with an elementwise
+    carry, or a `FOR` recurrence (`recurrence`)."""
     n, d = g.shapes[h]
-    w, c = g.arg((d, d), 0.5 * d ** -0.5), g.arg((d,), 0.1)
-    steps = int(g.rng.integers(1, 4))
-    if g.rng.random() < 0.5:
+    steps = g.choice([0, 1, 2, 3, 5])
+    how = g.rng.random()
+    if how < 0.25:
+        w, c = g.arg((d, d), 0.5 * d ** -0.5), g.arg((d,), 0.1)
         return g.line(f"lax.fori_loop(0, {steps}, lambda i, c: np.tanh(c @ {w} + {c}) + 0.5 * c, {h})", (n, d),
                       "fori_loop")
-    step = f"lambda c, x: (np.tanh(c @ {w}.T + x), c * x + {c})"
-    return g.line(f"lax.scan({step}, np.zeros({d}, dtype={h}.dtype), {h})[1]", (n, d), "scan")
+    if how < 0.45:
+        w, c = g.arg((d, d), 0.5 * d ** -0.5), g.arg((d,), 0.1)
+        step = f"lambda c, x: (np.tanh(c @ {w}.T + x), c * x + {c})"
+        return g.line(f"lax.scan({step}, np.zeros({d}, dtype={h}.dtype), {h})[1]", (n, d), "scan")
+    if how < 0.6:   # a carry that no product reads as is; the stacked outputs
+        w = g.arg((d,), 0.5)
+        step = f"lambda c, x: (np.tanh(c * {w} + x), np.sin(c) * x)"
+        return g.line(f"lax.scan({step}, np.zeros({d}, dtype={h}.dtype), {h})[1]", (n, d), "scan")
+    return recurrence(g, h, steps)
+
+
+def recurrence(g, h, steps=None):
+    """A `FOR` recurrence of `steps` (drawn: 0 to 5), some checkpointed (`checkpoints=`: JAX's
+    side a plain `fori_loop`): through a shift, arithmetic alone, through an index, or a
+    product after a nonlinearity; its tensor state kept as each step leaves it in reverse mode."""
+    n, d = g.shapes[h]
+    steps = g.choice([0, 1, 2, 3, 5]) if steps is None else steps
+    how = 0.45 + 0.55 * g.rng.random()
+    checkpoints = g.choice([None, None, 1, 2])
+    x = g.arg((n, d), 0.5)
+    if how < 0.7 and n > 1:   # a recurrence through a shift (its adjoint a region add)
+        body = g.choice([f"lambda i, c: c + 0.1 * np.sin({x} * np.concatenate([np.ones_like(c[:1]), c[:-1]]))",
+                         f"lambda i, c: c * {x} + 0.5 * np.concatenate([np.ones_like(c[:1]), c[:-1]])"])
+    elif how < 0.8:   # arithmetic alone: a step stores nothing but its state
+        body = f"lambda i, c: c + 0.1 * ({x} * c - c * c * c)"
+    elif how < 0.9:   # the state's rows, or a column's elements, read through an index
+        i = g.index((n,), -n, n)
+        body = g.choice([f"lambda i, c: c + 0.1 * np.sin(c[{i}] * {x})",
+                         f"lambda i, c: c * 0.9 + np.take(c[:, 0], {i})[:, None] * {x}"])
+    else:
+        w = g.arg((d, d), 0.5 * d ** -0.5)
+        body = f"lambda i, c: c + np.tanh(c) @ {w} * {x}"
+    return g.line(f"FOR(0, {steps}, {body}, {h}, checkpoints={checkpoints})", (n, d), "FOR")
+
+
+def gather(g, h):
+    """Rows or elements read through an int64 index with repeats (negative entries count from
+    the end): `x[idx]`, `take`, `take_along_axis`, an embedding table's rows, a column's
+    elements gathered inside a fused loop."""
+    n, d = g.shapes[h]
+    how = int(g.rng.integers(5))
+    if how == 0:
+        return g.line(f"np.tanh({h}[{g.index((n,), -n, n)}]) * 2.0 + {h}", (n, d), "gather")
+    if how == 1:
+        col = int(g.rng.integers(d))
+        return g.line(f"{h} * np.take({h}[:, {col}], {g.index((n,), -n, n)})[:, None] + {h}[:, {col}:{col + 1}]",
+                      (n, d), "gather")
+    if how == 2:
+        return g.line(f"np.take_along_axis({h}, {g.index((n, d), 0, d)}, axis=1) * np.sin({h})", (n, d), "gather")
+    if how == 3:   # vectors of parameters read through an index, in one loop (a camera's columns)
+        m = g.choice(g.rows)
+        a, b = g.arg((m,)), g.arg((m,))
+        i = g.index((n,), -m, m)
+        return g.line(f"{h} * np.sin({a}[{i}] * {b}[{i}])[:, None] + np.cos({b}[{i}])[:, None]", (n, d), "gather")
+    m = g.choice(g.rows)
+    table = g.arg((m, d))
+    return g.line(f"{h} + np.take({table}, {g.index((n,), 0, m)}, axis=0)", (n, d), "embedding")
+
+
+def scatter(g, h):
+    """Sums over segments (`.at[].add` with repeated indices, `ops.segment_sum`, a loop adding
+    one row a step), read back through the segment ids."""
+    n, d = g.shapes[h]
+    m = g.choice(g.rows)
+    ids = g.index((n,), 0, m)
+    how = int(g.rng.integers(3))
+    if how == 0:
+        sums = g.line(f"np.zeros(({m}, {d}), dtype={h}.dtype).at[{ids}].add(np.tanh({h}))", (m, d), "scatter")
+    elif how == 1:
+        sums = g.line(f"ops.segment_sum({h} * {h}, {ids}, {m})", (m, d), "segment_sum")
+    else:
+        steps = min(n, 17)
+        sums = g.line(f"lax.fori_loop(0, {steps}, lambda j, a: a.at[{ids}[j]].add(np.sin({h}[j])), "
+                      f"np.zeros(({m}, {d}), dtype={h}.dtype))", (m, d), "segment loop")
+    return g.line(f"{h} * np.tanh({sums}[{ids}])", (n, d), "scatter")
+
+
+def one_hot(g, h):
+    """A one-hot product (an embedding written as a product), its labels partly outside the
+    classes (rows of zeros)."""
+    n, d = g.shapes[h]
+    c = g.choice([3, 10, 17, 64])
+    w = g.arg((c, d))
+    return g.line(f"{h} + nn.one_hot({g.index((n,), -1, c + 1)}, {c}, dtype={h}.dtype) @ {w}", (n, d), "one-hot")
+
+
+def tiled(g, h):
+    """Slices that lay a tensor out again whole, joined (a Jacobian's blocks)."""
+    n, d = g.shapes[h]
+    axis = int(g.rng.integers(2))
+    size = (n, d)[axis]
+    if size < 2:
+        return None
+    cuts = sorted(set(int(c) for c in g.rng.integers(1, size, size=int(g.rng.integers(1, 3)))))
+    bounds = [0] + cuts + [size]
+    v = g.line(f"np.tanh({h}) * 2.0", (n, d), "tiled concat")
+    pieces = [f"{v}[{a}:{b}]" if axis == 0 else f"{v}[:, {a}:{b}]" for a, b in zip(bounds, bounds[1:])]
+    return g.line(f"np.concatenate([{', '.join(pieces)}], axis={axis}) + {h}", (n, d), "tiled concat")
+
+
+def tied(g, h):
+    """One weight in several layers (an unrolled recurrence; a layer and its transpose): the
+    gradient reads it transposed in several products."""
+    n, d = g.shapes[h]
+    if g.rng.random() < 0.5:
+        w = g.arg((d, g.width(n)), d ** -0.5)
+        return g.line(f"np.tanh({h} @ {w}) @ {w}.T + {h}", (n, d), "tied")
+    w = g.arg((d, d), d ** -0.5)
+    return g.line(f"np.tanh(np.tanh(np.tanh({h} @ {w}) @ {w}) @ {w})", (n, d), "tied")
+
+
+def division(g, h):
+    """Divisions by values constant along the rows (a row's sum, a scalar): a product with the
+    reciprocal in the loop, which may differ from the division in the last bit."""
+    n, d = g.shapes[h]
+    return g.line(g.choice([f"{h} / (1.0 + np.sum({h} * {h}, axis=-1, keepdims=True))",
+                            f"np.tanh({h}) / (1.0 + np.mean({h} * {h}))",
+                            f"{h} / (2.0 + np.cos({g.arg((n, 1))}))"]), (n, d), "division")
+
+
+def scalar_loss(g, h):
+    """A scalar result (its gradient's seed through constant factors)."""
+    return g.line(g.choice([f"np.sum({h} * {h}) * 0.5", f"np.mean(nn.logsumexp({h}, axis=-1)) / 3.0",
+                            f"-np.mean(nn.log_softmax({h}, axis=-1)[:, 0]) * 2.0"]), (), "loss")
 
 
 STAGES = [dense, dense, activation, activation, rows, rows, columns, columns, column_sum, residual, shift,
-          slice_concat, attention, attention, batched, loop]
+          slice_concat, attention, attention, batched, loop, loop, gather, gather, scatter, one_hot, tiled, tied,
+          division]
 
 
 # -- running and judging ---------------------------------------------------------------------
 
 SIDES = {"jitad": (jitad, jitad.numpy, jitad.lax, jitad.nn), "jax": (jax, jjnp, jax.lax, jax.nn)}
+LOOPS = {"jitad": lambda lower, upper, body, init, checkpoints=None: jitad.FOR(lower, upper, body, init,
+                                                                             checkpoints=checkpoints),
+         "jax": lambda lower, upper, body, init, checkpoints=None: jax.lax.fori_loop(lower, upper, body, init)}
+OPS = {"jitad": jitad.ops, "jax": jax.ops}
 
 
 def _function(model, side, lines=None, result=None):
     _, np, lax, nn = SIDES[side]
-    env = {"np": np, "lax": lax, "nn": nn}
+    env = {"np": np, "lax": lax, "nn": nn, "ops": OPS[side], "FOR": LOOPS[side]}
     exec(model.source(lines, result), env)
     return env["f"]
 
@@ -307,7 +457,7 @@ def run(model, side, transform, lines=None, result=None):
     t, np, _, _ = SIDES[side]
     f = _function(model, side, lines, result)
     args = [onp.array(a) for a in model.args] if side == "jitad" else [jjnp.asarray(a) for a in model.args]
-    every = model.wrt or tuple(range(len(args)))
+    every = model.differentiated()
     shape = onp.shape(jax.eval_shape(_function(model, "jax", lines, result), *model.args))
     cot = _cotangent(shape, model.dtype)
 
@@ -377,7 +527,8 @@ def verdict(model, transform, cache=None, lines=None, result=None):
     names = model.names(transform)
     what = compare(mine[1], theirs[1], model.dtype, names)
     if what and model.dtype == "float32" and "NaN" not in what:
-        wide = dataclasses.replace(model, dtype="float64", args=[a.astype(onp.float64) for a in model.args])
+        wide = dataclasses.replace(model, dtype="float64", args=[a.astype(onp.float64) if a.dtype.kind == "f" else a
+                                                                 for a in model.args])
         truth = _expected(wide, transform, {}, lines, result)
         if truth[0] == "ok":
             what = _beyond_float32(mine[1], theirs[1], truth[1], names, _largest_step(wide, lines),
@@ -414,7 +565,8 @@ def _result_size(model, lines=None, result=None):
 
 def _largest_step(model, lines=None):
     """The largest finite magnitude among the values `model`'s lines compute (JAX, eagerly)."""
-    env = {"np": jjnp, "lax": jax.lax, "nn": jax.nn, **{f"x{k}": a for k, a in enumerate(model.args)}}
+    env = {"np": jjnp, "lax": jax.lax, "nn": jax.nn, "ops": jax.ops, "FOR": LOOPS["jax"],
+           **{f"x{k}": a for k, a in enumerate(model.args)}}
     top = 0.0
     for name, text, _ in model.lines if lines is None else lines:
         env[name] = value = onp.asarray(eval(text, env), dtype=onp.float64)
@@ -425,22 +577,32 @@ def _largest_step(model, lines=None):
 
 def check(model, transforms=TRANSFORMS):
     """[(transform, what differs)] for `model`, every path compiled."""
-    before = jitad.config.read("jitad_tiering")
-    jitad.config.update("jitad_tiering", "compile")
-    try:
+    with compiled(model):
         cache = {}
         return [(t, what) for t in transforms if (what := verdict(model, t, cache))]
+
+
+@contextlib.contextmanager
+def compiled(model):
+    """While open, every jitad path compiles, and `jax_debug_nans` is on for both sides where
+    `model` asks for it."""
+    saved = jitad.config.read("jitad_tiering"), jitad.config.read("jax_debug_nans"), jax.config.jax_debug_nans
+    jitad.config.update("jitad_tiering", "compile")
+    jitad.config.update("jax_debug_nans", model.debug_nans)
+    jax.config.update("jax_debug_nans", model.debug_nans)
+    try:
+        yield
     finally:
-        jitad.config.update("jitad_tiering", before)
+        jitad.config.update("jitad_tiering", saved[0])
+        jitad.config.update("jax_debug_nans", saved[1])
+        jax.config.update("jax_debug_nans", saved[2])
 
 
 def minimize(model, transform):
     """A smaller program that still disagrees under `transform`: the result moved to an
     earlier value, then each line dropped (its readers reading an earlier value of its shape
     instead) while the finding persists. Returns (lines, result, what)."""
-    before = jitad.config.read("jitad_tiering")
-    jitad.config.update("jitad_tiering", "compile")
-    try:
+    with compiled(model):
         lines, result, what = model.lines, model.result, verdict(model, transform)
         for k in range(len(lines) - 1, 0, -1):
             if (found := verdict(model, transform, None, lines[:k], lines[k - 1][0])):
@@ -450,15 +612,13 @@ def minimize(model, transform):
             if smaller and (found := verdict(model, transform, None, smaller, result)):
                 lines, what = smaller, found
         return lines, result, what
-    finally:
-        jitad.config.update("jitad_tiering", before)
 
 
 def _without(model, lines, k):
     """`lines` without line k, its readers reading the latest earlier value (or argument) of
     its shape instead; None where there is none."""
     name, _, shape = lines[k]
-    earlier = [f"x{j}" for j, a in enumerate(model.args) if a.shape == shape] + \
+    earlier = [f"x{j}" for j, a in enumerate(model.args) if a.shape == shape and a.dtype.kind == "f"] + \
         [n for n, _, s in lines[:k] if s == shape]
     if not earlier:
         return None
@@ -469,44 +629,43 @@ def _without(model, lines, k):
 def reproducer(seed, model, transform, what):
     lines, result, what = minimize(model, transform)
     shapes = ", ".join(f"x{k}: {a.dtype}{list(a.shape)}" for k, a in enumerate(model.args))
-    return (f"# case {seed} ({transform}): {what}\n# arguments: {shapes}\n# stages: {', '.join(dict.fromkeys(model.stages))}\n"
+    nans = "# with jax_debug_nans on\n" if model.debug_nans else ""
+    return (f"# case {seed} ({transform}): {what}\n{nans}# arguments: {shapes}\n"
+            f"# stages: {', '.join(dict.fromkeys(model.stages))}\n"
             f"# rerun: python -m tests.reliability.fuzz_models --case {seed}\n{model.source(lines, result)}")
 
 
-def _ops(graph, counts, within=None):
-    for node in graph.nodes:
-        counts[within, node.op] += 1   # (an op moved into a loop's body counts as a change)
-        for body in node.bodies:
-            _ops(body, counts, node.op)
-    return counts
-
-
-def _signature(program):
-    counts = collections.Counter()
-    for graph in [f.body for f in program.funs] + [program.main]:
-        _ops(graph, counts)
-    return counts
+# what the lowering and reverse mode do past the pipeline's passes, seen by `pass_coverage`:
+# (name, module, function, whether a call did it: fn(result, *args))
+FEATURES = [
+    ("row_scratch", "jitad.ir.rows", "_scratch", lambda out, *a: True),
+    ("reciprocal_divisions", "jitad.ir.fuse", "reciprocal_divisions", lambda out, body, *a: len(out) != len(body.nodes)),
+    ("prefetch", "jitad.lower.tensor", "_prefetch_ahead", lambda out, *a: True),
+    ("state_tables_leaving", "jitad.transforms.vjp", "_StateTables", lambda out, *a: bool(out.leaving)),
+]
 
 
 @contextlib.contextmanager
 def pass_coverage(fired):
-    """While open, each pass of the pipeline that changes the ops of a program it runs on is
-    counted in `fired` (name -> programs); an approximation: a pass that only rewrites
-    attributes is not seen."""
-    original = list(passes.PIPELINE)
+    """While open, `fired[name]` counts the programs each pass of the pipeline changed
+    (`passes.counting_changes`), and the calls in which each of `FEATURES` did its work."""
+    saved = [(sys.modules[m], fn, getattr(sys.modules[m], fn)) for _, m, fn, _ in FEATURES]
 
-    def watched(name, rewrite):
-        def run(program):
-            before = _signature(program)
-            rewrite(program)
-            if _signature(program) != before:
+    def seen(name, original, did):
+        def call(*args, **kwargs):
+            out = original(*args, **kwargs)
+            if did(out, *args):
                 fired[name] += 1
-        return run
-    passes.PIPELINE[:] = [(name, watched(name, rewrite), purpose) for name, rewrite, purpose in original]
+            return out
+        return call
     try:
-        yield fired
+        for (name, _, _, did), (module, fn, original) in zip(FEATURES, saved):
+            setattr(module, fn, seen(name, original, did))
+        with passes.counting_changes(fired):
+            yield fired
     finally:
-        passes.PIPELINE[:] = original
+        for module, fn, original in saved:
+            setattr(module, fn, original)
 
 
 # `--low-thresholds`: the passes' size thresholds (speed heuristics) lowered, so that small
@@ -530,29 +689,41 @@ def low_thresholds():
             setattr(module, name, value)
 
 
-def fuzz(minutes, seed=None, out=sys.stdout, transforms=TRANSFORMS):
-    """Run cases from `seed` on for `minutes`; print each finding; return [(seed, transform, what)]."""
-    start = time.monotonic()
+def fuzz(minutes, seed=None, out=sys.stdout, transforms=TRANSFORMS, fired=None):
+    """Run cases from `seed` on for `minutes`; print each finding; return [(seed, transform, what)].
+    With `fired` (a `pass_coverage` counter), print the cases each pass and feature changed."""
+    start, covered = time.monotonic(), collections.Counter()
     case = seed if seed is not None else int(time.time()) % 10**6 * 1000
     found, count, report = [], 0, start + 300
     while time.monotonic() < start + 60 * minutes:
         if time.monotonic() > report:   # (progress, every 5 minutes)
             report += 300
             print(f"# {count} cases in {(time.monotonic() - start) / 60:.1f} minutes", file=out, flush=True)
-        model = program(case)
+        model, before = program(case), collections.Counter(fired or ())
         try:
             findings = check(model, transforms)
         except Exception as e:   # noqa: BLE001 -- the fuzzer's own bug: say so, go on
             print(f"\n# --- fuzzer error on case {case}: {type(e).__name__}: {e}", file=out, flush=True)
             findings = []
         count += 1
+        covered.update(name for name in fired or () if fired[name] > before[name])
         for transform, what in findings[:1]:
             found.append((case, transform, what))
             print(f"\n# --- finding {len(found)}\n{reproducer(case, model, transform, what)}", file=out, flush=True)
             print("".join(f"# also {t}: {w[:200]}\n" for t, w in findings[1:]), file=out, flush=True)
         case += 1
     print(f"\n# {count} model cases checked (seeds {case - count} to {case - 1}), {len(found)} findings", file=out)
+    if fired is not None:
+        _print_coverage(covered, fired, out)
     return found
+
+
+def _print_coverage(covered, fired, out):
+    """The cases (and programs) each pass and feature changed, and those none did."""
+    names = list(dict.fromkeys([name for name, _, _ in passes.PIPELINE] + [name for name, *_ in FEATURES]))
+    print("# cases (programs) each pass or feature changed:", file=out)
+    for name in sorted(names, key=lambda n: -covered[n]):
+        print(f"#   {name:28} {covered[name]:5} ({fired[name]})", file=out)
 
 
 def main(argv=None):
@@ -576,9 +747,7 @@ def _main(a, fired):
         findings = check(model)
         print("\n".join(f"# {t}: {w}" for t, w in findings) or "# agrees with JAX")
         return 1 if findings else 0
-    found = fuzz(a.minutes, a.seed)
-    if fired:
-        print("# passes that changed programs:", dict(fired.most_common()))
+    found = fuzz(a.minutes, a.seed, fired=fired if a.coverage else None)
     return 1 if found else 0
 
 

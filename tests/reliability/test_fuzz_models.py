@@ -6,11 +6,15 @@ import collections
 import numpy as onp
 import pytest
 
+from jitad.ir import rows
+
 from . import fuzz_models
 from .fuzz_models import Model, check, compare, program
 
-FAST = [18, 14]   # two small cases (a dense layer, and two in float32: bias epilogues, column sums, row loops)
-SLOW = list(range(100, 108))   # cases of every regime (tens of seconds each)
+FAST = [85, 144]   # small cases: a one-hot product and a gather (masked row adds, gathered reads read apart);
+#                   a 3-step FOR, a fori_loop and a tiled concatenation in float32 (leaving state tables)
+SLOW = [11, 36, 53, 79, 95, 113, 126, 188]   # cases of every regime, the gathers, scatters and loops among
+#                   them (tens of seconds each)
 
 
 @pytest.mark.parametrize("seed", FAST)
@@ -63,6 +67,23 @@ def test_pass_coverage_counts_the_passes_that_change_a_program():
                       [("v0", "np.tanh(x0) * 2.0 + 1.0", (5, 8))], "v0")
         assert check(model, ["jit"]) == []
     assert fired["fuse"] >= 1
+
+
+def test_coverage_sees_attribute_rewrites_and_the_lowering():
+    """A gather read in a loop (a pass changing only attributes: `apart_reads`), a loop last
+    whose results the gradient does not read (its last step dropped) and its leaving states."""
+    fired = collections.Counter()
+    x = onp.linspace(-1.0, 1.0, 40).reshape(5, 8)
+    model = Model("float64", [x, onp.array([4, 0, -1, 2, 2]), x * 0.5],
+                  [("v0", "np.tanh(x0[x1]) * 2.0 + x0", (5, 8)),
+                   ("v1", "FOR(0, 3, lambda i, c: c + 0.1 * (x2 * c - c * c * c), v0, checkpoints=None)", (5, 8))],
+                  "v1")
+    pipeline, scratch = list(fuzz_models.passes.PIPELINE), rows._scratch
+    with fuzz_models.pass_coverage(fired):
+        assert check(model, ["jit_grad"]) == []
+    for name in ("gathered_reads", "apart_reads", "dead_last_steps", "state_tables_leaving"):
+        assert fired[name] >= 1, (name, fired)
+    assert fuzz_models.passes.PIPELINE == pipeline and rows._scratch is scratch   # all put back
 
 
 def test_float32_is_judged_against_jax_in_float64():
