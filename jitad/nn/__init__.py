@@ -291,6 +291,8 @@ def one_hot(x, num_classes, *, dtype=None, axis=-1):
         return N.one_hot(x, num_classes, "f32" if dtype == np.float32 else "f64")   # (a product with it: rows)
     classes = np.arange(num_classes).reshape((num_classes,) + (1,) * (len(shape) - axis))
     hit = N.reshape(x, shape[:axis] + (1,) + shape[axis:]) == classes
+    if not is_staged(hit):
+        return jnp.astype(hit, dtype)   # (any NumPy dtype, as JAX gives it)
     name = "bool" if dtype == np.bool_ else "i64" if dtype.kind in "iu" else "f32" if dtype == np.float32 else "f64"
     return N.convert(hit, name)
 

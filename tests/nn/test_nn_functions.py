@@ -89,6 +89,14 @@ def test_one_hot():
         same(jitad.jit(lambda l: nn.one_hot(l, 3, **kw))(labels), jnn.one_hot(labels, 3, **kw), what=str(kw))
 
 
+def test_one_hot_called_eagerly_keeps_the_dtype_asked_for():
+    labels = np.array([[0, 2], [3, -1]])
+    for dtype in (np.int32, np.uint8, np.float32, np.float16, np.bool_):
+        ours, theirs = nn.one_hot(labels, 3, dtype=dtype), jnn.one_hot(labels, 3, dtype=dtype)
+        assert ours.dtype == theirs.dtype, dtype
+        np.testing.assert_array_equal(np.asarray(ours), np.asarray(theirs))
+
+
 def test_dot_product_attention():
     rng = np.random.default_rng(0)
     q, k, v = rng.standard_normal((2, 3, 4, 5)), rng.standard_normal((2, 6, 2, 5)), rng.standard_normal((2, 6, 2, 5))
