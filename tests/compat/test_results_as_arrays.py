@@ -83,6 +83,7 @@ def test_results_pass_into_jax_functions():
     np.testing.assert_allclose(jax.device_put(y), y)
 
 
+@pytest.mark.slow   # (a sweep of every name, ~9 s: JAX's eager calls on each)
 def test_numpy_functions_on_python_numbers_give_arrays_where_jax_does():
     """Every `jitad.numpy` function that JAX's also has, called on Python numbers: where
     JAX returns an array, jitad returns an `Array` (not a Python number), of JAX's value.
